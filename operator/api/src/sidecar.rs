@@ -1,0 +1,457 @@
+//! Wire types of the sidecar HTTP API (port [`crate::names::PORT_SIDECAR`], 8086), shared by the sidecar, the operator and the
+//! simulator.
+//!
+//! The sidecar is the correctness layer: it makes mysqld writable only while it holds (a) an
+//! [`Authority`] naming its own site for the current topology generation and (b) an unexpired
+//! write lease granted by a majority of all sites' sidecars (itself included; the reader
+//! votes). Every body is JSON with camelCase field names.
+//!
+//! | method | path | request | response |
+//! |---|---|---|---|
+//! | `GET` | `/v1/status` | - | [`SidecarStatus`] |
+//! | `PUT` | `/v1/authority` | [`Authority`] | [`AuthorityResponse`] |
+//! | `POST` | `/v1/lease` | [`LeaseRequest`] | [`LeaseResponse`] |
+//! | `POST` | `/v1/fence` | [`FenceRequest`] | [`FenceResponse`] |
+//! | `POST` | `/v1/promote` | [`PromoteRequest`] | [`PromoteResponse`] |
+//! | `POST` | `/v1/repoint` | [`RepointRequest`] | [`RepointResponse`] |
+//! | `GET` | `/healthz` | - | `ok` |
+//! | `GET` | `/metrics` | - | Prometheus text |
+//!
+//! Errors are answered with a non-2xx status and an [`ErrorBody`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Timestamp;
+
+/// Path of the status endpoint (`GET`).
+pub const PATH_STATUS: &str = "/v1/status";
+/// Path of the authority push endpoint (`PUT`).
+pub const PATH_AUTHORITY: &str = "/v1/authority";
+/// Path of the lease endpoint (`POST`), called by the active site's sidecar on its peers.
+pub const PATH_LEASE: &str = "/v1/lease";
+/// Path of the fence endpoint (`POST`).
+pub const PATH_FENCE: &str = "/v1/fence";
+/// Path of the promote endpoint (`POST`).
+pub const PATH_PROMOTE: &str = "/v1/promote";
+/// Path of the repoint endpoint (`POST`).
+pub const PATH_REPOINT: &str = "/v1/repoint";
+/// Path of the liveness endpoint (`GET`).
+pub const PATH_HEALTHZ: &str = "/healthz";
+/// Path of the Prometheus metrics endpoint (`GET`).
+pub const PATH_METRICS: &str = "/metrics";
+
+/// The operator's statement of which site may be writable, pushed to every sidecar on every
+/// poll and cached by each sidecar in memory only.
+///
+/// `active_site: None` is the "authority is moving" notice: from the moment a sidecar caches
+/// it, it grants write leases to nobody, so the old active site loses its majority lease and
+/// fences itself within one lease duration.
+///
+/// A sidecar accepts a pushed authority only if it moves forward (see
+/// [`Authority::supersedes`]); everything else is refused and the cached one is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Authority {
+    /// Name of the `MysqlFailoverGroup` this authority belongs to.
+    pub group: String,
+    /// The one site allowed to be writable, or `None` while the authority is moving.
+    pub active_site: Option<String>,
+    /// The group's durable topology generation this authority was issued for.
+    pub topology_generation: u64,
+    /// When the operator issued this record (wall clock, informational only: no sidecar
+    /// decision reads it).
+    pub issued_at: Timestamp,
+}
+
+impl Authority {
+    /// The monotonic acceptance rule: whether `self`, when pushed, replaces `cached`.
+    ///
+    /// - With nothing cached, any authority of the sidecar's group is accepted.
+    /// - A greater `topology_generation` is always accepted.
+    /// - An equal generation is accepted only when the cached record is the "moving" notice
+    ///   (`active_site: None`) and the new one names a site: the operator finishing the move it
+    ///   announced. Re-pushing the identical record is a no-op that is also reported as
+    ///   accepted (see [`AuthorityDecision::Unchanged`]).
+    /// - A lower generation, or a different site for the same generation, is refused: a
+    ///   stale or conflicting operator (for example a deposed leader) can never move
+    ///   authority backwards.
+    ///
+    /// The group is checked separately by [`Authority::decide_against`].
+    pub fn supersedes(&self, cached: Option<&Authority>) -> bool {
+        match cached {
+            None => true,
+            Some(cached) => {
+                self.topology_generation > cached.topology_generation
+                    || (self.topology_generation == cached.topology_generation
+                        && cached.active_site.is_none()
+                        && self.active_site.is_some())
+            }
+        }
+    }
+
+    /// Decides what a sidecar of `group` with `cached` does with this pushed authority.
+    pub fn decide_against(&self, group: &str, cached: Option<&Authority>) -> AuthorityDecision {
+        if self.group != group {
+            return AuthorityDecision::RefusedWrongGroup;
+        }
+        if let Some(cached) = cached {
+            if cached.topology_generation == self.topology_generation
+                && cached.active_site == self.active_site
+            {
+                return AuthorityDecision::Unchanged;
+            }
+        }
+        if self.supersedes(cached) {
+            AuthorityDecision::Accepted
+        } else {
+            AuthorityDecision::RefusedStale
+        }
+    }
+}
+
+/// Outcome of pushing an [`Authority`] to a sidecar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AuthorityDecision {
+    /// The pushed record replaced the cached one.
+    Accepted,
+    /// The pushed record equals the cached one (same generation and active site).
+    Unchanged,
+    /// The pushed record is older than, or conflicts with, the cached one.
+    RefusedStale,
+    /// The pushed record names another group.
+    RefusedWrongGroup,
+}
+
+impl AuthorityDecision {
+    /// Whether the sidecar now caches what was pushed.
+    pub fn is_in_force(self) -> bool {
+        match self {
+            AuthorityDecision::Accepted | AuthorityDecision::Unchanged => true,
+            AuthorityDecision::RefusedStale | AuthorityDecision::RefusedWrongGroup => false,
+        }
+    }
+}
+
+/// Response to `PUT /v1/authority`.
+///
+/// It carries the grant bookkeeping too, so that an operator announcing a move learns, in the
+/// same round trip, how long ago this peer last granted a lease to each site.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorityResponse {
+    /// What the sidecar did with the pushed record.
+    pub decision: AuthorityDecision,
+    /// The authority cached after the push.
+    pub cached: Option<Authority>,
+    /// Per site, milliseconds since this sidecar last granted it a lease, on the sidecar's own
+    /// monotonic clock. A site never granted to is absent.
+    pub last_granted_ago_ms: BTreeMap<String, u64>,
+}
+
+/// A request for a write lease, sent by the sidecar of the site that believes it is active
+/// to every peer sidecar every `duration / 3`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRequest {
+    /// The group the requester belongs to.
+    pub group: String,
+    /// The requesting site.
+    pub site: String,
+    /// The topology generation of the authority the requester holds.
+    pub topology_generation: u64,
+}
+
+/// Why a peer refused a write lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LeaseRefusal {
+    /// The peer has no cached authority (it started and the operator has not pushed yet).
+    NoAuthority,
+    /// The request names another group.
+    WrongGroup,
+    /// The peer's cached authority is the "authority is moving" notice.
+    AuthorityMoving,
+    /// The peer's cached authority is for another topology generation.
+    GenerationMismatch,
+    /// The peer's cached authority names another site as active.
+    NotActiveSite,
+}
+
+impl LeaseRefusal {
+    /// A lowercase sentence fragment for logs and responses.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LeaseRefusal::NoAuthority => "no cached authority",
+            LeaseRefusal::WrongGroup => "request names another group",
+            LeaseRefusal::AuthorityMoving => "authority is moving",
+            LeaseRefusal::GenerationMismatch => "topology generation differs from cached authority",
+            LeaseRefusal::NotActiveSite => "cached authority names another active site",
+        }
+    }
+}
+
+/// Response to `POST /v1/lease`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseResponse {
+    /// Whether the peer granted the lease.
+    pub granted: bool,
+    /// The lease duration the peer granted, in milliseconds; the requester measures it on its
+    /// own monotonic clock from the moment it sent the request. Zero when refused.
+    pub duration_ms: u64,
+    /// Why the lease was refused; `None` when granted.
+    pub reason: Option<LeaseRefusal>,
+}
+
+/// Replication as the sidecar observed it on its mysqld.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicationState {
+    /// Both the IO and the SQL thread are running.
+    pub running: bool,
+    /// The configured source host, as reported by the server.
+    pub source_host: Option<String>,
+    /// The configured source port.
+    pub source_port: Option<u16>,
+    /// `Seconds_Behind_Master` / `Seconds_Behind_Source`; `None` when the server reports NULL.
+    pub seconds_behind_source: Option<u64>,
+    /// The last IO or SQL error the server reports, if any.
+    pub last_error: Option<String>,
+}
+
+/// What identifies one run of mysqld, so the operator sees a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MysqldRun {
+    /// `@@server_uuid` (MySQL) or `@@server_id` rendered as text (MariaDB, which has no
+    /// server UUID).
+    pub server_id: String,
+    /// Seconds since mysqld started (`Uptime`).
+    pub uptime_seconds: u64,
+    /// Wall-clock start of this run (observation time minus uptime); changes on a restart.
+    pub started_at: Timestamp,
+}
+
+/// What the sidecar read from its mysqld on its last observation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MysqlObservation {
+    /// Whether the last observation reached mysqld.
+    pub reachable: bool,
+    /// The error of the last observation, when it failed.
+    pub error: Option<String>,
+    /// `@@read_only` (MariaDB) / `@@super_read_only` (MySQL); `None` when unknown.
+    pub read_only: Option<bool>,
+    /// `@@gtid_executed` (MySQL) / `@@gtid_binlog_pos` (MariaDB) as the server prints it.
+    pub gtid_executed: Option<String>,
+    /// Replication state; `None` when no replication is configured or it is unknown.
+    pub replication: Option<ReplicationState>,
+    /// The identity of the mysqld run observed.
+    pub mysqld: Option<MysqldRun>,
+}
+
+/// The lease as the sidecar holds it (meaningful on the active site).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseState {
+    /// Whether an unexpired majority lease is held now.
+    pub held: bool,
+    /// Milliseconds until the held lease expires; zero when not held.
+    pub remaining_ms: u64,
+}
+
+/// Response to `GET /v1/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SidecarStatus {
+    /// The group this sidecar belongs to.
+    pub group: String,
+    /// The site this sidecar runs in.
+    pub site: String,
+    /// When this status was assembled (wall clock).
+    pub observed_at: Timestamp,
+    /// The last observation of mysqld.
+    pub mysql: MysqlObservation,
+    /// Whether the sidecar currently holds mysqld read-only on purpose (its rules say it must
+    /// not be writable, or an explicit fence is in force).
+    pub fenced: bool,
+    /// The explicit fence, if one is in force (see [`FenceRequest`]).
+    pub fence: Option<FenceState>,
+    /// The write lease as held by this sidecar.
+    pub lease: LeaseState,
+    /// The cached authority; `None` until the operator pushes one (startup safety net).
+    pub authority: Option<Authority>,
+    /// Per site, milliseconds since this sidecar last granted it a lease, on the sidecar's own
+    /// monotonic clock. A site never granted to is absent.
+    pub last_granted_ago_ms: BTreeMap<String, u64>,
+}
+
+/// An explicit fence in force on a sidecar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FenceState {
+    /// The topology generation the fence was issued under; it lifts when an authority of a
+    /// greater generation is accepted.
+    pub topology_generation: u64,
+    /// Why the operator fenced this site.
+    pub reason: String,
+}
+
+/// Request of `POST /v1/fence`: set mysqld read-only now and keep it so until an authority
+/// with a greater generation than `topology_generation` is accepted (planned failover's
+/// Draining phase, in-place restore).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FenceRequest {
+    /// The group; a request for another group is refused.
+    pub group: String,
+    /// The topology generation the operator fences under.
+    pub topology_generation: u64,
+    /// Also kill every client connection (not replication threads, not the sidecar's own).
+    pub kill_connections: bool,
+    /// Why, for logs and status.
+    pub reason: String,
+}
+
+/// A mutation's outcome as re-read afterwards: an error or timeout is an unknown, never "did
+/// not happen" (seed 001), so the state is always observed again before answering.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MutationReport {
+    /// The error the mutating statement returned, or that it timed out.
+    pub error: Option<String>,
+    /// mysqld as re-read after the mutation.
+    pub observed: MysqlObservation,
+}
+
+/// Response to `POST /v1/fence`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FenceResponse {
+    /// The fence now in force.
+    pub fence: FenceState,
+    /// Setting read-only, re-read.
+    pub read_only: MutationReport,
+    /// How many client connections were killed; `None` when not asked or unknown.
+    pub killed_connections: Option<u64>,
+}
+
+/// Request of `POST /v1/promote`: wait until the relay log is applied up to
+/// `drain_until_gtid` (if given), then stop and reset replication. mysqld becomes writable only
+/// through the lease rule, once the operator pushes an authority naming this site.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromoteRequest {
+    /// The group; a request for another group is refused.
+    pub group: String,
+    /// GTID set (server syntax) to wait for before detaching replication.
+    pub drain_until_gtid: Option<String>,
+    /// How long to wait for the drain, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// Response to `POST /v1/promote`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromoteResponse {
+    /// Whether the drain target was reached (`true` when none was given).
+    pub drained: bool,
+    /// Stopping and resetting replication, re-read.
+    pub detach: MutationReport,
+}
+
+/// Request of `POST /v1/repoint`: replicate from `source_host:source_port` (the canonical
+/// internal Service name of the active site) with GTID auto-positioning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepointRequest {
+    /// The group; a request for another group is refused.
+    pub group: String,
+    /// Canonical host name of the new source.
+    pub source_host: String,
+    /// MySQL port of the new source.
+    pub source_port: u16,
+}
+
+/// Response to `POST /v1/repoint`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepointResponse {
+    /// Changing the source and starting replication, re-read.
+    pub repoint: MutationReport,
+}
+
+/// Body of every non-2xx sidecar response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// A lowercase fragment that reads after "failed to".
+    pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authority(active_site: Option<&str>, topology_generation: u64) -> Authority {
+        Authority {
+            group: "playground".to_owned(),
+            active_site: active_site.map(str::to_owned),
+            topology_generation,
+            issued_at: Timestamp::from_unix_millis(0),
+        }
+    }
+
+    #[test]
+    fn authority_monotonic_rule_accepts_only_forward_moves() {
+        let cached = authority(Some("iad"), 4);
+        // A greater generation is always accepted.
+        assert!(authority(Some("pdx"), 5).supersedes(Some(&cached)));
+        assert!(authority(None, 5).supersedes(Some(&cached)));
+        // A lower generation never.
+        assert!(!authority(Some("iad"), 3).supersedes(Some(&cached)));
+        // Same generation, another site: a conflicting operator, refused.
+        assert!(!authority(Some("pdx"), 4).supersedes(Some(&cached)));
+        // Same generation, moving notice after a named site: refused (moving bumps nothing).
+        assert!(!authority(None, 4).supersedes(Some(&cached)));
+        // Same generation, named site after the moving notice: the operator finishing its move.
+        let moving = authority(None, 4);
+        assert!(authority(Some("pdx"), 4).supersedes(Some(&moving)));
+        // Nothing cached: accepted (the startup safety net ends here).
+        assert!(authority(Some("iad"), 1).supersedes(None));
+    }
+
+    #[test]
+    fn authority_decision_checks_group_and_reports_unchanged() {
+        let cached = authority(Some("iad"), 4);
+        assert_eq!(
+            authority(Some("iad"), 4).decide_against("playground", Some(&cached)),
+            AuthorityDecision::Unchanged
+        );
+        assert_eq!(
+            authority(Some("iad"), 5).decide_against("other", Some(&cached)),
+            AuthorityDecision::RefusedWrongGroup
+        );
+        assert_eq!(
+            authority(Some("iad"), 3).decide_against("playground", Some(&cached)),
+            AuthorityDecision::RefusedStale
+        );
+    }
+
+    #[test]
+    fn sidecar_wire_types_are_camel_case() {
+        let json = serde_json::to_value(LeaseRequest {
+            group: "playground".to_owned(),
+            site: "iad".to_owned(),
+            topology_generation: 7,
+        })
+        .unwrap_or_default();
+        assert_eq!(json["topologyGeneration"], 7);
+        let json = serde_json::to_value(authority(None, 2)).unwrap_or_default();
+        assert!(json["activeSite"].is_null());
+        assert!(json["issuedAt"].is_string());
+    }
+}
