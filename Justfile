@@ -1,0 +1,26 @@
+# Bloodraven's commands. Run ./setup first on a fresh machine (README quick start).
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# list recipes
+default:
+    @just --list
+
+# format check, clippy with warnings denied, and every test (root: localkube and MariaDB tests)
+test:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo test --workspace --no-fail-fast
+    cargo run -q -p bloodraven-sim --release -- --seeds 0..200
+
+# regenerate fixtures/crds from the bloodraven-api types
+crdgen:
+    cargo run -q -p bloodraven-api --bin crdgen
+
+# run the deterministic simulator over a seed range, e.g. `just sim 0..10000`
+sim seeds="0..1000" *flags="":
+    cargo run -q -p bloodraven-sim --release -- --seeds {{seeds}} {{flags}}
+
+# run one chaos scenario by number against a live cluster, e.g. `just chaos 38`
+chaos id:
+    @echo "just chaos {{id}}: the harness (bloodraven-harness) is not built yet; see README 'Status'" >&2; exit 2

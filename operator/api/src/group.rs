@@ -1,0 +1,519 @@
+//! The `MysqlFailoverGroup` custom resource (short name `mfg`): spec, defaults and status.
+//!
+//! Defaults (bloodraven.md): pollInterval 2s, failureThreshold 3, maxLagSeconds 300,
+//! failoverCooldown 5m, plannedFailover.onCooldown reject, dns.ttl 60, writeLease.duration
+//! = pollInterval × failureThreshold when unset.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{GoDuration, Timestamp};
+
+/// Default `spec.pollInterval`.
+pub const DEFAULT_POLL_INTERVAL: GoDuration = GoDuration::from_secs(2);
+/// Default `spec.failureThreshold`.
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
+/// Default `spec.maxLagSeconds`.
+pub const DEFAULT_MAX_LAG_SECONDS: u64 = 300;
+/// Default `spec.failoverCooldown`.
+pub const DEFAULT_FAILOVER_COOLDOWN: GoDuration = GoDuration::from_secs(300);
+/// Default `spec.dns.ttl`.
+pub const DEFAULT_DNS_TTL: u32 = 60;
+
+fn default_poll_interval() -> GoDuration {
+    DEFAULT_POLL_INTERVAL
+}
+fn default_failure_threshold() -> u32 {
+    DEFAULT_FAILURE_THRESHOLD
+}
+fn default_max_lag_seconds() -> u64 {
+    DEFAULT_MAX_LAG_SECONDS
+}
+fn default_failover_cooldown() -> GoDuration {
+    DEFAULT_FAILOVER_COOLDOWN
+}
+fn default_dns_ttl() -> u32 {
+    DEFAULT_DNS_TTL
+}
+
+/// Desired state of a failover group: its sites and the failover policy.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "bloodraven.shipstream.io",
+    version = "v1",
+    kind = "MysqlFailoverGroup",
+    namespaced,
+    status = "MysqlFailoverGroupStatus",
+    shortname = "mfg",
+    printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.activeSite"}"#,
+    printcolumn = r#"{"name":"Generation","type":"integer","jsonPath":".status.topologyGeneration"}"#,
+    printcolumn = r#"{"name":"Authority","type":"string","jsonPath":".status.authority.state"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MysqlFailoverGroupSpec {
+    /// MySQL flavor of every site.
+    #[serde(default)]
+    pub flavor: Flavor,
+    /// Container image of mysqld (e.g. `mariadb:10.11`).
+    pub image: String,
+    /// The sites, in order; names are unique.
+    pub sites: Vec<SiteSpec>,
+    /// The site made writable at bootstrap; must be a read-write site.
+    pub initial_active_site: String,
+    /// How often the operator observes every site.
+    #[serde(default = "default_poll_interval")]
+    pub poll_interval: GoDuration,
+    /// Consecutive failed polls after which a site is failed.
+    #[serde(default = "default_failure_threshold")]
+    pub failure_threshold: u32,
+    /// Replication lag above which a replica is not healthy.
+    #[serde(default = "default_max_lag_seconds")]
+    pub max_lag_seconds: u64,
+    /// Anti-flap cooldown after every promotion.
+    #[serde(default = "default_failover_cooldown")]
+    pub failover_cooldown: GoDuration,
+    /// Planned failover policy.
+    #[serde(default)]
+    pub planned_failover: PlannedFailoverPolicy,
+    /// Sidecar write lease.
+    #[serde(default)]
+    pub write_lease: WriteLeaseSpec,
+    /// The DNS record pointing at the active site.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsSpec>,
+}
+
+impl MysqlFailoverGroupSpec {
+    /// Failure detection floor: pollInterval × failureThreshold (6 s on defaults).
+    pub fn detection_floor(&self) -> Duration {
+        self.poll_interval.get() * self.failure_threshold
+    }
+
+    /// The write lease duration: `writeLease.duration`, else the detection floor.
+    pub fn effective_write_lease(&self) -> Duration {
+        self.write_lease
+            .duration
+            .map(GoDuration::get)
+            .unwrap_or_else(|| self.detection_floor())
+    }
+
+    /// The spec of the named site.
+    pub fn site(&self, name: &str) -> Option<&SiteSpec> {
+        self.sites.iter().find(|site| site.name == name)
+    }
+
+    /// `EffectiveReadOnlyMaxLagSeconds` of a site: its own limit, else `maxLagSeconds`.
+    pub fn effective_read_only_max_lag_seconds(&self, site: &SiteSpec) -> u64 {
+        site.read_only_max_lag_seconds.unwrap_or(self.max_lag_seconds)
+    }
+
+    /// Problems that make this spec unusable, each naming the field (empty when valid).
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.sites.is_empty() {
+            problems.push("spec.sites: at least one site is required".to_string());
+        }
+        for (index, site) in self.sites.iter().enumerate() {
+            if self.sites[..index].iter().any(|other| other.name == site.name) {
+                problems.push(format!("spec.sites[{index}].name: duplicate site {:?}", site.name));
+            }
+            if site.name.is_empty() {
+                problems.push(format!("spec.sites[{index}].name: must not be empty"));
+            }
+        }
+        match self.site(&self.initial_active_site) {
+            None => problems.push(format!(
+                "spec.initialActiveSite: {:?} is not one of spec.sites",
+                self.initial_active_site
+            )),
+            Some(site) if site.role != SiteRole::ReadWrite => problems.push(format!(
+                "spec.initialActiveSite: {:?} is a read-only site",
+                self.initial_active_site
+            )),
+            Some(_) => {}
+        }
+        if self.failure_threshold == 0 {
+            problems.push("spec.failureThreshold: must be at least 1".to_string());
+        }
+        if self.poll_interval.get().is_zero() {
+            problems.push("spec.pollInterval: must be positive".to_string());
+        }
+        problems
+    }
+}
+
+/// MySQL flavor.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavor {
+    /// MariaDB (default; Debian's mariadb-server, image mariadb:10.11).
+    #[default]
+    Mariadb,
+    /// MySQL 8.4.
+    Mysql,
+}
+
+/// Whether a site may ever be writable.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum SiteRole {
+    /// May become the active, writable site.
+    #[serde(rename = "read-write")]
+    ReadWrite,
+    /// Never writable, never tainted; serves reads when all five conjuncts hold.
+    #[serde(rename = "read-only")]
+    ReadOnly,
+}
+
+/// One site of the group.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SiteSpec {
+    /// Site name (`iad`, `pdx`, `reader`).
+    pub name: String,
+    /// read-write or read-only.
+    pub role: SiteRole,
+    /// Lag limit of a read-only site; null inherits maxLagSeconds, 0 demands zero lag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_max_lag_seconds: Option<u64>,
+    /// Node selector of the site's pod (e.g. `topology.kubernetes.io/zone: iad`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+}
+
+/// What a planned failover does inside the cooldown.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnCooldown {
+    /// Fail the request (phase Rejected). Default.
+    #[default]
+    Reject,
+    /// Park it in Deferred until cooldownUntil.
+    Defer,
+}
+
+/// Planned failover policy.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedFailoverPolicy {
+    /// What a planned failover requested inside the cooldown does.
+    #[serde(default)]
+    pub on_cooldown: OnCooldown,
+}
+
+/// The sidecar write lease.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteLeaseSpec {
+    /// Lease duration; default pollInterval × failureThreshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<GoDuration>,
+}
+
+/// The external DNS record of the group.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsSpec {
+    /// The A record's name.
+    pub hostname: String,
+    /// recordTTL of the A record.
+    #[serde(default = "default_dns_ttl")]
+    pub ttl: u32,
+}
+
+/// Observed state of a failover group, written only by the leader.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MysqlFailoverGroupStatus {
+    /// The site authority names active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_site: Option<String>,
+    /// Durable counter of authoritative active-site changes (not metadata.generation).
+    #[serde(default)]
+    pub topology_generation: u64,
+    /// Whether there is a confirmed writable active site.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority: Option<AuthorityStatus>,
+    /// Standard conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// Per-site observations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub sites: Vec<SiteStatus>,
+    /// End of the anti-flap cooldown (first persisted copy; the annotation is the second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown_until: Option<Timestamp>,
+    /// The planned failover in flight or last finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_failover: Option<PlannedFailoverStatus>,
+    /// The last failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failover: Option<LastFailover>,
+    /// Group health.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthStatus>,
+    /// metadata.generation of the spec this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Authority state.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorityStatus {
+    /// `Valid` or `Invalid`.
+    pub state: AuthorityState,
+    /// Why authority is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Valid: a confirmed writable active site. Invalid: none; every shared endpoint is shed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum AuthorityState {
+    /// A confirmed writable active site exists.
+    Valid,
+    /// No confirmed writable active site.
+    #[default]
+    Invalid,
+}
+
+/// A status condition (`type` unique within the list).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type (`Ready`, `Degraded`, `FailoverInProgress`, ...).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason.
+    #[serde(default)]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default)]
+    pub message: String,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Timestamp>,
+}
+
+/// What the operator last saw of one site.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SiteStatus {
+    /// Site name.
+    pub name: String,
+    /// `primary`, `replica` or `fenced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Time of the last poll that reached the site (freezes while the operator is down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<Timestamp>,
+    /// Sidecar and MySQL answered the last poll.
+    #[serde(default)]
+    pub reachable: bool,
+    /// MySQL accepts writes (read_only off).
+    #[serde(default)]
+    pub writable: bool,
+    /// The sidecar holds MySQL fenced.
+    #[serde(default)]
+    pub fenced: bool,
+    /// GTID executed set, flavor text form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid_executed: Option<String>,
+    /// Replication threads running.
+    #[serde(default)]
+    pub replicating: bool,
+    /// Replication source host as reported by MySQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_host: Option<String>,
+    /// Seconds behind the source; null when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_behind_source: Option<u64>,
+    /// Healthy by the rules of the site's role.
+    #[serde(default)]
+    pub healthy: bool,
+    /// Consecutive failed polls.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// Errant GTID set of a returning old primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errant_gtid_set: Option<String>,
+}
+
+/// Phase of a planned failover.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PlannedFailoverPhase {
+    /// Checking cooldown and holds.
+    Admitting,
+    /// Parked until `admission.retryTime`.
+    Deferred,
+    /// Old primary fenced, read_only, connections killed; waiting for the target to converge.
+    Draining,
+    /// Target being made writable.
+    Promoting,
+    /// Done with zero lost transactions.
+    Completed,
+    /// Refused (cooldown with onCooldown=reject, or an invalid target).
+    Rejected,
+}
+
+/// Why a planned failover was deferred.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum DeferReason {
+    /// Inside the anti-flap cooldown with onCooldown=defer.
+    Cooldown,
+    /// A live failover-hold deployment lease.
+    DeploymentHold,
+}
+
+/// Admission outcome of a planned failover.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Admission {
+    /// Why it is deferred.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer_reason: Option<DeferReason>,
+    /// When admission is retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_time: Option<Timestamp>,
+    /// Human-readable detail (names the blocking operationId and instance for a hold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A planned failover request and its progress.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedFailoverStatus {
+    /// Current phase.
+    pub phase: PlannedFailoverPhase,
+    /// Target site.
+    pub target: String,
+    /// Admission detail.
+    #[serde(default)]
+    pub admission: Admission,
+    /// When the request was first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<Timestamp>,
+}
+
+/// Kind of a failover.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FailoverKind {
+    /// Detected failure of the active site.
+    Emergency,
+    /// Requested switchover.
+    Planned,
+}
+
+/// The record of the last failover.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastFailover {
+    /// emergency or planned.
+    pub kind: FailoverKind,
+    /// Old active site.
+    pub from: String,
+    /// New active site.
+    pub to: String,
+    /// When the failover started (fault first seen for emergency; admission for planned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    /// When the failure was detected (failureThreshold reached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_at: Option<Timestamp>,
+    /// When the old site was known not writable (fenced, down, or lease expired).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced_at: Option<Timestamp>,
+    /// When the new site was made writable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_at: Option<Timestamp>,
+    /// When every other site was repointed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Timestamp>,
+    /// Transactions of the old primary missing on the new one.
+    #[serde(default)]
+    pub lost_transactions: u64,
+    /// Those transactions as a GTID set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_gtid_set: Option<String>,
+    /// false: a lower bound from the last observation; true: measured on the old primary's data.
+    #[serde(default)]
+    pub exact: bool,
+}
+
+/// Group health summary.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthStatus {
+    /// Largest replication lag among replicating sites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_lag_seconds: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAYGROUND: &str = r#"
+flavor: mariadb
+image: mariadb:10.11
+sites:
+- {name: iad, role: read-write, nodeSelector: {topology.kubernetes.io/zone: iad}}
+- {name: pdx, role: read-write, nodeSelector: {topology.kubernetes.io/zone: pdx}}
+- {name: reader, role: read-only, readOnlyMaxLagSeconds: null}
+initialActiveSite: iad
+maxLagSeconds: 30
+failoverCooldown: 30s
+dns: {hostname: playground-db.example.local, ttl: 10}
+"#;
+
+    /// bloodraven.md: defaults pollInterval 2s, failureThreshold 3 -> detection floor 6s,
+    /// write lease defaults to the detection floor, onCooldown reject.
+    #[test]
+    fn playground_spec_takes_the_design_defaults() {
+        let spec: MysqlFailoverGroupSpec = serde_yaml::from_str(PLAYGROUND).expect("parse");
+        assert_eq!(spec.poll_interval.get(), Duration::from_secs(2));
+        assert_eq!(spec.failure_threshold, 3);
+        assert_eq!(spec.detection_floor(), Duration::from_secs(6));
+        assert_eq!(spec.effective_write_lease(), Duration::from_secs(6));
+        assert_eq!(spec.planned_failover.on_cooldown, OnCooldown::Reject);
+        assert_eq!(spec.dns.as_ref().map(|dns| dns.ttl), Some(10));
+        assert!(spec.validate().is_empty(), "{:?}", spec.validate());
+    }
+
+    /// Seed 000: nil readOnlyMaxLagSeconds inherits maxLagSeconds; an explicit 0 demands zero.
+    #[test]
+    fn effective_read_only_max_lag_inherits_or_is_explicit() {
+        let mut spec: MysqlFailoverGroupSpec = serde_yaml::from_str(PLAYGROUND).expect("parse");
+        let reader = spec.site("reader").expect("reader").clone();
+        assert_eq!(spec.effective_read_only_max_lag_seconds(&reader), 30);
+        spec.sites[2].read_only_max_lag_seconds = Some(0);
+        let reader = spec.sites[2].clone();
+        assert_eq!(spec.effective_read_only_max_lag_seconds(&reader), 0);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut spec: MysqlFailoverGroupSpec = serde_yaml::from_str(PLAYGROUND).expect("parse");
+        spec.initial_active_site = "reader".into();
+        spec.sites.push(spec.sites[0].clone());
+        let problems = spec.validate().join("\n");
+        assert!(problems.contains("spec.initialActiveSite"), "{problems}");
+        assert!(problems.contains("spec.sites[3].name: duplicate"), "{problems}");
+    }
+
+    #[test]
+    fn dns_ttl_defaults_to_60() {
+        let dns: DnsSpec = serde_yaml::from_str("hostname: a.example").expect("parse");
+        assert_eq!(dns.ttl, DEFAULT_DNS_TTL);
+    }
+}

@@ -1,0 +1,27 @@
+//! bloodraven-api: the Kubernetes-facing types of Bloodraven and every name it uses.
+//!
+//! - [`MysqlFailoverGroup`] and [`MysqlDatabase`]: the CRDs (`bloodraven.shipstream.io/v1`).
+//! - [`DNSEndpoint`]: external-dns's `externaldns.k8s.io/v1alpha1` record object.
+//! - [`names`]: labels, annotations, ports and object names (ARCHITECTURE.md "Names").
+//! - [`sidecar`]: the wire types of the sidecar HTTP API.
+//! - [`Timestamp`] and [`GoDuration`]: the time types the CRDs serialise.
+//!
+//! No I/O lives here.
+
+mod duration;
+mod error;
+mod time;
+
+pub mod crds;
+pub mod database;
+pub mod dns;
+pub mod group;
+pub mod names;
+pub mod sidecar;
+
+pub use database::{DeploymentClient, FailoverGroupRef, MysqlDatabase, MysqlDatabaseSpec};
+pub use dns::{DNSEndpoint, DNSEndpointSpec, Endpoint};
+pub use duration::GoDuration;
+pub use error::{Error, Result};
+pub use group::*;
+pub use time::Timestamp;
