@@ -4,5 +4,8 @@
 //! ([`time::Timestamp`]); the operator shell and the simulator execute the same actions.
 
 pub mod deploy;
+pub mod engine;
 pub mod lease;
 pub mod time;
+
+pub use engine::{Action, Decision, DecideOptions, GroupMemory, Observation};

@@ -1,0 +1,378 @@
+//! [`Decision`] and the typed [`Action`]s the shell executes.
+//!
+//! # Executing a decision
+//!
+//! The shell (operator or simulator) executes `actions` **in order** and then persists
+//! `memory` (status, plus the annotation changes among the actions). The order is the one of
+//! ARCHITECTURE.md "One poll": node taints first, then cross-site actions (authority,
+//! fencing, promotion, repointing, lease revocation), then pod labels, Services, the
+//! DNSEndpoint, annotations, events and metrics.
+//!
+//! Every action is idempotent, and the shell never interprets an error: a mutation that
+//! errored or timed out is an *unknown*, and the next poll's `Observation` re-reads what
+//! actually happened (seed 001). The shell carries on with the remaining actions of the
+//! poll; `decide` never emits, in one poll, an action whose safety depends on an earlier one
+//! of the same poll having succeeded (a promotion is split across polls for that reason).
+
+use std::collections::BTreeMap;
+
+use bloodraven_api::{
+    sidecar::{Authority, FenceRequest, PromoteRequest, RepointRequest},
+    DNSEndpointSpec, FailoverKind,
+};
+
+use super::memory::{GroupMemory, PodRole, SiteState};
+use crate::deploy::RevokeReason;
+use crate::time::{Duration, Timestamp};
+
+/// The output of one [`decide`](super::decide) call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// What to do, in execution order.
+    pub actions: Vec<Action>,
+    /// The memory to persist (and to pass to the next `decide`).
+    pub memory: GroupMemory,
+    /// The per-site state transitions of this poll (the taint actions are a function of
+    /// these), for logs and the simulator's checkers.
+    pub transitions: Vec<SiteTransition>,
+}
+
+/// One site changing [`SiteState`] in a poll.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteTransition {
+    /// The site.
+    pub site: String,
+    /// State before this poll.
+    pub from: SiteState,
+    /// State after this poll.
+    pub to: SiteState,
+}
+
+/// One thing the shell does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Put the `bloodraven.shipstream.io/demoted=<group>:NoExecute` taint on `node` (the node
+    /// of a demoted read-write site; never a read-only site's). Always first in a decision.
+    TaintNode {
+        /// The demoted site.
+        site: String,
+        /// Its pod's node.
+        node: String,
+    },
+    /// Remove the demotion taint of this group from `node` (the site rejoined as a replica).
+    UntaintNode {
+        /// The site that rejoined.
+        site: String,
+        /// Its pod's node.
+        node: String,
+    },
+    /// `PUT /v1/authority` on `site`'s sidecar with an authority naming a site. Pushed to every
+    /// site on every poll while no move is in flight.
+    PushAuthority {
+        /// The sidecar to push to.
+        site: String,
+        /// The authority (`active_site: Some(..)`).
+        authority: Authority,
+    },
+    /// `PUT /v1/authority` on `site`'s sidecar with the "authority is moving" notice
+    /// (`active_site: None`, current generation): from then on it grants no write lease to
+    /// anybody and reports how long ago it last granted each site.
+    AnnounceAuthorityMove {
+        /// The sidecar to notify.
+        site: String,
+        /// The notice (`active_site: None`).
+        authority: Authority,
+    },
+    /// `POST /v1/fence` on `site`'s sidecar: read_only now, connections killed (planned
+    /// failover's Draining).
+    Fence {
+        /// The site to fence.
+        site: String,
+        /// The request body.
+        request: FenceRequest,
+    },
+    /// `POST /v1/promote` on `site`'s sidecar: drain the relay log (up to
+    /// `drain_until_gtid` when given, else what was already received) and detach replication.
+    /// MySQL becomes writable later, through the lease rule, once an authority naming the site
+    /// is pushed (a later poll, after the detachment is observed).
+    Promote {
+        /// The candidate.
+        site: String,
+        /// The request body.
+        request: PromoteRequest,
+    },
+    /// `POST /v1/repoint` on `site`'s sidecar: replicate from the active site's canonical
+    /// internal Service host.
+    Repoint {
+        /// The site to repoint.
+        site: String,
+        /// The request body.
+        request: RepointRequest,
+    },
+    /// Server-side apply the role and healthy labels on the site's pod.
+    SetPodLabels {
+        /// The site.
+        site: String,
+        /// The pod (`mysql-<group>-<site>-0`).
+        pod: String,
+        /// `shipstream.io/role`.
+        role: PodRole,
+        /// `shipstream.io/healthy` (`yes` when true).
+        healthy: bool,
+    },
+    /// Server-side apply one of the `2 × sites + 2` Services (desired state, every poll).
+    ApplyService(DesiredService),
+    /// Server-side apply (field manager `bloodraven`, force) the DNSEndpoint. Emitted only
+    /// when the read-back record differs from the desired one, and only for the active site
+    /// while the authority is valid.
+    ApplyDnsEndpoint {
+        /// `bloodraven-<group>`.
+        name: String,
+        /// The single A record.
+        spec: DNSEndpointSpec,
+    },
+    /// Revoke every deploy lease of the group (tombstones, `DeploymentLeaseRevoked` event).
+    RevokeDeployLeases {
+        /// `TopologyChanged` (generation bump) or `OperatorRevoked` (annotation).
+        reason: RevokeReason,
+        /// The group's topology generation after this decision.
+        topology_generation: u64,
+    },
+    /// Change one of the group's annotations.
+    Annotate(AnnotationChange),
+    /// Emit a Kubernetes Event on the group.
+    Event(Event),
+    /// Record a metric observation.
+    Metric(MetricObservation),
+}
+
+/// An annotation write on the group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnnotationChange {
+    /// Set `bloodraven.shipstream.io/cooldown-until` (RFC 3339): the second cooldown copy.
+    SetCooldownUntil(Timestamp),
+    /// Set `bloodraven.shipstream.io/last-failover` to `"<kind> <from>-><to> <RFC 3339>"`.
+    SetLastFailover(String),
+    /// Remove `bloodraven.shipstream.io/planned-failover` (the request reached a final phase).
+    ClearPlannedFailover,
+    /// Remove `bloodraven.shipstream.io/revoke-deployment-leases` (the leases were revoked).
+    ClearRevokeDeploymentLeases,
+}
+
+/// The four kinds of Service (seed 000: `2 × len(sites) + 2` objects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceKind {
+    /// `mysql-<group>-<site>`: MySQL + sidecar ports, `publishNotReadyAddresses: true`,
+    /// selects the site's pod; the canonical replication source host. Never for applications.
+    SiteInternal,
+    /// `mysql-<group>-<site>-hl`: headless governing Service of the site's StatefulSet.
+    SiteHeadless,
+    /// `mysql-<group>-primary`: instance + `role=primary`, not publishNotReady.
+    Primary,
+    /// `mysql-<group>-replicas`: instance + `role=replica` + `healthy=yes`.
+    Replicas,
+}
+
+/// A Service as it must exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredService {
+    /// Object name.
+    pub name: String,
+    /// Which of the four kinds.
+    pub kind: ServiceKind,
+    /// The site of a per-site Service; `None` for the shared ones.
+    pub site: Option<String>,
+    /// Label selector.
+    pub selector: BTreeMap<String, String>,
+    /// Ports: `(name, port)`, target port equal to port.
+    pub ports: Vec<(String, u16)>,
+    /// `spec.publishNotReadyAddresses`.
+    pub publish_not_ready_addresses: bool,
+    /// `spec.clusterIP: None` (headless).
+    pub headless: bool,
+}
+
+/// A Kubernetes Event on the group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The catalogued reason.
+    pub reason: EventReason,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// Event type (`Normal` or `Warning`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Expected operation.
+    Normal,
+    /// Needs attention.
+    Warning,
+}
+
+/// The catalogue of Events the engine emits (`reason` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventReason {
+    /// The first authority was issued (bootstrap).
+    AuthorityIssued,
+    /// The authority became valid (confirmed writable active site).
+    AuthorityValid,
+    /// The authority became invalid; shared endpoints shed.
+    AuthorityInvalid,
+    /// A site reached `failureThreshold` consecutive failed polls.
+    SiteFailed,
+    /// A failed site answered again.
+    SiteRecovered,
+    /// A newer authority cached by the sidecars was adopted (memory was stale or lost).
+    AuthorityAdopted,
+    /// Emergency failover started: the move notice was issued.
+    EmergencyFailoverStarted,
+    /// The active site failed but the cooldown blocks an emergency failover.
+    EmergencyFailoverBlockedByCooldown,
+    /// The active site failed and no read-write site qualifies as candidate.
+    NoFailoverCandidate,
+    /// Waiting for the old site's lease to lapse before promoting.
+    AwaitingLeaseExpiry,
+    /// The lease wait was skipped by the test-only switch.
+    LeaseWaitSkipped,
+    /// The old site is known unable to write (lease lapsed, or confirmed read-only/down).
+    OldPrimaryFenced,
+    /// A candidate was told to drain and detach.
+    Draining,
+    /// New authority issued (generation bumped) to the new active site.
+    Promoted,
+    /// A failover completed (the new active site is confirmed writable).
+    FailoverCompleted,
+    /// `lastFailover.lostTransactions` became exact.
+    LostTransactionsExact,
+    /// A returning old primary is kept fenced (errant transactions, or not yet checked).
+    ReturningPrimaryFenced,
+    /// A demoted site rejoined as a replica (no errant transactions).
+    ReturningPrimaryRejoined,
+    /// The active site's mysqld restarted; authority re-issued, no failover.
+    PrimaryReasserted,
+    /// A planned failover request was seen and is being admitted.
+    PlannedFailoverAdmitting,
+    /// A planned failover was deferred (cooldown or deployment hold).
+    PlannedFailoverDeferred,
+    /// A planned failover was rejected.
+    PlannedFailoverRejected,
+    /// A planned failover fenced the old primary (Draining).
+    PlannedFailoverDraining,
+    /// A planned failover issued the new authority (Promoting).
+    PlannedFailoverPromoting,
+    /// A planned failover completed with zero lost transactions.
+    PlannedFailoverCompleted,
+    /// A planned failover was aborted and the old site re-asserted.
+    PlannedFailoverAborted,
+    /// Every deploy lease was revoked (seed 003's event name).
+    DeploymentLeaseRevoked,
+    /// A site's replication was pointed at the active site.
+    Repointed,
+    /// A site's GTID text could not be parsed (flavor mismatch or garbage).
+    GtidUnreadable,
+}
+
+impl EventReason {
+    /// The reason string (`DeploymentLeaseRevoked`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::AuthorityIssued => "AuthorityIssued",
+            EventReason::AuthorityValid => "AuthorityValid",
+            EventReason::AuthorityInvalid => "AuthorityInvalid",
+            EventReason::SiteFailed => "SiteFailed",
+            EventReason::SiteRecovered => "SiteRecovered",
+            EventReason::AuthorityAdopted => "AuthorityAdopted",
+            EventReason::EmergencyFailoverStarted => "EmergencyFailoverStarted",
+            EventReason::EmergencyFailoverBlockedByCooldown => "EmergencyFailoverBlockedByCooldown",
+            EventReason::NoFailoverCandidate => "NoFailoverCandidate",
+            EventReason::AwaitingLeaseExpiry => "AwaitingLeaseExpiry",
+            EventReason::LeaseWaitSkipped => "LeaseWaitSkipped",
+            EventReason::OldPrimaryFenced => "OldPrimaryFenced",
+            EventReason::Draining => "Draining",
+            EventReason::Promoted => "Promoted",
+            EventReason::FailoverCompleted => "FailoverCompleted",
+            EventReason::LostTransactionsExact => "LostTransactionsExact",
+            EventReason::ReturningPrimaryFenced => "ReturningPrimaryFenced",
+            EventReason::ReturningPrimaryRejoined => "ReturningPrimaryRejoined",
+            EventReason::PrimaryReasserted => "PrimaryReasserted",
+            EventReason::PlannedFailoverAdmitting => "PlannedFailoverAdmitting",
+            EventReason::PlannedFailoverDeferred => "PlannedFailoverDeferred",
+            EventReason::PlannedFailoverRejected => "PlannedFailoverRejected",
+            EventReason::PlannedFailoverDraining => "PlannedFailoverDraining",
+            EventReason::PlannedFailoverPromoting => "PlannedFailoverPromoting",
+            EventReason::PlannedFailoverCompleted => "PlannedFailoverCompleted",
+            EventReason::PlannedFailoverAborted => "PlannedFailoverAborted",
+            EventReason::DeploymentLeaseRevoked => "DeploymentLeaseRevoked",
+            EventReason::Repointed => "Repointed",
+            EventReason::GtidUnreadable => "GtidUnreadable",
+        }
+    }
+
+    /// Normal or Warning.
+    pub fn event_type(self) -> EventType {
+        match self {
+            EventReason::AuthorityIssued
+            | EventReason::AuthorityValid
+            | EventReason::SiteRecovered
+            | EventReason::AuthorityAdopted
+            | EventReason::AwaitingLeaseExpiry
+            | EventReason::OldPrimaryFenced
+            | EventReason::Draining
+            | EventReason::Promoted
+            | EventReason::FailoverCompleted
+            | EventReason::LostTransactionsExact
+            | EventReason::ReturningPrimaryRejoined
+            | EventReason::PrimaryReasserted
+            | EventReason::PlannedFailoverAdmitting
+            | EventReason::PlannedFailoverDeferred
+            | EventReason::PlannedFailoverDraining
+            | EventReason::PlannedFailoverPromoting
+            | EventReason::PlannedFailoverCompleted
+            | EventReason::DeploymentLeaseRevoked
+            | EventReason::Repointed => EventType::Normal,
+            EventReason::AuthorityInvalid
+            | EventReason::SiteFailed
+            | EventReason::EmergencyFailoverStarted
+            | EventReason::EmergencyFailoverBlockedByCooldown
+            | EventReason::NoFailoverCandidate
+            | EventReason::LeaseWaitSkipped
+            | EventReason::ReturningPrimaryFenced
+            | EventReason::PlannedFailoverRejected
+            | EventReason::PlannedFailoverAborted
+            | EventReason::GtidUnreadable => EventType::Warning,
+        }
+    }
+}
+
+/// A metric observation for the shell's Prometheus registry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MetricObservation {
+    /// `bloodraven_failovers_total{kind}` += 1 (at completion).
+    FailoverCompleted {
+        /// emergency or planned.
+        kind: FailoverKind,
+    },
+    /// `bloodraven_failover_duration_seconds` observes `duration` (start to completion).
+    FailoverDuration {
+        /// emergency or planned.
+        kind: FailoverKind,
+        /// From `lastFailover.startedAt` to `completedAt`.
+        duration: Duration,
+    },
+    /// `bloodraven_lost_transactions_total` += `count` (when the count becomes exact, by the
+    /// difference from what was already counted).
+    LostTransactions {
+        /// Transactions to add.
+        count: u64,
+    },
+    /// `bloodraven_planned_failovers_deferred_total` += 1 (on entering Deferred).
+    PlannedFailoverDeferred,
+    /// Replication lag of a site (gauge), when known.
+    ReplicationLag {
+        /// The site.
+        site: String,
+        /// `secondsBehindSource`.
+        seconds: u64,
+    },
+}

@@ -1,0 +1,104 @@
+//! [`Observation`]: everything the operator read in one poll, the first input of
+//! [`decide`](super::decide).
+//!
+//! # Contract with the shell (operator and simulator)
+//!
+//! - One `Observation` per poll, gathered before `decide` runs; nothing in it is a cache.
+//! - **Read order:** the shell reads every other site *before* the site that memory names
+//!   active (`GroupMemory::active_site`). A replica's GTID set read first is then a subset of
+//!   the active site's set read after it, so `replica - active` is exactly the replica's errant
+//!   transactions, even under write load.
+//! - **Errors are unknowns.** A sidecar that did not answer, answered with a non-2xx status or
+//!   timed out is [`SidecarReading::Unreachable`]. After any mutation (an [`Action`]) that
+//!   returned an error or timed out, the shell does not guess its outcome: the next
+//!   `Observation` re-reads the state, and `decide` only ever acts on what was read (seed 001:
+//!   "an error from a mutation is an unknown: re-read").
+//!
+//! [`Action`]: super::Action
+
+use bloodraven_api::{sidecar::SidecarStatus, DNSEndpointSpec};
+
+use crate::deploy::HoldInfo;
+use crate::time::{Duration, Timestamp};
+
+/// Everything read in one poll of one `MysqlFailoverGroup`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    /// `metadata.name` of the `MysqlFailoverGroup` (names every object and the authority).
+    pub group: String,
+    /// `metadata.namespace` of the group (part of the canonical replication source host).
+    pub namespace: String,
+    /// One entry per site read this poll, keyed by [`SiteObservation::site`]. A site of the
+    /// spec that is missing here is treated as [`SidecarReading::Unreachable`].
+    pub sites: Vec<SiteObservation>,
+    /// The group's annotations as read this poll.
+    pub annotations: GroupAnnotations,
+    /// The live failover-hold, if any (from the deploy module's lease store, judged on the
+    /// operator's clock). Only planned failover consults it; emergency failover,
+    /// returning-primary fencing and primary reassertion never do (seed 003).
+    pub deploy_hold: Option<HoldInfo>,
+    /// The group's `DNSEndpoint` (`bloodraven-<group>`) as read back this poll.
+    pub dns: DnsReading,
+}
+
+/// What was read of one site.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteObservation {
+    /// Site name, as in `spec.sites[].name`.
+    pub site: String,
+    /// The sidecar's `GET /v1/status` answer, or why there is none.
+    pub sidecar: SidecarReading,
+    /// `spec.nodeName` of the site's pod (`mysql-<group>-<site>-0`); `None` when the pod does
+    /// not exist or is not scheduled. The demotion taint is put on this node.
+    pub node_name: Option<String>,
+    /// `spec.clusterIP` of the site's internal Service (`mysql-<group>-<site>`); `None` when the
+    /// Service does not exist yet. The DNS A record points at the active site's.
+    pub service_cluster_ip: Option<String>,
+    /// How long the sidecar process has been running, when the shell knows it (it is not part
+    /// of `SidecarStatus`). A peer that reports no grant to the old active site counts towards
+    /// the lease-wait majority only if it has been up longer than the wait bound: a restarted
+    /// sidecar forgot the grants of its previous run. `None`: unknown, and such a peer does
+    /// not count.
+    pub sidecar_uptime: Option<Duration>,
+}
+
+/// The outcome of reading a site's sidecar.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SidecarReading {
+    /// No usable answer: refused, timed out, non-2xx, or undecodable. Counts as a failed poll.
+    Unreachable {
+        /// Why, for events and status (a lowercase fragment).
+        error: String,
+    },
+    /// The sidecar answered. `status.mysql.reachable == false` is "MySQL down": also a failed
+    /// poll for failure detection.
+    Reachable(Box<SidecarStatus>),
+}
+
+/// The annotations of the group that `decide` reads.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct GroupAnnotations {
+    /// `bloodraven.shipstream.io/planned-failover=<site>`: a planned failover request (written
+    /// by a human or `kubectl bloodraven promote`).
+    pub planned_failover: Option<String>,
+    /// `bloodraven.shipstream.io/revoke-deployment-leases` is present (any value).
+    pub revoke_deployment_leases: bool,
+    /// `bloodraven.shipstream.io/cooldown-until`: the second persisted copy of the cooldown
+    /// end. `None` when absent or unparsable. It can be lost independently of the status copy
+    /// (`GroupMemory::cooldown_until`); the later of the two is in force.
+    pub cooldown_until: Option<Timestamp>,
+}
+
+/// The live `DNSEndpoint` as read back this poll.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DnsReading {
+    /// The object does not exist.
+    Absent,
+    /// The object exists with this spec.
+    Present(DNSEndpointSpec),
+    /// The read failed (an unknown): `decide` applies the desired record, which is idempotent.
+    Unknown {
+        /// Why, a lowercase fragment.
+        error: String,
+    },
+}

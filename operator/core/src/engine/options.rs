@@ -1,0 +1,42 @@
+//! [`DecideOptions`] and the engine's named bounds.
+
+use crate::time::Duration;
+
+/// Margin added to the write lease duration before the operator treats the old active
+/// site's lease as lapsed.
+///
+/// A peer reports how long ago it last granted the old site a lease, on the peer's monotonic
+/// clock; the old site measures its lease from the moment it *sent* the request, on its own
+/// clock, so its lease always ends no later than `duration` after the peer's grant as the
+/// peer measures it — provided both clocks run at the same rate. The margin covers the rate
+/// difference of two monotonic clocks over one lease (well under 1 ms for NTP-disciplined
+/// clocks at 6 s), the time the old sidecar needs to execute `SET GLOBAL read_only` after its
+/// lease lapses (a local statement: milliseconds), and scheduling hiccups of the old sidecar
+/// process (a paused VM or a long GC-free stall): one full second is generous for all three
+/// while adding only a sixth to the default 6 s wait.
+pub const CLOCK_DRIFT_MARGIN: Duration = Duration::from_secs(1);
+
+/// How long the candidate's sidecar may wait for its relay log to drain in one `Promote`
+/// call (`PromoteRequest::timeout_ms`). The call is repeated on later polls until the
+/// detachment is observed.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many polls a candidate may stay in `Draining` (emergency) without being observed
+/// detached before the engine gives up on it and selects another candidate.
+pub const DRAIN_POLLS_MAX: u32 = 10;
+
+/// How long a planned failover may stay in `Draining` (old primary fenced, waiting for it to
+/// be confirmed read-only and for the target to converge) before it is aborted and the old
+/// site re-asserted.
+pub const PLANNED_DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Options of [`decide_with_options`](super::decide_with_options).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecideOptions {
+    /// TEST ONLY. Promote without waiting for the old active site's lease to lapse (and
+    /// without its sidecar's confirmation). This is the split-brain bug the lease wait
+    /// prevents; the simulator turns it on to prove its checkers catch split brain. Never set
+    /// by the operator.
+    #[doc(hidden)]
+    pub unsafe_skip_lease_wait: bool,
+}
