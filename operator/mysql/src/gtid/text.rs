@@ -1,0 +1,298 @@
+//! Text forms of GTID sets: parsing and formatting for both flavors (see [`GtidSet`]).
+
+use std::collections::BTreeMap;
+
+use super::intervals::Intervals;
+use super::set::GtidSet;
+use super::transaction::{format_uuid, parse_tag, parse_uuid, Source, MYSQL_SEQ_MAX};
+use crate::{Error, Flavor, Result};
+
+/// How much of an offending item an error message quotes.
+const ERROR_TEXT_LEN_MAX: usize = 80;
+
+/// One comma-separated item, trimmed, with its byte offset in the whole text.
+struct Item<'a> {
+    text: &'a str,
+    position: usize,
+}
+
+fn error(flavor: Flavor, position: usize, reason: impl Into<String>, text: &str) -> Error {
+    Error::GtidParse {
+        flavor,
+        position,
+        reason: reason.into(),
+        text: text.chars().take(ERROR_TEXT_LEN_MAX).collect(),
+    }
+}
+
+/// Splits on commas; an all-whitespace text has no items, an empty item between commas is an
+/// error.
+fn items(flavor: Flavor, text: &str) -> Result<Vec<Item<'_>>> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut result = Vec::new();
+    let mut offset = 0;
+    for raw in text.split(',') {
+        let leading = raw.len() - raw.trim_start().len();
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return Err(error(flavor, offset, "empty item between commas", raw));
+        }
+        result.push(Item {
+            text: trimmed,
+            position: offset + leading,
+        });
+        offset += raw.len() + 1;
+    }
+    Ok(result)
+}
+
+/// Parses a decimal number made of ASCII digits only.
+fn number<T: std::str::FromStr>(
+    flavor: Flavor,
+    field: &str,
+    what: &str,
+    position: usize,
+    item: &str,
+) -> Result<T> {
+    if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(error(
+            flavor,
+            position,
+            format!("{what} {field:?} is not a decimal number"),
+            item,
+        ));
+    }
+    field.parse().map_err(|_| {
+        error(
+            flavor,
+            position,
+            format!("{what} {field} is out of range"),
+            item,
+        )
+    })
+}
+
+pub(crate) fn parse(flavor: Flavor, text: &str) -> Result<GtidSet> {
+    match flavor {
+        Flavor::MariaDb => parse_mariadb(text),
+        Flavor::MySql => parse_mysql(text),
+    }
+}
+
+/// A position item waiting for its domain's chain to be ordered.
+struct PositionItem {
+    last_seq: u64,
+    server_id: u32,
+    position: usize,
+}
+
+fn parse_mariadb(text: &str) -> Result<GtidSet> {
+    let flavor = Flavor::MariaDb;
+    let mut set = GtidSet::empty(flavor);
+    let mut chains: BTreeMap<u32, Vec<PositionItem>> = BTreeMap::new();
+    for item in items(flavor, text)? {
+        let fields: Vec<&str> = item.text.splitn(3, '-').collect();
+        let [domain, server_id, seq] = fields[..] else {
+            return Err(error(
+                flavor,
+                item.position,
+                "expected domain-server_id-seq or domain-server_id-first..last",
+                item.text,
+            ));
+        };
+        let domain: u32 = number(flavor, domain, "domain id", item.position, item.text)?;
+        let server_id: u32 = number(flavor, server_id, "server id", item.position, item.text)?;
+        match seq.split_once("..") {
+            None => {
+                let last_seq: u64 =
+                    number(flavor, seq, "sequence number", item.position, item.text)?;
+                chains.entry(domain).or_default().push(PositionItem {
+                    last_seq,
+                    server_id,
+                    position: item.position,
+                });
+            }
+            Some((first, last)) => {
+                let first: u64 = number(flavor, first, "range start", item.position, item.text)?;
+                let last: u64 = number(flavor, last, "range end", item.position, item.text)?;
+                if first == 0 || first > last {
+                    return Err(error(
+                        flavor,
+                        item.position,
+                        format!("range {first}..{last} must satisfy 1 <= start <= end"),
+                        item.text,
+                    ));
+                }
+                insert_range(&mut set, Source::MariaDb { domain, server_id }, first, last);
+            }
+        }
+    }
+    for (domain, mut chain) in chains {
+        chain.sort_by_key(|item| item.last_seq);
+        let mut previous: Option<&PositionItem> = None;
+        for item in &chain {
+            let start = match previous {
+                Some(prev) if prev.last_seq == item.last_seq => {
+                    return Err(error(
+                        flavor,
+                        item.position,
+                        format!(
+                            "domain {domain} has two positions at sequence number {} \
+                             (servers {} and {}); diverged histories need range items D-S-A..B",
+                            item.last_seq, prev.server_id, item.server_id
+                        ),
+                        text.get(item.position..).unwrap_or_default(),
+                    ));
+                }
+                Some(prev) => prev.last_seq + 1,
+                None => 1,
+            };
+            let source = Source::MariaDb {
+                domain,
+                server_id: item.server_id,
+            };
+            insert_range(&mut set, source, start, item.last_seq);
+            previous = Some(item);
+        }
+    }
+    Ok(set)
+}
+
+fn insert_range(set: &mut GtidSet, source: Source, first: u64, last: u64) {
+    if first > last {
+        return;
+    }
+    set.sources
+        .entry(source)
+        .or_default()
+        .insert_range(first, last);
+}
+
+fn parse_mysql(text: &str) -> Result<GtidSet> {
+    let flavor = Flavor::MySql;
+    let mut set = GtidSet::empty(flavor);
+    for item in items(flavor, text)? {
+        let mut segments = item.text.split(':');
+        let uuid_text = segments.next().unwrap_or_default().trim();
+        let uuid = parse_uuid(uuid_text)
+            .map_err(|e| error(flavor, item.position, e.to_string(), item.text))?;
+        let mut tag: Option<String> = None;
+        // Whether the current tag (or the bare UUID) has received at least one interval.
+        let mut has_interval = false;
+        let mut segment_count = 0;
+        for segment in segments {
+            segment_count += 1;
+            let segment = segment.trim();
+            let starts_with_digit = segment.bytes().next().is_some_and(|b| b.is_ascii_digit());
+            if !starts_with_digit {
+                if tag.is_some() && !has_interval {
+                    return Err(error(
+                        flavor,
+                        item.position,
+                        format!("tag {:?} has no interval", tag.unwrap_or_default()),
+                        item.text,
+                    ));
+                }
+                let parsed = parse_tag(segment)
+                    .map_err(|e| error(flavor, item.position, e.to_string(), item.text))?;
+                tag = Some(parsed);
+                has_interval = false;
+                continue;
+            }
+            let (first, last) = match segment.split_once('-') {
+                Some((first, last)) => (first.trim(), last.trim()),
+                None => (segment, segment),
+            };
+            let first: u64 = number(flavor, first, "interval start", item.position, item.text)?;
+            let last: u64 = number(flavor, last, "interval end", item.position, item.text)?;
+            if first == 0 || first > last || last > MYSQL_SEQ_MAX {
+                return Err(error(
+                    flavor,
+                    item.position,
+                    format!(
+                        "interval {first}-{last} must satisfy 1 <= start <= end <= {MYSQL_SEQ_MAX}"
+                    ),
+                    item.text,
+                ));
+            }
+            insert_range(
+                &mut set,
+                Source::MySql {
+                    uuid,
+                    tag: tag.clone(),
+                },
+                first,
+                last,
+            );
+            has_interval = true;
+        }
+        if segment_count == 0 || !has_interval {
+            return Err(error(
+                flavor,
+                item.position,
+                "expected uuid:interval[:interval...] (an interval is N or N-M)",
+                item.text,
+            ));
+        }
+    }
+    Ok(set)
+}
+
+pub(crate) fn format(set: &GtidSet) -> String {
+    let mut items: Vec<String> = Vec::new();
+    // MariaDB domains, in order: collect every (start, end, server) run of the domain.
+    let mut domains: BTreeMap<u32, Vec<(u64, u64, u32)>> = BTreeMap::new();
+    // MySQL: per UUID, the untagged intervals first and then each tag's.
+    let mut uuids: BTreeMap<u128, Vec<(Option<&str>, &Intervals)>> = BTreeMap::new();
+    for (source, intervals) in &set.sources {
+        match source {
+            Source::MariaDb { domain, server_id } => {
+                let runs = domains.entry(*domain).or_default();
+                runs.extend(intervals.ranges().iter().map(|&(s, e)| (s, e, *server_id)));
+            }
+            Source::MySql { uuid, tag } => {
+                uuids
+                    .entry(*uuid)
+                    .or_default()
+                    .push((tag.as_deref(), intervals));
+            }
+        }
+    }
+    for (domain, mut runs) in domains {
+        runs.sort_unstable();
+        let linear = runs
+            .iter()
+            .try_fold(0u64, |end, &(start, last, _)| {
+                (end.checked_add(1) == Some(start)).then_some(last)
+            })
+            .is_some();
+        for (start, last, server_id) in runs {
+            items.push(if linear {
+                format!("{domain}-{server_id}-{last}")
+            } else {
+                format!("{domain}-{server_id}-{start}..{last}")
+            });
+        }
+    }
+    for (uuid, tagged) in uuids {
+        // BTreeMap order puts `None` (untagged) before every tag.
+        let mut item = format_uuid(uuid);
+        for (tag, intervals) in tagged {
+            if let Some(tag) = tag {
+                item.push(':');
+                item.push_str(tag);
+            }
+            for &(first, last) in intervals.ranges() {
+                if first == last {
+                    item.push_str(&format!(":{first}"));
+                } else {
+                    item.push_str(&format!(":{first}-{last}"));
+                }
+            }
+        }
+        items.push(item);
+    }
+    items.join(",")
+}
