@@ -1,0 +1,160 @@
+//! The image catalog: which program an image reference runs.
+//!
+//! A YAML file (the harness writes it) lists entries in order; the first whose `image`
+//! pattern (`*` and `?` wildcards, e.g. `mariadb:*`, `bloodraven/*`) matches the image
+//! reference wins. References are normalised first: `docker.io/` and `library/` are
+//! dropped, and a reference without a tag gets `:latest`.
+//!
+//! ```yaml
+//! images:
+//!   - image: "pause*"
+//!     entrypoint: ["sleep", "infinity"]
+//!   - image: "mariadb:*"
+//!     entrypoint: ["/path/to/localkube-mariadb-entrypoint"]
+//!     cmd: ["mariadbd"]
+//!     privateDirs: ["/var/lib/mysql", "/run/mysqld", "/tmp"]
+//! ```
+//!
+//! `entrypoint`/`cmd` are the image's ENTRYPOINT/CMD and combine with a container's
+//! `command`/`args` exactly as on Kubernetes. `privateDirs` are directories the image has
+//! of its own: each container gets a fresh empty directory bound there (its "writable
+//! layer"), so two MariaDB pods never share the host's `/var/lib/mysql` or socket.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result};
+
+/// One catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogEntry {
+    /// The image pattern.
+    pub image: String,
+    /// The image's ENTRYPOINT.
+    #[serde(default)]
+    pub entrypoint: Vec<String>,
+    /// The image's CMD.
+    #[serde(default)]
+    pub cmd: Vec<String>,
+    /// Environment the image sets (container `env` overrides it).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// Directories private to each container.
+    #[serde(default)]
+    pub private_dirs: Vec<PathBuf>,
+}
+
+/// The catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ImageCatalog {
+    /// Entries, first match wins.
+    pub images: Vec<CatalogEntry>,
+}
+
+impl ImageCatalog {
+    /// Reads a catalog file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(Error::io("read image catalog", path))?;
+        serde_yaml::from_str(&text).map_err(|source| Error::Catalog { path: path.to_path_buf(), source })
+    }
+
+    /// The built-in images: `pause` (sleeps forever), `busybox` (the host's shell and
+    /// coreutils) and `mariadb:*` (the host's MariaDB through `localkube-mariadb-entrypoint`
+    /// found in `bin_dir`).
+    pub fn builtin(bin_dir: &Path) -> Self {
+        let entry = |image: &str, entrypoint: Vec<String>, cmd: Vec<String>, private_dirs: Vec<PathBuf>| CatalogEntry {
+            image: image.to_string(),
+            entrypoint,
+            cmd,
+            env: Vec::new(),
+            private_dirs,
+        };
+        Self {
+            images: vec![
+                entry("*pause:*", vec!["sleep".into(), "infinity".into()], vec![], vec![]),
+                entry("busybox:*", vec![], vec!["sh".into()], vec![]),
+                entry(
+                    "mariadb:*",
+                    vec![bin_dir.join("localkube-mariadb-entrypoint").to_string_lossy().into_owned()],
+                    vec!["mariadbd".into()],
+                    vec!["/var/lib/mysql".into(), "/run/mysqld".into(), "/tmp".into()],
+                ),
+            ],
+        }
+    }
+
+    /// Appends the entries of `other` (they match after this catalog's own).
+    pub fn extend(&mut self, other: ImageCatalog) {
+        self.images.extend(other.images);
+    }
+
+    /// The entry for `image`, or `None` (the container fails with ErrImagePull).
+    pub fn resolve(&self, image: &str) -> Option<&CatalogEntry> {
+        let normalized = normalize(image);
+        self.images.iter().find(|entry| {
+            glob::Pattern::new(&entry.image).is_ok_and(|p| p.matches(&normalized) || p.matches(image))
+        })
+    }
+}
+
+/// `docker.io/library/mariadb` -> `mariadb:latest`; digests are kept.
+pub fn normalize(image: &str) -> String {
+    let mut name = image.strip_prefix("docker.io/").unwrap_or(image);
+    name = name.strip_prefix("library/").unwrap_or(name);
+    let last_segment = name.rsplit('/').next().unwrap_or(name);
+    if last_segment.contains(':') || last_segment.contains('@') {
+        name.to_string()
+    } else {
+        format!("{name}:latest")
+    }
+}
+
+/// The argv of a container, as Kubernetes combines `command`/`args` with the image's
+/// ENTRYPOINT/CMD: command given -> command + args; only args -> entrypoint + args;
+/// neither -> entrypoint + cmd.
+pub fn container_argv(entry: &CatalogEntry, command: &[String], args: &[String]) -> Vec<String> {
+    if !command.is_empty() {
+        command.iter().chain(args).cloned().collect()
+    } else if !args.is_empty() {
+        entry.entrypoint.iter().chain(args).cloned().collect()
+    } else {
+        entry.entrypoint.iter().chain(&entry.cmd).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // localkube.md: images map to programs through an image catalog with wildcards.
+    #[test]
+    fn wildcards_and_normalisation() {
+        let catalog = ImageCatalog::builtin(Path::new("/bin-dir"));
+        assert!(catalog.resolve("mariadb:10.11").is_some());
+        assert!(catalog.resolve("docker.io/library/mariadb:11.4").is_some());
+        assert!(catalog.resolve("registry.k8s.io/pause:3.9").is_some());
+        assert!(catalog.resolve("busybox").is_some(), "no tag means :latest");
+        assert!(catalog.resolve("nginx:1.27").is_none());
+        let yaml = "images:\n  - image: \"bloodraven/*\"\n    entrypoint: [\"/opt/br\"]\n";
+        let extra: ImageCatalog = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(extra.resolve("bloodraven/sidecar:dev").unwrap().entrypoint, vec!["/opt/br"]);
+    }
+
+    #[test]
+    fn command_and_args_combine_as_on_kubernetes() {
+        let entry = CatalogEntry {
+            image: "x".into(),
+            entrypoint: vec!["ep".into()],
+            cmd: vec!["cmd".into()],
+            env: vec![],
+            private_dirs: vec![],
+        };
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(container_argv(&entry, &[], &[]), s(&["ep", "cmd"]));
+        assert_eq!(container_argv(&entry, &[], &s(&["a"])), s(&["ep", "a"]));
+        assert_eq!(container_argv(&entry, &s(&["c"]), &[]), s(&["c"]));
+        assert_eq!(container_argv(&entry, &s(&["c"]), &s(&["a"])), s(&["c", "a"]));
+    }
+}

@@ -1,0 +1,246 @@
+//! The one place that enters namespaces: the `localkube-pod-exec` helper's logic.
+//!
+//! The runtime spawns `localkube-pod-exec SPEC.json` with stdout/stderr already pointing at
+//! the container's log file; the helper (a fresh, single-threaded process, so `setns` and
+//! `unshare` apply to the whole process) then
+//! 1. starts its own session (so the container is a process group the runtime can signal),
+//! 2. joins the pod's network namespace,
+//! 3. unshares a mount and a UTS namespace, makes every mount private, sets the hostname,
+//! 4. bind-mounts each volume at its mount path (see [`ensure_mount_target`] for mount paths
+//!    that do not exist on the host: nothing is ever created on the host file system),
+//! 5. and `execve`s the container's program with the container's environment.
+//!
+//! With `target_pid` set (exec probes, `kubectl exec`) it instead joins that process's
+//! network, UTS and mount namespaces and its root.
+//!
+//! No `unsafe` is needed: nix's `setns`, `unshare`, `mount`, `chroot` and `execve` are safe
+//! wrappers, and doing this in a helper process instead of a `pre_exec` hook keeps the
+//! (multi-threaded) runtime free of post-fork code.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::mount::{mount, MsFlags};
+use nix::sched::{setns, unshare, CloneFlags};
+use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result};
+
+/// The PATH used to find a program when the container's env has none (as containerd).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// One bind mount into the container's mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindMount {
+    /// The host path (file or directory).
+    pub source: PathBuf,
+    /// The path inside the container.
+    pub target: PathBuf,
+    /// Remount read-only.
+    pub read_only: bool,
+}
+
+/// What the helper does, written by the runtime as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecSpec {
+    /// The pod's network namespace file (`/run/netns/NAME`).
+    pub netns_path: Option<PathBuf>,
+    /// Join this running container's namespaces and root instead of building new ones.
+    pub target_pid: Option<i32>,
+    /// The pod hostname (new UTS namespace).
+    pub hostname: Option<String>,
+    /// A directory of the container where mount-point shadows are staged.
+    pub staging_dir: PathBuf,
+    /// Bind mounts, applied in order.
+    pub mounts: Vec<BindMount>,
+    /// The working directory (default `/`).
+    pub working_dir: Option<PathBuf>,
+    /// argv; argv[0] is looked up in the env's PATH when it has no `/`.
+    pub argv: Vec<String>,
+    /// The complete environment.
+    pub env: Vec<(String, String)>,
+    /// Start a new session (process group) first.
+    pub new_session: bool,
+}
+
+/// Entry point of `localkube-pod-exec SPEC.json`: returns only on failure (the message goes
+/// to stderr, i.e. the container log, and the exit code is 127 as a shell's "cannot exec").
+pub fn helper_main(spec_path: &Path) -> Result<std::convert::Infallible> {
+    let text = fs::read(spec_path).map_err(Error::io("read exec spec", spec_path))?;
+    let spec: ExecSpec = serde_json::from_slice(&text)?;
+    run(&spec)
+}
+
+fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
+    if spec.new_session {
+        nix::unistd::setsid().map_err(Error::sys("start a new session"))?;
+    }
+    if let Some(pid) = spec.target_pid {
+        // Open every namespace before joining any: after joining the mount namespace,
+        // /proc may not be the same.
+        let net = open(&format!("/proc/{pid}/ns/net"))?;
+        let uts = open(&format!("/proc/{pid}/ns/uts"))?;
+        let mnt = open(&format!("/proc/{pid}/ns/mnt"))?;
+        let root = open(&format!("/proc/{pid}/root"))?;
+        setns(&net, CloneFlags::CLONE_NEWNET).map_err(Error::sys("join the pod network namespace"))?;
+        setns(&uts, CloneFlags::CLONE_NEWUTS).map_err(Error::sys("join the pod uts namespace"))?;
+        setns(&mnt, CloneFlags::CLONE_NEWNS).map_err(Error::sys("join the container mount namespace"))?;
+        nix::unistd::fchdir(&root).map_err(Error::sys("enter the container root"))?;
+        nix::unistd::chroot(".").map_err(Error::sys("chroot into the container root"))?;
+    } else {
+        if let Some(netns) = &spec.netns_path {
+            let file = fs::File::open(netns).map_err(Error::io("open network namespace", netns))?;
+            setns(&file, CloneFlags::CLONE_NEWNET).map_err(Error::sys("join the pod network namespace"))?;
+        }
+        unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS)
+            .map_err(Error::sys("unshare mount and uts namespaces"))?;
+        mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+            .map_err(Error::sys("make mounts private"))?;
+        if let Some(hostname) = &spec.hostname {
+            nix::unistd::sethostname(hostname).map_err(Error::sys("set hostname"))?;
+        }
+        let mut shadows = 0u32;
+        for bind in &spec.mounts {
+            let is_dir = bind.source.is_dir();
+            ensure_mount_target(&bind.target, is_dir, &spec.staging_dir, &mut shadows)?;
+            mount(Some(&bind.source), &bind.target, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+                .map_err(Error::sys(format!("bind {} at {}", bind.source.display(), bind.target.display())))?;
+            if bind.read_only {
+                let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+                mount(None::<&str>, &bind.target, None::<&str>, flags, None::<&str>)
+                    .map_err(Error::sys(format!("remount {} read-only", bind.target.display())))?;
+            }
+        }
+    }
+    let cwd = spec.working_dir.clone().unwrap_or_else(|| PathBuf::from("/"));
+    nix::unistd::chdir(&cwd).map_err(Error::sys(format!("change directory to {}", cwd.display())))?;
+    exec(&spec.argv, &spec.env)
+}
+
+fn open(path: &str) -> Result<fs::File> {
+    fs::File::open(path).map_err(Error::io("open namespace", path))
+}
+
+/// Finds `program` as a shell would: as given when it has a `/`, else in `path`.
+pub fn find_program(program: &str, path: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    path.split(':')
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(dir).join(program))
+        .find(|candidate| {
+            fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn exec(argv: &[String], env: &[(String, String)]) -> Result<std::convert::Infallible> {
+    let program = argv.first().ok_or_else(|| Error::Invalid("container command: it is empty".into()))?;
+    let path = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+    let resolved = find_program(program, path)
+        .ok_or_else(|| Error::Invalid(format!("container command: executable \"{program}\" not found in PATH")))?;
+    let to_c = |s: &str| CString::new(s).map_err(|_| Error::Invalid(format!("argument {s:?}: it contains a NUL byte")));
+    let c_path = to_c(&resolved.to_string_lossy())?;
+    let c_argv = argv.iter().map(|a| to_c(a)).collect::<Result<Vec<_>>>()?;
+    let c_env = env.iter().map(|(k, v)| to_c(&format!("{k}={v}"))).collect::<Result<Vec<_>>>()?;
+    match nix::unistd::execve(&c_path, &c_argv, &c_env) {
+        Err(err) => Err(Error::sys(format!("exec {}", resolved.display()))(err)),
+        Ok(never) => match never {},
+    }
+}
+
+/// Makes `target` exist inside this (private) mount namespace without touching the host:
+/// when a path component is missing, the deepest existing ancestor directory is covered by a
+/// tmpfs "shadow" that re-binds every entry of the original, and the missing components are
+/// created in the tmpfs. When the ancestor is `/` itself the process `chroot`s into the shadow
+/// (a mount over `/` would not be visible to this process).
+pub fn ensure_mount_target(target: &Path, is_dir: bool, staging: &Path, shadows: &mut u32) -> Result<()> {
+    if target.exists() {
+        return Ok(());
+    }
+    let components: Vec<Component<'_>> = target.components().collect();
+    let mut existing = PathBuf::from("/");
+    let mut index = 0;
+    for (i, component) in components.iter().enumerate() {
+        let next = existing.join(component);
+        if matches!(component, Component::RootDir) {
+            index = i + 1;
+            continue;
+        }
+        if next.exists() {
+            existing = next;
+            index = i + 1;
+        } else {
+            break;
+        }
+    }
+    let ancestor = fs::canonicalize(&existing).map_err(Error::io("resolve mount path", &existing))?;
+    let first_missing = components
+        .get(index)
+        .map(|c| c.as_os_str().to_os_string())
+        .ok_or_else(|| Error::Invalid(format!("mount path {}", target.display())))?;
+    *shadows += 1;
+    let shadow = staging.join(format!("shadow-{shadows}"));
+    fs::create_dir_all(&shadow).map_err(Error::io("create shadow", &shadow))?;
+    mount(Some("tmpfs"), &shadow, Some("tmpfs"), MsFlags::empty(), Some("mode=0755"))
+        .map_err(Error::sys(format!("mount shadow tmpfs at {}", shadow.display())))?;
+    let entries = fs::read_dir(&ancestor).map_err(Error::io("list mount path parent", &ancestor))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let source = entry.path();
+        let dest = shadow.join(&name);
+        let Ok(meta) = fs::symlink_metadata(&source) else { continue };
+        if meta.file_type().is_symlink() {
+            if name == first_missing {
+                continue; // a dangling symlink in the way of the target: leave it out
+            }
+            if let Ok(link) = fs::read_link(&source) {
+                std::os::unix::fs::symlink(link, &dest).map_err(Error::io("copy symlink into shadow", &dest))?;
+            }
+            continue;
+        }
+        if meta.is_dir() {
+            fs::create_dir(&dest).map_err(Error::io("create shadow entry", &dest))?;
+        } else {
+            fs::File::create(&dest).map_err(Error::io("create shadow entry", &dest))?;
+        }
+        mount(Some(&source), &dest, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+            .map_err(Error::sys(format!("bind {} into shadow", source.display())))?;
+    }
+    if let Ok(meta) = fs::metadata(&ancestor) {
+        let _ = fs::set_permissions(&shadow, fs::Permissions::from_mode(meta.permissions().mode()));
+    }
+    if ancestor == Path::new("/") {
+        nix::unistd::chroot(&shadow).map_err(Error::sys("chroot into root shadow"))?;
+        nix::unistd::chdir("/").map_err(Error::sys("change directory to /"))?;
+    } else {
+        mount(Some(&shadow), &ancestor, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+            .map_err(Error::sys(format!("cover {} with its shadow", ancestor.display())))?;
+    }
+    // Re-resolve: the target's parents are now creatable (inside the tmpfs).
+    let relative: PathBuf = components[index..].iter().collect();
+    let full = ancestor.join(relative);
+    if is_dir {
+        fs::create_dir_all(&full).map_err(Error::io("create mount point", &full))?;
+    } else {
+        if let Some(parent) = full.parent() {
+            fs::create_dir_all(parent).map_err(Error::io("create mount point parent", parent))?;
+        }
+        fs::File::create(&full).map_err(Error::io("create mount point", &full))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_program_searches_path_only_for_bare_names() {
+        assert_eq!(find_program("/no/such", "/usr/bin"), Some(PathBuf::from("/no/such")));
+        assert!(find_program("sh", DEFAULT_PATH).is_some());
+        assert_eq!(find_program("no-such-program-xyz", DEFAULT_PATH), None);
+    }
+}

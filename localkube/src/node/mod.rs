@@ -1,0 +1,23 @@
+//! The node agent: pods as real processes in their own namespaces, cluster DNS, Service proxy, faults.
+
+pub mod catalog;
+pub mod error;
+pub mod exec;
+pub mod ip;
+pub mod naming;
+pub mod network;
+pub mod partition;
+pub mod probe;
+pub mod runtime;
+pub mod spec;
+pub mod state;
+pub mod volumes;
+
+pub use catalog::ImageCatalog;
+pub use error::{Error, Result};
+pub use naming::{ClusterNaming, Ipv4Cidr};
+pub use network::{ClusterNetwork, SandboxNet};
+pub use partition::{Partition, Partitions};
+pub use runtime::{default_bin_dir, PodRuntime, RuntimeConfig};
+pub use spec::*;
+pub use state::{cleanup, StateFile};

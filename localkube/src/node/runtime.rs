@@ -1,0 +1,906 @@
+//! The pod runtime: pods as supervised processes in per-pod network namespaces.
+//!
+//! [`PodRuntime`] owns the cluster network and every pod started on any registered node.
+//! Each container is supervised by one task: spawn through `localkube-pod-exec`, logs to a
+//! file (the previous instance's file kept for `--previous`), probes, restartPolicy with
+//! kubelet's back-off (10s doubling to 300s, reset after 10 minutes of running), SIGTERM
+//! then SIGKILL after the grace period on stop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::sync::{broadcast, watch, Notify};
+
+use super::catalog::{container_argv, ImageCatalog};
+use super::error::{Error, Result};
+use super::exec::{ExecSpec, DEFAULT_PATH};
+use super::naming::ClusterNaming;
+use super::network::{ClusterNetwork, SandboxNet};
+use super::partition::{Partition, Partitions};
+use super::probe::{probe_once, ProbeTarget};
+use super::spec::{
+    ContainerSpec, ContainerState, ContainerStatus, EnvValue, PodPhase, PodSpec, PodStatus, RestartPolicy,
+};
+use super::volumes;
+
+/// Kubelet's container restart back-off start.
+pub const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
+/// Kubelet's container restart back-off cap.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// A container that ran this long restarts without back-off (kubelet: 10 minutes).
+pub const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
+/// Capacity of the status-change broadcast.
+const EVENTS_CAPACITY: usize = 1024;
+
+/// How the runtime is set up.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The cluster's state directory.
+    pub state_dir: PathBuf,
+    /// The `localkube-pod-exec` binary.
+    pub pod_exec: PathBuf,
+    /// The image catalog.
+    pub catalog: ImageCatalog,
+    /// First restart back-off (kubelet: 10s).
+    pub backoff_initial: Duration,
+    /// Maximum restart back-off (kubelet: 300s).
+    pub backoff_max: Duration,
+}
+
+impl RuntimeConfig {
+    /// Kubelet defaults, binaries (`localkube-pod-exec`, `localkube-mariadb-entrypoint`) from
+    /// `bin_dir` and the built-in catalog.
+    pub fn new(state_dir: impl Into<PathBuf>, bin_dir: &Path) -> Self {
+        Self {
+            state_dir: state_dir.into(),
+            pod_exec: bin_dir.join("localkube-pod-exec"),
+            catalog: ImageCatalog::builtin(bin_dir),
+            backoff_initial: BACKOFF_INITIAL,
+            backoff_max: BACKOFF_MAX,
+        }
+    }
+}
+
+/// The directory of this crate's binaries: the running executable's directory (or its
+/// parent when running from cargo's `deps/`).
+pub fn default_bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.parent().map(Path::to_path_buf).unwrap_or(dir)
+    } else {
+        dir
+    }
+}
+
+#[derive(Debug)]
+struct NodeState {
+    index: u8,
+    stopped: watch::Sender<bool>,
+}
+
+#[derive(Debug)]
+struct Pod {
+    spec: PodSpec,
+    sandbox: SandboxNet,
+    host_ip: Ipv4Addr,
+    status: watch::Sender<PodStatus>,
+    stop: watch::Sender<Option<Duration>>,
+    pids: Mutex<HashMap<String, i32>>,
+    done: Notify,
+    finished: watch::Sender<bool>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: RuntimeConfig,
+    network: Arc<ClusterNetwork>,
+    partitions: Arc<Partitions>,
+    nodes: Mutex<BTreeMap<String, NodeState>>,
+    pods: Mutex<HashMap<String, Arc<Pod>>>,
+    events: broadcast::Sender<PodStatus>,
+}
+
+/// The node agents of one cluster (every registered node) as one runtime.
+#[derive(Debug, Clone)]
+pub struct PodRuntime {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl PodRuntime {
+    /// Brings the cluster network up (needs root) and returns an empty runtime.
+    pub fn new(config: RuntimeConfig) -> Result<Self> {
+        let network = ClusterNetwork::up(&config.state_dir)?;
+        let partitions = Arc::new(Partitions::new(network.naming().clone()));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                network,
+                partitions,
+                nodes: Mutex::new(BTreeMap::new()),
+                pods: Mutex::new(HashMap::new()),
+                events: broadcast::channel(EVENTS_CAPACITY).0,
+            }),
+        })
+    }
+
+    /// The cluster network (names, ranges, ClusterIP addresses).
+    pub fn network(&self) -> &Arc<ClusterNetwork> {
+        &self.inner.network
+    }
+
+    /// The cluster's names and ranges.
+    pub fn naming(&self) -> &ClusterNaming {
+        self.inner.network.naming()
+    }
+
+    /// The partition table (share it with the Service proxy).
+    pub fn partitions(&self) -> Arc<Partitions> {
+        self.inner.partitions.clone()
+    }
+
+    /// Registers a node (idempotent) and returns its index; its pods get
+    /// `10.(244+c).<index>.0/24`.
+    pub fn register_node(&self, name: &str) -> Result<u8> {
+        let mut nodes = lock(&self.inner.nodes);
+        if let Some(node) = nodes.get(name) {
+            return Ok(node.index);
+        }
+        let index = u8::try_from(nodes.len())
+            .map_err(|_| Error::TooManyNodes(name.to_string(), super::naming::NODES_MAX))?;
+        self.inner.network.ensure_node(index)?;
+        nodes.insert(name.to_string(), NodeState { index, stopped: watch::channel(false).0 });
+        tracing::info!(node = name, index, subnet = %self.naming().pod_subnet(index), "node registered");
+        Ok(index)
+    }
+
+    /// The index of a registered node.
+    pub fn node_index(&self, name: &str) -> Result<u8> {
+        lock(&self.inner.nodes).get(name).map(|n| n.index).ok_or_else(|| Error::UnknownNode(name.to_string()))
+    }
+
+    /// The node's gateway address (`status.hostIP`).
+    pub fn node_ip(&self, name: &str) -> Result<Ipv4Addr> {
+        Ok(self.naming().gateway(self.node_index(name)?))
+    }
+
+    /// Starts a pod: sandbox, volumes, then containers (init containers first). Returns the
+    /// pod IP. Container failures (unknown image, crash) show in the status, not here.
+    pub async fn start_pod(&self, spec: PodSpec) -> Result<Ipv4Addr> {
+        validate(&spec)?;
+        let key = spec.key();
+        let (node_index, stopped_rx) = {
+            let nodes = lock(&self.inner.nodes);
+            let node = nodes.get(&spec.node_name).ok_or_else(|| Error::UnknownNode(spec.node_name.clone()))?;
+            (node.index, node.stopped.subscribe())
+        };
+        if lock(&self.inner.pods).contains_key(&key) {
+            return Err(Error::PodExists(key));
+        }
+        let network = self.inner.network.clone();
+        let sandbox = tokio::task::spawn_blocking(move || network.create_sandbox(node_index))
+            .await
+            .map_err(|err| Error::Invalid(format!("sandbox task: {err}")))??;
+        for partition in self.inner.partitions.list() {
+            self.apply_partition_to(&sandbox, &partition, true)?;
+        }
+        let state_dir = self.inner.network.state_dir().to_path_buf();
+        if let Err(err) = volumes::materialize(&state_dir, &spec, sandbox.ip, self.naming().dns_ip()) {
+            let _ = self.inner.network.delete_sandbox(&sandbox);
+            return Err(err);
+        }
+        let host_ip = self.naming().gateway(node_index);
+        let initial = PodStatus {
+            key: key.clone(),
+            pod_ip: Some(sandbox.ip),
+            host_ip: Some(host_ip),
+            phase: PodPhase::Pending,
+            init_container_statuses: spec
+                .init_containers
+                .iter()
+                .map(|c| waiting_status(&state_dir, &spec, c, "PodInitializing"))
+                .collect(),
+            container_statuses: spec
+                .containers
+                .iter()
+                .map(|c| {
+                    let reason = if spec.init_containers.is_empty() { "ContainerCreating" } else { "PodInitializing" };
+                    waiting_status(&state_dir, &spec, c, reason)
+                })
+                .collect(),
+            ready: false,
+            stopped: false,
+        };
+        let pod = Arc::new(Pod {
+            spec,
+            sandbox: sandbox.clone(),
+            host_ip,
+            status: watch::channel(initial.clone()).0,
+            stop: watch::channel(None).0,
+            pids: Mutex::new(HashMap::new()),
+            done: Notify::new(),
+            finished: watch::channel(false).0,
+        });
+        lock(&self.inner.pods).insert(key.clone(), pod.clone());
+        let _ = self.inner.events.send(initial);
+        tracing::info!(pod = %key, pod_ip = %sandbox.ip, node = %pod.spec.node_name, "pod starting");
+        let inner = self.inner.clone();
+        tokio::spawn(run_pod(inner, pod, stopped_rx));
+        Ok(sandbox.ip)
+    }
+
+    /// Stops a pod: SIGTERM to every container, SIGKILL after `grace`, then removes its
+    /// sandbox and files (PVC directories stay). Returns the final status.
+    pub async fn stop_pod(&self, key: &str, grace: Duration) -> Result<PodStatus> {
+        let pod = lock(&self.inner.pods).get(key).cloned().ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        pod.stop.send_replace(Some(grace));
+        let mut finished = pod.finished.subscribe();
+        let _ = finished.wait_for(|done| *done).await;
+        lock(&self.inner.pods).remove(key);
+        let network = self.inner.network.clone();
+        let sandbox = pod.sandbox.clone();
+        tokio::task::spawn_blocking(move || network.delete_sandbox(&sandbox))
+            .await
+            .map_err(|err| Error::Invalid(format!("sandbox task: {err}")))??;
+        let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec);
+        if let Err(err) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!(pod = key, error = %err, "could not remove pod directory");
+        }
+        let mut status = pod.status.borrow().clone();
+        status.stopped = true;
+        status.ready = false;
+        pod.status.send_replace(status.clone());
+        let _ = self.inner.events.send(status.clone());
+        tracing::info!(pod = key, "pod stopped");
+        Ok(status)
+    }
+
+    /// The current status of a pod.
+    pub fn pod_status(&self, key: &str) -> Result<PodStatus> {
+        lock(&self.inner.pods)
+            .get(key)
+            .map(|pod| pod.status.borrow().clone())
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))
+    }
+
+    /// Keys of every pod the runtime runs.
+    pub fn pods(&self) -> Vec<String> {
+        let mut keys: Vec<String> = lock(&self.inner.pods).keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Every status change of every pod, as a full status snapshot.
+    pub fn subscribe(&self) -> broadcast::Receiver<PodStatus> {
+        self.inner.events.subscribe()
+    }
+
+    /// Status changes of one pod.
+    pub fn watch_pod(&self, key: &str) -> Result<watch::Receiver<PodStatus>> {
+        lock(&self.inner.pods)
+            .get(key)
+            .map(|pod| pod.status.subscribe())
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))
+    }
+
+    /// Waits until `predicate` holds for the pod's status, or `timeout` passes.
+    pub async fn wait_for(&self, key: &str, timeout: Duration, predicate: impl Fn(&PodStatus) -> bool) -> Result<PodStatus> {
+        let mut rx = self.watch_pod(key)?;
+        let wait = async { rx.wait_for(|s| predicate(s)).await.map(|status| status.clone()) };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(status)) => Ok(status),
+            _ => Err(Error::Invalid(format!("pod {key} status: condition not reached within {timeout:?}"))),
+        }
+    }
+
+    /// The main pid of a running container.
+    pub fn container_pid(&self, key: &str, container: &str) -> Result<i32> {
+        let pod = lock(&self.inner.pods).get(key).cloned().ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let pid = lock(&pod.pids).get(container).copied();
+        pid.ok_or_else(|| Error::NotRunning(format!("{key}/{container}")))
+    }
+
+    /// The pod's sandbox (netns name and path, IP).
+    pub fn sandbox(&self, key: &str) -> Result<SandboxNet> {
+        lock(&self.inner.pods).get(key).map(|p| p.sandbox.clone()).ok_or_else(|| Error::UnknownPod(key.to_string()))
+    }
+
+    /// Sends `signal` to a container's process group.
+    pub fn signal_container(&self, key: &str, container: &str, signal: Signal) -> Result<i32> {
+        let pid = self.container_pid(key, container)?;
+        killpg(Pid::from_raw(pid), signal).map_err(Error::sys(format!("send {signal} to {key}/{container}")))?;
+        Ok(pid)
+    }
+
+    /// Stops a node: every container of its pods is SIGKILLed (as a power cut) and nothing
+    /// restarts until [`PodRuntime::start_node`].
+    pub fn stop_node(&self, name: &str) -> Result<()> {
+        self.set_node_stopped(name, true)
+    }
+
+    /// Starts a stopped node: containers restart as their restartPolicy allows.
+    pub fn start_node(&self, name: &str) -> Result<()> {
+        self.set_node_stopped(name, false)
+    }
+
+    fn set_node_stopped(&self, name: &str, stopped: bool) -> Result<()> {
+        let nodes = lock(&self.inner.nodes);
+        let node = nodes.get(name).ok_or_else(|| Error::UnknownNode(name.to_string()))?;
+        node.stopped.send_replace(stopped);
+        tracing::info!(node = name, stopped, "node power state changed");
+        Ok(())
+    }
+
+    /// Partitions node sets: `prohibit` routes in every pod of each side for the other
+    /// side's subnets (new pods get them too), and the proxy refuses crossing connections.
+    pub fn partition(&self, side_a: &[&str], side_b: &[&str]) -> Result<Partition> {
+        let partition = Partition {
+            side_a: side_a.iter().map(|n| self.node_index(n)).collect::<Result<_>>()?,
+            side_b: side_b.iter().map(|n| self.node_index(n)).collect::<Result<_>>()?,
+        };
+        self.inner.partitions.add(partition.clone());
+        for pod in self.all_pods() {
+            self.apply_partition_to(&pod.sandbox, &partition, true)?;
+        }
+        Ok(partition)
+    }
+
+    /// Removes a partition made by [`PodRuntime::partition`].
+    pub fn heal(&self, partition: &Partition) -> Result<()> {
+        self.inner.partitions.remove(partition);
+        for pod in self.all_pods() {
+            self.apply_partition_to(&pod.sandbox, partition, false)?;
+        }
+        // Another still-active partition may cover the same subnets.
+        for other in self.inner.partitions.list() {
+            for pod in self.all_pods() {
+                self.apply_partition_to(&pod.sandbox, &other, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn all_pods(&self) -> Vec<Arc<Pod>> {
+        lock(&self.inner.pods).values().cloned().collect()
+    }
+
+    fn apply_partition_to(&self, sandbox: &SandboxNet, partition: &Partition, blocked: bool) -> Result<()> {
+        let other_side = if partition.side_a.contains(&sandbox.node_index) {
+            &partition.side_b
+        } else if partition.side_b.contains(&sandbox.node_index) {
+            &partition.side_a
+        } else {
+            return Ok(());
+        };
+        let subnets: Vec<_> = other_side.iter().map(|n| self.naming().pod_subnet(*n)).collect();
+        self.inner.network.set_prohibited(sandbox, &subnets, blocked)
+    }
+
+    /// Stops every pod (grace `grace`) without touching the network; for an orderly `down`
+    /// call this then [`super::state::cleanup`].
+    pub async fn shutdown(&self, grace: Duration) {
+        for key in self.pods() {
+            if let Err(err) = self.stop_pod(&key, grace).await {
+                tracing::warn!(pod = %key, error = %err, "stopping pod during shutdown");
+            }
+        }
+    }
+}
+
+fn validate(spec: &PodSpec) -> Result<()> {
+    if spec.containers.is_empty() {
+        return Err(Error::Invalid(format!("pod {}: spec.containers must not be empty", spec.key())));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for c in spec.init_containers.iter().chain(&spec.containers) {
+        if c.name.is_empty() || !names.insert(c.name.clone()) {
+            return Err(Error::Invalid(format!("pod {}: container name {:?} is empty or duplicated", spec.key(), c.name)));
+        }
+    }
+    if spec.hostname.is_empty() {
+        return Err(Error::Invalid(format!("pod {}: hostname must not be empty", spec.key())));
+    }
+    Ok(())
+}
+
+fn log_paths(state_dir: &Path, spec: &PodSpec, container: &str) -> (PathBuf, PathBuf) {
+    let dir = volumes::pod_dir(state_dir, spec).join("logs");
+    (dir.join(format!("{container}.log")), dir.join(format!("{container}.previous.log")))
+}
+
+fn waiting_status(state_dir: &Path, spec: &PodSpec, c: &ContainerSpec, reason: &str) -> ContainerStatus {
+    let (log_path, previous_log_path) = log_paths(state_dir, spec, &c.name);
+    ContainerStatus {
+        name: c.name.clone(),
+        image: c.image.clone(),
+        state: ContainerState::Waiting { reason: reason.to_string(), message: String::new() },
+        last_state: None,
+        restart_count: 0,
+        ready: false,
+        started: false,
+        pid: None,
+        log_path,
+        previous_log_path,
+    }
+}
+
+/// Which list a container's status is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Init,
+    Regular,
+}
+
+impl Pod {
+    fn update(&self, inner: &Inner, kind: Kind, name: &str, change: impl FnOnce(&mut ContainerStatus)) {
+        self.status.send_modify(|status| {
+            let list = match kind {
+                Kind::Init => &mut status.init_container_statuses,
+                Kind::Regular => &mut status.container_statuses,
+            };
+            if let Some(c) = list.iter_mut().find(|c| c.name == name) {
+                change(c);
+            }
+            status.ready = !status.container_statuses.is_empty() && status.container_statuses.iter().all(|c| c.ready);
+            status.phase = compute_phase(status, self.spec.restart_policy);
+        });
+        let _ = inner.events.send(self.status.borrow().clone());
+    }
+
+    fn stopping(&self) -> Option<Duration> {
+        *self.stop.borrow()
+    }
+}
+
+/// `status.phase` from the container states, as kubelet's `getPhase`.
+fn compute_phase(status: &PodStatus, policy: RestartPolicy) -> PodPhase {
+    let init_done = status
+        .init_container_statuses
+        .iter()
+        .all(|c| matches!(c.state, ContainerState::Terminated { exit_code: 0, .. }));
+    let init_failed = status.init_container_statuses.iter().any(|c| {
+        matches!(c.state, ContainerState::Terminated { exit_code, .. } if exit_code != 0)
+    });
+    if init_failed && policy == RestartPolicy::Never {
+        return PodPhase::Failed;
+    }
+    if !init_done {
+        return PodPhase::Pending;
+    }
+    let containers = &status.container_statuses;
+    let running = containers.iter().filter(|c| matches!(c.state, ContainerState::Running { .. })).count();
+    let waiting = containers.iter().filter(|c| matches!(c.state, ContainerState::Waiting { .. })).count();
+    let terminated: Vec<i32> = containers
+        .iter()
+        .filter_map(|c| match c.state {
+            ContainerState::Terminated { exit_code, .. } => Some(exit_code),
+            _ => None,
+        })
+        .collect();
+    let never_started = containers.iter().filter(|c| !c.started && c.last_state.is_none()).count();
+    if waiting > 0 && never_started > 0 && running == 0 && terminated.is_empty() {
+        return PodPhase::Pending;
+    }
+    if running > 0 || waiting > 0 {
+        return PodPhase::Running;
+    }
+    if terminated.len() == containers.len() {
+        let failed = terminated.iter().any(|code| *code != 0);
+        return match (policy, failed) {
+            (RestartPolicy::Always, _) => PodPhase::Running,
+            (RestartPolicy::OnFailure, true) => PodPhase::Running,
+            (_, true) => PodPhase::Failed,
+            (_, false) => PodPhase::Succeeded,
+        };
+    }
+    PodPhase::Pending
+}
+
+async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<bool>) {
+    let mut init_ok = true;
+    for container in pod.spec.init_containers.clone() {
+        let outcome = supervise(inner.clone(), pod.clone(), container, Kind::Init, stopped_rx.clone()).await;
+        if outcome != Some(0) {
+            init_ok = false;
+            break;
+        }
+    }
+    if init_ok && pod.stopping().is_none() {
+        let mut tasks = Vec::new();
+        for container in pod.spec.containers.clone() {
+            tasks.push(tokio::spawn(supervise(inner.clone(), pod.clone(), container, Kind::Regular, stopped_rx.clone())));
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+    pod.finished.send_replace(true);
+    pod.done.notify_waiters();
+}
+
+/// What a container instance's wait ended with.
+enum Exit {
+    Exited(std::process::ExitStatus),
+    WaitFailed,
+}
+
+/// Supervises one container until it should no longer run; returns the last exit code.
+async fn supervise(
+    inner: Arc<Inner>,
+    pod: Arc<Pod>,
+    container: ContainerSpec,
+    kind: Kind,
+    mut node_stopped: watch::Receiver<bool>,
+) -> Option<i32> {
+    let key = pod.spec.key();
+    let name = container.name.clone();
+    let mut stop_rx = pod.stop.subscribe();
+    let mut backoff = inner.config.backoff_initial;
+    let mut last_exit: Option<i32> = None;
+    let state_dir = inner.network.state_dir().to_path_buf();
+    let (log_path, previous_log_path) = log_paths(&state_dir, &pod.spec, &name);
+    let mut first = true;
+    loop {
+        if pod.stopping().is_some() {
+            return last_exit;
+        }
+        // A stopped node runs nothing; wait for it (or for the pod to be stopped).
+        if *node_stopped.borrow() {
+            tokio::select! {
+                _ = node_is(&mut node_stopped, false) => {}
+                _ = stop_requested(&mut stop_rx) => return last_exit,
+            }
+            continue;
+        }
+        let Some(entry) = inner.config.catalog.resolve(&container.image).cloned() else {
+            let message = format!(
+                "image {:?} is not in the localkube image catalog (add it to the catalog file)",
+                container.image
+            );
+            tracing::warn!(pod = %key, container = %name, image = %container.image, "unknown image");
+            pod.update(&inner, kind, &name, |c| {
+                c.state = ContainerState::Waiting { reason: "ErrImagePull".into(), message: message.clone() };
+            });
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop_requested(&mut stop_rx) => return last_exit,
+            }
+            backoff = (backoff * 2).min(inner.config.backoff_max);
+            continue;
+        };
+        let env = container_env(&pod, &container, &entry.env);
+        let lookup = |var: &str| env.iter().rev().find(|(k, _)| k == var).map(|(_, v)| v.clone());
+        let command: Vec<String> = container.command.iter().map(|s| volumes::expand(s, &lookup)).collect();
+        let args: Vec<String> = container.args.iter().map(|s| volumes::expand(s, &lookup)).collect();
+        let argv = container_argv(&entry, &command, &args);
+        let spawned = spawn_instance(&inner, &pod, &container, &entry.private_dirs, argv, env.clone(), &log_path, &previous_log_path, first);
+        first = false;
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(err) => {
+                tracing::warn!(pod = %key, container = %name, error = %err, "container failed to start");
+                let now = SystemTime::now();
+                pod.update(&inner, kind, &name, |c| {
+                    c.state = ContainerState::Terminated {
+                        exit_code: 128,
+                        signal: None,
+                        reason: "StartError".into(),
+                        started_at: now,
+                        finished_at: now,
+                    };
+                });
+                last_exit = Some(128);
+                if !restart_allowed(kind, pod.spec.restart_policy, 128) {
+                    return last_exit;
+                }
+                if !back_off(&inner, &pod, kind, &name, &mut backoff, &mut stop_rx).await {
+                    return last_exit;
+                }
+                continue;
+            }
+        };
+        let pid = child.id().map_or(0, |p| p as i32);
+        if let Err(err) = inner.network.state().record_process(pid) {
+            tracing::warn!(pod = %key, container = %name, pid, error = %err, "could not record process");
+        }
+        lock(&pod.pids).insert(name.clone(), pid);
+        let started_at = SystemTime::now();
+        let started_instant = Instant::now();
+        tracing::info!(pod = %key, container = %name, pid, "container started");
+        pod.update(&inner, kind, &name, |c| {
+            c.state = ContainerState::Running { started_at };
+            c.started = true;
+            c.pid = Some(pid);
+            c.ready = kind == Kind::Regular && container.readiness_probe.is_none();
+        });
+        let liveness_failed = Arc::new(Notify::new());
+        let probes = start_probes(&inner, &pod, &container, kind, pid, env, liveness_failed.clone());
+
+        let exit = tokio::select! {
+            status = child.wait() => match status { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed },
+            _ = stop_requested(&mut stop_rx) => {
+                let grace = pod.stopping().unwrap_or_default();
+                terminate(pid, grace, &mut child).await
+            }
+            _ = node_is(&mut node_stopped, true) => {
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed }
+            }
+            _ = liveness_failed.notified() => {
+                tracing::info!(pod = %key, container = %name, "liveness probe failed, killing container");
+                terminate(pid, pod.spec.termination_grace_period, &mut child).await
+            }
+        };
+        for probe in probes {
+            probe.abort();
+        }
+        // The container's process group goes with its main process (as a cgroup would).
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        lock(&pod.pids).remove(&name);
+        let finished_at = SystemTime::now();
+        let (exit_code, signal) = match exit {
+            Exit::Exited(status) => match (status.code(), status.signal()) {
+                (Some(code), _) => (code, None),
+                (None, Some(sig)) => (128 + sig, Some(sig)),
+                (None, None) => (255, None),
+            },
+            Exit::WaitFailed => (255, None),
+        };
+        last_exit = Some(exit_code);
+        tracing::info!(pod = %key, container = %name, pid, exit_code, "container terminated");
+        pod.update(&inner, kind, &name, |c| {
+            c.state = ContainerState::Terminated {
+                exit_code,
+                signal,
+                reason: if exit_code == 0 { "Completed".into() } else { "Error".into() },
+                started_at,
+                finished_at,
+            };
+            c.ready = false;
+            c.pid = None;
+        });
+        if pod.stopping().is_some() {
+            return last_exit;
+        }
+        if *node_stopped.borrow() {
+            // Power cut: restart (per policy) once the node is back, without back-off.
+            if !restart_allowed(kind, pod.spec.restart_policy, exit_code) {
+                return last_exit;
+            }
+            pod.update(&inner, kind, &name, |c| {
+                c.last_state = Some(c.state.clone());
+                c.restart_count += 1;
+            });
+            continue;
+        }
+        if kind == Kind::Init && exit_code == 0 {
+            return last_exit;
+        }
+        if !restart_allowed(kind, pod.spec.restart_policy, exit_code) {
+            return last_exit;
+        }
+        if started_instant.elapsed() >= BACKOFF_RESET_AFTER {
+            backoff = inner.config.backoff_initial;
+        }
+        if !back_off(&inner, &pod, kind, &name, &mut backoff, &mut stop_rx).await {
+            return last_exit;
+        }
+    }
+}
+
+fn restart_allowed(kind: Kind, policy: RestartPolicy, exit_code: i32) -> bool {
+    match (kind, policy) {
+        (Kind::Init, RestartPolicy::Never) => false,
+        (Kind::Init, _) => exit_code != 0,
+        (Kind::Regular, RestartPolicy::Always) => true,
+        (Kind::Regular, RestartPolicy::OnFailure) => exit_code != 0,
+        (Kind::Regular, RestartPolicy::Never) => false,
+    }
+}
+
+/// Waits out the back-off in CrashLoopBackOff; `false` when the pod was stopped meanwhile.
+async fn back_off(
+    inner: &Inner,
+    pod: &Pod,
+    kind: Kind,
+    name: &str,
+    backoff: &mut Duration,
+    stop_rx: &mut watch::Receiver<Option<Duration>>,
+) -> bool {
+    let message = format!("back-off {:?} restarting failed container={name} pod={}", backoff, pod.spec.name);
+    pod.update(inner, kind, name, |c| {
+        c.last_state = Some(c.state.clone());
+        c.state = ContainerState::Waiting { reason: "CrashLoopBackOff".into(), message };
+    });
+    let wait = *backoff;
+    *backoff = (*backoff * 2).min(inner.config.backoff_max);
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => {
+            pod.update(inner, kind, name, |c| c.restart_count += 1);
+            true
+        }
+        _ = stop_requested(stop_rx) => false,
+    }
+}
+
+async fn stop_requested(rx: &mut watch::Receiver<Option<Duration>>) {
+    let _ = rx.wait_for(Option::is_some).await;
+}
+
+async fn node_is(rx: &mut watch::Receiver<bool>, stopped: bool) {
+    let _ = rx.wait_for(|s| *s == stopped).await;
+}
+
+/// SIGTERM to the process group, SIGKILL after `grace`.
+async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child) -> Exit {
+    let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
+    // A frozen (SIGSTOPped) container cannot act on SIGTERM; thaw it as the runtime would.
+    let _ = killpg(Pid::from_raw(pid), Signal::SIGCONT);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(status)) => Exit::Exited(status),
+        Ok(Err(_)) => Exit::WaitFailed,
+        Err(_) => {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            match child.wait().await {
+                Ok(status) => Exit::Exited(status),
+                Err(_) => Exit::WaitFailed,
+            }
+        }
+    }
+}
+
+fn container_env(pod: &Pod, container: &ContainerSpec, image_env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), DEFAULT_PATH.into()),
+        ("HOSTNAME".into(), pod.spec.hostname.clone()),
+        ("HOME".into(), "/root".into()),
+    ];
+    let set = |env: &mut Vec<(String, String)>, k: String, v: String| {
+        env.retain(|(name, _)| *name != k);
+        env.push((k, v));
+    };
+    for (k, v) in image_env {
+        set(&mut env, k.clone(), v.clone());
+    }
+    let mut container_vars: Vec<(String, String)> = Vec::new();
+    for var in &container.env {
+        let value = match &var.value {
+            EnvValue::Literal(text) => {
+                let lookup = |name: &str| container_vars.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+                volumes::expand(text, &lookup)
+            }
+            EnvValue::PodIp => pod.sandbox.ip.to_string(),
+            EnvValue::HostIp => pod.host_ip.to_string(),
+        };
+        container_vars.retain(|(k, _)| *k != var.name);
+        container_vars.push((var.name.clone(), value));
+    }
+    for (k, v) in container_vars {
+        set(&mut env, k, v);
+    }
+    env
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_instance(
+    inner: &Inner,
+    pod: &Pod,
+    container: &ContainerSpec,
+    private_dirs: &[PathBuf],
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    log_path: &Path,
+    previous_log_path: &Path,
+    first: bool,
+) -> Result<tokio::process::Child> {
+    let state_dir = inner.network.state_dir();
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).map_err(Error::io("create log dir", dir))?;
+    }
+    if !first && log_path.exists() {
+        std::fs::rename(log_path, previous_log_path).map_err(Error::io("keep previous log", previous_log_path))?;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .map_err(Error::io("open container log", log_path))?;
+    let log_err = log.try_clone().map_err(Error::io("open container log", log_path))?;
+    let mounts = volumes::container_mounts(state_dir, &pod.spec, container, private_dirs)?;
+    let staging = volumes::pod_dir(state_dir, &pod.spec).join("containers").join(&container.name).join("staging");
+    std::fs::create_dir_all(&staging).map_err(Error::io("create staging dir", &staging))?;
+    let spec = ExecSpec {
+        netns_path: Some(pod.sandbox.netns_path.clone()),
+        target_pid: None,
+        hostname: Some(pod.spec.hostname.clone()),
+        staging_dir: staging.clone(),
+        mounts,
+        working_dir: container.working_dir.as_ref().map(PathBuf::from),
+        argv,
+        env,
+        new_session: true,
+    };
+    let spec_path = staging.join("exec.json");
+    std::fs::write(&spec_path, serde_json::to_vec(&spec)?).map_err(Error::io("write exec spec", &spec_path))?;
+    tokio::process::Command::new(&inner.config.pod_exec)
+        .arg(&spec_path)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .env_clear()
+        .spawn()
+        .map_err(Error::io("spawn localkube-pod-exec", &inner.config.pod_exec))
+}
+
+fn start_probes(
+    inner: &Arc<Inner>,
+    pod: &Arc<Pod>,
+    container: &ContainerSpec,
+    kind: Kind,
+    pid: i32,
+    env: Vec<(String, String)>,
+    liveness_failed: Arc<Notify>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if kind == Kind::Init {
+        return tasks;
+    }
+    let scratch = volumes::pod_dir(inner.network.state_dir(), &pod.spec).join("containers").join(&container.name);
+    for (probe, is_readiness) in
+        [(container.readiness_probe.clone(), true), (container.liveness_probe.clone(), false)]
+    {
+        let Some(probe) = probe else { continue };
+        let inner = inner.clone();
+        let pod = pod.clone();
+        let name = container.name.clone();
+        let ports = container.ports.clone();
+        let env = env.clone();
+        let scratch = scratch.clone();
+        let liveness_failed = liveness_failed.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(probe.initial_delay).await;
+            let (mut successes, mut failures) = (0u32, 0u32);
+            loop {
+                let target = ProbeTarget {
+                    pod_ip: pod.sandbox.ip,
+                    pid,
+                    ports: &ports,
+                    env: &env,
+                    helper: &inner.config.pod_exec,
+                    scratch: &scratch,
+                };
+                let ok = probe_once(&probe.handler, &target, probe.timeout).await;
+                if ok {
+                    successes += 1;
+                    failures = 0;
+                } else {
+                    failures += 1;
+                    successes = 0;
+                }
+                if is_readiness {
+                    if ok && successes >= probe.success_threshold.max(1) {
+                        pod.update(&inner, kind, &name, |c| c.ready = true);
+                    } else if !ok && failures >= probe.failure_threshold.max(1) {
+                        pod.update(&inner, kind, &name, |c| c.ready = false);
+                    }
+                } else if failures >= probe.failure_threshold.max(1) {
+                    liveness_failed.notify_one();
+                    return;
+                }
+                tokio::time::sleep(probe.period).await;
+            }
+        }));
+    }
+    tasks
+}

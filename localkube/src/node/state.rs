@@ -1,0 +1,229 @@
+//! The state file: every namespace, link, process and host directory the node agent creates
+//! is recorded here BEFORE it is created (a process right after spawning, with its start time
+//! so a reused pid is never killed), so [`cleanup`] removes everything even after the
+//! process that created it was SIGKILLed.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result};
+use super::ip;
+use super::naming::{ClusterNaming, SLOT_REGISTRY_DIR};
+
+/// File name of the state file inside the state directory.
+pub const STATE_FILE: &str = "node-state.jsonl";
+/// How long cleanup waits for killed processes to disappear.
+const PROCESS_EXIT_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// One thing the node agent created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Resource {
+    /// A named network namespace (`/run/netns/NAME`, a bind mount).
+    Netns {
+        /// Its name.
+        name: String,
+    },
+    /// A link of the root namespace (bridge or veth end).
+    Link {
+        /// Its name.
+        name: String,
+    },
+    /// A process, leader of its own process group (containers call `setsid`).
+    Process {
+        /// Its pid.
+        pid: i32,
+        /// Field 22 of `/proc/PID/stat`, so a reused pid is never signalled.
+        start_time: u64,
+    },
+    /// The cluster slot claimed in the machine-wide registry.
+    ClusterSlot {
+        /// The registry directory.
+        registry: PathBuf,
+    },
+}
+
+/// The append-only state file of one state directory.
+#[derive(Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl StateFile {
+    /// Opens (creating) the state file in `state_dir`.
+    pub fn open(state_dir: &Path) -> Result<Self> {
+        fs::create_dir_all(state_dir).map_err(Error::io("create state dir", state_dir))?;
+        let path = state_dir.join(STATE_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(Error::io("open state file", &path))?;
+        Ok(Self { path, file: Mutex::new(file) })
+    }
+
+    /// Records `resource` durably (written and synced) before the caller creates it.
+    pub fn record(&self, resource: &Resource) -> Result<()> {
+        let mut line = serde_json::to_vec(resource)?;
+        line.push(b'\n');
+        let file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (&*file).write_all(&line).map_err(Error::io("append to state file", &self.path))?;
+        file.sync_data().map_err(Error::io("sync state file", &self.path))
+    }
+
+    /// Records a process that was just spawned.
+    pub fn record_process(&self, pid: i32) -> Result<()> {
+        let start_time = process_start_time(pid).unwrap_or(0);
+        self.record(&Resource::Process { pid, start_time })
+    }
+}
+
+/// Reads everything recorded in `state_dir`'s state file (an absent file is empty).
+pub fn read_records(state_dir: &Path) -> Result<Vec<Resource>> {
+    let path = state_dir.join(STATE_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(Error::io("read state file", &path)(err)),
+    };
+    // A torn last line (crash mid-write) is skipped: the resource it named was not created yet.
+    Ok(text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect())
+}
+
+/// Field 22 (starttime) of `/proc/PID/stat`, or `None` when the process is gone.
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    // after_comm starts at field 3 (state); starttime is field 22.
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the recorded process still lives (same pid and same start time).
+pub fn process_alive(pid: i32, start_time: u64) -> bool {
+    process_start_time(pid).is_some_and(|now| start_time == 0 || now == start_time)
+}
+
+/// Removes everything recorded in `state_dir`'s state file, plus any netns or link carrying
+/// the state dir's prefix: processes (SIGKILL to their process groups), network namespaces,
+/// links, the cluster slot. Idempotent; safe after a crash; a state dir that never ran a
+/// node agent is a no-op.
+pub fn cleanup(state_dir: &Path) -> Result<()> {
+    let state_dir = fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    let records = read_records(&state_dir)?;
+    let prefix = format!("{}-", ClusterNaming::prefix_for(&state_dir));
+    let mut errors = Vec::new();
+
+    let processes: Vec<(i32, u64)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Resource::Process { pid, start_time } => Some((*pid, *start_time)),
+            _ => None,
+        })
+        .filter(|(pid, start)| *pid > 1 && process_alive(*pid, *start))
+        .collect();
+    for (pid, _) in &processes {
+        tracing::info!(pid, "cleanup: killing recorded process group");
+        let _ = killpg(Pid::from_raw(*pid), Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    let deadline = Instant::now() + PROCESS_EXIT_WAIT_MAX;
+    while processes.iter().any(|(pid, start)| process_alive(*pid, *start)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut netns: Vec<String> = records
+        .iter()
+        .filter_map(|r| match r {
+            Resource::Netns { name } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    netns.extend(ip::netns_list()?.into_iter().filter(|n| n.starts_with(&prefix)));
+    netns.sort();
+    netns.dedup();
+    for name in &netns {
+        tracing::info!(netns = %name, "cleanup: deleting network namespace");
+        if let Err(err) = ip::ip_ignore_missing(&["netns", "delete", name]) {
+            errors.push(err);
+        }
+    }
+
+    let mut links: Vec<String> = records
+        .iter()
+        .filter_map(|r| match r {
+            Resource::Link { name } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    links.extend(ip::link_list()?.into_iter().filter(|n| n.starts_with(&prefix)));
+    links.sort();
+    links.dedup();
+    // veth ends first (deleting a netns already removed most), the bridge last.
+    links.sort_by_key(|name| name.ends_with("-br"));
+    for name in &links {
+        tracing::info!(link = %name, "cleanup: deleting link");
+        if let Err(err) = ip::ip_ignore_missing(&["link", "delete", name]) {
+            errors.push(err);
+        }
+    }
+
+    for record in &records {
+        if let Resource::ClusterSlot { registry } = record {
+            if let Err(err) = ClusterNaming::release_in(registry, &state_dir) {
+                errors.push(err);
+            }
+        }
+    }
+    if records.is_empty() {
+        ClusterNaming::release_in(Path::new(SLOT_REGISTRY_DIR), &state_dir)?;
+    }
+
+    if let Some(err) = errors.into_iter().next() {
+        return Err(err);
+    }
+    let path = state_dir.join(STATE_FILE);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(Error::io("remove state file", path)(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // localkube.md: `down` finds leftovers by its own state file, also after a crash.
+    #[test]
+    fn records_survive_a_torn_last_line() {
+        let dir = std::env::temp_dir().join(format!("lk-state-{}", std::process::id()));
+        let state = StateFile::open(&dir).unwrap();
+        state.record(&Resource::Netns { name: "lkabcd-p1".into() }).unwrap();
+        state.record(&Resource::Link { name: "lkabcd-br".into() }).unwrap();
+        drop(state);
+        let mut file = OpenOptions::new().append(true).open(dir.join(STATE_FILE)).unwrap();
+        file.write_all(b"{\"kind\":\"netns\",\"na").unwrap();
+        let records = read_records(&dir).unwrap();
+        assert_eq!(
+            records,
+            vec![Resource::Netns { name: "lkabcd-p1".into() }, Resource::Link { name: "lkabcd-br".into() }]
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn own_process_start_time_is_readable() {
+        let pid = std::process::id() as i32;
+        let start = process_start_time(pid).unwrap();
+        assert!(process_alive(pid, start));
+        assert!(!process_alive(pid, start + 1), "a different start time is a different process");
+    }
+}

@@ -1,0 +1,200 @@
+//! Materialising a pod's volumes, /etc/hosts and /etc/resolv.conf in the state dir.
+
+use std::fs;
+use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::error::{Error, Result};
+use super::exec::BindMount;
+use super::spec::{ContainerSpec, PodSpec, VolumeSource};
+
+/// The cluster DNS domain.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// Where a pod's files live: `STATE/pods/<uid>`.
+pub fn pod_dir(state_dir: &Path, pod: &PodSpec) -> PathBuf {
+    state_dir.join("pods").join(sanitize(&pod.uid))
+}
+
+/// Where a PersistentVolumeClaim's data lives: `STATE/pvc/<namespace>/<claim>` (kept when
+/// the pod is deleted, as a bound PersistentVolume).
+pub fn pvc_dir(state_dir: &Path, namespace: &str, claim: &str) -> PathBuf {
+    state_dir.join("pvc").join(sanitize(namespace)).join(sanitize(claim))
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' { c } else { '_' }).collect()
+}
+
+/// Writes every volume of the pod (emptyDir directories, rendered files, PVC directories)
+/// and the pod's hosts and resolv.conf files.
+pub fn materialize(state_dir: &Path, pod: &PodSpec, pod_ip: Ipv4Addr, dns_ip: Ipv4Addr) -> Result<()> {
+    let dir = pod_dir(state_dir, pod);
+    for volume in &pod.volumes {
+        match &volume.source {
+            VolumeSource::EmptyDir => {
+                let path = dir.join("volumes").join(sanitize(&volume.name));
+                fs::create_dir_all(&path).map_err(Error::io("create emptyDir", &path))?;
+                let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o777));
+            }
+            VolumeSource::Files(files) => {
+                let root = dir.join("volumes").join(sanitize(&volume.name));
+                fs::create_dir_all(&root).map_err(Error::io("create volume", &root))?;
+                for file in files {
+                    let relative = Path::new(&file.path);
+                    if relative.is_absolute() || relative.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+                        return Err(Error::Invalid(format!("volume {} item path {:?}: it must be relative without ..", volume.name, file.path)));
+                    }
+                    let path = root.join(relative);
+                    if let Some(parent) = path.parent() {
+                        fs::create_dir_all(parent).map_err(Error::io("create volume dir", parent))?;
+                    }
+                    fs::write(&path, &file.contents).map_err(Error::io("write volume file", &path))?;
+                    fs::set_permissions(&path, fs::Permissions::from_mode(file.mode))
+                        .map_err(Error::io("set volume file mode", &path))?;
+                }
+            }
+            VolumeSource::PersistentVolumeClaim { claim_name } => {
+                let path = pvc_dir(state_dir, &pod.namespace, claim_name);
+                fs::create_dir_all(&path).map_err(Error::io("create pvc dir", &path))?;
+            }
+            VolumeSource::HostPath { .. } => {}
+        }
+    }
+    let etc = dir.join("etc");
+    fs::create_dir_all(&etc).map_err(Error::io("create pod etc", &etc))?;
+    let hosts = etc.join("hosts");
+    fs::write(&hosts, hosts_file(pod, pod_ip)).map_err(Error::io("write hosts", &hosts))?;
+    let resolv = etc.join("resolv.conf");
+    fs::write(&resolv, resolv_conf(&pod.namespace, dns_ip)).map_err(Error::io("write resolv.conf", &resolv))?;
+    for path in [&hosts, &resolv] {
+        let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o644));
+    }
+    Ok(())
+}
+
+/// The kubelet-managed /etc/hosts of a pod.
+pub fn hosts_file(pod: &PodSpec, pod_ip: Ipv4Addr) -> String {
+    let mut text = String::from(
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    );
+    match &pod.subdomain {
+        Some(subdomain) => text.push_str(&format!(
+            "{pod_ip}\t{h}.{subdomain}.{ns}.svc.{CLUSTER_DOMAIN}\t{h}\n",
+            h = pod.hostname,
+            ns = pod.namespace
+        )),
+        None => text.push_str(&format!("{pod_ip}\t{}\n", pod.hostname)),
+    }
+    text
+}
+
+/// The /etc/resolv.conf of a pod in `namespace` (ClusterFirst).
+pub fn resolv_conf(namespace: &str, dns_ip: Ipv4Addr) -> String {
+    format!(
+        "search {namespace}.svc.{CLUSTER_DOMAIN} svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}\nnameserver {dns_ip}\noptions ndots:5\n"
+    )
+}
+
+/// The bind mounts of one container: its private dirs, hosts, resolv.conf, then its volume
+/// mounts (parents before children).
+pub fn container_mounts(
+    state_dir: &Path,
+    pod: &PodSpec,
+    container: &ContainerSpec,
+    private_dirs: &[PathBuf],
+) -> Result<Vec<BindMount>> {
+    let dir = pod_dir(state_dir, pod);
+    let mut mounts = Vec::new();
+    for (i, private) in private_dirs.iter().enumerate() {
+        let source = dir.join("containers").join(sanitize(&container.name)).join(format!("private-{i}"));
+        fs::create_dir_all(&source).map_err(Error::io("create private dir", &source))?;
+        let _ = fs::set_permissions(&source, fs::Permissions::from_mode(0o1777));
+        mounts.push(BindMount { source, target: private.clone(), read_only: false });
+    }
+    mounts.push(BindMount { source: dir.join("etc/hosts"), target: "/etc/hosts".into(), read_only: false });
+    mounts.push(BindMount { source: dir.join("etc/resolv.conf"), target: "/etc/resolv.conf".into(), read_only: false });
+    let mut volume_mounts = container.volume_mounts.clone();
+    volume_mounts.sort_by_key(|m| Path::new(&m.mount_path).components().count());
+    for mount in &volume_mounts {
+        let volume = pod.volumes.iter().find(|v| v.name == mount.name).ok_or_else(|| {
+            Error::Invalid(format!("volumeMount {} of container {}: no volume with that name", mount.name, container.name))
+        })?;
+        let root = match &volume.source {
+            VolumeSource::EmptyDir | VolumeSource::Files(_) => dir.join("volumes").join(sanitize(&volume.name)),
+            VolumeSource::PersistentVolumeClaim { claim_name } => pvc_dir(state_dir, &pod.namespace, claim_name),
+            VolumeSource::HostPath { path } => path.clone(),
+        };
+        let source = match &mount.sub_path {
+            Some(sub) if !sub.is_empty() => {
+                let path = root.join(sub);
+                if !path.exists() {
+                    fs::create_dir_all(&path).map_err(Error::io("create subPath", &path))?;
+                }
+                path
+            }
+            _ => root,
+        };
+        if !Path::new(&mount.mount_path).is_absolute() {
+            return Err(Error::Invalid(format!("mountPath {:?}: it must be absolute", mount.mount_path)));
+        }
+        mounts.push(BindMount { source, target: PathBuf::from(&mount.mount_path), read_only: mount.read_only });
+    }
+    Ok(mounts)
+}
+
+/// Expands `$(VAR)` references as Kubernetes does: defined variables are replaced,
+/// undefined references are kept as written, `$$` is an escaped `$`.
+pub fn expand(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(value.len());
+    let bytes = value.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'$' && i + 1 < bytes.len() {
+            if bytes[i + 1] == b'$' {
+                out.push('$');
+                i += 2;
+                continue;
+            }
+            if bytes[i + 1] == b'(' {
+                if let Some(end) = value[i + 2..].find(')') {
+                    let name = &value[i + 2..i + 2 + end];
+                    match lookup(name) {
+                        Some(v) => out.push_str(&v),
+                        None => out.push_str(&value[i..i + 3 + end]),
+                    }
+                    i += 3 + end;
+                    continue;
+                }
+            }
+        }
+        let ch = value[i..].chars().next().unwrap_or('$');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // seed 004: "$(POD_IP):7878" expands an earlier env entry, as Kubernetes does.
+    #[test]
+    fn expand_follows_kubernetes_rules() {
+        let lookup = |name: &str| (name == "POD_IP").then(|| "10.244.0.2".to_string());
+        assert_eq!(expand("$(POD_IP):7878", &lookup), "10.244.0.2:7878");
+        assert_eq!(expand("$(MISSING)-x", &lookup), "$(MISSING)-x");
+        assert_eq!(expand("$$(POD_IP)", &lookup), "$(POD_IP)");
+        assert_eq!(expand("a$b(c", &lookup), "a$b(c");
+    }
+
+    #[test]
+    fn resolv_conf_points_at_cluster_dns() {
+        let text = resolv_conf("db", Ipv4Addr::new(10, 96, 0, 10));
+        assert!(text.contains("nameserver 10.96.0.10\n"));
+        assert!(text.starts_with("search db.svc.cluster.local svc.cluster.local cluster.local\n"));
+        assert!(text.contains("ndots:5"));
+    }
+}
