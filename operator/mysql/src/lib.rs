@@ -33,5 +33,6 @@ pub use gtid::{errant_transactions, lost_transactions, Gtid, GtidSet};
 pub use host::{canonical_host, canonical_host_in, same_host};
 pub use sql::{quote_identifier, quote_string};
 pub use status::{
-    parse_replication_rows, IoThreadState, ReplicationError, ReplicationStatus, StatusRow, UsingGtid,
+    parse_replication_rows, IoThreadState, ReplicationError, ReplicationStatus, StatusRow,
+    UsingGtid,
 };

@@ -79,3 +79,128 @@ fn history_difference(ours: &GtidSet, theirs: &GtidSet) -> GtidSet {
         .collect();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Flavor, Gtid};
+
+    fn mariadb(text: &str) -> GtidSet {
+        GtidSet::parse(Flavor::MariaDb, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    // bloodraven.md emergency failover: lostTransactions = old primary's last observed set
+    // minus the new primary's; iad (server 1) died at 105 with pdx at 100.
+    #[test]
+    fn emergency_failover_loses_the_unreplicated_tail() {
+        let lost = lost_transactions(&mariadb("0-1-105"), &mariadb("0-1-100"));
+        assert_eq!(lost.to_string(), "0-1-101..105");
+        assert_eq!(lost.count(), 5);
+    }
+
+    // bloodraven.md: lostTransactions is made exact once the old primary's data is readable
+    // again, by which time the new primary (server 2) wrote 101..=103 of its own.
+    #[test]
+    fn lost_transactions_stay_exact_after_the_new_primary_diverged() {
+        let old_primary = mariadb("0-1-105");
+        let new_primary = mariadb("0-1-100,0-2-103");
+        assert_eq!(
+            lost_transactions(&old_primary, &new_primary).to_string(),
+            "0-1-101..105"
+        );
+        // The returning primary's errant set is the same five transactions; it must not
+        // rejoin as a replica (bloodraven.md "Returning primary").
+        assert_eq!(errant_transactions(&old_primary, &new_primary).count(), 5);
+        // Neither set contains the other: they diverged at 101.
+        assert!(!new_primary.contains(&old_primary));
+        assert!(!old_primary.contains(&new_primary));
+    }
+
+    // Brief: two servers that both wrote seq N+1 under different server ids are not subsets
+    // of each other and each holds one errant transaction relative to the other.
+    #[test]
+    fn divergence_at_the_same_sequence_number_is_errant_both_ways() {
+        let pdx = mariadb("0-1-100,0-2-101");
+        let iad = mariadb("0-1-101");
+        assert_eq!(errant_transactions(&pdx, &iad).to_string(), "0-2-101..101");
+        assert_eq!(errant_transactions(&iad, &pdx).to_string(), "0-1-101..101");
+        assert_eq!(pdx.count(), iad.count());
+        assert!(!pdx.contains(&iad) && !iad.contains(&pdx));
+    }
+
+    // A lagging replica has no errant transaction, whatever the source wrote since.
+    #[test]
+    fn lagging_replica_has_no_errant_transactions() {
+        let source = mariadb("0-1-100,0-2-250");
+        for replica in ["0-1-100", "0-1-50", "0-1-100,0-2-120", ""] {
+            assert!(
+                errant_transactions(&mariadb(replica), &source).is_empty(),
+                "{replica}"
+            );
+        }
+    }
+
+    // gtid_binlog_state after a failback (iad 1..=100, pdx 101..=200, iad 201..=300) credits
+    // 1..=100 to pdx; the agreement point absorbs that for a replica stuck at 150.
+    #[test]
+    fn failback_attribution_from_binlog_state_is_absorbed_by_the_agreement_point() {
+        let primary = mariadb("0-2-200,0-1-300");
+        let replica = mariadb("0-1-100,0-2-150");
+        assert!(errant_transactions(&replica, &primary).is_empty());
+        assert_eq!(lost_transactions(&primary, &replica).count(), 150);
+        // The exact difference would report the misattributed prefix.
+        assert_eq!(replica.subtract(&primary).count(), 100);
+    }
+
+    // Documented limitation: with no GTID in common (same number and server), the whole
+    // domain is reported, erring on the safe side (the replica stays fenced).
+    #[test]
+    fn no_common_gtid_reports_the_whole_domain() {
+        let errant = errant_transactions(&mariadb("0-1-100"), &mariadb("0-2-200,0-1-300"));
+        assert_eq!(errant.count(), 100);
+    }
+
+    // Sets built transaction by transaction (the simulator) get the exact difference.
+    #[test]
+    fn fully_attributed_histories_get_the_exact_difference() {
+        let mut common = GtidSet::empty(Flavor::MariaDb);
+        for seq in 1..=50 {
+            common.insert(Gtid::mariadb(0, 1, seq));
+        }
+        let mut old_primary = common.clone();
+        let mut new_primary = common;
+        for seq in 51..=60 {
+            old_primary.insert(Gtid::mariadb(0, 1, seq));
+        }
+        for seq in 51..=55 {
+            new_primary.insert(Gtid::mariadb(0, 2, seq));
+        }
+        let lost = lost_transactions(&old_primary, &new_primary);
+        assert_eq!(lost, old_primary.subtract(&new_primary));
+        assert_eq!(lost.to_string(), "0-1-51..60");
+    }
+
+    // Domains are independent: a domain the source never saw is entirely errant.
+    #[test]
+    fn unknown_domain_is_entirely_errant() {
+        let errant = errant_transactions(&mariadb("0-1-100,7-9-3"), &mariadb("0-1-100"));
+        assert_eq!(errant.to_string(), "7-9-3");
+    }
+
+    // MySQL: errant = exact difference.
+    #[test]
+    fn mysql_errant_transactions_are_the_exact_difference() {
+        let uuid_a = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        let uuid_b = "4f2a1b2c-0000-11ef-8000-0242ac120002";
+        let replica = GtidSet::parse(Flavor::MySql, &format!("{uuid_a}:1-100,{uuid_b}:1-2"));
+        let source = GtidSet::parse(Flavor::MySql, &format!("{uuid_a}:1-120"));
+        let (Ok(replica), Ok(source)) = (replica, source) else {
+            panic!("fixtures parse");
+        };
+        assert_eq!(
+            errant_transactions(&replica, &source).to_string(),
+            format!("{uuid_b}:1-2")
+        );
+        assert!(errant_transactions(&source, &source).is_empty());
+    }
+}

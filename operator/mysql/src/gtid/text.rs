@@ -93,6 +93,14 @@ fn parse_mariadb(text: &str) -> Result<GtidSet> {
     let mut set = GtidSet::empty(flavor);
     let mut chains: BTreeMap<u32, Vec<PositionItem>> = BTreeMap::new();
     for item in items(flavor, text)? {
+        if item.text.contains(':') {
+            return Err(error(
+                flavor,
+                item.position,
+                "expected domain-server_id-seq, found ':' (a MySQL GTID set?)",
+                item.text,
+            ));
+        }
         let fields: Vec<&str> = item.text.splitn(3, '-').collect();
         let [domain, server_id, seq] = fields[..] else {
             return Err(error(
@@ -295,4 +303,172 @@ pub(crate) fn format(set: &GtidSet) -> String {
         items.push(item);
     }
     items.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Gtid;
+
+    fn mariadb(text: &str) -> GtidSet {
+        GtidSet::parse(Flavor::MariaDb, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn mysql(text: &str) -> GtidSet {
+        GtidSet::parse(Flavor::MySql, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    // Brief: MariaDB position `D-S-N` = domain D's transactions 1..=N, last by server S.
+    #[test]
+    fn mariadb_position_is_the_whole_prefix_of_its_domain() {
+        let set = mariadb("0-1-100,1-2-5");
+        assert_eq!(set.count(), 105);
+        assert!(set.contains_gtid(&Gtid::mariadb(0, 1, 1)));
+        assert!(set.contains_gtid(&Gtid::mariadb(0, 1, 100)));
+        assert!(!set.contains_gtid(&Gtid::mariadb(0, 1, 101)));
+        assert!(set.contains_gtid(&Gtid::mariadb(1, 2, 5)));
+        assert_eq!(set.to_string(), "0-1-100,1-2-5");
+        assert_eq!(set.domain_last_seq(0), Some(100));
+        assert_eq!(set.domains(), vec![0, 1]);
+    }
+
+    // Brief: "" is the empty set for both flavors, whitespace and newlines are allowed.
+    #[test]
+    fn empty_and_whitespace_texts_are_the_empty_set() {
+        for flavor in [Flavor::MariaDb, Flavor::MySql] {
+            for text in ["", "  ", "\n"] {
+                let set = GtidSet::parse(flavor, text);
+                assert_eq!(set, Ok(GtidSet::empty(flavor)), "{flavor} {text:?}");
+            }
+        }
+        assert_eq!(GtidSet::empty(Flavor::MariaDb).to_string(), "");
+    }
+
+    // MariaDB `gtid_binlog_state`: one item per (domain, server), read as one linear history.
+    #[test]
+    fn mariadb_binlog_state_chains_runs_in_sequence_order() {
+        let set = mariadb("0-2-103, 0-1-100");
+        assert!(set.contains_gtid(&Gtid::mariadb(0, 1, 100)));
+        assert!(!set.contains_gtid(&Gtid::mariadb(0, 2, 100)));
+        assert!(set.contains_gtid(&Gtid::mariadb(0, 2, 101)));
+        assert_eq!(set.count(), 103);
+        assert_eq!(set.to_string(), "0-1-100,0-2-103");
+    }
+
+    // Brief: a set that is not a prefix has a documented text form that parse accepts.
+    #[test]
+    fn mariadb_non_prefix_sets_use_range_items_and_round_trip() {
+        let subtracted = mariadb("0-1-105").subtract(&mariadb("0-1-100"));
+        assert_eq!(subtracted.to_string(), "0-1-101..105");
+        assert_eq!(mariadb(&subtracted.to_string()), subtracted);
+        // Diverged union: both servers wrote 101.
+        let diverged = mariadb("0-1-101").union(&mariadb("0-1-100,0-2-101"));
+        assert_eq!(diverged.to_string(), "0-1-1..101,0-2-101..101");
+        assert_eq!(mariadb(&diverged.to_string()), diverged);
+        assert_eq!(diverged.count(), 102);
+    }
+
+    // Brief: MySQL gtid_executed with whitespace/newlines, single numbers and tags.
+    #[test]
+    fn mysql_gtid_executed_parses_and_normalises() {
+        let text = "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5:7,\n\
+                    4f2a1b2c-0000-11ef-8000-0242ac120002:1-3:Deploy:1-2";
+        let set = mysql(text);
+        assert_eq!(set.count(), 6 + 3 + 2);
+        assert_eq!(
+            set.to_string(),
+            "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,\
+             4f2a1b2c-0000-11ef-8000-0242ac120002:1-3:deploy:1-2"
+        );
+        // Overlapping and adjacent intervals merge.
+        assert_eq!(
+            mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-3:4-6:5").to_string(),
+            "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-6"
+        );
+    }
+
+    // Brief: parse errors name what was wrong and where.
+    #[test]
+    fn parse_errors_name_the_problem_and_byte_offset() {
+        let cases: &[(Flavor, &str, usize, &str)] = &[
+            (Flavor::MariaDb, "0-1-100,x-1-2", 8, "domain id"),
+            (Flavor::MariaDb, "0-1-100,,", 8, "empty item"),
+            (Flavor::MariaDb, "0-1", 0, "expected domain-server_id-seq"),
+            (Flavor::MariaDb, "0-1-5..3", 0, "1 <= start <= end"),
+            (Flavor::MariaDb, "0-1-100, 0-2-100", 9, "two positions"),
+            (
+                Flavor::MariaDb,
+                "0-1-99999999999999999999",
+                0,
+                "out of range",
+            ),
+            (Flavor::MariaDb, "0-4294967296-1", 0, "server id"),
+            (
+                Flavor::MySql,
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562",
+                0,
+                "expected uuid:interval",
+            ),
+            (Flavor::MySql, "3e11fa47-71ca-11e1-9e33:1", 0, "UUID"),
+            (
+                Flavor::MySql,
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:0",
+                0,
+                "1 <= start",
+            ),
+            (
+                Flavor::MySql,
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:5-3",
+                0,
+                "1 <= start",
+            ),
+            (
+                Flavor::MySql,
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:1, x:1",
+                40,
+                "UUID",
+            ),
+            (
+                Flavor::MySql,
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:tag",
+                0,
+                "expected uuid:interval",
+            ),
+            (
+                Flavor::MySql,
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:a:b:1",
+                0,
+                "has no interval",
+            ),
+            (Flavor::MySql, "0-1-100", 0, "UUID"),
+            (
+                Flavor::MariaDb,
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:1",
+                0,
+                "expected domain",
+            ),
+        ];
+        for &(flavor, text, position, needle) in cases {
+            match GtidSet::parse(flavor, text) {
+                Err(Error::GtidParse {
+                    position: found,
+                    reason,
+                    ..
+                }) => {
+                    assert_eq!(found, position, "{text:?}: {reason}");
+                    assert!(
+                        reason.contains(needle),
+                        "{text:?}: {reason:?} lacks {needle:?}"
+                    );
+                }
+                other => panic!("{text:?} parsed as {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn mariadb_zero_position_is_an_empty_domain() {
+        assert_eq!(mariadb("0-1-0"), GtidSet::empty(Flavor::MariaDb));
+        assert_eq!(mariadb("0-1-0,1-1-3").to_string(), "1-1-3");
+    }
 }
