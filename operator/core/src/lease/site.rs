@@ -1,0 +1,366 @@
+//! One sidecar's whole lease state: cached authority, explicit fence, grants given to peers
+//! and the lease it holds itself.
+
+use std::collections::BTreeMap;
+
+use bloodraven_api::sidecar::{
+    Authority, AuthorityDecision, FenceState, LeaseRequest, LeaseResponse, LeaseState,
+};
+
+use super::{
+    clock::MonotonicMillis,
+    config::LeaseConfig,
+    peer::{should_grant, GrantBook},
+    requester::{Requester, RoundId},
+    rule::{desired_read_only, RuleInput, WriteDecision},
+};
+
+/// The lease state machine of one sidecar. The sidecar binary drives it from HTTP handlers
+/// and timers; the simulator drives it from simulated messages and clocks.
+#[derive(Debug, Clone)]
+pub struct SiteLease {
+    config: LeaseConfig,
+    authority: Option<Authority>,
+    fence: Option<FenceState>,
+    grants: GrantBook,
+    requester: Requester,
+}
+
+impl SiteLease {
+    /// A freshly started sidecar: no authority (startup safety net), no fence, no lease.
+    pub fn new(config: LeaseConfig) -> Self {
+        Self {
+            config,
+            authority: None,
+            fence: None,
+            grants: GrantBook::new(),
+            requester: Requester::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// The cached authority.
+    pub fn authority(&self) -> Option<&Authority> {
+        self.authority.as_ref()
+    }
+
+    /// The explicit fence in force, if any.
+    pub fn fence_state(&self) -> Option<&FenceState> {
+        self.fence.as_ref()
+    }
+
+    /// Applies a pushed authority under the monotonic rule ([`Authority::decide_against`]).
+    ///
+    /// When the cached authority changes, the held lease is dropped (it was for the old
+    /// record), and an explicit fence lifts if the new generation is greater than the fence's.
+    pub fn push_authority(&mut self, pushed: Authority) -> AuthorityDecision {
+        let decision = pushed.decide_against(self.config.group(), self.authority.as_ref());
+        match decision {
+            AuthorityDecision::Accepted => {
+                if let Some(fence) = &self.fence {
+                    if pushed.topology_generation > fence.topology_generation {
+                        self.fence = None;
+                    }
+                }
+                self.requester.drop_lease();
+                self.authority = Some(pushed);
+            }
+            AuthorityDecision::Unchanged
+            | AuthorityDecision::RefusedStale
+            | AuthorityDecision::RefusedWrongGroup => {}
+        }
+        decision
+    }
+
+    /// Puts an explicit fence in force: read-only until an authority with a generation
+    /// greater than `topology_generation` is accepted. A second fence keeps the greater
+    /// generation.
+    pub fn fence(&mut self, topology_generation: u64, reason: impl Into<String>) -> FenceState {
+        let topology_generation = match &self.fence {
+            Some(existing) => existing.topology_generation.max(topology_generation),
+            None => topology_generation,
+        };
+        let fence = FenceState {
+            topology_generation,
+            reason: reason.into(),
+        };
+        self.fence = Some(fence.clone());
+        fence
+    }
+
+    /// Answers a peer's lease request at `now` and records a grant.
+    pub fn answer_lease(&mut self, request: &LeaseRequest, now: MonotonicMillis) -> LeaseResponse {
+        self.grants.answer(
+            self.config.group(),
+            self.authority.as_ref(),
+            request,
+            self.config.duration_ms(),
+            now,
+        )
+    }
+
+    /// Starts a lease round at `now` when one is due (every `duration / 3`) and this
+    /// sidecar's own cached authority grants it (it names this site). Returns the round and
+    /// the request to send to every peer; the own vote is already counted and recorded.
+    pub fn begin_round(&mut self, now: MonotonicMillis) -> Option<(RoundId, LeaseRequest)> {
+        let authority = self.authority.as_ref()?;
+        let request = LeaseRequest {
+            group: self.config.group().to_owned(),
+            site: self.config.site().to_owned(),
+            topology_generation: authority.topology_generation,
+        };
+        should_grant(self.config.group(), Some(authority), &request).ok()?;
+        if !self
+            .requester
+            .round_due(now, self.config.renew_interval_ms())
+        {
+            return None;
+        }
+        self.grants.record_grant(self.config.site(), now);
+        let round = self.requester.start_round(
+            now,
+            request.topology_generation,
+            self.config.site(),
+            self.config.duration_ms(),
+            self.config.majority(),
+        );
+        Some((round, request))
+    }
+
+    /// Records `peer`'s answer to `round`. Returns whether the lease was extended.
+    pub fn record_peer_response(
+        &mut self,
+        round: RoundId,
+        peer: &str,
+        response: &LeaseResponse,
+    ) -> bool {
+        if !self.config.sites().iter().any(|s| s == peer) || peer == self.config.site() {
+            return false;
+        }
+        self.requester
+            .record_response(round, peer, response, self.config.majority())
+    }
+
+    /// Whether an unexpired majority lease for the cached authority's generation is held.
+    pub fn lease_held(&self, now: MonotonicMillis) -> bool {
+        self.lease_remaining_ms(now) > 0
+    }
+
+    /// Milliseconds left on the held lease; zero without one.
+    pub fn lease_remaining_ms(&self, now: MonotonicMillis) -> u64 {
+        match &self.authority {
+            Some(authority) => self
+                .requester
+                .remaining_ms(now, authority.topology_generation),
+            None => 0,
+        }
+    }
+
+    /// The lease as reported in status.
+    pub fn lease_state(&self, now: MonotonicMillis) -> LeaseState {
+        let remaining_ms = self.lease_remaining_ms(now);
+        LeaseState {
+            held: remaining_ms > 0,
+            remaining_ms,
+        }
+    }
+
+    /// What the write rule wants mysqld to be at `now`.
+    pub fn desired(&self, now: MonotonicMillis) -> WriteDecision {
+        desired_read_only(RuleInput {
+            site: self.config.site(),
+            authority: self.authority.as_ref(),
+            fenced_by_operator: self.fence.is_some(),
+            lease_held: self.lease_held(now),
+        })
+    }
+
+    /// Per site, milliseconds since this sidecar last granted it a lease.
+    pub fn last_granted_ago_ms(&self, now: MonotonicMillis) -> BTreeMap<String, u64> {
+        self.grants.last_granted_ago_ms(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bloodraven_api::{sidecar::LeaseRefusal, Timestamp};
+
+    use super::*;
+    use crate::lease::rule::ReadOnlyReason;
+
+    const SITES: [&str; 3] = ["iad", "pdx", "reader"];
+
+    fn sidecar(site: &str) -> SiteLease {
+        match LeaseConfig::new("playground", site, SITES, Duration::from_secs(6)) {
+            Ok(config) => SiteLease::new(config),
+            Err(error) => panic!("test config is valid: {error}"),
+        }
+    }
+
+    fn authority(active_site: Option<&str>, topology_generation: u64) -> Authority {
+        Authority {
+            group: "playground".to_owned(),
+            active_site: active_site.map(str::to_owned),
+            topology_generation,
+            issued_at: Timestamp::from_unix_millis(0),
+        }
+    }
+
+    /// Runs one lease round from `active` against `peers` at `now`.
+    fn round(active: &mut SiteLease, peers: &mut [&mut SiteLease], now: u64) {
+        let Some((id, request)) = active.begin_round(MonotonicMillis(now)) else {
+            return;
+        };
+        for peer in peers.iter_mut() {
+            let response = peer.answer_lease(&request, MonotonicMillis(now));
+            let name = peer.config().site().to_owned();
+            active.record_peer_response(id, &name, &response);
+        }
+    }
+
+    #[test]
+    fn write_rule_primary_with_authority_and_majority_lease_is_writable() {
+        let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
+        for s in [&mut iad, &mut pdx, &mut reader] {
+            s.push_authority(authority(Some("iad"), 1));
+        }
+        assert_eq!(
+            iad.desired(MonotonicMillis(0)),
+            WriteDecision::ReadOnly(ReadOnlyReason::NoMajorityLease)
+        );
+        round(&mut iad, &mut [&mut pdx, &mut reader], 0);
+        assert_eq!(iad.desired(MonotonicMillis(10)), WriteDecision::Writable);
+        // Replicas never become writable: authority names another site.
+        assert_eq!(
+            pdx.desired(MonotonicMillis(10)),
+            WriteDecision::ReadOnly(ReadOnlyReason::OtherSiteActive)
+        );
+    }
+
+    #[test]
+    fn lease_rule_partitioned_primary_fences_itself_within_lease_duration() {
+        let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
+        for s in [&mut iad, &mut pdx, &mut reader] {
+            s.push_authority(authority(Some("iad"), 1));
+        }
+        round(&mut iad, &mut [&mut pdx, &mut reader], 0);
+        round(&mut iad, &mut [&mut pdx, &mut reader], 2000);
+        // Partition at 2500: rounds at 4000, 6000, ... reach nobody.
+        for at in (4000..=8000).step_by(2000) {
+            round(&mut iad, &mut [], at);
+        }
+        assert_eq!(iad.desired(MonotonicMillis(7999)), WriteDecision::Writable);
+        assert_eq!(
+            iad.desired(MonotonicMillis(8000)),
+            WriteDecision::ReadOnly(ReadOnlyReason::NoMajorityLease)
+        );
+    }
+
+    #[test]
+    fn authority_moving_notice_stops_grants_and_old_primary_loses_lease() {
+        let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
+        for s in [&mut iad, &mut pdx, &mut reader] {
+            s.push_authority(authority(Some("iad"), 1));
+        }
+        round(&mut iad, &mut [&mut pdx, &mut reader], 0);
+        pdx.push_authority(authority(None, 1));
+        reader.push_authority(authority(None, 1));
+        let request = LeaseRequest {
+            group: "playground".to_owned(),
+            site: "iad".to_owned(),
+            topology_generation: 1,
+        };
+        assert_eq!(
+            pdx.answer_lease(&request, MonotonicMillis(2000)).reason,
+            Some(LeaseRefusal::AuthorityMoving)
+        );
+        round(&mut iad, &mut [&mut pdx, &mut reader], 2000);
+        assert!(iad.lease_held(MonotonicMillis(5999)));
+        assert!(!iad.lease_held(MonotonicMillis(6000)));
+        // The operator learns from the peers how long ago they last granted to iad.
+        assert_eq!(
+            pdx.last_granted_ago_ms(MonotonicMillis(6000)).get("iad"),
+            Some(&6000)
+        );
+    }
+
+    #[test]
+    fn new_authority_drops_held_lease_and_lifts_older_fence() {
+        let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
+        for s in [&mut iad, &mut pdx, &mut reader] {
+            s.push_authority(authority(Some("iad"), 1));
+        }
+        iad.fence(1, "planned failover draining");
+        round(&mut iad, &mut [&mut pdx, &mut reader], 0);
+        assert_eq!(
+            iad.desired(MonotonicMillis(1)),
+            WriteDecision::ReadOnly(ReadOnlyReason::ExplicitFence)
+        );
+        // Same-generation re-push does not lift the fence.
+        assert_eq!(
+            iad.push_authority(authority(Some("iad"), 1)),
+            AuthorityDecision::Unchanged
+        );
+        assert!(iad.fence_state().is_some());
+        // A greater generation does, and drops the lease held for generation 1.
+        assert_eq!(
+            iad.push_authority(authority(Some("iad"), 2)),
+            AuthorityDecision::Accepted
+        );
+        assert!(iad.fence_state().is_none());
+        assert!(!iad.lease_held(MonotonicMillis(1)));
+    }
+
+    #[test]
+    fn stale_authority_push_is_refused_and_changes_nothing() {
+        let mut pdx = sidecar("pdx");
+        pdx.push_authority(authority(Some("pdx"), 5));
+        assert_eq!(
+            pdx.push_authority(authority(Some("iad"), 4)),
+            AuthorityDecision::RefusedStale
+        );
+        assert_eq!(
+            pdx.authority().and_then(|a| a.active_site.as_deref()),
+            Some("pdx")
+        );
+    }
+
+    #[test]
+    fn lease_round_only_from_the_site_its_own_authority_names() {
+        let mut pdx = sidecar("pdx");
+        assert!(
+            pdx.begin_round(MonotonicMillis(0)).is_none(),
+            "startup safety net"
+        );
+        pdx.push_authority(authority(Some("iad"), 1));
+        assert!(pdx.begin_round(MonotonicMillis(0)).is_none());
+        pdx.push_authority(authority(Some("pdx"), 2));
+        assert!(pdx.begin_round(MonotonicMillis(0)).is_some());
+        // Not due again before duration / 3.
+        assert!(pdx.begin_round(MonotonicMillis(1999)).is_none());
+        assert!(pdx.begin_round(MonotonicMillis(2000)).is_some());
+    }
+
+    #[test]
+    fn lease_responses_from_unknown_sites_or_self_do_not_count() {
+        let mut iad = sidecar("iad");
+        iad.push_authority(authority(Some("iad"), 1));
+        let Some((id, _)) = iad.begin_round(MonotonicMillis(0)) else {
+            panic!("round due");
+        };
+        let granted = LeaseResponse {
+            granted: true,
+            duration_ms: 6000,
+            reason: None,
+        };
+        assert!(!iad.record_peer_response(id, "iad", &granted));
+        assert!(!iad.record_peer_response(id, "sfo", &granted));
+        assert!(!iad.lease_held(MonotonicMillis(1)));
+    }
+}

@@ -1,0 +1,16 @@
+//! The live MySQL client (feature `live`): mysql_async over the statements of [`crate::Dialect`].
+//!
+//! Every mutation re-reads the server afterwards and reports what it found (seed 001: an error
+//! or a timeout from a mutation is an unknown, never "did not happen"): see
+//! [`MutationOutcome`].
+
+mod client;
+mod error;
+mod mutate;
+mod observe;
+mod row;
+
+pub use client::{ConnectOptions, LiveMysql};
+pub use error::{LiveError, LiveResult};
+pub use mutate::{MutationOutcome, Observed};
+pub use observe::{ReadOnlyState, ServerRun, Snapshot};
