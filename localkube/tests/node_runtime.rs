@@ -1,0 +1,257 @@
+//! localkube node agent end-to-end: pods as processes in their own namespaces (needs root;
+//! without root the tests check the one-sentence refusal instead).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use localkube::node::{
+    cleanup, default_bin_dir, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase, PodRuntime, PodSpec,
+    RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
+};
+
+/// Each test's own state dir; cleanup on drop (also when the test panics).
+struct ClusterGuard {
+    dir: PathBuf,
+}
+
+impl ClusterGuard {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("lk-node-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+
+    fn config(&self) -> RuntimeConfig {
+        let mut config = RuntimeConfig::new(&self.dir, &default_bin_dir());
+        config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
+        config.backoff_initial = Duration::from_millis(200);
+        config.backoff_max = Duration::from_secs(1);
+        config
+    }
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        if let Err(err) = cleanup(&self.dir) {
+            eprintln!("cleanup of {} failed: {err}", self.dir.display());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn pod(name: &str, node: &str, containers: Vec<ContainerSpec>) -> PodSpec {
+    PodSpec {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        node_name: node.into(),
+        hostname: name.into(),
+        subdomain: None,
+        restart_policy: RestartPolicy::Always,
+        termination_grace_period: Duration::from_secs(2),
+        init_containers: vec![],
+        containers,
+        volumes: vec![],
+    }
+}
+
+fn shell(name: &str, script: &str) -> ContainerSpec {
+    ContainerSpec {
+        name: name.into(),
+        image: "busybox:1.36".into(),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        ..ContainerSpec::default()
+    }
+}
+
+fn running(status: &localkube::node::PodStatus) -> bool {
+    status.container_statuses.iter().all(|c| matches!(c.state, ContainerState::Running { .. }))
+}
+
+// localkube.md Node agent: without root, starting fails with one sentence naming kind.
+#[test]
+fn without_root_start_names_the_kind_backend() {
+    if is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("noroot");
+    let err = PodRuntime::new(guard.config()).unwrap_err().to_string();
+    assert!(err.contains("kind backend"), "{err}");
+}
+
+// localkube.md Node agent: pods on different nodes reach each other by pod IP (one bridge,
+// no forwarding); volumes are bound at their mountPaths, /etc/hosts and /etc/resolv.conf are
+// the pod's own; env $(VAR) and status.podIP resolve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pods_on_two_nodes_talk_tcp() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("tcp");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    runtime.register_node("pdx").unwrap();
+    let server_script = "exec python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((\"0.0.0.0\", 8080)); s.listen(5)
+greeting = open(\"/etc/demo/greeting\").read().strip()
+open(\"/data/marker\", \"w\").write(\"ok\")
+while True:
+    c, a = s.accept(); c.sendall((greeting + \" from \" + socket.gethostname() + \" to \" + a[0] + \"\\n\").encode()); c.close()
+'";
+    let mut server = pod("server", "iad", vec![shell("server", server_script)]);
+    server.containers[0].volume_mounts = vec![
+        VolumeMount { name: "greeting".into(), mount_path: "/etc/demo".into(), read_only: true, sub_path: None },
+        VolumeMount { name: "data".into(), mount_path: "/data".into(), read_only: false, sub_path: None },
+    ];
+    server.volumes = vec![
+        VolumeSpec {
+            name: "greeting".into(),
+            source: VolumeSource::Files(vec![VolumeFile { path: "greeting".into(), contents: b"hello".to_vec(), mode: 0o644 }]),
+        },
+        VolumeSpec { name: "data".into(), source: VolumeSource::EmptyDir },
+    ];
+    server.containers[0].readiness_probe = Some(localkube::node::Probe {
+        period: Duration::from_millis(200),
+        ..localkube::node::Probe::new(localkube::node::ProbeHandler::TcpSocket {
+            port: localkube::node::ProbePort::Number(8080),
+        })
+    });
+    let server_ip = runtime.start_pod(server).await.unwrap();
+    runtime.wait_for("default/server", Duration::from_secs(20), |s| s.ready).await.unwrap();
+
+    let client_script = "cat /etc/resolv.conf; grep client /etc/hosts; echo MYIP=$MY_IP; \
+        exec python3 -c 'import socket,sys; c=socket.create_connection((sys.argv[1], 8080), timeout=5); print(\"GOT\", c.recv(100).decode().strip())' $SERVER_ADDR";
+    let mut client = pod("client", "pdx", vec![shell("client", client_script)]);
+    client.restart_policy = RestartPolicy::Never;
+    client.containers[0].env = vec![
+        EnvVar { name: "MY_IP".into(), value: EnvValue::PodIp },
+        EnvVar::literal("SERVER_IP", server_ip.to_string()),
+        EnvVar::literal("SERVER_ADDR", "$(SERVER_IP)"),
+    ];
+    let client_ip = runtime.start_pod(client).await.unwrap();
+    assert_ne!(server_ip.octets()[2], client_ip.octets()[2], "pods are on different node subnets");
+    let status = runtime
+        .wait_for("default/client", Duration::from_secs(20), |s| s.phase == PodPhase::Succeeded || s.phase == PodPhase::Failed)
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap();
+    assert_eq!(status.phase, PodPhase::Succeeded, "client log:\n{log}");
+    assert!(log.contains(&format!("GOT hello from server to {client_ip}")), "{log}");
+    assert!(log.contains(&format!("nameserver {}", runtime.naming().dns_ip())), "{log}");
+    assert!(log.contains(&format!("{client_ip}\tclient")), "{log}");
+    assert!(log.contains(&format!("MYIP={client_ip}")), "{log}");
+    // Nothing was created on the host for the mount paths.
+    assert!(!std::path::Path::new("/etc/demo").exists());
+    assert!(!std::path::Path::new("/data/marker").exists());
+    runtime.stop_pod("default/server", Duration::from_secs(2)).await.unwrap();
+    runtime.stop_pod("default/client", Duration::from_secs(2)).await.unwrap();
+}
+
+// localkube.md Node agent: restartPolicy and restart counts are honoured; logs keep the
+// previous instance; an unknown image waits with ErrImagePull.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_policy_backoff_and_unknown_image() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("restart");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    let crasher = pod("crasher", "iad", vec![shell("main", "echo run-$(date +%s%N); exit 3")]);
+    runtime.start_pod(crasher).await.unwrap();
+    let status = runtime
+        .wait_for("default/crasher", Duration::from_secs(20), |s| s.container_statuses[0].restart_count >= 2)
+        .await
+        .unwrap();
+    let c = &status.container_statuses[0];
+    match c.last_state.as_ref().unwrap() {
+        ContainerState::Terminated { exit_code, reason, .. } => {
+            assert_eq!((*exit_code, reason.as_str()), (3, "Error"));
+        }
+        other => panic!("last state {other:?}"),
+    }
+    assert!(std::fs::read_to_string(&c.previous_log_path).unwrap().starts_with("run-"));
+
+    let mut once = pod("once", "iad", vec![shell("main", "exit 0")]);
+    once.restart_policy = RestartPolicy::OnFailure;
+    runtime.start_pod(once).await.unwrap();
+    let status = runtime.wait_for("default/once", Duration::from_secs(10), |s| s.phase == PodPhase::Succeeded).await.unwrap();
+    assert_eq!(status.container_statuses[0].restart_count, 0);
+
+    let mut unknown = pod("unknown", "iad", vec![shell("main", "true")]);
+    unknown.containers[0].image = "nginx:1.27".into();
+    runtime.start_pod(unknown).await.unwrap();
+    let status = runtime
+        .wait_for("default/unknown", Duration::from_secs(10), |s| {
+            matches!(&s.container_statuses[0].state, ContainerState::Waiting { reason, .. } if reason == "ErrImagePull")
+        })
+        .await
+        .unwrap();
+    assert_eq!(status.phase, PodPhase::Pending);
+    runtime.shutdown(Duration::from_secs(1)).await;
+}
+
+// localkube.md Node agent: SIGTERM then SIGKILL after the grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_pod_kills_after_grace_period() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("grace");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    let mut stubborn = pod("stubborn", "iad", vec![shell("main", "trap 'echo got-term' TERM; while true; do sleep 0.1; done")]);
+    stubborn.termination_grace_period = Duration::from_millis(800);
+    runtime.start_pod(stubborn).await.unwrap();
+    runtime.wait_for("default/stubborn", Duration::from_secs(10), running).await.unwrap();
+    let pid = runtime.container_pid("default/stubborn", "main").unwrap();
+    let started = Instant::now();
+    let status = runtime.stop_pod("default/stubborn", Duration::from_millis(800)).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(700), "waited for the grace period");
+    match &status.container_statuses[0].state {
+        ContainerState::Terminated { exit_code, signal, .. } => assert_eq!((*exit_code, *signal), (137, Some(9))),
+        other => panic!("{other:?}"),
+    }
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+// localkube.md: `down` removes every namespace, veth, bridge and process it made, also after
+// a crash (a dropped runtime without cleanup stands for SIGKILL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_after_crash_removes_everything() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("crash");
+    let prefix;
+    let mut pids = Vec::new();
+    {
+        let runtime = PodRuntime::new(guard.config()).unwrap();
+        prefix = format!("{}-", runtime.naming().prefix);
+        runtime.register_node("iad").unwrap();
+        runtime.register_node("pdx").unwrap();
+        for (name, node) in [("a", "iad"), ("b", "pdx")] {
+            runtime.start_pod(pod(name, node, vec![shell("main", "sleep 300")])).await.unwrap();
+            let key = format!("default/{name}");
+            runtime.wait_for(&key, Duration::from_secs(10), running).await.unwrap();
+            pids.push(runtime.container_pid(&key, "main").unwrap());
+        }
+        // Dropped without stopping anything.
+    }
+    let names = |args: &[&str]| String::from_utf8(std::process::Command::new("ip").args(args).output().unwrap().stdout).unwrap();
+    assert!(names(&["netns", "list"]).contains(&prefix));
+    cleanup(&guard.dir).unwrap();
+    cleanup(&guard.dir).unwrap(); // idempotent
+    assert!(!names(&["netns", "list"]).contains(&prefix), "{}", names(&["netns", "list"]));
+    assert!(!names(&["-o", "link", "show"]).contains(&prefix));
+    for pid in pids {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} survived cleanup");
+    }
+}
