@@ -131,7 +131,8 @@ pub enum Action {
         /// The single A record.
         spec: DNSEndpointSpec,
     },
-    /// Revoke every deploy lease of the group (tombstones, `DeploymentLeaseRevoked` event).
+    /// Revoke every deploy lease of the group (`DeployLeases::revoke_all`: tombstones). The
+    /// `DeploymentLeaseRevoked` event is a separate [`Action::Event`] of the same decision.
     RevokeDeployLeases {
         /// `TopologyChanged` (generation bump) or `OperatorRevoked` (annotation).
         reason: RevokeReason,

@@ -201,6 +201,8 @@ pub struct SiteMemory {
     pub consecutive_failures: u32,
     /// The first failed poll of the current failure streak. *Volatile*.
     pub failing_since: Option<Timestamp>,
+    /// When the current failure streak was detected (`Detection::Failed`). *Volatile*.
+    pub failed_at: Option<Timestamp>,
     /// `lastSeen`: time of the last poll that reached the sidecar and MySQL.
     pub last_seen: Option<Timestamp>,
     /// `gtidExecuted`: the last GTID set read (kept while the site is unreachable: for the old
@@ -240,6 +242,7 @@ impl SiteMemory {
             detection: Detection::Up,
             consecutive_failures: 0,
             failing_since: None,
+            failed_at: None,
             last_seen: None,
             gtid_executed: None,
             errant: None,
@@ -330,6 +333,8 @@ pub enum EmergencyPhase {
     Draining {
         /// The candidate.
         to: String,
+        /// Polls spent draining this candidate (bounded by `DRAIN_POLLS_MAX`).
+        polls: u32,
     },
     /// The authority names the new site (generation bumped); waiting to observe it writable.
     Promoting {

@@ -40,3 +40,12 @@ pub struct DecideOptions {
     #[doc(hidden)]
     pub unsafe_skip_lease_wait: bool,
 }
+
+/// How long a planned failover may wait in `Admitting` for its target to be a healthy,
+/// converged replica before it is rejected.
+pub const PLANNED_ADMISSION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Tolerance when comparing mysqld start times across polls: `MysqldRun::started_at` is
+/// derived from a whole-second `Uptime`, so the same run can appear to start up to a second
+/// apart.
+pub const MYSQLD_START_JITTER: Duration = Duration::from_secs(2);

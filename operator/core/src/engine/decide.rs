@@ -1,0 +1,145 @@
+//! The entry points: [`decide`] and [`decide_with_options`].
+
+use bloodraven_api::{Flavor, MysqlFailoverGroupSpec};
+
+use super::action::{Action, AnnotationChange, Decision, EventReason};
+use super::detection::{adopt_newer_authority, observe_sites};
+use super::failover::{bootstrap, complete_promotion, converge, emergency_step, returning_primaries};
+use super::memory::{EmergencyPhase, GroupMemory, SiteMemory, SiteState};
+use super::observation::Observation;
+use super::options::DecideOptions;
+use super::plan::{Context, Plan};
+use super::planned;
+use super::reading::read_sites;
+use super::surfaces;
+use crate::deploy::RevokeReason;
+use crate::time::Timestamp;
+
+/// Decides one poll of one group with the default options. Pure and deterministic: the same
+/// inputs always give the same decision; no clock, I/O or randomness.
+pub fn decide(
+    spec: &MysqlFailoverGroupSpec,
+    memory: &GroupMemory,
+    observation: &Observation,
+    now: Timestamp,
+) -> Decision {
+    decide_with_options(spec, memory, observation, now, DecideOptions::default())
+}
+
+/// [`decide`] with explicit [`DecideOptions`].
+///
+/// One poll, in the order ARCHITECTURE.md requires: per-site state and transitions first
+/// (their taints lead the action list), then cross-site decisions (emergency failover,
+/// planned failover, returning-primary fencing, primary reassertion, repointing), then
+/// pod labels, Services, the DNSEndpoint, annotations, events and metrics.
+pub fn decide_with_options(
+    spec: &MysqlFailoverGroupSpec,
+    memory: &GroupMemory,
+    observation: &Observation,
+    now: Timestamp,
+    options: DecideOptions,
+) -> Decision {
+    let site_names: Vec<String> = spec.sites.iter().map(|site| site.name.clone()).collect();
+    let context = Context {
+        spec,
+        observation,
+        now,
+        options,
+        views: read_sites(observation, &site_names, mysql_flavor(spec.flavor)),
+    };
+    let previous_authority = memory.authority.clone();
+    let mut memory = aligned_with_spec(spec, memory);
+    let mut plan = Plan::default();
+
+    // 1. Per-site state: detection, status mirror, restarts; newer authority adopted.
+    observe_sites(&context, &mut memory, &mut plan);
+    adopt_newer_authority(&context, &mut memory, &mut plan);
+    keep_demoted_taints(&context, &memory, &mut plan);
+
+    // 2. Cross-site decisions.
+    bootstrap(&context, &mut memory, &mut plan);
+    revoke_on_annotation(&context, &memory, &mut plan);
+    emergency_step(&context, &mut memory, &mut plan);
+    planned::planned_step(&context, &mut memory, &mut plan);
+    memory.authority = surfaces::authority_validity(&context, &memory, &previous_authority);
+    if memory.authority.is_valid() {
+        let promoting = memory
+            .emergency_failover
+            .as_ref()
+            .is_some_and(|failover| match failover.phase {
+                EmergencyPhase::Promoting { .. } => true,
+                EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => false,
+            });
+        if promoting || memory.last_failover.as_ref().is_some_and(|f| f.completed_at.is_none()) {
+            complete_promotion(&context, &mut memory, &mut plan);
+        }
+        planned::complete(&mut memory, &mut plan);
+    }
+    let authority_valid = memory.authority.is_valid();
+    returning_primaries(&context, &mut memory, &mut plan, authority_valid);
+    converge(&context, &mut memory, &mut plan);
+    surfaces::report_validity(&memory, &previous_authority, &mut plan);
+
+    // 3. Surfaces.
+    surfaces::labels(&context, &mut memory, &mut plan);
+    surfaces::services(&context, &mut plan);
+    surfaces::dns(&context, &memory, &mut plan);
+
+    plan.finish(spec, memory)
+}
+
+fn mysql_flavor(flavor: Flavor) -> bloodraven_mysql::Flavor {
+    match flavor {
+        Flavor::Mariadb => bloodraven_mysql::Flavor::MariaDb,
+        Flavor::Mysql => bloodraven_mysql::Flavor::MySql,
+    }
+}
+
+/// Memory with exactly one entry per spec site, in spec order (sites added to the spec start
+/// as replicas; removed ones are forgotten).
+fn aligned_with_spec(spec: &MysqlFailoverGroupSpec, memory: &GroupMemory) -> GroupMemory {
+    let mut aligned = memory.clone();
+    aligned.sites = spec
+        .sites
+        .iter()
+        .map(|site| {
+            memory.site(&site.name).cloned().unwrap_or_else(|| {
+                let state = if site.name == memory.active_site {
+                    SiteState::Active
+                } else {
+                    SiteState::Replica
+                };
+                SiteMemory::new(&site.name, state)
+            })
+        })
+        .collect();
+    aligned
+}
+
+/// Re-asserts the taint of every read-write site that stays demoted (idempotent).
+fn keep_demoted_taints(context: &Context<'_>, memory: &GroupMemory, plan: &mut Plan) {
+    for site in &memory.sites {
+        if site.state == SiteState::Demoted {
+            if let Some(role) = context.role(&site.site) {
+                plan.keep_taint(&site.site, role, context.view(&site.site).node_name.as_deref());
+            }
+        }
+    }
+}
+
+/// The revoke annotation revokes every deploy lease (`OperatorRevoked`) and is removed.
+fn revoke_on_annotation(context: &Context<'_>, memory: &GroupMemory, plan: &mut Plan) {
+    if !context.observation.annotations.revoke_deployment_leases {
+        return;
+    }
+    plan.cross_site(Action::RevokeDeployLeases {
+        reason: RevokeReason::OperatorRevoked,
+        topology_generation: memory.topology_generation,
+    });
+    plan.tail(Action::Annotate(AnnotationChange::ClearRevokeDeploymentLeases));
+    plan.event(
+        EventReason::DeploymentLeaseRevoked,
+        "every deployment lease revoked by the revoke-deployment-leases annotation (OperatorRevoked)"
+            .to_string(),
+    );
+}

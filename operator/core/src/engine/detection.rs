@@ -1,0 +1,202 @@
+//! Per-site bookkeeping of one poll: failure detection with `failureThreshold` and the
+//! detection floor, the status mirror, mysqld restarts, and adoption of a newer authority
+//! the sidecars cache than memory knows.
+
+use super::action::EventReason;
+use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
+use super::plan::{Context, Plan};
+use super::MYSQLD_START_JITTER;
+
+/// Updates every site's detection state and status mirror from this poll's reading.
+///
+/// A poll fails for a site when its sidecar does not answer or its MySQL is down; for the
+/// active site, once its authority has had a detection floor to take effect and no move is
+/// in flight, also when it is not writable (a read-only active site is a write outage, e.g. a
+/// primary that lost its lease majority and fenced itself). A site is `Failed` after
+/// `failureThreshold` consecutive failed polls whose streak spans the detection floor
+/// (`pollInterval × failureThreshold`), so faster polling cannot detect faster.
+pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let floor = context.spec.detection_floor();
+    let poll_interval = context.spec.poll_interval.get();
+    let threshold = context.spec.failure_threshold.max(1);
+    let moving = memory.emergency_failover.is_some();
+    let authority_settled = memory
+        .authority_issued_at
+        .is_some_and(|issued| now.saturating_duration_since(issued) >= floor);
+    let active_site = memory.active_site.clone();
+    for name in context.site_names() {
+        let view = context.view(name);
+        let Some(site) = memory.site_mut(name) else {
+            continue;
+        };
+        let is_active = name == active_site && site.state == SiteState::Active;
+        let judged_on_writability = is_active && !moving && authority_settled;
+        let failed_poll = !view.is_up() || (judged_on_writability && !view.is_writable());
+        if failed_poll {
+            site.consecutive_failures = site.consecutive_failures.saturating_add(1);
+            let since = *site.failing_since.get_or_insert(now);
+            let streak = now.saturating_duration_since(since) + poll_interval;
+            match site.detection {
+                Detection::Failed => {}
+                Detection::Up | Detection::Suspect => {
+                    if site.consecutive_failures >= threshold && streak >= floor {
+                        site.detection = Detection::Failed;
+                        site.failed_at = Some(now);
+                        plan.event(
+                            EventReason::SiteFailed,
+                            format!(
+                                "site {name} failed {} consecutive polls (detection floor {:?})",
+                                site.consecutive_failures, floor
+                            ),
+                        );
+                    } else {
+                        site.detection = Detection::Suspect;
+                    }
+                }
+            }
+        } else {
+            match site.detection {
+                Detection::Failed => plan.event(
+                    EventReason::SiteRecovered,
+                    format!("site {name} answers again after {} failed polls", site.consecutive_failures),
+                ),
+                Detection::Up | Detection::Suspect => {}
+            }
+            site.detection = Detection::Up;
+            site.consecutive_failures = 0;
+            site.failing_since = None;
+            site.failed_at = None;
+        }
+        site.reachable = view.is_up();
+        if view.is_up() {
+            site.last_seen = Some(now);
+        }
+        if view.sidecar_up {
+            site.writable = view.is_writable();
+            site.fenced = view.fenced;
+            site.replicating = view.replicating();
+            site.source_host = view.replication.as_ref().and_then(|r| r.source_host.clone());
+            site.seconds_behind_source =
+                view.replication.as_ref().and_then(|r| r.seconds_behind_source);
+        }
+        if let Some(gtid) = &view.gtid {
+            site.gtid_executed = Some(gtid.clone());
+        }
+        if let Some(error) = &view.gtid_error {
+            plan.event(EventReason::GtidUnreadable, format!("read GTID set of site {name}: {error}"));
+        }
+        if let Some(started_at) = view.mysqld_started_at {
+            let restarted = site
+                .mysqld_started_at
+                .is_some_and(|previous| started_at > previous + MYSQLD_START_JITTER);
+            if restarted && is_active && !moving {
+                plan.event(
+                    EventReason::PrimaryReasserted,
+                    format!(
+                        "mysqld of active site {name} restarted; authority re-issued, no failover"
+                    ),
+                );
+            }
+            site.mysqld_started_at = Some(started_at);
+        }
+    }
+}
+
+/// Adopts the newest authority the sidecars cache when memory is behind it (a status write
+/// that failed after a promotion, or memory lost with the operator), and recovers an
+/// emergency failover whose move notice the sidecars cache but memory forgot.
+///
+/// A newer authority naming a site also restores the cooldown it implies
+/// (`issuedAt + failoverCooldown`): the sidecars are a third copy of the promotion time, so
+/// `CooldownViolated(restart+stateLost)` needs status, annotation *and* every sidecar's cache
+/// lost.
+pub(super) fn adopt_newer_authority(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let newest = context
+        .views
+        .values()
+        .filter_map(|view| view.authority.as_ref())
+        .max_by_key(|authority| (authority.topology_generation, authority.active_site.is_some()))
+        .cloned();
+    let Some(newest) = newest else {
+        return;
+    };
+    if newest.topology_generation < memory.topology_generation {
+        return;
+    }
+    match &newest.active_site {
+        Some(site) if newest.topology_generation > memory.topology_generation => {
+            if context.spec.site(site).is_none() {
+                return;
+            }
+            let previous = memory.active_site.clone();
+            memory.topology_generation = newest.topology_generation;
+            memory.active_site = site.clone();
+            memory.authority_issued_at = Some(newest.issued_at);
+            memory.emergency_failover = None;
+            let implied_cooldown = newest.issued_at + context.spec.failover_cooldown.get();
+            if memory.cooldown_until.is_none_or(|until| until < implied_cooldown) && previous != *site {
+                memory.cooldown_until = Some(implied_cooldown);
+            }
+            for name in context.site_names() {
+                let role = context.role(name);
+                let node = context.view(name).node_name.clone();
+                let state = memory.site(name).map(|s| s.state);
+                let to = if name == site {
+                    SiteState::Active
+                } else if name == previous && state == Some(SiteState::Active) {
+                    SiteState::Demoted
+                } else {
+                    match state {
+                        Some(SiteState::Active) => SiteState::Demoted,
+                        Some(other) => other,
+                        None => continue,
+                    }
+                };
+                if let Some(role) = role {
+                    plan.transition(memory, name, role, node.as_deref(), to);
+                }
+            }
+            plan.event(
+                EventReason::AuthorityAdopted,
+                format!(
+                    "sidecars cache authority {site} at generation {}, newer than memory ({previous}); adopted",
+                    newest.topology_generation
+                ),
+            );
+        }
+        Some(_) => {}
+        None => {
+            let planned_draining = memory.planned_failover.as_ref().is_some_and(|planned| {
+                planned.phase == bloodraven_api::PlannedFailoverPhase::Draining
+            });
+            if memory.emergency_failover.is_none() && !planned_draining {
+                memory.topology_generation = newest.topology_generation;
+                let from = memory.active_site.clone();
+                let started = memory
+                    .site(&from)
+                    .and_then(|site| site.failing_since)
+                    .unwrap_or(context.now);
+                memory.emergency_failover = Some(EmergencyFailover {
+                    from: from.clone(),
+                    phase: EmergencyPhase::AwaitingLeaseExpiry,
+                    announced_at: context.now,
+                    started_at: started,
+                    detected_at: context.now,
+                    fenced_at: None,
+                });
+                if let Some(role) = context.role(&from) {
+                    let node = context.view(&from).node_name.clone();
+                    plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
+                }
+                plan.event(
+                    EventReason::AuthorityAdopted,
+                    format!(
+                        "sidecars cache an authority move at generation {} that memory lost; resuming the emergency failover from {from}",
+                        newest.topology_generation
+                    ),
+                );
+            }
+        }
+    }
+}

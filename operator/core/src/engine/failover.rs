@@ -1,0 +1,608 @@
+//! Emergency failover, the promotion step shared with planned failover, completion,
+//! returning-primary fencing, and the every-poll convergence (authority push or move notice,
+//! repointing, errant bookkeeping).
+
+use bloodraven_api::{
+    names,
+    sidecar::{Authority, PromoteRequest, RepointRequest},
+    FailoverKind, LastFailover, PlannedFailoverPhase, SiteRole,
+};
+use bloodraven_mysql::{errant_transactions, lost_transactions, same_host, GtidSet};
+
+use super::action::{Action, AnnotationChange, EventReason, MetricObservation};
+use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
+use super::options::{CLOCK_DRIFT_MARGIN, DRAIN_POLLS_MAX, DRAIN_TIMEOUT};
+use super::plan::{Context, Plan};
+use crate::deploy::RevokeReason;
+use crate::time::Timestamp;
+
+/// Whether an authority move is in flight (no site may be named active until it ends).
+pub(super) fn moving(memory: &GroupMemory) -> bool {
+    let emergency = memory.emergency_failover.as_ref().is_some_and(|failover| match failover.phase {
+        EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => true,
+        EmergencyPhase::Promoting { .. } => false,
+    });
+    let planned = memory.planned_failover.as_ref().is_some_and(|planned| match planned.phase {
+        PlannedFailoverPhase::Draining => true,
+        PlannedFailoverPhase::Admitting
+        | PlannedFailoverPhase::Deferred
+        | PlannedFailoverPhase::Promoting
+        | PlannedFailoverPhase::Completed
+        | PlannedFailoverPhase::Rejected => false,
+    });
+    emergency || planned
+}
+
+/// The authority naming the active site, as pushed every poll.
+pub(super) fn current_authority(context: &Context<'_>, memory: &GroupMemory) -> Authority {
+    Authority {
+        group: context.group().to_string(),
+        active_site: Some(memory.active_site.clone()),
+        topology_generation: memory.topology_generation,
+        issued_at: memory.authority_issued_at.unwrap_or(context.now),
+    }
+}
+
+/// The "authority is moving" notice for the current generation.
+pub(super) fn move_notice(context: &Context<'_>, memory: &GroupMemory, announced_at: Timestamp) -> Authority {
+    Authority {
+        group: context.group().to_string(),
+        active_site: None,
+        topology_generation: memory.topology_generation,
+        issued_at: announced_at,
+    }
+}
+
+/// Sends the move notice to every site's sidecar (idempotent; reaches the ones that missed it).
+pub(super) fn announce_move(context: &Context<'_>, memory: &GroupMemory, plan: &mut Plan, announced_at: Timestamp) {
+    let notice = move_notice(context, memory, announced_at);
+    for site in context.site_names() {
+        plan.cross_site(Action::AnnounceAuthorityMove {
+            site: site.to_string(),
+            authority: notice.clone(),
+        });
+    }
+}
+
+/// The canonical replication source host of a site.
+pub(super) fn source_host_of(context: &Context<'_>, site: &str) -> String {
+    names::source_host(context.group(), site, &context.observation.namespace)
+}
+
+/// Issues the first authority (bootstrap: generation 0 -> 1) to the initial active site.
+pub(super) fn bootstrap(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    if memory.topology_generation != 0 {
+        return;
+    }
+    memory.topology_generation = 1;
+    memory.authority_issued_at = Some(context.now);
+    plan.cross_site(Action::RevokeDeployLeases {
+        reason: RevokeReason::TopologyChanged,
+        topology_generation: memory.topology_generation,
+    });
+    plan.event(
+        EventReason::AuthorityIssued,
+        format!(
+            "authority issued to {} at topology generation 1",
+            memory.active_site
+        ),
+    );
+}
+
+/// The effective end of the cooldown: the later of the status and annotation copies.
+pub(super) fn cooldown_until(context: &Context<'_>, memory: &GroupMemory) -> Option<Timestamp> {
+    match (memory.cooldown_until, context.observation.annotations.cooldown_until) {
+        (Some(status), Some(annotation)) => Some(status.max(annotation)),
+        (status, annotation) => status.or(annotation),
+    }
+}
+
+/// The emergency failover rule: starts one when the active site is `Failed` (the cooldown
+/// gates it; a deploy hold is never read), and advances one in flight.
+pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    if memory.emergency_failover.is_none() {
+        maybe_start_emergency(context, memory, plan);
+    }
+    let Some(failover) = memory.emergency_failover.clone() else {
+        return;
+    };
+    match failover.phase {
+        EmergencyPhase::AwaitingLeaseExpiry => {
+            announce_move(context, memory, plan, failover.announced_at);
+            let confirmed = old_site_confirmed_unwritable(context, memory, &failover.from);
+            let lapsed = old_lease_lapsed(context, memory);
+            let skipped = context.options.unsafe_skip_lease_wait;
+            if !(confirmed || lapsed || skipped) {
+                plan.event(
+                    EventReason::AwaitingLeaseExpiry,
+                    format!(
+                        "waiting for {} sidecars to report their last lease grant older than {:?}",
+                        context.majority(),
+                        context.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN
+                    ),
+                );
+                return;
+            }
+            if skipped && !(confirmed || lapsed) {
+                plan.event(
+                    EventReason::LeaseWaitSkipped,
+                    format!("UNSAFE: promoting without waiting for {}'s lease (test-only switch)", failover.from),
+                );
+            } else {
+                plan.event(
+                    EventReason::OldPrimaryFenced,
+                    if confirmed {
+                        format!("{} confirmed read-only or down by its sidecar", failover.from)
+                    } else {
+                        format!("a majority of sidecars stopped granting {} a lease", failover.from)
+                    },
+                );
+            }
+            let fenced_at = Some(context.now);
+            start_draining(context, memory, plan, &failover.from, fenced_at, &[]);
+        }
+        EmergencyPhase::Draining { to, polls } => {
+            announce_move(context, memory, plan, failover.announced_at);
+            let view = context.view(&to);
+            if view.detached() {
+                issue_promotion(context, memory, plan, &to, FailoverKind::Emergency, &failover.from);
+                if let Some(failover) = memory.emergency_failover.as_mut() {
+                    failover.phase = EmergencyPhase::Promoting { to: to.clone() };
+                }
+                return;
+            }
+            let candidate_lost = !view.is_up()
+                || memory.site(&to).is_some_and(|s| s.detection == Detection::Failed)
+                || polls >= DRAIN_POLLS_MAX;
+            if candidate_lost {
+                start_draining(context, memory, plan, &failover.from, failover.fenced_at, &[to.as_str()]);
+            } else {
+                if let Some(failover) = memory.emergency_failover.as_mut() {
+                    failover.phase = EmergencyPhase::Draining { to: to.clone(), polls: polls + 1 };
+                }
+                plan.cross_site(promote_action(context, &to, None));
+            }
+        }
+        EmergencyPhase::Promoting { .. } => {}
+    }
+}
+
+fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    if moving(memory) {
+        return;
+    }
+    let from = memory.active_site.clone();
+    let Some(site) = memory.site(&from) else {
+        return;
+    };
+    if site.state != SiteState::Active || site.detection != Detection::Failed {
+        return;
+    }
+    let just_failed = site.failed_at == Some(context.now);
+    let started_at = site.failing_since.unwrap_or(context.now);
+    let detected_at = site.failed_at.unwrap_or(context.now);
+    if let Some(until) = cooldown_until(context, memory) {
+        if context.now < until {
+            if just_failed {
+                plan.event(
+                    EventReason::EmergencyFailoverBlockedByCooldown,
+                    format!("active site {from} failed inside the cooldown (until {until}); no failover"),
+                );
+            }
+            return;
+        }
+    }
+    if select_candidate(context, memory, &from, &[]).is_none() {
+        if just_failed {
+            plan.event(
+                EventReason::NoFailoverCandidate,
+                format!("active site {from} failed and no read-write site qualifies as candidate"),
+            );
+        }
+        return;
+    }
+    // A planned failover waiting for admission yields to the emergency and is re-admitted
+    // afterwards (against the new active site and the new cooldown).
+    memory.emergency_failover = Some(EmergencyFailover {
+        from: from.clone(),
+        phase: EmergencyPhase::AwaitingLeaseExpiry,
+        announced_at: context.now,
+        started_at,
+        detected_at,
+        fenced_at: None,
+    });
+    if let Some(role) = context.role(&from) {
+        let node = context.view(&from).node_name.clone();
+        plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
+    }
+    plan.event(
+        EventReason::EmergencyFailoverStarted,
+        format!("active site {from} failed; authority move announced"),
+    );
+}
+
+/// Picks a candidate and tells it to drain, or stays waiting when there is none.
+fn start_draining(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    from: &str,
+    fenced_at: Option<Timestamp>,
+    excluded: &[&str],
+) {
+    let candidate = select_candidate(context, memory, from, excluded)
+        .or_else(|| select_candidate(context, memory, from, &[]));
+    let Some(failover) = memory.emergency_failover.as_mut() else {
+        return;
+    };
+    failover.fenced_at = failover.fenced_at.or(fenced_at);
+    match candidate {
+        None => {
+            failover.phase = EmergencyPhase::AwaitingLeaseExpiry;
+            plan.event(
+                EventReason::NoFailoverCandidate,
+                format!("{from} is fenced but no read-write site qualifies as candidate yet"),
+            );
+        }
+        Some(to) => {
+            failover.phase = EmergencyPhase::Draining { to: to.clone(), polls: 0 };
+            plan.cross_site(promote_action(context, &to, None));
+            plan.event(EventReason::Draining, format!("{to} drains its relay log and detaches replication"));
+        }
+    }
+}
+
+/// `POST /v1/promote` for `site`.
+pub(super) fn promote_action(context: &Context<'_>, site: &str, drain_until: Option<&GtidSet>) -> Action {
+    Action::Promote {
+        site: site.to_string(),
+        request: PromoteRequest {
+            group: context.group().to_string(),
+            drain_until_gtid: drain_until.map(ToString::to_string),
+            timeout_ms: u64::try_from(DRAIN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+        },
+    }
+}
+
+/// The old active site's own sidecar confirms MySQL read-only or down, and it caches no
+/// authority naming itself (so it cannot make MySQL writable again).
+pub(super) fn old_site_confirmed_unwritable(context: &Context<'_>, memory: &GroupMemory, from: &str) -> bool {
+    let view = context.view(from);
+    let names_itself = view.authority.as_ref().is_some_and(|authority| {
+        authority.active_site.as_deref() == Some(from)
+            && authority.topology_generation >= memory.topology_generation
+    });
+    view.confirmed_not_writable() && !names_itself
+}
+
+/// A majority of all sites' sidecars cache the move notice for the current generation and
+/// report their most recent lease grant to any site older than the lease duration plus
+/// [`CLOCK_DRIFT_MARGIN`] (a sidecar that never granted counts only if it has been up longer
+/// than that bound). Grants to any site count, not only to the old one: during a move nobody
+/// may hold a lease, and memory recovered after a restart may not know the old site.
+pub(super) fn old_lease_lapsed(context: &Context<'_>, memory: &GroupMemory) -> bool {
+    let bound = context.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN;
+    let votes = context
+        .views
+        .values()
+        .filter(|view| {
+            let has_notice = view.authority.as_ref().is_some_and(|authority| {
+                authority.active_site.is_none()
+                    && authority.topology_generation == memory.topology_generation
+            });
+            let latest_grant = view.last_granted_ago.values().min();
+            let old_enough = match latest_grant {
+                Some(ago) => *ago > bound,
+                None => view.sidecar_uptime.is_some_and(|uptime| uptime > bound),
+            };
+            view.sidecar_up && has_notice && old_enough
+        })
+        .count();
+    votes >= context.majority()
+}
+
+/// The emergency candidate: a reachable read-write site other than `from`, not failed, not
+/// demoted, with no errant transactions, holding the most advanced GTID set (one containing
+/// every other candidate's when there is one, else the largest; spec order breaks ties).
+pub(super) fn select_candidate(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    from: &str,
+    excluded: &[&str],
+) -> Option<String> {
+    let candidates: Vec<(&str, &GtidSet)> = context
+        .spec
+        .sites
+        .iter()
+        .filter(|site| site.role == SiteRole::ReadWrite && site.name != from)
+        .filter(|site| !excluded.contains(&site.name.as_str()))
+        .filter_map(|site| {
+            let name = site.name.as_str();
+            let view = context.view(name);
+            let entry = memory.site(name)?;
+            let eligible = view.is_up()
+                && entry.state == SiteState::Replica
+                && entry.detection != Detection::Failed
+                && entry.errant.as_ref().is_none_or(GtidSet::is_empty);
+            if eligible {
+                view.gtid.as_ref().map(|gtid| (name, gtid))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let dominant = candidates.iter().find(|(_, gtid)| {
+        candidates
+            .iter()
+            .all(|(_, other)| lost_transactions(other, gtid).is_empty())
+    });
+    dominant
+        .or_else(|| {
+            candidates
+                .iter()
+                .rev()
+                .max_by_key(|(_, gtid)| gtid.count())
+        })
+        .map(|(name, _)| (*name).to_string())
+}
+
+/// Issues the new authority to `to`: generation + 1, cooldown started (both copies), every
+/// deploy lease revoked (`TopologyChanged`), `lastFailover` recorded, the new authority pushed
+/// and every other serving site repointed (the demoted old site stays fenced).
+pub(super) fn issue_promotion(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    to: &str,
+    kind: FailoverKind,
+    from: &str,
+) {
+    let now = context.now;
+    memory.topology_generation += 1;
+    memory.active_site = to.to_string();
+    memory.authority_issued_at = Some(now);
+    let cooldown = now + context.spec.failover_cooldown.get();
+    memory.cooldown_until = Some(cooldown);
+    plan.tail(Action::Annotate(AnnotationChange::SetCooldownUntil(cooldown)));
+    if let Some(role) = context.role(to) {
+        let node = context.view(to).node_name.clone();
+        plan.transition(memory, to, role, node.as_deref(), SiteState::Active);
+    }
+    let old_gtid = memory.site(from).and_then(|site| site.gtid_executed.clone());
+    let new_gtid = context.view(to).gtid.clone();
+    let lost = match (&old_gtid, &new_gtid) {
+        (Some(old), Some(new)) => Some(lost_transactions(old, new)),
+        _ => None,
+    };
+    let (started_at, detected_at, fenced_at, exact) = match kind {
+        FailoverKind::Emergency => {
+            let failover = memory.emergency_failover.as_ref();
+            (
+                failover.map(|f| f.started_at),
+                failover.map(|f| f.detected_at),
+                failover.and_then(|f| f.fenced_at),
+                false,
+            )
+        }
+        FailoverKind::Planned => {
+            let planned = memory.planned_failover.as_ref();
+            (planned.map(|p| p.requested_at), None, planned.map(|p| p.phase_since), true)
+        }
+    };
+    memory.last_failover = Some(LastFailover {
+        kind,
+        from: from.to_string(),
+        to: to.to_string(),
+        started_at,
+        detected_at,
+        fenced_at,
+        promoted_at: Some(now),
+        completed_at: None,
+        lost_transactions: lost.as_ref().map_or(0, GtidSet::count),
+        lost_gtid_set: lost.as_ref().map(ToString::to_string),
+        exact,
+    });
+    plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(format!(
+        "{} {from}->{to} {now}",
+        kind_name(kind)
+    ))));
+    plan.cross_site(Action::RevokeDeployLeases {
+        reason: RevokeReason::TopologyChanged,
+        topology_generation: memory.topology_generation,
+    });
+    plan.event(
+        EventReason::Promoted,
+        format!(
+            "{} failover: authority issued to {to} at topology generation {} (from {from})",
+            kind_name(kind),
+            memory.topology_generation
+        ),
+    );
+}
+
+fn kind_name(kind: FailoverKind) -> &'static str {
+    match kind {
+        FailoverKind::Emergency => "emergency",
+        FailoverKind::Planned => "planned",
+    }
+}
+
+/// Completes a promotion once the new active site is confirmed writable: `completedAt`,
+/// lost transactions re-measured against the drained new primary, metrics.
+pub(super) fn complete_promotion(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let active_gtid = context.view(&memory.active_site).gtid.clone();
+    let Some(record) = memory.last_failover.as_mut() else {
+        return;
+    };
+    if record.completed_at.is_some() {
+        return;
+    }
+    record.completed_at = Some(now);
+    if !record.exact {
+        let old = memory.sites.iter().find(|s| s.site == record.from).and_then(|s| s.gtid_executed.clone());
+        if let (Some(old), Some(new)) = (old, active_gtid) {
+            let lost = lost_transactions(&old, &new);
+            record.lost_transactions = lost.count();
+            record.lost_gtid_set = Some(lost.to_string());
+        }
+    }
+    let kind = record.kind;
+    let duration = record
+        .started_at
+        .map(|started| now.saturating_duration_since(started))
+        .unwrap_or_default();
+    let lost = record.lost_transactions;
+    plan.tail(Action::Metric(MetricObservation::FailoverCompleted { kind }));
+    plan.tail(Action::Metric(MetricObservation::FailoverDuration { kind, duration }));
+    plan.tail(Action::Metric(MetricObservation::LostTransactions { count: lost }));
+    plan.event(
+        EventReason::FailoverCompleted,
+        format!(
+            "{} failover {}->{} completed in {:?}; lost transactions {} ({})",
+            kind_name(kind),
+            record.from,
+            record.to,
+            duration,
+            lost,
+            if record.exact { "exact" } else { "lower bound" }
+        ),
+    );
+    memory.emergency_failover = None;
+}
+
+/// Returning-primary fencing: a demoted site stays `role=fenced` until it is readable, its
+/// errant transactions against the active site are computed (and, for the old primary of
+/// the last failover, make `lostTransactions` exact), and it has none; then it rejoins as a
+/// replica (taint removed, repointed). Never reads a deploy lease.
+pub(super) fn returning_primaries(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, authority_valid: bool) {
+    if moving(memory) {
+        return;
+    }
+    let active = memory.active_site.clone();
+    let Some(active_gtid) = context.view(&active).gtid.clone() else {
+        return;
+    };
+    let demoted: Vec<String> = memory
+        .sites
+        .iter()
+        .filter(|site| site.state == SiteState::Demoted)
+        .map(|site| site.site.clone())
+        .collect();
+    for name in demoted {
+        let view = context.view(&name);
+        let Some(gtid) = view.gtid.clone() else {
+            continue;
+        };
+        let errant = errant_transactions(&gtid, &active_gtid);
+        make_lost_exact(memory, plan, &name, &active, &gtid, &active_gtid);
+        let previously = memory.site(&name).and_then(|site| site.errant.clone());
+        if let Some(site) = memory.site_mut(&name) {
+            site.errant = Some(errant.clone());
+        }
+        if errant.is_empty() {
+            if authority_valid {
+                if let Some(role) = context.role(&name) {
+                    let node = view.node_name.clone();
+                    plan.transition(memory, &name, role, node.as_deref(), SiteState::Replica);
+                }
+                plan.event(
+                    EventReason::ReturningPrimaryRejoined,
+                    format!("{name} has no errant transactions; rejoins as a replica of {active}"),
+                );
+            }
+        } else if previously.as_ref() != Some(&errant) {
+            plan.event(
+                EventReason::ReturningPrimaryFenced,
+                format!(
+                    "{name} stays fenced: {} errant transactions against {active}: {errant}",
+                    errant.count()
+                ),
+            );
+        }
+    }
+}
+
+fn make_lost_exact(
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    site: &str,
+    active: &str,
+    old_gtid: &GtidSet,
+    new_gtid: &GtidSet,
+) {
+    let Some(record) = memory.last_failover.as_mut() else {
+        return;
+    };
+    if record.exact || record.from != site || record.to != active || record.completed_at.is_none() {
+        return;
+    }
+    let lost = lost_transactions(old_gtid, new_gtid);
+    let counted = record.lost_transactions;
+    record.lost_transactions = lost.count();
+    record.lost_gtid_set = Some(lost.to_string());
+    record.exact = true;
+    if lost.count() > counted {
+        plan.tail(Action::Metric(MetricObservation::LostTransactions {
+            count: lost.count() - counted,
+        }));
+    }
+    plan.event(
+        EventReason::LostTransactionsExact,
+        format!("{site} readable again: the failover lost exactly {} transactions", lost.count()),
+    );
+}
+
+/// Every-poll convergence: the move notice while a move is in flight, else the authority
+/// pushed to every site and every serving replica pointed at the active site; replicas'
+/// errant sets recorded while the active site is readable.
+pub(super) fn converge(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    if moving(memory) {
+        return;
+    }
+    let authority = current_authority(context, memory);
+    for site in context.site_names() {
+        plan.cross_site(Action::PushAuthority {
+            site: site.to_string(),
+            authority: authority.clone(),
+        });
+    }
+    let active = memory.active_site.clone();
+    let active_host = source_host_of(context, &active);
+    let active_gtid = context.view(&active).gtid.clone();
+    let namespace = context.observation.namespace.clone();
+    for name in context.site_names() {
+        let Some(entry) = memory.site(name) else {
+            continue;
+        };
+        if name == active || entry.state != SiteState::Replica {
+            continue;
+        }
+        let view = context.view(name);
+        if !view.is_up() {
+            continue;
+        }
+        if let (Some(gtid), Some(active_gtid)) = (&view.gtid, &active_gtid) {
+            let errant = errant_transactions(gtid, active_gtid);
+            if let Some(site) = memory.site_mut(name) {
+                site.errant = Some(errant);
+            }
+        }
+        let points_at_active = view
+            .replication
+            .as_ref()
+            .and_then(|replication| replication.source_host.as_deref())
+            .is_some_and(|host| same_host(host, &active_host, &namespace));
+        if !points_at_active {
+            plan.cross_site(Action::Repoint {
+                site: name.to_string(),
+                request: RepointRequest {
+                    group: context.group().to_string(),
+                    source_host: active_host.clone(),
+                    source_port: names::PORT_MYSQL,
+                },
+            });
+            plan.event(EventReason::Repointed, format!("{name} replicates from {active}"));
+        }
+    }
+}
