@@ -6,6 +6,8 @@
 //! contributes one [`AuthorizedClient`] per `spec.deploymentClients[]` entry, with `instance`
 //! set to the `MysqlDatabase` resource name (not its SQL schema).
 
+use bloodraven_api::MysqlDatabase;
+
 /// The authenticated identity behind a request: a ServiceAccount.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Caller {
@@ -34,6 +36,39 @@ impl AuthorizedClient {
     }
 }
 
+/// The authorized clients of group `group` in namespace `namespace`: every
+/// `spec.deploymentClients[]` entry of every `MysqlDatabase` in that namespace whose
+/// `spec.failoverGroupRef.name` is `group`, paired with the database's resource name.
+/// Databases of other groups or namespaces, and unnamed ones, contribute nothing.
+pub fn authorized_clients(
+    namespace: &str,
+    group: &str,
+    databases: &[MysqlDatabase],
+) -> Vec<AuthorizedClient> {
+    databases
+        .iter()
+        .filter(|database| {
+            database.metadata.namespace.as_deref() == Some(namespace)
+                && database.spec.failover_group_ref.name == group
+        })
+        .filter_map(|database| {
+            let instance = database.metadata.name.as_deref()?;
+            Some(
+                database
+                    .spec
+                    .deployment_clients
+                    .iter()
+                    .map(move |client| AuthorizedClient {
+                        instance: instance.to_string(),
+                        namespace: client.namespace.clone(),
+                        service_account: client.service_account.clone(),
+                    }),
+            )
+        })
+        .flatten()
+        .collect()
+}
+
 /// Whether `caller` may take, renew or release leases for `instance` in the group whose
 /// authorized clients are `clients`.
 pub fn may_coordinate(clients: &[AuthorizedClient], caller: &Caller, instance: &str) -> bool {
@@ -50,6 +85,8 @@ pub fn is_known_client(clients: &[AuthorizedClient], caller: &Caller) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use bloodraven_api::{DeploymentClient, FailoverGroupRef, MysqlDatabaseSpec};
+
     use super::*;
 
     fn caller(namespace: &str, service_account: &str) -> Caller {
@@ -57,6 +94,39 @@ mod tests {
             namespace: namespace.into(),
             service_account: service_account.into(),
         }
+    }
+
+    fn database(namespace: &str, name: &str, group: &str) -> MysqlDatabase {
+        let mut database = MysqlDatabase::new(
+            name,
+            MysqlDatabaseSpec {
+                failover_group_ref: FailoverGroupRef { name: group.into() },
+                database: "counter".into(),
+                deployment_clients: vec![DeploymentClient {
+                    namespace: "ci".into(),
+                    service_account: "deployer".into(),
+                }],
+            },
+        );
+        database.metadata.namespace = Some(namespace.into());
+        database
+    }
+
+    #[test]
+    fn seed_003_clients_come_from_databases_of_the_group_with_instance_the_resource_name() {
+        let databases = [
+            database("bloodraven-playground", "counter-app", "playground"),
+            database("bloodraven-playground", "billing", "other-group"),
+            database("elsewhere", "ledger", "playground"),
+        ];
+        assert_eq!(
+            authorized_clients("bloodraven-playground", "playground", &databases),
+            vec![AuthorizedClient {
+                instance: "counter-app".into(),
+                namespace: "ci".into(),
+                service_account: "deployer".into(),
+            }]
+        );
     }
 
     #[test]

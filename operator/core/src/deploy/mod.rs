@@ -23,7 +23,7 @@ mod state;
 #[cfg(test)]
 mod properties;
 
-pub use auth::{is_known_client, may_coordinate, AuthorizedClient, Caller};
+pub use auth::{authorized_clients, is_known_client, may_coordinate, AuthorizedClient, Caller};
 pub use disruption::{DisruptionKind, HoldInfo};
 pub use error::{Error, Result};
 pub use model::{
