@@ -420,3 +420,207 @@ impl Dialect for MySqlDialect {
         "performance_schema.processlist"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(password: &str) -> ReplicationSource {
+        ReplicationSource {
+            host: "mysql-playground-pdx".to_string(),
+            port: 3306,
+            user: "repl".to_string(),
+            password: password.to_string(),
+            connect_retry_seconds: 1,
+        }
+    }
+
+    fn parse(flavor: Flavor, text: &str) -> GtidSet {
+        GtidSet::parse(flavor, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    // ARCHITECTURE.md "MySQL": fencing is read_only on MariaDB, super_read_only on MySQL.
+    #[test]
+    fn fence_and_unfence_per_flavor() {
+        assert_eq!(MariaDbDialect.fence(), ["SET GLOBAL read_only = ON"]);
+        assert_eq!(MariaDbDialect.unfence(), ["SET GLOBAL read_only = OFF"]);
+        assert_eq!(MySqlDialect.fence(), ["SET GLOBAL super_read_only = ON"]);
+        assert_eq!(
+            MySqlDialect.unfence(),
+            [
+                "SET GLOBAL super_read_only = OFF",
+                "SET GLOBAL read_only = OFF"
+            ]
+        );
+        assert_eq!(
+            MariaDbDialect.read_only_query(),
+            "SELECT @@GLOBAL.read_only AS read_only, @@GLOBAL.read_only AS fenced"
+        );
+        assert!(MySqlDialect
+            .read_only_query()
+            .contains("@@GLOBAL.super_read_only AS fenced"));
+    }
+
+    // Brief: promote = stop replication, reset replica config, unfence.
+    #[test]
+    fn promote_stops_resets_then_unfences() {
+        assert_eq!(
+            MariaDbDialect.promote(),
+            [
+                "STOP SLAVE",
+                "RESET SLAVE ALL",
+                "SET GLOBAL read_only = OFF"
+            ]
+        );
+        assert_eq!(
+            MySqlDialect.promote(),
+            [
+                "STOP REPLICA",
+                "RESET REPLICA ALL",
+                "SET GLOBAL super_read_only = OFF",
+                "SET GLOBAL read_only = OFF"
+            ]
+        );
+    }
+
+    // Brief: repoint with GTID auto-position (MariaDB MASTER_USE_GTID=slave_pos), literals
+    // escaped (quotes and backslashes).
+    #[test]
+    fn repoint_uses_gtid_positioning_and_escapes_literals() {
+        let statements = MariaDbDialect.repoint(&source(r"p'w\d"));
+        assert_eq!(
+            statements,
+            Ok(vec![
+                "STOP SLAVE".to_string(),
+                "SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_current_pos".to_string(),
+                "CHANGE MASTER TO MASTER_HOST = 'mysql-playground-pdx', MASTER_PORT = 3306, \
+                 MASTER_USER = 'repl', MASTER_PASSWORD = 'p''w\\\\d', MASTER_CONNECT_RETRY = 1, \
+                 MASTER_USE_GTID = slave_pos"
+                    .to_string(),
+                "START SLAVE".to_string(),
+            ])
+        );
+        let statements = MySqlDialect.repoint(&source("x'); DROP USER root; --"));
+        assert_eq!(
+            statements.as_ref().map(|s| s[1].clone()),
+            Ok(
+                "CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'mysql-playground-pdx', \
+                SOURCE_PORT = 3306, SOURCE_USER = 'repl', \
+                SOURCE_PASSWORD = 'x''); DROP USER root; --', SOURCE_CONNECT_RETRY = 1, \
+                SOURCE_AUTO_POSITION = 1, GET_SOURCE_PUBLIC_KEY = 1"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            statements.map(|s| (s[0].clone(), s[2].clone())),
+            Ok(("STOP REPLICA".to_string(), "START REPLICA".to_string()))
+        );
+    }
+
+    #[test]
+    fn repoint_rejects_unusable_sources() {
+        let mut empty_host = source("pw");
+        empty_host.host = " ".to_string();
+        let mut nul_password = source("p\0w");
+        nul_password.port = 3306;
+        let mut no_port = source("pw");
+        no_port.port = 0;
+        for dialect in [Flavor::MariaDb.dialect(), Flavor::MySql.dialect()] {
+            for bad in [&empty_host, &nul_password, &no_port] {
+                assert!(
+                    matches!(dialect.repoint(bad), Err(Error::InvalidStatementInput(_))),
+                    "{bad:?}"
+                );
+            }
+        }
+        let long = source(&"p".repeat(33));
+        assert!(MySqlDialect.repoint(&long).is_err());
+        assert!(MariaDbDialect.repoint(&long).is_ok());
+    }
+
+    // Brief: drain / wait for a GTID set with timeout.
+    #[test]
+    fn wait_for_gtid_set_per_flavor() {
+        let set = parse(Flavor::MariaDb, "0-1-100,0-2-103,1-5-7");
+        assert_eq!(
+            MariaDbDialect.wait_for_gtid_set(&set, Duration::from_millis(1500)),
+            Ok("SELECT MASTER_GTID_WAIT('0-2-103,1-5-7', 1.500) AS outcome".to_string())
+        );
+        let set = parse(Flavor::MySql, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57");
+        assert_eq!(
+            MySqlDialect.wait_for_gtid_set(&set, Duration::ZERO),
+            Ok(
+                "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57', \
+                0.001) AS outcome"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            MySqlDialect.wait_for_gtid_set(&GtidSet::empty(Flavor::MariaDb), Duration::ZERO),
+            Err(Error::FlavorMismatch {
+                left: Flavor::MySql,
+                right: Flavor::MariaDb
+            })
+        );
+        // A diverged set has no single MariaDB position to wait for.
+        let diverged = parse(Flavor::MariaDb, "0-1-1..101,0-2-101..101");
+        assert!(MariaDbDialect
+            .wait_for_gtid_set(&diverged, Duration::from_secs(1))
+            .is_err());
+        assert_eq!(
+            MariaDbDialect.wait_outcome(Some(0)),
+            Ok(WaitOutcome::Reached)
+        );
+        assert_eq!(
+            MariaDbDialect.wait_outcome(Some(-1)),
+            Ok(WaitOutcome::TimedOut)
+        );
+        assert!(MariaDbDialect.wait_outcome(None).is_err());
+        assert_eq!(
+            MySqlDialect.wait_outcome(Some(1)),
+            Ok(WaitOutcome::TimedOut)
+        );
+        assert!(MySqlDialect.wait_outcome(Some(-1)).is_err());
+    }
+
+    // Brief: read state queries; MariaDB reads gtid_binlog_state (see its documentation).
+    #[test]
+    fn state_queries_per_flavor() {
+        assert_eq!(
+            MariaDbDialect.gtid_executed_query(),
+            "SELECT @@GLOBAL.gtid_binlog_state AS gtid_executed"
+        );
+        assert_eq!(
+            MySqlDialect.gtid_executed_query(),
+            "SELECT @@GLOBAL.gtid_executed AS gtid_executed"
+        );
+        assert_eq!(
+            MariaDbDialect.replication_status_query(),
+            "SHOW ALL SLAVES STATUS"
+        );
+        assert_eq!(
+            MySqlDialect.replication_status_query(),
+            "SHOW REPLICA STATUS"
+        );
+        for flavor in [Flavor::MariaDb, Flavor::MySql] {
+            assert_eq!(flavor.dialect().flavor(), flavor);
+        }
+    }
+
+    // bloodraven.md planned failover Draining: connections killed, but not the replicas'
+    // binlog dump threads (they must keep draining) nor excluded users.
+    #[test]
+    fn client_connections_skip_replication_and_excluded_users() {
+        let query = MariaDbDialect.client_connections_query(&["bloodraven", "re'pl"]);
+        assert!(query.starts_with(
+            "SELECT ID AS id, USER AS user, HOST AS host, DB AS db, COMMAND AS command, \
+             TIME AS time FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
+        ));
+        assert!(query.contains("'Binlog Dump GTID'"));
+        assert!(query.ends_with("AND USER NOT IN ('bloodraven', 're''pl')"));
+        assert!(MySqlDialect
+            .client_connections_query(&[])
+            .contains("FROM performance_schema.processlist"));
+        assert_eq!(MySqlDialect.kill_connection(42), "KILL CONNECTION 42");
+    }
+}

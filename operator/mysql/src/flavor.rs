@@ -47,3 +47,32 @@ impl FromStr for Flavor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // bloodraven.md: spec.flavor is `mariadb | mysql`, default mariadb.
+    #[test]
+    fn flavor_names_round_trip_through_serde_display_and_from_str() {
+        for (flavor, name) in [(Flavor::MariaDb, "mariadb"), (Flavor::MySql, "mysql")] {
+            assert_eq!(flavor.to_string(), name);
+            assert_eq!(name.parse::<Flavor>(), Ok(flavor));
+            assert_eq!(
+                serde_json::to_string(&flavor).ok(),
+                Some(format!("\"{name}\""))
+            );
+            assert_eq!(
+                serde_json::from_str::<Flavor>(&format!("\"{name}\"")).ok(),
+                Some(flavor)
+            );
+        }
+        assert_eq!("MariaDB".parse::<Flavor>(), Ok(Flavor::MariaDb));
+        assert_eq!(
+            "postgres".parse::<Flavor>(),
+            Err(Error::UnknownFlavor("postgres".to_string()))
+        );
+        assert!(serde_json::from_str::<Flavor>("\"MySQL8\"").is_err());
+        assert_eq!(Flavor::default(), Flavor::MariaDb);
+    }
+}

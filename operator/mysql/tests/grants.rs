@@ -1,0 +1,153 @@
+//! Application users never get privileges that bypass read_only (ARCHITECTURE.md "MySQL":
+//! no global ALL, no SUPER, no READ_ONLY ADMIN; otherwise fencing is a lie).
+
+use bloodraven_mysql::grants::{
+    app_user_grant, create_app_user, read_only_bypasses, APP_USER_PRIVILEGES,
+};
+use bloodraven_mysql::Flavor;
+
+const FLAVORS: [Flavor; 2] = [Flavor::MariaDb, Flavor::MySql];
+
+#[test]
+fn app_user_grant_is_database_level_only() {
+    let grant = app_user_grant("counter", "app", "%");
+    let Ok(grant) = grant else {
+        panic!("{grant:?}");
+    };
+    assert_eq!(
+        grant,
+        format!(
+            "GRANT {} ON `counter`.* TO 'app'@'%'",
+            APP_USER_PRIVILEGES.join(", ")
+        )
+    );
+    for forbidden in [
+        "SUPER",
+        "READ_ONLY",
+        "ALL",
+        "*.*",
+        "CONNECTION_ADMIN",
+        "GRANT OPTION",
+    ] {
+        assert!(!grant.contains(forbidden), "{forbidden} in {grant}");
+    }
+    // The builder's own output passes the check for both flavors.
+    for flavor in FLAVORS {
+        assert_eq!(read_only_bypasses(flavor, &[&grant]), []);
+    }
+}
+
+#[test]
+fn app_user_grant_escapes_wildcards_quotes_and_backquotes() {
+    assert_eq!(
+        app_user_grant("my_app%db", "o'brien", "10.%")
+            .map(|g| g.split_once(" ON ").map(|(_, rest)| rest.to_string())),
+        Ok(Some(r"`my\_app\%db`.* TO 'o''brien'@'10.%'".to_string()))
+    );
+    assert_eq!(
+        app_user_grant("we`ird", "app", "%").map(|g| g.contains("`we``ird`.*")),
+        Ok(true)
+    );
+    for (database, user, host) in [("", "app", "%"), ("db", "", "%"), ("d\\b", "a", "%")] {
+        assert!(
+            app_user_grant(database, user, host).is_err(),
+            "{database:?} {user:?}"
+        );
+    }
+    assert_eq!(
+        create_app_user("app", "%", r"s3cr'et\"),
+        Ok(r"CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 's3cr''et\\'".to_string())
+    );
+}
+
+// Recorded MariaDB 10.11 SHOW GRANTS outputs.
+#[test]
+fn mariadb_show_grants_bypasses_are_flagged() {
+    let root = [
+        "GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` IDENTIFIED VIA mysql_native_password USING 'invalid' OR unix_socket WITH GRANT OPTION",
+        "GRANT PROXY ON ''@'%' TO 'root'@'localhost' WITH GRANT OPTION",
+    ];
+    let findings = read_only_bypasses(Flavor::MariaDb, &root);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0].privilege, "ALL PRIVILEGES");
+    assert_eq!(findings[0].line, root[0]);
+
+    let app_ok = [
+        "GRANT USAGE ON *.* TO `app`@`%` IDENTIFIED BY PASSWORD '*6BB4837EB74329105EE4568DDA7DC67ED2CA2AD9'",
+        "GRANT ALL PRIVILEGES ON `counter`.* TO `app`@`%`",
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON `counter`.`events` TO `app`@`%`",
+    ];
+    assert_eq!(read_only_bypasses(Flavor::MariaDb, &app_ok), []);
+
+    let app_bad = [
+        "GRANT USAGE ON *.* TO `app`@`%` IDENTIFIED BY PASSWORD '*6BB4837EB74329105EE4568DDA7DC67ED2CA2AD9'",
+        "GRANT RELOAD, READ_ONLY ADMIN ON *.* TO `app`@`%`",
+        "GRANT SUPER ON *.* TO `app`@`%`",
+    ];
+    let privileges: Vec<String> = read_only_bypasses(Flavor::MariaDb, &app_bad)
+        .into_iter()
+        .map(|finding| finding.privilege)
+        .collect();
+    assert_eq!(privileges, ["READ_ONLY ADMIN", "SUPER"]);
+}
+
+// Recorded MySQL 8.4 SHOW GRANTS outputs (dynamic privileges on their own line, no spaces).
+#[test]
+fn mysql_show_grants_bypasses_are_flagged() {
+    let app_bad = [
+        "GRANT USAGE ON *.* TO `app`@`%`",
+        "GRANT BACKUP_ADMIN,CONNECTION_ADMIN,SYSTEM_VARIABLES_ADMIN ON *.* TO `app`@`%`",
+        "GRANT SELECT (`id`, `value`), INSERT ON `counter`.`counter` TO `app`@`%`",
+    ];
+    let privileges: Vec<String> = read_only_bypasses(Flavor::MySql, &app_bad)
+        .into_iter()
+        .map(|finding| finding.privilege)
+        .collect();
+    assert_eq!(privileges, ["CONNECTION_ADMIN", "SYSTEM_VARIABLES_ADMIN"]);
+    // READ_ONLY ADMIN is MariaDB's; CONNECTION_ADMIN is MySQL's.
+    assert_eq!(
+        read_only_bypasses(
+            Flavor::MariaDb,
+            &["GRANT CONNECTION_ADMIN ON *.* TO `a`@`%`"]
+        ),
+        []
+    );
+    assert_eq!(
+        read_only_bypasses(
+            Flavor::MySql,
+            &["GRANT ALL PRIVILEGES ON *.* TO `a`@`%` WITH GRANT OPTION"]
+        )
+        .len(),
+        1
+    );
+    // Quoted names that contain the keywords do not confuse the parser.
+    assert_eq!(
+        read_only_bypasses(
+            Flavor::MySql,
+            &["GRANT SELECT ON `x ON *.* TO y`.* TO `app`@`%`"]
+        ),
+        []
+    );
+}
+
+// A granted role hides its privileges; it is flagged until its own grants are shown.
+#[test]
+fn roles_are_flagged_until_their_grants_are_shown() {
+    let user = [
+        "GRANT USAGE ON *.* TO `app`@`%`",
+        "GRANT `app_role` TO `app`@`%`",
+    ];
+    let findings = read_only_bypasses(Flavor::MariaDb, &user);
+    assert_eq!(findings.len(), 1);
+    assert_eq!(findings[0].privilege, "`app_role`");
+
+    let with_role = [
+        user[0],
+        user[1],
+        "GRANT SELECT, INSERT ON `counter`.* TO `app_role`",
+    ];
+    assert_eq!(read_only_bypasses(Flavor::MariaDb, &with_role), []);
+
+    let bad_role = [user[0], user[1], "GRANT SUPER ON *.* TO `app_role`"];
+    assert_eq!(read_only_bypasses(Flavor::MariaDb, &bad_role).len(), 1);
+}
