@@ -22,9 +22,11 @@ use super::transaction::Source;
 /// run to one server). Sets with full attribution (as the simulator builds them with
 /// [`GtidSet::insert`]) get the exact difference.
 ///
-/// Limitation: when the two sets share no GTID with the same server id in a domain, the
-/// whole domain of `replica` is reported, which over-reports only if the inputs attributed
-/// the shared prefix to different servers (a reading limited to one position per domain).
+/// Limitation: attribution is only as good as the input. Below the agreement point a wrong
+/// attribution is forgiven; above it (for example when the sets share no GTID with the same
+/// server id at all, as with one position per domain, or when one server id wrote two
+/// separate runs after the point) it is reported, which over-reports: a replica is kept
+/// fenced rather than rejoined with a hidden divergence.
 pub fn errant_transactions(replica: &GtidSet, source: &GtidSet) -> GtidSet {
     history_difference(replica, source)
 }
@@ -150,6 +152,27 @@ mod tests {
         assert_eq!(lost_transactions(&primary, &replica).count(), 150);
         // The exact difference would report the misattributed prefix.
         assert_eq!(replica.subtract(&primary).count(), 100);
+    }
+
+    // Failovers alternating between iad (server 1) and pdx (server 2), read back through
+    // gtid_binlog_state: iad 1..=100, pdx 101..=200, iad 201..=300 and dies; pdx had 290,
+    // is promoted and writes 291..=295. iad's lost transactions are exactly 291..=300.
+    #[test]
+    fn alternating_failovers_through_binlog_state_lose_exactly_the_tail() {
+        let iad = mariadb("0-2-200,0-1-300");
+        let pdx_at_promotion = mariadb("0-2-200,0-1-290");
+        let pdx_later = mariadb("0-1-290,0-2-295");
+        assert_eq!(
+            lost_transactions(&iad, &pdx_at_promotion).to_string(),
+            "0-1-291..300"
+        );
+        let lost = lost_transactions(&iad, &pdx_later);
+        assert_eq!(lost.count(), 10);
+        assert_eq!(lost.domain_last_seq(0), Some(300));
+        assert_eq!(
+            errant_transactions(&pdx_later, &iad).to_string(),
+            "0-2-291..295"
+        );
     }
 
     // Documented limitation: with no GTID in common (same number and server), the whole

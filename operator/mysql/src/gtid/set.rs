@@ -135,6 +135,13 @@ impl GtidSet {
 
     /// All transactions in either set. The result has `self`'s flavor.
     pub fn union(&self, other: &GtidSet) -> GtidSet {
+        if self.flavor != other.flavor && !other.is_empty() {
+            tracing::warn!(
+                left = %self.flavor,
+                right = %other.flavor,
+                "union of GTID sets of different flavors makes a mixed set"
+            );
+        }
         let mut sources = self.sources.clone();
         for (source, theirs) in &other.sources {
             let merged = match sources.get(source) {
