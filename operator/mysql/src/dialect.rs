@@ -16,8 +16,13 @@ const SOURCE_HOST_LEN_MAX: usize = 255;
 const SOURCE_USER_LEN_MAX: usize = 80;
 /// The longest `SOURCE_PASSWORD` MySQL accepts.
 const MYSQL_SOURCE_PASSWORD_LEN_MAX: usize = 32;
-/// The shortest wait a wait statement asks for: MySQL reads a zero timeout as "no timeout".
+/// The shortest wait a MariaDB wait statement asks for (`MASTER_GTID_WAIT` takes fractional
+/// seconds; a negative value would mean "forever").
 const WAIT_TIMEOUT_MIN: Duration = Duration::from_millis(1);
+/// The shortest wait a MySQL wait statement asks for, in whole seconds: MySQL documents the
+/// `WAIT_FOR_EXECUTED_GTID_SET` timeout in seconds, so it gets a whole number rounded up, and
+/// never 0, whose meaning differs between releases.
+const MYSQL_WAIT_TIMEOUT_SECONDS_MIN: u64 = 1;
 
 /// Where a replica replicates from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,6 +188,12 @@ fn validate_source(source: &ReplicationSource) -> Result<()> {
     Ok(())
 }
 
+/// A timeout as whole seconds rounded up, at least [`MYSQL_WAIT_TIMEOUT_SECONDS_MIN`].
+fn whole_timeout_seconds(timeout: Duration) -> u64 {
+    let rounded_up = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
+    rounded_up.max(MYSQL_WAIT_TIMEOUT_SECONDS_MIN)
+}
+
 /// A timeout as SQL seconds with millisecond precision, at least [`WAIT_TIMEOUT_MIN`].
 fn timeout_seconds(timeout: Duration) -> String {
     let millis = timeout.max(WAIT_TIMEOUT_MIN).as_millis();
@@ -272,7 +283,8 @@ impl Dialect for MariaDbDialect {
     }
 
     /// `MASTER_GTID_WAIT` waits on `gtid_slave_pos` for the set's position (per domain, its
-    /// highest GTID): 0 = reached, -1 = timed out.
+    /// highest GTID): 0 = reached, -1 = timed out. It counts replicated transactions only,
+    /// which is what draining a replica's relay log before promotion needs.
     fn wait_for_gtid_set(&self, set: &GtidSet, timeout: Duration) -> Result<String> {
         if set.flavor() != Flavor::MariaDb || set.is_mixed() {
             return Err(Error::FlavorMismatch {
@@ -378,6 +390,7 @@ impl Dialect for MySqlDialect {
     }
 
     /// `WAIT_FOR_EXECUTED_GTID_SET` waits on `gtid_executed`: 0 = reached, 1 = timed out.
+    /// The timeout is sent as whole seconds, rounded up, at least 1.
     fn wait_for_gtid_set(&self, set: &GtidSet, timeout: Duration) -> Result<String> {
         if set.flavor() != Flavor::MySql || set.is_mixed() {
             return Err(Error::FlavorMismatch {
@@ -388,7 +401,7 @@ impl Dialect for MySqlDialect {
         Ok(format!(
             "SELECT WAIT_FOR_EXECUTED_GTID_SET({}, {}) AS outcome",
             quote_string(&set.to_string()),
-            timeout_seconds(timeout)
+            whole_timeout_seconds(timeout)
         ))
     }
 
@@ -551,10 +564,16 @@ mod tests {
             MySqlDialect.wait_for_gtid_set(&set, Duration::ZERO),
             Ok(
                 "SELECT WAIT_FOR_EXECUTED_GTID_SET('3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57', \
-                0.001) AS outcome"
+                1) AS outcome"
                     .to_string()
             )
         );
+        assert!(MySqlDialect
+            .wait_for_gtid_set(&set, Duration::from_millis(2001))
+            .is_ok_and(|statement| statement.ends_with(", 3) AS outcome")));
+        assert!(MariaDbDialect
+            .wait_for_gtid_set(&GtidSet::empty(Flavor::MariaDb), Duration::ZERO)
+            .is_ok_and(|statement| statement == "SELECT MASTER_GTID_WAIT('', 0.001) AS outcome"));
         assert_eq!(
             MySqlDialect.wait_for_gtid_set(&GtidSet::empty(Flavor::MariaDb), Duration::ZERO),
             Err(Error::FlavorMismatch {

@@ -64,6 +64,21 @@ use crate::{Error, Flavor, Result};
 /// [`try_subtract`](Self::try_subtract) and [`try_contains`](Self::try_contains) to get
 /// [`Error::FlavorMismatch`] instead. Nothing here panics.
 ///
+/// # Example
+///
+/// ```
+/// use bloodraven_mysql::{lost_transactions, Flavor, GtidSet};
+///
+/// // iad (server 1) died at 105; pdx had replicated up to 100 and then wrote 101..=103.
+/// let iad = GtidSet::parse(Flavor::MariaDb, "0-1-105")?;
+/// let pdx = GtidSet::parse(Flavor::MariaDb, "0-1-100,0-2-103")?;
+/// let lost = lost_transactions(&iad, &pdx);
+/// assert_eq!(lost.to_string(), "0-1-101..105");
+/// assert_eq!(lost.count(), 5);
+/// assert_eq!(GtidSet::parse(Flavor::MariaDb, &lost.to_string())?, lost);
+/// # Ok::<(), bloodraven_mysql::Error>(())
+/// ```
+///
 /// Serde writes the text form; reading detects the flavor from the text (`:` means MySQL),
 /// with the empty string read as an empty MariaDB set.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
