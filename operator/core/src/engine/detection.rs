@@ -166,12 +166,12 @@ pub(super) fn adopt_newer_authority(context: &Context<'_>, memory: &mut GroupMem
             );
         }
         Some(_) => {}
-        None => {
+        None if newest.topology_generation > memory.topology_generation => {
             let planned_draining = memory.planned_failover.as_ref().is_some_and(|planned| {
                 planned.phase == bloodraven_api::PlannedFailoverPhase::Draining
             });
             if memory.emergency_failover.is_none() && !planned_draining {
-                memory.topology_generation = newest.topology_generation;
+                memory.topology_generation = newest.topology_generation - 1;
                 let from = memory.active_site.clone();
                 let started = memory
                     .site(&from)
@@ -192,11 +192,12 @@ pub(super) fn adopt_newer_authority(context: &Context<'_>, memory: &mut GroupMem
                 plan.event(
                     EventReason::AuthorityAdopted,
                     format!(
-                        "sidecars cache an authority move at generation {} that memory lost; resuming the emergency failover from {from}",
+                        "sidecars cache an authority move to generation {} that memory lost; resuming the emergency failover from {from}",
                         newest.topology_generation
                     ),
                 );
             }
         }
+        None => {}
     }
 }

@@ -43,14 +43,22 @@ pub(super) fn current_authority(context: &Context<'_>, memory: &GroupMemory) -> 
     }
 }
 
-/// The "authority is moving" notice for the current generation.
+/// The "authority is moving" notice. It carries the generation the move will end in
+/// (current + 1): a sidecar accepts only a greater generation than the authority it caches,
+/// and then accepts exactly one authority naming a site at that same generation (the
+/// promotion, or a planned failover's abort re-asserting the old site).
 pub(super) fn move_notice(context: &Context<'_>, memory: &GroupMemory, announced_at: Timestamp) -> Authority {
     Authority {
         group: context.group().to_string(),
         active_site: None,
-        topology_generation: memory.topology_generation,
+        topology_generation: notice_generation(memory),
         issued_at: announced_at,
     }
+}
+
+/// The generation of the move notice: the one the move ends in.
+pub(super) fn notice_generation(memory: &GroupMemory) -> u64 {
+    memory.topology_generation + 1
 }
 
 /// Sends the move notice to every site's sidecar (idempotent; reaches the ones that missed it).
@@ -142,7 +150,6 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
             start_draining(context, memory, plan, &failover.from, fenced_at, &[]);
         }
         EmergencyPhase::Draining { to, polls } => {
-            announce_move(context, memory, plan, failover.announced_at);
             let view = context.view(&to);
             if view.detached() {
                 issue_promotion(context, memory, plan, &to, FailoverKind::Emergency, &failover.from);
@@ -151,6 +158,7 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
                 }
                 return;
             }
+            announce_move(context, memory, plan, failover.announced_at);
             let candidate_lost = !view.is_up()
                 || memory.site(&to).is_some_and(|s| s.detection == Detection::Failed)
                 || polls >= DRAIN_POLLS_MAX;
@@ -275,7 +283,7 @@ pub(super) fn old_site_confirmed_unwritable(context: &Context<'_>, memory: &Grou
     view.confirmed_not_writable() && !names_itself
 }
 
-/// A majority of all sites' sidecars cache the move notice for the current generation and
+/// A majority of all sites' sidecars cache the move notice (of this move's generation) and
 /// report their most recent lease grant to any site older than the lease duration plus
 /// [`CLOCK_DRIFT_MARGIN`] (a sidecar that never granted counts only if it has been up longer
 /// than that bound). Grants to any site count, not only to the old one: during a move nobody
@@ -288,7 +296,7 @@ pub(super) fn old_lease_lapsed(context: &Context<'_>, memory: &GroupMemory) -> b
         .filter(|view| {
             let has_notice = view.authority.as_ref().is_some_and(|authority| {
                 authority.active_site.is_none()
-                    && authority.topology_generation == memory.topology_generation
+                    && authority.topology_generation == notice_generation(memory)
             });
             let latest_grant = view.last_granted_ago.values().min();
             let old_enough = match latest_grant {

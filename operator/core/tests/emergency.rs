@@ -1,0 +1,393 @@
+//! Core scenarios: failure detection, emergency failover with the lease wait, returning
+//! primary, primary reassertion, cooldown (seeds 000, 001, 003; bloodraven.md).
+
+mod support;
+
+use bloodraven_api::FailoverKind;
+use bloodraven_core::deploy::{HoldInfo, RevokeReason};
+use bloodraven_core::engine::{
+    Action, AnnotationChange, Detection, EmergencyPhase, EventReason, PodRole, SiteState,
+    CLOCK_DRIFT_MARGIN,
+};
+use bloodraven_core::time::Duration;
+use support::{labels_of, position, World};
+
+fn promoted_at(world: &World) -> Option<bloodraven_core::time::Timestamp> {
+    world.memory.last_failover.as_ref().and_then(|f| f.promoted_at)
+}
+
+#[test]
+fn detection_needs_failure_threshold_consecutive_failed_polls() {
+    let mut world = World::bootstrapped();
+    world.kill("pdx");
+    world.run_polls(2);
+    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Suspect);
+    world.run_polls(1);
+    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Failed);
+    assert_eq!(world.memory.site("pdx").unwrap().consecutive_failures, 3);
+}
+
+#[test]
+fn detection_floor_is_poll_interval_times_threshold_even_with_faster_polls() {
+    // Polls 1 s apart instead of 2 s: three failed polls span only 3 s < the 6 s floor.
+    let mut world = World::bootstrapped();
+    world.kill("pdx");
+    for _ in 0..4 {
+        world.advance(Duration::from_secs(1));
+        world.poll();
+    }
+    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Suspect);
+    world.advance(Duration::from_secs(1));
+    world.poll();
+    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Failed, "5 polls 1 s apart + 1 interval = 6 s");
+}
+
+#[test]
+fn a_recovered_poll_resets_the_failure_count() {
+    let mut world = World::bootstrapped();
+    world.site_mut("pdx").operator_cut = true;
+    world.run_polls(2);
+    world.site_mut("pdx").operator_cut = false;
+    world.run_polls(1);
+    assert_eq!(world.memory.site("pdx").unwrap().consecutive_failures, 0);
+    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Up);
+}
+
+#[test]
+fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
+    let mut world = World::bootstrapped();
+    for _ in 0..5 {
+        assert!(world.write("iad"));
+    }
+    world.advance(Duration::from_secs(1));
+    world.kill("iad");
+    let killed_at = world.now;
+    let mut polls = 0;
+    while world.memory.active_site != "pdx" && polls < 20 {
+        world.run_polls(1);
+        polls += 1;
+    }
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.memory.topology_generation, 2, "generation += 1");
+    let promoted = promoted_at(&world).unwrap();
+    let floor = world.spec.detection_floor();
+    let lease = world.spec.effective_write_lease();
+    assert!(
+        promoted.saturating_duration_since(killed_at) >= floor,
+        "promotion never precedes the detection floor"
+    );
+    // Lease wait: the last grant to iad happened at or before the kill; promotion waited
+    // until it was older than lease + margin.
+    assert!(promoted.saturating_duration_since(killed_at) > lease + CLOCK_DRIFT_MARGIN);
+    assert!(world.split_brain_at.is_empty());
+    // Every deploy lease revoked with TopologyChanged under the new generation.
+    assert!(world.revocations.contains(&(RevokeReason::TopologyChanged, 2)));
+    // Completion: pdx writable, reader repointed to pdx.
+    world.run_polls(2);
+    assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
+    assert_eq!(world.site("reader").source.as_deref(), Some("pdx"));
+    let record = world.memory.last_failover.clone().unwrap();
+    assert_eq!(record.kind, FailoverKind::Emergency);
+    assert_eq!((record.from.as_str(), record.to.as_str()), ("iad", "pdx"));
+    assert!(record.completed_at.is_some());
+    assert!(!record.exact, "a lower bound until iad is readable again");
+    assert_eq!(record.lost_transactions, 0, "everything replicated instantly in this world");
+    assert!(record.started_at <= record.detected_at && record.detected_at <= record.promoted_at);
+}
+
+#[test]
+fn emergency_failover_taints_old_primary_node_before_any_cross_site_action() {
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(3);
+    let (_, decision) = world.decisions.last().unwrap();
+    assert!(decision.transitions.iter().any(|t| t.site == "iad" && t.to == SiteState::Demoted));
+    let taint = position(decision, |a| matches!(a, Action::TaintNode { node, .. } if node == "node-iad")).unwrap();
+    let first_cross = position(decision, |a| {
+        matches!(a, Action::AnnounceAuthorityMove { .. } | Action::PushAuthority { .. } | Action::Promote { .. } | Action::Repoint { .. } | Action::Fence { .. })
+    })
+    .unwrap();
+    assert!(taint < first_cross, "seed 000: the taint is applied earlier in the same poll than any cross-site action");
+    assert!(world.taints.contains("node-iad"));
+}
+
+#[test]
+fn seed_000_read_only_site_is_never_tainted() {
+    let mut world = World::bootstrapped();
+    world.kill("reader");
+    world.run_polls(6);
+    assert!(world.taints.is_empty());
+    let any_taint = world
+        .decisions
+        .iter()
+        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::TaintNode { .. })));
+    assert!(!any_taint);
+}
+
+#[test]
+fn promotion_waits_for_a_majority_of_peers_last_grant_older_than_lease_plus_margin() {
+    // iad is cut off from the operator only: it keeps its lease from its peers until they
+    // get the move notice. The operator must not promote pdx while iad's lease may run.
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").operator_cut = true;
+    let mut promoted_poll = None;
+    for poll in 0..20 {
+        world.run_polls(1);
+        if world.memory.active_site == "pdx" {
+            promoted_poll = Some(poll);
+            break;
+        }
+    }
+    assert!(promoted_poll.is_some(), "pdx promoted eventually");
+    let announced = world
+        .decisions
+        .iter()
+        .find(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::AnnounceAuthorityMove { .. })))
+        .map(|(t, _)| *t)
+        .unwrap();
+    let promoted = promoted_at(&world).unwrap();
+    assert!(
+        promoted.saturating_duration_since(announced) > world.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN,
+        "promotion at least lease + margin after the move notice"
+    );
+    world.run_polls(3);
+    assert!(world.split_brain_at.is_empty(), "no two writable sites: {:?}", world.split_brain_at);
+    assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
+}
+
+#[test]
+fn unsafe_skip_lease_wait_promotes_early_and_split_brain_becomes_visible() {
+    let mut world = World::bootstrapped();
+    world.options.unsafe_skip_lease_wait = true;
+    world.site_mut("iad").operator_cut = true;
+    world.run_polls(6);
+    assert!(world.events_of(EventReason::LeaseWaitSkipped).len() == 1);
+    assert!(!world.split_brain_at.is_empty(), "the switch must make split brain observable");
+}
+
+#[test]
+fn old_sidecar_confirming_read_only_ends_the_wait_early() {
+    // iad's mysqld dies but its sidecar answers: the sidecar confirms MySQL down.
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").mysql_up = false;
+    world.run_polls(3);
+    assert!(matches!(
+        world.memory.emergency_failover.as_ref().map(|f| &f.phase),
+        Some(EmergencyPhase::AwaitingLeaseExpiry)
+    ));
+    world.run_polls(1);
+    assert!(world.events_of(EventReason::OldPrimaryFenced)[0].message.contains("confirmed"));
+    assert!(matches!(
+        world.memory.emergency_failover.as_ref().map(|f| &f.phase),
+        Some(EmergencyPhase::Draining { .. })
+    ));
+}
+
+#[test]
+fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exact() {
+    let mut world = World::bootstrapped();
+    // iad commits 3 transactions pdx never receives, then dies.
+    world.site_mut("pdx").peer_cut = true;
+    world.site_mut("reader").peer_cut = true;
+    let mut committed = 0;
+    for _ in 0..3 {
+        if world.write("iad") {
+            committed += 1;
+        }
+    }
+    assert_eq!(committed, 3);
+    world.kill("iad");
+    world.site_mut("pdx").peer_cut = false;
+    world.site_mut("reader").peer_cut = false;
+    world.run_polls(10);
+    assert_eq!(world.memory.active_site, "pdx");
+    let record = world.memory.last_failover.clone().unwrap();
+    assert!(!record.exact);
+    assert_eq!(record.lost_transactions, 0, "the operator never observed those 3: a lower bound");
+    // iad returns: read-only, kept fenced, errant set reported, lost made exact.
+    world.restart("iad");
+    world.run_polls(2);
+    let iad = world.memory.site("iad").unwrap();
+    assert_eq!(iad.state, SiteState::Demoted);
+    assert_eq!(iad.errant.as_ref().map(|e| e.count()), Some(3));
+    let (_, last) = world.decisions.last().unwrap();
+    assert_eq!(labels_of(last, "iad"), Some((PodRole::Fenced, false)));
+    let record = world.memory.last_failover.clone().unwrap();
+    assert!(record.exact);
+    assert_eq!(record.lost_transactions, 3);
+    assert!(world.site("iad").read_only);
+    assert!(world.taints.contains("node-iad"), "still tainted while fenced");
+    assert_eq!(world.events_of(EventReason::ReturningPrimaryFenced).len(), 1);
+}
+
+#[test]
+fn returning_primary_without_errant_transactions_rejoins_as_replica_and_is_untainted() {
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(10);
+    assert_eq!(world.memory.active_site, "pdx");
+    world.restart("iad");
+    world.run_polls(3);
+    assert_eq!(world.memory.site("iad").unwrap().state, SiteState::Replica);
+    assert_eq!(world.site("iad").source.as_deref(), Some("pdx"));
+    assert!(!world.taints.contains("node-iad"));
+    let record = world.memory.last_failover.clone().unwrap();
+    assert!(record.exact);
+    assert_eq!(record.lost_transactions, 0);
+}
+
+#[test]
+fn primary_reassertion_after_mysqld_restart_without_failover() {
+    let mut world = World::bootstrapped();
+    world.poll();
+    // mysqld restarts between polls and comes back read-only; the sidecar keeps its cache.
+    world.site_mut("iad").mysqld_started_at = world.now + Duration::from_secs(1);
+    world.site_mut("iad").lease_until = None;
+    world.site_mut("iad").read_only = true;
+    world.advance(Duration::from_secs(2));
+    world.site_mut("iad").read_only = true;
+    world.site_mut("iad").lease_until = None;
+    world.poll();
+    world.run_polls(2);
+    assert_eq!(world.events_of(EventReason::PrimaryReasserted).len(), 1);
+    assert_eq!(world.memory.active_site, "iad");
+    assert_eq!(world.memory.topology_generation, 1, "no failover");
+    assert!(world.memory.authority.is_valid());
+    assert!(world.memory.emergency_failover.is_none());
+}
+
+#[test]
+fn cooldown_gates_emergency_failover() {
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(10);
+    assert_eq!(world.memory.active_site, "pdx");
+    world.restart("iad");
+    world.run_polls(3);
+    assert_eq!(world.memory.site("iad").unwrap().state, SiteState::Replica);
+    // pdx dies inside the 30 s cooldown: no failover.
+    world.kill("pdx");
+    world.run_polls(4);
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.events_of(EventReason::EmergencyFailoverBlockedByCooldown).len(), 1);
+    assert!(world.memory.emergency_failover.is_none());
+    // After the cooldown the failover proceeds.
+    world.run_polls(20);
+    assert_eq!(world.memory.active_site, "iad");
+}
+
+#[test]
+fn cooldown_in_force_when_only_one_copy_survives() {
+    for lose_status in [true, false] {
+        let mut world = World::bootstrapped();
+        world.kill("iad");
+        world.run_polls(10);
+        world.restart("iad");
+        world.run_polls(3);
+        if lose_status {
+            world.memory.cooldown_until = None;
+        } else {
+            world.annotations.cooldown_until = None;
+        }
+        world.kill("pdx");
+        world.run_polls(4);
+        assert_eq!(world.memory.active_site, "pdx", "one copy (lose_status={lose_status}) still gates");
+    }
+}
+
+#[test]
+fn cooldown_violated_restart_state_lost_is_possible_when_every_copy_is_lost() {
+    // Inherent finding CooldownViolated(restart+stateLost): both persisted copies of the
+    // cooldown lost across a restart; the engine cannot know and promotes inside it.
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(10);
+    world.restart("iad");
+    world.run_polls(3);
+    let generation = world.memory.topology_generation;
+    world.memory.cooldown_until = None;
+    world.annotations.cooldown_until = None;
+    world.kill("pdx");
+    world.run_polls(12);
+    assert_eq!(world.memory.active_site, "iad", "the engine cannot know: it promotes inside the cooldown");
+    assert!(world.memory.topology_generation > generation);
+}
+
+#[test]
+fn seed_003_hold_is_never_consulted_by_emergency_failover() {
+    let mut world = World::bootstrapped();
+    world.hold = Some(HoldInfo {
+        earliest_expiry: world.now + Duration::from_secs(120),
+        operation_id: "a1c3f0e2".to_string(),
+        instance: "counter-app".to_string(),
+    });
+    world.kill("iad");
+    world.run_polls(10);
+    assert_eq!(world.memory.active_site, "pdx");
+    assert!(world.revocations.contains(&(RevokeReason::TopologyChanged, 2)));
+}
+
+#[test]
+fn seed_003_revoke_annotation_revokes_every_lease_with_operator_revoked() {
+    let mut world = World::bootstrapped();
+    world.annotations.revoke_deployment_leases = true;
+    let decision = world.poll();
+    assert!(decision.actions.contains(&Action::RevokeDeployLeases {
+        reason: RevokeReason::OperatorRevoked,
+        topology_generation: 1
+    }));
+    assert!(decision
+        .actions
+        .contains(&Action::Annotate(AnnotationChange::ClearRevokeDeploymentLeases)));
+    assert!(!world.annotations.revoke_deployment_leases);
+    assert_eq!(world.memory.topology_generation, 1, "revoking changes no topology");
+}
+
+#[test]
+fn cooldown_starts_at_promotion_in_both_copies() {
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(10);
+    let promoted = promoted_at(&world).unwrap();
+    let expected = promoted + world.spec.failover_cooldown.get();
+    assert_eq!(world.memory.cooldown_until, Some(expected));
+    assert_eq!(world.annotations.cooldown_until, Some(expected));
+}
+
+#[test]
+fn status_write_lost_after_promotion_is_recovered_from_the_sidecars() {
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(10);
+    assert_eq!(world.memory.active_site, "pdx");
+    // The operator restarts with the status of before the failover.
+    let stale = World::bootstrapped().memory;
+    world.memory = stale;
+    world.run_polls(2);
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.memory.topology_generation, 2);
+    assert!(world.memory.authority.is_valid());
+    assert_eq!(world.events_of(EventReason::AuthorityAdopted).len(), 1);
+}
+
+
+#[test]
+fn status_lost_entirely_recovers_topology_and_cooldown_from_the_sidecars_cached_authority() {
+    // The sidecars are a third copy of the promotion time (Authority.issuedAt): an operator
+    // restarted with no status at all adopts their authority and the cooldown it implies.
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(10);
+    world.restart("iad");
+    world.run_polls(3);
+    let expected_cooldown = world.memory.cooldown_until;
+    world.memory = bloodraven_core::GroupMemory::initial(&world.spec);
+    world.annotations.cooldown_until = None;
+    world.poll();
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.memory.topology_generation, 2);
+    assert_eq!(world.memory.cooldown_until, expected_cooldown);
+    world.kill("pdx");
+    world.run_polls(4);
+    assert_eq!(world.memory.active_site, "pdx", "still inside the recovered cooldown");
+}
