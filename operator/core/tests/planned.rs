@@ -1,0 +1,215 @@
+//! Core scenarios: planned failover phases, admission (cooldown reject/defer, deployment
+//! hold), zero lost transactions (bloodraven.md "Planned failover"; seeds 001, 003).
+
+mod support;
+
+use bloodraven_api::{DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase};
+use bloodraven_core::deploy::{HoldInfo, RevokeReason};
+use bloodraven_core::engine::{Action, EventReason, MetricObservation, PodRole, SiteState};
+use bloodraven_core::time::Duration;
+use support::{labels_of, World};
+
+fn phase(world: &World) -> Option<PlannedFailoverPhase> {
+    world.memory.planned_failover.as_ref().map(|p| p.phase)
+}
+
+fn request(world: &mut World, target: &str) {
+    world.annotations.planned_failover = Some(target.to_string());
+}
+
+/// Polls until the planned failover reaches a final phase (bounded: longer than the
+/// Draining bound).
+fn run_to_final(world: &mut World) {
+    for _ in 0..45 {
+        world.run_polls(1);
+        if matches!(phase(world), Some(PlannedFailoverPhase::Completed | PlannedFailoverPhase::Rejected)) {
+            return;
+        }
+    }
+}
+
+#[test]
+fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost() {
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    let mut phases = Vec::new();
+    for _ in 0..15 {
+        // Write load on whichever site is writable.
+        for site in ["iad", "pdx"] {
+            world.write(site);
+        }
+        world.run_polls(1);
+        let current = phase(&world).unwrap();
+        if phases.last() != Some(&current) {
+            phases.push(current);
+        }
+        if current == PlannedFailoverPhase::Completed {
+            break;
+        }
+    }
+    assert_eq!(
+        phases,
+        vec![
+            PlannedFailoverPhase::Draining,
+            PlannedFailoverPhase::Promoting,
+            PlannedFailoverPhase::Completed
+        ]
+    );
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.memory.topology_generation, 2);
+    let record = world.memory.last_failover.clone().unwrap();
+    assert_eq!(record.kind, FailoverKind::Planned);
+    assert_eq!(record.lost_transactions, 0);
+    assert!(record.exact);
+    // Nothing iad committed is missing on pdx.
+    let lost = bloodraven_mysql::lost_transactions(&world.site("iad").gtid, &world.site("pdx").gtid);
+    assert!(lost.is_empty(), "lost {lost}");
+    assert!(world.split_brain_at.is_empty());
+    assert!(world.revocations.contains(&(RevokeReason::TopologyChanged, 2)));
+    assert_eq!(world.annotations.planned_failover, None, "annotation cleared");
+    // The old primary rejoins as a replica of pdx.
+    world.run_polls(1);
+    assert_eq!(world.memory.site("iad").unwrap().state, SiteState::Replica);
+    assert_eq!(world.site("iad").source.as_deref(), Some("pdx"));
+    assert!(world.taints.is_empty());
+}
+
+#[test]
+fn planned_draining_fences_old_primary_role_fenced_read_only_connections_killed() {
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    let (_, decision) = world.decisions.last().unwrap();
+    let fence = decision.actions.iter().find_map(|a| match a {
+        Action::Fence { site, request } if site == "iad" => Some(request.clone()),
+        _ => None,
+    });
+    assert!(fence.expect("iad fenced").kill_connections);
+    assert_eq!(labels_of(decision, "iad"), Some((PodRole::Fenced, false)));
+    assert!(world.site("iad").read_only);
+    assert!(!decision.memory.authority.is_valid(), "no primary while the authority moves");
+}
+
+#[test]
+fn planned_inside_cooldown_with_reject_is_rejected() {
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    run_to_final(&mut world);
+    world.run_polls(1);
+    request(&mut world, "iad");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected));
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.events_of(EventReason::PlannedFailoverRejected).len(), 1);
+    assert_eq!(world.annotations.planned_failover, None);
+}
+
+#[test]
+fn planned_inside_cooldown_with_defer_waits_until_cooldown_until_then_proceeds() {
+    let mut spec = support::playground_spec();
+    spec.planned_failover.on_cooldown = OnCooldown::Defer;
+    let mut world = World::with_spec(spec);
+    world.poll();
+    world.run_polls(3);
+    request(&mut world, "pdx");
+    run_to_final(&mut world);
+    world.run_polls(1);
+    let cooldown_until = world.memory.cooldown_until.unwrap();
+    request(&mut world, "iad");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Deferred));
+    let admission = world.memory.planned_failover.as_ref().unwrap().admission.clone();
+    assert_eq!(admission.defer_reason, Some(DeferReason::Cooldown));
+    assert_eq!(admission.retry_time, Some(cooldown_until));
+    let deferred_metrics = world
+        .decisions
+        .iter()
+        .flat_map(|(_, d)| d.actions.iter())
+        .filter(|a| matches!(a, Action::Metric(MetricObservation::PlannedFailoverDeferred)))
+        .count();
+    assert_eq!(deferred_metrics, 1);
+    while world.now < cooldown_until {
+        assert_eq!(world.memory.active_site, "pdx", "no promotion inside the cooldown");
+        world.run_polls(1);
+    }
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    assert_eq!(world.memory.active_site, "iad");
+    assert!(world.memory.last_failover.as_ref().unwrap().promoted_at.unwrap() >= cooldown_until);
+}
+
+#[test]
+fn seed_003_live_hold_defers_planned_failover_with_deployment_hold_and_earliest_expiry() {
+    let mut world = World::bootstrapped();
+    let expiry = world.now + Duration::from_secs(30);
+    world.hold = Some(HoldInfo {
+        earliest_expiry: expiry,
+        operation_id: "a1c3f0e2".to_string(),
+        instance: "counter-app".to_string(),
+    });
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Deferred));
+    let admission = world.memory.planned_failover.as_ref().unwrap().admission.clone();
+    assert_eq!(admission.defer_reason, Some(DeferReason::DeploymentHold));
+    assert_eq!(admission.retry_time, Some(expiry));
+    let message = admission.message.unwrap();
+    assert!(message.contains("a1c3f0e2") && message.contains("counter-app"), "{message}");
+    // A renewal pushes retryTime along.
+    let renewed = expiry + Duration::from_secs(20);
+    world.hold.as_mut().unwrap().earliest_expiry = renewed;
+    world.run_polls(1);
+    let admission = world.memory.planned_failover.as_ref().unwrap().admission.clone();
+    assert_eq!(admission.retry_time, Some(renewed));
+    assert_eq!(world.memory.active_site, "iad");
+    // The hold lapses: re-admitted, proceeds on its own.
+    world.hold = None;
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    assert_eq!(world.memory.active_site, "pdx");
+}
+
+#[test]
+fn planned_to_a_read_only_or_unknown_or_active_site_is_rejected() {
+    for target in ["reader", "nowhere", "iad"] {
+        let mut world = World::bootstrapped();
+        request(&mut world, target);
+        world.run_polls(1);
+        assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected), "{target}");
+        assert_eq!(world.memory.active_site, "iad");
+        assert_eq!(world.memory.topology_generation, 1);
+    }
+}
+
+#[test]
+fn a_handled_request_whose_annotation_removal_failed_is_not_repeated() {
+    let mut world = World::bootstrapped();
+    request(&mut world, "reader");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected));
+    // The removal failed: the annotation is still there on the next poll.
+    request(&mut world, "reader");
+    world.run_polls(1);
+    assert_eq!(world.events_of(EventReason::PlannedFailoverRejected).len(), 1);
+    assert_eq!(world.annotations.planned_failover, None, "removal re-issued");
+}
+
+#[test]
+fn planned_draining_aborts_and_reasserts_old_site_when_target_cannot_catch_up() {
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    // pdx stops receiving (cut from its peers) and iad had a transaction it lacks.
+    world.site_mut("pdx").peer_cut = true;
+    let extra = bloodraven_mysql::Gtid::mariadb(0, 1, 999);
+    world.site_mut("iad").gtid.insert(extra);
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected));
+    assert_eq!(world.events_of(EventReason::PlannedFailoverAborted).len(), 1);
+    assert_eq!(world.memory.active_site, "iad");
+    world.run_polls(2);
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+    assert!(world.memory.authority.is_valid());
+}
