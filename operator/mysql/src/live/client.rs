@@ -53,12 +53,30 @@ impl ConnectOptions {
 pub struct LiveMysql {
     flavor: Flavor,
     options: ConnectOptions,
+    mutation_timeout: Option<Duration>,
 }
 
 impl LiveMysql {
     /// A client for the mysqld at `options`, speaking `flavor`.
     pub fn new(flavor: Flavor, options: ConnectOptions) -> Self {
-        Self { flavor, options }
+        Self {
+            flavor,
+            options,
+            mutation_timeout: None,
+        }
+    }
+
+    /// The same client with a separate bound on mutating statements; the re-read after a
+    /// mutation keeps the statement timeout.
+    pub fn with_mutation_timeout(mut self, timeout: Duration) -> Self {
+        self.mutation_timeout = Some(timeout);
+        self
+    }
+
+    /// The bound on one mutating statement.
+    pub fn mutation_timeout(&self) -> Duration {
+        self.mutation_timeout
+            .unwrap_or(self.options.statement_timeout)
     }
 
     /// The flavor.

@@ -44,6 +44,14 @@ pub enum LiveError {
         /// What was wrong with it.
         reason: String,
     },
+    /// Setting up a sandbox server (tests) failed.
+    #[error("{what}: {reason}")]
+    Sandbox {
+        /// What was attempted.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// Parsing or statement building failed.
     #[error(transparent)]
     Statement(#[from] crate::Error),
@@ -65,6 +73,7 @@ impl LiveError {
             | LiveError::Connect { .. }
             | LiveError::Timeout { .. }
             | LiveError::Decode { .. }
+            | LiveError::Sandbox { .. }
             | LiveError::Statement(_) => None,
         }
     }

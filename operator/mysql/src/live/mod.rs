@@ -9,6 +9,7 @@ mod error;
 mod mutate;
 mod observe;
 mod row;
+pub mod sandbox;
 
 pub use client::{ConnectOptions, LiveMysql};
 pub use error::{LiveError, LiveResult};

@@ -82,7 +82,8 @@ impl LiveMysql {
     async fn run_all(&self, statements: &[String]) -> LiveResult<()> {
         let mut conn = self.connect().await?;
         for statement in statements {
-            self.execute(&mut conn, statement).await?;
+            self.execute_within(&mut conn, statement, self.mutation_timeout())
+                .await?;
         }
         Ok(())
     }

@@ -1,0 +1,448 @@
+//! Real MariaDB servers in temporary directories on loopback addresses, for tests of the live
+//! client, the sidecar and the counter app (STYLE.md rule 7: tests against real MariaDB).
+//!
+//! Each [`MariaDbServer`] is one `mariadbd` process with binary logging and GTIDs
+//! (`log_bin`, `log_slave_updates`), started read-only like every Bloodraven mysqld, listening
+//! on its own `127.x.y.z` address. Dropping it kills the process and removes its directory.
+//! A missing `mariadbd` is an error that names the package to install, never a skipped test.
+
+use std::{
+    fs,
+    net::{Ipv4Addr, SocketAddr, TcpListener},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Mutex, OnceLock,
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use super::{
+    client::{ConnectOptions, LiveMysql},
+    error::{LiveError, LiveResult},
+};
+use crate::{Flavor, ReplicationSource};
+
+/// The administrative user every sandbox server has (all privileges, over TCP).
+pub const ADMIN_USER: &str = "bloodraven_admin";
+/// Its password.
+pub const ADMIN_PASSWORD: &str = "admin-secret";
+/// The replication user every sandbox server has.
+pub const REPLICATION_USER: &str = "bloodraven_repl";
+/// Its password.
+pub const REPLICATION_PASSWORD: &str = "repl-secret";
+
+/// How long a server may take to accept connections after it was spawned.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often readiness is polled.
+const READY_POLL: Duration = Duration::from_millis(100);
+
+/// Directories searched for the MariaDB binaries besides `PATH`.
+const BINARY_DIRS: [&str; 3] = ["/usr/sbin", "/usr/bin", "/usr/local/bin"];
+
+static NEXT_SANDBOX: AtomicU32 = AtomicU32::new(0);
+static TEMPLATE: OnceLock<Mutex<Option<PathBuf>>> = OnceLock::new();
+
+/// A running `mariadbd` in a temporary directory.
+#[derive(Debug)]
+pub struct MariaDbServer {
+    name: String,
+    server_id: u32,
+    address: SocketAddr,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// Allocates `count` distinct loopback addresses sharing one free port.
+///
+/// The addresses are `127.a.b.1..=count`, with `a.b` unique to this process and call, so
+/// concurrent tests do not collide; the port is one the kernel reported free on all of them.
+pub fn loopback_addresses(count: u8) -> LiveResult<Vec<SocketAddr>> {
+    let serial = NEXT_SANDBOX.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    let second = u8::try_from(20 + pid % 200).unwrap_or(20);
+    let third = u8::try_from(serial % 250).unwrap_or(0);
+    let ips: Vec<Ipv4Addr> = (1..=count)
+        .map(|last| Ipv4Addr::new(127, second, third, last))
+        .collect();
+    const ATTEMPTS_MAX: usize = 20;
+    for _ in 0..ATTEMPTS_MAX {
+        let first = ips.first().copied().unwrap_or(Ipv4Addr::LOCALHOST);
+        let probe =
+            TcpListener::bind((first, 0)).map_err(|e| sandbox_error("bind a loopback port", e))?;
+        let port = probe
+            .local_addr()
+            .map_err(|e| sandbox_error("read a loopback port", e))?
+            .port();
+        let all_free = ips
+            .iter()
+            .skip(1)
+            .all(|ip| TcpListener::bind((*ip, port)).is_ok());
+        drop(probe);
+        if all_free {
+            return Ok(ips.iter().map(|ip| SocketAddr::from((*ip, port))).collect());
+        }
+    }
+    Err(LiveError::Sandbox {
+        what: "find a port free on every sandbox address".to_owned(),
+        reason: format!("{ATTEMPTS_MAX} attempts failed"),
+    })
+}
+
+fn sandbox_error(what: &str, error: impl std::fmt::Display) -> LiveError {
+    LiveError::Sandbox {
+        what: what.to_owned(),
+        reason: error.to_string(),
+    }
+}
+
+/// Finds a MariaDB binary, or explains how to install it.
+pub fn find_binary(name: &str) -> LiveResult<PathBuf> {
+    let path_dirs = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default();
+    path_dirs
+        .into_iter()
+        .chain(BINARY_DIRS.iter().map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| LiveError::Sandbox {
+            what: format!("find {name}"),
+            reason: "not on PATH nor in /usr/sbin; install Debian's mariadb-server \
+                     (apt-get install -y mariadb-server) to run the tests against real MariaDB"
+                .to_owned(),
+        })
+}
+
+fn running_as_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("Uid:"))
+                .and_then(|line| line.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn unique_dir(label: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "bloodraven-{label}-{}-{}-{nanos}",
+        std::process::id(),
+        NEXT_SANDBOX.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Returns an initialised data directory that servers start from as copies (installing takes
+/// seconds, copying milliseconds).
+///
+/// It is made once per machine with `mariadb-install-db`, at a fixed path under the temporary
+/// directory named after the `mariadbd` binary's size and modification time, and kept for
+/// later test runs: built under a unique name and renamed into place, so concurrent test
+/// processes agree on one copy.
+fn template_datadir() -> LiveResult<PathBuf> {
+    let lock = TEMPLATE.get_or_init(|| Mutex::new(None));
+    let mut guard = lock
+        .lock()
+        .map_err(|_| sandbox_error("lock the template datadir", "poisoned"))?;
+    if let Some(dir) = guard.as_ref() {
+        if dir.is_dir() {
+            return Ok(dir.clone());
+        }
+    }
+    let mariadbd = find_binary("mariadbd")?;
+    let stamp = fs::metadata(&mariadbd)
+        .map(|m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            format!("{}-{modified}", m.len())
+        })
+        .map_err(|e| sandbox_error("read the mariadbd binary", e))?;
+    let datadir = std::env::temp_dir().join(format!("bloodraven-mariadb-template-{stamp}"));
+    if datadir.join("mysql").is_dir() {
+        *guard = Some(datadir.clone());
+        return Ok(datadir);
+    }
+    let install = find_binary("mariadb-install-db")?;
+    let building = unique_dir("template");
+    let mut command = Command::new(install);
+    command
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", building.display()))
+        .arg("--auth-root-authentication-method=normal")
+        .arg("--skip-test-db")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if running_as_root() {
+        command.arg("--user=root");
+    }
+    let output = command
+        .output()
+        .map_err(|e| sandbox_error("run mariadb-install-db", e))?;
+    if !output.status.success() {
+        let _ = fs::remove_dir_all(&building);
+        return Err(LiveError::Sandbox {
+            what: "run mariadb-install-db".to_owned(),
+            reason: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    if fs::rename(&building, &datadir).is_err() {
+        // Another process won the race; its copy is as good as ours.
+        let _ = fs::remove_dir_all(&building);
+        if !datadir.join("mysql").is_dir() {
+            return Err(sandbox_error(
+                "install the template datadir",
+                format!("{} is incomplete", datadir.display()),
+            ));
+        }
+    }
+    *guard = Some(datadir.clone());
+    Ok(datadir)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+impl MariaDbServer {
+    /// Starts `mariadbd` named `name` (its `report_host`, which the counter app reports as
+    /// `dbHost`) with `server_id`, read-only, listening on `address`, and waits until the
+    /// admin user can connect.
+    pub async fn start(name: &str, server_id: u32, address: SocketAddr) -> LiveResult<Self> {
+        let mariadbd = find_binary("mariadbd")?;
+        let template = tokio::task::spawn_blocking(template_datadir)
+            .await
+            .map_err(|e| sandbox_error("initialise the template datadir", e))??;
+        let dir = unique_dir(name);
+        let datadir = dir.join("data");
+        let copy_from = template.clone();
+        let copy_to = datadir.clone();
+        tokio::task::spawn_blocking(move || copy_dir(&copy_from, &copy_to))
+            .await
+            .map_err(|e| sandbox_error("copy the template datadir", e))?
+            .map_err(|e| sandbox_error("copy the template datadir", e))?;
+        // Users are created with binary logging off, so no server starts with GTIDs of its
+        // own that a replica's source would not have.
+        let init = format!(
+            "SET SESSION sql_log_bin = 0;\n\
+             CREATE USER IF NOT EXISTS '{ADMIN_USER}'@'%' IDENTIFIED BY '{ADMIN_PASSWORD}';\n\
+             GRANT ALL PRIVILEGES ON *.* TO '{ADMIN_USER}'@'%' WITH GRANT OPTION;\n\
+             CREATE USER IF NOT EXISTS '{REPLICATION_USER}'@'%' IDENTIFIED BY '{REPLICATION_PASSWORD}';\n\
+             GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{REPLICATION_USER}'@'%';\n"
+        );
+        let init_file = dir.join("init.sql");
+        fs::write(&init_file, init).map_err(|e| sandbox_error("write the init file", e))?;
+        let mut server = Self {
+            name: name.to_owned(),
+            server_id,
+            address,
+            dir,
+            child: None,
+        };
+        server.spawn(&mariadbd)?;
+        server.wait_ready().await?;
+        Ok(server)
+    }
+
+    fn spawn(&mut self, mariadbd: &Path) -> LiveResult<()> {
+        let dir = &self.dir;
+        let log = fs::File::create(dir.join("stdout.log"))
+            .map_err(|e| sandbox_error("create the server log", e))?;
+        let mut command = Command::new(mariadbd);
+        command
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.join("data").display()))
+            .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
+            .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
+            .arg(format!("--log-error={}", dir.join("error.log").display()))
+            .arg(format!("--init-file={}", dir.join("init.sql").display()))
+            .arg(format!("--log-bin={}", dir.join("binlog").display()))
+            .arg(format!("--bind-address={}", self.address.ip()))
+            .arg(format!("--port={}", self.address.port()))
+            .arg(format!("--server-id={}", self.server_id))
+            .arg(format!("--report-host={}", self.name))
+            .arg("--log-slave-updates")
+            .arg("--read-only")
+            .arg("--skip-name-resolve")
+            .arg("--innodb-buffer-pool-size=16M")
+            .arg("--innodb-log-file-size=8M")
+            .arg("--max-connections=200")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(
+                log.try_clone()
+                    .map_err(|e| sandbox_error("open the server log", e))?,
+            ))
+            .stderr(Stdio::from(log));
+        if running_as_root() {
+            command.arg("--user=root");
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| sandbox_error("spawn mariadbd", e))?;
+        tracing::info!(server = %self.name, address = %self.address, pid = child.id(), "mariadbd started");
+        self.child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_ready(&mut self) -> LiveResult<()> {
+        let client = self.admin_client();
+        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+        loop {
+            match client.connect().await {
+                Ok(conn) => {
+                    drop(conn);
+                    return Ok(());
+                }
+                Err(error) => {
+                    let exited = match self.child.as_mut().map(Child::try_wait) {
+                        Some(Ok(Some(status))) => Some(status.to_string()),
+                        Some(Ok(None)) | None | Some(Err(_)) => None,
+                    };
+                    if let Some(status) = exited {
+                        return Err(LiveError::Sandbox {
+                            what: format!("start mariadbd {}", self.name),
+                            reason: format!("exited with {status}: {}", self.error_log_tail()),
+                        });
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(LiveError::Sandbox {
+                            what: format!("start mariadbd {}", self.name),
+                            reason: format!(
+                                "not ready within {READY_TIMEOUT:?} ({error}): {}",
+                                self.error_log_tail()
+                            ),
+                        });
+                    }
+                    tokio::time::sleep(READY_POLL).await;
+                }
+            }
+        }
+    }
+
+    fn error_log_tail(&self) -> String {
+        let log = fs::read_to_string(self.dir.join("error.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    }
+
+    /// The server's name (its `report_host`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Connection options for `user`.
+    pub fn options(&self, user: &str, password: &str) -> ConnectOptions {
+        ConnectOptions {
+            host: self.address.ip().to_string(),
+            port: self.address.port(),
+            user: user.to_owned(),
+            password: password.to_owned(),
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A live client as the admin user.
+    pub fn admin_client(&self) -> LiveMysql {
+        LiveMysql::new(Flavor::MariaDb, self.options(ADMIN_USER, ADMIN_PASSWORD))
+    }
+
+    /// This server as a replication source (by address, as the sandbox has no Service names).
+    pub fn as_source(&self) -> ReplicationSource {
+        ReplicationSource {
+            host: self.address.ip().to_string(),
+            port: self.address.port(),
+            user: REPLICATION_USER.to_owned(),
+            password: REPLICATION_PASSWORD.to_owned(),
+            connect_retry_seconds: 1,
+        }
+    }
+
+    /// Kills mysqld (SIGKILL) and waits for it; the data directory stays until drop.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            tracing::info!(server = %self.name, "mariadbd killed");
+        }
+    }
+
+    /// Starts mysqld again on the same data directory and address (a restart: it comes back
+    /// read-only), waiting until it accepts connections.
+    pub async fn restart(&mut self) -> LiveResult<()> {
+        self.kill();
+        let mariadbd = find_binary("mariadbd")?;
+        self.spawn(&mariadbd)?;
+        self.wait_ready().await
+    }
+}
+
+impl Drop for MariaDbServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Three servers replicating with GTIDs: the first is the source, the other two replicate
+/// from it. All three are read-only; unfencing the source is left to the caller (the
+/// sidecar, or the test).
+#[derive(Debug)]
+pub struct Topology {
+    /// The servers, source first.
+    pub servers: Vec<MariaDbServer>,
+}
+
+impl Topology {
+    /// Starts `names.len()` servers (server ids 1..) and points every one after the first at
+    /// the first.
+    pub async fn start(names: &[&str]) -> LiveResult<Self> {
+        let count = u8::try_from(names.len()).map_err(|e| sandbox_error("count servers", e))?;
+        let addresses = loopback_addresses(count)?;
+        let mut servers = Vec::new();
+        for (index, (name, address)) in names.iter().zip(addresses).enumerate() {
+            let server_id =
+                u32::try_from(index + 1).map_err(|e| sandbox_error("number servers", e))?;
+            servers.push(MariaDbServer::start(name, server_id, address).await?);
+        }
+        let topology = Self { servers };
+        if let Some((source, replicas)) = topology.servers.split_first() {
+            let source = source.as_source();
+            for replica in replicas {
+                let outcome = replica.admin_client().repoint(&source).await;
+                if !outcome.is_applied() {
+                    return Err(LiveError::Sandbox {
+                        what: format!("point {} at the source", replica.name()),
+                        reason: format!("{:?}: {:?}", outcome.applied, outcome.error),
+                    });
+                }
+            }
+        }
+        Ok(topology)
+    }
+}
