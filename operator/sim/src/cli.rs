@@ -1,0 +1,263 @@
+//! The command line: sweep a seed range and print the finding table, or replay one seed.
+//!
+//! Exit codes: 0 when every finding is inherent (or none), 1 when any non-inherent finding was
+//! seen, 2 on a usage or internal error.
+
+use crate::clock::SimTime;
+use crate::config::{SimConfig, DURATION_MILLIS_DEFAULT};
+use crate::error::{Error, Result};
+use crate::invariants::FindingClass;
+use crate::world::{run, RunOutcome};
+use clap::Parser;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Exit code: no non-inherent finding.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: at least one non-inherent finding.
+pub const EXIT_FINDINGS: u8 = 1;
+/// Exit code: bad arguments or an internal error.
+pub const EXIT_ERROR: u8 = 2;
+
+/// Deterministic simulator over bloodraven-core: seeded, replayable.
+#[derive(Debug, Parser)]
+#[command(name = "bloodraven-sim", version)]
+pub struct Args {
+    /// Seed range to sweep, `START..END` (END exclusive).
+    #[arg(long, default_value = "0..100", conflicts_with = "seed")]
+    pub seeds: String,
+    /// Run one seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// With --seed: print the run step by step.
+    #[arg(long, requires = "seed")]
+    pub trace: bool,
+    /// Operator restarts may lose the status copy and the annotation copy of its memory,
+    /// each independently.
+    #[arg(long)]
+    pub state_loss: bool,
+    /// Simulated duration of each run, in seconds.
+    #[arg(long, default_value_t = DURATION_MILLIS_DEFAULT / 1000)]
+    pub duration_seconds: u64,
+    /// Worker threads for a sweep (default: available parallelism). Results do not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Test-only: core's deliberately broken rule (promotion without waiting for the old lease).
+    #[arg(long, hide = true)]
+    pub broken_promotion_rule: bool,
+}
+
+impl Args {
+    /// The run configuration for `seed` under these flags.
+    pub fn config(&self, seed: u64) -> SimConfig {
+        SimConfig {
+            seed,
+            duration: SimTime(self.duration_seconds.saturating_mul(1000)),
+            state_loss: self.state_loss,
+            trace: self.trace,
+            broken_promotion_rule: self.broken_promotion_rule,
+        }
+    }
+}
+
+/// Parses `START..END`.
+pub fn parse_seed_range(input: &str) -> Result<Range<u64>> {
+    let bad = || Error::SeedRange {
+        input: input.to_string(),
+    };
+    let (start, end) = input.split_once("..").ok_or_else(bad)?;
+    let start: u64 = start.trim().parse().map_err(|_| bad())?;
+    let end: u64 = end.trim().parse().map_err(|_| bad())?;
+    if start >= end {
+        return Err(bad());
+    }
+    Ok(start..end)
+}
+
+/// One finding class across a sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassSummary {
+    /// Seeds that saw the class at least once.
+    pub seeds: u64,
+    /// Violations in total.
+    pub violations: u64,
+    /// The smallest seed that saw it, to replay with `--seed N --trace`.
+    pub replay_seed: u64,
+    /// The first finding's detail on the replay seed.
+    pub example: String,
+}
+
+/// What a sweep found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepSummary {
+    /// Seeds run.
+    pub seeds_run: u64,
+    /// Per finding class.
+    pub classes: BTreeMap<FindingClass, ClassSummary>,
+    /// Promotions decided, summed over every seed (a sanity signal that faults bite).
+    pub promotions: u64,
+    /// Acknowledged writes, summed over every seed.
+    pub acked_writes: u64,
+}
+
+impl SweepSummary {
+    /// Whether any non-inherent finding was seen.
+    pub fn has_bugs(&self) -> bool {
+        self.classes.keys().any(|class| !class.is_inherent())
+    }
+
+    fn absorb(&mut self, outcome: &RunOutcome) {
+        self.seeds_run += 1;
+        self.promotions += outcome.stats.promotions;
+        self.acked_writes += outcome.stats.acked_writes;
+        for (&class, &violations) in &outcome.counts {
+            let example = outcome
+                .findings
+                .iter()
+                .find(|f| f.class == class)
+                .map(|f| format!("t={} {}", f.at, f.detail))
+                .unwrap_or_default();
+            let entry = self.classes.entry(class).or_insert(ClassSummary {
+                seeds: 0,
+                violations: 0,
+                replay_seed: outcome.seed,
+                example,
+            });
+            entry.seeds += 1;
+            entry.violations += violations;
+        }
+    }
+
+    /// The finding table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{} seeds, {} promotions, {} acknowledged writes",
+            self.seeds_run, self.promotions, self.acked_writes
+        );
+        let _ = writeln!(
+            out,
+            "{:<36} {:>7} {:>10} {:>7} {:>9}",
+            "finding class", "seeds", "violations", "replay", "inherent"
+        );
+        for class in FindingClass::ALL {
+            let (seeds, violations, replay) = match self.classes.get(&class) {
+                Some(s) => (s.seeds, s.violations, s.replay_seed.to_string()),
+                None => (0, 0, "-".to_string()),
+            };
+            let inherent = if class.is_inherent() { "yes" } else { "no" };
+            let _ = writeln!(
+                out,
+                "{:<36} {seeds:>7} {violations:>10} {replay:>7} {inherent:>9}",
+                class.name()
+            );
+        }
+        for (class, summary) in &self.classes {
+            let _ = writeln!(
+                out,
+                "e.g. {} (seed {}): {}",
+                class.name(),
+                summary.replay_seed,
+                summary.example
+            );
+        }
+        out
+    }
+}
+
+/// Runs every seed of `seeds` on `threads` workers. Each run is deterministic in its seed, and
+/// results are combined in seed order, so the summary does not depend on `threads`.
+pub fn sweep(args: &Args, seeds: Range<u64>, threads: usize) -> Result<SweepSummary> {
+    let next = AtomicU64::new(seeds.start);
+    let results: Mutex<Vec<RunOutcome>> = Mutex::new(Vec::new());
+    let worker_count = threads.max(1);
+    let joined: Vec<std::thread::Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..worker_count)
+            .map(|_| {
+                scope.spawn(|| loop {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= seeds.end {
+                        break;
+                    }
+                    let mut outcome = run(&args.config(seed));
+                    outcome.trace.clear();
+                    if let Ok(mut all) = results.lock() {
+                        all.push(outcome);
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    if joined.iter().any(std::result::Result::is_err) {
+        return Err(Error::WorkerPanicked);
+    }
+    let mut outcomes = results.into_inner().map_err(|_| Error::WorkerPanicked)?;
+    outcomes.sort_by_key(|o| o.seed);
+    let mut summary = SweepSummary::default();
+    for outcome in &outcomes {
+        summary.absorb(outcome);
+    }
+    Ok(summary)
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main_with(args: &Args) -> Result<u8> {
+    if let Some(seed) = args.seed {
+        let outcome = run(&args.config(seed));
+        let mut out = String::new();
+        if args.trace {
+            out.push_str(&outcome.trace);
+        }
+        let _ = writeln!(
+            out,
+            "seed {seed}: {} promotions, {} acknowledged writes, {} findings",
+            outcome.stats.promotions,
+            outcome.stats.acked_writes,
+            outcome.counts.values().sum::<u64>()
+        );
+        for finding in &outcome.findings {
+            let inherent = if finding.class.is_inherent() {
+                " (inherent)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {} at {}{inherent}: {}",
+                finding.class, finding.at, finding.detail
+            );
+        }
+        print!("{out}");
+        let bugs = outcome.counts.keys().any(|c| !c.is_inherent());
+        return Ok(if bugs { EXIT_FINDINGS } else { EXIT_OK });
+    }
+    let seeds = parse_seed_range(&args.seeds)?;
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let summary = sweep(args, seeds, threads)?;
+    print!("{}", summary.table());
+    Ok(if summary.has_bugs() {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_range_parses_and_rejects_garbage() {
+        assert_eq!(parse_seed_range("0..1000").ok(), Some(0..1000));
+        assert!(parse_seed_range("5..5").is_err());
+        assert!(parse_seed_range("x..3").is_err());
+        assert!(parse_seed_range("7").is_err());
+    }
+}

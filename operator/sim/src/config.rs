@@ -1,0 +1,37 @@
+//! What one simulated run is: its seed, its length and which fault families are on.
+
+use crate::clock::SimTime;
+
+/// Default simulated duration of a run: 10 minutes.
+pub const DURATION_MILLIS_DEFAULT: u64 = 10 * 60 * 1000;
+
+/// Configuration of one run. The seed alone decides everything else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimConfig {
+    /// The one PRNG seed.
+    pub seed: u64,
+    /// Simulated duration.
+    pub duration: SimTime,
+    /// Operator restarts may lose the status copy and the annotation copy of its memory,
+    /// independently of each other (seed 001: `CooldownViolated(restart+stateLost)`).
+    pub state_loss: bool,
+    /// Record the step-by-step trace.
+    pub trace: bool,
+    /// Test-only: run core's deliberately broken promotion rule (promote without waiting for
+    /// the old lease), to prove the invariants catch it.
+    #[doc(hidden)]
+    pub broken_promotion_rule: bool,
+}
+
+impl SimConfig {
+    /// Defaults for `seed`: 10 simulated minutes, no state loss, no trace.
+    pub fn new(seed: u64) -> SimConfig {
+        SimConfig {
+            seed,
+            duration: SimTime(DURATION_MILLIS_DEFAULT),
+            state_loss: false,
+            trace: false,
+            broken_promotion_rule: false,
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The simulator's error type.
+
+/// Result with the simulator's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong outside a simulated world (inside it, faults are the point, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A `--seeds` range did not parse.
+    #[error("parse seed range {input:?}: expected START..END with START < END")]
+    SeedRange {
+        /// The text given.
+        input: String,
+    },
+    /// The simulated group spec is invalid (a bug in the simulator's own spec).
+    #[error("build the simulated group spec: {problems}")]
+    Spec {
+        /// The problems `validate` reported.
+        problems: String,
+    },
+    /// A worker thread of the seed sweep panicked.
+    #[error("run seed worker thread: it panicked")]
+    WorkerPanicked,
+}

@@ -1,0 +1,366 @@
+//! The fault schedule: crashes, partitions, operator outages, planned failover requests and the
+//! deploy pipeline, all drawn from the run's PRNG at bootstrap.
+//!
+//! Faults start only before the quiet tail of the run and last at most
+//! [`FAULT_DURATION_MILLIS_MAX`], so every run ends with a healed world long enough to check
+//! liveness ([`crate::invariants::LIVENESS_BOUND_MILLIS`]).
+
+use crate::clock::SimTime;
+use crate::invariants::{FindingClass, LIVENESS_BOUND_MILLIS};
+use crate::network::{isolate, Partition, OPERATOR_NODE, SITE_COUNT};
+use crate::trace;
+use crate::world::{Event, World, SITE_NAMES};
+use rand::Rng;
+use std::collections::BTreeSet;
+
+/// First fault no earlier than this, so the group bootstraps undisturbed.
+pub const FAULTS_START_MILLIS: u64 = 20_000;
+
+/// Mean time between fault starts.
+pub const FAULT_INTERVAL_MILLIS_MEAN: u64 = 25_000;
+
+/// Longest fault.
+pub const FAULT_DURATION_MILLIS_MAX: u64 = 60_000;
+
+/// Faults stop starting this long before the end of the run: long enough for the last one to
+/// heal and for the liveness bound to elapse after it.
+pub const QUIET_TAIL_MILLIS: u64 = FAULT_DURATION_MILLIS_MAX + LIVENESS_BOUND_MILLIS + 5_000;
+
+/// Faults drawn per run at most (a bound on the schedule, not a target).
+pub const FAULTS_PER_RUN_MAX: usize = 200;
+
+/// One scheduled fault or external action.
+#[derive(Debug, Clone)]
+pub enum FaultEvent {
+    /// mysqld of a site crashes; it restarts when the fault heals.
+    MysqldCrash {
+        /// Fault id.
+        id: u64,
+        /// The site.
+        site: usize,
+    },
+    /// The whole pod (mysqld and sidecar) dies; both restart when the fault heals.
+    PodCrash {
+        /// Fault id.
+        id: u64,
+        /// The site.
+        site: usize,
+    },
+    /// Links are cut.
+    Partition {
+        /// Fault id.
+        id: u64,
+        /// The cut.
+        partition: Partition,
+    },
+    /// The operator process dies; it restarts when the fault heals.
+    OperatorCrash {
+        /// Fault id.
+        id: u64,
+    },
+    /// A fault ends.
+    Heal {
+        /// Fault id.
+        id: u64,
+    },
+    /// A human (or `kubectl bloodraven promote`) requests a planned failover to `site`.
+    PlannedFailoverRequest {
+        /// Target site.
+        site: usize,
+    },
+    /// The deploy pipeline starts a migration: takes the mutex, then the failover-hold.
+    PipelineStart,
+    /// The deploy pipeline's heartbeat.
+    PipelineHeartbeat {
+        /// The pipeline operation this heartbeat belongs to.
+        operation: u64,
+    },
+    /// The deploy pipeline finishes and releases its leases.
+    PipelineFinish {
+        /// The pipeline operation.
+        operation: u64,
+    },
+}
+
+/// What a fault in force is, so its heal can undo it.
+#[derive(Debug, Clone)]
+enum ActiveFault {
+    MysqldCrash(usize),
+    PodCrash(usize),
+    Partition(Partition),
+    OperatorCrash,
+}
+
+/// Faults in force.
+#[derive(Debug, Default)]
+pub struct FaultState {
+    active: Vec<(u64, ActiveFault)>,
+    healed_since: Option<SimTime>,
+    liveness_checked: bool,
+    down_sites: BTreeSet<usize>,
+}
+
+/// The deploy pipeline's own state (the client side of seed 003).
+#[derive(Debug, Default)]
+pub struct PipelineState {
+    /// The current operation number; zero when idle.
+    pub operation: u64,
+    /// Operations started so far.
+    pub sequence: u64,
+    /// Credentials held, with the generation each was granted under.
+    pub held: Vec<(bloodraven_core::deploy::LeaseCredentials, u64)>,
+    /// Heartbeat interval: ttl / 3.
+    pub heartbeat_millis: u64,
+}
+
+impl FaultState {
+    /// Whether the fault schedule has nothing in force.
+    pub fn none_active(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// Whether a site's mysqld or pod is down by a fault.
+    pub fn site_down(&self, site: usize) -> bool {
+        self.down_sites.contains(&site)
+    }
+}
+
+impl World {
+    /// Draws the whole fault schedule of the run.
+    pub fn schedule_faults(&mut self) {
+        let last_start = self
+            .cfg
+            .duration
+            .as_millis()
+            .saturating_sub(QUIET_TAIL_MILLIS);
+        let mut at = FAULTS_START_MILLIS;
+        for index in 0..FAULTS_PER_RUN_MAX {
+            at += self.exponential(FAULT_INTERVAL_MILLIS_MEAN);
+            if at >= last_start {
+                break;
+            }
+            let id = index as u64 + 1;
+            let duration = self.rng.random_range(1_000..=FAULT_DURATION_MILLIS_MAX);
+            let roll = self.rng.random_range(0..100u32);
+            let fault = match roll {
+                0..=19 => FaultEvent::MysqldCrash {
+                    id,
+                    site: self.weighted_site(),
+                },
+                20..=34 => FaultEvent::PodCrash {
+                    id,
+                    site: self.weighted_site(),
+                },
+                35..=59 => FaultEvent::Partition {
+                    id,
+                    partition: self.random_partition(),
+                },
+                60..=74 => FaultEvent::OperatorCrash { id },
+                75..=87 => {
+                    let site = self.rng.random_range(0..2);
+                    self.schedule_at(
+                        SimTime(at),
+                        Event::Fault(FaultEvent::PlannedFailoverRequest { site }),
+                    );
+                    continue;
+                }
+                _ => {
+                    self.schedule_at(SimTime(at), Event::Fault(FaultEvent::PipelineStart));
+                    continue;
+                }
+            };
+            self.schedule_at(SimTime(at), Event::Fault(fault));
+            self.schedule_at(
+                SimTime(at + duration),
+                Event::Fault(FaultEvent::Heal { id }),
+            );
+        }
+    }
+
+    /// A site, the read-write ones (the interesting ones) more often than the reader.
+    fn weighted_site(&mut self) -> usize {
+        match self.rng.random_range(0..10u32) {
+            0..=4 => 0,
+            5..=7 => 1,
+            _ => 2,
+        }
+    }
+
+    fn random_partition(&mut self) -> Partition {
+        match self.rng.random_range(0..5u32) {
+            0 | 1 => {
+                let site = self.weighted_site();
+                Partition {
+                    links: isolate(site),
+                    label: format!("{} isolated", SITE_NAMES[site]),
+                }
+            }
+            2 => {
+                let a = self.rng.random_range(0..SITE_COUNT);
+                let b = (a + self.rng.random_range(1..SITE_COUNT)) % SITE_COUNT;
+                Partition {
+                    links: vec![(a, b)],
+                    label: format!("{}-{} cut", SITE_NAMES[a], SITE_NAMES[b]),
+                }
+            }
+            3 => {
+                let site = self.weighted_site();
+                Partition {
+                    links: vec![(site, OPERATOR_NODE)],
+                    label: format!("operator-{} cut", SITE_NAMES[site]),
+                }
+            }
+            _ => Partition {
+                links: isolate(OPERATOR_NODE),
+                label: "operator isolated".to_string(),
+            },
+        }
+    }
+
+    /// Executes one scheduled fault or external action.
+    pub fn fault(&mut self, fault: FaultEvent) {
+        match fault {
+            FaultEvent::MysqldCrash { id, site } => {
+                if self.faults.site_down(site) {
+                    return;
+                }
+                trace!(
+                    self.trace,
+                    self.now,
+                    "fault",
+                    "mysqld on {} crashes",
+                    SITE_NAMES[site]
+                );
+                self.sites[site].crash();
+                self.faults.down_sites.insert(site);
+                self.faults
+                    .active
+                    .push((id, ActiveFault::MysqldCrash(site)));
+            }
+            FaultEvent::PodCrash { id, site } => {
+                if self.faults.site_down(site) {
+                    return;
+                }
+                trace!(
+                    self.trace,
+                    self.now,
+                    "fault",
+                    "pod of {} dies (mysqld and sidecar)",
+                    SITE_NAMES[site]
+                );
+                self.sites[site].crash();
+                self.stop_sidecar(site);
+                self.faults.down_sites.insert(site);
+                self.faults.active.push((id, ActiveFault::PodCrash(site)));
+            }
+            FaultEvent::Partition { id, partition } => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "fault",
+                    "partition: {}",
+                    partition.label
+                );
+                self.net.apply(&partition);
+                self.faults
+                    .active
+                    .push((id, ActiveFault::Partition(partition)));
+            }
+            FaultEvent::OperatorCrash { id } => {
+                if !self.operator.up {
+                    return;
+                }
+                trace!(self.trace, self.now, "fault", "operator crashes");
+                self.stop_operator();
+                self.faults.active.push((id, ActiveFault::OperatorCrash));
+            }
+            FaultEvent::Heal { id } => self.heal(id),
+            FaultEvent::PlannedFailoverRequest { site } => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "human",
+                    "annotates planned-failover={}",
+                    SITE_NAMES[site]
+                );
+                self.store.request_planned_failover(SITE_NAMES[site]);
+            }
+            FaultEvent::PipelineStart => self.pipeline_start(),
+            FaultEvent::PipelineHeartbeat { operation } => self.pipeline_heartbeat(operation),
+            FaultEvent::PipelineFinish { operation } => self.pipeline_finish(operation),
+        }
+        self.faults.healed_since = None;
+        self.faults.liveness_checked = false;
+    }
+
+    fn heal(&mut self, id: u64) {
+        let Some(index) = self.faults.active.iter().position(|(fid, _)| *fid == id) else {
+            return;
+        };
+        let (_, fault) = self.faults.active.remove(index);
+        match fault {
+            ActiveFault::MysqldCrash(site) => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "heal",
+                    "mysqld on {} restarts (read-only)",
+                    SITE_NAMES[site]
+                );
+                self.sites[site].restart(self.now);
+                self.faults.down_sites.remove(&site);
+            }
+            ActiveFault::PodCrash(site) => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "heal",
+                    "pod of {} restarts (read-only, no authority)",
+                    SITE_NAMES[site]
+                );
+                self.sites[site].restart(self.now);
+                self.start_sidecar(site);
+                self.faults.down_sites.remove(&site);
+            }
+            ActiveFault::Partition(partition) => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "heal",
+                    "partition healed: {}",
+                    partition.label
+                );
+                self.net.heal(&partition);
+            }
+            ActiveFault::OperatorCrash => {
+                trace!(self.trace, self.now, "heal", "operator restarts");
+                self.start_operator();
+            }
+        }
+    }
+
+    /// Liveness after heal: once nothing is in force, a writable site must appear within
+    /// [`LIVENESS_BOUND_MILLIS`].
+    pub fn check_liveness(&mut self) {
+        let healed = self.faults.none_active() && self.operator.up && self.net.fully_connected();
+        if !healed {
+            self.faults.healed_since = None;
+            self.faults.liveness_checked = false;
+            return;
+        }
+        let since = *self.faults.healed_since.get_or_insert(self.now);
+        if self.faults.liveness_checked || self.now.millis_since(since) < LIVENESS_BOUND_MILLIS {
+            return;
+        }
+        self.faults.liveness_checked = true;
+        if !self.sites.iter().any(crate::site::Site::accepts_writes) {
+            let detail = format!(
+                "healed since {since}, no writable site after {LIVENESS_BOUND_MILLIS} ms; store \
+                 names {:?} active",
+                self.store.memory.as_ref().map(|m| m.active_site.clone())
+            );
+            self.checker
+                .report(FindingClass::NoWritableAfterHeal, self.now, detail);
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! Simulated sidecars running core's real lease rule ([`bloodraven_core::lease::SiteLease`]).
+//!
+//! Each sidecar reads its own drifting monotonic clock, asks its peers for a lease every
+//! `duration / 3` over the simulated network, answers its peers' requests, and enforces the
+//! write rule on its mysqld: on every state change, on a periodic tick, and exactly when its
+//! held lease lapses on its own clock. It also serves the operator's calls (status, authority
+//! push, fence, promote, repoint).
+
+use crate::clock::{DriftClock, SimTime, EPOCH_UNIX_MILLIS};
+use crate::operator::WRITE_LEASE_MILLIS;
+use crate::store::{site_of_source_host, GROUP};
+use crate::trace;
+use crate::world::{Event, World, SITE_NAMES};
+use bloodraven_api::names;
+use bloodraven_api::sidecar::{
+    Authority, AuthorityResponse, FenceRequest, FenceResponse, LeaseRequest, LeaseResponse,
+    MutationReport, MysqlObservation, MysqldRun, PromoteRequest, PromoteResponse, ReplicationState,
+    RepointRequest, RepointResponse, SidecarStatus,
+};
+use bloodraven_api::Timestamp;
+use bloodraven_core::lease::{
+    enforcement, Enforcement, LeaseConfig, MonotonicMillis, RoundId, SiteLease,
+};
+use rand::Rng;
+use std::time::Duration;
+
+/// The sidecar's periodic enforcement tick, in milliseconds of its own clock.
+pub const TICK_MILLIS: u64 = 250;
+
+/// One simulated sidecar process.
+#[derive(Debug)]
+pub struct SimSidecar {
+    /// Its site.
+    pub site: usize,
+    /// Its monotonic clock.
+    pub clock: DriftClock,
+    /// Incarnation counter: events of a dead run are dropped.
+    pub run: u64,
+    /// When this run started (true time), for `sidecar_uptime`.
+    pub started_at: SimTime,
+    /// The lease state; `None` while the process is down.
+    pub lease: Option<SiteLease>,
+}
+
+impl SimSidecar {
+    /// A sidecar that has not started yet.
+    pub fn new(site: usize, clock: DriftClock) -> SimSidecar {
+        SimSidecar {
+            site,
+            clock,
+            run: 0,
+            started_at: SimTime(0),
+            lease: None,
+        }
+    }
+
+    /// Whether the process is running.
+    pub fn up(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    /// The reading of its monotonic clock at true time `now`.
+    pub fn mono(&self, now: SimTime) -> MonotonicMillis {
+        MonotonicMillis(self.clock.read_millis(now))
+    }
+
+    /// True milliseconds until its clock has advanced by at least `mono_millis`.
+    pub fn true_delay_for(&self, mono_millis: u64) -> u64 {
+        let rate = 1_000_000 + self.clock.drift_ppm;
+        // ceil(mono * 1e6 / rate), plus one for the integer truncation of the clock reading.
+        let rate = u64::try_from(rate).unwrap_or(1_000_000).max(1);
+        (mono_millis * 1_000_000).div_ceil(rate) + 1
+    }
+}
+
+fn lease_config(site: usize) -> Option<LeaseConfig> {
+    LeaseConfig::new(
+        GROUP,
+        SITE_NAMES[site],
+        SITE_NAMES,
+        Duration::from_millis(WRITE_LEASE_MILLIS),
+    )
+    .ok()
+}
+
+/// Wall-clock timestamp of true time `now` (sidecar status times are informational).
+fn wall(now: SimTime) -> Timestamp {
+    Timestamp::from_unix_millis(EPOCH_UNIX_MILLIS + i64::try_from(now.as_millis()).unwrap_or(0))
+}
+
+impl World {
+    /// Starts (or restarts) the sidecar of `site`: no cached authority (startup safety net).
+    pub fn start_sidecar(&mut self, site: usize) {
+        let Some(config) = lease_config(site) else {
+            return;
+        };
+        let sidecar = &mut self.sidecars[site];
+        sidecar.run += 1;
+        sidecar.started_at = self.now;
+        sidecar.lease = Some(SiteLease::new(config));
+        let run = sidecar.run;
+        let first_tick = self.rng.random_range(1..TICK_MILLIS);
+        self.schedule_in(
+            first_tick,
+            Event::SidecarTick {
+                site,
+                run,
+                periodic: true,
+            },
+        );
+        let first_renew = self.rng.random_range(1..100);
+        self.schedule_in(first_renew, Event::LeaseRenew { site, run });
+        self.enforce(site);
+    }
+
+    /// The sidecar process of `site` dies (its cached authority and lease with it).
+    pub fn stop_sidecar(&mut self, site: usize) {
+        self.sidecars[site].lease = None;
+    }
+
+    /// Applies the write rule to mysqld now.
+    pub fn enforce(&mut self, site: usize) {
+        let now = self.now;
+        let mono = self.sidecars[site].mono(now);
+        let Some(lease) = self.sidecars[site].lease.as_ref() else {
+            return;
+        };
+        let desired = lease.desired(mono);
+        let mysqld = &self.sites[site];
+        let observed = mysqld.mysqld_up.then_some(mysqld.read_only);
+        match enforcement(desired, observed) {
+            Enforcement::Nothing | Enforcement::ObserveFirst => {}
+            Enforcement::SetReadOnly {
+                reason,
+                topology_mismatch,
+            } => {
+                if self.sites[site].mysqld_up && !self.sites[site].read_only {
+                    self.sites[site].read_only = true;
+                    trace!(
+                        self.trace,
+                        now,
+                        SITE_NAMES[site],
+                        "sidecar sets read_only ({}{})",
+                        reason.as_str(),
+                        if topology_mismatch {
+                            ", topology mismatch"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+            }
+            Enforcement::SetWritable => {
+                if self.sites[site].mysqld_up {
+                    self.sites[site].read_only = false;
+                    let remaining = lease.lease_remaining_ms(mono);
+                    trace!(
+                        self.trace,
+                        now,
+                        SITE_NAMES[site],
+                        "sidecar clears read_only (lease {remaining} ms left)"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Schedules a one-shot enforcement exactly when the held lease lapses on this sidecar's
+    /// clock (the periodic tick alone would fence up to a tick late).
+    fn schedule_expiry_wakeup(&mut self, site: usize) {
+        let mono = self.sidecars[site].mono(self.now);
+        let remaining = self.sidecars[site]
+            .lease
+            .as_ref()
+            .map_or(0, |lease| lease.lease_remaining_ms(mono));
+        if remaining > 0 {
+            let delay = self.sidecars[site].true_delay_for(remaining);
+            let run = self.sidecars[site].run;
+            self.schedule_in(
+                delay,
+                Event::SidecarTick {
+                    site,
+                    run,
+                    periodic: false,
+                },
+            );
+        }
+    }
+
+    /// The periodic tick of a sidecar.
+    pub fn sidecar_tick(&mut self, site: usize, run: u64, periodic: bool) {
+        if self.sidecars[site].run != run || !self.sidecars[site].up() {
+            return;
+        }
+        self.enforce(site);
+        // Only the periodic chain reschedules itself; expiry wake-ups are one-shot.
+        if periodic {
+            let delay = self.sidecars[site].true_delay_for(TICK_MILLIS);
+            self.schedule_in(
+                delay,
+                Event::SidecarTick {
+                    site,
+                    run,
+                    periodic: true,
+                },
+            );
+        }
+    }
+
+    /// The lease renewal timer: starts a round when this sidecar's authority names its site.
+    pub fn lease_renew(&mut self, site: usize, run: u64) {
+        if self.sidecars[site].run != run || !self.sidecars[site].up() {
+            return;
+        }
+        let now = self.now;
+        let mono = self.sidecars[site].mono(now);
+        let interval = WRITE_LEASE_MILLIS / 3;
+        let delay = self.sidecars[site].true_delay_for(interval);
+        self.schedule_in(delay, Event::LeaseRenew { site, run });
+        let Some(lease) = self.sidecars[site].lease.as_mut() else {
+            return;
+        };
+        let Some((round, request)) = lease.begin_round(mono) else {
+            return;
+        };
+        for peer in 0..SITE_NAMES.len() {
+            if peer == site || !self.net.connected(site, peer) {
+                continue;
+            }
+            let latency = self.latency();
+            self.schedule_in(
+                latency,
+                Event::LeaseRequestArrives {
+                    from: site,
+                    to: peer,
+                    request: request.clone(),
+                    round: round.0,
+                    run,
+                },
+            );
+        }
+        self.enforce(site);
+    }
+
+    /// A peer answers a lease request.
+    pub fn lease_request_arrives(
+        &mut self,
+        from: usize,
+        to: usize,
+        request: &LeaseRequest,
+        round: u64,
+        run: u64,
+    ) {
+        if !self.net.connected(from, to) {
+            return;
+        }
+        let mono = self.sidecars[to].mono(self.now);
+        let Some(lease) = self.sidecars[to].lease.as_mut() else {
+            return;
+        };
+        let response = lease.answer_lease(request, mono);
+        let latency = self.latency();
+        self.schedule_in(
+            latency,
+            Event::LeaseResponseArrives {
+                from: to,
+                to: from,
+                response,
+                round,
+                run,
+            },
+        );
+    }
+
+    /// The requester records a peer's answer.
+    pub fn lease_response_arrives(
+        &mut self,
+        from: usize,
+        to: usize,
+        response: &LeaseResponse,
+        round: u64,
+        run: u64,
+    ) {
+        if self.sidecars[to].run != run || !self.net.connected(from, to) {
+            return;
+        }
+        let Some(lease) = self.sidecars[to].lease.as_mut() else {
+            return;
+        };
+        if lease.record_peer_response(RoundId(round), SITE_NAMES[from], response) {
+            self.enforce(to);
+            self.schedule_expiry_wakeup(to);
+        }
+    }
+
+    fn mysql_observation(&self, site: usize) -> MysqlObservation {
+        let mysqld = &self.sites[site];
+        if !mysqld.mysqld_up {
+            return MysqlObservation {
+                reachable: false,
+                error: Some("connect to mysqld: connection refused".to_string()),
+                read_only: None,
+                gtid_executed: None,
+                replication: None,
+                mysqld: None,
+            };
+        }
+        let replication = mysqld.source.map(|source| ReplicationState {
+            running: mysqld.replicating(),
+            source_host: Some(names::source_host(
+                GROUP,
+                SITE_NAMES[source],
+                crate::store::NAMESPACE,
+            )),
+            source_port: Some(names::PORT_MYSQL),
+            seconds_behind_source: mysqld.seconds_behind_source(self.now),
+            last_error: None,
+        });
+        let uptime = self.now.millis_since(mysqld.started_at);
+        MysqlObservation {
+            reachable: true,
+            error: None,
+            read_only: Some(mysqld.read_only),
+            gtid_executed: Some(mysqld.executed.server_text()),
+            replication,
+            mysqld: Some(MysqldRun {
+                server_id: mysqld.server_id.to_string(),
+                uptime_seconds: uptime / 1000,
+                started_at: wall(mysqld.started_at),
+            }),
+        }
+    }
+
+    /// `GET /v1/status` of the sidecar of `site`; `None` when the process is down.
+    pub fn sidecar_status(&self, site: usize) -> Option<SidecarStatus> {
+        let sidecar = &self.sidecars[site];
+        let lease = sidecar.lease.as_ref()?;
+        let mono = sidecar.mono(self.now);
+        Some(SidecarStatus {
+            group: GROUP.to_string(),
+            site: SITE_NAMES[site].to_string(),
+            observed_at: wall(self.now),
+            mysql: self.mysql_observation(site),
+            fenced: lease.desired(mono).read_only(),
+            fence: lease.fence_state().cloned(),
+            lease: lease.lease_state(mono),
+            authority: lease.authority().cloned(),
+            last_granted_ago_ms: lease.last_granted_ago_ms(mono),
+        })
+    }
+
+    /// `PUT /v1/authority` on the sidecar of `site`.
+    pub fn sidecar_push_authority(
+        &mut self,
+        site: usize,
+        authority: &Authority,
+    ) -> Option<AuthorityResponse> {
+        let mono = self.sidecars[site].mono(self.now);
+        let lease = self.sidecars[site].lease.as_mut()?;
+        let decision = lease.push_authority(authority.clone());
+        let response = AuthorityResponse {
+            decision,
+            cached: lease.authority().cloned(),
+            last_granted_ago_ms: lease.last_granted_ago_ms(mono),
+        };
+        self.enforce(site);
+        Some(response)
+    }
+
+    /// `POST /v1/fence` on the sidecar of `site`.
+    pub fn sidecar_fence(&mut self, site: usize, request: &FenceRequest) -> Option<FenceResponse> {
+        let lease = self.sidecars[site].lease.as_mut()?;
+        if request.group != GROUP {
+            return None;
+        }
+        let fence = lease.fence(request.topology_generation, request.reason.clone());
+        if self.sites[site].mysqld_up && !self.sites[site].read_only {
+            trace!(
+                self.trace,
+                self.now,
+                SITE_NAMES[site],
+                "fenced by operator: {}",
+                request.reason
+            );
+        }
+        if self.sites[site].mysqld_up {
+            self.sites[site].read_only = true;
+        }
+        self.enforce(site);
+        let killed = (request.kill_connections && self.sites[site].mysqld_up).then_some(0);
+        Some(FenceResponse {
+            fence,
+            read_only: self.mutation_report(site, None),
+            killed_connections: killed,
+        })
+    }
+
+    /// `POST /v1/promote` on the sidecar of `site`: drain the relay log, detach replication.
+    pub fn sidecar_promote(
+        &mut self,
+        site: usize,
+        request: &PromoteRequest,
+    ) -> Option<PromoteResponse> {
+        self.sidecars[site].lease.as_ref()?;
+        if request.group != GROUP || !self.sites[site].mysqld_up {
+            return None;
+        }
+        let applied = self.sites[site].apply_relay();
+        let drained = match request.drain_until_gtid.as_deref() {
+            None => true,
+            Some(text) => {
+                match bloodraven_mysql::GtidSet::parse(bloodraven_mysql::Flavor::MariaDb, text) {
+                    Ok(target) => self.sites[site].executed.gtid_set().contains(&target),
+                    Err(_) => false,
+                }
+            }
+        };
+        if drained {
+            self.sites[site].replication_enabled = false;
+            self.sites[site].source = None;
+        }
+        trace!(
+            self.trace,
+            self.now,
+            SITE_NAMES[site],
+            "promote: drained {applied} relayed, detached={drained}"
+        );
+        Some(PromoteResponse {
+            drained,
+            detach: self.mutation_report(site, None),
+        })
+    }
+
+    /// `POST /v1/repoint` on the sidecar of `site`.
+    pub fn sidecar_repoint(
+        &mut self,
+        site: usize,
+        request: &RepointRequest,
+    ) -> Option<RepointResponse> {
+        self.sidecars[site].lease.as_ref()?;
+        let source = site_of_source_host(&request.source_host)?;
+        if request.group != GROUP || !self.sites[site].mysqld_up || source == site {
+            return None;
+        }
+        if self.sites[site].source != Some(source) || !self.sites[site].replication_enabled {
+            trace!(
+                self.trace,
+                self.now,
+                SITE_NAMES[site],
+                "repointed to {}",
+                SITE_NAMES[source]
+            );
+        }
+        self.sites[site].source = Some(source);
+        self.sites[site].replication_enabled = true;
+        Some(RepointResponse {
+            repoint: self.mutation_report(site, None),
+        })
+    }
+
+    fn mutation_report(&self, site: usize, error: Option<String>) -> MutationReport {
+        MutationReport {
+            error,
+            observed: self.mysql_observation(site),
+        }
+    }
+}

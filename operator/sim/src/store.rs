@@ -1,0 +1,128 @@
+//! The simulated Kubernetes API as far as the operator and the invariants see it: the
+//! `MysqlFailoverGroup`'s status (the operator's persisted memory) and annotations, the
+//! `DNSEndpoint`, pod labels, node taints, and the deploy-lease objects.
+//!
+//! With `--state-loss`, an operator restart may lose the status copy and the annotation copy
+//! of its memory, each independently (seed 001: "losing it across a restart takes both paths
+//! rejecting writes at once"). Losing the status copy reverts the status to what it was before
+//! the write that set the current cooldown (that write, and every later one, was rejected).
+
+use crate::world::SITE_NAMES;
+use bloodraven_api::names;
+use bloodraven_api::DNSEndpointSpec;
+use bloodraven_core::deploy::DeployLeases;
+use bloodraven_core::engine::{GroupAnnotations, GroupMemory, PodRole};
+use bloodraven_core::time::Timestamp;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Name of the simulated group.
+pub const GROUP: &str = names::PLAYGROUND_GROUP;
+
+/// Namespace of the simulated group.
+pub const NAMESPACE: &str = names::PLAYGROUND_NAMESPACE;
+
+/// ClusterIP of a site's internal Service.
+pub fn cluster_ip(site: usize) -> String {
+    format!("10.96.0.{}", 10 + site)
+}
+
+/// Node of a site's pod.
+pub fn node_name(site: usize) -> String {
+    format!("node-{}", SITE_NAMES[site])
+}
+
+/// The site whose canonical replication source host is `host`.
+pub fn site_of_source_host(host: &str) -> Option<usize> {
+    (0..SITE_NAMES.len()).find(|&site| {
+        host == names::source_host(GROUP, SITE_NAMES[site], NAMESPACE)
+            || host == names::site_service(GROUP, SITE_NAMES[site])
+    })
+}
+
+/// The site whose name is `name`.
+pub fn site_index(name: &str) -> Option<usize> {
+    SITE_NAMES.iter().position(|&site| site == name)
+}
+
+/// The API objects.
+#[derive(Debug, Default)]
+pub struct ApiStore {
+    /// The status copy of the operator's memory; `None` until first written.
+    pub memory: Option<GroupMemory>,
+    /// What the status was before the write that set the current cooldown.
+    status_before_cooldown: Option<GroupMemory>,
+    /// The group's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The `DNSEndpoint` spec, if the object exists.
+    pub dns: Option<DNSEndpointSpec>,
+    /// Pod labels: role and healthy, per site.
+    pub labels: BTreeMap<usize, (PodRole, bool)>,
+    /// Tainted nodes.
+    pub taints: BTreeSet<String>,
+    /// The deploy leases and tombstones.
+    pub deploy: DeployLeases,
+}
+
+impl ApiStore {
+    /// An empty API: no status, no annotations, no DNS record.
+    pub fn new() -> ApiStore {
+        ApiStore::default()
+    }
+
+    /// The site the DNS record points at, if any.
+    pub fn dns_target_site(&self) -> Option<usize> {
+        let target = self.dns.as_ref()?.endpoints.first()?.targets.first()?;
+        (0..SITE_NAMES.len()).find(|&site| *target == cluster_ip(site))
+    }
+
+    /// Writes `bloodraven.shipstream.io/planned-failover=<site>`.
+    pub fn request_planned_failover(&mut self, site: &str) {
+        self.annotations.insert(
+            names::ANNOTATION_PLANNED_FAILOVER.to_string(),
+            site.to_string(),
+        );
+    }
+
+    /// The annotations as `decide` reads them.
+    pub fn group_annotations(&self) -> GroupAnnotations {
+        GroupAnnotations {
+            planned_failover: self
+                .annotations
+                .get(names::ANNOTATION_PLANNED_FAILOVER)
+                .cloned(),
+            revoke_deployment_leases: self
+                .annotations
+                .contains_key(names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES),
+            cooldown_until: self
+                .annotations
+                .get(names::ANNOTATION_COOLDOWN_UNTIL)
+                .and_then(|text| text.parse::<Timestamp>().ok()),
+        }
+    }
+
+    /// Persists the status copy of the operator's memory.
+    pub fn write_status(&mut self, memory: &GroupMemory) {
+        let previous_cooldown = self.memory.as_ref().and_then(|m| m.cooldown_until);
+        if memory.cooldown_until != previous_cooldown {
+            self.status_before_cooldown = self.memory.clone();
+        }
+        self.memory = Some(memory.clone());
+    }
+
+    /// State loss: the status copy reverts to before the write that set the cooldown.
+    pub fn lose_status_copy(&mut self) {
+        self.memory = self.status_before_cooldown.take();
+    }
+
+    /// State loss: the annotation copy of the cooldown is gone.
+    pub fn lose_annotation_copy(&mut self) {
+        self.annotations.remove(names::ANNOTATION_COOLDOWN_UNTIL);
+    }
+
+    /// The later of the two persisted cooldown copies.
+    pub fn persisted_cooldown_until(&self) -> Option<Timestamp> {
+        let status = self.memory.as_ref().and_then(|m| m.cooldown_until);
+        let annotation = self.group_annotations().cooldown_until;
+        status.max(annotation)
+    }
+}

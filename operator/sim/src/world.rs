@@ -1,0 +1,434 @@
+//! The simulated world and its discrete-event loop.
+//!
+//! One seeded ChaCha PRNG draws every random number; events are ordered by (time, sequence
+//! number), so a run is a pure function of its [`SimConfig`]. After every event the invariants
+//! of [`crate::invariants`] are checked.
+//!
+//! The world's behaviour is split by component: this module holds the state, the loop, the
+//! client workload and replication; [`crate::sidecar`], [`crate::operator`], [`crate::store`]
+//! and [`crate::faults`] add their own `impl World` blocks.
+
+use crate::clock::{DriftClock, SimTime, DRIFT_PPM_MAX, OPERATOR_SKEW_MILLIS_MAX};
+use crate::config::SimConfig;
+use crate::faults::{FaultState, PipelineState};
+use crate::invariants::{Checker, Finding, FindingClass};
+use crate::network::{Network, OPERATOR_NODE};
+use crate::operator::{playground_spec, SimOperator};
+use crate::sidecar::SimSidecar;
+use crate::site::{Site, SiteRole};
+use crate::store::ApiStore;
+use crate::trace;
+use crate::trace::Trace;
+use bloodraven_api::OnCooldown;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// Mean time between client writes, in milliseconds (about 20 writes a second).
+pub const WRITE_INTERVAL_MILLIS_MEAN: u64 = 50;
+
+/// Probability that a committed write's acknowledgement never reaches the client.
+pub const ACK_LOSS_PROBABILITY: f64 = 0.02;
+
+/// Events processed in one run beyond which the run stops (a runaway schedule is a bug).
+pub const EVENTS_PER_RUN_MAX: u64 = 5_000_000;
+
+/// Names of the simulated sites, in spec order.
+pub const SITE_NAMES: [&str; 3] = ["iad", "pdx", "reader"];
+
+/// What happens at one instant.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The client workload attempts one write.
+    Write,
+    /// A replica's IO thread fetches from its source.
+    ReplicationPull {
+        /// The replica.
+        site: usize,
+    },
+    /// A replica's SQL thread applies its relay log.
+    RelayApply {
+        /// The replica.
+        site: usize,
+    },
+    /// A sidecar's periodic check of its rules against mysqld.
+    SidecarTick {
+        /// The sidecar's site.
+        site: usize,
+        /// The sidecar run this tick belongs to (stale ticks of a dead run are dropped).
+        run: u64,
+        /// Part of the periodic chain (reschedules itself) rather than a lease-expiry wake-up.
+        periodic: bool,
+    },
+    /// A sidecar's lease renewal timer.
+    LeaseRenew {
+        /// The sidecar's site.
+        site: usize,
+        /// The sidecar run.
+        run: u64,
+    },
+    /// A lease request arrives at a peer.
+    LeaseRequestArrives {
+        /// Requesting site.
+        from: usize,
+        /// Peer asked.
+        to: usize,
+        /// The request.
+        request: bloodraven_api::sidecar::LeaseRequest,
+        /// The requester's round.
+        round: u64,
+        /// The requester's run.
+        run: u64,
+    },
+    /// A lease response arrives back at the requester.
+    LeaseResponseArrives {
+        /// The peer that answered.
+        from: usize,
+        /// The requester.
+        to: usize,
+        /// The answer.
+        response: bloodraven_api::sidecar::LeaseResponse,
+        /// The requester's round.
+        round: u64,
+        /// The requester's run.
+        run: u64,
+    },
+    /// The operator's poll timer.
+    OperatorPoll {
+        /// The operator run this poll belongs to.
+        run: u64,
+    },
+    /// A mutation that returned an error or timed out lands after all (seed 001).
+    LateMutation(crate::operator::Mutation),
+    /// A fault starts or heals, or the deploy pipeline or a human acts.
+    Fault(crate::faults::FaultEvent),
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: SimTime,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Scheduled {}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap and the earliest event must come out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// Counters of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Events processed.
+    pub events: u64,
+    /// Client writes acknowledged.
+    pub acked_writes: u64,
+    /// Client writes refused (no writable site reachable).
+    pub refused_writes: u64,
+    /// Promotions decided (emergency and planned).
+    pub promotions: u64,
+    /// Operator polls run.
+    pub polls: u64,
+}
+
+/// The result of one run.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Violations per class.
+    pub counts: BTreeMap<FindingClass, u64>,
+    /// The first few findings of each class.
+    pub findings: Vec<Finding>,
+    /// The trace (empty unless tracing was on).
+    pub trace: String,
+    /// Counters.
+    pub stats: RunStats,
+}
+
+/// The whole simulated world of one run.
+#[derive(Debug)]
+pub struct World {
+    /// The run's configuration.
+    pub cfg: SimConfig,
+    /// The one PRNG.
+    pub rng: ChaCha8Rng,
+    /// True simulated time.
+    pub now: SimTime,
+    seq: u64,
+    queue: BinaryHeap<Scheduled>,
+    /// The sites' mysqld.
+    pub sites: Vec<Site>,
+    /// The sites' sidecars.
+    pub sidecars: Vec<SimSidecar>,
+    /// The network.
+    pub net: Network,
+    /// The Kubernetes API as the operator sees it.
+    pub store: ApiStore,
+    /// The operator process.
+    pub operator: SimOperator,
+    /// Faults in force and the fault schedule's bookkeeping.
+    pub faults: FaultState,
+    /// The deploy pipeline holding leases.
+    pub pipeline: PipelineState,
+    /// The invariant checker.
+    pub checker: Checker,
+    /// The trace.
+    pub trace: Trace,
+    /// Counters.
+    pub stats: RunStats,
+}
+
+impl World {
+    /// Builds the world of `cfg`: three sites with iad the initial active site, replicas
+    /// pointed at it, sidecars with drifting clocks, an operator about to bootstrap.
+    pub fn new(cfg: SimConfig) -> World {
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let sites = vec![
+            Site::new(SITE_NAMES[0], SiteRole::ReadWrite, 1),
+            Site::new(SITE_NAMES[1], SiteRole::ReadWrite, 2),
+            Site::new(SITE_NAMES[2], SiteRole::ReadOnly, 3),
+        ];
+        let sidecars = (0..sites.len())
+            .map(|site| {
+                let origin = rng.random_range(1_000_000..1_000_000_000);
+                let drift = rng.random_range(-DRIFT_PPM_MAX..=DRIFT_PPM_MAX);
+                SimSidecar::new(site, DriftClock::new(origin, drift))
+            })
+            .collect();
+        let operator_skew = rng.random_range(-OPERATOR_SKEW_MILLIS_MAX..=OPERATOR_SKEW_MILLIS_MAX);
+        let on_cooldown = if rng.random_bool(0.5) {
+            OnCooldown::Defer
+        } else {
+            OnCooldown::Reject
+        };
+        let store = ApiStore::new();
+        let checker = Checker::new(
+            SITE_NAMES.to_vec(),
+            crate::operator::COOLDOWN_MILLIS,
+            2 * OPERATOR_SKEW_MILLIS_MAX.unsigned_abs(),
+        );
+        let trace = Trace::new(cfg.trace);
+        let mut world = World {
+            cfg,
+            rng,
+            now: SimTime(0),
+            seq: 0,
+            queue: BinaryHeap::new(),
+            sites,
+            sidecars,
+            net: Network::new(),
+            store,
+            operator: SimOperator::new(operator_skew, playground_spec(on_cooldown)),
+            faults: FaultState::default(),
+            pipeline: PipelineState::default(),
+            checker,
+            trace,
+            stats: RunStats::default(),
+        };
+        world.bootstrap();
+        world
+    }
+
+    fn bootstrap(&mut self) {
+        // Replicas start pointed at the initial active site, as the StatefulSets would be set up.
+        for site in 1..self.sites.len() {
+            self.sites[site].source = Some(0);
+            self.sites[site].replication_enabled = true;
+            let delay = self.rng.random_range(20..200);
+            self.schedule_in(delay, Event::ReplicationPull { site });
+        }
+        for site in 0..self.sidecars.len() {
+            self.start_sidecar(site);
+        }
+        self.start_operator();
+        self.schedule_in(WRITE_INTERVAL_MILLIS_MEAN, Event::Write);
+        self.schedule_faults();
+        trace!(
+            self.trace,
+            self.now,
+            "world",
+            "seed {} bootstrap: iad initial active",
+            self.cfg.seed
+        );
+    }
+
+    /// Schedules `event` at `now + delay_millis`.
+    pub fn schedule_in(&mut self, delay_millis: u64, event: Event) {
+        self.schedule_at(self.now.plus_millis(delay_millis), event);
+    }
+
+    /// Schedules `event` at `at` (not before now).
+    pub fn schedule_at(&mut self, at: SimTime, event: Event) {
+        let at = at.max(self.now);
+        self.seq += 1;
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        });
+    }
+
+    /// Runs until the configured duration and returns the outcome.
+    pub fn run(mut self) -> RunOutcome {
+        while let Some(next) = self.queue.pop() {
+            if next.at > self.cfg.duration || self.stats.events >= EVENTS_PER_RUN_MAX {
+                break;
+            }
+            self.now = next.at;
+            self.stats.events += 1;
+            self.dispatch(next.event);
+            self.check_step();
+        }
+        self.finish();
+        RunOutcome {
+            seed: self.cfg.seed,
+            counts: self.checker.counts().clone(),
+            findings: self.checker.findings().to_vec(),
+            trace: self.trace.into_text(),
+            stats: self.stats,
+        }
+    }
+
+    fn dispatch(&mut self, event: Event) {
+        match event {
+            Event::Write => self.client_write(),
+            Event::ReplicationPull { site } => self.replication_pull(site),
+            Event::RelayApply { site } => self.relay_apply(site),
+            Event::SidecarTick {
+                site,
+                run,
+                periodic,
+            } => self.sidecar_tick(site, run, periodic),
+            Event::LeaseRenew { site, run } => self.lease_renew(site, run),
+            Event::LeaseRequestArrives {
+                from,
+                to,
+                request,
+                round,
+                run,
+            } => self.lease_request_arrives(from, to, &request, round, run),
+            Event::LeaseResponseArrives {
+                from,
+                to,
+                response,
+                round,
+                run,
+            } => self.lease_response_arrives(from, to, &response, round, run),
+            Event::OperatorPoll { run } => self.operator_poll(run),
+            Event::LateMutation(mutation) => self.late_mutation(mutation),
+            Event::Fault(fault) => self.fault(fault),
+        }
+    }
+
+    fn check_step(&mut self) {
+        let accepts: Vec<bool> = self.sites.iter().map(Site::accepts_writes).collect();
+        let executed: Vec<&crate::gtid::TxnSet> = self.sites.iter().map(|s| &s.executed).collect();
+        self.checker.on_step(self.now, &accepts, &executed);
+        self.check_liveness();
+    }
+
+    /// A uniformly drawn one-way network latency.
+    pub fn latency(&mut self) -> u64 {
+        self.rng
+            .random_range(crate::network::LATENCY_MILLIS_MIN..=crate::network::LATENCY_MILLIS_MAX)
+    }
+
+    /// An exponentially distributed delay with the given mean, at least 1 ms.
+    pub fn exponential(&mut self, mean_millis: u64) -> u64 {
+        let uniform: f64 = self.rng.random_range(f64::EPSILON..1.0);
+        let delay = -(uniform.ln()) * mean_millis as f64;
+        (delay as u64).max(1)
+    }
+
+    fn client_write(&mut self) {
+        let delay = self.exponential(WRITE_INTERVAL_MILLIS_MEAN);
+        self.schedule_in(delay, Event::Write);
+        // The client lives beside the operator and follows the DNS record.
+        let Some(target) = self.store.dns_target_site() else {
+            self.stats.refused_writes += 1;
+            return;
+        };
+        if !self.net.connected(target, OPERATOR_NODE) || !self.sites[target].accepts_writes() {
+            self.stats.refused_writes += 1;
+            return;
+        }
+        let txn = self.sites[target].commit();
+        if self.rng.random_bool(ACK_LOSS_PROBABILITY) {
+            // Committed, but the client never learns it: not an acknowledged write.
+            return;
+        }
+        self.checker.on_ack(txn);
+        self.stats.acked_writes += 1;
+    }
+
+    fn replication_pull(&mut self, site: usize) {
+        let delay = if self.rng.random_bool(0.01) {
+            self.rng.random_range(1_000..6_000)
+        } else {
+            self.rng.random_range(20..200)
+        };
+        self.schedule_in(delay, Event::ReplicationPull { site });
+        let Some(source) = self.sites[site].source else {
+            return;
+        };
+        if !self.sites[site].replicating()
+            || !self.sites[source].mysqld_up
+            || !self.net.connected(site, source)
+            || source == site
+        {
+            return;
+        }
+        let source_executed = self.sites[source].executed.clone();
+        let now = self.now;
+        let arrived = self.sites[site].receive_from(&source_executed, now);
+        if arrived > 0 {
+            let apply = if self.rng.random_bool(0.02) {
+                self.rng.random_range(1_000..5_000)
+            } else {
+                self.rng.random_range(0..300)
+            };
+            self.schedule_in(apply, Event::RelayApply { site });
+        }
+    }
+
+    fn relay_apply(&mut self, site: usize) {
+        self.sites[site].apply_relay();
+    }
+
+    fn finish(&mut self) {
+        trace!(
+            self.trace,
+            self.now,
+            "world",
+            "end: {} acked writes, {} refused, {} promotions, {} polls, {} events",
+            self.stats.acked_writes,
+            self.stats.refused_writes,
+            self.stats.promotions,
+            self.stats.polls,
+            self.stats.events
+        );
+    }
+}
+
+/// Runs one seed to completion.
+pub fn run(cfg: &SimConfig) -> RunOutcome {
+    World::new(cfg.clone()).run()
+}
