@@ -31,17 +31,31 @@ fn seed_000_four_service_kinds_two_per_site_plus_two_with_exact_selectors() {
             _ => None,
         })
         .collect();
-    assert_eq!(services.len(), 2 * 3 + 2, "2 × len(sites) + 2 = 8 objects for playground");
-    let primary = services.iter().find(|s| s.kind == ServiceKind::Primary).unwrap();
+    assert_eq!(
+        services.len(),
+        2 * 3 + 2,
+        "2 × len(sites) + 2 = 8 objects for playground"
+    );
+    let primary = services
+        .iter()
+        .find(|s| s.kind == ServiceKind::Primary)
+        .unwrap();
     assert_eq!(primary.name, "mysql-playground-primary");
     assert_eq!(primary.selector.len(), 2, "-primary has exactly two labels");
     assert_eq!(primary.selector[names::LABEL_INSTANCE], "playground");
     assert_eq!(primary.selector[names::LABEL_ROLE], "primary");
     assert!(!primary.selector.contains_key(names::LABEL_HEALTHY));
     assert!(!primary.publish_not_ready_addresses);
-    let replicas = services.iter().find(|s| s.kind == ServiceKind::Replicas).unwrap();
+    let replicas = services
+        .iter()
+        .find(|s| s.kind == ServiceKind::Replicas)
+        .unwrap();
     assert_eq!(replicas.name, "mysql-playground-replicas");
-    assert_eq!(replicas.selector.len(), 3, "-replicas has exactly three labels");
+    assert_eq!(
+        replicas.selector.len(),
+        3,
+        "-replicas has exactly three labels"
+    );
     assert_eq!(replicas.selector[names::LABEL_ROLE], "replica");
     assert_eq!(replicas.selector[names::LABEL_HEALTHY], "yes");
     let internal = services
@@ -63,7 +77,10 @@ fn seed_000_four_service_kinds_two_per_site_plus_two_with_exact_selectors() {
 #[test]
 fn seed_000_dns_a_record_points_at_active_internal_service_ip_and_applies_only_on_divergence() {
     let mut world = World::bootstrapped();
-    let spec = world.dns.clone().expect("DNSEndpoint applied once the authority is valid");
+    let spec = world
+        .dns
+        .clone()
+        .expect("DNSEndpoint applied once the authority is valid");
     let endpoint = &spec.endpoints[0];
     assert_eq!(endpoint.dns_name, "playground-db.example.local");
     assert_eq!(endpoint.record_type, "A");
@@ -71,21 +88,35 @@ fn seed_000_dns_a_record_points_at_active_internal_service_ip_and_applies_only_o
     assert_eq!(endpoint.targets, vec![world.site("iad").cluster_ip.clone()]);
     // Live record equal: no apply.
     let decision = world.poll();
-    assert!(!decision.actions.iter().any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
+    assert!(!decision
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
     // Hand-edited target: corrected on the next poll (scenario 039).
     world.dns.as_mut().unwrap().endpoints[0].targets = vec!["10.0.0.99".to_string()];
     let decision = world.poll();
-    assert!(decision.actions.iter().any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
-    assert_eq!(world.dns.as_ref().unwrap().endpoints[0].targets, vec![world.site("iad").cluster_ip.clone()]);
+    assert!(decision
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
+    assert_eq!(
+        world.dns.as_ref().unwrap().endpoints[0].targets,
+        vec![world.site("iad").cluster_ip.clone()]
+    );
 }
 
 #[test]
 fn seed_000_dns_read_failure_is_unknown_and_reapplies_the_desired_record() {
     let world = World::bootstrapped();
     let mut observation = world.observe();
-    observation.dns = DnsReading::Unknown { error: "timeout".to_string() };
+    observation.dns = DnsReading::Unknown {
+        error: "timeout".to_string(),
+    };
     let decision = bloodraven_core::decide(&world.spec, &world.memory, &observation, world.now);
-    assert!(decision.actions.iter().any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
+    assert!(decision
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
 }
 
 #[test]
@@ -100,8 +131,18 @@ fn seed_000_invalid_authority_sheds_every_endpoint_no_primary_no_healthy_reader(
     assert!(!decision.memory.authority.is_valid());
     for site in ["iad", "pdx", "reader"] {
         let (role, healthy) = labels_of(&decision, site).unwrap();
-        assert_ne!(role, PodRole::Primary, "{site} must not be primary under invalid authority");
-        assert!(!healthy, "{site} must not be healthy under invalid authority");
+        assert_ne!(
+            role,
+            PodRole::Primary,
+            "{site} must not be primary under invalid authority"
+        );
+        assert!(
+            !healthy,
+            "{site} must not be healthy under invalid authority"
+        );
     }
-    assert!(!decision.actions.iter().any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
+    assert!(!decision
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
 }

@@ -13,7 +13,11 @@ use bloodraven_core::time::Duration;
 use support::{labels_of, position, World};
 
 fn promoted_at(world: &World) -> Option<bloodraven_core::time::Timestamp> {
-    world.memory.last_failover.as_ref().and_then(|f| f.promoted_at)
+    world
+        .memory
+        .last_failover
+        .as_ref()
+        .and_then(|f| f.promoted_at)
 }
 
 #[test]
@@ -21,9 +25,15 @@ fn detection_needs_failure_threshold_consecutive_failed_polls() {
     let mut world = World::bootstrapped();
     world.kill("pdx");
     world.run_polls(2);
-    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Suspect);
+    assert_eq!(
+        world.memory.site("pdx").unwrap().detection,
+        Detection::Suspect
+    );
     world.run_polls(1);
-    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Failed);
+    assert_eq!(
+        world.memory.site("pdx").unwrap().detection,
+        Detection::Failed
+    );
     assert_eq!(world.memory.site("pdx").unwrap().consecutive_failures, 3);
 }
 
@@ -36,10 +46,17 @@ fn detection_floor_is_poll_interval_times_threshold_even_with_faster_polls() {
         world.advance(Duration::from_secs(1));
         world.poll();
     }
-    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Suspect);
+    assert_eq!(
+        world.memory.site("pdx").unwrap().detection,
+        Detection::Suspect
+    );
     world.advance(Duration::from_secs(1));
     world.poll();
-    assert_eq!(world.memory.site("pdx").unwrap().detection, Detection::Failed, "5 polls 1 s apart + 1 interval = 6 s");
+    assert_eq!(
+        world.memory.site("pdx").unwrap().detection,
+        Detection::Failed,
+        "5 polls 1 s apart + 1 interval = 6 s"
+    );
 }
 
 #[test]
@@ -81,7 +98,9 @@ fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
     assert!(promoted.saturating_duration_since(killed_at) > lease + CLOCK_DRIFT_MARGIN);
     assert!(world.split_brain_at.is_empty());
     // Every deploy lease revoked with TopologyChanged under the new generation.
-    assert!(world.revocations.contains(&(RevokeReason::TopologyChanged, 2)));
+    assert!(world
+        .revocations
+        .contains(&(RevokeReason::TopologyChanged, 2)));
     // Completion: pdx writable, reader repointed to pdx.
     world.run_polls(2);
     assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
@@ -91,7 +110,10 @@ fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
     assert_eq!((record.from.as_str(), record.to.as_str()), ("iad", "pdx"));
     assert!(record.completed_at.is_some());
     assert!(!record.exact, "a lower bound until iad is readable again");
-    assert_eq!(record.lost_transactions, 0, "everything replicated instantly in this world");
+    assert_eq!(
+        record.lost_transactions, 0,
+        "everything replicated instantly in this world"
+    );
     assert!(record.started_at <= record.detected_at && record.detected_at <= record.promoted_at);
 }
 
@@ -101,13 +123,30 @@ fn emergency_failover_taints_old_primary_node_before_any_cross_site_action() {
     world.kill("iad");
     world.run_polls(3);
     let (_, decision) = world.decisions.last().unwrap();
-    assert!(decision.transitions.iter().any(|t| t.site == "iad" && t.to == SiteState::Demoted));
-    let taint = position(decision, |a| matches!(a, Action::TaintNode { node, .. } if node == "node-iad")).unwrap();
+    assert!(decision
+        .transitions
+        .iter()
+        .any(|t| t.site == "iad" && t.to == SiteState::Demoted));
+    let taint = position(
+        decision,
+        |a| matches!(a, Action::TaintNode { node, .. } if node == "node-iad"),
+    )
+    .unwrap();
     let first_cross = position(decision, |a| {
-        matches!(a, Action::AnnounceAuthorityMove { .. } | Action::PushAuthority { .. } | Action::Promote { .. } | Action::Repoint { .. } | Action::Fence { .. })
+        matches!(
+            a,
+            Action::AnnounceAuthorityMove { .. }
+                | Action::PushAuthority { .. }
+                | Action::Promote { .. }
+                | Action::Repoint { .. }
+                | Action::Fence { .. }
+        )
     })
     .unwrap();
-    assert!(taint < first_cross, "seed 000: the taint is applied earlier in the same poll than any cross-site action");
+    assert!(
+        taint < first_cross,
+        "seed 000: the taint is applied earlier in the same poll than any cross-site action"
+    );
     assert!(world.taints.contains("node-iad"));
 }
 
@@ -117,10 +156,11 @@ fn seed_000_read_only_site_is_never_tainted() {
     world.kill("reader");
     world.run_polls(6);
     assert!(world.taints.is_empty());
-    let any_taint = world
-        .decisions
-        .iter()
-        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::TaintNode { .. })));
+    let any_taint = world.decisions.iter().any(|(_, d)| {
+        d.actions
+            .iter()
+            .any(|a| matches!(a, Action::TaintNode { .. }))
+    });
     assert!(!any_taint);
 }
 
@@ -142,16 +182,25 @@ fn promotion_waits_for_a_majority_of_peers_last_grant_older_than_lease_plus_marg
     let announced = world
         .decisions
         .iter()
-        .find(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::AnnounceAuthorityMove { .. })))
+        .find(|(_, d)| {
+            d.actions
+                .iter()
+                .any(|a| matches!(a, Action::AnnounceAuthorityMove { .. }))
+        })
         .map(|(t, _)| *t)
         .unwrap();
     let promoted = promoted_at(&world).unwrap();
     assert!(
-        promoted.saturating_duration_since(announced) > world.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN,
+        promoted.saturating_duration_since(announced)
+            > world.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN,
         "promotion at least lease + margin after the move notice"
     );
     world.run_polls(3);
-    assert!(world.split_brain_at.is_empty(), "no two writable sites: {:?}", world.split_brain_at);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "no two writable sites: {:?}",
+        world.split_brain_at
+    );
     assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
 }
 
@@ -162,7 +211,10 @@ fn unsafe_skip_lease_wait_promotes_early_and_split_brain_becomes_visible() {
     world.site_mut("iad").operator_cut = true;
     world.run_polls(6);
     assert!(world.events_of(EventReason::LeaseWaitSkipped).len() == 1);
-    assert!(!world.split_brain_at.is_empty(), "the switch must make split brain observable");
+    assert!(
+        !world.split_brain_at.is_empty(),
+        "the switch must make split brain observable"
+    );
 }
 
 #[test]
@@ -176,7 +228,9 @@ fn old_sidecar_confirming_read_only_ends_the_wait_early() {
         Some(EmergencyPhase::AwaitingLeaseExpiry)
     ));
     world.run_polls(1);
-    assert!(world.events_of(EventReason::OldPrimaryFenced)[0].message.contains("confirmed"));
+    assert!(world.events_of(EventReason::OldPrimaryFenced)[0]
+        .message
+        .contains("confirmed"));
     assert!(matches!(
         world.memory.emergency_failover.as_ref().map(|f| &f.phase),
         Some(EmergencyPhase::Draining { .. })
@@ -203,7 +257,10 @@ fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exac
     assert_eq!(world.memory.active_site, "pdx");
     let record = world.memory.last_failover.clone().unwrap();
     assert!(!record.exact);
-    assert_eq!(record.lost_transactions, 0, "the operator never observed those 3: a lower bound");
+    assert_eq!(
+        record.lost_transactions, 0,
+        "the operator never observed those 3: a lower bound"
+    );
     // iad returns: read-only, kept fenced, errant set reported, lost made exact.
     world.restart("iad");
     world.run_polls(2);
@@ -216,8 +273,14 @@ fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exac
     assert!(record.exact);
     assert_eq!(record.lost_transactions, 3);
     assert!(world.site("iad").read_only);
-    assert!(world.taints.contains("node-iad"), "still tainted while fenced");
-    assert_eq!(world.events_of(EventReason::ReturningPrimaryFenced).len(), 1);
+    assert!(
+        world.taints.contains("node-iad"),
+        "still tainted while fenced"
+    );
+    assert_eq!(
+        world.events_of(EventReason::ReturningPrimaryFenced).len(),
+        1
+    );
 }
 
 #[test]
@@ -269,7 +332,12 @@ fn cooldown_gates_emergency_failover() {
     world.kill("pdx");
     world.run_polls(4);
     assert_eq!(world.memory.active_site, "pdx");
-    assert_eq!(world.events_of(EventReason::EmergencyFailoverBlockedByCooldown).len(), 1);
+    assert_eq!(
+        world
+            .events_of(EventReason::EmergencyFailoverBlockedByCooldown)
+            .len(),
+        1
+    );
     assert!(world.memory.emergency_failover.is_none());
     // After the cooldown the failover proceeds.
     world.run_polls(20);
@@ -291,7 +359,10 @@ fn cooldown_in_force_when_only_one_copy_survives() {
         }
         world.kill("pdx");
         world.run_polls(4);
-        assert_eq!(world.memory.active_site, "pdx", "one copy (lose_status={lose_status}) still gates");
+        assert_eq!(
+            world.memory.active_site, "pdx",
+            "one copy (lose_status={lose_status}) still gates"
+        );
     }
 }
 
@@ -309,7 +380,10 @@ fn cooldown_violated_restart_state_lost_is_possible_when_every_copy_is_lost() {
     world.annotations.cooldown_until = None;
     world.kill("pdx");
     world.run_polls(12);
-    assert_eq!(world.memory.active_site, "iad", "the engine cannot know: it promotes inside the cooldown");
+    assert_eq!(
+        world.memory.active_site, "iad",
+        "the engine cannot know: it promotes inside the cooldown"
+    );
     assert!(world.memory.topology_generation > generation);
 }
 
@@ -324,7 +398,9 @@ fn seed_003_hold_is_never_consulted_by_emergency_failover() {
     world.kill("iad");
     world.run_polls(10);
     assert_eq!(world.memory.active_site, "pdx");
-    assert!(world.revocations.contains(&(RevokeReason::TopologyChanged, 2)));
+    assert!(world
+        .revocations
+        .contains(&(RevokeReason::TopologyChanged, 2)));
 }
 
 #[test]
@@ -336,11 +412,14 @@ fn seed_003_revoke_annotation_revokes_every_lease_with_operator_revoked() {
         reason: RevokeReason::OperatorRevoked,
         topology_generation: 1
     }));
-    assert!(decision
-        .actions
-        .contains(&Action::Annotate(AnnotationChange::ClearRevokeDeploymentLeases)));
+    assert!(decision.actions.contains(&Action::Annotate(
+        AnnotationChange::ClearRevokeDeploymentLeases
+    )));
     assert!(!world.annotations.revoke_deployment_leases);
-    assert_eq!(world.memory.topology_generation, 1, "revoking changes no topology");
+    assert_eq!(
+        world.memory.topology_generation, 1,
+        "revoking changes no topology"
+    );
 }
 
 #[test]
@@ -370,7 +449,6 @@ fn status_write_lost_after_promotion_is_recovered_from_the_sidecars() {
     assert_eq!(world.events_of(EventReason::AuthorityAdopted).len(), 1);
 }
 
-
 #[test]
 fn status_lost_entirely_recovers_topology_and_cooldown_from_the_sidecars_cached_authority() {
     // The sidecars are a third copy of the promotion time (Authority.issuedAt): an operator
@@ -389,5 +467,8 @@ fn status_lost_entirely_recovers_topology_and_cooldown_from_the_sidecars_cached_
     assert_eq!(world.memory.cooldown_until, expected_cooldown);
     world.kill("pdx");
     world.run_polls(4);
-    assert_eq!(world.memory.active_site, "pdx", "still inside the recovered cooldown");
+    assert_eq!(
+        world.memory.active_site, "pdx",
+        "still inside the recovered cooldown"
+    );
 }

@@ -22,7 +22,10 @@ fn request(world: &mut World, target: &str) {
 fn run_to_final(world: &mut World) {
     for _ in 0..45 {
         world.run_polls(1);
-        if matches!(phase(world), Some(PlannedFailoverPhase::Completed | PlannedFailoverPhase::Rejected)) {
+        if matches!(
+            phase(world),
+            Some(PlannedFailoverPhase::Completed | PlannedFailoverPhase::Rejected)
+        ) {
             return;
         }
     }
@@ -62,11 +65,17 @@ fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost()
     assert_eq!(record.lost_transactions, 0);
     assert!(record.exact);
     // Nothing iad committed is missing on pdx.
-    let lost = bloodraven_mysql::lost_transactions(&world.site("iad").gtid, &world.site("pdx").gtid);
+    let lost =
+        bloodraven_mysql::lost_transactions(&world.site("iad").gtid, &world.site("pdx").gtid);
     assert!(lost.is_empty(), "lost {lost}");
     assert!(world.split_brain_at.is_empty());
-    assert!(world.revocations.contains(&(RevokeReason::TopologyChanged, 2)));
-    assert_eq!(world.annotations.planned_failover, None, "annotation cleared");
+    assert!(world
+        .revocations
+        .contains(&(RevokeReason::TopologyChanged, 2)));
+    assert_eq!(
+        world.annotations.planned_failover, None,
+        "annotation cleared"
+    );
     // The old primary rejoins as a replica of pdx.
     world.run_polls(1);
     assert_eq!(world.memory.site("iad").unwrap().state, SiteState::Replica);
@@ -88,7 +97,10 @@ fn planned_draining_fences_old_primary_role_fenced_read_only_connections_killed(
     assert!(fence.expect("iad fenced").kill_connections);
     assert_eq!(labels_of(decision, "iad"), Some((PodRole::Fenced, false)));
     assert!(world.site("iad").read_only);
-    assert!(!decision.memory.authority.is_valid(), "no primary while the authority moves");
+    assert!(
+        !decision.memory.authority.is_valid(),
+        "no primary while the authority moves"
+    );
 }
 
 #[test]
@@ -101,7 +113,10 @@ fn planned_inside_cooldown_with_reject_is_rejected() {
     world.run_polls(1);
     assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected));
     assert_eq!(world.memory.active_site, "pdx");
-    assert_eq!(world.events_of(EventReason::PlannedFailoverRejected).len(), 1);
+    assert_eq!(
+        world.events_of(EventReason::PlannedFailoverRejected).len(),
+        1
+    );
     assert_eq!(world.annotations.planned_failover, None);
 }
 
@@ -119,24 +134,47 @@ fn planned_inside_cooldown_with_defer_waits_until_cooldown_until_then_proceeds()
     request(&mut world, "iad");
     world.run_polls(1);
     assert_eq!(phase(&world), Some(PlannedFailoverPhase::Deferred));
-    let admission = world.memory.planned_failover.as_ref().unwrap().admission.clone();
+    let admission = world
+        .memory
+        .planned_failover
+        .as_ref()
+        .unwrap()
+        .admission
+        .clone();
     assert_eq!(admission.defer_reason, Some(DeferReason::Cooldown));
     assert_eq!(admission.retry_time, Some(cooldown_until));
     let deferred_metrics = world
         .decisions
         .iter()
         .flat_map(|(_, d)| d.actions.iter())
-        .filter(|a| matches!(a, Action::Metric(MetricObservation::PlannedFailoverDeferred)))
+        .filter(|a| {
+            matches!(
+                a,
+                Action::Metric(MetricObservation::PlannedFailoverDeferred)
+            )
+        })
         .count();
     assert_eq!(deferred_metrics, 1);
     while world.now < cooldown_until {
-        assert_eq!(world.memory.active_site, "pdx", "no promotion inside the cooldown");
+        assert_eq!(
+            world.memory.active_site, "pdx",
+            "no promotion inside the cooldown"
+        );
         world.run_polls(1);
     }
     run_to_final(&mut world);
     assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
     assert_eq!(world.memory.active_site, "iad");
-    assert!(world.memory.last_failover.as_ref().unwrap().promoted_at.unwrap() >= cooldown_until);
+    assert!(
+        world
+            .memory
+            .last_failover
+            .as_ref()
+            .unwrap()
+            .promoted_at
+            .unwrap()
+            >= cooldown_until
+    );
 }
 
 #[test]
@@ -151,16 +189,31 @@ fn seed_003_live_hold_defers_planned_failover_with_deployment_hold_and_earliest_
     request(&mut world, "pdx");
     world.run_polls(1);
     assert_eq!(phase(&world), Some(PlannedFailoverPhase::Deferred));
-    let admission = world.memory.planned_failover.as_ref().unwrap().admission.clone();
+    let admission = world
+        .memory
+        .planned_failover
+        .as_ref()
+        .unwrap()
+        .admission
+        .clone();
     assert_eq!(admission.defer_reason, Some(DeferReason::DeploymentHold));
     assert_eq!(admission.retry_time, Some(expiry));
     let message = admission.message.unwrap();
-    assert!(message.contains("a1c3f0e2") && message.contains("counter-app"), "{message}");
+    assert!(
+        message.contains("a1c3f0e2") && message.contains("counter-app"),
+        "{message}"
+    );
     // A renewal pushes retryTime along.
     let renewed = expiry + Duration::from_secs(20);
     world.hold.as_mut().unwrap().earliest_expiry = renewed;
     world.run_polls(1);
-    let admission = world.memory.planned_failover.as_ref().unwrap().admission.clone();
+    let admission = world
+        .memory
+        .planned_failover
+        .as_ref()
+        .unwrap()
+        .admission
+        .clone();
     assert_eq!(admission.retry_time, Some(renewed));
     assert_eq!(world.memory.active_site, "iad");
     // The hold lapses: re-admitted, proceeds on its own.
@@ -176,7 +229,11 @@ fn planned_to_a_read_only_or_unknown_or_active_site_is_rejected() {
         let mut world = World::bootstrapped();
         request(&mut world, target);
         world.run_polls(1);
-        assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected), "{target}");
+        assert_eq!(
+            phase(&world),
+            Some(PlannedFailoverPhase::Rejected),
+            "{target}"
+        );
         assert_eq!(world.memory.active_site, "iad");
         assert_eq!(world.memory.topology_generation, 1);
     }
@@ -191,8 +248,14 @@ fn a_handled_request_whose_annotation_removal_failed_is_not_repeated() {
     // The removal failed: the annotation is still there on the next poll.
     request(&mut world, "reader");
     world.run_polls(1);
-    assert_eq!(world.events_of(EventReason::PlannedFailoverRejected).len(), 1);
-    assert_eq!(world.annotations.planned_failover, None, "removal re-issued");
+    assert_eq!(
+        world.events_of(EventReason::PlannedFailoverRejected).len(),
+        1
+    );
+    assert_eq!(
+        world.annotations.planned_failover, None,
+        "removal re-issued"
+    );
 }
 
 #[test]
@@ -207,7 +270,10 @@ fn planned_draining_aborts_and_reasserts_old_site_when_target_cannot_catch_up() 
     world.site_mut("iad").gtid.insert(extra);
     run_to_final(&mut world);
     assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected));
-    assert_eq!(world.events_of(EventReason::PlannedFailoverAborted).len(), 1);
+    assert_eq!(
+        world.events_of(EventReason::PlannedFailoverAborted).len(),
+        1
+    );
     assert_eq!(world.memory.active_site, "iad");
     world.run_polls(2);
     assert_eq!(world.writable_sites(), vec!["iad".to_string()]);

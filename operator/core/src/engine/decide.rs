@@ -4,7 +4,9 @@ use bloodraven_api::{Flavor, MysqlFailoverGroupSpec};
 
 use super::action::{Action, AnnotationChange, Decision, EventReason};
 use super::detection::{adopt_newer_authority, observe_sites};
-use super::failover::{bootstrap, complete_promotion, converge, emergency_step, returning_primaries};
+use super::failover::{
+    bootstrap, complete_promotion, converge, emergency_step, returning_primaries,
+};
 use super::memory::{EmergencyPhase, GroupMemory, SiteMemory, SiteState};
 use super::observation::Observation;
 use super::options::DecideOptions;
@@ -63,14 +65,20 @@ pub fn decide_with_options(
     planned::planned_step(&context, &mut memory, &mut plan);
     memory.authority = surfaces::authority_validity(&context, &memory, &previous_authority);
     if memory.authority.is_valid() {
-        let promoting = memory
-            .emergency_failover
-            .as_ref()
-            .is_some_and(|failover| match failover.phase {
-                EmergencyPhase::Promoting { .. } => true,
-                EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => false,
-            });
-        if promoting || memory.last_failover.as_ref().is_some_and(|f| f.completed_at.is_none()) {
+        let promoting =
+            memory
+                .emergency_failover
+                .as_ref()
+                .is_some_and(|failover| match failover.phase {
+                    EmergencyPhase::Promoting { .. } => true,
+                    EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => false,
+                });
+        if promoting
+            || memory
+                .last_failover
+                .as_ref()
+                .is_some_and(|f| f.completed_at.is_none())
+        {
             complete_promotion(&context, &mut memory, &mut plan);
         }
         planned::complete(&mut memory, &mut plan);
@@ -121,7 +129,11 @@ fn keep_demoted_taints(context: &Context<'_>, memory: &GroupMemory, plan: &mut P
     for site in &memory.sites {
         if site.state == SiteState::Demoted {
             if let Some(role) = context.role(&site.site) {
-                plan.keep_taint(&site.site, role, context.view(&site.site).node_name.as_deref());
+                plan.keep_taint(
+                    &site.site,
+                    role,
+                    context.view(&site.site).node_name.as_deref(),
+                );
             }
         }
     }
@@ -136,7 +148,9 @@ fn revoke_on_annotation(context: &Context<'_>, memory: &GroupMemory, plan: &mut 
         reason: RevokeReason::OperatorRevoked,
         topology_generation: memory.topology_generation,
     });
-    plan.tail(Action::Annotate(AnnotationChange::ClearRevokeDeploymentLeases));
+    plan.tail(Action::Annotate(
+        AnnotationChange::ClearRevokeDeploymentLeases,
+    ));
     plan.event(
         EventReason::DeploymentLeaseRevoked,
         "every deployment lease revoked by the revoke-deployment-leases annotation (OperatorRevoked)"

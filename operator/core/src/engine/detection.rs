@@ -59,7 +59,10 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
             match site.detection {
                 Detection::Failed => plan.event(
                     EventReason::SiteRecovered,
-                    format!("site {name} answers again after {} failed polls", site.consecutive_failures),
+                    format!(
+                        "site {name} answers again after {} failed polls",
+                        site.consecutive_failures
+                    ),
                 ),
                 Detection::Up | Detection::Suspect => {}
             }
@@ -76,15 +79,23 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
             site.writable = view.is_writable();
             site.fenced = view.fenced;
             site.replicating = view.replicating();
-            site.source_host = view.replication.as_ref().and_then(|r| r.source_host.clone());
-            site.seconds_behind_source =
-                view.replication.as_ref().and_then(|r| r.seconds_behind_source);
+            site.source_host = view
+                .replication
+                .as_ref()
+                .and_then(|r| r.source_host.clone());
+            site.seconds_behind_source = view
+                .replication
+                .as_ref()
+                .and_then(|r| r.seconds_behind_source);
         }
         if let Some(gtid) = &view.gtid {
             site.gtid_executed = Some(gtid.clone());
         }
         if let Some(error) = &view.gtid_error {
-            plan.event(EventReason::GtidUnreadable, format!("read GTID set of site {name}: {error}"));
+            plan.event(
+                EventReason::GtidUnreadable,
+                format!("read GTID set of site {name}: {error}"),
+            );
         }
         if let Some(started_at) = view.mysqld_started_at {
             let restarted = site
@@ -111,12 +122,21 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
 /// (`issuedAt + failoverCooldown`): the sidecars are a third copy of the promotion time, so
 /// `CooldownViolated(restart+stateLost)` needs status, annotation *and* every sidecar's cache
 /// lost.
-pub(super) fn adopt_newer_authority(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+pub(super) fn adopt_newer_authority(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+) {
     let newest = context
         .views
         .values()
         .filter_map(|view| view.authority.as_ref())
-        .max_by_key(|authority| (authority.topology_generation, authority.active_site.is_some()))
+        .max_by_key(|authority| {
+            (
+                authority.topology_generation,
+                authority.active_site.is_some(),
+            )
+        })
         .cloned();
     let Some(newest) = newest else {
         return;
@@ -135,7 +155,11 @@ pub(super) fn adopt_newer_authority(context: &Context<'_>, memory: &mut GroupMem
             memory.authority_issued_at = Some(newest.issued_at);
             memory.emergency_failover = None;
             let implied_cooldown = newest.issued_at + context.spec.failover_cooldown.get();
-            if memory.cooldown_until.is_none_or(|until| until < implied_cooldown) && previous != *site {
+            if memory
+                .cooldown_until
+                .is_none_or(|until| until < implied_cooldown)
+                && previous != *site
+            {
                 memory.cooldown_until = Some(implied_cooldown);
             }
             for name in context.site_names() {

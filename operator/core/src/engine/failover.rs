@@ -18,18 +18,25 @@ use crate::time::Timestamp;
 
 /// Whether an authority move is in flight (no site may be named active until it ends).
 pub(super) fn moving(memory: &GroupMemory) -> bool {
-    let emergency = memory.emergency_failover.as_ref().is_some_and(|failover| match failover.phase {
-        EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => true,
-        EmergencyPhase::Promoting { .. } => false,
-    });
-    let planned = memory.planned_failover.as_ref().is_some_and(|planned| match planned.phase {
-        PlannedFailoverPhase::Draining => true,
-        PlannedFailoverPhase::Admitting
-        | PlannedFailoverPhase::Deferred
-        | PlannedFailoverPhase::Promoting
-        | PlannedFailoverPhase::Completed
-        | PlannedFailoverPhase::Rejected => false,
-    });
+    let emergency =
+        memory
+            .emergency_failover
+            .as_ref()
+            .is_some_and(|failover| match failover.phase {
+                EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => true,
+                EmergencyPhase::Promoting { .. } => false,
+            });
+    let planned = memory
+        .planned_failover
+        .as_ref()
+        .is_some_and(|planned| match planned.phase {
+            PlannedFailoverPhase::Draining => true,
+            PlannedFailoverPhase::Admitting
+            | PlannedFailoverPhase::Deferred
+            | PlannedFailoverPhase::Promoting
+            | PlannedFailoverPhase::Completed
+            | PlannedFailoverPhase::Rejected => false,
+        });
     emergency || planned
 }
 
@@ -47,7 +54,11 @@ pub(super) fn current_authority(context: &Context<'_>, memory: &GroupMemory) -> 
 /// (current + 1): a sidecar accepts only a greater generation than the authority it caches,
 /// and then accepts exactly one authority naming a site at that same generation (the
 /// promotion, or a planned failover's abort re-asserting the old site).
-pub(super) fn move_notice(context: &Context<'_>, memory: &GroupMemory, announced_at: Timestamp) -> Authority {
+pub(super) fn move_notice(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    announced_at: Timestamp,
+) -> Authority {
     Authority {
         group: context.group().to_string(),
         active_site: None,
@@ -62,7 +73,12 @@ pub(super) fn notice_generation(memory: &GroupMemory) -> u64 {
 }
 
 /// Sends the move notice to every site's sidecar (idempotent; reaches the ones that missed it).
-pub(super) fn announce_move(context: &Context<'_>, memory: &GroupMemory, plan: &mut Plan, announced_at: Timestamp) {
+pub(super) fn announce_move(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    plan: &mut Plan,
+    announced_at: Timestamp,
+) {
     let notice = move_notice(context, memory, announced_at);
     for site in context.site_names() {
         plan.cross_site(Action::AnnounceAuthorityMove {
@@ -99,7 +115,10 @@ pub(super) fn bootstrap(context: &Context<'_>, memory: &mut GroupMemory, plan: &
 
 /// The effective end of the cooldown: the later of the status and annotation copies.
 pub(super) fn cooldown_until(context: &Context<'_>, memory: &GroupMemory) -> Option<Timestamp> {
-    match (memory.cooldown_until, context.observation.annotations.cooldown_until) {
+    match (
+        memory.cooldown_until,
+        context.observation.annotations.cooldown_until,
+    ) {
         (Some(status), Some(annotation)) => Some(status.max(annotation)),
         (status, annotation) => status.or(annotation),
     }
@@ -134,15 +153,24 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
             if skipped && !(confirmed || lapsed) {
                 plan.event(
                     EventReason::LeaseWaitSkipped,
-                    format!("UNSAFE: promoting without waiting for {}'s lease (test-only switch)", failover.from),
+                    format!(
+                        "UNSAFE: promoting without waiting for {}'s lease (test-only switch)",
+                        failover.from
+                    ),
                 );
             } else {
                 plan.event(
                     EventReason::OldPrimaryFenced,
                     if confirmed {
-                        format!("{} confirmed read-only or down by its sidecar", failover.from)
+                        format!(
+                            "{} confirmed read-only or down by its sidecar",
+                            failover.from
+                        )
                     } else {
-                        format!("a majority of sidecars stopped granting {} a lease", failover.from)
+                        format!(
+                            "a majority of sidecars stopped granting {} a lease",
+                            failover.from
+                        )
                     },
                 );
             }
@@ -152,7 +180,14 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
         EmergencyPhase::Draining { to, polls } => {
             let view = context.view(&to);
             if view.detached() {
-                issue_promotion(context, memory, plan, &to, FailoverKind::Emergency, &failover.from);
+                issue_promotion(
+                    context,
+                    memory,
+                    plan,
+                    &to,
+                    FailoverKind::Emergency,
+                    &failover.from,
+                );
                 if let Some(failover) = memory.emergency_failover.as_mut() {
                     failover.phase = EmergencyPhase::Promoting { to: to.clone() };
                 }
@@ -160,13 +195,25 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
             }
             announce_move(context, memory, plan, failover.announced_at);
             let candidate_lost = !view.is_up()
-                || memory.site(&to).is_some_and(|s| s.detection == Detection::Failed)
+                || memory
+                    .site(&to)
+                    .is_some_and(|s| s.detection == Detection::Failed)
                 || polls >= DRAIN_POLLS_MAX;
             if candidate_lost {
-                start_draining(context, memory, plan, &failover.from, failover.fenced_at, &[to.as_str()]);
+                start_draining(
+                    context,
+                    memory,
+                    plan,
+                    &failover.from,
+                    failover.fenced_at,
+                    &[to.as_str()],
+                );
             } else {
                 if let Some(failover) = memory.emergency_failover.as_mut() {
-                    failover.phase = EmergencyPhase::Draining { to: to.clone(), polls: polls + 1 };
+                    failover.phase = EmergencyPhase::Draining {
+                        to: to.clone(),
+                        polls: polls + 1,
+                    };
                 }
                 plan.cross_site(promote_action(context, &to, None));
             }
@@ -253,15 +300,25 @@ fn start_draining(
             );
         }
         Some(to) => {
-            failover.phase = EmergencyPhase::Draining { to: to.clone(), polls: 0 };
+            failover.phase = EmergencyPhase::Draining {
+                to: to.clone(),
+                polls: 0,
+            };
             plan.cross_site(promote_action(context, &to, None));
-            plan.event(EventReason::Draining, format!("{to} drains its relay log and detaches replication"));
+            plan.event(
+                EventReason::Draining,
+                format!("{to} drains its relay log and detaches replication"),
+            );
         }
     }
 }
 
 /// `POST /v1/promote` for `site`.
-pub(super) fn promote_action(context: &Context<'_>, site: &str, drain_until: Option<&GtidSet>) -> Action {
+pub(super) fn promote_action(
+    context: &Context<'_>,
+    site: &str,
+    drain_until: Option<&GtidSet>,
+) -> Action {
     Action::Promote {
         site: site.to_string(),
         request: PromoteRequest {
@@ -274,7 +331,11 @@ pub(super) fn promote_action(context: &Context<'_>, site: &str, drain_until: Opt
 
 /// The old active site's own sidecar confirms MySQL read-only or down, and it caches no
 /// authority naming itself (so it cannot make MySQL writable again).
-pub(super) fn old_site_confirmed_unwritable(context: &Context<'_>, memory: &GroupMemory, from: &str) -> bool {
+pub(super) fn old_site_confirmed_unwritable(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    from: &str,
+) -> bool {
     let view = context.view(from);
     let names_itself = view.authority.as_ref().is_some_and(|authority| {
         authority.active_site.as_deref() == Some(from)
@@ -345,12 +406,7 @@ pub(super) fn select_candidate(
             .all(|(_, other)| lost_transactions(other, gtid).is_empty())
     });
     dominant
-        .or_else(|| {
-            candidates
-                .iter()
-                .rev()
-                .max_by_key(|(_, gtid)| gtid.count())
-        })
+        .or_else(|| candidates.iter().rev().max_by_key(|(_, gtid)| gtid.count()))
         .map(|(name, _)| (*name).to_string())
 }
 
@@ -371,12 +427,16 @@ pub(super) fn issue_promotion(
     memory.authority_issued_at = Some(now);
     let cooldown = now + context.spec.failover_cooldown.get();
     memory.cooldown_until = Some(cooldown);
-    plan.tail(Action::Annotate(AnnotationChange::SetCooldownUntil(cooldown)));
+    plan.tail(Action::Annotate(AnnotationChange::SetCooldownUntil(
+        cooldown,
+    )));
     if let Some(role) = context.role(to) {
         let node = context.view(to).node_name.clone();
         plan.transition(memory, to, role, node.as_deref(), SiteState::Active);
     }
-    let old_gtid = memory.site(from).and_then(|site| site.gtid_executed.clone());
+    let old_gtid = memory
+        .site(from)
+        .and_then(|site| site.gtid_executed.clone());
     let new_gtid = context.view(to).gtid.clone();
     let lost = match (&old_gtid, &new_gtid) {
         (Some(old), Some(new)) => Some(lost_transactions(old, new)),
@@ -394,7 +454,12 @@ pub(super) fn issue_promotion(
         }
         FailoverKind::Planned => {
             let planned = memory.planned_failover.as_ref();
-            (planned.map(|p| p.requested_at), None, planned.map(|p| p.phase_since), true)
+            (
+                planned.map(|p| p.requested_at),
+                None,
+                planned.map(|p| p.phase_since),
+                true,
+            )
         }
     };
     memory.last_failover = Some(LastFailover {
@@ -410,10 +475,9 @@ pub(super) fn issue_promotion(
         lost_gtid_set: lost.as_ref().map(ToString::to_string),
         exact,
     });
-    plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(format!(
-        "{} {from}->{to} {now}",
-        kind_name(kind)
-    ))));
+    plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(
+        format!("{} {from}->{to} {now}", kind_name(kind)),
+    )));
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,
         topology_generation: memory.topology_generation,
@@ -448,7 +512,11 @@ pub(super) fn complete_promotion(context: &Context<'_>, memory: &mut GroupMemory
     }
     record.completed_at = Some(now);
     if !record.exact {
-        let old = memory.sites.iter().find(|s| s.site == record.from).and_then(|s| s.gtid_executed.clone());
+        let old = memory
+            .sites
+            .iter()
+            .find(|s| s.site == record.from)
+            .and_then(|s| s.gtid_executed.clone());
         if let (Some(old), Some(new)) = (old, active_gtid) {
             let lost = lost_transactions(&old, &new);
             record.lost_transactions = lost.count();
@@ -461,9 +529,16 @@ pub(super) fn complete_promotion(context: &Context<'_>, memory: &mut GroupMemory
         .map(|started| now.saturating_duration_since(started))
         .unwrap_or_default();
     let lost = record.lost_transactions;
-    plan.tail(Action::Metric(MetricObservation::FailoverCompleted { kind }));
-    plan.tail(Action::Metric(MetricObservation::FailoverDuration { kind, duration }));
-    plan.tail(Action::Metric(MetricObservation::LostTransactions { count: lost }));
+    plan.tail(Action::Metric(MetricObservation::FailoverCompleted {
+        kind,
+    }));
+    plan.tail(Action::Metric(MetricObservation::FailoverDuration {
+        kind,
+        duration,
+    }));
+    plan.tail(Action::Metric(MetricObservation::LostTransactions {
+        count: lost,
+    }));
     plan.event(
         EventReason::FailoverCompleted,
         format!(
@@ -483,7 +558,12 @@ pub(super) fn complete_promotion(context: &Context<'_>, memory: &mut GroupMemory
 /// errant transactions against the active site are computed (and, for the old primary of
 /// the last failover, make `lostTransactions` exact), and it has none; then it rejoins as a
 /// replica (taint removed, repointed). Never reads a deploy lease.
-pub(super) fn returning_primaries(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, authority_valid: bool) {
+pub(super) fn returning_primaries(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    authority_valid: bool,
+) {
     if moving(memory) {
         return;
     }
@@ -557,7 +637,10 @@ fn make_lost_exact(
     }
     plan.event(
         EventReason::LostTransactionsExact,
-        format!("{site} readable again: the failover lost exactly {} transactions", lost.count()),
+        format!(
+            "{site} readable again: the failover lost exactly {} transactions",
+            lost.count()
+        ),
     );
 }
 
@@ -610,7 +693,10 @@ pub(super) fn converge(context: &Context<'_>, memory: &mut GroupMemory, plan: &m
                     source_port: names::PORT_MYSQL,
                 },
             });
-            plan.event(EventReason::Repointed, format!("{name} replicates from {active}"));
+            plan.event(
+                EventReason::Repointed,
+                format!("{name} replicates from {active}"),
+            );
         }
     }
 }

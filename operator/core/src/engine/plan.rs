@@ -185,7 +185,10 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
             _ => None,
         })
         .collect();
-    assert!(primaries.len() <= 1, "two primaries in one decision: {primaries:?}");
+    assert!(
+        primaries.len() <= 1,
+        "two primaries in one decision: {primaries:?}"
+    );
     if let Some(primary) = primaries.first() {
         assert!(
             *primary == memory.active_site && memory.authority.is_valid(),
@@ -205,11 +208,15 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
         })
         .collect();
     named.dedup();
-    assert!(named.len() <= 1, "two authorities pushed in one decision: {named:?}");
+    assert!(
+        named.len() <= 1,
+        "two authorities pushed in one decision: {named:?}"
+    );
     for action in actions {
         match action {
             Action::TaintNode { site, .. } => assert!(
-                spec.site(site).is_some_and(|s| s.role == SiteRole::ReadWrite),
+                spec.site(site)
+                    .is_some_and(|s| s.role == SiteRole::ReadWrite),
                 "taint on the node of read-only or unknown site {site}"
             ),
             Action::Promote { site, .. } => assert!(
@@ -222,5 +229,166 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
             ),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloodraven_api::{GoDuration, OnCooldown, PlannedFailoverPolicy, SiteSpec, WriteLeaseSpec};
+
+    fn transition(from: SiteState, to: SiteState) -> SiteTransition {
+        SiteTransition {
+            site: "iad".to_string(),
+            from,
+            to,
+        }
+    }
+
+    const STATES: [SiteState; 3] = [SiteState::Active, SiteState::Replica, SiteState::Demoted];
+
+    #[test]
+    fn seed_000_taint_is_a_pure_function_of_the_transition_into_and_out_of_demoted() {
+        for from in STATES {
+            for to in STATES {
+                let action =
+                    taint_for_transition(&transition(from, to), SiteRole::ReadWrite, Some("n1"));
+                let expected = match (from, to) {
+                    (SiteState::Active | SiteState::Replica, SiteState::Demoted) => {
+                        Some(Action::TaintNode {
+                            site: "iad".to_string(),
+                            node: "n1".to_string(),
+                        })
+                    }
+                    (SiteState::Demoted, SiteState::Active | SiteState::Replica) => {
+                        Some(Action::UntaintNode {
+                            site: "iad".to_string(),
+                            node: "n1".to_string(),
+                        })
+                    }
+                    (
+                        SiteState::Active | SiteState::Replica,
+                        SiteState::Active | SiteState::Replica,
+                    )
+                    | (SiteState::Demoted, SiteState::Demoted) => None,
+                };
+                assert_eq!(action, expected, "{from:?} -> {to:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn seed_000_read_only_site_transitions_never_taint() {
+        for from in STATES {
+            for to in STATES {
+                assert_eq!(
+                    taint_for_transition(&transition(from, to), SiteRole::ReadOnly, Some("n1")),
+                    None
+                );
+            }
+        }
+    }
+
+    fn spec() -> MysqlFailoverGroupSpec {
+        let site = |name: &str, role| SiteSpec {
+            name: name.to_string(),
+            role,
+            read_only_max_lag_seconds: None,
+            node_selector: BTreeMap::new(),
+        };
+        MysqlFailoverGroupSpec {
+            flavor: bloodraven_api::Flavor::Mariadb,
+            image: "mariadb:10.11".to_string(),
+            sites: vec![
+                site("iad", SiteRole::ReadWrite),
+                site("pdx", SiteRole::ReadWrite),
+                site("reader", SiteRole::ReadOnly),
+            ],
+            initial_active_site: "iad".to_string(),
+            poll_interval: GoDuration::from_secs(2),
+            failure_threshold: 3,
+            max_lag_seconds: 30,
+            failover_cooldown: GoDuration::from_secs(30),
+            planned_failover: PlannedFailoverPolicy {
+                on_cooldown: OnCooldown::Reject,
+            },
+            write_lease: WriteLeaseSpec { duration: None },
+            dns: None,
+        }
+    }
+
+    fn labels(site: &str, role: PodRole) -> Action {
+        Action::SetPodLabels {
+            site: site.to_string(),
+            pod: format!("mysql-playground-{site}-0"),
+            role,
+            healthy: true,
+        }
+    }
+
+    fn valid_memory() -> GroupMemory {
+        let mut memory = GroupMemory::initial(&spec());
+        memory.topology_generation = 1;
+        memory.authority = super::super::memory::AuthorityValidity::Valid;
+        memory
+    }
+
+    #[test]
+    #[should_panic(expected = "two primaries in one decision")]
+    fn style_4_two_primaries_in_one_decision_is_an_assertion() {
+        let plan = Plan {
+            surfaces: vec![
+                labels("iad", PodRole::Primary),
+                labels("pdx", PodRole::Primary),
+            ],
+            ..Plan::default()
+        };
+        plan.finish(&spec(), valid_memory());
+    }
+
+    #[test]
+    #[should_panic(expected = "role=primary on pdx")]
+    fn style_4_primary_label_off_the_active_site_is_an_assertion() {
+        let plan = Plan {
+            surfaces: vec![labels("pdx", PodRole::Primary)],
+            ..Plan::default()
+        };
+        plan.finish(&spec(), valid_memory());
+    }
+
+    #[test]
+    #[should_panic(expected = "taint on the node of read-only")]
+    fn style_4_taint_on_a_read_only_site_is_an_assertion() {
+        let plan = Plan {
+            taints: vec![Action::TaintNode {
+                site: "reader".to_string(),
+                node: "n3".to_string(),
+            }],
+            ..Plan::default()
+        };
+        plan.finish(&spec(), valid_memory());
+    }
+
+    #[test]
+    fn actions_are_ordered_taints_cross_site_surfaces_tail() {
+        let mut plan = Plan::default();
+        plan.event(
+            super::super::action::EventReason::SiteFailed,
+            "x".to_string(),
+        );
+        plan.surface(labels("iad", PodRole::Primary));
+        plan.cross_site(Action::RevokeDeployLeases {
+            reason: crate::deploy::RevokeReason::OperatorRevoked,
+            topology_generation: 1,
+        });
+        plan.keep_taint("iad", SiteRole::ReadWrite, Some("n1"));
+        let decision = plan.finish(&spec(), valid_memory());
+        assert!(matches!(decision.actions[0], Action::TaintNode { .. }));
+        assert!(matches!(
+            decision.actions[1],
+            Action::RevokeDeployLeases { .. }
+        ));
+        assert!(matches!(decision.actions[2], Action::SetPodLabels { .. }));
+        assert!(matches!(decision.actions[3], Action::Event(_)));
     }
 }

@@ -9,7 +9,9 @@
 //! the old primary is confirmed read-only and the target holds every one of its
 //! transactions: zero lost transactions.
 
-use bloodraven_api::{Admission, DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase, SiteRole};
+use bloodraven_api::{
+    Admission, DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase, SiteRole,
+};
 use bloodraven_mysql::{lost_transactions, same_host};
 
 use super::action::{Action, AnnotationChange, EventReason, MetricObservation};
@@ -44,7 +46,11 @@ pub(super) fn planned_step(context: &Context<'_>, memory: &mut GroupMemory, plan
             PlannedFailoverPhase::Admitting | PlannedFailoverPhase::Deferred => match annotation {
                 None => {
                     let target = planned.target.clone();
-                    reject(planned, plan, format!("request for {target} withdrawn (annotation removed)"));
+                    reject(
+                        planned,
+                        plan,
+                        format!("request for {target} withdrawn (annotation removed)"),
+                    );
                     planned.annotation_cleared = true;
                     return;
                 }
@@ -66,17 +72,26 @@ pub(super) fn planned_step(context: &Context<'_>, memory: &mut GroupMemory, plan
         });
         plan.event(
             EventReason::PlannedFailoverAdmitting,
-            format!("planned failover {} -> {target} requested", memory.active_site),
+            format!(
+                "planned failover {} -> {target} requested",
+                memory.active_site
+            ),
         );
     }
     if memory.emergency_failover.is_some() {
         return;
     }
-    let Some(phase) = memory.planned_failover.as_ref().map(|planned| planned.phase) else {
+    let Some(phase) = memory
+        .planned_failover
+        .as_ref()
+        .map(|planned| planned.phase)
+    else {
         return;
     };
     match phase {
-        PlannedFailoverPhase::Admitting | PlannedFailoverPhase::Deferred => admit(context, memory, plan),
+        PlannedFailoverPhase::Admitting | PlannedFailoverPhase::Deferred => {
+            admit(context, memory, plan)
+        }
         PlannedFailoverPhase::Draining => drain(context, memory, plan),
         PlannedFailoverPhase::Promoting
         | PlannedFailoverPhase::Completed
@@ -121,14 +136,28 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     };
     let target = planned.target.clone();
     match context.role(&target) {
-        None => return reject(planned, plan, format!("target {target} is not a site of this group")),
+        None => {
+            return reject(
+                planned,
+                plan,
+                format!("target {target} is not a site of this group"),
+            )
+        }
         Some(SiteRole::ReadOnly) => {
-            return reject(planned, plan, format!("target {target} is a read-only site"));
+            return reject(
+                planned,
+                plan,
+                format!("target {target} is a read-only site"),
+            );
         }
         Some(SiteRole::ReadWrite) => {}
     }
     if target == active {
-        return reject(planned, plan, format!("target {target} is already the active site"));
+        return reject(
+            planned,
+            plan,
+            format!("target {target} is already the active site"),
+        );
     }
     if let Some(until) = cooldown.filter(|until| now < *until) {
         match context.spec.planned_failover.on_cooldown {
@@ -277,7 +306,13 @@ fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
 
 /// Gives the authority back to the old site under a new generation (which also lifts the
 /// fence issued under the old one) when Draining did not finish within its bound.
-fn abort(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, from: &str, target: &str) {
+fn abort(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    from: &str,
+    target: &str,
+) {
     memory.topology_generation += 1;
     memory.active_site = from.to_string();
     memory.authority_issued_at = Some(context.now);

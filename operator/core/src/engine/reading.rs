@@ -104,7 +104,10 @@ fn read_site(site: &SiteObservation, group: &str, flavor: bloodraven_mysql::Flav
     view.fenced = status.fenced;
     view.lease_held = status.lease.held;
     // An authority of another group is no authority of ours.
-    view.authority = status.authority.clone().filter(|authority| authority.group == group);
+    view.authority = status
+        .authority
+        .clone()
+        .filter(|authority| authority.group == group);
     view.last_granted_ago = status
         .last_granted_ago_ms
         .iter()

@@ -13,7 +13,10 @@ use super::observation::DnsReading;
 use super::plan::{Context, Plan};
 
 /// Whether the active site is confirmed writable under the current authority this poll.
-pub(super) fn check_active(context: &Context<'_>, memory: &GroupMemory) -> Result<(), InvalidReason> {
+pub(super) fn check_active(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+) -> Result<(), InvalidReason> {
     if memory.topology_generation == 0 {
         return Err(InvalidReason::NotIssued);
     }
@@ -56,9 +59,9 @@ pub(super) fn authority_validity(
     match check_active(context, memory) {
         Ok(()) => AuthorityValidity::Valid,
         Err(InvalidReason::ActiveUnreachable) => {
-            let suspect = memory
-                .site(&memory.active_site)
-                .is_some_and(|site| site.detection == Detection::Suspect && site.state == SiteState::Active);
+            let suspect = memory.site(&memory.active_site).is_some_and(|site| {
+                site.detection == Detection::Suspect && site.state == SiteState::Active
+            });
             if suspect && previous.is_valid() {
                 AuthorityValidity::Valid
             } else {
@@ -110,7 +113,11 @@ pub(super) struct ReplicaConjuncts {
 impl ReplicaConjuncts {
     /// A read-only site: all five.
     pub fn reader_healthy(self) -> bool {
-        self.converged && self.replicating && self.lag_known && self.direct_source && self.lag_within_limit
+        self.converged
+            && self.replicating
+            && self.lag_known
+            && self.direct_source
+            && self.lag_within_limit
     }
 
     /// A read-write replica: replication running and source converged (direct from the
@@ -121,7 +128,11 @@ impl ReplicaConjuncts {
 }
 
 /// Evaluates the conjuncts of `site` against the active site.
-pub(super) fn replica_conjuncts(context: &Context<'_>, memory: &GroupMemory, site: &str) -> ReplicaConjuncts {
+pub(super) fn replica_conjuncts(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    site: &str,
+) -> ReplicaConjuncts {
     let view = context.view(site);
     let active = &memory.active_site;
     let active_gtid = context
@@ -163,7 +174,9 @@ pub(super) fn labels(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
         .filter_map(|spec| {
             let entry = memory.site(&spec.name)?;
             let (role, healthy) = match entry.state {
-                SiteState::Active if valid && spec.name == memory.active_site => (PodRole::Primary, true),
+                SiteState::Active if valid && spec.name == memory.active_site => {
+                    (PodRole::Primary, true)
+                }
                 SiteState::Active => (PodRole::Replica, false),
                 SiteState::Demoted => (PodRole::Fenced, false),
                 SiteState::Replica => {
@@ -238,7 +251,10 @@ pub(super) fn services(context: &Context<'_>, plan: &mut Plan) {
         site: None,
         selector: [
             instance.clone(),
-            (names::LABEL_ROLE.to_string(), names::ROLE_PRIMARY.to_string()),
+            (
+                names::LABEL_ROLE.to_string(),
+                names::ROLE_PRIMARY.to_string(),
+            ),
         ]
         .into_iter()
         .collect(),
@@ -252,8 +268,14 @@ pub(super) fn services(context: &Context<'_>, plan: &mut Plan) {
         site: None,
         selector: [
             instance,
-            (names::LABEL_ROLE.to_string(), names::ROLE_REPLICA.to_string()),
-            (names::LABEL_HEALTHY.to_string(), names::HEALTHY_YES.to_string()),
+            (
+                names::LABEL_ROLE.to_string(),
+                names::ROLE_REPLICA.to_string(),
+            ),
+            (
+                names::LABEL_HEALTHY.to_string(),
+                names::HEALTHY_YES.to_string(),
+            ),
         ]
         .into_iter()
         .collect(),
@@ -293,10 +315,101 @@ pub(super) fn dns(context: &Context<'_>, memory: &GroupMemory, plan: &mut Plan) 
 /// Record equality ignoring provider labels (external-dns may add its own).
 fn same_records(live: &DNSEndpointSpec, desired: &DNSEndpointSpec) -> bool {
     live.endpoints.len() == desired.endpoints.len()
-        && live.endpoints.iter().zip(&desired.endpoints).all(|(live, desired)| {
-            live.dns_name == desired.dns_name
-                && live.record_type == desired.record_type
-                && live.record_ttl == desired.record_ttl
-                && live.targets == desired.targets
-        })
+        && live
+            .endpoints
+            .iter()
+            .zip(&desired.endpoints)
+            .all(|(live, desired)| {
+                live.dns_name == desired.dns_name
+                    && live.record_type == desired.record_type
+                    && live.record_ttl == desired.record_ttl
+                    && live.targets == desired.targets
+            })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: ReplicaConjuncts = ReplicaConjuncts {
+        converged: true,
+        replicating: true,
+        lag_known: true,
+        direct_source: true,
+        lag_within_limit: true,
+    };
+
+    #[test]
+    fn seed_000_four_out_of_five_is_healthy_no() {
+        assert!(ALL.reader_healthy());
+        let each_missing = [
+            ReplicaConjuncts {
+                converged: false,
+                ..ALL
+            },
+            ReplicaConjuncts {
+                replicating: false,
+                ..ALL
+            },
+            ReplicaConjuncts {
+                lag_known: false,
+                ..ALL
+            },
+            ReplicaConjuncts {
+                direct_source: false,
+                ..ALL
+            },
+            ReplicaConjuncts {
+                lag_within_limit: false,
+                ..ALL
+            },
+        ];
+        for conjuncts in each_missing {
+            assert!(!conjuncts.reader_healthy(), "{conjuncts:?}");
+        }
+    }
+
+    #[test]
+    fn read_write_replica_health_is_running_and_converged_from_the_active_site() {
+        assert!(ReplicaConjuncts {
+            lag_known: false,
+            lag_within_limit: false,
+            ..ALL
+        }
+        .read_write_healthy());
+        assert!(!ReplicaConjuncts {
+            replicating: false,
+            ..ALL
+        }
+        .read_write_healthy());
+        assert!(!ReplicaConjuncts {
+            converged: false,
+            ..ALL
+        }
+        .read_write_healthy());
+        assert!(!ReplicaConjuncts {
+            direct_source: false,
+            ..ALL
+        }
+        .read_write_healthy());
+    }
+
+    #[test]
+    fn seed_000_dns_comparison_ignores_provider_labels_only() {
+        let desired = DNSEndpointSpec::a_record("db.example", "10.0.0.1", 10);
+        let mut live = desired.clone();
+        live.endpoints[0]
+            .labels
+            .insert("owner".to_string(), "external-dns".to_string());
+        assert!(same_records(&live, &desired));
+        let mut other_ttl = desired.clone();
+        other_ttl.endpoints[0].record_ttl = Some(60);
+        assert!(!same_records(&other_ttl, &desired));
+        let mut two_targets = desired.clone();
+        two_targets.endpoints[0]
+            .targets
+            .push("10.0.0.2".to_string());
+        assert!(!same_records(&two_targets, &desired));
+        assert!(!same_records(&DNSEndpointSpec::default(), &desired));
+    }
 }

@@ -11,13 +11,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bloodraven_api::{
     names,
-    sidecar::{Authority, LeaseState, MysqlObservation, MysqldRun, ReplicationState, SidecarStatus},
-    DNSEndpointSpec, DnsSpec, GoDuration, MysqlFailoverGroupSpec, OnCooldown, PlannedFailoverPolicy,
-    SiteRole, SiteSpec, WriteLeaseSpec,
+    sidecar::{
+        Authority, LeaseState, MysqlObservation, MysqldRun, ReplicationState, SidecarStatus,
+    },
+    DNSEndpointSpec, DnsSpec, GoDuration, MysqlFailoverGroupSpec, OnCooldown,
+    PlannedFailoverPolicy, SiteRole, SiteSpec, WriteLeaseSpec,
 };
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
-    decide_with_options, Action, AnnotationChange, Decision, DecideOptions, DnsReading, Event,
+    decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading, Event,
     EventReason, GroupAnnotations, GroupMemory, Observation, SidecarReading, SiteObservation,
 };
 use bloodraven_core::time::{Duration, Timestamp};
@@ -182,11 +184,17 @@ impl World {
     }
 
     pub fn site(&self, name: &str) -> &FakeSite {
-        self.sites.iter().find(|s| s.name == name).expect("known site")
+        self.sites
+            .iter()
+            .find(|s| s.name == name)
+            .expect("known site")
     }
 
     pub fn site_mut(&mut self, name: &str) -> &mut FakeSite {
-        self.sites.iter_mut().find(|s| s.name == name).expect("known site")
+        self.sites
+            .iter_mut()
+            .find(|s| s.name == name)
+            .expect("known site")
     }
 
     /// What the operator reads now.
@@ -194,7 +202,11 @@ impl World {
         Observation {
             group: self.group.clone(),
             namespace: self.namespace.clone(),
-            sites: self.sites.iter().map(|site| self.observe_site(site)).collect(),
+            sites: self
+                .sites
+                .iter()
+                .map(|site| self.observe_site(site))
+                .collect(),
             annotations: self.annotations.clone(),
             deploy_hold: self.hold.clone(),
             dns: match &self.dns {
@@ -230,7 +242,10 @@ impl World {
                     replication: if site.mysql_up { replication } else { None },
                     mysqld: site.mysql_up.then(|| MysqldRun {
                         server_id: site.server_id.to_string(),
-                        uptime_seconds: self.now.saturating_duration_since(site.mysqld_started_at).as_secs(),
+                        uptime_seconds: self
+                            .now
+                            .saturating_duration_since(site.mysqld_started_at)
+                            .as_secs(),
                         started_at: site.mysqld_started_at,
                     }),
                 },
@@ -247,7 +262,12 @@ impl World {
                 last_granted_ago_ms: site
                     .granted_at
                     .iter()
-                    .map(|(name, at)| (name.clone(), self.now.saturating_duration_since(*at).as_millis() as u64))
+                    .map(|(name, at)| {
+                        (
+                            name.clone(),
+                            self.now.saturating_duration_since(*at).as_millis() as u64,
+                        )
+                    })
                     .collect(),
             }))
         };
@@ -265,7 +285,13 @@ impl World {
     /// One operator poll: observe, decide, execute, persist.
     pub fn poll(&mut self) -> Decision {
         let observation = self.observe();
-        let decision = decide_with_options(&self.spec, &self.memory, &observation, self.now, self.options);
+        let decision = decide_with_options(
+            &self.spec,
+            &self.memory,
+            &observation,
+            self.now,
+            self.options,
+        );
         for action in &decision.actions {
             self.execute(action);
         }
@@ -289,14 +315,21 @@ impl World {
             Action::UntaintNode { node, .. } => {
                 self.taints.remove(node);
             }
-            Action::PushAuthority { site, authority } | Action::AnnounceAuthorityMove { site, authority } => {
+            Action::PushAuthority { site, authority }
+            | Action::AnnounceAuthorityMove { site, authority } => {
                 if !self.reachable_by_operator(site) {
                     return;
                 }
                 let target = self.site_mut(site);
-                if authority.decide_against(&group, target.authority.as_ref()).is_in_force() {
+                if authority
+                    .decide_against(&group, target.authority.as_ref())
+                    .is_in_force()
+                {
                     target.authority = Some(authority.clone());
-                    if target.fence_generation.is_some_and(|g| authority.topology_generation > g) {
+                    if target
+                        .fence_generation
+                        .is_some_and(|g| authority.topology_generation > g)
+                    {
                         target.fence_generation = None;
                     }
                 }
@@ -338,7 +371,9 @@ impl World {
                 let source = self
                     .sites
                     .iter()
-                    .find(|s| names::source_host(&group, &s.name, &namespace) == request.source_host)
+                    .find(|s| {
+                        names::source_host(&group, &s.name, &namespace) == request.source_host
+                    })
                     .map(|s| s.name.clone());
                 let target = self.site_mut(site);
                 target.source = source;
@@ -349,13 +384,20 @@ impl World {
                     self.dns = Some(spec.clone());
                 }
             }
-            Action::RevokeDeployLeases { reason, topology_generation } => {
+            Action::RevokeDeployLeases {
+                reason,
+                topology_generation,
+            } => {
                 self.revocations.push((*reason, *topology_generation));
             }
             Action::Annotate(change) => match change {
-                AnnotationChange::SetCooldownUntil(until) => self.annotations.cooldown_until = Some(*until),
+                AnnotationChange::SetCooldownUntil(until) => {
+                    self.annotations.cooldown_until = Some(*until)
+                }
                 AnnotationChange::ClearPlannedFailover => self.annotations.planned_failover = None,
-                AnnotationChange::ClearRevokeDeploymentLeases => self.annotations.revoke_deployment_leases = false,
+                AnnotationChange::ClearRevokeDeploymentLeases => {
+                    self.annotations.revoke_deployment_leases = false
+                }
                 AnnotationChange::SetLastFailover(_) => {}
             },
             Action::Event(event) => self.events.push((now, event.clone())),
@@ -391,12 +433,15 @@ impl World {
             let Some(authority) = requester.authority.clone() else {
                 continue;
             };
-            if !requester.sidecar_alive || authority.active_site.as_deref() != Some(requester.name.as_str()) {
+            if !requester.sidecar_alive
+                || authority.active_site.as_deref() != Some(requester.name.as_str())
+            {
                 continue;
             }
             let mut grants = Vec::new();
             for peer in &self.sites {
-                let connected = peer.name == requester.name || !(peer.peer_cut || requester.peer_cut);
+                let connected =
+                    peer.name == requester.name || !(peer.peer_cut || requester.peer_cut);
                 let names_requester = peer.authority.as_ref().is_some_and(|a| {
                     a.active_site.as_deref() == Some(requester.name.as_str())
                         && a.topology_generation == authority.topology_generation
@@ -407,7 +452,9 @@ impl World {
             }
             if grants.len() >= majority {
                 for peer in &grants {
-                    self.site_mut(peer).granted_at.insert(requester.name.clone(), now);
+                    self.site_mut(peer)
+                        .granted_at
+                        .insert(requester.name.clone(), now);
                 }
                 self.sites[index].lease_until = Some(now + lease);
             }
@@ -415,8 +462,16 @@ impl World {
         // Writability: lease held, authority names itself, no fence.
         for site in &mut self.sites {
             let held = site.lease_until.is_some_and(|until| until > now);
-            let named = site.authority.as_ref().and_then(|a| a.active_site.as_deref()) == Some(site.name.as_str());
-            let writable = site.sidecar_alive && site.mysql_up && held && named && site.fence_generation.is_none();
+            let named = site
+                .authority
+                .as_ref()
+                .and_then(|a| a.active_site.as_deref())
+                == Some(site.name.as_str());
+            let writable = site.sidecar_alive
+                && site.mysql_up
+                && held
+                && named
+                && site.fence_generation.is_none();
             if site.mysql_up {
                 site.read_only = !writable;
             }
@@ -488,25 +543,44 @@ impl World {
         let mut world = World::playground();
         world.poll();
         world.run_polls(3);
-        assert!(world.memory.authority.is_valid(), "bootstrap did not validate authority");
+        assert!(
+            world.memory.authority.is_valid(),
+            "bootstrap did not validate authority"
+        );
         world
     }
 
     /// Events of a reason, in order.
     pub fn events_of(&self, reason: EventReason) -> Vec<&Event> {
-        self.events.iter().filter(|(_, e)| e.reason == reason).map(|(_, e)| e).collect()
+        self.events
+            .iter()
+            .filter(|(_, e)| e.reason == reason)
+            .map(|(_, e)| e)
+            .collect()
     }
 
     /// Sites writable now.
     pub fn writable_sites(&self) -> Vec<String> {
-        self.sites.iter().filter(|s| s.mysql_up && !s.read_only).map(|s| s.name.clone()).collect()
+        self.sites
+            .iter()
+            .filter(|s| s.mysql_up && !s.read_only)
+            .map(|s| s.name.clone())
+            .collect()
     }
 }
 
 /// The labels the last decision set on a site.
-pub fn labels_of(decision: &Decision, site: &str) -> Option<(bloodraven_core::engine::PodRole, bool)> {
+pub fn labels_of(
+    decision: &Decision,
+    site: &str,
+) -> Option<(bloodraven_core::engine::PodRole, bool)> {
     decision.actions.iter().find_map(|action| match action {
-        Action::SetPodLabels { site: s, role, healthy, .. } if s == site => Some((*role, *healthy)),
+        Action::SetPodLabels {
+            site: s,
+            role,
+            healthy,
+            ..
+        } if s == site => Some((*role, *healthy)),
         _ => None,
     })
 }
