@@ -60,12 +60,38 @@ fn app_user_grant_escapes_wildcards_quotes_and_backquotes() {
     );
 }
 
-// Recorded MariaDB 10.11 SHOW GRANTS outputs.
+// SHOW GRANTS recorded from MariaDB 10.11.19. There, `app` (made with create_app_user and
+// app_user_grant) got error 1290 writing to the fenced server, while `bad` (SUPER, READ_ONLY
+// ADMIN) wrote through read_only: exactly what the check must flag.
+#[test]
+fn recorded_mariadb_show_grants() {
+    let app = [
+        "GRANT USAGE ON *.* TO `app`@`%` IDENTIFIED BY PASSWORD '*D7DF95B01EACA4BBF609F3586649A423A2E70A7E'",
+        "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES, INDEX, ALTER, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, EVENT, TRIGGER ON `counter`.* TO `app`@`%`",
+    ];
+    assert_eq!(read_only_bypasses(Flavor::MariaDb, &app), []);
+    let bad = [
+        "GRANT `r1` TO `bad`@`%`",
+        "GRANT SUPER, READ_ONLY ADMIN ON *.* TO `bad`@`%` IDENTIFIED BY PASSWORD '*B69027D44F6E5EDC07F1AEAD1477967B16F28227'",
+        "GRANT ALL PRIVILEGES ON `counter`.* TO `bad`@`%`",
+        "GRANT USAGE ON *.* TO `r1`",
+        "GRANT SELECT ON `counter`.* TO `r1`",
+    ];
+    let privileges: Vec<String> = read_only_bypasses(Flavor::MariaDb, &bad)
+        .into_iter()
+        .map(|finding| finding.privilege)
+        .collect();
+    assert_eq!(privileges, ["SUPER", "READ_ONLY ADMIN"]);
+    let replication = ["GRANT REPLICATION SLAVE ON *.* TO `repl`@`%` IDENTIFIED BY PASSWORD '*0EC5CFEB141AF1EE765823C3DE3215828E0D4610'"];
+    assert_eq!(read_only_bypasses(Flavor::MariaDb, &replication), []);
+}
+
+// MariaDB 10.11 SHOW GRANTS outputs (root recorded from 10.11.19).
 #[test]
 fn mariadb_show_grants_bypasses_are_flagged() {
     let root = [
-        "GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` IDENTIFIED VIA mysql_native_password USING 'invalid' OR unix_socket WITH GRANT OPTION",
-        "GRANT PROXY ON ''@'%' TO 'root'@'localhost' WITH GRANT OPTION",
+        "GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION",
+        "GRANT PROXY ON ``@`%` TO `root`@`localhost` WITH GRANT OPTION",
     ];
     let findings = read_only_bypasses(Flavor::MariaDb, &root);
     assert_eq!(findings.len(), 1, "{findings:?}");

@@ -254,3 +254,85 @@ fn missing_or_malformed_columns_are_errors_naming_the_column() {
         Err(Error::StatusColumn { column, .. }) if column == "Gtid_IO_Pos"
     ));
 }
+
+// Recorded MariaDB 10.11.19: a replica repointed with Dialect::repoint, running.
+#[test]
+fn recorded_mariadb_running_replica() {
+    let status = status(Flavor::MariaDb, "mariadb-10.11.19-recorded-running.txt");
+    assert!(status.replicating());
+    assert_eq!(
+        (status.source_host.as_str(), status.source_port),
+        ("127.0.0.1", 33062)
+    );
+    assert_eq!(status.using_gtid, UsingGtid::SlavePos);
+    assert_eq!(status.seconds_behind_source, Some(0));
+    assert_eq!(status.source_server_id, Some(2));
+    assert_eq!(status.executed_gtid_set, set(Flavor::MariaDb, "0-2-12"));
+}
+
+// Recorded MariaDB 10.11.19: the old primary repointed to the new one after both wrote
+// (bloodraven.md "Returning primary": it must not rejoin). MariaDB refuses with 1236 and the
+// IO thread stops; the row says so.
+#[test]
+fn recorded_mariadb_diverged_old_primary_reports_error_1236() {
+    let status = status(Flavor::MariaDb, "mariadb-10.11.19-recorded-diverged.txt");
+    assert_eq!(status.io_state, IoThreadState::Stopped);
+    assert!(!status.replicating());
+    assert_eq!(status.seconds_behind_source, None);
+    let error = status
+        .last_io_error
+        .unwrap_or_else(|| panic!("IO error expected"));
+    assert_eq!(error.number, 1236);
+    assert!(error
+        .message
+        .contains("GTID 0-1-14, which is not in the master's binlog"));
+}
+
+/// `name=value` lines of the recorded failover fixture.
+fn recorded_variable(name: &str) -> GtidSet {
+    let path = format!(
+        "{}/tests/fixtures/mariadb-10.11.19-recorded-failover.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let value = text
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("{name} not recorded"));
+    GtidSet::parse(Flavor::MariaDb, value).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+// bloodraven.md emergency failover (lostTransactions, exact once the old primary is
+// readable) and returning primary (errant set), on recorded MariaDB 10.11.19 values: the
+// gtid_binlog_state the Dialect reads gives the exact five transactions; the one-position
+// variables cannot tell.
+#[test]
+fn recorded_mariadb_failover_lost_and_errant_sets() {
+    let old_primary = recorded_variable("old_primary.gtid_binlog_state");
+    let new_primary = recorded_variable("new_primary.gtid_binlog_state");
+    let lost = bloodraven_mysql::lost_transactions(&old_primary, &new_primary);
+    assert_eq!(lost.to_string(), "0-1-10..14");
+    assert_eq!(
+        bloodraven_mysql::errant_transactions(&new_primary, &old_primary).to_string(),
+        "0-2-10..12"
+    );
+    // At promotion time the new primary's set was its slave position.
+    let at_promotion = recorded_variable("new_primary.gtid_slave_pos");
+    assert_eq!(
+        bloodraven_mysql::lost_transactions(&old_primary, &at_promotion),
+        lost
+    );
+    // gtid_binlog_pos / gtid_current_pos credit the whole domain to server 2: everything
+    // on the old primary would look lost. This is why the Dialect reads gtid_binlog_state.
+    for variable in [
+        "new_primary.gtid_binlog_pos",
+        "new_primary.gtid_current_pos",
+    ] {
+        let one_position = recorded_variable(variable);
+        assert_eq!(
+            bloodraven_mysql::lost_transactions(&old_primary, &one_position).count(),
+            14,
+            "{variable}"
+        );
+    }
+}
