@@ -1,6 +1,6 @@
 //! The entry points: [`decide`] and [`decide_with_options`].
 
-use bloodraven_api::{Flavor, MysqlFailoverGroupSpec};
+use bloodraven_api::MysqlFailoverGroupSpec;
 
 use super::action::{Action, AnnotationChange, Decision, EventReason};
 use super::detection::{adopt_newer_authority, observe_sites};
@@ -12,7 +12,7 @@ use super::observation::Observation;
 use super::options::DecideOptions;
 use super::plan::{Context, Plan};
 use super::planned;
-use super::reading::read_sites;
+use super::reading::{mysql_flavor, read_sites};
 use super::surfaces;
 use crate::deploy::RevokeReason;
 use crate::time::Timestamp;
@@ -94,13 +94,6 @@ pub fn decide_with_options(
     surfaces::dns(&context, &memory, &mut plan);
 
     plan.finish(spec, memory)
-}
-
-fn mysql_flavor(flavor: Flavor) -> bloodraven_mysql::Flavor {
-    match flavor {
-        Flavor::Mariadb => bloodraven_mysql::Flavor::MariaDb,
-        Flavor::Mysql => bloodraven_mysql::Flavor::MySql,
-    }
 }
 
 /// Memory with exactly one entry per spec site, in spec order (sites added to the spec start

@@ -11,6 +11,7 @@ mod failover;
 mod memory;
 mod observation;
 mod options;
+mod persist;
 mod plan;
 mod planned;
 mod reading;

@@ -126,3 +126,11 @@ fn read_site(site: &SiteObservation, group: &str, flavor: bloodraven_mysql::Flav
     }
     view
 }
+
+/// The GTID flavor of a spec flavor.
+pub(super) fn mysql_flavor(flavor: bloodraven_api::Flavor) -> bloodraven_mysql::Flavor {
+    match flavor {
+        bloodraven_api::Flavor::Mariadb => bloodraven_mysql::Flavor::MariaDb,
+        bloodraven_api::Flavor::Mysql => bloodraven_mysql::Flavor::MySql,
+    }
+}
