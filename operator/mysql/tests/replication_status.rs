@@ -288,12 +288,14 @@ fn recorded_mariadb_diverged_old_primary_reports_error_1236() {
         .contains("GTID 0-1-14, which is not in the master's binlog"));
 }
 
-/// `name=value` lines of the recorded failover fixture.
+/// `name=value` lines of the recorded emergency failover fixture.
 fn recorded_variable(name: &str) -> GtidSet {
-    let path = format!(
-        "{}/tests/fixtures/mariadb-10.11.19-recorded-failover.txt",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    recorded_in("mariadb-10.11.19-recorded-failover.txt", name)
+}
+
+/// `name=value` lines of a recorded GTID variables fixture.
+fn recorded_in(file: &str, name: &str) -> GtidSet {
+    let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let value = text
         .lines()
@@ -335,4 +337,23 @@ fn recorded_mariadb_failover_lost_and_errant_sets() {
             "{variable}"
         );
     }
+}
+
+// bloodraven.md planned failover: zero lost transactions; the old primary rejoins as a
+// replica of the new one (recorded MariaDB 10.11.19, repoint without re-applying its own
+// transactions).
+#[test]
+fn recorded_mariadb_planned_failover_loses_nothing_and_rejoins() {
+    let file = "mariadb-10.11.19-recorded-planned-failover.txt";
+    let a_before = recorded_in(file, "a.before.gtid_binlog_state");
+    let a_after = recorded_in(file, "a.after.gtid_binlog_state");
+    let b_after = recorded_in(file, "b.after.gtid_binlog_state");
+    assert!(bloodraven_mysql::lost_transactions(&a_before, &b_after).is_empty());
+    assert!(bloodraven_mysql::errant_transactions(&a_before, &b_after).is_empty());
+    assert_eq!(a_after, b_after);
+    assert_eq!(b_after.subtract(&a_before).to_string(), "0-4-6..8");
+    assert_eq!(
+        recorded_in(file, "a.after.gtid_slave_pos"),
+        recorded_in(file, "a.after.gtid_current_pos")
+    );
 }
