@@ -101,11 +101,17 @@ fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
         if let Some(hostname) = &spec.hostname {
             nix::unistd::sethostname(hostname).map_err(Error::sys("set hostname"))?;
         }
+        // Sources and the staging dir are opened (O_PATH) before anything is mounted and used
+        // through /proc/self/fd: a private dir bound over e.g. /tmp must not hide a state dir
+        // under /tmp from the mounts that follow.
+        let staging_fd = open_path(&spec.staging_dir)?;
+        let staging = fd_path(&staging_fd);
+        let sources = spec.mounts.iter().map(|bind| open_path(&bind.source)).collect::<Result<Vec<_>>>()?;
         let mut shadows = 0u32;
-        for bind in &spec.mounts {
-            let is_dir = bind.source.is_dir();
-            ensure_mount_target(&bind.target, is_dir, &spec.staging_dir, &mut shadows)?;
-            mount(Some(&bind.source), &bind.target, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+        for (bind, source) in spec.mounts.iter().zip(&sources) {
+            let is_dir = fd_path(source).is_dir();
+            ensure_mount_target(&bind.target, is_dir, &staging, &mut shadows)?;
+            mount(Some(&fd_path(source)), &bind.target, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
                 .map_err(Error::sys(format!("bind {} at {}", bind.source.display(), bind.target.display())))?;
             if bind.read_only {
                 let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
@@ -117,6 +123,17 @@ fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
     let cwd = spec.working_dir.clone().unwrap_or_else(|| PathBuf::from("/"));
     nix::unistd::chdir(&cwd).map_err(Error::sys(format!("change directory to {}", cwd.display())))?;
     exec(&spec.argv, &spec.env)
+}
+
+fn open_path(path: &Path) -> Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+        .map_err(Error::sys(format!("open {}", path.display())))
+}
+
+fn fd_path(fd: &std::os::fd::OwnedFd) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 fn open(path: &str) -> Result<fs::File> {

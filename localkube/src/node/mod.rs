@@ -4,6 +4,7 @@ pub mod catalog;
 pub mod error;
 pub mod exec;
 pub mod ip;
+pub mod mariadb;
 pub mod naming;
 pub mod network;
 pub mod partition;
