@@ -3,7 +3,7 @@
 //!
 //! # Rule
 //!
-//! 1. Trim whitespace, lowercase (DNS names are case-insensitive) and drop one trailing dot
+//! 1. Trim whitespace, lowercase (DNS names are case-insensitive) and drop trailing dots
 //!    (the fully-qualified spelling).
 //! 2. An IP address literal (IPv6 optionally in brackets) is kept, in its standard spelling.
 //! 3. A Kubernetes Service or pod name is cut before its `svc` label when that label comes
@@ -23,7 +23,7 @@ use std::net::IpAddr;
 /// Canonical form of a host name (see the module documentation for the rule).
 pub fn canonical_host(host: &str) -> String {
     let lowered = host.trim().to_ascii_lowercase();
-    let name = lowered.strip_suffix('.').unwrap_or(&lowered);
+    let name = lowered.trim_end_matches('.');
     let unbracketed = name
         .strip_prefix('[')
         .and_then(|inner| inner.strip_suffix(']'))
@@ -116,5 +116,25 @@ mod tests {
         assert_eq!(canonical_host_in("10.0.0.7", NAMESPACE), "10.0.0.7");
         // A Service literally named `svc` is not cut.
         assert_eq!(canonical_host("svc.ns.svc.cluster.local"), "svc.ns");
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+
+    proptest::proptest! {
+        // The rule is a normal form: applying it twice changes nothing, and equality under
+        // it is symmetric.
+        #[test]
+        fn canonical_host_is_idempotent_and_same_host_symmetric(
+            left in "[A-Za-z0-9.-]{0,40}",
+            right in "[A-Za-z0-9.-]{0,40}",
+        ) {
+            let once = canonical_host_in(&left, "ns");
+            proptest::prop_assert_eq!(canonical_host_in(&once, "ns"), once.clone());
+            proptest::prop_assert_eq!(canonical_host(&canonical_host(&left)), canonical_host(&left));
+            proptest::prop_assert_eq!(same_host(&left, &right, "ns"), same_host(&right, &left, "ns"));
+        }
     }
 }

@@ -357,3 +357,25 @@ fn recorded_mariadb_planned_failover_loses_nothing_and_rejoins() {
         recorded_in(file, "a.after.gtid_current_pos")
     );
 }
+
+proptest::proptest! {
+    // Brief: no panics on bad input. Any value in any column gives a status or an error.
+    #[test]
+    fn status_parsing_never_panics_on_arbitrary_values(
+        values in proptest::collection::vec(proptest::option::of(".{0,40}"), 10),
+        flavor_is_mariadb in proptest::bool::ANY,
+    ) {
+        let flavor = if flavor_is_mariadb { Flavor::MariaDb } else { Flavor::MySql };
+        let columns = [
+            "Slave_IO_Running", "Replica_SQL_Running", "Master_Host", "Source_Port",
+            "Seconds_Behind_Master", "Using_Gtid", "Gtid_IO_Pos", "Executed_Gtid_Set",
+            "Last_IO_Errno", "Channel_Name",
+        ];
+        let row: StatusRow = columns
+            .iter()
+            .zip(values)
+            .map(|(column, value)| (column.to_string(), value))
+            .collect();
+        let _ = parse_replication_rows(flavor, &[row.clone(), row]);
+    }
+}
