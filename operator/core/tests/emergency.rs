@@ -472,3 +472,28 @@ fn status_lost_entirely_recovers_topology_and_cooldown_from_the_sidecars_cached_
         "still inside the recovered cooldown"
     );
 }
+
+#[test]
+fn old_primary_returning_while_no_candidate_remains_gets_the_authority_back() {
+    // iad dies, the move is announced, then pdx dies too: nothing to promote. When iad
+    // returns (read-only, startup safety net) it is the last resort and is re-promoted
+    // under the move's generation instead of leaving the group without a writable site.
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(3);
+    assert!(world.memory.emergency_failover.is_some());
+    world.kill("pdx");
+    world.run_polls(6);
+    assert_eq!(world.memory.topology_generation, 1, "nothing promoted yet");
+    world.restart("iad");
+    world.run_polls(5);
+    assert_eq!(world.memory.active_site, "iad");
+    assert_eq!(world.memory.topology_generation, 2);
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+    assert!(world.memory.authority.is_valid());
+    assert!(
+        !world.taints.contains("node-iad"),
+        "untainted when it became active again"
+    );
+    assert!(world.split_brain_at.is_empty());
+}

@@ -286,7 +286,8 @@ fn start_draining(
     excluded: &[&str],
 ) {
     let candidate = select_candidate(context, memory, from, excluded)
-        .or_else(|| select_candidate(context, memory, from, &[]));
+        .or_else(|| select_candidate(context, memory, from, &[]))
+        .or_else(|| old_site_as_last_resort(context, memory, from));
     let Some(failover) = memory.emergency_failover.as_mut() else {
         return;
     };
@@ -311,6 +312,22 @@ fn start_draining(
             );
         }
     }
+}
+
+/// The old active site itself, when it answers again and no other site qualifies: it holds
+/// the most advanced history by definition, and giving it the authority back (under the
+/// move's generation) ends a write outage that would otherwise last until another site
+/// returns. Only ever after the lease wait (or confirmation) has ended.
+fn old_site_as_last_resort(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    from: &str,
+) -> Option<String> {
+    let view = context.view(from);
+    let demoted = memory
+        .site(from)
+        .is_some_and(|site| site.state == SiteState::Demoted);
+    (view.is_up() && view.gtid.is_some() && demoted).then(|| from.to_string())
 }
 
 /// `POST /v1/promote` for `site`.

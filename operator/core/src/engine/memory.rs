@@ -326,7 +326,9 @@ pub struct EmergencyFailover {
 pub enum EmergencyPhase {
     /// The move notice is out; waiting until the old site cannot be writable: a majority of
     /// sidecars report their last grant to it older than lease duration + clock-drift margin,
-    /// or its own sidecar confirms MySQL read-only or down.
+    /// or its own sidecar confirms MySQL read-only or down. This wait has no time bound on
+    /// purpose: it ends on evidence only, and a bound that promoted anyway would be the
+    /// split brain it prevents. It also waits here while no candidate qualifies.
     AwaitingLeaseExpiry,
     /// The candidate is draining its relay log and detaching replication (`Promote`); waiting
     /// to observe it detached.
