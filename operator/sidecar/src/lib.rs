@@ -1,1 +1,30 @@
-//! Runs beside mysqld: the write-lease rule, startup safety net and topology-mismatch rule.
+//! bloodraven-sidecar: runs beside mysqld and is Bloodraven's correctness layer.
+//!
+//! It makes mysqld writable only while it holds an authority record naming its own site and
+//! an unexpired write lease from a majority of all sites' sidecars, renewed every
+//! `duration / 3`; it applies the startup safety net and the topology-mismatch rule on its own
+//! timers, with the operator down or not (bloodraven.md "Authority, sidecars and fencing").
+//! The rule itself is [`bloodraven_core::lease`]; this crate is its I/O shell.
+//!
+//! - [`config`]: flags and environment, validated into [`Settings`].
+//! - [`discovery`]: peer discovery by DNS with seed 004's semantics.
+//! - [`server`]: the HTTP API on 8086 and the timers, [`Sidecar::start`].
+//! - [`testing`] (feature `testing`): an in-process DNS server for tests.
+
+mod clock;
+pub mod config;
+pub mod discovery;
+mod enforcer;
+mod error;
+mod http;
+mod metrics;
+mod observation;
+mod peers;
+pub mod server;
+mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use config::{Config, Settings};
+pub use error::{Error, Result};
+pub use server::{RunningSidecar, Sidecar};

@@ -1,0 +1,275 @@
+//! Flags and environment variables, validated into [`Settings`].
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use bloodraven_core::lease::LeaseConfig;
+use bloodraven_mysql::{live::ConnectOptions, Flavor};
+use clap::Parser;
+
+use crate::{
+    discovery::PeerQuery,
+    error::{Error, Result},
+};
+
+/// The sidecar's command line; every flag also reads an environment variable.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "bloodraven-sidecar",
+    version,
+    about = "Bloodraven's self-fencing sidecar"
+)]
+pub struct Config {
+    /// The MysqlFailoverGroup this sidecar belongs to.
+    #[arg(long, env = "BLOODRAVEN_GROUP")]
+    pub group: String,
+    /// This sidecar's site.
+    #[arg(long, env = "BLOODRAVEN_SITE")]
+    pub site: String,
+    /// Every site of the group, this one included (comma separated). A lease needs a
+    /// majority of all of them.
+    #[arg(long, env = "BLOODRAVEN_SITES", value_delimiter = ',', required = true)]
+    pub sites: Vec<String>,
+    /// Address of the HTTP API.
+    #[arg(long, env = "BLOODRAVEN_LISTEN", default_value = "0.0.0.0:8086")]
+    pub listen: SocketAddr,
+    /// Write lease duration in milliseconds (the group's `writeLease.duration`).
+    #[arg(long, env = "BLOODRAVEN_LEASE_DURATION_MS", default_value_t = 6000)]
+    pub lease_duration_ms: u64,
+    /// Enforcement tick in milliseconds; at most, and by default, a third of the lease.
+    #[arg(long, env = "BLOODRAVEN_TICK_MS")]
+    pub tick_ms: Option<u64>,
+    /// SRV name of each site's sidecar port, `{site}` and `{group}` substituted, e.g.
+    /// `_sidecar._tcp.mysql-{group}-{site}.bloodraven-playground.svc.cluster.local`.
+    #[arg(long, env = "BLOODRAVEN_PEER_SRV", conflicts_with = "peer_host")]
+    pub peer_srv: Option<String>,
+    /// A-record name of each site's Service, `{site}` and `{group}` substituted, paired with
+    /// `--peer-port`, e.g. `mysql-{group}-{site}.bloodraven-playground.svc.cluster.local`.
+    #[arg(long, env = "BLOODRAVEN_PEER_HOST")]
+    pub peer_host: Option<String>,
+    /// Sidecar port paired with `--peer-host`.
+    #[arg(long, env = "BLOODRAVEN_PEER_PORT", default_value_t = bloodraven_api::names::PORT_SIDECAR)]
+    pub peer_port: u16,
+    /// DNS server to query (`ip:port`); the system's resolv.conf when absent.
+    #[arg(long, env = "BLOODRAVEN_DNS_SERVER")]
+    pub dns_server: Option<SocketAddr>,
+    /// Timeout of one peer lease request in milliseconds; at most, and by default, a third of
+    /// the lease.
+    #[arg(long, env = "BLOODRAVEN_PEER_TIMEOUT_MS")]
+    pub peer_timeout_ms: Option<u64>,
+    /// MySQL flavor: mariadb or mysql.
+    #[arg(long, env = "BLOODRAVEN_MYSQL_FLAVOR", default_value = "mariadb")]
+    pub mysql_flavor: Flavor,
+    /// Host of the local mysqld.
+    #[arg(long, env = "BLOODRAVEN_MYSQL_HOST", default_value = "127.0.0.1")]
+    pub mysql_host: String,
+    /// Port of the local mysqld.
+    #[arg(long, env = "BLOODRAVEN_MYSQL_PORT", default_value_t = bloodraven_api::names::PORT_MYSQL)]
+    pub mysql_port: u16,
+    /// MySQL user of the sidecar (needs to set read_only, manage replication, kill
+    /// connections).
+    #[arg(long, env = "BLOODRAVEN_MYSQL_USER", default_value = "root")]
+    pub mysql_user: String,
+    /// Its password.
+    #[arg(long, env = "BLOODRAVEN_MYSQL_PASSWORD", hide_env_values = true)]
+    pub mysql_password: Option<String>,
+    /// A file holding its password (a mounted Secret); wins over `--mysql-password`.
+    #[arg(long, env = "BLOODRAVEN_MYSQL_PASSWORD_FILE")]
+    pub mysql_password_file: Option<PathBuf>,
+    /// Replication user other sites use to replicate from this one.
+    #[arg(
+        long,
+        env = "BLOODRAVEN_REPLICATION_USER",
+        default_value = "replication"
+    )]
+    pub replication_user: String,
+    /// Its password.
+    #[arg(long, env = "BLOODRAVEN_REPLICATION_PASSWORD", hide_env_values = true)]
+    pub replication_password: Option<String>,
+    /// A file holding its password; wins over `--replication-password`.
+    #[arg(long, env = "BLOODRAVEN_REPLICATION_PASSWORD_FILE")]
+    pub replication_password_file: Option<PathBuf>,
+    /// Timeout of one MySQL statement in milliseconds (connecting included).
+    #[arg(long, env = "BLOODRAVEN_MYSQL_TIMEOUT_MS", default_value_t = 2000)]
+    pub mysql_timeout_ms: u64,
+}
+
+/// Everything the sidecar runs with, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Group, site, all sites and lease duration.
+    pub lease: LeaseConfig,
+    /// Address of the HTTP API.
+    pub listen: SocketAddr,
+    /// Enforcement tick (at most a third of the lease).
+    pub tick: Duration,
+    /// Timeout of one peer lease request.
+    pub peer_timeout: Duration,
+    /// How peers are found.
+    pub discovery: PeerQuery,
+    /// DNS server to query; the system's when `None`.
+    pub dns_server: Option<SocketAddr>,
+    /// MySQL flavor.
+    pub flavor: Flavor,
+    /// How to reach the local mysqld.
+    pub mysql: ConnectOptions,
+    /// Replication credentials used for repointing.
+    pub replication_user: String,
+    /// Replication password.
+    pub replication_password: String,
+}
+
+impl Settings {
+    /// A settings value with the tick and peer timeout derived from the lease (a third).
+    pub fn new(
+        lease: LeaseConfig,
+        listen: SocketAddr,
+        discovery: PeerQuery,
+        flavor: Flavor,
+        mysql: ConnectOptions,
+    ) -> Self {
+        let third = Duration::from_millis(lease.renew_interval_ms().max(1));
+        Self {
+            lease,
+            listen,
+            tick: third,
+            peer_timeout: third,
+            discovery,
+            dns_server: None,
+            flavor,
+            mysql,
+            replication_user: "replication".to_owned(),
+            replication_password: String::new(),
+        }
+    }
+}
+
+fn read_secret(inline: Option<String>, file: Option<&PathBuf>) -> Result<String> {
+    match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
+            .map_err(|source| Error::ReadFile {
+                path: path.display().to_string(),
+                source,
+            }),
+        None => Ok(inline.unwrap_or_default()),
+    }
+}
+
+impl Config {
+    /// Validates the flags into [`Settings`].
+    pub fn into_settings(self) -> Result<Settings> {
+        let lease = LeaseConfig::new(
+            self.group,
+            self.site,
+            self.sites,
+            Duration::from_millis(self.lease_duration_ms),
+        )?;
+        let third = lease.renew_interval_ms().max(1);
+        let tick_ms = self.tick_ms.unwrap_or(third);
+        if tick_ms == 0 || tick_ms > third {
+            return Err(Error::Config(format!(
+                "tick {tick_ms}ms must be between 1ms and a third of the lease ({third}ms)"
+            )));
+        }
+        let peer_timeout_ms = self.peer_timeout_ms.unwrap_or(third);
+        if peer_timeout_ms == 0 || peer_timeout_ms > third {
+            return Err(Error::Config(format!(
+                "peer timeout {peer_timeout_ms}ms must be between 1ms and a third of the lease ({third}ms)"
+            )));
+        }
+        let discovery = match (self.peer_srv, self.peer_host) {
+            (Some(name), None) => PeerQuery::Srv { name },
+            (None, Some(name)) => PeerQuery::Host {
+                name,
+                port: self.peer_port,
+            },
+            (None, None) | (Some(_), Some(_)) => {
+                return Err(Error::Config(
+                    "exactly one of --peer-srv and --peer-host is required".to_owned(),
+                ))
+            }
+        };
+        let mysql_timeout = Duration::from_millis(self.mysql_timeout_ms.max(1));
+        let mysql = ConnectOptions {
+            host: self.mysql_host,
+            port: self.mysql_port,
+            user: self.mysql_user,
+            password: read_secret(self.mysql_password, self.mysql_password_file.as_ref())?,
+            connect_timeout: mysql_timeout,
+            statement_timeout: mysql_timeout,
+        };
+        Ok(Settings {
+            lease,
+            listen: self.listen,
+            tick: Duration::from_millis(tick_ms),
+            peer_timeout: Duration::from_millis(peer_timeout_ms),
+            discovery,
+            dns_server: self.dns_server,
+            flavor: self.mysql_flavor,
+            mysql,
+            replication_password: read_secret(
+                self.replication_password,
+                self.replication_password_file.as_ref(),
+            )?,
+            replication_user: self.replication_user,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings> {
+        let mut all = vec!["bloodraven-sidecar"];
+        all.extend_from_slice(args);
+        Config::try_parse_from(all)
+            .map_err(|e| Error::Config(e.to_string()))?
+            .into_settings()
+    }
+
+    #[test]
+    fn config_tick_defaults_to_a_third_of_the_lease_and_may_not_exceed_it() {
+        let base = [
+            "--group",
+            "playground",
+            "--site",
+            "iad",
+            "--sites",
+            "iad,pdx,reader",
+            "--peer-host",
+            "mysql-{group}-{site}",
+            "--lease-duration-ms",
+            "6000",
+        ];
+        let settings = parse(&base).map_err(|e| e.to_string());
+        assert_eq!(
+            settings.as_ref().map(|s| s.tick),
+            Ok(Duration::from_secs(2))
+        );
+        assert_eq!(settings.as_ref().map(|s| s.lease.majority()), Ok(2));
+        let mut slow = base.to_vec();
+        slow.extend(["--tick-ms", "2001"]);
+        assert!(matches!(parse(&slow), Err(Error::Config(_))));
+    }
+
+    #[test]
+    fn config_requires_exactly_one_discovery_mode() {
+        let none = ["--group", "g", "--site", "a", "--sites", "a,b,c"];
+        assert!(parse(&none).is_err());
+        let srv = [
+            "--group",
+            "g",
+            "--site",
+            "a",
+            "--sites",
+            "a,b,c",
+            "--peer-srv",
+            "_sidecar._tcp.mysql-{group}-{site}",
+        ];
+        assert!(matches!(
+            parse(&srv).map(|s| s.discovery),
+            Ok(PeerQuery::Srv { .. })
+        ));
+    }
+}

@@ -1,0 +1,115 @@
+//! The enforcement loop: observe mysqld, compare with the lease rule, act. It runs every
+//! tick (at most a third of the lease), at the instant the held lease expires, and at once
+//! when woken (authority pushed, fence, lease gained).
+
+use std::sync::Arc;
+
+use bloodraven_core::lease::{enforcement, Enforcement, WriteDecision};
+
+use crate::{
+    clock::wall_now,
+    observation::{from_snapshot, unreachable},
+    state::Shared,
+};
+
+/// Runs forever.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    loop {
+        enforce(&shared).await;
+        let now = shared.clock.now();
+        let remaining_ms = shared.lease().lease_remaining_ms(now);
+        let next_tick = tokio::time::Instant::now() + shared.settings.tick;
+        // Wake exactly when the lease runs out, so a partitioned primary fences itself within
+        // the lease duration rather than up to a tick later.
+        let deadline = if remaining_ms > 0 {
+            let expiry = shared.clock.instant(now) + std::time::Duration::from_millis(remaining_ms);
+            next_tick.min(expiry)
+        } else {
+            next_tick
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => {}
+            () = shared.wake_enforcer.notified() => {}
+        }
+    }
+}
+
+/// One enforcement: observe, decide, act, re-read.
+pub(crate) async fn enforce(shared: &Shared) {
+    let _serialised = shared.mutation.lock().await;
+    let observed = match shared.mysql.observe().await {
+        Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
+        Err(error) => {
+            shared.metrics.mysql_error();
+            tracing::warn!(site = shared.site(), %error, "observe mysqld");
+            unreachable(&error)
+        }
+    };
+    let observed_read_only = observed.read_only;
+    shared.set_observation(&observed);
+    let now = shared.clock.now();
+    let (desired, generation, remaining_ms) = {
+        let lease = shared.lease();
+        (
+            lease.desired(now),
+            lease.authority().map(|a| a.topology_generation),
+            lease.lease_remaining_ms(now),
+        )
+    };
+    shared.metrics.observe_lease(remaining_ms, generation);
+    match enforcement(desired, observed_read_only) {
+        Enforcement::Nothing | Enforcement::ObserveFirst => {}
+        Enforcement::SetReadOnly {
+            reason,
+            topology_mismatch,
+        } => {
+            if topology_mismatch {
+                tracing::warn!(
+                    site = shared.site(),
+                    generation,
+                    read_only = false,
+                    reason = reason.as_str(),
+                    "topology mismatch: mysqld writable while the cached authority names another site; setting read_only"
+                );
+            }
+            let outcome = shared.mysql.fence().await;
+            shared.metrics.fenced(reason.as_str());
+            if let Some(error) = &outcome.error {
+                shared.metrics.mysql_error();
+                tracing::warn!(site = shared.site(), %error, "set read_only returned an error; re-read");
+            }
+            tracing::info!(
+                site = shared.site(),
+                generation,
+                read_only = ?outcome.applied.known(),
+                lease_held = remaining_ms > 0,
+                lease_remaining_ms = remaining_ms,
+                reason = reason.as_str(),
+                "fenced mysqld"
+            );
+            if let Some(snapshot) = &outcome.snapshot {
+                shared.set_observation(&from_snapshot(snapshot, wall_now()));
+            }
+        }
+        Enforcement::SetWritable => {
+            debug_assert_eq!(desired, WriteDecision::Writable);
+            let outcome = shared.mysql.unfence().await;
+            shared.metrics.unfenced();
+            if let Some(error) = &outcome.error {
+                shared.metrics.mysql_error();
+                tracing::warn!(site = shared.site(), %error, "clear read_only returned an error; re-read");
+            }
+            tracing::info!(
+                site = shared.site(),
+                generation,
+                read_only = ?outcome.applied.known().map(|writable| !writable),
+                lease_held = true,
+                lease_remaining_ms = remaining_ms,
+                "made mysqld writable: authority names this site and a majority lease is held"
+            );
+            if let Some(snapshot) = &outcome.snapshot {
+                shared.set_observation(&from_snapshot(snapshot, wall_now()));
+            }
+        }
+    }
+}

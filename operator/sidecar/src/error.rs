@@ -1,0 +1,88 @@
+//! The crate's error type.
+
+use std::net::SocketAddr;
+
+/// Everything the sidecar can fail at. Messages are lowercase fragments that read after
+/// "failed to".
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A flag or environment variable is invalid.
+    #[error("read configuration: {0}")]
+    Config(String),
+    /// The lease configuration is invalid.
+    #[error(transparent)]
+    LeaseConfig(#[from] bloodraven_core::lease::LeaseConfigError),
+    /// Reading a credentials file failed.
+    #[error("read {path}: {source}")]
+    ReadFile {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Binding the HTTP listener failed.
+    #[error("listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving HTTP failed.
+    #[error("serve http: {0}")]
+    Serve(#[source] std::io::Error),
+    /// Building the DNS resolver failed.
+    #[error("build dns resolver: {0}")]
+    Resolver(String),
+    /// A DNS query failed.
+    #[error("resolve {name}: {reason}")]
+    Resolve {
+        /// The name queried.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A site's discovery view resolved no address at all (seed 004: an error to retry).
+    #[error("discover site {site}: {name} resolved no address")]
+    EmptyView {
+        /// The site.
+        site: String,
+        /// The name queried.
+        name: String,
+    },
+    /// Building the HTTP client failed or a peer request failed.
+    #[error("call peer sidecar {site} at {address}: {reason}")]
+    Peer {
+        /// The peer's site.
+        site: String,
+        /// The address tried.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// Building the HTTP client failed.
+    #[error("build http client: {0}")]
+    HttpClient(String),
+    /// A request names another group.
+    #[error("accept request for group {requested:?}: this sidecar serves group {served:?}")]
+    WrongGroup {
+        /// The group in the request.
+        requested: String,
+        /// The group this sidecar serves.
+        served: String,
+    },
+    /// A mysqld operation failed.
+    #[error(transparent)]
+    Mysql(#[from] bloodraven_mysql::live::LiveError),
+    /// Parsing a GTID set or building a statement failed.
+    #[error(transparent)]
+    Statement(#[from] bloodraven_mysql::Error),
+    /// Setting up logging failed.
+    #[error("set up logging: {0}")]
+    Logging(String),
+}
+
+/// Result of the sidecar.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,292 @@
+//! The sidecar's HTTP API (see [`bloodraven_api::sidecar`] for the table of endpoints).
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    extract::State,
+    http::{header, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post, put},
+    Json, Router,
+};
+use bloodraven_api::sidecar::{
+    Authority, AuthorityResponse, ErrorBody, FenceRequest, FenceResponse, LeaseRequest,
+    LeaseResponse, PromoteRequest, PromoteResponse, RepointRequest, RepointResponse, SidecarStatus,
+    PATH_AUTHORITY, PATH_FENCE, PATH_HEALTHZ, PATH_LEASE, PATH_METRICS, PATH_PROMOTE, PATH_REPOINT,
+    PATH_STATUS,
+};
+use bloodraven_mysql::{GtidSet, ReplicationSource, WaitOutcome};
+
+use crate::{
+    clock::wall_now,
+    error::Error,
+    observation::{from_snapshot, report, unreachable},
+    state::Shared,
+};
+
+/// The longest drain a promote request may ask for.
+const PROMOTE_TIMEOUT_MAX: Duration = Duration::from_secs(600);
+
+/// Builds the router.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(PATH_STATUS, get(status))
+        .route(PATH_AUTHORITY, put(push_authority))
+        .route(PATH_LEASE, post(lease))
+        .route(PATH_FENCE, post(fence))
+        .route(PATH_PROMOTE, post(promote))
+        .route(PATH_REPOINT, post(repoint))
+        .route(PATH_HEALTHZ, get(healthz))
+        .route(PATH_METRICS, get(metrics))
+        .with_state(shared)
+}
+
+/// An error answered with a status and an [`ErrorBody`].
+struct ApiError(StatusCode, String);
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        let status = match &error {
+            Error::WrongGroup { .. } => StatusCode::CONFLICT,
+            Error::Statement(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        ApiError(status, error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(ErrorBody { error: self.1 })).into_response()
+    }
+}
+
+fn check_group(shared: &Shared, group: &str) -> Result<(), ApiError> {
+    if group == shared.group() {
+        Ok(())
+    } else {
+        Err(Error::WrongGroup {
+            requested: group.to_owned(),
+            served: shared.group().to_owned(),
+        }
+        .into())
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.metrics.encode() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// `GET /v1/status`: a fresh observation of mysqld plus the lease state.
+async fn status(State(shared): State<Arc<Shared>>) -> Json<SidecarStatus> {
+    let observed = match shared.mysql.observe().await {
+        Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
+        Err(error) => {
+            shared.metrics.mysql_error();
+            unreachable(&error)
+        }
+    };
+    shared.set_observation(&observed);
+    let now = shared.clock.now();
+    let lease = shared.lease();
+    Json(SidecarStatus {
+        group: shared.group().to_owned(),
+        site: shared.site().to_owned(),
+        observed_at: wall_now(),
+        mysql: observed,
+        fenced: lease.desired(now).read_only(),
+        fence: lease.fence_state().cloned(),
+        lease: lease.lease_state(now),
+        authority: lease.authority().cloned(),
+        last_granted_ago_ms: lease.last_granted_ago_ms(now),
+    })
+}
+
+/// `PUT /v1/authority`: the monotonic rule decides; enforcement runs at once.
+async fn push_authority(
+    State(shared): State<Arc<Shared>>,
+    Json(pushed): Json<Authority>,
+) -> Json<AuthorityResponse> {
+    let response = {
+        // Serialised with enforcement: no unfence decided before this push runs after it.
+        let _serialised = shared.mutation.lock().await;
+        let now = shared.clock.now();
+        let mut lease = shared.lease();
+        let decision = lease.push_authority(pushed.clone());
+        let cached = lease.authority().cloned();
+        if decision == bloodraven_api::sidecar::AuthorityDecision::Accepted {
+            tracing::info!(
+                site = shared.site(),
+                group = shared.group(),
+                generation = pushed.topology_generation,
+                active_site = pushed.active_site.as_deref().unwrap_or("<moving>"),
+                "authority accepted"
+            );
+        } else if !decision.is_in_force() {
+            tracing::warn!(
+                site = shared.site(),
+                generation = pushed.topology_generation,
+                cached_generation = cached.as_ref().map(|a| a.topology_generation),
+                decision = ?decision,
+                "authority refused"
+            );
+        }
+        AuthorityResponse {
+            decision,
+            cached,
+            last_granted_ago_ms: lease.last_granted_ago_ms(now),
+        }
+    };
+    shared.wake_enforcer.notify_one();
+    shared.wake_lease.notify_one();
+    Json(response)
+}
+
+/// `POST /v1/lease`: a peer asks for the write lease.
+async fn lease(
+    State(shared): State<Arc<Shared>>,
+    Json(request): Json<LeaseRequest>,
+) -> Json<LeaseResponse> {
+    let now = shared.clock.now();
+    let response = shared.lease().answer_lease(&request, now);
+    shared.metrics.answered(&request.site, response.granted);
+    tracing::debug!(
+        site = shared.site(),
+        requester = %request.site,
+        generation = request.topology_generation,
+        granted = response.granted,
+        reason = ?response.reason,
+        "lease request answered"
+    );
+    Json(response)
+}
+
+/// `POST /v1/fence`: read-only now and until a newer authority; optionally kill clients.
+async fn fence(
+    State(shared): State<Arc<Shared>>,
+    Json(request): Json<FenceRequest>,
+) -> Result<Json<FenceResponse>, ApiError> {
+    check_group(&shared, &request.group)?;
+    let _serialised = shared.mutation.lock().await;
+    let fence = shared
+        .lease()
+        .fence(request.topology_generation, request.reason.clone());
+    let outcome = shared.mysql.fence().await;
+    shared.metrics.fenced("operator_fence");
+    let read_only = report(&outcome, wall_now());
+    shared.set_observation(&read_only.observed);
+    let killed_connections = if request.kill_connections {
+        let excluded = [
+            shared.settings.mysql.user.as_str(),
+            shared.settings.replication_user.as_str(),
+        ];
+        match shared.mysql.kill_client_connections(&excluded).await {
+            Ok(killed) => Some(killed),
+            Err(error) => {
+                tracing::warn!(site = shared.site(), %error, "kill client connections");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    tracing::info!(
+        site = shared.site(),
+        generation = fence.topology_generation,
+        read_only = ?read_only.observed.read_only,
+        killed_connections,
+        reason = %fence.reason,
+        "fenced by operator"
+    );
+    Ok(Json(FenceResponse {
+        fence,
+        read_only,
+        killed_connections,
+    }))
+}
+
+/// `POST /v1/promote`: drain up to a GTID set, then detach replication. Writability follows
+/// the lease rule once the operator pushes an authority naming this site.
+async fn promote(
+    State(shared): State<Arc<Shared>>,
+    Json(request): Json<PromoteRequest>,
+) -> Result<Json<PromoteResponse>, ApiError> {
+    check_group(&shared, &request.group)?;
+    let timeout = Duration::from_millis(request.timeout_ms).min(PROMOTE_TIMEOUT_MAX);
+    let drained = match &request.drain_until_gtid {
+        None => true,
+        Some(text) => {
+            let set = GtidSet::parse(shared.settings.flavor, text).map_err(Error::from)?;
+            match shared.mysql.wait_for_gtid_set(&set, timeout).await {
+                Ok(WaitOutcome::Reached) => true,
+                Ok(WaitOutcome::TimedOut) => false,
+                Err(error) => return Err(Error::from(error).into()),
+            }
+        }
+    };
+    if !drained {
+        tracing::warn!(
+            site = shared.site(),
+            "promote: drain did not reach the target; replication left attached"
+        );
+        let observed = match shared.mysql.observe().await {
+            Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
+            Err(error) => unreachable(&error),
+        };
+        return Ok(Json(PromoteResponse {
+            drained,
+            detach: bloodraven_api::sidecar::MutationReport {
+                error: Some("drain did not reach the target GTID set in time".to_owned()),
+                observed,
+            },
+        }));
+    }
+    let _serialised = shared.mutation.lock().await;
+    let outcome = shared.mysql.detach().await;
+    let detach = report(&outcome, wall_now());
+    shared.set_observation(&detach.observed);
+    tracing::info!(site = shared.site(), applied = ?outcome.applied, "promote: replication detached");
+    shared.wake_enforcer.notify_one();
+    Ok(Json(PromoteResponse { drained, detach }))
+}
+
+/// `POST /v1/repoint`: replicate from the given source with GTID auto-positioning.
+async fn repoint(
+    State(shared): State<Arc<Shared>>,
+    Json(request): Json<RepointRequest>,
+) -> Result<Json<RepointResponse>, ApiError> {
+    check_group(&shared, &request.group)?;
+    let source = ReplicationSource {
+        host: request.source_host.clone(),
+        port: request.source_port,
+        user: shared.settings.replication_user.clone(),
+        password: shared.settings.replication_password.clone(),
+        connect_retry_seconds: 1,
+    };
+    let _serialised = shared.mutation.lock().await;
+    let outcome = shared.mysql.repoint(&source).await;
+    let repoint = report(&outcome, wall_now());
+    shared.set_observation(&repoint.observed);
+    tracing::info!(
+        site = shared.site(),
+        source_host = %request.source_host,
+        source_port = request.source_port,
+        applied = ?outcome.applied,
+        "repointed replication"
+    );
+    Ok(Json(RepointResponse { repoint }))
+}

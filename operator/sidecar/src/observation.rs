@@ -1,0 +1,78 @@
+//! Turning live observations and mutation outcomes into wire types.
+
+use bloodraven_api::{
+    sidecar::{MutationReport, MysqlObservation, MysqldRun, ReplicationState},
+    Timestamp,
+};
+use bloodraven_mysql::live::{LiveError, MutationOutcome, Snapshot};
+
+/// A successful observation at wall-clock `now`.
+pub(crate) fn from_snapshot(snapshot: &Snapshot, now: Timestamp) -> MysqlObservation {
+    let replication = snapshot
+        .replication
+        .as_ref()
+        .map(|status| ReplicationState {
+            running: status.io_running && status.sql_running,
+            source_host: Some(status.source_host.clone()).filter(|h| !h.is_empty()),
+            source_port: Some(status.source_port).filter(|p| *p != 0),
+            seconds_behind_source: status.seconds_behind_source,
+            last_error: status
+                .last_io_error
+                .as_ref()
+                .or(status.last_sql_error.as_ref())
+                .map(|e| format!("{}: {}", e.number, e.message)),
+        });
+    MysqlObservation {
+        reachable: true,
+        error: None,
+        read_only: Some(snapshot.read_only.fenced),
+        gtid_executed: Some(snapshot.gtid_executed.clone()),
+        replication,
+        mysqld: Some(MysqldRun {
+            server_id: snapshot.server.server_id.clone(),
+            uptime_seconds: snapshot.server.uptime_seconds,
+            started_at: now.saturating_sub(std::time::Duration::from_secs(
+                snapshot.server.uptime_seconds,
+            )),
+        }),
+    }
+}
+
+/// A failed observation: everything unknown.
+pub(crate) fn unreachable(error: &LiveError) -> MysqlObservation {
+    MysqlObservation {
+        reachable: false,
+        error: Some(error.to_string()),
+        read_only: None,
+        gtid_executed: None,
+        replication: None,
+        mysqld: None,
+    }
+}
+
+/// A mutation's outcome as reported on the wire, with the re-read observation.
+pub(crate) fn report(outcome: &MutationOutcome, now: Timestamp) -> MutationReport {
+    let observed = match (&outcome.snapshot, &outcome.applied) {
+        (Some(snapshot), _) => from_snapshot(snapshot, now),
+        (None, bloodraven_mysql::live::Observed::Unknown(reason)) => MysqlObservation {
+            error: Some(reason.clone()),
+            ..unreachable_text()
+        },
+        (None, bloodraven_mysql::live::Observed::Known(_)) => unreachable_text(),
+    };
+    MutationReport {
+        error: outcome.error.as_ref().map(ToString::to_string),
+        observed,
+    }
+}
+
+fn unreachable_text() -> MysqlObservation {
+    MysqlObservation {
+        reachable: false,
+        error: Some("not re-read".to_owned()),
+        read_only: None,
+        gtid_executed: None,
+        replication: None,
+        mysqld: None,
+    }
+}
