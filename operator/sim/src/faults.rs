@@ -22,9 +22,12 @@ pub const FAULT_INTERVAL_MILLIS_MEAN: u64 = 25_000;
 /// Longest fault.
 pub const FAULT_DURATION_MILLIS_MAX: u64 = 60_000;
 
+/// Longest span of a cascade (active dies, operator restarts, new active dies).
+pub const CASCADE_SPAN_MILLIS_MAX: u64 = 20_000 + 3_000 + 6_000 + FAULT_DURATION_MILLIS_MAX;
+
 /// Faults stop starting this long before the end of the run: long enough for the last one to
 /// heal and for the liveness bound to elapse after it.
-pub const QUIET_TAIL_MILLIS: u64 = FAULT_DURATION_MILLIS_MAX + LIVENESS_BOUND_MILLIS + 5_000;
+pub const QUIET_TAIL_MILLIS: u64 = CASCADE_SPAN_MILLIS_MAX + LIVENESS_BOUND_MILLIS + 5_000;
 
 /// Faults drawn per run at most (a bound on the schedule, not a target).
 pub const FAULTS_PER_RUN_MAX: usize = 200;
@@ -58,11 +61,20 @@ pub enum FaultEvent {
         /// Fault id.
         id: u64,
     },
+    /// The pod of whichever site is active when the fault fires dies (the target is resolved
+    /// then, from the DNS record the clients follow).
+    ActivePodCrash {
+        /// Fault id.
+        id: u64,
+    },
     /// A fault ends.
     Heal {
         /// Fault id.
         id: u64,
     },
+    /// A human requests a planned failover to whichever read-write site is not active when
+    /// the request fires.
+    PlannedFailoverAway,
     /// A human (or `kubectl bloodraven promote`) requests a planned failover to `site`.
     PlannedFailoverRequest {
         /// Target site.
@@ -143,19 +155,23 @@ impl World {
             let duration = self.rng.random_range(1_000..=FAULT_DURATION_MILLIS_MAX);
             let roll = self.rng.random_range(0..100u32);
             let fault = match roll {
-                0..=19 => FaultEvent::MysqldCrash {
+                0..=17 => FaultEvent::MysqldCrash {
                     id,
                     site: self.weighted_site(),
                 },
-                20..=34 => FaultEvent::PodCrash {
+                18..=31 => FaultEvent::PodCrash {
                     id,
                     site: self.weighted_site(),
                 },
-                35..=59 => FaultEvent::Partition {
+                32..=55 => FaultEvent::Partition {
                     id,
                     partition: self.random_partition(),
                 },
-                60..=74 => FaultEvent::OperatorCrash { id },
+                56..=64 => FaultEvent::OperatorCrash { id },
+                65..=74 => {
+                    self.schedule_cascade(at, id);
+                    continue;
+                }
                 75..=87 => {
                     let site = self.rng.random_range(0..2);
                     self.schedule_at(
@@ -175,6 +191,51 @@ impl World {
                 Event::Fault(FaultEvent::Heal { id }),
             );
         }
+    }
+
+    /// A cascade: the active site dies, the operator restarts soon after the failover, and the
+    /// new active site dies inside the cooldown. With `--state-loss` this is where a restart
+    /// that lost both cooldown copies promotes early (seed 001's inherent finding); without it
+    /// the cooldown must hold the second failover back.
+    fn schedule_cascade(&mut self, at: u64, id: u64) {
+        let base = id * 1_000;
+        if self.rng.random_bool(0.5) {
+            // The first move is a crash: the old primary usually returns with errant
+            // transactions, and the GTID gate (not the cooldown) must keep it from promotion.
+            let first_down = self.rng.random_range(15_000..=FAULT_DURATION_MILLIS_MAX);
+            self.schedule_at(
+                SimTime(at),
+                Event::Fault(FaultEvent::ActivePodCrash { id: base + 1 }),
+            );
+            self.schedule_at(
+                SimTime(at + first_down),
+                Event::Fault(FaultEvent::Heal { id: base + 1 }),
+            );
+        } else {
+            // The first move is a planned failover: the old primary rejoins as a clean replica,
+            // so only the cooldown stands between a second failure and a second promotion.
+            self.schedule_at(SimTime(at), Event::Fault(FaultEvent::PlannedFailoverAway));
+        }
+        let operator_at = at + self.rng.random_range(14_000..=20_000);
+        let operator_down = self.rng.random_range(500..=3_000);
+        self.schedule_at(
+            SimTime(operator_at),
+            Event::Fault(FaultEvent::OperatorCrash { id: base + 2 }),
+        );
+        self.schedule_at(
+            SimTime(operator_at + operator_down),
+            Event::Fault(FaultEvent::Heal { id: base + 2 }),
+        );
+        let second_at = operator_at + operator_down + self.rng.random_range(1_000..=6_000);
+        let second_down = self.rng.random_range(10_000..=FAULT_DURATION_MILLIS_MAX);
+        self.schedule_at(
+            SimTime(second_at),
+            Event::Fault(FaultEvent::ActivePodCrash { id: base + 3 }),
+        );
+        self.schedule_at(
+            SimTime(second_at + second_down),
+            Event::Fault(FaultEvent::Heal { id: base + 3 }),
+        );
     }
 
     /// A site, the read-write ones (the interesting ones) more often than the reader.
@@ -253,6 +314,13 @@ impl World {
                 self.faults.down_sites.insert(site);
                 self.faults.active.push((id, ActiveFault::PodCrash(site)));
             }
+            FaultEvent::ActivePodCrash { id } => {
+                let Some(site) = self.store.dns_target_site() else {
+                    return;
+                };
+                self.fault(FaultEvent::PodCrash { id, site });
+                return;
+            }
             FaultEvent::Partition { id, partition } => {
                 trace!(
                     self.trace,
@@ -275,6 +343,14 @@ impl World {
                 self.faults.active.push((id, ActiveFault::OperatorCrash));
             }
             FaultEvent::Heal { id } => self.heal(id),
+            FaultEvent::PlannedFailoverAway => {
+                let active = self.store.dns_target_site();
+                let Some(site) = (0..2).find(|&site| Some(site) != active) else {
+                    return;
+                };
+                self.fault(FaultEvent::PlannedFailoverRequest { site });
+                return;
+            }
             FaultEvent::PlannedFailoverRequest { site } => {
                 trace!(
                     self.trace,

@@ -20,7 +20,7 @@ use bloodraven_api::{
 };
 use bloodraven_core::engine::{
     decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading,
-    GroupMemory, Observation, SidecarReading, SiteObservation,
+    EventReason, GroupMemory, Observation, SidecarReading, SiteObservation,
 };
 use bloodraven_core::time::Timestamp;
 use rand::Rng;
@@ -175,13 +175,23 @@ impl World {
             .random_range(-OPERATOR_SKEW_MILLIS_MAX..=OPERATOR_SKEW_MILLIS_MAX);
         if self.cfg.state_loss && self.operator.run > 1 {
             if self.rng.random_bool(STATE_LOSS_PROBABILITY) {
-                trace!(
-                    self.trace,
-                    self.now,
-                    "store",
-                    "state loss: status copy reverts"
-                );
-                self.store.lose_status_copy();
+                if self.rng.random_bool(0.5) {
+                    trace!(
+                        self.trace,
+                        self.now,
+                        "store",
+                        "state loss: status reverts to before the cooldown write"
+                    );
+                    self.store.revert_status();
+                } else {
+                    trace!(
+                        self.trace,
+                        self.now,
+                        "store",
+                        "state loss: status.cooldownUntil dropped"
+                    );
+                    self.store.drop_status_cooldown();
+                }
             }
             if self.rng.random_bool(STATE_LOSS_PROBABILITY) {
                 trace!(
@@ -379,9 +389,19 @@ impl World {
             if previous.is_none_or(|p| p == site) {
                 continue;
             }
-            let kind = match decision.memory.last_failover.as_ref().map(|f| f.kind) {
+            let promoted = decision.actions.iter().any(|action| {
+                matches!(action, Action::Event(event) if event.reason == EventReason::Promoted)
+            });
+            let recorded = decision
+                .memory
+                .last_failover
+                .as_ref()
+                .filter(|f| promoted && f.to == SITE_NAMES[site])
+                .map(|f| f.kind);
+            let kind = match recorded {
+                Some(FailoverKind::Emergency) => PromotionKind::Emergency,
                 Some(FailoverKind::Planned) => PromotionKind::Planned,
-                Some(FailoverKind::Emergency) | None => PromotionKind::Emergency,
+                None => PromotionKind::Other,
             };
             self.stats.promotions += 1;
             trace!(

@@ -3,9 +3,10 @@
 //! `DNSEndpoint`, pod labels, node taints, and the deploy-lease objects.
 //!
 //! With `--state-loss`, an operator restart may lose the status copy and the annotation copy
-//! of its memory, each independently (seed 001: "losing it across a restart takes both paths
-//! rejecting writes at once"). Losing the status copy reverts the status to what it was before
-//! the write that set the current cooldown (that write, and every later one, was rejected).
+//! of the cooldown, each independently (seed 001: "losing it across a restart takes both paths
+//! rejecting writes at once"). The status copy is lost in one of two ways, drawn per loss:
+//! the whole status reverts to what it was before the write that set the current cooldown
+//! (that write and every later one were rejected), or only the `cooldownUntil` field is gone.
 
 use crate::world::SITE_NAMES;
 use bloodraven_api::names;
@@ -109,9 +110,20 @@ impl ApiStore {
         self.memory = Some(memory.clone());
     }
 
-    /// State loss: the status copy reverts to before the write that set the cooldown.
-    pub fn lose_status_copy(&mut self) {
-        self.memory = self.status_before_cooldown.take();
+    /// State loss, whole-object form: every status write since the one that set the cooldown
+    /// was rejected, so the status reverts to what it was before it.
+    pub fn revert_status(&mut self) {
+        if let Some(previous) = self.status_before_cooldown.take() {
+            self.memory = Some(previous);
+        }
+    }
+
+    /// State loss, field form: `status.cooldownUntil` alone is gone (a writer with an older
+    /// schema replaced the status and dropped the field); everything else survived.
+    pub fn drop_status_cooldown(&mut self) {
+        if let Some(memory) = self.memory.as_mut() {
+            memory.cooldown_until = None;
+        }
     }
 
     /// State loss: the annotation copy of the cooldown is gone.
