@@ -1,6 +1,7 @@
 //! The node agent: pods as real processes in their own namespaces, cluster DNS, Service proxy, faults.
 
 pub mod catalog;
+pub mod dns;
 pub mod error;
 pub mod exec;
 pub mod ip;
