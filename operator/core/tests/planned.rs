@@ -64,6 +64,20 @@ fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost()
     assert_eq!(record.kind, FailoverKind::Planned);
     assert_eq!(record.lost_transactions, 0);
     assert!(record.exact);
+    let (started, fenced, promoted, completed) = (
+        record.started_at.unwrap(),
+        record.fenced_at.unwrap(),
+        record.promoted_at.unwrap(),
+        record.completed_at.unwrap(),
+    );
+    assert!(started <= fenced && fenced <= promoted && promoted < completed);
+    let (started, fenced, promoted, completed) = (
+        record.started_at.unwrap(),
+        record.fenced_at.unwrap(),
+        record.promoted_at.unwrap(),
+        record.completed_at.unwrap(),
+    );
+    assert!(started <= fenced && fenced <= promoted && promoted < completed);
     // Nothing iad committed is missing on pdx.
     let lost =
         bloodraven_mysql::lost_transactions(&world.site("iad").gtid, &world.site("pdx").gtid);

@@ -472,9 +472,9 @@ pub(super) fn issue_promotion(
         FailoverKind::Planned => {
             let planned = memory.planned_failover.as_ref();
             (
-                planned.map(|p| p.requested_at),
-                None,
                 planned.map(|p| p.phase_since),
+                None,
+                planned.and_then(|p| p.fenced_at),
                 true,
             )
         }

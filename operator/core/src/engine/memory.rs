@@ -295,8 +295,12 @@ pub struct PlannedFailover {
     pub admission: Admission,
     /// When the request was first seen.
     pub requested_at: Timestamp,
-    /// When the current phase was entered (bounds the Draining and Promoting waits).
+    /// When the current phase was entered (bounds the Draining and Promoting waits; the
+    /// Draining entry is the admission, `lastFailover.startedAt`).
     pub phase_since: Timestamp,
+    /// When the old primary was first confirmed read-only in Draining
+    /// (`lastFailover.fencedAt`). *Volatile*.
+    pub fenced_at: Option<Timestamp>,
     /// Whether, after a terminal phase, a poll saw the annotation gone. Until then the same
     /// annotation value is the request already handled (its removal may have failed), not a
     /// new one.

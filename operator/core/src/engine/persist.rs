@@ -129,6 +129,7 @@ impl GroupMemory {
                 admission: planned.admission.clone(),
                 requested_at: planned.requested_at.unwrap_or(now),
                 phase_since: now,
+                fenced_at: None,
                 annotation_cleared: false,
             }
         });
@@ -262,6 +263,7 @@ mod tests {
             admission: Admission::default(),
             requested_at: Timestamp(800_000),
             phase_since: Timestamp(800_000),
+            fenced_at: None,
             annotation_cleared: false,
         });
         memory.last_failover = Some(LastFailover {

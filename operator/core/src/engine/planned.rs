@@ -68,6 +68,7 @@ pub(super) fn planned_step(context: &Context<'_>, memory: &mut GroupMemory, plan
             admission: Admission::default(),
             requested_at: now,
             phase_since: now,
+            fenced_at: None,
             annotation_cleared: false,
         });
         plan.event(
@@ -217,6 +218,7 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     }
     planned.phase = PlannedFailoverPhase::Draining;
     planned.phase_since = now;
+    planned.fenced_at = None;
     planned.from = active.clone();
     planned.admission = Admission::default();
     plan.cross_site(Action::Fence {
@@ -273,6 +275,11 @@ fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let (from, target) = (planned.from.clone(), planned.target.clone());
     let old_view = context.view(&from);
     let confirmed = old_site_confirmed_unwritable(context, memory, &from) && old_view.mysql_up;
+    if confirmed {
+        if let Some(planned) = memory.planned_failover.as_mut() {
+            planned.fenced_at = planned.fenced_at.or(Some(now));
+        }
+    }
     let caught_up = match (&old_view.gtid, &context.view(&target).gtid) {
         (Some(old), Some(new)) => confirmed && lost_transactions(old, new).is_empty(),
         _ => false,
