@@ -10,6 +10,7 @@ pub mod naming;
 pub mod network;
 pub mod partition;
 pub mod probe;
+pub mod proxy;
 pub mod runtime;
 pub mod spec;
 pub mod state;

@@ -1,0 +1,210 @@
+//! The userspace Service proxy (kube-proxy's userspace mode).
+//!
+//! One listener per Service port on `ClusterIP:port` (a local address of the root
+//! namespace). Each NEW connection goes to the next current endpoint (round robin); an
+//! established connection keeps its endpoint whatever happens to the endpoint set later
+//! (seed 000: moving a Service must not cut established connections; fencing does that).
+//! During a partition, a connection whose client and chosen endpoint are on opposite sides
+//! is refused (closed at once), and established connections across it stall (no bytes move)
+//! until the partition heals, as a real network partition would.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::error::{Error, Result};
+use super::partition::Partitions;
+
+/// How long the proxy waits to connect to an endpoint before trying the next one.
+pub const ENDPOINT_DIAL_TIMEOUT: Duration = Duration::from_secs(3);
+/// Copy buffer per direction.
+const BUFFER_BYTES: usize = 16 * 1024;
+
+/// Identifies one Service port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServicePortKey {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.ports[].port`.
+    pub port: u16,
+}
+
+impl std::fmt::Display for ServicePortKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}:{}", self.namespace, self.name, self.port)
+    }
+}
+
+#[derive(Debug)]
+struct Listener {
+    addr: SocketAddr,
+    endpoints: watch::Sender<Vec<SocketAddr>>,
+    task: JoinHandle<()>,
+}
+
+/// The proxy of one cluster.
+#[derive(Debug)]
+pub struct ServiceProxy {
+    partitions: Option<Arc<Partitions>>,
+    listeners: Mutex<HashMap<ServicePortKey, Listener>>,
+}
+
+impl Drop for ServiceProxy {
+    fn drop(&mut self) {
+        for listener in self.listeners.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).values() {
+            listener.task.abort();
+        }
+    }
+}
+
+impl ServiceProxy {
+    /// A proxy without listeners; with `partitions`, it refuses cross-partition connections.
+    pub fn new(partitions: Option<Arc<Partitions>>) -> Self {
+        Self { partitions, listeners: Mutex::new(HashMap::new()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ServicePortKey, Listener>> {
+        self.listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Serves a Service port on `listen` with the given ready endpoints; returns the bound
+    /// address (port 0 picks one). Calling it again with the same address only replaces the
+    /// endpoints (new connections use them; established ones are left alone).
+    pub async fn set_service_port(&self, key: ServicePortKey, listen: SocketAddr, endpoints: Vec<SocketAddr>) -> Result<SocketAddr> {
+        {
+            let listeners = self.lock();
+            if let Some(existing) = listeners.get(&key) {
+                if existing.addr == listen || listen.port() == 0 && existing.addr.ip() == listen.ip() {
+                    existing.endpoints.send_replace(endpoints);
+                    return Ok(existing.addr);
+                }
+            }
+        }
+        self.remove_service_port(&key);
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| Error::ProxyBind { service: key.to_string(), addr: listen, source })?;
+        let addr = listener.local_addr().map_err(|source| Error::ProxyBind { service: key.to_string(), addr: listen, source })?;
+        let (tx, rx) = watch::channel(endpoints);
+        let task = tokio::spawn(accept_loop(key.clone(), listener, rx, self.partitions.clone()));
+        tracing::info!(service = %key, %addr, "proxy listening");
+        self.lock().insert(key, Listener { addr, endpoints: tx, task });
+        Ok(addr)
+    }
+
+    /// Replaces a Service port's endpoints.
+    pub fn set_endpoints(&self, key: &ServicePortKey, endpoints: Vec<SocketAddr>) -> Result<()> {
+        let listeners = self.lock();
+        let listener = listeners.get(key).ok_or_else(|| Error::Invalid(format!("service port {key}: it is not proxied")))?;
+        listener.endpoints.send_replace(endpoints);
+        Ok(())
+    }
+
+    /// Stops listening for a Service port (established connections are left alone).
+    pub fn remove_service_port(&self, key: &ServicePortKey) {
+        if let Some(listener) = self.lock().remove(key) {
+            listener.task.abort();
+            tracing::info!(service = %key, "proxy stopped listening");
+        }
+    }
+
+    /// The address a Service port is served on.
+    pub fn listen_addr(&self, key: &ServicePortKey) -> Option<SocketAddr> {
+        self.lock().get(key).map(|l| l.addr)
+    }
+}
+
+async fn accept_loop(
+    key: ServicePortKey,
+    listener: TcpListener,
+    endpoints: watch::Receiver<Vec<SocketAddr>>,
+    partitions: Option<Arc<Partitions>>,
+) {
+    let next = Arc::new(AtomicUsize::new(0));
+    loop {
+        let (client, client_addr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                tracing::warn!(service = %key, error = %err, "proxy accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let current = endpoints.borrow().clone();
+        let key = key.clone();
+        let next = next.clone();
+        let partitions = partitions.clone();
+        tokio::spawn(async move {
+            if let Err(reason) = proxy_connection(client, client_addr, &current, &next, partitions).await {
+                tracing::debug!(service = %key, client = %client_addr, reason, "proxy closed connection");
+            }
+        });
+    }
+}
+
+async fn proxy_connection(
+    client: TcpStream,
+    client_addr: SocketAddr,
+    endpoints: &[SocketAddr],
+    next: &AtomicUsize,
+    partitions: Option<Arc<Partitions>>,
+) -> std::result::Result<(), &'static str> {
+    if endpoints.is_empty() {
+        return Err("no ready endpoints");
+    }
+    // As the userspace proxier: try endpoints in round-robin order until one accepts.
+    for _ in 0..endpoints.len() {
+        let endpoint = endpoints[next.fetch_add(1, Ordering::Relaxed) % endpoints.len()];
+        if partitions.as_ref().is_some_and(|p| p.blocks(client_addr.ip(), endpoint.ip())) {
+            return Err("client and endpoint are partitioned");
+        }
+        let Ok(Ok(upstream)) = tokio::time::timeout(ENDPOINT_DIAL_TIMEOUT, TcpStream::connect(endpoint)).await else {
+            continue;
+        };
+        let _ = client.set_nodelay(true);
+        let _ = upstream.set_nodelay(true);
+        let (client_read, client_write) = client.into_split();
+        let (upstream_read, upstream_write) = upstream.into_split();
+        let up = pump(client_read, upstream_write, client_addr.ip(), endpoint.ip(), partitions.clone());
+        let down = pump(upstream_read, client_write, endpoint.ip(), client_addr.ip(), partitions);
+        let _ = tokio::join!(up, down);
+        return Ok(());
+    }
+    Err("no endpoint accepted the connection")
+}
+
+/// Copies one direction; stalls while a partition separates `from` and `to`.
+async fn pump(
+    mut reader: impl AsyncRead + Unpin,
+    mut writer: impl AsyncWrite + Unpin,
+    from: IpAddr,
+    to: IpAddr,
+    partitions: Option<Arc<Partitions>>,
+) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; BUFFER_BYTES];
+    let mut changes = partitions.as_ref().map(|p| p.subscribe());
+    loop {
+        let n = reader.read(&mut buffer).await?;
+        if n == 0 {
+            writer.shutdown().await?;
+            return Ok(());
+        }
+        if let (Some(table), Some(changes)) = (&partitions, changes.as_mut()) {
+            while table.blocks(from, to) {
+                if changes.changed().await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        writer.write_all(&buffer[..n]).await?;
+    }
+}
