@@ -1,0 +1,193 @@
+//! What the deploy API needs from the cluster, behind a trait so its handlers can be tested
+//! with the real router and core's state machine over an in-memory store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bloodraven_api::{MysqlDatabase, MysqlFailoverGroup, MysqlFailoverGroupStatus};
+use bloodraven_core::deploy::{authorized_clients, AuthorizedClient, DeployLeases, Tombstone};
+use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::ListParams;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource};
+
+use super::store::LeaseStore;
+use crate::error::{Error, Result};
+use crate::render::owner_reference;
+
+/// A group as the deploy API sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupRef {
+    /// Namespace of the group.
+    pub namespace: String,
+    /// Name of the group.
+    pub name: String,
+    /// Its status (`None` before the first poll).
+    pub status: Option<MysqlFailoverGroupStatus>,
+    /// `spec.pollInterval`: the retry hint of a 423.
+    pub poll_interval: Duration,
+    /// Owner reference for the lease objects.
+    pub owner: Option<OwnerReference>,
+    /// The object reference Events are raised on.
+    pub reference: Option<k8s_openapi::api::core::v1::ObjectReference>,
+}
+
+impl GroupRef {
+    /// The view of a `MysqlFailoverGroup` object.
+    pub fn of(group: &MysqlFailoverGroup) -> Self {
+        Self {
+            namespace: group.metadata.namespace.clone().unwrap_or_default(),
+            name: group.metadata.name.clone().unwrap_or_default(),
+            status: group.status.clone(),
+            poll_interval: group.spec.poll_interval.get(),
+            owner: owner_reference(group),
+            reference: Some(group.object_ref(&())),
+        }
+    }
+
+    /// `namespace/name`, the metrics label.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The cluster as the deploy API uses it.
+pub trait DeployBackend: Send + Sync {
+    /// Every group named `name` (only in `namespace` when given).
+    fn find_groups<'a>(
+        &'a self,
+        name: &'a str,
+        namespace: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<GroupRef>>>;
+    /// The group's authorized clients, from `MysqlDatabase.spec.deploymentClients`.
+    fn authorized_clients<'a>(
+        &'a self,
+        group: &'a GroupRef,
+    ) -> BoxFuture<'a, Result<Vec<AuthorizedClient>>>;
+    /// The stored lease state of the group.
+    fn load<'a>(&'a self, group: &'a GroupRef) -> BoxFuture<'a, Result<DeployLeases>>;
+    /// Persists `after` (diffed against `before`).
+    fn save<'a>(
+        &'a self,
+        group: &'a GroupRef,
+        before: &'a DeployLeases,
+        after: &'a DeployLeases,
+    ) -> BoxFuture<'a, Result<()>>;
+    /// Raises `DeploymentLeaseRevoked` on the group for leases revoked while handling a
+    /// request (a generation change noticed by the API before the poll loop did).
+    fn leases_revoked<'a>(
+        &'a self,
+        group: &'a GroupRef,
+        revoked: &'a [Tombstone],
+    ) -> BoxFuture<'a, ()>;
+}
+
+/// The real backend over the Kubernetes API.
+#[derive(Clone)]
+pub struct KubeBackend {
+    client: Client,
+    store: LeaseStore,
+    recorder: Arc<Recorder>,
+}
+
+impl KubeBackend {
+    /// A backend sharing `store` (and its lock) with the poll loop.
+    pub fn new(client: Client, store: LeaseStore, reporter: Reporter) -> Self {
+        Self {
+            recorder: Arc::new(Recorder::new(client.clone(), reporter)),
+            client,
+            store,
+        }
+    }
+}
+
+impl DeployBackend for KubeBackend {
+    fn find_groups<'a>(
+        &'a self,
+        name: &'a str,
+        namespace: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<GroupRef>>> {
+        Box::pin(async move {
+            let api: Api<MysqlFailoverGroup> = match namespace {
+                Some(namespace) => Api::namespaced(self.client.clone(), namespace),
+                None => Api::all(self.client.clone()),
+            };
+            let params = ListParams::default().fields(&format!("metadata.name={name}"));
+            let groups = api.list(&params).await.map_err(|error| {
+                Error::kube(format!("list mysqlfailovergroups named {name}"), error)
+            })?;
+            Ok(groups.items.iter().map(GroupRef::of).collect())
+        })
+    }
+
+    fn authorized_clients<'a>(
+        &'a self,
+        group: &'a GroupRef,
+    ) -> BoxFuture<'a, Result<Vec<AuthorizedClient>>> {
+        Box::pin(async move {
+            let api: Api<MysqlDatabase> = Api::namespaced(self.client.clone(), &group.namespace);
+            let databases = api.list(&ListParams::default()).await.map_err(|error| {
+                Error::kube(format!("list mysqldatabases in {}", group.namespace), error)
+            })?;
+            Ok(authorized_clients(
+                &group.namespace,
+                &group.name,
+                &databases.items,
+            ))
+        })
+    }
+
+    fn load<'a>(&'a self, group: &'a GroupRef) -> BoxFuture<'a, Result<DeployLeases>> {
+        Box::pin(self.store.load(&group.namespace, &group.name))
+    }
+
+    fn save<'a>(
+        &'a self,
+        group: &'a GroupRef,
+        before: &'a DeployLeases,
+        after: &'a DeployLeases,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.store.save(
+            &group.namespace,
+            &group.name,
+            before,
+            after,
+            group.owner.clone(),
+        ))
+    }
+
+    fn leases_revoked<'a>(
+        &'a self,
+        group: &'a GroupRef,
+        revoked: &'a [Tombstone],
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(reference) = &group.reference else {
+                return;
+            };
+            let operations: Vec<String> = revoked
+                .iter()
+                .map(|tombstone| {
+                    format!(
+                        "{} {} ({})",
+                        tombstone.kind, tombstone.operation_id, tombstone.reason
+                    )
+                })
+                .collect();
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "DeploymentLeaseRevoked".into(),
+                note: Some(format!(
+                    "deployment leases revoked: {}",
+                    operations.join(", ")
+                )),
+                action: "DeployLeases".into(),
+                secondary: None,
+            };
+            if let Err(error) = self.recorder.publish(&event, reference).await {
+                tracing::warn!(group = %group.key(), %error, "failed to publish DeploymentLeaseRevoked event");
+            }
+        })
+    }
+}

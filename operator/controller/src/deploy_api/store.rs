@@ -1,0 +1,197 @@
+//! Deploy leases persisted in the cluster (bloodraven.md "Deploy lease API"): one
+//! `coordination.k8s.io/v1` Lease per kind, `bloodraven-deploy-<group>-<kind>`, carrying the
+//! record in annotations (token hashes, never tokens), and one ConfigMap of tombstones per
+//! group. Restarting the operator releases nothing and resets nothing (seed 003).
+//!
+//! Every load-modify-save runs under one process-wide lock shared by the deploy API and the
+//! poll loop; only the leader does either.
+
+use std::sync::Arc;
+
+use bloodraven_core::deploy::{codec, DeployLeases, LeaseKind, LeaseRecord, Tombstone};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Client};
+use tokio::sync::{Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::render::{apply_body, LABEL_MANAGED_BY, MANAGED_BY};
+
+/// The Lease object of one stored deploy lease (pure).
+pub fn lease_object(
+    namespace: &str,
+    group: &str,
+    record: &LeaseRecord,
+    owner: Option<OwnerReference>,
+) -> Lease {
+    let micro = |timestamp: bloodraven_api::Timestamp| {
+        jiff::Timestamp::from_millisecond(timestamp.unix_millis())
+            .ok()
+            .map(MicroTime)
+    };
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(codec::lease_object_name(group, record.kind)),
+            namespace: Some(namespace.to_string()),
+            annotations: Some(record.to_annotations()),
+            labels: Some(
+                [
+                    (
+                        bloodraven_api::names::LABEL_INSTANCE.to_string(),
+                        group.to_string(),
+                    ),
+                    (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+            owner_references: owner.map(|owner| vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(format!("{}/{}", record.instance, record.operation_id)),
+            lease_duration_seconds: i32::try_from(record.ttl.as_secs()).ok(),
+            acquire_time: micro(record.granted_at),
+            renew_time: micro(record.expires_at.saturating_sub(record.ttl)),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+/// The tombstone ConfigMap apply body holding `tombstones` (pure).
+pub fn tombstone_config_map<'a>(
+    namespace: &str,
+    group: &str,
+    tombstones: impl IntoIterator<Item = &'a Tombstone>,
+    owner: Option<OwnerReference>,
+) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(codec::tombstone_config_map_name(group)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(
+                [
+                    (
+                        bloodraven_api::names::LABEL_INSTANCE.to_string(),
+                        group.to_string(),
+                    ),
+                    (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+            owner_references: owner.map(|owner| vec![owner]),
+            ..ObjectMeta::default()
+        },
+        data: Some(codec::tombstones_to_data(tombstones)),
+        ..ConfigMap::default()
+    }
+}
+
+/// Reads and writes deploy leases through the Kubernetes API.
+#[derive(Clone)]
+pub struct LeaseStore {
+    client: Client,
+    lock: Arc<Mutex<()>>,
+}
+
+impl LeaseStore {
+    /// A store over `client` with its own lock.
+    pub fn new(client: Client) -> Self {
+        Self::with_lock(client, Arc::new(Mutex::new(())))
+    }
+
+    /// A store over `client` sharing `lock` (with the deploy API).
+    pub fn with_lock(client: Client, lock: Arc<Mutex<()>>) -> Self {
+        Self { client, lock }
+    }
+
+    /// Serialises load-modify-save sequences in this process.
+    pub async fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().await
+    }
+
+    /// The stored state of `group` (absent objects are empty state).
+    pub async fn load(&self, namespace: &str, group: &str) -> Result<DeployLeases> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let mut records = Vec::new();
+        for kind in LeaseKind::ALL {
+            let name = codec::lease_object_name(group, kind);
+            let found = leases
+                .get_opt(&name)
+                .await
+                .map_err(|error| Error::kube(format!("get lease {namespace}/{name}"), error))?;
+            if let Some(lease) = found {
+                let annotations = lease.metadata.annotations.unwrap_or_default();
+                records.push(LeaseRecord::from_annotations(&annotations)?);
+            }
+        }
+        let name = codec::tombstone_config_map_name(group);
+        let tombstones = match config_maps
+            .get_opt(&name)
+            .await
+            .map_err(|error| Error::kube(format!("get configmap {namespace}/{name}"), error))?
+        {
+            Some(config_map) => codec::tombstones_from_data(&config_map.data.unwrap_or_default())?,
+            None => Vec::new(),
+        };
+        Ok(DeployLeases::from_parts(records, tombstones)?)
+    }
+
+    /// Persists the difference between `before` and `after`: tombstones first (a revoked
+    /// operation can never come back), then each kind's Lease object applied or deleted.
+    pub async fn save(
+        &self,
+        namespace: &str,
+        group: &str,
+        before: &DeployLeases,
+        after: &DeployLeases,
+        owner: Option<OwnerReference>,
+    ) -> Result<()> {
+        let params = PatchParams::apply(bloodraven_api::names::FIELD_MANAGER).force();
+        let new_tombstones = after
+            .tombstones()
+            .any(|tombstone| !before.tombstones().any(|old| old == tombstone));
+        if new_tombstones {
+            let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+            let body = tombstone_config_map(namespace, group, after.tombstones(), owner.clone());
+            let name = codec::tombstone_config_map_name(group);
+            config_maps
+                .patch(&name, &params, &Patch::Apply(apply_body(&body)))
+                .await
+                .map_err(|error| {
+                    Error::kube(format!("apply configmap {namespace}/{name}"), error)
+                })?;
+        }
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        for kind in LeaseKind::ALL {
+            let name = codec::lease_object_name(group, kind);
+            match (before.lease(kind), after.lease(kind)) {
+                (old, Some(new)) if old != Some(new) => {
+                    let body = lease_object(namespace, group, new, owner.clone());
+                    leases
+                        .patch(&name, &params, &Patch::Apply(apply_body(&body)))
+                        .await
+                        .map_err(|error| {
+                            Error::kube(format!("apply lease {namespace}/{name}"), error)
+                        })?;
+                }
+                (Some(_), None) => match leases.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(error) => {
+                        return Err(Error::kube(
+                            format!("delete lease {namespace}/{name}"),
+                            error,
+                        ))
+                    }
+                },
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,239 @@
+//! Install manifests of the operator rendered from a values struct (the harness applies them;
+//! `operator/deploy/` renders its files from the same function).
+//!
+//! Values mirror the chart keys of the seeds: `replicaCount` (default 1),
+//! `leaderElection.enabled` (default true), `auxiliary.deployAPI.enabled` (default false; needs
+//! `auxiliary.escrowTLS.enabled` with a certificate Secret, because the deploy API is served
+//! only on the TLS listener :8443), `auxiliary.escrowTLS.secretName`.
+//!
+//! # RBAC (ClusterRole `bloodraven`)
+//!
+//! | API group | resources | verbs | why |
+//! |---|---|---|---|
+//! | `bloodraven.shipstream.io` | `mysqlfailovergroups` | get, list, watch, patch, update | poll, annotations |
+//! | `bloodraven.shipstream.io` | `mysqlfailovergroups/status` | get, patch, update | status subresource |
+//! | `bloodraven.shipstream.io` | `mysqldatabases` | get, list, watch | deploymentClients |
+//! | `externaldns.k8s.io` | `dnsendpoints` | get, list, watch, create, update, patch | the DNS record (SSA); a rule of its own so chaos scenario 38 can deny create/update/patch |
+//! | core | `services` | get, list, watch, create, update, patch | the 4 Service kinds (SSA) |
+//! | core | `pods` | get, list, watch, patch | role/healthy labels, node, sidecar start |
+//! | core | `nodes` | get, list, watch, patch, update | the NoExecute demotion taint |
+//! | core | `configmaps` | get, list, watch, create, update, patch | deploy-lease tombstones |
+//! | `coordination.k8s.io` | `leases` | get, list, watch, create, update, patch, delete | leader election, deploy leases |
+//! | core, `events.k8s.io` | `events` | create, patch, update | the Event catalogue |
+//! | `authentication.k8s.io` | `tokenreviews` | create | deploy API authentication |
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use bloodraven_api::names;
+
+use crate::error::{Error, Result};
+
+/// Where the escrow TLS Secret is mounted in the operator pod.
+pub const TLS_MOUNT_PATH: &str = "/etc/bloodraven/tls";
+
+/// Values of the operator install.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstallValues {
+    /// Operator namespace.
+    pub namespace: String,
+    /// Operator image.
+    pub image: String,
+    /// `imagePullPolicy` of the operator container.
+    pub image_pull_policy: String,
+    /// Number of operator replicas (extras are standbys).
+    pub replica_count: u32,
+    /// Leader election.
+    pub leader_election: Toggle,
+    /// Optional features.
+    pub auxiliary: Auxiliary,
+    /// Override of the sidecar URL template (`{group}`, `{site}`, `{namespace}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidecar_url_template: Option<String>,
+    /// `RUST_LOG` of the operator.
+    pub log_level: String,
+}
+
+impl Default for InstallValues {
+    fn default() -> Self {
+        Self {
+            namespace: names::OPERATOR_NAMESPACE.to_string(),
+            image: "bloodraven:dev".to_string(),
+            image_pull_policy: "IfNotPresent".to_string(),
+            replica_count: 1,
+            leader_election: Toggle { enabled: true },
+            auxiliary: Auxiliary::default(),
+            sidecar_url_template: None,
+            log_level: "info".to_string(),
+        }
+    }
+}
+
+/// `{enabled: bool}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toggle {
+    /// On or off.
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// `auxiliary.*`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Auxiliary {
+    /// `auxiliary.deployAPI`.
+    #[serde(rename = "deployAPI", default)]
+    pub deploy_api: Toggle,
+    /// `auxiliary.escrowTLS`.
+    #[serde(rename = "escrowTLS", default)]
+    pub escrow_tls: EscrowTls,
+}
+
+/// `auxiliary.escrowTLS`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EscrowTls {
+    /// Whether the TLS listener :8443 runs.
+    pub enabled: bool,
+    /// The `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`) mounted for it.
+    pub secret_name: String,
+}
+
+impl Default for EscrowTls {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            secret_name: "bloodraven-escrow-tls".to_string(),
+        }
+    }
+}
+
+/// The RBAC rules of the operator's ClusterRole (see the module table).
+pub fn cluster_role_rules() -> Value {
+    let all_write = ["get", "list", "watch", "create", "update", "patch"];
+    json!([
+        {"apiGroups": [names::GROUP], "resources": ["mysqlfailovergroups"], "verbs": ["get", "list", "watch", "patch", "update"]},
+        {"apiGroups": [names::GROUP], "resources": ["mysqlfailovergroups/status"], "verbs": ["get", "patch", "update"]},
+        {"apiGroups": [names::GROUP], "resources": ["mysqldatabases"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["externaldns.k8s.io"], "resources": ["dnsendpoints"], "verbs": all_write},
+        {"apiGroups": [""], "resources": ["services"], "verbs": all_write},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": all_write},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    ])
+}
+
+/// The container arguments for `values`.
+pub fn operator_args(values: &InstallValues) -> Vec<String> {
+    let mut args = vec![
+        format!("--leader-election={}", values.leader_election.enabled),
+        format!("--http-address=0.0.0.0:{}", names::PORT_OPERATOR_HTTP),
+    ];
+    if values.auxiliary.escrow_tls.enabled {
+        args.push(format!(
+            "--tls-address=0.0.0.0:{}",
+            names::PORT_OPERATOR_TLS
+        ));
+        args.push(format!("--tls-cert={TLS_MOUNT_PATH}/tls.crt"));
+        args.push(format!("--tls-key={TLS_MOUNT_PATH}/tls.key"));
+    }
+    if values.auxiliary.deploy_api.enabled {
+        args.push("--deploy-api".to_string());
+    }
+    if let Some(template) = &values.sidecar_url_template {
+        args.push(format!("--sidecar-url-template={template}"));
+    }
+    args
+}
+
+/// Every object of the install, in apply order: Namespace, ServiceAccount, ClusterRole,
+/// ClusterRoleBinding, Service, Deployment.
+pub fn render(values: &InstallValues) -> Result<Vec<Value>> {
+    if values.auxiliary.deploy_api.enabled && !values.auxiliary.escrow_tls.enabled {
+        return Err(Error::InstallValues(
+            "auxiliary.deployAPI.enabled needs auxiliary.escrowTLS.enabled: the deploy API is served only on the TLS listener :8443".into(),
+        ));
+    }
+    if values.auxiliary.escrow_tls.enabled && values.auxiliary.escrow_tls.secret_name.is_empty() {
+        return Err(Error::InstallValues(
+            "auxiliary.escrowTLS.secretName must name the certificate Secret".into(),
+        ));
+    }
+    if values.replica_count > 1 && !values.leader_election.enabled {
+        return Err(Error::InstallValues(
+            "replicaCount above 1 needs leaderElection.enabled: only one replica may write".into(),
+        ));
+    }
+    let namespace = values.namespace.as_str();
+    let name = names::OPERATOR_DEPLOYMENT;
+    let labels = json!({"app.kubernetes.io/name": name, "app.kubernetes.io/component": "operator"});
+    let mut ports = vec![json!({"name": "http", "containerPort": names::PORT_OPERATOR_HTTP})];
+    let mut service_ports =
+        vec![json!({"name": "http", "port": names::PORT_OPERATOR_HTTP, "targetPort": "http"})];
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    if values.auxiliary.escrow_tls.enabled {
+        ports.push(json!({"name": "https", "containerPort": names::PORT_OPERATOR_TLS}));
+        service_ports.push(
+            json!({"name": "https", "port": names::PORT_OPERATOR_TLS, "targetPort": "https"}),
+        );
+        volumes.push(json!({"name": "escrow-tls", "secret": {"secretName": values.auxiliary.escrow_tls.secret_name}}));
+        mounts.push(json!({"name": "escrow-tls", "mountPath": TLS_MOUNT_PATH, "readOnly": true}));
+    }
+    Ok(vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": cluster_role_rules()}),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+        }),
+        json!({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"selector": labels, "ports": service_ports}
+        }),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": values.replica_count,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": name,
+                        "containers": [{
+                            "name": "operator",
+                            "image": values.image,
+                            "imagePullPolicy": values.image_pull_policy,
+                            "args": operator_args(values),
+                            "env": [
+                                {"name": "RUST_LOG", "value": values.log_level},
+                                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                                {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            ],
+                            "ports": ports,
+                            "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+                            "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
+                            "volumeMounts": mounts,
+                        }],
+                        "volumes": volumes,
+                    }
+                }
+            }
+        }),
+    ])
+}
+
+/// [`render`] as one multi-document YAML text.
+pub fn render_yaml(values: &InstallValues) -> Result<String> {
+    let mut text = String::new();
+    for object in render(values)? {
+        text.push_str("---\n");
+        text.push_str(&serde_yaml::to_string(&object)?);
+    }
+    Ok(text)
+}

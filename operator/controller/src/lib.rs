@@ -1,0 +1,25 @@
+//! bloodraven-operator: the kube-rs shell around `bloodraven-core`.
+//!
+//! One poll per group (gather -> decide -> act, STYLE.md 1): [`gather`] reads the sidecars
+//! and cluster objects into core's `Observation`, `bloodraven_core::decide` decides, [`act`]
+//! executes the actions in order and persists memory ([`memory`]). [`leader`] elects the one
+//! replica that polls, writes and serves; [`http`] serves :8082 (metrics, probes);
+//! [`deploy_api`] serves `/deploy/v1` over [`tls`] on :8443. [`install`] renders the install
+//! manifests. The binary `bloodraven` only parses flags and calls [`run::run`].
+
+pub mod act;
+pub mod deploy_api;
+mod error;
+pub mod gather;
+pub mod http;
+pub mod install;
+pub mod leader;
+pub mod memory;
+pub mod metrics;
+pub mod poll;
+pub mod render;
+pub mod run;
+pub mod sidecar;
+pub mod tls;
+
+pub use error::{Error, Result};

@@ -1,0 +1,265 @@
+//! Prometheus metrics (bloodraven.md "Deploy lease API" and seed 003), with a drop-guard poll
+//! timer (STYLE.md 10, controller-rs `metrics.rs`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bloodraven_api::FailoverKind;
+use bloodraven_core::engine::MetricObservation;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// `kind` label of failover metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum KindValue {
+    /// Emergency failover.
+    emergency,
+    /// Planned failover.
+    planned,
+}
+
+impl From<FailoverKind> for KindValue {
+    fn from(kind: FailoverKind) -> Self {
+        match kind {
+            FailoverKind::Emergency => KindValue::emergency,
+            FailoverKind::Planned => KindValue::planned,
+        }
+    }
+}
+
+/// Labels `{kind}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// emergency or planned.
+    pub kind: KindValue,
+}
+
+/// Labels `{group}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    /// `namespace/name` of the group.
+    pub group: String,
+}
+
+/// Labels `{group, site}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SiteLabels {
+    /// `namespace/name` of the group.
+    pub group: String,
+    /// The site.
+    pub site: String,
+}
+
+/// Every metric the operator exports.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    /// `bloodraven_failovers_total{kind}`.
+    pub failovers: Family<KindLabels, Counter>,
+    /// `bloodraven_failover_duration_seconds{kind}`.
+    pub failover_duration: Family<KindLabels, Histogram>,
+    /// `bloodraven_lost_transactions_total`.
+    pub lost_transactions: Counter,
+    /// `bloodraven_poll_duration_seconds`.
+    pub poll_duration: Histogram,
+    /// `bloodraven_deploy_leases_active{group}`.
+    pub deploy_leases_active: Family<GroupLabels, Gauge>,
+    /// `bloodraven_planned_failovers_deferred_total`.
+    pub planned_failovers_deferred: Counter,
+    /// `bloodraven_replication_lag_seconds{group, site}`.
+    pub replication_lag: Family<SiteLabels, Gauge>,
+    /// `bloodraven_is_leader` (1 on the leader).
+    pub is_leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("bloodraven");
+        let failovers = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "failovers",
+            "Completed failovers by kind",
+            failovers.clone(),
+        );
+        let failover_duration = Family::<KindLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([1.0, 2.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0])
+        });
+        registry.register(
+            "failover_duration_seconds",
+            "Failover duration from start to completion",
+            failover_duration.clone(),
+        );
+        let lost_transactions = Counter::default();
+        registry.register(
+            "lost_transactions",
+            "Transactions of old primaries missing on the promoted site",
+            lost_transactions.clone(),
+        );
+        let poll_duration = Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0]);
+        registry.register(
+            "poll_duration_seconds",
+            "Duration of one poll of one group",
+            poll_duration.clone(),
+        );
+        let deploy_leases_active = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "deploy_leases_active",
+            "Unexpired deployment leases (migration and failover-hold)",
+            deploy_leases_active.clone(),
+        );
+        let planned_failovers_deferred = Counter::default();
+        registry.register(
+            "planned_failovers_deferred",
+            "Planned failovers that entered Deferred",
+            planned_failovers_deferred.clone(),
+        );
+        let replication_lag = Family::<SiteLabels, Gauge>::default();
+        registry.register(
+            "replication_lag_seconds",
+            "Seconds behind source of a replicating site",
+            replication_lag.clone(),
+        );
+        let is_leader = Gauge::default();
+        registry.register(
+            "is_leader",
+            "1 while this replica holds the leader lease",
+            is_leader.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            failovers,
+            failover_duration,
+            lost_transactions,
+            poll_duration,
+            deploy_leases_active,
+            planned_failovers_deferred,
+            replication_lag,
+            is_leader,
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Encoding into a String cannot fail (fmt::Write on String is infallible).
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    /// Records one of core's metric observations for `group` (`namespace/name`).
+    pub fn observe(&self, group: &str, observation: &MetricObservation) {
+        match observation {
+            MetricObservation::FailoverCompleted { kind } => {
+                self.failovers
+                    .get_or_create(&KindLabels {
+                        kind: (*kind).into(),
+                    })
+                    .inc();
+            }
+            MetricObservation::FailoverDuration { kind, duration } => {
+                self.failover_duration
+                    .get_or_create(&KindLabels {
+                        kind: (*kind).into(),
+                    })
+                    .observe(duration.as_secs_f64());
+            }
+            MetricObservation::LostTransactions { count } => {
+                self.lost_transactions.inc_by(*count);
+            }
+            MetricObservation::PlannedFailoverDeferred => {
+                self.planned_failovers_deferred.inc();
+            }
+            MetricObservation::ReplicationLag { site, seconds } => {
+                self.replication_lag
+                    .get_or_create(&SiteLabels {
+                        group: group.to_string(),
+                        site: site.clone(),
+                    })
+                    .set(i64::try_from(*seconds).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// Sets the active deploy lease gauge of `group`.
+    pub fn set_deploy_leases_active(&self, group: &str, count: usize) {
+        self.deploy_leases_active
+            .get_or_create(&GroupLabels {
+                group: group.to_string(),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// A timer that observes `bloodraven_poll_duration_seconds` when dropped, on every exit
+    /// path of a poll (early returns and errors included).
+    pub fn poll_timer(&self) -> PollTimer {
+        PollTimer {
+            start: Instant::now(),
+            histogram: self.poll_duration.clone(),
+        }
+    }
+}
+
+/// Drop guard of [`Metrics::poll_timer`].
+pub struct PollTimer {
+    start: Instant,
+    histogram: Histogram,
+}
+
+impl Drop for PollTimer {
+    fn drop(&mut self) {
+        self.histogram.observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// bloodraven.md / seed 003: the exported metric names.
+    #[test]
+    fn exports_the_seed_metric_names() {
+        let metrics = Metrics::new();
+        metrics.observe(
+            "ns/g",
+            &MetricObservation::FailoverCompleted {
+                kind: FailoverKind::Emergency,
+            },
+        );
+        metrics.observe(
+            "ns/g",
+            &MetricObservation::FailoverDuration {
+                kind: FailoverKind::Planned,
+                duration: Duration::from_secs(3),
+            },
+        );
+        metrics.observe("ns/g", &MetricObservation::LostTransactions { count: 4 });
+        metrics.observe("ns/g", &MetricObservation::PlannedFailoverDeferred);
+        metrics.set_deploy_leases_active("ns/g", 2);
+        drop(metrics.poll_timer());
+        let text = metrics.encode();
+        for needle in [
+            "bloodraven_failovers_total{kind=\"emergency\"} 1",
+            "bloodraven_failover_duration_seconds_count{kind=\"planned\"} 1",
+            "bloodraven_lost_transactions_total 4",
+            "bloodraven_poll_duration_seconds_count 1",
+            "bloodraven_deploy_leases_active{group=\"ns/g\"} 2",
+            "bloodraven_planned_failovers_deferred_total 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}

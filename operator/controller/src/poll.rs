@@ -1,0 +1,214 @@
+//! The poll loop: per `MysqlFailoverGroup`, every `pollInterval`, gather -> decide -> act
+//! (STYLE.md 1). Only the leader polls; a standby keeps no memory and loads it from status
+//! when it becomes leader.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bloodraven_api::{MysqlFailoverGroup, Timestamp};
+use bloodraven_core::{decide, GroupMemory};
+use kube::api::ListParams;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::act::Executor;
+use crate::deploy_api::store::LeaseStore;
+use crate::error::{Error, Result};
+use crate::gather::gather;
+use crate::leader::LeaderFlag;
+use crate::memory::{annotations_of, memory_from};
+use crate::metrics::Metrics;
+use crate::sidecar::SidecarClient;
+
+/// How often the set of groups is re-listed.
+pub const GROUP_LIST_INTERVAL: Duration = Duration::from_secs(5);
+/// How often a standby checks whether it became leader.
+pub const STANDBY_INTERVAL: Duration = Duration::from_secs(1);
+/// Back-off after a failed read of a group.
+pub const READ_RETRY_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The operator's wall clock as a core timestamp.
+pub fn wall_clock() -> Timestamp {
+    Timestamp::from_unix_millis(jiff::Timestamp::now().as_millisecond())
+}
+
+/// Everything a poll needs.
+#[derive(Clone)]
+pub struct Shell {
+    /// The API client.
+    pub client: Client,
+    /// The sidecar client.
+    pub sidecars: SidecarClient,
+    /// Deploy lease storage (shares its lock with the deploy API).
+    pub store: LeaseStore,
+    /// Event reporter identity.
+    pub reporter: Reporter,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Leadership.
+    pub leader: LeaderFlag,
+}
+
+impl Shell {
+    /// One poll of `group`, starting from `memory` (loaded from status when `None`). Returns
+    /// the memory to carry to the next poll.
+    pub async fn poll(
+        &self,
+        group: &MysqlFailoverGroup,
+        memory: Option<GroupMemory>,
+    ) -> GroupMemory {
+        let _timer = self.metrics.poll_timer();
+        let name = group.metadata.name.clone().unwrap_or_default();
+        let annotations = annotations_of(group);
+        let memory = memory.unwrap_or_else(|| {
+            tracing::info!(group = %name, "loading memory from status and annotations");
+            memory_from(
+                &group.spec,
+                group.status.as_ref(),
+                &annotations,
+                wall_clock(),
+            )
+        });
+        let observation = gather(
+            &self.client,
+            &self.sidecars,
+            &self.store,
+            group,
+            &memory,
+            wall_clock,
+        )
+        .await;
+        let now = wall_clock();
+        let decision = decide(&group.spec, &memory, &observation, now);
+        if !self.leader.is_leader() {
+            tracing::info!(group = %name, "lost leadership during the poll; nothing executed");
+            return memory;
+        }
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        let executor = Executor {
+            client: &self.client,
+            sidecars: &self.sidecars,
+            store: &self.store,
+            recorder: &recorder,
+            metrics: &self.metrics,
+            group,
+        };
+        let failures = executor.execute(&decision, now).await;
+        if let Err(error) = executor
+            .persist(&group.spec, &decision.memory, &annotations, now)
+            .await
+        {
+            tracing::warn!(group = %name, action = "WriteStatus", generation = decision.memory.topology_generation, outcome = "unknown", %error, "status write failed; memory kept in process, re-read on restart");
+        }
+        for transition in &decision.transitions {
+            tracing::info!(group = %name, site = %transition.site, from = transition.from.as_str(), to = transition.to.as_str(), generation = decision.memory.topology_generation, "site transition");
+        }
+        tracing::debug!(
+            group = %name,
+            generation = decision.memory.topology_generation,
+            active = %decision.memory.active_site,
+            actions = decision.actions.len(),
+            failed = failures,
+            "poll"
+        );
+        decision.memory
+    }
+
+    /// Polls `namespace/name` every `pollInterval` while leader, until the group is deleted
+    /// or `shutdown` flips.
+    pub async fn run_group(
+        &self,
+        namespace: String,
+        name: String,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), &namespace);
+        let mut memory: Option<GroupMemory> = None;
+        loop {
+            let wait = if !self.leader.is_leader() {
+                memory = None;
+                STANDBY_INTERVAL
+            } else {
+                match api.get_opt(&name).await {
+                    Ok(None) => {
+                        tracing::info!(group = %name, namespace = %namespace, "group deleted; stopping its poll loop");
+                        return;
+                    }
+                    Ok(Some(group)) if group.metadata.deletion_timestamp.is_some() => {
+                        tracing::info!(group = %name, namespace = %namespace, "group terminating; stopping its poll loop");
+                        return;
+                    }
+                    Ok(Some(group)) => {
+                        let problems = group.spec.validate();
+                        if problems.is_empty() {
+                            memory = Some(self.poll(&group, memory.take()).await);
+                        } else {
+                            tracing::warn!(group = %name, namespace = %namespace, problems = %problems.join("; "), "invalid spec; not polling");
+                        }
+                        group
+                            .spec
+                            .poll_interval
+                            .get()
+                            .max(Duration::from_millis(100))
+                    }
+                    Err(error) => {
+                        tracing::warn!(group = %name, namespace = %namespace, %error, "failed to read group");
+                        READ_RETRY_INTERVAL
+                    }
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Keeps one poll loop per group (all namespaces) until `shutdown` flips.
+    pub async fn run_groups(&self, shutdown: watch::Receiver<bool>) -> Result<()> {
+        let api: Api<MysqlFailoverGroup> = Api::all(self.client.clone());
+        let mut loops: BTreeMap<(String, String), JoinHandle<()>> = BTreeMap::new();
+        let mut stop = shutdown.clone();
+        loop {
+            loops.retain(|_, handle| !handle.is_finished());
+            if self.leader.is_leader() {
+                match api.list(&ListParams::default()).await {
+                    Ok(groups) => {
+                        for group in groups.items {
+                            let key = (
+                                group.metadata.namespace.clone().unwrap_or_default(),
+                                group.metadata.name.clone().unwrap_or_default(),
+                            );
+                            if loops.contains_key(&key) {
+                                continue;
+                            }
+                            let shell = self.clone();
+                            let receiver = shutdown.clone();
+                            let (namespace, name) = key.clone();
+                            loops.insert(
+                                key,
+                                tokio::spawn(async move {
+                                    shell.run_group(namespace, name, receiver).await
+                                }),
+                            );
+                        }
+                    }
+                    Err(error) => {
+                        let error = Error::kube("list mysqlfailovergroups", error);
+                        tracing::warn!(%error, "failed to list groups");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(GROUP_LIST_INTERVAL) => {}
+                _ = stop.changed() => break,
+            }
+        }
+        for (_, handle) in loops {
+            let _ = handle.await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,268 @@
+//! The operator's HTTP client of the sidecars (`:8086`, wire types in
+//! `bloodraven_api::sidecar`), and the pure translation of an answer into a
+//! [`SidecarReading`].
+//!
+//! Every call has a timeout. A mutation that errored or timed out is an unknown (seed 001):
+//! the caller logs it and the next poll re-reads the status; nothing here retries.
+
+use std::time::Duration;
+
+use bloodraven_api::{names, sidecar};
+use bloodraven_core::engine::SidecarReading;
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The default sidecar URL template: the per-site internal Service on port 8086.
+pub const DEFAULT_URL_TEMPLATE: &str = "http://mysql-{group}-{site}.{namespace}.svc:8086";
+/// Timeout of a status read (a poll must not stall on one site).
+pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+/// Timeout of an authority push, fence or repoint.
+pub const MUTATION_TIMEOUT: Duration = Duration::from_secs(3);
+/// Timeout added to a promote request's own drain timeout.
+pub const PROMOTE_TIMEOUT_MARGIN: Duration = Duration::from_secs(2);
+/// Connect timeout of every call.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Where the sidecar of a site answers: a template with `{group}`, `{site}` and
+/// `{namespace}` placeholders (overridable for tests and out-of-cluster runs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SidecarAddressing {
+    template: String,
+}
+
+impl Default for SidecarAddressing {
+    fn default() -> Self {
+        Self::new(DEFAULT_URL_TEMPLATE)
+    }
+}
+
+impl SidecarAddressing {
+    /// Addressing by `template` (e.g. `http://127.0.0.1:18086` for a single test sidecar, or
+    /// `http://{site}.test:8086`).
+    pub fn new(template: impl Into<String>) -> Self {
+        Self {
+            template: template.into().trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The base URL of `site`'s sidecar.
+    pub fn base_url(&self, group: &str, site: &str, namespace: &str) -> String {
+        self.template
+            .replace("{group}", group)
+            .replace("{site}", site)
+            .replace("{namespace}", namespace)
+    }
+}
+
+/// The reading of a `GET /v1/status` answer (pure): a non-2xx status, an undecodable body, or a
+/// status of another group or site is [`SidecarReading::Unreachable`] (it counts as a failed
+/// poll; the address is wrong or the answer is not this site's).
+pub fn reading_from_response(
+    group: &str,
+    site: &str,
+    status_code: u16,
+    body: &[u8],
+) -> SidecarReading {
+    if !(200..300).contains(&status_code) {
+        let detail = serde_json::from_slice::<sidecar::ErrorBody>(body)
+            .map(|error| error.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(body).chars().take(200).collect());
+        return SidecarReading::Unreachable {
+            error: format!("sidecar answered {status_code}: {detail}"),
+        };
+    }
+    match serde_json::from_slice::<sidecar::SidecarStatus>(body) {
+        Err(error) => SidecarReading::Unreachable {
+            error: format!("decode sidecar status: {error}"),
+        },
+        Ok(status) if status.group != group || status.site != site => SidecarReading::Unreachable {
+            error: format!(
+                "sidecar reports group {:?} site {:?}, expected {group:?} {site:?}",
+                status.group, status.site
+            ),
+        },
+        Ok(status) => SidecarReading::Reachable(Box::new(status)),
+    }
+}
+
+/// An HTTP client of every sidecar of the cluster.
+#[derive(Clone, Debug)]
+pub struct SidecarClient {
+    http: reqwest::Client,
+    addressing: SidecarAddressing,
+}
+
+impl SidecarClient {
+    /// A client with the timeouts above.
+    pub fn new(addressing: SidecarAddressing) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|error| Error::Sidecar {
+                site: String::new(),
+                url: String::new(),
+                reason: format!("build http client: {error}"),
+            })?;
+        Ok(Self { http, addressing })
+    }
+
+    /// The addressing in use.
+    pub fn addressing(&self) -> &SidecarAddressing {
+        &self.addressing
+    }
+
+    /// `GET /v1/status` of `site`, as a reading (errors are `Unreachable`, never `Err`).
+    pub async fn status(&self, group: &str, site: &str, namespace: &str) -> SidecarReading {
+        let url = format!(
+            "{}{}",
+            self.addressing.base_url(group, site, namespace),
+            sidecar::PATH_STATUS
+        );
+        let response = match self.http.get(&url).timeout(STATUS_TIMEOUT).send().await {
+            Ok(response) => response,
+            Err(error) => {
+                return SidecarReading::Unreachable {
+                    error: format!("get {url}: {}", describe(&error)),
+                }
+            }
+        };
+        let code = response.status().as_u16();
+        match response.bytes().await {
+            Ok(body) => reading_from_response(group, site, code, &body),
+            Err(error) => SidecarReading::Unreachable {
+                error: format!("read body of {url}: {}", describe(&error)),
+            },
+        }
+    }
+
+    /// `PUT /v1/authority`.
+    pub async fn push_authority(
+        &self,
+        site: &str,
+        namespace: &str,
+        authority: &sidecar::Authority,
+    ) -> Result<sidecar::AuthorityResponse> {
+        self.call(
+            reqwest::Method::PUT,
+            &authority.group,
+            site,
+            namespace,
+            sidecar::PATH_AUTHORITY,
+            authority,
+            MUTATION_TIMEOUT,
+        )
+        .await
+    }
+
+    /// `POST /v1/fence`.
+    pub async fn fence(
+        &self,
+        site: &str,
+        namespace: &str,
+        request: &sidecar::FenceRequest,
+    ) -> Result<sidecar::FenceResponse> {
+        self.call(
+            reqwest::Method::POST,
+            &request.group,
+            site,
+            namespace,
+            sidecar::PATH_FENCE,
+            request,
+            MUTATION_TIMEOUT,
+        )
+        .await
+    }
+
+    /// `POST /v1/promote` (timeout: the request's drain timeout plus a margin).
+    pub async fn promote(
+        &self,
+        site: &str,
+        namespace: &str,
+        request: &sidecar::PromoteRequest,
+    ) -> Result<sidecar::PromoteResponse> {
+        let timeout = Duration::from_millis(request.timeout_ms) + PROMOTE_TIMEOUT_MARGIN;
+        self.call(
+            reqwest::Method::POST,
+            &request.group,
+            site,
+            namespace,
+            sidecar::PATH_PROMOTE,
+            request,
+            timeout,
+        )
+        .await
+    }
+
+    /// `POST /v1/repoint`.
+    pub async fn repoint(
+        &self,
+        site: &str,
+        namespace: &str,
+        request: &sidecar::RepointRequest,
+    ) -> Result<sidecar::RepointResponse> {
+        self.call(
+            reqwest::Method::POST,
+            &request.group,
+            site,
+            namespace,
+            sidecar::PATH_REPOINT,
+            request,
+            MUTATION_TIMEOUT,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn call<B: Serialize, R: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        group: &str,
+        site: &str,
+        namespace: &str,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<R> {
+        let url = format!("{}{path}", self.addressing.base_url(group, site, namespace));
+        let failure = |reason: String| Error::Sidecar {
+            site: site.to_string(),
+            url: url.clone(),
+            reason,
+        };
+        let response = self
+            .http
+            .request(method, &url)
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|error| failure(describe(&error)))?;
+        let code = response.status();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|error| failure(describe(&error)))?;
+        if !code.is_success() {
+            let detail = serde_json::from_slice::<sidecar::ErrorBody>(&bytes)
+                .map(|error| error.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).chars().take(200).collect());
+            return Err(failure(format!("answered {}: {detail}", code.as_u16())));
+        }
+        serde_json::from_slice(&bytes).map_err(|error| failure(format!("decode answer: {error}")))
+    }
+}
+
+fn describe(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        format!("timed out (outcome unknown): {error}")
+    } else if error.is_connect() {
+        format!("connect: {error}")
+    } else {
+        error.to_string()
+    }
+}
+
+/// The sidecar port, re-exported for addressing docs.
+pub const PORT: u16 = names::PORT_SIDECAR;

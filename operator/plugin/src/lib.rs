@@ -1,0 +1,1 @@
+//! kubectl-bloodraven (work in progress).

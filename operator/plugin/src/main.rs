@@ -1,0 +1,2 @@
+//! `kubectl-bloodraven` binary.
+fn main() {}
