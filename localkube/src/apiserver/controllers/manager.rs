@@ -1,0 +1,81 @@
+//! The controller loop: level-triggered; every controller reconciles everything after a
+//! change (debounced) and on a periodic tick (for timers such as taint eviction).
+
+use super::super::ops::Cluster;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Pause after a change before reconciling, to batch bursts.
+const DEBOUNCE: Duration = Duration::from_millis(10);
+/// Periodic reconcile interval.
+const TICK: Duration = Duration::from_millis(500);
+
+/// A controller: converges the store towards what its objects ask for.
+pub trait Controller: Send {
+    /// Name for logs.
+    fn name(&self) -> &'static str;
+    /// One pass over every object it manages.
+    fn reconcile(&mut self, c: &Cluster, now: DateTime<Utc>);
+}
+
+fn all() -> Vec<Box<dyn Controller>> {
+    vec![
+        Box::new(super::namespace::NamespaceController),
+        Box::new(super::serviceaccount::ServiceAccountController),
+        Box::new(super::workloads::DeploymentController),
+        Box::new(super::workloads::ReplicaSetController),
+        Box::new(super::statefulset::StatefulSetController),
+        Box::new(super::nodes::Scheduler),
+        Box::new(super::endpoints::EndpointsController),
+        Box::new(super::gc::GarbageCollector),
+        Box::new(super::taints::TaintEviction::default()),
+    ]
+}
+
+/// Runs every controller until shutdown.
+pub async fn run(cluster: Arc<Cluster>, mut shutdown: watch::Receiver<bool>) {
+    let mut rx = cluster.store.subscribe();
+    let mut controllers = all();
+    let mut ticker = tokio::time::interval(TICK);
+    loop {
+        tokio::select! {
+            ev = rx.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = ev {
+                    return;
+                }
+                tokio::time::sleep(DEBOUNCE).await;
+                while rx.try_recv().is_ok() {}
+            }
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = Utc::now();
+        for c in controllers.iter_mut() {
+            c.reconcile(&cluster, now);
+        }
+        // Yield so request handling is never starved by a long pass.
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Logs a failed controller write.
+pub fn log_err<T>(
+    controller: &str,
+    what: &str,
+    r: Result<T, super::super::error::ApiError>,
+) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e)
+            if e.reason == "NotFound" || e.reason == "AlreadyExists" || e.reason == "Conflict" =>
+        {
+            None
+        }
+        Err(e) => {
+            tracing::warn!(controller, what, error = %e, "controller write failed");
+            None
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Controllers running inside the server process on the store: namespaces, service
+//! accounts and tokens, scheduling, Deployments/ReplicaSets, StatefulSets, Endpoints and
+//! EndpointSlices, garbage collection and NoExecute taint eviction.
+//!
+//! The node agent plugs in as a [`super::server::Plugin`]: it watches pods bound to its
+//! nodes with `cluster.store.subscribe()` (or lists `spec.nodeName=<node>`), and writes pod
+//! status through `cluster.modify(.., "status", ..)`.
+
+mod endpoints;
+mod gc;
+mod manager;
+mod namespace;
+mod nodes;
+mod serviceaccount;
+mod statefulset;
+mod taints;
+mod workloads;
+
+pub use manager::{run, Controller};
+pub use taints::tolerates;

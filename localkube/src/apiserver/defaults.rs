@@ -1,0 +1,247 @@
+//! Defaulting of built-in kinds on create, as the real API server's defaulters do (the
+//! subset clients here read back), and the Service ClusterIP allocator.
+
+use super::meta;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+fn set_default(obj: &mut Value, key: &str, v: Value) {
+    if let Some(m) = obj.as_object_mut() {
+        if m.get(key).map(Value::is_null).unwrap_or(true) {
+            m.insert(key.to_string(), v);
+        }
+    }
+}
+
+fn object_at<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    let m = obj.as_object_mut()?;
+    let v = m.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !v.is_object() {
+        *v = json!({});
+    }
+    Some(v)
+}
+
+fn container_defaults(c: &mut Value) {
+    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    set_default(c, "terminationMessagePolicy", json!("File"));
+    let image = c
+        .get("image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let latest = !image.contains(':') || image.ends_with(":latest");
+    set_default(
+        c,
+        "imagePullPolicy",
+        json!(if latest { "Always" } else { "IfNotPresent" }),
+    );
+    set_default(c, "resources", json!({}));
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            set_default(p, "protocol", json!("TCP"));
+        }
+    }
+}
+
+/// Defaults of a pod spec (pods and templates).
+pub fn pod_spec_defaults(spec: &mut Value) {
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    for key in ["containers", "initContainers"] {
+        if let Some(cs) = spec.get_mut(key).and_then(Value::as_array_mut) {
+            for c in cs {
+                container_defaults(c);
+            }
+        }
+    }
+}
+
+fn template_defaults(spec: &mut Value) {
+    if let Some(t) = spec.get_mut("template") {
+        if let Some(ps) = object_at(t, "spec") {
+            pod_spec_defaults(ps);
+        }
+    }
+}
+
+/// Applies create-time defaults for a built-in kind.
+pub fn builtin_defaults(group: &str, kind: &str, obj: &mut Value) {
+    match (group, kind) {
+        ("", "Pod") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                pod_spec_defaults(spec);
+                let sa = spec
+                    .get("serviceAccountName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default")
+                    .to_string();
+                set_default(spec, "serviceAccountName", json!(sa));
+                set_default(spec, "serviceAccount", json!(sa));
+                set_default(spec, "enableServiceLinks", json!(true));
+                set_default(spec, "priority", json!(0));
+                set_default(
+                    spec,
+                    "tolerations",
+                    json!([
+                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                    ]),
+                );
+            }
+            obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        }
+        ("apps", "Deployment") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                set_default(spec, "replicas", json!(1));
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(spec, "progressDeadlineSeconds", json!(600));
+                set_default(
+                    spec,
+                    "strategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+                );
+                template_defaults(spec);
+            }
+            obj["status"] = json!({});
+        }
+        ("apps", "ReplicaSet") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                set_default(spec, "replicas", json!(1));
+                template_defaults(spec);
+            }
+            obj["status"] = json!({"replicas": 0});
+        }
+        ("apps", "StatefulSet") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                set_default(spec, "replicas", json!(1));
+                set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(
+                    spec,
+                    "updateStrategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+                );
+                set_default(
+                    spec,
+                    "persistentVolumeClaimRetentionPolicy",
+                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+                );
+                template_defaults(spec);
+                if let Some(ts) = spec
+                    .get_mut("volumeClaimTemplates")
+                    .and_then(Value::as_array_mut)
+                {
+                    for t in ts {
+                        if let Some(s) = object_at(t, "spec") {
+                            set_default(s, "volumeMode", json!("Filesystem"));
+                        }
+                        set_default(t, "apiVersion", json!("v1"));
+                        set_default(t, "kind", json!("PersistentVolumeClaim"));
+                        set_default(t, "status", json!({"phase": "Pending"}));
+                    }
+                }
+            }
+            obj["status"] = json!({"replicas": 0, "availableReplicas": 0});
+        }
+        ("", "Service") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                set_default(spec, "type", json!("ClusterIP"));
+                set_default(spec, "sessionAffinity", json!("None"));
+                set_default(spec, "ipFamilies", json!(["IPv4"]));
+                set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+                set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+                if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        set_default(p, "protocol", json!("TCP"));
+                        let port = p.get("port").cloned().unwrap_or(Value::Null);
+                        set_default(p, "targetPort", port);
+                    }
+                }
+            }
+            obj["status"] = json!({"loadBalancer": {}});
+        }
+        ("", "Namespace") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                set_default(spec, "finalizers", json!(["kubernetes"]));
+            }
+            obj["status"] = json!({"phase": "Active"});
+            let name = meta::name(obj).to_string();
+            if let Some(meta) = object_at(obj, "metadata") {
+                if let Some(labels) = object_at(meta, "labels") {
+                    set_default(labels, "kubernetes.io/metadata.name", json!(name));
+                }
+            }
+        }
+        ("", "PersistentVolumeClaim") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                set_default(spec, "volumeMode", json!("Filesystem"));
+            }
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        ("", "Secret") => set_default(obj, "type", json!("Opaque")),
+        ("coordination.k8s.io", "Lease") => {}
+        ("", "Node") => {
+            if let Some(status) = object_at(obj, "status") {
+                set_default(status, "phase", json!("Running"));
+            }
+        }
+        _ => {}
+    }
+    // MicroTime fields (trap 10).
+    for p in [
+        "/spec/renewTime",
+        "/spec/acquireTime",
+        "/eventTime",
+        "/series/lastObservedTime",
+    ] {
+        meta::normalize_micro_time(obj, p);
+    }
+}
+
+/// Allocates ClusterIPs from a range.
+#[derive(Debug, Clone)]
+pub struct IpRange {
+    /// First address of the range (the network address).
+    pub base: Ipv4Addr,
+    /// Prefix length.
+    pub prefix: u8,
+}
+
+impl IpRange {
+    /// Parses `a.b.c.d/n`.
+    pub fn parse(cidr: &str) -> Option<IpRange> {
+        let (ip, prefix) = cidr.split_once('/')?;
+        let base: Ipv4Addr = ip.parse().ok()?;
+        let prefix: u8 = prefix.parse().ok()?;
+        if !(8..=30).contains(&prefix) {
+            return None;
+        }
+        let mask = u32::MAX << (32 - prefix);
+        Some(IpRange {
+            base: Ipv4Addr::from(u32::from(base) & mask),
+            prefix,
+        })
+    }
+    /// The `n`th address of the range.
+    pub fn nth(&self, n: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.base) + n)
+    }
+    /// Whether an address is in the range.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        let mask = u32::MAX << (32 - self.prefix);
+        u32::from(ip) & mask == u32::from(self.base)
+    }
+    /// The first free address after the reserved first one (`.1` is the `kubernetes`
+    /// Service).
+    pub fn allocate(&self, used: &HashSet<Ipv4Addr>) -> Option<Ipv4Addr> {
+        let size = 1u32 << (32 - self.prefix);
+        (2..size - 1)
+            .map(|n| self.nth(n))
+            .find(|ip| !used.contains(ip))
+    }
+}

@@ -1,0 +1,409 @@
+//! Field sets as in structured-merge-diff: the FieldsV1 encoding of `managedFields`
+//! (`f:<name>`, `k:{<keys>}`, `v:<value>`, `i:<index>`, `.`), built from objects and used by
+//! server-side apply and by update ownership tracking (trap 9).
+
+use super::schema::{item_key, ListKind, Schema};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// A tree of owned fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldSet {
+    /// This node itself is owned (`.` when it also has children, `{}` when a leaf).
+    pub member: bool,
+    /// Owned fields below, by encoded path element.
+    pub children: BTreeMap<String, FieldSet>,
+}
+
+/// One owned path: encoded elements from the root.
+pub type FieldPath = Vec<String>;
+
+/// Metadata fields the server owns, never part of a manager's set.
+const SERVER_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+    "generateName",
+];
+
+/// Which part of an object a field set covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything but server-owned metadata.
+    All,
+    /// Everything but server-owned metadata and `status` (main resource of a kind with a
+    /// status subresource).
+    NoStatus,
+    /// Only `status` (the status subresource).
+    StatusOnly,
+}
+
+impl FieldSet {
+    /// The fields an object sets, within a scope.
+    pub fn from_object(obj: &Value, schema: &Schema, scope: Scope) -> FieldSet {
+        let mut root = FieldSet::default();
+        let Some(map) = obj.as_object() else {
+            return root;
+        };
+        for (k, v) in map {
+            if k == "apiVersion" || k == "kind" || v.is_null() {
+                continue;
+            }
+            match scope {
+                Scope::StatusOnly if k != "status" => continue,
+                Scope::NoStatus if k == "status" => continue,
+                _ => {}
+            }
+            let child = if k == "metadata" {
+                let mut meta = v.clone();
+                if let Some(m) = meta.as_object_mut() {
+                    for f in SERVER_METADATA {
+                        m.remove(*f);
+                    }
+                }
+                if meta.as_object().map(|m| m.is_empty()).unwrap_or(true) {
+                    continue;
+                }
+                build(&meta, schema, &mut vec!["metadata".into()])
+            } else {
+                build(v, schema, &mut vec![k.clone()])
+            };
+            root.children.insert(format!("f:{k}"), child);
+        }
+        root
+    }
+
+    /// Whether nothing is owned.
+    pub fn is_empty(&self) -> bool {
+        !self.member && self.children.values().all(|c| c.is_empty())
+    }
+
+    /// Every owned path, with whether it is a leaf (false: a `.` node with children).
+    pub fn paths(&self) -> Vec<(FieldPath, bool)> {
+        let mut out = Vec::new();
+        walk(self, &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// Whether a path is owned.
+    pub fn contains(&self, path: &[String]) -> bool {
+        let mut cur = self;
+        for p in path {
+            match cur.children.get(p) {
+                Some(c) => cur = c,
+                None => return false,
+            }
+        }
+        cur.member
+    }
+
+    /// Owns a path.
+    pub fn insert(&mut self, path: &[String]) {
+        let mut cur = self;
+        for p in path {
+            cur = cur.children.entry(p.clone()).or_default();
+        }
+        cur.member = true;
+    }
+
+    /// Stops owning a path (not what is below it).
+    pub fn remove(&mut self, path: &[String]) {
+        fn rec(s: &mut FieldSet, path: &[String]) {
+            match path.split_first() {
+                None => s.member = false,
+                Some((first, rest)) => {
+                    if let Some(c) = s.children.get_mut(first) {
+                        rec(c, rest);
+                        if c.is_empty() {
+                            s.children.remove(first);
+                        }
+                    }
+                }
+            }
+        }
+        rec(self, path)
+    }
+
+    /// Paths owned here and not in `other`.
+    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+        let mut out = FieldSet::default();
+        for (p, _) in self.paths() {
+            if !other.contains(&p) {
+                out.insert(&p);
+            }
+        }
+        out
+    }
+
+    /// Paths owned here and in `other`.
+    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+        let mut out = FieldSet::default();
+        for (p, _) in self.paths() {
+            if other.contains(&p) {
+                out.insert(&p);
+            }
+        }
+        out
+    }
+
+    /// Paths owned here or in `other`.
+    pub fn union(&self, other: &FieldSet) -> FieldSet {
+        let mut out = self.clone();
+        for (p, _) in other.paths() {
+            out.insert(&p);
+        }
+        out
+    }
+
+    /// The FieldsV1 JSON.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        if self.member && !self.children.is_empty() {
+            m.insert(".".into(), Value::Object(Map::new()));
+        }
+        for (k, c) in &self.children {
+            if !c.is_empty() {
+                m.insert(k.clone(), c.to_json());
+            }
+        }
+        Value::Object(m)
+    }
+
+    /// Parses FieldsV1 JSON.
+    pub fn from_json(v: &Value) -> FieldSet {
+        let mut s = FieldSet::default();
+        match v.as_object() {
+            Some(m) if m.is_empty() => s.member = true,
+            Some(m) => {
+                for (k, c) in m {
+                    if k == "." {
+                        s.member = true;
+                    } else {
+                        s.children.insert(k.clone(), FieldSet::from_json(c));
+                    }
+                }
+            }
+            None => {}
+        }
+        s
+    }
+}
+
+fn walk(s: &FieldSet, prefix: &mut Vec<String>, out: &mut Vec<(FieldPath, bool)>) {
+    if s.member {
+        out.push((prefix.clone(), s.children.is_empty()));
+    }
+    for (k, c) in &s.children {
+        prefix.push(k.clone());
+        walk(c, prefix, out);
+        prefix.pop();
+    }
+}
+
+fn build(v: &Value, schema: &Schema, names: &mut Vec<String>) -> FieldSet {
+    let mut s = FieldSet::default();
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, c) in m {
+                if c.is_null() {
+                    continue;
+                }
+                names.push(k.clone());
+                s.children.insert(format!("f:{k}"), build(c, schema, names));
+                names.pop();
+            }
+            if s.children.is_empty() {
+                s.member = true;
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let path: Vec<&str> = names.iter().map(String::as_str).collect();
+            match schema.list_kind(&path) {
+                ListKind::Map(keys) => {
+                    for item in items {
+                        let key = item_key(item, &keys);
+                        let mut child = build(item, schema, names);
+                        child.member = true;
+                        s.children
+                            .insert(format!("k:{}", Value::Object(key)), child);
+                    }
+                }
+                ListKind::Set => {
+                    for item in items {
+                        s.children.insert(
+                            format!("v:{item}"),
+                            FieldSet {
+                                member: true,
+                                children: BTreeMap::new(),
+                            },
+                        );
+                    }
+                }
+                ListKind::Atomic => s.member = true,
+            }
+        }
+        _ => s.member = true,
+    }
+    s
+}
+
+fn key_matches(item: &Value, key: &Map<String, Value>) -> bool {
+    key.iter().all(|(k, v)| match item.get(k) {
+        Some(x) => x == v,
+        None => k == "protocol" && v == "TCP",
+    })
+}
+
+/// The value at an owned path.
+pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = obj;
+    for p in path {
+        cur = step(cur, p)?;
+    }
+    Some(cur)
+}
+
+fn step<'a>(cur: &'a Value, p: &str) -> Option<&'a Value> {
+    if let Some(f) = p.strip_prefix("f:") {
+        cur.get(f)
+    } else if let Some(k) = p.strip_prefix("k:") {
+        let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+        cur.as_array()?.iter().find(|i| key_matches(i, &key))
+    } else if let Some(v) = p.strip_prefix("v:") {
+        let val: Value = serde_json::from_str(v).ok()?;
+        cur.as_array()?.iter().find(|i| **i == val)
+    } else if let Some(i) = p.strip_prefix("i:") {
+        cur.as_array()?.get(i.parse::<usize>().ok()?)
+    } else {
+        None
+    }
+}
+
+/// Removes the value at an owned path (a field, or a list item).
+pub fn remove_at(obj: &mut Value, path: &[String]) {
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
+    let mut cur = obj;
+    for p in parent_path {
+        let next = if let Some(f) = p.strip_prefix("f:") {
+            cur.get_mut(f)
+        } else if let Some(k) = p.strip_prefix("k:") {
+            let Ok(key) = serde_json::from_str::<Map<String, Value>>(k) else {
+                return;
+            };
+            cur.as_array_mut()
+                .and_then(|a| a.iter_mut().find(|i| key_matches(i, &key)))
+        } else if let Some(v) = p.strip_prefix("v:") {
+            let Ok(val) = serde_json::from_str::<Value>(v) else {
+                return;
+            };
+            cur.as_array_mut()
+                .and_then(|a| a.iter_mut().find(|i| **i == val))
+        } else {
+            None
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    if let Some(f) = last.strip_prefix("f:") {
+        if let Some(m) = cur.as_object_mut() {
+            m.remove(f);
+        }
+    } else if let Some(k) = last.strip_prefix("k:") {
+        if let (Ok(key), Some(a)) = (
+            serde_json::from_str::<Map<String, Value>>(k),
+            cur.as_array_mut(),
+        ) {
+            a.retain(|i| !key_matches(i, &key));
+        }
+    } else if let Some(v) = last.strip_prefix("v:") {
+        if let (Ok(val), Some(a)) = (serde_json::from_str::<Value>(v), cur.as_array_mut()) {
+            a.retain(|i| *i != val);
+        }
+    }
+}
+
+/// Human form of a path for conflict messages (`.spec.replicas`,
+/// `.spec.containers[name="app"].image`).
+pub fn display_path(path: &[String]) -> String {
+    let mut s = String::new();
+    for p in path {
+        if let Some(f) = p.strip_prefix("f:") {
+            s.push('.');
+            s.push_str(f);
+        } else if let Some(k) = p.strip_prefix("k:") {
+            let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+            let inner: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s.push_str(&format!("[{}]", inner.join(",")));
+        } else if let Some(v) = p.strip_prefix("v:") {
+            s.push_str(&format!("[={v}]"));
+        } else if let Some(i) = p.strip_prefix("i:") {
+            s.push_str(&format!("[{i}]"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        Schema {
+            kind: "Deployment".into(),
+            builtin: true,
+            openapi: None,
+        }
+    }
+
+    #[test]
+    fn trap9_fieldsv1_encoding_matches_kubernetes() {
+        let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "x", "labels": {"a": "b"}, "finalizers": ["f"]},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "app", "image": "i", "ports": [{"containerPort": 80}]}]}}}});
+        let s = FieldSet::from_object(&obj, &schema(), Scope::NoStatus);
+        let j = s.to_json();
+        assert_eq!(j.pointer("/f:metadata/f:labels/f:a"), Some(&json!({})));
+        assert_eq!(
+            j.pointer("/f:metadata/f:finalizers/v:\"f\""),
+            Some(&json!({}))
+        );
+        let c = j
+            .pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"app\"}")
+            .expect("container key");
+        assert_eq!(c.get("."), Some(&json!({})));
+        assert!(c
+            .pointer("/f:ports/k:{\"containerPort\":80,\"protocol\":\"TCP\"}/.")
+            .is_some());
+        assert!(j.pointer("/f:metadata/f:name").is_none());
+        assert_eq!(FieldSet::from_json(&j), s);
+    }
+
+    #[test]
+    fn value_at_and_remove_at_follow_keys() {
+        let mut obj = json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "2"}]}});
+        let p: Vec<String> = vec![
+            "f:spec".into(),
+            "f:containers".into(),
+            "k:{\"name\":\"b\"}".into(),
+            "f:image".into(),
+        ];
+        assert_eq!(value_at(&obj, &p), Some(&json!("2")));
+        remove_at(&mut obj, &p[..3]);
+        assert_eq!(
+            obj,
+            json!({"spec": {"containers": [{"name": "a", "image": "1"}]}})
+        );
+    }
+}

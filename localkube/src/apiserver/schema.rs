@@ -1,0 +1,211 @@
+//! List semantics (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`, patchMergeKey)
+//! for built-in kinds and for custom resources (from their `openAPIV3Schema`).
+
+use serde_json::{Map, Value};
+
+/// How a list merges.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListKind {
+    /// Items are objects identified by these keys.
+    Map(Vec<String>),
+    /// Items are unique scalars.
+    Set,
+    /// The list is replaced as a whole.
+    Atomic,
+}
+
+/// The list semantics of one kind.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    /// Kind (`Service` needs its own `ports` keys).
+    pub kind: String,
+    /// Whether this is a built-in kind (strategic merge is served).
+    pub builtin: bool,
+    /// The CRD `openAPIV3Schema`.
+    pub openapi: Option<Value>,
+}
+
+fn builtin_list_kind(kind: &str, path: &[&str]) -> ListKind {
+    let names = |v: &[&str]| ListKind::Map(v.iter().map(|s| s.to_string()).collect());
+    let last = path.last().copied().unwrap_or_default();
+    let parent = if path.len() >= 2 {
+        path[path.len() - 2]
+    } else {
+        ""
+    };
+    match last {
+        "finalizers" if path.len() == 2 && path[0] == "metadata" => ListKind::Set,
+        "ownerReferences" if parent == "metadata" => names(&["uid"]),
+        "containers" | "initContainers" | "ephemeralContainers" => names(&["name"]),
+        "env" | "volumes" | "imagePullSecrets" | "resourceClaims" => names(&["name"]),
+        "volumeMounts" => names(&["mountPath"]),
+        "volumeDevices" => names(&["devicePath"]),
+        "hostAliases" => names(&["ip"]),
+        "conditions" => names(&["type"]),
+        "topologySpreadConstraints" => names(&["topologyKey", "whenUnsatisfiable"]),
+        "ports" if kind == "Service" && path == ["spec", "ports"] => names(&["port", "protocol"]),
+        "ports"
+            if matches!(
+                parent,
+                "containers" | "initContainers" | "ephemeralContainers"
+            ) =>
+        {
+            names(&["containerPort", "protocol"])
+        }
+        "containerStatuses" | "initContainerStatuses" => names(&["name"]),
+        _ => ListKind::Atomic,
+    }
+}
+
+fn schema_at<'a>(schema: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let mut cur = schema;
+    for seg in path {
+        // descend through arrays to their items first
+        while cur.get("type").and_then(Value::as_str) == Some("array") {
+            cur = cur.get("items")?;
+        }
+        cur = match cur.get("properties").and_then(|p| p.get(*seg)) {
+            Some(s) => s,
+            None => cur.get("additionalProperties").filter(|a| a.is_object())?,
+        };
+    }
+    Some(cur)
+}
+
+impl Schema {
+    /// The semantics of the list at `path` (field names from the root, no list keys).
+    pub fn list_kind(&self, path: &[&str]) -> ListKind {
+        if self.builtin || path.first() == Some(&"metadata") {
+            return builtin_list_kind(&self.kind, path);
+        }
+        let Some(s) = self.openapi.as_ref().and_then(|o| schema_at(o, path)) else {
+            return ListKind::Atomic;
+        };
+        match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
+            Some("map") => ListKind::Map(
+                s.get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|k| k.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            Some("set") => ListKind::Set,
+            _ => ListKind::Atomic,
+        }
+    }
+
+    /// The strategic-merge patchMergeKey of the list at `path`, `Some("")` for merged
+    /// primitive lists, `None` for replaced lists.
+    pub fn merge_key(&self, path: &[&str]) -> Option<String> {
+        match self.list_kind(path) {
+            ListKind::Map(keys) => keys.into_iter().next(),
+            ListKind::Set => Some(String::new()),
+            ListKind::Atomic => None,
+        }
+    }
+}
+
+/// The identity of a list item under `keys` (missing `protocol` defaults to TCP, as the
+/// built-in schemas default it).
+pub fn item_key(item: &Value, keys: &[String]) -> Map<String, Value> {
+    let mut sorted: Vec<&String> = keys.iter().collect();
+    sorted.sort();
+    let mut m = Map::new();
+    for k in sorted {
+        match item.get(k) {
+            Some(v) => {
+                m.insert(k.clone(), v.clone());
+            }
+            None if k == "protocol" => {
+                m.insert(k.clone(), Value::String("TCP".into()));
+            }
+            None => {}
+        }
+    }
+    m
+}
+
+/// Applies `default` values of an `openAPIV3Schema` to an object, recursively.
+pub fn apply_defaults(schema: &Value, obj: &mut Value) {
+    match obj {
+        Value::Object(map) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, s) in props {
+                    if !map.contains_key(k) {
+                        if let Some(d) = s.get("default") {
+                            map.insert(k.clone(), d.clone());
+                        }
+                    }
+                    if let Some(v) = map.get_mut(k) {
+                        apply_defaults(s, v);
+                    }
+                }
+            } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                for v in map.values_mut() {
+                    apply_defaults(ap, v);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for v in items {
+                    apply_defaults(s, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Paths of fields not declared by an `openAPIV3Schema` (for `fieldValidation=Strict`).
+pub fn unknown_fields(schema: &Value, obj: &Value, prefix: &str, out: &mut Vec<String>) {
+    if schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return;
+    }
+    match obj {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema
+                .get("additionalProperties")
+                .filter(|a| a.is_object() || a.as_bool() == Some(true));
+            if props.is_none() && additional.is_none() {
+                // An object without properties in a structural schema is only valid empty;
+                // treat it as free-form to stay permissive.
+                return;
+            }
+            for (k, v) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                if prefix.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                match props.and_then(|p| p.get(k)) {
+                    Some(s) => unknown_fields(s, v, &path, out),
+                    None => match additional {
+                        Some(a) if a.is_object() => unknown_fields(a, v, &path, out),
+                        Some(_) => {}
+                        None => out.push(path),
+                    },
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    unknown_fields(s, v, &format!("{prefix}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}

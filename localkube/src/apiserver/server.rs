@@ -1,0 +1,407 @@
+//! [`LocalKube`]: starts the API server and controllers in this process, writes the
+//! kubeconfig and state file, and stops them again. The harness embeds it; the `localkube`
+//! binary wraps it.
+
+use super::auth::{self, Authenticator};
+use super::controllers;
+use super::defaults::IpRange;
+use super::error::{Error, Result};
+use super::http::{self, ServerState};
+use super::meta;
+use super::ops::{Cluster, WriteOptions};
+use super::store::Store;
+use super::tls;
+use base64::Engine;
+use futures::future::BoxFuture;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use serde_json::{json, Value};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Name of the state file (pid, port) in the state dir.
+pub const STATE_FILE: &str = "localkube.json";
+/// Name of the kubeconfig in the state dir.
+pub const KUBECONFIG_FILE: &str = "kubeconfig";
+
+/// Something that runs inside the server process next to the controllers, such as the
+/// node agent: it gets the cluster (store, verbs) and runs until `shutdown` turns true.
+pub trait Plugin: Send + Sync + 'static {
+    /// Name for logs.
+    fn name(&self) -> &str;
+    /// Whether this plugin runs pods: pod deletion then waits for it (deletionTimestamp is
+    /// set and the plugin removes the pod with grace 0 once its processes are gone).
+    fn runs_pods(&self) -> bool {
+        false
+    }
+    /// Runs the plugin.
+    fn run(&self, ctx: PluginContext) -> BoxFuture<'static, ()>;
+}
+
+/// What a plugin gets.
+#[derive(Clone)]
+pub struct PluginContext {
+    /// The cluster: store (with `subscribe()` for changes), registry and verbs.
+    pub cluster: Arc<Cluster>,
+    /// Turns true on shutdown.
+    pub shutdown: watch::Receiver<bool>,
+    /// The API server's address.
+    pub address: SocketAddr,
+    /// Node names (sites).
+    pub nodes: Vec<String>,
+    /// ClusterIP of the `kubernetes` Service.
+    pub kubernetes_service_ip: Ipv4Addr,
+}
+
+/// Server configuration.
+#[derive(Clone)]
+pub struct Config {
+    /// Where state, certificates, kubeconfig and logs live.
+    pub state_dir: PathBuf,
+    /// Port on 127.0.0.1 (0: any free port).
+    pub port: u16,
+    /// Nodes, named after sites.
+    pub nodes: Vec<String>,
+    /// Service ClusterIP range.
+    pub service_cidr: String,
+    /// Watch history window (events kept for resumption).
+    pub history_window: usize,
+    /// Interval of watch BOOKMARKs.
+    pub bookmark_interval: Duration,
+    /// Extra names or IPs in the serving certificate.
+    pub extra_sans: Vec<String>,
+    /// Run the built-in controllers.
+    pub controllers: bool,
+    /// Plugins (node agent).
+    pub plugins: Vec<Arc<dyn Plugin>>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("state_dir", &self.state_dir)
+            .field("port", &self.port)
+            .field("nodes", &self.nodes)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Defaults for a state dir: nodes iad, pdx, reader; 10.96.0.0/16; any port.
+    pub fn new(state_dir: impl Into<PathBuf>) -> Config {
+        Config {
+            state_dir: state_dir.into(),
+            port: 0,
+            nodes: vec!["iad".into(), "pdx".into(), "reader".into()],
+            service_cidr: "10.96.0.0/16".into(),
+            history_window: 10_000,
+            bookmark_interval: Duration::from_secs(5),
+            extra_sans: vec![],
+            controllers: true,
+            plugins: vec![],
+        }
+    }
+}
+
+/// How to reach the API server without a kubeconfig.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// `https://127.0.0.1:PORT`.
+    pub server: String,
+    /// The CA certificate (PEM).
+    pub ca_pem: String,
+    /// The admin bearer token.
+    pub token: String,
+}
+
+/// A running localkube.
+pub struct LocalKube {
+    cluster: Arc<Cluster>,
+    address: SocketAddr,
+    state_dir: PathBuf,
+    shutdown_tx: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    ca_pem: String,
+}
+
+impl std::fmt::Debug for LocalKube {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalKube")
+            .field("address", &self.address)
+            .field("state_dir", &self.state_dir)
+            .finish()
+    }
+}
+
+fn ensure(c: &Cluster, group: &str, plural: &str, obj: Value) -> Result<()> {
+    let Some(r) = c.resource(group, plural) else {
+        return Ok(());
+    };
+    let ns = meta::namespace(&obj).to_string();
+    if c.store
+        .get(
+            &r.storage_key(),
+            if r.namespaced { &ns } else { "" },
+            meta::name(&obj),
+        )
+        .is_some()
+    {
+        return Ok(());
+    }
+    match c.create(&r, &ns, obj, &WriteOptions::manager("localkube")) {
+        Ok(_) => Ok(()),
+        Err(e) if e.reason == "AlreadyExists" => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The Node object of a site.
+pub fn node_object(site: &str, index: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": site, "labels": {
+            "topology.kubernetes.io/zone": site, "kubernetes.io/hostname": site, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+        "spec": {"podCIDR": format!("10.244.{index}.0/24"), "podCIDRs": [format!("10.244.{index}.0/24")]},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": meta::now(), "lastTransitionTime": meta::now()}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": site}],
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"}, "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+            "nodeInfo": {"kubeletVersion": "v1.32.0-localkube", "kubeProxyVersion": "v1.32.0-localkube", "operatingSystem": "linux", "architecture": "amd64",
+                "containerRuntimeVersion": "localkube://0.1.0", "osImage": "localkube", "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""}}})
+}
+
+fn bootstrap(c: &Cluster, nodes: &[String], kubernetes_ip: Ipv4Addr, port: u16) -> Result<()> {
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        ensure(
+            c,
+            "",
+            "namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )?;
+    }
+    for (key, obj) in auth::bootstrap_rbac() {
+        let plural = key.rsplit('/').next().unwrap_or_default();
+        ensure(c, "rbac.authorization.k8s.io", plural, obj)?;
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        ensure(c, "", "nodes", node_object(n, i + 1))?;
+    }
+    ensure(
+        c,
+        "",
+        "services",
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default",
+        "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"clusterIP": kubernetes_ip.to_string(), "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
+    )?;
+    let subsets = json!([{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]);
+    ensure(
+        c,
+        "",
+        "endpoints",
+        json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "kubernetes", "namespace": "default"}, "subsets": subsets}),
+    )?;
+    c.modify(
+        "",
+        "endpoints",
+        "default",
+        "kubernetes",
+        "",
+        "localkube",
+        |e| {
+            if e.get("subsets") == Some(&subsets) {
+                return false;
+            }
+            e["subsets"] = subsets.clone();
+            true
+        },
+    )?;
+    c.modify(
+        "",
+        "services",
+        "default",
+        "kubernetes",
+        "",
+        "localkube",
+        |s| {
+            if s.pointer("/spec/ports/0/targetPort") == Some(&json!(port)) {
+                return false;
+            }
+            s["spec"]["ports"][0]["targetPort"] = json!(port);
+            true
+        },
+    )?;
+    Ok(())
+}
+
+/// The kubeconfig of the admin user.
+pub fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: admin\n    namespace: default\ncurrent-context: localkube\n"
+    )
+}
+
+impl LocalKube {
+    /// Starts the API server, controllers and plugins; returns once the API is served.
+    pub async fn start(config: Config) -> Result<LocalKube> {
+        let started = std::time::Instant::now();
+        let dir = config.state_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let range = IpRange::parse(&config.service_cidr).ok_or_else(|| {
+            Error::Config(format!("parse service range {:?}", config.service_cidr))
+        })?;
+        let kubernetes_ip = range.nth(1);
+        let mut sans = config.extra_sans.clone();
+        sans.push(kubernetes_ip.to_string());
+        let certs = tls::load_or_create(&dir, &sans)?;
+        let store = Arc::new(Store::open(
+            Some(&dir.join("store")),
+            config.history_window,
+        )?);
+        let authn = Authenticator::load(&dir)?;
+        let cluster = Arc::new(Cluster::new(
+            store,
+            authn,
+            range,
+            dir.clone(),
+            certs.ca_pem.clone(),
+        ));
+        if config.plugins.iter().any(|p| p.runs_pods()) {
+            cluster
+                .node_agent_attached
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, config.port))
+            .await
+            .map_err(|e| Error::io(format!("127.0.0.1:{}", config.port), e))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| Error::io("listener", e))?;
+        bootstrap(&cluster, &config.nodes, kubernetes_ip, address.port())?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let state = Arc::new(ServerState {
+            cluster: cluster.clone(),
+            address: address.to_string(),
+            bookmark_interval: config.bookmark_interval,
+            shutdown: shutdown_rx.clone(),
+        });
+        let app = http::router(state);
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&certs)?));
+        let mut tasks = Vec::new();
+        let mut stop = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((tcp, _)) = accepted else { continue };
+                        let acceptor = acceptor.clone();
+                        let app = app.clone();
+                        conns.spawn(async move {
+                            let Ok(tls) = acceptor.accept(tcp).await else { return };
+                            let svc = TowerToHyperService::new(app);
+                            let _ = auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(tls), svc).await;
+                        });
+                    }
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                    _ = stop.changed() => break,
+                }
+            }
+            conns.abort_all();
+        }));
+        if config.controllers {
+            tasks.push(tokio::spawn(controllers::run(
+                cluster.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
+        for p in &config.plugins {
+            let ctx = PluginContext {
+                cluster: cluster.clone(),
+                shutdown: shutdown_rx.clone(),
+                address,
+                nodes: config.nodes.clone(),
+                kubernetes_service_ip: kubernetes_ip,
+            };
+            tracing::info!(plugin = p.name(), "starting plugin");
+            tasks.push(tokio::spawn(p.run(ctx)));
+        }
+        let server = format!("https://{address}");
+        let kc = dir.join(KUBECONFIG_FILE);
+        std::fs::write(
+            &kc,
+            kubeconfig(&server, &certs.ca_pem, cluster.auth.admin_token()),
+        )
+        .map_err(|e| Error::io(&kc, e))?;
+        let sf = dir.join(STATE_FILE);
+        let state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
+        std::fs::write(&sf, state_json.to_string()).map_err(|e| Error::io(&sf, e))?;
+        tracing::info!(%server, state_dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "localkube is serving");
+        Ok(LocalKube {
+            cluster,
+            address,
+            state_dir: dir,
+            shutdown_tx,
+            tasks,
+            ca_pem: certs.ca_pem,
+        })
+    }
+
+    /// The address served.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// `DIR/kubeconfig` (admin user).
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.state_dir.join(KUBECONFIG_FILE)
+    }
+
+    /// Server URL, CA and admin token.
+    pub fn client_config(&self) -> ClientConfig {
+        ClientConfig {
+            server: format!("https://{}", self.address),
+            ca_pem: self.ca_pem.clone(),
+            token: self.cluster.auth.admin_token().to_string(),
+        }
+    }
+
+    /// The cluster (store and verbs), for in-process use.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// Stops serving, stops controllers and plugins, and writes the store snapshot. The
+    /// state dir keeps the objects for the next start.
+    pub async fn shutdown(self) -> Result<()> {
+        let _ = self.shutdown_tx.send(true);
+        for t in self.tasks {
+            match tokio::time::timeout(Duration::from_secs(10), t).await {
+                Ok(_) => {}
+                Err(_) => tracing::warn!("a task did not stop within 10s"),
+            }
+        }
+        self.cluster.store.flush()?;
+        let sf = self.state_dir.join(STATE_FILE);
+        let _ = std::fs::remove_file(&sf);
+        Ok(())
+    }
+}
+
+/// Hooks `down` runs to remove what plugins made (namespaces, links, processes).
+pub type CleanupHook = fn(&Path) -> std::result::Result<(), String>;
+
+/// Reads the state file of a state dir: (pid, port).
+pub fn read_state(dir: &Path) -> Option<(u32, u16)> {
+    let text = std::fs::read_to_string(dir.join(STATE_FILE)).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    Some((
+        v.get("pid")?.as_u64()? as u32,
+        v.get("port")?.as_u64()? as u16,
+    ))
+}
