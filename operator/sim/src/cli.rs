@@ -99,6 +99,14 @@ pub struct SweepSummary {
     pub classes: BTreeMap<FindingClass, ClassSummary>,
     /// Promotions decided, summed over every seed (a sanity signal that faults bite).
     pub promotions: u64,
+    /// Emergency failovers among them.
+    pub emergency_promotions: u64,
+    /// Polls that ran the failover-hold counterfactual.
+    pub polls_with_hold: u64,
+    /// Of those, polls where the emergency path was active.
+    pub hold_polls_during_emergency: u64,
+    /// Exact `lostTransactions` reports compared with the truth.
+    pub exact_loss_checks: u64,
     /// Acknowledged writes, summed over every seed.
     pub acked_writes: u64,
 }
@@ -112,6 +120,10 @@ impl SweepSummary {
     fn absorb(&mut self, outcome: &RunOutcome) {
         self.seeds_run += 1;
         self.promotions += outcome.stats.promotions;
+        self.emergency_promotions += outcome.stats.emergency_promotions;
+        self.polls_with_hold += outcome.stats.polls_with_hold;
+        self.hold_polls_during_emergency += outcome.stats.hold_polls_during_emergency;
+        self.exact_loss_checks += outcome.stats.exact_loss_checks;
         self.acked_writes += outcome.stats.acked_writes;
         for (&class, &violations) in &outcome.counts {
             let example = outcome
@@ -136,8 +148,15 @@ impl SweepSummary {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{} seeds, {} promotions, {} acknowledged writes",
-            self.seeds_run, self.promotions, self.acked_writes
+            "{} seeds, {} promotions ({} emergency), {} acknowledged writes, {} exact loss reports \
+             checked, {} polls under a failover-hold ({} with the emergency path active)",
+            self.seeds_run,
+            self.promotions,
+            self.emergency_promotions,
+            self.acked_writes,
+            self.exact_loss_checks,
+            self.polls_with_hold,
+            self.hold_polls_during_emergency
         );
         let _ = writeln!(
             out,

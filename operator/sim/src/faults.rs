@@ -72,6 +72,12 @@ pub enum FaultEvent {
         /// Fault id.
         id: u64,
     },
+    /// The operator loses sight of whichever site is active when the fault fires, while that
+    /// site stays healthy and connected to its peers: the case the lease wait exists for.
+    ActiveOperatorCut {
+        /// Fault id.
+        id: u64,
+    },
     /// A human requests a planned failover to whichever read-write site is not active when
     /// the request fires.
     PlannedFailoverAway,
@@ -80,6 +86,8 @@ pub enum FaultEvent {
         /// Target site.
         site: usize,
     },
+    /// A human annotates `bloodraven.shipstream.io/revoke-deployment-leases`.
+    RevokeAnnotation,
     /// The deploy pipeline starts a migration: takes the mutex, then the failover-hold.
     PipelineStart,
     /// The deploy pipeline's heartbeat.
@@ -163,10 +171,11 @@ impl World {
                     id,
                     site: self.weighted_site(),
                 },
-                32..=55 => FaultEvent::Partition {
+                32..=47 => FaultEvent::Partition {
                     id,
                     partition: self.random_partition(),
                 },
+                48..=55 => FaultEvent::ActiveOperatorCut { id },
                 56..=64 => FaultEvent::OperatorCrash { id },
                 65..=74 => {
                     self.schedule_cascade(at, id);
@@ -180,8 +189,12 @@ impl World {
                     );
                     continue;
                 }
-                _ => {
+                88..=96 => {
                     self.schedule_at(SimTime(at), Event::Fault(FaultEvent::PipelineStart));
+                    continue;
+                }
+                _ => {
+                    self.schedule_at(SimTime(at), Event::Fault(FaultEvent::RevokeAnnotation));
                     continue;
                 }
             };
@@ -315,7 +328,7 @@ impl World {
                 self.faults.active.push((id, ActiveFault::PodCrash(site)));
             }
             FaultEvent::ActivePodCrash { id } => {
-                let Some(site) = self.store.dns_target_site() else {
+                let Some(site) = self.newest_active_site() else {
                     return;
                 };
                 self.fault(FaultEvent::PodCrash { id, site });
@@ -343,8 +356,19 @@ impl World {
                 self.faults.active.push((id, ActiveFault::OperatorCrash));
             }
             FaultEvent::Heal { id } => self.heal(id),
+            FaultEvent::ActiveOperatorCut { id } => {
+                let Some(site) = self.newest_active_site() else {
+                    return;
+                };
+                let partition = Partition {
+                    links: vec![(site, OPERATOR_NODE)],
+                    label: format!("operator-{} cut (active)", SITE_NAMES[site]),
+                };
+                self.fault(FaultEvent::Partition { id, partition });
+                return;
+            }
             FaultEvent::PlannedFailoverAway => {
-                let active = self.store.dns_target_site();
+                let active = self.newest_active_site();
                 let Some(site) = (0..2).find(|&site| Some(site) != active) else {
                     return;
                 };
@@ -360,6 +384,18 @@ impl World {
                     SITE_NAMES[site]
                 );
                 self.store.request_planned_failover(SITE_NAMES[site]);
+            }
+            FaultEvent::RevokeAnnotation => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "human",
+                    "annotates revoke-deployment-leases"
+                );
+                self.store.annotations.insert(
+                    bloodraven_api::names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES.to_string(),
+                    "true".to_string(),
+                );
             }
             FaultEvent::PipelineStart => self.pipeline_start(),
             FaultEvent::PipelineHeartbeat { operation } => self.pipeline_heartbeat(operation),
@@ -413,6 +449,12 @@ impl World {
                 self.start_operator();
             }
         }
+    }
+
+    /// The site named by the newest authority the operator ever pushed (ground truth of
+    /// "the active site", whatever the status or DNS currently say).
+    pub fn newest_active_site(&self) -> Option<usize> {
+        self.operator.active_of_max_generation
     }
 
     /// Liveness after heal: once nothing is in force, a writable site must appear within

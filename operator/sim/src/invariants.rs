@@ -325,7 +325,8 @@ impl Checker {
         self.acked = self.acked.subtract(&lost_acked);
     }
 
-    /// What the operator's status reports as the last failover's loss.
+    /// What the operator's status reports as the last failover's loss. Returns whether an
+    /// exact report was compared with the truth.
     pub fn on_reported_loss(
         &mut self,
         now: SimTime,
@@ -333,12 +334,12 @@ impl Checker {
         to: usize,
         lost_transactions: u64,
         exact: bool,
-    ) {
+    ) -> bool {
         let Some(truth) = self.pending_truth.as_mut() else {
-            return;
+            return false;
         };
         if truth.from != from || truth.to != to || truth.checked_exact {
-            return;
+            return false;
         }
         let really = truth.lost.count();
         let literal = truth.literal.count();
@@ -362,6 +363,7 @@ impl Checker {
             );
             self.report(FindingClass::LostMismatch, now, detail);
         }
+        exact
     }
 }
 

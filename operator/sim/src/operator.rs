@@ -49,7 +49,7 @@ pub const READ_FAILURE_PROBABILITY: f64 = 0.02;
 pub const MUTATION_FAILURE_PROBABILITY: f64 = 0.06;
 /// Probability, with `--state-loss`, that a restart loses the status copy (and, independently,
 /// the annotation copy) of the operator's memory.
-pub const STATE_LOSS_PROBABILITY: f64 = 0.5;
+pub const STATE_LOSS_PROBABILITY: f64 = 0.7;
 /// Longest operator startup (leader election, cache sync) before its first poll.
 pub const STARTUP_MILLIS_MAX: u64 = 3_000;
 
@@ -351,6 +351,10 @@ impl World {
         let mut without = observation.clone();
         without.deploy_hold = None;
         let free = decide_with_options(&self.operator.spec, memory, &without, now, options);
+        self.stats.polls_with_hold += 1;
+        if free.memory.emergency_failover.is_some() {
+            self.stats.hold_polls_during_emergency += 1;
+        }
         let emergency = |d: &Decision| {
             (
                 d.memory.emergency_failover.clone(),
@@ -404,6 +408,9 @@ impl World {
                 None => PromotionKind::Other,
             };
             self.stats.promotions += 1;
+            if kind == PromotionKind::Emergency {
+                self.stats.emergency_promotions += 1;
+            }
             trace!(
                 self.trace,
                 self.now,
@@ -652,13 +659,16 @@ impl World {
         if let Some(last) = memory.last_failover.as_ref() {
             if last.kind == FailoverKind::Emergency {
                 if let (Some(from), Some(to)) = (site_index(&last.from), site_index(&last.to)) {
-                    self.checker.on_reported_loss(
+                    let compared = self.checker.on_reported_loss(
                         self.now,
                         from,
                         to,
                         last.lost_transactions,
                         last.exact,
                     );
+                    if compared {
+                        self.stats.exact_loss_checks += 1;
+                    }
                 }
             }
         }

@@ -142,8 +142,16 @@ pub struct RunStats {
     pub acked_writes: u64,
     /// Client writes refused (no writable site reachable).
     pub refused_writes: u64,
-    /// Promotions decided (emergency and planned).
+    /// Authority moves to another site (emergency, planned and other).
     pub promotions: u64,
+    /// Of those, emergency failovers.
+    pub emergency_promotions: u64,
+    /// Polls that saw a live failover-hold (the hold counterfactual ran).
+    pub polls_with_hold: u64,
+    /// Polls that saw a live failover-hold while an emergency failover was wanted or running.
+    pub hold_polls_during_emergency: u64,
+    /// Exact `lostTransactions` reports compared with the truth.
+    pub exact_loss_checks: u64,
     /// Operator polls run.
     pub polls: u64,
 }
