@@ -39,6 +39,20 @@ pub const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// Capacity of the status-change broadcast.
 const EVENTS_CAPACITY: usize = 1024;
 
+/// Numbers exec spec files.
+static EXEC_SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// What [`PodRuntime::exec_in_container`] collected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Exit code (128+signal when killed).
+    pub exit_code: i32,
+    /// stdout.
+    pub stdout: Vec<u8>,
+    /// stderr.
+    pub stderr: Vec<u8>,
+}
+
 /// How the runtime is set up.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -321,6 +335,51 @@ impl PodRuntime {
         let pid = self.container_pid(key, container)?;
         killpg(Pid::from_raw(pid), signal).map_err(Error::sys(format!("send {signal} to {key}/{container}")))?;
         Ok(pid)
+    }
+
+    /// Runs `argv` in a running container's namespaces and root (as `kubectl exec`),
+    /// with the container's environment, and collects its output; killed after `timeout`.
+    pub async fn exec_in_container(&self, key: &str, container: &str, argv: &[String], timeout: Duration) -> Result<ExecOutput> {
+        let pid = self.container_pid(key, container)?;
+        let pod = lock(&self.inner.pods).get(key).cloned().ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let spec = pod.spec.containers.iter().chain(&pod.spec.init_containers).find(|c| c.name == container).cloned();
+        let spec = spec.ok_or_else(|| Error::UnknownContainer { pod: key.to_string(), container: container.to_string() })?;
+        let image_env = self.inner.config.catalog.resolve(&spec.image).map(|e| e.env.clone()).unwrap_or_default();
+        let exec = ExecSpec {
+            netns_path: None,
+            target_pid: Some(pid),
+            hostname: None,
+            staging_dir: PathBuf::from("/"),
+            mounts: Vec::new(),
+            working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            argv: argv.to_vec(),
+            env: container_env(&pod, &spec, &image_env),
+            new_session: true,
+        };
+        let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec).join("containers").join(container);
+        std::fs::create_dir_all(&dir).map_err(Error::io("create exec dir", &dir))?;
+        let spec_path = dir.join(format!("exec-{}.json", EXEC_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        std::fs::write(&spec_path, serde_json::to_vec(&exec)?).map_err(Error::io("write exec spec", &spec_path))?;
+        let child = tokio::process::Command::new(&self.inner.config.pod_exec)
+            .arg(&spec_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_clear()
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(Error::io("spawn localkube-pod-exec", &self.inner.config.pod_exec))?;
+        let output = tokio::time::timeout(timeout, child.wait_with_output()).await;
+        let _ = std::fs::remove_file(&spec_path);
+        match output {
+            Ok(Ok(output)) => Ok(ExecOutput {
+                exit_code: output.status.code().unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0)),
+                stdout: output.stdout,
+                stderr: output.stderr,
+            }),
+            Ok(Err(err)) => Err(Error::io("wait for exec in", PathBuf::from(key))(err)),
+            Err(_) => Err(Error::Invalid(format!("exec in {key}/{container}: it did not finish within {timeout:?}"))),
+        }
     }
 
     /// Stops a node: every container of its pods is SIGKILLed (as a power cut) and nothing

@@ -1,0 +1,191 @@
+//! Faults end to end: partition (routes + proxy), freeze/thaw, kill, node stop/start, the
+//! fault log; and a Service reached from a pod through its ClusterIP (needs root).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use localkube::node::dns::{ClusterDns, DnsRecords, ServicePortRecord, ServiceRecord};
+use localkube::node::faults::{FaultKind, Faults};
+use localkube::node::proxy::{ServicePortKey, ServiceProxy};
+use localkube::node::{
+    cleanup, default_bin_dir, ContainerSpec, ContainerState, PodRuntime, PodSpec, RestartPolicy, RuntimeConfig,
+};
+
+struct ClusterGuard {
+    dir: PathBuf,
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        if let Err(err) = cleanup(&self.dir) {
+            eprintln!("cleanup of {} failed: {err}", self.dir.display());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pod(name: &str, node: &str, script: &str) -> PodSpec {
+    PodSpec {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        node_name: node.into(),
+        hostname: name.into(),
+        subdomain: None,
+        restart_policy: RestartPolicy::Always,
+        termination_grace_period: Duration::from_secs(1),
+        init_containers: vec![],
+        containers: vec![ContainerSpec {
+            name: "main".into(),
+            image: "busybox:1.36".into(),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            ..ContainerSpec::default()
+        }],
+        volumes: vec![],
+    }
+}
+
+const SERVER: &str = "exec python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((\"0.0.0.0\", 8080)); s.listen(16)
+while True:
+    c, a = s.accept(); c.sendall((socket.gethostname() + \"\\n\").encode()); c.close()
+'";
+
+/// Connects from the client pod to `addr`; the greeting, or the error.
+async fn dial(runtime: &PodRuntime, addr: &str) -> String {
+    let script = "import socket,sys
+try:
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)
+    data = c.recv(100).decode().strip()
+    print(data if data else 'closed')
+except Exception as e:
+    print('error', type(e).__name__)";
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let argv: Vec<String> = ["python3", "-c", script, host, port].iter().map(|s| s.to_string()).collect();
+    let out = runtime.exec_in_container("default/client", "main", &argv, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn process_state(pid: i32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap()
+}
+
+/// Signals are delivered asynchronously: polls until the state is (or is not) `T`.
+async fn wait_stopped(pid: i32, stopped: bool) -> bool {
+    for _ in 0..100 {
+        if (process_state(pid) == 'T') == stopped {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+fn running(s: &localkube::node::PodStatus) -> bool {
+    s.container_statuses.iter().all(|c| matches!(c.state, ContainerState::Running { .. }))
+}
+
+// localkube.md Faults: partition = prohibit routes in the pods' namespaces + the proxy
+// refusing cross-site connections; freeze/kill/node stop; each recorded with start and end.
+// localkube.md Services: a pod reaches a Service on its ClusterIP through the proxy, and
+// resolves it through the cluster DNS at the address in its resolv.conf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_freeze_kill_and_node_stop() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("lk-node-faults-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let guard = ClusterGuard { dir };
+    let mut config = RuntimeConfig::new(&guard.dir, &default_bin_dir());
+    config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
+    config.backoff_initial = Duration::from_millis(100);
+    let runtime = PodRuntime::new(config).unwrap();
+    runtime.register_node("iad").unwrap();
+    runtime.register_node("pdx").unwrap();
+    let server_ip = runtime.start_pod(pod("server", "iad", SERVER)).await.unwrap();
+    runtime.start_pod(pod("client", "pdx", "exec sleep 3600")).await.unwrap();
+    for key in ["default/server", "default/client"] {
+        runtime.wait_for(key, Duration::from_secs(10), running).await.unwrap();
+    }
+
+    // A Service: ClusterIP on the root namespace, proxied to the server pod; DNS on the
+    // cluster DNS address.
+    let naming = runtime.naming().clone();
+    let service_range = naming.service_range().addr.octets();
+    let cluster_ip = Ipv4Addr::new(service_range[0], service_range[1], 0, 50);
+    runtime.network().add_local_address(cluster_ip).unwrap();
+    let proxy = ServiceProxy::new(Some(runtime.partitions()));
+    let key = ServicePortKey { namespace: "default".into(), name: "server".into(), port: 80 };
+    proxy.set_service_port(key, SocketAddr::from((cluster_ip, 80)), vec![SocketAddr::from((server_ip, 8080))]).await.unwrap();
+    let records = DnsRecords::new();
+    records.set_service(
+        "default",
+        "server",
+        ServiceRecord {
+            cluster_ip: Some(cluster_ip),
+            ports: vec![ServicePortRecord { name: Some("http".into()), protocol: "TCP".into(), port: 80 }],
+            publish_not_ready_addresses: false,
+            endpoints: vec![],
+        },
+    );
+    let dns = ClusterDns::serve(SocketAddr::from((naming.dns_ip(), 53)), records.clone()).await.unwrap();
+    let faults = Faults::new(runtime.clone(), Some(Arc::clone(&records)));
+
+    let direct = format!("{server_ip}:8080");
+    let via_service = format!("{cluster_ip}:80");
+    assert_eq!(dial(&runtime, &direct).await, "server");
+    assert_eq!(dial(&runtime, &via_service).await, "server");
+    assert_eq!(dial(&runtime, "server.default.svc.cluster.local:80").await, "server", "pod resolves through cluster DNS");
+    assert_eq!(dial(&runtime, "server:80").await, "server", "search path of the pod's resolv.conf");
+
+    let partition = faults.partition(&["iad"], &["pdx"]).unwrap();
+    assert!(dial(&runtime, &direct).await.starts_with("error"), "prohibit route cuts pod to pod");
+    assert_eq!(dial(&runtime, &via_service).await, "closed", "the proxy refuses cross-partition connections");
+    faults.end(partition).unwrap();
+    assert_eq!(dial(&runtime, &direct).await, "server");
+    assert_eq!(dial(&runtime, &via_service).await, "server");
+
+    let pid = runtime.container_pid("default/server", "main").unwrap();
+    let freeze = faults.freeze_container("default/server", "main").unwrap();
+    assert!(wait_stopped(pid, true).await, "frozen");
+    faults.end(freeze).unwrap();
+    assert!(wait_stopped(pid, false).await, "thawed");
+
+    faults.kill_container("default/server", "main").unwrap();
+    runtime
+        .wait_for("default/server", Duration::from_secs(10), |s| running(s) && s.container_statuses[0].restart_count == 1)
+        .await
+        .unwrap();
+
+    let stop = faults.stop_node("iad").unwrap();
+    runtime
+        .wait_for("default/server", Duration::from_secs(10), |s| matches!(s.container_statuses[0].state, ContainerState::Terminated { .. }))
+        .await
+        .unwrap();
+    assert!(runtime.pod_status("default/client").map(|s| running(&s)).unwrap(), "other nodes keep running");
+    faults.end(stop).unwrap();
+    runtime
+        .wait_for("default/server", Duration::from_secs(10), |s| running(s) && s.container_statuses[0].restart_count == 2)
+        .await
+        .unwrap();
+
+    let external = faults.stop_external_dns().unwrap();
+    assert!(!records.external_dns_running());
+    faults.end(external).unwrap();
+
+    let log = faults.log();
+    assert_eq!(log.len(), 5);
+    assert!(log.iter().all(|r| r.ended_at.is_some_and(|end| end >= r.started_at)));
+    assert!(matches!(&log[0].fault, FaultKind::Partition { side_a, .. } if side_a == &vec!["iad".to_string()]));
+    let on_disk = std::fs::read_to_string(guard.dir.join("faults.jsonl")).unwrap();
+    assert_eq!(on_disk.lines().count(), 9, "4 reversible faults x start+end, 1 instant kill");
+    dns.shutdown().await;
+    runtime.shutdown(Duration::from_secs(1)).await;
+}
