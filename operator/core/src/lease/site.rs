@@ -269,8 +269,9 @@ mod tests {
             s.push_authority(authority(Some("iad"), 1));
         }
         round(&mut iad, &mut [&mut pdx, &mut reader], 0);
-        pdx.push_authority(authority(None, 1));
-        reader.push_authority(authority(None, 1));
+        // The moving notice carries the next generation (monotonic rule).
+        assert_eq!(pdx.push_authority(authority(None, 2)), AuthorityDecision::Accepted);
+        assert_eq!(reader.push_authority(authority(None, 2)), AuthorityDecision::Accepted);
         let request = LeaseRequest {
             group: "playground".to_owned(),
             site: "iad".to_owned(),

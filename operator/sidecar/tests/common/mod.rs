@@ -1,0 +1,227 @@
+//! A three-site playground for sidecar tests: three real `mariadbd` with GTID replication
+//! (iad the source), an in-process DNS zone, and one in-process sidecar per site on its own
+//! loopback address, discovered through A records plus a shared port.
+
+#![allow(dead_code)]
+
+use std::{
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
+
+use bloodraven_api::{
+    sidecar::{Authority, AuthorityResponse, SidecarStatus, PATH_AUTHORITY, PATH_STATUS},
+    Timestamp,
+};
+use bloodraven_core::lease::LeaseConfig;
+use bloodraven_mysql::{
+    grants::{app_user_grant, create_app_user},
+    live::{
+        sandbox::{
+            loopback_addresses, MariaDbServer, Topology, ADMIN_PASSWORD, ADMIN_USER,
+            REPLICATION_PASSWORD, REPLICATION_USER,
+        },
+        LiveError, LiveMysql,
+    },
+    Flavor,
+};
+use bloodraven_sidecar::{
+    discovery::PeerQuery, testing::TestDns, RunningSidecar, Settings, Sidecar,
+};
+
+pub const GROUP: &str = "playground";
+pub const SITES: [&str; 3] = ["iad", "pdx", "reader"];
+pub const LEASE: Duration = Duration::from_millis(3000);
+pub const APP_USER: &str = "counter";
+pub const APP_PASSWORD: &str = "counter-secret";
+
+pub struct Playground {
+    pub topology: Topology,
+    pub dns: TestDns,
+    pub sidecar_addresses: Vec<SocketAddr>,
+    pub sidecars: Vec<Option<RunningSidecar>>,
+    pub http: reqwest::Client,
+}
+
+impl Playground {
+    pub async fn start() -> Playground {
+        let topology = match Topology::start(&SITES).await {
+            Ok(topology) => topology,
+            Err(error) => {
+                panic!("failed to start three mariadbd (CI installs mariadb-server): {error}")
+            }
+        };
+        let dns = TestDns::start("test.").await.expect("dns starts");
+        let sidecar_addresses = loopback_addresses(3).expect("sidecar addresses");
+        for (site, address) in SITES.iter().zip(&sidecar_addresses) {
+            let IpAddr::V4(ip) = address.ip() else {
+                panic!("ipv4 loopback");
+            };
+            dns.set_a(&format!("{site}.{GROUP}.test."), &[ip])
+                .await
+                .expect("a record");
+        }
+        let mut playground = Playground {
+            topology,
+            dns,
+            sidecar_addresses,
+            sidecars: Vec::new(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .no_proxy()
+                .build()
+                .expect("http client"),
+        };
+        for index in 0..SITES.len() {
+            let running = playground.start_sidecar(index).await;
+            playground.sidecars.push(Some(running));
+        }
+        playground
+    }
+
+    pub fn settings(&self, index: usize) -> Settings {
+        let lease = LeaseConfig::new(GROUP, SITES[index], SITES, LEASE).expect("lease config");
+        let server = &self.topology.servers[index];
+        let mut mysql = server.options(ADMIN_USER, ADMIN_PASSWORD);
+        mysql.statement_timeout = Duration::from_secs(2);
+        mysql.connect_timeout = Duration::from_secs(2);
+        let mut settings = Settings::new(
+            lease,
+            self.sidecar_addresses[index],
+            PeerQuery::Host {
+                name: "{site}.{group}.test.".to_owned(),
+                port: self.sidecar_addresses[index].port(),
+            },
+            Flavor::MariaDb,
+            mysql,
+        );
+        settings.dns_server = Some(self.dns.address());
+        settings.replication_user = REPLICATION_USER.to_owned();
+        settings.replication_password = REPLICATION_PASSWORD.to_owned();
+        settings
+    }
+
+    pub async fn start_sidecar(&self, index: usize) -> RunningSidecar {
+        Sidecar::start(self.settings(index))
+            .await
+            .expect("sidecar starts")
+    }
+
+    pub async fn stop_sidecar(&mut self, index: usize) {
+        if let Some(running) = self.sidecars[index].take() {
+            running.stop().await.expect("sidecar stops");
+        }
+    }
+
+    pub async fn restart_sidecar(&mut self, index: usize) {
+        self.stop_sidecar(index).await;
+        let running = self.start_sidecar(index).await;
+        self.sidecars[index] = Some(running);
+    }
+
+    pub fn server(&self, index: usize) -> &MariaDbServer {
+        &self.topology.servers[index]
+    }
+
+    pub fn url(&self, index: usize, path: &str) -> String {
+        format!("http://{}{path}", self.sidecar_addresses[index])
+    }
+
+    pub async fn push_authority(
+        &self,
+        index: usize,
+        active_site: Option<&str>,
+        generation: u64,
+    ) -> AuthorityResponse {
+        let authority = Authority {
+            group: GROUP.to_owned(),
+            active_site: active_site.map(str::to_owned),
+            topology_generation: generation,
+            issued_at: Timestamp::from_unix_millis(0),
+        };
+        self.http
+            .put(self.url(index, PATH_AUTHORITY))
+            .json(&authority)
+            .send()
+            .await
+            .expect("authority push")
+            .json()
+            .await
+            .expect("authority response")
+    }
+
+    pub async fn push_authority_to_all(&self, active_site: Option<&str>, generation: u64) {
+        for index in 0..SITES.len() {
+            if self.sidecars[index].is_some() {
+                self.push_authority(index, active_site, generation).await;
+            }
+        }
+    }
+
+    pub async fn status(&self, index: usize) -> SidecarStatus {
+        self.http
+            .get(self.url(index, PATH_STATUS))
+            .send()
+            .await
+            .expect("status")
+            .json()
+            .await
+            .expect("status body")
+    }
+
+    /// mysqld's fencing flag as read directly (not through the sidecar).
+    pub async fn read_only(&self, index: usize) -> bool {
+        self.server(index)
+            .admin_client()
+            .observe()
+            .await
+            .expect("observe")
+            .read_only
+            .fenced
+    }
+
+    /// Polls until mysqld's read_only equals `wanted`; returns how long it took.
+    pub async fn wait_read_only(&self, index: usize, wanted: bool, within: Duration) -> Duration {
+        let started = tokio::time::Instant::now();
+        loop {
+            if self.read_only(index).await == wanted {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < within,
+                "{} read_only did not become {wanted} within {within:?}",
+                SITES[index]
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Creates the app database and user on iad (replicated) through the grant builder.
+    pub async fn create_app_user(&self) {
+        let admin = self.server(0).admin_client();
+        let mut conn = admin.connect().await.expect("admin connects");
+        for statement in [
+            "CREATE DATABASE IF NOT EXISTS app".to_owned(),
+            "CREATE TABLE IF NOT EXISTS app.counter (id INT PRIMARY KEY, value BIGINT NOT NULL)"
+                .to_owned(),
+            create_app_user(APP_USER, "%", APP_PASSWORD).expect("create user"),
+            app_user_grant("app", APP_USER, "%").expect("grant"),
+        ] {
+            admin.execute(&mut conn, &statement).await.expect("setup");
+        }
+    }
+
+    /// One increment as the app user on site `index`.
+    pub async fn app_write(&self, index: usize) -> Result<(), LiveError> {
+        let app = LiveMysql::new(
+            Flavor::MariaDb,
+            self.server(index).options(APP_USER, APP_PASSWORD),
+        );
+        let mut conn = app.connect().await?;
+        app.execute(
+            &mut conn,
+            "INSERT INTO app.counter (id, value) VALUES (1, 1) ON DUPLICATE KEY UPDATE value = value + 1",
+        )
+        .await
+    }
+}

@@ -1,0 +1,250 @@
+//! The sidecar against real MariaDB: three `mariadbd` with GTID replication and three
+//! in-process sidecars finding each other through an in-process DNS zone. A missing
+//! `mariadbd` fails these tests with a message naming the package; nothing is skipped.
+
+mod common;
+
+use std::time::Duration;
+
+use bloodraven_api::sidecar::{
+    AuthorityDecision, FenceRequest, FenceResponse, LeaseRefusal, LeaseRequest, LeaseResponse,
+    PromoteRequest, PromoteResponse, RepointRequest, RepointResponse, PATH_FENCE, PATH_LEASE,
+    PATH_METRICS, PATH_PROMOTE, PATH_REPOINT,
+};
+use common::{Playground, GROUP, LEASE};
+
+/// Slack for statement round trips and scheduling on a loaded CI machine.
+const SLACK: Duration = Duration::from_millis(1500);
+
+async fn writable_playground() -> Playground {
+    let playground = Playground::start().await;
+    // Startup safety net first: no authority, everything read-only.
+    for index in 0..3 {
+        playground.wait_read_only(index, true, SLACK).await;
+    }
+    playground.push_authority_to_all(Some("iad"), 1).await;
+    playground.wait_read_only(0, false, LEASE).await;
+    playground
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_rule_primary_with_authority_and_majority_lease_accepts_writes() {
+    let playground = writable_playground().await;
+    playground.create_app_user().await;
+    playground
+        .app_write(0)
+        .await
+        .expect("the app writes on iad");
+    let status = playground.status(0).await;
+    assert!(status.lease.held, "{status:?}");
+    assert!(!status.fenced);
+    assert_eq!(status.mysql.read_only, Some(false));
+    assert!(status.mysql.mysqld.is_some());
+    // Replicas stay read-only and replicate from iad.
+    for index in [1, 2] {
+        let status = playground.status(index).await;
+        assert_eq!(status.mysql.read_only, Some(true));
+        assert!(status.fenced);
+        let replication = status.mysql.replication.expect("replica");
+        assert!(replication.running);
+        // Peers granted iad recently, on their own clocks.
+        let ago = status
+            .last_granted_ago_ms
+            .get("iad")
+            .copied()
+            .expect("granted iad");
+        assert!(ago < LEASE.as_millis() as u64, "last grant {ago}ms ago");
+    }
+    let metrics = playground
+        .http
+        .get(playground.url(0, PATH_METRICS))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    assert!(
+        metrics.contains("bloodraven_sidecar_lease_held 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_rule_primary_cut_off_from_both_peers_fences_itself_within_lease_duration() {
+    let mut playground = writable_playground().await;
+    playground.create_app_user().await;
+    playground
+        .app_write(0)
+        .await
+        .expect("writes before the partition");
+    let cut_at = tokio::time::Instant::now();
+    playground.stop_sidecar(1).await;
+    playground.stop_sidecar(2).await;
+    playground.wait_read_only(0, true, LEASE + SLACK).await;
+    let took = cut_at.elapsed();
+    assert!(took <= LEASE + SLACK, "fenced after {took:?}");
+    let refused = playground
+        .app_write(0)
+        .await
+        .expect_err("fenced site refuses the app user");
+    assert_eq!(refused.server_code(), Some(1290), "{refused}");
+    // It stays fenced: no majority, whatever its authority says.
+    tokio::time::sleep(LEASE).await;
+    assert!(playground.read_only(0).await);
+    assert!(!playground.status(0).await.lease.held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_safety_net_restarted_sidecar_without_authority_keeps_mysql_read_only() {
+    let mut playground = writable_playground().await;
+    playground.restart_sidecar(0).await;
+    // The new sidecar has no authority: it sets read_only within a tick and keeps it, even
+    // though its peers still hold an authority naming iad.
+    playground.wait_read_only(0, true, LEASE / 3 + SLACK).await;
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(playground.read_only(0).await, "no authority, no writes");
+    let status = playground.status(0).await;
+    assert!(status.authority.is_none());
+    assert!(status.fenced);
+    // Primary reassertion: the operator re-issues authority, it becomes writable again.
+    playground.push_authority(0, Some("iad"), 1).await;
+    playground.wait_read_only(0, false, LEASE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topology_mismatch_rule_read_only_cleared_by_hand_on_replica_is_set_again_within_one_tick()
+{
+    let playground = writable_playground().await;
+    let pdx = playground.server(1).admin_client();
+    let mut conn = pdx.connect().await.expect("connect");
+    pdx.execute(&mut conn, "SET GLOBAL read_only = OFF")
+        .await
+        .expect("clear read_only by hand");
+    let took = playground.wait_read_only(1, true, LEASE / 3 + SLACK).await;
+    assert!(took <= LEASE / 3 + SLACK, "re-fenced after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authority_moving_notice_makes_peers_refuse_and_old_primary_fences() {
+    let playground = writable_playground().await;
+    let moved_at = tokio::time::Instant::now();
+    // The moving notice is issued for the next generation; the promotion completes it.
+    for index in [1, 2] {
+        let response = playground.push_authority(index, None, 2).await;
+        assert_eq!(response.decision, AuthorityDecision::Accepted);
+        assert!(response.last_granted_ago_ms.contains_key("iad"));
+    }
+    let answer: LeaseResponse = playground
+        .http
+        .post(playground.url(1, PATH_LEASE))
+        .json(&LeaseRequest {
+            group: GROUP.to_owned(),
+            site: "iad".to_owned(),
+            topology_generation: 1,
+        })
+        .send()
+        .await
+        .expect("lease")
+        .json()
+        .await
+        .expect("lease body");
+    assert_eq!(answer.reason, Some(LeaseRefusal::AuthorityMoving));
+    playground.wait_read_only(0, true, LEASE + SLACK).await;
+    assert!(moved_at.elapsed() <= LEASE + SLACK);
+    // A stale authority cannot move it back.
+    let stale = playground.push_authority(1, Some("iad"), 1).await;
+    assert_eq!(stale.decision, AuthorityDecision::RefusedStale);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
+    let playground = writable_playground().await;
+    playground.create_app_user().await;
+    playground.app_write(0).await.expect("write on iad");
+    // Draining: fence iad explicitly, killing client connections.
+    let fenced: FenceResponse = playground
+        .http
+        .post(playground.url(0, PATH_FENCE))
+        .json(&FenceRequest {
+            group: GROUP.to_owned(),
+            topology_generation: 1,
+            kill_connections: true,
+            reason: "planned failover to pdx".to_owned(),
+        })
+        .send()
+        .await
+        .expect("fence")
+        .json()
+        .await
+        .expect("fence body");
+    assert_eq!(fenced.read_only.observed.read_only, Some(true));
+    assert!(fenced.killed_connections.is_some());
+    // The explicit fence holds although iad still has authority and lease.
+    tokio::time::sleep(LEASE / 2).await;
+    assert!(playground.read_only(0).await);
+    // Promoting: pdx drains up to iad's GTIDs and detaches.
+    let gtids = playground
+        .status(0)
+        .await
+        .mysql
+        .gtid_executed
+        .expect("gtids");
+    let promoted: PromoteResponse = playground
+        .http
+        .post(playground.url(1, PATH_PROMOTE))
+        .json(&PromoteRequest {
+            group: GROUP.to_owned(),
+            drain_until_gtid: Some(gtids),
+            timeout_ms: 20_000,
+        })
+        .send()
+        .await
+        .expect("promote")
+        .json()
+        .await
+        .expect("promote body");
+    assert!(promoted.drained);
+    assert!(
+        promoted.detach.error.is_none(),
+        "{:?}",
+        promoted.detach.error
+    );
+    assert!(promoted.detach.observed.replication.is_none());
+    // Generation 2 names pdx: it gets the lease and becomes writable; iad's fence lifts but
+    // it is not the active site.
+    playground.push_authority_to_all(Some("pdx"), 2).await;
+    playground.wait_read_only(1, false, LEASE + SLACK).await;
+    assert!(playground.read_only(0).await);
+    for index in [0, 2] {
+        let source = playground.server(1).address();
+        let repointed: RepointResponse = playground
+            .http
+            .post(playground.url(index, PATH_REPOINT))
+            .json(&RepointRequest {
+                group: GROUP.to_owned(),
+                source_host: source.ip().to_string(),
+                source_port: source.port(),
+            })
+            .send()
+            .await
+            .expect("repoint")
+            .json()
+            .await
+            .expect("repoint body");
+        let replication = repointed.repoint.observed.replication.expect("replicating");
+        assert_eq!(
+            replication.source_host.as_deref(),
+            Some(source.ip().to_string().as_str())
+        );
+    }
+    playground
+        .app_write(1)
+        .await
+        .expect("write on the new primary");
+    let refused = playground
+        .app_write(0)
+        .await
+        .expect_err("old primary refuses");
+    assert_eq!(refused.server_code(), Some(1290));
+}
