@@ -132,7 +132,8 @@ pub enum Action {
         spec: DNSEndpointSpec,
     },
     /// Revoke every deploy lease of the group (`DeployLeases::revoke_all`: tombstones). The
-    /// `DeploymentLeaseRevoked` event is a separate [`Action::Event`] of the same decision.
+    /// shell raises one `DeploymentLeaseRevoked` event ([`EventReason::DeploymentLeaseRevoked`])
+    /// per lease actually revoked, naming its operationId and instance, which only it knows.
     RevokeDeployLeases {
         /// `TopologyChanged` (generation bump) or `OperatorRevoked` (annotation).
         reason: RevokeReason,
@@ -266,7 +267,8 @@ pub enum EventReason {
     PlannedFailoverCompleted,
     /// A planned failover was aborted and the old site re-asserted.
     PlannedFailoverAborted,
-    /// Every deploy lease was revoked (seed 003's event name).
+    /// A deploy lease was revoked (seed 003's event name). Raised by the shell when it
+    /// executes [`Action::RevokeDeployLeases`], once per revoked lease; never by `decide`.
     DeploymentLeaseRevoked,
     /// A site's replication was pointed at the active site.
     Repointed,

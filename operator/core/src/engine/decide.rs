@@ -2,7 +2,7 @@
 
 use bloodraven_api::MysqlFailoverGroupSpec;
 
-use super::action::{Action, AnnotationChange, Decision, EventReason};
+use super::action::{Action, AnnotationChange, Decision};
 use super::detection::{adopt_newer_authority, observe_sites};
 use super::failover::{
     bootstrap, complete_promotion, converge, emergency_step, returning_primaries,
@@ -144,9 +144,4 @@ fn revoke_on_annotation(context: &Context<'_>, memory: &GroupMemory, plan: &mut 
     plan.tail(Action::Annotate(
         AnnotationChange::ClearRevokeDeploymentLeases,
     ));
-    plan.event(
-        EventReason::DeploymentLeaseRevoked,
-        "every deployment lease revoked by the revoke-deployment-leases annotation (OperatorRevoked)"
-            .to_string(),
-    );
 }

@@ -2,7 +2,38 @@
 //!
 //! Gather -> decide -> act (STYLE.md 1): the shell gathers an [`Observation`], [`decide`] is
 //! pure and deterministic over it and the persisted [`GroupMemory`], and the shell executes
-//! the [`Decision`]'s [`Action`]s in order and persists its memory.
+//! the [`Decision`]'s [`Action`]s in order and persists its memory
+//! ([`GroupMemory::to_status`], plus the annotation changes among the actions).
+//!
+//! # One poll (ARCHITECTURE.md order)
+//!
+//! 1. Per-site state: failure detection (`failureThreshold` consecutive failed polls spanning
+//!    the detection floor `pollInterval × failureThreshold`), the status mirror, mysqld
+//!    restarts, and adoption of a newer authority the sidecars cache than memory knows.
+//!    Transitions of [`SiteState`] imply the node taint, which leads the action list.
+//! 2. Cross-site: bootstrap authority, the revoke annotation, emergency failover (move
+//!    notice, lease wait, drain, promote), planned failover phases, completion, returning
+//!    primaries, primary reassertion, the authority push and repointing.
+//! 3. Surfaces: pod labels, the `2 × sites + 2` Services, the DNSEndpoint (only on
+//!    divergence), events and metrics.
+//!
+//! # Authority moves
+//!
+//! Every move (emergency or planned) first pushes the "authority is moving" notice
+//! (`active_site: None`) at the generation the move will end in (current + 1), so every
+//! sidecar that caches it stops granting write leases; the new authority is then issued at
+//! that generation, which sidecars accept exactly once (`Authority::supersedes`). An emergency
+//! promotion waits until a majority of sidecars report their last grant older than the lease
+//! duration plus [`CLOCK_DRIFT_MARGIN`], unless the old site's own sidecar confirms MySQL
+//! read-only or down. The candidate drains and detaches (`Promote`) in one poll; the new
+//! authority is pushed only after the detachment was observed, in a later poll, so no
+//! action's safety ever depends on an earlier action of the same poll having succeeded.
+//!
+//! # Errors are unknowns
+//!
+//! `decide` never sees an action's result. After a mutation that errored or timed out the
+//! shell does nothing special: the next [`Observation`] re-reads the state, and `decide`
+//! acts on what was read (seed 001).
 
 mod action;
 mod decide;
