@@ -39,6 +39,10 @@ pub struct Args {
     /// each independently.
     #[arg(long)]
     pub state_loss: bool,
+    /// With --state-loss: a lost status copy may also be the whole status reverting to before
+    /// the last cooldown write (the topology generation with it).
+    #[arg(long, requires = "state_loss")]
+    pub status_revert: bool,
     /// Simulated duration of each run, in seconds.
     #[arg(long, default_value_t = DURATION_MILLIS_DEFAULT / 1000)]
     pub duration_seconds: u64,
@@ -57,6 +61,7 @@ impl Args {
             seed,
             duration: SimTime(self.duration_seconds.saturating_mul(1000)),
             state_loss: self.state_loss,
+            status_revert: self.status_revert,
             trace: self.trace,
             broken_promotion_rule: self.broken_promotion_rule,
         }

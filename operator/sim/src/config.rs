@@ -15,6 +15,11 @@ pub struct SimConfig {
     /// Operator restarts may lose the status copy and the annotation copy of its memory,
     /// independently of each other (seed 001: `CooldownViolated(restart+stateLost)`).
     pub state_loss: bool,
+    /// With `state_loss`: a lost status copy may also be the whole status reverting to before
+    /// the write that set the cooldown (every status write since was rejected), which loses
+    /// the topology generation the design calls durable. Off by default: it goes beyond the
+    /// design's durability assumption, and its findings are reported separately.
+    pub status_revert: bool,
     /// Record the step-by-step trace.
     pub trace: bool,
     /// Test-only: run core's deliberately broken promotion rule (promote without waiting for
@@ -30,6 +35,7 @@ impl SimConfig {
             seed,
             duration: SimTime(DURATION_MILLIS_DEFAULT),
             state_loss: false,
+            status_revert: false,
             trace: false,
             broken_promotion_rule: false,
         }

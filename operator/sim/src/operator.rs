@@ -175,7 +175,7 @@ impl World {
             .random_range(-OPERATOR_SKEW_MILLIS_MAX..=OPERATOR_SKEW_MILLIS_MAX);
         if self.cfg.state_loss && self.operator.run > 1 {
             if self.rng.random_bool(STATE_LOSS_PROBABILITY) {
-                if self.rng.random_bool(0.5) {
+                if self.cfg.status_revert && self.rng.random_bool(0.5) {
                     trace!(
                         self.trace,
                         self.now,
@@ -313,6 +313,36 @@ impl World {
         }
     }
 
+    /// One line per site for the trace: up/down, read_only, executed count and last sequence,
+    /// relay backlog, replication source.
+    fn world_summary(&self) -> String {
+        let mut parts = Vec::with_capacity(SITE_NAMES.len());
+        for (index, site) in self.sites.iter().enumerate() {
+            let state = match (site.mysqld_up, site.read_only) {
+                (false, _) => "down",
+                (true, true) => "ro",
+                (true, false) => "RW",
+            };
+            let source = match (site.source, site.replication_enabled) {
+                (Some(source), true) => format!("<-{}", SITE_NAMES[source]),
+                (Some(source), false) => format!("<-{} stopped", SITE_NAMES[source]),
+                (None, _) => String::new(),
+            };
+            let sidecar = if self.sidecars[index].up() {
+                ""
+            } else {
+                " sidecar down"
+            };
+            parts.push(format!(
+                "{} {state} seq {} (+{} relay){source}{sidecar}",
+                site.name,
+                site.executed.max_seq(),
+                site.relay.count()
+            ));
+        }
+        parts.join(" | ")
+    }
+
     /// One poll of the operator.
     pub fn operator_poll(&mut self, run: u64) {
         if !self.operator.up || self.operator.run != run {
@@ -320,6 +350,10 @@ impl World {
         }
         self.schedule_in(POLL_INTERVAL_MILLIS, Event::OperatorPoll { run });
         self.stats.polls += 1;
+        if self.trace.enabled() {
+            let summary = self.world_summary();
+            trace!(self.trace, self.now, "poll", "{summary}");
+        }
         let memory = self.loaded_memory();
         let observation = self.observe(&memory);
         let now = self.operator_now();

@@ -358,6 +358,21 @@ impl World {
         let mono = self.sidecars[site].mono(self.now);
         let lease = self.sidecars[site].lease.as_mut()?;
         let decision = lease.push_authority(authority.clone());
+        if decision == bloodraven_api::sidecar::AuthorityDecision::Accepted
+            || !decision.is_in_force()
+        {
+            let cached = lease
+                .authority()
+                .map(|a| (a.active_site.clone(), a.topology_generation));
+            trace!(
+                self.trace,
+                self.now,
+                SITE_NAMES[site],
+                "authority {:?} gen {}: {decision:?} (cached {cached:?})",
+                authority.active_site,
+                authority.topology_generation
+            );
+        }
         let response = AuthorityResponse {
             decision,
             cached: lease.authority().cloned(),

@@ -260,6 +260,10 @@ impl World {
         for site in 1..self.sites.len() {
             self.sites[site].source = Some(0);
             self.sites[site].replication_enabled = true;
+        }
+        // Every site's IO thread loop runs for the whole run; it fetches only while the site
+        // is configured to replicate (any site may become a replica after a failover).
+        for site in 0..self.sites.len() {
             let delay = self.rng.random_range(20..200);
             self.schedule_in(delay, Event::ReplicationPull { site });
         }

@@ -90,7 +90,7 @@ fn seed_001_small_seed_range_has_no_non_inherent_finding() {
 // names this CooldownViolated(restart+stateLost) and classifies it as an inherent finding".
 #[test]
 fn seed_001_state_loss_shows_inherent_cooldown_violation() {
-    let summary = sweep_of(&["--state-loss"], 0..200);
+    let summary = sweep_of(&["--state-loss"], 0..80);
     let class = FindingClass::CooldownViolatedRestartStateLost;
     assert!(class.is_inherent());
     assert!(summary.classes.contains_key(&class), "{}", summary.table());
@@ -101,7 +101,7 @@ fn seed_001_state_loss_shows_inherent_cooldown_violation() {
 // SplitBrain within a few dozen seeds.
 #[test]
 fn broken_promotion_rule_is_caught_as_split_brain() {
-    let summary = sweep_of(&["--broken-promotion-rule"], 0..60);
+    let summary = sweep_of(&["--broken-promotion-rule"], 0..40);
     let split = summary.classes.get(&FindingClass::SplitBrain);
     assert!(split.is_some(), "{}", summary.table());
     assert!(summary.has_bugs());
