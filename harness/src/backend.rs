@@ -1,0 +1,110 @@
+//! The boundary to a live cluster: a [`Backend`] provides a [`Cluster`]; the runner drives
+//! scenarios through the [`Cluster`] trait only. The localkube and kind backends plug in
+//! here; until one is built in, [`select_backend`] says so in one sentence and every trial
+//! fails with it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::history::recorder::Recorder;
+use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+
+/// Where the cluster comes from (`--cluster`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClusterKind {
+    /// The embedded control plane (default without Docker).
+    Localkube,
+    /// A kind cluster created from `kind/`.
+    Kind,
+    /// An existing cluster from `$KUBECONFIG`.
+    Kubeconfig,
+}
+
+impl ClusterKind {
+    /// The flag value.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ClusterKind::Localkube => "localkube",
+            ClusterKind::Kind => "kind",
+            ClusterKind::Kubeconfig => "kubeconfig",
+        }
+    }
+}
+
+/// Creates and destroys clusters.
+pub trait Backend: Send + Sync {
+    /// Which kind this is.
+    fn kind(&self) -> ClusterKind;
+    /// Creates (or attaches to) a cluster, with the CRDs installed.
+    fn create(&self) -> Result<Arc<dyn Cluster>>;
+    /// Tears the cluster down (a no-op for `kubeconfig`).
+    fn teardown(&self, cluster: Arc<dyn Cluster>) -> Result<()>;
+}
+
+/// A handle on the probes and workload running for one scenario; dropping it must stop them.
+pub trait Workload: Send {
+    /// Stops the workload and probes, waiting for in-flight operations to complete (or be
+    /// recorded as `info`).
+    fn stop(self: Box<Self>) -> Result<()>;
+}
+
+/// Everything the runner needs from a live cluster. Implementations record what they do
+/// into the scenario's [`Recorder`] (faults as `fault` start/end events).
+pub trait Cluster: Send + Sync {
+    /// The kubeconfig file for kubectl and kube-rs.
+    fn kubeconfig(&self) -> &Path;
+    /// Installs the operator, the playground group and the counter app, and waits until the
+    /// group's authority is Valid.
+    fn install(&self, install: &Install) -> Result<()>;
+    /// Removes what `install` created, so the cluster can be reused (`--reuse`).
+    fn uninstall(&self) -> Result<()>;
+    /// Starts the workload (writes of unique ids through -primary, reads) and the probes
+    /// (DNS, endpoints, group status), recording into `recorder`.
+    fn start_workload(&self, recorder: Arc<Recorder>) -> Result<Box<dyn Workload>>;
+    /// Server-side applies a fixture or an inline object.
+    fn apply(&self, apply: &Apply) -> Result<()>;
+    /// Injects a fault or performs an outside action.
+    fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()>;
+    /// Heals faults.
+    fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()>;
+    /// Reads the current state of an expectation's target, in the shape
+    /// [`crate::runner::evaluate::evaluate`] documents. Deploy API requests are sent here
+    /// with `${var}` already substituted.
+    fn observe(&self, expect: &Expect) -> Result<Value>;
+    /// The liveness condition: one writable site, replicas healthy, DNS = active site.
+    /// `Ok(None)` when it holds, `Ok(Some(reason))` when not yet.
+    fn converged(&self) -> Result<Option<String>>;
+    /// Reads every workload id present on the active site (the final state for RPO).
+    fn final_state(&self) -> Result<Vec<u64>>;
+    /// Copies pod logs, events, the group's YAML and the operator log into `dir`.
+    fn collect_artifacts(&self, dir: &Path) -> Result<()>;
+}
+
+/// The sentence a trial fails with when no backend can provide a cluster.
+pub fn unavailable_sentence(kind: ClusterKind) -> String {
+    format!(
+        "no cluster is available: the `{}` backend is not built into bloodraven-harness yet, so this scenario cannot run (listing with --list needs no cluster).",
+        kind.name()
+    )
+}
+
+/// The backend for `kind`. No backend is built in yet: this returns the sentence every
+/// trial fails with.
+pub fn select_backend(kind: ClusterKind) -> Result<Box<dyn Backend>> {
+    Err(Error::BackendUnavailable(unavailable_sentence(kind)))
+}
+
+/// The default `--cluster`: kind where Docker is present, localkube otherwise (harness.md).
+pub fn default_cluster_kind(docker_present: bool) -> ClusterKind {
+    if docker_present {
+        ClusterKind::Kind
+    } else {
+        ClusterKind::Localkube
+    }
+}

@@ -1,0 +1,160 @@
+//! A scenario's history: pairing invocations with completions, and `history.jsonl`.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use super::event::{Event, EventType};
+use crate::error::{Error, Result};
+
+/// The histories longer than this many events are refused when read (a bound on memory).
+pub const HISTORY_EVENTS_MAX: usize = 5_000_000;
+
+/// An invocation and, if it completed, its completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operation<'a> {
+    /// The invoke event.
+    pub invoke: &'a Event,
+    /// The completion (`None`: still open when the history ended, which counts as `info`).
+    pub completion: Option<&'a Event>,
+}
+
+impl Operation<'_> {
+    /// The completion type; an operation that never completed is `info`.
+    pub fn outcome(&self) -> EventType {
+        self.completion.map_or(EventType::Info, |event| event.kind)
+    }
+
+    /// Monotonic end, if it completed.
+    pub fn end_ns(&self) -> Option<u64> {
+        self.completion.map(|event| event.mono_ns)
+    }
+}
+
+/// All events of one scenario, in the order they were recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    /// The events.
+    pub events: Vec<Event>,
+}
+
+impl History {
+    /// Wraps events.
+    pub fn new(events: Vec<Event>) -> Self {
+        Self { events }
+    }
+
+    /// Pairs each invoke with the next completion of the same process. A process may have
+    /// one operation open at a time; anything else is a malformed history, named in the error.
+    pub fn operations(&self) -> Result<Vec<Operation<'_>>, String> {
+        let mut open: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        let mut operations: Vec<Operation<'_>> = Vec::new();
+        for (index, event) in self.events.iter().enumerate() {
+            if event.kind.is_completion() {
+                let Some(slot) = open.remove(event.process.as_str()) else {
+                    return Err(format!(
+                        "event {index}: {:?} completion from process `{}` with no open invoke",
+                        event.kind, event.process
+                    ));
+                };
+                if let Some(operation) = operations.get_mut(slot) {
+                    operation.completion = Some(event);
+                }
+            } else {
+                if open.contains_key(event.process.as_str()) {
+                    return Err(format!(
+                        "event {index}: process `{}` invokes while its previous operation is open",
+                        event.process
+                    ));
+                }
+                open.insert(event.process.as_str(), operations.len());
+                operations.push(Operation {
+                    invoke: event,
+                    completion: None,
+                });
+            }
+        }
+        Ok(operations)
+    }
+
+    /// Serializes as JSON lines, one event a line.
+    pub fn to_jsonl(&self) -> Result<String> {
+        let mut out = String::new();
+        for event in &self.events {
+            let line = serde_json::to_string(event).map_err(|source| Error::Json {
+                what: "history event",
+                source,
+            })?;
+            out.push_str(&line);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    /// Parses JSON lines; `path` only names the source in errors.
+    pub fn from_jsonl(text: &str, path: &Path) -> Result<Self> {
+        let mut events = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            if events.len() >= HISTORY_EVENTS_MAX {
+                return Err(Error::HistoryLine {
+                    path: path.to_path_buf(),
+                    line: index + 1,
+                    source: serde::de::Error::custom(format!(
+                        "more than {HISTORY_EVENTS_MAX} events"
+                    )),
+                });
+            }
+            let event = serde_json::from_str(line).map_err(|source| Error::HistoryLine {
+                path: path.to_path_buf(),
+                line: index + 1,
+                source,
+            })?;
+            events.push(event);
+        }
+        Ok(Self { events })
+    }
+
+    /// Writes `history.jsonl`.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = self.to_jsonl()?;
+        let mut file = std::fs::File::create(path).map_err(|source| Error::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        file.write_all(text.as_bytes())
+            .map_err(|source| Error::Write {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Reads `history.jsonl`.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_jsonl(&text, path)
+    }
+
+    /// Maps an operator wall-clock time onto this history's monotonic axis, using the first
+    /// event as the anchor (the harness and the operator share the machine's clock on both
+    /// backends, so the skew is the clock's, not the network's).
+    pub fn wall_to_mono_ns(&self, wall: jiff::Timestamp) -> Option<u64> {
+        let anchor = self.events.first()?;
+        let offset = wall.as_nanosecond() - anchor.wall.as_nanosecond();
+        let mono = i128::from(anchor.mono_ns) + offset;
+        u64::try_from(mono.max(0)).ok()
+    }
+
+    /// The monotonic time of the last event.
+    pub fn end_ns(&self) -> u64 {
+        self.events
+            .iter()
+            .map(|event| event.mono_ns)
+            .max()
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,259 @@
+//! `index.html` and `trends.html`: single self-contained files (inline CSS and SVG, no
+//! script, no network), rendered with maud.
+
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use super::results::{RunResults, ScenarioResult};
+use super::svg::{pass_rate_chart, timeline};
+use super::trend::TrendEntry;
+use crate::history::store::History;
+
+const STYLE: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d232a;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 6px;border-top:1px solid #d6dbe0;padding-top:16px}
+h3{font-size:14px;margin:14px 0 4px;color:#46505a}
+table{border-collapse:collapse;margin:6px 0 10px}th,td{border:1px solid #d6dbe0;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f2f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.pass{color:#146c2e;font-weight:600}.fail{color:#b3261e;font-weight:600}
+.meta{color:#5b6670}.failure{background:#fdecea;border-left:4px solid #b3261e;padding:6px 10px;margin:6px 0}
+svg{display:block;background:#fbfcfd;border:1px solid #e1e5e9;margin:6px 0}
+svg text{font:11px system-ui,sans-serif;fill:#46505a}
+rect.fault{fill:#d93025;fill-opacity:.12}text.fault-label{fill:#b3261e}
+rect.up{fill:#34a853}rect.down{fill:#d93025}rect.partial{fill:#f9ab00}rect.idle{fill:#e8eaed}
+circle.latency{fill:#1a73e8;fill-opacity:.7}line.axis{stroke:#9aa0a6}
+line.phase{stroke:#7627bb;stroke-dasharray:3 2}text.phase-label{fill:#7627bb}
+polyline.pass-rate{fill:none;stroke:#1a73e8;stroke-width:2}circle.pass-point{fill:#1a73e8}
+.legend span{display:inline-block;margin-right:12px}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+"#;
+
+fn page(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body { (body) }
+        }
+    }
+}
+
+fn verdict_class(passed: bool) -> &'static str {
+    if passed {
+        "pass"
+    } else {
+        "fail"
+    }
+}
+
+fn verdict_word(passed: bool) -> &'static str {
+    if passed {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+fn ms(value: Option<u64>) -> String {
+    value.map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms"))
+}
+
+/// Renders `index.html` for a run. `histories` pairs with `results.scenarios` by index
+/// (a missing history draws no timeline).
+pub fn render_index(results: &RunResults, histories: &[History]) -> String {
+    let body = html! {
+        h1 { "Bloodraven chaos run " (results.run_id) }
+        p class="meta" {
+            "backend " (results.backend) " · started " (results.started_at) " · finished " (results.finished_at)
+            @if let Some(commit) = &results.commit { " · commit " (commit) }
+        }
+        p { span class="pass" { (results.passed()) " passed" } ", " span class="fail" { (results.failed()) " failed" } " of " (results.scenarios.len()) }
+        table class="summary" {
+            thead { tr { th { "scenario" } th { "title" } th { "result" } th { "RTO" } th { "acked" } th { "lost" } th { "operator" } th { "exact" } th { "duration" } } }
+            tbody {
+                @for scenario in &results.scenarios {
+                    tr {
+                        td { a href={"#" (scenario.trial)} { (scenario.trial) } }
+                        td { (scenario.title) }
+                        td class=(verdict_class(scenario.passed)) { (verdict_word(scenario.passed)) }
+                        td class="num" { (ms(scenario.timings.iter().filter_map(|timing| timing.rto_ms()).max())) }
+                        td class="num" { (scenario.rpo.acknowledged) }
+                        td class="num" { (scenario.rpo.lost) }
+                        td class="num" { (scenario.rpo.operator_reported().map_or_else(|| "—".to_owned(), |count| count.to_string())) }
+                        td { (if scenario.rpo.exact() { "yes" } else { "no" }) }
+                        td class="num" { (format!("{:.1} s", scenario.duration_ms as f64 / 1000.0)) }
+                    }
+                }
+            }
+        }
+        p class="legend" {
+            span { span class="swatch" style="background:#d93025;opacity:.3" {} "fault interval" }
+            span { span class="swatch" style="background:#34a853" {} "writes ok" }
+            span { span class="swatch" style="background:#f9ab00" {} "some writes failed" }
+            span { span class="swatch" style="background:#d93025" {} "no write succeeded" }
+            span { span class="swatch" style="background:#7627bb" {} "failover phase" }
+            span { span class="swatch" style="background:#1a73e8" {} "write latency" }
+        }
+        @for (index, scenario) in results.scenarios.iter().enumerate() {
+            (scenario_section(scenario, histories.get(index)))
+        }
+    };
+    page(&format!("Bloodraven chaos run {}", results.run_id), body).into_string()
+}
+
+fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Markup {
+    html! {
+        h2 id=(scenario.trial) {
+            (scenario.trial) " — " (scenario.title) " "
+            span class=(verdict_class(scenario.passed)) { (verdict_word(scenario.passed)) }
+        }
+        p class="meta" { "seed: " (scenario.seed) }
+        @if let Some(failure) = &scenario.failure {
+            div class="failure" { strong { "failing: " } (failure) }
+        }
+        @if let Some(history) = history {
+            @if !history.events.is_empty() {
+                (timeline(history, &scenario.timings))
+            }
+        }
+        h3 { "Checkers" }
+        table {
+            thead { tr { th { "checker" } th { "result" } th { "summary" } } }
+            tbody {
+                @for verdict in &scenario.verdicts {
+                    tr {
+                        td { (verdict.checker) }
+                        td class=(verdict_class(verdict.valid)) { (verdict_word(verdict.valid)) }
+                        td {
+                            (verdict.summary)
+                            @if verdict.findings.len() > 1 {
+                                ul { @for finding in &verdict.findings { li { (finding) } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h3 { "RPO" }
+        table class="rpo" {
+            thead { tr { th { "acknowledged" } th { "lost" } th { "operator-reported" } th { "exact" } th { "lost ids" } } }
+            tbody {
+                tr {
+                    td class="num" { (scenario.rpo.acknowledged) }
+                    td class="num" { (scenario.rpo.lost) }
+                    td class="num" { (scenario.rpo.operator_reported().map_or_else(|| "—".to_owned(), |count| count.to_string())) }
+                    td { (if scenario.rpo.exact() { "yes" } else { "no" }) }
+                    td { (scenario.rpo.lost_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
+                }
+            }
+        }
+        @if !scenario.timings.is_empty() {
+            h3 { "Failover phase timings (after the fault)" }
+            table class="timings" {
+                thead { tr { th { "failover" } th { "fault" } @for (name, _) in scenario.timings[0].phases() { th { (name) } } } }
+                tbody {
+                    @for timing in &scenario.timings {
+                        tr {
+                            td { (format!("{:?}", timing.kind).to_lowercase()) " " (timing.from) " → " (timing.to) }
+                            td { (timing.fault.clone().unwrap_or_else(|| "—".to_owned())) }
+                            @for (_, value) in timing.phases() { td class="num" { (ms(value)) } }
+                        }
+                    }
+                }
+            }
+        }
+        @if !scenario.expectations.is_empty() {
+            h3 { "Expectations" }
+            table class="expectations" {
+                thead { tr { th { "step" } th { "expectation" } th { "mode" } th { "result" } th { "time to satisfy" } th { "detail" } } }
+                tbody {
+                    @for expectation in &scenario.expectations {
+                        tr {
+                            td class="num" { (expectation.step) }
+                            td { (expectation.name) }
+                            td { (format!("{:?}", expectation.mode).to_lowercase()) " " (expectation.span_ms) " ms" }
+                            td class=(verdict_class(expectation.satisfied)) { (verdict_word(expectation.satisfied)) }
+                            td class="num" { (ms(expectation.time_to_satisfy_ms)) }
+                            td { (expectation.failure.clone().filter(|_| !expectation.satisfied).unwrap_or_default()) }
+                        }
+                    }
+                }
+            }
+        }
+        @if !scenario.measures.is_empty() {
+            h3 { "Measurements" }
+            table {
+                thead { tr { th { "step" } th { "quantity" } th { "value" } th { "bounds" } } }
+                tbody {
+                    @for measure in &scenario.measures {
+                        tr {
+                            td class="num" { (measure.step) }
+                            td { (format!("{:?}", measure.quantity).to_lowercase()) }
+                            td class="num" { (ms(measure.value_ms)) }
+                            td { (ms(measure.at_least_ms)) " … " (ms(measure.at_most_ms)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Renders `trends.html` from `trend.jsonl`'s entries: pass rate per run, then RTO and RPO
+/// per scenario across runs.
+pub fn render_trends(entries: &[TrendEntry]) -> String {
+    let mut trials: Vec<(u16, String)> = entries
+        .iter()
+        .flat_map(|entry| {
+            entry
+                .scenarios
+                .iter()
+                .map(|scenario| (scenario.id, scenario.trial.clone()))
+        })
+        .collect();
+    trials.sort();
+    trials.dedup();
+    let body = html! {
+        h1 { "Bloodraven chaos trends" }
+        p class="meta" { (entries.len()) " runs" }
+        h2 { "Pass rate" }
+        (pass_rate_chart(entries))
+        table {
+            thead { tr { th { "run" } th { "started" } th { "backend" } th { "pass rate" } } }
+            tbody {
+                @for entry in entries.iter().rev() {
+                    tr {
+                        td { (entry.run_id) }
+                        td { (entry.started_at) }
+                        td { (entry.backend) }
+                        td class="num" { (format!("{:.0}%", entry.pass_rate() * 100.0)) }
+                    }
+                }
+            }
+        }
+        h2 { "Per scenario: result, RTO and lost writes per run (newest last)" }
+        table {
+            thead { tr { th { "scenario" } @for entry in entries { th { (entry.run_id) } } } }
+            tbody {
+                @for (id, trial) in &trials {
+                    tr {
+                        td { (trial) }
+                        @for entry in entries {
+                            @match entry.scenarios.iter().find(|scenario| scenario.id == *id) {
+                                Some(scenario) => td class=(verdict_class(scenario.passed)) {
+                                    (verdict_word(scenario.passed)) br;
+                                    span class="meta" { "RTO " (ms(scenario.rto_ms)) br; "lost " (scenario.lost) }
+                                },
+                                None => td { "—" },
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page("Bloodraven chaos trends", body).into_string()
+}

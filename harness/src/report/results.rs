@@ -1,0 +1,126 @@
+//! `results.json`: the outcome of a run, per scenario, with the checkers' verdicts.
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::expectations::{check_expectations, ExpectationResult, MeasureResult};
+use crate::check::rpo::{check_rpo, RpoSummary};
+use crate::check::split_brain::check_split_brain;
+use crate::check::timings::{check_timings, FailoverTimings};
+use crate::check::verdict::Verdict;
+use crate::history::store::History;
+
+/// The outcome of one scenario.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    /// Catalogue id.
+    pub id: u16,
+    /// Trial name (`s038_...`).
+    pub trial: String,
+    /// Title.
+    pub title: String,
+    /// Seed reference.
+    pub seed: String,
+    /// Whether everything held.
+    pub passed: bool,
+    /// The first reason it failed: a step error, the failing expectation, or a checker.
+    pub failure: Option<String>,
+    /// Wall duration in ms.
+    pub duration_ms: u64,
+    /// The expectations in step order.
+    pub expectations: Vec<ExpectationResult>,
+    /// The measurements in step order.
+    pub measures: Vec<MeasureResult>,
+    /// Each checker's verdict.
+    pub verdicts: Vec<Verdict>,
+    /// The RPO table.
+    pub rpo: RpoSummary,
+    /// Phase timings per failover.
+    pub timings: Vec<FailoverTimings>,
+}
+
+/// The identity of a scenario in results.
+#[derive(Debug, Clone, Copy)]
+pub struct ScenarioIdentity<'a> {
+    /// Catalogue id.
+    pub id: u16,
+    /// Trial name.
+    pub trial: &'a str,
+    /// Title.
+    pub title: &'a str,
+    /// Seed reference.
+    pub seed: &'a str,
+}
+
+/// Runs every checker over a scenario's history and decides pass/fail.
+pub fn judge(
+    identity: ScenarioIdentity<'_>,
+    history: &History,
+    expectations: Vec<ExpectationResult>,
+    measures: Vec<MeasureResult>,
+    run_error: Option<String>,
+    duration_ms: u64,
+) -> ScenarioResult {
+    let split_brain = check_split_brain(history);
+    let (rpo, rpo_verdict) = check_rpo(history);
+    let (timings, timings_verdict) = check_timings(history);
+    let expectation_verdict = check_expectations(&expectations, &measures);
+    let verdicts = vec![
+        expectation_verdict,
+        split_brain,
+        rpo_verdict,
+        timings_verdict,
+    ];
+    let failure = run_error.or_else(|| {
+        verdicts
+            .iter()
+            .find(|verdict| !verdict.valid)
+            .map(|verdict| format!("{}: {}", verdict.checker, verdict.summary))
+    });
+    ScenarioResult {
+        id: identity.id,
+        trial: identity.trial.to_owned(),
+        title: identity.title.to_owned(),
+        seed: identity.seed.to_owned(),
+        passed: failure.is_none(),
+        failure,
+        duration_ms,
+        expectations,
+        measures,
+        verdicts,
+        rpo,
+        timings,
+    }
+}
+
+/// The whole run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResults {
+    /// The run id (the report directory's name).
+    pub run_id: String,
+    /// When the run started.
+    pub started_at: jiff::Timestamp,
+    /// When it finished.
+    pub finished_at: jiff::Timestamp,
+    /// The `--cluster` backend.
+    pub backend: String,
+    /// The git commit, when known.
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// Scenario results, by id.
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+impl RunResults {
+    /// How many scenarios passed.
+    pub fn passed(&self) -> usize {
+        self.scenarios
+            .iter()
+            .filter(|scenario| scenario.passed)
+            .count()
+    }
+
+    /// How many failed.
+    pub fn failed(&self) -> usize {
+        self.scenarios.len() - self.passed()
+    }
+}

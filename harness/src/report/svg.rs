@@ -1,0 +1,230 @@
+//! Hand-written SVG charts (no script, no network): the scenario timeline and the trends.
+
+use std::collections::BTreeMap;
+
+use maud::{html, Markup};
+
+use super::trend::TrendEntry;
+use crate::check::timings::FailoverTimings;
+use crate::history::event::{EventType, FaultPhase, Op};
+use crate::history::store::History;
+
+const WIDTH: f64 = 900.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 20.0;
+/// Width of one availability bucket.
+pub const BUCKET_NS: u64 = 1_000_000_000;
+/// The most buckets a timeline draws (longer histories use wider buckets).
+pub const BUCKETS_MAX: u64 = 600;
+
+/// A fault interval on the monotonic axis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultInterval {
+    /// Fault kind.
+    pub name: String,
+    /// Start (ns).
+    pub start_ns: u64,
+    /// End (ns); the history's end when never healed.
+    pub end_ns: u64,
+}
+
+/// Pairs fault start/end events by name, first in first out.
+pub fn fault_intervals(history: &History) -> Vec<FaultInterval> {
+    let mut open: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut intervals = Vec::new();
+    for event in &history.events {
+        if event.kind != EventType::Invoke {
+            continue;
+        }
+        if let Op::Fault { name, phase, .. } = &event.op {
+            match phase {
+                FaultPhase::Start => open.entry(name.clone()).or_default().push(event.mono_ns),
+                FaultPhase::End => {
+                    // `heal: all` ends every open fault; it is recorded with name `all`.
+                    let names: Vec<String> = if name == "all" {
+                        open.keys().cloned().collect()
+                    } else {
+                        vec![name.clone()]
+                    };
+                    for name in names {
+                        if let Some(starts) = open.get_mut(&name) {
+                            if !starts.is_empty() {
+                                let start_ns = starts.remove(0);
+                                intervals.push(FaultInterval {
+                                    name: name.clone(),
+                                    start_ns,
+                                    end_ns: event.mono_ns,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let end = history.end_ns();
+    for (name, starts) in open {
+        for start_ns in starts {
+            intervals.push(FaultInterval {
+                name: name.clone(),
+                start_ns,
+                end_ns: end,
+            });
+        }
+    }
+    intervals.sort_by_key(|interval| interval.start_ns);
+    intervals
+}
+
+/// Write outcomes per bucket: (ok, failed or unknown).
+pub fn write_buckets(history: &History, bucket_ns: u64) -> Vec<(u64, u64)> {
+    let count = history.end_ns() / bucket_ns + 1;
+    let mut buckets = vec![(0u64, 0u64); usize::try_from(count).unwrap_or(0)];
+    for event in &history.events {
+        if !matches!(event.op, Op::Write { .. }) || !event.kind.is_completion() {
+            continue;
+        }
+        let Some(bucket) = usize::try_from(event.mono_ns / bucket_ns)
+            .ok()
+            .and_then(|index| buckets.get_mut(index))
+        else {
+            continue;
+        };
+        if event.kind == EventType::Ok {
+            bucket.0 += 1;
+        } else {
+            bucket.1 += 1;
+        }
+    }
+    buckets
+}
+
+/// (completion ns, latency ms) of every acknowledged write.
+pub fn write_latencies(history: &History) -> Vec<(u64, u64)> {
+    let Ok(operations) = history.operations() else {
+        return Vec::new();
+    };
+    operations
+        .iter()
+        .filter(|operation| matches!(operation.invoke.op, Op::Write { .. }))
+        .filter_map(|operation| {
+            let completion = operation
+                .completion
+                .filter(|event| event.kind == EventType::Ok)?;
+            Some((
+                completion.mono_ns,
+                completion.mono_ns.saturating_sub(operation.invoke.mono_ns) / 1_000_000,
+            ))
+        })
+        .collect()
+}
+
+/// `a / b` as a float (display only, so precision loss past 2^52 is irrelevant).
+#[allow(clippy::cast_precision_loss)]
+fn ratio(a: u64, b: u64) -> f64 {
+    a as f64 / b.max(1) as f64
+}
+
+fn x_of(ns: u64, end_ns: u64) -> f64 {
+    LEFT + ratio(ns, end_ns) * (WIDTH - LEFT - RIGHT)
+}
+
+fn fmt1(value: f64) -> String {
+    format!("{value:.1}")
+}
+
+/// The scenario timeline: fault intervals shaded, failover phases marked, write
+/// availability per bucket and write latency over time.
+pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
+    let end_ns = history.end_ns().max(1);
+    let bucket_ns = BUCKET_NS.max(end_ns / BUCKETS_MAX + 1);
+    let faults = fault_intervals(history);
+    let buckets = write_buckets(history, bucket_ns);
+    let latencies = write_latencies(history);
+    let latency_max = latencies
+        .iter()
+        .map(|(_, ms)| *ms)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let height = 260.0;
+    let (avail_top, avail_height) = (40.0, 24.0);
+    let (latency_top, latency_height) = (90.0, 130.0);
+    let ticks = 10u64;
+    html! {
+        svg class="timeline" xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(height) viewBox={"0 0 " (WIDTH) " " (height)} role="img" {
+            title { "timeline: faults, failover phases, write availability and latency" }
+            @for fault in &faults {
+                @let x = x_of(fault.start_ns, end_ns);
+                @let w = (x_of(fault.end_ns, end_ns) - x).max(1.0);
+                rect class="fault" x=(fmt1(x)) y="20" width=(fmt1(w)) height=(height - 40.0) {
+                    title { (fault.name) }
+                }
+                text class="fault-label" x=(fmt1(x + 2.0)) y="14" { (fault.name) }
+            }
+            text class="axis-label" x="4" y=(avail_top + 16.0) { "writes" }
+            @for (index, (ok, bad)) in buckets.iter().enumerate() {
+                @let start = u64::try_from(index).unwrap_or(0) * bucket_ns;
+                @let x = x_of(start, end_ns);
+                @let w = (x_of(start + bucket_ns, end_ns) - x).max(0.5);
+                @let class = match (ok, bad) { (0, 0) => "idle", (_, 0) => "up", (0, _) => "down", _ => "partial" };
+                rect class=(class) x=(fmt1(x)) y=(avail_top) width=(fmt1(w)) height=(avail_height) {
+                    title { (ok) " ok, " (bad) " failed or unknown" }
+                }
+            }
+            text class="axis-label" x="4" y=(latency_top + 10.0) { "latency" }
+            text class="axis-label" x="4" y=(latency_top + 24.0) { (latency_max) " ms" }
+            line class="axis" x1=(LEFT) y1=(latency_top + latency_height) x2=(WIDTH - RIGHT) y2=(latency_top + latency_height) {}
+            @for (at, ms) in &latencies {
+                @let y = latency_top + latency_height - ratio(*ms, latency_max) * latency_height;
+                circle class="latency" cx=(fmt1(x_of(*at, end_ns))) cy=(fmt1(y)) r="1.6" {}
+            }
+            @for timing in timings {
+                @for (name, at_ms) in timing.phases() {
+                    @if let Some(at_ms) = at_ms {
+                        @let x = x_of(timing.fault_ns + at_ms * 1_000_000, end_ns);
+                        line class="phase" x1=(fmt1(x)) y1="20" x2=(fmt1(x)) y2=(latency_top + latency_height) {
+                            title { (name) " +" (at_ms) " ms" }
+                        }
+                        text class="phase-label" x=(fmt1(x + 2.0)) y=(latency_top + latency_height - 4.0) transform={"rotate(-90 " (fmt1(x + 2.0)) " " (latency_top + latency_height - 4.0) ")"} { (name) }
+                    }
+                }
+            }
+            @for tick in 0..=ticks {
+                @let ns = end_ns * tick / ticks;
+                @let seconds = ratio(ns, 1_000_000_000);
+                text class="tick" x=(fmt1(x_of(ns, end_ns))) y=(height - 6.0) { (format!("{seconds:.0}s")) }
+            }
+        }
+    }
+}
+
+/// The pass rate across runs as a polyline (0..100 %).
+pub fn pass_rate_chart(entries: &[TrendEntry]) -> Markup {
+    let height = 160.0;
+    let count = u64::try_from(entries.len().max(2) - 1).unwrap_or(1);
+    let points: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let x = LEFT + ratio(u64::try_from(index).unwrap_or(0), count) * (WIDTH - LEFT - RIGHT);
+            let y = 20.0 + (1.0 - entry.pass_rate()) * (height - 40.0);
+            format!("{x:.1},{y:.1}")
+        })
+        .collect();
+    html! {
+        svg class="trend" xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(height) viewBox={"0 0 " (WIDTH) " " (height)} role="img" {
+            title { "pass rate per run" }
+            text class="axis-label" x="4" y="24" { "100%" }
+            text class="axis-label" x="4" y=(height - 20.0) { "0%" }
+            line class="axis" x1=(LEFT) y1=(height - 20.0) x2=(WIDTH - RIGHT) y2=(height - 20.0) {}
+            polyline class="pass-rate" points=(points.join(" ")) {}
+            @for (point, entry) in points.iter().zip(entries) {
+                @let (x, y) = point.split_once(',').unwrap_or(("0", "0"));
+                circle class="pass-point" cx=(x) cy=(y) r="3" {
+                    title { (entry.run_id) ": " (format!("{:.0}%", entry.pass_rate() * 100.0)) }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Judging an expectation against what [`crate::backend::Cluster::observe`] returned.
+//!
+//! Observation shapes, per target (JSON):
+//!
+//! | target | observed |
+//! |---|---|
+//! | group | the group's `.status` |
+//! | pods | a list of Pod objects (empty when none) |
+//! | endpoints | `{"sites": ["pdx"]}` |
+//! | dns-endpoint | `{"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}` |
+//! | dns | `{"site": "pdx"}` (`null` site: answered no site's ClusterIP) |
+//! | counter | `{"value": 7, "readOnly": false, "dbSite": "iad", "write": "ok"}` |
+//! | deploy-api | `{"status": 409, "body": {...}}` |
+//! | metric | `{"value": 1.0}` (`null`: no such sample) |
+//! | event | `{"count": 2, "messages": ["..."]}` |
+//! | object | the object, or `null` when absent |
+//! | node | `{"demotedTaint": true}` |
+//! | connection | `{"writeError": 1290}` (`null`: the write succeeded) |
+
+use serde_json::{json, Value};
+
+use crate::scenario::matcher::matches;
+use crate::scenario::model::{Expect, OutcomeKind};
+
+/// Whether `observed` satisfies `expect`; `baseline` is the first observation of this
+/// expectation (for `$unchanged` and `increasing`), `None` on the first poll itself (which
+/// is then its own baseline). The error says what differs.
+pub fn evaluate(expect: &Expect, observed: &Value, baseline: Option<&Value>) -> Result<(), String> {
+    let first_poll = baseline.is_none();
+    let baseline = Some(baseline.unwrap_or(observed));
+    if let Some(group) = &expect.group {
+        return matches(group, Some(observed), baseline);
+    }
+    if let Some(pods) = &expect.pods {
+        let items = observed.as_array().map(Vec::as_slice).unwrap_or_default();
+        if pods.phase.as_deref() == Some("absent") {
+            return if items.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("expected no pod, found {}", items.len()))
+            };
+        }
+        if items.is_empty() {
+            return Err("no such pod".to_owned());
+        }
+        for pod in items {
+            let name = pod
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            if let Some(phase) = &pods.phase {
+                matches(&json!(phase), pod.pointer("/status/phase"), None)
+                    .map_err(|why| format!("pod {name} phase: {why}"))?;
+            }
+            if let Some(labels) = &pods.labels {
+                let expected = serde_json::to_value(labels).unwrap_or(Value::Null);
+                matches(&expected, pod.pointer("/metadata/labels"), None)
+                    .map_err(|why| format!("pod {name} labels: {why}"))?;
+            }
+            if let Some(restarts) = &pods.restarts {
+                let total: u64 = pod
+                    .pointer("/status/containerStatuses")
+                    .and_then(Value::as_array)
+                    .map(|statuses| {
+                        statuses
+                            .iter()
+                            .filter_map(|status| status.get("restartCount").and_then(Value::as_u64))
+                            .sum()
+                    })
+                    .unwrap_or(0);
+                matches(restarts, Some(&json!(total)), None)
+                    .map_err(|why| format!("pod {name} restarts: {why}"))?;
+            }
+        }
+        return Ok(());
+    }
+    if let Some(endpoints) = &expect.endpoints {
+        let mut want: Vec<&str> = endpoints.sites.iter().map(|site| site.name()).collect();
+        let mut found: Vec<&str> = observed
+            .get("sites")
+            .and_then(Value::as_array)
+            .map(|sites| sites.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        want.sort_unstable();
+        found.sort_unstable();
+        return if want == found {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} endpoints: expected sites {want:?}, found {found:?}",
+                endpoints.service
+            ))
+        };
+    }
+    if let Some(record) = &expect.dns_endpoint {
+        let mut expected = json!({"site": record.target.0.name()});
+        if let Some(ttl) = record.record_ttl {
+            expected["recordTTL"] = json!(ttl);
+        }
+        if let Some(manager) = &record.field_manager {
+            expected["fieldManagers"] = json!([manager]);
+        }
+        return matches(&expected, Some(observed), None)
+            .map_err(|why| format!("DNSEndpoint {why}"));
+    }
+    if let Some(dns) = &expect.dns {
+        return matches(&json!({"site": dns.target.0.name()}), Some(observed), None)
+            .map_err(|why| format!("DNS answer {why}"));
+    }
+    if let Some(counter) = &expect.counter {
+        let mut expected = serde_json::Map::new();
+        if let Some(read_only) = counter.read_only {
+            expected.insert("readOnly".to_owned(), json!(read_only));
+        }
+        if let Some(site) = counter.db_site {
+            expected.insert("dbSite".to_owned(), json!(site.name()));
+        }
+        if let Some(write) = counter.write {
+            let name = match write {
+                OutcomeKind::Ok => "ok",
+                OutcomeKind::Fail => "fail",
+                OutcomeKind::Info => "info",
+            };
+            expected.insert("write".to_owned(), json!(name));
+        }
+        matches(&Value::Object(expected), Some(observed), None)
+            .map_err(|why| format!("counter {why}"))?;
+        if counter.increasing == Some(true) {
+            let now = observed.get("value").and_then(Value::as_i64);
+            let before = baseline
+                .and_then(|base| base.get("value"))
+                .and_then(Value::as_i64);
+            match (before, now) {
+                (Some(_), Some(_)) if first_poll => {}
+                (Some(before), Some(now)) if now > before => {}
+                (before, now) => {
+                    return Err(format!("counter not increasing: {before:?} -> {now:?}"))
+                }
+            }
+        }
+        return Ok(());
+    }
+    if let Some(deploy) = &expect.deploy_api {
+        let status = observed.get("status").and_then(Value::as_u64);
+        if status != Some(u64::from(deploy.status)) {
+            return Err(format!(
+                "deploy API {:?} {}: expected status {}, found {}",
+                deploy.request.method,
+                deploy.request.path,
+                deploy.status,
+                status.map_or_else(|| "none".to_owned(), |code| code.to_string())
+            ));
+        }
+        if let Some(body) = &deploy.body {
+            matches(body, observed.get("body"), None)
+                .map_err(|why| format!("deploy API body {why}"))?;
+        }
+        return Ok(());
+    }
+    if let Some(metric) = &expect.metric {
+        return matches(
+            &metric.value,
+            observed.get("value"),
+            baseline.and_then(|base| base.get("value")),
+        )
+        .map_err(|why| format!("metric {}: {why}", metric.name));
+    }
+    if let Some(event) = &expect.event {
+        let count = observed.get("count").and_then(Value::as_u64).unwrap_or(0);
+        return if count > 0 {
+            Ok(())
+        } else {
+            Err(format!("no {} event", event.reason))
+        };
+    }
+    if let Some(object) = &expect.object {
+        let present = (!observed.is_null()).then_some(observed);
+        return matches(&object.match_, present, baseline)
+            .map_err(|why| format!("{} {}: {why}", object.kind, object.name));
+    }
+    if let Some(node) = &expect.node {
+        return matches(
+            &json!({"demotedTaint": node.demoted_taint}),
+            Some(observed),
+            None,
+        )
+        .map_err(|why| format!("node of {}: {why}", node.site));
+    }
+    if let Some(connection) = &expect.connection {
+        return matches(
+            &json!({"writeError": connection.write_error}),
+            Some(observed),
+            None,
+        )
+        .map_err(|why| format!("connection {}: {why}", connection.name));
+    }
+    Err("names no target".to_owned())
+}
+
+/// A short human name for an expectation, for reports.
+pub fn describe(expect: &Expect) -> String {
+    if let Some(name) = &expect.name {
+        return name.clone();
+    }
+    let target = expect.targets().first().copied().unwrap_or("nothing");
+    let detail = match target {
+        "group" => expect.group.as_ref().map(compact),
+        "pods" => expect.pods.as_ref().map(|pods| {
+            let who = pods
+                .site
+                .map(|site| site.to_string())
+                .or_else(|| pods.name.clone())
+                .unwrap_or_default();
+            format!("{who} {}", pods.phase.clone().unwrap_or_default())
+                .trim()
+                .to_owned()
+        }),
+        "endpoints" => expect.endpoints.as_ref().map(|endpoints| {
+            let sites: Vec<&str> = endpoints.sites.iter().map(|site| site.name()).collect();
+            format!("{} = [{}]", endpoints.service, sites.join(", "))
+        }),
+        "dns-endpoint" => expect
+            .dns_endpoint
+            .as_ref()
+            .map(|record| format!("target site-of {}", record.target.0)),
+        "dns" => expect
+            .dns
+            .as_ref()
+            .map(|dns| format!("answers site-of {}", dns.target.0)),
+        "deploy-api" => expect.deploy_api.as_ref().map(|deploy| {
+            format!(
+                "{:?} {} -> {}",
+                deploy.request.method, deploy.request.path, deploy.status
+            )
+        }),
+        "metric" => expect
+            .metric
+            .as_ref()
+            .map(|metric| format!("{} {}", metric.name, compact(&metric.value))),
+        "event" => expect.event.as_ref().map(|event| event.reason.clone()),
+        "object" => expect
+            .object
+            .as_ref()
+            .map(|object| format!("{} {}", object.kind, object.name)),
+        "node" => expect
+            .node
+            .as_ref()
+            .map(|node| format!("{} demoted taint {}", node.site, node.demoted_taint)),
+        "connection" => expect.connection.as_ref().map(|connection| {
+            format!(
+                "{} write error {:?}",
+                connection.name, connection.write_error
+            )
+        }),
+        _ => None,
+    };
+    match detail {
+        Some(detail) => format!("{target}: {detail}"),
+        None => target.to_owned(),
+    }
+}
+
+fn compact(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 80 {
+        let cut: String = text.chars().take(77).collect();
+        format!("{cut}...")
+    } else {
+        text
+    }
+}

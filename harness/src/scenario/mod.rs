@@ -1,0 +1,6 @@
+//! Scenario files: the model, durations, partial matching and validation.
+
+pub mod matcher;
+pub mod model;
+pub mod span;
+pub mod validate;

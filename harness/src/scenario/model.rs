@@ -1,0 +1,756 @@
+//! The typed scenario model: what a `scenarios/NNN-slug.yaml` file may say.
+//!
+//! Everything that serde can check (unknown step kinds and fields, bad durations, unknown
+//! sites) is checked while parsing, so the error carries serde_yaml's line and column and
+//! the field path. Rules across fields and steps live in [`crate::scenario::validate`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::span::Span;
+
+/// One site of the playground group (bloodraven.md: iad and pdx read-write, reader read-only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Site {
+    /// Read-write site, the initial active site.
+    Iad,
+    /// Read-write site, the failover target.
+    Pdx,
+    /// Read-only site.
+    Reader,
+}
+
+impl Site {
+    /// Every site of the playground group, in declaration order.
+    pub const ALL: [Site; 3] = [Site::Iad, Site::Pdx, Site::Reader];
+
+    /// The site's name as the group spec spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Site::Iad => "iad",
+            Site::Pdx => "pdx",
+            Site::Reader => "reader",
+        }
+    }
+
+    /// Parses a site name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Site::ALL.into_iter().find(|site| site.name() == name)
+    }
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A container of a site pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Container {
+    /// mysqld.
+    Mysql,
+    /// The Bloodraven sidecar beside mysqld.
+    Sidecar,
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    /// The catalogue id; equals the `NNN` of the file name.
+    pub id: u16,
+    /// One line: what the scenario proves.
+    pub title: String,
+    /// The source rule: `<seed or design file>: <where in it>`.
+    pub seed: String,
+    /// How the run installs the operator and the group before the steps.
+    #[serde(default)]
+    pub install: Install,
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+}
+
+/// Install-time settings that differ from the playground defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Install {
+    /// The operator chart's `replicaCount` (default 1, leader election always on).
+    #[serde(default)]
+    pub replica_count: Option<u32>,
+    /// `auxiliary.deployAPI.enabled` (and with it `auxiliary.escrowTLS.enabled`).
+    #[serde(default)]
+    pub deploy_api: bool,
+    /// Fields merged into the playground group's `spec` before it is applied.
+    #[serde(default)]
+    pub group_spec: Option<Value>,
+}
+
+/// One step of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// Server-side apply a fixture file or an inline object.
+    Apply(Apply),
+    /// Inject a fault (or perform an outside action such as an annotation).
+    Fault(Fault),
+    /// Undo faults: `all`, or every active fault of one kind.
+    Heal(HealTarget),
+    /// Assert something about the cluster: becomes true `within`, or stays true `for`.
+    Expect(Box<Expect>),
+    /// Record a measured duration, optionally bounded.
+    Measure(Measure),
+    /// Wait.
+    Sleep(Span),
+}
+
+impl Step {
+    /// The step kind as the file spells it.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Step::Apply(_) => "apply",
+            Step::Fault(_) => "fault",
+            Step::Heal(_) => "heal",
+            Step::Expect(_) => "expect",
+            Step::Measure(_) => "measure",
+            Step::Sleep(_) => "sleep",
+        }
+    }
+}
+
+/// A server-side apply: exactly one of `fixture` and `object`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Apply {
+    /// A manifest path relative to the repository root, under `fixtures/`.
+    #[serde(default)]
+    pub fixture: Option<String>,
+    /// An inline manifest (apiVersion, kind, metadata.name required).
+    #[serde(default)]
+    pub object: Option<Value>,
+    /// The SSA field manager (default `bloodraven-harness`); `force` is always set.
+    #[serde(default)]
+    pub field_manager: Option<String>,
+}
+
+/// Which operator pod a fault targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OperatorPod {
+    /// The replica holding the `bloodraven-leader` Lease.
+    Leader,
+    /// Any replica not holding it.
+    Standby,
+}
+
+/// The RBAC subject a `deny-rbac` fault removes verbs from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Subject {
+    /// The operator's ServiceAccount.
+    Operator,
+    /// The sidecars' ServiceAccount.
+    Sidecar,
+}
+
+/// A Kubernetes API verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verb {
+    /// get
+    Get,
+    /// list
+    List,
+    /// watch
+    Watch,
+    /// create
+    Create,
+    /// update
+    Update,
+    /// patch (server-side apply is a patch)
+    Patch,
+    /// delete
+    Delete,
+}
+
+/// A site pod's container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerRef {
+    /// The site.
+    pub site: Site,
+    /// The container.
+    pub container: Container,
+}
+
+/// A site, on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteRef {
+    /// The site.
+    pub site: Site,
+}
+
+/// A network partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Partition {
+    /// Cut these sites' pods off from every other site's pods and from the operator.
+    Sites(Vec<Site>),
+    /// Cut the nodes of these sites off from every other node and from the API server.
+    Nodes(Vec<Site>),
+}
+
+/// The object an `annotate` fault writes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnnotatedObject {
+    /// The playground MysqlFailoverGroup.
+    #[default]
+    Group,
+}
+
+/// Faults and outside actions. Each variant is one map key in the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// SIGKILL a container's processes; the kubelet restarts it.
+    Kill(ContainerRef),
+    /// SIGKILL an operator pod's process (leader or a standby).
+    KillOperator {
+        /// Which replica.
+        pod: OperatorPod,
+    },
+    /// SIGSTOP a container; healed by `thaw` or `heal`.
+    Freeze(ContainerRef),
+    /// SIGCONT a frozen container.
+    Thaw(ContainerRef),
+    /// Delete a site's pod (the StatefulSet recreates it).
+    DeletePod(SiteRef),
+    /// Stop a site's node (its kubelet and pods stop; the node goes NotReady).
+    StopNode(SiteRef),
+    /// Start a stopped node again.
+    StartNode(SiteRef),
+    /// Cut the network.
+    Partition(Partition),
+    /// Remove verbs on a resource from a subject's RBAC.
+    DenyRbac {
+        /// Whose permissions.
+        subject: Subject,
+        /// Resource plural, e.g. `dnsendpoints`.
+        resource: String,
+        /// The verbs to deny.
+        verbs: Vec<Verb>,
+    },
+    /// Scale the operator Deployment; healed back to the installed replica count.
+    ScaleOperator {
+        /// The new replica count.
+        replicas: u32,
+    },
+    /// Stop the external-dns controller (DNS answers stop following the DNSEndpoint).
+    StopExternalDns,
+    /// Set (or with `value: null` remove) an annotation on the group.
+    Annotate {
+        /// The object (the group).
+        #[serde(default)]
+        object: AnnotatedObject,
+        /// Annotation key.
+        key: String,
+        /// Annotation value; null removes it.
+        value: Option<String>,
+    },
+    /// `SET GLOBAL read_only` on a site's mysqld directly, behind the operator's back.
+    SetReadOnly {
+        /// The site.
+        site: Site,
+        /// The value to set.
+        value: bool,
+    },
+    /// Delay replication on a site (`MASTER_DELAY`), so its lag grows; healed to zero.
+    ReplicationDelay {
+        /// The site.
+        site: Site,
+        /// The delay.
+        delay: Span,
+    },
+    /// Open and keep a named MySQL connection through a shared Service.
+    OpenConnection {
+        /// The name `expect: {connection: ...}` refers to.
+        name: String,
+        /// `primary` or `replicas`.
+        service: SharedService,
+    },
+    /// Run the kubectl plugin (`kubectl bloodraven <args>`).
+    Plugin {
+        /// Arguments after `kubectl bloodraven`.
+        args: Vec<String>,
+    },
+    /// Roll the operator Deployment to another image (an upgrade A -> B).
+    UpgradeOperator {
+        /// The new image.
+        image: String,
+    },
+}
+
+/// The healable fault kinds, as `heal:` names them.
+pub const HEALABLE_FAULTS: [&str; 9] = [
+    "freeze",
+    "stop-node",
+    "partition",
+    "deny-rbac",
+    "scale-operator",
+    "stop-external-dns",
+    "set-read-only",
+    "replication-delay",
+    "open-connection",
+];
+
+impl Fault {
+    /// The fault kind as the file spells it.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Fault::Kill(_) => "kill",
+            Fault::KillOperator { .. } => "kill-operator",
+            Fault::Freeze(_) => "freeze",
+            Fault::Thaw(_) => "thaw",
+            Fault::DeletePod(_) => "delete-pod",
+            Fault::StopNode(_) => "stop-node",
+            Fault::StartNode(_) => "start-node",
+            Fault::Partition(_) => "partition",
+            Fault::DenyRbac { .. } => "deny-rbac",
+            Fault::ScaleOperator { .. } => "scale-operator",
+            Fault::StopExternalDns => "stop-external-dns",
+            Fault::Annotate { .. } => "annotate",
+            Fault::SetReadOnly { .. } => "set-read-only",
+            Fault::ReplicationDelay { .. } => "replication-delay",
+            Fault::OpenConnection { .. } => "open-connection",
+            Fault::Plugin { .. } => "plugin",
+            Fault::UpgradeOperator { .. } => "upgrade-operator",
+        }
+    }
+
+    /// Whether the fault stays in effect until healed (as opposed to a one-shot action).
+    pub fn is_healable(&self) -> bool {
+        HEALABLE_FAULTS.contains(&self.kind())
+    }
+}
+
+/// What a `heal` step undoes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub enum HealTarget {
+    /// Every active fault.
+    All,
+    /// Every active fault of this kind (one of [`HEALABLE_FAULTS`]).
+    Kind(String),
+}
+
+impl From<HealTarget> for String {
+    fn from(target: HealTarget) -> Self {
+        match target {
+            HealTarget::All => "all".to_owned(),
+            HealTarget::Kind(kind) => kind,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HealTarget {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        if name == "all" {
+            return Ok(HealTarget::All);
+        }
+        if HEALABLE_FAULTS.contains(&name.as_str()) {
+            return Ok(HealTarget::Kind(name));
+        }
+        Err(de::Error::custom(format!(
+            "unknown heal target `{name}`, expected `all` or one of {}",
+            HEALABLE_FAULTS.join(", ")
+        )))
+    }
+}
+
+/// An assertion: exactly one of `within`/`for` and exactly one target.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Expect {
+    /// Becomes true by this deadline (time-to-satisfy is recorded).
+    #[serde(default)]
+    pub within: Option<Span>,
+    /// Stays true for this whole duration.
+    #[serde(default, rename = "for")]
+    pub for_: Option<Span>,
+    /// A label for the report (default: the target rendered).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The group's `.status`, partial match.
+    #[serde(default)]
+    pub group: Option<Value>,
+    /// Pods.
+    #[serde(default)]
+    pub pods: Option<PodsExpect>,
+    /// A Service's ready endpoints, as the set of sites behind them.
+    #[serde(default)]
+    pub endpoints: Option<EndpointsExpect>,
+    /// The DNSEndpoint `bloodraven-playground`.
+    #[serde(default)]
+    pub dns_endpoint: Option<DnsEndpointExpect>,
+    /// The DNS answer for the group's hostname (after external-dns).
+    #[serde(default)]
+    pub dns: Option<DnsExpect>,
+    /// The counter app.
+    #[serde(default)]
+    pub counter: Option<CounterExpect>,
+    /// A deploy API request and its answer.
+    #[serde(default)]
+    pub deploy_api: Option<DeployApiExpect>,
+    /// An operator metric.
+    #[serde(default)]
+    pub metric: Option<MetricExpect>,
+    /// A Kubernetes Event.
+    #[serde(default)]
+    pub event: Option<EventExpect>,
+    /// Any object, partial match.
+    #[serde(default)]
+    pub object: Option<ObjectExpect>,
+    /// A site's node.
+    #[serde(default)]
+    pub node: Option<NodeExpect>,
+    /// A connection opened by `open-connection`.
+    #[serde(default)]
+    pub connection: Option<ConnectionExpect>,
+}
+
+impl Expect {
+    /// The names of the targets that are set, in declaration order.
+    pub fn targets(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        let set = [
+            ("group", self.group.is_some()),
+            ("pods", self.pods.is_some()),
+            ("endpoints", self.endpoints.is_some()),
+            ("dns-endpoint", self.dns_endpoint.is_some()),
+            ("dns", self.dns.is_some()),
+            ("counter", self.counter.is_some()),
+            ("deploy-api", self.deploy_api.is_some()),
+            ("metric", self.metric.is_some()),
+            ("event", self.event.is_some()),
+            ("object", self.object.is_some()),
+            ("node", self.node.is_some()),
+            ("connection", self.connection.is_some()),
+        ];
+        for (name, present) in set {
+            if present {
+                names.push(name);
+            }
+        }
+        names
+    }
+}
+
+/// Pods of the group (or selected by labels), with the phase and labels they must have.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodsExpect {
+    /// A site's MySQL pod.
+    #[serde(default)]
+    pub site: Option<Site>,
+    /// A pod by name (e.g. a canary).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Namespace (default `bloodraven-playground`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Pods whose phase must be this (`Running`, `Pending`, ...); `absent` = no such pod.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Labels that must be present with these values (partial match).
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// The container's restart count, partial match (e.g. `{$gt: 0}`).
+    #[serde(default)]
+    pub restarts: Option<Value>,
+}
+
+/// A shared Service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SharedService {
+    /// `mysql-<group>-primary`.
+    Primary,
+    /// `mysql-<group>-replicas`.
+    Replicas,
+}
+
+/// A Service's ready endpoints as the sites of the pods behind them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EndpointsExpect {
+    /// `primary`, `replicas`, `<site>` (internal) or `<site>-hl` (headless).
+    pub service: String,
+    /// Exactly these sites are behind the Service (`[]`: no endpoint at all).
+    pub sites: Vec<Site>,
+}
+
+/// A DNS target: the ClusterIP of a site's internal Service (`site-of iad`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct SiteOf(pub Site);
+
+impl From<SiteOf> for String {
+    fn from(target: SiteOf) -> Self {
+        format!("site-of {}", target.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SiteOf {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let Some(name) = text.strip_prefix("site-of ") else {
+            return Err(de::Error::custom(format!(
+                "invalid target `{text}`, expected `site-of <site>`"
+            )));
+        };
+        Site::from_name(name.trim()).map(SiteOf).ok_or_else(|| {
+            de::Error::custom(format!(
+                "unknown site `{}` in target `{text}`, expected one of iad, pdx, reader",
+                name.trim()
+            ))
+        })
+    }
+}
+
+/// The DNSEndpoint object the operator writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DnsEndpointExpect {
+    /// The single A record's single target.
+    pub target: SiteOf,
+    /// `recordTTL` (playground: 10).
+    #[serde(default)]
+    pub record_ttl: Option<u32>,
+    /// The field manager owning `spec.endpoints` (the operator: `bloodraven`).
+    #[serde(default)]
+    pub field_manager: Option<String>,
+}
+
+/// A DNS answer for the group's hostname.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DnsExpect {
+    /// The one address answered.
+    pub target: SiteOf,
+}
+
+/// The outcome of an operation (Jepsen: ok, fail, info = unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeKind {
+    /// It happened.
+    Ok,
+    /// It definitely did not happen.
+    Fail,
+    /// Unknown (timeout, connection lost).
+    Info,
+}
+
+/// The counter app (GET/POST /api/counter).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CounterExpect {
+    /// The value strictly increases across the expectation's polls (POSTs are sent).
+    #[serde(default)]
+    pub increasing: Option<bool>,
+    /// `readOnly` in the GET answer.
+    #[serde(default)]
+    pub read_only: Option<bool>,
+    /// The site behind `dbHost` in the GET answer.
+    #[serde(default)]
+    pub db_site: Option<Site>,
+    /// The outcome of a POST.
+    #[serde(default)]
+    pub write: Option<OutcomeKind>,
+}
+
+/// HTTP methods the deploy API serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    /// GET
+    Get,
+    /// POST
+    Post,
+    /// PUT
+    Put,
+    /// DELETE
+    Delete,
+}
+
+/// Which listener a deploy API request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeployPort {
+    /// TLS :8443 (the only one that serves /deploy/v1).
+    #[default]
+    Tls,
+    /// Plain HTTP :8082 (must never serve it).
+    Plain,
+}
+
+/// Which operator replica a deploy API request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplicaTarget {
+    /// The leader.
+    #[default]
+    Leader,
+    /// A standby (answers 503 not_leader).
+    Follower,
+}
+
+/// The caller's projected ServiceAccount token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeployClient {
+    /// ServiceAccount namespace.
+    pub namespace: String,
+    /// ServiceAccount name.
+    pub service_account: String,
+    /// Token audience (default `bloodraven-deploy`).
+    #[serde(default)]
+    pub audience: Option<String>,
+}
+
+/// One deploy API request. Strings may use `${var}` saved by an earlier request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeployRequest {
+    /// Method.
+    pub method: Method,
+    /// Path, starting with `/deploy/v1/`.
+    pub path: String,
+    /// The caller.
+    pub client: DeployClient,
+    /// JSON body.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// Listener.
+    #[serde(default)]
+    pub port: DeployPort,
+    /// Replica.
+    #[serde(default)]
+    pub replica: ReplicaTarget,
+}
+
+/// A deploy API request with the answer it must get.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeployApiExpect {
+    /// The request, re-sent on each poll of the expectation.
+    pub request: DeployRequest,
+    /// The HTTP status code.
+    pub status: u16,
+    /// Body fields, partial match.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// Save answer fields for later requests: variable name -> top-level body field.
+    #[serde(default)]
+    pub save: BTreeMap<String, String>,
+}
+
+/// A Prometheus sample from the operator's :8082/metrics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MetricExpect {
+    /// Metric name.
+    pub name: String,
+    /// Labels the sample must carry.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The value, partial match (a number, or `{$gt: 0}` ...).
+    pub value: Value,
+}
+
+/// A Kubernetes Event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EventExpect {
+    /// `reason`.
+    pub reason: String,
+    /// `Normal` or `Warning`.
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    /// The message contains this.
+    #[serde(default)]
+    pub message_contains: Option<String>,
+}
+
+/// Any object by partial match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ObjectExpect {
+    /// apiVersion.
+    pub api_version: String,
+    /// kind.
+    pub kind: String,
+    /// Namespace (default `bloodraven-playground` for namespaced kinds).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// Partial match against the whole object; `{$exists: false}` for an absent one.
+    #[serde(rename = "match")]
+    pub match_: Value,
+}
+
+/// A site's node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeExpect {
+    /// The site whose node.
+    pub site: Site,
+    /// Whether the node carries `bloodraven.shipstream.io/demoted=playground:NoExecute`.
+    pub demoted_taint: bool,
+}
+
+/// A write through a connection opened by `open-connection`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConnectionExpect {
+    /// The connection's name.
+    pub name: String,
+    /// The MySQL error number a write gets (1290 = read-only), or null for success.
+    pub write_error: Option<u16>,
+}
+
+/// A quantity the runner can measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Quantity {
+    /// Fault start to the operator's `lastFailover.detectedAt`.
+    Detection,
+    /// Fault start to the first acknowledged write on the new primary (RTO).
+    WriteOutage,
+    /// `heal` to the liveness condition (one writable site, replicas healthy, DNS = active).
+    Convergence,
+}
+
+/// A measurement step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Measure {
+    /// The quantity.
+    pub quantity: Quantity,
+    /// Fails the scenario when shorter.
+    #[serde(default)]
+    pub at_least: Option<Span>,
+    /// Fails the scenario when longer.
+    #[serde(default)]
+    pub at_most: Option<Span>,
+}

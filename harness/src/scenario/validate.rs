@@ -1,0 +1,658 @@
+//! Loading and validating scenario files: one file, or the whole catalogue directory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::matcher::check_operators;
+use super::model::{Apply, Expect, Fault, HealTarget, Scenario, Step};
+use crate::error::{Error, Result, ScenarioError};
+
+/// The source documents a scenario's `seed` may cite (the seeds and the design docs).
+pub const KNOWN_SOURCES: [&str; 9] = [
+    "000_5253a91c46febfcf.txt",
+    "001_9b9f38f8f4998df6.txt",
+    "003_211f7bbe11e78c86.txt",
+    "004_ecf6a3e2c67b2117.txt",
+    "ARCHITECTURE.md",
+    "bloodraven.md",
+    "harness.md",
+    "localkube.md",
+    "STYLE.md",
+];
+
+/// The top-level fields of `MysqlFailoverGroup.status` (bloodraven.md) a `group` match may name.
+pub const GROUP_STATUS_FIELDS: [&str; 10] = [
+    "activeSite",
+    "topologyGeneration",
+    "authority",
+    "conditions",
+    "sites",
+    "cooldownUntil",
+    "plannedFailover",
+    "lastFailover",
+    "health",
+    "observedGeneration",
+];
+
+/// Scenario files longer than this are refused before parsing (a bound, TIGER_STYLE).
+pub const SCENARIO_BYTES_MAX: u64 = 256 * 1024;
+
+/// A validated scenario with the file it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedScenario {
+    /// The file.
+    pub path: PathBuf,
+    /// The `slug` of `NNN-slug.yaml`.
+    pub slug: String,
+    /// The scenario.
+    pub scenario: Scenario,
+}
+
+impl LoadedScenario {
+    /// The libtest-mimic trial name: `s038_dns_write_denied` for `038-dns-write-denied.yaml`.
+    pub fn trial_name(&self) -> String {
+        format!("s{:03}_{}", self.scenario.id, self.slug.replace('-', "_"))
+    }
+}
+
+/// Splits `NNN-slug.yaml` into its id and slug.
+pub fn split_file_name(path: &Path) -> Result<(u16, String), String> {
+    let name = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or_default();
+    let Some(stem) = name.strip_suffix(".yaml") else {
+        return Err(format!("file name `{name}` must end in .yaml"));
+    };
+    let (number, slug) = stem.split_once('-').unwrap_or((stem, ""));
+    let number_ok = number.len() == 3 && number.bytes().all(|byte| byte.is_ascii_digit());
+    let slug_ok = !slug.is_empty()
+        && !slug.starts_with('-')
+        && !slug.ends_with('-')
+        && !slug.contains("--")
+        && slug
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-');
+    if !number_ok || !slug_ok {
+        return Err(format!(
+            "file name `{name}` must be NNN-slug.yaml (three digits, lowercase kebab-case slug)"
+        ));
+    }
+    let id = number
+        .parse()
+        .map_err(|_| format!("file name `{name}` has a bad number"))?;
+    Ok((id, slug.to_owned()))
+}
+
+/// Parses and validates one scenario file's text. `path` is used for messages and for the
+/// file-name rules.
+pub fn parse_scenario(path: &Path, source: &str) -> Result<LoadedScenario, Vec<ScenarioError>> {
+    let at = |line: Option<usize>, field: &str, message: String| ScenarioError {
+        file: path.to_path_buf(),
+        line,
+        column: None,
+        field: field.to_owned(),
+        message,
+    };
+    let scenario: Scenario = match serde_yaml::from_str(source) {
+        Ok(scenario) => scenario,
+        Err(error) => return Err(vec![serde_error(path, &error)]),
+    };
+    let mut errors = Vec::new();
+    let slug = match split_file_name(path) {
+        Ok((id, slug)) => {
+            if id != scenario.id {
+                errors.push(at(
+                    top_level_line(source, "id"),
+                    "id",
+                    format!("id {} does not match the file name's {id:03}", scenario.id),
+                ));
+            }
+            slug
+        }
+        Err(message) => {
+            errors.push(at(None, "", message));
+            String::new()
+        }
+    };
+    if scenario.title.trim().is_empty() {
+        errors.push(at(
+            top_level_line(source, "title"),
+            "title",
+            "is empty".to_owned(),
+        ));
+    }
+    if let Err(message) = check_seed(&scenario.seed) {
+        errors.push(at(top_level_line(source, "seed"), "seed", message));
+    }
+    if let Some(spec) = &scenario.install.group_spec {
+        if !spec.is_object() {
+            errors.push(at(
+                top_level_line(source, "install"),
+                "install.groupSpec",
+                "must be a map of spec fields".to_owned(),
+            ));
+        }
+    }
+    if scenario.steps.is_empty() {
+        errors.push(at(
+            top_level_line(source, "steps"),
+            "steps",
+            "has no steps".to_owned(),
+        ));
+    }
+    let lines = step_lines(source);
+    let mut state = StepState::default();
+    for (index, step) in scenario.steps.iter().enumerate() {
+        let field = format!("steps[{index}].{}", step.kind());
+        if let Err(message) = state.check(step, &scenario) {
+            errors.push(at(lines.get(index).copied(), &field, message));
+        }
+    }
+    if errors.is_empty() {
+        Ok(LoadedScenario {
+            path: path.to_path_buf(),
+            slug,
+            scenario,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// Reads and validates one file.
+pub fn load_scenario(path: &Path) -> Result<LoadedScenario, Vec<ScenarioError>> {
+    let single = |message: String| {
+        vec![ScenarioError {
+            file: path.to_path_buf(),
+            line: None,
+            column: None,
+            field: String::new(),
+            message,
+        }]
+    };
+    let size = std::fs::metadata(path)
+        .map_err(|error| single(format!("cannot read: {error}")))?
+        .len();
+    if size > SCENARIO_BYTES_MAX {
+        return Err(single(format!(
+            "is {size} bytes, over the {SCENARIO_BYTES_MAX} byte limit"
+        )));
+    }
+    let source =
+        std::fs::read_to_string(path).map_err(|error| single(format!("cannot read: {error}")))?;
+    parse_scenario(path, &source)
+}
+
+/// Loads every `*.yaml` in `dir`, sorted by file name, and checks ids are unique.
+/// All problems of all files are reported together.
+pub fn load_catalogue(dir: &Path) -> Result<Vec<LoadedScenario>> {
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::Read {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| Error::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = entry.path();
+        if path
+            .extension()
+            .is_some_and(|extension| extension == "yaml" || extension == "yml")
+        {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    let mut errors = Vec::new();
+    let mut loaded = Vec::new();
+    for path in &paths {
+        match load_scenario(path) {
+            Ok(scenario) => loaded.push(scenario),
+            Err(mut file_errors) => errors.append(&mut file_errors),
+        }
+    }
+    errors.extend(duplicate_ids(&loaded));
+    if errors.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(Error::Scenarios(errors))
+    }
+}
+
+/// One error per scenario whose id an earlier file (by name) already used.
+pub fn duplicate_ids(loaded: &[LoadedScenario]) -> Vec<ScenarioError> {
+    let mut first: BTreeMap<u16, &Path> = BTreeMap::new();
+    let mut errors = Vec::new();
+    for scenario in loaded {
+        match first.get(&scenario.scenario.id) {
+            Some(earlier) => errors.push(ScenarioError {
+                file: scenario.path.clone(),
+                line: std::fs::read_to_string(&scenario.path)
+                    .ok()
+                    .and_then(|source| top_level_line(&source, "id")),
+                column: None,
+                field: "id".to_owned(),
+                message: format!(
+                    "duplicate id {}, already used by {}",
+                    scenario.scenario.id,
+                    earlier.display()
+                ),
+            }),
+            None => {
+                first.insert(scenario.scenario.id, &scenario.path);
+            }
+        }
+    }
+    errors
+}
+
+fn serde_error(path: &Path, error: &serde_yaml::Error) -> ScenarioError {
+    let location = error.location();
+    let mut text = error.to_string();
+    if let Some(mark) = &location {
+        let suffix = format!(" at line {} column {}", mark.line(), mark.column());
+        if let Some(stripped) = text.strip_suffix(&suffix) {
+            text = stripped.to_owned();
+        }
+    }
+    // serde_yaml prefixes the field path (`steps[2].fault: unknown variant ...`).
+    let (field, message) = match text.split_once(": ") {
+        Some((prefix, rest)) if !prefix.contains(' ') => (prefix.to_owned(), rest.to_owned()),
+        _ => (String::new(), text),
+    };
+    ScenarioError {
+        file: path.to_path_buf(),
+        line: location.as_ref().map(serde_yaml::Location::line),
+        column: location.as_ref().map(serde_yaml::Location::column),
+        field,
+        message,
+    }
+}
+
+fn check_seed(seed: &str) -> Result<(), String> {
+    let Some((source, place)) = seed.split_once(": ") else {
+        return Err(format!("`{seed}` must read `<source file>: <where in it>`"));
+    };
+    if !KNOWN_SOURCES.contains(&source.trim()) {
+        return Err(format!(
+            "unknown source `{}`, expected one of {}",
+            source.trim(),
+            KNOWN_SOURCES.join(", ")
+        ));
+    }
+    if place.trim().is_empty() {
+        return Err("names no place in its source".to_owned());
+    }
+    Ok(())
+}
+
+/// The 1-based line of a top-level `key:`.
+pub fn top_level_line(source: &str, key: &str) -> Option<usize> {
+    let prefix = format!("{key}:");
+    source
+        .lines()
+        .position(|line| line.starts_with(&prefix))
+        .map(|index| index + 1)
+}
+
+/// The 1-based line of each item of the top-level `steps:` list (block style).
+pub fn step_lines(source: &str) -> Vec<usize> {
+    let mut lines = Vec::new();
+    let mut in_steps = false;
+    let mut item_indent = None;
+    for (index, line) in source.lines().enumerate() {
+        if line.starts_with("steps:") {
+            in_steps = true;
+            continue;
+        }
+        if !in_steps {
+            continue;
+        }
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        if indent == 0 && !trimmed.starts_with('-') {
+            break;
+        }
+        if trimmed == "-" || trimmed.starts_with("- ") {
+            let expected = *item_indent.get_or_insert(indent);
+            if indent == expected {
+                lines.push(index + 1);
+            }
+        }
+    }
+    lines
+}
+
+/// What earlier steps established, for the rules across steps.
+#[derive(Default)]
+struct StepState {
+    /// Healable fault kinds injected and not yet healed.
+    active: BTreeSet<String>,
+    /// Containers frozen and not yet thawed (`site/container`).
+    frozen: BTreeSet<String>,
+    /// Sites whose node is stopped.
+    stopped_nodes: BTreeSet<String>,
+    /// Names of open connections.
+    connections: BTreeSet<String>,
+    /// Variables saved by deploy API expectations.
+    variables: BTreeSet<String>,
+}
+
+impl StepState {
+    fn check(&mut self, step: &Step, scenario: &Scenario) -> Result<(), String> {
+        match step {
+            Step::Apply(apply) => check_apply(apply),
+            Step::Fault(fault) => self.check_fault(fault, scenario),
+            Step::Heal(HealTarget::All) => {
+                if self.active.is_empty() {
+                    return Err("`heal: all` with no fault in effect".to_owned());
+                }
+                self.active.clear();
+                self.frozen.clear();
+                self.stopped_nodes.clear();
+                self.connections.clear();
+                Ok(())
+            }
+            Step::Heal(HealTarget::Kind(kind)) => {
+                if !self.active.remove(kind) {
+                    return Err(format!(
+                        "heals `{kind}`, but no `{kind}` fault is in effect"
+                    ));
+                }
+                match kind.as_str() {
+                    "freeze" => self.frozen.clear(),
+                    "stop-node" => self.stopped_nodes.clear(),
+                    "open-connection" => self.connections.clear(),
+                    _ => {}
+                }
+                Ok(())
+            }
+            Step::Expect(expect) => self.check_expect(expect),
+            Step::Measure(measure) => match (measure.at_least, measure.at_most) {
+                (Some(low), Some(high)) if low > high => {
+                    Err(format!("atLeast {low} is more than atMost {high}"))
+                }
+                _ => Ok(()),
+            },
+            Step::Sleep(_) => Ok(()),
+        }
+    }
+
+    fn check_fault(&mut self, fault: &Fault, scenario: &Scenario) -> Result<(), String> {
+        match fault {
+            Fault::Freeze(target) => {
+                let key = format!("{}/{:?}", target.site, target.container);
+                if !self.frozen.insert(key.clone()) {
+                    return Err(format!("{key} is already frozen"));
+                }
+            }
+            Fault::Thaw(target) => {
+                let key = format!("{}/{:?}", target.site, target.container);
+                if !self.frozen.remove(&key) {
+                    return Err(format!("thaws {key}, which no earlier step froze"));
+                }
+                if self.frozen.is_empty() {
+                    self.active.remove("freeze");
+                }
+                return Ok(());
+            }
+            Fault::StopNode(target) => {
+                if !self.stopped_nodes.insert(target.site.to_string()) {
+                    return Err(format!("the node of {} is already stopped", target.site));
+                }
+            }
+            Fault::StartNode(target) => {
+                if !self.stopped_nodes.remove(target.site.name()) {
+                    return Err(format!(
+                        "starts the node of {}, which no earlier step stopped",
+                        target.site
+                    ));
+                }
+                if self.stopped_nodes.is_empty() {
+                    self.active.remove("stop-node");
+                }
+                return Ok(());
+            }
+            Fault::Partition(partition) => {
+                let sites = match partition {
+                    super::model::Partition::Sites(sites)
+                    | super::model::Partition::Nodes(sites) => sites,
+                };
+                if sites.is_empty() {
+                    return Err("partitions no site".to_owned());
+                }
+            }
+            Fault::DenyRbac {
+                resource, verbs, ..
+            } => {
+                if resource.is_empty() || verbs.is_empty() {
+                    return Err("needs a resource and at least one verb".to_owned());
+                }
+            }
+            Fault::ScaleOperator { replicas } => {
+                let installed = scenario.install.replica_count.unwrap_or(1);
+                if *replicas == installed {
+                    return Err(format!(
+                        "scales to {replicas}, the installed replica count: not a fault"
+                    ));
+                }
+            }
+            Fault::KillOperator { pod } => {
+                if *pod == super::model::OperatorPod::Standby
+                    && scenario.install.replica_count.unwrap_or(1) < 2
+                {
+                    return Err("kills a standby, but install.replicaCount is below 2".to_owned());
+                }
+            }
+            Fault::OpenConnection { name, .. } => {
+                if !self.connections.insert(name.clone()) {
+                    return Err(format!("connection `{name}` is already open"));
+                }
+            }
+            Fault::Annotate { key, .. } => {
+                if !key.contains('/') {
+                    return Err(format!(
+                        "annotation key `{key}` has no prefix (e.g. bloodraven.shipstream.io/)"
+                    ));
+                }
+            }
+            Fault::Plugin { args } => {
+                if args.is_empty() {
+                    return Err("runs the plugin with no arguments".to_owned());
+                }
+            }
+            Fault::UpgradeOperator { image } => {
+                if image.trim().is_empty() {
+                    return Err("upgrades to an empty image".to_owned());
+                }
+            }
+            Fault::Kill(_)
+            | Fault::DeletePod(_)
+            | Fault::StopExternalDns
+            | Fault::SetReadOnly { .. }
+            | Fault::ReplicationDelay { .. } => {}
+        }
+        if fault.is_healable() {
+            self.active.insert(fault.kind().to_owned());
+        }
+        Ok(())
+    }
+
+    fn check_expect(&mut self, expect: &Expect) -> Result<(), String> {
+        match (expect.within, expect.for_) {
+            (Some(_), Some(_)) => return Err("has both `within` and `for`; use one".to_owned()),
+            (None, None) => {
+                return Err(
+                    "needs `within` (becomes true by) or `for` (stays true throughout)".to_owned(),
+                )
+            }
+            _ => {}
+        }
+        let targets = expect.targets();
+        match targets.as_slice() {
+            [] => return Err("names no target (group, pods, endpoints, dns-endpoint, dns, counter, deploy-api, metric, event, object, node, connection)".to_owned()),
+            [_] => {}
+            many => return Err(format!("names {} targets ({}); use one per expect", many.len(), many.join(", "))),
+        }
+        if let Some(group) = &expect.group {
+            let Value::Object(map) = group else {
+                return Err("group: must be a map of status fields".to_owned());
+            };
+            if let Some(unknown) = map
+                .keys()
+                .find(|key| !GROUP_STATUS_FIELDS.contains(&key.as_str()))
+            {
+                return Err(format!(
+                    "group: unknown status field `{unknown}`, expected one of {}",
+                    GROUP_STATUS_FIELDS.join(", ")
+                ));
+            }
+            check_operators(group, "group")?;
+        }
+        if let Some(pods) = &expect.pods {
+            if pods.site.is_some() == pods.name.is_some() {
+                return Err("pods: needs exactly one of `site` and `name`".to_owned());
+            }
+            if pods.phase.is_none() && pods.labels.is_none() && pods.restarts.is_none() {
+                return Err("pods: asserts nothing (give phase, labels or restarts)".to_owned());
+            }
+            if let Some(restarts) = &pods.restarts {
+                check_operators(restarts, "pods.restarts")?;
+            }
+        }
+        if let Some(endpoints) = &expect.endpoints {
+            let service = endpoints.service.as_str();
+            let known = matches!(service, "primary" | "replicas")
+                || super::model::Site::ALL.iter().any(|site| {
+                    service == site.name() || service.strip_suffix("-hl") == Some(site.name())
+                });
+            if !known {
+                return Err(format!(
+                    "endpoints: unknown service `{service}`, expected primary, replicas, <site> or <site>-hl"
+                ));
+            }
+        }
+        if let Some(counter) = &expect.counter {
+            if counter.increasing.is_none()
+                && counter.read_only.is_none()
+                && counter.db_site.is_none()
+                && counter.write.is_none()
+            {
+                return Err("counter: asserts nothing".to_owned());
+            }
+            if counter.increasing == Some(true) && expect.for_.is_none() {
+                return Err(
+                    "counter: `increasing` needs `for` (it is judged over a window)".to_owned(),
+                );
+            }
+        }
+        if let Some(deploy) = &expect.deploy_api {
+            if !deploy.request.path.starts_with("/deploy/v1/") {
+                return Err(format!(
+                    "deploy-api: path `{}` must start with /deploy/v1/",
+                    deploy.request.path
+                ));
+            }
+            if !(100..=599).contains(&deploy.status) {
+                return Err(format!(
+                    "deploy-api: status {} is not an HTTP status code",
+                    deploy.status
+                ));
+            }
+            let mut used = Vec::new();
+            collect_variables_in_str(&deploy.request.path, &mut used);
+            if let Some(body) = &deploy.request.body {
+                collect_variables(body, &mut used);
+            }
+            if let Some(missing) = used.iter().find(|name| !self.variables.contains(*name)) {
+                return Err(format!(
+                    "deploy-api: uses `${{{missing}}}`, which no earlier step saved"
+                ));
+            }
+            if let Some(body) = &deploy.body {
+                check_operators(body, "deploy-api.body")?;
+            }
+            self.variables.extend(deploy.save.keys().cloned());
+        }
+        if let Some(metric) = &expect.metric {
+            check_operators(&metric.value, "metric.value")?;
+        }
+        if let Some(object) = &expect.object {
+            check_operators(&object.match_, "object.match")?;
+        }
+        if let Some(connection) = &expect.connection {
+            if !self.connections.contains(&connection.name) {
+                return Err(format!(
+                    "connection: `{}` was not opened by an earlier step",
+                    connection.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_apply(apply: &Apply) -> Result<(), String> {
+    match (&apply.fixture, &apply.object) {
+        (Some(_), Some(_)) => Err("has both `fixture` and `object`; use one".to_owned()),
+        (None, None) => Err("needs `fixture` (a path under fixtures/) or `object`".to_owned()),
+        (Some(fixture), None) => {
+            let path = Path::new(fixture);
+            let ok = fixture.starts_with("fixtures/")
+                && path
+                    .components()
+                    .all(|part| matches!(part, std::path::Component::Normal(_)))
+                && fixture.ends_with(".yaml");
+            if ok {
+                Ok(())
+            } else {
+                Err(format!(
+                    "fixture `{fixture}` must be a relative .yaml path under fixtures/"
+                ))
+            }
+        }
+        (None, Some(object)) => {
+            for field in ["apiVersion", "kind"] {
+                if object.get(field).and_then(Value::as_str).is_none() {
+                    return Err(format!("object has no `{field}`"));
+                }
+            }
+            if object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_none()
+            {
+                return Err("object has no `metadata.name`".to_owned());
+            }
+            Ok(())
+        }
+    }
+}
+
+fn collect_variables(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(text) => collect_variables_in_str(text, out),
+        Value::Array(items) => items.iter().for_each(|item| collect_variables(item, out)),
+        Value::Object(map) => map.values().for_each(|item| collect_variables(item, out)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// Collects the `${name}` references in a string.
+pub fn collect_variables_in_str(text: &str, out: &mut Vec<String>) {
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        out.push(after[..end].to_owned());
+        rest = &after[end + 1..];
+    }
+}
