@@ -1,5 +1,6 @@
 //! The node agent: pods as real processes in their own namespaces, cluster DNS, Service proxy, faults.
 
+pub mod agent;
 pub mod catalog;
 pub mod dns;
 pub mod error;
@@ -13,10 +14,12 @@ pub mod partition;
 pub mod probe;
 pub mod proxy;
 pub mod runtime;
+pub mod services;
 pub mod spec;
 pub mod state;
 pub mod volumes;
 
+pub use agent::NodeAgent;
 pub use catalog::ImageCatalog;
 pub use error::{Error, Result};
 pub use naming::{ClusterNaming, Ipv4Cidr};

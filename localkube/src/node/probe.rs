@@ -34,10 +34,8 @@ pub struct ProbeTarget<'a> {
 
 /// Runs one attempt; `true` is success. Every failure (including a timeout) is `false`.
 pub async fn probe_once(handler: &ProbeHandler, target: &ProbeTarget<'_>, timeout: Duration) -> bool {
-    match tokio::time::timeout(timeout, attempt(handler, target)).await {
-        Ok(success) => success,
-        Err(_elapsed) => false,
-    }
+    // A timeout is a failure.
+    tokio::time::timeout(timeout, attempt(handler, target)).await.unwrap_or(false)
 }
 
 fn resolve_port(port: &ProbePort, ports: &[ContainerPort]) -> Option<u16> {
