@@ -146,3 +146,19 @@ fn seed_000_invalid_authority_sheds_every_endpoint_no_primary_no_healthy_reader(
         .iter()
         .any(|a| matches!(a, Action::ApplyDnsEndpoint { .. })));
 }
+
+#[test]
+fn an_invalid_spec_decides_nothing_but_a_spec_invalid_event() {
+    let mut world = World::playground();
+    world.spec.initial_active_site = "reader".to_string();
+    let decision = world.poll();
+    assert_eq!(decision.actions.len(), 1);
+    match &decision.actions[0] {
+        Action::Event(event) => {
+            assert_eq!(event.reason, EventReason::SpecInvalid);
+            assert!(event.message.contains("read-only"), "{}", event.message);
+        }
+        other => panic!("unexpected action {other:?}"),
+    }
+    assert_eq!(decision.memory.topology_generation, 0);
+}

@@ -274,6 +274,8 @@ pub enum EventReason {
     Repointed,
     /// A site's GTID text could not be parsed (flavor mismatch or garbage).
     GtidUnreadable,
+    /// The spec is unusable (`MysqlFailoverGroupSpec::validate`); nothing else is decided.
+    SpecInvalid,
 }
 
 impl EventReason {
@@ -309,6 +311,7 @@ impl EventReason {
             EventReason::DeploymentLeaseRevoked => "DeploymentLeaseRevoked",
             EventReason::Repointed => "Repointed",
             EventReason::GtidUnreadable => "GtidUnreadable",
+            EventReason::SpecInvalid => "SpecInvalid",
         }
     }
 
@@ -343,7 +346,8 @@ impl EventReason {
             | EventReason::ReturningPrimaryFenced
             | EventReason::PlannedFailoverRejected
             | EventReason::PlannedFailoverAborted
-            | EventReason::GtidUnreadable => EventType::Warning,
+            | EventReason::GtidUnreadable
+            | EventReason::SpecInvalid => EventType::Warning,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use bloodraven_api::MysqlFailoverGroupSpec;
 
-use super::action::{Action, AnnotationChange, Decision};
+use super::action::{Action, AnnotationChange, Decision, EventReason};
 use super::detection::{adopt_newer_authority, observe_sites};
 use super::failover::{
     bootstrap, complete_promotion, converge, emergency_step, returning_primaries,
@@ -41,6 +41,13 @@ pub fn decide_with_options(
     now: Timestamp,
     options: DecideOptions,
 ) -> Decision {
+    let problems = spec.validate();
+    if !problems.is_empty() {
+        // An unusable spec decides nothing: no authority, no surfaces, memory unchanged.
+        let mut plan = Plan::default();
+        plan.event(EventReason::SpecInvalid, problems.join("; "));
+        return plan.finish(spec, memory.clone());
+    }
     let site_names: Vec<String> = spec.sites.iter().map(|site| site.name.clone()).collect();
     let context = Context {
         spec,
