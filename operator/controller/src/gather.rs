@@ -182,3 +182,82 @@ async fn read_site(
     };
     site_observation(site, reading, &objects, now_of())
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStatus, PodSpec, PodStatus, ServiceSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+
+    fn objects(cluster_ip: &str, started_millis: i64) -> SiteObjects {
+        let started = jiff::Timestamp::from_millisecond(started_millis).expect("timestamp");
+        SiteObjects {
+            pod: Some(Pod {
+                spec: Some(PodSpec {
+                    node_name: Some("iad".into()),
+                    ..PodSpec::default()
+                }),
+                status: Some(PodStatus {
+                    container_statuses: Some(vec![
+                        ContainerStatus {
+                            name: "mysql".into(),
+                            ..ContainerStatus::default()
+                        },
+                        ContainerStatus {
+                            name: SIDECAR_CONTAINER.into(),
+                            state: Some(ContainerState {
+                                running: Some(ContainerStateRunning {
+                                    started_at: Some(Time(started)),
+                                }),
+                                ..ContainerState::default()
+                            }),
+                            ..ContainerStatus::default()
+                        },
+                    ]),
+                    ..PodStatus::default()
+                }),
+                ..Pod::default()
+            }),
+            service: Some(Service {
+                spec: Some(ServiceSpec {
+                    cluster_ip: Some(cluster_ip.into()),
+                    ..ServiceSpec::default()
+                }),
+                ..Service::default()
+            }),
+        }
+    }
+
+    /// Core's Observation contract: node of the site pod (taint target), ClusterIP of the
+    /// internal Service (DNS target), sidecar uptime from its container's start.
+    #[test]
+    fn site_observation_reads_node_cluster_ip_and_sidecar_uptime() {
+        let now = Timestamp::from_unix_millis(100_000);
+        let reading = SidecarReading::Unreachable { error: "x".into() };
+        let site = site_observation("iad", reading.clone(), &objects("10.96.100.10", 40_000), now);
+        assert_eq!(site.site, "iad");
+        assert_eq!(site.sidecar, reading);
+        assert_eq!(site.node_name.as_deref(), Some("iad"));
+        assert_eq!(site.service_cluster_ip.as_deref(), Some("10.96.100.10"));
+        assert_eq!(site.sidecar_uptime, Some(std::time::Duration::from_secs(60)));
+        // A headless or missing Service has no DNS target; a missing pod no node.
+        let site = site_observation("iad", reading.clone(), &objects("None", 0), now);
+        assert_eq!(site.service_cluster_ip, None);
+        let site = site_observation("iad", reading, &SiteObjects::default(), now);
+        assert_eq!((site.node_name, site.service_cluster_ip, site.sidecar_uptime), (None, None, None));
+    }
+
+    /// Seed 000: the DNS record is read back every poll; a failed read is an unknown.
+    #[test]
+    fn dns_reading_distinguishes_absent_present_and_unknown() {
+        assert_eq!(dns_reading(Ok(None)), DnsReading::Absent);
+        let spec = bloodraven_api::DNSEndpointSpec::a_record("db.example", "10.0.0.1", 10);
+        assert_eq!(
+            dns_reading(Ok(Some(DNSEndpoint::new("bloodraven-g", spec.clone())))),
+            DnsReading::Present(spec)
+        );
+        let error = kube::Error::LinesCodecMaxLineLengthExceeded;
+        assert!(matches!(dns_reading(Err(error)), DnsReading::Unknown { .. }));
+    }
+}

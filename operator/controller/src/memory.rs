@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use bloodraven_api::{
     names, AuthorityState, AuthorityStatus, Condition, Flavor, HealthStatus, MysqlFailoverGroup,
     MysqlFailoverGroupSpec, MysqlFailoverGroupStatus, PlannedFailoverPhase, PlannedFailoverStatus,
-    SiteRole, SiteStatus, Timestamp,
+    SiteStatus, Timestamp,
 };
 use bloodraven_core::engine::{
     AuthorityValidity, Detection, GroupAnnotations, InvalidReason, PlannedFailover, PodRole,
@@ -333,12 +333,6 @@ pub fn status_from(
     }
 }
 
-/// Whether `role` of a spec site is read-write (the only sites a taint ever lands on).
-pub fn is_read_write(spec: &MysqlFailoverGroupSpec, site: &str) -> bool {
-    spec.site(site)
-        .is_some_and(|site| site.role == SiteRole::ReadWrite)
-}
-
 /// The engine's GTID flavor for the CRD flavor.
 pub fn mysql_flavor(flavor: Flavor) -> bloodraven_mysql::Flavor {
     match flavor {
@@ -367,4 +361,244 @@ fn invalid_reason(text: &str) -> Option<InvalidReason> {
     ]
     .into_iter()
     .find(|reason| reason.as_str() == text)
+}
+
+#[cfg(test)]
+mod tests {
+    use bloodraven_api::{Admission, DeferReason, FailoverKind, LastFailover};
+    use bloodraven_core::engine::SiteState;
+
+    use super::*;
+
+    fn spec() -> MysqlFailoverGroupSpec {
+        serde_yaml::from_str(
+            "image: mariadb:10.11\nsites:\n- {name: iad, role: read-write}\n- {name: pdx, role: read-write}\n- {name: reader, role: read-only}\ninitialActiveSite: iad\nfailoverCooldown: 30s\n",
+        )
+        .expect("spec")
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_unix_millis(1_796_000_000_000 + seconds * 1_000)
+    }
+
+    /// A memory after an emergency failover iad -> pdx: iad demoted (fenced), cooldown set.
+    fn after_failover() -> GroupMemory {
+        let spec = spec();
+        let flavor = mysql_flavor(spec.flavor);
+        let mut memory = GroupMemory::initial(&spec);
+        memory.active_site = "pdx".into();
+        memory.topology_generation = 3;
+        memory.authority = AuthorityValidity::Valid;
+        memory.cooldown_until = Some(at(30));
+        memory.last_failover = Some(LastFailover {
+            kind: FailoverKind::Emergency,
+            from: "iad".into(),
+            to: "pdx".into(),
+            started_at: Some(at(-8)),
+            detected_at: Some(at(-2)),
+            fenced_at: Some(at(-1)),
+            promoted_at: Some(at(0)),
+            completed_at: Some(at(1)),
+            lost_transactions: 2,
+            lost_gtid_set: Some("0-1-41-42".into()),
+            exact: false,
+        });
+        for site in &mut memory.sites {
+            site.last_seen = Some(at(1));
+            site.reachable = site.site != "iad";
+            site.gtid_executed = GtidSet::parse(flavor, "0-1-40").ok();
+            match site.site.as_str() {
+                "iad" => {
+                    site.state = SiteState::Demoted;
+                    site.role = PodRole::Fenced;
+                    site.consecutive_failures = 5;
+                    site.detection = Detection::Suspect;
+                    site.errant = GtidSet::parse(flavor, "0-1-42").ok();
+                }
+                "pdx" => {
+                    site.state = SiteState::Active;
+                    site.role = PodRole::Primary;
+                    site.writable = true;
+                    site.healthy = true;
+                }
+                _ => {
+                    site.state = SiteState::Replica;
+                    site.role = PodRole::Replica;
+                    site.replicating = true;
+                    site.healthy = true;
+                    site.seconds_behind_source = Some(4);
+                    site.source_host = Some("mysql-g-pdx.ns.svc.cluster.local".into());
+                }
+            }
+        }
+        memory
+    }
+
+    fn annotations(cooldown: Option<Timestamp>) -> GroupAnnotations {
+        GroupAnnotations {
+            cooldown_until: cooldown,
+            ..GroupAnnotations::default()
+        }
+    }
+
+    /// bloodraven.md: status carries activeSite, topologyGeneration, authority, sites[],
+    /// cooldownUntil, lastFailover; loading it back gives the same memory, except what core
+    /// marks volatile (authority_issued_at re-stamped at load).
+    #[test]
+    fn memory_round_trips_through_status() {
+        let spec = spec();
+        let memory = after_failover();
+        let status = status_from(&spec, &memory, None, Some(4), at(2));
+        assert_eq!(status.active_site.as_deref(), Some("pdx"));
+        assert_eq!(status.topology_generation, 3);
+        assert_eq!(status.authority.as_ref().map(|a| a.state), Some(AuthorityState::Valid));
+        assert_eq!(status.observed_generation, Some(4));
+        assert_eq!(status.health.as_ref().and_then(|h| h.replication_lag_seconds), Some(4));
+        let iad = status.sites.iter().find(|s| s.name == "iad").expect("iad");
+        assert_eq!(iad.role.as_deref(), Some("fenced"));
+        assert_eq!(iad.errant_gtid_set.as_deref(), Some("0-1-42"));
+
+        let loaded = memory_from(&spec, Some(&status), &annotations(Some(at(30))), at(5));
+        let mut expected = memory.clone();
+        expected.authority_issued_at = Some(at(5));
+        assert_eq!(loaded, expected);
+    }
+
+    /// Seed 001: the cooldown is persisted twice; losing either copy alone keeps it.
+    #[test]
+    fn seed_001_losing_one_cooldown_copy_keeps_the_cooldown() {
+        let spec = spec();
+        let memory = after_failover();
+        let mut status = status_from(&spec, &memory, None, None, at(2));
+
+        // Annotation lost, status copy kept.
+        let loaded = memory_from(&spec, Some(&status), &annotations(None), at(5));
+        assert_eq!(loaded.cooldown_until, Some(at(30)));
+
+        // Status copy lost (e.g. a status rewrite), annotation kept.
+        status.cooldown_until = None;
+        let loaded = memory_from(&spec, Some(&status), &annotations(Some(at(30))), at(5));
+        assert_eq!(loaded.cooldown_until, Some(at(30)));
+
+        // No status at all (object recreated): the annotation alone still restores it.
+        let loaded = memory_from(&spec, None, &annotations(Some(at(30))), at(5));
+        assert_eq!(loaded.cooldown_until, Some(at(30)));
+
+        // Both copies present and different: the later is in force.
+        status.cooldown_until = Some(at(45));
+        let loaded = memory_from(&spec, Some(&status), &annotations(Some(at(30))), at(5));
+        assert_eq!(loaded.cooldown_until, Some(at(45)));
+
+        // Both lost: CooldownViolated(restart+stateLost) is possible, by construction.
+        status.cooldown_until = None;
+        let loaded = memory_from(&spec, Some(&status), &annotations(None), at(5));
+        assert_eq!(loaded.cooldown_until, None);
+    }
+
+    /// A restart re-times detection: a site suspect before the restart is suspect after it
+    /// (never failed early), and the streak start is forgotten.
+    #[test]
+    fn detection_restarts_its_streak_after_a_load() {
+        let spec = spec();
+        let mut memory = after_failover();
+        if let Some(site) = memory.site_mut("iad") {
+            site.detection = Detection::Failed;
+            site.failing_since = Some(at(-8));
+            site.failed_at = Some(at(-2));
+        }
+        let status = status_from(&spec, &memory, None, None, at(2));
+        let loaded = memory_from(&spec, Some(&status), &GroupAnnotations::default(), at(5));
+        let iad = loaded.site("iad").expect("iad");
+        assert_eq!(iad.detection, Detection::Suspect);
+        assert_eq!((iad.failing_since, iad.failed_at), (None, None));
+        assert_eq!(iad.consecutive_failures, 5);
+    }
+
+    /// Seed 003: a Deferred planned failover keeps its admission (deferReason, retryTime,
+    /// message); a finished request whose annotation is still present is not a new one.
+    #[test]
+    fn planned_failover_round_trips_with_admission() {
+        let spec = spec();
+        let mut memory = GroupMemory::initial(&spec);
+        memory.topology_generation = 1;
+        memory.planned_failover = Some(PlannedFailover {
+            target: "pdx".into(),
+            from: "iad".into(),
+            phase: PlannedFailoverPhase::Deferred,
+            admission: Admission {
+                defer_reason: Some(DeferReason::DeploymentHold),
+                retry_time: Some(at(20)),
+                message: Some("held by a1 (counter-app)".into()),
+            },
+            requested_at: at(1),
+            phase_since: at(1),
+            fenced_at: None,
+            annotation_cleared: false,
+        });
+        let status = status_from(&spec, &memory, None, None, at(2));
+        let with_request = GroupAnnotations {
+            planned_failover: Some("pdx".into()),
+            ..GroupAnnotations::default()
+        };
+        let loaded = memory_from(&spec, Some(&status), &with_request, at(5));
+        assert_eq!(loaded.planned_failover, memory.planned_failover);
+
+        let mut completed = status.clone();
+        if let Some(planned) = completed.planned_failover.as_mut() {
+            planned.phase = PlannedFailoverPhase::Completed;
+        }
+        let loaded = memory_from(&spec, Some(&completed), &with_request, at(5));
+        assert_eq!(loaded.planned_failover.map(|p| p.annotation_cleared), Some(false));
+        let loaded = memory_from(&spec, Some(&completed), &GroupAnnotations::default(), at(5));
+        assert_eq!(loaded.planned_failover.map(|p| p.annotation_cleared), Some(true));
+    }
+
+    #[test]
+    fn annotations_are_read_from_the_group() {
+        let mut group = MysqlFailoverGroup::new("g", spec());
+        group.metadata.annotations = Some(
+            [
+                (names::ANNOTATION_PLANNED_FAILOVER.to_string(), " pdx ".to_string()),
+                (names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES.to_string(), String::new()),
+                (names::ANNOTATION_COOLDOWN_UNTIL.to_string(), at(30).to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let read = annotations_of(&group);
+        assert_eq!(read.planned_failover.as_deref(), Some("pdx"));
+        assert!(read.revoke_deployment_leases);
+        assert_eq!(read.cooldown_until, Some(at(30)));
+        // An unparsable cooldown copy counts as lost, never as "no cooldown forever".
+        group.metadata.annotations = Some(
+            [(names::ANNOTATION_COOLDOWN_UNTIL.to_string(), "soon".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(annotations_of(&group).cooldown_until, None);
+    }
+
+    /// Conditions keep their transition time while their status is unchanged.
+    #[test]
+    fn condition_transition_times_move_only_on_change() {
+        let spec = spec();
+        let memory = after_failover();
+        let first = status_from(&spec, &memory, None, None, at(2));
+        let second = status_from(&spec, &memory, Some(&first), None, at(4));
+        let ready = |status: &MysqlFailoverGroupStatus| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == CONDITION_READY)
+                .cloned()
+                .expect("ready")
+        };
+        assert_eq!(ready(&second).last_transition_time, Some(at(2)));
+        let mut invalid = memory.clone();
+        invalid.authority = AuthorityValidity::Invalid(InvalidReason::Moving);
+        let third = status_from(&spec, &invalid, Some(&second), None, at(6));
+        assert_eq!(ready(&third).status, "False");
+        assert_eq!(ready(&third).reason, "Moving");
+        assert_eq!(ready(&third).last_transition_time, Some(at(6)));
+    }
 }

@@ -209,5 +209,184 @@ pub fn event_action(reason: EventReason) -> &'static str {
         | EventReason::PlannedFailoverCompleted
         | EventReason::PlannedFailoverAborted => "PlannedFailover",
         EventReason::DeploymentLeaseRevoked => "DeployLeases",
+        EventReason::SpecInvalid => "Validate",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bloodraven_api::MysqlFailoverGroupSpec;
+    use bloodraven_core::engine::{DnsReading, GroupAnnotations, SidecarReading, SiteObservation};
+    use bloodraven_core::{decide, Action, GroupMemory, Observation};
+
+    use super::*;
+
+    fn spec() -> MysqlFailoverGroupSpec {
+        serde_yaml::from_str(
+            "image: mariadb:10.11\nsites:\n- {name: iad, role: read-write}\n- {name: pdx, role: read-write}\n- {name: reader, role: read-only}\ninitialActiveSite: iad\ndns: {hostname: playground-db.example.local, ttl: 10}\n",
+        )
+        .expect("spec")
+    }
+
+    /// The Services core decides on a poll of the playground, rendered as apply bodies.
+    fn rendered_services() -> Vec<Service> {
+        let spec = spec();
+        let observation = Observation {
+            group: "playground".into(),
+            namespace: "bloodraven-playground".into(),
+            sites: spec
+                .sites
+                .iter()
+                .map(|site| SiteObservation {
+                    site: site.name.clone(),
+                    sidecar: SidecarReading::Unreachable { error: "not started".into() },
+                    node_name: None,
+                    service_cluster_ip: None,
+                    sidecar_uptime: None,
+                })
+                .collect(),
+            annotations: GroupAnnotations::default(),
+            deploy_hold: None,
+            dns: DnsReading::Absent,
+        };
+        let decision = decide(&spec, &GroupMemory::initial(&spec), &observation, bloodraven_api::Timestamp::from_unix_millis(0));
+        decision
+            .actions
+            .iter()
+            .filter_map(|action| match action {
+                Action::ApplyService(desired) => Some(service(desired, "playground", "bloodraven-playground", None)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn find<'a>(services: &'a [Service], name: &str) -> &'a ServiceSpec {
+        services
+            .iter()
+            .find(|service| service.metadata.name.as_deref() == Some(name))
+            .and_then(|service| service.spec.as_ref())
+            .unwrap_or_else(|| panic!("service {name} not rendered"))
+    }
+
+    fn selector(spec: &ServiceSpec) -> Vec<(String, String)> {
+        spec.selector.clone().unwrap_or_default().into_iter().collect()
+    }
+
+    /// Seed 000: 2 × len(sites) + 2 Services; -primary selects exactly 2 labels and is not
+    /// publishNotReady; -replicas exactly 3; per-site Services publish not-ready addresses.
+    #[test]
+    fn seed_000_service_selectors_are_exact() {
+        let services = rendered_services();
+        assert_eq!(services.len(), 2 * 3 + 2);
+
+        let primary = find(&services, "mysql-playground-primary");
+        assert_eq!(
+            selector(primary),
+            vec![
+                ("app.kubernetes.io/instance".into(), "playground".into()),
+                ("shipstream.io/role".into(), "primary".into()),
+            ]
+        );
+        assert_eq!(primary.publish_not_ready_addresses, Some(false));
+
+        let replicas = find(&services, "mysql-playground-replicas");
+        assert_eq!(
+            selector(replicas),
+            vec![
+                ("app.kubernetes.io/instance".into(), "playground".into()),
+                ("shipstream.io/healthy".into(), "yes".into()),
+                ("shipstream.io/role".into(), "replica".into()),
+            ]
+        );
+        assert_eq!(replicas.publish_not_ready_addresses, Some(false));
+
+        for site in ["iad", "pdx", "reader"] {
+            let internal = find(&services, &format!("mysql-playground-{site}"));
+            assert_eq!(internal.publish_not_ready_addresses, Some(true));
+            assert_eq!(internal.cluster_ip, None);
+            assert_eq!(
+                selector(internal),
+                vec![
+                    ("app.kubernetes.io/instance".into(), "playground".into()),
+                    ("shipstream.io/site".into(), site.into()),
+                ]
+            );
+            let ports: Vec<(Option<String>, i32)> = internal
+                .ports
+                .iter()
+                .flatten()
+                .map(|port| (port.name.clone(), port.port))
+                .collect();
+            assert_eq!(ports, vec![(Some("mysql".into()), 3306), (Some("sidecar".into()), 8086)]);
+            let headless = find(&services, &format!("mysql-playground-{site}-hl"));
+            assert_eq!(headless.cluster_ip.as_deref(), Some("None"));
+        }
+    }
+
+    /// Seed 000: the DNSEndpoint is one server-side apply of an A record with recordTTL from
+    /// spec.dns.ttl, on externaldns.k8s.io/v1alpha1, named bloodraven-<group>.
+    #[test]
+    fn seed_000_dns_endpoint_apply_body() {
+        let spec = DNSEndpointSpec::a_record("playground-db.example.local", "10.96.100.20", 10);
+        let body = apply_body(&dns_endpoint("bloodraven-playground", "bloodraven-playground", "playground", &spec, None));
+        assert_eq!(body["apiVersion"], "externaldns.k8s.io/v1alpha1");
+        assert_eq!(body["kind"], "DNSEndpoint");
+        assert_eq!(body["metadata"]["name"], "bloodraven-playground");
+        assert_eq!(body["metadata"]["namespace"], "bloodraven-playground");
+        assert_eq!(
+            body["spec"],
+            json!({"endpoints": [{"dnsName": "playground-db.example.local", "recordType": "A", "recordTTL": 10, "targets": ["10.96.100.20"]}]})
+        );
+        assert!(body.get("status").is_none_or(Value::is_null), "{body}");
+    }
+
+    /// Seed 000: the NoExecute taint `bloodraven.shipstream.io/demoted=<group>`; adding it
+    /// keeps every other taint and is idempotent; removal takes only ours.
+    #[test]
+    fn seed_000_demotion_taint_patch() {
+        let other = Taint {
+            key: "node.kubernetes.io/unreachable".into(),
+            value: None,
+            effect: "NoExecute".into(),
+            time_added: None,
+        };
+        let other_group = demotion_taint("billing");
+        let existing = vec![other.clone(), other_group.clone()];
+        let added = taints_with_demotion(&existing, "playground").expect("added");
+        assert_eq!(added, vec![other.clone(), other_group.clone(), demotion_taint("playground")]);
+        assert_eq!(taints_with_demotion(&added, "playground"), None);
+        let patch = taints_patch(&added, Some("42"));
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(
+            patch["spec"]["taints"][2],
+            json!({"key": "bloodraven.shipstream.io/demoted", "value": "playground", "effect": "NoExecute"})
+        );
+        assert_eq!(taints_without_demotion(&added, "playground"), Some(existing.clone()));
+        assert_eq!(taints_without_demotion(&existing, "playground"), None);
+    }
+
+    /// ARCHITECTURE "Names": role and healthy pod labels.
+    #[test]
+    fn pod_label_patch_sets_role_and_healthy() {
+        assert_eq!(
+            pod_labels_patch(PodRole::Fenced, false),
+            json!({"metadata": {"labels": {"shipstream.io/role": "fenced", "shipstream.io/healthy": "no"}}})
+        );
+        assert_eq!(pod_labels_patch(PodRole::Primary, true)["metadata"]["labels"]["shipstream.io/healthy"], "yes");
+        assert_eq!(
+            annotation_patch("bloodraven.shipstream.io/planned-failover", None),
+            json!({"metadata": {"annotations": {"bloodraven.shipstream.io/planned-failover": null}}})
+        );
+    }
+
+    /// Seed 003: the revocation event is named DeploymentLeaseRevoked in the catalogue.
+    #[test]
+    fn event_catalogue_keeps_core_reasons_and_types() {
+        let (event_type, reason, action) = event_fields(EventReason::DeploymentLeaseRevoked);
+        assert_eq!((reason, action), ("DeploymentLeaseRevoked", "DeployLeases"));
+        assert!(matches!(event_type, kube::runtime::events::EventType::Normal));
+        let (event_type, reason, _) = event_fields(EventReason::SiteFailed);
+        assert_eq!(reason, "SiteFailed");
+        assert!(matches!(event_type, kube::runtime::events::EventType::Warning));
     }
 }

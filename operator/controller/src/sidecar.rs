@@ -266,3 +266,95 @@ fn describe(error: &reqwest::Error) -> String {
 
 /// The sidecar port, re-exported for addressing docs.
 pub const PORT: u16 = names::PORT_SIDECAR;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bloodraven_api::sidecar::{LeaseState, MysqlObservation, SidecarStatus};
+    use bloodraven_api::Timestamp;
+
+    use super::*;
+
+    fn status(group: &str, site: &str) -> SidecarStatus {
+        SidecarStatus {
+            group: group.into(),
+            site: site.into(),
+            observed_at: Timestamp::from_unix_millis(1_000),
+            mysql: MysqlObservation {
+                reachable: true,
+                error: None,
+                read_only: Some(false),
+                gtid_executed: Some("0-1-42".into()),
+                replication: None,
+                mysqld: None,
+            },
+            fenced: false,
+            fence: None,
+            lease: LeaseState {
+                held: true,
+                remaining_ms: 4_000,
+            },
+            authority: None,
+            last_granted_ago_ms: BTreeMap::new(),
+        }
+    }
+
+    /// ARCHITECTURE "One poll" step 1: a sidecar answer becomes the site's reading verbatim.
+    #[test]
+    fn a_2xx_status_of_the_right_site_is_reachable_verbatim() {
+        let body = serde_json::to_vec(&status("playground", "iad")).expect("encode");
+        match reading_from_response("playground", "iad", 200, &body) {
+            SidecarReading::Reachable(read) => assert_eq!(*read, status("playground", "iad")),
+            other => panic!("expected reachable, got {other:?}"),
+        }
+    }
+
+    /// Core's contract: non-2xx, undecodable, or another site's answer is Unreachable (a failed
+    /// poll), never a guess.
+    #[test]
+    fn errors_and_foreign_answers_are_unreachable() {
+        let unreachable = |reading: SidecarReading| match reading {
+            SidecarReading::Unreachable { error } => error,
+            other => panic!("expected unreachable, got {other:?}"),
+        };
+        let error = unreachable(reading_from_response("playground", "iad", 503, br#"{"error":"read mysqld status"}"#));
+        assert!(error.contains("503") && error.contains("read mysqld status"), "{error}");
+        let error = unreachable(reading_from_response("playground", "iad", 200, b"not json"));
+        assert!(error.contains("decode sidecar status"), "{error}");
+        let body = serde_json::to_vec(&status("playground", "pdx")).expect("encode");
+        let error = unreachable(reading_from_response("playground", "iad", 200, &body));
+        assert!(error.contains("\"pdx\""), "{error}");
+    }
+
+    #[test]
+    fn addressing_defaults_to_the_internal_site_service_on_8086() {
+        let addressing = SidecarAddressing::default();
+        assert_eq!(
+            addressing.base_url("playground", "iad", "bloodraven-playground"),
+            "http://mysql-playground-iad.bloodraven-playground.svc:8086"
+        );
+        let addressing = SidecarAddressing::new("http://127.0.0.1:18086/{site}/");
+        assert_eq!(addressing.base_url("g", "pdx", "ns"), "http://127.0.0.1:18086/pdx");
+    }
+
+    /// Seed 001: a timed-out status read is an unknown, reported as Unreachable, not an Err.
+    #[tokio::test]
+    async fn an_unanswered_status_read_is_unreachable_within_the_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        // Accept and never answer.
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let client = SidecarClient::new(SidecarAddressing::new(format!("http://{address}"))).expect("client");
+        let started = std::time::Instant::now();
+        let reading = client.status("playground", "iad", "ns").await;
+        assert!(started.elapsed() < STATUS_TIMEOUT * 3, "took {:?}", started.elapsed());
+        assert!(matches!(reading, SidecarReading::Unreachable { ref error } if error.contains("timed out")), "{reading:?}");
+        silent.abort();
+    }
+}
