@@ -141,12 +141,9 @@ impl Shell {
                         return;
                     }
                     Ok(Some(group)) => {
-                        let problems = group.spec.validate();
-                        if problems.is_empty() {
-                            memory = Some(self.poll(&group, memory.take()).await);
-                        } else {
-                            tracing::warn!(group = %name, namespace = %namespace, problems = %problems.join("; "), "invalid spec; not polling");
-                        }
+                        // An invalid spec is core's to judge (it raises SpecInvalid and
+                        // decides nothing else).
+                        memory = Some(self.poll(&group, memory.take()).await);
                         group
                             .spec
                             .poll_interval
