@@ -189,6 +189,14 @@ pub(super) fn adopt_newer_authority(
                 ),
             );
         }
+        Some(site)
+            if newest.topology_generation == memory.topology_generation
+                && *site == memory.active_site
+                && memory.authority_issued_at.is_none() =>
+        {
+            // After a restart: keep pushing the issuedAt the sidecars already hold.
+            memory.authority_issued_at = Some(newest.issued_at);
+        }
         Some(_) => {}
         None if newest.topology_generation > memory.topology_generation => {
             let planned_draining = memory.planned_failover.as_ref().is_some_and(|planned| {

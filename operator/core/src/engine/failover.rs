@@ -668,7 +668,11 @@ pub(super) fn converge(context: &Context<'_>, memory: &mut GroupMemory, plan: &m
     if moving(memory) {
         return;
     }
-    let authority = current_authority(context, memory);
+    let issued_at = *memory.authority_issued_at.get_or_insert(context.now);
+    let authority = Authority {
+        issued_at,
+        ..current_authority(context, memory)
+    };
     for site in context.site_names() {
         plan.cross_site(Action::PushAuthority {
             site: site.to_string(),
