@@ -8,4 +8,6 @@ pub mod engine;
 pub mod lease;
 pub mod time;
 
-pub use engine::{decide, decide_with_options, Action, Decision, DecideOptions, GroupMemory, Observation};
+pub use engine::{
+    decide, decide_with_options, Action, DecideOptions, Decision, GroupMemory, Observation,
+};
