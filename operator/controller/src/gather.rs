@@ -185,7 +185,9 @@ async fn read_site(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStatus, PodSpec, PodStatus, ServiceSpec};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStatus, PodSpec, PodStatus, ServiceSpec,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
@@ -235,17 +237,28 @@ mod tests {
     fn site_observation_reads_node_cluster_ip_and_sidecar_uptime() {
         let now = Timestamp::from_unix_millis(100_000);
         let reading = SidecarReading::Unreachable { error: "x".into() };
-        let site = site_observation("iad", reading.clone(), &objects("10.96.100.10", 40_000), now);
+        let site = site_observation(
+            "iad",
+            reading.clone(),
+            &objects("10.96.100.10", 40_000),
+            now,
+        );
         assert_eq!(site.site, "iad");
         assert_eq!(site.sidecar, reading);
         assert_eq!(site.node_name.as_deref(), Some("iad"));
         assert_eq!(site.service_cluster_ip.as_deref(), Some("10.96.100.10"));
-        assert_eq!(site.sidecar_uptime, Some(std::time::Duration::from_secs(60)));
+        assert_eq!(
+            site.sidecar_uptime,
+            Some(std::time::Duration::from_secs(60))
+        );
         // A headless or missing Service has no DNS target; a missing pod no node.
         let site = site_observation("iad", reading.clone(), &objects("None", 0), now);
         assert_eq!(site.service_cluster_ip, None);
         let site = site_observation("iad", reading, &SiteObjects::default(), now);
-        assert_eq!((site.node_name, site.service_cluster_ip, site.sidecar_uptime), (None, None, None));
+        assert_eq!(
+            (site.node_name, site.service_cluster_ip, site.sidecar_uptime),
+            (None, None, None)
+        );
     }
 
     /// Seed 000: the DNS record is read back every poll; a failed read is an unknown.
@@ -258,6 +271,9 @@ mod tests {
             DnsReading::Present(spec)
         );
         let error = kube::Error::LinesCodecMaxLineLengthExceeded;
-        assert!(matches!(dns_reading(Err(error)), DnsReading::Unknown { .. }));
+        assert!(matches!(
+            dns_reading(Err(error)),
+            DnsReading::Unknown { .. }
+        ));
     }
 }

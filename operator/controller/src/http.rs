@@ -73,3 +73,58 @@ pub async fn serve(
             source,
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn get(router: &Router, path: &str) -> (StatusCode, String) {
+        let response = router
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Seed 003: the plain HTTP port 8082 never serves /deploy/v1.
+    #[tokio::test]
+    async fn seed_003_port_8082_never_serves_deploy_v1() {
+        let probes = Probes {
+            metrics: Metrics::new(),
+            ready: Arc::new(AtomicBool::new(false)),
+        };
+        let router = router(probes.clone());
+        for path in [
+            "/deploy/v1/groups/playground",
+            "/deploy/v1/groups/playground/leases",
+        ] {
+            assert_eq!(get(&router, path).await.0, StatusCode::NOT_FOUND, "{path}");
+        }
+        assert_eq!(
+            get(&router, "/healthz").await,
+            (StatusCode::OK, "ok".into())
+        );
+        assert_eq!(
+            get(&router, "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        probes.ready.store(true, Ordering::SeqCst);
+        assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
+        let (status, text) = get(&router, "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(text.contains("bloodraven_poll_duration_seconds"), "{text}");
+    }
+}

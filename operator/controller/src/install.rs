@@ -237,3 +237,111 @@ pub fn render_yaml(values: &InstallValues) -> Result<String> {
     }
     Ok(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+        objects
+            .iter()
+            .find(|object| object["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} rendered"))
+    }
+
+    /// Seed 003: the deploy API needs escrowTLS: there is no plaintext fallback.
+    #[test]
+    fn seed_003_deploy_api_without_escrow_tls_is_refused() {
+        let mut values = InstallValues::default();
+        values.auxiliary.deploy_api.enabled = true;
+        let error = render(&values)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("auxiliary.escrowTLS.enabled"), "{error}");
+        values.auxiliary.escrow_tls.enabled = true;
+        let objects = render(&values).expect("render");
+        let deployment = find(&objects, "Deployment");
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(args.contains(&"--deploy-api"), "{args:?}");
+        assert!(
+            args.contains(&"--tls-cert=/etc/bloodraven/tls/tls.crt"),
+            "{args:?}"
+        );
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+            "bloodraven-escrow-tls"
+        );
+        let ports = &find(&objects, "Service")["spec"]["ports"];
+        assert_eq!(ports[0]["port"], 8082);
+        assert_eq!(ports[1]["port"], 8443);
+    }
+
+    /// Seed 001: replicaCount 1 with leader election by default; more replicas are standbys,
+    /// which needs leader election.
+    #[test]
+    fn seed_001_defaults_and_replica_count() {
+        let values: InstallValues =
+            serde_yaml::from_str("replicaCount: 3\nauxiliary: {escrowTLS: {enabled: false}}")
+                .expect("values");
+        assert!(values.leader_election.enabled);
+        let objects = render(&values).expect("render");
+        let deployment = find(&objects, "Deployment");
+        assert_eq!(deployment["spec"]["replicas"], 3);
+        assert_eq!(deployment["metadata"]["namespace"], "bloodraven");
+        let ports = find(&objects, "Service")["spec"]["ports"]
+            .as_array()
+            .map(Vec::len);
+        assert_eq!(ports, Some(1), "no :8443 without escrowTLS");
+        let mut single = InstallValues::default();
+        single.replica_count = 2;
+        single.leader_election.enabled = false;
+        assert!(render(&single).is_err());
+        let text = render_yaml(&InstallValues::default()).expect("yaml");
+        assert_eq!(text.matches("---\n").count(), 6);
+    }
+
+    /// Seed 000 scenario 38 denies exactly create/update/patch on dnsendpoints: the rule
+    /// exists on its own and carries those verbs; tokenreviews create for seed 003.
+    #[test]
+    fn rbac_documents_the_verbs_the_operator_uses() {
+        let rules = cluster_role_rules();
+        let rule = |resource: &str| {
+            rules
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|rule| {
+                    rule["resources"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().any(|x| x == resource))
+                })
+                .cloned()
+                .unwrap_or_else(|| panic!("no rule for {resource}"))
+        };
+        let dns = rule("dnsendpoints");
+        assert_eq!(dns["apiGroups"], json!(["externaldns.k8s.io"]));
+        assert_eq!(dns["resources"], json!(["dnsendpoints"]));
+        for verb in ["create", "update", "patch", "get"] {
+            assert!(
+                dns["verbs"]
+                    .as_array()
+                    .is_some_and(|v| v.iter().any(|x| x == verb)),
+                "{verb}"
+            );
+        }
+        assert_eq!(rule("tokenreviews")["verbs"], json!(["create"]));
+        assert!(rule("mysqlfailovergroups/status")["verbs"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|x| x == "patch")));
+        assert!(rule("leases")["verbs"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|x| x == "update")));
+    }
+}

@@ -253,3 +253,84 @@ async fn release(api: &Api<Lease>, name: &str, identity: &str) {
         tracing::warn!(lease = name, %error, "failed to release leader lease");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: Option<&str>, renewed_seconds: i64, duration_seconds: i32) -> Lease {
+        Lease {
+            metadata: ObjectMeta::default(),
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_string),
+                lease_duration_seconds: Some(duration_seconds),
+                renew_time: jiff::Timestamp::from_second(renewed_seconds)
+                    .ok()
+                    .map(MicroTime),
+                lease_transitions: Some(4),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    fn at(seconds: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(seconds).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    /// Seed 001: one replica holds the lease; the others are standbys until it expires.
+    #[test]
+    fn seed_001_standbys_wait_for_the_holder_lease_to_expire() {
+        assert_eq!(election_step(None, "b", at(100)), ElectionStep::Create);
+        let held = lease(Some("a"), 100, 15);
+        assert_eq!(
+            election_step(Some(&held), "a", at(110)),
+            ElectionStep::Renew
+        );
+        assert_eq!(
+            election_step(Some(&held), "b", at(114)),
+            ElectionStep::Standby { holder: "a".into() }
+        );
+        assert_eq!(
+            election_step(Some(&held), "b", at(115)),
+            ElectionStep::TakeOver
+        );
+        assert_eq!(
+            election_step(Some(&lease(None, 100, 15)), "b", at(101)),
+            ElectionStep::TakeOver
+        );
+    }
+
+    /// A take-over counts a transition and stamps acquire and renew times; a renewal keeps
+    /// the acquire time and the transition count.
+    #[test]
+    fn lease_spec_counts_transitions_on_take_over_only() {
+        let timings = ElectionTimings::default();
+        let held = lease(Some("a"), 100, 15);
+        let previous = held.spec.as_ref();
+        let taken = lease_spec(previous, &ElectionStep::TakeOver, "b", at(120), timings);
+        assert_eq!(taken.holder_identity.as_deref(), Some("b"));
+        assert_eq!(taken.lease_transitions, Some(5));
+        assert_eq!(taken.acquire_time, Some(MicroTime(at(120))));
+        assert_eq!(taken.lease_duration_seconds, Some(15));
+        let renewed = lease_spec(Some(&taken), &ElectionStep::Renew, "b", at(122), timings);
+        assert_eq!(renewed.lease_transitions, Some(5));
+        assert_eq!(renewed.acquire_time, Some(MicroTime(at(120))));
+        assert_eq!(renewed.renew_time, Some(MicroTime(at(122))));
+        let created = lease_spec(None, &ElectionStep::Create, "a", at(1), timings);
+        assert_eq!(created.lease_transitions, Some(0));
+    }
+
+    /// localkube trap 10: MicroTime serialises with exactly 6 fractional digits.
+    #[test]
+    fn micro_time_serialises_with_microseconds() {
+        let spec = lease_spec(
+            None,
+            &ElectionStep::Create,
+            "a",
+            at(1),
+            ElectionTimings::default(),
+        );
+        let json = serde_json::to_value(&spec).unwrap_or_default();
+        assert_eq!(json["renewTime"], "1970-01-01T00:00:01.000000Z");
+    }
+}

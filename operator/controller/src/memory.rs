@@ -451,9 +451,18 @@ mod tests {
         let status = status_from(&spec, &memory, None, Some(4), at(2));
         assert_eq!(status.active_site.as_deref(), Some("pdx"));
         assert_eq!(status.topology_generation, 3);
-        assert_eq!(status.authority.as_ref().map(|a| a.state), Some(AuthorityState::Valid));
+        assert_eq!(
+            status.authority.as_ref().map(|a| a.state),
+            Some(AuthorityState::Valid)
+        );
         assert_eq!(status.observed_generation, Some(4));
-        assert_eq!(status.health.as_ref().and_then(|h| h.replication_lag_seconds), Some(4));
+        assert_eq!(
+            status
+                .health
+                .as_ref()
+                .and_then(|h| h.replication_lag_seconds),
+            Some(4)
+        );
         let iad = status.sites.iter().find(|s| s.name == "iad").expect("iad");
         assert_eq!(iad.role.as_deref(), Some("fenced"));
         assert_eq!(iad.errant_gtid_set.as_deref(), Some("0-1-42"));
@@ -548,9 +557,15 @@ mod tests {
             planned.phase = PlannedFailoverPhase::Completed;
         }
         let loaded = memory_from(&spec, Some(&completed), &with_request, at(5));
-        assert_eq!(loaded.planned_failover.map(|p| p.annotation_cleared), Some(false));
+        assert_eq!(
+            loaded.planned_failover.map(|p| p.annotation_cleared),
+            Some(false)
+        );
         let loaded = memory_from(&spec, Some(&completed), &GroupAnnotations::default(), at(5));
-        assert_eq!(loaded.planned_failover.map(|p| p.annotation_cleared), Some(true));
+        assert_eq!(
+            loaded.planned_failover.map(|p| p.annotation_cleared),
+            Some(true)
+        );
     }
 
     #[test]
@@ -558,9 +573,18 @@ mod tests {
         let mut group = MysqlFailoverGroup::new("g", spec());
         group.metadata.annotations = Some(
             [
-                (names::ANNOTATION_PLANNED_FAILOVER.to_string(), " pdx ".to_string()),
-                (names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES.to_string(), String::new()),
-                (names::ANNOTATION_COOLDOWN_UNTIL.to_string(), at(30).to_string()),
+                (
+                    names::ANNOTATION_PLANNED_FAILOVER.to_string(),
+                    " pdx ".to_string(),
+                ),
+                (
+                    names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES.to_string(),
+                    String::new(),
+                ),
+                (
+                    names::ANNOTATION_COOLDOWN_UNTIL.to_string(),
+                    at(30).to_string(),
+                ),
             ]
             .into_iter()
             .collect(),
@@ -571,9 +595,12 @@ mod tests {
         assert_eq!(read.cooldown_until, Some(at(30)));
         // An unparsable cooldown copy counts as lost, never as "no cooldown forever".
         group.metadata.annotations = Some(
-            [(names::ANNOTATION_COOLDOWN_UNTIL.to_string(), "soon".to_string())]
-                .into_iter()
-                .collect(),
+            [(
+                names::ANNOTATION_COOLDOWN_UNTIL.to_string(),
+                "soon".to_string(),
+            )]
+            .into_iter()
+            .collect(),
         );
         assert_eq!(annotations_of(&group).cooldown_until, None);
     }

@@ -239,7 +239,9 @@ mod tests {
                 .iter()
                 .map(|site| SiteObservation {
                     site: site.name.clone(),
-                    sidecar: SidecarReading::Unreachable { error: "not started".into() },
+                    sidecar: SidecarReading::Unreachable {
+                        error: "not started".into(),
+                    },
                     node_name: None,
                     service_cluster_ip: None,
                     sidecar_uptime: None,
@@ -249,12 +251,22 @@ mod tests {
             deploy_hold: None,
             dns: DnsReading::Absent,
         };
-        let decision = decide(&spec, &GroupMemory::initial(&spec), &observation, bloodraven_api::Timestamp::from_unix_millis(0));
+        let decision = decide(
+            &spec,
+            &GroupMemory::initial(&spec),
+            &observation,
+            bloodraven_api::Timestamp::from_unix_millis(0),
+        );
         decision
             .actions
             .iter()
             .filter_map(|action| match action {
-                Action::ApplyService(desired) => Some(service(desired, "playground", "bloodraven-playground", None)),
+                Action::ApplyService(desired) => Some(service(
+                    desired,
+                    "playground",
+                    "bloodraven-playground",
+                    None,
+                )),
                 _ => None,
             })
             .collect()
@@ -269,7 +281,11 @@ mod tests {
     }
 
     fn selector(spec: &ServiceSpec) -> Vec<(String, String)> {
-        spec.selector.clone().unwrap_or_default().into_iter().collect()
+        spec.selector
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
     }
 
     /// Seed 000: 2 × len(sites) + 2 Services; -primary selects exactly 2 labels and is not
@@ -317,7 +333,10 @@ mod tests {
                 .flatten()
                 .map(|port| (port.name.clone(), port.port))
                 .collect();
-            assert_eq!(ports, vec![(Some("mysql".into()), 3306), (Some("sidecar".into()), 8086)]);
+            assert_eq!(
+                ports,
+                vec![(Some("mysql".into()), 3306), (Some("sidecar".into()), 8086)]
+            );
             let headless = find(&services, &format!("mysql-playground-{site}-hl"));
             assert_eq!(headless.cluster_ip.as_deref(), Some("None"));
         }
@@ -328,7 +347,13 @@ mod tests {
     #[test]
     fn seed_000_dns_endpoint_apply_body() {
         let spec = DNSEndpointSpec::a_record("playground-db.example.local", "10.96.100.20", 10);
-        let body = apply_body(&dns_endpoint("bloodraven-playground", "bloodraven-playground", "playground", &spec, None));
+        let body = apply_body(&dns_endpoint(
+            "bloodraven-playground",
+            "bloodraven-playground",
+            "playground",
+            &spec,
+            None,
+        ));
         assert_eq!(body["apiVersion"], "externaldns.k8s.io/v1alpha1");
         assert_eq!(body["kind"], "DNSEndpoint");
         assert_eq!(body["metadata"]["name"], "bloodraven-playground");
@@ -353,7 +378,14 @@ mod tests {
         let other_group = demotion_taint("billing");
         let existing = vec![other.clone(), other_group.clone()];
         let added = taints_with_demotion(&existing, "playground").expect("added");
-        assert_eq!(added, vec![other.clone(), other_group.clone(), demotion_taint("playground")]);
+        assert_eq!(
+            added,
+            vec![
+                other.clone(),
+                other_group.clone(),
+                demotion_taint("playground")
+            ]
+        );
         assert_eq!(taints_with_demotion(&added, "playground"), None);
         let patch = taints_patch(&added, Some("42"));
         assert_eq!(patch["metadata"]["resourceVersion"], "42");
@@ -361,7 +393,10 @@ mod tests {
             patch["spec"]["taints"][2],
             json!({"key": "bloodraven.shipstream.io/demoted", "value": "playground", "effect": "NoExecute"})
         );
-        assert_eq!(taints_without_demotion(&added, "playground"), Some(existing.clone()));
+        assert_eq!(
+            taints_without_demotion(&added, "playground"),
+            Some(existing.clone())
+        );
         assert_eq!(taints_without_demotion(&existing, "playground"), None);
     }
 
@@ -372,7 +407,10 @@ mod tests {
             pod_labels_patch(PodRole::Fenced, false),
             json!({"metadata": {"labels": {"shipstream.io/role": "fenced", "shipstream.io/healthy": "no"}}})
         );
-        assert_eq!(pod_labels_patch(PodRole::Primary, true)["metadata"]["labels"]["shipstream.io/healthy"], "yes");
+        assert_eq!(
+            pod_labels_patch(PodRole::Primary, true)["metadata"]["labels"]["shipstream.io/healthy"],
+            "yes"
+        );
         assert_eq!(
             annotation_patch("bloodraven.shipstream.io/planned-failover", None),
             json!({"metadata": {"annotations": {"bloodraven.shipstream.io/planned-failover": null}}})
@@ -384,9 +422,15 @@ mod tests {
     fn event_catalogue_keeps_core_reasons_and_types() {
         let (event_type, reason, action) = event_fields(EventReason::DeploymentLeaseRevoked);
         assert_eq!((reason, action), ("DeploymentLeaseRevoked", "DeployLeases"));
-        assert!(matches!(event_type, kube::runtime::events::EventType::Normal));
+        assert!(matches!(
+            event_type,
+            kube::runtime::events::EventType::Normal
+        ));
         let (event_type, reason, _) = event_fields(EventReason::SiteFailed);
         assert_eq!(reason, "SiteFailed");
-        assert!(matches!(event_type, kube::runtime::events::EventType::Warning));
+        assert!(matches!(
+            event_type,
+            kube::runtime::events::EventType::Warning
+        ));
     }
 }

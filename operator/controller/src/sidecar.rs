@@ -318,8 +318,16 @@ mod tests {
             SidecarReading::Unreachable { error } => error,
             other => panic!("expected unreachable, got {other:?}"),
         };
-        let error = unreachable(reading_from_response("playground", "iad", 503, br#"{"error":"read mysqld status"}"#));
-        assert!(error.contains("503") && error.contains("read mysqld status"), "{error}");
+        let error = unreachable(reading_from_response(
+            "playground",
+            "iad",
+            503,
+            br#"{"error":"read mysqld status"}"#,
+        ));
+        assert!(
+            error.contains("503") && error.contains("read mysqld status"),
+            "{error}"
+        );
         let error = unreachable(reading_from_response("playground", "iad", 200, b"not json"));
         assert!(error.contains("decode sidecar status"), "{error}");
         let body = serde_json::to_vec(&status("playground", "pdx")).expect("encode");
@@ -335,13 +343,18 @@ mod tests {
             "http://mysql-playground-iad.bloodraven-playground.svc:8086"
         );
         let addressing = SidecarAddressing::new("http://127.0.0.1:18086/{site}/");
-        assert_eq!(addressing.base_url("g", "pdx", "ns"), "http://127.0.0.1:18086/pdx");
+        assert_eq!(
+            addressing.base_url("g", "pdx", "ns"),
+            "http://127.0.0.1:18086/pdx"
+        );
     }
 
     /// Seed 001: a timed-out status read is an unknown, reported as Unreachable, not an Err.
     #[tokio::test]
     async fn an_unanswered_status_read_is_unreachable_within_the_timeout() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let address = listener.local_addr().expect("address");
         // Accept and never answer.
         let silent = tokio::spawn(async move {
@@ -350,11 +363,19 @@ mod tests {
                 held.push(stream);
             }
         });
-        let client = SidecarClient::new(SidecarAddressing::new(format!("http://{address}"))).expect("client");
+        let client = SidecarClient::new(SidecarAddressing::new(format!("http://{address}")))
+            .expect("client");
         let started = std::time::Instant::now();
         let reading = client.status("playground", "iad", "ns").await;
-        assert!(started.elapsed() < STATUS_TIMEOUT * 3, "took {:?}", started.elapsed());
-        assert!(matches!(reading, SidecarReading::Unreachable { ref error } if error.contains("timed out")), "{reading:?}");
+        assert!(
+            started.elapsed() < STATUS_TIMEOUT * 3,
+            "took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(reading, SidecarReading::Unreachable { ref error } if error.contains("timed out")),
+            "{reading:?}"
+        );
         silent.abort();
     }
 }

@@ -126,3 +126,161 @@ pub fn assess(status: Option<&MysqlFailoverGroupStatus>, retry_after: Duration) 
         stability: Stability::Confirmed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bloodraven_api::{AuthorityStatus, Condition, PlannedFailoverStatus, SiteStatus};
+
+    use super::*;
+
+    const RETRY: Duration = Duration::from_secs(2);
+
+    fn site(name: &str, writable: bool, replicating: bool) -> SiteStatus {
+        SiteStatus {
+            name: name.into(),
+            reachable: true,
+            writable,
+            replicating,
+            ..SiteStatus::default()
+        }
+    }
+
+    fn healthy() -> MysqlFailoverGroupStatus {
+        MysqlFailoverGroupStatus {
+            active_site: Some("iad".into()),
+            topology_generation: 17,
+            authority: Some(AuthorityStatus {
+                state: AuthorityState::Valid,
+                reason: None,
+            }),
+            sites: vec![
+                site("iad", true, false),
+                site("pdx", false, true),
+                site("reader", false, true),
+            ],
+            ..MysqlFailoverGroupStatus::default()
+        }
+    }
+
+    fn planned(phase: PlannedFailoverPhase) -> Option<PlannedFailoverStatus> {
+        Some(PlannedFailoverStatus {
+            phase,
+            target: "pdx".into(),
+            admission: Default::default(),
+            requested_at: None,
+        })
+    }
+
+    /// Seed 003: a healthy group is stable; lag alone never makes it unstable.
+    #[test]
+    fn seed_003_healthy_group_is_stable_whatever_the_lag() {
+        let mut status = healthy();
+        status.sites[1].seconds_behind_source = Some(3_000);
+        let assessment = assess(Some(&status), RETRY);
+        assert_eq!(assessment.unstable, None);
+        assert_eq!(assessment.stability, Stability::Confirmed);
+    }
+
+    /// Seed 003: stable is false during any operation phase, Deferred included
+    /// (AutomaticFailoverHeld); grants and renewals are refused (423) only between confirmed
+    /// states.
+    #[test]
+    fn seed_003_planned_failover_phases_are_unstable() {
+        for phase in [
+            PlannedFailoverPhase::Admitting,
+            PlannedFailoverPhase::Deferred,
+        ] {
+            let mut status = healthy();
+            status.planned_failover = planned(phase);
+            let assessment = assess(Some(&status), RETRY);
+            assert_eq!(
+                assessment.unstable,
+                Some(UnstableReason::AutomaticFailoverHeld),
+                "{phase:?}"
+            );
+            assert_eq!(assessment.stability, Stability::Confirmed, "{phase:?}");
+        }
+        for phase in [
+            PlannedFailoverPhase::Draining,
+            PlannedFailoverPhase::Promoting,
+        ] {
+            let mut status = healthy();
+            status.planned_failover = planned(phase);
+            let assessment = assess(Some(&status), RETRY);
+            assert_eq!(
+                assessment.unstable,
+                Some(UnstableReason::AutomaticFailoverHeld)
+            );
+            assert_eq!(
+                assessment.stability,
+                Stability::BetweenConfirmedStates { retry_after: RETRY }
+            );
+        }
+        for phase in [
+            PlannedFailoverPhase::Completed,
+            PlannedFailoverPhase::Rejected,
+        ] {
+            let mut status = healthy();
+            status.planned_failover = planned(phase);
+            assert_eq!(assess(Some(&status), RETRY).unstable, None, "{phase:?}");
+        }
+    }
+
+    /// Seed 003: SplitBrain, NoPrimary, recovery pending, Degraded and replication not
+    /// running make stable false.
+    #[test]
+    fn seed_003_unstable_reasons() {
+        let mut split = healthy();
+        split.sites[1].writable = true;
+        assert_eq!(
+            assess(Some(&split), RETRY).unstable,
+            Some(UnstableReason::SplitBrain)
+        );
+
+        let mut no_primary = healthy();
+        no_primary.authority = Some(AuthorityStatus {
+            state: AuthorityState::Invalid,
+            reason: Some("ActiveUnreachable".into()),
+        });
+        let assessment = assess(Some(&no_primary), RETRY);
+        assert_eq!(assessment.unstable, Some(UnstableReason::NoPrimary));
+        assert_eq!(
+            assessment.stability,
+            Stability::BetweenConfirmedStates { retry_after: RETRY }
+        );
+        assert_eq!(
+            assess(None, RETRY).unstable,
+            Some(UnstableReason::NoPrimary)
+        );
+
+        let mut moving = no_primary.clone();
+        moving.authority = Some(AuthorityStatus {
+            state: AuthorityState::Invalid,
+            reason: Some("Moving".into()),
+        });
+        assert_eq!(
+            assess(Some(&moving), RETRY).unstable,
+            Some(UnstableReason::RecoveryPending)
+        );
+
+        let mut degraded = healthy();
+        degraded.conditions.push(Condition {
+            type_: CONDITION_DEGRADED.into(),
+            status: "True".into(),
+            reason: "SitesUnreachable".into(),
+            message: String::new(),
+            last_transition_time: None,
+        });
+        assert_eq!(
+            assess(Some(&degraded), RETRY).unstable,
+            Some(UnstableReason::Degraded)
+        );
+
+        let mut stopped = healthy();
+        stopped.sites[2].replicating = false;
+        assert_eq!(
+            assess(Some(&stopped), RETRY).unstable,
+            Some(UnstableReason::ReplicationNotRunning)
+        );
+    }
+}
