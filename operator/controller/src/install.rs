@@ -299,9 +299,11 @@ mod tests {
             .as_array()
             .map(Vec::len);
         assert_eq!(ports, Some(1), "no :8443 without escrowTLS");
-        let mut single = InstallValues::default();
-        single.replica_count = 2;
-        single.leader_election.enabled = false;
+        let single = InstallValues {
+            replica_count: 2,
+            leader_election: Toggle { enabled: false },
+            ..InstallValues::default()
+        };
         assert!(render(&single).is_err());
         let text = render_yaml(&InstallValues::default()).expect("yaml");
         assert_eq!(text.matches("---\n").count(), 6);
