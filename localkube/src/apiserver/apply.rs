@@ -280,7 +280,7 @@ pub fn apply(
         );
         let causes: Vec<Value> = causes
             .iter()
-            .map(|(m, av, p)| json!({"type": "FieldManagerConflict", "message": format!("conflict with \"{m}\" using {av}"), "field": p}))
+            .map(|(m, av, p)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\" using {av}"), "field": p}))
             .collect();
         e.details = Some(json!({"name": ns_name, "kind": kind, "causes": causes}));
         return Err(e);
@@ -390,7 +390,9 @@ mod tests {
         let e = apply(Some(&shared), &b_diff, false, &schema(), &w("b")).expect_err("conflict");
         assert_eq!((e.code, e.reason), (409, "Conflict"));
         assert_eq!(
-            e.details.as_ref().and_then(|d| d.pointer("/causes/0/type")),
+            e.details
+                .as_ref()
+                .and_then(|d| d.pointer("/causes/0/reason")),
             Some(&json!("FieldManagerConflict"))
         );
         assert_eq!(

@@ -205,6 +205,11 @@ pub fn openapi_gv(resources: &[ResourceInfo]) -> Value {
                     "metadata".into(),
                     json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "default": {}}),
                 );
+                if r.crd.is_none() {
+                    for f in ["spec", "status"] {
+                        p.entry(f).or_insert_with(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": format!("{f} of the {}", r.kind)}));
+                    }
+                }
             }
             m.insert(
                 "x-kubernetes-group-version-kind".into(),

@@ -292,6 +292,15 @@ fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         "" | "application/json" | "*/*" => serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
+        "application/vnd.kubernetes.protobuf" => {
+            super::protobuf::decode_body(body).map_err(|e| {
+                if e.contains("not supported") {
+                    ApiError::unsupported_media_type("application/vnd.kubernetes.protobuf")
+                } else {
+                    ApiError::bad_request(format!("couldn't decode the protobuf body: {e}"))
+                }
+            })?
+        }
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
             .map_err(|e| {
                 ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))

@@ -16,6 +16,7 @@ pub mod logs;
 pub mod meta;
 pub mod ops;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod reviews;
 pub mod schema;

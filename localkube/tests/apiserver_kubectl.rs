@@ -1,0 +1,397 @@
+//! Real `kubectl` 1.32 against localkube: the commands an operator on call and the harness
+//! use, each with an isolated `--cache-dir`.
+
+mod apiserver_support;
+
+use apiserver_support::start;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+}
+
+impl Kubectl {
+    async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        use tokio::io::AsyncWriteExt;
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .expect("kubectl 1.32 must be installed at /usr/bin/kubectl");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).await.expect("write stdin");
+        }
+        drop(input);
+        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .expect("kubectl finished")
+            .expect("kubectl output");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+    async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args, None).await;
+        assert!(ok, "kubectl {args:?} failed: {err}{out}");
+        out
+    }
+    async fn apply(&self, args: &[&str], manifest: &str) -> (bool, String, String) {
+        let mut all = vec!["apply", "-f", "-"];
+        all.extend_from_slice(args);
+        self.run(&all, Some(manifest)).await
+    }
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.25
+        ports: [{containerPort: 80}]
+";
+
+const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget, shortNames: [wd]}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Color, type: string, jsonPath: .spec.color}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              color: {type: string}
+              size: {type: integer, default: 3}
+          status:
+            type: object
+            properties:
+              ready: {type: boolean}
+";
+
+const WIDGET: &str = "apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1, namespace: demo}
+spec: {color: red}
+";
+
+fn tmp(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_drives_the_operator_workflow() {
+    let tc = start().await;
+    let k = Kubectl {
+        kubeconfig: tc.lk.kubeconfig_path(),
+        cache: tmp(tc.dir.path(), "kubectl-cache"),
+    };
+    k.ok(&["create", "namespace", "demo"]).await;
+    assert!(k.ok(&["get", "ns"]).await.contains("demo"));
+
+    // Client-side apply (validation on) of a Deployment, a CRD and a CR.
+    for m in [DEPLOYMENT, CRD, WIDGET] {
+        let (ok, out, err) = k.apply(&[], m).await;
+        assert!(ok, "apply: {err}{out}");
+    }
+    let table = k.ok(&["get", "wd", "-n", "demo"]).await;
+    assert!(
+        table.contains("COLOR") && table.contains("red"),
+        "printer columns: {table}"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "widget",
+            "w1",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.spec.size}"
+        ])
+        .await,
+        "3",
+        "schema default applied"
+    );
+    // Server-side apply of the same objects.
+    for m in [DEPLOYMENT, CRD, WIDGET] {
+        let (ok, out, err) = k.apply(&["--server-side"], m).await;
+        assert!(ok, "apply --server-side: {err}{out}");
+    }
+    // Another field manager changing an owned field conflicts, then forces.
+    let other = DEPLOYMENT.replace("replicas: 2", "replicas: 4");
+    let (ok, _, err) = k
+        .apply(&["--server-side", "--field-manager=other"], &other)
+        .await;
+    assert!(
+        !ok && err.contains("conflict"),
+        "expected a conflict: {err}"
+    );
+    let (ok, out, err) = k
+        .apply(
+            &[
+                "--server-side",
+                "--field-manager=other",
+                "--force-conflicts",
+            ],
+            &other,
+        )
+        .await;
+    assert!(ok, "force-conflicts: {err}{out}");
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ])
+        .await,
+        "4"
+    );
+
+    // Pods appear; `get -w` streams and is bounded by --request-timeout.
+    let (_, watched, _) = k
+        .run(
+            &["get", "pods", "-n", "demo", "-w", "--request-timeout=3s"],
+            None,
+        )
+        .await;
+    assert!(
+        watched.contains("web-"),
+        "get -w listed the pods: {watched}"
+    );
+
+    k.ok(&["scale", "deploy/web", "-n", "demo", "--replicas=0"])
+        .await;
+    k.ok(&[
+        "wait",
+        "--for=condition=Available",
+        "deploy/web",
+        "-n",
+        "demo",
+        "--timeout=20s",
+    ])
+    .await;
+    k.ok(&["annotate", "deploy/web", "-n", "demo", "on-call=me"])
+        .await;
+    k.ok(&["label", "deploy/web", "-n", "demo", "tier=frontend"])
+        .await;
+    k.ok(&[
+        "patch",
+        "deploy/web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"merge":"yes"}}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "deploy/web",
+        "-n",
+        "demo",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/labels/json","value":"yes"}]"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "deploy/web",
+        "-n",
+        "demo",
+        "--type=strategic",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.27"}]}}}}"#,
+    ])
+    .await;
+    let labels = k
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ])
+        .await;
+    assert!(
+        labels.contains("frontend")
+            && labels.contains("\"merge\":\"yes\"")
+            && labels.contains("\"json\":\"yes\""),
+        "{labels}"
+    );
+    let yaml = k
+        .ok(&["get", "deploy", "web", "-n", "demo", "-o", "yaml"])
+        .await;
+    assert!(
+        yaml.contains("image: nginx:1.27")
+            && yaml.contains("on-call: me")
+            && yaml.contains("containerPort: 80"),
+        "strategic merge kept the port: {yaml}"
+    );
+    assert!(k
+        .ok(&["explain", "deployment"])
+        .await
+        .contains("Deployment"));
+
+    // RBAC through impersonation.
+    k.ok(&["create", "serviceaccount", "bot", "-n", "demo"])
+        .await;
+    let (_, no, _) = k
+        .run(
+            &[
+                "auth",
+                "can-i",
+                "list",
+                "pods",
+                "-n",
+                "demo",
+                "--as",
+                "system:serviceaccount:demo:bot",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(no.trim(), "no");
+    k.ok(&[
+        "create",
+        "role",
+        "reader",
+        "-n",
+        "demo",
+        "--verb=get,list",
+        "--resource=pods",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "bot-reader",
+        "-n",
+        "demo",
+        "--role=reader",
+        "--serviceaccount=demo:bot",
+    ])
+    .await;
+    assert_eq!(
+        k.ok(&[
+            "auth",
+            "can-i",
+            "list",
+            "pods",
+            "-n",
+            "demo",
+            "--as",
+            "system:serviceaccount:demo:bot"
+        ])
+        .await
+        .trim(),
+        "yes"
+    );
+    assert!(k
+        .ok(&["create", "token", "bot", "-n", "demo"])
+        .await
+        .starts_with("ey"));
+
+    // Finalizers hold a deletion; removing them completes it.
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    ])
+    .await;
+    k.ok(&["delete", "widget", "w1", "-n", "demo", "--wait=false"])
+        .await;
+    assert!(!k
+        .ok(&[
+            "get",
+            "widget",
+            "w1",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}"
+        ])
+        .await
+        .is_empty());
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "-n",
+        "demo",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
+    let (found, _, _) = k.run(&["get", "widget", "w1", "-n", "demo"], None).await;
+    assert!(!found, "the widget is gone once its finalizers are");
+
+    // Cascading delete removes the ReplicaSets.
+    k.ok(&["scale", "deploy/web", "-n", "demo", "--replicas=1"])
+        .await;
+    k.ok(&[
+        "delete",
+        "deploy",
+        "web",
+        "-n",
+        "demo",
+        "--cascade=foreground",
+        "--timeout=20s",
+    ])
+    .await;
+    let mut rs_left = String::from("?");
+    for _ in 0..40 {
+        rs_left = k.ok(&["get", "rs,pods", "-n", "demo", "-o", "name"]).await;
+        if rs_left.trim().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(rs_left.trim().is_empty(), "dependents deleted: {rs_left}");
+    k.ok(&["delete", "namespace", "demo", "--timeout=30s"])
+        .await;
+    tc.stop().await;
+}
