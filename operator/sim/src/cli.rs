@@ -43,6 +43,9 @@ pub struct Args {
     /// the last cooldown write (the topology generation with it).
     #[arg(long, requires = "state_loss")]
     pub status_revert: bool,
+    /// Also crash sidecar processes alone, leaving mysqld running with nobody to fence it.
+    #[arg(long)]
+    pub sidecar_crash: bool,
     /// Simulated duration of each run, in seconds.
     #[arg(long, default_value_t = DURATION_MILLIS_DEFAULT / 1000)]
     pub duration_seconds: u64,
@@ -62,6 +65,7 @@ impl Args {
             duration: SimTime(self.duration_seconds.saturating_mul(1000)),
             state_loss: self.state_loss,
             status_revert: self.status_revert,
+            sidecar_crash: self.sidecar_crash,
             trace: self.trace,
             broken_promotion_rule: self.broken_promotion_rule,
         }

@@ -69,9 +69,45 @@ impl DriftClock {
 /// Wall-clock milliseconds since the Unix epoch at true time zero (2026-01-01T00:00:00Z).
 pub const EPOCH_UNIX_MILLIS: i64 = 1_767_225_600_000;
 
+/// Fixed-point one: uniform draws for [`neg_ln_fixed`] are in `1..=UNIT_FIXED`.
+pub const UNIT_FIXED: u64 = 1 << 20;
+
+/// `-ln(u / UNIT_FIXED) * UNIT_FIXED` for `u` in `1..=UNIT_FIXED`, in integer arithmetic.
+///
+/// log2 is the position of the leading bit plus a linear interpolation of the mantissa (error
+/// below 0.09 in log2), then times ln 2. Exact enough to shape exponential waiting times, and
+/// identical on every platform, unlike a libm call.
+pub fn neg_ln_fixed(u: u64) -> u64 {
+    let u = u.clamp(1, UNIT_FIXED);
+    let whole = 63 - u64::from(u.leading_zeros());
+    // Fractional log2 in 1/UNIT_FIXED: (u / 2^whole - 1), linear between powers of two.
+    let fraction = ((u - (1 << whole)) << 20) >> whole;
+    let log2_fixed = (whole << 20) + fraction;
+    let neg_log2_fixed = (20u64 << 20) - log2_fixed;
+    // ln 2 = 0.693147...
+    neg_log2_fixed * 693_147 / 1_000_000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // STYLE.md point 3: waiting times replay bit-for-bit on every platform; the fixed-point
+    // -ln stays close to the real one and its mean matches an exponential's.
+    #[test]
+    fn neg_ln_fixed_approximates_exponential() {
+        assert_eq!(neg_ln_fixed(UNIT_FIXED), 0);
+        // -ln(1/2) = ln 2 = 0.693147 -> 726_817 in 2^-20 units.
+        assert_eq!(neg_ln_fixed(UNIT_FIXED / 2), 726_817);
+        let sum: u64 = (1..=UNIT_FIXED).step_by(97).map(neg_ln_fixed).sum();
+        let count = (1..=UNIT_FIXED).step_by(97).count() as u64;
+        let mean = sum / count;
+        // The exponential's mean is 1.0 (= UNIT_FIXED); allow a few percent.
+        assert!(
+            mean > UNIT_FIXED * 95 / 100 && mean < UNIT_FIXED * 105 / 100,
+            "mean {mean}"
+        );
+    }
 
     // STYLE.md point 3: a sidecar clock is monotonic and its drift is bounded.
     #[test]

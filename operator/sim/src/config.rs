@@ -20,6 +20,9 @@ pub struct SimConfig {
     /// the topology generation the design calls durable. Off by default: it goes beyond the
     /// design's durability assumption, and its findings are reported separately.
     pub status_revert: bool,
+    /// Also crash sidecar processes alone, leaving mysqld running unfenced (a fault the design
+    /// documents do not address; off by default, findings reported separately).
+    pub sidecar_crash: bool,
     /// Record the step-by-step trace.
     pub trace: bool,
     /// Test-only: run core's deliberately broken promotion rule (promote without waiting for
@@ -36,6 +39,7 @@ impl SimConfig {
             duration: SimTime(DURATION_MILLIS_DEFAULT),
             state_loss: false,
             status_revert: false,
+            sidecar_crash: false,
             trace: false,
             broken_promotion_rule: false,
         }

@@ -42,6 +42,15 @@ pub enum FaultEvent {
         /// The site.
         site: usize,
     },
+    /// The sidecar process alone dies (opt-in, `--sidecar-crash`): mysqld keeps running in
+    /// whatever state it was, with nobody to fence it; the sidecar restarts when the fault
+    /// heals, with no cached authority.
+    SidecarCrash {
+        /// Fault id.
+        id: u64,
+        /// The site.
+        site: usize,
+    },
     /// The whole pod (mysqld and sidecar) dies; both restart when the fault heals.
     PodCrash {
         /// Fault id.
@@ -106,6 +115,7 @@ pub enum FaultEvent {
 #[derive(Debug, Clone)]
 enum ActiveFault {
     MysqldCrash(usize),
+    SidecarCrash(usize),
     PodCrash(usize),
     Partition(Partition),
     OperatorCrash,
@@ -163,6 +173,12 @@ impl World {
             let duration = self.rng.random_range(1_000..=FAULT_DURATION_MILLIS_MAX);
             let roll = self.rng.random_range(0..100u32);
             let fault = match roll {
+                0..=17 if self.cfg.sidecar_crash && self.rng.random_bool(0.5) => {
+                    FaultEvent::SidecarCrash {
+                        id,
+                        site: self.weighted_site(),
+                    }
+                }
                 0..=17 => FaultEvent::MysqldCrash {
                     id,
                     site: self.weighted_site(),
@@ -311,6 +327,23 @@ impl World {
                     .active
                     .push((id, ActiveFault::MysqldCrash(site)));
             }
+            FaultEvent::SidecarCrash { id, site } => {
+                if self.faults.site_down(site) {
+                    return;
+                }
+                trace!(
+                    self.trace,
+                    self.now,
+                    "fault",
+                    "sidecar of {} dies (mysqld keeps running)",
+                    SITE_NAMES[site]
+                );
+                self.stop_sidecar(site);
+                self.faults.down_sites.insert(site);
+                self.faults
+                    .active
+                    .push((id, ActiveFault::SidecarCrash(site)));
+            }
             FaultEvent::PodCrash { id, site } => {
                 if self.faults.site_down(site) {
                     return;
@@ -420,6 +453,17 @@ impl World {
                     SITE_NAMES[site]
                 );
                 self.sites[site].restart(self.now);
+                self.faults.down_sites.remove(&site);
+            }
+            ActiveFault::SidecarCrash(site) => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "heal",
+                    "sidecar of {} restarts (no authority)",
+                    SITE_NAMES[site]
+                );
+                self.start_sidecar(site);
                 self.faults.down_sites.remove(&site);
             }
             ActiveFault::PodCrash(site) => {

@@ -480,3 +480,25 @@ impl World {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // bloodraven.md: lease expiry is measured on the requester's own monotonic clock; the
+    // simulator's wake-up must land no earlier than the moment that clock reads the deadline.
+    #[test]
+    fn expiry_wakeup_is_never_early_on_a_drifting_clock() {
+        for drift in [-500, -37, 0, 211, 500] {
+            let sidecar = SimSidecar::new(0, DriftClock::new(1_000_000, drift));
+            for start in [0u64, 1, 999, 123_457] {
+                let now = SimTime(start);
+                let before = sidecar.mono(now).0;
+                let delay = sidecar.true_delay_for(6_000);
+                let after = sidecar.mono(now.plus_millis(delay)).0;
+                assert!(after - before >= 6_000, "drift {drift} start {start}");
+                assert!(delay <= 6_005, "drift {drift}: {delay} ms is late");
+            }
+        }
+    }
+}

@@ -138,3 +138,42 @@ impl ApiStore {
         status.max(annotation)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // bloodraven.md "Surfaces moved on promotion": the A record targets the active site's
+    // internal Service ClusterIP; the client follows it back to the site.
+    #[test]
+    fn dns_target_maps_back_to_its_site() {
+        let mut store = ApiStore::new();
+        assert_eq!(store.dns_target_site(), None);
+        store.dns = Some(DNSEndpointSpec::a_record("db", &cluster_ip(1), 10));
+        assert_eq!(store.dns_target_site(), Some(1));
+    }
+
+    // Seed 000: the canonical replication source host is the site's internal Service.
+    #[test]
+    fn canonical_source_host_maps_back_to_its_site() {
+        let host = names::source_host(GROUP, "reader", NAMESPACE);
+        assert_eq!(site_of_source_host(&host), Some(2));
+        assert_eq!(site_of_source_host("mysql-other-iad"), None);
+    }
+
+    // Seed 001: the two cooldown copies are lost independently; the later surviving one counts.
+    #[test]
+    fn cooldown_copies_are_lost_independently() {
+        let mut store = ApiStore::new();
+        store.annotations.insert(
+            names::ANNOTATION_COOLDOWN_UNTIL.to_string(),
+            Timestamp::from_unix_millis(5_000).to_string(),
+        );
+        assert_eq!(
+            store.persisted_cooldown_until(),
+            Some(Timestamp::from_unix_millis(5_000))
+        );
+        store.lose_annotation_copy();
+        assert_eq!(store.persisted_cooldown_until(), None);
+    }
+}

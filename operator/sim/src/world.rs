@@ -364,10 +364,14 @@ impl World {
     }
 
     /// An exponentially distributed delay with the given mean, at least 1 ms.
+    ///
+    /// Integer arithmetic only (see [`crate::clock::neg_ln_fixed`]): a libm `ln` may differ by an
+    /// ulp between platforms, and a run must replay from (seed, commit) anywhere.
     pub fn exponential(&mut self, mean_millis: u64) -> u64 {
-        let uniform: f64 = self.rng.random_range(f64::EPSILON..1.0);
-        let delay = -(uniform.ln()) * mean_millis as f64;
-        (delay as u64).max(1)
+        let uniform = self.rng.random_range(1..=crate::clock::UNIT_FIXED);
+        let scaled = u128::from(crate::clock::neg_ln_fixed(uniform)) * u128::from(mean_millis)
+            / u128::from(crate::clock::UNIT_FIXED);
+        u64::try_from(scaled).unwrap_or(u64::MAX).max(1)
     }
 
     fn client_write(&mut self) {
