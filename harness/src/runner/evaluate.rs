@@ -16,6 +16,7 @@
 //! | object | the object, or `null` when absent |
 //! | node | `{"demotedTaint": true}` |
 //! | connection | `{"writeError": 1290}` (`null`: the write succeeded) |
+//! | mysql | `{"readOnly": true, "replicating": false}` |
 
 use serde_json::{json, Value};
 
@@ -193,6 +194,17 @@ pub fn evaluate(expect: &Expect, observed: &Value, baseline: Option<&Value>) -> 
             None,
         )
         .map_err(|why| format!("connection {}: {why}", connection.name));
+    }
+    if let Some(mysql) = &expect.mysql {
+        let mut expected = serde_json::Map::new();
+        if let Some(read_only) = mysql.read_only {
+            expected.insert("readOnly".to_owned(), json!(read_only));
+        }
+        if let Some(replicating) = mysql.replicating {
+            expected.insert("replicating".to_owned(), json!(replicating));
+        }
+        return matches(&Value::Object(expected), Some(observed), None)
+            .map_err(|why| format!("mysqld of {}: {why}", mysql.site));
     }
     Err("names no target".to_owned())
 }

@@ -320,12 +320,15 @@ fn measure_from_history(history: &History, quantity: Quantity) -> Option<Duratio
     Some(Duration::from_millis(ms))
 }
 
-/// Replaces `${var}` in a deploy API request with saved values.
+/// Replaces `${var}` in a deploy API request and its expected body with saved values.
 pub fn substitute(expect: &Expect, variables: &BTreeMap<String, String>) -> Expect {
     let mut expect = expect.clone();
     if let Some(deploy) = expect.deploy_api.as_mut() {
         deploy.request.path = substitute_str(&deploy.request.path, variables);
         if let Some(body) = deploy.request.body.as_mut() {
+            substitute_value(body, variables);
+        }
+        if let Some(body) = deploy.body.as_mut() {
             substitute_value(body, variables);
         }
     }

@@ -2,5 +2,6 @@
 
 pub mod matcher;
 pub mod model;
+pub mod single_key;
 pub mod span;
 pub mod validate;

@@ -74,6 +74,7 @@ pub struct Scenario {
     #[serde(default)]
     pub install: Install,
     /// The steps, in order.
+    #[serde(deserialize_with = "super::single_key::vec")]
     pub steps: Vec<Step>,
 }
 
@@ -92,14 +93,14 @@ pub struct Install {
     pub group_spec: Option<Value>,
 }
 
-/// One step of a scenario.
+/// One step of a scenario (a one-key map in the file, see [`super::single_key`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Step {
     /// Server-side apply a fixture file or an inline object.
     Apply(Apply),
     /// Inject a fault (or perform an outside action such as an annotation).
-    Fault(Fault),
+    Fault(#[serde(deserialize_with = "super::single_key::one")] Fault),
     /// Undo faults: `all`, or every active fault of one kind.
     Heal(HealTarget),
     /// Assert something about the cluster: becomes true `within`, or stays true `for`.
@@ -189,6 +190,19 @@ pub struct ContainerRef {
     pub container: Container,
 }
 
+/// The target of a `kill`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KillTarget {
+    /// The site.
+    pub site: Site,
+    /// The container.
+    pub container: Container,
+    /// Keep it from restarting until `heal` (default: let it restart).
+    #[serde(default)]
+    pub keep_down: bool,
+}
+
 /// A site, on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -220,8 +234,9 @@ pub enum AnnotatedObject {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
-    /// SIGKILL a container's processes; the kubelet restarts it.
-    Kill(ContainerRef),
+    /// SIGKILL a container's processes. The kubelet restarts it, unless `keepDown`, which
+    /// keeps it from restarting until healed (a primary that stays dead).
+    Kill(KillTarget),
     /// SIGKILL an operator pod's process (leader or a standby).
     KillOperator {
         /// Which replica.
@@ -238,7 +253,7 @@ pub enum Fault {
     /// Start a stopped node again.
     StartNode(SiteRef),
     /// Cut the network.
-    Partition(Partition),
+    Partition(#[serde(deserialize_with = "super::single_key::one")] Partition),
     /// Remove verbs on a resource from a subject's RBAC.
     DenyRbac {
         /// Whose permissions.
@@ -265,7 +280,8 @@ pub enum Fault {
         /// Annotation value; null removes it.
         value: Option<String>,
     },
-    /// `SET GLOBAL read_only` on a site's mysqld directly, behind the operator's back.
+    /// `SET GLOBAL read_only` on a site's mysqld directly, behind the operator's back
+    /// (one-shot: the sidecar and operator are expected to react, nothing restores it).
     SetReadOnly {
         /// The site.
         site: Site,
@@ -298,15 +314,15 @@ pub enum Fault {
     },
 }
 
-/// The healable fault kinds, as `heal:` names them.
+/// The healable fault kinds, as `heal:` names them (`kill` only with `keepDown`).
 pub const HEALABLE_FAULTS: [&str; 9] = [
+    "kill",
     "freeze",
     "stop-node",
     "partition",
     "deny-rbac",
     "scale-operator",
     "stop-external-dns",
-    "set-read-only",
     "replication-delay",
     "open-connection",
 ];
@@ -337,7 +353,10 @@ impl Fault {
 
     /// Whether the fault stays in effect until healed (as opposed to a one-shot action).
     pub fn is_healable(&self) -> bool {
-        HEALABLE_FAULTS.contains(&self.kind())
+        match self {
+            Fault::Kill(target) => target.keep_down,
+            _ => HEALABLE_FAULTS.contains(&self.kind()),
+        }
     }
 }
 
@@ -425,6 +444,9 @@ pub struct Expect {
     /// A connection opened by `open-connection`.
     #[serde(default)]
     pub connection: Option<ConnectionExpect>,
+    /// A site's mysqld, read directly (not through the operator).
+    #[serde(default)]
+    pub mysql: Option<MysqlExpect>,
 }
 
 impl Expect {
@@ -444,6 +466,7 @@ impl Expect {
             ("object", self.object.is_some()),
             ("node", self.node.is_some()),
             ("connection", self.connection.is_some()),
+            ("mysql", self.mysql.is_some()),
         ];
         for (name, present) in set {
             if present {
@@ -533,7 +556,7 @@ pub struct DnsEndpointExpect {
     /// The single A record's single target.
     pub target: SiteOf,
     /// `recordTTL` (playground: 10).
-    #[serde(default)]
+    #[serde(default, rename = "recordTTL")]
     pub record_ttl: Option<u32>,
     /// The field manager owning `spec.endpoints` (the operator: `bloodraven`).
     #[serde(default)]
@@ -753,4 +776,18 @@ pub struct Measure {
     /// Fails the scenario when longer.
     #[serde(default)]
     pub at_most: Option<Span>,
+}
+
+/// A site's mysqld, read directly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MysqlExpect {
+    /// The site.
+    pub site: Site,
+    /// `@@global.read_only`.
+    #[serde(default)]
+    pub read_only: Option<bool>,
+    /// Replication running (IO and SQL threads).
+    #[serde(default)]
+    pub replicating: Option<bool>,
 }

@@ -498,7 +498,7 @@ impl StepState {
         }
         let targets = expect.targets();
         match targets.as_slice() {
-            [] => return Err("names no target (group, pods, endpoints, dns-endpoint, dns, counter, deploy-api, metric, event, object, node, connection)".to_owned()),
+            [] => return Err("names no target (group, pods, endpoints, dns-endpoint, dns, counter, deploy-api, metric, event, object, node, connection, mysql)".to_owned()),
             [_] => {}
             many => return Err(format!("names {} targets ({}); use one per expect", many.len(), many.join(", "))),
         }
@@ -569,7 +569,7 @@ impl StepState {
             }
             let mut used = Vec::new();
             collect_variables_in_str(&deploy.request.path, &mut used);
-            if let Some(body) = &deploy.request.body {
+            for body in [&deploy.request.body, &deploy.body].into_iter().flatten() {
                 collect_variables(body, &mut used);
             }
             if let Some(missing) = used.iter().find(|name| !self.variables.contains(*name)) {
@@ -587,6 +587,11 @@ impl StepState {
         }
         if let Some(object) = &expect.object {
             check_operators(&object.match_, "object.match")?;
+        }
+        if let Some(mysql) = &expect.mysql {
+            if mysql.read_only.is_none() && mysql.replicating.is_none() {
+                return Err("mysql: asserts nothing (give readOnly or replicating)".to_owned());
+            }
         }
         if let Some(connection) = &expect.connection {
             if !self.connections.contains(&connection.name) {
