@@ -8,7 +8,8 @@ use std::time::Duration;
 use localkube::node::dns::EndpointRecord;
 use localkube::node::services::{ServicePortSpec, ServiceSpec};
 use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, NodeAgent, PodSpec, RestartPolicy, RuntimeConfig,
+    cleanup, default_bin_dir, ContainerSpec, ContainerState, NodeAgent, PodSpec, RestartPolicy,
+    RuntimeConfig,
 };
 
 struct ClusterGuard {
@@ -69,7 +70,8 @@ async fn two_clusters_side_by_side_with_services() {
     let guards: Vec<ClusterGuard> = ["one", "two"]
         .iter()
         .map(|name| {
-            let dir = std::env::temp_dir().join(format!("lk-node-agent-{name}-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("lk-node-agent-{name}-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             ClusterGuard { dir }
         })
@@ -78,15 +80,28 @@ async fn two_clusters_side_by_side_with_services() {
     for guard in &guards {
         agents.push(agent(guard).await);
     }
-    assert_ne!(agents[0].runtime.naming().prefix, agents[1].runtime.naming().prefix);
-    assert_ne!(agents[0].runtime.naming().pod_subnet(0), agents[1].runtime.naming().pod_subnet(0));
+    assert_ne!(
+        agents[0].runtime.naming().prefix,
+        agents[1].runtime.naming().prefix
+    );
+    assert_ne!(
+        agents[0].runtime.naming().pod_subnet(0),
+        agents[1].runtime.naming().pod_subnet(0)
+    );
     assert_ne!(agents[0].dns_addr(), agents[1].dns_addr());
 
     for (i, agent) in agents.iter().enumerate() {
         let mut server = pod("server", "iad", SERVER);
-        server.containers[0].env = vec![localkube::node::EnvVar::literal("CLUSTER", format!("cluster-{i}"))];
+        server.containers[0].env = vec![localkube::node::EnvVar::literal(
+            "CLUSTER",
+            format!("cluster-{i}"),
+        )];
         let server_ip = agent.runtime.start_pod(server).await.unwrap();
-        agent.runtime.start_pod(pod("client", "pdx", "exec sleep 3600")).await.unwrap();
+        agent
+            .runtime
+            .start_pod(pod("client", "pdx", "exec sleep 3600"))
+            .await
+            .unwrap();
         let range = agent.runtime.naming().service_range().addr.octets();
         agent
             .services
@@ -94,9 +109,19 @@ async fn two_clusters_side_by_side_with_services() {
                 namespace: "app".into(),
                 name: "web".into(),
                 cluster_ip: Some(std::net::Ipv4Addr::new(range[0], range[1], 0, 80)),
-                ports: vec![ServicePortSpec { name: Some("http".into()), protocol: "TCP".into(), port: 80, target_port: Some(8080) }],
+                ports: vec![ServicePortSpec {
+                    name: Some("http".into()),
+                    protocol: "TCP".into(),
+                    port: 80,
+                    target_port: Some(8080),
+                }],
                 publish_not_ready_addresses: false,
-                endpoints: vec![EndpointRecord { ip: server_ip, hostname: None, ready: true, ports: BTreeMap::new() }],
+                endpoints: vec![EndpointRecord {
+                    ip: server_ip,
+                    hostname: None,
+                    ready: true,
+                    ports: BTreeMap::new(),
+                }],
             })
             .await
             .unwrap();
@@ -111,21 +136,55 @@ for attempt in range(50):
         for key in ["app/server", "app/client"] {
             agent
                 .runtime
-                .wait_for(key, Duration::from_secs(10), |s| matches!(s.container_statuses[0].state, ContainerState::Running { .. }))
+                .wait_for(key, Duration::from_secs(10), |s| {
+                    matches!(
+                        s.container_statuses[0].state,
+                        ContainerState::Running { .. }
+                    )
+                })
                 .await
                 .unwrap();
         }
-        let argv: Vec<String> = ["python3", "-c", script].iter().map(|s| s.to_string()).collect();
-        let out = agent.runtime.exec_in_container("app/client", "main", &argv, Duration::from_secs(20)).await.unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("cluster-{i}"), "{}", String::from_utf8_lossy(&out.stderr));
+        let argv: Vec<String> = ["python3", "-c", script]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let out = agent
+            .runtime
+            .exec_in_container("app/client", "main", &argv, Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("cluster-{i}"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     for agent in agents {
         let prefix = format!("{}-", agent.runtime.naming().prefix);
         let pid = agent.runtime.container_pid("app/server", "main").unwrap();
         agent.down(Duration::from_secs(1)).await.unwrap();
-        let netns = String::from_utf8(std::process::Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).unwrap();
-        let links = String::from_utf8(std::process::Command::new("ip").args(["-o", "link", "show"]).output().unwrap().stdout).unwrap();
-        assert!(!netns.contains(&prefix) && !links.contains(&prefix), "{netns}\n{links}");
+        let netns = String::from_utf8(
+            std::process::Command::new("ip")
+                .args(["netns", "list"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let links = String::from_utf8(
+            std::process::Command::new("ip")
+                .args(["-o", "link", "show"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        assert!(
+            !netns.contains(&prefix) && !links.contains(&prefix),
+            "{netns}\n{links}"
+        );
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
     }
 }

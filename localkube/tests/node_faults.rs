@@ -10,7 +10,8 @@ use localkube::node::dns::{ClusterDns, DnsRecords, ServicePortRecord, ServiceRec
 use localkube::node::faults::{FaultKind, Faults};
 use localkube::node::proxy::{ServicePortKey, ServiceProxy};
 use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, PodRuntime, PodSpec, RestartPolicy, RuntimeConfig,
+    cleanup, default_bin_dir, ContainerSpec, ContainerState, PodRuntime, PodSpec, RestartPolicy,
+    RuntimeConfig,
 };
 
 struct ClusterGuard {
@@ -65,8 +66,14 @@ try:
 except Exception as e:
     print('error', type(e).__name__)";
     let (host, port) = addr.rsplit_once(':').unwrap();
-    let argv: Vec<String> = ["python3", "-c", script, host, port].iter().map(|s| s.to_string()).collect();
-    let out = runtime.exec_in_container("default/client", "main", &argv, Duration::from_secs(10)).await.unwrap();
+    let argv: Vec<String> = ["python3", "-c", script, host, port]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let out = runtime
+        .exec_in_container("default/client", "main", &argv, Duration::from_secs(10))
+        .await
+        .unwrap();
     assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
@@ -88,7 +95,9 @@ async fn wait_stopped(pid: i32, stopped: bool) -> bool {
 }
 
 fn running(s: &localkube::node::PodStatus) -> bool {
-    s.container_statuses.iter().all(|c| matches!(c.state, ContainerState::Running { .. }))
+    s.container_statuses
+        .iter()
+        .all(|c| matches!(c.state, ContainerState::Running { .. }))
 }
 
 // localkube.md Faults: partition = prohibit routes in the pods' namespaces + the proxy
@@ -109,10 +118,19 @@ async fn partition_freeze_kill_and_node_stop() {
     let runtime = PodRuntime::new(config).unwrap();
     runtime.register_node("iad").unwrap();
     runtime.register_node("pdx").unwrap();
-    let server_ip = runtime.start_pod(pod("server", "iad", SERVER)).await.unwrap();
-    runtime.start_pod(pod("client", "pdx", "exec sleep 3600")).await.unwrap();
+    let server_ip = runtime
+        .start_pod(pod("server", "iad", SERVER))
+        .await
+        .unwrap();
+    runtime
+        .start_pod(pod("client", "pdx", "exec sleep 3600"))
+        .await
+        .unwrap();
     for key in ["default/server", "default/client"] {
-        runtime.wait_for(key, Duration::from_secs(10), running).await.unwrap();
+        runtime
+            .wait_for(key, Duration::from_secs(10), running)
+            .await
+            .unwrap();
     }
 
     // A Service: ClusterIP on the root namespace, proxied to the server pod; DNS on the
@@ -122,32 +140,64 @@ async fn partition_freeze_kill_and_node_stop() {
     let cluster_ip = Ipv4Addr::new(service_range[0], service_range[1], 0, 50);
     runtime.network().add_local_address(cluster_ip).unwrap();
     let proxy = ServiceProxy::new(Some(runtime.partitions()));
-    let key = ServicePortKey { namespace: "default".into(), name: "server".into(), port: 80 };
-    proxy.set_service_port(key, SocketAddr::from((cluster_ip, 80)), vec![SocketAddr::from((server_ip, 8080))]).await.unwrap();
+    let key = ServicePortKey {
+        namespace: "default".into(),
+        name: "server".into(),
+        port: 80,
+    };
+    proxy
+        .set_service_port(
+            key,
+            SocketAddr::from((cluster_ip, 80)),
+            vec![SocketAddr::from((server_ip, 8080))],
+        )
+        .await
+        .unwrap();
     let records = DnsRecords::new();
     records.set_service(
         "default",
         "server",
         ServiceRecord {
             cluster_ip: Some(cluster_ip),
-            ports: vec![ServicePortRecord { name: Some("http".into()), protocol: "TCP".into(), port: 80 }],
+            ports: vec![ServicePortRecord {
+                name: Some("http".into()),
+                protocol: "TCP".into(),
+                port: 80,
+            }],
             publish_not_ready_addresses: false,
             endpoints: vec![],
         },
     );
-    let dns = ClusterDns::serve(SocketAddr::from((naming.dns_ip(), 53)), records.clone()).await.unwrap();
+    let dns = ClusterDns::serve(SocketAddr::from((naming.dns_ip(), 53)), records.clone())
+        .await
+        .unwrap();
     let faults = Faults::new(runtime.clone(), Some(Arc::clone(&records)));
 
     let direct = format!("{server_ip}:8080");
     let via_service = format!("{cluster_ip}:80");
     assert_eq!(dial(&runtime, &direct).await, "server");
     assert_eq!(dial(&runtime, &via_service).await, "server");
-    assert_eq!(dial(&runtime, "server.default.svc.cluster.local:80").await, "server", "pod resolves through cluster DNS");
-    assert_eq!(dial(&runtime, "server:80").await, "server", "search path of the pod's resolv.conf");
+    assert_eq!(
+        dial(&runtime, "server.default.svc.cluster.local:80").await,
+        "server",
+        "pod resolves through cluster DNS"
+    );
+    assert_eq!(
+        dial(&runtime, "server:80").await,
+        "server",
+        "search path of the pod's resolv.conf"
+    );
 
     let partition = faults.partition(&["iad"], &["pdx"]).unwrap();
-    assert!(dial(&runtime, &direct).await.starts_with("error"), "prohibit route cuts pod to pod");
-    assert_eq!(dial(&runtime, &via_service).await, "closed", "the proxy refuses cross-partition connections");
+    assert!(
+        dial(&runtime, &direct).await.starts_with("error"),
+        "prohibit route cuts pod to pod"
+    );
+    assert_eq!(
+        dial(&runtime, &via_service).await,
+        "closed",
+        "the proxy refuses cross-partition connections"
+    );
     faults.end(partition).unwrap();
     assert_eq!(dial(&runtime, &direct).await, "server");
     assert_eq!(dial(&runtime, &via_service).await, "server");
@@ -160,19 +210,34 @@ async fn partition_freeze_kill_and_node_stop() {
 
     faults.kill_container("default/server", "main").unwrap();
     runtime
-        .wait_for("default/server", Duration::from_secs(10), |s| running(s) && s.container_statuses[0].restart_count == 1)
+        .wait_for("default/server", Duration::from_secs(10), |s| {
+            running(s) && s.container_statuses[0].restart_count == 1
+        })
         .await
         .unwrap();
 
     let stop = faults.stop_node("iad").unwrap();
     runtime
-        .wait_for("default/server", Duration::from_secs(10), |s| matches!(s.container_statuses[0].state, ContainerState::Terminated { .. }))
+        .wait_for("default/server", Duration::from_secs(10), |s| {
+            matches!(
+                s.container_statuses[0].state,
+                ContainerState::Terminated { .. }
+            )
+        })
         .await
         .unwrap();
-    assert!(runtime.pod_status("default/client").map(|s| running(&s)).unwrap(), "other nodes keep running");
+    assert!(
+        runtime
+            .pod_status("default/client")
+            .map(|s| running(&s))
+            .unwrap(),
+        "other nodes keep running"
+    );
     faults.end(stop).unwrap();
     runtime
-        .wait_for("default/server", Duration::from_secs(10), |s| running(s) && s.container_statuses[0].restart_count == 2)
+        .wait_for("default/server", Duration::from_secs(10), |s| {
+            running(s) && s.container_statuses[0].restart_count == 2
+        })
         .await
         .unwrap();
 
@@ -182,10 +247,18 @@ async fn partition_freeze_kill_and_node_stop() {
 
     let log = faults.log();
     assert_eq!(log.len(), 5);
-    assert!(log.iter().all(|r| r.ended_at.is_some_and(|end| end >= r.started_at)));
-    assert!(matches!(&log[0].fault, FaultKind::Partition { side_a, .. } if side_a == &vec!["iad".to_string()]));
+    assert!(log
+        .iter()
+        .all(|r| r.ended_at.is_some_and(|end| end >= r.started_at)));
+    assert!(
+        matches!(&log[0].fault, FaultKind::Partition { side_a, .. } if side_a == &vec!["iad".to_string()])
+    );
     let on_disk = std::fs::read_to_string(guard.dir.join("faults.jsonl")).unwrap();
-    assert_eq!(on_disk.lines().count(), 9, "4 reversible faults x start+end, 1 instant kill");
+    assert_eq!(
+        on_disk.lines().count(),
+        9,
+        "4 reversible faults x start+end, 1 instant kill"
+    );
     dns.shutdown().await;
     runtime.shutdown(Duration::from_secs(1)).await;
 }

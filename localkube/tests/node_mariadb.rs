@@ -6,8 +6,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use localkube::node::{
-    cleanup, ContainerPort, ContainerSpec, EnvVar, PodRuntime, PodSpec, Probe, ProbeHandler, ProbePort, RestartPolicy,
-    RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
+    cleanup, ContainerPort, ContainerSpec, EnvVar, PodRuntime, PodSpec, Probe, ProbeHandler,
+    ProbePort, RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };
 
 struct ClusterGuard {
@@ -33,7 +33,13 @@ impl Drop for ClusterGuard {
 }
 
 fn usable() -> bool {
-    let has_mariadb = ["/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db", "/usr/bin/mariadb"].iter().all(|p| Path::new(p).exists());
+    let has_mariadb = [
+        "/usr/sbin/mariadbd",
+        "/usr/bin/mariadb-install-db",
+        "/usr/bin/mariadb",
+    ]
+    .iter()
+    .all(|p| Path::new(p).exists());
     if !has_mariadb {
         eprintln!("skipping: Debian's mariadb-server is not installed");
     }
@@ -41,7 +47,9 @@ fn usable() -> bool {
 }
 
 fn runtime(guard: &ClusterGuard) -> PodRuntime {
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_localkube-mariadb-entrypoint")).parent().unwrap();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_localkube-mariadb-entrypoint"))
+        .parent()
+        .unwrap();
     let mut config = RuntimeConfig::new(&guard.dir, bin_dir);
     config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
     let runtime = PodRuntime::new(config).unwrap();
@@ -63,13 +71,28 @@ fn mariadb_pod(name: &str, node: &str) -> PodSpec {
             EnvVar::literal("MARIADB_PASSWORD", "apppw"),
         ],
         volume_mounts: vec![
-            VolumeMount { name: "data".into(), mount_path: "/var/lib/mysql".into(), ..VolumeMount::default() },
-            VolumeMount { name: "init".into(), mount_path: "/docker-entrypoint-initdb.d".into(), read_only: true, sub_path: None },
+            VolumeMount {
+                name: "data".into(),
+                mount_path: "/var/lib/mysql".into(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "init".into(),
+                mount_path: "/docker-entrypoint-initdb.d".into(),
+                read_only: true,
+                sub_path: None,
+            },
         ],
-        ports: vec![ContainerPort { name: Some("mysql".into()), container_port: 3306, protocol: "TCP".into() }],
+        ports: vec![ContainerPort {
+            name: Some("mysql".into()),
+            container_port: 3306,
+            protocol: "TCP".into(),
+        }],
         readiness_probe: Some(Probe {
             period: Duration::from_millis(250),
-            ..Probe::new(ProbeHandler::TcpSocket { port: ProbePort::Name("mysql".into()) })
+            ..Probe::new(ProbeHandler::TcpSocket {
+                port: ProbePort::Name("mysql".into()),
+            })
         }),
         ..ContainerSpec::default()
     };
@@ -85,12 +108,19 @@ fn mariadb_pod(name: &str, node: &str) -> PodSpec {
         init_containers: vec![],
         containers: vec![container],
         volumes: vec![
-            VolumeSpec { name: "data".into(), source: VolumeSource::PersistentVolumeClaim { claim_name: format!("data-{name}") } },
+            VolumeSpec {
+                name: "data".into(),
+                source: VolumeSource::PersistentVolumeClaim {
+                    claim_name: format!("data-{name}"),
+                },
+            },
             VolumeSpec {
                 name: "init".into(),
                 source: VolumeSource::Files(vec![VolumeFile {
                     path: "01-seed.sql".into(),
-                    contents: b"CREATE TABLE seeded (id INT PRIMARY KEY); INSERT INTO seeded VALUES (42);".to_vec(),
+                    contents:
+                        b"CREATE TABLE seeded (id INT PRIMARY KEY); INSERT INTO seeded VALUES (42);"
+                            .to_vec(),
                     mode: 0o644,
                 }]),
             },
@@ -100,10 +130,23 @@ fn mariadb_pod(name: &str, node: &str) -> PodSpec {
 
 fn query(ip: std::net::Ipv4Addr, user: &str, password: &str, sql: &str) -> String {
     let output = Command::new("mariadb")
-        .args(["-h", &ip.to_string(), &format!("-u{user}"), &format!("-p{password}"), "-N", "-B", "-e", sql])
+        .args([
+            "-h",
+            &ip.to_string(),
+            &format!("-u{user}"),
+            &format!("-p{password}"),
+            "-N",
+            "-B",
+            "-e",
+            sql,
+        ])
         .output()
         .unwrap();
-    assert!(output.status.success(), "query {sql:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "query {sql:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap().trim().to_string()
 }
 
@@ -118,34 +161,73 @@ async fn mariadb_pods_start_and_answer_over_pod_ip() {
     let runtime = runtime(&guard);
     let started = Instant::now();
     let mut ips = Vec::new();
-    for (name, node) in [("mysql-iad-0", "iad"), ("mysql-pdx-0", "pdx"), ("mysql-reader-0", "reader")] {
-        ips.push((name, runtime.start_pod(mariadb_pod(name, node)).await.unwrap()));
+    for (name, node) in [
+        ("mysql-iad-0", "iad"),
+        ("mysql-pdx-0", "pdx"),
+        ("mysql-reader-0", "reader"),
+    ] {
+        ips.push((
+            name,
+            runtime.start_pod(mariadb_pod(name, node)).await.unwrap(),
+        ));
     }
     for (name, _) in &ips {
         let key = format!("db/{name}");
-        if let Err(err) = runtime.wait_for(&key, Duration::from_secs(120), |s| s.ready).await {
+        if let Err(err) = runtime
+            .wait_for(&key, Duration::from_secs(120), |s| s.ready)
+            .await
+        {
             let status = runtime.pod_status(&key).unwrap();
-            let log = std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap_or_default();
             panic!("{err}: {status:?}\n{log}");
         }
     }
     let elapsed = started.elapsed();
     println!("MEASURED: 3 MariaDB pods ready (first start, datadir initialised) in {elapsed:?}");
     for (_, ip) in &ips {
-        assert_eq!(query(*ip, "root", "rootpw", "SELECT id FROM app.seeded"), "42");
+        assert_eq!(
+            query(*ip, "root", "rootpw", "SELECT id FROM app.seeded"),
+            "42"
+        );
         assert_eq!(query(*ip, "appuser", "apppw", "SELECT DATABASE()"), "NULL");
-        assert_eq!(query(*ip, "root", "rootpw", "SELECT @@server_id, @@log_bin"), "7\t1", "container args reach mariadbd");
+        assert_eq!(
+            query(*ip, "root", "rootpw", "SELECT @@server_id, @@log_bin"),
+            "7\t1",
+            "container args reach mariadbd"
+        );
     }
     // Separate datadirs per pod, and PVC data survives pod deletion.
     let (name, ip) = ips[0];
     query(ip, "root", "rootpw", "INSERT INTO app.seeded VALUES (43)");
-    assert_eq!(query(ips[1].1, "root", "rootpw", "SELECT COUNT(*) FROM app.seeded"), "1");
-    runtime.stop_pod(&format!("db/{name}"), Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        query(
+            ips[1].1,
+            "root",
+            "rootpw",
+            "SELECT COUNT(*) FROM app.seeded"
+        ),
+        "1"
+    );
+    runtime
+        .stop_pod(&format!("db/{name}"), Duration::from_secs(10))
+        .await
+        .unwrap();
     let restarted_at = Instant::now();
     let ip = runtime.start_pod(mariadb_pod(name, "iad")).await.unwrap();
-    runtime.wait_for(&format!("db/{name}"), Duration::from_secs(60), |s| s.ready).await.unwrap();
-    println!("MEASURED: 1 MariaDB pod restarted on an initialised datadir in {:?}", restarted_at.elapsed());
-    assert_eq!(query(ip, "root", "rootpw", "SELECT COUNT(*) FROM app.seeded"), "2", "initdb scripts do not re-run");
+    runtime
+        .wait_for(&format!("db/{name}"), Duration::from_secs(60), |s| s.ready)
+        .await
+        .unwrap();
+    println!(
+        "MEASURED: 1 MariaDB pod restarted on an initialised datadir in {:?}",
+        restarted_at.elapsed()
+    );
+    assert_eq!(
+        query(ip, "root", "rootpw", "SELECT COUNT(*) FROM app.seeded"),
+        "2",
+        "initdb scripts do not re-run"
+    );
     runtime.shutdown(Duration::from_secs(10)).await;
 }
 
@@ -162,7 +244,9 @@ async fn mariadb_without_root_password_fails() {
     pod.containers[0].env.clear();
     runtime.start_pod(pod).await.unwrap();
     let status = runtime
-        .wait_for("db/nopw", Duration::from_secs(30), |s| s.phase == localkube::node::PodPhase::Failed)
+        .wait_for("db/nopw", Duration::from_secs(30), |s| {
+            s.phase == localkube::node::PodPhase::Failed
+        })
         .await
         .unwrap();
     let log = std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap();

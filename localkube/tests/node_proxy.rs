@@ -13,13 +13,19 @@ async fn backend(name: &'static str, ip: &str) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
-            let Ok((socket, _)) = listener.accept().await else { return };
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
             tokio::spawn(async move {
                 let (read, mut write) = socket.into_split();
                 let _ = write.write_all(format!("{name}\n").as_bytes()).await;
                 let mut lines = BufReader::new(read).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
-                    if write.write_all(format!("{name}:{line}\n").as_bytes()).await.is_err() {
+                    if write
+                        .write_all(format!("{name}:{line}\n").as_bytes())
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -37,23 +43,37 @@ struct Client {
 impl Client {
     async fn connect(addr: SocketAddr) -> (Self, String) {
         let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
-        let mut client = Self { lines: BufReader::new(read).lines(), write };
+        let mut client = Self {
+            lines: BufReader::new(read).lines(),
+            write,
+        };
         let greeting = client.line().await;
         (client, greeting)
     }
 
     async fn line(&mut self) -> String {
-        tokio::time::timeout(Duration::from_secs(5), self.lines.next_line()).await.unwrap().unwrap().unwrap()
+        tokio::time::timeout(Duration::from_secs(5), self.lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
     }
 
     async fn echo(&mut self, text: &str) -> String {
-        self.write.write_all(format!("{text}\n").as_bytes()).await.unwrap();
+        self.write
+            .write_all(format!("{text}\n").as_bytes())
+            .await
+            .unwrap();
         self.line().await
     }
 }
 
 fn key() -> ServicePortKey {
-    ServicePortKey { namespace: "bloodraven-playground".into(), name: "mysql-playground-primary".into(), port: 3306 }
+    ServicePortKey {
+        namespace: "bloodraven-playground".into(),
+        name: "mysql-playground-primary".into(),
+        port: 3306,
+    }
 }
 
 // seed 000: an established proxied connection survives an endpoint change; new connections
@@ -63,7 +83,10 @@ async fn established_connection_survives_endpoint_change() {
     let iad = backend("iad", "127.0.0.2").await;
     let pdx = backend("pdx", "127.0.0.3").await;
     let proxy = ServiceProxy::new(None);
-    let addr = proxy.set_service_port(key(), "127.0.0.1:0".parse().unwrap(), vec![iad]).await.unwrap();
+    let addr = proxy
+        .set_service_port(key(), "127.0.0.1:0".parse().unwrap(), vec![iad])
+        .await
+        .unwrap();
 
     let (mut old, greeting) = Client::connect(addr).await;
     assert_eq!(greeting, "iad");
@@ -71,25 +94,45 @@ async fn established_connection_survives_endpoint_change() {
 
     proxy.set_endpoints(&key(), vec![pdx]).unwrap();
     let (mut new, greeting) = Client::connect(addr).await;
-    assert_eq!(greeting, "pdx", "a new connection goes to the current endpoint");
-    assert_eq!(old.echo("after").await, "iad:after", "the established connection is left alone");
+    assert_eq!(
+        greeting, "pdx",
+        "a new connection goes to the current endpoint"
+    );
+    assert_eq!(
+        old.echo("after").await,
+        "iad:after",
+        "the established connection is left alone"
+    );
     assert_eq!(new.echo("x").await, "pdx:x");
 
     // Same address again: only the endpoints change, the listener stays.
-    let again = proxy.set_service_port(key(), addr, vec![iad, pdx]).await.unwrap();
+    let again = proxy
+        .set_service_port(key(), addr, vec![iad, pdx])
+        .await
+        .unwrap();
     assert_eq!(again, addr);
     let mut seen = Vec::new();
     for _ in 0..4 {
         seen.push(Client::connect(addr).await.1);
     }
     seen.sort();
-    assert_eq!(seen, vec!["iad", "iad", "pdx", "pdx"], "round robin over ready endpoints");
+    assert_eq!(
+        seen,
+        vec!["iad", "iad", "pdx", "pdx"],
+        "round robin over ready endpoints"
+    );
 
     // No endpoints: new connections are closed, established ones still work.
     proxy.set_endpoints(&key(), vec![]).unwrap();
     let mut refused = TcpStream::connect(addr).await.unwrap();
     let mut buf = [0u8; 8];
-    let n = tokio::time::timeout(Duration::from_secs(5), tokio::io::AsyncReadExt::read(&mut refused, &mut buf)).await.unwrap().unwrap_or(0);
+    let n = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut refused, &mut buf),
+    )
+    .await
+    .unwrap()
+    .unwrap_or(0);
     assert_eq!(n, 0, "closed without a backend");
     assert_eq!(old.echo("still").await, "iad:still");
     proxy.remove_service_port(&key());

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase, PodRuntime, PodSpec,
-    RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
+    cleanup, default_bin_dir, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase,
+    PodRuntime, PodSpec, RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource,
+    VolumeSpec,
 };
 
 /// Each test's own state dir; cleanup on drop (also when the test panics).
@@ -70,7 +71,10 @@ fn shell(name: &str, script: &str) -> ContainerSpec {
 }
 
 fn running(status: &localkube::node::PodStatus) -> bool {
-    status.container_statuses.iter().all(|c| matches!(c.state, ContainerState::Running { .. }))
+    status
+        .container_statuses
+        .iter()
+        .all(|c| matches!(c.state, ContainerState::Running { .. }))
 }
 
 // localkube.md Node agent: without root, starting fails with one sentence naming kind.
@@ -107,15 +111,32 @@ while True:
 '";
     let mut server = pod("server", "iad", vec![shell("server", server_script)]);
     server.containers[0].volume_mounts = vec![
-        VolumeMount { name: "greeting".into(), mount_path: "/etc/demo".into(), read_only: true, sub_path: None },
-        VolumeMount { name: "data".into(), mount_path: "/data".into(), read_only: false, sub_path: None },
+        VolumeMount {
+            name: "greeting".into(),
+            mount_path: "/etc/demo".into(),
+            read_only: true,
+            sub_path: None,
+        },
+        VolumeMount {
+            name: "data".into(),
+            mount_path: "/data".into(),
+            read_only: false,
+            sub_path: None,
+        },
     ];
     server.volumes = vec![
         VolumeSpec {
             name: "greeting".into(),
-            source: VolumeSource::Files(vec![VolumeFile { path: "greeting".into(), contents: b"hello".to_vec(), mode: 0o644 }]),
+            source: VolumeSource::Files(vec![VolumeFile {
+                path: "greeting".into(),
+                contents: b"hello".to_vec(),
+                mode: 0o644,
+            }]),
         },
-        VolumeSpec { name: "data".into(), source: VolumeSource::EmptyDir },
+        VolumeSpec {
+            name: "data".into(),
+            source: VolumeSource::EmptyDir,
+        },
     ];
     server.containers[0].readiness_probe = Some(localkube::node::Probe {
         period: Duration::from_millis(200),
@@ -124,34 +145,58 @@ while True:
         })
     });
     let server_ip = runtime.start_pod(server).await.unwrap();
-    runtime.wait_for("default/server", Duration::from_secs(20), |s| s.ready).await.unwrap();
+    runtime
+        .wait_for("default/server", Duration::from_secs(20), |s| s.ready)
+        .await
+        .unwrap();
 
     let client_script = "cat /etc/resolv.conf; grep client /etc/hosts; echo MYIP=$MY_IP; \
         exec python3 -c 'import socket,sys; c=socket.create_connection((sys.argv[1], 8080), timeout=5); print(\"GOT\", c.recv(100).decode().strip())' $SERVER_ADDR";
     let mut client = pod("client", "pdx", vec![shell("client", client_script)]);
     client.restart_policy = RestartPolicy::Never;
     client.containers[0].env = vec![
-        EnvVar { name: "MY_IP".into(), value: EnvValue::PodIp },
+        EnvVar {
+            name: "MY_IP".into(),
+            value: EnvValue::PodIp,
+        },
         EnvVar::literal("SERVER_IP", server_ip.to_string()),
         EnvVar::literal("SERVER_ADDR", "$(SERVER_IP)"),
     ];
     let client_ip = runtime.start_pod(client).await.unwrap();
-    assert_ne!(server_ip.octets()[2], client_ip.octets()[2], "pods are on different node subnets");
+    assert_ne!(
+        server_ip.octets()[2],
+        client_ip.octets()[2],
+        "pods are on different node subnets"
+    );
     let status = runtime
-        .wait_for("default/client", Duration::from_secs(20), |s| s.phase == PodPhase::Succeeded || s.phase == PodPhase::Failed)
+        .wait_for("default/client", Duration::from_secs(20), |s| {
+            s.phase == PodPhase::Succeeded || s.phase == PodPhase::Failed
+        })
         .await
         .unwrap();
     let log = std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap();
     assert_eq!(status.phase, PodPhase::Succeeded, "client log:\n{log}");
-    assert!(log.contains(&format!("GOT hello from server to {client_ip}")), "{log}");
-    assert!(log.contains(&format!("nameserver {}", runtime.naming().dns_ip())), "{log}");
+    assert!(
+        log.contains(&format!("GOT hello from server to {client_ip}")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("nameserver {}", runtime.naming().dns_ip())),
+        "{log}"
+    );
     assert!(log.contains(&format!("{client_ip}\tclient")), "{log}");
     assert!(log.contains(&format!("MYIP={client_ip}")), "{log}");
     // Nothing was created on the host for the mount paths.
     assert!(!std::path::Path::new("/etc/demo").exists());
     assert!(!std::path::Path::new("/data/marker").exists());
-    runtime.stop_pod("default/server", Duration::from_secs(2)).await.unwrap();
-    runtime.stop_pod("default/client", Duration::from_secs(2)).await.unwrap();
+    runtime
+        .stop_pod("default/server", Duration::from_secs(2))
+        .await
+        .unwrap();
+    runtime
+        .stop_pod("default/client", Duration::from_secs(2))
+        .await
+        .unwrap();
 }
 
 // localkube.md Node agent: restartPolicy and restart counts are honoured; logs keep the
@@ -164,25 +209,40 @@ async fn restart_policy_backoff_and_unknown_image() {
     let guard = ClusterGuard::new("restart");
     let runtime = PodRuntime::new(guard.config()).unwrap();
     runtime.register_node("iad").unwrap();
-    let crasher = pod("crasher", "iad", vec![shell("main", "echo run-$(date +%s%N); exit 3")]);
+    let crasher = pod(
+        "crasher",
+        "iad",
+        vec![shell("main", "echo run-$(date +%s%N); exit 3")],
+    );
     runtime.start_pod(crasher).await.unwrap();
     let status = runtime
-        .wait_for("default/crasher", Duration::from_secs(20), |s| s.container_statuses[0].restart_count >= 2)
+        .wait_for("default/crasher", Duration::from_secs(20), |s| {
+            s.container_statuses[0].restart_count >= 2
+        })
         .await
         .unwrap();
     let c = &status.container_statuses[0];
     match c.last_state.as_ref().unwrap() {
-        ContainerState::Terminated { exit_code, reason, .. } => {
+        ContainerState::Terminated {
+            exit_code, reason, ..
+        } => {
             assert_eq!((*exit_code, reason.as_str()), (3, "Error"));
         }
         other => panic!("last state {other:?}"),
     }
-    assert!(std::fs::read_to_string(&c.previous_log_path).unwrap().starts_with("run-"));
+    assert!(std::fs::read_to_string(&c.previous_log_path)
+        .unwrap()
+        .starts_with("run-"));
 
     let mut once = pod("once", "iad", vec![shell("main", "exit 0")]);
     once.restart_policy = RestartPolicy::OnFailure;
     runtime.start_pod(once).await.unwrap();
-    let status = runtime.wait_for("default/once", Duration::from_secs(10), |s| s.phase == PodPhase::Succeeded).await.unwrap();
+    let status = runtime
+        .wait_for("default/once", Duration::from_secs(10), |s| {
+            s.phase == PodPhase::Succeeded
+        })
+        .await
+        .unwrap();
     assert_eq!(status.container_statuses[0].restart_count, 0);
 
     let mut unknown = pod("unknown", "iad", vec![shell("main", "true")]);
@@ -207,16 +267,49 @@ async fn stop_pod_kills_after_grace_period() {
     let guard = ClusterGuard::new("grace");
     let runtime = PodRuntime::new(guard.config()).unwrap();
     runtime.register_node("iad").unwrap();
-    let mut stubborn = pod("stubborn", "iad", vec![shell("main", "trap 'echo got-term' TERM; while true; do sleep 0.1; done")]);
+    let mut stubborn = pod(
+        "stubborn",
+        "iad",
+        vec![shell(
+            "main",
+            "trap 'echo got-term' TERM; echo trap-set; while true; do sleep 0.1; done",
+        )],
+    );
     stubborn.termination_grace_period = Duration::from_millis(800);
     runtime.start_pod(stubborn).await.unwrap();
-    runtime.wait_for("default/stubborn", Duration::from_secs(10), running).await.unwrap();
+    runtime
+        .wait_for("default/stubborn", Duration::from_secs(10), running)
+        .await
+        .unwrap();
+    // SIGTERM before the shell set its trap would end it at once: wait for the trap.
+    let log_path = runtime
+        .pod_status("default/stubborn")
+        .unwrap()
+        .container_statuses[0]
+        .log_path
+        .clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log_path)
+        .unwrap_or_default()
+        .contains("trap-set")
+    {
+        assert!(Instant::now() < deadline, "the shell never set its trap");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let pid = runtime.container_pid("default/stubborn", "main").unwrap();
     let started = Instant::now();
-    let status = runtime.stop_pod("default/stubborn", Duration::from_millis(800)).await.unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(700), "waited for the grace period");
+    let status = runtime
+        .stop_pod("default/stubborn", Duration::from_millis(800))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "waited for the grace period"
+    );
     match &status.container_statuses[0].state {
-        ContainerState::Terminated { exit_code, signal, .. } => assert_eq!((*exit_code, *signal), (137, Some(9))),
+        ContainerState::Terminated {
+            exit_code, signal, ..
+        } => assert_eq!((*exit_code, *signal), (137, Some(9))),
         other => panic!("{other:?}"),
     }
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
@@ -238,20 +331,42 @@ async fn cleanup_after_crash_removes_everything() {
         runtime.register_node("iad").unwrap();
         runtime.register_node("pdx").unwrap();
         for (name, node) in [("a", "iad"), ("b", "pdx")] {
-            runtime.start_pod(pod(name, node, vec![shell("main", "sleep 300")])).await.unwrap();
+            runtime
+                .start_pod(pod(name, node, vec![shell("main", "sleep 300")]))
+                .await
+                .unwrap();
             let key = format!("default/{name}");
-            runtime.wait_for(&key, Duration::from_secs(10), running).await.unwrap();
+            runtime
+                .wait_for(&key, Duration::from_secs(10), running)
+                .await
+                .unwrap();
             pids.push(runtime.container_pid(&key, "main").unwrap());
         }
         // Dropped without stopping anything.
     }
-    let names = |args: &[&str]| String::from_utf8(std::process::Command::new("ip").args(args).output().unwrap().stdout).unwrap();
+    let names = |args: &[&str]| {
+        String::from_utf8(
+            std::process::Command::new("ip")
+                .args(args)
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
     assert!(names(&["netns", "list"]).contains(&prefix));
     cleanup(&guard.dir).unwrap();
     cleanup(&guard.dir).unwrap(); // idempotent
-    assert!(!names(&["netns", "list"]).contains(&prefix), "{}", names(&["netns", "list"]));
+    assert!(
+        !names(&["netns", "list"]).contains(&prefix),
+        "{}",
+        names(&["netns", "list"])
+    );
     assert!(!names(&["-o", "link", "show"]).contains(&prefix));
     for pid in pids {
-        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} survived cleanup");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "pid {pid} survived cleanup"
+        );
     }
 }

@@ -46,12 +46,28 @@ impl NodeAgent {
             runtime.register_node(node)?;
         }
         let dns_records = DnsRecords::new();
-        let dns = ClusterDns::serve(SocketAddr::from((runtime.naming().dns_ip(), DNS_PORT)), dns_records.clone()).await?;
+        let dns = ClusterDns::serve(
+            SocketAddr::from((runtime.naming().dns_ip(), DNS_PORT)),
+            dns_records.clone(),
+        )
+        .await?;
         let proxy = Arc::new(ServiceProxy::new(Some(runtime.partitions())));
-        let services = Services::new(runtime.network().clone(), proxy.clone(), dns_records.clone());
+        let services = Services::new(
+            runtime.network().clone(),
+            proxy.clone(),
+            dns_records.clone(),
+        );
         let faults = Faults::new(runtime.clone(), Some(dns_records.clone()));
         let state_dir = runtime.network().state_dir().to_path_buf();
-        Ok(Self { runtime, dns_records, proxy, services, faults, dns, state_dir })
+        Ok(Self {
+            runtime,
+            dns_records,
+            proxy,
+            services,
+            faults,
+            dns,
+            state_dir,
+        })
     }
 
     /// The cluster DNS address pods use.

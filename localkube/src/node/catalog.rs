@@ -57,14 +57,20 @@ impl ImageCatalog {
     /// Reads a catalog file.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(Error::io("read image catalog", path))?;
-        serde_yaml::from_str(&text).map_err(|source| Error::Catalog { path: path.to_path_buf(), source })
+        serde_yaml::from_str(&text).map_err(|source| Error::Catalog {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// The built-in images: `pause` (sleeps forever), `busybox` (the host's shell and
     /// coreutils) and `mariadb:*` (the host's MariaDB through `localkube-mariadb-entrypoint`
     /// found in `bin_dir`).
     pub fn builtin(bin_dir: &Path) -> Self {
-        let entry = |image: &str, entrypoint: Vec<String>, cmd: Vec<String>, private_dirs: Vec<PathBuf>| CatalogEntry {
+        let entry = |image: &str,
+                     entrypoint: Vec<String>,
+                     cmd: Vec<String>,
+                     private_dirs: Vec<PathBuf>| CatalogEntry {
             image: image.to_string(),
             entrypoint,
             cmd,
@@ -73,11 +79,19 @@ impl ImageCatalog {
         };
         Self {
             images: vec![
-                entry("*pause:*", vec!["sleep".into(), "infinity".into()], vec![], vec![]),
+                entry(
+                    "*pause:*",
+                    vec!["sleep".into(), "infinity".into()],
+                    vec![],
+                    vec![],
+                ),
                 entry("busybox:*", vec![], vec!["sh".into()], vec![]),
                 entry(
                     "mariadb:*",
-                    vec![bin_dir.join("localkube-mariadb-entrypoint").to_string_lossy().into_owned()],
+                    vec![bin_dir
+                        .join("localkube-mariadb-entrypoint")
+                        .to_string_lossy()
+                        .into_owned()],
                     vec!["mariadbd".into()],
                     vec!["/var/lib/mysql".into(), "/run/mysqld".into(), "/tmp".into()],
                 ),
@@ -94,7 +108,8 @@ impl ImageCatalog {
     pub fn resolve(&self, image: &str) -> Option<&CatalogEntry> {
         let normalized = normalize(image);
         self.images.iter().find(|entry| {
-            glob::Pattern::new(&entry.image).is_ok_and(|p| p.matches(&normalized) || p.matches(image))
+            glob::Pattern::new(&entry.image)
+                .is_ok_and(|p| p.matches(&normalized) || p.matches(image))
         })
     }
 }
@@ -139,7 +154,10 @@ mod tests {
         assert!(catalog.resolve("nginx:1.27").is_none());
         let yaml = "images:\n  - image: \"bloodraven/*\"\n    entrypoint: [\"/opt/br\"]\n";
         let extra: ImageCatalog = serde_yaml::from_str(yaml).unwrap();
-        assert_eq!(extra.resolve("bloodraven/sidecar:dev").unwrap().entrypoint, vec!["/opt/br"]);
+        assert_eq!(
+            extra.resolve("bloodraven/sidecar:dev").unwrap().entrypoint,
+            vec!["/opt/br"]
+        );
     }
 
     #[test]
@@ -155,6 +173,9 @@ mod tests {
         assert_eq!(container_argv(&entry, &[], &[]), s(&["ep", "cmd"]));
         assert_eq!(container_argv(&entry, &[], &s(&["a"])), s(&["ep", "a"]));
         assert_eq!(container_argv(&entry, &s(&["c"]), &[]), s(&["c"]));
-        assert_eq!(container_argv(&entry, &s(&["c"]), &s(&["a"])), s(&["c", "a"]));
+        assert_eq!(
+            container_argv(&entry, &s(&["c"]), &s(&["a"])),
+            s(&["c", "a"])
+        );
     }
 }

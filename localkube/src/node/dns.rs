@@ -107,21 +107,30 @@ impl DnsRecords {
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Snapshot> {
-        self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.snapshot
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Snapshot> {
-        self.snapshot.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.snapshot
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Sets (replaces) a Service with its endpoints.
     pub fn set_service(&self, namespace: &str, name: &str, record: ServiceRecord) {
-        self.write().services.insert((namespace.to_ascii_lowercase(), name.to_ascii_lowercase()), record);
+        self.write().services.insert(
+            (namespace.to_ascii_lowercase(), name.to_ascii_lowercase()),
+            record,
+        );
     }
 
     /// Removes a Service.
     pub fn remove_service(&self, namespace: &str, name: &str) {
-        self.write().services.remove(&(namespace.to_ascii_lowercase(), name.to_ascii_lowercase()));
+        self.write()
+            .services
+            .remove(&(namespace.to_ascii_lowercase(), name.to_ascii_lowercase()));
     }
 
     /// Sets the desired records of one `DNSEndpoint` object; they are published while the
@@ -129,7 +138,9 @@ impl DnsRecords {
     pub fn set_dns_endpoint(&self, namespace: &str, name: &str, records: Vec<ExternalRecord>) {
         let mut snapshot = self.write();
         let key = (namespace.to_string(), name.to_string());
-        snapshot.external_desired.insert(key.clone(), records.clone());
+        snapshot
+            .external_desired
+            .insert(key.clone(), records.clone());
         if !snapshot.external_stopped {
             snapshot.external_published.insert(key, records);
         }
@@ -194,22 +205,33 @@ fn a_record(owner: &Name, ip: Ipv4Addr, ttl: u32) -> Record {
 }
 
 fn published(service: &ServiceRecord) -> impl Iterator<Item = &EndpointRecord> {
-    service.endpoints.iter().filter(|e| e.ready || service.publish_not_ready_addresses)
+    service
+        .endpoints
+        .iter()
+        .filter(|e| e.ready || service.publish_not_ready_addresses)
 }
 
 fn endpoint_label(endpoint: &EndpointRecord) -> String {
-    endpoint.hostname.clone().unwrap_or_else(|| dashed(endpoint.ip))
+    endpoint
+        .hostname
+        .clone()
+        .unwrap_or_else(|| dashed(endpoint.ip))
 }
 
 fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
     let query = query.trim_end_matches('.').to_ascii_lowercase();
-    let Some(owner) = name(&query) else { return Answer::NxDomain };
+    let Some(owner) = name(&query) else {
+        return Answer::NxDomain;
+    };
     let want = |t: RecordType| record_type == t || record_type == RecordType::ANY;
     if let Some(rest) = query.strip_suffix(&format!(".svc.{CLUSTER_DOMAIN}")) {
         let labels: Vec<&str> = rest.split('.').collect();
         match labels.as_slice() {
             [service, namespace] => {
-                let Some(svc) = snapshot.services.get(&(namespace.to_string(), service.to_string())) else {
+                let Some(svc) = snapshot
+                    .services
+                    .get(&(namespace.to_string(), service.to_string()))
+                else {
                     return Answer::NxDomain;
                 };
                 if !want(RecordType::A) {
@@ -217,17 +239,26 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
                 }
                 let records = match svc.cluster_ip {
                     Some(ip) => vec![a_record(&owner, ip, TTL_SECONDS)],
-                    None => published(svc).map(|e| a_record(&owner, e.ip, TTL_SECONDS)).collect(),
+                    None => published(svc)
+                        .map(|e| a_record(&owner, e.ip, TTL_SECONDS))
+                        .collect(),
                 };
                 return Answer::Records(records);
             }
-            [port, protocol, service, namespace] if port.starts_with('_') && protocol.starts_with('_') => {
-                let Some(svc) = snapshot.services.get(&(namespace.to_string(), service.to_string())) else {
+            [port, protocol, service, namespace]
+                if port.starts_with('_') && protocol.starts_with('_') =>
+            {
+                let Some(svc) = snapshot
+                    .services
+                    .get(&(namespace.to_string(), service.to_string()))
+                else {
                     return Answer::NxDomain;
                 };
                 let (port_name, proto) = (&port[1..], &protocol[1..]);
                 let Some(svc_port) = svc.ports.iter().find(|p| {
-                    p.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(port_name))
+                    p.name
+                        .as_deref()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(port_name))
                         && p.protocol.eq_ignore_ascii_case(proto)
                 }) else {
                     return Answer::NxDomain;
@@ -239,7 +270,11 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
                 let records = match svc.cluster_ip {
                     Some(_) => name(&base)
                         .map(|target| {
-                            vec![Record::from_rdata(owner.clone(), TTL_SECONDS, RData::SRV(SRV::new(0, 100, svc_port.port, target)))]
+                            vec![Record::from_rdata(
+                                owner.clone(),
+                                TTL_SECONDS,
+                                RData::SRV(SRV::new(0, 100, svc_port.port, target)),
+                            )]
                         })
                         .unwrap_or_default(),
                     None => {
@@ -249,8 +284,13 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
                             .iter()
                             .filter_map(|e| {
                                 let target = name(&format!("{}.{base}", endpoint_label(e)))?;
-                                let port = port_name_lookup(&e.ports, port_name).unwrap_or(svc_port.port);
-                                Some(Record::from_rdata(owner.clone(), TTL_SECONDS, RData::SRV(SRV::new(0, weight, port, target))))
+                                let port =
+                                    port_name_lookup(&e.ports, port_name).unwrap_or(svc_port.port);
+                                Some(Record::from_rdata(
+                                    owner.clone(),
+                                    TTL_SECONDS,
+                                    RData::SRV(SRV::new(0, weight, port, target)),
+                                ))
                             })
                             .collect()
                     }
@@ -258,18 +298,27 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
                 return Answer::Records(records);
             }
             [endpoint, service, namespace] => {
-                let Some(svc) = snapshot.services.get(&(namespace.to_string(), service.to_string())) else {
+                let Some(svc) = snapshot
+                    .services
+                    .get(&(namespace.to_string(), service.to_string()))
+                else {
                     return Answer::NxDomain;
                 };
-                let matches: Vec<&EndpointRecord> =
-                    published(svc).filter(|e| endpoint_label(e).eq_ignore_ascii_case(endpoint)).collect();
+                let matches: Vec<&EndpointRecord> = published(svc)
+                    .filter(|e| endpoint_label(e).eq_ignore_ascii_case(endpoint))
+                    .collect();
                 if matches.is_empty() {
                     return Answer::NxDomain;
                 }
                 if !want(RecordType::A) {
                     return Answer::Records(Vec::new());
                 }
-                return Answer::Records(matches.iter().map(|e| a_record(&owner, e.ip, TTL_SECONDS)).collect());
+                return Answer::Records(
+                    matches
+                        .iter()
+                        .map(|e| a_record(&owner, e.ip, TTL_SECONDS))
+                        .collect(),
+                );
             }
             _ => return Answer::NxDomain,
         }
@@ -277,7 +326,11 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
     if let Some(rest) = query.strip_suffix(&format!(".pod.{CLUSTER_DOMAIN}")) {
         if let [ip_label, _namespace] = rest.split('.').collect::<Vec<_>>().as_slice() {
             if let Some(ip) = undashed(ip_label) {
-                let records = if want(RecordType::A) { vec![a_record(&owner, ip, TTL_SECONDS)] } else { Vec::new() };
+                let records = if want(RecordType::A) {
+                    vec![a_record(&owner, ip, TTL_SECONDS)]
+                } else {
+                    Vec::new()
+                };
                 return Answer::Records(records);
             }
         }
@@ -286,7 +339,11 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
     let mut found = false;
     let mut records = Vec::new();
     for record in snapshot.external_published.values().flatten() {
-        if !record.dns_name.trim_end_matches('.').eq_ignore_ascii_case(&query) {
+        if !record
+            .dns_name
+            .trim_end_matches('.')
+            .eq_ignore_ascii_case(&query)
+        {
             continue;
         }
         found = true;
@@ -294,7 +351,9 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
         for target in &record.targets {
             let rdata = match record.record_type.to_ascii_uppercase().as_str() {
                 "A" if want(RecordType::A) => target.parse().ok().map(|ip| RData::A(A(ip))),
-                "CNAME" if want(RecordType::CNAME) || want(RecordType::A) => name(target).map(|n| RData::CNAME(CNAME(n))),
+                "CNAME" if want(RecordType::CNAME) || want(RecordType::A) => {
+                    name(target).map(|n| RData::CNAME(CNAME(n)))
+                }
                 "TXT" if want(RecordType::TXT) => Some(RData::TXT(TXT::new(vec![target.clone()]))),
                 _ => None,
             };
@@ -311,7 +370,10 @@ fn answer(snapshot: &Snapshot, query: &str, record_type: RecordType) -> Answer {
 }
 
 fn port_name_lookup(ports: &BTreeMap<String, u16>, port_name: &str) -> Option<u16> {
-    ports.iter().find(|(name, _)| name.eq_ignore_ascii_case(port_name)).map(|(_, port)| *port)
+    ports
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(port_name))
+        .map(|(_, port)| *port)
 }
 
 /// The hickory request handler over [`DnsRecords`].
@@ -322,23 +384,43 @@ pub struct ClusterDnsHandler {
 
 #[async_trait::async_trait]
 impl RequestHandler for ClusterDnsHandler {
-    async fn handle_request<R: ResponseHandler, T: Time>(&self, request: &Request, mut response_handle: R) -> ResponseInfo {
+    async fn handle_request<R: ResponseHandler, T: Time>(
+        &self,
+        request: &Request,
+        mut response_handle: R,
+    ) -> ResponseInfo {
         let mut metadata = Metadata::response_from_request(&request.metadata);
         metadata.authoritative = true;
         metadata.recursion_available = false;
         let builder = MessageResponseBuilder::from_message_request(request);
         let Some(query) = request.queries.queries().first() else {
             metadata.response_code = ResponseCode::FormErr;
-            return send(&mut response_handle, builder.build_no_records(metadata), request).await;
+            return send(
+                &mut response_handle,
+                builder.build_no_records(metadata),
+                request,
+            )
+            .await;
         };
         let asked = query.name().to_string();
         match self.records.answer(&asked, query.query_type()) {
             Answer::NxDomain => {
                 metadata.response_code = ResponseCode::NXDomain;
-                send(&mut response_handle, builder.build_no_records(metadata), request).await
+                send(
+                    &mut response_handle,
+                    builder.build_no_records(metadata),
+                    request,
+                )
+                .await
             }
             Answer::Records(records) => {
-                let response = builder.build(metadata, records.iter(), std::iter::empty(), std::iter::empty(), std::iter::empty());
+                let response = builder.build(
+                    metadata,
+                    records.iter(),
+                    std::iter::empty(),
+                    std::iter::empty(),
+                    std::iter::empty(),
+                );
                 send(&mut response_handle, response, request).await
             }
         }
@@ -363,7 +445,10 @@ async fn send<'a, R: ResponseHandler>(
             tracing::warn!(error = %err, "could not send dns response");
             let mut metadata = Metadata::response_from_request(&request.metadata);
             metadata.response_code = ResponseCode::ServFail;
-            ResponseInfo::from(hickory_proto::op::Header { metadata, counts: Default::default() })
+            ResponseInfo::from(hickory_proto::op::Header {
+                metadata,
+                counts: Default::default(),
+            })
         }
     }
 }
@@ -376,7 +461,9 @@ pub struct ClusterDns {
 
 impl std::fmt::Debug for ClusterDns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterDns").field("addr", &self.addr).finish()
+        f.debug_struct("ClusterDns")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -384,14 +471,26 @@ impl ClusterDns {
     /// Serves `records` on `addr` (UDP and TCP; port 0 picks one, see [`ClusterDns::addr`]).
     /// For pods, `addr` is the cluster DNS address (`ClusterNaming::dns_ip`) port 53.
     pub async fn serve(addr: SocketAddr, records: Arc<DnsRecords>) -> Result<Self> {
-        let udp = tokio::net::UdpSocket::bind(addr).await.map_err(|source| Error::Dns { addr, source })?;
-        let bound = udp.local_addr().map_err(|source| Error::Dns { addr, source })?;
-        let tcp = tokio::net::TcpListener::bind(bound).await.map_err(|source| Error::Dns { addr: bound, source })?;
+        let udp = tokio::net::UdpSocket::bind(addr)
+            .await
+            .map_err(|source| Error::Dns { addr, source })?;
+        let bound = udp
+            .local_addr()
+            .map_err(|source| Error::Dns { addr, source })?;
+        let tcp = tokio::net::TcpListener::bind(bound)
+            .await
+            .map_err(|source| Error::Dns {
+                addr: bound,
+                source,
+            })?;
         let mut server = Server::new(ClusterDnsHandler { records });
         server.register_socket(udp);
         server.register_listener(tcp, TCP_IDLE_TIMEOUT, 64);
         tracing::info!(addr = %bound, "cluster dns serving");
-        Ok(Self { addr: bound, server })
+        Ok(Self {
+            addr: bound,
+            server,
+        })
     }
 
     /// The address served (UDP and TCP).
@@ -414,11 +513,25 @@ mod tests {
     fn headless() -> ServiceRecord {
         ServiceRecord {
             cluster_ip: None,
-            ports: vec![ServicePortRecord { name: Some("tellus".into()), protocol: "UDP".into(), port: 7878 }],
+            ports: vec![ServicePortRecord {
+                name: Some("tellus".into()),
+                protocol: "UDP".into(),
+                port: 7878,
+            }],
             publish_not_ready_addresses: false,
             endpoints: vec![
-                EndpointRecord { ip: Ipv4Addr::new(10, 244, 0, 2), hostname: Some("t-0".into()), ready: true, ports: [("tellus".to_string(), 7000)].into() },
-                EndpointRecord { ip: Ipv4Addr::new(10, 244, 1, 2), hostname: None, ready: false, ports: BTreeMap::new() },
+                EndpointRecord {
+                    ip: Ipv4Addr::new(10, 244, 0, 2),
+                    hostname: Some("t-0".into()),
+                    ready: true,
+                    ports: [("tellus".to_string(), 7000)].into(),
+                },
+                EndpointRecord {
+                    ip: Ipv4Addr::new(10, 244, 1, 2),
+                    hostname: None,
+                    ready: false,
+                    ports: BTreeMap::new(),
+                },
             ],
         }
     }
@@ -435,34 +548,76 @@ mod tests {
     fn headless_publishes_ready_endpoints_only() {
         let records = DnsRecords::new();
         records.set_service("ns", "tellus", headless());
-        assert_eq!(ips(records.answer("tellus.ns.svc.cluster.local.", RecordType::A)), vec!["10.244.0.2"]);
+        assert_eq!(
+            ips(records.answer("tellus.ns.svc.cluster.local.", RecordType::A)),
+            vec!["10.244.0.2"]
+        );
         let mut svc = headless();
         svc.publish_not_ready_addresses = true;
         records.set_service("ns", "tellus", svc);
-        assert_eq!(ips(records.answer("tellus.ns.svc.cluster.local", RecordType::A)).len(), 2);
+        assert_eq!(
+            ips(records.answer("tellus.ns.svc.cluster.local", RecordType::A)).len(),
+            2
+        );
         // seed 004: SingleStack IPv4: AAAA is empty, never a second address.
-        assert_eq!(ips(records.answer("tellus.ns.svc.cluster.local", RecordType::AAAA)), Vec::<String>::new());
+        assert_eq!(
+            ips(records.answer("tellus.ns.svc.cluster.local", RecordType::AAAA)),
+            Vec::<String>::new()
+        );
         // seed 004: the named port yields one SRV per pod with the pod's own port.
         let srv = ips(records.answer("_tellus._udp.tellus.ns.svc.cluster.local", RecordType::SRV));
         assert_eq!(srv.len(), 2);
-        assert!(srv.iter().any(|s| s.contains("7000") && s.contains("t-0.tellus.ns.svc.cluster.local")), "{srv:?}");
-        assert!(srv.iter().any(|s| s.contains("7878") && s.contains("10-244-1-2.tellus")), "{srv:?}");
-        assert_eq!(ips(records.answer("t-0.tellus.ns.svc.cluster.local", RecordType::A)), vec!["10.244.0.2"]);
-        assert_eq!(ips(records.answer("missing.ns.svc.cluster.local", RecordType::A)), vec!["NXDOMAIN"]);
-        assert_eq!(ips(records.answer("_other._udp.tellus.ns.svc.cluster.local", RecordType::SRV)), vec!["NXDOMAIN"]);
+        assert!(
+            srv.iter()
+                .any(|s| s.contains("7000") && s.contains("t-0.tellus.ns.svc.cluster.local")),
+            "{srv:?}"
+        );
+        assert!(
+            srv.iter()
+                .any(|s| s.contains("7878") && s.contains("10-244-1-2.tellus")),
+            "{srv:?}"
+        );
+        assert_eq!(
+            ips(records.answer("t-0.tellus.ns.svc.cluster.local", RecordType::A)),
+            vec!["10.244.0.2"]
+        );
+        assert_eq!(
+            ips(records.answer("missing.ns.svc.cluster.local", RecordType::A)),
+            vec!["NXDOMAIN"]
+        );
+        assert_eq!(
+            ips(records.answer("_other._udp.tellus.ns.svc.cluster.local", RecordType::SRV)),
+            vec!["NXDOMAIN"]
+        );
     }
 
     // localkube.md: external-dns can be stopped; while stopped its answers stay what they were.
     #[test]
     fn stopped_external_dns_freezes_answers() {
         let records = DnsRecords::new();
-        let rec = |ip: &str| vec![ExternalRecord { dns_name: "db.example.test".into(), record_type: "A".into(), targets: vec![ip.into()], ttl: None }];
+        let rec = |ip: &str| {
+            vec![ExternalRecord {
+                dns_name: "db.example.test".into(),
+                record_type: "A".into(),
+                targets: vec![ip.into()],
+                ttl: None,
+            }]
+        };
         records.set_dns_endpoint("ns", "bloodraven-playground", rec("10.96.0.20"));
         records.stop_external_dns();
         records.set_dns_endpoint("ns", "bloodraven-playground", rec("10.96.0.30"));
-        assert_eq!(ips(records.answer("db.example.test", RecordType::A)), vec!["10.96.0.20"]);
+        assert_eq!(
+            ips(records.answer("db.example.test", RecordType::A)),
+            vec!["10.96.0.20"]
+        );
         records.start_external_dns();
-        assert_eq!(ips(records.answer("db.example.test", RecordType::A)), vec!["10.96.0.30"]);
-        assert_eq!(ips(records.answer("other.example.test", RecordType::A)), vec!["NXDOMAIN"]);
+        assert_eq!(
+            ips(records.answer("db.example.test", RecordType::A)),
+            vec!["10.96.0.30"]
+        );
+        assert_eq!(
+            ips(records.answer("other.example.test", RecordType::A)),
+            vec!["NXDOMAIN"]
+        );
     }
 }

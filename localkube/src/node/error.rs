@@ -105,9 +105,16 @@ pub enum Error {
 
 impl Error {
     /// Wraps an I/O error with what was being done to which path.
-    pub fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    pub fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
-        move |source| Error::Io { action, path, source }
+        move |source| Error::Io {
+            action,
+            path,
+            source,
+        }
     }
 
     /// Wraps an errno with what was being done.

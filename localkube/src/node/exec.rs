@@ -84,20 +84,29 @@ fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
         let uts = open(&format!("/proc/{pid}/ns/uts"))?;
         let mnt = open(&format!("/proc/{pid}/ns/mnt"))?;
         let root = open(&format!("/proc/{pid}/root"))?;
-        setns(&net, CloneFlags::CLONE_NEWNET).map_err(Error::sys("join the pod network namespace"))?;
+        setns(&net, CloneFlags::CLONE_NEWNET)
+            .map_err(Error::sys("join the pod network namespace"))?;
         setns(&uts, CloneFlags::CLONE_NEWUTS).map_err(Error::sys("join the pod uts namespace"))?;
-        setns(&mnt, CloneFlags::CLONE_NEWNS).map_err(Error::sys("join the container mount namespace"))?;
+        setns(&mnt, CloneFlags::CLONE_NEWNS)
+            .map_err(Error::sys("join the container mount namespace"))?;
         nix::unistd::fchdir(&root).map_err(Error::sys("enter the container root"))?;
         nix::unistd::chroot(".").map_err(Error::sys("chroot into the container root"))?;
     } else {
         if let Some(netns) = &spec.netns_path {
             let file = fs::File::open(netns).map_err(Error::io("open network namespace", netns))?;
-            setns(&file, CloneFlags::CLONE_NEWNET).map_err(Error::sys("join the pod network namespace"))?;
+            setns(&file, CloneFlags::CLONE_NEWNET)
+                .map_err(Error::sys("join the pod network namespace"))?;
         }
         unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS)
             .map_err(Error::sys("unshare mount and uts namespaces"))?;
-        mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-            .map_err(Error::sys("make mounts private"))?;
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .map_err(Error::sys("make mounts private"))?;
         if let Some(hostname) = &spec.hostname {
             nix::unistd::sethostname(hostname).map_err(Error::sys("set hostname"))?;
         }
@@ -106,29 +115,60 @@ fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
         // under /tmp from the mounts that follow.
         let staging_fd = open_path(&spec.staging_dir)?;
         let staging = fd_path(&staging_fd);
-        let sources = spec.mounts.iter().map(|bind| open_path(&bind.source)).collect::<Result<Vec<_>>>()?;
+        let sources = spec
+            .mounts
+            .iter()
+            .map(|bind| open_path(&bind.source))
+            .collect::<Result<Vec<_>>>()?;
         let mut shadows = 0u32;
         for (bind, source) in spec.mounts.iter().zip(&sources) {
             let is_dir = fd_path(source).is_dir();
             ensure_mount_target(&bind.target, is_dir, &staging, &mut shadows)?;
-            mount(Some(&fd_path(source)), &bind.target, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-                .map_err(Error::sys(format!("bind {} at {}", bind.source.display(), bind.target.display())))?;
+            mount(
+                Some(&fd_path(source)),
+                &bind.target,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .map_err(Error::sys(format!(
+                "bind {} at {}",
+                bind.source.display(),
+                bind.target.display()
+            )))?;
             if bind.read_only {
                 let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-                mount(None::<&str>, &bind.target, None::<&str>, flags, None::<&str>)
-                    .map_err(Error::sys(format!("remount {} read-only", bind.target.display())))?;
+                mount(
+                    None::<&str>,
+                    &bind.target,
+                    None::<&str>,
+                    flags,
+                    None::<&str>,
+                )
+                .map_err(Error::sys(format!(
+                    "remount {} read-only",
+                    bind.target.display()
+                )))?;
             }
         }
     }
-    let cwd = spec.working_dir.clone().unwrap_or_else(|| PathBuf::from("/"));
-    nix::unistd::chdir(&cwd).map_err(Error::sys(format!("change directory to {}", cwd.display())))?;
+    let cwd = spec
+        .working_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/"));
+    nix::unistd::chdir(&cwd)
+        .map_err(Error::sys(format!("change directory to {}", cwd.display())))?;
     exec(&spec.argv, &spec.env)
 }
 
 fn open_path(path: &Path) -> Result<std::os::fd::OwnedFd> {
     use nix::fcntl::OFlag;
-    nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
-        .map_err(Error::sys(format!("open {}", path.display())))
+    nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(Error::sys(format!("open {}", path.display())))
 }
 
 fn fd_path(fd: &std::os::fd::OwnedFd) -> PathBuf {
@@ -149,19 +189,35 @@ pub fn find_program(program: &str, path: &str) -> Option<PathBuf> {
         .filter(|dir| !dir.is_empty())
         .map(|dir| Path::new(dir).join(program))
         .find(|candidate| {
-            fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+            fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
         })
 }
 
 fn exec(argv: &[String], env: &[(String, String)]) -> Result<std::convert::Infallible> {
-    let program = argv.first().ok_or_else(|| Error::Invalid("container command: it is empty".into()))?;
-    let path = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
-    let resolved = find_program(program, path)
-        .ok_or_else(|| Error::Invalid(format!("container command: executable \"{program}\" not found in PATH")))?;
-    let to_c = |s: &str| CString::new(s).map_err(|_| Error::Invalid(format!("argument {s:?}: it contains a NUL byte")));
+    let program = argv
+        .first()
+        .ok_or_else(|| Error::Invalid("container command: it is empty".into()))?;
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+    let resolved = find_program(program, path).ok_or_else(|| {
+        Error::Invalid(format!(
+            "container command: executable \"{program}\" not found in PATH"
+        ))
+    })?;
+    let to_c = |s: &str| {
+        CString::new(s)
+            .map_err(|_| Error::Invalid(format!("argument {s:?}: it contains a NUL byte")))
+    };
     let c_path = to_c(&resolved.to_string_lossy())?;
     let c_argv = argv.iter().map(|a| to_c(a)).collect::<Result<Vec<_>>>()?;
-    let c_env = env.iter().map(|(k, v)| to_c(&format!("{k}={v}"))).collect::<Result<Vec<_>>>()?;
+    let c_env = env
+        .iter()
+        .map(|(k, v)| to_c(&format!("{k}={v}")))
+        .collect::<Result<Vec<_>>>()?;
     match nix::unistd::execve(&c_path, &c_argv, &c_env) {
         Err(err) => Err(Error::sys(format!("exec {}", resolved.display()))(err)),
         Ok(never) => match never {},
@@ -173,7 +229,12 @@ fn exec(argv: &[String], env: &[(String, String)]) -> Result<std::convert::Infal
 /// tmpfs "shadow" that re-binds every entry of the original, and the missing components are
 /// created in the tmpfs. When the ancestor is `/` itself the process `chroot`s into the shadow
 /// (a mount over `/` would not be visible to this process).
-pub fn ensure_mount_target(target: &Path, is_dir: bool, staging: &Path, shadows: &mut u32) -> Result<()> {
+pub fn ensure_mount_target(
+    target: &Path,
+    is_dir: bool,
+    staging: &Path,
+    shadows: &mut u32,
+) -> Result<()> {
     if target.exists() {
         return Ok(());
     }
@@ -193,7 +254,8 @@ pub fn ensure_mount_target(target: &Path, is_dir: bool, staging: &Path, shadows:
             break;
         }
     }
-    let ancestor = fs::canonicalize(&existing).map_err(Error::io("resolve mount path", &existing))?;
+    let ancestor =
+        fs::canonicalize(&existing).map_err(Error::io("resolve mount path", &existing))?;
     let first_missing = components
         .get(index)
         .map(|c| c.as_os_str().to_os_string())
@@ -201,20 +263,33 @@ pub fn ensure_mount_target(target: &Path, is_dir: bool, staging: &Path, shadows:
     *shadows += 1;
     let shadow = staging.join(format!("shadow-{shadows}"));
     fs::create_dir_all(&shadow).map_err(Error::io("create shadow", &shadow))?;
-    mount(Some("tmpfs"), &shadow, Some("tmpfs"), MsFlags::empty(), Some("mode=0755"))
-        .map_err(Error::sys(format!("mount shadow tmpfs at {}", shadow.display())))?;
-    let entries = fs::read_dir(&ancestor).map_err(Error::io("list mount path parent", &ancestor))?;
+    mount(
+        Some("tmpfs"),
+        &shadow,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("mode=0755"),
+    )
+    .map_err(Error::sys(format!(
+        "mount shadow tmpfs at {}",
+        shadow.display()
+    )))?;
+    let entries =
+        fs::read_dir(&ancestor).map_err(Error::io("list mount path parent", &ancestor))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let source = entry.path();
         let dest = shadow.join(&name);
-        let Ok(meta) = fs::symlink_metadata(&source) else { continue };
+        let Ok(meta) = fs::symlink_metadata(&source) else {
+            continue;
+        };
         if meta.file_type().is_symlink() {
             if name == first_missing {
                 continue; // a dangling symlink in the way of the target: leave it out
             }
             if let Ok(link) = fs::read_link(&source) {
-                std::os::unix::fs::symlink(link, &dest).map_err(Error::io("copy symlink into shadow", &dest))?;
+                std::os::unix::fs::symlink(link, &dest)
+                    .map_err(Error::io("copy symlink into shadow", &dest))?;
             }
             continue;
         }
@@ -223,18 +298,36 @@ pub fn ensure_mount_target(target: &Path, is_dir: bool, staging: &Path, shadows:
         } else {
             fs::File::create(&dest).map_err(Error::io("create shadow entry", &dest))?;
         }
-        mount(Some(&source), &dest, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-            .map_err(Error::sys(format!("bind {} into shadow", source.display())))?;
+        mount(
+            Some(&source),
+            &dest,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(Error::sys(format!("bind {} into shadow", source.display())))?;
     }
     if let Ok(meta) = fs::metadata(&ancestor) {
-        let _ = fs::set_permissions(&shadow, fs::Permissions::from_mode(meta.permissions().mode()));
+        let _ = fs::set_permissions(
+            &shadow,
+            fs::Permissions::from_mode(meta.permissions().mode()),
+        );
     }
     if ancestor == Path::new("/") {
         nix::unistd::chroot(&shadow).map_err(Error::sys("chroot into root shadow"))?;
         nix::unistd::chdir("/").map_err(Error::sys("change directory to /"))?;
     } else {
-        mount(Some(&shadow), &ancestor, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-            .map_err(Error::sys(format!("cover {} with its shadow", ancestor.display())))?;
+        mount(
+            Some(&shadow),
+            &ancestor,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(Error::sys(format!(
+            "cover {} with its shadow",
+            ancestor.display()
+        )))?;
     }
     // Re-resolve: the target's parents are now creatable (inside the tmpfs).
     let relative: PathBuf = components[index..].iter().collect();
@@ -256,7 +349,10 @@ mod tests {
 
     #[test]
     fn find_program_searches_path_only_for_bare_names() {
-        assert_eq!(find_program("/no/such", "/usr/bin"), Some(PathBuf::from("/no/such")));
+        assert_eq!(
+            find_program("/no/such", "/usr/bin"),
+            Some(PathBuf::from("/no/such"))
+        );
         assert!(find_program("sh", DEFAULT_PATH).is_some());
         assert_eq!(find_program("no-such-program-xyz", DEFAULT_PATH), None);
     }

@@ -93,11 +93,18 @@ impl Faults {
     /// A fault injector over `runtime` (and the DNS records, for external-dns faults).
     pub fn new(runtime: PodRuntime, dns: Option<Arc<DnsRecords>>) -> Self {
         let log_path = runtime.network().state_dir().join(FAULT_LOG);
-        Self { runtime, dns, log_path, records: Mutex::new(Vec::new()) }
+        Self {
+            runtime,
+            dns,
+            log_path,
+            records: Mutex::new(Vec::new()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(FaultRecord, Option<Undo>)>> {
-        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn append(&self, record: &FaultRecord) {
@@ -106,7 +113,11 @@ impl Faults {
             s
         });
         let written = line.map_err(std::io::Error::other).and_then(|line| {
-            OpenOptions::new().create(true).append(true).open(&self.log_path)?.write_all(line.as_bytes())
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log_path)?
+                .write_all(line.as_bytes())
         });
         if let Err(err) = written {
             tracing::warn!(path = %self.log_path.display(), error = %err, "could not append to fault log");
@@ -117,7 +128,12 @@ impl Faults {
         let now = Utc::now();
         let mut records = self.lock();
         let id = records.len() as u64 + 1;
-        let record = FaultRecord { id, fault, started_at: now, ended_at: instant.then_some(now) };
+        let record = FaultRecord {
+            id,
+            fault,
+            started_at: now,
+            ended_at: instant.then_some(now),
+        };
         tracing::info!(fault_id = id, fault = ?record.fault, "fault injected");
         self.append(&record);
         records.push((record, (!instant).then_some(undo)));
@@ -126,20 +142,44 @@ impl Faults {
 
     /// SIGKILLs a container's processes (the runtime then restarts it per restartPolicy).
     pub fn kill_container(&self, pod: &str, container: &str) -> Result<u64> {
-        let pid = self.runtime.signal_container(pod, container, Signal::SIGKILL)?;
-        Ok(self.start(FaultKind::KillContainer { pod: pod.into(), container: container.into(), pid }, Undo::Nothing, true))
+        let pid = self
+            .runtime
+            .signal_container(pod, container, Signal::SIGKILL)?;
+        Ok(self.start(
+            FaultKind::KillContainer {
+                pod: pod.into(),
+                container: container.into(),
+                pid,
+            },
+            Undo::Nothing,
+            true,
+        ))
     }
 
     /// SIGSTOPs a container's processes until [`Faults::end`].
     pub fn freeze_container(&self, pod: &str, container: &str) -> Result<u64> {
-        let pid = self.runtime.signal_container(pod, container, Signal::SIGSTOP)?;
-        Ok(self.start(FaultKind::FreezeContainer { pod: pod.into(), container: container.into(), pid }, Undo::Thaw { pid }, false))
+        let pid = self
+            .runtime
+            .signal_container(pod, container, Signal::SIGSTOP)?;
+        Ok(self.start(
+            FaultKind::FreezeContainer {
+                pod: pod.into(),
+                container: container.into(),
+                pid,
+            },
+            Undo::Thaw { pid },
+            false,
+        ))
     }
 
     /// Stops a node until [`Faults::end`].
     pub fn stop_node(&self, node: &str) -> Result<u64> {
         self.runtime.stop_node(node)?;
-        Ok(self.start(FaultKind::StopNode { node: node.into() }, Undo::StartNode { node: node.into() }, false))
+        Ok(self.start(
+            FaultKind::StopNode { node: node.into() },
+            Undo::StartNode { node: node.into() },
+            false,
+        ))
     }
 
     /// Partitions two sets of nodes until [`Faults::end`].
@@ -154,7 +194,9 @@ impl Faults {
 
     /// Stops the external-dns stand-in until [`Faults::end`].
     pub fn stop_external_dns(&self) -> Result<u64> {
-        let dns = self.dns.as_ref().ok_or_else(|| Error::Invalid("external-dns fault: no DNS records were given".into()))?;
+        let dns = self.dns.as_ref().ok_or_else(|| {
+            Error::Invalid("external-dns fault: no DNS records were given".into())
+        })?;
         dns.stop_external_dns();
         Ok(self.start(FaultKind::StopExternalDns, Undo::StartExternalDns, false))
     }
@@ -163,14 +205,25 @@ impl Faults {
     /// its end time. Ending a fault that already ended is a no-op.
     pub fn end(&self, id: u64) -> Result<()> {
         let mut records = self.lock();
-        let index = usize::try_from(id).ok().and_then(|i| i.checked_sub(1)).filter(|i| *i < records.len());
+        let index = usize::try_from(id)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .filter(|i| *i < records.len());
         let index = index.ok_or_else(|| Error::Invalid(format!("fault id {id}: no such fault")))?;
-        let Some(undo) = records[index].1.take() else { return Ok(()) };
+        let Some(undo) = records[index].1.take() else {
+            return Ok(());
+        };
         let result = match &undo {
             Undo::Nothing => Ok(()),
             Undo::Thaw { pid } => {
                 nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pid), Signal::SIGCONT)
-                    .or_else(|err| if err == nix::errno::Errno::ESRCH { Ok(()) } else { Err(err) })
+                    .or_else(|err| {
+                        if err == nix::errno::Errno::ESRCH {
+                            Ok(())
+                        } else {
+                            Err(err)
+                        }
+                    })
                     .map_err(Error::sys(format!("thaw pid {pid}")))
             }
             Undo::StartNode { node } => self.runtime.start_node(node),
@@ -194,7 +247,12 @@ impl Faults {
 
     /// Reverts every active fault, newest first.
     pub fn end_all(&self) -> Result<()> {
-        let active: Vec<u64> = self.lock().iter().filter(|(_, undo)| undo.is_some()).map(|(r, _)| r.id).collect();
+        let active: Vec<u64> = self
+            .lock()
+            .iter()
+            .filter(|(_, undo)| undo.is_some())
+            .map(|(r, _)| r.id)
+            .collect();
         for id in active.into_iter().rev() {
             self.end(id)?;
         }
@@ -203,6 +261,9 @@ impl Faults {
 
     /// The fault log so far.
     pub fn log(&self) -> Vec<FaultRecord> {
-        self.lock().iter().map(|(record, _)| record.clone()).collect()
+        self.lock()
+            .iter()
+            .map(|(record, _)| record.clone())
+            .collect()
     }
 }

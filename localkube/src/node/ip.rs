@@ -12,10 +12,13 @@ use super::error::{Error, Result};
 
 /// Runs `ip ARGS`, failing with its stderr.
 pub fn ip(args: &[&str]) -> Result<String> {
-    let output = Command::new("ip").args(args).output().map_err(|err| Error::Ip {
-        args: args.join(" "),
-        message: err.to_string(),
-    })?;
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|err| Error::Ip {
+            args: args.join(" "),
+            message: err.to_string(),
+        })?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {

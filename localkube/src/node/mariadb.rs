@@ -32,7 +32,10 @@ const TEMP_SERVER_START_MAX: Duration = Duration::from_secs(60);
 
 fn env(name: &str) -> Option<String> {
     let alias = name.replacen("MARIADB_", "MYSQL_", 1);
-    std::env::var(name).ok().filter(|v| !v.is_empty()).or_else(|| std::env::var(alias).ok().filter(|v| !v.is_empty()))
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| std::env::var(alias).ok().filter(|v| !v.is_empty()))
 }
 
 fn log(message: &str) {
@@ -49,7 +52,9 @@ pub fn entrypoint_main(mut args: Vec<String>) -> Result<std::convert::Infallible
         args.insert(0, "mariadbd".into());
     }
     let is_server = matches!(args[0].as_str(), "mariadbd" | "mysqld");
-    let wants_help = args.iter().any(|a| matches!(a.as_str(), "--help" | "-?" | "--version" | "-V"));
+    let wants_help = args
+        .iter()
+        .any(|a| matches!(a.as_str(), "--help" | "-?" | "--version" | "-V"));
     if !is_server || wants_help {
         return exec(&args);
     }
@@ -57,12 +62,17 @@ pub fn entrypoint_main(mut args: Vec<String>) -> Result<std::convert::Infallible
     let mysql_user = nix::unistd::User::from_name("mysql").ok().flatten();
     let as_root = nix::unistd::geteuid().is_root();
     std::fs::create_dir_all(&datadir).map_err(Error::io("create datadir", &datadir))?;
-    std::fs::create_dir_all("/run/mysqld").map_err(Error::io("create socket dir", "/run/mysqld"))?;
+    std::fs::create_dir_all("/run/mysqld")
+        .map_err(Error::io("create socket dir", "/run/mysqld"))?;
     if let (true, Some(user)) = (as_root, &mysql_user) {
         chown_recursive(&datadir, user.uid, user.gid)?;
         let _ = nix::unistd::chown("/run/mysqld", Some(user.uid), Some(user.gid));
     }
-    let user_flag = if as_root && mysql_user.is_some() { vec!["--user=mysql".to_string()] } else { Vec::new() };
+    let user_flag = if as_root && mysql_user.is_some() {
+        vec!["--user=mysql".to_string()]
+    } else {
+        Vec::new()
+    };
     if !datadir.join("mysql").is_dir() {
         initialize(&datadir, &user_flag)?;
     } else {
@@ -72,7 +82,11 @@ pub fn entrypoint_main(mut args: Vec<String>) -> Result<std::convert::Infallible
     // resolution); the container's arguments come after and win.
     let mut argv = vec![args[0].clone()];
     let mut rest = args[1..].to_vec();
-    while rest.first().is_some_and(|a| a.starts_with("--defaults-file") || a.starts_with("--defaults-extra-file") || a == "--no-defaults") {
+    while rest.first().is_some_and(|a| {
+        a.starts_with("--defaults-file")
+            || a.starts_with("--defaults-extra-file")
+            || a == "--no-defaults"
+    }) {
         argv.push(rest.remove(0));
     }
     argv.extend(user_flag);
@@ -106,9 +120,13 @@ pub fn datadir_of(args: &[String]) -> PathBuf {
 }
 
 fn chown_recursive(path: &Path, uid: nix::unistd::Uid, gid: nix::unistd::Gid) -> Result<()> {
-    nix::unistd::chown(path, Some(uid), Some(gid)).map_err(Error::sys(format!("chown {}", path.display())))?;
+    nix::unistd::chown(path, Some(uid), Some(gid))
+        .map_err(Error::sys(format!("chown {}", path.display())))?;
     if path.is_dir() && !path.is_symlink() {
-        for entry in std::fs::read_dir(path).map_err(Error::io("list", path))?.flatten() {
+        for entry in std::fs::read_dir(path)
+            .map_err(Error::io("list", path))?
+            .flatten()
+        {
             chown_recursive(&entry.path(), uid, gid)?;
         }
     }
@@ -126,7 +144,12 @@ pub fn sql_ident(value: &str) -> String {
 }
 
 /// The statements that set up root, the database and the user (as the official image).
-pub fn setup_sql(root_password: &str, root_host: &str, database: Option<&str>, user: Option<(&str, &str)>) -> String {
+pub fn setup_sql(
+    root_password: &str,
+    root_host: &str,
+    database: Option<&str>,
+    user: Option<(&str, &str)>,
+) -> String {
     let pw = sql_string(root_password);
     let mut sql = String::from(
         "SET @orig_sql_log_bin= @@SESSION.SQL_LOG_BIN; SET @@SESSION.SQL_LOG_BIN=0;\n\
@@ -134,7 +157,9 @@ pub fn setup_sql(root_password: &str, root_host: &str, database: Option<&str>, u
          DROP USER IF EXISTS root@'127.0.0.1', root@'::1';\n\
          EXECUTE IMMEDIATE CONCAT('DROP USER IF EXISTS root@\\'', @@hostname,'\\'');\n",
     );
-    sql.push_str(&format!("SET PASSWORD FOR 'root'@'localhost'= PASSWORD('{pw}');\n"));
+    sql.push_str(&format!(
+        "SET PASSWORD FOR 'root'@'localhost'= PASSWORD('{pw}');\n"
+    ));
     if root_host != "localhost" {
         let host = sql_string(root_host);
         sql.push_str(&format!(
@@ -142,13 +167,22 @@ pub fn setup_sql(root_password: &str, root_host: &str, database: Option<&str>, u
         ));
     }
     if let Some(db) = database {
-        sql.push_str(&format!("CREATE DATABASE IF NOT EXISTS `{}`;\n", sql_ident(db)));
+        sql.push_str(&format!(
+            "CREATE DATABASE IF NOT EXISTS `{}`;\n",
+            sql_ident(db)
+        ));
     }
     if let Some((name, password)) = user {
         let name = sql_string(name);
-        sql.push_str(&format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{}';\n", sql_string(password)));
+        sql.push_str(&format!(
+            "CREATE USER '{name}'@'%' IDENTIFIED BY '{}';\n",
+            sql_string(password)
+        ));
         if let Some(db) = database {
-            sql.push_str(&format!("GRANT ALL ON `{}`.* TO '{name}'@'%';\n", sql_ident(db)));
+            sql.push_str(&format!(
+                "GRANT ALL ON `{}`.* TO '{name}'@'%';\n",
+                sql_ident(db)
+            ));
         }
     }
     sql.push_str("FLUSH PRIVILEGES;\nSET @@SESSION.SQL_LOG_BIN=@orig_sql_log_bin;\n");
@@ -177,26 +211,49 @@ fn initialize(datadir: &Path, user_flag: &[String]) -> Result<()> {
     let status = Command::new("mariadb-install-db")
         .arg(format!("--datadir={}", datadir.display()))
         .args(user_flag)
-        .args(["--rpm", "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-log-bin", "--expire-logs-days=0"])
-        .args(["--loose-innodb_buffer_pool_load_at_startup=0", "--loose-innodb_buffer_pool_dump_at_shutdown=0"])
+        .args([
+            "--rpm",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--skip-log-bin",
+            "--expire-logs-days=0",
+        ])
+        .args([
+            "--loose-innodb_buffer_pool_load_at_startup=0",
+            "--loose-innodb_buffer_pool_dump_at_shutdown=0",
+        ])
         .stdout(Stdio::inherit())
         .status()
         .map_err(Error::io("run", "mariadb-install-db"))?;
     if !status.success() {
-        return Err(fail(format!("initialise database: mariadb-install-db exited with {status}")));
+        return Err(fail(format!(
+            "initialise database: mariadb-install-db exited with {status}"
+        )));
     }
     log("database files initialized; starting temporary server");
     let mut server = Command::new("mariadbd")
         .arg(format!("--datadir={}", datadir.display()))
         .args(user_flag)
-        .args(["--skip-networking", "--default-time-zone=SYSTEM", "--skip-log-bin", "--expire-logs-days=0", "--wsrep_on=OFF"])
+        .args([
+            "--skip-networking",
+            "--default-time-zone=SYSTEM",
+            "--skip-log-bin",
+            "--expire-logs-days=0",
+            "--wsrep_on=OFF",
+        ])
         .arg(format!("--socket={SOCKET}"))
-        .args(["--loose-innodb_buffer_pool_load_at_startup=0", "--loose-innodb_buffer_pool_dump_at_shutdown=0"])
+        .args([
+            "--loose-innodb_buffer_pool_load_at_startup=0",
+            "--loose-innodb_buffer_pool_dump_at_shutdown=0",
+        ])
         .spawn()
         .map_err(Error::io("start temporary server", "mariadbd"))?;
     let result = configure(&mut server, &root_password);
     log("stopping temporary server");
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(server.id() as i32), nix::sys::signal::Signal::SIGTERM);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
     let _ = server.wait();
     result?;
     log("MariaDB init process done; ready for start up");
@@ -205,7 +262,12 @@ fn initialize(datadir: &Path, user_flag: &[String]) -> Result<()> {
 
 fn client(password: &str) -> Command {
     let mut cmd = Command::new("mariadb");
-    cmd.args(["--protocol=socket", "-uroot", "-hlocalhost", &format!("--socket={SOCKET}")]);
+    cmd.args([
+        "--protocol=socket",
+        "-uroot",
+        "-hlocalhost",
+        &format!("--socket={SOCKET}"),
+    ]);
     cmd.env("MYSQL_PWD", password);
     cmd
 }
@@ -216,9 +278,14 @@ fn run_sql(password: &str, sql: &[u8], database: Option<&str>) -> Result<()> {
     if let Some(db) = database {
         cmd.arg(db);
     }
-    let mut child = cmd.stdin(Stdio::piped()).spawn().map_err(Error::io("run", "mariadb"))?;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("run", "mariadb"))?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(sql).map_err(Error::io("send sql to", "mariadb"))?;
+        stdin
+            .write_all(sql)
+            .map_err(Error::io("send sql to", "mariadb"))?;
     }
     let status = child.wait().map_err(Error::io("wait for", "mariadb"))?;
     if status.success() {
@@ -232,14 +299,22 @@ fn configure(server: &mut Child, root_password: &str) -> Result<()> {
     let started = Instant::now();
     loop {
         if let Ok(Some(status)) = server.try_wait() {
-            return Err(fail(format!("start temporary server: mariadbd exited with {status}")));
+            return Err(fail(format!(
+                "start temporary server: mariadbd exited with {status}"
+            )));
         }
-        let ok = client("").args(["-e", "SELECT 1"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let ok = client("")
+            .args(["-e", "SELECT 1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         if ok.is_ok_and(|s| s.success()) {
             break;
         }
         if started.elapsed() > TEMP_SERVER_START_MAX {
-            return Err(fail("start temporary server: it did not accept connections within 60s".into()));
+            return Err(fail(
+                "start temporary server: it did not accept connections within 60s".into(),
+            ));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -247,29 +322,49 @@ fn configure(server: &mut Child, root_password: &str) -> Result<()> {
     let user = env("MARIADB_USER");
     let user_password = env("MARIADB_PASSWORD").unwrap_or_default();
     let root_host = env("MARIADB_ROOT_HOST").unwrap_or_else(|| "%".into());
-    let sql = setup_sql(root_password, &root_host, database.as_deref(), user.as_deref().map(|u| (u, user_password.as_str())));
+    let sql = setup_sql(
+        root_password,
+        &root_host,
+        database.as_deref(),
+        user.as_deref().map(|u| (u, user_password.as_str())),
+    );
     run_sql("", sql.as_bytes(), None)?;
     run_init_scripts(root_password, database.as_deref())
 }
 
 fn run_init_scripts(root_password: &str, database: Option<&str>) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(INITDB_DIR) else { return Ok(()) };
+    let Ok(entries) = std::fs::read_dir(INITDB_DIR) else {
+        return Ok(());
+    };
     let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     files.sort();
     for file in files {
-        let name = file.file_name().and_then(OsStr::to_str).unwrap_or_default().to_string();
+        let name = file
+            .file_name()
+            .and_then(OsStr::to_str)
+            .unwrap_or_default()
+            .to_string();
         let decompressor = [(".sql.gz", "gzip"), (".sql.xz", "xz"), (".sql.zst", "zstd")]
             .iter()
             .find(|(suffix, _)| name.ends_with(suffix))
             .map(|(_, tool)| *tool);
         if name.ends_with(".sh") {
             log(&format!("running {name}"));
-            let executable = std::fs::metadata(&file).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
-            let mut cmd = if executable { Command::new(&file) } else { let mut c = Command::new("bash"); c.arg(&file); c };
+            let executable =
+                std::fs::metadata(&file).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+            let mut cmd = if executable {
+                Command::new(&file)
+            } else {
+                let mut c = Command::new("bash");
+                c.arg(&file);
+                c
+            };
             cmd.env("MARIADB_ROOT_PASSWORD", root_password);
             let status = cmd.status().map_err(Error::io("run init script", &file))?;
             if !status.success() {
-                return Err(fail(format!("run init script {name}: it exited with {status}")));
+                return Err(fail(format!(
+                    "run init script {name}: it exited with {status}"
+                )));
             }
         } else if name.ends_with(".sql") {
             log(&format!("running {name}"));
@@ -277,9 +372,16 @@ fn run_init_scripts(root_password: &str, database: Option<&str>) -> Result<()> {
             run_sql(root_password, &sql, database)?;
         } else if let Some(tool) = decompressor {
             log(&format!("running {name}"));
-            let output = Command::new(tool).arg("-dc").arg(&file).output().map_err(Error::io("decompress init script", &file))?;
+            let output = Command::new(tool)
+                .arg("-dc")
+                .arg(&file)
+                .output()
+                .map_err(Error::io("decompress init script", &file))?;
             if !output.status.success() {
-                return Err(fail(format!("decompress init script {name}: {tool} exited with {}", output.status)));
+                return Err(fail(format!(
+                    "decompress init script {name}: {tool} exited with {}",
+                    output.status
+                )));
             }
             run_sql(root_password, &output.stdout, database)?;
         } else {
@@ -303,9 +405,18 @@ mod tests {
     #[test]
     fn datadir_from_args() {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(datadir_of(&args(&["mariadbd"])), PathBuf::from("/var/lib/mysql"));
-        assert_eq!(datadir_of(&args(&["mariadbd", "--datadir=/d"])), PathBuf::from("/d"));
-        assert_eq!(datadir_of(&args(&["mariadbd", "--datadir", "/e"])), PathBuf::from("/e"));
+        assert_eq!(
+            datadir_of(&args(&["mariadbd"])),
+            PathBuf::from("/var/lib/mysql")
+        );
+        assert_eq!(
+            datadir_of(&args(&["mariadbd", "--datadir=/d"])),
+            PathBuf::from("/d")
+        );
+        assert_eq!(
+            datadir_of(&args(&["mariadbd", "--datadir", "/e"])),
+            PathBuf::from("/e")
+        );
     }
 
     // Official image contract: root@'%' unless MARIADB_ROOT_HOST, user gets ALL on the database.

@@ -40,7 +40,11 @@ pub struct Ipv4Cidr {
 impl Ipv4Cidr {
     /// Whether `ip` lies in this network.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix_len)) };
+        let mask = if self.prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix_len))
+        };
         (u32::from(ip) & mask) == (u32::from(self.addr) & mask)
     }
 }
@@ -90,16 +94,22 @@ impl ClusterNaming {
         }
         for slot in 0..CLUSTER_SLOTS_MAX {
             let path = slot_path(registry, slot);
-            match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
                 Ok(mut file) => {
-                    file.write_all(me.as_bytes()).map_err(Error::io("write cluster slot", &path))?;
+                    file.write_all(me.as_bytes())
+                        .map_err(Error::io("write cluster slot", &path))?;
                     return Ok(Self::new(state_dir, slot));
                 }
                 Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
                     let owner = fs::read_to_string(&path).unwrap_or_default();
                     if !owner.is_empty() && !Path::new(&owner).exists() {
                         tracing::info!(slot, stale_owner = %owner, "reclaiming stale cluster slot");
-                        fs::write(&path, me.as_bytes()).map_err(Error::io("write cluster slot", &path))?;
+                        fs::write(&path, me.as_bytes())
+                            .map_err(Error::io("write cluster slot", &path))?;
                         return Ok(Self::new(state_dir, slot));
                     }
                 }
@@ -122,7 +132,10 @@ impl ClusterNaming {
     }
 
     fn new(state_dir: &Path, slot: usize) -> Self {
-        Self { prefix: Self::prefix_for(state_dir), slot: slot as u8 }
+        Self {
+            prefix: Self::prefix_for(state_dir),
+            slot: slot as u8,
+        }
     }
 
     /// The cluster bridge every pod veth is attached to.
@@ -147,12 +160,18 @@ impl ClusterNaming {
 
     /// All pod subnets of the cluster (`10.(244+c).0.0/16`).
     pub fn cluster_pod_range(&self) -> Ipv4Cidr {
-        Ipv4Cidr { addr: Ipv4Addr::new(10, 244 + self.slot, 0, 0), prefix_len: 16 }
+        Ipv4Cidr {
+            addr: Ipv4Addr::new(10, 244 + self.slot, 0, 0),
+            prefix_len: 16,
+        }
     }
 
     /// The pod subnet of node index `node` (`10.(244+c).node.0/24`).
     pub fn pod_subnet(&self, node: u8) -> Ipv4Cidr {
-        Ipv4Cidr { addr: Ipv4Addr::new(10, 244 + self.slot, node, 0), prefix_len: 24 }
+        Ipv4Cidr {
+            addr: Ipv4Addr::new(10, 244 + self.slot, node, 0),
+            prefix_len: 24,
+        }
     }
 
     /// The gateway of node index `node` (`.1` of its subnet, on the cluster bridge).
@@ -162,7 +181,10 @@ impl ClusterNaming {
 
     /// The Service (ClusterIP) range.
     pub fn service_range(&self) -> Ipv4Cidr {
-        Ipv4Cidr { addr: Ipv4Addr::new(10, 96 + self.slot, 0, 0), prefix_len: 16 }
+        Ipv4Cidr {
+            addr: Ipv4Addr::new(10, 96 + self.slot, 0, 0),
+            prefix_len: 16,
+        }
     }
 
     /// The cluster DNS address (`.0.10` of the Service range, as kube-dns).
@@ -197,8 +219,15 @@ mod tests {
         assert_ne!(a.prefix, b.prefix);
         assert_ne!(a.pod_subnet(0), b.pod_subnet(0));
         assert_ne!(a.service_range(), b.service_range());
-        assert_eq!(ClusterNaming::claim_in(&registry, &dir_a).unwrap(), a, "re-claim is stable");
-        assert!(a.bridge().len() <= 15 && a.host_veth(99_999).len() <= 15, "link names fit IFNAMSIZ");
+        assert_eq!(
+            ClusterNaming::claim_in(&registry, &dir_a).unwrap(),
+            a,
+            "re-claim is stable"
+        );
+        assert!(
+            a.bridge().len() <= 15 && a.host_veth(99_999).len() <= 15,
+            "link names fit IFNAMSIZ"
+        );
         ClusterNaming::release_in(&registry, &dir_a).unwrap();
         fs::remove_dir_all(&dir_b).unwrap();
         // b's state dir is gone: its slot is stale and may be reclaimed.
@@ -210,7 +239,10 @@ mod tests {
 
     #[test]
     fn cidr_contains() {
-        let c = Ipv4Cidr { addr: Ipv4Addr::new(10, 244, 1, 0), prefix_len: 24 };
+        let c = Ipv4Cidr {
+            addr: Ipv4Addr::new(10, 244, 1, 0),
+            prefix_len: 24,
+        };
         assert!(c.contains(Ipv4Addr::new(10, 244, 1, 7)));
         assert!(!c.contains(Ipv4Addr::new(10, 244, 2, 7)));
     }

@@ -60,12 +60,17 @@ impl ClusterNetwork {
             return Err(Error::NotRoot);
         }
         std::fs::create_dir_all(state_dir).map_err(Error::io("create state dir", state_dir))?;
-        let state_dir = std::fs::canonicalize(state_dir).map_err(Error::io("resolve state dir", state_dir))?;
+        let state_dir =
+            std::fs::canonicalize(state_dir).map_err(Error::io("resolve state dir", state_dir))?;
         let state = Arc::new(StateFile::open(&state_dir)?);
-        state.record(&Resource::ClusterSlot { registry: PathBuf::from(SLOT_REGISTRY_DIR) })?;
+        state.record(&Resource::ClusterSlot {
+            registry: PathBuf::from(SLOT_REGISTRY_DIR),
+        })?;
         let naming = ClusterNaming::claim(&state_dir)?;
         let bridge = naming.bridge();
-        state.record(&Resource::Link { name: bridge.clone() })?;
+        state.record(&Resource::Link {
+            name: bridge.clone(),
+        })?;
         if !super::ip::link_list()?.contains(&bridge) {
             ip(&["link", "add", &bridge, "type", "bridge"])?;
         }
@@ -104,7 +109,10 @@ impl ClusterNetwork {
             return Err(Error::TooManyNodes(node.to_string(), NODES_MAX));
         }
         let gateway = self.naming.gateway(node);
-        let mut gateways = self.gateways.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut gateways = self
+            .gateways
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if gateways.insert(node) {
             add_address(&self.naming.bridge(), &format!("{gateway}/24"))?;
         }
@@ -118,7 +126,13 @@ impl ClusterNetwork {
 
     /// Removes a `/32` local address added by [`ClusterNetwork::add_local_address`].
     pub fn remove_local_address(&self, addr: Ipv4Addr) -> Result<()> {
-        ip_ignore_missing(&["addr", "del", &format!("{addr}/32"), "dev", &self.naming.bridge()])
+        ip_ignore_missing(&[
+            "addr",
+            "del",
+            &format!("{addr}/32"),
+            "dev",
+            &self.naming.bridge(),
+        ])
     }
 
     /// Creates a pod sandbox on node index `node`: netns, veth to the bridge, an IP from the
@@ -145,20 +159,44 @@ impl ClusterNetwork {
         let ns = sandbox.netns.as_str();
         let host = self.naming.host_veth(sandbox.number);
         let peer = self.naming.pod_veth(sandbox.number);
-        self.state.record(&Resource::Netns { name: ns.to_string() })?;
+        self.state.record(&Resource::Netns {
+            name: ns.to_string(),
+        })?;
         ip(&["netns", "add", ns])?;
         self.state.record(&Resource::Link { name: host.clone() })?;
-        ip(&["link", "add", &host, "type", "veth", "peer", "name", &peer, "netns", ns])?;
+        ip(&[
+            "link", "add", &host, "type", "veth", "peer", "name", &peer, "netns", ns,
+        ])?;
         ip(&["link", "set", &host, "master", &self.naming.bridge()])?;
         ip(&["link", "set", &host, "up"])?;
         ip(&["-n", ns, "link", "set", "lo", "up"])?;
         ip(&["-n", ns, "link", "set", &peer, "name", "eth0"])?;
-        ip(&["-n", ns, "addr", "add", &format!("{}/24", sandbox.ip), "dev", "eth0"])?;
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{}/24", sandbox.ip),
+            "dev",
+            "eth0",
+        ])?;
         ip(&["-n", ns, "link", "set", "eth0", "up"])?;
         let pods = self.naming.cluster_pod_range().to_string();
-        ip(&["-n", ns, "route", "add", &pods, "dev", "eth0", "scope", "link"])?;
+        ip(&[
+            "-n", ns, "route", "add", &pods, "dev", "eth0", "scope", "link",
+        ])?;
         let services = self.naming.service_range().to_string();
-        ip(&["-n", ns, "route", "add", &services, "via", &gateway.to_string(), "dev", "eth0"])?;
+        ip(&[
+            "-n",
+            ns,
+            "route",
+            "add",
+            &services,
+            "via",
+            &gateway.to_string(),
+            "dev",
+            "eth0",
+        ])?;
         tracing::info!(netns = ns, pod_ip = %sandbox.ip, "pod sandbox network created");
         Ok(())
     }
@@ -168,7 +206,10 @@ impl ClusterNetwork {
         ip_ignore_missing(&["netns", "delete", &sandbox.netns])?;
         ip_ignore_missing(&["link", "delete", &self.naming.host_veth(sandbox.number)])?;
         let host_octet = sandbox.ip.octets()[3];
-        let mut used = self.used_ips.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut used = self
+            .used_ips
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(set) = used.get_mut(&sandbox.node_index) {
             set.remove(&host_octet);
         }
@@ -176,7 +217,12 @@ impl ClusterNetwork {
     }
 
     /// Adds (`blocked = true`) or removes `prohibit` routes for `subnets` in a sandbox.
-    pub fn set_prohibited(&self, sandbox: &SandboxNet, subnets: &[Ipv4Cidr], blocked: bool) -> Result<()> {
+    pub fn set_prohibited(
+        &self,
+        sandbox: &SandboxNet,
+        subnets: &[Ipv4Cidr],
+        blocked: bool,
+    ) -> Result<()> {
         for subnet in subnets {
             let cidr = subnet.to_string();
             if blocked {
@@ -193,9 +239,14 @@ impl ClusterNetwork {
     }
 
     fn allocate_ip(&self, node: u8) -> Result<Ipv4Addr> {
-        let mut used = self.used_ips.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut used = self
+            .used_ips
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let set = used.entry(node).or_default();
-        let host = (2..=254u8).find(|h| !set.contains(h)).ok_or_else(|| Error::SubnetFull(node.to_string()))?;
+        let host = (2..=254u8)
+            .find(|h| !set.contains(h))
+            .ok_or_else(|| Error::SubnetFull(node.to_string()))?;
         set.insert(host);
         let subnet = self.naming.pod_subnet(node).addr.octets();
         Ok(Ipv4Addr::new(subnet[0], subnet[1], subnet[2], host))

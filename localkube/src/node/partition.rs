@@ -20,7 +20,8 @@ pub struct Partition {
 impl Partition {
     /// Whether traffic between nodes `x` and `y` crosses this partition.
     pub fn separates(&self, x: u8, y: u8) -> bool {
-        (self.side_a.contains(&x) && self.side_b.contains(&y)) || (self.side_b.contains(&x) && self.side_a.contains(&y))
+        (self.side_a.contains(&x) && self.side_b.contains(&y))
+            || (self.side_b.contains(&x) && self.side_a.contains(&y))
     }
 }
 
@@ -35,24 +36,37 @@ pub struct Partitions {
 impl Partitions {
     /// No partitions.
     pub fn new(naming: ClusterNaming) -> Self {
-        Self { naming, active: RwLock::new(Vec::new()), generation: watch::channel(0).0 }
+        Self {
+            naming,
+            active: RwLock::new(Vec::new()),
+            generation: watch::channel(0).0,
+        }
     }
 
     /// Adds a partition.
     pub fn add(&self, partition: Partition) {
-        self.active.write().unwrap_or_else(std::sync::PoisonError::into_inner).push(partition);
+        self.active
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(partition);
         self.generation.send_modify(|g| *g += 1);
     }
 
     /// Removes a partition (all equal ones).
     pub fn remove(&self, partition: &Partition) {
-        self.active.write().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|p| p != partition);
+        self.active
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|p| p != partition);
         self.generation.send_modify(|g| *g += 1);
     }
 
     /// The active partitions.
     pub fn list(&self) -> Vec<Partition> {
-        self.active.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.active
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The node index of a pod IP of this cluster, or `None` (root namespace, loopback...).
@@ -65,8 +79,14 @@ impl Partitions {
 
     /// Whether traffic from `source` to `destination` is cut by a partition.
     pub fn blocks(&self, source: IpAddr, destination: IpAddr) -> bool {
-        let (Some(x), Some(y)) = (self.node_of(source), self.node_of(destination)) else { return false };
-        self.active.read().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|p| p.separates(x, y))
+        let (Some(x), Some(y)) = (self.node_of(source), self.node_of(destination)) else {
+            return false;
+        };
+        self.active
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|p| p.separates(x, y))
     }
 
     /// A receiver that changes whenever partitions change.
@@ -93,17 +113,26 @@ mod tests {
     // localkube.md Faults: the proxy refuses cross-site connections during a partition.
     #[test]
     fn partition_blocks_only_across_sides() {
-        let naming = ClusterNaming { prefix: "lkabcd".into(), slot: 0 };
+        let naming = ClusterNaming {
+            prefix: "lkabcd".into(),
+            slot: 0,
+        };
         let table = Partitions::new(naming.clone());
         let a = IpAddr::V4(pod_ip(&naming, 0, 5));
         let b = IpAddr::V4(pod_ip(&naming, 1, 5));
         let c = IpAddr::V4(pod_ip(&naming, 2, 5));
-        let p = Partition { side_a: [0].into(), side_b: [1].into() };
+        let p = Partition {
+            side_a: [0].into(),
+            side_b: [1].into(),
+        };
         table.add(p.clone());
         assert!(table.blocks(a, b) && table.blocks(b, a));
         assert!(!table.blocks(a, c) && !table.blocks(c, b));
         assert!(!table.blocks(IpAddr::V4(Ipv4Addr::LOCALHOST), b));
-        assert!(!table.blocks(IpAddr::V4(naming.gateway(0)), b), "the root namespace is never partitioned");
+        assert!(
+            !table.blocks(IpAddr::V4(naming.gateway(0)), b),
+            "the root namespace is never partitioned"
+        );
         table.remove(&p);
         assert!(!table.blocks(a, b));
     }

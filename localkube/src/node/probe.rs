@@ -33,28 +33,45 @@ pub struct ProbeTarget<'a> {
 }
 
 /// Runs one attempt; `true` is success. Every failure (including a timeout) is `false`.
-pub async fn probe_once(handler: &ProbeHandler, target: &ProbeTarget<'_>, timeout: Duration) -> bool {
+pub async fn probe_once(
+    handler: &ProbeHandler,
+    target: &ProbeTarget<'_>,
+    timeout: Duration,
+) -> bool {
     // A timeout is a failure.
-    tokio::time::timeout(timeout, attempt(handler, target)).await.unwrap_or(false)
+    tokio::time::timeout(timeout, attempt(handler, target))
+        .await
+        .unwrap_or(false)
 }
 
 fn resolve_port(port: &ProbePort, ports: &[ContainerPort]) -> Option<u16> {
     match port {
         ProbePort::Number(n) => Some(*n),
-        ProbePort::Name(name) => ports.iter().find(|p| p.name.as_deref() == Some(name)).map(|p| p.container_port),
+        ProbePort::Name(name) => ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some(name))
+            .map(|p| p.container_port),
     }
 }
 
 async fn attempt(handler: &ProbeHandler, target: &ProbeTarget<'_>) -> bool {
     match handler {
         ProbeHandler::TcpSocket { port } => {
-            let Some(port) = resolve_port(port, target.ports) else { return false };
-            TcpStream::connect(SocketAddr::from((target.pod_ip, port))).await.is_ok()
+            let Some(port) = resolve_port(port, target.ports) else {
+                return false;
+            };
+            TcpStream::connect(SocketAddr::from((target.pod_ip, port)))
+                .await
+                .is_ok()
         }
         ProbeHandler::HttpGet { path, port, host } => {
-            let Some(port) = resolve_port(port, target.ports) else { return false };
+            let Some(port) = resolve_port(port, target.ports) else {
+                return false;
+            };
             let host = host.unwrap_or(target.pod_ip);
-            http_get_status(SocketAddr::from((host, port)), path).await.is_some_and(|code| (200..400).contains(&code))
+            http_get_status(SocketAddr::from((host, port)), path)
+                .await
+                .is_some_and(|code| (200..400).contains(&code))
         }
         ProbeHandler::Exec { command } => exec_probe(command, target).await,
     }
@@ -98,8 +115,12 @@ async fn exec_probe(command: &[String], target: &ProbeTarget<'_>) -> bool {
         env: target.env.to_vec(),
         new_session: true,
     };
-    let Ok(json) = serde_json::to_vec(&spec) else { return false };
-    let spec_path = target.scratch.join(format!("probe-{}.json", std::process::id()));
+    let Ok(json) = serde_json::to_vec(&spec) else {
+        return false;
+    };
+    let spec_path = target
+        .scratch
+        .join(format!("probe-{}.json", std::process::id()));
     let spec_path = spec_path.with_extension(format!("{}.json", rand_suffix()));
     if tokio::fs::write(&spec_path, json).await.is_err() {
         return false;
@@ -137,7 +158,10 @@ mod tests {
             let (mut socket, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 512];
             let _ = socket.read(&mut buf).await.unwrap();
-            socket.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n").await.unwrap();
+            socket
+                .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+                .await
+                .unwrap();
         });
         assert_eq!(http_get_status(addr, "/readyz").await, Some(503));
         server.await.unwrap();

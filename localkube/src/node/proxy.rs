@@ -60,7 +60,12 @@ pub struct ServiceProxy {
 
 impl Drop for ServiceProxy {
     fn drop(&mut self) {
-        for listener in self.listeners.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).values() {
+        for listener in self
+            .listeners
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+        {
             listener.task.abort();
         }
     }
@@ -69,21 +74,33 @@ impl Drop for ServiceProxy {
 impl ServiceProxy {
     /// A proxy without listeners; with `partitions`, it refuses cross-partition connections.
     pub fn new(partitions: Option<Arc<Partitions>>) -> Self {
-        Self { partitions, listeners: Mutex::new(HashMap::new()) }
+        Self {
+            partitions,
+            listeners: Mutex::new(HashMap::new()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ServicePortKey, Listener>> {
-        self.listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.listeners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Serves a Service port on `listen` with the given ready endpoints; returns the bound
     /// address (port 0 picks one). Calling it again with the same address only replaces the
     /// endpoints (new connections use them; established ones are left alone).
-    pub async fn set_service_port(&self, key: ServicePortKey, listen: SocketAddr, endpoints: Vec<SocketAddr>) -> Result<SocketAddr> {
+    pub async fn set_service_port(
+        &self,
+        key: ServicePortKey,
+        listen: SocketAddr,
+        endpoints: Vec<SocketAddr>,
+    ) -> Result<SocketAddr> {
         {
             let listeners = self.lock();
             if let Some(existing) = listeners.get(&key) {
-                if existing.addr == listen || listen.port() == 0 && existing.addr.ip() == listen.ip() {
+                if existing.addr == listen
+                    || listen.port() == 0 && existing.addr.ip() == listen.ip()
+                {
                     existing.endpoints.send_replace(endpoints);
                     return Ok(existing.addr);
                 }
@@ -92,19 +109,41 @@ impl ServiceProxy {
         self.remove_service_port(&key);
         let listener = TcpListener::bind(listen)
             .await
-            .map_err(|source| Error::ProxyBind { service: key.to_string(), addr: listen, source })?;
-        let addr = listener.local_addr().map_err(|source| Error::ProxyBind { service: key.to_string(), addr: listen, source })?;
+            .map_err(|source| Error::ProxyBind {
+                service: key.to_string(),
+                addr: listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::ProxyBind {
+            service: key.to_string(),
+            addr: listen,
+            source,
+        })?;
         let (tx, rx) = watch::channel(endpoints);
-        let task = tokio::spawn(accept_loop(key.clone(), listener, rx, self.partitions.clone()));
+        let task = tokio::spawn(accept_loop(
+            key.clone(),
+            listener,
+            rx,
+            self.partitions.clone(),
+        ));
         tracing::info!(service = %key, %addr, "proxy listening");
-        self.lock().insert(key, Listener { addr, endpoints: tx, task });
+        self.lock().insert(
+            key,
+            Listener {
+                addr,
+                endpoints: tx,
+                task,
+            },
+        );
         Ok(addr)
     }
 
     /// Replaces a Service port's endpoints.
     pub fn set_endpoints(&self, key: &ServicePortKey, endpoints: Vec<SocketAddr>) -> Result<()> {
         let listeners = self.lock();
-        let listener = listeners.get(key).ok_or_else(|| Error::Invalid(format!("service port {key}: it is not proxied")))?;
+        let listener = listeners
+            .get(key)
+            .ok_or_else(|| Error::Invalid(format!("service port {key}: it is not proxied")))?;
         listener.endpoints.send_replace(endpoints);
         Ok(())
     }
@@ -144,7 +183,9 @@ async fn accept_loop(
         let next = next.clone();
         let partitions = partitions.clone();
         tokio::spawn(async move {
-            if let Err(reason) = proxy_connection(client, client_addr, &current, &next, partitions).await {
+            if let Err(reason) =
+                proxy_connection(client, client_addr, &current, &next, partitions).await
+            {
                 tracing::debug!(service = %key, client = %client_addr, reason, "proxy closed connection");
             }
         });
@@ -164,18 +205,35 @@ async fn proxy_connection(
     // As the userspace proxier: try endpoints in round-robin order until one accepts.
     for _ in 0..endpoints.len() {
         let endpoint = endpoints[next.fetch_add(1, Ordering::Relaxed) % endpoints.len()];
-        if partitions.as_ref().is_some_and(|p| p.blocks(client_addr.ip(), endpoint.ip())) {
+        if partitions
+            .as_ref()
+            .is_some_and(|p| p.blocks(client_addr.ip(), endpoint.ip()))
+        {
             return Err("client and endpoint are partitioned");
         }
-        let Ok(Ok(upstream)) = tokio::time::timeout(ENDPOINT_DIAL_TIMEOUT, TcpStream::connect(endpoint)).await else {
+        let Ok(Ok(upstream)) =
+            tokio::time::timeout(ENDPOINT_DIAL_TIMEOUT, TcpStream::connect(endpoint)).await
+        else {
             continue;
         };
         let _ = client.set_nodelay(true);
         let _ = upstream.set_nodelay(true);
         let (client_read, client_write) = client.into_split();
         let (upstream_read, upstream_write) = upstream.into_split();
-        let up = pump(client_read, upstream_write, client_addr.ip(), endpoint.ip(), partitions.clone());
-        let down = pump(upstream_read, client_write, endpoint.ip(), client_addr.ip(), partitions);
+        let up = pump(
+            client_read,
+            upstream_write,
+            client_addr.ip(),
+            endpoint.ip(),
+            partitions.clone(),
+        );
+        let down = pump(
+            upstream_read,
+            client_write,
+            endpoint.ip(),
+            client_addr.ip(),
+            partitions,
+        );
         let _ = tokio::join!(up, down);
         return Ok(());
     }

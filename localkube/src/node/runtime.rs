@@ -26,7 +26,8 @@ use super::network::{ClusterNetwork, SandboxNet};
 use super::partition::{Partition, Partitions};
 use super::probe::{probe_once, ProbeTarget};
 use super::spec::{
-    ContainerSpec, ContainerState, ContainerStatus, EnvValue, PodPhase, PodSpec, PodStatus, RestartPolicy,
+    ContainerSpec, ContainerState, ContainerStatus, EnvValue, PodPhase, PodSpec, PodStatus,
+    RestartPolicy,
 };
 use super::volumes;
 
@@ -129,7 +130,9 @@ pub struct PodRuntime {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl PodRuntime {
@@ -174,14 +177,23 @@ impl PodRuntime {
         let index = u8::try_from(nodes.len())
             .map_err(|_| Error::TooManyNodes(name.to_string(), super::naming::NODES_MAX))?;
         self.inner.network.ensure_node(index)?;
-        nodes.insert(name.to_string(), NodeState { index, stopped: watch::channel(false).0 });
+        nodes.insert(
+            name.to_string(),
+            NodeState {
+                index,
+                stopped: watch::channel(false).0,
+            },
+        );
         tracing::info!(node = name, index, subnet = %self.naming().pod_subnet(index), "node registered");
         Ok(index)
     }
 
     /// The index of a registered node.
     pub fn node_index(&self, name: &str) -> Result<u8> {
-        lock(&self.inner.nodes).get(name).map(|n| n.index).ok_or_else(|| Error::UnknownNode(name.to_string()))
+        lock(&self.inner.nodes)
+            .get(name)
+            .map(|n| n.index)
+            .ok_or_else(|| Error::UnknownNode(name.to_string()))
     }
 
     /// The node's gateway address (`status.hostIP`).
@@ -196,7 +208,9 @@ impl PodRuntime {
         let key = spec.key();
         let (node_index, stopped_rx) = {
             let nodes = lock(&self.inner.nodes);
-            let node = nodes.get(&spec.node_name).ok_or_else(|| Error::UnknownNode(spec.node_name.clone()))?;
+            let node = nodes
+                .get(&spec.node_name)
+                .ok_or_else(|| Error::UnknownNode(spec.node_name.clone()))?;
             (node.index, node.stopped.subscribe())
         };
         if lock(&self.inner.pods).contains_key(&key) {
@@ -210,7 +224,9 @@ impl PodRuntime {
             self.apply_partition_to(&sandbox, &partition, true)?;
         }
         let state_dir = self.inner.network.state_dir().to_path_buf();
-        if let Err(err) = volumes::materialize(&state_dir, &spec, sandbox.ip, self.naming().dns_ip()) {
+        if let Err(err) =
+            volumes::materialize(&state_dir, &spec, sandbox.ip, self.naming().dns_ip())
+        {
             let _ = self.inner.network.delete_sandbox(&sandbox);
             return Err(err);
         }
@@ -229,7 +245,11 @@ impl PodRuntime {
                 .containers
                 .iter()
                 .map(|c| {
-                    let reason = if spec.init_containers.is_empty() { "ContainerCreating" } else { "PodInitializing" };
+                    let reason = if spec.init_containers.is_empty() {
+                        "ContainerCreating"
+                    } else {
+                        "PodInitializing"
+                    };
                     waiting_status(&state_dir, &spec, c, reason)
                 })
                 .collect(),
@@ -257,7 +277,10 @@ impl PodRuntime {
     /// Stops a pod: SIGTERM to every container, SIGKILL after `grace`, then removes its
     /// sandbox and files (PVC directories stay). Returns the final status.
     pub async fn stop_pod(&self, key: &str, grace: Duration) -> Result<PodStatus> {
-        let pod = lock(&self.inner.pods).get(key).cloned().ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
         pod.stop.send_replace(Some(grace));
         let mut finished = pod.finished.subscribe();
         let _ = finished.wait_for(|done| *done).await;
@@ -309,42 +332,84 @@ impl PodRuntime {
     }
 
     /// Waits until `predicate` holds for the pod's status, or `timeout` passes.
-    pub async fn wait_for(&self, key: &str, timeout: Duration, predicate: impl Fn(&PodStatus) -> bool) -> Result<PodStatus> {
+    pub async fn wait_for(
+        &self,
+        key: &str,
+        timeout: Duration,
+        predicate: impl Fn(&PodStatus) -> bool,
+    ) -> Result<PodStatus> {
         let mut rx = self.watch_pod(key)?;
-        let wait = async { rx.wait_for(|s| predicate(s)).await.map(|status| status.clone()) };
+        let wait = async {
+            rx.wait_for(|s| predicate(s))
+                .await
+                .map(|status| status.clone())
+        };
         match tokio::time::timeout(timeout, wait).await {
             Ok(Ok(status)) => Ok(status),
-            _ => Err(Error::Invalid(format!("pod {key} status: condition not reached within {timeout:?}"))),
+            _ => Err(Error::Invalid(format!(
+                "pod {key} status: condition not reached within {timeout:?}"
+            ))),
         }
     }
 
     /// The main pid of a running container.
     pub fn container_pid(&self, key: &str, container: &str) -> Result<i32> {
-        let pod = lock(&self.inner.pods).get(key).cloned().ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
         let pid = lock(&pod.pids).get(container).copied();
         pid.ok_or_else(|| Error::NotRunning(format!("{key}/{container}")))
     }
 
     /// The pod's sandbox (netns name and path, IP).
     pub fn sandbox(&self, key: &str) -> Result<SandboxNet> {
-        lock(&self.inner.pods).get(key).map(|p| p.sandbox.clone()).ok_or_else(|| Error::UnknownPod(key.to_string()))
+        lock(&self.inner.pods)
+            .get(key)
+            .map(|p| p.sandbox.clone())
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))
     }
 
     /// Sends `signal` to a container's process group.
     pub fn signal_container(&self, key: &str, container: &str, signal: Signal) -> Result<i32> {
         let pid = self.container_pid(key, container)?;
-        killpg(Pid::from_raw(pid), signal).map_err(Error::sys(format!("send {signal} to {key}/{container}")))?;
+        killpg(Pid::from_raw(pid), signal)
+            .map_err(Error::sys(format!("send {signal} to {key}/{container}")))?;
         Ok(pid)
     }
 
     /// Runs `argv` in a running container's namespaces and root (as `kubectl exec`),
     /// with the container's environment, and collects its output; killed after `timeout`.
-    pub async fn exec_in_container(&self, key: &str, container: &str, argv: &[String], timeout: Duration) -> Result<ExecOutput> {
+    pub async fn exec_in_container(
+        &self,
+        key: &str,
+        container: &str,
+        argv: &[String],
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
         let pid = self.container_pid(key, container)?;
-        let pod = lock(&self.inner.pods).get(key).cloned().ok_or_else(|| Error::UnknownPod(key.to_string()))?;
-        let spec = pod.spec.containers.iter().chain(&pod.spec.init_containers).find(|c| c.name == container).cloned();
-        let spec = spec.ok_or_else(|| Error::UnknownContainer { pod: key.to_string(), container: container.to_string() })?;
-        let image_env = self.inner.config.catalog.resolve(&spec.image).map(|e| e.env.clone()).unwrap_or_default();
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let spec = pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .find(|c| c.name == container)
+            .cloned();
+        let spec = spec.ok_or_else(|| Error::UnknownContainer {
+            pod: key.to_string(),
+            container: container.to_string(),
+        })?;
+        let image_env = self
+            .inner
+            .config
+            .catalog
+            .resolve(&spec.image)
+            .map(|e| e.env.clone())
+            .unwrap_or_default();
         let exec = ExecSpec {
             netns_path: None,
             target_pid: Some(pid),
@@ -356,10 +421,16 @@ impl PodRuntime {
             env: container_env(&pod, &spec, &image_env),
             new_session: true,
         };
-        let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec).join("containers").join(container);
+        let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec)
+            .join("containers")
+            .join(container);
         std::fs::create_dir_all(&dir).map_err(Error::io("create exec dir", &dir))?;
-        let spec_path = dir.join(format!("exec-{}.json", EXEC_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-        std::fs::write(&spec_path, serde_json::to_vec(&exec)?).map_err(Error::io("write exec spec", &spec_path))?;
+        let spec_path = dir.join(format!(
+            "exec-{}.json",
+            EXEC_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::write(&spec_path, serde_json::to_vec(&exec)?)
+            .map_err(Error::io("write exec spec", &spec_path))?;
         let child = tokio::process::Command::new(&self.inner.config.pod_exec)
             .arg(&spec_path)
             .stdin(Stdio::null())
@@ -368,17 +439,25 @@ impl PodRuntime {
             .env_clear()
             .kill_on_drop(true)
             .spawn()
-            .map_err(Error::io("spawn localkube-pod-exec", &self.inner.config.pod_exec))?;
+            .map_err(Error::io(
+                "spawn localkube-pod-exec",
+                &self.inner.config.pod_exec,
+            ))?;
         let output = tokio::time::timeout(timeout, child.wait_with_output()).await;
         let _ = std::fs::remove_file(&spec_path);
         match output {
             Ok(Ok(output)) => Ok(ExecOutput {
-                exit_code: output.status.code().unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0)),
+                exit_code: output
+                    .status
+                    .code()
+                    .unwrap_or_else(|| 128 + output.status.signal().unwrap_or(0)),
                 stdout: output.stdout,
                 stderr: output.stderr,
             }),
             Ok(Err(err)) => Err(Error::io("wait for exec in", PathBuf::from(key))(err)),
-            Err(_) => Err(Error::Invalid(format!("exec in {key}/{container}: it did not finish within {timeout:?}"))),
+            Err(_) => Err(Error::Invalid(format!(
+                "exec in {key}/{container}: it did not finish within {timeout:?}"
+            ))),
         }
     }
 
@@ -395,7 +474,9 @@ impl PodRuntime {
 
     fn set_node_stopped(&self, name: &str, stopped: bool) -> Result<()> {
         let nodes = lock(&self.inner.nodes);
-        let node = nodes.get(name).ok_or_else(|| Error::UnknownNode(name.to_string()))?;
+        let node = nodes
+            .get(name)
+            .ok_or_else(|| Error::UnknownNode(name.to_string()))?;
         node.stopped.send_replace(stopped);
         tracing::info!(node = name, stopped, "node power state changed");
         Ok(())
@@ -405,8 +486,14 @@ impl PodRuntime {
     /// side's subnets (new pods get them too), and the proxy refuses crossing connections.
     pub fn partition(&self, side_a: &[&str], side_b: &[&str]) -> Result<Partition> {
         let partition = Partition {
-            side_a: side_a.iter().map(|n| self.node_index(n)).collect::<Result<_>>()?,
-            side_b: side_b.iter().map(|n| self.node_index(n)).collect::<Result<_>>()?,
+            side_a: side_a
+                .iter()
+                .map(|n| self.node_index(n))
+                .collect::<Result<_>>()?,
+            side_b: side_b
+                .iter()
+                .map(|n| self.node_index(n))
+                .collect::<Result<_>>()?,
         };
         self.inner.partitions.add(partition.clone());
         for pod in self.all_pods() {
@@ -434,7 +521,12 @@ impl PodRuntime {
         lock(&self.inner.pods).values().cloned().collect()
     }
 
-    fn apply_partition_to(&self, sandbox: &SandboxNet, partition: &Partition, blocked: bool) -> Result<()> {
+    fn apply_partition_to(
+        &self,
+        sandbox: &SandboxNet,
+        partition: &Partition,
+        blocked: bool,
+    ) -> Result<()> {
         let other_side = if partition.side_a.contains(&sandbox.node_index) {
             &partition.side_b
         } else if partition.side_b.contains(&sandbox.node_index) {
@@ -442,8 +534,13 @@ impl PodRuntime {
         } else {
             return Ok(());
         };
-        let subnets: Vec<_> = other_side.iter().map(|n| self.naming().pod_subnet(*n)).collect();
-        self.inner.network.set_prohibited(sandbox, &subnets, blocked)
+        let subnets: Vec<_> = other_side
+            .iter()
+            .map(|n| self.naming().pod_subnet(*n))
+            .collect();
+        self.inner
+            .network
+            .set_prohibited(sandbox, &subnets, blocked)
     }
 
     /// Stops every pod (grace `grace`) without touching the network; for an orderly `down`
@@ -459,31 +556,52 @@ impl PodRuntime {
 
 fn validate(spec: &PodSpec) -> Result<()> {
     if spec.containers.is_empty() {
-        return Err(Error::Invalid(format!("pod {}: spec.containers must not be empty", spec.key())));
+        return Err(Error::Invalid(format!(
+            "pod {}: spec.containers must not be empty",
+            spec.key()
+        )));
     }
     let mut names = std::collections::BTreeSet::new();
     for c in spec.init_containers.iter().chain(&spec.containers) {
         if c.name.is_empty() || !names.insert(c.name.clone()) {
-            return Err(Error::Invalid(format!("pod {}: container name {:?} is empty or duplicated", spec.key(), c.name)));
+            return Err(Error::Invalid(format!(
+                "pod {}: container name {:?} is empty or duplicated",
+                spec.key(),
+                c.name
+            )));
         }
     }
     if spec.hostname.is_empty() {
-        return Err(Error::Invalid(format!("pod {}: hostname must not be empty", spec.key())));
+        return Err(Error::Invalid(format!(
+            "pod {}: hostname must not be empty",
+            spec.key()
+        )));
     }
     Ok(())
 }
 
 fn log_paths(state_dir: &Path, spec: &PodSpec, container: &str) -> (PathBuf, PathBuf) {
     let dir = volumes::pod_dir(state_dir, spec).join("logs");
-    (dir.join(format!("{container}.log")), dir.join(format!("{container}.previous.log")))
+    (
+        dir.join(format!("{container}.log")),
+        dir.join(format!("{container}.previous.log")),
+    )
 }
 
-fn waiting_status(state_dir: &Path, spec: &PodSpec, c: &ContainerSpec, reason: &str) -> ContainerStatus {
+fn waiting_status(
+    state_dir: &Path,
+    spec: &PodSpec,
+    c: &ContainerSpec,
+    reason: &str,
+) -> ContainerStatus {
     let (log_path, previous_log_path) = log_paths(state_dir, spec, &c.name);
     ContainerStatus {
         name: c.name.clone(),
         image: c.image.clone(),
-        state: ContainerState::Waiting { reason: reason.to_string(), message: String::new() },
+        state: ContainerState::Waiting {
+            reason: reason.to_string(),
+            message: String::new(),
+        },
         last_state: None,
         restart_count: 0,
         ready: false,
@@ -502,7 +620,13 @@ enum Kind {
 }
 
 impl Pod {
-    fn update(&self, inner: &Inner, kind: Kind, name: &str, change: impl FnOnce(&mut ContainerStatus)) {
+    fn update(
+        &self,
+        inner: &Inner,
+        kind: Kind,
+        name: &str,
+        change: impl FnOnce(&mut ContainerStatus),
+    ) {
         self.status.send_modify(|status| {
             let list = match kind {
                 Kind::Init => &mut status.init_container_statuses,
@@ -511,7 +635,8 @@ impl Pod {
             if let Some(c) = list.iter_mut().find(|c| c.name == name) {
                 change(c);
             }
-            status.ready = !status.container_statuses.is_empty() && status.container_statuses.iter().all(|c| c.ready);
+            status.ready = !status.container_statuses.is_empty()
+                && status.container_statuses.iter().all(|c| c.ready);
             status.phase = compute_phase(status, self.spec.restart_policy);
         });
         let _ = inner.events.send(self.status.borrow().clone());
@@ -528,9 +653,10 @@ fn compute_phase(status: &PodStatus, policy: RestartPolicy) -> PodPhase {
         .init_container_statuses
         .iter()
         .all(|c| matches!(c.state, ContainerState::Terminated { exit_code: 0, .. }));
-    let init_failed = status.init_container_statuses.iter().any(|c| {
-        matches!(c.state, ContainerState::Terminated { exit_code, .. } if exit_code != 0)
-    });
+    let init_failed = status
+        .init_container_statuses
+        .iter()
+        .any(|c| matches!(c.state, ContainerState::Terminated { exit_code, .. } if exit_code != 0));
     if init_failed && policy == RestartPolicy::Never {
         return PodPhase::Failed;
     }
@@ -538,8 +664,14 @@ fn compute_phase(status: &PodStatus, policy: RestartPolicy) -> PodPhase {
         return PodPhase::Pending;
     }
     let containers = &status.container_statuses;
-    let running = containers.iter().filter(|c| matches!(c.state, ContainerState::Running { .. })).count();
-    let waiting = containers.iter().filter(|c| matches!(c.state, ContainerState::Waiting { .. })).count();
+    let running = containers
+        .iter()
+        .filter(|c| matches!(c.state, ContainerState::Running { .. }))
+        .count();
+    let waiting = containers
+        .iter()
+        .filter(|c| matches!(c.state, ContainerState::Waiting { .. }))
+        .count();
     let terminated: Vec<i32> = containers
         .iter()
         .filter_map(|c| match c.state {
@@ -547,7 +679,10 @@ fn compute_phase(status: &PodStatus, policy: RestartPolicy) -> PodPhase {
             _ => None,
         })
         .collect();
-    let never_started = containers.iter().filter(|c| !c.started && c.last_state.is_none()).count();
+    let never_started = containers
+        .iter()
+        .filter(|c| !c.started && c.last_state.is_none())
+        .count();
     if waiting > 0 && never_started > 0 && running == 0 && terminated.is_empty() {
         return PodPhase::Pending;
     }
@@ -569,7 +704,14 @@ fn compute_phase(status: &PodStatus, policy: RestartPolicy) -> PodPhase {
 async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<bool>) {
     let mut init_ok = true;
     for container in pod.spec.init_containers.clone() {
-        let outcome = supervise(inner.clone(), pod.clone(), container, Kind::Init, stopped_rx.clone()).await;
+        let outcome = supervise(
+            inner.clone(),
+            pod.clone(),
+            container,
+            Kind::Init,
+            stopped_rx.clone(),
+        )
+        .await;
         if outcome != Some(0) {
             init_ok = false;
             break;
@@ -578,7 +720,13 @@ async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<b
     if init_ok && pod.stopping().is_none() {
         let mut tasks = Vec::new();
         for container in pod.spec.containers.clone() {
-            tasks.push(tokio::spawn(supervise(inner.clone(), pod.clone(), container, Kind::Regular, stopped_rx.clone())));
+            tasks.push(tokio::spawn(supervise(
+                inner.clone(),
+                pod.clone(),
+                container,
+                Kind::Regular,
+                stopped_rx.clone(),
+            )));
         }
         for task in tasks {
             let _ = task.await;
@@ -629,7 +777,10 @@ async fn supervise(
             );
             tracing::warn!(pod = %key, container = %name, image = %container.image, "unknown image");
             pod.update(&inner, kind, &name, |c| {
-                c.state = ContainerState::Waiting { reason: "ErrImagePull".into(), message: message.clone() };
+                c.state = ContainerState::Waiting {
+                    reason: "ErrImagePull".into(),
+                    message: message.clone(),
+                };
             });
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
@@ -639,11 +790,34 @@ async fn supervise(
             continue;
         };
         let env = container_env(&pod, &container, &entry.env);
-        let lookup = |var: &str| env.iter().rev().find(|(k, _)| k == var).map(|(_, v)| v.clone());
-        let command: Vec<String> = container.command.iter().map(|s| volumes::expand(s, &lookup)).collect();
-        let args: Vec<String> = container.args.iter().map(|s| volumes::expand(s, &lookup)).collect();
+        let lookup = |var: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == var)
+                .map(|(_, v)| v.clone())
+        };
+        let command: Vec<String> = container
+            .command
+            .iter()
+            .map(|s| volumes::expand(s, &lookup))
+            .collect();
+        let args: Vec<String> = container
+            .args
+            .iter()
+            .map(|s| volumes::expand(s, &lookup))
+            .collect();
         let argv = container_argv(&entry, &command, &args);
-        let spawned = spawn_instance(&inner, &pod, &container, &entry.private_dirs, argv, env.clone(), &log_path, &previous_log_path, first);
+        let spawned = spawn_instance(
+            &inner,
+            &pod,
+            &container,
+            &entry.private_dirs,
+            argv,
+            env.clone(),
+            &log_path,
+            &previous_log_path,
+            first,
+        );
         first = false;
         let mut child = match spawned {
             Ok(child) => child,
@@ -684,7 +858,15 @@ async fn supervise(
             c.ready = kind == Kind::Regular && container.readiness_probe.is_none();
         });
         let liveness_failed = Arc::new(Notify::new());
-        let probes = start_probes(&inner, &pod, &container, kind, pid, env, liveness_failed.clone());
+        let probes = start_probes(
+            &inner,
+            &pod,
+            &container,
+            kind,
+            pid,
+            env,
+            liveness_failed.clone(),
+        );
 
         let exit = tokio::select! {
             status = child.wait() => match status { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed },
@@ -722,7 +904,11 @@ async fn supervise(
             c.state = ContainerState::Terminated {
                 exit_code,
                 signal,
-                reason: if exit_code == 0 { "Completed".into() } else { "Error".into() },
+                reason: if exit_code == 0 {
+                    "Completed".into()
+                } else {
+                    "Error".into()
+                },
                 started_at,
                 finished_at,
             };
@@ -777,10 +963,16 @@ async fn back_off(
     backoff: &mut Duration,
     stop_rx: &mut watch::Receiver<Option<Duration>>,
 ) -> bool {
-    let message = format!("back-off {:?} restarting failed container={name} pod={}", backoff, pod.spec.name);
+    let message = format!(
+        "back-off {:?} restarting failed container={name} pod={}",
+        backoff, pod.spec.name
+    );
     pod.update(inner, kind, name, |c| {
         c.last_state = Some(c.state.clone());
-        c.state = ContainerState::Waiting { reason: "CrashLoopBackOff".into(), message };
+        c.state = ContainerState::Waiting {
+            reason: "CrashLoopBackOff".into(),
+            message,
+        };
     });
     let wait = *backoff;
     *backoff = (*backoff * 2).min(inner.config.backoff_max);
@@ -819,7 +1011,11 @@ async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child)
     }
 }
 
-fn container_env(pod: &Pod, container: &ContainerSpec, image_env: &[(String, String)]) -> Vec<(String, String)> {
+fn container_env(
+    pod: &Pod,
+    container: &ContainerSpec,
+    image_env: &[(String, String)],
+) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), DEFAULT_PATH.into()),
         ("HOSTNAME".into(), pod.spec.hostname.clone()),
@@ -836,7 +1032,13 @@ fn container_env(pod: &Pod, container: &ContainerSpec, image_env: &[(String, Str
     for var in &container.env {
         let value = match &var.value {
             EnvValue::Literal(text) => {
-                let lookup = |name: &str| container_vars.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+                let lookup = |name: &str| {
+                    container_vars
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                };
                 volumes::expand(text, &lookup)
             }
             EnvValue::PodIp => pod.sandbox.ip.to_string(),
@@ -868,16 +1070,22 @@ fn spawn_instance(
         std::fs::create_dir_all(dir).map_err(Error::io("create log dir", dir))?;
     }
     if !first && log_path.exists() {
-        std::fs::rename(log_path, previous_log_path).map_err(Error::io("keep previous log", previous_log_path))?;
+        std::fs::rename(log_path, previous_log_path)
+            .map_err(Error::io("keep previous log", previous_log_path))?;
     }
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log_path)
         .map_err(Error::io("open container log", log_path))?;
-    let log_err = log.try_clone().map_err(Error::io("open container log", log_path))?;
+    let log_err = log
+        .try_clone()
+        .map_err(Error::io("open container log", log_path))?;
     let mounts = volumes::container_mounts(state_dir, &pod.spec, container, private_dirs)?;
-    let staging = volumes::pod_dir(state_dir, &pod.spec).join("containers").join(&container.name).join("staging");
+    let staging = volumes::pod_dir(state_dir, &pod.spec)
+        .join("containers")
+        .join(&container.name)
+        .join("staging");
     std::fs::create_dir_all(&staging).map_err(Error::io("create staging dir", &staging))?;
     let spec = ExecSpec {
         netns_path: Some(pod.sandbox.netns_path.clone()),
@@ -891,7 +1099,8 @@ fn spawn_instance(
         new_session: true,
     };
     let spec_path = staging.join("exec.json");
-    std::fs::write(&spec_path, serde_json::to_vec(&spec)?).map_err(Error::io("write exec spec", &spec_path))?;
+    std::fs::write(&spec_path, serde_json::to_vec(&spec)?)
+        .map_err(Error::io("write exec spec", &spec_path))?;
     tokio::process::Command::new(&inner.config.pod_exec)
         .arg(&spec_path)
         .stdin(Stdio::null())
@@ -899,7 +1108,10 @@ fn spawn_instance(
         .stderr(log_err)
         .env_clear()
         .spawn()
-        .map_err(Error::io("spawn localkube-pod-exec", &inner.config.pod_exec))
+        .map_err(Error::io(
+            "spawn localkube-pod-exec",
+            &inner.config.pod_exec,
+        ))
 }
 
 fn start_probes(
@@ -915,10 +1127,13 @@ fn start_probes(
     if kind == Kind::Init {
         return tasks;
     }
-    let scratch = volumes::pod_dir(inner.network.state_dir(), &pod.spec).join("containers").join(&container.name);
-    for (probe, is_readiness) in
-        [(container.readiness_probe.clone(), true), (container.liveness_probe.clone(), false)]
-    {
+    let scratch = volumes::pod_dir(inner.network.state_dir(), &pod.spec)
+        .join("containers")
+        .join(&container.name);
+    for (probe, is_readiness) in [
+        (container.readiness_probe.clone(), true),
+        (container.liveness_probe.clone(), false),
+    ] {
         let Some(probe) = probe else { continue };
         let inner = inner.clone();
         let pod = pod.clone();

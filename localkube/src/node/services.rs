@@ -53,8 +53,17 @@ pub struct Services {
 
 impl Services {
     /// Over a cluster network, its proxy and its DNS records.
-    pub fn new(network: Arc<ClusterNetwork>, proxy: Arc<ServiceProxy>, records: Arc<DnsRecords>) -> Self {
-        Self { network, proxy, records, applied: Mutex::new(BTreeMap::new()) }
+    pub fn new(
+        network: Arc<ClusterNetwork>,
+        proxy: Arc<ServiceProxy>,
+        records: Arc<DnsRecords>,
+    ) -> Self {
+        Self {
+            network,
+            proxy,
+            records,
+            applied: Mutex::new(BTreeMap::new()),
+        }
     }
 
     /// Creates or updates a Service: ClusterIP address, proxied ports (new connections use
@@ -65,11 +74,21 @@ impl Services {
         if let Some(ip) = spec.cluster_ip {
             self.network.add_local_address(ip)?;
             let mut wanted = BTreeSet::new();
-            for port in spec.ports.iter().filter(|p| p.protocol.eq_ignore_ascii_case("TCP")) {
-                let port_key = ServicePortKey { namespace: spec.namespace.clone(), name: spec.name.clone(), port: port.port };
+            for port in spec
+                .ports
+                .iter()
+                .filter(|p| p.protocol.eq_ignore_ascii_case("TCP"))
+            {
+                let port_key = ServicePortKey {
+                    namespace: spec.namespace.clone(),
+                    name: spec.name.clone(),
+                    port: port.port,
+                };
                 wanted.insert(port_key.clone());
                 let endpoints = proxied_endpoints(&spec, port);
-                self.proxy.set_service_port(port_key, SocketAddr::from((ip, port.port)), endpoints).await?;
+                self.proxy
+                    .set_service_port(port_key, SocketAddr::from((ip, port.port)), endpoints)
+                    .await?;
             }
             if let Some(previous) = &previous {
                 self.remove_stale(previous, &wanted)?;
@@ -85,7 +104,11 @@ impl Services {
                 ports: spec
                     .ports
                     .iter()
-                    .map(|p| ServicePortRecord { name: p.name.clone(), protocol: p.protocol.clone(), port: p.port })
+                    .map(|p| ServicePortRecord {
+                        name: p.name.clone(),
+                        protocol: p.protocol.clone(),
+                        port: p.port,
+                    })
                     .collect(),
                 publish_not_ready_addresses: spec.publish_not_ready_addresses,
                 endpoints: spec.endpoints.clone(),
@@ -97,7 +120,9 @@ impl Services {
 
     /// Deletes a Service (listeners close; established connections are left alone).
     pub fn remove(&self, namespace: &str, name: &str) -> Result<()> {
-        let previous = self.lock().remove(&(namespace.to_string(), name.to_string()));
+        let previous = self
+            .lock()
+            .remove(&(namespace.to_string(), name.to_string()));
         if let Some(previous) = previous {
             self.remove_stale(&previous, &BTreeSet::new())?;
         }
@@ -105,9 +130,17 @@ impl Services {
         Ok(())
     }
 
-    fn remove_stale(&self, previous: &ServiceSpec, wanted: &BTreeSet<ServicePortKey>) -> Result<()> {
+    fn remove_stale(
+        &self,
+        previous: &ServiceSpec,
+        wanted: &BTreeSet<ServicePortKey>,
+    ) -> Result<()> {
         for port in &previous.ports {
-            let key = ServicePortKey { namespace: previous.namespace.clone(), name: previous.name.clone(), port: port.port };
+            let key = ServicePortKey {
+                namespace: previous.namespace.clone(),
+                name: previous.name.clone(),
+                port: port.port,
+            };
             if !wanted.contains(&key) {
                 self.proxy.remove_service_port(&key);
             }
@@ -121,7 +154,9 @@ impl Services {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), ServiceSpec>> {
-        self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.applied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -159,14 +194,26 @@ mod tests {
             namespace: "ns".into(),
             name: "mysql".into(),
             cluster_ip: Some(Ipv4Addr::new(10, 96, 0, 20)),
-            ports: vec![ServicePortSpec { name: Some("mysql".into()), protocol: "TCP".into(), port: 3306, target_port: Some(3307) }],
+            ports: vec![ServicePortSpec {
+                name: Some("mysql".into()),
+                protocol: "TCP".into(),
+                port: 3306,
+                target_port: Some(3307),
+            }],
             publish_not_ready_addresses: false,
-            endpoints: vec![endpoint(2, true, Some(3310)), endpoint(3, false, None), endpoint(4, true, None)],
+            endpoints: vec![
+                endpoint(2, true, Some(3310)),
+                endpoint(3, false, None),
+                endpoint(4, true, None),
+            ],
         };
         let port = spec.ports[0].clone();
         assert_eq!(
             proxied_endpoints(&spec, &port),
-            vec!["10.244.0.2:3310".parse().unwrap(), "10.244.0.4:3307".parse().unwrap()]
+            vec![
+                "10.244.0.2:3310".parse().unwrap(),
+                "10.244.0.4:3307".parse().unwrap()
+            ]
         );
         spec.publish_not_ready_addresses = true;
         assert_eq!(proxied_endpoints(&spec, &port).len(), 3);

@@ -90,7 +90,10 @@ pub struct EnvVar {
 impl EnvVar {
     /// A literal `value`.
     pub fn literal(name: impl Into<String>, value: impl Into<String>) -> Self {
-        Self { name: name.into(), value: EnvValue::Literal(value.into()) }
+        Self {
+            name: name.into(),
+            value: EnvValue::Literal(value.into()),
+        }
     }
 }
 

@@ -67,16 +67,25 @@ impl StateFile {
             .append(true)
             .open(&path)
             .map_err(Error::io("open state file", &path))?;
-        Ok(Self { path, file: Mutex::new(file) })
+        Ok(Self {
+            path,
+            file: Mutex::new(file),
+        })
     }
 
     /// Records `resource` durably (written and synced) before the caller creates it.
     pub fn record(&self, resource: &Resource) -> Result<()> {
         let mut line = serde_json::to_vec(resource)?;
         line.push(b'\n');
-        let file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        (&*file).write_all(&line).map_err(Error::io("append to state file", &self.path))?;
-        file.sync_data().map_err(Error::io("sync state file", &self.path))
+        let file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (&*file)
+            .write_all(&line)
+            .map_err(Error::io("append to state file", &self.path))?;
+        file.sync_data()
+            .map_err(Error::io("sync state file", &self.path))
     }
 
     /// Records a process that was just spawned.
@@ -95,7 +104,10 @@ pub fn read_records(state_dir: &Path) -> Result<Vec<Resource>> {
         Err(err) => return Err(Error::io("read state file", &path)(err)),
     };
     // A torn last line (crash mid-write) is skipped: the resource it named was not created yet.
-    Ok(text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect())
+    Ok(text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect())
 }
 
 /// Field 22 (starttime) of `/proc/PID/stat`, or `None` when the process is gone.
@@ -135,7 +147,11 @@ pub fn cleanup(state_dir: &Path) -> Result<()> {
         let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
     let deadline = Instant::now() + PROCESS_EXIT_WAIT_MAX;
-    while processes.iter().any(|(pid, start)| process_alive(*pid, *start)) && Instant::now() < deadline {
+    while processes
+        .iter()
+        .any(|(pid, start)| process_alive(*pid, *start))
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
 
@@ -146,7 +162,11 @@ pub fn cleanup(state_dir: &Path) -> Result<()> {
             _ => None,
         })
         .collect();
-    netns.extend(ip::netns_list()?.into_iter().filter(|n| n.starts_with(&prefix)));
+    netns.extend(
+        ip::netns_list()?
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix)),
+    );
     netns.sort();
     netns.dedup();
     for name in &netns {
@@ -163,7 +183,11 @@ pub fn cleanup(state_dir: &Path) -> Result<()> {
             _ => None,
         })
         .collect();
-    links.extend(ip::link_list()?.into_iter().filter(|n| n.starts_with(&prefix)));
+    links.extend(
+        ip::link_list()?
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix)),
+    );
     links.sort();
     links.dedup();
     // veth ends first (deleting a netns already removed most), the bridge last.
@@ -206,15 +230,33 @@ mod tests {
     fn records_survive_a_torn_last_line() {
         let dir = std::env::temp_dir().join(format!("lk-state-{}", std::process::id()));
         let state = StateFile::open(&dir).unwrap();
-        state.record(&Resource::Netns { name: "lkabcd-p1".into() }).unwrap();
-        state.record(&Resource::Link { name: "lkabcd-br".into() }).unwrap();
+        state
+            .record(&Resource::Netns {
+                name: "lkabcd-p1".into(),
+            })
+            .unwrap();
+        state
+            .record(&Resource::Link {
+                name: "lkabcd-br".into(),
+            })
+            .unwrap();
         drop(state);
-        let mut file = OpenOptions::new().append(true).open(dir.join(STATE_FILE)).unwrap();
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.join(STATE_FILE))
+            .unwrap();
         file.write_all(b"{\"kind\":\"netns\",\"na").unwrap();
         let records = read_records(&dir).unwrap();
         assert_eq!(
             records,
-            vec![Resource::Netns { name: "lkabcd-p1".into() }, Resource::Link { name: "lkabcd-br".into() }]
+            vec![
+                Resource::Netns {
+                    name: "lkabcd-p1".into()
+                },
+                Resource::Link {
+                    name: "lkabcd-br".into()
+                }
+            ]
         );
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -224,6 +266,9 @@ mod tests {
         let pid = std::process::id() as i32;
         let start = process_start_time(pid).unwrap();
         assert!(process_alive(pid, start));
-        assert!(!process_alive(pid, start + 1), "a different start time is a different process");
+        assert!(
+            !process_alive(pid, start + 1),
+            "a different start time is a different process"
+        );
     }
 }

@@ -20,16 +20,32 @@ pub fn pod_dir(state_dir: &Path, pod: &PodSpec) -> PathBuf {
 /// Where a PersistentVolumeClaim's data lives: `STATE/pvc/<namespace>/<claim>` (kept when
 /// the pod is deleted, as a bound PersistentVolume).
 pub fn pvc_dir(state_dir: &Path, namespace: &str, claim: &str) -> PathBuf {
-    state_dir.join("pvc").join(sanitize(namespace)).join(sanitize(claim))
+    state_dir
+        .join("pvc")
+        .join(sanitize(namespace))
+        .join(sanitize(claim))
 }
 
 fn sanitize(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Writes every volume of the pod (emptyDir directories, rendered files, PVC directories)
 /// and the pod's hosts and resolv.conf files.
-pub fn materialize(state_dir: &Path, pod: &PodSpec, pod_ip: Ipv4Addr, dns_ip: Ipv4Addr) -> Result<()> {
+pub fn materialize(
+    state_dir: &Path,
+    pod: &PodSpec,
+    pod_ip: Ipv4Addr,
+    dns_ip: Ipv4Addr,
+) -> Result<()> {
     let dir = pod_dir(state_dir, pod);
     for volume in &pod.volumes {
         match &volume.source {
@@ -43,14 +59,23 @@ pub fn materialize(state_dir: &Path, pod: &PodSpec, pod_ip: Ipv4Addr, dns_ip: Ip
                 fs::create_dir_all(&root).map_err(Error::io("create volume", &root))?;
                 for file in files {
                     let relative = Path::new(&file.path);
-                    if relative.is_absolute() || relative.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-                        return Err(Error::Invalid(format!("volume {} item path {:?}: it must be relative without ..", volume.name, file.path)));
+                    if relative.is_absolute()
+                        || relative
+                            .components()
+                            .any(|c| matches!(c, std::path::Component::ParentDir))
+                    {
+                        return Err(Error::Invalid(format!(
+                            "volume {} item path {:?}: it must be relative without ..",
+                            volume.name, file.path
+                        )));
                     }
                     let path = root.join(relative);
                     if let Some(parent) = path.parent() {
-                        fs::create_dir_all(parent).map_err(Error::io("create volume dir", parent))?;
+                        fs::create_dir_all(parent)
+                            .map_err(Error::io("create volume dir", parent))?;
                     }
-                    fs::write(&path, &file.contents).map_err(Error::io("write volume file", &path))?;
+                    fs::write(&path, &file.contents)
+                        .map_err(Error::io("write volume file", &path))?;
                     fs::set_permissions(&path, fs::Permissions::from_mode(file.mode))
                         .map_err(Error::io("set volume file mode", &path))?;
                 }
@@ -67,7 +92,8 @@ pub fn materialize(state_dir: &Path, pod: &PodSpec, pod_ip: Ipv4Addr, dns_ip: Ip
     let hosts = etc.join("hosts");
     fs::write(&hosts, hosts_file(pod, pod_ip)).map_err(Error::io("write hosts", &hosts))?;
     let resolv = etc.join("resolv.conf");
-    fs::write(&resolv, resolv_conf(&pod.namespace, dns_ip)).map_err(Error::io("write resolv.conf", &resolv))?;
+    fs::write(&resolv, resolv_conf(&pod.namespace, dns_ip))
+        .map_err(Error::io("write resolv.conf", &resolv))?;
     for path in [&hosts, &resolv] {
         let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o644));
     }
@@ -108,22 +134,48 @@ pub fn container_mounts(
     let dir = pod_dir(state_dir, pod);
     let mut mounts = Vec::new();
     for (i, private) in private_dirs.iter().enumerate() {
-        let source = dir.join("containers").join(sanitize(&container.name)).join(format!("private-{i}"));
+        let source = dir
+            .join("containers")
+            .join(sanitize(&container.name))
+            .join(format!("private-{i}"));
         fs::create_dir_all(&source).map_err(Error::io("create private dir", &source))?;
         let _ = fs::set_permissions(&source, fs::Permissions::from_mode(0o1777));
-        mounts.push(BindMount { source, target: private.clone(), read_only: false });
+        mounts.push(BindMount {
+            source,
+            target: private.clone(),
+            read_only: false,
+        });
     }
-    mounts.push(BindMount { source: dir.join("etc/hosts"), target: "/etc/hosts".into(), read_only: false });
-    mounts.push(BindMount { source: dir.join("etc/resolv.conf"), target: "/etc/resolv.conf".into(), read_only: false });
+    mounts.push(BindMount {
+        source: dir.join("etc/hosts"),
+        target: "/etc/hosts".into(),
+        read_only: false,
+    });
+    mounts.push(BindMount {
+        source: dir.join("etc/resolv.conf"),
+        target: "/etc/resolv.conf".into(),
+        read_only: false,
+    });
     let mut volume_mounts = container.volume_mounts.clone();
     volume_mounts.sort_by_key(|m| Path::new(&m.mount_path).components().count());
     for mount in &volume_mounts {
-        let volume = pod.volumes.iter().find(|v| v.name == mount.name).ok_or_else(|| {
-            Error::Invalid(format!("volumeMount {} of container {}: no volume with that name", mount.name, container.name))
-        })?;
+        let volume = pod
+            .volumes
+            .iter()
+            .find(|v| v.name == mount.name)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "volumeMount {} of container {}: no volume with that name",
+                    mount.name, container.name
+                ))
+            })?;
         let root = match &volume.source {
-            VolumeSource::EmptyDir | VolumeSource::Files(_) => dir.join("volumes").join(sanitize(&volume.name)),
-            VolumeSource::PersistentVolumeClaim { claim_name } => pvc_dir(state_dir, &pod.namespace, claim_name),
+            VolumeSource::EmptyDir | VolumeSource::Files(_) => {
+                dir.join("volumes").join(sanitize(&volume.name))
+            }
+            VolumeSource::PersistentVolumeClaim { claim_name } => {
+                pvc_dir(state_dir, &pod.namespace, claim_name)
+            }
             VolumeSource::HostPath { path } => path.clone(),
         };
         let source = match &mount.sub_path {
@@ -137,9 +189,16 @@ pub fn container_mounts(
             _ => root,
         };
         if !Path::new(&mount.mount_path).is_absolute() {
-            return Err(Error::Invalid(format!("mountPath {:?}: it must be absolute", mount.mount_path)));
+            return Err(Error::Invalid(format!(
+                "mountPath {:?}: it must be absolute",
+                mount.mount_path
+            )));
         }
-        mounts.push(BindMount { source, target: PathBuf::from(&mount.mount_path), read_only: mount.read_only });
+        mounts.push(BindMount {
+            source,
+            target: PathBuf::from(&mount.mount_path),
+            read_only: mount.read_only,
+        });
     }
     Ok(mounts)
 }
