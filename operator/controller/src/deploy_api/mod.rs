@@ -5,3 +5,6 @@ pub mod backend;
 pub mod handlers;
 pub mod review;
 pub mod store;
+
+#[cfg(test)]
+mod handler_tests;

@@ -110,3 +110,79 @@ impl TokenReviewer for KubeTokenReviewer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::authentication::v1::UserInfo;
+
+    use super::*;
+
+    fn status(authenticated: bool, audiences: &[&str], username: &str) -> TokenReviewStatus {
+        TokenReviewStatus {
+            authenticated: Some(authenticated),
+            audiences: Some(audiences.iter().map(|a| a.to_string()).collect()),
+            user: Some(UserInfo {
+                username: Some(username.into()),
+                ..UserInfo::default()
+            }),
+            error: None,
+        }
+    }
+
+    /// Seed 003: the review asks for audience bloodraven-deploy; the default API audience is
+    /// not accepted.
+    #[test]
+    fn seed_003_review_requires_the_bloodraven_deploy_audience() {
+        assert_eq!(
+            token_review("t").spec.audiences,
+            Some(vec!["bloodraven-deploy".to_string()])
+        );
+        let ok = status(
+            true,
+            &["bloodraven-deploy"],
+            "system:serviceaccount:ci:deployer",
+        );
+        assert_eq!(
+            caller_from_review(Some(&ok)),
+            Ok(Caller {
+                namespace: "ci".into(),
+                service_account: "deployer".into()
+            })
+        );
+        let api_audience = status(
+            true,
+            &["https://kubernetes.default.svc"],
+            "system:serviceaccount:ci:deployer",
+        );
+        assert!(matches!(
+            caller_from_review(Some(&api_audience)),
+            Err(Rejection::NotAuthenticated(_))
+        ));
+        let refused = status(false, &["bloodraven-deploy"], "");
+        assert!(matches!(
+            caller_from_review(Some(&refused)),
+            Err(Rejection::NotAuthenticated(_))
+        ));
+        assert!(matches!(
+            caller_from_review(None),
+            Err(Rejection::NotAuthenticated(_))
+        ));
+        let user = status(true, &["bloodraven-deploy"], "alice");
+        assert_eq!(
+            caller_from_review(Some(&user)),
+            Err(Rejection::NotServiceAccount("alice".into()))
+        );
+    }
+
+    #[test]
+    fn service_account_usernames_parse_strictly() {
+        assert_eq!(
+            caller_from_username("system:serviceaccount:ns:sa").map(|c| c.service_account),
+            Some("sa".into())
+        );
+        assert_eq!(caller_from_username("system:serviceaccount:ns"), None);
+        assert_eq!(caller_from_username("system:serviceaccount::sa"), None);
+        assert_eq!(caller_from_username("system:serviceaccount:ns:a:b"), None);
+        assert_eq!(caller_from_username("system:node:iad"), None);
+    }
+}

@@ -195,3 +195,66 @@ impl LeaseStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bloodraven_api::Timestamp;
+    use bloodraven_core::deploy::{LeaseToken, RevokeReason};
+
+    use super::*;
+
+    fn record() -> LeaseRecord {
+        LeaseRecord {
+            kind: LeaseKind::FailoverHold,
+            operation_id: "a1".into(),
+            instance: "counter-app".into(),
+            token_hash: LeaseToken::new("secret").hash(),
+            granted_at: Timestamp::from_unix_millis(1_000_000),
+            expires_at: Timestamp::from_unix_millis(1_040_000),
+            ttl: Duration::from_secs(30),
+            topology_generation: 17,
+        }
+    }
+
+    /// bloodraven.md: leases are Lease objects `bloodraven-deploy-<group>-<kind>` with the
+    /// operation in annotations and the token only as a hash.
+    #[test]
+    fn lease_object_carries_the_record_and_never_the_token() {
+        let lease = lease_object("ns", "playground", &record(), None);
+        assert_eq!(
+            lease.metadata.name.as_deref(),
+            Some("bloodraven-deploy-playground-failover-hold")
+        );
+        let annotations = lease.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(LeaseRecord::from_annotations(&annotations), Ok(record()));
+        let text = serde_json::to_string(&lease).unwrap_or_default();
+        assert!(!text.contains("\"secret\""), "{text}");
+        let spec = lease.spec.unwrap_or_default();
+        assert_eq!(spec.lease_duration_seconds, Some(30));
+        assert_eq!(spec.holder_identity.as_deref(), Some("counter-app/a1"));
+        let body = apply_body(&lease_object("ns", "playground", &record(), None));
+        assert_eq!(body["apiVersion"], "coordination.k8s.io/v1");
+        assert_eq!(body["kind"], "Lease");
+    }
+
+    /// Seed 003: tombstones live in a ConfigMap per group and load back.
+    #[test]
+    fn tombstones_round_trip_through_the_config_map() {
+        let mut leases = DeployLeases::from_parts([record()], []).expect("state");
+        leases.revoke_all(
+            RevokeReason::TopologyChanged,
+            18,
+            Timestamp::from_unix_millis(1_010_000),
+        );
+        let config_map = tombstone_config_map("ns", "playground", leases.tombstones(), None);
+        assert_eq!(
+            config_map.metadata.name.as_deref(),
+            Some("bloodraven-deploy-playground-tombstones")
+        );
+        let loaded =
+            codec::tombstones_from_data(&config_map.data.unwrap_or_default()).expect("decode");
+        assert_eq!(loaded, leases.tombstones().cloned().collect::<Vec<_>>());
+    }
+}

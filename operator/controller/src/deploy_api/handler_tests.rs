@@ -1,0 +1,698 @@
+//! Handler tests of `/deploy/v1` with the real axum router and core's deploy state machine
+//! over an in-memory backend (seed 003). The TokenReview is a test double here; the real
+//! TokenReview path is exercised against localkube in `tests/`.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use axum::Router;
+use bloodraven_api::{
+    AuthorityState, AuthorityStatus, MysqlFailoverGroupStatus, SiteStatus, Timestamp,
+};
+use bloodraven_core::deploy::{AuthorizedClient, Caller, DeployLeases, LeaseToken, Tombstone};
+use futures::future::BoxFuture;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::backend::{DeployBackend, GroupRef};
+use super::handlers::{router, DeployApi};
+use super::review::{Rejection, TokenReviewer};
+use crate::error::Result;
+use crate::leader::LeaderFlag;
+use crate::metrics::Metrics;
+
+const DEPLOYER_TOKEN: &str = "token-of-ci-deployer";
+const OTHER_TOKEN: &str = "token-of-ci-other";
+const STRANGER_TOKEN: &str = "token-of-elsewhere-stranger";
+
+/// Maps fixed bearer tokens to ServiceAccounts.
+struct FixedReviewer;
+
+impl TokenReviewer for FixedReviewer {
+    fn review<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Result<Caller, Rejection>>> {
+        let caller = |namespace: &str, service_account: &str| {
+            Ok(Caller {
+                namespace: namespace.into(),
+                service_account: service_account.into(),
+            })
+        };
+        let answer = match token {
+            DEPLOYER_TOKEN => caller("ci", "deployer"),
+            OTHER_TOKEN => caller("ci", "other"),
+            STRANGER_TOKEN => caller("elsewhere", "stranger"),
+            _ => Err(Rejection::NotAuthenticated(
+                "token not authenticated".into(),
+            )),
+        };
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+/// The cluster in memory: one group, its clients, its stored leases.
+struct MemoryBackend {
+    group: StdMutex<GroupRef>,
+    clients: Vec<AuthorizedClient>,
+    stored: StdMutex<DeployLeases>,
+    revoked_events: StdMutex<Vec<Tombstone>>,
+}
+
+impl DeployBackend for MemoryBackend {
+    fn find_groups<'a>(
+        &'a self,
+        name: &'a str,
+        _namespace: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<GroupRef>>> {
+        let group = self.group.lock().map(|group| group.clone()).ok();
+        Box::pin(async move {
+            Ok(group
+                .into_iter()
+                .filter(|group| group.name == name)
+                .collect())
+        })
+    }
+
+    fn authorized_clients<'a>(
+        &'a self,
+        _group: &'a GroupRef,
+    ) -> BoxFuture<'a, Result<Vec<AuthorizedClient>>> {
+        let clients = self.clients.clone();
+        Box::pin(async move { Ok(clients) })
+    }
+
+    fn load<'a>(&'a self, _group: &'a GroupRef) -> BoxFuture<'a, Result<DeployLeases>> {
+        let stored = self
+            .stored
+            .lock()
+            .map(|stored| stored.clone())
+            .unwrap_or_default();
+        Box::pin(async move { Ok(stored) })
+    }
+
+    fn save<'a>(
+        &'a self,
+        _group: &'a GroupRef,
+        _before: &'a DeployLeases,
+        after: &'a DeployLeases,
+    ) -> BoxFuture<'a, Result<()>> {
+        if let Ok(mut stored) = self.stored.lock() {
+            *stored = after.clone();
+        }
+        Box::pin(async { Ok(()) })
+    }
+
+    fn leases_revoked<'a>(
+        &'a self,
+        _group: &'a GroupRef,
+        revoked: &'a [Tombstone],
+    ) -> BoxFuture<'a, ()> {
+        if let Ok(mut events) = self.revoked_events.lock() {
+            events.extend(revoked.iter().cloned());
+        }
+        Box::pin(async {})
+    }
+}
+
+struct Harness {
+    router: Router,
+    backend: Arc<MemoryBackend>,
+    leader: LeaderFlag,
+    clock_millis: Arc<AtomicI64>,
+    metrics: Metrics,
+}
+
+fn healthy_status(generation: u64) -> MysqlFailoverGroupStatus {
+    let site = |name: &str, writable: bool, replicating: bool| SiteStatus {
+        name: name.into(),
+        reachable: true,
+        writable,
+        replicating,
+        ..SiteStatus::default()
+    };
+    MysqlFailoverGroupStatus {
+        active_site: Some("iad".into()),
+        topology_generation: generation,
+        authority: Some(AuthorityStatus {
+            state: AuthorityState::Valid,
+            reason: None,
+        }),
+        sites: vec![
+            site("iad", true, false),
+            site("pdx", false, true),
+            site("reader", false, true),
+        ],
+        ..MysqlFailoverGroupStatus::default()
+    }
+}
+
+fn harness() -> Harness {
+    let backend = Arc::new(MemoryBackend {
+        group: StdMutex::new(GroupRef {
+            namespace: "bloodraven-playground".into(),
+            name: "playground".into(),
+            status: Some(healthy_status(17)),
+            poll_interval: Duration::from_secs(2),
+            owner: None,
+            reference: None,
+        }),
+        clients: vec![
+            AuthorizedClient {
+                instance: "counter-app".into(),
+                namespace: "ci".into(),
+                service_account: "deployer".into(),
+            },
+            AuthorizedClient {
+                instance: "counter-app".into(),
+                namespace: "ci".into(),
+                service_account: "other".into(),
+            },
+        ],
+        stored: StdMutex::new(DeployLeases::new()),
+        revoked_events: StdMutex::new(Vec::new()),
+    });
+    let leader = LeaderFlag::new(true);
+    let clock_millis = Arc::new(AtomicI64::new(1_796_007_358_000));
+    let counter = Arc::new(AtomicU64::new(0));
+    let metrics = Metrics::new();
+    let api = DeployApi {
+        leader: leader.clone(),
+        reviewer: Arc::new(FixedReviewer),
+        backend: backend.clone(),
+        lock: Arc::new(tokio::sync::Mutex::new(())),
+        clock: {
+            let clock = clock_millis.clone();
+            Arc::new(move || Timestamp::from_unix_millis(clock.load(Ordering::SeqCst)))
+        },
+        tokens: Arc::new(move || {
+            LeaseToken::new(format!(
+                "lease-token-{}",
+                counter.fetch_add(1, Ordering::SeqCst)
+            ))
+        }),
+        metrics: metrics.clone(),
+    };
+    Harness {
+        router: router(api),
+        backend,
+        leader,
+        clock_millis,
+        metrics,
+    }
+}
+
+impl Harness {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let body = body
+            .map(|body| Body::from(body.to_string()))
+            .unwrap_or_else(Body::empty);
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(body).expect("request"))
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn post(&self, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, LEASES, Some(token), Some(body))
+            .await
+    }
+
+    fn advance(&self, seconds: i64) {
+        self.clock_millis
+            .fetch_add(seconds * 1_000, Ordering::SeqCst);
+    }
+
+    fn set_status(&self, status: MysqlFailoverGroupStatus) {
+        if let Ok(mut group) = self.backend.group.lock() {
+            group.status = Some(status);
+        }
+    }
+}
+
+const GROUP: &str = "/deploy/v1/groups/playground";
+const LEASES: &str = "/deploy/v1/groups/playground/leases";
+
+fn migration(operation_id: &str) -> Value {
+    json!({"kind": "migration", "operationId": operation_id, "instance": "counter-app", "ttlSeconds": 30})
+}
+
+fn hold(operation_id: &str) -> Value {
+    json!({"kind": "failover-hold", "operationId": operation_id, "instance": "counter-app", "ttlSeconds": 30})
+}
+
+fn credentials(kind: &str, operation_id: &str, token: &Value) -> Value {
+    json!({"kind": kind, "operationId": operation_id, "token": token})
+}
+
+/// Seed 003: only the leader answers; a follower returns 503 {"error":"not_leader"}.
+#[tokio::test]
+async fn seed_003_followers_answer_503_not_leader() {
+    let harness = harness();
+    harness.leader.set(false);
+    for (method, path, body) in [
+        (Method::GET, GROUP, None),
+        (Method::POST, LEASES, Some(migration("a1"))),
+        (Method::PUT, LEASES, Some(json!({}))),
+        (Method::DELETE, LEASES, Some(json!({}))),
+    ] {
+        let (status, body) = harness
+            .call(method.clone(), path, Some(DEPLOYER_TOKEN), body)
+            .await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{method} {path}");
+        assert_eq!(body, json!({"error": "not_leader"}));
+    }
+}
+
+/// Seed 003: authentication by TokenReview (no or bad token: 401), authorization from
+/// deploymentClients (an unlisted ServiceAccount: 403).
+#[tokio::test]
+async fn seed_003_unauthenticated_and_unauthorized_callers_are_refused() {
+    let harness = harness();
+    let (status, body) = harness.call(Method::GET, GROUP, None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"], "unauthenticated");
+    let (status, _) = harness.call(Method::GET, GROUP, Some("forged"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = harness
+        .call(Method::GET, GROUP, Some(STRANGER_TOKEN), None)
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body,
+        json!({"error": "forbidden", "reason": "not_authorized"})
+    );
+    let (status, _) = harness.post(STRANGER_TOKEN, migration("a1")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = harness
+        .call(
+            Method::GET,
+            "/deploy/v1/groups/elsewhere",
+            Some(DEPLOYER_TOKEN),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "group_not_found");
+}
+
+/// Seed 003 walkthrough: GET, migration 201, second pipeline 409 held, hold only for the
+/// migration holder (403 otherwise), hold 201, renewals 200, re-POST 200 rotating the token.
+#[tokio::test]
+async fn seed_003_two_leases_in_one_order() {
+    let harness = harness();
+    let (status, body) = harness
+        .call(Method::GET, GROUP, Some(DEPLOYER_TOKEN), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["activeSite"], "iad");
+    assert_eq!(body["topologyGeneration"], 17);
+    assert_eq!(body["stable"], true);
+    assert_eq!(body["leases"], json!([]));
+
+    // A hold before the mutex: 403.
+    let (status, body) = harness.post(DEPLOYER_TOKEN, hold("a1")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(body["reason"], "not_migration_holder");
+
+    let (status, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(granted["kind"], "migration");
+    assert_eq!(granted["operationId"], "a1");
+    assert_eq!(granted["topologyGeneration"], 17);
+    assert_eq!(granted["expiresAt"], "2026-11-30T02:56:28.000Z");
+    let migration_token = granted["token"].clone();
+    assert!(migration_token.is_string());
+
+    // The second pipeline: 409 held with the holder's operationId, instance, expiresAt.
+    let (status, held) = harness.post(OTHER_TOKEN, migration("b2")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        held,
+        json!({"error": "held", "kind": "migration", "operationId": "a1", "instance": "counter-app", "expiresAt": "2026-11-30T02:56:28.000Z"})
+    );
+    // Someone else asking for the hold: 403.
+    let (status, _) = harness.post(OTHER_TOKEN, hold("b2")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    let (status, hold_grant) = harness.post(DEPLOYER_TOKEN, hold("a1")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let hold_token = hold_grant["token"].clone();
+
+    harness.advance(10);
+    let (status, renewed) = harness
+        .call(
+            Method::PUT,
+            LEASES,
+            Some(DEPLOYER_TOKEN),
+            Some(credentials("failover-hold", "a1", &hold_token)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(renewed["expiresAt"], "2026-11-30T02:56:38.000Z");
+    assert_eq!(renewed["topologyGeneration"], 17);
+    assert!(renewed.get("token").is_none());
+
+    let (status, body) = harness
+        .call(Method::GET, GROUP, Some(DEPLOYER_TOKEN), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["leases"].as_array().map(Vec::len), Some(2));
+    assert!(harness
+        .metrics
+        .encode()
+        .contains("bloodraven_deploy_leases_active{group=\"bloodraven-playground/playground\"} 2"));
+
+    // Repeating the POST for the same operation: 200 and a rotated token; the old one is dead.
+    let (status, rotated) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(rotated["token"], migration_token);
+    let (status, body) = harness
+        .call(
+            Method::PUT,
+            LEASES,
+            Some(DEPLOYER_TOKEN),
+            Some(credentials("migration", "a1", &migration_token)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(body, json!({"error": "token_mismatch"}));
+
+    // Release: 204, and the mutex is free for the next pipeline.
+    let (status, _) = harness
+        .call(
+            Method::DELETE,
+            LEASES,
+            Some(DEPLOYER_TOKEN),
+            Some(credentials("failover-hold", "a1", &hold_token)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = harness
+        .call(
+            Method::DELETE,
+            LEASES,
+            Some(DEPLOYER_TOKEN),
+            Some(credentials("migration", "a1", &rotated["token"])),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = harness.post(OTHER_TOKEN, migration("b2")).await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+/// Seed 003: a generation change revokes every lease (TopologyChanged, 409 revoked with the
+/// new generation) and raises DeploymentLeaseRevoked; the tombstone keeps refusing the same
+/// operation even after another took the mutex; an expired lease is 404.
+#[tokio::test]
+async fn seed_003_generation_is_the_fence() {
+    let harness = harness();
+    let (_, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+    let token = granted["token"].clone();
+
+    harness.set_status(healthy_status(18));
+    let (status, body) = harness
+        .call(
+            Method::PUT,
+            LEASES,
+            Some(DEPLOYER_TOKEN),
+            Some(credentials("migration", "a1", &token)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        body,
+        json!({"error": "revoked", "operationId": "a1", "reason": "TopologyChanged", "topologyGeneration": 18})
+    );
+    let events = harness
+        .backend
+        .revoked_events
+        .lock()
+        .map(|e| e.clone())
+        .unwrap_or_default();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].operation_id, "a1");
+    let stored = harness
+        .backend
+        .stored
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_default();
+    assert!(stored.tombstone_of("a1").is_some(), "tombstone persisted");
+
+    let (status, _) = harness.post(OTHER_TOKEN, migration("b2")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, body) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["error"], "revoked");
+
+    // b2 lapses: 404 on renewal.
+    harness.advance(31);
+    let (_, fresh) = harness
+        .call(Method::GET, GROUP, Some(OTHER_TOKEN), None)
+        .await;
+    assert_eq!(fresh["leases"], json!([]));
+    let (status, body) = harness
+        .call(
+            Method::PUT,
+            LEASES,
+            Some(OTHER_TOKEN),
+            Some(credentials("migration", "b2", &json!("lease-token-1"))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body, json!({"error": "not_found"}));
+}
+
+/// Seed 003: between confirmed states a renewal is 423 unstable with retryAfterSeconds and
+/// never extends the deadline; GET reports stable=false with the reason.
+#[tokio::test]
+async fn seed_003_unstable_renewal_is_423_and_extends_nothing() {
+    let harness = harness();
+    let (_, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+    let token = granted["token"].clone();
+    let mut moving = healthy_status(17);
+    moving.authority = Some(AuthorityStatus {
+        state: AuthorityState::Invalid,
+        reason: Some("Moving".into()),
+    });
+    harness.set_status(moving);
+    harness.advance(5);
+    let (status, body) = harness
+        .call(
+            Method::PUT,
+            LEASES,
+            Some(DEPLOYER_TOKEN),
+            Some(credentials("migration", "a1", &token)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::LOCKED);
+    assert_eq!(body, json!({"error": "unstable", "retryAfterSeconds": 2}));
+    let (_, view) = harness
+        .call(Method::GET, GROUP, Some(DEPLOYER_TOKEN), None)
+        .await;
+    assert_eq!(view["stable"], false);
+    assert_eq!(view["unstableReason"], "RecoveryPending");
+    assert_eq!(
+        view["leases"][0]["expiresAt"], granted["expiresAt"],
+        "deadline unchanged"
+    );
+}
+
+/// Seed 003: malformed bodies are 400 invalid_request, and nothing is stored.
+#[tokio::test]
+async fn seed_003_bad_bodies_are_400() {
+    let harness = harness();
+    let (status, body) = harness.post(DEPLOYER_TOKEN, json!({"kind": "hold"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "invalid_request");
+    let (status, body) = harness.post(DEPLOYER_TOKEN, migration("has space")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["field"], "operationId");
+    let stored = harness
+        .backend
+        .stored
+        .lock()
+        .map(|s| s.leases().count())
+        .unwrap_or(usize::MAX);
+    assert_eq!(stored, 0);
+}
+
+/// A `MakeWriter` into a shared buffer, to read the JSON log lines back.
+#[derive(Clone, Default)]
+struct Captured(Arc<StdMutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buffer) = self.0.lock() {
+            buffer.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Seed 003: every request logs msg="deploy api" with handler, group, instance, operationId
+/// and status.
+#[tokio::test(flavor = "current_thread")]
+async fn seed_003_every_request_logs_deploy_api() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer(captured.clone())
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let harness = harness();
+    let (_, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+    harness
+        .call(
+            Method::PUT,
+            LEASES,
+            Some(DEPLOYER_TOKEN),
+            Some(credentials("migration", "a1", &granted["token"])),
+        )
+        .await;
+    harness.leader.set(false);
+    harness
+        .call(Method::GET, GROUP, Some(DEPLOYER_TOKEN), None)
+        .await;
+
+    let text = captured
+        .0
+        .lock()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["fields"]["message"] == "deploy api")
+        .collect();
+    let fields: Vec<(Value, Value, Value, Value, Value)> = lines
+        .iter()
+        .map(|line| {
+            let f = &line["fields"];
+            (
+                f["handler"].clone(),
+                f["group"].clone(),
+                f["instance"].clone(),
+                f["operationId"].clone(),
+                f["status"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        vec![
+            (
+                json!("post_lease"),
+                json!("playground"),
+                json!("counter-app"),
+                json!("a1"),
+                json!(201)
+            ),
+            (
+                json!("put_lease"),
+                json!("playground"),
+                json!("counter-app"),
+                json!("a1"),
+                json!(200)
+            ),
+            (
+                json!("get_group"),
+                json!("playground"),
+                json!(""),
+                json!(""),
+                json!(503)
+            ),
+        ],
+        "{text}"
+    );
+}
+
+/// Seed 003: /deploy/v1 is TLS only. The router served by the TLS listener answers over
+/// HTTPS (here a follower's 503 not_leader); plain HTTP to the same port gets no answer.
+#[tokio::test]
+async fn seed_003_deploy_api_is_served_over_tls_only() {
+    let harness = harness();
+    harness.leader.set(false);
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .expect("certificate");
+    let cert_pem = certified.cert.pem();
+    let key_pem = certified.key_pair.serialize_pem();
+    let config =
+        crate::tls::server_config(cert_pem.as_bytes(), key_pem.as_bytes()).expect("tls config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(crate::tls::serve_listener(
+        listener,
+        config,
+        harness.router.clone(),
+        stopped,
+    ));
+
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).expect("root"))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("client");
+    let response = client
+        .get(format!("https://localhost:{}{GROUP}", address.port()))
+        .bearer_auth(DEPLOYER_TOKEN)
+        .send()
+        .await
+        .expect("https request");
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(
+        response.json::<Value>().await.ok(),
+        Some(json!({"error": "not_leader"}))
+    );
+
+    let plain = client
+        .get(format!("http://127.0.0.1:{}{GROUP}", address.port()))
+        .send()
+        .await;
+    assert!(plain.is_err(), "plain http must not be answered: {plain:?}");
+
+    let _ = stop.send(true);
+    let _ = server.await;
+}
