@@ -8,6 +8,9 @@ use axum::http::{Method, Request};
 use kube::Client;
 use std::time::Duration;
 
+/// (what, method, uri, content type, body, expected code, expected reason)
+type Case = (&'static str, Method, String, &'static str, Vec<u8>, u16, &'static str);
+
 async fn send(
     client: &Client,
     method: Method,
@@ -36,7 +39,7 @@ async fn malformed_requests_get_status_errors() {
     let tc = start().await;
     let c = &tc.client;
     let cms = "/api/v1/namespaces/default/configmaps";
-    let cases: Vec<(&str, Method, String, &str, Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "malformed json",
             Method::POST,
