@@ -1,0 +1,166 @@
+//! The scenario catalogue loads and validates, matches harness.md's table, and the key rows
+//! say what they must prove.
+
+use std::path::Path;
+use std::time::Duration;
+
+use bloodraven_harness::runner::cli::DEFAULT_SCENARIOS_DIR;
+use bloodraven_harness::scenario::model::{
+    Container, Fault, HealTarget, Site, Step, Subject, Verb,
+};
+use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
+
+/// harness.md "Catalogue": the ids, stable.
+const CATALOGUE_IDS: [u16; 29] = [
+    1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 30, 31, 32, 33, 34, 35,
+    38, 39, 40, 50,
+];
+
+fn catalogue() -> Vec<LoadedScenario> {
+    match load_catalogue(Path::new(DEFAULT_SCENARIOS_DIR)) {
+        Ok(catalogue) => catalogue,
+        Err(error) => panic!("failed to {error}"),
+    }
+}
+
+fn scenario(id: u16) -> LoadedScenario {
+    catalogue()
+        .into_iter()
+        .find(|loaded| loaded.scenario.id == id)
+        .unwrap_or_else(|| panic!("no scenario {id}"))
+}
+
+#[test]
+fn catalogue_validates_and_has_every_row_of_harness_md() {
+    let ids: Vec<u16> = catalogue()
+        .iter()
+        .map(|loaded| loaded.scenario.id)
+        .collect();
+    assert_eq!(ids, CATALOGUE_IDS);
+}
+
+#[test]
+fn trial_names_are_snnn_slug() {
+    for loaded in catalogue() {
+        let name = loaded.trial_name();
+        assert!(
+            name.starts_with(&format!("s{:03}_", loaded.scenario.id)),
+            "{name}"
+        );
+        assert!(
+            name.bytes()
+                .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_'),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn every_scenario_asserts_something_after_its_faults() {
+    for loaded in catalogue() {
+        let last_fault = loaded
+            .scenario
+            .steps
+            .iter()
+            .rposition(|step| matches!(step, Step::Fault(_)));
+        let last_check = loaded
+            .scenario
+            .steps
+            .iter()
+            .rposition(|step| matches!(step, Step::Expect(_) | Step::Measure(_)));
+        assert!(
+            last_check.is_some(),
+            "{} asserts nothing",
+            loaded.trial_name()
+        );
+        if let (Some(fault), Some(check)) = (last_fault, last_check) {
+            assert!(
+                check > fault,
+                "{}: its last fault is never checked",
+                loaded.trial_name()
+            );
+        }
+    }
+}
+
+// Seed 000, chaos scenario 38: deny dnsendpoints write verbs, kill the primary; the CR
+// promotes correctly while the DNS target stays stale; it heals on a later poll.
+#[test]
+fn seed_000_scenario_38_proves_its_row() {
+    let steps = scenario(38).scenario.steps;
+    let denied = steps.iter().position(|step| {
+        matches!(step, Step::Fault(Fault::DenyRbac { subject: Subject::Operator, resource, verbs })
+            if resource == "dnsendpoints" && [Verb::Create, Verb::Update, Verb::Patch].iter().all(|verb| verbs.contains(verb)))
+    });
+    let killed = steps.iter().position(|step| {
+        matches!(step, Step::Fault(Fault::Kill(target)) if target.site == Site::Iad && target.container == Container::Mysql)
+    });
+    let promoted = steps.iter().position(|step| {
+        matches!(step, Step::Expect(expect) if expect.within == Some(span(20))
+            && expect.group.as_ref().and_then(|group| group.get("activeSite")).and_then(|site| site.as_str()) == Some("pdx"))
+    });
+    let stale = steps.iter().position(|step| {
+        matches!(step, Step::Expect(expect) if expect.for_ == Some(span(10))
+            && expect.dns.as_ref().is_some_and(|dns| dns.target.0 == Site::Iad))
+    });
+    let healed = steps
+        .iter()
+        .position(|step| matches!(step, Step::Heal(HealTarget::All)));
+    let fresh = steps.iter().position(|step| {
+        matches!(step, Step::Expect(expect) if expect.within == Some(span(10))
+            && expect.dns.as_ref().is_some_and(|dns| dns.target.0 == Site::Pdx))
+    });
+    let order = [denied, killed, promoted, stale, healed, fresh];
+    assert!(
+        order.iter().all(Option::is_some),
+        "missing steps: {order:?}"
+    );
+    assert!(
+        order.windows(2).all(|pair| pair[0] < pair[1]),
+        "out of order: {order:?}"
+    );
+}
+
+// Seed 000, chaos scenario 21: the old primary's node taint evicts a non-tolerating canary;
+// a canary tolerating the same taint stays Running.
+#[test]
+fn seed_000_scenario_21_proves_its_row() {
+    let steps = scenario(21).scenario.steps;
+    let tolerating = steps.iter().any(|step| {
+        matches!(step, Step::Apply(apply) if apply.object.as_ref().is_some_and(|object| {
+            object.pointer("/spec/tolerations/0/key").and_then(|key| key.as_str()) == Some("bloodraven.shipstream.io/demoted")
+                && object.pointer("/spec/tolerations/0/effect").and_then(|effect| effect.as_str()) == Some("NoExecute")
+        }))
+    });
+    assert!(
+        tolerating,
+        "a canary must tolerate the demoted NoExecute taint"
+    );
+    let evicted = steps.iter().position(|step| {
+        matches!(step, Step::Expect(expect) if expect.pods.as_ref().is_some_and(|pods| pods.name.as_deref() == Some("canary-plain") && pods.phase.as_deref() == Some("absent")))
+    });
+    let stays = steps.iter().position(|step| {
+        matches!(step, Step::Expect(expect) if expect.for_.is_some() && expect.pods.as_ref().is_some_and(|pods| pods.name.as_deref() == Some("canary-tolerating") && pods.phase.as_deref() == Some("Running")))
+    });
+    let tainted = steps.iter().position(|step| {
+        matches!(step, Step::Expect(expect) if expect.node.as_ref().is_some_and(|node| node.site == Site::Iad && node.demoted_taint))
+    });
+    assert!(tainted.is_some() && evicted.is_some() && stays.is_some());
+    assert!(tainted < evicted && evicted < stays);
+}
+
+// Seed 001: planned failover loses nothing; 022 asserts lostTransactions 0 under load.
+#[test]
+fn seed_001_planned_failover_asserts_zero_loss() {
+    let steps = scenario(22).scenario.steps;
+    let zero = steps.iter().any(|step| {
+        matches!(step, Step::Expect(expect) if expect.group.as_ref()
+            .and_then(|group| group.pointer("/lastFailover/lostTransactions"))
+            .and_then(serde_json::Value::as_u64) == Some(0))
+    });
+    assert!(zero);
+}
+
+fn span(seconds: u64) -> bloodraven_harness::scenario::span::Span {
+    bloodraven_harness::scenario::span::Span::new(Duration::from_secs(seconds))
+}

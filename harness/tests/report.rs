@@ -1,0 +1,281 @@
+//! Report rendering on synthetic results: well-formed HTML with the expected numbers,
+//! results.json, junit.xml, history.jsonl, trend.jsonl and trends.html.
+
+mod support;
+
+use bloodraven_harness::check::expectations::{ExpectMode, ExpectationResult, MeasureResult};
+use bloodraven_harness::history::store::History;
+use bloodraven_harness::report::html::{render_index, render_trends};
+use bloodraven_harness::report::junit::render_junit;
+use bloodraven_harness::report::results::{judge, RunResults, ScenarioIdentity};
+use bloodraven_harness::report::svg::{fault_intervals, write_buckets};
+use bloodraven_harness::report::trend::{read_trend, TrendEntry};
+use bloodraven_harness::report::write::write_report;
+use bloodraven_harness::scenario::model::Quantity;
+use support::{emergency, epoch};
+
+/// HTML void elements (no end tag).
+const VOID: [&str; 6] = ["meta", "br", "hr", "img", "input", "link"];
+
+/// Checks that every tag is closed in order (a small well-formedness check: maud escapes
+/// text, so a stray `<` in data would show up here as an unbalanced tag).
+fn assert_well_formed(html: &str) {
+    assert!(html.starts_with("<!DOCTYPE html>"), "no doctype");
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = html.trim_start_matches("<!DOCTYPE html>");
+    while let Some(start) = rest.find('<') {
+        let Some(end) = rest[start..].find('>') else {
+            panic!("unterminated tag near {}", &rest[start..])
+        };
+        let tag = &rest[start + 1..start + end];
+        rest = &rest[start + end + 1..];
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        assert!(!name.is_empty(), "bad tag <{tag}>");
+        if tag.starts_with('/') {
+            let open = stack
+                .pop()
+                .unwrap_or_else(|| panic!("</{name}> closes nothing"));
+            assert_eq!(open, name, "</{name}> closes <{open}>");
+        } else if !tag.ends_with('/') && !VOID.contains(&name.as_str()) {
+            stack.push(name);
+        }
+    }
+    assert!(stack.is_empty(), "unclosed: {stack:?}");
+}
+
+fn sample_run() -> (RunResults, Vec<History>) {
+    let passing = emergency(&[97, 98, 99], Some(3), true);
+    let failing = emergency(&[97, 98, 99], Some(1), true);
+    let expectations = vec![ExpectationResult {
+        step: 3,
+        name: "group: {\"activeSite\":\"pdx\"}".to_owned(),
+        mode: ExpectMode::Within,
+        span_ms: 20_000,
+        satisfied: true,
+        time_to_satisfy_ms: Some(8_250),
+        started_ms: 10_000,
+        failure: None,
+    }];
+    let measures = vec![MeasureResult {
+        step: 6,
+        quantity: Quantity::Detection,
+        value_ms: Some(6_000),
+        at_least_ms: Some(6_000),
+        at_most_ms: None,
+    }];
+    let first = judge(
+        ScenarioIdentity {
+            id: 20,
+            trial: "s020_primary_killed",
+            title: "primary SIGKILLed <exact RPO>",
+            seed: "bloodraven.md: Emergency failover",
+        },
+        &passing,
+        expectations.clone(),
+        measures,
+        None,
+        51_000,
+    );
+    let second = judge(
+        ScenarioIdentity {
+            id: 38,
+            trial: "s038_dns_write_denied",
+            title: "dns write denied",
+            seed: "000_5253a91c46febfcf.txt: Chaos scenario 38",
+        },
+        &failing,
+        expectations,
+        Vec::new(),
+        None,
+        49_000,
+    );
+    let results = RunResults {
+        run_id: "20261130T000000Z".to_owned(),
+        started_at: epoch(),
+        finished_at: support::wall(120_000),
+        backend: "localkube".to_owned(),
+        commit: Some("abc1234".to_owned()),
+        scenarios: vec![first, second],
+    };
+    (results, vec![passing, failing])
+}
+
+#[test]
+fn judge_passes_a_clean_history_and_names_the_failing_checker() {
+    let (results, _) = sample_run();
+    assert!(
+        results.scenarios[0].passed,
+        "{:?}",
+        results.scenarios[0].failure
+    );
+    assert_eq!(
+        results.scenarios[1]
+            .failure
+            .as_deref()
+            .map(|failure| failure.starts_with("rpo: operator reports 1")),
+        Some(true)
+    );
+    assert_eq!((results.passed(), results.failed()), (1, 1));
+}
+
+#[test]
+fn index_html_is_self_contained_and_shows_the_numbers() {
+    let (results, histories) = sample_run();
+    let html = render_index(&results, &histories);
+    assert_well_formed(&html);
+    for forbidden in ["http://", "https://", "<script", "<link"] {
+        let allowed_svg_namespace = html.matches("http://www.w3.org/2000/svg").count();
+        if forbidden == "http://" {
+            assert_eq!(
+                html.matches(forbidden).count(),
+                allowed_svg_namespace,
+                "network reference in report"
+            );
+        } else {
+            assert!(!html.contains(forbidden), "{forbidden} in report");
+        }
+    }
+    // Summary and per-scenario numbers.
+    assert!(html.contains("1 passed") && html.contains("1 failed"));
+    assert!(
+        html.contains("primary SIGKILLed &lt;exact RPO&gt;"),
+        "titles are escaped"
+    );
+    assert!(html.contains("10020 ms"), "RTO");
+    assert!(html.contains("<td class=\"num\">200</td>"), "acknowledged");
+    assert!(html.contains("97, 98, 99"), "lost ids");
+    assert!(
+        html.contains("failing: </strong>rpo: operator reports 1 lost transactions (exact) but 3"),
+        "failing checker"
+    );
+    assert!(html.contains("8250 ms"), "time to satisfy");
+    // Timeline: a shaded fault, marked phases, availability buckets, latency points.
+    assert!(html.contains("class=\"fault\"") && html.contains(">kill<"));
+    assert!(html.contains("class=\"phase\"") && html.contains("first write (RTO) +10020 ms"));
+    assert!(html.contains("class=\"up\"") && html.contains("class=\"latency\""));
+}
+
+#[test]
+fn timeline_inputs_pair_faults_and_bucket_writes() {
+    let history = emergency(&[], Some(0), true);
+    let faults = fault_intervals(&history);
+    assert_eq!(faults.len(), 1);
+    assert_eq!(
+        (faults[0].start_ns, faults[0].end_ns),
+        (10_000_000_000, 40_000_000_000)
+    );
+    let buckets = write_buckets(&history, 1_000_000_000);
+    assert_eq!(
+        buckets[0],
+        (10, 0),
+        "ten acknowledged writes in the first second"
+    );
+    assert_eq!(buckets[12], (0, 1), "the info write completes at 12s");
+    assert_eq!(buckets[17], (0, 0), "no write completes during the outage");
+}
+
+#[test]
+fn junit_names_every_trial_and_the_failure() {
+    let (results, _) = sample_run();
+    let xml = render_junit(&results).expect("junit");
+    assert!(
+        xml.contains("<testsuite name=\"bloodraven-harness\" tests=\"2\""),
+        "{xml}"
+    );
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    assert!(
+        xml.contains("<testcase name=\"s020_primary_killed\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("message=\"rpo: operator reports 1 lost transactions (exact) but 3"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn report_directory_and_trends_are_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (results, histories) = sample_run();
+    let run_dir = write_report(dir.path(), &results, &histories).expect("report");
+    for file in [
+        "index.html",
+        "results.json",
+        "junit.xml",
+        "s020_primary_killed/history.jsonl",
+        "s038_dns_write_denied/history.jsonl",
+    ] {
+        assert!(run_dir.join(file).is_file(), "{file} missing");
+    }
+    let json = std::fs::read_to_string(run_dir.join("results.json")).expect("results.json");
+    let back: RunResults = serde_json::from_str(&json).expect("results.json parses");
+    assert_eq!(back, results);
+    let history =
+        History::read(&run_dir.join("s020_primary_killed/history.jsonl")).expect("history");
+    assert_eq!(history, histories[0]);
+
+    // A second run appends a second trend line.
+    let mut second = results.clone();
+    second.run_id = "20261201T000000Z".to_owned();
+    second.scenarios[1].passed = true;
+    write_report(dir.path(), &second, &histories).expect("second report");
+    let trend = read_trend(&dir.path().join("trend.jsonl")).expect("trend");
+    assert_eq!(trend.len(), 2);
+    assert_eq!((trend[0].pass_rate(), trend[1].pass_rate()), (0.5, 1.0));
+    assert_eq!(trend[0].scenarios[0].rto_ms, Some(10_020));
+    assert_eq!(trend[0].scenarios[0].lost, 3);
+    let trends = std::fs::read_to_string(dir.path().join("trends.html")).expect("trends.html");
+    assert_well_formed(&trends);
+    assert!(trends.contains("2 runs") && trends.contains("50%") && trends.contains("100%"));
+    assert!(trends.contains("s038_dns_write_denied") && trends.contains("RTO 10020 ms"));
+}
+
+#[test]
+fn trends_render_with_no_runs() {
+    let html = render_trends(&[]);
+    assert_well_formed(&html);
+    assert!(html.contains("0 runs"));
+    assert_eq!(
+        TrendEntry {
+            run_id: String::new(),
+            started_at: epoch(),
+            backend: String::new(),
+            scenarios: Vec::new()
+        }
+        .pass_rate(),
+        0.0
+    );
+}
+
+#[test]
+fn history_jsonl_errors_name_the_line() {
+    let text = format!(
+        "{}\nnot json\n",
+        emergency(&[], None, false)
+            .to_jsonl()
+            .expect("jsonl")
+            .lines()
+            .next()
+            .unwrap_or_default()
+    );
+    let error = History::from_jsonl(&text, std::path::Path::new("h.jsonl")).expect_err("bad line");
+    assert!(
+        error.to_string().starts_with("parse h.jsonl line 2:"),
+        "{error}"
+    );
+}
+
+/// Writes the sample report where `BLOODRAVEN_SAMPLE_REPORT_DIR` points, to look at it.
+#[test]
+fn sample_report_for_humans() {
+    let Some(dir) = std::env::var_os("BLOODRAVEN_SAMPLE_REPORT_DIR") else {
+        return;
+    };
+    let (results, histories) = sample_run();
+    let run_dir = write_report(std::path::Path::new(&dir), &results, &histories).expect("report");
+    assert!(run_dir.join("index.html").is_file());
+}

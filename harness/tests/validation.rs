@@ -1,0 +1,256 @@
+//! Validation errors, one test per error class (harness.md "Scenario files": validated with
+//! clear errors naming file, line and field).
+
+use std::path::Path;
+
+use bloodraven_harness::scenario::validate::{duplicate_ids, load_catalogue, parse_scenario};
+use bloodraven_harness::{Error, ScenarioError};
+
+const HEADER: &str =
+    "id: 38\ntitle: t\nseed: \"000_5253a91c46febfcf.txt: Chaos scenario 38\"\nsteps:\n";
+
+fn errors_of(file: &str, source: &str) -> Vec<ScenarioError> {
+    match parse_scenario(Path::new(file), source) {
+        Ok(_) => panic!("{file} should be invalid:\n{source}"),
+        Err(errors) => errors,
+    }
+}
+
+fn single_error(steps: &str) -> ScenarioError {
+    let source = format!("{HEADER}{steps}");
+    let mut errors = errors_of("scenarios/038-x.yaml", &source);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    errors.remove(0)
+}
+
+#[test]
+fn valid_minimal_scenario_parses() {
+    let source = format!("{HEADER}- sleep: 1s\n");
+    let loaded = parse_scenario(Path::new("scenarios/038-x.yaml"), &source).expect("valid");
+    assert_eq!(loaded.trial_name(), "s038_x");
+}
+
+#[test]
+fn unknown_step_kind_names_line_and_kinds() {
+    let error = single_error("- sleep: 1s\n- explode: {site: iad}\n");
+    assert_eq!(error.line, Some(6), "{error}");
+    assert_eq!(error.field, "steps[1]");
+    assert!(
+        error.message.contains("unknown variant `explode`") && error.message.contains("expect"),
+        "{error}"
+    );
+    assert!(
+        error.to_string().starts_with("scenarios/038-x.yaml:6:"),
+        "{error}"
+    );
+}
+
+#[test]
+fn unknown_fault_kind_and_unknown_field() {
+    let error = single_error("- fault: {melt: {site: iad}}\n");
+    assert_eq!(error.line, Some(5));
+    assert!(error.message.contains("unknown variant `melt`"), "{error}");
+    let error =
+        single_error("- sleep: 1s\n- expect: {within: 5s, withn: 5s, group: {activeSite: pdx}}\n");
+    assert_eq!(error.line, Some(6));
+    assert_eq!(error.field, "steps[1].expect");
+    assert!(error.message.contains("unknown field `withn`"), "{error}");
+    let error = single_error("- fault: {kill: {site: iad, container: mysql, signal: 9}}\n");
+    assert!(error.message.contains("unknown field `signal`"), "{error}");
+}
+
+#[test]
+fn bad_durations_are_located() {
+    let error = single_error(
+        "- sleep: 1s\n- sleep: 1s\n- expect: {within: 20, group: {activeSite: pdx}}\n",
+    );
+    assert_eq!(error.line, Some(7));
+    assert_eq!(error.field, "steps[2].expect.within");
+    assert!(error.message.contains("no unit"), "{error}");
+    let error = single_error("- sleep: 5 minutes\n");
+    assert!(error.message.contains("invalid duration"), "{error}");
+}
+
+#[test]
+fn unknown_sites_are_located() {
+    let error = single_error("- fault: {kill: {site: sfo, container: mysql}}\n");
+    assert_eq!(error.line, Some(5));
+    assert!(
+        error.message.contains("unknown variant `sfo`") && error.message.contains("`iad`"),
+        "{error}"
+    );
+    let error = single_error("- expect: {within: 5s, dns: {target: site-of sfo}}\n");
+    assert!(error.message.contains("unknown site `sfo`"), "{error}");
+    let error =
+        single_error("- expect: {within: 5s, endpoints: {service: primary, sites: [iad, lax]}}\n");
+    assert!(error.message.contains("unknown variant `lax`"), "{error}");
+}
+
+#[test]
+fn id_must_match_the_file_name() {
+    let errors = errors_of("scenarios/039-x.yaml", &format!("{HEADER}- sleep: 1s\n"));
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].line, Some(1));
+    assert_eq!(errors[0].field, "id");
+    assert!(
+        errors[0]
+            .message
+            .contains("id 38 does not match the file name's 039"),
+        "{}",
+        errors[0]
+    );
+    let errors = errors_of("scenarios/38_x.yaml", &format!("{HEADER}- sleep: 1s\n"));
+    assert!(errors[0].message.contains("NNN-slug.yaml"), "{}", errors[0]);
+}
+
+#[test]
+fn duplicate_ids_across_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = "title: t\nseed: \"harness.md: Catalogue\"\nsteps:\n- sleep: 1s\n";
+    std::fs::write(dir.path().join("007-a.yaml"), format!("id: 7\n{body}")).expect("write");
+    std::fs::write(dir.path().join("007-b.yaml"), format!("id: 7\n{body}")).expect("write");
+    let Err(Error::Scenarios(errors)) = load_catalogue(dir.path()) else {
+        panic!("duplicate ids must fail")
+    };
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].file.ends_with("007-b.yaml"));
+    assert_eq!(errors[0].line, Some(1));
+    assert!(
+        errors[0].message.contains("duplicate id 7") && errors[0].message.contains("007-a.yaml"),
+        "{}",
+        errors[0]
+    );
+    assert!(duplicate_ids(&[]).is_empty());
+}
+
+#[test]
+fn expect_needs_one_mode_and_one_target() {
+    let error =
+        single_error("- sleep: 1s\n- expect: {within: 5s, for: 5s, group: {activeSite: pdx}}\n");
+    assert_eq!(
+        (error.line, error.field.as_str()),
+        (Some(6), "steps[1].expect")
+    );
+    assert!(error.message.contains("both `within` and `for`"), "{error}");
+    let error = single_error("- expect: {group: {activeSite: pdx}}\n");
+    assert!(error.message.contains("needs `within`"), "{error}");
+    let error = single_error("- expect: {within: 5s}\n");
+    assert!(error.message.contains("names no target"), "{error}");
+    let error = single_error(
+        "- expect: {within: 5s, group: {activeSite: pdx}, dns: {target: site-of pdx}}\n",
+    );
+    assert!(
+        error.message.contains("names 2 targets (group, dns)"),
+        "{error}"
+    );
+}
+
+#[test]
+fn group_fields_and_operators_are_checked() {
+    let error = single_error("- expect: {within: 5s, group: {activSite: pdx}}\n");
+    assert!(
+        error.message.contains("unknown status field `activSite`"),
+        "{error}"
+    );
+    let error = single_error("- expect: {within: 5s, group: {topologyGeneration: {$bigger: 1}}}\n");
+    assert!(
+        error.message.contains("unknown operator `$bigger`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn heal_needs_an_injected_healable_fault() {
+    let error = single_error("- heal: all\n");
+    assert!(error.message.contains("no fault in effect"), "{error}");
+    let error = single_error("- fault: {deny-rbac: {subject: operator, resource: dnsendpoints, verbs: [patch]}}\n- heal: partition\n");
+    assert_eq!(
+        (error.line, error.field.as_str()),
+        (Some(6), "steps[1].heal")
+    );
+    assert!(
+        error.message.contains("no `partition` fault is in effect"),
+        "{error}"
+    );
+    let error = single_error("- heal: annotate\n");
+    assert!(
+        error.message.contains("unknown heal target `annotate`"),
+        "{error}"
+    );
+    let error = single_error("- fault: {kill: {site: iad, container: mysql}}\n- heal: kill\n");
+    assert!(
+        error.message.contains("no `kill` fault is in effect"),
+        "a restarting kill is not healable: {error}"
+    );
+    let error = single_error("- fault: {thaw: {site: iad, container: mysql}}\n");
+    assert!(
+        error.message.contains("which no earlier step froze"),
+        "{error}"
+    );
+    let error = single_error("- fault: {start-node: {site: pdx}}\n");
+    assert!(
+        error.message.contains("which no earlier step stopped"),
+        "{error}"
+    );
+}
+
+#[test]
+fn deploy_api_variables_must_be_saved_first() {
+    let request = "request: {method: PUT, path: /deploy/v1/groups/playground/leases, client: {namespace: n, serviceAccount: a}, body: {token: \"${tok}\"}}";
+    let error = single_error(&format!(
+        "- expect: {{within: 5s, deploy-api: {{{request}, status: 200}}}}\n"
+    ));
+    assert!(
+        error
+            .message
+            .contains("uses `${tok}`, which no earlier step saved"),
+        "{error}"
+    );
+    let save = "request: {method: POST, path: /deploy/v1/groups/playground/leases, client: {namespace: n, serviceAccount: a}}, status: 201, save: {tok: token}";
+    let source = format!(
+        "{HEADER}- expect: {{within: 5s, deploy-api: {{{save}}}}}\n- expect: {{within: 5s, deploy-api: {{{request}, status: 200}}}}\n"
+    );
+    assert!(parse_scenario(Path::new("scenarios/038-x.yaml"), &source).is_ok());
+}
+
+#[test]
+fn one_key_per_step_and_apply_needs_one_source() {
+    let error = single_error("- sleep: 1s\n  heal: all\n");
+    assert!(
+        error.message.contains("found `sleep` and `heal`"),
+        "{error}"
+    );
+    let error = single_error("- apply: {}\n");
+    assert!(error.message.contains("needs `fixture`"), "{error}");
+    let error = single_error("- apply: {fixture: ../etc/passwd.yaml}\n");
+    assert!(error.message.contains("under fixtures/"), "{error}");
+    let error = single_error("- apply: {object: {apiVersion: v1, kind: Pod}}\n");
+    assert!(error.message.contains("metadata.name"), "{error}");
+}
+
+#[test]
+fn seed_must_cite_a_known_source() {
+    let source = "id: 38\ntitle: t\nseed: \"somewhere.txt: page 3\"\nsteps:\n- sleep: 1s\n";
+    let errors = errors_of("scenarios/038-x.yaml", source);
+    assert_eq!(
+        (errors[0].line, errors[0].field.as_str()),
+        (Some(3), "seed")
+    );
+    assert!(
+        errors[0].message.contains("unknown source `somewhere.txt`"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn several_errors_in_one_file_are_all_reported() {
+    let source = "id: 40\ntitle: \"\"\nseed: \"harness.md: x\"\nsteps:\n- heal: all\n- expect: {within: 5s}\n";
+    let errors = errors_of("scenarios/038-x.yaml", source);
+    let fields: Vec<&str> = errors.iter().map(|error| error.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["id", "title", "steps[0].heal", "steps[1].expect"],
+        "{errors:?}"
+    );
+}
