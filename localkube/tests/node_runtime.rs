@@ -186,6 +186,28 @@ while True:
     );
     assert!(log.contains(&format!("{client_ip}\tclient")), "{log}");
     assert!(log.contains(&format!("MYIP={client_ip}")), "{log}");
+    // A configMap change reaches the running container (the server re-reads nothing, so
+    // check through exec).
+    runtime
+        .update_volume_files(
+            "default/server",
+            "greeting",
+            &[VolumeFile {
+                path: "greeting".into(),
+                contents: b"updated".to_vec(),
+                mode: 0o644,
+            }],
+        )
+        .unwrap();
+    let cat: Vec<String> = ["cat", "/etc/demo/greeting"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let out = runtime
+        .exec_in_container("default/server", "server", &cat, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "updated");
     // Nothing was created on the host for the mount paths.
     assert!(!std::path::Path::new("/etc/demo").exists());
     assert!(!std::path::Path::new("/data/marker").exists());
@@ -331,16 +353,30 @@ async fn cleanup_after_crash_removes_everything() {
         runtime.register_node("iad").unwrap();
         runtime.register_node("pdx").unwrap();
         for (name, node) in [("a", "iad"), ("b", "pdx")] {
+            // The container also starts a daemon that leaves its process group (setsid):
+            // cleanup finds it through the pod's network namespace.
+            let script = "setsid sleep 300 & echo escaped=$!; exec sleep 300";
             runtime
-                .start_pod(pod(name, node, vec![shell("main", "sleep 300")]))
+                .start_pod(pod(name, node, vec![shell("main", script)]))
                 .await
                 .unwrap();
             let key = format!("default/{name}");
-            runtime
+            let status = runtime
                 .wait_for(&key, Duration::from_secs(10), running)
                 .await
                 .unwrap();
             pids.push(runtime.container_pid(&key, "main").unwrap());
+            let log_path = status.container_statuses[0].log_path.clone();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let escaped = loop {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                if let Some(pid) = log.lines().find_map(|l| l.strip_prefix("escaped=")) {
+                    break pid.trim().parse::<i32>().unwrap();
+                }
+                assert!(Instant::now() < deadline, "no daemon pid in the log");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            pids.push(escaped);
         }
         // Dropped without stopping anything.
     }
@@ -365,7 +401,7 @@ async fn cleanup_after_crash_removes_everything() {
     assert!(!names(&["-o", "link", "show"]).contains(&prefix));
     for pid in pids {
         assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            !localkube::node::state::process_alive(pid, 0),
             "pid {pid} survived cleanup"
         );
     }

@@ -201,8 +201,10 @@ impl ClusterNetwork {
         Ok(())
     }
 
-    /// Deletes a sandbox's namespace (its veth goes with it) and frees its IP.
+    /// Kills any process still inside the sandbox, deletes its namespace (the veth goes with
+    /// it) and frees its IP.
     pub fn delete_sandbox(&self, sandbox: &SandboxNet) -> Result<()> {
+        super::state::kill_netns_processes(&sandbox.netns_path);
         ip_ignore_missing(&["netns", "delete", &sandbox.netns])?;
         ip_ignore_missing(&["link", "delete", &self.naming.host_veth(sandbox.number)])?;
         let host_octet = sandbox.ip.octets()[3];

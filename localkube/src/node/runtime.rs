@@ -461,6 +461,30 @@ impl PodRuntime {
         }
     }
 
+    /// Replaces the files of a rendered volume (configMap, secret, downwardAPI, projected
+    /// token) of a running pod; see [`volumes::update_files`].
+    pub fn update_volume_files(
+        &self,
+        key: &str,
+        volume: &str,
+        files: &[super::spec::VolumeFile],
+    ) -> Result<()> {
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let known =
+            pod.spec.volumes.iter().any(|v| {
+                v.name == volume && matches!(v.source, super::spec::VolumeSource::Files(_))
+            });
+        if !known {
+            return Err(Error::Invalid(format!(
+                "volume {volume} of pod {key}: no rendered volume with that name"
+            )));
+        }
+        volumes::update_files(self.inner.network.state_dir(), &pod.spec, volume, files)
+    }
+
     /// Stops a node: every container of its pods is SIGKILLed (as a power cut) and nothing
     /// restarts until [`PodRuntime::start_node`].
     pub fn stop_node(&self, name: &str) -> Result<()> {

@@ -118,9 +118,67 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
     after_comm.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Whether the recorded process still lives (same pid and same start time).
+/// The inode of a network namespace file (what `/proc/PID/ns/net` links name).
+pub fn netns_inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).ok().map(|meta| meta.ino())
+}
+
+/// Every process whose network namespace is the one with inode `inode`.
+pub fn processes_in_netns(inode: u64) -> Vec<i32> {
+    let wanted = format!("net:[{inode}]");
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(|name| name.parse::<i32>().ok())
+        })
+        .filter(|pid| {
+            fs::read_link(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|link| link.as_os_str() == wanted.as_str())
+        })
+        .collect()
+}
+
+/// SIGKILLs every process inside the network namespace at `path` (containers that escaped
+/// their process group, e.g. daemons that called `setsid`) and waits for them to go.
+pub fn kill_netns_processes(path: &Path) {
+    let Some(inode) = netns_inode(path) else {
+        return;
+    };
+    let deadline = Instant::now() + PROCESS_EXIT_WAIT_MAX;
+    loop {
+        let pids: Vec<i32> = processes_in_netns(inode)
+            .into_iter()
+            .filter(|pid| process_alive(*pid, 0))
+            .collect();
+        if pids.is_empty() || Instant::now() >= deadline {
+            return;
+        }
+        for pid in pids {
+            tracing::info!(pid, netns = %path.display(), "killing process left in pod network namespace");
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether the recorded process still lives (same pid and same start time, and not a
+/// zombie waiting for its parent to reap it).
 pub fn process_alive(pid: i32, start_time: u64) -> bool {
-    process_start_time(pid).is_some_and(|now| start_time == 0 || now == start_time)
+    let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat.get(i + 2..i + 3).map(|s| s == "Z" || s == "X"))
+        })
+        .unwrap_or(true);
+    !zombie && process_start_time(pid).is_some_and(|now| start_time == 0 || now == start_time)
 }
 
 /// Removes everything recorded in `state_dir`'s state file, plus any netns or link carrying
@@ -170,6 +228,7 @@ pub fn cleanup(state_dir: &Path) -> Result<()> {
     netns.sort();
     netns.dedup();
     for name in &netns {
+        kill_netns_processes(&Path::new("/run/netns").join(name));
         tracing::info!(netns = %name, "cleanup: deleting network namespace");
         if let Err(err) = ip::ip_ignore_missing(&["netns", "delete", name]) {
             errors.push(err);

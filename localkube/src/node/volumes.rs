@@ -100,6 +100,66 @@ pub fn materialize(
     Ok(())
 }
 
+/// Replaces the files of a running pod's rendered volume (configMap or secret changes,
+/// service-account token rotation): each file is written atomically (temporary file +
+/// rename), files no longer listed are removed. Containers see the change at once, except
+/// through `subPath` mounts, which (as on Kubernetes) keep the old content.
+pub fn update_files(
+    state_dir: &Path,
+    pod: &PodSpec,
+    volume: &str,
+    files: &[super::spec::VolumeFile],
+) -> Result<()> {
+    let root = pod_dir(state_dir, pod)
+        .join("volumes")
+        .join(sanitize(volume));
+    fs::create_dir_all(&root).map_err(Error::io("create volume", &root))?;
+    let mut keep = std::collections::BTreeSet::new();
+    for file in files {
+        let relative = Path::new(&file.path);
+        if relative.is_absolute()
+            || relative
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(Error::Invalid(format!(
+                "volume {volume} item path {:?}: it must be relative without ..",
+                file.path
+            )));
+        }
+        let path = root.join(relative);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(Error::io("create volume dir", parent))?;
+        }
+        let temporary = path.with_file_name(format!(
+            ".{}.tmp",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+        ));
+        fs::write(&temporary, &file.contents)
+            .map_err(Error::io("write volume file", &temporary))?;
+        fs::set_permissions(&temporary, fs::Permissions::from_mode(file.mode))
+            .map_err(Error::io("set volume file mode", &temporary))?;
+        fs::rename(&temporary, &path).map_err(Error::io("replace volume file", &path))?;
+        keep.insert(path);
+    }
+    remove_unlisted(&root, &keep)
+}
+
+fn remove_unlisted(dir: &Path, keep: &std::collections::BTreeSet<PathBuf>) -> Result<()> {
+    for entry in fs::read_dir(dir)
+        .map_err(Error::io("list volume", dir))?
+        .flatten()
+    {
+        let path = entry.path();
+        if path.is_dir() {
+            remove_unlisted(&path, keep)?;
+        } else if !keep.contains(&path) {
+            fs::remove_file(&path).map_err(Error::io("remove volume file", &path))?;
+        }
+    }
+    Ok(())
+}
+
 /// The kubelet-managed /etc/hosts of a pod.
 pub fn hosts_file(pod: &PodSpec, pod_ip: Ipv4Addr) -> String {
     let mut text = String::from(
