@@ -244,8 +244,11 @@ pub fn openapi_gv(resources: &[ResourceInfo]) -> Value {
         let json_body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": reference}}, "application/yaml": {"schema": {"$ref": reference}}}});
         let patch_ref =
             json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"});
+        // Strategic merge patch is served but not advertised: the schemas here are permissive,
+        // so kubectl must compute its patches from its compiled-in types (their
+        // patchMergeKeys) rather than from this document.
         let patch_body = json!({"required": true, "content": {"application/apply-patch+yaml": {"schema": patch_ref}, "application/json-patch+json": {"schema": patch_ref},
-            "application/merge-patch+json": {"schema": patch_ref}, "application/strategic-merge-patch+json": {"schema": patch_ref}}});
+            "application/merge-patch+json": {"schema": patch_ref}}});
         let write_params = || {
             vec![
                 q("dryRun", "string"),
