@@ -293,3 +293,137 @@ fn planned_draining_aborts_and_reasserts_old_site_when_target_cannot_catch_up() 
     assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
     assert!(world.memory.authority.is_valid());
 }
+
+#[test]
+fn seed_003_hold_outliving_the_admission_bound_re_enters_admitting_and_revalidates() {
+    // Seed 003: "When the hold is released or lapses, the switchover re-enters Admitting,
+    // revalidates and proceeds on its own." Time spent Deferred is not time spent failing
+    // admission: a hold renewed for longer than the admission bound must not get the
+    // request rejected the first poll its target is briefly not ready.
+    let mut world = World::bootstrapped();
+    let expiry = world.now + Duration::from_secs(400);
+    world.hold = Some(HoldInfo {
+        earliest_expiry: expiry,
+        operation_id: "a1c3f0e2".to_string(),
+        instance: "counter-app".to_string(),
+    });
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Deferred));
+    while world.now < expiry {
+        world.run_polls(1);
+    }
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Deferred));
+    // The hold lapses while pdx's replication is briefly stopped.
+    world.hold = None;
+    world.site_mut("pdx").running = false;
+    world.run_polls(1);
+    assert_eq!(
+        phase(&world),
+        Some(PlannedFailoverPhase::Admitting),
+        "re-entered Admitting, not rejected"
+    );
+    world.site_mut("pdx").running = true;
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    assert_eq!(world.memory.active_site, "pdx");
+}
+
+#[test]
+fn seed_003_released_hold_shows_admitting_before_draining() {
+    // Seed 003: the switchover re-enters Admitting when the hold lapses, then proceeds.
+    let mut world = World::bootstrapped();
+    world.hold = Some(HoldInfo {
+        earliest_expiry: world.now + Duration::from_secs(30),
+        operation_id: "a1c3f0e2".to_string(),
+        instance: "counter-app".to_string(),
+    });
+    request(&mut world, "pdx");
+    world.run_polls(2);
+    world.hold = None;
+    let mut phases = vec![phase(&world).unwrap()];
+    for _ in 0..10 {
+        world.run_polls(1);
+        let current = phase(&world).unwrap();
+        if phases.last() != Some(&current) {
+            phases.push(current);
+        }
+    }
+    assert_eq!(
+        phases[..3],
+        [
+            PlannedFailoverPhase::Deferred,
+            PlannedFailoverPhase::Admitting,
+            PlannedFailoverPhase::Draining
+        ]
+    );
+    assert_eq!(phases.last(), Some(&PlannedFailoverPhase::Completed));
+}
+
+#[test]
+fn planned_draining_longer_than_the_detection_floor_does_not_fail_the_fenced_old_primary() {
+    // bloodraven.md: failure detection is for a site whose sidecar or MySQL fails; a primary
+    // read-only because planned failover's Draining fenced it on purpose is not failing.
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    world.site_mut("pdx").peer_cut = true;
+    world
+        .site_mut("iad")
+        .gtid
+        .insert(bloodraven_mysql::Gtid::mariadb(0, 1, 999));
+    world.run_polls(5);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    assert!(
+        world.events_of(EventReason::SiteFailed).is_empty(),
+        "no SiteFailed for a fenced old primary"
+    );
+    assert_ne!(
+        world.memory.site("iad").unwrap().detection,
+        bloodraven_core::engine::Detection::Failed
+    );
+    world.site_mut("pdx").peer_cut = false;
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+}
+
+#[test]
+fn planned_draining_old_primary_dying_hands_over_to_emergency_without_waiting_out_the_drain_bound()
+{
+    // An experienced SRE's expectation: a primary that dies while a planned failover drains
+    // it is an emergency, detected on the usual budget, not a 60 s Draining timeout.
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    // pdx cannot catch up before iad dies.
+    world.site_mut("pdx").peer_cut = true;
+    world
+        .site_mut("iad")
+        .gtid
+        .insert(bloodraven_mysql::Gtid::mariadb(0, 1, 999));
+    world.run_polls(1);
+    world.kill("iad");
+    world.site_mut("pdx").peer_cut = false;
+    let killed_at = world.now;
+    let mut polls = 0;
+    while world.memory.active_site != "pdx" && polls < 30 {
+        world.run_polls(1);
+        polls += 1;
+    }
+    assert_eq!(world.memory.active_site, "pdx");
+    let record = world.memory.last_failover.clone().unwrap();
+    assert_eq!(record.kind, FailoverKind::Emergency);
+    let promoted = record.promoted_at.unwrap();
+    assert!(
+        promoted.saturating_duration_since(killed_at)
+            < bloodraven_core::engine::PLANNED_DRAIN_TIMEOUT,
+        "promoted {:?} after the kill",
+        promoted.saturating_duration_since(killed_at)
+    );
+    assert!(record.lost_transactions >= 1, "iad's 999 never reached pdx");
+    world.run_polls(3);
+    assert!(world.split_brain_at.is_empty());
+    assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
+}

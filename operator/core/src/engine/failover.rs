@@ -128,6 +128,9 @@ pub(super) fn cooldown_until(context: &Context<'_>, memory: &GroupMemory) -> Opt
 /// gates it; a deploy hold is never read), and advances one in flight.
 pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     if memory.emergency_failover.is_none() {
+        take_over_failed_planned_drain(context, memory, plan);
+    }
+    if memory.emergency_failover.is_none() {
         maybe_start_emergency(context, memory, plan);
     }
     let Some(failover) = memory.emergency_failover.clone() else {
@@ -220,6 +223,73 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
         }
         EmergencyPhase::Promoting { .. } => {}
     }
+}
+
+/// A planned failover in `Draining` whose old primary is detected `Failed` becomes an
+/// emergency failover at once, instead of waiting out [`PLANNED_DRAIN_TIMEOUT`] with no
+/// writable site: the old primary is already fenced (`Demoted`, tainted) and the move notice
+/// of the same generation is already out, so the emergency resumes at the lease wait, which
+/// still ends on evidence only. The cooldown was checked when the planned failover was
+/// admitted and no promotion happened since; a deploy hold is never read (seed 003).
+///
+/// [`PLANNED_DRAIN_TIMEOUT`]: super::options::PLANNED_DRAIN_TIMEOUT
+fn take_over_failed_planned_drain(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+) {
+    let Some(planned) = memory.planned_failover.as_ref() else {
+        return;
+    };
+    match planned.phase {
+        PlannedFailoverPhase::Draining => {}
+        PlannedFailoverPhase::Admitting
+        | PlannedFailoverPhase::Deferred
+        | PlannedFailoverPhase::Promoting
+        | PlannedFailoverPhase::Completed
+        | PlannedFailoverPhase::Rejected => return,
+    }
+    let (from, target, announced_at, fenced_at) = (
+        planned.from.clone(),
+        planned.target.clone(),
+        planned.phase_since,
+        planned.fenced_at,
+    );
+    let Some(old) = memory.site(&from) else {
+        return;
+    };
+    if old.detection != Detection::Failed {
+        return;
+    }
+    let started_at = old.failing_since.unwrap_or(context.now);
+    let detected_at = old.failed_at.unwrap_or(context.now);
+    let message = format!(
+        "planned failover {from} -> {target} abandoned: {from} failed while draining; emergency failover takes over"
+    );
+    if let Some(planned) = memory.planned_failover.as_mut() {
+        planned.phase = PlannedFailoverPhase::Rejected;
+        planned.admission = bloodraven_api::Admission {
+            defer_reason: None,
+            retry_time: None,
+            message: Some(message.clone()),
+        };
+    }
+    plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
+    plan.event(EventReason::PlannedFailoverAborted, message);
+    memory.emergency_failover = Some(EmergencyFailover {
+        from: from.clone(),
+        phase: EmergencyPhase::AwaitingLeaseExpiry,
+        announced_at,
+        started_at,
+        detected_at,
+        fenced_at,
+    });
+    plan.event(
+        EventReason::EmergencyFailoverStarted,
+        format!(
+            "{from} failed while a planned failover drained it; authority move already announced"
+        ),
+    );
 }
 
 fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {

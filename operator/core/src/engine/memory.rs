@@ -295,8 +295,9 @@ pub struct PlannedFailover {
     pub admission: Admission,
     /// When the request was first seen.
     pub requested_at: Timestamp,
-    /// When the current phase was entered (bounds the Draining and Promoting waits; the
-    /// Draining entry is the admission, `lastFailover.startedAt`).
+    /// When the current phase was entered (bounds the Admitting and Draining waits; entering
+    /// Deferred or re-entering Admitting restarts it; the Draining entry is the admission,
+    /// `lastFailover.startedAt`).
     pub phase_since: Timestamp,
     /// When the old primary was first confirmed read-only in Draining
     /// (`lastFailover.fencedAt`). *Volatile*.

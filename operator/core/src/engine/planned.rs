@@ -23,6 +23,7 @@ use super::memory::{GroupMemory, PlannedFailover, SiteState};
 use super::options::{PLANNED_ADMISSION_TIMEOUT, PLANNED_DRAIN_TIMEOUT};
 use super::plan::{Context, Plan};
 use crate::deploy::RevokeReason;
+use crate::time::Timestamp;
 
 /// Takes a new request from the annotation and advances the one in flight.
 pub(super) fn planned_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
@@ -111,15 +112,40 @@ fn reject(planned: &mut PlannedFailover, plan: &mut Plan, message: String) {
     plan.event(EventReason::PlannedFailoverRejected, message);
 }
 
-fn defer(planned: &mut PlannedFailover, plan: &mut Plan, admission: Admission) {
+fn defer(planned: &mut PlannedFailover, plan: &mut Plan, admission: Admission, now: Timestamp) {
     let entering = planned.phase != PlannedFailoverPhase::Deferred;
     let message = admission.message.clone().unwrap_or_default();
     planned.phase = PlannedFailoverPhase::Deferred;
     planned.admission = admission;
     if entering {
+        planned.phase_since = now;
         plan.tail(Action::Metric(MetricObservation::PlannedFailoverDeferred));
         plan.event(EventReason::PlannedFailoverDeferred, message);
     }
+}
+
+/// Leaves `Deferred` once nothing defers the request any more: it re-enters `Admitting`
+/// (seed 003: "re-enters Admitting, revalidates and proceeds on its own") for this poll, and
+/// the admission bound restarts, since time spent deferred is not time spent failing
+/// admission.
+fn readmit(planned: &mut PlannedFailover, plan: &mut Plan, now: Timestamp) {
+    let cleared = match planned.admission.defer_reason {
+        Some(DeferReason::Cooldown) => "the failover cooldown ended",
+        Some(DeferReason::DeploymentHold) => "the failover-hold was released or lapsed",
+        None => "nothing defers it any more",
+    };
+    let message = format!(
+        "planned failover {} -> {} re-enters Admitting: {cleared}",
+        planned.from, planned.target
+    );
+    planned.phase = PlannedFailoverPhase::Admitting;
+    planned.phase_since = now;
+    planned.admission = Admission {
+        defer_reason: None,
+        retry_time: None,
+        message: Some(message.clone()),
+    };
+    plan.event(EventReason::PlannedFailoverAdmitting, message);
 }
 
 fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
@@ -180,6 +206,7 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
                             "inside the failover cooldown; retried at {until} (onCooldown: defer)"
                         )),
                     },
+                    now,
                 );
             }
         }
@@ -196,10 +223,19 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
                     hold.operation_id, hold.instance, hold.earliest_expiry
                 )),
             },
+            now,
         );
     }
+    match planned.phase {
+        PlannedFailoverPhase::Deferred => return readmit(planned, plan, now),
+        PlannedFailoverPhase::Admitting
+        | PlannedFailoverPhase::Draining
+        | PlannedFailoverPhase::Promoting
+        | PlannedFailoverPhase::Completed
+        | PlannedFailoverPhase::Rejected => {}
+    }
     if !(authority_valid && target_ready) {
-        if now.saturating_duration_since(planned.requested_at) > PLANNED_ADMISSION_TIMEOUT {
+        if now.saturating_duration_since(planned.phase_since) > PLANNED_ADMISSION_TIMEOUT {
             return reject(
                 planned,
                 plan,
