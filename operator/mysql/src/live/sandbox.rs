@@ -28,6 +28,18 @@ use crate::{Flavor, ReplicationSource};
 pub const ADMIN_USER: &str = "bloodraven_admin";
 /// Its password.
 pub const ADMIN_PASSWORD: &str = "admin-secret";
+/// The sidecar's user on every sandbox server, with only the privileges the sidecar needs on
+/// MariaDB 10.11 ([`SIDECAR_PRIVILEGES_MARIADB`]).
+pub const SIDECAR_USER: &str = "bloodraven_sidecar";
+/// Its password.
+pub const SIDECAR_PASSWORD: &str = "sidecar-secret";
+/// What the sidecar's MySQL user needs on MariaDB 10.11, and why: `READ_ONLY ADMIN` to set
+/// `read_only` (10.11: `SUPER` no longer implies it), `REPLICATION SLAVE ADMIN` and `RELOAD`
+/// to stop, reset and repoint replication, `SLAVE MONITOR`, `BINLOG MONITOR` and
+/// `REPLICATION CLIENT` to observe it, `PROCESS` and `CONNECTION ADMIN` to list and kill
+/// client connections. It never writes data.
+pub const SIDECAR_PRIVILEGES_MARIADB: &str = "READ_ONLY ADMIN, REPLICATION SLAVE ADMIN, RELOAD, \
+     SLAVE MONITOR, BINLOG MONITOR, REPLICATION CLIENT, PROCESS, CONNECTION ADMIN";
 /// The replication user every sandbox server has.
 pub const REPLICATION_USER: &str = "bloodraven_repl";
 /// Its password.
@@ -248,7 +260,9 @@ impl MariaDbServer {
              CREATE USER IF NOT EXISTS '{ADMIN_USER}'@'%' IDENTIFIED BY '{ADMIN_PASSWORD}';\n\
              GRANT ALL PRIVILEGES ON *.* TO '{ADMIN_USER}'@'%' WITH GRANT OPTION;\n\
              CREATE USER IF NOT EXISTS '{REPLICATION_USER}'@'%' IDENTIFIED BY '{REPLICATION_PASSWORD}';\n\
-             GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{REPLICATION_USER}'@'%';\n"
+             GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{REPLICATION_USER}'@'%';\n\
+             CREATE USER IF NOT EXISTS '{SIDECAR_USER}'@'%' IDENTIFIED BY '{SIDECAR_PASSWORD}';\n\
+             GRANT {SIDECAR_PRIVILEGES_MARIADB} ON *.* TO '{SIDECAR_USER}'@'%';\n"
         );
         let init_file = dir.join("init.sql");
         fs::write(&init_file, init).map_err(|e| sandbox_error("write the init file", e))?;

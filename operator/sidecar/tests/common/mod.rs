@@ -18,8 +18,8 @@ use bloodraven_mysql::{
     grants::{app_user_grant, create_app_user},
     live::{
         sandbox::{
-            loopback_addresses, MariaDbServer, Topology, ADMIN_PASSWORD, ADMIN_USER,
-            REPLICATION_PASSWORD, REPLICATION_USER,
+            loopback_addresses, MariaDbServer, Topology, REPLICATION_PASSWORD, REPLICATION_USER,
+            SIDECAR_PASSWORD, SIDECAR_USER,
         },
         LiveError, LiveMysql,
     },
@@ -82,7 +82,8 @@ impl Playground {
     pub fn settings(&self, index: usize) -> Settings {
         let lease = LeaseConfig::new(GROUP, SITES[index], SITES, LEASE).expect("lease config");
         let server = &self.topology.servers[index];
-        let mut mysql = server.options(ADMIN_USER, ADMIN_PASSWORD);
+        // The sidecar runs with only the privileges it needs, as in production.
+        let mut mysql = server.options(SIDECAR_USER, SIDECAR_PASSWORD);
         mysql.statement_timeout = Duration::from_secs(2);
         mysql.connect_timeout = Duration::from_secs(2);
         let mut settings = Settings::new(
