@@ -12,12 +12,6 @@ pub enum Error {
         /// The text given.
         input: String,
     },
-    /// The simulated group spec is invalid (a bug in the simulator's own spec).
-    #[error("build the simulated group spec: {problems}")]
-    Spec {
-        /// The problems `validate` reported.
-        problems: String,
-    },
     /// A worker thread of the seed sweep panicked.
     #[error("run seed worker thread: it panicked")]
     WorkerPanicked,

@@ -140,6 +140,8 @@ pub struct SimOperator {
     pub max_generation_pushed: u64,
     /// The active site of that generation.
     pub active_of_max_generation: Option<usize>,
+    /// Every generation ever pushed with the site it named.
+    pub pushed_generations: BTreeMap<u64, usize>,
 }
 
 impl SimOperator {
@@ -153,6 +155,7 @@ impl SimOperator {
             spec,
             max_generation_pushed: 0,
             active_of_max_generation: None,
+            pushed_generations: BTreeMap::new(),
         }
     }
 }
@@ -418,11 +421,34 @@ impl World {
             let Some(site) = authority.active_site.as_deref().and_then(site_index) else {
                 continue;
             };
-            if authority.topology_generation <= self.operator.max_generation_pushed {
+            let generation = authority.topology_generation;
+            let reused = self
+                .operator
+                .pushed_generations
+                .get(&generation)
+                .is_some_and(|&named| named != site);
+            if reused {
+                // A generation already issued naming another site (the status, and the
+                // generation in it, was lost): an authority move nobody can order.
+                trace!(
+                    self.trace,
+                    self.now,
+                    "operator",
+                    "REUSES generation {generation} for {}",
+                    SITE_NAMES[site]
+                );
+                self.stats.promotions += 1;
+                self.checker
+                    .on_promotion(self.now, site, PromotionKind::Other);
+                self.operator.pushed_generations.insert(generation, site);
+                continue;
+            }
+            self.operator.pushed_generations.insert(generation, site);
+            if generation <= self.operator.max_generation_pushed {
                 continue;
             }
             let previous = self.operator.active_of_max_generation;
-            self.operator.max_generation_pushed = authority.topology_generation;
+            self.operator.max_generation_pushed = generation;
             self.operator.active_of_max_generation = Some(site);
             if previous.is_none_or(|p| p == site) {
                 continue;

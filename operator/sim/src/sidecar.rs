@@ -314,7 +314,7 @@ impl World {
             )),
             source_port: Some(names::PORT_MYSQL),
             seconds_behind_source: mysqld.seconds_behind_source(self.now),
-            last_error: None,
+            last_error: mysqld.replication_error.clone(),
         });
         let uptime = self.now.millis_since(mysqld.started_at);
         MysqlObservation {
@@ -468,6 +468,14 @@ impl World {
         }
         self.sites[site].source = Some(source);
         self.sites[site].replication_enabled = true;
+        // START REPLICA re-evaluates a stopped IO thread at once: a diverged replica fails
+        // again on connect.
+        self.sites[site].replication_error = None;
+        if self.sites[source].mysqld_up && self.net.connected(site, source) {
+            let source_executed = self.sites[source].executed.clone();
+            let now = self.now;
+            self.sites[site].receive_from(&source_executed, now);
+        }
         Some(RepointResponse {
             repoint: self.mutation_report(site, None),
         })

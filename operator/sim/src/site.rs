@@ -40,6 +40,9 @@ pub struct Site {
     pub replication_enabled: bool,
     /// True time the current mysqld run started.
     pub started_at: SimTime,
+    /// The replication error that stopped the IO thread, if any (cleared by a repoint or a
+    /// restart, which re-evaluate it).
+    pub replication_error: Option<String>,
 }
 
 impl Site {
@@ -57,6 +60,7 @@ impl Site {
             source: None,
             replication_enabled: false,
             started_at: SimTime(0),
+            replication_error: None,
         }
     }
 
@@ -86,15 +90,32 @@ impl Site {
         self.mysqld_up = true;
         self.read_only = true;
         self.started_at = now;
+        self.replication_error = None;
     }
 
     /// Whether the replication threads are running now.
     pub fn replicating(&self) -> bool {
-        self.mysqld_up && self.replication_enabled && self.source.is_some()
+        self.mysqld_up
+            && self.replication_enabled
+            && self.source.is_some()
+            && self.replication_error.is_none()
     }
 
     /// Receives from the source every transaction missing here; returns how many arrived.
+    ///
+    /// A replica holding transactions its source lacks (errant: it diverged, for example a
+    /// reader that had more of a dead primary than the promoted site) cannot replicate under
+    /// MariaDB's GTID strict mode: the IO thread stops with an error instead.
     pub fn receive_from(&mut self, source_executed: &TxnSet, commit_time: SimTime) -> u64 {
+        let errant = self.executed.subtract(source_executed);
+        if !errant.is_empty() {
+            self.replication_error = Some(format!(
+                "replica has {} transactions the source lacks ({}); gtid_strict_mode",
+                errant.count(),
+                errant.describe()
+            ));
+            return 0;
+        }
         let mut missing = source_executed.subtract(&self.executed);
         missing = missing.subtract(&self.relay);
         let arrived = missing.count();
@@ -153,11 +174,17 @@ mod tests {
         iad.read_only = false;
         let first = iad.commit();
         let mut pdx = Site::new("pdx", SiteRole::ReadWrite, 2);
+        pdx.source = Some(0);
+        pdx.replication_enabled = true;
         assert_eq!(pdx.receive_from(&iad.executed, SimTime(5)), 1);
         assert!(!pdx.executed.contains(first));
         assert_eq!(pdx.apply_relay(), 1);
         assert!(pdx.executed.contains(first));
         let next = pdx.commit();
         assert_eq!(next.seq, 2);
+        // pdx now holds a transaction iad lacks: replicating from iad stops with an error.
+        assert_eq!(pdx.receive_from(&iad.executed, SimTime(9)), 0);
+        assert!(!pdx.replicating());
+        assert!(pdx.replication_error.is_some());
     }
 }
