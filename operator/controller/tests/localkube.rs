@@ -1,0 +1,734 @@
+//! End-to-end tests of the operator shell against localkube's embedded API server
+//! (`localkube::apiserver::LocalKube::start`): the real kube TokenReview path, the deploy API
+//! over TLS with leases stored as Lease objects and tombstones in a ConfigMap, leader
+//! election with resourceVersion conflicts, and polls that bootstrap a group through fake
+//! sidecars (Services, status, DNSEndpoint by SSA, pod labels).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use bloodraven_api::sidecar::{
+    Authority, AuthorityDecision, AuthorityResponse, LeaseState, MutationReport, MysqlObservation,
+    MysqldRun, ReplicationState, RepointRequest, RepointResponse, SidecarStatus,
+};
+use bloodraven_api::{names, DNSEndpoint, MysqlDatabase, MysqlFailoverGroup, Timestamp};
+use bloodraven_operator::deploy_api::backend::KubeBackend;
+use bloodraven_operator::deploy_api::handlers::{random_token, router as deploy_router, DeployApi};
+use bloodraven_operator::deploy_api::review::{KubeTokenReviewer, Rejection, TokenReviewer};
+use bloodraven_operator::deploy_api::store::LeaseStore;
+use bloodraven_operator::leader::{run_election, ElectionTimings, LeaderFlag};
+use bloodraven_operator::metrics::Metrics;
+use bloodraven_operator::poll::{wall_clock, Shell};
+use bloodraven_operator::sidecar::{SidecarAddressing, SidecarClient};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::events::Reporter;
+use kube::{Client, Config};
+use localkube::apiserver::{Config as LocalKubeConfig, LocalKube};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+const NAMESPACE: &str = "bloodraven-playground";
+const GROUP: &str = "playground";
+
+struct Cluster {
+    localkube: LocalKube,
+    _dir: tempfile::TempDir,
+    client: Client,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let localkube = LocalKube::start(LocalKubeConfig::new(dir.path()))
+            .await
+            .expect("start localkube");
+        let kubeconfig = Kubeconfig::read_from(localkube.kubeconfig_path()).expect("kubeconfig");
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("client config");
+        let client = Client::try_from(config).expect("client");
+        Cluster {
+            localkube,
+            _dir: dir,
+            client,
+        }
+    }
+
+    async fn stop(self) {
+        self.localkube.shutdown().await.expect("shutdown localkube");
+    }
+
+    async fn namespace(&self, name: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
+        api.create(&PostParams::default(), &namespace)
+            .await
+            .expect("create namespace");
+    }
+
+    /// Installs the committed CRDs (fixtures/crds) and waits until they are served.
+    async fn crds(&self) {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/crds");
+        for file in [
+            "mysqlfailovergroups.yaml",
+            "mysqldatabases.yaml",
+            "dnsendpoints.yaml",
+        ] {
+            let text = std::fs::read_to_string(dir.join(file)).expect("read crd");
+            let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("parse crd");
+            api.create(&PostParams::default(), &crd)
+                .await
+                .expect("create crd");
+        }
+        let groups: Api<MysqlFailoverGroup> = Api::all(self.client.clone());
+        let served = eventually(10, || async { groups.list(&Default::default()).await.ok() }).await;
+        assert!(served.is_some(), "CRDs are served");
+    }
+
+    async fn token(&self, namespace: &str, service_account: &str, audience: &str) -> String {
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": service_account}}))
+                .expect("service account");
+        match api.create(&PostParams::default(), &account).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("create service account: {error}"),
+        }
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec![audience.to_string()],
+                expiration_seconds: Some(3600),
+                bound_object_ref: None,
+            },
+            ..TokenRequest::default()
+        };
+        api.create_token_request(service_account, &PostParams::default(), &request)
+            .await
+            .expect("token request")
+            .status
+            .expect("token status")
+            .token
+    }
+
+    /// The playground group (with a status when `generation` is given).
+    async fn group(&self, status_generation: Option<u64>) {
+        let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let group: MysqlFailoverGroup = serde_json::from_value(json!({
+            "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
+            "metadata": {"name": GROUP, "namespace": NAMESPACE},
+            "spec": {
+                "image": "mariadb:10.11",
+                "sites": [
+                    {"name": "iad", "role": "read-write"},
+                    {"name": "pdx", "role": "read-write"},
+                    {"name": "reader", "role": "read-only"}
+                ],
+                "initialActiveSite": "iad",
+                "maxLagSeconds": 30,
+                "failoverCooldown": "30s",
+                "dns": {"hostname": "playground-db.example.local", "ttl": 10}
+            }
+        }))
+        .expect("group");
+        api.create(&PostParams::default(), &group)
+            .await
+            .expect("create group");
+        if let Some(generation) = status_generation {
+            self.set_generation(generation).await;
+        }
+    }
+
+    async fn set_generation(&self, generation: u64) {
+        let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let site = |name: &str, writable: bool, replicating: bool| json!({"name": name, "reachable": true, "writable": writable, "replicating": replicating});
+        let status = json!({"status": {
+            "activeSite": "iad", "topologyGeneration": generation,
+            "authority": {"state": "Valid"},
+            "sites": [site("iad", true, false), site("pdx", false, true), site("reader", false, true)]
+        }});
+        api.patch_status(GROUP, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .expect("patch status");
+    }
+
+    async fn group_object(&self) -> MysqlFailoverGroup {
+        let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), NAMESPACE);
+        api.get(GROUP).await.expect("get group")
+    }
+}
+
+async fn eventually<T, F, Fut>(seconds: u64, mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(value) = probe().await {
+            return Some(value);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Seed 003: the operator checks a projected token with a real TokenReview: audience
+/// `bloodraven-deploy` authenticates the ServiceAccount; the API server's default audience
+/// (or any other) does not.
+#[tokio::test]
+async fn seed_003_token_review_against_localkube() {
+    let cluster = Cluster::start().await;
+    cluster.namespace("ci").await;
+    let reviewer = KubeTokenReviewer::new(cluster.client.clone());
+
+    let token = cluster
+        .token("ci", "deployer", names::DEPLOY_AUDIENCE)
+        .await;
+    let caller = reviewer
+        .review(&token)
+        .await
+        .expect("review")
+        .expect("accepted");
+    assert_eq!(
+        (caller.namespace.as_str(), caller.service_account.as_str()),
+        ("ci", "deployer")
+    );
+
+    let other_audience = cluster.token("ci", "deployer", "vault").await;
+    let rejected = reviewer.review(&other_audience).await.expect("review");
+    assert!(
+        matches!(rejected, Err(Rejection::NotAuthenticated(_))),
+        "{rejected:?}"
+    );
+    let garbage = reviewer.review("not-a-token").await.expect("review");
+    assert!(
+        matches!(garbage, Err(Rejection::NotAuthenticated(_))),
+        "{garbage:?}"
+    );
+    cluster.stop().await;
+}
+
+/// Seed 003 end to end over TLS: a MysqlDatabase authorizes ci/deployer; POST stores a Lease
+/// `bloodraven-deploy-playground-migration` (token hash only); a topologyGeneration bump
+/// revokes it (409 revoked, TopologyChanged), deletes the Lease, writes the tombstone
+/// ConfigMap and raises DeploymentLeaseRevoked.
+#[tokio::test]
+async fn seed_003_deploy_api_end_to_end_on_localkube() {
+    let cluster = Cluster::start().await;
+    cluster.crds().await;
+    cluster.namespace(NAMESPACE).await;
+    cluster.namespace("ci").await;
+    cluster.group(Some(17)).await;
+    let databases: Api<MysqlDatabase> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let database: MysqlDatabase = serde_json::from_value(json!({
+        "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlDatabase",
+        "metadata": {"name": "counter-app", "namespace": NAMESPACE},
+        "spec": {"failoverGroupRef": {"name": GROUP}, "database": "counter",
+                 "deploymentClients": [{"namespace": "ci", "serviceAccount": "deployer"}]}
+    }))
+    .expect("database");
+    databases
+        .create(&PostParams::default(), &database)
+        .await
+        .expect("create database");
+    let token = cluster
+        .token("ci", "deployer", names::DEPLOY_AUDIENCE)
+        .await;
+    let stranger = cluster
+        .token("ci", "stranger", names::DEPLOY_AUDIENCE)
+        .await;
+
+    let lock = Arc::new(tokio::sync::Mutex::new(()));
+    let store = LeaseStore::with_lock(cluster.client.clone(), lock.clone());
+    let reporter = Reporter {
+        controller: "bloodraven".into(),
+        instance: Some("test".into()),
+    };
+    let api = DeployApi {
+        leader: LeaderFlag::new(true),
+        reviewer: Arc::new(KubeTokenReviewer::new(cluster.client.clone())),
+        backend: Arc::new(KubeBackend::new(cluster.client.clone(), store, reporter)),
+        lock,
+        clock: Arc::new(wall_clock),
+        tokens: Arc::new(random_token),
+        metrics: Metrics::new(),
+    };
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+    let cert_pem = certified.cert.pem();
+    let config = bloodraven_operator::tls::server_config(
+        cert_pem.as_bytes(),
+        certified.key_pair.serialize_pem().as_bytes(),
+    )
+    .expect("tls config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let (stop, stopped) = watch::channel(false);
+    let server = tokio::spawn(bloodraven_operator::tls::serve_listener(
+        listener,
+        config,
+        deploy_router(api),
+        stopped,
+    ));
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).expect("root"))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("http client");
+    let base = format!("https://localhost:{port}/deploy/v1/groups/{GROUP}");
+
+    let view: Value = http
+        .get(&base)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(view["activeSite"], "iad");
+    assert_eq!(view["topologyGeneration"], 17);
+    assert_eq!(view["stable"], true, "{view}");
+    assert_eq!(view["leases"], json!([]));
+
+    let refused = http
+        .get(&base)
+        .bearer_auth(&stranger)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(refused.status().as_u16(), 403);
+
+    let response = http
+        .post(format!("{base}/leases"))
+        .bearer_auth(&token)
+        .json(&json!({"kind": "migration", "operationId": "a1c3f0e2", "instance": "counter-app", "ttlSeconds": 30}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(response.status().as_u16(), 201);
+    let granted: Value = response.json().await.expect("json");
+    let lease_token = granted["token"].as_str().expect("token").to_string();
+
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let stored = leases
+        .get("bloodraven-deploy-playground-migration")
+        .await
+        .expect("lease object");
+    let annotations = stored.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("bloodraven.shipstream.io/deploy-operation-id")
+            .map(String::as_str),
+        Some("a1c3f0e2")
+    );
+    let stored_text = serde_json::to_string(&stored).expect("encode");
+    assert!(
+        !stored_text.contains(&lease_token),
+        "the token itself is never stored"
+    );
+
+    cluster.set_generation(18).await;
+    let response = http
+        .put(format!("{base}/leases"))
+        .bearer_auth(&token)
+        .json(&json!({"kind": "migration", "operationId": "a1c3f0e2", "token": lease_token}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(response.status().as_u16(), 409);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"error": "revoked", "operationId": "a1c3f0e2", "reason": "TopologyChanged", "topologyGeneration": 18})
+    );
+    assert!(leases
+        .get_opt("bloodraven-deploy-playground-migration")
+        .await
+        .expect("get")
+        .is_none());
+    let config_maps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let tombstones = config_maps
+        .get("bloodraven-deploy-playground-tombstones")
+        .await
+        .expect("tombstones");
+    assert!(tombstones
+        .data
+        .unwrap_or_default()
+        .contains_key("migration.a1c3f0e2"));
+
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let raised = eventually(5, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|event| event.reason.as_deref() == Some("DeploymentLeaseRevoked"))
+            .then_some(())
+    })
+    .await;
+    assert!(raised.is_some(), "DeploymentLeaseRevoked event raised");
+
+    let _ = stop.send(true);
+    let _ = server.await;
+    cluster.stop().await;
+}
+
+/// Seed 001: with leader election, exactly one replica leads; when it stops (releasing the
+/// Lease) a standby takes over.
+#[tokio::test]
+async fn seed_001_one_leader_and_a_standby_takes_over() {
+    let cluster = Cluster::start().await;
+    cluster.namespace(names::OPERATOR_NAMESPACE).await;
+    let timings = ElectionTimings {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(100),
+    };
+    let (first_flag, second_flag) = (LeaderFlag::new(false), LeaderFlag::new(false));
+    let (stop_first, first_stopped) = watch::channel(false);
+    let (stop_second, second_stopped) = watch::channel(false);
+    let first = tokio::spawn(run_election(
+        cluster.client.clone(),
+        names::OPERATOR_NAMESPACE,
+        names::LEADER_LEASE,
+        "replica-a",
+        timings,
+        first_flag.clone(),
+        first_stopped,
+    ));
+    let led = eventually(5, || async { first_flag.is_leader().then_some(()) }).await;
+    assert!(led.is_some(), "the first replica leads");
+    let second = tokio::spawn(run_election(
+        cluster.client.clone(),
+        names::OPERATOR_NAMESPACE,
+        names::LEADER_LEASE,
+        "replica-b",
+        timings,
+        second_flag.clone(),
+        second_stopped,
+    ));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        first_flag.is_leader() && !second_flag.is_leader(),
+        "the second is a standby"
+    );
+
+    let _ = stop_first.send(true);
+    let _ = first.await;
+    let took_over = eventually(5, || async { second_flag.is_leader().then_some(()) }).await;
+    assert!(took_over.is_some(), "the standby takes over");
+    assert!(!first_flag.is_leader());
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), names::OPERATOR_NAMESPACE);
+    let lease = leases.get(names::LEADER_LEASE).await.expect("leader lease");
+    let spec = lease.spec.expect("spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("replica-b"));
+    assert_eq!(spec.lease_transitions, Some(1));
+    let _ = stop_second.send(true);
+    let _ = second.await;
+    cluster.stop().await;
+}
+
+/// Fake sidecars of the three sites: they cache the pushed authority, are writable and hold
+/// the lease while it names them, and replicate from where they were repointed.
+#[derive(Clone, Default)]
+struct FakeSidecars {
+    authority: Arc<Mutex<BTreeMap<String, Authority>>>,
+    source: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+impl FakeSidecars {
+    fn status(&self, site: &str) -> SidecarStatus {
+        let authority = self
+            .authority
+            .lock()
+            .ok()
+            .and_then(|map| map.get(site).cloned());
+        let active = authority.as_ref().and_then(|a| a.active_site.as_deref()) == Some(site);
+        let source = self
+            .source
+            .lock()
+            .ok()
+            .and_then(|map| map.get(site).cloned());
+        let observation = MysqlObservation {
+            reachable: true,
+            error: None,
+            read_only: Some(!active),
+            gtid_executed: Some("0-1-10".into()),
+            replication: source.filter(|_| !active).map(|host| ReplicationState {
+                running: true,
+                source_host: Some(host),
+                source_port: Some(3306),
+                seconds_behind_source: Some(0),
+                last_error: None,
+            }),
+            mysqld: Some(MysqldRun {
+                server_id: site.into(),
+                uptime_seconds: 100,
+                started_at: Timestamp::from_unix_millis(1_000_000),
+            }),
+        };
+        SidecarStatus {
+            group: GROUP.into(),
+            site: site.into(),
+            observed_at: wall_clock(),
+            mysql: observation,
+            fenced: !active,
+            fence: None,
+            lease: LeaseState {
+                held: active,
+                remaining_ms: if active { 6_000 } else { 0 },
+            },
+            authority,
+            last_granted_ago_ms: BTreeMap::new(),
+        }
+    }
+
+    fn router(self) -> Router {
+        Router::new()
+            .route(
+                "/{site}/v1/status",
+                get(
+                    |State(fake): State<FakeSidecars>, Path(site): Path<String>| async move {
+                        Json(fake.status(&site))
+                    },
+                ),
+            )
+            .route(
+                "/{site}/v1/authority",
+                put(
+                    |State(fake): State<FakeSidecars>,
+                     Path(site): Path<String>,
+                     Json(pushed): Json<Authority>| async move {
+                        let mut map = fake.authority.lock().expect("lock");
+                        let decision = pushed.decide_against(GROUP, map.get(&site));
+                        if decision == AuthorityDecision::Accepted {
+                            map.insert(site.clone(), pushed);
+                        }
+                        Json(AuthorityResponse {
+                            decision,
+                            cached: map.get(&site).cloned(),
+                            last_granted_ago_ms: BTreeMap::new(),
+                        })
+                    },
+                ),
+            )
+            .route(
+                "/{site}/v1/repoint",
+                post(
+                    |State(fake): State<FakeSidecars>,
+                     Path(site): Path<String>,
+                     Json(request): Json<RepointRequest>| async move {
+                        fake.source
+                            .lock()
+                            .expect("lock")
+                            .insert(site.clone(), request.source_host);
+                        let observed = fake.status(&site).mysql;
+                        Json(RepointResponse {
+                            repoint: MutationReport {
+                                error: None,
+                                observed,
+                            },
+                        })
+                    },
+                ),
+            )
+            .with_state(self)
+    }
+}
+
+fn selector(service: &Service) -> BTreeMap<String, String> {
+    service
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.selector.clone())
+        .unwrap_or_default()
+}
+
+/// Seed 000 + ARCHITECTURE "One poll": polls against localkube and fake sidecars bootstrap
+/// the group: 8 Services with exact selectors, authority Valid at generation 1, the active
+/// pod labelled primary, the DNSEndpoint applied by SSA (field manager bloodraven) with the
+/// active site's ClusterIP; a hand-edited target is corrected by a later poll.
+#[tokio::test]
+async fn seed_000_polls_bootstrap_the_group_on_localkube() {
+    let cluster = Cluster::start().await;
+    cluster.crds().await;
+    cluster.namespace(NAMESPACE).await;
+    cluster.group(None).await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    for site in ["iad", "pdx", "reader"] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": names::pod(GROUP, site), "labels": {names::LABEL_INSTANCE: GROUP, names::LABEL_SITE: site}},
+            "spec": {"containers": [{"name": "mysql", "image": "mariadb:10.11"}, {"name": "sidecar", "image": "bloodraven:dev"}]}
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    let fake = FakeSidecars::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let sidecar_server = tokio::spawn(async move {
+        let _ = axum::serve(listener, fake.router()).await;
+    });
+
+    let shell = Shell {
+        client: cluster.client.clone(),
+        sidecars: SidecarClient::new(SidecarAddressing::new(format!(
+            "http://127.0.0.1:{port}/{{site}}"
+        )))
+        .expect("sidecars"),
+        store: LeaseStore::new(cluster.client.clone()),
+        reporter: Reporter {
+            controller: "bloodraven".into(),
+            instance: Some("test".into()),
+        },
+        metrics: Metrics::new(),
+        leader: LeaderFlag::new(true),
+    };
+    let mut memory = None;
+    for _ in 0..4 {
+        let group = cluster.group_object().await;
+        memory = Some(shell.poll(&group, memory.take()).await);
+    }
+
+    let services: Api<Service> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let listed = services.list(&Default::default()).await.expect("services");
+    let ours: Vec<&Service> = listed
+        .items
+        .iter()
+        .filter(|service| {
+            service
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|name| name.starts_with("mysql-playground-"))
+        })
+        .collect();
+    assert_eq!(ours.len(), 8, "2 x sites + 2");
+    let primary = services
+        .get("mysql-playground-primary")
+        .await
+        .expect("primary");
+    assert_eq!(selector(&primary).len(), 2);
+    assert_eq!(
+        selector(&primary)
+            .get(names::LABEL_ROLE)
+            .map(String::as_str),
+        Some("primary")
+    );
+    assert_eq!(
+        primary
+            .spec
+            .as_ref()
+            .and_then(|s| s.publish_not_ready_addresses),
+        Some(false)
+    );
+    let replicas = services
+        .get("mysql-playground-replicas")
+        .await
+        .expect("replicas");
+    assert_eq!(selector(&replicas).len(), 3);
+    let iad = services.get("mysql-playground-iad").await.expect("iad");
+    assert_eq!(
+        iad.spec
+            .as_ref()
+            .and_then(|s| s.publish_not_ready_addresses),
+        Some(true)
+    );
+    let iad_ip = iad
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone())
+        .expect("cluster ip");
+
+    let group = cluster.group_object().await;
+    let status = group.status.clone().expect("status written");
+    assert_eq!(status.topology_generation, 1);
+    assert_eq!(status.active_site.as_deref(), Some("iad"));
+    assert_eq!(
+        status.authority.as_ref().map(|a| a.state),
+        Some(bloodraven_api::AuthorityState::Valid),
+        "{status:?}"
+    );
+    assert!(status.sites.iter().all(|site| site.last_seen.is_some()));
+
+    let iad_pod = pods.get(&names::pod(GROUP, "iad")).await.expect("iad pod");
+    let labels = iad_pod.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get(names::LABEL_ROLE).map(String::as_str),
+        Some("primary")
+    );
+    assert_eq!(
+        labels.get(names::LABEL_HEALTHY).map(String::as_str),
+        Some("yes")
+    );
+    let pdx_pod = pods.get(&names::pod(GROUP, "pdx")).await.expect("pdx pod");
+    assert_eq!(
+        pdx_pod
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(names::LABEL_ROLE)
+            .map(String::as_str),
+        Some("replica")
+    );
+
+    let endpoints: Api<DNSEndpoint> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let record = endpoints
+        .get("bloodraven-playground")
+        .await
+        .expect("dnsendpoint");
+    assert_eq!(record.spec.endpoints[0].targets, vec![iad_ip.clone()]);
+    assert_eq!(record.spec.endpoints[0].record_ttl, Some(10));
+    let managers: Vec<String> = record
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|entry| entry.manager.clone())
+        .collect();
+    assert!(managers.iter().any(|m| m == "bloodraven"), "{managers:?}");
+
+    // A hand edit of the target is corrected by the next poll (re-derived, read back, applied).
+    endpoints
+        .patch(
+            "bloodraven-playground",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+                "metadata": {"name": "bloodraven-playground"},
+                "spec": {"endpoints": [{"dnsName": "playground-db.example.local", "recordType": "A", "recordTTL": 10, "targets": ["10.0.0.99"]}]}
+            })),
+        )
+        .await
+        .expect("hand edit");
+    let group = cluster.group_object().await;
+    let _ = shell.poll(&group, memory.take()).await;
+    let record = endpoints
+        .get("bloodraven-playground")
+        .await
+        .expect("dnsendpoint");
+    assert_eq!(record.spec.endpoints[0].targets, vec![iad_ip]);
+
+    sidecar_server.abort();
+    cluster.stop().await;
+}
