@@ -13,6 +13,7 @@ use super::action::{Action, AnnotationChange, EventReason, MetricObservation};
 use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
 use super::options::{CLOCK_DRIFT_MARGIN, DRAIN_POLLS_MAX, DRAIN_TIMEOUT};
 use super::plan::{Context, Plan};
+use super::reading::mysql_flavor;
 use crate::deploy::RevokeReason;
 use crate::time::Timestamp;
 
@@ -521,14 +522,11 @@ pub(super) fn issue_promotion(
         let node = context.view(to).node_name.clone();
         plan.transition(memory, to, role, node.as_deref(), SiteState::Active);
     }
-    let old_gtid = memory
-        .site(from)
-        .and_then(|site| site.gtid_executed.clone());
-    let new_gtid = context.view(to).gtid.clone();
-    let lost = match (&old_gtid, &new_gtid) {
-        (Some(old), Some(new)) => Some(lost_transactions(old, new)),
-        _ => None,
-    };
+    let lost = context
+        .view(to)
+        .gtid
+        .as_ref()
+        .and_then(|new| lost_lower_bound(context, memory, from, to, new));
     let (started_at, detected_at, fenced_at, exact) = match kind {
         FailoverKind::Emergency => {
             let failover = memory.emergency_failover.as_ref();
@@ -579,6 +577,51 @@ pub(super) fn issue_promotion(
     );
 }
 
+/// The lower bound of what a promotion of `to` loses: transactions known to have committed
+/// on the old active site `from` that `new` (the promoted site's set) lacks.
+///
+/// Known to have committed there: the old site's last observed GTID set, plus whatever a
+/// direct replica of it (memory: replicating straight from the old site's internal Service,
+/// no errant transactions at its last check) holds now: it received those from the old site,
+/// possibly after the operator last read the old site. Ignoring them would under-report the
+/// loss while the old site is unreadable. Still a lower bound: the old site may have
+/// committed more that nobody received. `None` when nothing is known of the old site.
+fn lost_lower_bound(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    from: &str,
+    to: &str,
+    new: &GtidSet,
+) -> Option<GtidSet> {
+    let old_host = source_host_of(context, from);
+    let namespace = &context.observation.namespace;
+    let received_from_old = memory
+        .sites
+        .iter()
+        .filter(|site| site.site != from && site.site != to)
+        .filter(|site| site.state == SiteState::Replica)
+        .filter(|site| site.errant.as_ref().is_some_and(GtidSet::is_empty))
+        .filter(|site| {
+            site.source_host
+                .as_deref()
+                .is_some_and(|host| same_host(host, &old_host, namespace))
+        })
+        .filter_map(|site| {
+            context
+                .view(&site.site)
+                .gtid
+                .clone()
+                .or_else(|| site.gtid_executed.clone())
+        });
+    let basis = memory
+        .site(from)
+        .and_then(|site| site.gtid_executed.clone())
+        .into_iter()
+        .chain(received_from_old)
+        .reduce(|all, more| all.union(&more))?;
+    Some(lost_transactions(&basis, new))
+}
+
 fn kind_name(kind: FailoverKind) -> &'static str {
     match kind {
         FailoverKind::Emergency => "emergency",
@@ -599,13 +642,25 @@ pub(super) fn complete_promotion(context: &Context<'_>, memory: &mut GroupMemory
     }
     record.completed_at = Some(now);
     if !record.exact {
+        // Re-measured against the drained, detached new primary; what was already known lost
+        // at promotion stays in the basis (the direct replicas that proved it may have been
+        // repointed since).
+        let flavor = mysql_flavor(context.spec.flavor);
+        let known_lost = record
+            .lost_gtid_set
+            .as_deref()
+            .and_then(|text| GtidSet::parse(flavor, text).ok());
         let old = memory
             .sites
             .iter()
             .find(|s| s.site == record.from)
             .and_then(|s| s.gtid_executed.clone());
-        if let (Some(old), Some(new)) = (old, active_gtid) {
-            let lost = lost_transactions(&old, &new);
+        let basis = match (old, known_lost) {
+            (Some(old), Some(known)) => Some(old.union(&known)),
+            (old, known) => old.or(known),
+        };
+        if let (Some(basis), Some(new)) = (basis, active_gtid) {
+            let lost = lost_transactions(&basis, &new);
             record.lost_transactions = lost.count();
             record.lost_gtid_set = Some(lost.to_string());
         }
