@@ -497,3 +497,66 @@ fn old_primary_returning_while_no_candidate_remains_gets_the_authority_back() {
     );
     assert!(world.split_brain_at.is_empty());
 }
+
+#[test]
+fn seed_001_cooldown_copy_lost_alone_is_rewritten_from_the_surviving_one() {
+    // Seed 001: the cooldown is persisted twice, "so losing it across a restart takes both
+    // paths rejecting writes at once". A copy lost on its own is healed while the cooldown
+    // runs, so two separate losses never add up to CooldownViolated(restart+stateLost).
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(10);
+    let expected = world.memory.cooldown_until.expect("cooldown started");
+    world.annotations.cooldown_until = None;
+    world.run_polls(1);
+    assert_eq!(
+        world.annotations.cooldown_until,
+        Some(expected),
+        "annotation copy rewritten"
+    );
+    world.memory.cooldown_until = None;
+    world.run_polls(1);
+    assert_eq!(
+        world.memory.cooldown_until,
+        Some(expected),
+        "status copy restored"
+    );
+    // Both copies now survive a later single loss.
+    world.annotations.cooldown_until = None;
+    world.memory.cooldown_until = Some(expected);
+    world.run_polls(1);
+    assert_eq!(world.annotations.cooldown_until, Some(expected));
+}
+
+#[test]
+fn lost_transactions_lower_bound_counts_what_a_direct_replica_received_after_the_last_poll() {
+    // bloodraven.md: lostTransactions is a lower bound until the old primary is readable. A
+    // transaction the reader received from iad after the operator last read iad is known to
+    // exist and known to be missing on pdx: a lower bound that ignores it under-reports.
+    let mut world = World::bootstrapped();
+    world.site_mut("pdx").peer_cut = true;
+    world.poll();
+    for _ in 0..3 {
+        assert!(world.write("iad"));
+    }
+    world.advance(support::TICK);
+    assert!(world.site("reader").gtid.count() > world.site("pdx").gtid.count());
+    world.kill("iad");
+    world.site_mut("pdx").peer_cut = false;
+    let mut polls = 0;
+    while world.memory.active_site != "pdx" && polls < 20 {
+        world.run_polls(1);
+        polls += 1;
+    }
+    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls(2);
+    let record = world.memory.last_failover.clone().unwrap();
+    assert!(record.completed_at.is_some());
+    assert!(!record.exact);
+    assert_eq!(record.lost_transactions, 3, "{record:?}");
+    world.restart("iad");
+    world.run_polls(2);
+    let record = world.memory.last_failover.clone().unwrap();
+    assert!(record.exact);
+    assert_eq!(record.lost_transactions, 3);
+}

@@ -5,7 +5,8 @@ use bloodraven_api::MysqlFailoverGroupSpec;
 use super::action::{Action, AnnotationChange, Decision, EventReason};
 use super::detection::{adopt_newer_authority, observe_sites};
 use super::failover::{
-    bootstrap, complete_promotion, converge, emergency_step, returning_primaries,
+    bootstrap, complete_promotion, converge, emergency_step, keep_cooldown_copies,
+    returning_primaries,
 };
 use super::memory::{EmergencyPhase, GroupMemory, SiteMemory, SiteState};
 use super::observation::Observation;
@@ -90,6 +91,7 @@ pub fn decide_with_options(
         }
         planned::complete(&mut memory, &mut plan);
     }
+    keep_cooldown_copies(&context, &mut memory, &mut plan);
     let authority_valid = memory.authority.is_valid();
     returning_primaries(&context, &mut memory, &mut plan, authority_valid);
     converge(&context, &mut memory, &mut plan);

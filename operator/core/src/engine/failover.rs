@@ -125,6 +125,28 @@ pub(super) fn cooldown_until(context: &Context<'_>, memory: &GroupMemory) -> Opt
     }
 }
 
+/// Keeps both persisted copies of a running cooldown (seed 001: "persisted twice"): a copy
+/// lost on its own (a status write that failed or was reverted, an annotation removed) is
+/// rewritten from the surviving one, the later of the two, so only both lost at once can
+/// produce `CooldownViolated(restart+stateLost)`. An expired cooldown is left alone.
+pub(super) fn keep_cooldown_copies(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+) {
+    let Some(until) = cooldown_until(context, memory) else {
+        return;
+    };
+    if until <= context.now {
+        return;
+    }
+    memory.cooldown_until = Some(until);
+    let rewrite = Action::Annotate(AnnotationChange::SetCooldownUntil(until));
+    if context.observation.annotations.cooldown_until != Some(until) && !plan.has_tail(&rewrite) {
+        plan.tail(rewrite);
+    }
+}
+
 /// The emergency failover rule: starts one when the active site is `Failed` (the cooldown
 /// gates it; a deploy hold is never read), and advances one in flight.
 pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {

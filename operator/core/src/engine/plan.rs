@@ -82,6 +82,11 @@ impl Plan {
         self.tail.push(action);
     }
 
+    /// Whether `action` is already among the annotation changes, events and metrics.
+    pub fn has_tail(&self, action: &Action) -> bool {
+        self.tail.contains(action)
+    }
+
     /// An event.
     pub fn event(&mut self, reason: EventReason, message: String) {
         self.tail.push(Action::Event(Event { reason, message }));
