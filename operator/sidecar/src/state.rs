@@ -22,9 +22,9 @@ pub(crate) struct Shared {
     pub(crate) wake_enforcer: Notify,
     /// Wakes the lease loop at once (authority pushed).
     pub(crate) wake_lease: Notify,
-    /// Serialises every decision-then-mutation on mysqld's read-only state: the enforcer's
-    /// "desired -> set", the fence endpoint and authority pushes. Without it the enforcer could
-    /// unfence on a decision taken just before an explicit fence.
+    /// Serialises every decision-then-mutation on mysqld: the enforcer's "desired -> set",
+    /// the fence, promote and repoint endpoints. Without it the enforcer could unfence on a
+    /// decision taken just before an explicit fence.
     pub(crate) mutation: tokio::sync::Mutex<()>,
 }
 
