@@ -101,7 +101,7 @@ proptest! {
     #[test]
     fn any_overlap_is_found(count in 2u64..40, pick in 0u64..40, offset in 1u64..9) {
         let pick = pick % count;
-        let mut builder = Builder::default().writes("writer-0", 0, 0, count * 10, 10, 9, Site::Iad);
+        let mut builder = Builder::default().writes(0, 0, count * 10, 10, 9, Site::Iad);
         let start = pick * 10 + offset.min(8);
         builder = builder.ok("writer-1", 10_000, start, start + 1, Site::Pdx);
         prop_assert!(!check_split_brain(&builder.build()).valid);
@@ -157,17 +157,17 @@ fn rpo_planned_failover_must_lose_nothing() {
         true,
     );
     let base = Builder::default()
-        .writes("writer-0", 0, 0, 5_000, 100, 20, Site::Iad)
+        .writes(0, 0, 5_000, 100, 20, Site::Iad)
         .status(8_000, Site::Pdx, 2, Some(record.clone()))
-        .writes("writer-0", 100, 8_000, 10_000, 100, 20, Site::Pdx);
+        .writes(100, 8_000, 10_000, 100, 20, Site::Pdx);
     let all: Vec<u64> = (0..50).chain(100..120).collect();
     let (_, verdict) = check_rpo(&base.final_state(12_000, all).build());
     assert!(verdict.valid, "{verdict:?}");
     // The same history with one acknowledged write missing.
     let base = Builder::default()
-        .writes("writer-0", 0, 0, 5_000, 100, 20, Site::Iad)
+        .writes(0, 0, 5_000, 100, 20, Site::Iad)
         .status(8_000, Site::Pdx, 2, Some(record))
-        .writes("writer-0", 100, 8_000, 10_000, 100, 20, Site::Pdx);
+        .writes(100, 8_000, 10_000, 100, 20, Site::Pdx);
     let missing: Vec<u64> = (0..49).chain(100..120).collect();
     let (summary, verdict) = check_rpo(&base.final_state(12_000, missing).build());
     assert_eq!(summary.lost, 1);

@@ -81,7 +81,9 @@ fn cluster_for(context: &RunContext, backend: &dyn Backend) -> Result<Arc<dyn Cl
     Ok(cluster)
 }
 
-fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Failed> {
+/// Runs one scenario as a trial: fails with the backend's sentence when there is none,
+/// else runs it, judges the history and keeps the result for the report.
+pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Failed> {
     let backend = match &context.backend {
         Ok(backend) => backend,
         Err(sentence) => return Err(Failed::from(sentence.as_str())),

@@ -65,11 +65,10 @@ impl Builder {
         self.write(process, id, start, end, EventType::Ok, Some(site))
     }
 
-    /// A sequence of acknowledged writes every `step` ms from `from` to `to` (exclusive),
-    /// each taking `latency` ms, ids from `first_id`.
+    /// A sequence of acknowledged writes by `writer-0` every `step` ms from `from` to `to`
+    /// (exclusive), each taking `latency` ms, ids from `first_id`.
     pub fn writes(
         mut self,
-        process: &str,
         first_id: u64,
         from: u64,
         to: u64,
@@ -80,7 +79,7 @@ impl Builder {
         let mut id = first_id;
         let mut at = from;
         while at < to {
-            self = self.ok(process, id, at, at + latency, site);
+            self = self.ok("writer-0", id, at, at + latency, site);
             id += 1;
             at += step;
         }
@@ -277,14 +276,14 @@ pub fn emergency(lost_ids: &[u64], reported: Option<u64>, exact: bool) -> Histor
         .collect();
     Builder::default()
         .status(500, Site::Iad, 1, None)
-        .writes("writer-0", 0, 0, 10_000, 100, 20, Site::Iad)
+        .writes(0, 0, 10_000, 100, 20, Site::Iad)
         .fault("kill", 10_000, Some(40_000))
         .write("writer-0", 500, 10_000, 12_000, EventType::Info, None)
         .write("writer-0", 501, 12_100, 14_100, EventType::Fail, None)
         .status(18_500, Site::Pdx, 2, Some(record.clone()))
         .primary_endpoints(19_000, vec![Site::Pdx])
         .dns(25_000, Site::Pdx)
-        .writes("writer-0", 1000, 20_000, 30_000, 100, 20, Site::Pdx)
+        .writes(1000, 20_000, 30_000, 100, 20, Site::Pdx)
         .status(
             45_000,
             Site::Pdx,

@@ -1,0 +1,394 @@
+//! The runner against a scripted fake cluster: `within`/`for` semantics, deploy API
+//! variables, stop-on-failure with heal and final read, trials with and without a backend,
+//! and the flags (libtest-mimic's and the harness's together).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bloodraven_harness::backend::{Backend, Cluster, ClusterKind, Workload};
+use bloodraven_harness::error::Result;
+use bloodraven_harness::history::event::{EventType, FaultPhase, Op};
+use bloodraven_harness::history::recorder::Recorder;
+use bloodraven_harness::runner::cli::Cli;
+use bloodraven_harness::runner::execute::{execute, Pacing};
+use bloodraven_harness::runner::trials::{build_trials, finish_run, run_trial, RunContext};
+use bloodraven_harness::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
+use clap::Parser as _;
+use serde_json::{json, Value};
+
+type Script = Box<dyn Fn(&Expect, u32) -> Value + Send + Sync>;
+
+struct FakeCluster {
+    script: Script,
+    polls: Mutex<u32>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl FakeCluster {
+    fn new(script: impl Fn(&Expect, u32) -> Value + Send + Sync + 'static) -> Self {
+        Self {
+            script: Box::new(script),
+            polls: Mutex::new(0),
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn call(&self, what: String) {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(what);
+    }
+}
+
+struct IdleWorkload;
+
+impl Workload for IdleWorkload {
+    fn stop(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Cluster for FakeCluster {
+    fn kubeconfig(&self) -> &Path {
+        Path::new("/nonexistent/kubeconfig")
+    }
+    fn install(&self, _install: &Install) -> Result<()> {
+        self.call("install".to_owned());
+        Ok(())
+    }
+    fn uninstall(&self) -> Result<()> {
+        Ok(())
+    }
+    fn start_workload(&self, _recorder: Arc<Recorder>) -> Result<Box<dyn Workload>> {
+        Ok(Box::new(IdleWorkload))
+    }
+    fn apply(&self, _apply: &Apply) -> Result<()> {
+        self.call("apply".to_owned());
+        Ok(())
+    }
+    fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()> {
+        let op = Op::Fault {
+            name: fault.kind().to_owned(),
+            phase: FaultPhase::Start,
+            detail: String::new(),
+        };
+        recorder.invoke("nemesis", op.clone());
+        recorder.complete("nemesis", EventType::Ok, op);
+        self.call(format!("fault {}", fault.kind()));
+        Ok(())
+    }
+    fn heal(&self, target: &HealTarget, _recorder: &Recorder) -> Result<()> {
+        self.call(format!("heal {}", String::from(target.clone())));
+        Ok(())
+    }
+    fn observe(&self, expect: &Expect) -> Result<Value> {
+        let mut polls = self.polls.lock().unwrap_or_else(PoisonError::into_inner);
+        *polls += 1;
+        Ok((self.script)(expect, *polls))
+    }
+    fn converged(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+    fn final_state(&self) -> Result<Vec<u64>> {
+        self.call("final".to_owned());
+        Ok(Vec::new())
+    }
+    fn collect_artifacts(&self, dir: &Path) -> Result<()> {
+        self.call(format!("artifacts {}", dir.display()));
+        Ok(())
+    }
+}
+
+fn pacing() -> Pacing {
+    Pacing {
+        poll_interval: Duration::from_millis(20),
+        liveness_bound: Duration::from_secs(1),
+    }
+}
+
+fn scenario(steps: &str) -> LoadedScenario {
+    let source = format!("id: 38\ntitle: t\nseed: \"harness.md: Catalogue\"\nsteps:\n{steps}");
+    parse_scenario(Path::new("scenarios/038-test.yaml"), &source).expect("valid scenario")
+}
+
+// harness.md: `within` = becomes true by; its time-to-satisfy is recorded.
+#[test]
+fn within_waits_and_records_time_to_satisfy() {
+    let cluster =
+        FakeCluster::new(|_, poll| json!({"activeSite": if poll >= 3 { "pdx" } else { "iad" }}));
+    let run = execute(
+        &cluster,
+        &scenario("- expect: {within: 2s, group: {activeSite: pdx}}\n"),
+        pacing(),
+        None,
+    );
+    assert_eq!(run.error, None);
+    let result = &run.expectations[0];
+    assert!(result.satisfied);
+    assert!(
+        result.time_to_satisfy_ms.is_some_and(|ms| ms >= 40),
+        "{result:?}"
+    );
+    assert_eq!(cluster.calls(), ["install", "heal all", "final"]);
+}
+
+#[test]
+fn within_fails_at_its_deadline_with_the_last_mismatch() {
+    let cluster = FakeCluster::new(|_, _| json!({"activeSite": "iad"}));
+    let run = execute(
+        &cluster,
+        &scenario("- expect: {within: 200ms, group: {activeSite: pdx}}\n- sleep: 1s\n"),
+        pacing(),
+        Some(Path::new("/tmp/a")),
+    );
+    let result = &run.expectations[0];
+    assert!(!result.satisfied && result.time_to_satisfy_ms.is_none());
+    assert!(
+        result
+            .failure
+            .as_deref()
+            .is_some_and(|why| why.contains("expected \"pdx\", found \"iad\"")),
+        "{result:?}"
+    );
+    let error = run.error.expect("failed run");
+    assert!(error.starts_with("step 0: group:"), "{error}");
+    // The run stopped (no sleep), then healed, read the final state and kept artifacts.
+    assert!(run.duration_ms < 900, "{}", run.duration_ms);
+    assert_eq!(
+        cluster.calls(),
+        ["install", "heal all", "final", "artifacts /tmp/a"]
+    );
+    assert!(run
+        .history
+        .events
+        .iter()
+        .any(|event| matches!(event.op, Op::FinalState { .. }) && event.kind == EventType::Ok));
+}
+
+// harness.md: `for` = stays true throughout.
+#[test]
+fn for_fails_as_soon_as_it_stops_holding() {
+    let cluster =
+        FakeCluster::new(|_, poll| json!({"site": if poll >= 4 { "pdx" } else { "iad" }}));
+    let run = execute(
+        &cluster,
+        &scenario("- expect: {for: 2s, dns: {target: site-of iad}}\n"),
+        pacing(),
+        None,
+    );
+    let result = &run.expectations[0];
+    assert!(!result.satisfied);
+    assert!(
+        result
+            .failure
+            .as_deref()
+            .is_some_and(|why| why.starts_with("stopped holding after")),
+        "{result:?}"
+    );
+    let cluster = FakeCluster::new(|_, _| json!({"site": "iad"}));
+    let run = execute(
+        &cluster,
+        &scenario("- expect: {for: 150ms, dns: {target: site-of iad}}\n"),
+        pacing(),
+        None,
+    );
+    assert!(run.expectations[0].satisfied && run.error.is_none());
+}
+
+// seed 003: a re-POST rotates the token; later requests use the saved one.
+#[test]
+fn deploy_api_saves_and_substitutes_variables() {
+    let cluster = FakeCluster::new(|expect, _| {
+        let Some(deploy) = &expect.deploy_api else {
+            return Value::Null;
+        };
+        match deploy
+            .request
+            .body
+            .as_ref()
+            .and_then(|body| body.get("token"))
+        {
+            None => json!({"status": 201, "body": {"token": "secret-1", "topologyGeneration": 4}}),
+            Some(token) if token == "secret-1" && deploy.request.path.ends_with("/4") => {
+                json!({"status": 200, "body": {"echo": "secret-1"}})
+            }
+            Some(_) => json!({"status": 403, "body": {"error": "token_mismatch"}}),
+        }
+    });
+    let steps = "\
+- expect:
+    within: 1s
+    deploy-api:
+      request: {method: POST, path: /deploy/v1/groups/playground/leases, client: {namespace: n, serviceAccount: a}}
+      status: 201
+      save: {tok: token, gen: topologyGeneration}
+- expect:
+    within: 1s
+    deploy-api:
+      request: {method: PUT, path: \"/deploy/v1/groups/playground/${gen}\", client: {namespace: n, serviceAccount: a}, body: {token: \"${tok}\"}}
+      status: 200
+      body: {echo: \"${tok}\"}
+";
+    let run = execute(&cluster, &scenario(steps), pacing(), None);
+    assert_eq!(run.error, None, "{:?}", run.expectations);
+    assert!(run.expectations.iter().all(|result| result.satisfied));
+}
+
+#[test]
+fn faults_are_recorded_in_the_history() {
+    let cluster = FakeCluster::new(|_, _| json!({"readOnly": true}));
+    let run = execute(&cluster, &scenario("- fault: {scale-operator: {replicas: 0}}\n- expect: {within: 1s, mysql: {site: pdx, readOnly: true}}\n- heal: scale-operator\n"), pacing(), None);
+    assert_eq!(run.error, None);
+    assert_eq!(
+        cluster.calls(),
+        [
+            "install",
+            "fault scale-operator",
+            "heal scale-operator",
+            "heal all",
+            "final"
+        ]
+    );
+    assert!(run
+        .history
+        .events
+        .iter()
+        .any(|event| matches!(&event.op, Op::Fault { name, .. } if name == "scale-operator")));
+}
+
+struct FakeBackend;
+
+impl Backend for FakeBackend {
+    fn kind(&self) -> ClusterKind {
+        ClusterKind::Kubeconfig
+    }
+    fn create(&self) -> Result<Arc<dyn Cluster>> {
+        Ok(Arc::new(FakeCluster::new(
+            |_, _| json!({"activeSite": "iad"}),
+        )))
+    }
+    fn teardown(&self, _cluster: Arc<dyn Cluster>) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn context(
+    backend: std::result::Result<Box<dyn Backend>, String>,
+    report_dir: &Path,
+) -> Arc<RunContext> {
+    Arc::new(RunContext {
+        backend,
+        shared_cluster: Mutex::new(None),
+        reuse: false,
+        pacing: pacing(),
+        run_id: "run-1".to_owned(),
+        report_dir: report_dir.to_path_buf(),
+        results: Mutex::new(Vec::new()),
+    })
+}
+
+fn failure_message(result: std::result::Result<(), libtest_mimic::Failed>) -> Option<String> {
+    result
+        .err()
+        .map(|failed| failed.message().unwrap_or_default().to_owned())
+}
+
+// The brief: a trial run without a backend must fail with one clear sentence, never pass.
+#[test]
+fn trials_without_a_backend_fail_and_write_no_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sentence = bloodraven_harness::backend::unavailable_sentence(ClusterKind::Localkube);
+    assert!(
+        sentence.starts_with("no cluster is available")
+            && sentence.ends_with('.')
+            && sentence.matches(". ").count() == 0
+    );
+    let context = context(Err(sentence.clone()), dir.path());
+    let loaded = scenario("- expect: {within: 1s, group: {activeSite: iad}}\n");
+    assert_eq!(
+        failure_message(run_trial(&context, &loaded)),
+        Some(sentence)
+    );
+    assert_eq!(
+        finish_run(&context, support_epoch(), "localkube").expect("finish"),
+        None
+    );
+    // Trials are named sNNN_slug; the cargo test target marks them ignored (not passed).
+    let trials = build_trials(std::slice::from_ref(&loaded), &context, false);
+    assert_eq!(
+        (trials[0].name(), trials[0].has_ignored_flag()),
+        ("s038_test", false)
+    );
+    assert!(build_trials(&[loaded], &context, true)[0].has_ignored_flag());
+}
+
+#[test]
+fn trials_with_a_backend_run_and_write_the_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let context = context(Ok(Box::new(FakeBackend)), dir.path());
+    let passing = scenario("- expect: {within: 1s, group: {activeSite: iad}}\n");
+    let failing_source = "id: 39\ntitle: u\nseed: \"harness.md: Catalogue\"\nsteps:\n- expect: {within: 100ms, group: {activeSite: pdx}}\n";
+    let failing =
+        parse_scenario(Path::new("scenarios/039-other.yaml"), failing_source).expect("valid");
+    assert_eq!(failure_message(run_trial(&context, &passing)), None);
+    let message = failure_message(run_trial(&context, &failing)).expect("fails");
+    assert!(
+        message.starts_with("step 0: group") && message.contains("found \"iad\""),
+        "{message}"
+    );
+    let written = finish_run(&context, support_epoch(), "kubeconfig")
+        .expect("finish")
+        .expect("report dir");
+    let results = std::fs::read_to_string(written.join("results.json")).expect("results.json");
+    assert!(
+        results.contains("\"trial\": \"s038_test\"")
+            && results.contains("\"trial\": \"s039_other\"")
+    );
+    assert!(
+        results.contains("step 0: group"),
+        "the failing expectation is named"
+    );
+    assert!(written.join("index.html").is_file() && dir.path().join("trend.jsonl").is_file());
+}
+
+#[test]
+fn harness_flags_parse_alongside_libtest_flags() {
+    let cli = Cli::try_parse_from([
+        "bloodraven-harness",
+        "--cluster",
+        "kind",
+        "--reuse",
+        "--report-dir",
+        "out",
+        "--exact",
+        "--skip",
+        "s001",
+        "--list",
+        "--format",
+        "terse",
+        "s038_dns_write_denied",
+    ])
+    .expect("flags parse");
+    assert_eq!(cli.cluster, Some(ClusterKind::Kind));
+    assert!(cli.reuse && cli.test.exact && cli.test.list);
+    assert_eq!(cli.report_dir, Path::new("out"));
+    assert_eq!(cli.test.skip, ["s001"]);
+    assert_eq!(cli.test.filter.as_deref(), Some("s038_dns_write_denied"));
+    let error = Cli::try_parse_from(["bloodraven-harness", "--cluster", "minikube"])
+        .expect_err("unknown backend");
+    assert!(error.to_string().contains("localkube"), "{error}");
+}
+
+fn support_epoch() -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_800_000_000).expect("valid")
+}
