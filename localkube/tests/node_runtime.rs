@@ -406,3 +406,84 @@ async fn cleanup_after_crash_removes_everything() {
         );
     }
 }
+
+// localkube.md Node agent: probes (exec) drive Ready; startupProbe gates `started` and the
+// other probes; a failing livenessProbe restarts the container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_readiness_and_liveness_probes() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("probes");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    let script = "rm -f /state/die; sleep 1; touch /state/started; exec sleep 300";
+    let mut spec = pod("probed", "iad", vec![shell("main", script)]);
+    spec.volumes = vec![VolumeSpec {
+        name: "state".into(),
+        source: VolumeSource::EmptyDir,
+    }];
+    let exec = |command: &str| localkube::node::Probe {
+        period: Duration::from_millis(100),
+        failure_threshold: 2,
+        ..localkube::node::Probe::new(localkube::node::ProbeHandler::Exec {
+            command: vec!["sh".into(), "-c".into(), command.into()],
+        })
+    };
+    let container = &mut spec.containers[0];
+    container.volume_mounts = vec![VolumeMount {
+        name: "state".into(),
+        mount_path: "/state".into(),
+        ..VolumeMount::default()
+    }];
+    container.startup_probe = Some(localkube::node::Probe {
+        failure_threshold: 100,
+        ..exec("test -f /state/started")
+    });
+    container.readiness_probe = Some(exec("test -f /state/started"));
+    container.liveness_probe = Some(localkube::node::Probe {
+        initial_delay: Duration::from_millis(300),
+        ..exec("test ! -f /state/die")
+    });
+    runtime.start_pod(spec).await.unwrap();
+    let status = runtime
+        .wait_for("default/probed", Duration::from_secs(10), running)
+        .await
+        .unwrap();
+    assert!(
+        !status.container_statuses[0].started && !status.ready,
+        "not started before the startup probe succeeds"
+    );
+    runtime
+        .wait_for("default/probed", Duration::from_secs(10), |s| {
+            s.container_statuses[0].started && s.ready
+        })
+        .await
+        .unwrap();
+    let touch: Vec<String> = ["touch", "/state/die"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let out = runtime
+        .exec_in_container("default/probed", "main", &touch, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let status = runtime
+        .wait_for("default/probed", Duration::from_secs(15), |s| {
+            s.container_statuses[0].restart_count == 1
+        })
+        .await
+        .unwrap();
+    assert!(
+        !status.ready,
+        "a restarted container is not ready before its probes pass"
+    );
+    runtime
+        .wait_for("default/probed", Duration::from_secs(15), |s| {
+            s.ready && s.container_statuses[0].restart_count == 1
+        })
+        .await
+        .unwrap();
+    runtime.shutdown(Duration::from_secs(1)).await;
+}

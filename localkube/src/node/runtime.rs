@@ -877,9 +877,11 @@ async fn supervise(
         tracing::info!(pod = %key, container = %name, pid, "container started");
         pod.update(&inner, kind, &name, |c| {
             c.state = ContainerState::Running { started_at };
-            c.started = true;
+            // Kubelet: `started` (and readiness without a probe) once the startup probe,
+            // if any, succeeded; the probe task sets them.
+            c.started = kind == Kind::Init;
             c.pid = Some(pid);
-            c.ready = kind == Kind::Regular && container.readiness_probe.is_none();
+            c.ready = false;
         });
         let liveness_failed = Arc::new(Notify::new());
         let probes = start_probes(
@@ -903,7 +905,7 @@ async fn supervise(
                 match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed }
             }
             _ = liveness_failed.notified() => {
-                tracing::info!(pod = %key, container = %name, "liveness probe failed, killing container");
+                tracing::info!(pod = %key, container = %name, "liveness or startup probe failed, killing container");
                 terminate(pid, pod.spec.termination_grace_period, &mut child).await
             }
         };
@@ -1138,6 +1140,80 @@ fn spawn_instance(
         ))
 }
 
+/// What one probe loop does with its results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProbeRole {
+    Startup,
+    Readiness,
+    Liveness,
+}
+
+/// Everything a probe loop of one container instance needs.
+struct ProbeContext {
+    inner: Arc<Inner>,
+    pod: Arc<Pod>,
+    name: String,
+    kind: Kind,
+    pid: i32,
+    ports: Vec<super::spec::ContainerPort>,
+    env: Vec<(String, String)>,
+    scratch: PathBuf,
+}
+
+impl ProbeContext {
+    /// Changes the container's status only while this instance is still the running one
+    /// (an aborted probe task may still be finishing a step on another thread).
+    fn set(&self, change: impl FnOnce(&mut ContainerStatus)) {
+        let pid = self.pid;
+        self.pod.update(&self.inner, self.kind, &self.name, |c| {
+            if c.pid == Some(pid) {
+                change(c);
+            }
+        });
+    }
+
+    /// Runs `probe` in `role` until it decides: Startup returns `true` on success and
+    /// `false` at the failure threshold; Liveness returns `false` at the failure threshold;
+    /// Readiness never returns (it flips the ready flag).
+    async fn run(&self, probe: &super::spec::Probe, role: ProbeRole) -> bool {
+        tokio::time::sleep(probe.initial_delay).await;
+        let (mut successes, mut failures) = (0u32, 0u32);
+        loop {
+            let target = ProbeTarget {
+                pod_ip: self.pod.sandbox.ip,
+                pid: self.pid,
+                ports: &self.ports,
+                env: &self.env,
+                helper: &self.inner.config.pod_exec,
+                scratch: &self.scratch,
+            };
+            let ok = probe_once(&probe.handler, &target, probe.timeout).await;
+            if ok {
+                successes += 1;
+                failures = 0;
+            } else {
+                failures += 1;
+                successes = 0;
+            }
+            let succeeded = ok && successes >= probe.success_threshold.max(1);
+            let failed = !ok && failures >= probe.failure_threshold.max(1);
+            match role {
+                ProbeRole::Startup if succeeded => return true,
+                ProbeRole::Startup | ProbeRole::Liveness if failed => return false,
+                ProbeRole::Readiness if succeeded => self.set(|c| c.ready = true),
+                ProbeRole::Readiness if failed => self.set(|c| c.ready = false),
+                ProbeRole::Startup | ProbeRole::Readiness | ProbeRole::Liveness => {}
+            }
+            tokio::time::sleep(probe.period).await;
+        }
+    }
+}
+
+/// Starts the probes of one container instance as kubelet does: the startup probe first
+/// (`started` stays false until it succeeds; reaching its failure threshold kills the
+/// container), then readiness (drives `ready`) and liveness (kills the container at its
+/// failure threshold) side by side. Without a readiness probe the container is ready once
+/// started. The returned task is aborted when the instance ends.
 fn start_probes(
     inner: &Arc<Inner>,
     pod: &Arc<Pod>,
@@ -1147,58 +1223,51 @@ fn start_probes(
     env: Vec<(String, String)>,
     liveness_failed: Arc<Notify>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut tasks = Vec::new();
     if kind == Kind::Init {
-        return tasks;
+        return Vec::new();
     }
-    let scratch = volumes::pod_dir(inner.network.state_dir(), &pod.spec)
-        .join("containers")
-        .join(&container.name);
-    for (probe, is_readiness) in [
-        (container.readiness_probe.clone(), true),
-        (container.liveness_probe.clone(), false),
-    ] {
-        let Some(probe) = probe else { continue };
-        let inner = inner.clone();
-        let pod = pod.clone();
-        let name = container.name.clone();
-        let ports = container.ports.clone();
-        let env = env.clone();
-        let scratch = scratch.clone();
-        let liveness_failed = liveness_failed.clone();
-        tasks.push(tokio::spawn(async move {
-            tokio::time::sleep(probe.initial_delay).await;
-            let (mut successes, mut failures) = (0u32, 0u32);
-            loop {
-                let target = ProbeTarget {
-                    pod_ip: pod.sandbox.ip,
-                    pid,
-                    ports: &ports,
-                    env: &env,
-                    helper: &inner.config.pod_exec,
-                    scratch: &scratch,
-                };
-                let ok = probe_once(&probe.handler, &target, probe.timeout).await;
-                if ok {
-                    successes += 1;
-                    failures = 0;
-                } else {
-                    failures += 1;
-                    successes = 0;
-                }
-                if is_readiness {
-                    if ok && successes >= probe.success_threshold.max(1) {
-                        pod.update(&inner, kind, &name, |c| c.ready = true);
-                    } else if !ok && failures >= probe.failure_threshold.max(1) {
-                        pod.update(&inner, kind, &name, |c| c.ready = false);
-                    }
-                } else if failures >= probe.failure_threshold.max(1) {
-                    liveness_failed.notify_one();
-                    return;
-                }
-                tokio::time::sleep(probe.period).await;
+    let context = ProbeContext {
+        inner: inner.clone(),
+        pod: pod.clone(),
+        name: container.name.clone(),
+        kind,
+        pid,
+        ports: container.ports.clone(),
+        env,
+        scratch: volumes::pod_dir(inner.network.state_dir(), &pod.spec)
+            .join("containers")
+            .join(&container.name),
+    };
+    let (startup, readiness, liveness) = (
+        container.startup_probe.clone(),
+        container.readiness_probe.clone(),
+        container.liveness_probe.clone(),
+    );
+    vec![tokio::spawn(async move {
+        if let Some(probe) = &startup {
+            if !context.run(probe, ProbeRole::Startup).await {
+                liveness_failed.notify_one();
+                return;
             }
-        }));
-    }
-    tasks
+        }
+        context.set(|c| {
+            c.started = true;
+            c.ready = readiness.is_none();
+        });
+        let ready_loop = async {
+            if let Some(probe) = &readiness {
+                context.run(probe, ProbeRole::Readiness).await;
+            }
+        };
+        let live_loop = async {
+            match &liveness {
+                Some(probe) => {
+                    context.run(probe, ProbeRole::Liveness).await;
+                    liveness_failed.notify_one();
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::join!(ready_loop, live_loop);
+    })]
 }

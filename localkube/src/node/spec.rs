@@ -76,6 +76,8 @@ pub struct ContainerSpec {
     pub readiness_probe: Option<Probe>,
     /// `livenessProbe` (failure kills the container; restartPolicy decides the rest).
     pub liveness_probe: Option<Probe>,
+    /// `startupProbe` (readiness and liveness wait for it; failure kills the container).
+    pub startup_probe: Option<Probe>,
 }
 
 /// `env[]`.
