@@ -167,19 +167,46 @@ impl Controller for ReplicaSetController {
 /// Rolls Deployments out through ReplicaSets.
 pub struct DeploymentController;
 
+fn resolve_percent(v: Option<&Value>, replicas: i64, round_up: bool, default: &str) -> i64 {
+    let s = match v {
+        Some(Value::Number(n)) => return n.as_i64().unwrap_or(0),
+        Some(Value::String(s)) => s.clone(),
+        _ => default.to_string(),
+    };
+    match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+        Some(p) if round_up => (replicas * p + 99) / 100,
+        Some(p) => replicas * p / 100,
+        None => s.parse().unwrap_or(0),
+    }
+}
+
+/// maxSurge (rounded up) and maxUnavailable (rounded down) of a RollingUpdate Deployment;
+/// both zero means maxUnavailable 1, as in the real controller.
+fn surge_and_unavailable(d: &Value, replicas: i64) -> (i64, i64) {
+    let surge = resolve_percent(
+        d.pointer("/spec/strategy/rollingUpdate/maxSurge"),
+        replicas,
+        true,
+        "25%",
+    );
+    let unavailable = resolve_percent(
+        d.pointer("/spec/strategy/rollingUpdate/maxUnavailable"),
+        replicas,
+        false,
+        "25%",
+    );
+    if surge == 0 && unavailable == 0 {
+        (0, 1)
+    } else {
+        (surge, unavailable)
+    }
+}
+
 fn max_unavailable(d: &Value, replicas: i64) -> i64 {
-    if meta::str_at(d, "/spec/strategy/type") == "Recreate" {
-        return replicas;
+    if meta::str_at(d, "/spec/strategy/type") == "Recreate" || replicas == 0 {
+        return 0;
     }
-    match d.pointer("/spec/strategy/rollingUpdate/maxUnavailable") {
-        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
-        Some(Value::String(s)) if s.ends_with('%') => s
-            .trim_end_matches('%')
-            .parse::<i64>()
-            .map(|p| replicas * p / 100)
-            .unwrap_or(0),
-        _ => replicas / 4,
-    }
+    surge_and_unavailable(d, replicas).1.min(replicas)
 }
 
 impl Controller for DeploymentController {
@@ -242,7 +269,7 @@ fn reconcile_deployment(c: &Cluster, d: &Value) {
             labels["pod-template-hash"] = json!(hash);
             let mut selector = d.pointer("/spec/selector").cloned().unwrap_or(json!({}));
             selector["matchLabels"]["pod-template-hash"] = json!(hash);
-            let initial = if recreate && old_pods > 0 { 0 } else { desired };
+            let initial = 0;
             let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": format!("{name}-{hash}"), "namespace": ns, "labels": labels,
                 "annotations": {"deployment.kubernetes.io/revision": (max_rev + 1).to_string(), "deployment.kubernetes.io/desired-replicas": desired.to_string(),
                     "deployment.kubernetes.io/max-replicas": desired.to_string()},
@@ -260,7 +287,31 @@ fn reconcile_deployment(c: &Cluster, d: &Value) {
     let new_name = meta::name(&new_rs).to_string();
     let new_available = int(&new_rs, "/status/availableReplicas");
     // Scale the new ReplicaSet up (Recreate: once the old pods are gone) and the old ones down.
-    let new_target = if recreate && old_pods > 0 { 0 } else { desired };
+    let (max_surge, max_unavail) = surge_and_unavailable(d, desired);
+    let new_spec = int(&new_rs, "/spec/replicas");
+    let all_spec: i64 = owned
+        .iter()
+        .filter(|rs| meta::name(rs) != meta::name(&new_rs))
+        .map(|rs| int(rs, "/spec/replicas"))
+        .sum::<i64>()
+        + new_spec;
+    let new_target = if recreate {
+        if old_pods > 0 {
+            0
+        } else {
+            desired
+        }
+    } else if new_spec >= desired {
+        desired
+    } else {
+        // Rolling update: grow the new ReplicaSet within desired + maxSurge pods.
+        let max_total = desired + max_surge;
+        if all_spec >= max_total {
+            new_spec
+        } else {
+            (new_spec + max_total - all_spec).min(desired)
+        }
+    };
     let rev = if meta::str_at(
         &new_rs,
         "/metadata/annotations/deployment.kubernetes.io~1revision",
@@ -300,15 +351,30 @@ fn reconcile_deployment(c: &Cluster, d: &Value) {
             },
         ),
     );
-    let mut old_budget = if recreate {
-        0
+    // Scale old ReplicaSets down as far as keeping desired - maxUnavailable available pods
+    // allows (Recreate: all at once), oldest revision first.
+    let old_spec: i64 = old.iter().map(|rs| int(rs, "/spec/replicas")).sum();
+    let min_available = desired - max_unavail;
+    let new_unavailable = (new_target - new_available).max(0);
+    let mut scale_down = if recreate {
+        old_spec
     } else {
-        (desired - new_available).max(0)
+        (old_spec + new_target - min_available - new_unavailable).clamp(0, old_spec)
     };
-    for rs in &old {
+    let mut old_sorted = old.clone();
+    old_sorted.sort_by_key(|rs| {
+        meta::str_at(
+            rs,
+            "/metadata/annotations/deployment.kubernetes.io~1revision",
+        )
+        .parse::<i64>()
+        .unwrap_or(0)
+    });
+    for rs in &old_sorted {
         let cur = int(rs, "/spec/replicas");
-        let target = cur.min(old_budget);
-        old_budget -= target;
+        let cut = cur.min(scale_down);
+        scale_down -= cut;
+        let target = cur - cut;
         if target != cur {
             log_err(
                 "deployment",
