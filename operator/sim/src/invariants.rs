@@ -33,11 +33,14 @@ pub enum FindingClass {
     LeaseNotRevoked,
     /// The world healed and stayed healed, yet no site was writable within the bound.
     NoWritableAfterHeal,
+    /// One decision names two different authorities, or labels two pods primary (STYLE.md
+    /// point 4: "two primaries in one Decision").
+    ConflictingDecision,
 }
 
 impl FindingClass {
     /// Every class, in table order.
-    pub const ALL: [FindingClass; 9] = [
+    pub const ALL: [FindingClass; 10] = [
         FindingClass::SplitBrain,
         FindingClass::UnexplainedLoss,
         FindingClass::LostMismatch,
@@ -47,6 +50,7 @@ impl FindingClass {
         FindingClass::HoldDelayedEmergency,
         FindingClass::LeaseNotRevoked,
         FindingClass::NoWritableAfterHeal,
+        FindingClass::ConflictingDecision,
     ];
 
     /// Whether the class is an accepted property of the design rather than a bug.
@@ -60,7 +64,8 @@ impl FindingClass {
             | FindingClass::DnsStale
             | FindingClass::HoldDelayedEmergency
             | FindingClass::LeaseNotRevoked
-            | FindingClass::NoWritableAfterHeal => false,
+            | FindingClass::NoWritableAfterHeal
+            | FindingClass::ConflictingDecision => false,
         }
     }
 
@@ -76,6 +81,7 @@ impl FindingClass {
             FindingClass::HoldDelayedEmergency => "HoldDelayedEmergency",
             FindingClass::LeaseNotRevoked => "LeaseNotRevoked",
             FindingClass::NoWritableAfterHeal => "NoWritableAfterHeal",
+            FindingClass::ConflictingDecision => "ConflictingDecision",
         }
     }
 }

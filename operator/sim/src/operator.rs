@@ -20,7 +20,7 @@ use bloodraven_api::{
 };
 use bloodraven_core::engine::{
     decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading,
-    EventReason, GroupMemory, Observation, SidecarReading, SiteObservation,
+    EventReason, GroupMemory, Observation, PodRole, SidecarReading, SiteObservation,
 };
 use bloodraven_core::time::Timestamp;
 use rand::Rng;
@@ -368,6 +368,7 @@ impl World {
         if observation.deploy_hold.is_some() {
             self.check_hold_never_delays_emergency(&memory, &observation, now, options, &decision);
         }
+        self.check_decision_consistent(&decision);
         self.note_promotion(&memory, &decision);
         let outcomes = self.execute(&decision);
         self.store.write_status(&decision.memory);
@@ -409,6 +410,35 @@ impl World {
             );
             self.checker
                 .report(FindingClass::HoldDelayedEmergency, self.now, detail);
+        }
+    }
+
+    /// STYLE.md point 4, "two primaries in one Decision": every authority pushed in one
+    /// decision is the same, and at most one pod is labelled primary.
+    fn check_decision_consistent(&mut self, decision: &Decision) {
+        let mut authorities = std::collections::BTreeSet::new();
+        let mut primaries = std::collections::BTreeSet::new();
+        for action in &decision.actions {
+            match action {
+                Action::PushAuthority { authority, .. } => {
+                    authorities
+                        .insert((authority.active_site.clone(), authority.topology_generation));
+                }
+                Action::SetPodLabels {
+                    site,
+                    role: PodRole::Primary,
+                    ..
+                } => {
+                    primaries.insert(site.clone());
+                }
+                _ => {}
+            }
+        }
+        if authorities.len() > 1 || primaries.len() > 1 {
+            let detail =
+                format!("authorities pushed {authorities:?}, pods labelled primary {primaries:?}");
+            self.checker
+                .report(FindingClass::ConflictingDecision, self.now, detail);
         }
     }
 
