@@ -4,7 +4,7 @@
 //! election with resourceVersion conflicts, and polls that bootstrap a group through fake
 //! sidecars (Services, status, DNSEndpoint by SSA, pod labels).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,8 +12,9 @@ use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use bloodraven_api::sidecar::{
-    Authority, AuthorityDecision, AuthorityResponse, LeaseState, MutationReport, MysqlObservation,
-    MysqldRun, ReplicationState, RepointRequest, RepointResponse, SidecarStatus,
+    Authority, AuthorityDecision, AuthorityResponse, FenceRequest, FenceResponse, FenceState,
+    LeaseState, MutationReport, MysqlObservation, MysqldRun, PromoteRequest, PromoteResponse,
+    ReplicationState, RepointRequest, RepointResponse, SidecarStatus,
 };
 use bloodraven_api::{names, DNSEndpoint, MysqlDatabase, MysqlFailoverGroup, Timestamp};
 use bloodraven_operator::deploy_api::backend::KubeBackend;
@@ -124,7 +125,7 @@ impl Cluster {
     }
 
     /// The playground group (with a status when `generation` is given).
-    async fn group(&self, status_generation: Option<u64>) {
+    async fn group(&self, status_generation: Option<u64>, poll_interval: &str) {
         let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), NAMESPACE);
         let group: MysqlFailoverGroup = serde_json::from_value(json!({
             "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
@@ -137,6 +138,7 @@ impl Cluster {
                     {"name": "reader", "role": "read-only"}
                 ],
                 "initialActiveSite": "iad",
+                "pollInterval": poll_interval,
                 "maxLagSeconds": 30,
                 "failoverCooldown": "30s",
                 "dns": {"hostname": "playground-db.example.local", "ttl": 10}
@@ -231,7 +233,7 @@ async fn seed_003_deploy_api_end_to_end_on_localkube() {
     cluster.crds().await;
     cluster.namespace(NAMESPACE).await;
     cluster.namespace("ci").await;
-    cluster.group(Some(17)).await;
+    cluster.group(Some(17), "2s").await;
     let databases: Api<MysqlDatabase> = Api::namespaced(cluster.client.clone(), NAMESPACE);
     let database: MysqlDatabase = serde_json::from_value(json!({
         "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlDatabase",
@@ -444,33 +446,69 @@ async fn seed_001_one_leader_and_a_standby_takes_over() {
     cluster.stop().await;
 }
 
-/// Fake sidecars of the three sites: they cache the pushed authority, are writable and hold
-/// the lease while it names them, and replicate from where they were repointed.
-#[derive(Clone, Default)]
-struct FakeSidecars {
-    authority: Arc<Mutex<BTreeMap<String, Authority>>>,
-    source: Arc<Mutex<BTreeMap<String, String>>>,
+/// What the fake sidecars remember.
+#[derive(Default)]
+struct FakeState {
+    /// Cached authority per site.
+    authority: BTreeMap<String, Authority>,
+    /// Replication source per site (absent: detached or never repointed).
+    source: BTreeMap<String, String>,
+    /// Sites whose sidecar answers 503 to everything (the site is down).
+    down: BTreeSet<String>,
+    /// Explicit fences: site -> generation fenced under.
+    fenced: BTreeMap<String, u64>,
 }
 
+/// Fake sidecars of the three sites: they cache the pushed authority (monotonic rule), are
+/// writable and hold the lease while it names them and no fence is in force, replicate from
+/// where they were repointed, detach on promote, and report an old last grant to every site
+/// (so a lease wait ends on the peers' evidence).
+#[derive(Clone, Default)]
+struct FakeSidecars(Arc<Mutex<FakeState>>);
+
+type Answer<T> = Result<Json<T>, axum::http::StatusCode>;
+
 impl FakeSidecars {
+    fn set_down(&self, site: &str, down: bool) {
+        if let Ok(mut state) = self.0.lock() {
+            if down {
+                state.down.insert(site.to_string());
+            } else {
+                state.down.remove(site);
+            }
+        }
+    }
+
+    fn up(&self, site: &str) -> Result<(), axum::http::StatusCode> {
+        let down = self
+            .0
+            .lock()
+            .map(|state| state.down.contains(site))
+            .unwrap_or(true);
+        if down {
+            Err(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+        } else {
+            Ok(())
+        }
+    }
+
     fn status(&self, site: &str) -> SidecarStatus {
-        let authority = self
-            .authority
-            .lock()
-            .ok()
-            .and_then(|map| map.get(site).cloned());
-        let active = authority.as_ref().and_then(|a| a.active_site.as_deref()) == Some(site);
-        let source = self
-            .source
-            .lock()
-            .ok()
-            .and_then(|map| map.get(site).cloned());
+        let state = self.0.lock().expect("lock");
+        let authority = state.authority.get(site).cloned();
+        let named = authority.as_ref().and_then(|a| a.active_site.as_deref()) == Some(site);
+        let fence_lifted = match (state.fenced.get(site), authority.as_ref()) {
+            (Some(fenced_under), Some(authority)) => authority.topology_generation > *fenced_under,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        let active = named && fence_lifted;
+        let source = state.source.get(site).cloned();
         let observation = MysqlObservation {
             reachable: true,
             error: None,
             read_only: Some(!active),
             gtid_executed: Some("0-1-10".into()),
-            replication: source.filter(|_| !active).map(|host| ReplicationState {
+            replication: source.filter(|_| !named).map(|host| ReplicationState {
                 running: true,
                 source_host: Some(host),
                 source_port: Some(3306),
@@ -492,10 +530,13 @@ impl FakeSidecars {
             fence: None,
             lease: LeaseState {
                 held: active,
-                remaining_ms: if active { 6_000 } else { 0 },
+                remaining_ms: if active { 600 } else { 0 },
             },
             authority,
-            last_granted_ago_ms: BTreeMap::new(),
+            last_granted_ago_ms: ["iad", "pdx", "reader"]
+                .into_iter()
+                .map(|site| (site.to_string(), 60_000))
+                .collect(),
         }
     }
 
@@ -505,7 +546,8 @@ impl FakeSidecars {
                 "/{site}/v1/status",
                 get(
                     |State(fake): State<FakeSidecars>, Path(site): Path<String>| async move {
-                        Json(fake.status(&site))
+                        fake.up(&site)?;
+                        Answer::Ok(Json(fake.status(&site)))
                     },
                 ),
             )
@@ -515,16 +557,17 @@ impl FakeSidecars {
                     |State(fake): State<FakeSidecars>,
                      Path(site): Path<String>,
                      Json(pushed): Json<Authority>| async move {
-                        let mut map = fake.authority.lock().expect("lock");
-                        let decision = pushed.decide_against(GROUP, map.get(&site));
+                        fake.up(&site)?;
+                        let mut state = fake.0.lock().expect("lock");
+                        let decision = pushed.decide_against(GROUP, state.authority.get(&site));
                         if decision == AuthorityDecision::Accepted {
-                            map.insert(site.clone(), pushed);
+                            state.authority.insert(site.clone(), pushed);
                         }
-                        Json(AuthorityResponse {
+                        Answer::Ok(Json(AuthorityResponse {
                             decision,
-                            cached: map.get(&site).cloned(),
+                            cached: state.authority.get(&site).cloned(),
                             last_granted_ago_ms: BTreeMap::new(),
-                        })
+                        }))
                     },
                 ),
             )
@@ -534,22 +577,148 @@ impl FakeSidecars {
                     |State(fake): State<FakeSidecars>,
                      Path(site): Path<String>,
                      Json(request): Json<RepointRequest>| async move {
-                        fake.source
+                        fake.up(&site)?;
+                        fake.0
                             .lock()
                             .expect("lock")
+                            .source
                             .insert(site.clone(), request.source_host);
                         let observed = fake.status(&site).mysql;
-                        Json(RepointResponse {
+                        Answer::Ok(Json(RepointResponse {
                             repoint: MutationReport {
                                 error: None,
                                 observed,
                             },
-                        })
+                        }))
+                    },
+                ),
+            )
+            .route(
+                "/{site}/v1/promote",
+                post(
+                    |State(fake): State<FakeSidecars>,
+                     Path(site): Path<String>,
+                     Json(_request): Json<PromoteRequest>| async move {
+                        fake.up(&site)?;
+                        fake.0.lock().expect("lock").source.remove(&site);
+                        let observed = fake.status(&site).mysql;
+                        Answer::Ok(Json(PromoteResponse {
+                            drained: true,
+                            detach: MutationReport {
+                                error: None,
+                                observed,
+                            },
+                        }))
+                    },
+                ),
+            )
+            .route(
+                "/{site}/v1/fence",
+                post(
+                    |State(fake): State<FakeSidecars>,
+                     Path(site): Path<String>,
+                     Json(request): Json<FenceRequest>| async move {
+                        fake.up(&site)?;
+                        fake.0
+                            .lock()
+                            .expect("lock")
+                            .fenced
+                            .insert(site.clone(), request.topology_generation);
+                        let observed = fake.status(&site).mysql;
+                        Answer::Ok(Json(FenceResponse {
+                            fence: FenceState {
+                                topology_generation: request.topology_generation,
+                                reason: request.reason,
+                            },
+                            read_only: MutationReport {
+                                error: None,
+                                observed,
+                            },
+                            killed_connections: Some(0),
+                        }))
                     },
                 ),
             )
             .with_state(self)
     }
+}
+
+/// Starts the fake sidecars on a loopback port; returns them, the URL template and the task.
+async fn fake_sidecars() -> (FakeSidecars, String, tokio::task::JoinHandle<()>) {
+    let fake = FakeSidecars::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let router = fake.clone().router();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (fake, format!("http://127.0.0.1:{port}/{{site}}"), task)
+}
+
+/// The three site pods, on their nodes, tolerating the demotion taint (so localkube's
+/// taint-eviction controller keeps them for the label checks).
+async fn site_pods(cluster: &Cluster) -> Api<Pod> {
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    for site in ["iad", "pdx", "reader"] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": names::pod(GROUP, site), "labels": {names::LABEL_INSTANCE: GROUP, names::LABEL_SITE: site}},
+            "spec": {
+                "nodeName": site,
+                "tolerations": [{"key": names::TAINT_DEMOTED, "operator": "Exists", "effect": "NoExecute"}],
+                "containers": [{"name": "mysql", "image": "mariadb:10.11"}, {"name": "sidecar", "image": "bloodraven:dev"}]
+            }
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    pods
+}
+
+fn shell(cluster: &Cluster, template: &str) -> Shell {
+    Shell {
+        client: cluster.client.clone(),
+        sidecars: SidecarClient::new(SidecarAddressing::new(template)).expect("sidecars"),
+        store: LeaseStore::new(cluster.client.clone()),
+        reporter: Reporter {
+            controller: "bloodraven".into(),
+            instance: Some("test".into()),
+        },
+        metrics: Metrics::new(),
+        leader: LeaderFlag::new(true),
+    }
+}
+
+/// Polls until `done` holds on the group (at most `polls` polls, `interval` apart).
+async fn poll_until(
+    cluster: &Cluster,
+    shell: &Shell,
+    memory: &mut Option<bloodraven_core::GroupMemory>,
+    polls: usize,
+    interval: Duration,
+    done: impl Fn(&MysqlFailoverGroup) -> bool,
+) -> MysqlFailoverGroup {
+    let mut group = cluster.group_object().await;
+    for _ in 0..polls {
+        if done(&group) {
+            return group;
+        }
+        *memory = Some(shell.poll(&group, memory.take()).await);
+        tokio::time::sleep(interval).await;
+        group = cluster.group_object().await;
+    }
+    group
+}
+
+fn valid_on(group: &MysqlFailoverGroup, site: &str) -> bool {
+    group.status.as_ref().is_some_and(|status| {
+        status.active_site.as_deref() == Some(site)
+            && status.authority.as_ref().map(|a| a.state)
+                == Some(bloodraven_api::AuthorityState::Valid)
+    })
 }
 
 fn selector(service: &Service) -> BTreeMap<String, String> {
@@ -569,41 +738,10 @@ async fn seed_000_polls_bootstrap_the_group_on_localkube() {
     let cluster = Cluster::start().await;
     cluster.crds().await;
     cluster.namespace(NAMESPACE).await;
-    cluster.group(None).await;
-    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), NAMESPACE);
-    for site in ["iad", "pdx", "reader"] {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": names::pod(GROUP, site), "labels": {names::LABEL_INSTANCE: GROUP, names::LABEL_SITE: site}},
-            "spec": {"containers": [{"name": "mysql", "image": "mariadb:10.11"}, {"name": "sidecar", "image": "bloodraven:dev"}]}
-        }))
-        .expect("pod");
-        pods.create(&PostParams::default(), &pod)
-            .await
-            .expect("create pod");
-    }
-    let fake = FakeSidecars::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let sidecar_server = tokio::spawn(async move {
-        let _ = axum::serve(listener, fake.router()).await;
-    });
-
-    let shell = Shell {
-        client: cluster.client.clone(),
-        sidecars: SidecarClient::new(SidecarAddressing::new(format!(
-            "http://127.0.0.1:{port}/{{site}}"
-        )))
-        .expect("sidecars"),
-        store: LeaseStore::new(cluster.client.clone()),
-        reporter: Reporter {
-            controller: "bloodraven".into(),
-            instance: Some("test".into()),
-        },
-        metrics: Metrics::new(),
-        leader: LeaderFlag::new(true),
-    };
+    cluster.group(None, "2s").await;
+    let pods = site_pods(&cluster).await;
+    let (_fake, template, sidecar_server) = fake_sidecars().await;
+    let shell = shell(&cluster, &template);
     let mut memory = None;
     for _ in 0..4 {
         let group = cluster.group_object().await;
@@ -728,6 +866,163 @@ async fn seed_000_polls_bootstrap_the_group_on_localkube() {
         .await
         .expect("dnsendpoint");
     assert_eq!(record.spec.endpoints[0].targets, vec![iad_ip]);
+
+    sidecar_server.abort();
+    cluster.stop().await;
+}
+
+/// Reads a node's taints.
+async fn taints(cluster: &Cluster, node: &str) -> Vec<k8s_openapi::api::core::v1::Taint> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let node = nodes.get(node).await.expect("node");
+    node.spec.and_then(|spec| spec.taints).unwrap_or_default()
+}
+
+/// Seed 001/003 + ARCHITECTURE "One poll": the active site dies; after the detection floor
+/// the poll loop announces the move, waits for the peers' lease evidence, drains and promotes
+/// pdx, bumps topologyGeneration (revoking every deploy lease, TopologyChanged), taints iad's
+/// node NoExecute (never the reader's), stamps iad's pod fenced, moves the DNS record to pdx's
+/// ClusterIP and records lastFailover.
+#[tokio::test]
+async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
+    let cluster = Cluster::start().await;
+    cluster.crds().await;
+    cluster.namespace(NAMESPACE).await;
+    cluster.group(None, "100ms").await;
+    let pods = site_pods(&cluster).await;
+    let (fake, template, sidecar_server) = fake_sidecars().await;
+    let shell = shell(&cluster, &template);
+    let mut memory = None;
+    let interval = Duration::from_millis(100);
+    let group = poll_until(&cluster, &shell, &mut memory, 20, interval, |group| {
+        valid_on(group, "iad")
+    })
+    .await;
+    assert!(valid_on(&group, "iad"), "bootstrapped: {:?}", group.status);
+    let generation = group
+        .status
+        .as_ref()
+        .map(|s| s.topology_generation)
+        .unwrap_or(0);
+
+    // A live deploy lease granted under the current generation.
+    let store = LeaseStore::new(cluster.client.clone());
+    let record = bloodraven_core::deploy::LeaseRecord {
+        kind: bloodraven_core::deploy::LeaseKind::Migration,
+        operation_id: "a1".into(),
+        instance: "counter-app".into(),
+        token_hash: bloodraven_core::deploy::LeaseToken::new("t").hash(),
+        granted_at: wall_clock(),
+        expires_at: wall_clock() + Duration::from_secs(120),
+        ttl: Duration::from_secs(120),
+        topology_generation: generation,
+    };
+    let before = bloodraven_core::deploy::DeployLeases::new();
+    let after = bloodraven_core::deploy::DeployLeases::from_parts([record], []).expect("leases");
+    store
+        .save(NAMESPACE, GROUP, &before, &after, None)
+        .await
+        .expect("store lease");
+
+    fake.set_down("iad", true);
+    let group = poll_until(&cluster, &shell, &mut memory, 100, interval, |group| {
+        valid_on(group, "pdx")
+    })
+    .await;
+    let status = group.status.clone().expect("status");
+    assert!(valid_on(&group, "pdx"), "{status:?}");
+    assert_eq!(status.topology_generation, generation + 1);
+    let last = status.last_failover.clone().expect("lastFailover");
+    assert_eq!(
+        (last.kind, last.from.as_str(), last.to.as_str()),
+        (bloodraven_api::FailoverKind::Emergency, "iad", "pdx")
+    );
+    assert_eq!(last.lost_transactions, 0);
+    assert!(
+        status.cooldown_until.is_some(),
+        "cooldown starts at the promotion"
+    );
+    let annotations = group.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        annotations.contains_key(names::ANNOTATION_COOLDOWN_UNTIL),
+        "both cooldown copies: {annotations:?}"
+    );
+
+    let demotion = |taint: &k8s_openapi::api::core::v1::Taint| {
+        taint.key == names::TAINT_DEMOTED
+            && taint.value.as_deref() == Some(GROUP)
+            && taint.effect == "NoExecute"
+    };
+    assert!(
+        taints(&cluster, "iad").await.iter().any(demotion),
+        "iad's node tainted"
+    );
+    assert!(!taints(&cluster, "pdx").await.iter().any(demotion));
+    assert!(
+        !taints(&cluster, "reader").await.iter().any(demotion),
+        "never a read-only site"
+    );
+
+    let iad_pod = pods.get(&names::pod(GROUP, "iad")).await.expect("iad pod");
+    assert_eq!(
+        iad_pod
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(names::LABEL_ROLE)
+            .map(String::as_str),
+        Some("fenced")
+    );
+    let pdx_pod = pods.get(&names::pod(GROUP, "pdx")).await.expect("pdx pod");
+    assert_eq!(
+        pdx_pod
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(names::LABEL_ROLE)
+            .map(String::as_str),
+        Some("primary")
+    );
+
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    assert!(leases
+        .get_opt("bloodraven-deploy-playground-migration")
+        .await
+        .expect("get")
+        .is_none());
+    let config_maps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let tombstones = config_maps
+        .get("bloodraven-deploy-playground-tombstones")
+        .await
+        .expect("tombstones");
+    let tombstone = tombstones
+        .data
+        .unwrap_or_default()
+        .get("migration.a1")
+        .cloned()
+        .unwrap_or_default();
+    assert!(tombstone.contains("TopologyChanged"), "{tombstone}");
+
+    let services: Api<Service> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let pdx_ip = services
+        .get("mysql-playground-pdx")
+        .await
+        .expect("pdx service")
+        .spec
+        .and_then(|spec| spec.cluster_ip)
+        .expect("cluster ip");
+    let group = poll_until(&cluster, &shell, &mut memory, 5, interval, |_| false).await;
+    let endpoints: Api<DNSEndpoint> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let record = endpoints
+        .get("bloodraven-playground")
+        .await
+        .expect("dnsendpoint");
+    assert_eq!(record.spec.endpoints[0].targets, vec![pdx_ip]);
+    assert!(shell
+        .metrics
+        .encode()
+        .contains("bloodraven_failovers_total{kind=\"emergency\"} 1"));
+    assert!(valid_on(&group, "pdx"));
 
     sidecar_server.abort();
     cluster.stop().await;
