@@ -8,23 +8,8 @@ use super::svg::{pass_rate_chart, timeline};
 use super::trend::TrendEntry;
 use crate::history::store::History;
 
-const STYLE: &str = r#"
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d232a;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 6px;border-top:1px solid #d6dbe0;padding-top:16px}
-h3{font-size:14px;margin:14px 0 4px;color:#46505a}
-table{border-collapse:collapse;margin:6px 0 10px}th,td{border:1px solid #d6dbe0;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f2f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.pass{color:#146c2e;font-weight:600}.fail{color:#b3261e;font-weight:600}
-.meta{color:#5b6670}.failure{background:#fdecea;border-left:4px solid #b3261e;padding:6px 10px;margin:6px 0}
-svg{display:block;background:#fbfcfd;border:1px solid #e1e5e9;margin:6px 0}
-svg text{font:11px system-ui,sans-serif;fill:#46505a}
-rect.fault{fill:#d93025;fill-opacity:.12}text.fault-label{fill:#b3261e}
-rect.up{fill:#34a853}rect.down{fill:#d93025}rect.partial{fill:#f9ab00}rect.idle{fill:#e8eaed}
-circle.latency{fill:#1a73e8;fill-opacity:.7}line.axis{stroke:#9aa0a6}
-line.phase{stroke:#7627bb;stroke-dasharray:3 2}text.phase-label{fill:#7627bb}
-polyline.pass-rate{fill:none;stroke:#1a73e8;stroke-width:2}circle.pass-point{fill:#1a73e8}
-.legend span{display:inline-block;margin-right:12px}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
-"#;
+/// The report stylesheet (`reports/template.css`), inlined into every page.
+const STYLE: &str = include_str!("../../../reports/template.css");
 
 fn page(title: &str, body: Markup) -> Markup {
     html! {

@@ -1,0 +1,217 @@
+//! Expectation evaluation against observations, per target (the shapes documented in
+//! `runner::evaluate`).
+
+use std::path::Path;
+
+use bloodraven_harness::runner::evaluate::{describe, evaluate};
+use bloodraven_harness::scenario::model::{Expect, Step};
+use bloodraven_harness::scenario::validate::parse_scenario;
+use serde_json::{json, Value};
+
+/// Parses one `expect` step written in scenario syntax.
+fn expect(yaml: &str) -> Expect {
+    let source =
+        format!("id: 1\ntitle: t\nseed: \"harness.md: Catalogue\"\nsteps:\n- expect: {yaml}\n");
+    let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), &source)
+        .unwrap_or_else(|errors| panic!("{errors:?}"));
+    match loaded.scenario.steps.into_iter().next() {
+        Some(Step::Expect(expect)) => *expect,
+        other => panic!("not an expect: {other:?}"),
+    }
+}
+
+fn pod(name: &str, phase: &str, labels: Value, restarts: u64) -> Value {
+    json!({"metadata": {"name": name, "labels": labels}, "status": {"phase": phase, "containerStatuses": [{"restartCount": restarts}, {"restartCount": 0}]}})
+}
+
+// seed 000: role and healthy labels on the pods behind the Services.
+#[test]
+fn pods_phase_labels_restarts_and_absence() {
+    let running = json!([pod(
+        "mysql-playground-iad-0",
+        "Running",
+        json!({"shipstream.io/role": "primary"}),
+        1
+    )]);
+    let primary = expect("{within: 1s, pods: {site: iad, phase: Running, labels: {shipstream.io/role: primary}, restarts: {$gte: 1}}}");
+    assert_eq!(evaluate(&primary, &running, None), Ok(()));
+    let fenced = expect("{within: 1s, pods: {site: iad, labels: {shipstream.io/role: fenced}}}");
+    let error = evaluate(&fenced, &running, None).expect_err("wrong role");
+    assert!(
+        error.contains("mysql-playground-iad-0 labels") && error.contains("\"fenced\""),
+        "{error}"
+    );
+    let absent = expect("{within: 1s, pods: {name: canary-plain, phase: absent}}");
+    assert_eq!(evaluate(&absent, &json!([]), None), Ok(()));
+    assert!(evaluate(&absent, &running, None).is_err());
+    assert_eq!(
+        evaluate(&primary, &json!([]), None),
+        Err("no such pod".to_owned())
+    );
+}
+
+#[test]
+fn endpoints_are_an_exact_set_of_sites() {
+    let primary = expect("{within: 1s, endpoints: {service: replicas, sites: [pdx, reader]}}");
+    assert_eq!(
+        evaluate(&primary, &json!({"sites": ["reader", "pdx"]}), None),
+        Ok(())
+    );
+    assert!(evaluate(&primary, &json!({"sites": ["pdx"]}), None).is_err());
+    let shed = expect("{within: 1s, endpoints: {service: primary, sites: []}}");
+    assert_eq!(evaluate(&shed, &json!({"sites": []}), None), Ok(()));
+    assert!(evaluate(&shed, &json!({"sites": ["iad"]}), None).is_err());
+}
+
+// seed 000 scenario 38: the DNSEndpoint target and the DNS answer are separate surfaces.
+#[test]
+fn dns_endpoint_and_dns_answer() {
+    let record = expect("{within: 1s, dns-endpoint: {target: site-of pdx, recordTTL: 10, fieldManager: bloodraven}}");
+    assert_eq!(
+        evaluate(
+            &record,
+            &json!({"site": "pdx", "recordTTL": 10, "fieldManagers": ["bloodraven"]}),
+            None
+        ),
+        Ok(())
+    );
+    assert!(evaluate(
+        &record,
+        &json!({"site": "pdx", "recordTTL": 10, "fieldManagers": ["intruder"]}),
+        None
+    )
+    .is_err());
+    assert!(evaluate(
+        &record,
+        &json!({"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}),
+        None
+    )
+    .is_err());
+    let answer = expect("{for: 1s, dns: {target: site-of iad}}");
+    assert_eq!(evaluate(&answer, &json!({"site": "iad"}), None), Ok(()));
+    assert!(evaluate(&answer, &json!({"site": null}), None).is_err());
+    assert_eq!(describe(&answer), "dns: answers site-of iad");
+}
+
+// seed 001: with the operator at zero the counter keeps climbing.
+#[test]
+fn counter_increasing_is_judged_against_the_first_poll() {
+    let climbing = expect("{for: 1s, counter: {increasing: true, readOnly: false}}");
+    let first = json!({"value": 7, "readOnly": false});
+    assert_eq!(
+        evaluate(&climbing, &first, None),
+        Ok(()),
+        "the first poll is its own baseline"
+    );
+    assert_eq!(
+        evaluate(
+            &climbing,
+            &json!({"value": 9, "readOnly": false}),
+            Some(&first)
+        ),
+        Ok(())
+    );
+    assert!(evaluate(
+        &climbing,
+        &json!({"value": 7, "readOnly": false}),
+        Some(&first)
+    )
+    .is_err());
+    assert!(evaluate(
+        &climbing,
+        &json!({"value": 9, "readOnly": true}),
+        Some(&first)
+    )
+    .is_err());
+    let write = expect("{within: 1s, counter: {write: fail}}");
+    assert_eq!(evaluate(&write, &json!({"write": "fail"}), None), Ok(()));
+    assert!(evaluate(&write, &json!({"write": "ok"}), None).is_err());
+}
+
+// seed 003: status codes and body fields.
+#[test]
+fn deploy_api_status_and_body() {
+    let held = expect(
+        "{within: 1s, deploy-api: {request: {method: POST, path: /deploy/v1/groups/playground/leases, client: {namespace: n, serviceAccount: b}}, status: 409, body: {error: held, operationId: op-a}}}",
+    );
+    assert_eq!(
+        evaluate(
+            &held,
+            &json!({"status": 409, "body": {"error": "held", "operationId": "op-a", "instance": "counter"}}),
+            None
+        ),
+        Ok(())
+    );
+    let error =
+        evaluate(&held, &json!({"status": 201, "body": {}}), None).expect_err("wrong status");
+    assert!(error.contains("expected status 409, found 201"), "{error}");
+    assert!(evaluate(
+        &held,
+        &json!({"status": 409, "body": {"error": "revoked"}}),
+        None
+    )
+    .is_err());
+}
+
+#[test]
+fn group_object_metric_event_node_connection_mysql() {
+    let group = expect("{for: 1s, group: {sites: [{name: iad, lastSeen: {$unchanged: true}}]}}");
+    let before = json!({"sites": [{"name": "iad", "lastSeen": "t1"}]});
+    assert_eq!(evaluate(&group, &before, Some(&before)), Ok(()));
+    assert!(evaluate(
+        &group,
+        &json!({"sites": [{"name": "iad", "lastSeen": "t2"}]}),
+        Some(&before)
+    )
+    .is_err());
+
+    let object = expect("{within: 1s, object: {apiVersion: v1, kind: Service, name: mysql-playground-primary, match: {spec: {publishNotReadyAddresses: {$ne: true}}}}}");
+    assert_eq!(evaluate(&object, &json!({"spec": {}}), None), Ok(()));
+    assert!(evaluate(
+        &object,
+        &json!({"spec": {"publishNotReadyAddresses": true}}),
+        None
+    )
+    .is_err());
+    let gone = expect(
+        "{within: 1s, object: {apiVersion: v1, kind: Pod, name: x, match: {$exists: false}}}",
+    );
+    assert_eq!(evaluate(&gone, &Value::Null, None), Ok(()));
+
+    let metric = expect("{within: 1s, metric: {name: bloodraven_deploy_leases_active, value: 2}}");
+    assert_eq!(evaluate(&metric, &json!({"value": 2.0}), None), Ok(()));
+    assert!(evaluate(&metric, &json!({"value": null}), None).is_err());
+
+    let event = expect("{within: 1s, event: {reason: PrimaryReasserted}}");
+    assert_eq!(evaluate(&event, &json!({"count": 1}), None), Ok(()));
+    assert!(evaluate(&event, &json!({"count": 0}), None).is_err());
+
+    let node = expect("{within: 1s, node: {site: iad, demotedTaint: true}}");
+    assert_eq!(
+        evaluate(&node, &json!({"demotedTaint": true}), None),
+        Ok(())
+    );
+    assert!(evaluate(&node, &json!({"demotedTaint": false}), None).is_err());
+
+    let source = "id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- fault: {open-connection: {name: held, service: primary}}\n- expect: {within: 1s, connection: {name: held, writeError: 1290}}\n";
+    let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), source).expect("valid");
+    let Some(Step::Expect(connection)) = loaded.scenario.steps.get(1) else {
+        panic!("expect")
+    };
+    assert_eq!(
+        evaluate(connection, &json!({"writeError": 1290}), None),
+        Ok(())
+    );
+    assert!(evaluate(connection, &json!({"writeError": null}), None).is_err());
+
+    let mysql = expect("{within: 1s, mysql: {site: pdx, readOnly: true}}");
+    assert_eq!(
+        evaluate(
+            &mysql,
+            &json!({"readOnly": true, "replicating": true}),
+            None
+        ),
+        Ok(())
+    );
+    assert!(evaluate(&mysql, &json!({"readOnly": false}), None).is_err());
+}
