@@ -179,6 +179,12 @@ impl SiteLease {
         })
     }
 
+    /// Whether mysqld must be read-only at `now` (the simulator's and the operator's view of
+    /// [`SiteLease::desired`]).
+    pub fn desired_read_only(&self, now: MonotonicMillis) -> bool {
+        self.desired(now).read_only()
+    }
+
     /// Per site, milliseconds since this sidecar last granted it a lease.
     pub fn last_granted_ago_ms(&self, now: MonotonicMillis) -> BTreeMap<String, u64> {
         self.grants.last_granted_ago_ms(now)
@@ -236,6 +242,7 @@ mod tests {
         );
         round(&mut iad, &mut [&mut pdx, &mut reader], 0);
         assert_eq!(iad.desired(MonotonicMillis(10)), WriteDecision::Writable);
+        assert!(!iad.desired_read_only(MonotonicMillis(10)));
         // Replicas never become writable: authority names another site.
         assert_eq!(
             pdx.desired(MonotonicMillis(10)),
