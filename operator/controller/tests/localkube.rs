@@ -1027,3 +1027,145 @@ async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
     sidecar_server.abort();
     cluster.stop().await;
 }
+
+/// Seed 001: `kubectl bloodraven promote playground pdx` only writes the planned-failover
+/// annotation; the operator's poll loop then runs the planned failover (Draining fences iad,
+/// Promoting, Completed) with zero lost transactions and removes the annotation.
+/// `revoke-leases` writes the revoke annotation, which the next poll consumes.
+#[tokio::test]
+async fn seed_001_plugin_promote_is_a_request_the_poll_loop_executes() {
+    let cluster = Cluster::start().await;
+    cluster.crds().await;
+    cluster.namespace(NAMESPACE).await;
+    cluster.group(None, "100ms").await;
+    let pods = site_pods(&cluster).await;
+    let (_fake, template, sidecar_server) = fake_sidecars().await;
+    let shell = shell(&cluster, &template);
+    let mut memory = None;
+    let interval = Duration::from_millis(100);
+    let group = poll_until(&cluster, &shell, &mut memory, 20, interval, |group| {
+        valid_on(group, "iad")
+            && group
+                .status
+                .as_ref()
+                .is_some_and(|status| status.sites.iter().filter(|site| site.healthy).count() == 3)
+    })
+    .await;
+    assert!(valid_on(&group, "iad"), "bootstrapped: {:?}", group.status);
+    let generation = group
+        .status
+        .as_ref()
+        .map(|s| s.topology_generation)
+        .unwrap_or(0);
+
+    let cli = |args: &[&str]| {
+        <kubectl_bloodraven::Cli as clap::Parser>::try_parse_from(
+            std::iter::once("kubectl-bloodraven").chain(args.iter().copied()),
+        )
+        .expect("flags")
+    };
+    let refused = kubectl_bloodraven::run(
+        &cli(&["-n", NAMESPACE, "promote", GROUP, "reader"]),
+        cluster.client.clone(),
+    )
+    .await;
+    assert!(refused.is_err(), "a read-only site is never promoted");
+    let said = kubectl_bloodraven::run(
+        &cli(&["-n", NAMESPACE, "promote", GROUP, "pdx"]),
+        cluster.client.clone(),
+    )
+    .await
+    .expect("promote");
+    assert!(said.contains("requested"), "{said}");
+    let group = cluster.group_object().await;
+    assert_eq!(
+        group
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .get(names::ANNOTATION_PLANNED_FAILOVER)
+            .map(String::as_str),
+        Some("pdx")
+    );
+    assert!(valid_on(&group, "iad"), "the plugin itself moved nothing");
+
+    let group = poll_until(&cluster, &shell, &mut memory, 100, interval, |group| {
+        group
+            .status
+            .as_ref()
+            .and_then(|s| s.planned_failover.as_ref())
+            .map(|p| p.phase)
+            == Some(bloodraven_api::PlannedFailoverPhase::Completed)
+            && valid_on(group, "pdx")
+    })
+    .await;
+    let status = group.status.clone().expect("status");
+    assert!(valid_on(&group, "pdx"), "{status:?}");
+    assert_eq!(status.topology_generation, generation + 1);
+    let last = status.last_failover.clone().expect("lastFailover");
+    assert_eq!(
+        (last.kind, last.lost_transactions),
+        (bloodraven_api::FailoverKind::Planned, 0)
+    );
+    let group = poll_until(&cluster, &shell, &mut memory, 10, interval, |group| {
+        !group
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .contains_key(names::ANNOTATION_PLANNED_FAILOVER)
+    })
+    .await;
+    assert!(!group
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .contains_key(names::ANNOTATION_PLANNED_FAILOVER));
+    let iad_pod = pods.get(&names::pod(GROUP, "iad")).await.expect("iad pod");
+    assert_ne!(
+        iad_pod
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(names::LABEL_ROLE)
+            .map(String::as_str),
+        Some("primary")
+    );
+
+    let text = kubectl_bloodraven::run(
+        &cli(&["-n", NAMESPACE, "status", GROUP]),
+        cluster.client.clone(),
+    )
+    .await
+    .expect("status");
+    assert!(text.contains("Active site:         pdx"), "{text}");
+
+    kubectl_bloodraven::run(
+        &cli(&["-n", NAMESPACE, "revoke-leases", GROUP]),
+        cluster.client.clone(),
+    )
+    .await
+    .expect("revoke-leases");
+    let group = poll_until(&cluster, &shell, &mut memory, 10, interval, |group| {
+        !group
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .contains_key(names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES)
+    })
+    .await;
+    assert!(
+        !group
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES),
+        "the operator consumed the revoke annotation"
+    );
+
+    sidecar_server.abort();
+    cluster.stop().await;
+}
