@@ -1111,3 +1111,93 @@ async fn endpoints_and_slices_follow_service_selectors_and_readiness() {
     assert_eq!(ep.zone.as_deref(), Some("iad"));
     tc.stop().await;
 }
+
+/// A stand-in node agent: marks new pods Running with an IP and finishes graceful deletions.
+struct FakeAgent;
+
+impl localkube::apiserver::Plugin for FakeAgent {
+    fn name(&self) -> &str {
+        "fake-agent"
+    }
+    fn runs_pods(&self) -> bool {
+        true
+    }
+    fn run(
+        &self,
+        ctx: localkube::apiserver::PluginContext,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let mut rx = ctx.cluster.store.subscribe();
+            let mut shutdown = ctx.shutdown.clone();
+            loop {
+                let ev = tokio::select! {
+                    ev = rx.recv() => match ev { Ok(ev) => ev, Err(_) => return },
+                    _ = shutdown.changed() => return,
+                };
+                if !ctx
+                    .nodes
+                    .iter()
+                    .any(|n| localkube::apiserver::kubelet::is_pod_event_for_node(&ev, n))
+                {
+                    continue;
+                }
+                let (ns, name) = (ev.namespace.clone(), ev.name.clone());
+                let uid = ev.object["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if ev.object.pointer("/metadata/deletionTimestamp").is_some() {
+                    ctx.cluster
+                        .finish_pod_deletion(&ns, &name, &uid)
+                        .expect("finish deletion");
+                } else if ev.object.pointer("/status/podIP").is_none()
+                    && ev.event_type != localkube::apiserver::store::EventType::Deleted
+                {
+                    ctx.cluster
+                        .update_pod_status(&ns, &name, |p| {
+                            p["status"]["phase"] = json!("Running");
+                            p["status"]["podIP"] = json!("10.244.1.9");
+                            true
+                        })
+                        .expect("status");
+                }
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn node_agent_plugin_runs_pods_and_finishes_graceful_deletion() {
+    let tc = start_with(|c| c.plugins = vec![std::sync::Arc::new(FakeAgent)]).await;
+    let pods: Api<Pod> = Api::namespaced(tc.client.clone(), "default");
+    let p: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "g"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .expect("pod");
+    pods.create(&PostParams::default(), &p).await.expect("pod");
+    let running = eventually(10, || {
+        let pods = pods.clone();
+        async move {
+            pods.get("g")
+                .await
+                .ok()
+                .and_then(|p| p.status)
+                .filter(|s| s.phase.as_deref() == Some("Running"))
+        }
+    })
+    .await;
+    assert!(running.is_some(), "scheduled, then run by the agent");
+    let deleted = pods
+        .delete("g", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let pending = deleted.left().expect("graceful deletion returns the pod");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    let gone = eventually(10, || {
+        let pods = pods.clone();
+        async move { pods.get("g").await.err().map(|_| ()) }
+    })
+    .await;
+    assert!(gone.is_some(), "the agent finished the deletion");
+    tc.stop().await;
+}

@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod error;
 pub mod fields;
 pub mod http;
+pub mod kubelet;
 pub mod logs;
 pub mod meta;
 pub mod ops;
