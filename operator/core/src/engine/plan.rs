@@ -181,13 +181,14 @@ pub(super) fn taint_for_transition(
 fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: &GroupMemory) {
     let primaries: Vec<&str> = actions
         .iter()
-        .filter_map(|action| match action {
-            Action::SetPodLabels {
-                site,
-                role: PodRole::Primary,
-                ..
-            } => Some(site.as_str()),
-            _ => None,
+        .filter_map(|action| {
+            let Action::SetPodLabels { site, role, .. } = action else {
+                return None;
+            };
+            match role {
+                PodRole::Primary => Some(site.as_str()),
+                PodRole::Replica | PodRole::Fenced => None,
+            }
         })
         .collect();
     assert!(
@@ -204,12 +205,14 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
     }
     let mut named: Vec<(&str, u64)> = actions
         .iter()
-        .filter_map(|action| match action {
-            Action::PushAuthority { authority, .. } => authority
+        .filter_map(|action| {
+            let Action::PushAuthority { authority, .. } = action else {
+                return None;
+            };
+            authority
                 .active_site
                 .as_deref()
-                .map(|site| (site, authority.topology_generation)),
-            _ => None,
+                .map(|site| (site, authority.topology_generation))
         })
         .collect();
     named.dedup();
@@ -232,7 +235,17 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
                 authority.active_site.is_none() && named.is_empty(),
                 "move notice mixed with an authority naming a site"
             ),
-            _ => {}
+            Action::UntaintNode { .. }
+            | Action::PushAuthority { .. }
+            | Action::Fence { .. }
+            | Action::Repoint { .. }
+            | Action::SetPodLabels { .. }
+            | Action::ApplyService(_)
+            | Action::ApplyDnsEndpoint { .. }
+            | Action::RevokeDeployLeases { .. }
+            | Action::Annotate(_)
+            | Action::Event(_)
+            | Action::Metric(_) => {}
         }
     }
 }

@@ -316,10 +316,12 @@ fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             planned.fenced_at = planned.fenced_at.or(Some(now));
         }
     }
-    let caught_up = match (&old_view.gtid, &context.view(&target).gtid) {
-        (Some(old), Some(new)) => confirmed && lost_transactions(old, new).is_empty(),
-        _ => false,
-    };
+    let caught_up = confirmed
+        && old_view
+            .gtid
+            .as_ref()
+            .zip(context.view(&target).gtid.as_ref())
+            .is_some_and(|(old, new)| lost_transactions(old, new).is_empty());
     if caught_up && context.view(&target).detached() {
         issue_promotion(context, memory, plan, &target, FailoverKind::Planned, &from);
         if let Some(planned) = memory.planned_failover.as_mut() {

@@ -140,10 +140,11 @@ pub(super) fn replica_conjuncts(
         .gtid
         .as_ref()
         .or_else(|| memory.site(active).and_then(|s| s.gtid_executed.as_ref()));
-    let converged = match (&view.gtid, active_gtid) {
-        (Some(gtid), Some(active_gtid)) => errant_transactions(gtid, active_gtid).is_empty(),
-        _ => false,
-    };
+    let converged = view
+        .gtid
+        .as_ref()
+        .zip(active_gtid)
+        .is_some_and(|(gtid, active_gtid)| errant_transactions(gtid, active_gtid).is_empty());
     let replication = view.replication.as_ref();
     let lag = replication.and_then(|r| r.seconds_behind_source);
     let limit = context
