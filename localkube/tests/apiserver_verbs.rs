@@ -1,0 +1,274 @@
+//! Verbs and subresources beyond the traps: pagination, dry run, deletecollection, orphan
+//! propagation, eviction, pod logs, list-map apply on custom resources, namespace deletion.
+
+mod apiserver_support;
+
+use apiserver_support::{eventually, reason, start};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, EvictParams, ListParams, LogParams, Patch, PatchParams,
+    PostParams,
+};
+use kube::discovery::ApiResource;
+use kube::ResourceExt;
+use serde_json::json;
+
+#[tokio::test]
+async fn list_pagination_dry_run_and_deletecollection() {
+    let tc = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(tc.client.clone(), "default");
+    for i in 0..5 {
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": format!("p{i}"), "labels": {"batch": "yes"}}}),
+        )
+        .expect("cm");
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let mut names = Vec::new();
+    let mut lp = ListParams::default().labels("batch=yes").limit(2);
+    loop {
+        let page = cms.list(&lp).await.expect("page");
+        assert!(page.items.len() <= 2);
+        names.extend(page.items.iter().map(|c| c.name_any()));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["p0", "p1", "p2", "p3", "p4"]);
+    let dry: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "dry"}})).expect("cm");
+    cms.create(
+        &PostParams {
+            dry_run: true,
+            ..Default::default()
+        },
+        &dry,
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(
+        reason(&cms.get("dry").await.expect_err("not stored")).1,
+        404
+    );
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("batch=yes"),
+    )
+    .await
+    .expect("deletecollection");
+    assert!(cms
+        .list(&ListParams::default().labels("batch=yes"))
+        .await
+        .expect("list")
+        .items
+        .is_empty());
+    tc.stop().await;
+}
+
+#[tokio::test]
+async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
+    let tc = start().await;
+    let rs: Api<ReplicaSet> = Api::namespaced(tc.client.clone(), "default");
+    let r: ReplicaSet = serde_json::from_value(json!({"metadata": {"name": "o"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "o"}},
+        "template": {"metadata": {"labels": {"app": "o"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})).expect("rs");
+    rs.create(&PostParams::default(), &r).await.expect("create");
+    let pods: Api<Pod> = Api::namespaced(tc.client.clone(), "default");
+    let pod = eventually(10, || {
+        let pods = pods.clone();
+        async move {
+            pods.list(&ListParams::default().labels("app=o"))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .next()
+        }
+    })
+    .await
+    .expect("pod created by the ReplicaSet");
+    rs.delete("o", &DeleteParams::orphan())
+        .await
+        .expect("orphan delete");
+    let gone = eventually(10, || {
+        let rs = rs.clone();
+        async move { rs.get("o").await.err().map(|_| ()) }
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the owner goes once its dependents are orphaned"
+    );
+    let kept = pods.get(&pod.name_any()).await.expect("the pod is kept");
+    assert!(kept.owner_references().is_empty(), "and no longer owned");
+    tc.stop().await;
+}
+
+#[tokio::test]
+async fn eviction_and_pod_logs() {
+    let tc = start().await;
+    let pods: Api<Pod> = Api::namespaced(tc.client.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "l"}, "spec": {"nodeName": "iad", "containers": [{"name": "c", "image": "i"}]}})).expect("pod");
+    pods.create(&PostParams::default(), &p).await.expect("pod");
+    let path = localkube::apiserver::log_path(tc.dir.path(), "default", "l", "c", false);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&path, "one\ntwo\nthree\n").expect("write log");
+    let all = pods.logs("l", &LogParams::default()).await.expect("logs");
+    assert_eq!(all, "one\ntwo\nthree\n");
+    let tail = pods
+        .logs(
+            "l",
+            &LogParams {
+                tail_lines: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("tail");
+    assert_eq!(tail, "three\n");
+    let e = pods
+        .logs(
+            "l",
+            &LogParams {
+                container: Some("nope".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("bad container");
+    assert_eq!(reason(&e).0, "BadRequest");
+    pods.evict("l", &EvictParams::default())
+        .await
+        .expect("evict");
+    assert_eq!(reason(&pods.get("l").await.expect_err("evicted")).1, 404);
+    tc.stop().await;
+}
+
+#[tokio::test]
+async fn custom_resource_apply_merges_map_lists_by_key_and_status_is_separate() {
+    let tc = start().await;
+    let crds: Api<DynamicObject> = Api::all_with(
+        tc.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+            ),
+            "customresourcedefinitions",
+        ),
+    );
+    let crd: DynamicObject = serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "fleets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"kind": "Fleet", "plural": "fleets", "singular": "fleet"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"ships": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                        "items": {"type": "object", "properties": {"name": {"type": "string"}, "size": {"type": "integer"}}}}}},
+                    "status": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}}}]}})).expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("crd");
+    let ar = ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("example.com", "v1", "Fleet"),
+        "fleets",
+    );
+    let fleets: Api<DynamicObject> = Api::namespaced_with(tc.client.clone(), "default", &ar);
+    let a = json!({"apiVersion": "example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}, "spec": {"ships": [{"name": "a", "size": 1}]}});
+    fleets
+        .patch("f", &PatchParams::apply("alice"), &Patch::Apply(&a))
+        .await
+        .expect("alice");
+    let b = json!({"apiVersion": "example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}, "spec": {"ships": [{"name": "b", "size": 2}]}});
+    let got = fleets
+        .patch("f", &PatchParams::apply("bob"), &Patch::Apply(&b))
+        .await
+        .expect("bob");
+    let ships = got.data["spec"]["ships"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        ships.len(),
+        2,
+        "map list items from two managers are merged by key: {ships:?}"
+    );
+    let st = json!({"apiVersion": "example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}, "status": {"ok": true}, "spec": {"ships": []}});
+    let got = fleets
+        .patch_status(
+            "f",
+            &PatchParams::apply("status-writer"),
+            &Patch::Apply(&st),
+        )
+        .await
+        .expect("status apply");
+    assert_eq!(got.data["status"]["ok"], json!(true));
+    assert_eq!(
+        got.data["spec"]["ships"].as_array().map(Vec::len),
+        Some(2),
+        "status writes ignore spec"
+    );
+    let e = fleets
+        .patch(
+            "f",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {}})),
+        )
+        .await
+        .expect_err("no strategic merge for custom resources");
+    assert_eq!(reason(&e).0, "UnsupportedMediaType");
+    tc.stop().await;
+}
+
+#[tokio::test]
+async fn namespace_deletion_removes_its_contents_then_itself() {
+    let tc = start().await;
+    let nss: Api<Namespace> = Api::all(tc.client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "gone"}})).expect("ns"),
+    )
+    .await
+    .expect("ns");
+    let cms: Api<ConfigMap> = Api::namespaced(tc.client.clone(), "gone");
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "c", "finalizers": ["example.com/x"]}}),
+        )
+        .expect("cm"),
+    )
+    .await
+    .expect("cm");
+    nss.delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete ns");
+    let terminating = nss.get("gone").await.expect("still there");
+    assert_eq!(
+        terminating.status.and_then(|s| s.phase).as_deref(),
+        Some("Terminating")
+    );
+    let e = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "new"}})).expect("cm"),
+        )
+        .await
+        .expect_err("terminating");
+    assert_eq!(reason(&e).0, "Forbidden");
+    cms.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release finalizer");
+    let gone = eventually(10, || {
+        let nss = nss.clone();
+        async move { nss.get("gone").await.err().map(|_| ()) }
+    })
+    .await;
+    assert!(gone.is_some(), "the namespace is removed once empty");
+    tc.stop().await;
+}
