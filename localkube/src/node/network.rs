@@ -171,6 +171,11 @@ impl ClusterNetwork {
         ip(&["link", "set", &host, "up"])?;
         ip(&["-n", ns, "link", "set", "lo", "up"])?;
         ip(&["-n", ns, "link", "set", &peer, "name", "eth0"])?;
+        // The MAC derives from the IP (0a:58 + the IP, as kubenet does), so a reused pod IP
+        // keeps its MAC and no neighbour cache (root namespace or other pods) goes stale.
+        let o = sandbox.ip.octets();
+        let mac = format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3]);
+        ip(&["-n", ns, "link", "set", "eth0", "address", &mac])?;
         ip(&[
             "-n",
             ns,
