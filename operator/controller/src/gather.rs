@@ -86,6 +86,15 @@ pub fn dns_reading(result: Result<Option<DNSEndpoint>, kube::Error>) -> DnsReadi
     }
 }
 
+/// What one poll read.
+#[derive(Clone, Debug)]
+pub struct Gathered {
+    /// The observation for `decide`.
+    pub observation: Observation,
+    /// Unexpired deploy leases of the group (`None`: their state was unreadable).
+    pub deploy_leases_active: Option<usize>,
+}
+
 /// Reads one poll's observation of `group`.
 pub async fn gather(
     client: &Client,
@@ -94,7 +103,7 @@ pub async fn gather(
     group: &MysqlFailoverGroup,
     memory: &GroupMemory,
     now_of: impl Fn() -> Timestamp,
-) -> Observation {
+) -> Gathered {
     let namespace = group.metadata.namespace.clone().unwrap_or_default();
     let name = group.metadata.name.clone().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -132,8 +141,12 @@ pub async fn gather(
     let dns_api: Api<DNSEndpoint> = Api::namespaced(client.clone(), &namespace);
     let dns = dns_reading(dns_api.get_opt(&names::dns_endpoint(&name)).await);
 
+    let mut deploy_leases_active = None;
     let deploy_hold = match store.load(&namespace, &name).await {
-        Ok(leases) => leases.live_hold(now_of()),
+        Ok(leases) => {
+            deploy_leases_active = Some(leases.active_count(now_of()));
+            leases.live_hold(now_of())
+        }
         Err(error) => {
             tracing::warn!(group = %name, namespace = %namespace, %error, "deploy lease state unreadable; deferring planned disruption this poll");
             Some(HoldInfo {
@@ -144,13 +157,16 @@ pub async fn gather(
         }
     };
 
-    Observation {
-        group: name,
-        namespace,
-        sites,
-        annotations: annotations_of(group),
-        deploy_hold,
-        dns,
+    Gathered {
+        observation: Observation {
+            group: name,
+            namespace,
+            sites,
+            annotations: annotations_of(group),
+            deploy_hold,
+            dns,
+        },
+        deploy_leases_active,
     }
 }
 

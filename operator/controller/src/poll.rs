@@ -8,6 +8,8 @@ use std::time::Duration;
 use bloodraven_api::{MysqlFailoverGroup, Timestamp};
 use bloodraven_core::{decide, GroupMemory};
 use kube::api::ListParams;
+use std::sync::Arc;
+
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -43,8 +45,8 @@ pub struct Shell {
     pub sidecars: SidecarClient,
     /// Deploy lease storage (shares its lock with the deploy API).
     pub store: LeaseStore,
-    /// Event reporter identity.
-    pub reporter: Reporter,
+    /// Event recorder (kept across polls so repeated Events form a series).
+    pub recorder: Arc<Recorder>,
     /// Metrics.
     pub metrics: Metrics,
     /// Leadership.
@@ -52,6 +54,11 @@ pub struct Shell {
 }
 
 impl Shell {
+    /// The recorder of Events raised by `reporter` through `client`.
+    pub fn recorder(client: &Client, reporter: Reporter) -> Arc<Recorder> {
+        Arc::new(Recorder::new(client.clone(), reporter))
+    }
+
     /// One poll of `group`, starting from `memory` (loaded from status when `None`). Returns
     /// the memory to carry to the next poll.
     pub async fn poll(
@@ -71,7 +78,7 @@ impl Shell {
                 wall_clock(),
             )
         });
-        let observation = gather(
+        let gathered = gather(
             &self.client,
             &self.sidecars,
             &self.store,
@@ -80,18 +87,23 @@ impl Shell {
             wall_clock,
         )
         .await;
+        let observation = gathered.observation;
+        if let Some(active) = gathered.deploy_leases_active {
+            let namespace = group.metadata.namespace.as_deref().unwrap_or_default();
+            self.metrics
+                .set_deploy_leases_active(&format!("{namespace}/{name}"), active);
+        }
         let now = wall_clock();
         let decision = decide(&group.spec, &memory, &observation, now);
         if !self.leader.is_leader() {
             tracing::info!(group = %name, "lost leadership during the poll; nothing executed");
             return memory;
         }
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
         let executor = Executor {
             client: &self.client,
             sidecars: &self.sidecars,
             store: &self.store,
-            recorder: &recorder,
+            recorder: &self.recorder,
             metrics: &self.metrics,
             group,
         };

@@ -106,7 +106,7 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
         client: client.clone(),
         sidecars: SidecarClient::new(SidecarAddressing::new(args.sidecar_url_template.clone()))?,
         store: store.clone(),
-        reporter: reporter.clone(),
+        recorder: Shell::recorder(&client, reporter.clone()),
         metrics: metrics.clone(),
         leader: leader.clone(),
     };

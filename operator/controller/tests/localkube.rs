@@ -683,10 +683,13 @@ fn shell(cluster: &Cluster, template: &str) -> Shell {
         client: cluster.client.clone(),
         sidecars: SidecarClient::new(SidecarAddressing::new(template)).expect("sidecars"),
         store: LeaseStore::new(cluster.client.clone()),
-        reporter: Reporter {
-            controller: "bloodraven".into(),
-            instance: Some("test".into()),
-        },
+        recorder: Shell::recorder(
+            &cluster.client,
+            Reporter {
+                controller: "bloodraven".into(),
+                instance: Some("test".into()),
+            },
+        ),
         metrics: Metrics::new(),
         leader: LeaderFlag::new(true),
     }
