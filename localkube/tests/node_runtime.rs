@@ -487,3 +487,43 @@ async fn startup_readiness_and_liveness_probes() {
         .unwrap();
     runtime.shutdown(Duration::from_secs(1)).await;
 }
+
+// localkube.md: `up` after a crash on the same state dir first removes the leftovers (their
+// names and addresses would collide), then runs as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_after_crash_cleans_leftovers_first() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("reup");
+    let old_pid;
+    {
+        let runtime = PodRuntime::new(guard.config()).unwrap();
+        runtime.register_node("iad").unwrap();
+        runtime
+            .start_pod(pod("a", "iad", vec![shell("main", "exec sleep 300")]))
+            .await
+            .unwrap();
+        runtime
+            .wait_for("default/a", Duration::from_secs(10), running)
+            .await
+            .unwrap();
+        old_pid = runtime.container_pid("default/a", "main").unwrap();
+    }
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    assert!(
+        !localkube::node::state::process_alive(old_pid, 0),
+        "the crashed run's container was killed"
+    );
+    runtime.register_node("iad").unwrap();
+    let ip = runtime
+        .start_pod(pod("a", "iad", vec![shell("main", "exec sleep 300")]))
+        .await
+        .unwrap();
+    assert_eq!(ip.octets()[3], 2, "the first pod IP is free again");
+    runtime
+        .wait_for("default/a", Duration::from_secs(10), running)
+        .await
+        .unwrap();
+    runtime.shutdown(Duration::from_secs(1)).await;
+}

@@ -63,6 +63,9 @@ pub struct ExecSpec {
     pub env: Vec<(String, String)>,
     /// Start a new session (process group) first.
     pub new_session: bool,
+    /// Delete the spec file once read (one-off execs).
+    #[serde(default)]
+    pub remove_after_read: bool,
 }
 
 /// Entry point of `localkube-pod-exec SPEC.json`: returns only on failure (the message goes
@@ -70,6 +73,9 @@ pub struct ExecSpec {
 pub fn helper_main(spec_path: &Path) -> Result<std::convert::Infallible> {
     let text = fs::read(spec_path).map_err(Error::io("read exec spec", spec_path))?;
     let spec: ExecSpec = serde_json::from_slice(&text)?;
+    if spec.remove_after_read {
+        fs::remove_file(spec_path).map_err(Error::io("remove exec spec", spec_path))?;
+    }
     run(&spec)
 }
 

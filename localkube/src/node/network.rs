@@ -62,6 +62,12 @@ impl ClusterNetwork {
         std::fs::create_dir_all(state_dir).map_err(Error::io("create state dir", state_dir))?;
         let state_dir =
             std::fs::canonicalize(state_dir).map_err(Error::io("resolve state dir", state_dir))?;
+        if !super::state::read_records(&state_dir)?.is_empty() {
+            // Leftovers of a run that was not brought down (crash, SIGKILL): remove them
+            // first, or the new sandbox names and addresses would collide with them.
+            tracing::warn!(state_dir = %state_dir.display(), "state dir has leftovers of an earlier run; cleaning up first");
+            super::state::cleanup(&state_dir)?;
+        }
         let state = Arc::new(StateFile::open(&state_dir)?);
         state.record(&Resource::ClusterSlot {
             registry: PathBuf::from(SLOT_REGISTRY_DIR),

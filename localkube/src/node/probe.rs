@@ -114,6 +114,7 @@ async fn exec_probe(command: &[String], target: &ProbeTarget<'_>) -> bool {
         argv: command.to_vec(),
         env: target.env.to_vec(),
         new_session: true,
+        remove_after_read: false,
     };
     let Ok(json) = serde_json::to_vec(&spec) else {
         return false;

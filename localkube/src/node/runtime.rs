@@ -378,15 +378,15 @@ impl PodRuntime {
         Ok(pid)
     }
 
-    /// Runs `argv` in a running container's namespaces and root (as `kubectl exec`),
-    /// with the container's environment, and collects its output; killed after `timeout`.
-    pub async fn exec_in_container(
+    /// A command that runs `argv` in a running container's namespaces and root with the
+    /// container's environment (as `kubectl exec`); the caller chooses its stdio and spawns
+    /// it (e.g. piped for an exec stream). Nothing is left behind once it has started.
+    pub fn exec_command(
         &self,
         key: &str,
         container: &str,
         argv: &[String],
-        timeout: Duration,
-    ) -> Result<ExecOutput> {
+    ) -> Result<tokio::process::Command> {
         let pid = self.container_pid(key, container)?;
         let pod = lock(&self.inner.pods)
             .get(key)
@@ -420,32 +420,41 @@ impl PodRuntime {
             argv: argv.to_vec(),
             env: container_env(&pod, &spec, &image_env),
             new_session: true,
+            remove_after_read: true,
         };
         let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec)
             .join("containers")
             .join(container);
         std::fs::create_dir_all(&dir).map_err(Error::io("create exec dir", &dir))?;
-        let spec_path = dir.join(format!(
-            "exec-{}.json",
-            EXEC_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
+        let sequence = EXEC_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let spec_path = dir.join(format!("exec-{sequence}.json"));
         std::fs::write(&spec_path, serde_json::to_vec(&exec)?)
             .map_err(Error::io("write exec spec", &spec_path))?;
-        let child = tokio::process::Command::new(&self.inner.config.pod_exec)
-            .arg(&spec_path)
+        let mut command = tokio::process::Command::new(&self.inner.config.pod_exec);
+        command.arg(&spec_path).env_clear().kill_on_drop(true);
+        Ok(command)
+    }
+
+    /// Runs `argv` in a running container (see [`PodRuntime::exec_command`]) without stdin
+    /// and collects its output; killed after `timeout`.
+    pub async fn exec_in_container(
+        &self,
+        key: &str,
+        container: &str,
+        argv: &[String],
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
+        let mut command = self.exec_command(key, container, argv)?;
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .env_clear()
-            .kill_on_drop(true)
             .spawn()
             .map_err(Error::io(
                 "spawn localkube-pod-exec",
                 &self.inner.config.pod_exec,
             ))?;
-        let output = tokio::time::timeout(timeout, child.wait_with_output()).await;
-        let _ = std::fs::remove_file(&spec_path);
-        match output {
+        match tokio::time::timeout(timeout, child.wait_with_output()).await {
             Ok(Ok(output)) => Ok(ExecOutput {
                 exit_code: output
                     .status
@@ -1123,6 +1132,7 @@ fn spawn_instance(
         argv,
         env,
         new_session: true,
+        remove_after_read: false,
     };
     let spec_path = staging.join("exec.json");
     std::fs::write(&spec_path, serde_json::to_vec(&spec)?)
