@@ -79,6 +79,8 @@ pub fn init_tracing() {
 
 /// Runs the operator until SIGTERM or SIGINT.
 pub async fn run(args: OperatorArgs) -> Result<()> {
+    // One crypto provider for every TLS user in the process (kube, reqwest, the listener).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = Client::try_default()
         .await
         .map_err(|error| Error::ClientConfig(error.to_string()))?;
