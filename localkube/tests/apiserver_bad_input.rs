@@ -9,7 +9,15 @@ use kube::Client;
 use std::time::Duration;
 
 /// (what, method, uri, content type, body, expected code, expected reason)
-type Case = (&'static str, Method, String, &'static str, Vec<u8>, u16, &'static str);
+type Case = (
+    &'static str,
+    Method,
+    String,
+    &'static str,
+    Vec<u8>,
+    u16,
+    &'static str,
+);
 
 async fn send(
     client: &Client,
@@ -83,6 +91,25 @@ async fn malformed_requests_get_status_errors() {
             "application/json",
             br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"dataa":{}}"#
                 .to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "mistyped built-in field",
+            Method::POST,
+            "/api/v1/namespaces/default/services".into(),
+            "application/json",
+            br#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":"oops"}"#
+                .to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "merge patch mistyping a built-in field",
+            Method::PATCH,
+            format!("{cms}/kube-root-ca.crt"),
+            "application/merge-patch+json",
+            br#"{"data":{"ca.crt":7}}"#.to_vec(),
             400,
             "BadRequest",
         ),

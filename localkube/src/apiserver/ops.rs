@@ -341,6 +341,9 @@ impl Cluster {
             self.validate_strict(r, &obj)?;
         }
         self.prepare_create(r, ns, &mut obj)?;
+        if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
+        }
         let w = Writer {
             manager: &o.manager,
             api_version: &r.api_version(),
@@ -595,6 +598,9 @@ impl Cluster {
         };
         if applied.is_none() {
             apply::track_update(Some(old), &mut new, &schema, &w);
+        }
+        if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &new, false)?;
         }
         if without_managed_time(old) == without_managed_time(&new) {
             let mut same = old.clone();

@@ -32,11 +32,14 @@ fn diff(given: &Value, known: &Value, prefix: &str, out: &mut Vec<String>) {
     }
 }
 
-fn check<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<(), ApiError> {
+fn check<T: DeserializeOwned + Serialize>(obj: &Value, strict: bool) -> Result<(), ApiError> {
     let typed: T = serde_json::from_value(obj.clone())
         .map_err(|e| ApiError::bad_request(format!("failed to decode the object: {e}")))?;
     let back = serde_json::to_value(typed)
         .map_err(|e| ApiError::internal(format!("failed to encode the object: {e}")))?;
+    if !strict {
+        return Ok(());
+    }
     let mut unknown = Vec::new();
     diff(obj, &back, "", &mut unknown);
     if unknown.is_empty() {
@@ -54,34 +57,40 @@ fn check<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<(), ApiError> {
 
 /// Rejects unknown fields and mistyped values of a built-in kind (kinds not listed pass).
 pub fn strict_builtin(group: &str, kind: &str, obj: &Value) -> Result<(), ApiError> {
+    decode_builtin(group, kind, obj, true)
+}
+
+/// Rejects values of the wrong type for a built-in kind, as the real decoder always does;
+/// with `strict`, also unknown fields.
+pub fn decode_builtin(group: &str, kind: &str, obj: &Value, strict: bool) -> Result<(), ApiError> {
     use k8s_openapi::api::{
         apps::v1 as apps, coordination::v1 as coord, core::v1 as core, discovery::v1 as disc,
         rbac::v1 as rbac,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
     match (group, kind) {
-        ("", "Pod") => check::<core::Pod>(obj),
-        ("", "Service") => check::<core::Service>(obj),
-        ("", "ConfigMap") => check::<core::ConfigMap>(obj),
-        ("", "Secret") => check::<core::Secret>(obj),
-        ("", "Namespace") => check::<core::Namespace>(obj),
-        ("", "ServiceAccount") => check::<core::ServiceAccount>(obj),
-        ("", "Node") => check::<core::Node>(obj),
-        ("", "Endpoints") => check::<core::Endpoints>(obj),
-        ("", "PersistentVolumeClaim") => check::<core::PersistentVolumeClaim>(obj),
-        ("apps", "Deployment") => check::<apps::Deployment>(obj),
-        ("apps", "StatefulSet") => check::<apps::StatefulSet>(obj),
-        ("apps", "ReplicaSet") => check::<apps::ReplicaSet>(obj),
-        ("coordination.k8s.io", "Lease") => check::<coord::Lease>(obj),
-        ("discovery.k8s.io", "EndpointSlice") => check::<disc::EndpointSlice>(obj),
-        ("rbac.authorization.k8s.io", "Role") => check::<rbac::Role>(obj),
-        ("rbac.authorization.k8s.io", "RoleBinding") => check::<rbac::RoleBinding>(obj),
-        ("rbac.authorization.k8s.io", "ClusterRole") => check::<rbac::ClusterRole>(obj),
+        ("", "Pod") => check::<core::Pod>(obj, strict),
+        ("", "Service") => check::<core::Service>(obj, strict),
+        ("", "ConfigMap") => check::<core::ConfigMap>(obj, strict),
+        ("", "Secret") => check::<core::Secret>(obj, strict),
+        ("", "Namespace") => check::<core::Namespace>(obj, strict),
+        ("", "ServiceAccount") => check::<core::ServiceAccount>(obj, strict),
+        ("", "Node") => check::<core::Node>(obj, strict),
+        ("", "Endpoints") => check::<core::Endpoints>(obj, strict),
+        ("", "PersistentVolumeClaim") => check::<core::PersistentVolumeClaim>(obj, strict),
+        ("apps", "Deployment") => check::<apps::Deployment>(obj, strict),
+        ("apps", "StatefulSet") => check::<apps::StatefulSet>(obj, strict),
+        ("apps", "ReplicaSet") => check::<apps::ReplicaSet>(obj, strict),
+        ("coordination.k8s.io", "Lease") => check::<coord::Lease>(obj, strict),
+        ("discovery.k8s.io", "EndpointSlice") => check::<disc::EndpointSlice>(obj, strict),
+        ("rbac.authorization.k8s.io", "Role") => check::<rbac::Role>(obj, strict),
+        ("rbac.authorization.k8s.io", "RoleBinding") => check::<rbac::RoleBinding>(obj, strict),
+        ("rbac.authorization.k8s.io", "ClusterRole") => check::<rbac::ClusterRole>(obj, strict),
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
-            check::<rbac::ClusterRoleBinding>(obj)
+            check::<rbac::ClusterRoleBinding>(obj, strict)
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            check::<ext::CustomResourceDefinition>(obj)
+            check::<ext::CustomResourceDefinition>(obj, strict)
         }
         _ => Ok(()),
     }

@@ -53,7 +53,13 @@ pub async fn run(cluster: Arc<Cluster>, mut shutdown: watch::Receiver<bool>) {
         }
         let now = Utc::now();
         for c in controllers.iter_mut() {
-            c.reconcile(&cluster, now);
+            // A bug in one controller must not stop the others: log and go on.
+            let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                c.reconcile(&cluster, now)
+            }));
+            if pass.is_err() {
+                tracing::error!(controller = c.name(), "controller pass panicked");
+            }
         }
         // Yield so request handling is never starved by a long pass.
         tokio::task::yield_now().await;
