@@ -69,9 +69,10 @@ pub trait Cluster: Send + Sync {
     fn start_workload(&self, recorder: Arc<Recorder>) -> Result<Box<dyn Workload>>;
     /// Server-side applies a fixture or an inline object.
     fn apply(&self, apply: &Apply) -> Result<()>;
-    /// Injects a fault or performs an outside action.
+    /// Injects a fault or performs an outside action, recording a `fault` start event
+    /// (invoke, then ok/fail/info) named by [`Fault::kind`].
     fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()>;
-    /// Heals faults.
+    /// Heals faults, recording one `fault` end event per healed fault (or one named `all`).
     fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()>;
     /// Reads the current state of an expectation's target, in the shape
     /// [`crate::runner::evaluate::evaluate`] documents. Deploy API requests are sent here
@@ -89,15 +90,19 @@ pub trait Cluster: Send + Sync {
 /// The sentence a trial fails with when no backend can provide a cluster.
 pub fn unavailable_sentence(kind: ClusterKind) -> String {
     format!(
-        "no cluster is available: the `{}` backend is not built into bloodraven-harness yet, so this scenario cannot run (listing with --list needs no cluster).",
-        kind.name()
+        "failed to {}.",
+        Error::BackendUnavailable {
+            kind: kind.name().to_owned()
+        }
     )
 }
 
-/// The backend for `kind`. No backend is built in yet: this returns the sentence every
-/// trial fails with.
+/// The backend for `kind`. No backend is built in yet, so this is always
+/// [`Error::BackendUnavailable`]; every trial then fails with [`unavailable_sentence`].
 pub fn select_backend(kind: ClusterKind) -> Result<Box<dyn Backend>> {
-    Err(Error::BackendUnavailable(unavailable_sentence(kind)))
+    Err(Error::BackendUnavailable {
+        kind: kind.name().to_owned(),
+    })
 }
 
 /// The default `--cluster`: kind where Docker is present, localkube otherwise (harness.md).

@@ -79,8 +79,11 @@ pub enum Error {
     #[error("render junit.xml: {0}")]
     Junit(#[from] quick_junit::SerializeError),
     /// No backend can provide a cluster.
-    #[error("{0}")]
-    BackendUnavailable(String),
+    #[error("find a cluster: the `{kind}` backend is not built into bloodraven-harness yet, so no scenario can run (--list needs no cluster)")]
+    BackendUnavailable {
+        /// The `--cluster` value.
+        kind: String,
+    },
 }
 
 fn render_list(errors: &[ScenarioError]) -> String {

@@ -309,7 +309,7 @@ fn trials_without_a_backend_fail_and_write_no_report() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sentence = bloodraven_harness::backend::unavailable_sentence(ClusterKind::Localkube);
     assert!(
-        sentence.starts_with("no cluster is available")
+        sentence.starts_with("failed to find a cluster: the `localkube` backend is not built")
             && sentence.ends_with('.')
             && sentence.matches(". ").count() == 0
     );

@@ -29,9 +29,14 @@ impl Recorder {
         }
     }
 
+    /// Monotonic nanoseconds since the recorder started (the history's time axis).
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Records an event of `process` now.
     pub fn record(&self, process: &str, kind: EventType, op: Op) {
-        let mono_ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let mono_ns = self.now_ns();
         let event = Event {
             process: process.to_owned(),
             kind,

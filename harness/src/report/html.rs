@@ -4,7 +4,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::results::{RunResults, ScenarioResult};
-use super::svg::{pass_rate_chart, timeline};
+use super::svg::{pass_rate_chart, sparkline, timeline};
 use super::trend::TrendEntry;
 use crate::history::store::History;
 
@@ -221,11 +221,14 @@ pub fn render_trends(entries: &[TrendEntry]) -> String {
         }
         h2 { "Per scenario: result, RTO and lost writes per run (newest last)" }
         table {
-            thead { tr { th { "scenario" } @for entry in entries { th { (entry.run_id) } } } }
+            thead { tr { th { "scenario" } th { "RTO (ms)" } th { "lost writes" } @for entry in entries { th { (entry.run_id) } } } }
             tbody {
                 @for (id, trial) in &trials {
+                    @let runs: Vec<Option<&super::trend::TrendScenario>> = entries.iter().map(|entry| entry.scenarios.iter().find(|scenario| scenario.id == *id)).collect();
                     tr {
                         td { (trial) }
+                        td { (sparkline(&runs.iter().map(|run| run.and_then(|scenario| scenario.rto_ms)).collect::<Vec<_>>(), "RTO ms per run")) }
+                        td { (sparkline(&runs.iter().map(|run| run.map(|scenario| scenario.lost)).collect::<Vec<_>>(), "lost writes per run")) }
                         @for entry in entries {
                             @match entry.scenarios.iter().find(|scenario| scenario.id == *id) {
                                 Some(scenario) => td class=(verdict_class(scenario.passed)) {

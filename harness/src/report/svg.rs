@@ -228,3 +228,33 @@ pub fn pass_rate_chart(entries: &[TrendEntry]) -> Markup {
         }
     }
 }
+
+/// A small line of values across runs (missing values leave a gap), for the trends table.
+pub fn sparkline(values: &[Option<u64>], label: &str) -> Markup {
+    let (width, height) = (140.0, 28.0);
+    let max = values.iter().flatten().copied().max().unwrap_or(0).max(1);
+    let count = u64::try_from(values.len().max(2) - 1).unwrap_or(1);
+    let points: Vec<(f64, f64)> = values
+        .iter()
+        .enumerate()
+        .filter_map(|(index, value)| {
+            let value = (*value)?;
+            let x = 4.0 + ratio(u64::try_from(index).unwrap_or(0), count) * (width - 8.0);
+            let y = height - 4.0 - ratio(value, max) * (height - 8.0);
+            Some((x, y))
+        })
+        .collect();
+    let path: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect();
+    html! {
+        svg class="spark" xmlns="http://www.w3.org/2000/svg" width=(width) height=(height) viewBox={"0 0 " (width) " " (height)} role="img" {
+            title { (label) ", max " (max) }
+            polyline class="pass-rate" points=(path.join(" ")) {}
+            @for (x, y) in &points {
+                circle class="pass-point" cx=(fmt1(*x)) cy=(fmt1(*y)) r="2" {}
+            }
+        }
+    }
+}

@@ -273,35 +273,37 @@ pub fn run_expect(
     }
 }
 
-/// Polls the liveness condition; the duration is measured from the last fault end.
+/// Polls the liveness condition. The duration is measured from the last fault end (or from
+/// the start of polling when no fault ended).
 fn wait_converged(
     cluster: &dyn Cluster,
     recorder: &Recorder,
     pacing: Pacing,
 ) -> Result<Duration, String> {
     let start = Instant::now();
-    let since_heal = || {
-        let history = recorder.snapshot();
-        let healed_ns = history
-            .events
-            .iter()
-            .rev()
-            .find(|event| {
-                matches!(
-                    event.op,
-                    Op::Fault {
-                        phase: FaultPhase::End,
-                        ..
-                    }
-                )
-            })
-            .map(|event| event.mono_ns);
-        let now_ns = history.end_ns().max(healed_ns.unwrap_or(0));
-        Duration::from_nanos(now_ns.saturating_sub(healed_ns.unwrap_or(now_ns)))
-    };
+    let start_ns = recorder.now_ns();
+    let healed_ns = recorder
+        .snapshot()
+        .events
+        .iter()
+        .rev()
+        .find(|event| {
+            matches!(
+                event.op,
+                Op::Fault {
+                    phase: FaultPhase::End,
+                    ..
+                }
+            )
+        })
+        .map_or(start_ns, |event| event.mono_ns);
     loop {
         match cluster.converged() {
-            Ok(None) => return Ok(since_heal().max(start.elapsed())),
+            Ok(None) => {
+                return Ok(Duration::from_nanos(
+                    recorder.now_ns().saturating_sub(healed_ns),
+                ))
+            }
             Ok(Some(reason)) if start.elapsed() >= pacing.liveness_bound => return Err(reason),
             Err(error) if start.elapsed() >= pacing.liveness_bound => return Err(error.to_string()),
             Ok(Some(_)) | Err(_) => std::thread::sleep(pacing.poll_interval),
