@@ -527,3 +527,82 @@ async fn up_after_crash_cleans_leftovers_first() {
         .unwrap();
     runtime.shutdown(Duration::from_secs(1)).await;
 }
+
+// localkube.md Node agent: init containers run in order, each to success, before the
+// containers (sharing the pod's volumes); a failed init container with restartPolicy Never
+// fails the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_containers_run_first_and_can_fail_the_pod() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("init");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    let mount = VolumeMount {
+        name: "work".into(),
+        mount_path: "/work-dir".into(),
+        ..VolumeMount::default()
+    };
+    let with_mount = |mut c: ContainerSpec| {
+        c.volume_mounts = vec![mount.clone()];
+        c
+    };
+    let mut spec = pod(
+        "inited",
+        "iad",
+        vec![with_mount(shell(
+            "main",
+            "cat /work-dir/order; exec sleep 300",
+        ))],
+    );
+    spec.volumes = vec![VolumeSpec {
+        name: "work".into(),
+        source: VolumeSource::EmptyDir,
+    }];
+    spec.init_containers = vec![
+        with_mount(shell("first", "echo first >> /work-dir/order")),
+        with_mount(shell("second", "echo second >> /work-dir/order")),
+    ];
+    runtime.start_pod(spec.clone()).await.unwrap();
+    let status = runtime
+        .wait_for("default/inited", Duration::from_secs(10), |s| s.ready)
+        .await
+        .unwrap();
+    assert_eq!(status.phase, PodPhase::Running);
+    assert!(status
+        .init_container_statuses
+        .iter()
+        .all(|c| matches!(c.state, ContainerState::Terminated { exit_code: 0, .. })));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let log_path = status.container_statuses[0].log_path.clone();
+    while std::fs::read_to_string(&log_path).unwrap_or_default() != "first\nsecond\n" {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            std::fs::read_to_string(&log_path)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let mut failing = spec;
+    failing.name = "init-fails".into();
+    failing.uid = "uid-init-fails".into();
+    failing.restart_policy = RestartPolicy::Never;
+    failing.init_containers[1] = with_mount(shell("second", "exit 4"));
+    runtime.start_pod(failing).await.unwrap();
+    let status = runtime
+        .wait_for("default/init-fails", Duration::from_secs(10), |s| {
+            s.phase == PodPhase::Failed
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            status.container_statuses[0].state,
+            ContainerState::Waiting { .. }
+        ),
+        "main never ran"
+    );
+    runtime.shutdown(Duration::from_secs(1)).await;
+}

@@ -56,9 +56,7 @@ impl ClusterNetwork {
     ///
     /// Fails with [`Error::NotRoot`] (one sentence naming the kind backend) without root.
     pub fn up(state_dir: &Path) -> Result<Arc<Self>> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err(Error::NotRoot);
-        }
+        require_root(nix::unistd::geteuid())?;
         std::fs::create_dir_all(state_dir).map_err(Error::io("create state dir", state_dir))?;
         let state_dir =
             std::fs::canonicalize(state_dir).map_err(Error::io("resolve state dir", state_dir))?;
@@ -266,10 +264,38 @@ impl ClusterNetwork {
     }
 }
 
+/// Fails with [`Error::NotRoot`] unless `euid` is root: one sentence naming the kind backend.
+pub fn require_root(euid: nix::unistd::Uid) -> Result<()> {
+    if euid.is_root() {
+        Ok(())
+    } else {
+        Err(Error::NotRoot)
+    }
+}
+
 fn add_address(link: &str, cidr: &str) -> Result<()> {
     match ip(&["addr", "add", cidr, "dev", link]) {
         Ok(_) => Ok(()),
         Err(Error::Ip { message, .. }) if message.contains("File exists") => Ok(()),
         Err(err) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // localkube.md: without root, `localkube up` fails with one clear sentence naming the
+    // kind backend as the alternative.
+    #[test]
+    fn without_root_the_error_is_one_sentence_naming_kind() {
+        assert!(require_root(nix::unistd::Uid::from_raw(0)).is_ok());
+        let message = format!(
+            "failed to {}",
+            require_root(nix::unistd::Uid::from_raw(1000)).unwrap_err()
+        );
+        assert!(message.contains("kind backend"), "{message}");
+        assert_eq!(message.matches(". ").count(), 0, "one sentence: {message}");
+        assert!(!message.contains('\n'));
     }
 }
