@@ -560,3 +560,67 @@ fn lost_transactions_lower_bound_counts_what_a_direct_replica_received_after_the
     assert!(record.exact);
     assert_eq!(record.lost_transactions, 3);
 }
+
+fn condition(world: &World, type_: &str) -> (String, String) {
+    let status = world.memory.to_status();
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("condition {type_} in status"));
+    (condition.status.clone(), condition.reason.clone())
+}
+
+#[test]
+fn bloodraven_md_status_conditions_follow_an_emergency_failover() {
+    use bloodraven_core::engine::{
+        unstable_reason, UnstableReason, CONDITION_DEGRADED, CONDITION_FAILOVER_IN_PROGRESS,
+        CONDITION_READY, CONDITION_STABLE,
+    };
+    let mut world = World::bootstrapped();
+    world.run_polls(1);
+    assert_eq!(
+        condition(&world, CONDITION_READY),
+        ("True".into(), "AuthorityValid".into())
+    );
+    assert_eq!(condition(&world, CONDITION_STABLE).0, "True");
+    assert_eq!(unstable_reason(&world.memory), None);
+    let ready_since = world.memory.to_status().conditions[0].last_transition_time;
+    world.run_polls(2);
+    assert_eq!(
+        world.memory.to_status().conditions[0].last_transition_time,
+        ready_since,
+        "unchanged status keeps its lastTransitionTime"
+    );
+    world.kill("iad");
+    world.run_polls(3);
+    assert_eq!(
+        condition(&world, CONDITION_FAILOVER_IN_PROGRESS),
+        ("True".into(), "EmergencyFailover".into())
+    );
+    assert_eq!(
+        condition(&world, CONDITION_READY),
+        ("False".into(), "Moving".into())
+    );
+    assert_eq!(
+        unstable_reason(&world.memory),
+        Some(UnstableReason::RecoveryPending),
+        "seed 003: recovery pending is unstable"
+    );
+    world.run_polls(10);
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(condition(&world, CONDITION_READY).0, "True");
+    assert_eq!(condition(&world, CONDITION_FAILOVER_IN_PROGRESS).0, "False");
+    assert_eq!(
+        condition(&world, CONDITION_DEGRADED),
+        ("True".into(), "SitesUnreachable".into())
+    );
+    assert_eq!(
+        unstable_reason(&world.memory),
+        Some(UnstableReason::Degraded)
+    );
+    // Persisted and read back: conditions keep their times across a restart.
+    let status = world.memory.to_status();
+    let restored = bloodraven_core::GroupMemory::from_status(&world.spec, Some(&status), world.now);
+    assert_eq!(restored.conditions, status.conditions);
+}

@@ -427,3 +427,34 @@ fn planned_draining_old_primary_dying_hands_over_to_emergency_without_waiting_ou
     assert!(world.split_brain_at.is_empty());
     assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
 }
+
+#[test]
+fn seed_003_deferred_planned_failover_is_unstable_automatic_failover_held() {
+    use bloodraven_core::deploy::Stability;
+    use bloodraven_core::engine::{lease_stability, unstable_reason, UnstableReason};
+    let mut world = World::bootstrapped();
+    world.run_polls(1);
+    assert_eq!(unstable_reason(&world.memory), None);
+    world.hold = Some(HoldInfo {
+        earliest_expiry: world.now + Duration::from_secs(30),
+        operation_id: "a1c3f0e2".to_string(),
+        instance: "counter-app".to_string(),
+    });
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Deferred));
+    assert_eq!(
+        unstable_reason(&world.memory),
+        Some(UnstableReason::AutomaticFailoverHeld)
+    );
+    assert_eq!(
+        lease_stability(&world.memory, Duration::from_secs(2)),
+        Stability::Confirmed,
+        "the hold that defers the switchover stays renewable"
+    );
+    world.hold = None;
+    run_to_final(&mut world);
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    assert_eq!(unstable_reason(&world.memory), None);
+}

@@ -3,6 +3,7 @@
 use bloodraven_api::MysqlFailoverGroupSpec;
 
 use super::action::{Action, AnnotationChange, Decision, EventReason};
+use super::conditions::conditions;
 use super::detection::{adopt_newer_authority, observe_sites};
 use super::failover::{
     bootstrap, complete_promotion, converge, emergency_step, keep_cooldown_copies,
@@ -101,6 +102,7 @@ pub fn decide_with_options(
     surfaces::labels(&context, &mut memory, &mut plan);
     surfaces::services(&context, &mut plan);
     surfaces::dns(&context, &memory, &mut plan);
+    memory.conditions = conditions(&memory, &memory.conditions, now);
 
     plan.finish(spec, memory)
 }

@@ -20,7 +20,9 @@
 //! [`GroupAnnotations::cooldown_until`]: super::GroupAnnotations::cooldown_until
 //! [`AnnotationChange::SetCooldownUntil`]: super::AnnotationChange::SetCooldownUntil
 
-use bloodraven_api::{Admission, LastFailover, MysqlFailoverGroupSpec, PlannedFailoverPhase};
+use bloodraven_api::{
+    Admission, Condition, LastFailover, MysqlFailoverGroupSpec, PlannedFailoverPhase,
+};
 use bloodraven_mysql::GtidSet;
 
 use crate::time::Timestamp;
@@ -53,6 +55,10 @@ pub struct GroupMemory {
     /// `status.lastFailover`: written when a promotion is issued, completed when the new
     /// active site is confirmed writable, made exact when the old primary is readable again.
     pub last_failover: Option<LastFailover>,
+    /// `status.conditions` (`Ready`, `Degraded`, `FailoverInProgress`, `Stable`), derived by
+    /// every `decide` from the rest of this memory; kept here so a condition whose status
+    /// does not flip keeps its `lastTransitionTime`.
+    pub conditions: Vec<Condition>,
 }
 
 impl GroupMemory {
@@ -80,6 +86,7 @@ impl GroupMemory {
             planned_failover: None,
             emergency_failover: None,
             last_failover: None,
+            conditions: Vec::new(),
         }
     }
 

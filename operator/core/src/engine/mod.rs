@@ -15,7 +15,10 @@
 //!    notice, lease wait, drain, promote), planned failover phases, completion, returning
 //!    primaries, primary reassertion, the authority push and repointing.
 //! 3. Surfaces: pod labels, the `2 × sites + 2` Services, the DNSEndpoint (only on
-//!    divergence), events and metrics.
+//!    divergence), events and metrics; then the status conditions ([`conditions`]).
+//!
+//! The deploy API's `stable`/`unstableReason` is [`unstable_reason`] over the memory a
+//! decision returned, and whether leases may be granted now is [`lease_stability`].
 //!
 //! # Authority moves
 //!
@@ -36,6 +39,7 @@
 //! acts on what was read (seed 001).
 
 mod action;
+mod conditions;
 mod decide;
 mod detection;
 mod failover;
@@ -46,11 +50,16 @@ mod persist;
 mod plan;
 mod planned;
 mod reading;
+mod stability;
 mod surfaces;
 
 pub use action::{
     Action, AnnotationChange, Decision, DesiredService, Event, EventReason, EventType,
     MetricObservation, ServiceKind, SiteTransition,
+};
+pub use conditions::{
+    conditions, CONDITION_DEGRADED, CONDITION_FAILOVER_IN_PROGRESS, CONDITION_READY,
+    CONDITION_STABLE,
 };
 pub use decide::{decide, decide_with_options};
 pub use memory::{
@@ -62,3 +71,4 @@ pub use options::{
     DecideOptions, CLOCK_DRIFT_MARGIN, DRAIN_POLLS_MAX, DRAIN_TIMEOUT, MYSQLD_START_JITTER,
     PLANNED_ADMISSION_TIMEOUT, PLANNED_DRAIN_TIMEOUT,
 };
+pub use stability::{lease_stability, unstable_reason, UnstableReason};

@@ -50,7 +50,7 @@ impl GroupMemory {
             active_site: Some(self.active_site.clone()),
             topology_generation: self.topology_generation,
             authority: Some(authority),
-            conditions: Vec::new(),
+            conditions: self.conditions.clone(),
             sites: self.sites.iter().map(site_status).collect(),
             cooldown_until: self.cooldown_until,
             planned_failover: self
@@ -143,6 +143,7 @@ impl GroupMemory {
             planned_failover,
             emergency_failover: None,
             last_failover: status.last_failover.clone(),
+            conditions: status.conditions.clone(),
         }
     }
 }
