@@ -114,6 +114,15 @@ async fn malformed_requests_get_status_errors() {
             "BadRequest",
         ),
         (
+            "update mistyping a built-in field",
+            Method::PUT,
+            "/api/v1/namespaces/default/services/kubernetes".into(),
+            "application/json",
+            br#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"kubernetes"},"spec":"oops"}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
             "missing name",
             Method::POST,
             cms.into(),

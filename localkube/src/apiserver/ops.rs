@@ -339,6 +339,8 @@ impl Cluster {
         self.check_type(r, &mut obj)?;
         if o.strict {
             self.validate_strict(r, &obj)?;
+        } else if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
         }
         self.prepare_create(r, ns, &mut obj)?;
         if r.crd.is_none() {
@@ -500,6 +502,9 @@ impl Cluster {
         expected_rv: Option<u64>,
         applied: Option<&Value>,
     ) -> Result<Value, ApiError> {
+        if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &requested, false)?;
+        }
         let mut new = if sub == "status" {
             let mut n = old.clone();
             n["status"] = requested.get("status").cloned().unwrap_or(Value::Null);
