@@ -9,10 +9,17 @@ use tokio::sync::Notify;
 
 use crate::{clock::MonotonicClock, config::Settings, discovery::Discovery, metrics::Metrics};
 
+/// How far uptime may go backwards between two observations before it counts as a restart:
+/// concurrent observations (status and enforcement) can be recorded out of order across a
+/// second boundary. A restart within this many seconds of the previous run's start is missed.
+const UPTIME_SLACK_SECONDS: u64 = 2;
+
 /// Everything the sidecar's tasks share.
 pub(crate) struct Shared {
     pub(crate) settings: Settings,
     lease: Mutex<SiteLease>,
+    /// The last mysqld run seen: `(server id, uptime seconds)`.
+    last_run: Mutex<Option<(String, u64)>>,
     pub(crate) clock: MonotonicClock,
     pub(crate) mysql: LiveMysql,
     pub(crate) discovery: Discovery,
@@ -40,6 +47,7 @@ impl Shared {
         Arc::new(Self {
             settings,
             lease: Mutex::new(lease),
+            last_run: Mutex::new(None),
             clock: MonotonicClock::start(),
             mysql,
             discovery,
@@ -60,9 +68,51 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records a new observation of mysqld (metrics).
+    /// Records a new observation of mysqld: metrics, and restart detection. A new mysqld run
+    /// (another server id, or an uptime more than [`UPTIME_SLACK_SECONDS`] lower than last
+    /// seen) under a running sidecar is
+    /// treated like a sidecar start: the cached authority is forgotten (startup safety net),
+    /// so the restarted mysqld stays read-only until the operator pushes authority again.
     pub(crate) fn set_observation(&self, observation: &MysqlObservation) {
         self.metrics.observe_read_only(observation.read_only);
+        let Some(run) = &observation.mysqld else {
+            return;
+        };
+        let restarted = {
+            let mut last = self
+                .last_run
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let restarted = last.as_ref().is_some_and(|(server_id, uptime_seconds)| {
+                *server_id != run.server_id
+                    || run.uptime_seconds + UPTIME_SLACK_SECONDS < *uptime_seconds
+            });
+            // Keep the highest uptime of this run: observations may be recorded out of order.
+            let uptime_seconds = match &*last {
+                Some((server_id, seen)) if !restarted && *server_id == run.server_id => {
+                    (*seen).max(run.uptime_seconds)
+                }
+                Some(_) | None => run.uptime_seconds,
+            };
+            *last = Some((run.server_id.clone(), uptime_seconds));
+            restarted
+        };
+        if restarted {
+            let had_authority = {
+                let mut lease = self.lease();
+                let had = lease.authority().is_some();
+                lease.forget_authority();
+                had
+            };
+            tracing::warn!(
+                site = self.site(),
+                uptime_seconds = run.uptime_seconds,
+                had_authority,
+                read_only = ?observation.read_only,
+                "mysqld restarted: forgetting cached authority; read-only until the operator pushes authority again"
+            );
+            self.wake_enforcer.notify_one();
+        }
     }
 
     /// The group this sidecar serves.

@@ -255,3 +255,33 @@ async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
         .expect_err("old primary refuses");
     assert_eq!(refused.server_code(), Some(1290));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn primary_reassertion_restarted_mysqld_stays_read_only_until_authority_is_pushed_again() {
+    let mut playground = writable_playground().await;
+    // Let the run age past the restart detector's slack.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let before = playground.status(0).await.mysql.mysqld.expect("mysqld run");
+    playground.topology.servers[0]
+        .restart()
+        .await
+        .expect("mysqld restarts");
+    // mysqld comes back read-only and the sidecar, seeing a new run, forgets its authority.
+    assert!(playground.read_only(0).await);
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(
+        playground.read_only(0).await,
+        "no writes without a fresh authority"
+    );
+    let status = playground.status(0).await;
+    assert!(status.authority.is_none(), "{status:?}");
+    let after = status.mysql.mysqld.expect("mysqld run");
+    assert!(after.uptime_seconds < before.uptime_seconds);
+    assert!(
+        after.started_at > before.started_at,
+        "the operator sees the restart"
+    );
+    // The operator re-issues authority: writable again, no failover.
+    playground.push_authority(0, Some("iad"), 1).await;
+    playground.wait_read_only(0, false, LEASE + SLACK).await;
+}

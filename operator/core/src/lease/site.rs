@@ -76,6 +76,15 @@ impl SiteLease {
         decision
     }
 
+    /// Forgets the cached authority and the held lease: mysqld restarted under this sidecar,
+    /// so it is treated like a sidecar start (startup safety net). mysqld comes back
+    /// read-only and stays so until the operator pushes authority again (primary
+    /// reassertion). An explicit fence stays in force.
+    pub fn forget_authority(&mut self) {
+        self.authority = None;
+        self.requester.drop_lease();
+    }
+
     /// Puts an explicit fence in force: read-only until an authority with a generation
     /// greater than `topology_generation` is accepted. A second fence keeps the greater
     /// generation.
@@ -277,8 +286,14 @@ mod tests {
         }
         round(&mut iad, &mut [&mut pdx, &mut reader], 0);
         // The moving notice carries the next generation (monotonic rule).
-        assert_eq!(pdx.push_authority(authority(None, 2)), AuthorityDecision::Accepted);
-        assert_eq!(reader.push_authority(authority(None, 2)), AuthorityDecision::Accepted);
+        assert_eq!(
+            pdx.push_authority(authority(None, 2)),
+            AuthorityDecision::Accepted
+        );
+        assert_eq!(
+            reader.push_authority(authority(None, 2)),
+            AuthorityDecision::Accepted
+        );
         let request = LeaseRequest {
             group: "playground".to_owned(),
             site: "iad".to_owned(),
@@ -323,6 +338,28 @@ mod tests {
         );
         assert!(iad.fence_state().is_none());
         assert!(!iad.lease_held(MonotonicMillis(1)));
+    }
+
+    #[test]
+    fn startup_safety_net_mysqld_restart_forgets_authority_until_pushed_again() {
+        let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
+        for s in [&mut iad, &mut pdx, &mut reader] {
+            s.push_authority(authority(Some("iad"), 1));
+        }
+        round(&mut iad, &mut [&mut pdx, &mut reader], 0);
+        assert_eq!(iad.desired(MonotonicMillis(1)), WriteDecision::Writable);
+        iad.forget_authority();
+        assert_eq!(
+            iad.desired(MonotonicMillis(1)),
+            WriteDecision::ReadOnly(ReadOnlyReason::NoAuthority)
+        );
+        // The same record is accepted again (nothing cached) and the lease is re-earned.
+        assert_eq!(
+            iad.push_authority(authority(Some("iad"), 1)),
+            AuthorityDecision::Accepted
+        );
+        round(&mut iad, &mut [&mut pdx, &mut reader], 10);
+        assert_eq!(iad.desired(MonotonicMillis(11)), WriteDecision::Writable);
     }
 
     #[test]
