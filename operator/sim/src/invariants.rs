@@ -242,6 +242,10 @@ impl Checker {
         }
         self.last_promotion_at = Some(now);
         self.latest_promotion = Some((target, kind));
+        // The truth of an earlier move must not be compared with this move's report (the same
+        // pair of sites may fail over again); the new truth is taken when the target becomes
+        // writable.
+        self.pending_truth = None;
         self.both_copies_lost_since_promotion = false;
     }
 
@@ -432,6 +436,27 @@ mod tests {
         assert!(checker.counts().is_empty());
         checker.on_reported_loss(SimTime(6), 0, 1, 1, true);
         assert_eq!(checker.counts().get(&FindingClass::LostMismatch), Some(&1));
+    }
+
+    // bloodraven.md lastFailover: a second failover between the same two sites is compared with
+    // its own truth, never with the previous one's.
+    #[test]
+    fn report_of_a_new_failover_is_not_compared_with_the_previous_truth() {
+        let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 0, 0);
+        let mut iad = TxnSet::new();
+        iad.insert(txn(1));
+        let mut pdx = TxnSet::new();
+        pdx.insert(txn(1));
+        let empty = TxnSet::new();
+        checker.on_step(SimTime(1), &[true, false, false], &[&iad, &pdx, &empty]);
+        checker.on_step(SimTime(2), &[false, false, false], &[&iad, &pdx, &empty]);
+        checker.on_promotion(SimTime(3), 1, PromotionKind::Emergency);
+        checker.on_step(SimTime(4), &[false, true, false], &[&iad, &pdx, &empty]);
+        // A later failover iad->pdx is decided; its lower bound (1) arrives before pdx is
+        // writable again and must not be held against the first failover's truth (0).
+        checker.on_promotion(SimTime(50), 1, PromotionKind::Emergency);
+        assert!(!checker.on_reported_loss(SimTime(51), 0, 1, 1, false));
+        assert!(checker.counts().is_empty());
     }
 
     // Seed 001: a promotion inside the cooldown is a bug unless both persisted copies were lost.
