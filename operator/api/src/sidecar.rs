@@ -17,7 +17,12 @@
 //! | `GET` | `/healthz` | - | `ok` |
 //! | `GET` | `/metrics` | - | Prometheus text |
 //!
-//! Errors are answered with a non-2xx status and an [`ErrorBody`].
+//! Errors are answered with a non-2xx status and an [`ErrorBody`]: 409 for a request naming
+//! another group, 400 for an unparsable GTID set, 503 when mysqld could not be reached. A
+//! refused authority push is not an error: it is answered 200 with its
+//! [`AuthorityDecision`]. Mutations (fence, promote, repoint) answer 200 with a
+//! [`MutationReport`] even when the statement failed or timed out: the report carries the
+//! error and what was re-read afterwards.
 
 use std::collections::BTreeMap;
 
