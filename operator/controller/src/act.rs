@@ -7,7 +7,8 @@
 //! never makes a later action's safety depend on an earlier one of the same poll).
 
 use bloodraven_api::{names, MysqlFailoverGroup, MysqlFailoverGroupSpec, Timestamp};
-use bloodraven_core::engine::{Action, AnnotationChange, GroupAnnotations};
+use bloodraven_core::deploy::DeployLeases;
+use bloodraven_core::engine::{Action, AnnotationChange, EventReason, GroupAnnotations};
 use bloodraven_core::{Decision, GroupMemory};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Patch, PatchParams};
@@ -108,9 +109,21 @@ impl Executor<'_> {
         let group = self.name();
         let generation = decision.memory.topology_generation;
         let mut failures = 0;
+        let mut revoke_failed = false;
         for action in &decision.actions {
             let name = action_name(action);
             let site = action_site(action).unwrap_or("");
+            if revoke_failed
+                && matches!(
+                    action,
+                    Action::Annotate(AnnotationChange::ClearRevokeDeploymentLeases)
+                )
+            {
+                // The revocation's outcome is unknown: keep the request so the next poll
+                // re-reads and revokes again, instead of dropping it.
+                tracing::warn!(group = %group, action = name, generation, outcome = "skipped", "revocation did not complete; keeping the revoke annotation");
+                continue;
+            }
             match self.execute_one(action, now).await {
                 Ok(()) => match action {
                     Action::Metric(_) | Action::Event(_) => {}
@@ -120,6 +133,7 @@ impl Executor<'_> {
                 },
                 Err(error) => {
                     failures += 1;
+                    revoke_failed |= matches!(action, Action::RevokeDeployLeases { .. });
                     tracing::warn!(
                         group = %group,
                         site,
@@ -275,6 +289,70 @@ impl Executor<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Revokes (TopologyChanged) leases stamped with another generation than `generation`
+    /// when the state read this poll had any: heals a revocation whose write failed after a
+    /// generation bump. Re-reads under the lock before writing.
+    pub async fn fence_stale_leases(
+        &self,
+        generation: u64,
+        seen: Option<&DeployLeases>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let stale = seen.is_some_and(|leases| {
+            leases
+                .leases()
+                .any(|lease| lease.is_live(now) && lease.topology_generation != generation)
+        });
+        if generation == 0 || !stale {
+            return Ok(());
+        }
+        let namespace = self.namespace();
+        let group = self.name();
+        let _guard = self.store.lock().await;
+        let before = self.store.load(&namespace, &group).await?;
+        let mut after = before.clone();
+        let revoked = after.fence_generation(generation, now);
+        if revoked.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .save(
+                &namespace,
+                &group,
+                &before,
+                &after,
+                render::owner_reference(self.group),
+            )
+            .await?;
+        tracing::info!(group = %group, action = "FenceDeployLeases", generation, revoked = revoked.len(), outcome = "ok", "deploy leases of an older generation revoked");
+        let note = revoked
+            .iter()
+            .map(|tombstone| {
+                format!(
+                    "{} {} ({})",
+                    tombstone.kind, tombstone.operation_id, tombstone.reason
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (type_, reason, action) = render::event_fields(EventReason::DeploymentLeaseRevoked);
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(format!("deployment leases revoked: {note}")),
+            action: action.to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .recorder
+            .publish(&event, &self.group.object_ref(&()))
+            .await
+        {
+            tracing::warn!(group = %group, %error, "failed to publish DeploymentLeaseRevoked event");
+        }
+        Ok(())
     }
 
     async fn annotate(&self, key: &str, value: Option<&str>) -> Result<()> {

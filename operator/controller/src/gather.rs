@@ -5,7 +5,7 @@
 //! is an unknown recorded in the observation, never a reason to skip the poll.
 
 use bloodraven_api::{names, DNSEndpoint, MysqlFailoverGroup, Timestamp};
-use bloodraven_core::deploy::HoldInfo;
+use bloodraven_core::deploy::{DeployLeases, HoldInfo};
 use bloodraven_core::engine::{DnsReading, SidecarReading, SiteObservation};
 use bloodraven_core::{GroupMemory, Observation};
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -91,8 +91,8 @@ pub fn dns_reading(result: Result<Option<DNSEndpoint>, kube::Error>) -> DnsReadi
 pub struct Gathered {
     /// The observation for `decide`.
     pub observation: Observation,
-    /// Unexpired deploy leases of the group (`None`: their state was unreadable).
-    pub deploy_leases_active: Option<usize>,
+    /// The group's stored deploy-lease state (`None`: unreadable).
+    pub deploy_leases: Option<DeployLeases>,
 }
 
 /// Reads one poll's observation of `group`.
@@ -141,11 +141,12 @@ pub async fn gather(
     let dns_api: Api<DNSEndpoint> = Api::namespaced(client.clone(), &namespace);
     let dns = dns_reading(dns_api.get_opt(&names::dns_endpoint(&name)).await);
 
-    let mut deploy_leases_active = None;
+    let mut deploy_leases = None;
     let deploy_hold = match store.load(&namespace, &name).await {
         Ok(leases) => {
-            deploy_leases_active = Some(leases.active_count(now_of()));
-            leases.live_hold(now_of())
+            let hold = hold_after_fence(&leases, memory.topology_generation, now_of());
+            deploy_leases = Some(leases);
+            hold
         }
         Err(error) => {
             tracing::warn!(group = %name, namespace = %namespace, %error, "deploy lease state unreadable; deferring planned disruption this poll");
@@ -166,8 +167,21 @@ pub async fn gather(
             deploy_hold,
             dns,
         },
-        deploy_leases_active,
+        deploy_leases,
     }
+}
+
+/// The live failover-hold as `decide` must see it (pure): a hold stamped with another
+/// topology generation than the current one is already revoked by the fence (seed 003), even
+/// if the write of its tombstone has not happened yet.
+pub fn hold_after_fence(
+    leases: &DeployLeases,
+    topology_generation: u64,
+    now: Timestamp,
+) -> Option<HoldInfo> {
+    let mut fenced = leases.clone();
+    fenced.fence_generation(topology_generation, now);
+    fenced.live_hold(now)
 }
 
 async fn read_site(
@@ -291,5 +305,32 @@ mod tests {
             dns_reading(Err(error)),
             DnsReading::Unknown { .. }
         ));
+    }
+
+    /// Seed 003: the generation is the fence; a hold granted under an older generation
+    /// defers nothing, even before its tombstone is written.
+    #[test]
+    fn seed_003_a_hold_of_an_older_generation_defers_nothing() {
+        use bloodraven_core::deploy::{LeaseKind, LeaseRecord, LeaseToken};
+        let now = Timestamp::from_unix_millis(10_000);
+        let ttl = std::time::Duration::from_secs(30);
+        let hold = |generation| LeaseRecord {
+            kind: LeaseKind::FailoverHold,
+            operation_id: "a1".into(),
+            instance: "counter-app".into(),
+            token_hash: LeaseToken::new("t").hash(),
+            granted_at: now,
+            expires_at: now + ttl,
+            ttl,
+            topology_generation: generation,
+        };
+        let current = DeployLeases::from_parts([hold(4)], []).expect("leases");
+        let live = hold_after_fence(&current, 4, now).expect("live hold");
+        assert_eq!(
+            (live.operation_id.as_str(), live.earliest_expiry),
+            ("a1", now + ttl)
+        );
+        let stale = DeployLeases::from_parts([hold(3)], []).expect("leases");
+        assert_eq!(hold_after_fence(&stale, 4, now), None);
     }
 }

@@ -88,12 +88,12 @@ impl Shell {
         )
         .await;
         let observation = gathered.observation;
-        if let Some(active) = gathered.deploy_leases_active {
+        let now = wall_clock();
+        if let Some(leases) = &gathered.deploy_leases {
             let namespace = group.metadata.namespace.as_deref().unwrap_or_default();
             self.metrics
-                .set_deploy_leases_active(&format!("{namespace}/{name}"), active);
+                .set_deploy_leases_active(&format!("{namespace}/{name}"), leases.active_count(now));
         }
-        let now = wall_clock();
         let decision = decide(&group.spec, &memory, &observation, now);
         if !self.leader.is_leader() {
             tracing::info!(group = %name, "lost leadership during the poll; nothing executed");
@@ -108,6 +108,16 @@ impl Shell {
             group,
         };
         let failures = executor.execute(&decision, now).await;
+        if let Err(error) = executor
+            .fence_stale_leases(
+                decision.memory.topology_generation,
+                gathered.deploy_leases.as_ref(),
+                now,
+            )
+            .await
+        {
+            tracing::warn!(group = %name, action = "FenceDeployLeases", generation = decision.memory.topology_generation, outcome = "unknown", %error, "failed to revoke deploy leases of an older generation; retried next poll");
+        }
         if let Err(error) = executor
             .persist(&group.spec, &decision.memory, &annotations, now)
             .await
