@@ -66,6 +66,7 @@ impl ClusterNetwork {
             tracing::warn!(state_dir = %state_dir.display(), "state dir has leftovers of an earlier run; cleaning up first");
             super::state::cleanup(&state_dir)?;
         }
+        warn_if_untraversable(&state_dir);
         let state = Arc::new(StateFile::open(&state_dir)?);
         state.record(&Resource::ClusterSlot {
             registry: PathBuf::from(SLOT_REGISTRY_DIR),
@@ -261,6 +262,24 @@ impl ClusterNetwork {
         set.insert(host);
         let subnet = self.naming.pod_subnet(node).addr.octets();
         Ok(Ipv4Addr::new(subnet[0], subnet[1], subnet[2], host))
+    }
+}
+
+/// Containers that drop root (mariadbd runs as `mysql`) reach their data in the state dir
+/// only if every ancestor directory is searchable by others; say so early.
+fn warn_if_untraversable(state_dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for ancestor in state_dir.ancestors() {
+        let mode = std::fs::metadata(ancestor)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0o755);
+        if mode & 0o001 == 0 {
+            tracing::warn!(
+                dir = %ancestor.display(),
+                "state dir ancestor is not searchable by other users: containers that drop root (mariadbd runs as mysql) cannot reach their volumes; use a state dir under e.g. /var/lib or /tmp"
+            );
+            return;
+        }
     }
 }
 
