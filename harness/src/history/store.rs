@@ -158,3 +158,126 @@ impl History {
             .unwrap_or(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::event::Op;
+    use crate::history::recorder::Recorder;
+    use crate::scenario::model::Site;
+
+    // harness.md: every operation is an invoke and a completion with wall and monotonic times.
+    #[test]
+    fn recorder_pairs_operations_per_process_and_round_trips_jsonl() {
+        let recorder = Recorder::new();
+        recorder.invoke(
+            "writer-0",
+            Op::Write {
+                id: 1,
+                site: None,
+                error: None,
+            },
+        );
+        recorder.invoke(
+            "writer-1",
+            Op::Write {
+                id: 2,
+                site: None,
+                error: None,
+            },
+        );
+        recorder.complete(
+            "writer-1",
+            EventType::Ok,
+            Op::Write {
+                id: 2,
+                site: Some(Site::Iad),
+                error: None,
+            },
+        );
+        recorder.complete(
+            "writer-0",
+            EventType::Info,
+            Op::Write {
+                id: 1,
+                site: None,
+                error: Some("timeout".to_owned()),
+            },
+        );
+        recorder.invoke(
+            "writer-0",
+            Op::Write {
+                id: 3,
+                site: None,
+                error: None,
+            },
+        );
+        let history = recorder.snapshot();
+        assert!(history
+            .events
+            .windows(2)
+            .all(|pair| pair[0].mono_ns <= pair[1].mono_ns));
+        let operations = history.operations().expect("well formed");
+        let outcomes: Vec<(EventType, Option<u64>)> = operations
+            .iter()
+            .map(|operation| match operation.invoke.op {
+                Op::Write { id, .. } => (operation.outcome(), Some(id)),
+                _ => (operation.outcome(), None),
+            })
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                (EventType::Info, Some(1)),
+                (EventType::Ok, Some(2)),
+                (EventType::Info, Some(3))
+            ]
+        );
+        assert_eq!(operations[2].end_ns(), None, "still open: counts as info");
+        let text = history.to_jsonl().expect("jsonl");
+        assert_eq!(text.lines().count(), 5);
+        assert!(text.lines().next().is_some_and(
+            |line| line.contains("\"type\":\"invoke\"") && line.contains("\"f\":\"write\"")
+        ));
+        assert_eq!(
+            History::from_jsonl(&text, Path::new("h.jsonl")).expect("parse"),
+            history
+        );
+    }
+
+    #[test]
+    fn completion_without_invoke_is_malformed() {
+        let recorder = Recorder::new();
+        recorder.complete(
+            "writer-0",
+            EventType::Ok,
+            Op::Write {
+                id: 1,
+                site: Some(Site::Iad),
+                error: None,
+            },
+        );
+        let error = recorder.snapshot().operations().expect_err("malformed");
+        assert!(error.contains("no open invoke"), "{error}");
+    }
+
+    #[test]
+    fn operator_wall_times_map_onto_the_monotonic_axis() {
+        let recorder = Recorder::new();
+        recorder.invoke("status", Op::FinalState { ids: Vec::new() });
+        let history = recorder.snapshot();
+        let anchor = &history.events[0];
+        let later = anchor.wall + jiff::SignedDuration::from_millis(1500);
+        assert_eq!(
+            history.wall_to_mono_ns(later),
+            Some(anchor.mono_ns + 1_500_000_000)
+        );
+        let long_before = anchor.wall - jiff::SignedDuration::from_secs(3600);
+        assert_eq!(
+            history.wall_to_mono_ns(long_before),
+            Some(0),
+            "clamped at the start"
+        );
+        assert_eq!(History::default().wall_to_mono_ns(later), None);
+    }
+}

@@ -97,10 +97,13 @@ pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Fa
         .join(loaded.trial_name())
         .join("artifacts");
     let run = execute(cluster.as_ref(), loaded, context.pacing, Some(&artifacts));
-    if !context.reuse {
-        if let Err(error) = backend.teardown(cluster) {
-            tracing::warn!(scenario = loaded.scenario.id, %error, "failed to tear the cluster down");
+    if context.reuse {
+        // The next scenario installs afresh on the same cluster.
+        if let Err(error) = cluster.uninstall() {
+            tracing::warn!(scenario = loaded.scenario.id, %error, "failed to uninstall from the reused cluster");
         }
+    } else if let Err(error) = backend.teardown(cluster) {
+        tracing::warn!(scenario = loaded.scenario.id, %error, "failed to tear the cluster down");
     }
     let trial = loaded.trial_name();
     let result = judge(
