@@ -1172,3 +1172,186 @@ async fn seed_001_plugin_promote_is_a_request_the_poll_loop_executes() {
     sidecar_server.abort();
     cluster.stop().await;
 }
+
+/// The operator's own client: the ServiceAccount of the rendered install, bound to the
+/// rendered ClusterRole (so the poll runs with exactly the documented RBAC verbs).
+async fn operator_client(cluster: &Cluster) -> Client {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let objects =
+        bloodraven_operator::install::render(&Default::default()).expect("render install");
+    let by_kind = |kind: &str| {
+        objects
+            .iter()
+            .find(|object| object["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind}"))
+    };
+    cluster.namespace(names::OPERATOR_NAMESPACE).await;
+    let accounts: Api<ServiceAccount> =
+        Api::namespaced(cluster.client.clone(), names::OPERATOR_NAMESPACE);
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(by_kind("ServiceAccount")).expect("sa"),
+        )
+        .await
+        .expect("create sa");
+    let roles: Api<ClusterRole> = Api::all(cluster.client.clone());
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(by_kind("ClusterRole")).expect("role"),
+        )
+        .await
+        .expect("create role");
+    let bindings: Api<ClusterRoleBinding> = Api::all(cluster.client.clone());
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(by_kind("ClusterRoleBinding")).expect("binding"),
+        )
+        .await
+        .expect("create binding");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(3600),
+            bound_object_ref: None,
+        },
+        ..TokenRequest::default()
+    };
+    let token = accounts
+        .create_token_request(names::OPERATOR_DEPLOYMENT, &PostParams::default(), &request)
+        .await
+        .expect("token")
+        .status
+        .expect("token status")
+        .token;
+    let kubeconfig =
+        Kubeconfig::read_from(cluster.localkube.kubeconfig_path()).expect("kubeconfig");
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    config.auth_info.token = Some(token.into());
+    Client::try_from(config).expect("operator client")
+}
+
+/// Sets the verbs of the rendered ClusterRole's dnsendpoints rule.
+async fn dns_verbs(cluster: &Cluster, verbs: &[&str]) {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let roles: Api<ClusterRole> = Api::all(cluster.client.clone());
+    let mut role = roles.get(names::OPERATOR_DEPLOYMENT).await.expect("role");
+    for rule in role.rules.iter_mut().flatten() {
+        if rule
+            .resources
+            .as_ref()
+            .is_some_and(|r| r.iter().any(|x| x == "dnsendpoints"))
+        {
+            rule.verbs = verbs.iter().map(|verb| verb.to_string()).collect();
+        }
+    }
+    roles
+        .replace(names::OPERATOR_DEPLOYMENT, &PostParams::default(), &role)
+        .await
+        .expect("replace role");
+}
+
+/// Seed 000 chaos scenario 38, through the poll loop running with the rendered RBAC: deny the
+/// operator create/update/patch on dnsendpoints and kill the primary: the group promotes
+/// correctly while the DNS target stays stale; give the verbs back and a later poll heals
+/// the record (nothing replayed from memory, never a superseded target).
+#[tokio::test]
+async fn seed_000_scenario_38_denied_dns_write_heals_on_a_later_poll() {
+    let cluster = Cluster::start().await;
+    cluster.crds().await;
+    cluster.namespace(NAMESPACE).await;
+    cluster.group(None, "100ms").await;
+    site_pods(&cluster).await;
+    let (fake, template, sidecar_server) = fake_sidecars().await;
+    let mut shell = shell(&cluster, &template);
+    shell.client = operator_client(&cluster).await;
+    shell.store = LeaseStore::new(shell.client.clone());
+    shell.recorder = Shell::recorder(
+        &shell.client,
+        Reporter {
+            controller: "bloodraven".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let mut memory = None;
+    let interval = Duration::from_millis(100);
+    let endpoints: Api<DNSEndpoint> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let services: Api<Service> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let cluster_ip = |site: &'static str| {
+        let services = services.clone();
+        async move {
+            services
+                .get(&names::site_service(GROUP, site))
+                .await
+                .ok()
+                .and_then(|service| service.spec)
+                .and_then(|spec| spec.cluster_ip)
+        }
+    };
+    let target = || async {
+        endpoints
+            .get_opt("bloodraven-playground")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|record| {
+                record
+                    .spec
+                    .endpoints
+                    .first()
+                    .and_then(|e| e.targets.first().cloned())
+            })
+    };
+
+    let group = poll_until(&cluster, &shell, &mut memory, 30, interval, |group| {
+        valid_on(group, "iad")
+    })
+    .await;
+    assert!(
+        valid_on(&group, "iad"),
+        "bootstrapped with the rendered RBAC: {:?}",
+        group.status
+    );
+    let _ = poll_until(&cluster, &shell, &mut memory, 2, interval, |_| false).await;
+    let iad_ip = cluster_ip("iad").await.expect("iad ip");
+    assert_eq!(target().await, Some(iad_ip.clone()));
+
+    dns_verbs(&cluster, &["get", "list", "watch"]).await;
+    fake.set_down("iad", true);
+    let group = poll_until(&cluster, &shell, &mut memory, 100, interval, |group| {
+        valid_on(group, "pdx")
+    })
+    .await;
+    assert!(
+        valid_on(&group, "pdx"),
+        "the CR promotes correctly: {:?}",
+        group.status
+    );
+    let _ = poll_until(&cluster, &shell, &mut memory, 5, interval, |_| false).await;
+    assert_eq!(
+        target().await,
+        Some(iad_ip),
+        "the DNS target stays stale while writes are denied"
+    );
+
+    dns_verbs(
+        &cluster,
+        &["get", "list", "watch", "create", "update", "patch"],
+    )
+    .await;
+    let pdx_ip = cluster_ip("pdx").await.expect("pdx ip");
+    let _ = poll_until(&cluster, &shell, &mut memory, 3, interval, |_| false).await;
+    assert_eq!(
+        target().await,
+        Some(pdx_ip),
+        "a later poll heals the record"
+    );
+
+    sidecar_server.abort();
+    cluster.stop().await;
+}
