@@ -9,7 +9,7 @@
 //! - [`config`]: flags and environment, validated into [`Settings`].
 //! - [`discovery`]: peer discovery by DNS with seed 004's semantics.
 //! - [`server`]: the HTTP API on 8086 and the timers, [`Sidecar::start`].
-//! - [`testing`] (feature `testing`): an in-process DNS server for tests.
+//! - `testing` (feature `testing`): an in-process DNS server for tests.
 
 mod clock;
 pub mod config;
