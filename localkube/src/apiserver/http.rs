@@ -881,6 +881,13 @@ impl WatchFilter {
         self.labels.matches(obj) && self.fields.matches(obj)
     }
     fn event(&self, ev: &StoreEvent) -> Option<(&'static str, Value)> {
+        let ty = self.classify(ev)?;
+        let mut obj = (*ev.object).clone();
+        set_gvk(&self.r, &mut obj);
+        Some((ty, obj))
+    }
+    /// The event type this watcher sees for `ev`, if any.
+    fn classify(&self, ev: &StoreEvent) -> Option<&'static str> {
         if ev.key != self.r.storage_key() {
             return None;
         }
@@ -899,9 +906,25 @@ impl WatchFilter {
             (EventType::Deleted, _, true) => "DELETED",
             _ => return None,
         };
-        let mut obj = (*ev.object).clone();
-        set_gvk(&self.r, &mut obj);
-        Some((ty, obj))
+        Some(ty)
+    }
+    /// The shared encoding of `ev` when this watcher sends it unchanged (same type, same
+    /// apiVersion and kind, not a Table).
+    fn shared_line(&self, ev: &StoreEvent, ty: &str) -> Option<Bytes> {
+        if ty != ev.event_type.as_str()
+            || ev.object.get("apiVersion").and_then(Value::as_str)
+                != Some(self.r.api_version().as_str())
+            || ev.object.get("kind").and_then(Value::as_str) != Some(self.r.kind.as_str())
+        {
+            return None;
+        }
+        Some(
+            ev.encoded
+                .get_or_init(|| {
+                    line(&json!({"type": ty, "object": &*ev.object})).unwrap_or_default()
+                })
+                .clone(),
+        )
     }
 }
 
@@ -1033,8 +1056,16 @@ async fn watch(
                 ev = rx.recv() => match ev {
                     Ok(ev) => {
                         last_rv = ev.rv;
-                        if let Some((ty, obj)) = filter.event(&ev) {
-                            if tx.send(line(&render(ty, obj))).await.is_err() {
+                        if let Some(ty) = filter.classify(&ev) {
+                            let out = match filter.shared_line(&ev, ty).filter(|_| !as_table) {
+                                Some(b) => Ok(b),
+                                None => {
+                                    let mut obj = (*ev.object).clone();
+                                    set_gvk(&filter.r, &mut obj);
+                                    line(&render(ty, obj))
+                                }
+                            };
+                            if tx.send(out).await.is_err() {
                                 return;
                             }
                             bookmarked = last_rv;

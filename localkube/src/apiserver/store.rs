@@ -55,6 +55,9 @@ pub struct StoreEvent {
     pub object: Arc<Value>,
     /// The object before the change, if any.
     pub old: Option<Arc<Value>>,
+    /// The watch line of this event as stored (type and object), encoded once and shared by
+    /// every watcher that sends it unchanged.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
 }
 
 type Objects = HashMap<String, BTreeMap<(String, String), Value>>;
@@ -331,6 +334,7 @@ impl Store {
             event_type: EventType::Added,
             object: Arc::new(obj.clone()),
             old: None,
+            encoded: std::sync::OnceLock::new(),
         };
         self.record(&mut g, ev);
         Ok(obj)
@@ -373,6 +377,7 @@ impl Store {
             event_type: EventType::Modified,
             object: Arc::new(obj.clone()),
             old: Some(Arc::new(old)),
+            encoded: std::sync::OnceLock::new(),
         };
         self.record(&mut g, ev);
         Ok(obj)
@@ -416,6 +421,7 @@ impl Store {
             event_type: EventType::Deleted,
             object: Arc::new(obj.clone()),
             old: Some(Arc::new(old)),
+            encoded: std::sync::OnceLock::new(),
         };
         self.record(&mut g, ev);
         Ok(obj)
