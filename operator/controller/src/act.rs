@@ -127,8 +127,21 @@ impl Executor<'_> {
             match self.execute_one(action, now).await {
                 Ok(()) => match action {
                     Action::Metric(_) | Action::Event(_) => {}
-                    _ => {
+                    Action::PushAuthority { .. }
+                    | Action::SetPodLabels { .. }
+                    | Action::ApplyService(_) => {
                         tracing::debug!(group = %group, site, action = name, generation, outcome = "ok", "action")
+                    }
+                    Action::TaintNode { .. }
+                    | Action::UntaintNode { .. }
+                    | Action::AnnounceAuthorityMove { .. }
+                    | Action::Fence { .. }
+                    | Action::Promote { .. }
+                    | Action::Repoint { .. }
+                    | Action::ApplyDnsEndpoint { .. }
+                    | Action::RevokeDeployLeases { .. }
+                    | Action::Annotate(_) => {
+                        tracing::info!(group = %group, site, action = name, generation, outcome = "ok", "action")
                     }
                 },
                 Err(error) => {
