@@ -256,11 +256,8 @@ async fn the_binary_elects_itself_polls_and_serves_both_listeners() {
     );
 
     let pid = child.id().expect("pid");
-    let terminated = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill -TERM");
-    assert!(terminated.success());
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
     let exit = tokio::time::timeout(Duration::from_secs(10), child.wait())
         .await
         .expect("exits after SIGTERM")
