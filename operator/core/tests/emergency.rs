@@ -624,3 +624,52 @@ fn bloodraven_md_status_conditions_follow_an_emergency_failover() {
     let restored = bloodraven_core::GroupMemory::from_status(&world.spec, Some(&status), world.now);
     assert_eq!(restored.conditions, status.conditions);
 }
+
+#[test]
+fn a_promoted_site_dying_before_it_is_confirmed_writable_is_failed_over_after_the_cooldown() {
+    // bloodraven.md: emergency failover for a failed active site; the cooldown gates it. A
+    // new active site that dies in the poll after its promotion (never confirmed writable)
+    // must not leave the engine waiting for a confirmation that cannot come.
+    let mut spec = support::playground_spec();
+    spec.sites.insert(
+        2,
+        bloodraven_api::SiteSpec {
+            name: "sea".to_string(),
+            role: bloodraven_api::SiteRole::ReadWrite,
+            read_only_max_lag_seconds: None,
+            node_selector: Default::default(),
+        },
+    );
+    let mut world = World::with_spec(spec);
+    world.poll();
+    world.run_polls(3);
+    assert!(world.memory.authority.is_valid());
+    world.kill("iad");
+    let mut polls = 0;
+    while world.memory.topology_generation < 2 && polls < 20 {
+        world.run_polls(1);
+        polls += 1;
+    }
+    let promoted = world.memory.active_site.clone();
+    assert_ne!(promoted, "iad");
+    assert!(world
+        .memory
+        .last_failover
+        .as_ref()
+        .unwrap()
+        .completed_at
+        .is_none());
+    world.kill(&promoted);
+    // The old primary's pod returns (read-only, fenced), so a majority of the four sidecars
+    // can vote on the lease wait.
+    world.restart("iad");
+    world.run_polls(40);
+    assert_eq!(
+        world.memory.topology_generation, 3,
+        "the dead new active site was failed over once the cooldown ended"
+    );
+    let survivor = if promoted == "pdx" { "sea" } else { "pdx" };
+    assert_eq!(world.memory.active_site, survivor);
+    assert_eq!(world.writable_sites(), vec![survivor.to_string()]);
+    assert!(world.split_brain_at.is_empty());
+}

@@ -150,6 +150,7 @@ pub(super) fn keep_cooldown_copies(
 /// The emergency failover rule: starts one when the active site is `Failed` (the cooldown
 /// gates it; a deploy hold is never read), and advances one in flight.
 pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    abandon_failed_promotion(memory);
     if memory.emergency_failover.is_none() {
         take_over_failed_planned_drain(context, memory, plan);
     }
@@ -245,6 +246,27 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
             }
         }
         EmergencyPhase::Promoting { .. } => {}
+    }
+}
+
+/// An emergency promotion whose new active site is detected `Failed` before it was ever
+/// confirmed writable is over: waiting for a confirmation that cannot come would block every
+/// later failover of that site. The site is then an ordinary failed active site, failed over
+/// by [`maybe_start_emergency`] (cooldown-gated; `lastFailover` stays uncompleted until the
+/// next promotion replaces it).
+fn abandon_failed_promotion(memory: &mut GroupMemory) {
+    let Some(failover) = memory.emergency_failover.as_ref() else {
+        return;
+    };
+    let to = match &failover.phase {
+        EmergencyPhase::Promoting { to } => to,
+        EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => return,
+    };
+    let failed = memory
+        .site(to)
+        .is_some_and(|site| site.detection == Detection::Failed);
+    if failed {
+        memory.emergency_failover = None;
     }
 }
 
@@ -350,7 +372,31 @@ fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: 
         return;
     }
     // A planned failover waiting for admission yields to the emergency and is re-admitted
-    // afterwards (against the new active site and the new cooldown).
+    // afterwards (against the new active site and the new cooldown). One whose target was
+    // promoted and failed before it was confirmed writable is over: the emergency replaces it.
+    if let Some(planned) = memory.planned_failover.as_mut() {
+        match planned.phase {
+            PlannedFailoverPhase::Promoting => {
+                let message = format!(
+                    "planned failover {} -> {} abandoned: {from} failed before it was confirmed writable; emergency failover takes over",
+                    planned.from, planned.target
+                );
+                planned.phase = PlannedFailoverPhase::Rejected;
+                planned.admission = bloodraven_api::Admission {
+                    defer_reason: None,
+                    retry_time: None,
+                    message: Some(message.clone()),
+                };
+                plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
+                plan.event(EventReason::PlannedFailoverAborted, message);
+            }
+            PlannedFailoverPhase::Admitting
+            | PlannedFailoverPhase::Deferred
+            | PlannedFailoverPhase::Draining
+            | PlannedFailoverPhase::Completed
+            | PlannedFailoverPhase::Rejected => {}
+        }
+    }
     memory.emergency_failover = Some(EmergencyFailover {
         from: from.clone(),
         phase: EmergencyPhase::AwaitingLeaseExpiry,
