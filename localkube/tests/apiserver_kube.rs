@@ -644,6 +644,35 @@ async fn trap11_rbac_denies_and_a_cluster_role_change_applies_on_the_next_reques
         .await
         .expect_err("unnamed list denied");
     assert_eq!(reason(&e).0, "Forbidden");
+    // Server-side apply that creates needs the create verb as well as patch.
+    let rule = |verbs: serde_json::Value| json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]});
+    roles
+        .patch(
+            "pod-reader",
+            &PatchParams::default(),
+            &Patch::Merge(rule(json!(["patch"]))),
+        )
+        .await
+        .expect("edit role");
+    let bot_cms: Api<ConfigMap> = Api::namespaced(bot.clone(), "team");
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}});
+    let e = bot_cms
+        .patch("applied", &PatchParams::apply("bot"), &Patch::Apply(&body))
+        .await
+        .expect_err("apply-create without create");
+    assert_eq!(reason(&e).0, "Forbidden");
+    roles
+        .patch(
+            "pod-reader",
+            &PatchParams::default(),
+            &Patch::Merge(rule(json!(["patch", "create"]))),
+        )
+        .await
+        .expect("edit role");
+    bot_cms
+        .patch("applied", &PatchParams::apply("bot"), &Patch::Apply(&body))
+        .await
+        .expect("apply-create with create");
     tc.stop().await;
 }
 

@@ -272,3 +272,58 @@ async fn namespace_deletion_removes_its_contents_then_itself() {
     assert!(gone.is_some(), "the namespace is removed once empty");
     tc.stop().await;
 }
+
+#[tokio::test]
+async fn kube_runtime_event_recorder_creates_and_updates_events() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let tc = start().await;
+    let recorder = Recorder::new(
+        tc.client.clone(),
+        Reporter {
+            controller: "bloodraven".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Service".into()),
+        name: Some("kubernetes".into()),
+        namespace: Some("default".into()),
+        ..Default::default()
+    };
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Promoted".into(),
+        note: Some("site iad is primary".into()),
+        action: "Promote".into(),
+        secondary: None,
+    };
+    recorder
+        .publish(&ev, &reference)
+        .await
+        .expect("first publish creates");
+    recorder
+        .publish(&ev, &reference)
+        .await
+        .expect("second publish patches the series");
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        tc.client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("events.k8s.io", "v1", "Event"),
+            "events",
+        ),
+    );
+    let list = events.list(&ListParams::default()).await.expect("list");
+    assert_eq!(list.items.len(), 1);
+    let e = &list.items[0];
+    assert_eq!(e.data["series"]["count"], json!(2));
+    let t = e.data["eventTime"].as_str().expect("eventTime");
+    assert_eq!(
+        t.split('.').nth(1).map(|f| f.len()),
+        Some(7),
+        "MicroTime: 6 digits and Z: {t}"
+    );
+    tc.stop().await;
+}

@@ -583,7 +583,12 @@ impl Cluster {
             }
             _ => {}
         }
-        for p in ["/spec/renewTime", "/spec/acquireTime", "/eventTime"] {
+        for p in [
+            "/spec/renewTime",
+            "/spec/acquireTime",
+            "/eventTime",
+            "/series/lastObservedTime",
+        ] {
             meta::normalize_micro_time(&mut new, p);
         }
         if uses_generation(r) && sub.is_empty() && spec_of(r, old) != spec_of(r, &new) {
