@@ -1355,3 +1355,146 @@ async fn seed_000_scenario_38_denied_dns_write_heals_on_a_later_poll() {
     sidecar_server.abort();
     cluster.stop().await;
 }
+
+/// Seed 001: a standby keeps no memory and writes nothing: its group loop idles until it
+/// leads, then the first poll writes status.
+#[tokio::test]
+async fn seed_001_a_standby_writes_nothing_until_it_leads() {
+    let cluster = Cluster::start().await;
+    cluster.crds().await;
+    cluster.namespace(NAMESPACE).await;
+    cluster.group(None, "100ms").await;
+    let (_fake, template, sidecar_server) = fake_sidecars().await;
+    let mut shell = shell(&cluster, &template);
+    shell.leader = LeaderFlag::new(false);
+    let (stop, stopped) = watch::channel(false);
+    let runner = shell.clone();
+    let task = tokio::spawn(async move {
+        runner
+            .run_group(NAMESPACE.to_string(), GROUP.to_string(), stopped)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(
+        cluster.group_object().await.status.is_none(),
+        "a standby wrote status"
+    );
+    shell.leader.set(true);
+    let written = eventually(10, || async { cluster.group_object().await.status }).await;
+    assert!(written.is_some(), "the new leader polls");
+    let _ = stop.send(true);
+    let _ = task.await;
+    sidecar_server.abort();
+    cluster.stop().await;
+}
+
+/// Seed 003: a planned failover requested while a failover-hold is live lands in Deferred
+/// with deferReason DeploymentHold, retryTime = the hold's expiry and a message naming the
+/// operation and instance; once the hold is released it proceeds on its own.
+#[tokio::test]
+async fn seed_003_a_live_hold_defers_the_planned_failover_until_released() {
+    use bloodraven_core::deploy::{DeployLeases, LeaseKind, LeaseRecord, LeaseToken};
+    let cluster = Cluster::start().await;
+    cluster.crds().await;
+    cluster.namespace(NAMESPACE).await;
+    cluster.group(None, "100ms").await;
+    site_pods(&cluster).await;
+    let (_fake, template, sidecar_server) = fake_sidecars().await;
+    let shell = shell(&cluster, &template);
+    let mut memory = None;
+    let interval = Duration::from_millis(100);
+    let group = poll_until(&cluster, &shell, &mut memory, 20, interval, |group| {
+        valid_on(group, "iad")
+            && group
+                .status
+                .as_ref()
+                .is_some_and(|status| status.sites.iter().filter(|site| site.healthy).count() == 3)
+    })
+    .await;
+    let generation = group
+        .status
+        .as_ref()
+        .map(|s| s.topology_generation)
+        .unwrap_or(0);
+
+    let now = wall_clock();
+    let ttl = Duration::from_secs(60);
+    let lease = |kind| LeaseRecord {
+        kind,
+        operation_id: "a1c3f0e2".into(),
+        instance: "counter-app".into(),
+        token_hash: LeaseToken::new("t").hash(),
+        granted_at: now,
+        expires_at: now + ttl,
+        ttl,
+        topology_generation: generation,
+    };
+    let held = DeployLeases::from_parts(
+        [lease(LeaseKind::Migration), lease(LeaseKind::FailoverHold)],
+        [],
+    )
+    .expect("leases");
+    shell
+        .store
+        .save(NAMESPACE, GROUP, &DeployLeases::new(), &held, None)
+        .await
+        .expect("store hold");
+
+    let groups: Api<MysqlFailoverGroup> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    groups
+        .patch(
+            GROUP,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {names::ANNOTATION_PLANNED_FAILOVER: "pdx"}}}),
+            ),
+        )
+        .await
+        .expect("request planned failover");
+    let phase = |group: &MysqlFailoverGroup| {
+        group
+            .status
+            .as_ref()
+            .and_then(|s| s.planned_failover.clone())
+    };
+    let group = poll_until(&cluster, &shell, &mut memory, 20, interval, |group| {
+        phase(group).is_some_and(|p| p.phase == bloodraven_api::PlannedFailoverPhase::Deferred)
+    })
+    .await;
+    let planned = phase(&group).expect("planned failover status");
+    assert_eq!(
+        planned.phase,
+        bloodraven_api::PlannedFailoverPhase::Deferred,
+        "{planned:?}"
+    );
+    assert_eq!(
+        planned.admission.defer_reason,
+        Some(bloodraven_api::DeferReason::DeploymentHold)
+    );
+    assert_eq!(planned.admission.retry_time, Some(now + ttl));
+    let message = planned.admission.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("a1c3f0e2") && message.contains("counter-app"),
+        "{message}"
+    );
+    assert!(valid_on(&group, "iad"), "nothing moved while held");
+    assert!(shell
+        .metrics
+        .encode()
+        .contains("bloodraven_planned_failovers_deferred_total 1"));
+
+    let released = DeployLeases::from_parts([lease(LeaseKind::Migration)], []).expect("leases");
+    shell
+        .store
+        .save(NAMESPACE, GROUP, &held, &released, None)
+        .await
+        .expect("release hold");
+    let group = poll_until(&cluster, &shell, &mut memory, 100, interval, |group| {
+        phase(group).is_some_and(|p| p.phase == bloodraven_api::PlannedFailoverPhase::Completed)
+            && valid_on(group, "pdx")
+    })
+    .await;
+    assert!(valid_on(&group, "pdx"), "{:?}", group.status);
+    sidecar_server.abort();
+    cluster.stop().await;
+}
