@@ -458,3 +458,39 @@ fn seed_003_deferred_planned_failover_is_unstable_automatic_failover_held() {
     assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
     assert_eq!(unstable_reason(&world.memory), None);
 }
+
+#[test]
+fn planned_draining_target_dying_aborts_and_reasserts_the_old_primary_without_waiting_out_the_drain_bound(
+) {
+    // The old primary is fenced while Draining: every second spent waiting for a dead target
+    // is a write outage. A target detected failed ends Draining at once (abort, old site
+    // re-asserted), instead of after PLANNED_DRAIN_TIMEOUT.
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    world.site_mut("pdx").peer_cut = true;
+    world
+        .site_mut("iad")
+        .gtid
+        .insert(bloodraven_mysql::Gtid::mariadb(0, 1, 999));
+    world.run_polls(1);
+    world.kill("pdx");
+    let killed_at = world.now;
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected));
+    let aborted_at = world
+        .events
+        .iter()
+        .find(|(_, e)| e.reason == EventReason::PlannedFailoverAborted)
+        .map(|(at, _)| *at)
+        .expect("aborted");
+    assert!(
+        aborted_at.saturating_duration_since(killed_at) < Duration::from_secs(15),
+        "aborted {:?} after the target died",
+        aborted_at.saturating_duration_since(killed_at)
+    );
+    world.run_polls(2);
+    assert_eq!(world.memory.active_site, "iad");
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+}

@@ -19,7 +19,7 @@ use super::failover::{
     announce_move, cooldown_until, issue_promotion, old_site_confirmed_unwritable, promote_action,
     source_host_of,
 };
-use super::memory::{GroupMemory, PlannedFailover, SiteState};
+use super::memory::{Detection, GroupMemory, PlannedFailover, SiteState};
 use super::options::{PLANNED_ADMISSION_TIMEOUT, PLANNED_DRAIN_TIMEOUT};
 use super::plan::{Context, Plan};
 use crate::deploy::RevokeReason;
@@ -334,8 +334,13 @@ fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         );
         return;
     }
-    if now.saturating_duration_since(planned.phase_since) > PLANNED_DRAIN_TIMEOUT {
-        abort(context, memory, plan, &from, &target);
+    // A target detected failed cannot finish the drain: every poll spent waiting for it is a
+    // write outage (the old primary is fenced), so it aborts at once.
+    let target_failed = memory
+        .site(&target)
+        .is_some_and(|site| site.detection == Detection::Failed);
+    if target_failed || now.saturating_duration_since(planned.phase_since) > PLANNED_DRAIN_TIMEOUT {
+        abort(context, memory, plan, &from, &target, target_failed);
         return;
     }
     announce_move(context, memory, plan, planned.phase_since);
@@ -357,6 +362,7 @@ fn abort(
     plan: &mut Plan,
     from: &str,
     target: &str,
+    target_failed: bool,
 ) {
     memory.topology_generation += 1;
     memory.active_site = from.to_string();
@@ -369,8 +375,13 @@ fn abort(
         reason: RevokeReason::TopologyChanged,
         topology_generation: memory.topology_generation,
     });
+    let why = if target_failed {
+        format!("{target} failed while draining")
+    } else {
+        format!("not drained within {PLANNED_DRAIN_TIMEOUT:?}")
+    };
     let message = format!(
-        "planned failover {from} -> {target} aborted: not drained within {PLANNED_DRAIN_TIMEOUT:?}; {from} re-asserted at generation {}",
+        "planned failover {from} -> {target} aborted: {why}; {from} re-asserted at generation {}",
         memory.topology_generation
     );
     plan.event(EventReason::PlannedFailoverAborted, message.clone());
