@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 /// Parses one `expect` step written in scenario syntax.
 fn expect(yaml: &str) -> Expect {
     let source =
-        format!("id: 1\ntitle: t\nseed: \"harness.md: Catalogue\"\nsteps:\n- expect: {yaml}\n");
+        format!("id: 1\ntitle: t\nseed: \"harness.md: Catalogue\"\ninstall: {{deployApi: true}}\nsteps:\n- expect: {yaml}\n");
     let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), &source)
         .unwrap_or_else(|errors| panic!("{errors:?}"));
     match loaded.scenario.steps.into_iter().next() {

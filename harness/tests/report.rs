@@ -10,7 +10,7 @@ use bloodraven_harness::report::junit::render_junit;
 use bloodraven_harness::report::results::{judge, RunResults, ScenarioIdentity};
 use bloodraven_harness::report::svg::{fault_intervals, write_buckets};
 use bloodraven_harness::report::trend::{read_trend, TrendEntry};
-use bloodraven_harness::report::write::write_report;
+use bloodraven_harness::report::write::{render_trends_file, write_report};
 use bloodraven_harness::scenario::model::Quantity;
 use support::{emergency, epoch};
 
@@ -228,6 +228,11 @@ fn report_directory_and_trends_are_written() {
     assert_eq!((trend[0].pass_rate(), trend[1].pass_rate()), (0.5, 1.0));
     assert_eq!(trend[0].scenarios[0].rto_ms, Some(10_020));
     assert_eq!(trend[0].scenarios[0].lost, 3);
+    std::fs::remove_file(dir.path().join("trends.html")).expect("remove");
+    assert_eq!(
+        render_trends_file(dir.path()).expect("re-render"),
+        dir.path().join("trends.html")
+    );
     let trends = std::fs::read_to_string(dir.path().join("trends.html")).expect("trends.html");
     assert_well_formed(&trends);
     assert!(trends.contains("2 runs") && trends.contains("50%") && trends.contains("100%"));

@@ -117,7 +117,7 @@ fn pacing() -> Pacing {
 }
 
 fn scenario(steps: &str) -> LoadedScenario {
-    let source = format!("id: 38\ntitle: t\nseed: \"harness.md: Catalogue\"\nsteps:\n{steps}");
+    let source = format!("id: 38\ntitle: t\nseed: \"harness.md: Catalogue\"\ninstall: {{deployApi: true}}\nsteps:\n{steps}");
     parse_scenario(Path::new("scenarios/038-test.yaml"), &source).expect("valid scenario")
 }
 

@@ -7,7 +7,7 @@ use bloodraven_harness::scenario::validate::{duplicate_ids, load_catalogue, pars
 use bloodraven_harness::{Error, ScenarioError};
 
 const HEADER: &str =
-    "id: 38\ntitle: t\nseed: \"000_5253a91c46febfcf.txt: Chaos scenario 38\"\nsteps:\n";
+    "id: 38\ntitle: t\nseed: \"000_5253a91c46febfcf.txt: Chaos scenario 38\"\ninstall: {deployApi: true}\nsteps:\n";
 
 fn errors_of(file: &str, source: &str) -> Vec<ScenarioError> {
     match parse_scenario(Path::new(file), source) {
@@ -33,14 +33,14 @@ fn valid_minimal_scenario_parses() {
 #[test]
 fn unknown_step_kind_names_line_and_kinds() {
     let error = single_error("- sleep: 1s\n- explode: {site: iad}\n");
-    assert_eq!(error.line, Some(6), "{error}");
+    assert_eq!(error.line, Some(7), "{error}");
     assert_eq!(error.field, "steps[1]");
     assert!(
         error.message.contains("unknown variant `explode`") && error.message.contains("expect"),
         "{error}"
     );
     assert!(
-        error.to_string().starts_with("scenarios/038-x.yaml:6:"),
+        error.to_string().starts_with("scenarios/038-x.yaml:7:"),
         "{error}"
     );
 }
@@ -48,11 +48,11 @@ fn unknown_step_kind_names_line_and_kinds() {
 #[test]
 fn unknown_fault_kind_and_unknown_field() {
     let error = single_error("- fault: {melt: {site: iad}}\n");
-    assert_eq!(error.line, Some(5));
+    assert_eq!(error.line, Some(6));
     assert!(error.message.contains("unknown variant `melt`"), "{error}");
     let error =
         single_error("- sleep: 1s\n- expect: {within: 5s, withn: 5s, group: {activeSite: pdx}}\n");
-    assert_eq!(error.line, Some(6));
+    assert_eq!(error.line, Some(7));
     assert_eq!(error.field, "steps[1].expect");
     assert!(error.message.contains("unknown field `withn`"), "{error}");
     let error = single_error("- fault: {kill: {site: iad, container: mysql, signal: 9}}\n");
@@ -64,7 +64,7 @@ fn bad_durations_are_located() {
     let error = single_error(
         "- sleep: 1s\n- sleep: 1s\n- expect: {within: 20, group: {activeSite: pdx}}\n",
     );
-    assert_eq!(error.line, Some(7));
+    assert_eq!(error.line, Some(8));
     assert_eq!(error.field, "steps[2].expect.within");
     assert!(error.message.contains("no unit"), "{error}");
     let error = single_error("- sleep: 5 minutes\n");
@@ -74,7 +74,7 @@ fn bad_durations_are_located() {
 #[test]
 fn unknown_sites_are_located() {
     let error = single_error("- fault: {kill: {site: sfo, container: mysql}}\n");
-    assert_eq!(error.line, Some(5));
+    assert_eq!(error.line, Some(6));
     assert!(
         error.message.contains("unknown variant `sfo`") && error.message.contains("`iad`"),
         "{error}"
@@ -129,7 +129,7 @@ fn expect_needs_one_mode_and_one_target() {
         single_error("- sleep: 1s\n- expect: {within: 5s, for: 5s, group: {activeSite: pdx}}\n");
     assert_eq!(
         (error.line, error.field.as_str()),
-        (Some(6), "steps[1].expect")
+        (Some(7), "steps[1].expect")
     );
     assert!(error.message.contains("both `within` and `for`"), "{error}");
     let error = single_error("- expect: {group: {activeSite: pdx}}\n");
@@ -166,7 +166,7 @@ fn heal_needs_an_injected_healable_fault() {
     let error = single_error("- fault: {deny-rbac: {subject: operator, resource: dnsendpoints, verbs: [patch]}}\n- heal: partition\n");
     assert_eq!(
         (error.line, error.field.as_str()),
-        (Some(6), "steps[1].heal")
+        (Some(7), "steps[1].heal")
     );
     assert!(
         error.message.contains("no `partition` fault is in effect"),
@@ -252,5 +252,28 @@ fn several_errors_in_one_file_are_all_reported() {
         fields,
         ["id", "title", "steps[0].heal", "steps[1].expect"],
         "{errors:?}"
+    );
+}
+
+// seed 003: the deploy API is off by default (auxiliary.deployAPI.enabled).
+#[test]
+fn deploy_api_needs_it_installed_and_followers_need_replicas() {
+    let request = "request: {method: GET, path: /deploy/v1/groups/playground, client: {namespace: n, serviceAccount: a}}";
+    let source = format!("id: 38\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- expect: {{within: 5s, deploy-api: {{{request}, status: 200}}}}\n");
+    let errors = errors_of("scenarios/038-x.yaml", &source);
+    assert!(
+        errors[0]
+            .message
+            .contains("needs `install: {deployApi: true}`"),
+        "{}",
+        errors[0]
+    );
+    let follower = "request: {method: GET, path: /deploy/v1/groups/playground, client: {namespace: n, serviceAccount: a}, replica: follower}";
+    let error = single_error(&format!(
+        "- expect: {{within: 5s, deploy-api: {{{follower}, status: 503}}}}\n"
+    ));
+    assert!(
+        error.message.contains("install.replicaCount is below 2"),
+        "{error}"
     );
 }

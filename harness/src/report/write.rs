@@ -40,11 +40,18 @@ pub fn write_report(root: &Path, results: &RunResults, histories: &[History]) ->
     write_file(&dir.join("results.json"), &json)?;
     write_file(&dir.join("junit.xml"), &render_junit(results)?)?;
     write_file(&dir.join("index.html"), &render_index(results, histories))?;
-    let trend_path = root.join("trend.jsonl");
-    append_trend(&trend_path, &TrendEntry::from_results(results))?;
-    write_file(
-        &root.join("trends.html"),
-        &render_trends(&read_trend(&trend_path)?),
+    append_trend(
+        &root.join("trend.jsonl"),
+        &TrendEntry::from_results(results),
     )?;
+    render_trends_file(root)?;
     Ok(dir)
+}
+
+/// Re-renders `<root>/trends.html` from `<root>/trend.jsonl` (`--trends`, `just report`).
+pub fn render_trends_file(root: &Path) -> Result<PathBuf> {
+    let entries = read_trend(&root.join("trend.jsonl"))?;
+    let path = root.join("trends.html");
+    write_file(&path, &render_trends(&entries))?;
+    Ok(path)
 }

@@ -25,6 +25,9 @@ pub struct Cli {
     /// Where `<run-id>/`, `trend.jsonl` and `trends.html` are written.
     #[arg(long, default_value = "reports", env = "BLOODRAVEN_REPORT_DIR")]
     pub report_dir: PathBuf,
+    /// Only re-render `<report-dir>/trends.html` from `trend.jsonl`, run nothing.
+    #[arg(long)]
+    pub trends: bool,
     /// The scenario catalogue directory.
     #[arg(long, default_value = DEFAULT_SCENARIOS_DIR, env = "BLOODRAVEN_SCENARIOS")]
     pub scenarios: PathBuf,

@@ -176,6 +176,18 @@ pub fn finish_run(
 pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
     use clap::Parser as _;
     let mut cli = Cli::parse();
+    if cli.trends {
+        return match crate::report::write::render_trends_file(&cli.report_dir) {
+            Ok(path) => {
+                eprintln!("bloodraven-harness: trends written to {}", path.display());
+                std::process::ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("bloodraven-harness: failed to {error}");
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
     let catalogue = match crate::scenario::validate::load_catalogue(&cli.scenarios) {
         Ok(catalogue) => catalogue,
         Err(error) => {

@@ -375,7 +375,7 @@ impl StepState {
                 }
                 Ok(())
             }
-            Step::Expect(expect) => self.check_expect(expect),
+            Step::Expect(expect) => self.check_expect(expect, scenario),
             Step::Measure(measure) => match (measure.at_least, measure.at_most) {
                 (Some(low), Some(high)) if low > high => {
                     Err(format!("atLeast {low} is more than atMost {high}"))
@@ -486,7 +486,7 @@ impl StepState {
         Ok(())
     }
 
-    fn check_expect(&mut self, expect: &Expect) -> Result<(), String> {
+    fn check_expect(&mut self, expect: &Expect, scenario: &Scenario) -> Result<(), String> {
         match (expect.within, expect.for_) {
             (Some(_), Some(_)) => return Err("has both `within` and `for`; use one".to_owned()),
             (None, None) => {
@@ -555,6 +555,19 @@ impl StepState {
             }
         }
         if let Some(deploy) = &expect.deploy_api {
+            if !scenario.install.deploy_api {
+                return Err(
+                    "deploy-api: needs `install: {deployApi: true}` (the API is off by default)"
+                        .to_owned(),
+                );
+            }
+            if deploy.request.replica == super::model::ReplicaTarget::Follower
+                && scenario.install.replica_count.unwrap_or(1) < 2
+            {
+                return Err(
+                    "deploy-api: asks a follower, but install.replicaCount is below 2".to_owned(),
+                );
+            }
             if !deploy.request.path.starts_with("/deploy/v1/") {
                 return Err(format!(
                     "deploy-api: path `{}` must start with /deploy/v1/",
