@@ -72,7 +72,7 @@ pub(crate) async fn enforce(shared: &Shared) {
                     "topology mismatch: mysqld writable while the cached authority names another site; setting read_only"
                 );
             }
-            let outcome = shared.mysql.fence().await;
+            let outcome = fence_now(shared).await;
             shared.metrics.fenced(reason.as_str());
             if let Some(error) = &outcome.error {
                 shared.metrics.mysql_error();
@@ -112,4 +112,33 @@ pub(crate) async fn enforce(shared: &Shared) {
             }
         }
     }
+}
+
+/// Sets read-only with a short bound; if that did not apply (SET GLOBAL read_only waits for
+/// clients' table locks, and a lock holder must not keep a site writable past its lease),
+/// kills client connections and fences again. Returns the last outcome, re-read.
+pub(crate) async fn fence_now(shared: &Shared) -> bloodraven_mysql::live::MutationOutcome {
+    let outcome = shared.fence_mysql.fence().await;
+    if outcome.is_applied() {
+        return outcome;
+    }
+    tracing::warn!(
+        site = shared.site(),
+        applied = ?outcome.applied,
+        error = outcome.error.as_ref().map(ToString::to_string),
+        "set read_only did not apply; killing client connections and fencing again"
+    );
+    match shared
+        .mysql
+        .kill_client_connections(&shared.protected_users())
+        .await
+    {
+        Ok(killed) => tracing::info!(
+            site = shared.site(),
+            killed,
+            "killed client connections to fence"
+        ),
+        Err(error) => tracing::warn!(site = shared.site(), %error, "kill client connections"),
+    }
+    shared.fence_mysql.fence().await
 }

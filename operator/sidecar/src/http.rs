@@ -186,16 +186,16 @@ async fn fence(
     let fence = shared
         .lease()
         .fence(request.topology_generation, request.reason.clone());
-    let outcome = shared.mysql.fence().await;
+    let outcome = crate::enforcer::fence_now(&shared).await;
     shared.metrics.fenced("operator_fence");
     let read_only = report(&outcome, wall_now());
     shared.set_observation(&read_only.observed);
     let killed_connections = if request.kill_connections {
-        let excluded = [
-            shared.settings.mysql.user.as_str(),
-            shared.settings.replication_user.as_str(),
-        ];
-        match shared.mysql.kill_client_connections(&excluded).await {
+        match shared
+            .mysql
+            .kill_client_connections(&shared.protected_users())
+            .await
+        {
             Ok(killed) => Some(killed),
             Err(error) => {
                 tracing::warn!(site = shared.site(), %error, "kill client connections");

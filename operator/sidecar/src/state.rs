@@ -22,6 +22,10 @@ pub(crate) struct Shared {
     last_run: Mutex<Option<(String, u64)>>,
     pub(crate) clock: MonotonicClock,
     pub(crate) mysql: LiveMysql,
+    /// The same client with a short bound on the enforcer's `SET GLOBAL read_only = ON`
+    /// (half a tick): a fence blocked behind a client's table lock gives up quickly, the
+    /// client connections are killed, and the fence is retried within the same tick.
+    pub(crate) fence_mysql: LiveMysql,
     pub(crate) discovery: Discovery,
     pub(crate) http: reqwest::Client,
     pub(crate) metrics: Metrics,
@@ -44,12 +48,17 @@ impl Shared {
         metrics: Metrics,
     ) -> Arc<Self> {
         let lease = SiteLease::new(settings.lease.clone());
+        let fence_timeout = (settings.tick / 2)
+            .max(std::time::Duration::from_millis(1))
+            .min(settings.mysql.statement_timeout);
+        let fence_mysql = mysql.clone().with_mutation_timeout(fence_timeout);
         Arc::new(Self {
             settings,
             lease: Mutex::new(lease),
             last_run: Mutex::new(None),
             clock: MonotonicClock::start(),
             mysql,
+            fence_mysql,
             discovery,
             http,
             metrics,
@@ -118,6 +127,14 @@ impl Shared {
     /// The group this sidecar serves.
     pub(crate) fn group(&self) -> &str {
         self.settings.lease.group()
+    }
+
+    /// Users whose connections are never killed: the sidecar's own and the replication user.
+    pub(crate) fn protected_users(&self) -> [&str; 2] {
+        [
+            self.settings.mysql.user.as_str(),
+            self.settings.replication_user.as_str(),
+        ]
     }
 
     /// This sidecar's site.
