@@ -453,6 +453,41 @@ async fn send<'a, R: ResponseHandler>(
     }
 }
 
+/// How often an ephemeral port is tried when its TCP twin is taken.
+const BIND_ATTEMPTS_MAX: usize = 16;
+
+/// Binds UDP and TCP on the same address; with port 0, retries until a port is free for both.
+async fn bind_udp_and_tcp(
+    addr: SocketAddr,
+) -> Result<(tokio::net::UdpSocket, tokio::net::TcpListener, SocketAddr)> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let udp = tokio::net::UdpSocket::bind(addr)
+            .await
+            .map_err(|source| Error::Dns { addr, source })?;
+        let bound = udp
+            .local_addr()
+            .map_err(|source| Error::Dns { addr, source })?;
+        match tokio::net::TcpListener::bind(bound).await {
+            Ok(tcp) => return Ok((udp, tcp, bound)),
+            Err(source)
+                if addr.port() == 0
+                    && attempt < BIND_ATTEMPTS_MAX
+                    && source.kind() == std::io::ErrorKind::AddrInUse =>
+            {
+                continue;
+            }
+            Err(source) => {
+                return Err(Error::Dns {
+                    addr: bound,
+                    source,
+                })
+            }
+        }
+    }
+}
+
 /// A running cluster DNS server (UDP and TCP on one address).
 pub struct ClusterDns {
     addr: SocketAddr,
@@ -471,18 +506,7 @@ impl ClusterDns {
     /// Serves `records` on `addr` (UDP and TCP; port 0 picks one, see [`ClusterDns::addr`]).
     /// For pods, `addr` is the cluster DNS address (`ClusterNaming::dns_ip`) port 53.
     pub async fn serve(addr: SocketAddr, records: Arc<DnsRecords>) -> Result<Self> {
-        let udp = tokio::net::UdpSocket::bind(addr)
-            .await
-            .map_err(|source| Error::Dns { addr, source })?;
-        let bound = udp
-            .local_addr()
-            .map_err(|source| Error::Dns { addr, source })?;
-        let tcp = tokio::net::TcpListener::bind(bound)
-            .await
-            .map_err(|source| Error::Dns {
-                addr: bound,
-                source,
-            })?;
+        let (udp, tcp, bound) = bind_udp_and_tcp(addr).await?;
         let mut server = Server::new(ClusterDnsHandler { records });
         server.register_socket(udp);
         server.register_listener(tcp, TCP_IDLE_TIMEOUT, 64);

@@ -138,6 +138,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl PodRuntime {
     /// Brings the cluster network up (needs root) and returns an empty runtime.
     pub fn new(config: RuntimeConfig) -> Result<Self> {
+        super::network::require_root(nix::unistd::geteuid())?;
+        if !config.pod_exec.is_file() {
+            return Err(Error::Invalid(format!(
+                "localkube-pod-exec binary {}: it does not exist (build it with `cargo build -p localkube --bins`)",
+                config.pod_exec.display()
+            )));
+        }
         let network = ClusterNetwork::up(&config.state_dir)?;
         let partitions = Arc::new(Partitions::new(network.naming().clone()));
         Ok(Self {
