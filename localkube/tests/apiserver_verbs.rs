@@ -327,3 +327,72 @@ async fn kube_runtime_event_recorder_creates_and_updates_events() {
     );
     tc.stop().await;
 }
+
+#[tokio::test]
+async fn custom_resources_are_pruned_defaulted_and_validated() {
+    let tc = start().await;
+    let crds: Api<DynamicObject> = Api::all_with(
+        tc.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+            ),
+            "customresourcedefinitions",
+        ),
+    );
+    let crd: DynamicObject = serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "dials.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"kind": "Dial", "plural": "dials", "singular": "dial"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "required": ["level"], "properties": {
+                    "level": {"type": "integer", "minimum": 0, "maximum": 10}, "mode": {"type": "string", "enum": ["auto", "manual"], "default": "auto"}}}}}}}]}}))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("crd");
+    let dials: Api<DynamicObject> = Api::namespaced_with(
+        tc.client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("example.com", "v1", "Dial"),
+            "dials",
+        ),
+    );
+    let ok: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Dial", "metadata": {"name": "d"}, "spec": {"level": 3, "extra": true}})).expect("cr");
+    let got = dials
+        .create(&PostParams::default(), &ok)
+        .await
+        .expect("valid");
+    assert_eq!(got.data["spec"]["mode"], json!("auto"), "defaulted");
+    assert!(
+        got.data["spec"].get("extra").is_none(),
+        "unknown fields are pruned"
+    );
+    for (bad, field) in [
+        (json!({"level": "high"}), "spec.level"),
+        (json!({"level": 11}), "spec.level"),
+        (json!({"level": 1, "mode": "turbo"}), "spec.mode"),
+        (json!({}), "spec.level"),
+    ] {
+        let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Dial", "metadata": {"name": "bad"}, "spec": bad})).expect("cr");
+        let e = dials
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect_err("invalid");
+        assert_eq!(reason(&e), ("Invalid".to_string(), 422));
+        if let kube::Error::Api(s) = &e {
+            assert!(s.message.contains(field), "{}", s.message);
+        }
+    }
+    let e = dials
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"level": -1}})),
+        )
+        .await
+        .expect_err("invalid update");
+    assert_eq!(reason(&e).0, "Invalid");
+    tc.stop().await;
+}

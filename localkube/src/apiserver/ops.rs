@@ -226,6 +226,33 @@ impl Cluster {
         Ok(())
     }
 
+    /// Prunes undeclared fields of a custom resource and validates it against its schema
+    /// (422 Invalid listing every violation).
+    fn prune_and_validate_custom(&self, r: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+        let Some(schema) = r.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
+            return Ok(());
+        };
+        schema::prune(schema, obj, true);
+        let mut errors = Vec::new();
+        schema::validate(schema, obj, "", &mut errors);
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let name = meta::name(obj).to_string();
+        let gk = format!("{}.{}", r.kind, r.group);
+        let lines: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let message = if lines.len() == 1 {
+            format!("{gk} \"{name}\" is invalid: {}", lines[0])
+        } else {
+            format!("{gk} \"{name}\" is invalid: [{}]", lines.join(", "))
+        };
+        let mut e = ApiError::invalid(&r.group, &r.kind, &name, "", "");
+        e.message = message;
+        e.details = Some(json!({"name": name, "group": r.group, "kind": r.kind,
+            "causes": errors.iter().map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f})).collect::<Vec<_>>()}));
+        Err(e)
+    }
+
     fn validate_strict(&self, r: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         let Some(schema) = r.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
             return super::validation::strict_builtin(&r.group, &r.kind, obj);
@@ -345,6 +372,8 @@ impl Cluster {
         self.prepare_create(r, ns, &mut obj)?;
         if r.crd.is_none() {
             super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
+        } else {
+            self.prune_and_validate_custom(r, &mut obj)?;
         }
         let w = Writer {
             manager: &o.manager,
@@ -612,6 +641,9 @@ impl Cluster {
         if r.crd.is_none() {
             super::validation::decode_builtin(&r.group, &r.kind, &new, false)?;
         }
+        if r.crd.is_some() {
+            self.prune_and_validate_custom(r, &mut new)?;
+        }
         if without_managed_time(old) == without_managed_time(&new) {
             let mut same = old.clone();
             set_gvk(r, &mut same);
@@ -694,7 +726,13 @@ impl Cluster {
                 };
                 let mut created = apply::apply(None, &obj, o.force, &schema, &w)?;
                 let managed = created.pointer("/metadata/managedFields").cloned();
+                if r.crd.is_none() {
+                    super::validation::decode_builtin(&r.group, &r.kind, &created, false)?;
+                }
                 self.prepare_create(r, ns, &mut created)?;
+                if r.crd.is_some() {
+                    self.prune_and_validate_custom(r, &mut created)?;
+                }
                 if let Some(mf) = managed {
                     created["metadata"]["managedFields"] = mf;
                 }
