@@ -135,10 +135,10 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
                 }
             }
         }
-        @if !scenario.timings.is_empty() {
+        @if let Some(first) = scenario.timings.first() {
             h3 { "Failover phase timings (after the fault)" }
             table class="timings" {
-                thead { tr { th { "failover" } th { "fault" } @for (name, _) in scenario.timings[0].phases() { th { (name) } } } }
+                thead { tr { th { "failover" } th { "fault" } @for (name, _) in first.phases() { th { (name) } } } }
                 tbody {
                     @for timing in &scenario.timings {
                         tr {

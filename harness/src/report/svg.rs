@@ -76,15 +76,16 @@ pub fn fault_intervals(history: &History) -> Vec<FaultInterval> {
     intervals
 }
 
-/// Write outcomes per bucket: (ok, failed or unknown).
+/// Write outcomes per bucket: (ok, failed or unknown). At most `2 * BUCKETS_MAX` buckets
+/// are kept (later completions are not counted): a bound against a corrupt history.
 pub fn write_buckets(history: &History, bucket_ns: u64) -> Vec<(u64, u64)> {
-    let count = history.end_ns() / bucket_ns + 1;
+    let count = (history.end_ns() / bucket_ns.max(1) + 1).min(2 * BUCKETS_MAX);
     let mut buckets = vec![(0u64, 0u64); usize::try_from(count).unwrap_or(0)];
     for event in &history.events {
         if !matches!(event.op, Op::Write { .. }) || !event.kind.is_completion() {
             continue;
         }
-        let Some(bucket) = usize::try_from(event.mono_ns / bucket_ns)
+        let Some(bucket) = usize::try_from(event.mono_ns / bucket_ns.max(1))
             .ok()
             .and_then(|index| buckets.get_mut(index))
         else {
