@@ -384,44 +384,6 @@ pub fn validate(schema: &Value, v: &Value, path: &str, out: &mut Vec<(String, St
     }
 }
 
-#[cfg(test)]
-mod validate_tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn custom_resources_are_validated_against_their_schema() {
-        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "required": ["size"], "properties": {
-            "size": {"type": "integer", "minimum": 1}, "mode": {"type": "string", "enum": ["a", "b"]}, "port": {"x-kubernetes-int-or-string": true}}}}});
-        let mut out = Vec::new();
-        validate(
-            &schema,
-            &json!({"spec": {"size": 3, "mode": "a", "port": "http"}}),
-            "",
-            &mut out,
-        );
-        assert!(out.is_empty(), "{out:?}");
-        validate(
-            &schema,
-            &json!({"spec": {"size": "x", "mode": "c"}}),
-            "",
-            &mut out,
-        );
-        let mut fields: Vec<&str> = out.iter().map(|(f, _)| f.as_str()).collect();
-        fields.sort();
-        assert_eq!(fields, ["spec.mode", "spec.size"]);
-        out.clear();
-        validate(&schema, &json!({"spec": {"size": 0}}), "", &mut out);
-        assert_eq!(out.len(), 1);
-        out.clear();
-        validate(&schema, &json!({"spec": {}}), "", &mut out);
-        assert_eq!(
-            out,
-            vec![("spec.size".to_string(), "Required value".to_string())]
-        );
-    }
-}
-
 /// Drops fields a structural `openAPIV3Schema` does not declare (the real server prunes
 /// them unless `x-kubernetes-preserve-unknown-fields`).
 pub fn prune(schema: &Value, v: &mut Value, root: bool) {
@@ -468,5 +430,43 @@ pub fn prune(schema: &Value, v: &mut Value, root: bool) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod validate_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn custom_resources_are_validated_against_their_schema() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer", "minimum": 1}, "mode": {"type": "string", "enum": ["a", "b"]}, "port": {"x-kubernetes-int-or-string": true}}}}});
+        let mut out = Vec::new();
+        validate(
+            &schema,
+            &json!({"spec": {"size": 3, "mode": "a", "port": "http"}}),
+            "",
+            &mut out,
+        );
+        assert!(out.is_empty(), "{out:?}");
+        validate(
+            &schema,
+            &json!({"spec": {"size": "x", "mode": "c"}}),
+            "",
+            &mut out,
+        );
+        let mut fields: Vec<&str> = out.iter().map(|(f, _)| f.as_str()).collect();
+        fields.sort();
+        assert_eq!(fields, ["spec.mode", "spec.size"]);
+        out.clear();
+        validate(&schema, &json!({"spec": {"size": 0}}), "", &mut out);
+        assert_eq!(out.len(), 1);
+        out.clear();
+        validate(&schema, &json!({"spec": {}}), "", &mut out);
+        assert_eq!(
+            out,
+            vec![("spec.size".to_string(), "Required value".to_string())]
+        );
     }
 }
