@@ -606,3 +606,83 @@ async fn init_containers_run_first_and_can_fail_the_pod() {
     );
     runtime.shutdown(Duration::from_secs(1)).await;
 }
+
+// localkube.md Node agent: in-cluster config works unchanged: token, ca.crt and namespace at
+// /var/run/secrets/kubernetes.io/serviceaccount/ (through the /var/run -> /run symlink),
+// without creating anything on the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_account_files_at_the_in_cluster_path() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("sa");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    let files = |token: &str| {
+        vec![
+            VolumeFile {
+                path: "token".into(),
+                contents: token.as_bytes().to_vec(),
+                mode: 0o644,
+            },
+            VolumeFile {
+                path: "ca.crt".into(),
+                contents: b"CA".to_vec(),
+                mode: 0o644,
+            },
+            VolumeFile {
+                path: "namespace".into(),
+                contents: b"default".to_vec(),
+                mode: 0o644,
+            },
+        ]
+    };
+    let mut spec = pod("sa", "iad", vec![shell("main", "exec sleep 300")]);
+    spec.volumes = vec![VolumeSpec {
+        name: "kube-api-access".into(),
+        source: VolumeSource::Files(files("t1")),
+    }];
+    spec.containers[0].volume_mounts = vec![VolumeMount {
+        name: "kube-api-access".into(),
+        mount_path: "/var/run/secrets/kubernetes.io/serviceaccount".into(),
+        read_only: true,
+        sub_path: None,
+    }];
+    let host_had_secrets = std::path::Path::new("/run/secrets").exists();
+    runtime.start_pod(spec).await.unwrap();
+    runtime
+        .wait_for("default/sa", Duration::from_secs(10), running)
+        .await
+        .unwrap();
+    let read = |runtime: PodRuntime| async move {
+        let argv: Vec<String> = ["sh", "-c", "cd /var/run/secrets/kubernetes.io/serviceaccount && cat token ca.crt namespace && ls /run/netns >/dev/null && echo ok"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let out = runtime
+            .exec_in_container("default/sa", "main", &argv, Duration::from_secs(5))
+            .await
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    assert_eq!(
+        read(runtime.clone()).await,
+        "t1CAdefaultok\n",
+        "files there, /run's other entries still visible"
+    );
+    // Token rotation (kubelet refreshes projected tokens in place).
+    runtime
+        .update_volume_files("default/sa", "kube-api-access", &files("t2"))
+        .unwrap();
+    assert_eq!(read(runtime.clone()).await, "t2CAdefaultok\n");
+    assert_eq!(
+        std::path::Path::new("/run/secrets").exists(),
+        host_had_secrets,
+        "nothing created on the host"
+    );
+    runtime.shutdown(Duration::from_secs(1)).await;
+}
