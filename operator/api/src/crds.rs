@@ -10,7 +10,10 @@ use crate::{DNSEndpoint, MysqlDatabase, MysqlFailoverGroup};
 /// Every generated CRD as `(file name, YAML text)`, in a stable order.
 pub fn render_all() -> Result<Vec<(&'static str, String)>, serde_yaml::Error> {
     Ok(vec![
-        ("mysqlfailovergroups.yaml", render(&MysqlFailoverGroup::crd())?),
+        (
+            "mysqlfailovergroups.yaml",
+            render(&MysqlFailoverGroup::crd())?,
+        ),
         ("mysqldatabases.yaml", render(&MysqlDatabase::crd())?),
         ("dnsendpoints.yaml", render(&DNSEndpoint::crd())?),
     ])

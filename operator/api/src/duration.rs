@@ -57,7 +57,10 @@ impl FromStr for GoDuration {
             }
             let (number, after) = rest.split_at(digits);
             let value: u128 = number.parse().map_err(|_| fail("number too large"))?;
-            let unit_len = after.chars().take_while(|c| c.is_ascii_alphabetic()).count();
+            let unit_len = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphabetic())
+                .count();
             let (unit, after_unit) = after.split_at(unit_len);
             let index = UNITS
                 .iter()
@@ -127,10 +130,22 @@ mod tests {
 
     #[test]
     fn parses_the_design_defaults() {
-        assert_eq!("2s".parse::<GoDuration>().unwrap().get(), Duration::from_secs(2));
-        assert_eq!("5m".parse::<GoDuration>().unwrap().get(), Duration::from_secs(300));
-        assert_eq!("1h30m".parse::<GoDuration>().unwrap().get(), Duration::from_secs(5400));
-        assert_eq!("1500ms".parse::<GoDuration>().unwrap().to_string(), "1s500ms");
+        assert_eq!(
+            "2s".parse::<GoDuration>().unwrap().get(),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            "5m".parse::<GoDuration>().unwrap().get(),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            "1h30m".parse::<GoDuration>().unwrap().get(),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            "1500ms".parse::<GoDuration>().unwrap().to_string(),
+            "1s500ms"
+        );
         assert_eq!("0".parse::<GoDuration>().unwrap().get(), Duration::ZERO);
     }
 
@@ -153,7 +168,10 @@ mod tests {
     fn display_round_trips() {
         for ms in [0u64, 1, 999, 1000, 61_001, 3_600_000, 5_400_250] {
             let duration = GoDuration(Duration::from_millis(ms));
-            assert_eq!(duration.to_string().parse::<GoDuration>().unwrap(), duration);
+            assert_eq!(
+                duration.to_string().parse::<GoDuration>().unwrap(),
+                duration
+            );
         }
     }
 }

@@ -108,7 +108,8 @@ impl MysqlFailoverGroupSpec {
 
     /// `EffectiveReadOnlyMaxLagSeconds` of a site: its own limit, else `maxLagSeconds`.
     pub fn effective_read_only_max_lag_seconds(&self, site: &SiteSpec) -> u64 {
-        site.read_only_max_lag_seconds.unwrap_or(self.max_lag_seconds)
+        site.read_only_max_lag_seconds
+            .unwrap_or(self.max_lag_seconds)
     }
 
     /// Problems that make this spec unusable, each naming the field (empty when valid).
@@ -118,8 +119,14 @@ impl MysqlFailoverGroupSpec {
             problems.push("spec.sites: at least one site is required".to_string());
         }
         for (index, site) in self.sites.iter().enumerate() {
-            if self.sites[..index].iter().any(|other| other.name == site.name) {
-                problems.push(format!("spec.sites[{index}].name: duplicate site {:?}", site.name));
+            if self.sites[..index]
+                .iter()
+                .any(|other| other.name == site.name)
+            {
+                problems.push(format!(
+                    "spec.sites[{index}].name: duplicate site {:?}",
+                    site.name
+                ));
             }
             if site.name.is_empty() {
                 problems.push(format!("spec.sites[{index}].name: must not be empty"));
@@ -508,7 +515,10 @@ dns: {hostname: playground-db.example.local, ttl: 10}
         spec.sites.push(spec.sites[0].clone());
         let problems = spec.validate().join("\n");
         assert!(problems.contains("spec.initialActiveSite"), "{problems}");
-        assert!(problems.contains("spec.sites[3].name: duplicate"), "{problems}");
+        assert!(
+            problems.contains("spec.sites[3].name: duplicate"),
+            "{problems}"
+        );
     }
 
     #[test]

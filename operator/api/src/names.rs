@@ -107,7 +107,10 @@ pub fn dns_endpoint(group: &str) -> String {
 
 /// The canonical replication source host of a site: its internal Service's cluster name.
 pub fn source_host(group: &str, site: &str, namespace: &str) -> String {
-    format!("{}.{namespace}.svc.cluster.local", site_service(group, site))
+    format!(
+        "{}.{namespace}.svc.cluster.local",
+        site_service(group, site)
+    )
 }
 
 /// Deployment-lease Lease object: `bloodraven-deploy-<group>-<kind>`.
@@ -129,7 +132,10 @@ mod tests {
         assert_eq!(statefulset("playground", "iad"), "mysql-playground-iad");
         assert_eq!(pod("playground", "iad"), "mysql-playground-iad-0");
         assert_eq!(site_service("playground", "pdx"), "mysql-playground-pdx");
-        assert_eq!(headless_service("playground", "pdx"), "mysql-playground-pdx-hl");
+        assert_eq!(
+            headless_service("playground", "pdx"),
+            "mysql-playground-pdx-hl"
+        );
         assert_eq!(primary_service("playground"), "mysql-playground-primary");
         assert_eq!(replicas_service("playground"), "mysql-playground-replicas");
         assert_eq!(dns_endpoint("playground"), "bloodraven-playground");
@@ -137,6 +143,9 @@ mod tests {
             source_host("playground", "iad", PLAYGROUND_NAMESPACE),
             "mysql-playground-iad.bloodraven-playground.svc.cluster.local"
         );
-        assert_eq!(deploy_lease("playground", "migration"), "bloodraven-deploy-playground-migration");
+        assert_eq!(
+            deploy_lease("playground", "migration"),
+            "bloodraven-deploy-playground-migration"
+        );
     }
 }

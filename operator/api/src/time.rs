@@ -102,7 +102,14 @@ mod tests {
         let text = ts.to_string();
         assert_eq!(text, "2026-11-30T02:55:58.123Z");
         assert_eq!(text.parse::<Timestamp>().unwrap(), ts);
-        assert_eq!("2026-11-30T02:55:58Z".parse::<Timestamp>().unwrap().unix_millis() % 1000, 0);
+        assert_eq!(
+            "2026-11-30T02:55:58Z"
+                .parse::<Timestamp>()
+                .unwrap()
+                .unix_millis()
+                % 1000,
+            0
+        );
     }
 
     #[test]
@@ -115,7 +122,13 @@ mod tests {
     fn arithmetic_saturates() {
         let ts = Timestamp(1_000);
         assert_eq!((ts + Duration::from_secs(2)).0, 3_000);
-        assert_eq!(ts.saturating_duration_since(Timestamp(5_000)), Duration::ZERO);
-        assert_eq!(Timestamp(5_000).saturating_duration_since(ts), Duration::from_secs(4));
+        assert_eq!(
+            ts.saturating_duration_since(Timestamp(5_000)),
+            Duration::ZERO
+        );
+        assert_eq!(
+            Timestamp(5_000).saturating_duration_since(ts),
+            Duration::from_secs(4)
+        );
     }
 }

@@ -3,9 +3,10 @@
 use std::{path::PathBuf, process::ExitCode};
 
 fn main() -> ExitCode {
-    let dir = std::env::args_os().nth(1).map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/crds")
-    });
+    let dir = std::env::args_os()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/crds"));
     let files = match bloodraven_api::crds::render_all() {
         Ok(files) => files,
         Err(error) => {
