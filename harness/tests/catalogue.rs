@@ -164,3 +164,271 @@ fn seed_001_planned_failover_asserts_zero_loss() {
 fn span(seconds: u64) -> bloodraven_harness::scenario::span::Span {
     bloodraven_harness::scenario::span::Span::new(Duration::from_secs(seconds))
 }
+
+/// The scenario as compact JSON, to look for the assertions a row needs.
+fn steps_json(id: u16) -> String {
+    serde_json::to_string(&scenario(id).scenario).unwrap_or_default()
+}
+
+// Each row of harness.md's catalogue, pinned to the facts its scenario must assert.
+#[test]
+fn every_row_asserts_what_it_claims() {
+    let rows: [(u16, &[&str]); 29] = [
+        (
+            1,
+            &[
+                "\"state\":\"Valid\"",
+                "mysql-playground-reader-hl",
+                "mysql-playground-replicas",
+                "\"recordTTL\":10",
+                "\"write\":\"ok\"",
+            ],
+        ),
+        (
+            2,
+            &[
+                "\"shipstream.io/role\":\"primary\"",
+                "\"$len\":2",
+                "\"$len\":3",
+                "\"publishNotReadyAddresses\":{\"$ne\":true}",
+            ],
+        ),
+        (
+            3,
+            &[
+                "replication-delay",
+                "\"secondsBehindSource\":{\"$gt\":30}",
+                "\"shipstream.io/healthy\":\"no\"",
+                "\"sites\":[\"pdx\"]",
+            ],
+        ),
+        (
+            5,
+            &[
+                "\"state\":\"Invalid\"",
+                "\"service\":\"primary\",\"sites\":[]",
+                "\"service\":\"replicas\",\"sites\":[]",
+            ],
+        ),
+        (
+            10,
+            &[
+                "\"replicas\":0",
+                "\"increasing\":true",
+                "\"lastSeen\":{\"$unchanged\":true}",
+            ],
+        ),
+        (
+            11,
+            &[
+                "\"replicas\":0",
+                "stop-node",
+                "\"lastFailover\":{\"$exists\":false}",
+                "\"exact\":true",
+            ],
+        ),
+        (
+            12,
+            &["delete-pod", "\"readOnly\":true", "PrimaryReasserted"],
+        ),
+        (
+            13,
+            &[
+                "set-read-only",
+                "\"value\":false",
+                "\"site\":\"pdx\",\"readOnly\":true",
+            ],
+        ),
+        (
+            14,
+            &[
+                "\"replicaCount\":3",
+                "kill-operator",
+                "\"holderIdentity\":{\"$changed\":true}",
+                "\"quantity\":\"detection\",\"atLeast\":\"6s\"",
+            ],
+        ),
+        (
+            15,
+            &[
+                "\"phase\":\"Rejected\"",
+                "\"onCooldown\":\"defer\"",
+                "\"deferReason\":\"Cooldown\"",
+                "\"phase\":\"Completed\",\"target\":\"iad\"",
+            ],
+        ),
+        (
+            16,
+            &[
+                "kill-operator",
+                "EmergencyFailoverBlockedByCooldown",
+                "\"from\":\"pdx\",\"kind\":\"emergency\",\"to\":\"iad\"",
+            ],
+        ),
+        (
+            17,
+            &[
+                "\"args\":[\"promote\",\"playground\",\"pdx\"",
+                "bloodraven.shipstream.io/planned-failover\":\"pdx\"",
+                "\"kind\":\"planned\"",
+            ],
+        ),
+        (
+            20,
+            &[
+                "\"keepDown\":true",
+                "\"exact\":false",
+                "\"exact\":true",
+                "write-outage",
+                "\"target\":\"site-of pdx\"",
+            ],
+        ),
+        (
+            21,
+            &[
+                "canary-plain",
+                "canary-tolerating",
+                "\"demotedTaint\":true",
+                "\"phase\":\"absent\"",
+            ],
+        ),
+        (
+            22,
+            &["planned-failover", "\"lostTransactions\":0", "write-outage"],
+        ),
+        (
+            23,
+            &[
+                "partition",
+                "\"shipstream.io/role\":\"fenced\"",
+                "\"errantGtidSet\":{\"$exists\":true}",
+                "ReturningPrimaryFenced",
+            ],
+        ),
+        (
+            24,
+            &[
+                "\"kill\":{\"site\":\"iad\",\"container\":\"mysql\",\"keepDown\":false}",
+                "\"lastFailover\":{\"$exists\":false}",
+                "PrimaryReasserted",
+            ],
+        ),
+        (
+            25,
+            &[
+                "\"partition\":{\"sites\":[\"iad\"]}",
+                "\"site\":\"iad\",\"readOnly\":true",
+            ],
+        ),
+        (
+            26,
+            &[
+                "open-connection",
+                "\"writeError\":null",
+                "\"writeError\":1290",
+            ],
+        ),
+        (
+            30,
+            &[
+                "\"status\":409",
+                "\"error\":\"held\"",
+                "\"status\":403",
+                "\"ttlSeconds\":1",
+                "\"status\":404",
+                "\"error\":\"token_mismatch\"",
+                "\"status\":200",
+            ],
+        ),
+        (
+            31,
+            &[
+                "failover-hold",
+                "\"deferReason\":\"DeploymentHold\"",
+                "\"retryTime\":{\"$changed\":true}",
+                "bloodraven_planned_failovers_deferred_total",
+            ],
+        ),
+        (
+            32,
+            &[
+                "stop-node",
+                "\"error\":\"revoked\"",
+                "\"reason\":\"TopologyChanged\"",
+                "op-b",
+                "DeploymentLeaseRevoked",
+            ],
+        ),
+        (
+            33,
+            &["revoke-deployment-leases", "\"reason\":\"OperatorRevoked\""],
+        ),
+        (
+            34,
+            &[
+                "\"audience\":\"kubernetes\"",
+                "outsider",
+                "\"port\":\"plain\"",
+                "\"replica\":\"follower\"",
+                "\"error\":\"not_leader\"",
+                "\"status\":503",
+            ],
+        ),
+        (
+            35,
+            &[
+                "\"status\":423",
+                "\"retryAfterSeconds\":{\"$gte\":1}",
+                "${deadline}",
+            ],
+        ),
+        (
+            38,
+            &[
+                "dnsendpoints",
+                "\"target\":\"site-of iad\"",
+                "\"target\":\"site-of pdx\"",
+            ],
+        ),
+        (
+            39,
+            &[
+                "\"fieldManager\":\"intruder\"",
+                "192.0.2.1",
+                "\"fieldManager\":\"bloodraven\"",
+            ],
+        ),
+        (
+            40,
+            &[
+                "stop-external-dns",
+                "\"dns-endpoint\":{\"target\":\"site-of pdx\"",
+                "\"dns\":{\"target\":\"site-of iad\"}",
+            ],
+        ),
+        (
+            50,
+            &[
+                "upgrade-operator",
+                "\"sites\":[\"iad\"]",
+                "\"lastFailover\":{\"$exists\":false}",
+                "\"method\":\"PUT\"",
+            ],
+        ),
+    ];
+    let mut missing = Vec::new();
+    for (id, needles) in rows {
+        let json = steps_json(id);
+        missing.extend(
+            needles
+                .iter()
+                .filter(|needle| !json.contains(*needle))
+                .map(|needle| format!("{id:03}: {needle}")),
+        );
+    }
+    assert!(
+        missing.is_empty(),
+        "assertions missing from the catalogue:\n{}",
+        missing.join("\n")
+    );
+}
