@@ -120,6 +120,8 @@ pub enum PromotionKind {
 struct LossTruth {
     from: usize,
     to: usize,
+    /// When the move was decided (true time).
+    promoted_at: SimTime,
     /// What this move lost that no earlier move had lost.
     lost: TxnSet,
     /// Everything of the old writer missing on the new one, including what an earlier move
@@ -303,6 +305,7 @@ impl Checker {
                     self.pending_truth = Some(LossTruth {
                         from: *old,
                         to: site,
+                        promoted_at: self.last_promotion_at.unwrap_or(now),
                         lost,
                         literal,
                         checked_exact: false,
@@ -335,13 +338,16 @@ impl Checker {
         self.acked = self.acked.subtract(&lost_acked);
     }
 
-    /// What the operator's status reports as the last failover's loss. Returns whether an
+    /// What the operator's status reports as the last failover's loss; `promoted_at` is the
+    /// report's `promotedAt` converted to true time (it identifies the failover: a reverted
+    /// status may report an older failover between the same two sites). Returns whether an
     /// exact report was compared with the truth.
     pub fn on_reported_loss(
         &mut self,
         now: SimTime,
         from: usize,
         to: usize,
+        promoted_at: Option<SimTime>,
         lost_transactions: u64,
         exact: bool,
     ) -> bool {
@@ -349,6 +355,12 @@ impl Checker {
             return false;
         };
         if truth.from != from || truth.to != to || truth.checked_exact {
+            return false;
+        }
+        let same_failover = promoted_at.is_some_and(|at| {
+            at.as_millis().abs_diff(truth.promoted_at.as_millis()) <= self.cooldown_tolerance_millis
+        });
+        if !same_failover {
             return false;
         }
         let really = truth.lost.count();
@@ -432,9 +444,9 @@ mod tests {
         checker.on_promotion(SimTime(3), 1, PromotionKind::Emergency);
         checker.on_step(SimTime(4), &[false, true, false], &[&iad, &pdx, &empty]);
         assert!(checker.counts().is_empty());
-        checker.on_reported_loss(SimTime(5), 0, 1, 1, false);
+        checker.on_reported_loss(SimTime(5), 0, 1, Some(SimTime(3)), 1, false);
         assert!(checker.counts().is_empty());
-        checker.on_reported_loss(SimTime(6), 0, 1, 1, true);
+        checker.on_reported_loss(SimTime(6), 0, 1, Some(SimTime(3)), 1, true);
         assert_eq!(checker.counts().get(&FindingClass::LostMismatch), Some(&1));
     }
 
@@ -455,7 +467,7 @@ mod tests {
         // A later failover iad->pdx is decided; its lower bound (1) arrives before pdx is
         // writable again and must not be held against the first failover's truth (0).
         checker.on_promotion(SimTime(50), 1, PromotionKind::Emergency);
-        assert!(!checker.on_reported_loss(SimTime(51), 0, 1, 1, false));
+        assert!(!checker.on_reported_loss(SimTime(51), 0, 1, Some(SimTime(50)), 1, false));
         assert!(checker.counts().is_empty());
     }
 

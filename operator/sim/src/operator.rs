@@ -749,10 +749,14 @@ impl World {
         if let Some(last) = memory.last_failover.as_ref() {
             if last.kind == FailoverKind::Emergency {
                 if let (Some(from), Some(to)) = (site_index(&last.from), site_index(&last.to)) {
+                    let promoted_at = last.promoted_at.map(|at| {
+                        SimTime(u64::try_from(at.unix_millis() - EPOCH_UNIX_MILLIS).unwrap_or(0))
+                    });
                     let compared = self.checker.on_reported_loss(
                         self.now,
                         from,
                         to,
+                        promoted_at,
                         last.lost_transactions,
                         last.exact,
                     );
