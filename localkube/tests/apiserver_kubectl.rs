@@ -395,3 +395,68 @@ async fn kubectl_drives_the_operator_workflow() {
         .await;
     tc.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_typed_create_commands_send_protobuf_that_is_understood() {
+    let tc = start().await;
+    let k = Kubectl {
+        kubeconfig: tc.lk.kubeconfig_path(),
+        cache: tmp(tc.dir.path(), "kubectl-cache"),
+    };
+    k.ok(&[
+        "create",
+        "deployment",
+        "d1",
+        "--image=nginx:1.25",
+        "--replicas=0",
+        "--port=80",
+    ])
+    .await;
+    assert_eq!(k.ok(&["get", "deploy", "d1", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort}"]).await, "0 nginx:1.25 80");
+    k.ok(&["create", "service", "clusterip", "s1", "--tcp=80:8080"])
+        .await;
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "svc",
+            "s1",
+            "-o",
+            "jsonpath={.spec.ports[0].port} {.spec.ports[0].targetPort} {.spec.selector.app}"
+        ])
+        .await,
+        "80 8080 s1"
+    );
+    k.ok(&["create", "configmap", "c1", "--from-literal=a=b"])
+        .await;
+    k.ok(&["create", "secret", "generic", "s1", "--from-literal=a=b"])
+        .await;
+    assert_eq!(
+        k.ok(&["get", "secret", "s1", "-o", "jsonpath={.data.a}"])
+            .await,
+        "Yg=="
+    );
+    k.ok(&[
+        "create",
+        "clusterrole",
+        "r1",
+        "--verb=get",
+        "--resource=pods",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "clusterrolebinding",
+        "b1",
+        "--clusterrole=r1",
+        "--user=someone",
+    ])
+    .await;
+    assert_eq!(
+        k.ok(&["auth", "can-i", "get", "pods", "--as", "someone"])
+            .await
+            .trim(),
+        "yes"
+    );
+    assert!(k.ok(&["auth", "whoami"]).await.contains("system:masters"));
+    tc.stop().await;
+}

@@ -9,6 +9,22 @@ use serde_json::{json, Map, Value};
 
 const MAGIC: &[u8] = b"k8s\0";
 
+/// Fields that are pointers in the Go types: a zero or false on the wire was set on purpose
+/// (`--replicas=0`), unlike plain fields whose zero value JSON omits.
+const POINTER_FIELDS: &[&str] = &[
+    "replicas",
+    "revisionHistoryLimit",
+    "progressDeadlineSeconds",
+    "terminationGracePeriodSeconds",
+    "deletionGracePeriodSeconds",
+    "gracePeriodSeconds",
+    "expirationSeconds",
+    "controller",
+    "blockOwnerDeletion",
+    "immutable",
+    "automountServiceAccountToken",
+];
+
 #[derive(Clone, Copy)]
 enum F {
     Str,
@@ -20,6 +36,7 @@ enum F {
     MapBytes,
     RepStr,
     RepMsg(&'static str),
+    IntOrString,
 }
 
 type Fields = &'static [(u64, &'static str, F)];
@@ -158,6 +175,96 @@ fn fields(message: &str) -> Option<Fields> {
             (5, "dryRun", F::RepStr),
         ],
         "Time" => &[(1, "seconds", F::Int), (2, "nanos", F::Int)],
+        "IntOrString" => &[
+            (1, "type", F::Int),
+            (2, "intVal", F::Int),
+            (3, "strVal", F::Str),
+        ],
+        "Deployment" => &[
+            (1, "metadata", F::Msg("ObjectMeta")),
+            (2, "spec", F::Msg("DeploymentSpec")),
+        ],
+        "DeploymentSpec" => &[
+            (1, "replicas", F::Int),
+            (2, "selector", F::Msg("LabelSelector")),
+            (3, "template", F::Msg("PodTemplateSpec")),
+            (4, "strategy", F::Msg("DeploymentStrategy")),
+            (5, "minReadySeconds", F::Int),
+            (6, "revisionHistoryLimit", F::Int),
+            (7, "paused", F::Bool),
+            (9, "progressDeadlineSeconds", F::Int),
+        ],
+        "DeploymentStrategy" => &[
+            (1, "type", F::Str),
+            (2, "rollingUpdate", F::Msg("RollingUpdateDeployment")),
+        ],
+        "RollingUpdateDeployment" => &[
+            (1, "maxUnavailable", F::IntOrString),
+            (2, "maxSurge", F::IntOrString),
+        ],
+        "LabelSelector" => &[
+            (1, "matchLabels", F::MapStr),
+            (2, "matchExpressions", F::RepMsg("LabelSelectorRequirement")),
+        ],
+        "LabelSelectorRequirement" => &[
+            (1, "key", F::Str),
+            (2, "operator", F::Str),
+            (3, "values", F::RepStr),
+        ],
+        "PodTemplateSpec" => &[
+            (1, "metadata", F::Msg("ObjectMeta")),
+            (2, "spec", F::Msg("PodSpec")),
+        ],
+        "PodSpec" => &[
+            (2, "containers", F::RepMsg("Container")),
+            (3, "restartPolicy", F::Str),
+            (4, "terminationGracePeriodSeconds", F::Int),
+            (6, "dnsPolicy", F::Str),
+            (7, "nodeSelector", F::MapStr),
+            (8, "serviceAccountName", F::Str),
+            (10, "nodeName", F::Str),
+            (20, "initContainers", F::RepMsg("Container")),
+        ],
+        "Container" => &[
+            (1, "name", F::Str),
+            (2, "image", F::Str),
+            (3, "command", F::RepStr),
+            (4, "args", F::RepStr),
+            (5, "workingDir", F::Str),
+            (6, "ports", F::RepMsg("ContainerPort")),
+            (7, "env", F::RepMsg("EnvVar")),
+            (8, "resources", F::Msg("ResourceRequirements")),
+            (13, "terminationMessagePath", F::Str),
+            (14, "imagePullPolicy", F::Str),
+            (20, "terminationMessagePolicy", F::Str),
+        ],
+        "ContainerPort" => &[
+            (1, "name", F::Str),
+            (2, "hostPort", F::Int),
+            (3, "containerPort", F::Int),
+            (4, "protocol", F::Str),
+            (5, "hostIP", F::Str),
+        ],
+        "EnvVar" => &[(1, "name", F::Str), (2, "value", F::Str)],
+        "ResourceRequirements" => &[],
+        "Service" => &[
+            (1, "metadata", F::Msg("ObjectMeta")),
+            (2, "spec", F::Msg("ServiceSpec")),
+        ],
+        "ServiceSpec" => &[
+            (1, "ports", F::RepMsg("ServicePort")),
+            (2, "selector", F::MapStr),
+            (3, "clusterIP", F::Str),
+            (4, "type", F::Str),
+        ],
+        "ServicePort" => &[
+            (1, "name", F::Str),
+            (2, "protocol", F::Str),
+            (3, "port", F::Int),
+            (4, "targetPort", F::IntOrString),
+            (5, "nodePort", F::Int),
+            (6, "appProtocol", F::Str),
+        ],
         _ => return None,
     })
 }
@@ -263,10 +370,21 @@ fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
             (F::Time, 2) => {
                 let t = decode("Time", r.bytes()?)?;
                 let secs = t.get("seconds").and_then(Value::as_i64).unwrap_or(0);
-                let when = chrono::DateTime::from_timestamp(secs, 0)
-                    .map(super::meta::time)
-                    .unwrap_or_default();
-                out.insert(name, json!(when));
+                if secs != 0 {
+                    let when = chrono::DateTime::from_timestamp(secs, 0)
+                        .map(super::meta::time)
+                        .unwrap_or_default();
+                    out.insert(name, json!(when));
+                }
+            }
+            (F::IntOrString, 2) => {
+                let v = decode("IntOrString", r.bytes()?)?;
+                let value = if v.get("type").and_then(Value::as_i64) == Some(1) {
+                    json!(v.get("strVal").and_then(Value::as_str).unwrap_or_default())
+                } else {
+                    json!(v.get("intVal").and_then(Value::as_i64).unwrap_or(0))
+                };
+                out.insert(name, value);
             }
             (F::MapStr, 2) | (F::MapBytes, 2) => {
                 let (k, v) = map_entry(r.bytes()?, matches!(f, F::MapBytes))?;
@@ -288,8 +406,11 @@ fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
         }
     }
     // Go's JSON encoding omits empty optional fields; do the same.
-    out.retain(|_, v| {
-        !matches!(v, Value::String(s) if s.is_empty()) && *v != json!(0) && *v != json!(false)
+    out.retain(|k, v| match v {
+        Value::String(s) => !s.is_empty(),
+        Value::Number(n) => n.as_i64() != Some(0) || POINTER_FIELDS.contains(&k.as_str()),
+        Value::Bool(b) => *b || POINTER_FIELDS.contains(&k.as_str()),
+        _ => true,
     });
     Ok(Value::Object(out))
 }
