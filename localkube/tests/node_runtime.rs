@@ -41,6 +41,11 @@ impl Drop for ClusterGuard {
     }
 }
 
+/// The container log as `kubectl logs` prints it.
+fn kubectl_logs(path: &std::path::Path) -> String {
+    localkube::node::logs::read(path, &localkube::node::logs::LogOptions::default()).unwrap()
+}
+
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -174,7 +179,7 @@ while True:
         })
         .await
         .unwrap();
-    let log = std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap();
+    let log = kubectl_logs(&status.container_statuses[0].log_path);
     assert_eq!(status.phase, PodPhase::Succeeded, "client log:\n{log}");
     assert!(
         log.contains(&format!("GOT hello from server to {client_ip}")),
@@ -252,9 +257,7 @@ async fn restart_policy_backoff_and_unknown_image() {
         }
         other => panic!("last state {other:?}"),
     }
-    assert!(std::fs::read_to_string(&c.previous_log_path)
-        .unwrap()
-        .starts_with("run-"));
+    assert!(kubectl_logs(&c.previous_log_path).starts_with("run-"));
 
     let mut once = pod("once", "iad", vec![shell("main", "exit 0")]);
     once.restart_policy = RestartPolicy::OnFailure;
@@ -311,10 +314,7 @@ async fn stop_pod_kills_after_grace_period() {
         .log_path
         .clone();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(&log_path)
-        .unwrap_or_default()
-        .contains("trap-set")
-    {
+    while !kubectl_logs(&log_path).contains("trap-set") {
         assert!(Instant::now() < deadline, "the shell never set its trap");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -369,7 +369,7 @@ async fn cleanup_after_crash_removes_everything() {
             let log_path = status.container_statuses[0].log_path.clone();
             let deadline = Instant::now() + Duration::from_secs(10);
             let escaped = loop {
-                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let log = kubectl_logs(&log_path);
                 if let Some(pid) = log.lines().find_map(|l| l.strip_prefix("escaped=")) {
                     break pid.trim().parse::<i32>().unwrap();
                 }
@@ -576,12 +576,8 @@ async fn init_containers_run_first_and_can_fail_the_pod() {
         .all(|c| matches!(c.state, ContainerState::Terminated { exit_code: 0, .. })));
     let deadline = Instant::now() + Duration::from_secs(5);
     let log_path = status.container_statuses[0].log_path.clone();
-    while std::fs::read_to_string(&log_path).unwrap_or_default() != "first\nsecond\n" {
-        assert!(
-            Instant::now() < deadline,
-            "{:?}",
-            std::fs::read_to_string(&log_path)
-        );
+    while kubectl_logs(&log_path) != "first\nsecond\n" {
+        assert!(Instant::now() < deadline, "{:?}", kubectl_logs(&log_path));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 

@@ -7,6 +7,7 @@ pub mod error;
 pub mod exec;
 pub mod faults;
 pub mod ip;
+pub mod logs;
 pub mod mariadb;
 pub mod naming;
 pub mod network;

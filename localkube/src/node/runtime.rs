@@ -1115,14 +1115,6 @@ fn spawn_instance(
         std::fs::rename(log_path, previous_log_path)
             .map_err(Error::io("keep previous log", previous_log_path))?;
     }
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_path)
-        .map_err(Error::io("open container log", log_path))?;
-    let log_err = log
-        .try_clone()
-        .map_err(Error::io("open container log", log_path))?;
     let mounts = volumes::container_mounts(state_dir, &pod.spec, container, private_dirs)?;
     let staging = volumes::pod_dir(state_dir, &pod.spec)
         .join("containers")
@@ -1144,17 +1136,21 @@ fn spawn_instance(
     let spec_path = staging.join("exec.json");
     std::fs::write(&spec_path, serde_json::to_vec(&spec)?)
         .map_err(Error::io("write exec spec", &spec_path))?;
-    tokio::process::Command::new(&inner.config.pod_exec)
+    let mut child = tokio::process::Command::new(&inner.config.pod_exec)
         .arg(&spec_path)
         .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .env_clear()
         .spawn()
         .map_err(Error::io(
             "spawn localkube-pod-exec",
             &inner.config.pod_exec,
-        ))
+        ))?;
+    if let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) {
+        super::logs::spawn_writer(stdout, stderr, log_path)?;
+    }
+    Ok(child)
 }
 
 /// What one probe loop does with its results.
