@@ -22,5 +22,13 @@ sim seeds="0..1000" *flags="":
     cargo run -q -p bloodraven-sim --release -- --seeds {{seeds}} {{flags}}
 
 # run one chaos scenario by number against a live cluster, e.g. `just chaos 38`
-chaos id:
-    @echo "just chaos {{id}}: the harness (bloodraven-harness) is not built yet; see README 'Status'" >&2; exit 2
+chaos id *flags="":
+    cargo run -q -p bloodraven-harness --release -- "$(printf 's%03d' {{id}})" {{flags}}
+
+# run the whole scenario catalogue (nightly conformance)
+conformance *flags="":
+    cargo run -q -p bloodraven-harness --release -- {{flags}}
+
+# render the trends page from reports/trend.jsonl
+report:
+    cargo run -q -p bloodraven-harness --release -- --trends
