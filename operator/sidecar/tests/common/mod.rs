@@ -171,14 +171,23 @@ impl Playground {
     }
 
     /// mysqld's fencing flag as read directly (not through the sidecar).
+    ///
+    /// Retried: a sidecar fencing past a table lock kills every client connection, this
+    /// observer's included.
     pub async fn read_only(&self, index: usize) -> bool {
-        self.server(index)
-            .admin_client()
-            .observe()
-            .await
-            .expect("observe")
-            .read_only
-            .fenced
+        const ATTEMPTS_MAX: usize = 5;
+        let mut last_error = None;
+        for _ in 0..ATTEMPTS_MAX {
+            match self.server(index).admin_client().observe().await {
+                Ok(snapshot) => return snapshot.read_only.fenced,
+                Err(error) => last_error = Some(error),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "observe {} failed {ATTEMPTS_MAX} times: {last_error:?}",
+            SITES[index]
+        );
     }
 
     /// Polls until mysqld's read_only equals `wanted`; returns how long it took.
