@@ -57,7 +57,7 @@ pub struct ExecSpec {
     pub mounts: Vec<BindMount>,
     /// The working directory (default `/`).
     pub working_dir: Option<PathBuf>,
-    /// argv; argv[0] is looked up in the env's PATH when it has no `/`.
+    /// argv; `argv[0]` is looked up in the env's PATH when it has no `/`.
     pub argv: Vec<String>,
     /// The complete environment.
     pub env: Vec<(String, String)>,

@@ -46,7 +46,7 @@ fn fail(message: String) -> Error {
     Error::Invalid(message)
 }
 
-/// Runs the entrypoint with `args` (without argv[0]); returns only on failure.
+/// Runs the entrypoint with `args` (without `argv[0]`); returns only on failure.
 pub fn entrypoint_main(mut args: Vec<String>) -> Result<std::convert::Infallible> {
     if args.is_empty() || args[0].starts_with('-') {
         args.insert(0, "mariadbd".into());

@@ -289,9 +289,10 @@ pub struct ContainerStatus {
     pub started: bool,
     /// The main process id while running (for faults).
     pub pid: Option<i32>,
-    /// The current instance's log file (stdout and stderr).
+    /// The current instance's log file: stdout and stderr in kubelet's CRI format; render
+    /// it for `kubectl logs` with [`super::logs::read`].
     pub log_path: PathBuf,
-    /// The previous instance's log file (`kubectl logs --previous`).
+    /// The previous instance's log file (`kubectl logs --previous`), same format.
     pub previous_log_path: PathBuf,
 }
 
