@@ -494,3 +494,21 @@ fn planned_draining_target_dying_aborts_and_reasserts_the_old_primary_without_wa
     assert_eq!(world.memory.active_site, "iad");
     assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
 }
+
+#[test]
+fn planned_admission_waits_for_the_target_lag_within_max_lag_seconds() {
+    // Draining fences the old primary: a target far behind would turn the switchover into a
+    // write outage bounded only by PLANNED_DRAIN_TIMEOUT. Admission waits (Admitting) until
+    // the target reports a lag within maxLagSeconds (30 s in the playground).
+    let mut world = World::bootstrapped();
+    world.site_mut("pdx").seconds_behind = 120;
+    request(&mut world, "pdx");
+    world.run_polls(3);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Admitting));
+    assert_eq!(world.memory.active_site, "iad");
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+    world.site_mut("pdx").seconds_behind = 0;
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    assert_eq!(world.memory.active_site, "pdx");
+}

@@ -247,7 +247,7 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             defer_reason: None,
             retry_time: None,
             message: Some(format!(
-                "waiting for a valid authority and {target} to be a healthy, converged replica of {active}"
+                "waiting for a valid authority and {target} to be a healthy, converged replica of {active} within maxLagSeconds"
             )),
         };
         return;
@@ -286,7 +286,9 @@ fn fence_request(
 }
 
 /// The target is a serving replica of the active site: reachable, replicating from the
-/// active site's internal Service, with no errant transactions.
+/// active site's internal Service, with no errant transactions, and a reported lag within
+/// `maxLagSeconds` (Draining fences the old primary, so a target far behind would make the
+/// switchover a write outage bounded only by `PLANNED_DRAIN_TIMEOUT`).
 fn target_is_ready(context: &Context<'_>, memory: &GroupMemory, target: &str) -> bool {
     let view = context.view(target);
     let active_host = source_host_of(context, &memory.active_site);
@@ -300,7 +302,17 @@ fn target_is_ready(context: &Context<'_>, memory: &GroupMemory, target: &str) ->
         .and_then(|site| site.errant.as_ref())
         .is_some_and(|errant| errant.is_empty());
     let state = memory.site(target).map(|site| site.state);
-    view.is_up() && view.replicating() && direct && no_errant && state == Some(SiteState::Replica)
+    let lag_within_limit = view
+        .replication
+        .as_ref()
+        .and_then(|replication| replication.seconds_behind_source)
+        .is_some_and(|lag| lag <= context.spec.max_lag_seconds);
+    view.is_up()
+        && view.replicating()
+        && direct
+        && no_errant
+        && lag_within_limit
+        && state == Some(SiteState::Replica)
 }
 
 fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
