@@ -8,6 +8,7 @@ use support::{labels_of, World};
 
 #[test]
 fn bootstrap_issues_generation_1_and_iad_becomes_primary() {
+    // Seed 003: bootstrap completion is an authoritative change (topologyGeneration 0 -> 1); bloodraven.md: role=primary only on the active site while authority is valid.
     let world = World::bootstrapped();
     assert_eq!(world.memory.topology_generation, 1);
     assert_eq!(world.memory.active_site, "iad");
@@ -149,6 +150,7 @@ fn seed_000_invalid_authority_sheds_every_endpoint_no_primary_no_healthy_reader(
 
 #[test]
 fn an_invalid_spec_decides_nothing_but_a_spec_invalid_event() {
+    // Issue 2 item 4 / STYLE 4: an unusable spec is a typed operating error, never a guess at authority.
     let mut world = World::playground();
     world.spec.initial_active_site = "reader".to_string();
     let decision = world.poll();

@@ -22,6 +22,7 @@ fn promoted_at(world: &World) -> Option<bloodraven_core::time::Timestamp> {
 
 #[test]
 fn detection_needs_failure_threshold_consecutive_failed_polls() {
+    // Seed 001 / bloodraven.md: a site failing failureThreshold (3) consecutive polls is failed.
     let mut world = World::bootstrapped();
     world.kill("pdx");
     world.run_polls(2);
@@ -61,6 +62,7 @@ fn detection_floor_is_poll_interval_times_threshold_even_with_faster_polls() {
 
 #[test]
 fn a_recovered_poll_resets_the_failure_count() {
+    // bloodraven.md: failures must be consecutive; one answered poll resets consecutiveFailures.
     let mut world = World::bootstrapped();
     world.site_mut("pdx").operator_cut = true;
     world.run_polls(2);
@@ -72,6 +74,7 @@ fn a_recovered_poll_resets_the_failure_count() {
 
 #[test]
 fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
+    // bloodraven.md "Emergency failover" + seed 003: detection floor, lease wait, topologyGeneration += 1, every lease revoked (TopologyChanged), lastFailover as a lower bound.
     let mut world = World::bootstrapped();
     for _ in 0..5 {
         assert!(world.write("iad"));
@@ -119,6 +122,7 @@ fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
 
 #[test]
 fn emergency_failover_taints_old_primary_node_before_any_cross_site_action() {
+    // Seed 000 "The taint": a pure function of a per-site transition, applied earlier in the same poll than any cross-site action.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(3);
@@ -206,6 +210,7 @@ fn promotion_waits_for_a_majority_of_peers_last_grant_older_than_lease_plus_marg
 
 #[test]
 fn unsafe_skip_lease_wait_promotes_early_and_split_brain_becomes_visible() {
+    // bloodraven.md: "never promotes while the old active site might still be writable" -- the test-only switch proves the wait is what prevents split brain.
     let mut world = World::bootstrapped();
     world.options.unsafe_skip_lease_wait = true;
     world.site_mut("iad").operator_cut = true;
@@ -239,6 +244,7 @@ fn old_sidecar_confirming_read_only_ends_the_wait_early() {
 
 #[test]
 fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exact() {
+    // bloodraven.md "Returning primary": kept role=fenced, errant set reported; lostTransactions made exact once the old primary is readable.
     let mut world = World::bootstrapped();
     // iad commits 3 transactions pdx never receives, then dies.
     world.site_mut("pdx").peer_cut = true;
@@ -285,6 +291,7 @@ fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exac
 
 #[test]
 fn returning_primary_without_errant_transactions_rejoins_as_replica_and_is_untainted() {
+    // bloodraven.md "Returning primary": rejoins as a replica only with no errant transactions.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -301,6 +308,7 @@ fn returning_primary_without_errant_transactions_rejoins_as_replica_and_is_untai
 
 #[test]
 fn primary_reassertion_after_mysqld_restart_without_failover() {
+    // bloodraven.md "Primary reassertion": authority re-issued, writable again without a failover.
     let mut world = World::bootstrapped();
     world.poll();
     // mysqld restarts between polls and comes back read-only; the sidecar keeps its cache.
@@ -321,6 +329,7 @@ fn primary_reassertion_after_mysqld_restart_without_failover() {
 
 #[test]
 fn cooldown_gates_emergency_failover() {
+    // Seed 001 / bloodraven.md: the anti-flap cooldown gates emergency failover too.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -346,6 +355,7 @@ fn cooldown_gates_emergency_failover() {
 
 #[test]
 fn cooldown_in_force_when_only_one_copy_survives() {
+    // Seed 001: the cooldown is persisted twice (status and annotation); either copy alone keeps it in force.
     for lose_status in [true, false] {
         let mut world = World::bootstrapped();
         world.kill("iad");
@@ -424,6 +434,7 @@ fn seed_003_revoke_annotation_revokes_every_lease_with_operator_revoked() {
 
 #[test]
 fn cooldown_starts_at_promotion_in_both_copies() {
+    // Seed 001: the cooldown starts at every promotion and is persisted in status and the cooldown-until annotation.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -435,6 +446,7 @@ fn cooldown_starts_at_promotion_in_both_copies() {
 
 #[test]
 fn status_write_lost_after_promotion_is_recovered_from_the_sidecars() {
+    // Seed 001: "an error from a mutation is an unknown: re-read" -- a lost status write is re-read from the sidecars.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);

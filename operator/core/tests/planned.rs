@@ -33,6 +33,7 @@ fn run_to_final(world: &mut World) {
 
 #[test]
 fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost() {
+    // bloodraven.md "Planned failover": Admitting -> Draining -> Promoting -> Completed with zero lost transactions.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     let mut phases = Vec::new();
@@ -99,6 +100,7 @@ fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost()
 
 #[test]
 fn planned_draining_fences_old_primary_role_fenced_read_only_connections_killed() {
+    // Seed 000 "fenced pods" / bloodraven.md: Draining stamps role=fenced, read_only, connections killed.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     world.run_polls(1);
@@ -119,6 +121,7 @@ fn planned_draining_fences_old_primary_role_fenced_read_only_connections_killed(
 
 #[test]
 fn planned_inside_cooldown_with_reject_is_rejected() {
+    // Seed 001: inside the cooldown, onCooldown: reject (default) fails the request (phase Rejected).
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     run_to_final(&mut world);
@@ -136,6 +139,7 @@ fn planned_inside_cooldown_with_reject_is_rejected() {
 
 #[test]
 fn planned_inside_cooldown_with_defer_waits_until_cooldown_until_then_proceeds() {
+    // Seed 001: onCooldown: defer parks the request in Deferred until cooldownUntil.
     let mut spec = support::playground_spec();
     spec.planned_failover.on_cooldown = OnCooldown::Defer;
     let mut world = World::with_spec(spec);
@@ -239,6 +243,7 @@ fn seed_003_live_hold_defers_planned_failover_with_deployment_hold_and_earliest_
 
 #[test]
 fn planned_to_a_read_only_or_unknown_or_active_site_is_rejected() {
+    // bloodraven.md: planned failover moves the authority to another read-write site only.
     for target in ["reader", "nowhere", "iad"] {
         let mut world = World::bootstrapped();
         request(&mut world, target);
@@ -255,6 +260,7 @@ fn planned_to_a_read_only_or_unknown_or_active_site_is_rejected() {
 
 #[test]
 fn a_handled_request_whose_annotation_removal_failed_is_not_repeated() {
+    // Seed 001: a failed mutation (the annotation removal) is an unknown, re-read; never replayed as a new request.
     let mut world = World::bootstrapped();
     request(&mut world, "reader");
     world.run_polls(1);
@@ -274,6 +280,7 @@ fn a_handled_request_whose_annotation_removal_failed_is_not_repeated() {
 
 #[test]
 fn planned_draining_aborts_and_reasserts_old_site_when_target_cannot_catch_up() {
+    // bloodraven.md: zero lost transactions -- a target that cannot hold every transaction of the old primary is never promoted.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     world.run_polls(1);

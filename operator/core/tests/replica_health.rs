@@ -89,6 +89,7 @@ fn seed_000_explicit_read_only_max_lag_overrides_max_lag_seconds() {
 
 #[test]
 fn read_write_replica_needs_running_replication_from_the_active_site() {
+    // bloodraven.md: healthy=yes for a read-write replica needs replication running and source converged.
     let mut world = World::bootstrapped();
     world.site_mut("pdx").seconds_behind = 1000;
     let decision = world.poll();
