@@ -396,3 +396,92 @@ async fn custom_resources_are_pruned_defaulted_and_validated() {
     assert_eq!(reason(&e).0, "Invalid");
     tc.stop().await;
 }
+
+#[tokio::test]
+async fn legacy_token_secrets_are_filled_and_authenticate_and_node_ports_are_allocated() {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
+    let tc = start().await;
+    let sas: Api<ServiceAccount> = Api::namespaced(tc.client.clone(), "default");
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "legacy"}})).expect("sa"),
+    )
+    .await
+    .expect("sa");
+    let secrets: Api<Secret> = Api::namespaced(tc.client.clone(), "default");
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "legacy-token", "annotations": {"kubernetes.io/service-account.name": "legacy"}},
+        "type": "kubernetes.io/service-account-token"})).expect("secret");
+    secrets
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("secret");
+    let token = eventually(10, || {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get("legacy-token")
+                .await
+                .ok()?
+                .data?
+                .get("token")
+                .map(|t| String::from_utf8_lossy(&t.0).into_owned())
+        }
+    })
+    .await
+    .expect("the token controller filled the secret");
+    let reviews: Api<TokenReview> = Api::all(tc.client.clone());
+    let r = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.clone()),
+            audiences: None,
+        },
+        ..Default::default()
+    };
+    let st = reviews
+        .create(&PostParams::default(), &r)
+        .await
+        .expect("review")
+        .status
+        .expect("status");
+    assert_eq!(st.authenticated, Some(true));
+    assert_eq!(
+        st.user.and_then(|u| u.username).as_deref(),
+        Some("system:serviceaccount:default:legacy")
+    );
+    secrets
+        .delete("legacy-token", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let st = reviews
+        .create(&PostParams::default(), &r)
+        .await
+        .expect("review")
+        .status
+        .expect("status");
+    assert_eq!(
+        st.authenticated,
+        Some(false),
+        "deleting the secret invalidates its token"
+    );
+
+    let svcs: Api<Service> = Api::namespaced(tc.client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "np"}, "spec": {"type": "NodePort", "selector": {"a": "b"}, "ports": [{"port": 80}, {"port": 81, "name": "b"}]}})).expect("svc");
+    let svc = svcs
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("svc");
+    let ports: Vec<i32> = svc
+        .spec
+        .and_then(|s| s.ports)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.node_port)
+        .collect();
+    assert_eq!(ports.len(), 2);
+    assert!(
+        ports.iter().all(|p| (30000..=32767).contains(p)) && ports[0] != ports[1],
+        "{ports:?}"
+    );
+    tc.stop().await;
+}

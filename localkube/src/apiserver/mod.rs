@@ -2,6 +2,36 @@
 //!
 //! Entry points: [`LocalKube::start`] (embedded), the `localkube` binary ([`cli`]), and
 //! [`log_path`], where the node agent writes container logs for `pods/log`.
+//!
+//! Layout: [`store`] (objects as JSON, one global resourceVersion, watch history, snapshot
+//! plus append log in `DIR/store/`), [`registry`] (built-in kinds and CRDs), [`ops`] (the
+//! verbs), [`apply`]/[`fields`]/[`schema`] (server-side apply, FieldsV1, list types),
+//! [`patch`], [`selector`], [`auth`] (tokens, RBAC), [`reviews`], [`http`] (routing, watch,
+//! logs), [`discovery`] (discovery and OpenAPI v3), [`table`], [`protobuf`] (the request
+//! bodies kubectl's typed clients send), [`controllers`], [`kubelet`] (what a node agent
+//! plugin uses), [`server`], [`cli`].
+//!
+//! A node agent plugs in as a [`Plugin`] whose `runs_pods()` is true: pod deletion then
+//! sets `deletionTimestamp` and waits for the agent's
+//! [`Cluster::finish_pod_deletion`](ops::Cluster); without one, pods are bound by the
+//! scheduler and stay Pending, and deletes are immediate.
+//!
+//! Documented subset (differences from kube-apiserver a client could notice):
+//! - Lists and watches always serve the latest state: `resourceVersion`/
+//!   `resourceVersionMatch` on lists are accepted but not used for consistent reads;
+//!   `continue` tokens page through the current state (no 410 on stale tokens).
+//! - Discovery is the legacy form (`APIGroupList`/`APIResourceList`); clients asking for
+//!   the aggregated form fall back to it as they do against older servers. OpenAPI v3
+//!   schemas of built-in kinds are permissive (`x-kubernetes-preserve-unknown-fields`);
+//!   `/openapi/v2` is 404; strategic merge patch is served but not advertised.
+//! - Responses are JSON only; protobuf request bodies are decoded for the kinds kubectl's
+//!   typed `create` commands, `auth can-i`, `create token` and `drain` send.
+//! - Custom resources: one stored version, no conversion webhooks; validation covers
+//!   type, enum, required, bounds, lengths and item counts (no CEL, no `pattern`).
+//! - `core/v1` and `events.k8s.io/v1` Events are stored separately.
+//! - StatefulSets keep no ControllerRevisions; revisions are template hashes.
+//! - ServiceAccount tokens are HS256 JWTs signed with `DIR/sa-signing-key` (verified only
+//!   by this server, as TokenReview does).
 
 pub mod apply;
 pub mod auth;

@@ -21,6 +21,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The NodePort range (the real default).
+const NODE_PORT_MIN: i64 = 30000;
+/// Last port of the NodePort range.
+const NODE_PORT_MAX: i64 = 32767;
 /// Retries of a patch whose base object changed underneath it.
 const PATCH_RETRIES_MAX: usize = 5;
 
@@ -347,6 +351,32 @@ impl Cluster {
         };
         obj["spec"]["clusterIP"] = json!(ip.to_string());
         obj["spec"]["clusterIPs"] = json!([ip.to_string()]);
+        if matches!(svc_type.as_str(), "NodePort" | "LoadBalancer") {
+            let mut used_ports: HashSet<i64> = services
+                .iter()
+                .flat_map(|s| {
+                    s.pointer("/spec/ports")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+                .collect();
+            if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+                for p in ports {
+                    if p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+                        continue;
+                    }
+                    let free = (NODE_PORT_MIN..=NODE_PORT_MAX)
+                        .find(|n| !used_ports.contains(n))
+                        .ok_or_else(|| {
+                            ApiError::internal("failed to allocate a nodePort: range is full")
+                        })?;
+                    used_ports.insert(free);
+                    p["nodePort"] = json!(free);
+                }
+            }
+        }
         Ok(())
     }
 
