@@ -83,36 +83,41 @@ impl ClusterNaming {
     /// cleaned up yet, so its address ranges may still be in use and it is skipped.
     pub fn claim_in(registry: &Path, state_dir: &Path) -> Result<Self> {
         fs::create_dir_all(registry).map_err(Error::io("create slot registry", registry))?;
-        let me = state_dir.to_string_lossy().into_owned();
+        let me = SlotOwner::me(state_dir);
         for slot in 0..CLUSTER_SLOTS_MAX {
             let path = slot_path(registry, slot);
-            if let Ok(owner) = fs::read_to_string(&path) {
-                if owner == me {
-                    return Ok(Self::new(state_dir, slot));
-                }
+            if SlotOwner::read(&path).is_some_and(|owner| owner.state_dir == me.state_dir) {
+                fs::write(&path, me.encode()).map_err(Error::io("write cluster slot", &path))?;
+                return Ok(Self::new(state_dir, slot));
             }
         }
         for slot in 0..CLUSTER_SLOTS_MAX {
             let path = slot_path(registry, slot);
+            if let Some(owner) = SlotOwner::read(&path) {
+                if let Some(reason) = owner.stale_reason() {
+                    tracing::info!(slot, stale_owner = %owner.state_dir.display(), reason, "reclaiming stale cluster slot");
+                    if owner.state_dir.exists() {
+                        // Its process died without `down`: remove its leftovers (their
+                        // addresses are this slot's ranges) before reusing the slot.
+                        if let Err(err) = super::state::cleanup(&owner.state_dir) {
+                            tracing::warn!(slot, error = %err, "cleanup of a stale cluster failed; skipping its slot");
+                            continue;
+                        }
+                    }
+                    let _ = fs::remove_file(&path);
+                }
+            }
             match fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&path)
             {
                 Ok(mut file) => {
-                    file.write_all(me.as_bytes())
+                    file.write_all(me.encode().as_bytes())
                         .map_err(Error::io("write cluster slot", &path))?;
                     return Ok(Self::new(state_dir, slot));
                 }
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let owner = fs::read_to_string(&path).unwrap_or_default();
-                    if !owner.is_empty() && !Path::new(&owner).exists() {
-                        tracing::info!(slot, stale_owner = %owner, "reclaiming stale cluster slot");
-                        fs::write(&path, me.as_bytes())
-                            .map_err(Error::io("write cluster slot", &path))?;
-                        return Ok(Self::new(state_dir, slot));
-                    }
-                }
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(err) => return Err(Error::io("create cluster slot", path)(err)),
             }
         }
@@ -121,10 +126,9 @@ impl ClusterNaming {
 
     /// Releases this state directory's slot, if it holds one.
     pub fn release_in(registry: &Path, state_dir: &Path) -> Result<()> {
-        let me = state_dir.to_string_lossy();
         for slot in 0..CLUSTER_SLOTS_MAX {
             let path = slot_path(registry, slot);
-            if fs::read_to_string(&path).is_ok_and(|owner| owner == me) {
+            if SlotOwner::read(&path).is_some_and(|owner| owner.state_dir == state_dir) {
                 fs::remove_file(&path).map_err(Error::io("remove cluster slot", &path))?;
             }
         }
@@ -198,6 +202,61 @@ impl ClusterNaming {
     }
 }
 
+/// Who holds a slot: the state dir, and the process (pid and start time) that claimed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SlotOwner {
+    state_dir: PathBuf,
+    pid: Option<i32>,
+    start_time: Option<u64>,
+}
+
+impl SlotOwner {
+    fn me(state_dir: &Path) -> Self {
+        let pid = std::process::id() as i32;
+        Self {
+            state_dir: state_dir.to_path_buf(),
+            pid: Some(pid),
+            start_time: super::state::process_start_time(pid),
+        }
+    }
+
+    /// Lines: state dir, pid, start time (older files have the state dir only).
+    fn read(path: &Path) -> Option<Self> {
+        let text = fs::read_to_string(path).ok()?;
+        let mut lines = text.lines();
+        let state_dir = PathBuf::from(lines.next().filter(|l| !l.is_empty())?);
+        let pid = lines.next().and_then(|l| l.parse().ok());
+        let start_time = lines.next().and_then(|l| l.parse().ok());
+        Some(Self {
+            state_dir,
+            pid,
+            start_time,
+        })
+    }
+
+    fn encode(&self) -> String {
+        format!(
+            "{}\n{}\n{}\n",
+            self.state_dir.display(),
+            self.pid.map_or(String::new(), |p| p.to_string()),
+            self.start_time.map_or(String::new(), |t| t.to_string())
+        )
+    }
+
+    /// Why the slot may be taken over, or `None` while its owner may still use it.
+    fn stale_reason(&self) -> Option<&'static str> {
+        if !self.state_dir.exists() {
+            return Some("its state dir is gone");
+        }
+        match self.pid {
+            Some(pid) if !super::state::process_alive(pid, self.start_time.unwrap_or(0)) => {
+                Some("its process is gone")
+            }
+            _ => None,
+        }
+    }
+}
+
 fn slot_path(registry: &Path, slot: usize) -> PathBuf {
     registry.join(slot.to_string())
 }
@@ -233,8 +292,28 @@ mod tests {
         // b's state dir is gone: its slot is stale and may be reclaimed.
         let c = ClusterNaming::claim_in(&registry, &dir_a).unwrap();
         assert_eq!(c.slot, a.slot.min(b.slot));
+        // A slot whose process died (SIGKILL, no `down`) is reclaimed after its cleanup.
+        let dir_d = std::env::temp_dir().join(format!("lk-d-{}", std::process::id()));
+        fs::create_dir_all(&dir_d).unwrap();
+        let dead = SlotOwner {
+            state_dir: dir_d.clone(),
+            pid: Some(i32::MAX - 1),
+            start_time: Some(1),
+        };
+        fs::write(slot_path(&registry, usize::from(c.slot) + 1), dead.encode()).unwrap();
+        let taken = (0..CLUSTER_SLOTS_MAX)
+            .filter(|s| slot_path(&registry, *s).exists())
+            .count();
+        let e =
+            ClusterNaming::claim_in(&registry, &std::env::temp_dir().join("lk-e-none")).unwrap();
+        assert_eq!(
+            usize::from(e.slot),
+            usize::from(c.slot) + 1,
+            "{taken} slots were taken"
+        );
         fs::remove_dir_all(&registry).unwrap();
         fs::remove_dir_all(&dir_a).unwrap();
+        let _ = fs::remove_dir_all(&dir_d);
     }
 
     #[test]
