@@ -220,6 +220,14 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
         named.len() <= 1,
         "two authorities pushed in one decision: {named:?}"
     );
+    if let Some((site, generation)) = named.first() {
+        assert!(
+            *site == memory.active_site && *generation == memory.topology_generation,
+            "authority pushed for {site} at generation {generation} while memory names {} at {}",
+            memory.active_site,
+            memory.topology_generation
+        );
+    }
     for action in actions {
         match action {
             Action::TaintNode { site, .. } => assert!(
@@ -227,9 +235,16 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
                     .is_some_and(|s| s.role == SiteRole::ReadWrite),
                 "taint on the node of read-only or unknown site {site}"
             ),
-            Action::Promote { site, .. } => assert!(
-                !named.iter().any(|(active, _)| active == site),
-                "promote and authority for {site} in one decision"
+            Action::Promote { site, .. } => {
+                assert!(
+                    !named.iter().any(|(active, _)| active == site),
+                    "promote and authority for {site} in one decision"
+                );
+            }
+            Action::ApplyDnsEndpoint { .. } => assert!(
+                memory.authority.is_valid(),
+                "DNSEndpoint applied while the authority is {:?}",
+                memory.authority
             ),
             Action::AnnounceAuthorityMove { authority, .. } => assert!(
                 authority.active_site.is_none() && named.is_empty(),
@@ -241,7 +256,6 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
             | Action::Repoint { .. }
             | Action::SetPodLabels { .. }
             | Action::ApplyService(_)
-            | Action::ApplyDnsEndpoint { .. }
             | Action::RevokeDeployLeases { .. }
             | Action::Annotate(_)
             | Action::Event(_)
@@ -381,6 +395,37 @@ mod tests {
             taints: vec![Action::TaintNode {
                 site: "reader".to_string(),
                 node: "n3".to_string(),
+            }],
+            ..Plan::default()
+        };
+        plan.finish(&spec(), valid_memory());
+    }
+
+    #[test]
+    #[should_panic(expected = "DNSEndpoint applied while the authority is")]
+    fn seed_000_dns_apply_under_invalid_authority_is_an_assertion() {
+        let plan = Plan {
+            surfaces: vec![Action::ApplyDnsEndpoint {
+                name: "bloodraven-playground".to_string(),
+                spec: bloodraven_api::DNSEndpointSpec::a_record("db.example", "10.0.0.1", 10),
+            }],
+            ..Plan::default()
+        };
+        plan.finish(&spec(), GroupMemory::initial(&spec()));
+    }
+
+    #[test]
+    #[should_panic(expected = "authority pushed for pdx at generation 1")]
+    fn style_4_authority_other_than_memory_is_an_assertion() {
+        let plan = Plan {
+            cross_site: vec![Action::PushAuthority {
+                site: "reader".to_string(),
+                authority: bloodraven_api::sidecar::Authority {
+                    group: "playground".to_string(),
+                    active_site: Some("pdx".to_string()),
+                    topology_generation: 1,
+                    issued_at: crate::time::Timestamp(0),
+                },
             }],
             ..Plan::default()
         };
