@@ -121,6 +121,10 @@ async fn trap1_and_trap2_expired_watch_is_an_error_event_and_watcher_relists() {
         }
     }
     assert!(
+        inits >= 2,
+        "the watcher re-listed after the 410 (InitDone {inits} times)"
+    );
+    assert!(
         seen_late,
         "the watcher saw the object created while its watch expired"
     );
