@@ -870,6 +870,22 @@ async fn deployment_rolls_out_replicasets_and_pods_and_scales_to_zero_and_cascad
     })
     .await;
     assert!(three.is_some(), "three scheduled pods");
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(tc.client.clone(), "default");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for r in ["ScalingReplicaSet", "SuccessfulCreate", "Scheduled"] {
+        assert!(
+            reasons.iter().any(|x| x == r),
+            "event {r} recorded: {reasons:?}"
+        );
+    }
     deps.patch_scale(
         "web",
         &PatchParams::default(),

@@ -50,6 +50,15 @@ pub enum Command {
         #[arg(long)]
         purge: bool,
     },
+    /// Inject or revert a fault in the running cluster of DIR (see `kubelet::control`).
+    Fault {
+        /// State dir.
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// The fault.
+        #[command(subcommand)]
+        fault: crate::kubelet::control::FaultCommand,
+    },
     /// Tell whether the control plane of DIR runs.
     Status {
         /// State dir.
@@ -88,6 +97,8 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
             config.port = port;
             config.service_cidr = service_cidr;
             config.plugins = plugins;
+            crate::kubelet::prepare(&mut config, crate::kubelet::Kubelet::default())
+                .map_err(|e| Error::Config(e.to_string()))?;
             let lk = LocalKube::start(config).await?;
             println!(
                 "localkube is serving at https://{}; kubeconfig: {}",
@@ -104,6 +115,9 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
             lk.shutdown().await
         }
         Command::Down { state_dir, purge } => down(&state_dir, purge, cleanup),
+        Command::Fault { state_dir, fault } => crate::kubelet::control::run_cli(&state_dir, &fault)
+            .await
+            .map_err(|e| Error::Config(e.to_string())),
         Command::Status { state_dir } => {
             match server::read_state(&state_dir) {
                 Some((pid, port)) if alive(pid) => println!(
@@ -189,6 +203,9 @@ pub fn down(state_dir: &Path, purge: bool, cleanup: &[CleanupHook]) -> Result<()
         if let Err(e) = hook(state_dir) {
             failures.push(e);
         }
+    }
+    if let Err(e) = crate::node::cleanup(state_dir) {
+        failures.push(e.to_string());
     }
     for f in [server::STATE_FILE, server::KUBECONFIG_FILE, "apiserver.crt"] {
         let _ = std::fs::remove_file(state_dir.join(f));

@@ -9,6 +9,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
 
+/// How long Events are kept.
+const EVENT_TTL_SECONDS: i64 = 3600;
+
 /// The garbage collector.
 pub struct GarbageCollector;
 
@@ -166,6 +169,40 @@ impl Controller for GarbageCollector {
                         },
                     ),
                 );
+            }
+        }
+        // Events expire after an hour, as with the real server's event TTL.
+        let expired = Utc::now() - chrono::Duration::seconds(EVENT_TTL_SECONDS);
+        for (key, o) in all
+            .iter()
+            .filter(|(k, _)| k == "/events" || k == "events.k8s.io/events")
+        {
+            let last = [
+                "/lastTimestamp",
+                "/eventTime",
+                "/series/lastObservedTime",
+                "/metadata/creationTimestamp",
+            ]
+            .iter()
+            .filter_map(|p| {
+                o.pointer(p)
+                    .and_then(Value::as_str)
+                    .and_then(meta::parse_time)
+            })
+            .max();
+            if last.map(|t| t < expired).unwrap_or(false) {
+                if let Some(r) = c.registry.by_storage_key(key).into_iter().next() {
+                    log_err(
+                        "garbage-collector",
+                        "expire event",
+                        c.delete(
+                            &r,
+                            meta::namespace(o),
+                            meta::name(o),
+                            &DeleteOptions::default(),
+                        ),
+                    );
+                }
             }
         }
         for (key, o) in &all {

@@ -85,3 +85,36 @@ pub fn log_err<T>(
         }
     }
 }
+
+/// Records a core/v1 Event about `obj` (as `kubectl describe` shows them).
+pub fn record_event(
+    c: &Cluster,
+    obj: &serde_json::Value,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+) {
+    use super::super::meta;
+    let now = Utc::now();
+    let ns = match meta::namespace(obj) {
+        "" => "default",
+        ns => ns,
+    };
+    let name = format!(
+        "{}.{:x}",
+        meta::name(obj),
+        now.timestamp_nanos_opt().unwrap_or(0)
+    );
+    let ev = serde_json::json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": ns},
+        "involvedObject": {"kind": meta::str_at(obj, "/kind"), "apiVersion": meta::str_at(obj, "/apiVersion"), "namespace": meta::namespace(obj),
+            "name": meta::name(obj), "uid": meta::uid_of(obj), "resourceVersion": meta::str_at(obj, "/metadata/resourceVersion")},
+        "reason": reason, "message": message, "type": type_, "source": {"component": component},
+        "firstTimestamp": meta::time(now), "lastTimestamp": meta::time(now), "count": 1,
+        "reportingComponent": component, "reportingInstance": "localkube"});
+    log_err(
+        "events",
+        "record event",
+        c.create_internal("", "events", ns, ev, component),
+    );
+}

@@ -3,7 +3,7 @@
 
 use super::super::meta;
 use super::super::ops::Cluster;
-use super::manager::{log_err, Controller};
+use super::manager::{log_err, record_event, Controller};
 use super::taints::tolerates;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -159,7 +159,7 @@ impl Controller for Scheduler {
                     let node = meta::name(n).to_string();
                     *load.entry(node.clone()).or_default() += 1;
                     let now = meta::now();
-                    log_err(
+                    let bound = log_err(
                         "scheduler",
                         "bind",
                         c.modify("", "pods", &ns, &name, "", "default-scheduler", |pod| {
@@ -170,6 +170,20 @@ impl Controller for Scheduler {
                             true
                         }),
                     );
+                    if let Some(Some(pod)) = bound.filter(|b| {
+                        b.as_ref()
+                            .map(|p| meta::str_at(p, "/spec/nodeName") == node)
+                            .unwrap_or(false)
+                    }) {
+                        record_event(
+                            c,
+                            &pod,
+                            "Normal",
+                            "Scheduled",
+                            &format!("Successfully assigned {ns}/{name} to {node}"),
+                            "default-scheduler",
+                        );
+                    }
                     log_err(
                         "scheduler",
                         "condition",
@@ -191,9 +205,24 @@ impl Controller for Scheduler {
                         parts.join(", ")
                     );
                     let now = meta::now();
-                    log_err("scheduler", "unschedulable", c.modify("", "pods", &ns, &name, "status", "default-scheduler", |pod| {
+                    let before = meta::str_at(p, "/metadata/resourceVersion").to_string();
+                    let updated = log_err("scheduler", "unschedulable", c.modify("", "pods", &ns, &name, "status", "default-scheduler", |pod| {
                         set_condition(pod, json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg, "lastProbeTime": null, "lastTransitionTime": now}))
                     }));
+                    if let Some(Some(pod)) = updated.filter(|u| {
+                        u.as_ref()
+                            .map(|p| meta::str_at(p, "/metadata/resourceVersion") != before)
+                            .unwrap_or(false)
+                    }) {
+                        record_event(
+                            c,
+                            &pod,
+                            "Warning",
+                            "FailedScheduling",
+                            &msg,
+                            "default-scheduler",
+                        );
+                    }
                 }
             }
         }

@@ -4,7 +4,7 @@
 
 use super::super::meta;
 use super::super::ops::Cluster;
-use super::manager::{log_err, Controller};
+use super::manager::{log_err, record_event, Controller};
 use super::workloads::{controlled_by, controller_ref, pod_ready, template_hash};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -163,7 +163,7 @@ impl Controller for StatefulSetController {
                     }
                     None => {
                         ensure_claims(c, sts, i);
-                        log_err(
+                        if log_err(
                             "statefulset",
                             "create pod",
                             c.create_internal(
@@ -173,7 +173,18 @@ impl Controller for StatefulSetController {
                                 pod_for(sts, i, &revision),
                                 "statefulset-controller",
                             ),
-                        );
+                        )
+                        .is_some()
+                        {
+                            record_event(
+                                c,
+                                sts,
+                                "Normal",
+                                "SuccessfulCreate",
+                                &format!("create Pod {name}-{i} in StatefulSet {name} successful"),
+                                "statefulset-controller",
+                            );
+                        }
                         if !parallel {
                             break;
                         }
@@ -194,15 +205,25 @@ impl Controller for StatefulSetController {
                 if !parallel && terminating {
                     break;
                 }
-                if owned
+                let live = owned
                     .get(o)
                     .map(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-                    .unwrap_or(false)
-                {
-                    log_err(
+                    .unwrap_or(false);
+                if live
+                    && log_err(
                         "statefulset",
                         "delete pod",
                         c.delete_internal("", "pods", ns, &format!("{name}-{o}"), None),
+                    )
+                    .is_some()
+                {
+                    record_event(
+                        c,
+                        sts,
+                        "Normal",
+                        "SuccessfulDelete",
+                        &format!("delete Pod {name}-{o} in StatefulSet {name} successful"),
+                        "statefulset-controller",
                     );
                 }
                 if !parallel {

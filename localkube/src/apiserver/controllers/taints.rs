@@ -5,7 +5,7 @@
 
 use super::super::meta;
 use super::super::ops::Cluster;
-use super::manager::{log_err, Controller};
+use super::manager::{log_err, record_event, Controller};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -123,6 +123,14 @@ impl Controller for TaintEviction {
             if let Some(at) = evict_at {
                 if at <= now {
                     tracing::info!(namespace = %key.0, pod = %key.1, node, "evicting pod for an untolerated NoExecute taint");
+                    record_event(
+                        c,
+                        p,
+                        "Normal",
+                        "TaintManagerEviction",
+                        &format!("Marking for deletion Pod {}/{}", key.0, key.1),
+                        "taint-eviction-controller",
+                    );
                     log_err(
                         "taint-eviction",
                         "delete pod",

@@ -4,7 +4,7 @@
 use super::super::meta;
 use super::super::ops::{Cluster, DeleteOptions};
 use super::super::selector::LabelSelector;
-use super::manager::{log_err, Controller};
+use super::manager::{log_err, record_event, Controller};
 use super::nodes::set_condition;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -90,11 +90,20 @@ impl Controller for ReplicaSetController {
                         md["namespace"] = json!(ns);
                         md["ownerReferences"] = json!([controller_ref(rs)]);
                         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": t.get("spec").cloned().unwrap_or(json!({}))});
-                        log_err(
+                        if let Some(created) = log_err(
                             "replicaset",
                             "create pod",
                             c.create_internal("", "pods", ns, pod, "replicaset-controller"),
-                        );
+                        ) {
+                            record_event(
+                                c,
+                                rs,
+                                "Normal",
+                                "SuccessfulCreate",
+                                &format!("Created pod: {}", meta::name(&created)),
+                                "replicaset-controller",
+                            );
+                        }
                     }
                 } else if owned.len() > want {
                     owned.sort_by_key(|p| {
@@ -115,11 +124,22 @@ impl Controller for ReplicaSetController {
                         )
                     });
                     for p in owned.iter().take(owned.len() - want) {
-                        log_err(
+                        if log_err(
                             "replicaset",
                             "delete pod",
                             c.delete_internal("", "pods", ns, meta::name(p), None),
-                        );
+                        )
+                        .is_some()
+                        {
+                            record_event(
+                                c,
+                                rs,
+                                "Normal",
+                                "SuccessfulDelete",
+                                &format!("Deleted pod: {}", meta::name(p)),
+                                "replicaset-controller",
+                            );
+                        }
                     }
                 }
             }
@@ -324,6 +344,17 @@ fn reconcile_deployment(c: &Cluster, d: &Value) {
     } else {
         0
     };
+    if new_target != new_spec {
+        let verb = if new_target > new_spec { "up" } else { "down" };
+        record_event(
+            c,
+            d,
+            "Normal",
+            "ScalingReplicaSet",
+            &format!("Scaled {verb} replica set {new_name} from {new_spec} to {new_target}"),
+            "deployment-controller",
+        );
+    }
     log_err(
         "deployment",
         "scale new replicaset",
@@ -376,6 +407,17 @@ fn reconcile_deployment(c: &Cluster, d: &Value) {
         scale_down -= cut;
         let target = cur - cut;
         if target != cur {
+            record_event(
+                c,
+                d,
+                "Normal",
+                "ScalingReplicaSet",
+                &format!(
+                    "Scaled down replica set {} from {cur} to {target}",
+                    meta::name(rs)
+                ),
+                "deployment-controller",
+            );
             log_err(
                 "deployment",
                 "scale old replicaset",
