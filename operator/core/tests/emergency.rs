@@ -685,3 +685,24 @@ fn a_promoted_site_dying_before_it_is_confirmed_writable_is_failed_over_after_th
     assert_eq!(world.writable_sites(), vec![survivor.to_string()]);
     assert!(world.split_brain_at.is_empty());
 }
+
+#[test]
+fn an_active_site_edited_to_read_only_loses_the_authority_through_the_lease_wait() {
+    // bloodraven.md / seed 000: a read-only site is never writable. A spec edit that makes the
+    // active site read-only moves the authority to a read-write site the safe way (move
+    // notice, lease wait), and the now read-only site's node is never tainted.
+    let mut world = World::bootstrapped();
+    world.spec.sites[0].role = bloodraven_api::SiteRole::ReadOnly;
+    // validate(): the initial active site must stay read-write.
+    world.spec.initial_active_site = "pdx".to_string();
+    let mut polls = 0;
+    while world.memory.active_site != "pdx" && polls < 20 {
+        world.run_polls(1);
+        polls += 1;
+    }
+    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls(3);
+    assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
+    assert!(world.split_brain_at.is_empty());
+    assert!(world.taints.is_empty(), "{:?}", world.taints);
+}

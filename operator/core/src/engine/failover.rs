@@ -345,7 +345,15 @@ fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: 
     let Some(site) = memory.site(&from) else {
         return;
     };
-    if site.state != SiteState::Active || site.detection != Detection::Failed {
+    // A spec edit that made the active site read-only takes the authority away from it the
+    // same safe way as a failure (a read-only site is never writable).
+    let read_only_by_spec = match context.role(&from) {
+        Some(SiteRole::ReadOnly) => true,
+        Some(SiteRole::ReadWrite) | None => false,
+    };
+    if site.state != SiteState::Active
+        || !(site.detection == Detection::Failed || read_only_by_spec)
+    {
         return;
     }
     let just_failed = site.failed_at == Some(context.now);
@@ -411,7 +419,11 @@ fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: 
     }
     plan.event(
         EventReason::EmergencyFailoverStarted,
-        format!("active site {from} failed; authority move announced"),
+        if read_only_by_spec {
+            format!("active site {from} is read-only in the spec; authority move announced")
+        } else {
+            format!("active site {from} failed; authority move announced")
+        },
     );
 }
 
@@ -466,7 +478,11 @@ fn old_site_as_last_resort(
     let demoted = memory
         .site(from)
         .is_some_and(|site| site.state == SiteState::Demoted);
-    (view.is_up() && view.gtid.is_some() && demoted).then(|| from.to_string())
+    let read_write = match context.role(from) {
+        Some(SiteRole::ReadWrite) => true,
+        Some(SiteRole::ReadOnly) | None => false,
+    };
+    (view.is_up() && view.gtid.is_some() && demoted && read_write).then(|| from.to_string())
 }
 
 /// `POST /v1/promote` for `site`.
