@@ -5,4 +5,5 @@
 //! controllers, CLI) and `node` (node agent, pod namespaces, DNS, Service proxy, faults).
 
 pub mod apiserver;
+pub mod kubelet;
 pub mod node;

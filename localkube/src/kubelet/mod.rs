@@ -1,0 +1,16 @@
+//! The kubelet: connects the API server ([`crate::apiserver`]) to the node side
+//! ([`crate::node`]): pods bound to a node run as processes, their status goes back to the
+//! API, Services and DNSEndpoints feed the cluster DNS and proxy, `pods/exec`,
+//! `pods/portforward` and `pods/attach` are served over websockets, and faults are injected
+//! through a control socket.
+
+pub mod agent;
+pub mod control;
+pub mod error;
+pub mod logs;
+pub mod services;
+pub mod status;
+pub mod translate;
+
+pub use agent::{lookup, prepare, Kubelet, KubeletConfig, Shared};
+pub use error::{Error, Result};
