@@ -485,3 +485,45 @@ async fn legacy_token_secrets_are_filled_and_authenticate_and_node_ports_are_all
     );
     tc.stop().await;
 }
+
+#[tokio::test]
+async fn pod_specs_are_immutable_but_for_images_and_added_tolerations() {
+    let tc = start().await;
+    let pods: Api<Pod> = Api::namespaced(tc.client.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "im"}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}})).expect("pod");
+    pods.create(&PostParams::default(), &p).await.expect("pod");
+    pods.patch(
+        "im",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"spec": {"containers": [{"name": "c", "image": "i:2"}]}})),
+    )
+    .await
+    .expect("image change allowed");
+    pods.patch(
+        "im",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
+    .expect("metadata change allowed");
+    let e = pods
+        .patch(
+            "im",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"restartPolicy": "Never"}})),
+        )
+        .await
+        .expect_err("spec change");
+    assert_eq!(reason(&e), ("Invalid".to_string(), 422));
+    // A replace with the client's own (undefaulted) copy of the spec is not a change.
+    let mut fresh = p.clone();
+    let current = pods.get("im").await.expect("get");
+    fresh.metadata = current.metadata.clone();
+    if let Some(spec) = fresh.spec.as_mut() {
+        spec.containers[0].image = Some("i:2".into());
+    }
+    pods.replace("im", &PostParams::default(), &fresh)
+        .await
+        .expect("replace with an undefaulted copy");
+    tc.stop().await;
+}

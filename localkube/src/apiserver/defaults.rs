@@ -245,3 +245,26 @@ impl IpRange {
             .find(|ip| !used.contains(ip))
     }
 }
+
+/// Defaults an updated pod the way create did, so that an update omitting defaulted fields
+/// (a client sending its own copy) compares equal to the stored spec.
+pub fn pod_update_defaults(old: &Value, new: &mut Value) {
+    let Some(spec) = new.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    pod_spec_defaults(spec);
+    for key in [
+        "serviceAccountName",
+        "serviceAccount",
+        "enableServiceLinks",
+        "priority",
+        "tolerations",
+        "nodeName",
+        "hostname",
+        "subdomain",
+    ] {
+        if let Some(v) = old.pointer(&format!("/spec/{key}")) {
+            set_default(spec, key, v.clone());
+        }
+    }
+}

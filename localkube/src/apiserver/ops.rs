@@ -640,6 +640,10 @@ impl Cluster {
             ("apiextensions.k8s.io", "CustomResourceDefinition") if sub.is_empty() => {
                 crd_status(&mut new)
             }
+            ("", "Pod") if sub.is_empty() => {
+                defaults::pod_update_defaults(old, &mut new);
+                check_pod_update(old, &new)?
+            }
             _ => {}
         }
         for p in [
@@ -1173,6 +1177,64 @@ impl Cluster {
             },
         )
     }
+}
+
+/// Pod specs are immutable but for images, activeDeadlineSeconds, added tolerations and
+/// terminationGracePeriodSeconds; the node is set once, through binding (422 otherwise).
+fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
+    let strip = |spec: Option<&Value>, keep_tolerations: Option<&Value>| -> Value {
+        let mut s = spec.cloned().unwrap_or(Value::Null);
+        if let Some(m) = s.as_object_mut() {
+            m.remove("activeDeadlineSeconds");
+            m.remove("terminationGracePeriodSeconds");
+            if let Some(t) = keep_tolerations {
+                m.insert("tolerations".into(), t.clone());
+            }
+            for key in ["containers", "initContainers"] {
+                if let Some(cs) = m.get_mut(key).and_then(Value::as_array_mut) {
+                    for c in cs {
+                        if let Some(cm) = c.as_object_mut() {
+                            cm.remove("image");
+                        }
+                    }
+                }
+            }
+        }
+        s
+    };
+    let old_tol: Vec<Value> = old
+        .pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let new_tol: Vec<Value> = new
+        .pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let additions_only = old_tol.iter().all(|t| new_tol.contains(t));
+    let before = strip(old.get("spec"), None);
+    let after = strip(
+        new.get("spec"),
+        if additions_only {
+            old.pointer("/spec/tolerations")
+        } else {
+            None
+        },
+    );
+    let mut before_cmp = before.clone();
+    let mut after_cmp = after.clone();
+    for v in [&mut before_cmp, &mut after_cmp] {
+        if let Some(m) = v.as_object_mut() {
+            if additions_only {
+                m.remove("tolerations");
+            }
+        }
+    }
+    if before_cmp != after_cmp {
+        return Err(ApiError::invalid("", "Pod", meta::name(old), "spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"));
+    }
+    Ok(())
 }
 
 /// The default propagation when none is given (the kind's strategy default).

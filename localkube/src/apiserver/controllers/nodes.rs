@@ -162,13 +162,21 @@ impl Controller for Scheduler {
                     let bound = log_err(
                         "scheduler",
                         "bind",
-                        c.modify("", "pods", &ns, &name, "", "default-scheduler", |pod| {
-                            if !meta::str_at(pod, "/spec/nodeName").is_empty() {
-                                return false;
-                            }
-                            pod["spec"]["nodeName"] = json!(node);
-                            true
-                        }),
+                        c.modify(
+                            "",
+                            "pods",
+                            &ns,
+                            &name,
+                            "binding",
+                            "default-scheduler",
+                            |pod| {
+                                if !meta::str_at(pod, "/spec/nodeName").is_empty() {
+                                    return false;
+                                }
+                                pod["spec"]["nodeName"] = json!(node);
+                                true
+                            },
+                        ),
                     );
                     if let Some(Some(pod)) = bound.filter(|b| {
                         b.as_ref()
