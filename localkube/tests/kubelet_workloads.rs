@@ -120,6 +120,43 @@ async fn scenario(c: &TestCluster) -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // kubectl exec over websockets (v5.channel.k8s.io): stdout, exit code, and stdin with -i.
+    let out = c
+        .kubectl_ok(&[
+            "exec",
+            &pod,
+            "--",
+            "sh",
+            "-c",
+            "echo out-$POD_NAME; echo err >&2",
+        ])
+        .await?;
+    ensure!(out.trim() == format!("out-{pod}"), "exec stdout: {out:?}");
+    let failed = c
+        .kubectl(&["exec", &pod, "--", "sh", "-c", "exit 3"])
+        .await?;
+    ensure!(
+        failed.status.code() == Some(3),
+        "exec exit code: {failed:?}"
+    );
+    let mut child = tokio::process::Command::new("/usr/bin/kubectl")
+        .arg("--kubeconfig")
+        .arg(c.dir().join("kubeconfig"))
+        .arg("--cache-dir")
+        .arg(c.dir().join("kubectl-cache"))
+        .args(["exec", "-i", &pod, "--", "tr", "a-z", "A-Z"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        stdin.write_all(b"hello stdin\n").await?;
+    }
+    let out = tokio::time::timeout(t, child.wait_with_output()).await??;
+    ensure!(
+        String::from_utf8_lossy(&out.stdout).trim() == "HELLO STDIN",
+        "exec -i: {out:?}"
+    );
     // A client pod reaches the Service by its DNS name through the proxy.
     c.apply(CLIENT).await?;
     c.wait_pods("app=client", t, finished).await?;

@@ -10,6 +10,7 @@ pub mod error;
 pub mod logs;
 pub mod services;
 pub mod status;
+pub mod stream;
 pub mod translate;
 
 pub use agent::{lookup, prepare, Kubelet, KubeletConfig, Shared};
