@@ -162,6 +162,7 @@ pub struct Checker {
     last_promotion_at: Option<SimTime>,
     both_copies_lost_since_promotion: bool,
     pending_truth: Option<LossTruth>,
+    split_brain_since_promotion: bool,
     already_lost: TxnSet,
     cooldown_millis: u64,
     cooldown_tolerance_millis: u64,
@@ -188,6 +189,7 @@ impl Checker {
             last_promotion_at: None,
             both_copies_lost_since_promotion: false,
             pending_truth: None,
+            split_brain_since_promotion: false,
             already_lost: TxnSet::new(),
             cooldown_millis,
             cooldown_tolerance_millis,
@@ -248,6 +250,7 @@ impl Checker {
         // pair of sites may fail over again); the new truth is taken when the target becomes
         // writable.
         self.pending_truth = None;
+        self.split_brain_since_promotion = false;
         self.both_copies_lost_since_promotion = false;
     }
 
@@ -271,6 +274,10 @@ impl Checker {
             .map(|(i, _)| self.site_names[i])
             .collect();
         if writers.len() > 1 {
+            // Two writers: which transactions a later failover "lost" is no longer defined,
+            // so that failover's report is not compared (the SplitBrain itself is the finding).
+            self.split_brain_since_promotion = true;
+            self.pending_truth = None;
             self.report(
                 FindingClass::SplitBrain,
                 now,
@@ -300,8 +307,11 @@ impl Checker {
                 let literal = old_set.subtract(executed);
                 let lost = literal.subtract(&self.already_lost);
                 self.already_lost.union_with(&lost);
-                if matches!(self.latest_promotion, Some((t, PromotionKind::Emergency)) if t == site)
-                {
+                let emergency = matches!(
+                    self.latest_promotion,
+                    Some((t, PromotionKind::Emergency)) if t == site
+                );
+                if emergency && !self.split_brain_since_promotion {
                     self.pending_truth = Some(LossTruth {
                         from: *old,
                         to: site,
