@@ -6,9 +6,9 @@
 //! and the next poll re-reads the state. The remaining actions of the poll still run (core
 //! never makes a later action's safety depend on an earlier one of the same poll).
 
-use bloodraven_api::{names, MysqlFailoverGroup, MysqlFailoverGroupSpec, Timestamp};
+use bloodraven_api::{names, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::DeployLeases;
-use bloodraven_core::engine::{Action, AnnotationChange, EventReason, GroupAnnotations};
+use bloodraven_core::engine::{Action, AnnotationChange, EventReason};
 use bloodraven_core::{Decision, GroupMemory};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Patch, PatchParams};
@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::deploy_api::store::LeaseStore;
 use crate::error::{Error, Result};
-use crate::memory::status_from;
+use crate::memory::status_of;
 use crate::metrics::Metrics;
 use crate::render;
 use crate::sidecar::SidecarClient;
@@ -256,19 +256,12 @@ impl Executor<'_> {
                 reason,
                 topology_generation,
             } => {
-                let _guard = self.store.lock().await;
-                let before = self.store.load(&namespace, &group).await?;
-                let mut after = before.clone();
-                let revoked = after.revoke_all(*reason, *topology_generation, now);
-                after.expire(now);
-                self.store
-                    .save(
-                        &namespace,
-                        &group,
-                        &before,
-                        &after,
-                        render::owner_reference(self.group),
-                    )
+                let (revoked, after) = self
+                    .update_leases(|after| {
+                        let revoked = after.revoke_all(*reason, *topology_generation, now);
+                        after.expire(now);
+                        revoked
+                    })
                     .await?;
                 tracing::info!(group = %group, action = "RevokeDeployLeases", generation = topology_generation, reason = %reason, revoked = revoked.len(), outcome = "ok", "deploy leases revoked");
                 self.metrics.set_deploy_leases_active(
@@ -321,24 +314,13 @@ impl Executor<'_> {
         if generation == 0 || !stale {
             return Ok(());
         }
-        let namespace = self.namespace();
         let group = self.name();
-        let _guard = self.store.lock().await;
-        let before = self.store.load(&namespace, &group).await?;
-        let mut after = before.clone();
-        let revoked = after.fence_generation(generation, now);
+        let (revoked, _) = self
+            .update_leases(|after| after.fence_generation(generation, now))
+            .await?;
         if revoked.is_empty() {
             return Ok(());
         }
-        self.store
-            .save(
-                &namespace,
-                &group,
-                &before,
-                &after,
-                render::owner_reference(self.group),
-            )
-            .await?;
         tracing::info!(group = %group, action = "FenceDeployLeases", generation, revoked = revoked.len(), outcome = "ok", "deploy leases of an older generation revoked");
         let note = revoked
             .iter()
@@ -366,6 +348,33 @@ impl Executor<'_> {
             tracing::warn!(group = %group, %error, "failed to publish DeploymentLeaseRevoked event");
         }
         Ok(())
+    }
+
+    /// Loads the group's deploy leases under the store's lock (shared with the deploy API),
+    /// applies `change` and saves the result when it differs. Returns what `change` returned
+    /// and the leases after it.
+    async fn update_leases<T>(
+        &self,
+        change: impl FnOnce(&mut DeployLeases) -> T,
+    ) -> Result<(T, DeployLeases)> {
+        let namespace = self.namespace();
+        let group = self.name();
+        let _guard = self.store.lock().await;
+        let before = self.store.load(&namespace, &group).await?;
+        let mut after = before.clone();
+        let changed = change(&mut after);
+        if after != before {
+            self.store
+                .save(
+                    &namespace,
+                    &group,
+                    &before,
+                    &after,
+                    render::owner_reference(self.group),
+                )
+                .await?;
+        }
+        Ok((changed, after))
     }
 
     async fn annotate(&self, key: &str, value: Option<&str>) -> Result<()> {
@@ -417,25 +426,14 @@ impl Executor<'_> {
             .map_err(|error| Error::kube(format!("patch taints of node {node}"), error))
     }
 
-    /// Persists memory: the status (server-side apply on the status subresource, so fields
-    /// memory no longer has are removed) and, when the annotation copy of the cooldown is
-    /// missing or older than memory's, the annotation (keeps both copies alive, seed 001).
-    pub async fn persist(
-        &self,
-        spec: &MysqlFailoverGroupSpec,
-        memory: &GroupMemory,
-        annotations: &GroupAnnotations,
-        now: Timestamp,
-    ) -> Result<()> {
+    /// Persists memory: the status (core's [`GroupMemory::to_status`], by server-side apply
+    /// on the status subresource, so fields memory no longer has are removed). The cooldown's
+    /// annotation copy is kept by `decide` itself (an `Annotate` action when it is missing or
+    /// older, seed 001).
+    pub async fn persist(&self, memory: &GroupMemory) -> Result<()> {
         let namespace = self.namespace();
         let name = self.name();
-        let status = status_from(
-            spec,
-            memory,
-            self.group.status.as_ref(),
-            self.group.metadata.generation,
-            now,
-        );
+        let status = status_of(memory, self.group.metadata.generation);
         let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), &namespace);
         let body = json!({
             "apiVersion": MysqlFailoverGroup::api_version(&()),
@@ -443,8 +441,7 @@ impl Executor<'_> {
             "metadata": { "name": name },
             "status": status,
         });
-        let status_result = api
-            .patch_status(&name, &apply_params(), &Patch::Apply(body))
+        api.patch_status(&name, &apply_params(), &Patch::Apply(body))
             .await
             .map(drop)
             .map_err(|error| {
@@ -452,17 +449,7 @@ impl Executor<'_> {
                     format!("apply status of mysqlfailovergroup {namespace}/{name}"),
                     error,
                 )
-            });
-        if let Some(until) = memory.cooldown_until {
-            if annotations.cooldown_until.is_none_or(|copy| copy < until) {
-                let change = AnnotationChange::SetCooldownUntil(until);
-                let (key, value) = annotation_write(&change);
-                if let Err(error) = self.annotate(key, value.as_deref()).await {
-                    tracing::warn!(group = %name, action = "Annotate", outcome = "unknown", %error, "failed to restore the cooldown annotation copy");
-                }
-            }
-        }
-        status_result
+            })
     }
 }
 

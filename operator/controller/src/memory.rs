@@ -1,36 +1,21 @@
-//! [`GroupMemory`] <-> the group's status and annotations (pure).
+//! The shell's side of [`GroupMemory`]: the group's annotations read into the
+//! `Observation`, the status written after a poll, and the board that shares the leader's
+//! memory with the deploy API.
 //!
-//! The operator keeps the memory `decide` returned between polls; it loads it from the
-//! persisted forms only when it becomes leader (or first sees a group). What core marks
-//! *volatile* is re-derived conservatively here:
-//!
-//! - `authority_issued_at` is re-stamped to the load time (core: "re-stamped after a restart");
-//! - detection restarts its streak (`failing_since` unknown), so a restart can only delay a
-//!   failure detection by at most one detection floor, never hasten it;
-//! - the emergency failover in flight is recovered by core from the sidecars' move notice.
-//!
-//! The anti-flap cooldown is persisted twice (status `cooldownUntil` and the annotation
-//! `bloodraven.shipstream.io/cooldown-until`); either copy alone restores it, the later wins
-//! (seed 001: losing it takes both paths lost).
+//! The conversions themselves are core's ([`GroupMemory::to_status`],
+//! [`GroupMemory::from_status`]); so are the conditions (stored by `decide` in
+//! `GroupMemory::conditions`) and the anti-flap cooldown's second copy: the annotation
+//! `bloodraven.shipstream.io/cooldown-until` is read here into
+//! [`GroupAnnotations::cooldown_until`], `decide` takes the later of the two copies and
+//! emits the annotation rewrite when that copy is missing or older (seed 001: losing the
+//! cooldown takes both copies lost).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
-use bloodraven_api::{
-    names, AuthorityState, AuthorityStatus, Condition, Flavor, HealthStatus, MysqlFailoverGroup,
-    MysqlFailoverGroupSpec, MysqlFailoverGroupStatus, PlannedFailoverPhase, PlannedFailoverStatus,
-    SiteStatus, Timestamp,
-};
-use bloodraven_core::engine::{
-    AuthorityValidity, Detection, GroupAnnotations, InvalidReason, PlannedFailover, PodRole,
-    SiteMemory, SiteState,
-};
+use bloodraven_api::{names, MysqlFailoverGroup, MysqlFailoverGroupStatus};
+use bloodraven_core::engine::GroupAnnotations;
 use bloodraven_core::GroupMemory;
-use bloodraven_mysql::GtidSet;
-
-/// Condition type: the group has a confirmed writable active site.
-pub const CONDITION_READY: &str = "Ready";
-/// Condition type: some site is failed or unreachable.
-pub const CONDITION_DEGRADED: &str = "Degraded";
 
 /// The group's annotations that `decide` reads.
 pub fn annotations_of(group: &MysqlFailoverGroup) -> GroupAnnotations {
@@ -49,324 +34,70 @@ pub fn annotations_of(group: &MysqlFailoverGroup) -> GroupAnnotations {
     }
 }
 
-/// The memory persisted in `status` and the annotation copy of the cooldown, loaded at `now`.
-/// A group never polled (no status, or generation 0 without sites) starts from
-/// [`GroupMemory::initial`].
-pub fn memory_from(
-    spec: &MysqlFailoverGroupSpec,
-    status: Option<&MysqlFailoverGroupStatus>,
-    annotations: &GroupAnnotations,
-    now: Timestamp,
-) -> GroupMemory {
-    let mut memory = GroupMemory::initial(spec);
-    let cooldown_from_annotation = annotations.cooldown_until;
-    let Some(status) = status else {
-        memory.cooldown_until = cooldown_from_annotation;
-        return memory;
-    };
-    if let Some(active) = status
-        .active_site
-        .as_ref()
-        .filter(|site| spec.site(site).is_some())
-    {
-        memory.active_site = active.clone();
-    }
-    memory.topology_generation = status.topology_generation;
-    memory.authority_issued_at = (memory.topology_generation > 0).then_some(now);
-    memory.authority = match &status.authority {
-        Some(AuthorityStatus {
-            state: AuthorityState::Valid,
-            ..
-        }) => AuthorityValidity::Valid,
-        Some(AuthorityStatus { reason, .. }) => AuthorityValidity::Invalid(
-            reason
-                .as_deref()
-                .and_then(invalid_reason)
-                .unwrap_or(InvalidReason::NotIssued),
-        ),
-        None => AuthorityValidity::Invalid(InvalidReason::NotIssued),
-    };
-    let flavor = mysql_flavor(spec.flavor);
-    memory.sites = spec
-        .sites
-        .iter()
-        .map(|site_spec| {
-            let persisted = status.sites.iter().find(|site| site.name == site_spec.name);
-            site_memory(&site_spec.name, &memory.active_site, persisted, flavor)
-        })
-        .collect();
-    memory.cooldown_until = later(status.cooldown_until, cooldown_from_annotation);
-    memory.planned_failover = status
-        .planned_failover
-        .as_ref()
-        .map(|planned| planned_memory(planned, &memory, annotations, now));
-    memory.emergency_failover = None;
-    memory.last_failover = status.last_failover.clone();
-    memory
-}
-
-/// The later of two optional instants.
-pub fn later(first: Option<Timestamp>, second: Option<Timestamp>) -> Option<Timestamp> {
-    match (first, second) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn site_memory(
-    name: &str,
-    active_site: &str,
-    persisted: Option<&SiteStatus>,
-    flavor: bloodraven_mysql::Flavor,
-) -> SiteMemory {
-    let role = persisted
-        .and_then(|site| site.role.as_deref())
-        .map(pod_role)
-        .unwrap_or(PodRole::Replica);
-    let state = if name == active_site {
-        SiteState::Active
-    } else if role == PodRole::Fenced {
-        SiteState::Demoted
-    } else {
-        SiteState::Replica
-    };
-    let mut memory = SiteMemory::new(name, state);
-    let Some(site) = persisted else {
-        return memory;
-    };
-    memory.consecutive_failures = site.consecutive_failures;
-    // The streak start is volatile: a restart re-times it, so detection can only get later.
-    memory.detection = if site.consecutive_failures == 0 {
-        Detection::Up
-    } else {
-        Detection::Suspect
-    };
-    memory.last_seen = site.last_seen;
-    memory.gtid_executed = site
-        .gtid_executed
-        .as_deref()
-        .and_then(|text| GtidSet::parse(flavor, text).ok());
-    memory.errant = site
-        .errant_gtid_set
-        .as_deref()
-        .and_then(|text| GtidSet::parse(flavor, text).ok());
-    memory.reachable = site.reachable;
-    memory.writable = site.writable;
-    memory.fenced = site.fenced;
-    memory.replicating = site.replicating;
-    memory.source_host = site.source_host.clone();
-    memory.seconds_behind_source = site.seconds_behind_source;
-    memory.healthy = site.healthy;
-    memory.role = role;
-    memory
-}
-
-fn planned_memory(
-    planned: &PlannedFailoverStatus,
+/// The status to write for `memory` (core's [`GroupMemory::to_status`]) with
+/// `observedGeneration`, the group's `metadata.generation` read at the start of the poll.
+pub fn status_of(
     memory: &GroupMemory,
-    annotations: &GroupAnnotations,
-    now: Timestamp,
-) -> PlannedFailover {
-    let requested_at = planned.requested_at.unwrap_or(now);
-    let promoted = match planned.phase {
-        PlannedFailoverPhase::Promoting | PlannedFailoverPhase::Completed => true,
-        PlannedFailoverPhase::Admitting
-        | PlannedFailoverPhase::Deferred
-        | PlannedFailoverPhase::Draining
-        | PlannedFailoverPhase::Rejected => false,
-    };
-    let from = memory
-        .last_failover
-        .as_ref()
-        .filter(|last| promoted && last.to == planned.target)
-        .map(|last| last.from.clone())
-        .unwrap_or_else(|| memory.active_site.clone());
-    let terminal = match planned.phase {
-        PlannedFailoverPhase::Completed | PlannedFailoverPhase::Rejected => true,
-        PlannedFailoverPhase::Admitting
-        | PlannedFailoverPhase::Deferred
-        | PlannedFailoverPhase::Draining
-        | PlannedFailoverPhase::Promoting => false,
-    };
-    PlannedFailover {
-        target: planned.target.clone(),
-        from,
-        phase: planned.phase,
-        admission: planned.admission.clone(),
-        requested_at,
-        // The phase start is not persisted; the request time is the conservative bound.
-        phase_since: requested_at,
-        // Volatile in core: after a restart it is re-confirmed by a later poll.
-        fenced_at: None,
-        annotation_cleared: terminal
-            && annotations.planned_failover.as_deref() != Some(planned.target.as_str()),
-    }
-}
-
-/// The status to write for `memory` after a poll at `now` (`observed_generation` is the
-/// group's `metadata.generation`). Conditions keep their transition time while unchanged.
-pub fn status_from(
-    spec: &MysqlFailoverGroupSpec,
-    memory: &GroupMemory,
-    previous: Option<&MysqlFailoverGroupStatus>,
     observed_generation: Option<i64>,
-    now: Timestamp,
 ) -> MysqlFailoverGroupStatus {
-    let authority = match &memory.authority {
-        AuthorityValidity::Valid => AuthorityStatus {
-            state: AuthorityState::Valid,
-            reason: None,
-        },
-        AuthorityValidity::Invalid(reason) => AuthorityStatus {
-            state: AuthorityState::Invalid,
-            reason: Some(reason.as_str().to_string()),
-        },
-    };
-    let sites: Vec<SiteStatus> = memory
-        .sites
-        .iter()
-        .map(|site| SiteStatus {
-            name: site.site.clone(),
-            role: Some(site.role.as_str().to_string()),
-            last_seen: site.last_seen,
-            reachable: site.reachable,
-            writable: site.writable,
-            fenced: site.fenced,
-            gtid_executed: site.gtid_executed.as_ref().map(ToString::to_string),
-            replicating: site.replicating,
-            source_host: site.source_host.clone(),
-            seconds_behind_source: site.seconds_behind_source,
-            healthy: site.healthy,
-            consecutive_failures: site.consecutive_failures,
-            errant_gtid_set: site
-                .errant
-                .as_ref()
-                .filter(|errant| !errant.is_empty())
-                .map(ToString::to_string),
-        })
-        .collect();
-    let degraded: Vec<&str> = memory
-        .sites
-        .iter()
-        .filter(|site| site.detection == Detection::Failed || !site.reachable)
-        .map(|site| site.site.as_str())
-        .collect();
-    let ready = Condition {
-        type_: CONDITION_READY.to_string(),
-        status: if memory.authority.is_valid() {
-            "True"
-        } else {
-            "False"
-        }
-        .to_string(),
-        reason: match &memory.authority {
-            AuthorityValidity::Valid => "AuthorityValid".to_string(),
-            AuthorityValidity::Invalid(reason) => reason.as_str().to_string(),
-        },
-        message: format!(
-            "active site {} at topology generation {}",
-            memory.active_site, memory.topology_generation
-        ),
-        last_transition_time: None,
-    };
-    let degraded = Condition {
-        type_: CONDITION_DEGRADED.to_string(),
-        status: if degraded.is_empty() { "False" } else { "True" }.to_string(),
-        reason: if degraded.is_empty() {
-            "AllSitesReachable"
-        } else {
-            "SitesUnreachable"
-        }
-        .to_string(),
-        message: if degraded.is_empty() {
-            String::new()
-        } else {
-            format!("unreachable or failed: {}", degraded.join(", "))
-        },
-        last_transition_time: None,
-    };
-    let conditions = [ready, degraded]
-        .into_iter()
-        .map(|mut condition| {
-            let before = previous.and_then(|status| {
-                status
-                    .conditions
-                    .iter()
-                    .find(|c| c.type_ == condition.type_)
-            });
-            condition.last_transition_time = match before {
-                Some(before) if before.status == condition.status => {
-                    before.last_transition_time.or(Some(now))
-                }
-                Some(_) | None => Some(now),
-            };
-            condition
-        })
-        .collect();
-    let replication_lag_seconds = memory
-        .sites
-        .iter()
-        .filter(|site| site.replicating && spec.site(&site.site).is_some())
-        .filter_map(|site| site.seconds_behind_source)
-        .max();
     MysqlFailoverGroupStatus {
-        active_site: Some(memory.active_site.clone()),
-        topology_generation: memory.topology_generation,
-        authority: Some(authority),
-        conditions,
-        sites,
-        cooldown_until: memory.cooldown_until,
-        planned_failover: memory
-            .planned_failover
-            .as_ref()
-            .map(|planned| PlannedFailoverStatus {
-                phase: planned.phase,
-                target: planned.target.clone(),
-                admission: planned.admission.clone(),
-                requested_at: Some(planned.requested_at),
-            }),
-        last_failover: memory.last_failover.clone(),
-        health: Some(HealthStatus {
-            replication_lag_seconds,
-        }),
         observed_generation,
+        ..memory.to_status()
     }
 }
 
-/// The engine's GTID flavor for the CRD flavor.
-pub fn mysql_flavor(flavor: Flavor) -> bloodraven_mysql::Flavor {
-    match flavor {
-        Flavor::Mariadb => bloodraven_mysql::Flavor::MariaDb,
-        Flavor::Mysql => bloodraven_mysql::Flavor::MySql,
-    }
+/// The memory each poll loop returned last, keyed by `(namespace, name)`: the leader's view
+/// of its groups, read by the deploy API so that `stable`/`unstableReason` and the lease
+/// stability are core's judgement of the full memory (an emergency failover in flight is
+/// volatile and not in the status). A group with no entry (a new leader before its first
+/// poll) is judged from its status by [`GroupMemory::from_status`].
+#[derive(Clone, Debug, Default)]
+pub struct MemoryBoard {
+    memories: Arc<RwLock<BTreeMap<(String, String), GroupMemory>>>,
 }
 
-fn pod_role(text: &str) -> PodRole {
-    match text {
-        names::ROLE_PRIMARY => PodRole::Primary,
-        names::ROLE_FENCED => PodRole::Fenced,
-        _ => PodRole::Replica,
+impl MemoryBoard {
+    /// An empty board.
+    pub fn new() -> Self {
+        Self::default()
     }
-}
 
-fn invalid_reason(text: &str) -> Option<InvalidReason> {
-    [
-        InvalidReason::NotIssued,
-        InvalidReason::ActiveUnreachable,
-        InvalidReason::ActiveMysqlDown,
-        InvalidReason::ActiveNotWritable,
-        InvalidReason::ActiveLeaseNotHeld,
-        InvalidReason::ActiveAuthorityMismatch,
-        InvalidReason::Moving,
-    ]
-    .into_iter()
-    .find(|reason| reason.as_str() == text)
+    /// Records the memory `namespace/name`'s poll returned.
+    pub fn publish(&self, namespace: &str, name: &str, memory: &GroupMemory) {
+        if let Ok(mut memories) = self.memories.write() {
+            memories.insert((namespace.to_string(), name.to_string()), memory.clone());
+        }
+    }
+
+    /// Forgets `namespace/name` (its poll loop stopped: deleted, or leadership lost).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        if let Ok(mut memories) = self.memories.write() {
+            memories.remove(&(namespace.to_string(), name.to_string()));
+        }
+    }
+
+    /// The last published memory of `namespace/name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<GroupMemory> {
+        self.memories
+            .read()
+            .ok()?
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use bloodraven_api::{Admission, DeferReason, FailoverKind, LastFailover};
-    use bloodraven_core::engine::SiteState;
+    use bloodraven_api::{
+        Admission, AuthorityState, DeferReason, FailoverKind, LastFailover, MysqlFailoverGroupSpec,
+        PlannedFailoverPhase, Timestamp,
+    };
+    use bloodraven_core::decide;
+    use bloodraven_core::engine::{
+        conditions, Action, AnnotationChange, AuthorityValidity, Detection, DnsReading,
+        InvalidReason, Observation, PlannedFailover, PodRole, SiteState, CONDITION_READY,
+    };
+    use bloodraven_mysql::{Flavor, GtidSet};
 
     use super::*;
 
@@ -381,10 +112,10 @@ mod tests {
         Timestamp::from_unix_millis(1_796_000_000_000 + seconds * 1_000)
     }
 
-    /// A memory after an emergency failover iad -> pdx: iad demoted (fenced), cooldown set.
+    /// A memory after an emergency failover iad -> pdx: iad demoted (fenced), cooldown set,
+    /// conditions derived by core at `at(1)`.
     fn after_failover() -> GroupMemory {
         let spec = spec();
-        let flavor = mysql_flavor(spec.flavor);
         let mut memory = GroupMemory::initial(&spec);
         memory.active_site = "pdx".into();
         memory.topology_generation = 3;
@@ -406,14 +137,14 @@ mod tests {
         for site in &mut memory.sites {
             site.last_seen = Some(at(1));
             site.reachable = site.site != "iad";
-            site.gtid_executed = GtidSet::parse(flavor, "0-1-40").ok();
+            site.gtid_executed = GtidSet::parse(Flavor::MariaDb, "0-1-40").ok();
             match site.site.as_str() {
                 "iad" => {
                     site.state = SiteState::Demoted;
                     site.role = PodRole::Fenced;
                     site.consecutive_failures = 5;
                     site.detection = Detection::Suspect;
-                    site.errant = GtidSet::parse(flavor, "0-1-42").ok();
+                    site.errant = GtidSet::parse(Flavor::MariaDb, "0-1-42").ok();
                 }
                 "pdx" => {
                     site.state = SiteState::Active;
@@ -431,7 +162,20 @@ mod tests {
                 }
             }
         }
+        memory.conditions = conditions(&memory, &[], at(1));
         memory
+    }
+
+    /// An observation of `g` at which no sidecar answered, with `annotations`.
+    fn observation(annotations: GroupAnnotations) -> Observation {
+        Observation {
+            group: "g".into(),
+            namespace: "ns".into(),
+            sites: Vec::new(),
+            annotations,
+            deploy_hold: None,
+            dns: DnsReading::Absent,
+        }
     }
 
     fn annotations(cooldown: Option<Timestamp>) -> GroupAnnotations {
@@ -441,14 +185,16 @@ mod tests {
         }
     }
 
-    /// bloodraven.md: status carries activeSite, topologyGeneration, authority, sites[],
-    /// cooldownUntil, lastFailover; loading it back gives the same memory, except what core
-    /// marks volatile (authority_issued_at re-stamped at load).
+    /// bloodraven.md: status carries activeSite, topologyGeneration, authority, conditions,
+    /// sites[], cooldownUntil, lastFailover; loading it back (core's `from_status`) gives the
+    /// same memory, except what core marks volatile (authority_issued_at, re-adopted from the
+    /// sidecars).
     #[test]
-    fn memory_round_trips_through_status() {
+    fn memory_round_trips_through_the_written_status() {
         let spec = spec();
-        let memory = after_failover();
-        let status = status_from(&spec, &memory, None, Some(4), at(2));
+        let mut memory = after_failover();
+        memory.authority_issued_at = Some(at(0));
+        let status = status_of(&memory, Some(4));
         assert_eq!(status.active_site.as_deref(), Some("pdx"));
         assert_eq!(status.topology_generation, 3);
         assert_eq!(
@@ -467,41 +213,57 @@ mod tests {
         assert_eq!(iad.role.as_deref(), Some("fenced"));
         assert_eq!(iad.errant_gtid_set.as_deref(), Some("0-1-42"));
 
-        let loaded = memory_from(&spec, Some(&status), &annotations(Some(at(30))), at(5));
+        let loaded = GroupMemory::from_status(&spec, Some(&status), at(5));
         let mut expected = memory.clone();
-        expected.authority_issued_at = Some(at(5));
+        expected.authority_issued_at = None;
         assert_eq!(loaded, expected);
     }
 
-    /// Seed 001: the cooldown is persisted twice; losing either copy alone keeps it.
+    /// Seed 001: the cooldown is persisted twice; losing either copy alone keeps it. The
+    /// annotation copy reaches core through the Observation; `decide` keeps the later.
     #[test]
     fn seed_001_losing_one_cooldown_copy_keeps_the_cooldown() {
         let spec = spec();
-        let memory = after_failover();
-        let mut status = status_from(&spec, &memory, None, None, at(2));
+        let mut status = status_of(&after_failover(), None);
+        let cooldown_after_poll = |status: Option<&MysqlFailoverGroupStatus>,
+                                   copy: Option<Timestamp>| {
+            let memory = GroupMemory::from_status(&spec, status, at(5));
+            let decision = decide(&spec, &memory, &observation(annotations(copy)), at(5));
+            let rewrites_annotation = decision.actions.iter().any(|action| {
+                matches!(
+                    action,
+                    Action::Annotate(AnnotationChange::SetCooldownUntil(_))
+                )
+            });
+            (decision.memory.cooldown_until, rewrites_annotation)
+        };
 
-        // Annotation lost, status copy kept.
-        let loaded = memory_from(&spec, Some(&status), &annotations(None), at(5));
-        assert_eq!(loaded.cooldown_until, Some(at(30)));
+        // Annotation lost, status copy kept: the annotation is rewritten.
+        assert_eq!(
+            cooldown_after_poll(Some(&status), None),
+            (Some(at(30)), true)
+        );
 
         // Status copy lost (e.g. a status rewrite), annotation kept.
         status.cooldown_until = None;
-        let loaded = memory_from(&spec, Some(&status), &annotations(Some(at(30))), at(5));
-        assert_eq!(loaded.cooldown_until, Some(at(30)));
+        assert_eq!(
+            cooldown_after_poll(Some(&status), Some(at(30))).0,
+            Some(at(30))
+        );
 
         // No status at all (object recreated): the annotation alone still restores it.
-        let loaded = memory_from(&spec, None, &annotations(Some(at(30))), at(5));
-        assert_eq!(loaded.cooldown_until, Some(at(30)));
+        assert_eq!(cooldown_after_poll(None, Some(at(30))).0, Some(at(30)));
 
         // Both copies present and different: the later is in force.
         status.cooldown_until = Some(at(45));
-        let loaded = memory_from(&spec, Some(&status), &annotations(Some(at(30))), at(5));
-        assert_eq!(loaded.cooldown_until, Some(at(45)));
+        assert_eq!(
+            cooldown_after_poll(Some(&status), Some(at(30))),
+            (Some(at(45)), true)
+        );
 
         // Both lost: CooldownViolated(restart+stateLost) is possible, by construction.
         status.cooldown_until = None;
-        let loaded = memory_from(&spec, Some(&status), &annotations(None), at(5));
-        assert_eq!(loaded.cooldown_until, None);
+        assert_eq!(cooldown_after_poll(Some(&status), None), (None, false));
     }
 
     /// A restart re-times detection: a site suspect before the restart is suspect after it
@@ -515,8 +277,8 @@ mod tests {
             site.failing_since = Some(at(-8));
             site.failed_at = Some(at(-2));
         }
-        let status = status_from(&spec, &memory, None, None, at(2));
-        let loaded = memory_from(&spec, Some(&status), &GroupAnnotations::default(), at(5));
+        let status = status_of(&memory, None);
+        let loaded = GroupMemory::from_status(&spec, Some(&status), at(5));
         let iad = loaded.site("iad").expect("iad");
         assert_eq!(iad.detection, Detection::Suspect);
         assert_eq!((iad.failing_since, iad.failed_at), (None, None));
@@ -524,7 +286,9 @@ mod tests {
     }
 
     /// Seed 003: a Deferred planned failover keeps its admission (deferReason, retryTime,
-    /// message); a finished request whose annotation is still present is not a new one.
+    /// message) across a restart, its phase re-timed from the load (core's `from_status`); a
+    /// finished request whose annotation is still present is not a new one: the next poll
+    /// clears the annotation, and without it the request is marked cleared.
     #[test]
     fn planned_failover_round_trips_with_admission() {
         let spec = spec();
@@ -544,26 +308,43 @@ mod tests {
             fenced_at: None,
             annotation_cleared: false,
         });
-        let status = status_from(&spec, &memory, None, None, at(2));
-        let with_request = GroupAnnotations {
-            planned_failover: Some("pdx".into()),
-            ..GroupAnnotations::default()
-        };
-        let loaded = memory_from(&spec, Some(&status), &with_request, at(5));
-        assert_eq!(loaded.planned_failover, memory.planned_failover);
+        let status = status_of(&memory, None);
+        let loaded = GroupMemory::from_status(&spec, Some(&status), at(5));
+        let mut expected = memory.planned_failover.clone();
+        if let Some(planned) = expected.as_mut() {
+            planned.phase_since = at(5);
+        }
+        assert_eq!(loaded.planned_failover, expected);
 
         let mut completed = status.clone();
         if let Some(planned) = completed.planned_failover.as_mut() {
             planned.phase = PlannedFailoverPhase::Completed;
         }
-        let loaded = memory_from(&spec, Some(&completed), &with_request, at(5));
+        let loaded = GroupMemory::from_status(&spec, Some(&completed), at(5));
+        let with_request = GroupAnnotations {
+            planned_failover: Some("pdx".into()),
+            ..GroupAnnotations::default()
+        };
+        let decision = decide(&spec, &loaded, &observation(with_request), at(5));
+        assert!(decision
+            .actions
+            .contains(&Action::Annotate(AnnotationChange::ClearPlannedFailover)));
         assert_eq!(
-            loaded.planned_failover.map(|p| p.annotation_cleared),
-            Some(false)
+            decision.memory.planned_failover.map(|p| p.phase),
+            Some(PlannedFailoverPhase::Completed),
+            "not a new request"
         );
-        let loaded = memory_from(&spec, Some(&completed), &GroupAnnotations::default(), at(5));
+        let decision = decide(
+            &spec,
+            &loaded,
+            &observation(GroupAnnotations::default()),
+            at(5),
+        );
         assert_eq!(
-            loaded.planned_failover.map(|p| p.annotation_cleared),
+            decision
+                .memory
+                .planned_failover
+                .map(|p| p.annotation_cleared),
             Some(true)
         );
     }
@@ -605,27 +386,43 @@ mod tests {
         assert_eq!(annotations_of(&group).cooldown_until, None);
     }
 
-    /// Conditions keep their transition time while their status is unchanged.
+    /// Conditions are written from memory and restored by a load, so their transition times
+    /// survive a restart and move only when the status changes.
     #[test]
-    fn condition_transition_times_move_only_on_change() {
+    fn condition_transition_times_survive_a_restart_and_move_only_on_change() {
         let spec = spec();
         let memory = after_failover();
-        let first = status_from(&spec, &memory, None, None, at(2));
-        let second = status_from(&spec, &memory, Some(&first), None, at(4));
-        let ready = |status: &MysqlFailoverGroupStatus| {
-            status
-                .conditions
+        let ready = |conditions: &[bloodraven_api::Condition]| {
+            conditions
                 .iter()
                 .find(|c| c.type_ == CONDITION_READY)
                 .cloned()
                 .expect("ready")
         };
-        assert_eq!(ready(&second).last_transition_time, Some(at(2)));
-        let mut invalid = memory.clone();
+        let written = status_of(&memory, None);
+        assert_eq!(ready(&written.conditions).last_transition_time, Some(at(1)));
+        let loaded = GroupMemory::from_status(&spec, Some(&written), at(5));
+        assert_eq!(loaded.conditions, memory.conditions);
+        let unchanged = conditions(&loaded, &loaded.conditions, at(6));
+        assert_eq!(ready(&unchanged).last_transition_time, Some(at(1)));
+        let mut invalid = loaded.clone();
         invalid.authority = AuthorityValidity::Invalid(InvalidReason::Moving);
-        let third = status_from(&spec, &invalid, Some(&second), None, at(6));
-        assert_eq!(ready(&third).status, "False");
-        assert_eq!(ready(&third).reason, "Moving");
-        assert_eq!(ready(&third).last_transition_time, Some(at(6)));
+        let moved = conditions(&invalid, &loaded.conditions, at(7));
+        assert_eq!(ready(&moved).status, "False");
+        assert_eq!(ready(&moved).reason, "Moving");
+        assert_eq!(ready(&moved).last_transition_time, Some(at(7)));
+    }
+
+    /// The board hands the deploy API the memory a poll returned, until the loop forgets it.
+    #[test]
+    fn board_publishes_and_forgets_memories() {
+        let board = MemoryBoard::new();
+        assert_eq!(board.get("ns", "g"), None);
+        let memory = after_failover();
+        board.publish("ns", "g", &memory);
+        assert_eq!(board.get("ns", "g"), Some(memory));
+        assert_eq!(board.get("other", "g"), None);
+        board.forget("ns", "g");
+        assert_eq!(board.get("ns", "g"), None);
     }
 }

@@ -20,7 +20,7 @@ use crate::deploy_api::store::LeaseStore;
 use crate::error::{Error, Result};
 use crate::gather::gather;
 use crate::leader::LeaderFlag;
-use crate::memory::{annotations_of, memory_from};
+use crate::memory::MemoryBoard;
 use crate::metrics::Metrics;
 use crate::sidecar::SidecarClient;
 
@@ -51,6 +51,8 @@ pub struct Shell {
     pub metrics: Metrics,
     /// Leadership.
     pub leader: LeaderFlag,
+    /// Where each poll publishes the memory it returned (read by the deploy API).
+    pub board: MemoryBoard,
 }
 
 impl Shell {
@@ -68,15 +70,9 @@ impl Shell {
     ) -> GroupMemory {
         let _timer = self.metrics.poll_timer();
         let name = group.metadata.name.clone().unwrap_or_default();
-        let annotations = annotations_of(group);
         let memory = memory.unwrap_or_else(|| {
-            tracing::info!(group = %name, "loading memory from status and annotations");
-            memory_from(
-                &group.spec,
-                group.status.as_ref(),
-                &annotations,
-                wall_clock(),
-            )
+            tracing::info!(group = %name, "loading memory from status");
+            GroupMemory::from_status(&group.spec, group.status.as_ref(), wall_clock())
         });
         let gathered = gather(
             &self.client,
@@ -118,10 +114,7 @@ impl Shell {
         {
             tracing::warn!(group = %name, action = "FenceDeployLeases", generation = decision.memory.topology_generation, outcome = "unknown", %error, "failed to revoke deploy leases of an older generation; retried next poll");
         }
-        if let Err(error) = executor
-            .persist(&group.spec, &decision.memory, &annotations, now)
-            .await
-        {
+        if let Err(error) = executor.persist(&decision.memory).await {
             tracing::warn!(group = %name, action = "WriteStatus", generation = decision.memory.topology_generation, outcome = "unknown", %error, "status write failed; memory kept in process, re-read on restart");
         }
         for transition in &decision.transitions {
@@ -139,21 +132,28 @@ impl Shell {
     }
 
     /// Polls `namespace/name` every `pollInterval` while leader, until the group is deleted
-    /// or `shutdown` flips.
+    /// or `shutdown` flips. Each poll's memory is published on the [`MemoryBoard`]; it is
+    /// forgotten when leadership is lost or the loop ends.
     pub async fn run_group(
         &self,
         namespace: String,
         name: String,
-        mut shutdown: watch::Receiver<bool>,
+        shutdown: watch::Receiver<bool>,
     ) {
-        let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), &namespace);
+        self.poll_group(&namespace, &name, shutdown).await;
+        self.board.forget(&namespace, &name);
+    }
+
+    async fn poll_group(&self, namespace: &str, name: &str, mut shutdown: watch::Receiver<bool>) {
+        let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), namespace);
         let mut memory: Option<GroupMemory> = None;
         loop {
             let wait = if !self.leader.is_leader() {
                 memory = None;
+                self.board.forget(namespace, name);
                 STANDBY_INTERVAL
             } else {
-                match api.get_opt(&name).await {
+                match api.get_opt(name).await {
                     Ok(None) => {
                         tracing::info!(group = %name, namespace = %namespace, "group deleted; stopping its poll loop");
                         return;
@@ -165,7 +165,9 @@ impl Shell {
                     Ok(Some(group)) => {
                         // An invalid spec is core's to judge (it raises SpecInvalid and
                         // decides nothing else).
-                        memory = Some(self.poll(&group, memory.take()).await);
+                        let polled = self.poll(&group, memory.take()).await;
+                        self.board.publish(namespace, name, &polled);
+                        memory = Some(polled);
                         group
                             .spec
                             .poll_interval

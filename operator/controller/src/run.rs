@@ -16,6 +16,7 @@ use crate::deploy_api::review::KubeTokenReviewer;
 use crate::deploy_api::store::LeaseStore;
 use crate::error::{Error, Result};
 use crate::leader::{run_election, ElectionTimings, LeaderFlag};
+use crate::memory::MemoryBoard;
 use crate::metrics::Metrics;
 use crate::poll::{wall_clock, Shell};
 use crate::sidecar::{SidecarAddressing, SidecarClient, DEFAULT_URL_TEMPLATE};
@@ -111,6 +112,7 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
         recorder: Shell::recorder(&client, reporter.clone()),
         metrics: metrics.clone(),
         leader: leader.clone(),
+        board: MemoryBoard::new(),
     };
     let ready = Arc::new(AtomicBool::new(false));
     let mut tasks = tokio::task::JoinSet::new();
@@ -172,11 +174,10 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
             deploy_router(DeployApi {
                 leader: leader.clone(),
                 reviewer: Arc::new(KubeTokenReviewer::new(client.clone())),
-                backend: Arc::new(KubeBackend::new(
-                    client.clone(),
-                    store.clone(),
-                    reporter.clone(),
-                )),
+                backend: Arc::new(
+                    KubeBackend::new(client.clone(), store.clone(), reporter.clone())
+                        .with_board(shell.board.clone()),
+                ),
                 lock: lock.clone(),
                 clock: Arc::new(wall_clock),
                 tokens: Arc::new(random_token),

@@ -2,6 +2,9 @@
 //! listener (metrics, probes, never /deploy/v1), the :8443 TLS deploy API, and the poll loop
 //! bootstrapping a group through a fake sidecar.
 
+mod common;
+
+use common::eventually;
 use std::time::Duration;
 
 use axum::routing::{get, put};
@@ -25,21 +28,6 @@ fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
         .expect("free port")
-}
-
-async fn eventually<T, F, Fut>(seconds: u64, mut probe: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    while tokio::time::Instant::now() < deadline {
-        if let Some(value) = probe().await {
-            return Some(value);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    None
 }
 
 /// A single-site group's sidecar: writable and leased while the cached authority names it.

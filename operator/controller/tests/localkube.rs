@@ -4,6 +4,9 @@
 //! election with resourceVersion conflicts, and polls that bootstrap a group through fake
 //! sidecars (Services, status, DNSEndpoint by SSA, pod labels).
 
+mod common;
+
+use common::eventually;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +25,7 @@ use bloodraven_operator::deploy_api::handlers::{random_token, router as deploy_r
 use bloodraven_operator::deploy_api::review::{KubeTokenReviewer, Rejection, TokenReviewer};
 use bloodraven_operator::deploy_api::store::LeaseStore;
 use bloodraven_operator::leader::{run_election, ElectionTimings, LeaderFlag};
+use bloodraven_operator::memory::MemoryBoard;
 use bloodraven_operator::metrics::Metrics;
 use bloodraven_operator::poll::{wall_clock, Shell};
 use bloodraven_operator::sidecar::{SidecarAddressing, SidecarClient};
@@ -170,21 +174,6 @@ impl Cluster {
         let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), NAMESPACE);
         api.get(GROUP).await.expect("get group")
     }
-}
-
-async fn eventually<T, F, Fut>(seconds: u64, mut probe: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    while tokio::time::Instant::now() < deadline {
-        if let Some(value) = probe().await {
-            return Some(value);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
 }
 
 /// Seed 003: the operator checks a projected token with a real TokenReview: audience
@@ -492,6 +481,20 @@ impl FakeSidecars {
         }
     }
 
+    /// Applies `change` to the state of an up sidecar and reports what MySQL looks like after.
+    fn mutate(
+        &self,
+        site: &str,
+        change: impl FnOnce(&mut FakeState),
+    ) -> Result<MutationReport, axum::http::StatusCode> {
+        self.up(site)?;
+        change(&mut self.0.lock().expect("lock"));
+        Ok(MutationReport {
+            error: None,
+            observed: self.status(site).mysql,
+        })
+    }
+
     fn status(&self, site: &str) -> SidecarStatus {
         let state = self.0.lock().expect("lock");
         let authority = state.authority.get(site).cloned();
@@ -577,19 +580,10 @@ impl FakeSidecars {
                     |State(fake): State<FakeSidecars>,
                      Path(site): Path<String>,
                      Json(request): Json<RepointRequest>| async move {
-                        fake.up(&site)?;
-                        fake.0
-                            .lock()
-                            .expect("lock")
-                            .source
-                            .insert(site.clone(), request.source_host);
-                        let observed = fake.status(&site).mysql;
-                        Answer::Ok(Json(RepointResponse {
-                            repoint: MutationReport {
-                                error: None,
-                                observed,
-                            },
-                        }))
+                        let repoint = fake.mutate(&site, |state| {
+                            state.source.insert(site.clone(), request.source_host);
+                        })?;
+                        Answer::Ok(Json(RepointResponse { repoint }))
                     },
                 ),
             )
@@ -599,15 +593,12 @@ impl FakeSidecars {
                     |State(fake): State<FakeSidecars>,
                      Path(site): Path<String>,
                      Json(_request): Json<PromoteRequest>| async move {
-                        fake.up(&site)?;
-                        fake.0.lock().expect("lock").source.remove(&site);
-                        let observed = fake.status(&site).mysql;
+                        let detach = fake.mutate(&site, |state| {
+                            state.source.remove(&site);
+                        })?;
                         Answer::Ok(Json(PromoteResponse {
                             drained: true,
-                            detach: MutationReport {
-                                error: None,
-                                observed,
-                            },
+                            detach,
                         }))
                     },
                 ),
@@ -618,22 +609,17 @@ impl FakeSidecars {
                     |State(fake): State<FakeSidecars>,
                      Path(site): Path<String>,
                      Json(request): Json<FenceRequest>| async move {
-                        fake.up(&site)?;
-                        fake.0
-                            .lock()
-                            .expect("lock")
-                            .fenced
-                            .insert(site.clone(), request.topology_generation);
-                        let observed = fake.status(&site).mysql;
+                        let read_only = fake.mutate(&site, |state| {
+                            state
+                                .fenced
+                                .insert(site.clone(), request.topology_generation);
+                        })?;
                         Answer::Ok(Json(FenceResponse {
                             fence: FenceState {
                                 topology_generation: request.topology_generation,
                                 reason: request.reason,
                             },
-                            read_only: MutationReport {
-                                error: None,
-                                observed,
-                            },
+                            read_only,
                             killed_connections: Some(0),
                         }))
                     },
@@ -692,6 +678,7 @@ fn shell(cluster: &Cluster, template: &str) -> Shell {
         ),
         metrics: Metrics::new(),
         leader: LeaderFlag::new(true),
+        board: MemoryBoard::new(),
     }
 }
 

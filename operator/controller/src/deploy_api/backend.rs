@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloodraven_api::{MysqlDatabase, MysqlFailoverGroup, MysqlFailoverGroupStatus};
+use bloodraven_api::{MysqlDatabase, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{authorized_clients, AuthorizedClient, DeployLeases, Tombstone};
+use bloodraven_core::GroupMemory;
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ListParams;
@@ -14,6 +15,8 @@ use kube::{Api, Client, Resource};
 
 use super::store::LeaseStore;
 use crate::error::{Error, Result};
+use crate::memory::MemoryBoard;
+use crate::poll::wall_clock;
 use crate::render::owner_reference;
 
 /// A group as the deploy API sees it.
@@ -23,8 +26,9 @@ pub struct GroupRef {
     pub namespace: String,
     /// Name of the group.
     pub name: String,
-    /// Its status (`None` before the first poll).
-    pub status: Option<MysqlFailoverGroupStatus>,
+    /// The operator's memory of the group: core judges `stable`, `unstableReason` and the
+    /// lease stability from it (`engine::unstable_reason`, `engine::lease_stability`).
+    pub memory: GroupMemory,
     /// `spec.pollInterval`: the retry hint of a 423.
     pub poll_interval: Duration,
     /// Owner reference for the lease objects.
@@ -34,16 +38,28 @@ pub struct GroupRef {
 }
 
 impl GroupRef {
-    /// The view of a `MysqlFailoverGroup` object.
-    pub fn of(group: &MysqlFailoverGroup) -> Self {
+    /// The view of a `MysqlFailoverGroup` object with `memory`.
+    pub fn with_memory(group: &MysqlFailoverGroup, memory: GroupMemory) -> Self {
         Self {
             namespace: group.metadata.namespace.clone().unwrap_or_default(),
             name: group.metadata.name.clone().unwrap_or_default(),
-            status: group.status.clone(),
+            memory,
             poll_interval: group.spec.poll_interval.get(),
             owner: owner_reference(group),
             reference: Some(group.object_ref(&())),
         }
+    }
+
+    /// The view of a `MysqlFailoverGroup` object: its memory is the one the poll loop
+    /// published on `board`, else (before the first poll of this leader) the memory core
+    /// loads from the group's status at `now`.
+    pub fn of(group: &MysqlFailoverGroup, board: &MemoryBoard, now: Timestamp) -> Self {
+        let namespace = group.metadata.namespace.clone().unwrap_or_default();
+        let name = group.metadata.name.clone().unwrap_or_default();
+        let memory = board
+            .get(&namespace, &name)
+            .unwrap_or_else(|| GroupMemory::from_status(&group.spec, group.status.as_ref(), now));
+        Self::with_memory(group, memory)
     }
 
     /// `namespace/name`, the metrics label.
@@ -89,16 +105,25 @@ pub struct KubeBackend {
     client: Client,
     store: LeaseStore,
     recorder: Arc<Recorder>,
+    board: MemoryBoard,
 }
 
 impl KubeBackend {
-    /// A backend sharing `store` (and its lock) with the poll loop.
+    /// A backend sharing `store` (and its lock) with the poll loop; groups are judged from
+    /// their status until [`KubeBackend::with_board`] shares the poll loop's memories.
     pub fn new(client: Client, store: LeaseStore, reporter: Reporter) -> Self {
         Self {
             recorder: Arc::new(Recorder::new(client.clone(), reporter)),
             client,
             store,
+            board: MemoryBoard::new(),
         }
+    }
+
+    /// Judges groups from the memories the poll loop publishes on `board`.
+    pub fn with_board(mut self, board: MemoryBoard) -> Self {
+        self.board = board;
+        self
     }
 }
 
@@ -117,7 +142,12 @@ impl DeployBackend for KubeBackend {
             let groups = api.list(&params).await.map_err(|error| {
                 Error::kube(format!("list mysqlfailovergroups named {name}"), error)
             })?;
-            Ok(groups.items.iter().map(GroupRef::of).collect())
+            let now = wall_clock();
+            Ok(groups
+                .items
+                .iter()
+                .map(|group| GroupRef::of(group, &self.board, now))
+                .collect())
         })
     }
 

@@ -13,6 +13,10 @@ use bloodraven_api::{
     AuthorityState, AuthorityStatus, MysqlFailoverGroupStatus, SiteStatus, Timestamp,
 };
 use bloodraven_core::deploy::{AuthorizedClient, Caller, DeployLeases, LeaseToken, Tombstone};
+use bloodraven_core::engine::{
+    AuthorityValidity, EmergencyFailover, EmergencyPhase, InvalidReason,
+};
+use bloodraven_core::GroupMemory;
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
@@ -148,12 +152,21 @@ fn healthy_status(generation: u64) -> MysqlFailoverGroupStatus {
     }
 }
 
+/// The operator's memory as loaded from `status` (core's `from_status`).
+fn memory_of(status: &MysqlFailoverGroupStatus) -> GroupMemory {
+    let spec = serde_yaml::from_str(
+        "image: mariadb:10.11\nsites:\n- {name: iad, role: read-write}\n- {name: pdx, role: read-write}\n- {name: reader, role: read-only}\ninitialActiveSite: iad\n",
+    )
+    .expect("spec");
+    GroupMemory::from_status(&spec, Some(status), Timestamp::from_unix_millis(0))
+}
+
 fn harness() -> Harness {
     let backend = Arc::new(MemoryBackend {
         group: StdMutex::new(GroupRef {
             namespace: "bloodraven-playground".into(),
             name: "playground".into(),
-            status: Some(healthy_status(17)),
+            memory: memory_of(&healthy_status(17)),
             poll_interval: Duration::from_secs(2),
             owner: None,
             reference: None,
@@ -247,9 +260,9 @@ impl Harness {
             .fetch_add(seconds * 1_000, Ordering::SeqCst);
     }
 
-    fn set_status(&self, status: MysqlFailoverGroupStatus) {
+    fn set_memory(&self, memory: GroupMemory) {
         if let Ok(mut group) = self.backend.group.lock() {
-            group.status = Some(status);
+            group.memory = memory;
         }
     }
 }
@@ -434,7 +447,7 @@ async fn seed_003_generation_is_the_fence() {
     let (_, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
     let token = granted["token"].clone();
 
-    harness.set_status(healthy_status(18));
+    harness.set_memory(memory_of(&healthy_status(18)));
     let (status, body) = harness
         .call(
             Method::PUT,
@@ -495,12 +508,19 @@ async fn seed_003_unstable_renewal_is_423_and_extends_nothing() {
     let harness = harness();
     let (_, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
     let token = granted["token"].clone();
-    let mut moving = healthy_status(17);
-    moving.authority = Some(AuthorityStatus {
-        state: AuthorityState::Invalid,
-        reason: Some("Moving".into()),
+    // An emergency failover in flight: the authority is moving (core judges it from the
+    // leader's memory, `engine::unstable_reason` / `engine::lease_stability`).
+    let mut moving = memory_of(&healthy_status(17));
+    moving.authority = AuthorityValidity::Invalid(InvalidReason::Moving);
+    moving.emergency_failover = Some(EmergencyFailover {
+        from: "iad".into(),
+        phase: EmergencyPhase::AwaitingLeaseExpiry,
+        announced_at: Timestamp::from_unix_millis(0),
+        started_at: Timestamp::from_unix_millis(0),
+        detected_at: Timestamp::from_unix_millis(0),
+        fenced_at: None,
     });
-    harness.set_status(moving);
+    harness.set_memory(moving);
     harness.advance(5);
     let (status, body) = harness
         .call(
@@ -521,6 +541,86 @@ async fn seed_003_unstable_renewal_is_423_and_extends_nothing() {
         view["leases"][0]["expiresAt"], granted["expiresAt"],
         "deadline unchanged"
     );
+}
+
+/// Seed 003 "Two leases, in one order": stable is false during any operation phase
+/// (Deferred included: AutomaticFailoverHeld), on SplitBrain, NoPrimary, Degraded and
+/// stopped replication; lag alone never makes it false; a grant is refused (423) only between
+/// confirmed states. Judged by core's `unstable_reason` / `lease_stability` over the memory.
+#[tokio::test]
+async fn seed_003_stable_unstable_reason_and_lease_stability_come_from_core() {
+    use bloodraven_api::{Admission, PlannedFailoverPhase as Phase};
+    use bloodraven_core::engine::{PlannedFailover, SiteState};
+
+    let planned = |phase| {
+        let mut memory = memory_of(&healthy_status(17));
+        memory.planned_failover = Some(PlannedFailover {
+            target: "pdx".into(),
+            from: "iad".into(),
+            phase,
+            admission: Admission::default(),
+            requested_at: Timestamp::from_unix_millis(0),
+            phase_since: Timestamp::from_unix_millis(0),
+            fenced_at: None,
+            annotation_cleared: false,
+        });
+        memory
+    };
+    let mut lagging = memory_of(&healthy_status(17));
+    lagging.sites[1].seconds_behind_source = Some(3_000);
+    let mut split = memory_of(&healthy_status(17));
+    split.sites[1].writable = true;
+    let mut no_primary = memory_of(&healthy_status(17));
+    no_primary.authority = AuthorityValidity::Invalid(InvalidReason::ActiveUnreachable);
+    let mut unreachable = memory_of(&healthy_status(17));
+    unreachable.sites[2].reachable = false;
+    let mut fenced = memory_of(&healthy_status(17));
+    fenced.sites[1].state = SiteState::Demoted;
+    let mut stopped = memory_of(&healthy_status(17));
+    stopped.sites[2].replicating = false;
+    let never_polled = memory_of(&MysqlFailoverGroupStatus::default());
+    const HELD: Option<&str> = Some("AutomaticFailoverHeld");
+    // (case, memory, unstableReason, whether a grant is refused 423)
+    let cases = [
+        ("lag alone", lagging, None, false),
+        ("admitting", planned(Phase::Admitting), HELD, false),
+        ("deferred", planned(Phase::Deferred), HELD, false),
+        ("draining", planned(Phase::Draining), HELD, true),
+        ("promoting", planned(Phase::Promoting), HELD, true),
+        ("completed", planned(Phase::Completed), None, false),
+        ("rejected", planned(Phase::Rejected), None, false),
+        ("split brain", split, Some("SplitBrain"), true),
+        ("no primary", no_primary, Some("NoPrimary"), true),
+        ("never polled", never_polled, Some("NoPrimary"), true),
+        ("unreachable", unreachable, Some("Degraded"), false),
+        ("fenced former primary", fenced, Some("Degraded"), false),
+        (
+            "replication stopped",
+            stopped,
+            Some("ReplicationNotRunning"),
+            false,
+        ),
+    ];
+    for (case, memory, reason, refused) in cases {
+        let harness = harness();
+        harness.set_memory(memory);
+        let (_, view) = harness
+            .call(Method::GET, GROUP, Some(DEPLOYER_TOKEN), None)
+            .await;
+        assert_eq!(view["stable"], reason.is_none(), "{case}");
+        assert_eq!(
+            view.get("unstableReason").and_then(Value::as_str),
+            reason,
+            "{case}"
+        );
+        let (status, body) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+        if refused {
+            assert_eq!(status, StatusCode::LOCKED, "{case}: {body}");
+            assert_eq!(body["error"], "unstable", "{case}");
+        } else {
+            assert_ne!(status, StatusCode::LOCKED, "{case}: {body}");
+        }
+    }
 }
 
 /// Seed 003: malformed bodies are 400 invalid_request, and nothing is stored.

@@ -18,11 +18,11 @@ use bloodraven_core::deploy::{
     is_known_client, DeployLeases, ForbiddenReason, LeaseCredentials, LeaseRequest, LeaseSummary,
     LeaseToken, Refusal, RequestContext,
 };
+use bloodraven_core::engine::{lease_stability, unstable_reason};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::Mutex;
 
-use super::assess::assess;
 use super::backend::{DeployBackend, GroupRef};
 use super::review::{Rejection, TokenReviewer};
 use crate::leader::LeaderFlag;
@@ -270,10 +270,11 @@ async fn describe(
         Err(error) => return unavailable("load deploy leases", &error),
     };
     let now = (api.clock)();
-    let assessment = assess(group.status.as_ref(), group.poll_interval);
-    let status = group.status.as_ref();
-    let operations = status
-        .and_then(|status| status.planned_failover.as_ref())
+    let memory = &group.memory;
+    let unstable = unstable_reason(memory);
+    let operations = memory
+        .planned_failover
+        .as_ref()
         .filter(|planned| match planned.phase {
             PlannedFailoverPhase::Admitting
             | PlannedFailoverPhase::Deferred
@@ -293,13 +294,12 @@ async fn describe(
     let body = GroupBody {
         group: group.name.clone(),
         namespace: group.namespace.clone(),
-        active_site: status.and_then(|status| status.active_site.clone()),
-        topology_generation: status.map(|status| status.topology_generation).unwrap_or(0),
-        stable: assessment.unstable.is_none(),
-        unstable_reason: assessment.unstable.map(|reason| reason.as_str()),
-        health: status
-            .and_then(|status| status.health.clone())
-            .unwrap_or_default(),
+        // Generation 0: no authority was ever issued, so no site is active yet.
+        active_site: (memory.topology_generation > 0).then(|| memory.active_site.clone()),
+        topology_generation: memory.topology_generation,
+        stable: unstable.is_none(),
+        unstable_reason: unstable.map(|reason| reason.as_str()),
+        health: memory.to_status().health.unwrap_or_default(),
         operations,
         leases: leases.summaries(now),
     };
@@ -404,12 +404,8 @@ async fn lease_request(
                 .with_ids(&instance, &operation_id)
         }
     };
-    let assessment = assess(found.status.as_ref(), found.poll_interval);
-    let topology_generation = found
-        .status
-        .as_ref()
-        .map(|status| status.topology_generation)
-        .unwrap_or(0);
+    let stability = lease_stability(&found.memory, found.poll_interval);
+    let topology_generation = found.memory.topology_generation;
 
     let _guard = api.lock.lock().await;
     let before = match api.backend.load(&found).await {
@@ -423,7 +419,7 @@ async fn lease_request(
         caller: &caller,
         clients: &clients,
         topology_generation,
-        stability: assessment.stability,
+        stability,
         now,
     };
     let mut after: DeployLeases = before.clone();

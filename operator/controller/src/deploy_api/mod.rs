@@ -1,6 +1,5 @@
 //! The deploy lease API `/deploy/v1` of seed 003, served on the TLS listener by the leader.
 
-pub mod assess;
 pub mod backend;
 pub mod handlers;
 pub mod review;
