@@ -519,7 +519,7 @@ impl World {
             let detail = format!(
                 "healed since {since}, no writable site after {LIVENESS_BOUND_MILLIS} ms; store \
                  names {:?} active",
-                self.store.memory.as_ref().map(|m| m.active_site.clone())
+                self.store.status_active_site()
             );
             self.checker
                 .report(FindingClass::NoWritableAfterHeal, self.now, detail);

@@ -296,24 +296,13 @@ impl World {
         }
     }
 
+    /// The in-process memory, or after a (re)start what core resumes from the stored status.
     fn loaded_memory(&mut self) -> GroupMemory {
         if let Some(memory) = &self.operator.memory {
             return memory.clone();
         }
-        match &self.store.memory {
-            Some(stored) => {
-                let mut memory = stored.clone();
-                // Volatile fields are not part of the status (memory.rs).
-                memory.authority_issued_at = None;
-                memory.emergency_failover = None;
-                for site in &mut memory.sites {
-                    site.failing_since = None;
-                    site.mysqld_started_at = None;
-                }
-                memory
-            }
-            None => GroupMemory::initial(&self.operator.spec),
-        }
+        let now = self.operator_now();
+        GroupMemory::from_status(&self.operator.spec, self.store.status.as_ref(), now)
     }
 
     /// One line per site for the trace: up/down, read_only, executed count and last sequence,
@@ -371,7 +360,7 @@ impl World {
         self.check_decision_consistent(&decision);
         self.note_promotion(&memory, &decision);
         let outcomes = self.execute(&decision);
-        self.store.write_status(&decision.memory);
+        self.store.write_status(decision.memory.to_status());
         self.operator.memory = Some(decision.memory.clone());
         self.check_after_poll(&decision, &outcomes);
     }
@@ -610,12 +599,10 @@ impl World {
                     .first()
                     .and_then(|e| e.targets.first())
                     .and_then(|ip| (0..SITE_NAMES.len()).find(|&s| cluster_ip(s) == *ip));
-                let active = self.operator.active_of_max_generation.or_else(|| {
-                    self.store
-                        .memory
-                        .as_ref()
-                        .and_then(|m| site_index(&m.active_site))
-                });
+                let active = self
+                    .operator
+                    .active_of_max_generation
+                    .or_else(|| self.store.status_active_site().and_then(site_index));
                 if target.is_some() && target != active {
                     let detail = format!(
                         "DNS apply lands targeting {:?} while {:?} holds the newest authority",

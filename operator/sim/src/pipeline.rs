@@ -16,6 +16,7 @@ use bloodraven_core::deploy::{
     AcquireOutcome, AuthorizedClient, Caller, LeaseCredentials, LeaseKind, LeaseRequest,
     LeaseToken, Refusal, RenewOutcome, RequestContext, Stability,
 };
+use bloodraven_core::engine::lease_stability;
 use rand::Rng;
 use std::time::Duration;
 
@@ -41,25 +42,22 @@ fn clients() -> Vec<AuthorizedClient> {
 }
 
 impl World {
+    /// The generation the leader judges requests by: its published memory's, else the
+    /// status's (a restarted operator before its first poll).
     fn deploy_generation(&self) -> u64 {
-        self.store
-            .memory
-            .as_ref()
-            .map_or(0, |m| m.topology_generation)
+        match &self.operator.memory {
+            Some(memory) => memory.topology_generation,
+            None => self.store.status_generation(),
+        }
     }
 
+    /// Core's `lease_stability` over the leader's memory; a restarted operator that has not
+    /// polled yet knows nothing confirmed.
     fn deploy_stability(&self) -> Stability {
-        let confirmed = self
-            .store
-            .memory
-            .as_ref()
-            .is_some_and(|m| m.authority.is_valid() && m.emergency_failover.is_none());
-        if confirmed {
-            Stability::Confirmed
-        } else {
-            Stability::BetweenConfirmedStates {
-                retry_after: Duration::from_secs(2),
-            }
+        let retry_after = Duration::from_millis(crate::operator::POLL_INTERVAL_MILLIS);
+        match &self.operator.memory {
+            Some(memory) => lease_stability(memory, retry_after),
+            None => Stability::BetweenConfirmedStates { retry_after },
         }
     }
 

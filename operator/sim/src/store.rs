@@ -10,9 +10,9 @@
 
 use crate::world::SITE_NAMES;
 use bloodraven_api::names;
-use bloodraven_api::DNSEndpointSpec;
+use bloodraven_api::{DNSEndpointSpec, MysqlFailoverGroupStatus};
 use bloodraven_core::deploy::DeployLeases;
-use bloodraven_core::engine::{GroupAnnotations, GroupMemory, PodRole};
+use bloodraven_core::engine::{GroupAnnotations, PodRole};
 use bloodraven_core::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,10 +48,11 @@ pub fn site_index(name: &str) -> Option<usize> {
 /// The API objects.
 #[derive(Debug, Default)]
 pub struct ApiStore {
-    /// The status copy of the operator's memory; `None` until first written.
-    pub memory: Option<GroupMemory>,
+    /// The group's status, as the operator writes it (`GroupMemory::to_status`); `None` until
+    /// first written. A restarted operator resumes from it with `GroupMemory::from_status`.
+    pub status: Option<MysqlFailoverGroupStatus>,
     /// What the status was before the write that set the current cooldown.
-    status_before_cooldown: Option<GroupMemory>,
+    status_before_cooldown: Option<MysqlFailoverGroupStatus>,
     /// The group's annotations.
     pub annotations: BTreeMap<String, String>,
     /// The `DNSEndpoint` spec, if the object exists.
@@ -101,28 +102,38 @@ impl ApiStore {
         }
     }
 
-    /// Persists the status copy of the operator's memory.
-    pub fn write_status(&mut self, memory: &GroupMemory) {
-        let previous_cooldown = self.memory.as_ref().and_then(|m| m.cooldown_until);
-        if memory.cooldown_until != previous_cooldown {
-            self.status_before_cooldown = self.memory.clone();
+    /// Writes the status (the operator's memory as `GroupMemory::to_status` renders it).
+    pub fn write_status(&mut self, status: MysqlFailoverGroupStatus) {
+        let previous_cooldown = self.status.as_ref().and_then(|s| s.cooldown_until);
+        if status.cooldown_until != previous_cooldown {
+            self.status_before_cooldown = self.status.clone();
         }
-        self.memory = Some(memory.clone());
+        self.status = Some(status);
+    }
+
+    /// `status.activeSite`, if any.
+    pub fn status_active_site(&self) -> Option<&str> {
+        self.status.as_ref().and_then(|s| s.active_site.as_deref())
+    }
+
+    /// `status.topologyGeneration` (0 without a status).
+    pub fn status_generation(&self) -> u64 {
+        self.status.as_ref().map_or(0, |s| s.topology_generation)
     }
 
     /// State loss, whole-object form: every status write since the one that set the cooldown
     /// was rejected, so the status reverts to what it was before it.
     pub fn revert_status(&mut self) {
         if let Some(previous) = self.status_before_cooldown.take() {
-            self.memory = Some(previous);
+            self.status = Some(previous);
         }
     }
 
     /// State loss, field form: `status.cooldownUntil` alone is gone (a writer with an older
     /// schema replaced the status and dropped the field); everything else survived.
     pub fn drop_status_cooldown(&mut self) {
-        if let Some(memory) = self.memory.as_mut() {
-            memory.cooldown_until = None;
+        if let Some(status) = self.status.as_mut() {
+            status.cooldown_until = None;
         }
     }
 
@@ -133,7 +144,7 @@ impl ApiStore {
 
     /// The later of the two persisted cooldown copies.
     pub fn persisted_cooldown_until(&self) -> Option<Timestamp> {
-        let status = self.memory.as_ref().and_then(|m| m.cooldown_until);
+        let status = self.status.as_ref().and_then(|s| s.cooldown_until);
         let annotation = self.group_annotations().cooldown_until;
         status.max(annotation)
     }
