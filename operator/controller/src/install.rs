@@ -18,6 +18,8 @@
 //! | core | `pods` | get, list, watch, patch | role/healthy labels, node, sidecar start |
 //! | core | `nodes` | get, list, watch, patch, update | the NoExecute demotion taint |
 //! | core | `configmaps` | get, list, watch, create, update, patch | deploy-lease tombstones |
+//! | `apps` | `statefulsets` | get, list, watch, create, update, patch | the per-site workloads (SSA) |
+//! | core | `secrets` | get, create | the group's credentials Secret, created when missing |
 //! | `coordination.k8s.io` | `leases` | get, list, watch, create, update, patch, delete | leader election, deploy leases |
 //! | core, `events.k8s.io` | `events` | create, patch, update | the Event catalogue |
 //! | `authentication.k8s.io` | `tokenreviews` | create | deploy API authentication |
@@ -120,6 +122,8 @@ pub fn cluster_role_rules() -> Value {
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "update"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": all_write},
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": all_write},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},

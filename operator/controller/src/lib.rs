@@ -21,5 +21,6 @@ pub mod render;
 pub mod run;
 pub mod sidecar;
 pub mod tls;
+pub mod workloads;
 
 pub use error::{Error, Result};

@@ -74,6 +74,10 @@ impl Shell {
             tracing::info!(group = %name, "loading memory from status");
             GroupMemory::from_status(&group.spec, group.status.as_ref(), wall_clock())
         });
+        // Ensure workloads (a shell concern, before observing; `decide` never sees it).
+        if self.leader.is_leader() {
+            crate::workloads::ensure(&self.client, &self.recorder, group).await;
+        }
         let gathered = gather(
             &self.client,
             &self.sidecars,

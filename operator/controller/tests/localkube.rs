@@ -29,9 +29,11 @@ use bloodraven_operator::memory::MemoryBoard;
 use bloodraven_operator::metrics::Metrics;
 use bloodraven_operator::poll::{wall_clock, Shell};
 use bloodraven_operator::sidecar::{SidecarAddressing, SidecarClient};
+use bloodraven_operator::workloads::live_mysql_image;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -787,6 +789,77 @@ async fn seed_000_polls_bootstrap_the_group_on_localkube() {
         .as_ref()
         .and_then(|s| s.cluster_ip.clone())
         .expect("cluster ip");
+
+    // Ensure workloads: per site a StatefulSet governed by its -hl Service, and the
+    // credentials Secret (ARCHITECTURE.md "Names").
+    let sets: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    for site in ["iad", "pdx", "reader"] {
+        let set = sets
+            .get(&format!("mysql-playground-{site}"))
+            .await
+            .expect("statefulset");
+        let spec = set.spec.as_ref().expect("statefulset spec");
+        let governing = format!("mysql-playground-{site}-hl");
+        assert_eq!(spec.service_name.as_deref(), Some(governing.as_str()));
+        assert_eq!(spec.replicas, Some(1));
+        let headless = services.get(&governing).await.expect("-hl service");
+        assert_eq!(
+            headless.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()),
+            Some("None"),
+            "{site}: headless"
+        );
+        assert_eq!(
+            live_mysql_image(&set),
+            Some("mariadb:10.11"),
+            "{site}: spec.image"
+        );
+    }
+    let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let secret = secrets
+        .get("mysql-playground-credentials")
+        .await
+        .expect("credentials secret");
+    let keys: BTreeSet<String> = secret
+        .data
+        .unwrap_or_default()
+        .into_keys()
+        .chain(secret.string_data.unwrap_or_default().into_keys())
+        .collect();
+    assert!(keys.contains("root-password") && keys.contains("replication-password"));
+    let version = sets
+        .get("mysql-playground-iad")
+        .await
+        .expect("statefulset")
+        .metadata
+        .resource_version;
+
+    // A changed spec.image is not rolled (ordered update not implemented): the live image
+    // stays, and a poll re-applies an unchanged StatefulSet without a new resourceVersion.
+    let groups: Api<MysqlFailoverGroup> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    groups
+        .patch(
+            GROUP,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": "mariadb:11.4"}})),
+        )
+        .await
+        .expect("change spec.image");
+    let group = cluster.group_object().await;
+    let _polled = shell.poll(&group, memory.take()).await;
+    let iad = sets.get("mysql-playground-iad").await.expect("statefulset");
+    assert_eq!(live_mysql_image(&iad), Some("mariadb:10.11"), "not rolled");
+    assert_eq!(iad.metadata.resource_version, version, "SSA is idempotent");
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let raised = eventually(5, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|event| event.reason.as_deref() == Some("OrderedUpdateNotImplemented"))
+            .then_some(())
+    })
+    .await;
+    assert!(raised.is_some(), "OrderedUpdateNotImplemented event raised");
 
     let group = cluster.group_object().await;
     let status = group.status.clone().expect("status written");

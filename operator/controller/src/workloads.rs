@@ -1,0 +1,697 @@
+//! The per-site workloads (ARCHITECTURE.md "Names"): per site a StatefulSet
+//! `mysql-<group>-<site>` (one pod `-0`) governed by the headless Service
+//! `mysql-<group>-<site>-hl`, and the group's credentials Secret `mysql-<group>-credentials`.
+//!
+//! A shell concern, done in the act phase before each poll's gather ("ensure workloads"):
+//! `decide` never sees it (core stays pure). The Services themselves, the `-hl` one included,
+//! are core's `ApplyService` actions.
+//!
+//! Policy:
+//! - The StatefulSet is applied every poll by server-side apply (field manager `bloodraven`,
+//!   force). SSA is idempotent: an unchanged body changes nothing (no new resourceVersion, no
+//!   rollout), so no diff is computed here.
+//! - A running site's pod spec is never changed except through the ordered update
+//!   (bloodraven.md), which is not implemented yet: the StatefulSet uses
+//!   `updateStrategy: OnDelete` (a template change never replaces a running pod), and when
+//!   `spec.image` differs from the live StatefulSet's `mysql` image the live image is kept,
+//!   and a Warning Event `OrderedUpdateNotImplemented` is raised instead of rolling.
+//! - The Secret is created only when missing (never rewritten), with random passwords
+//!   generated here and never logged. It has no owner reference: like the volumes it outlives
+//!   the group, so a recreated group still opens its old data.
+
+use std::collections::BTreeMap;
+
+use bloodraven_api::{names, Flavor, MysqlFailoverGroup, MysqlFailoverGroupSpec};
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Secret, SecretKeySelector,
+    Toleration, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Patch, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource};
+
+use crate::act::apply_params;
+use crate::error::{Error, Result};
+use crate::render::{apply_body, owner_reference, LABEL_MANAGED_BY, MANAGED_BY};
+
+/// Name of the MySQL container.
+pub const CONTAINER_MYSQL: &str = "mysql";
+/// Name of the sidecar container.
+pub const CONTAINER_SIDECAR: &str = "sidecar";
+/// Repository of the sidecar image; the tag is the operator's version.
+pub const SIDECAR_IMAGE_REPOSITORY: &str = "bloodraven/sidecar";
+/// Name of the volume claim template (and of the volume) holding the data directory.
+pub const DATA_VOLUME: &str = "data";
+/// Where the data volume is mounted in the `mysql` container.
+pub const DATA_MOUNT_PATH: &str = "/var/lib/mysql";
+/// Size requested by each site's data volume claim.
+pub const DATA_STORAGE: &str = "1Gi";
+/// Key of the MySQL root password in the credentials Secret.
+pub const SECRET_KEY_ROOT_PASSWORD: &str = "root-password";
+/// Key of the replication user's password in the credentials Secret.
+pub const SECRET_KEY_REPLICATION_PASSWORD: &str = "replication-password";
+/// The replication user (the sidecar's `--replication-user` default).
+pub const REPLICATION_USER: &str = "replication";
+/// Reason of the Warning Event raised instead of rolling a changed `spec.image`.
+pub const EVENT_ORDERED_UPDATE_NOT_IMPLEMENTED: &str = "OrderedUpdateNotImplemented";
+/// Random bytes in each generated password (hex encoded: twice as many characters).
+pub const PASSWORD_BYTES: usize = 24;
+
+/// `mysql-<group>-credentials`: the Secret holding the root and replication passwords.
+pub fn credentials_secret(group: &str) -> String {
+    format!("mysql-{group}-credentials")
+}
+
+/// `bloodraven/sidecar:<operator version>`.
+pub fn sidecar_image() -> String {
+    format!("{SIDECAR_IMAGE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The site's `server_id`: its 1-based position in `spec.sites` (unique per site; a running
+/// site keeps the one its pod started with, since a running pod spec is never changed).
+pub fn server_id(spec: &MysqlFailoverGroupSpec, site: &str) -> Option<usize> {
+    spec.sites
+        .iter()
+        .position(|candidate| candidate.name == site)
+        .map(|index| index + 1)
+}
+
+/// The pod labels (and StatefulSet selector) of a site.
+pub fn site_labels(group: &str, site: &str) -> BTreeMap<String, String> {
+    [
+        (names::LABEL_INSTANCE.to_string(), group.to_string()),
+        (names::LABEL_SITE.to_string(), site.to_string()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// mysqld's arguments for GTID replication (operator/mysql/README.md "What the deployment
+/// must configure"): binlog with replicated transactions, strict GTIDs, a unique server_id,
+/// read-only at start (the sidecar unfences), and `report_host` = the site's internal Service.
+pub fn mysqld_args(flavor: Flavor, server_id: usize, report_host: &str) -> Vec<String> {
+    let mut args = vec![
+        "--log-bin=mysql-bin".to_string(),
+        format!("--server-id={server_id}"),
+        "--read-only=ON".to_string(),
+        format!("--report-host={report_host}"),
+    ];
+    match flavor {
+        Flavor::Mariadb => args.extend([
+            "--log-slave-updates=ON".to_string(),
+            "--gtid-strict-mode=ON".to_string(),
+        ]),
+        Flavor::Mysql => args.extend([
+            "--log-replica-updates=ON".to_string(),
+            "--gtid-mode=ON".to_string(),
+            "--enforce-gtid-consistency=ON".to_string(),
+            "--super-read-only=ON".to_string(),
+        ]),
+    }
+    args
+}
+
+/// The sidecar's flags (operator/sidecar `Config`): group, site, every site, the write lease,
+/// the flavor, and peer discovery by the SRV records of each site's internal Service
+/// (`{site}` is substituted by the sidecar).
+pub fn sidecar_args(
+    spec: &MysqlFailoverGroupSpec,
+    group: &str,
+    site: &str,
+    namespace: &str,
+) -> Vec<String> {
+    let sites: Vec<&str> = spec.sites.iter().map(|site| site.name.as_str()).collect();
+    let flavor = match spec.flavor {
+        Flavor::Mariadb => "mariadb",
+        Flavor::Mysql => "mysql",
+    };
+    vec![
+        format!("--group={group}"),
+        format!("--site={site}"),
+        format!("--sites={}", sites.join(",")),
+        format!(
+            "--lease-duration-ms={}",
+            spec.effective_write_lease().as_millis()
+        ),
+        format!("--mysql-flavor={flavor}"),
+        format!(
+            "--peer-srv=_{}._tcp.mysql-{group}-{{site}}.{namespace}.svc.cluster.local",
+            names::PORT_NAME_SIDECAR
+        ),
+    ]
+}
+
+fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn mysql_env(flavor: Flavor, secret: &str) -> Vec<EnvVar> {
+    match flavor {
+        Flavor::Mariadb => vec![
+            secret_env("MARIADB_ROOT_PASSWORD", secret, SECRET_KEY_ROOT_PASSWORD),
+            EnvVar {
+                name: "MARIADB_REPLICATION_USER".to_string(),
+                value: Some(REPLICATION_USER.to_string()),
+                ..EnvVar::default()
+            },
+            secret_env(
+                "MARIADB_REPLICATION_PASSWORD",
+                secret,
+                SECRET_KEY_REPLICATION_PASSWORD,
+            ),
+        ],
+        Flavor::Mysql => vec![secret_env(
+            "MYSQL_ROOT_PASSWORD",
+            secret,
+            SECRET_KEY_ROOT_PASSWORD,
+        )],
+    }
+}
+
+/// The StatefulSet of `site` (`None` when the site is not in the spec). `mysql_image` is the
+/// image to run: `spec.image` for a new StatefulSet, the live one for an existing one.
+pub fn statefulset(
+    spec: &MysqlFailoverGroupSpec,
+    group: &str,
+    namespace: &str,
+    site: &str,
+    mysql_image: &str,
+    owner: Option<OwnerReference>,
+) -> Option<StatefulSet> {
+    let site_spec = spec.site(site)?;
+    let server_id = server_id(spec, site)?;
+    let labels = site_labels(group, site);
+    let mut object_labels = labels.clone();
+    object_labels.insert(LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string());
+    let secret = credentials_secret(group);
+    let report_host = names::source_host(group, site, namespace);
+    let mysql = Container {
+        name: CONTAINER_MYSQL.to_string(),
+        image: Some(mysql_image.to_string()),
+        args: Some(mysqld_args(spec.flavor, server_id, &report_host)),
+        env: Some(mysql_env(spec.flavor, &secret)),
+        ports: Some(vec![ContainerPort {
+            name: Some(names::PORT_NAME_MYSQL.to_string()),
+            container_port: i32::from(names::PORT_MYSQL),
+            protocol: Some("TCP".to_string()),
+            ..ContainerPort::default()
+        }]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: DATA_VOLUME.to_string(),
+            mount_path: DATA_MOUNT_PATH.to_string(),
+            ..VolumeMount::default()
+        }]),
+        ..Container::default()
+    };
+    let sidecar = Container {
+        name: CONTAINER_SIDECAR.to_string(),
+        image: Some(sidecar_image()),
+        args: Some(sidecar_args(spec, group, site, namespace)),
+        env: Some(vec![
+            secret_env(
+                "BLOODRAVEN_MYSQL_PASSWORD",
+                &secret,
+                SECRET_KEY_ROOT_PASSWORD,
+            ),
+            secret_env(
+                "BLOODRAVEN_REPLICATION_PASSWORD",
+                &secret,
+                SECRET_KEY_REPLICATION_PASSWORD,
+            ),
+        ]),
+        ports: Some(vec![ContainerPort {
+            name: Some(names::PORT_NAME_SIDECAR.to_string()),
+            container_port: i32::from(names::PORT_SIDECAR),
+            protocol: Some("TCP".to_string()),
+            ..ContainerPort::default()
+        }]),
+        readiness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some(bloodraven_api::sidecar::PATH_HEALTHZ.to_string()),
+                port: IntOrString::String(names::PORT_NAME_SIDECAR.to_string()),
+                ..HTTPGetAction::default()
+            }),
+            period_seconds: Some(2),
+            ..Probe::default()
+        }),
+        ..Container::default()
+    };
+    let claim = PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(DATA_VOLUME.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_string()]),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(
+                    [("storage".to_string(), Quantity(DATA_STORAGE.to_string()))]
+                        .into_iter()
+                        .collect(),
+                ),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    };
+    Some(StatefulSet {
+        metadata: ObjectMeta {
+            name: Some(names::statefulset(group, site)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(object_labels),
+            owner_references: owner.map(|owner| vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(StatefulSetSpec {
+            service_name: Some(names::headless_service(group, site)),
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".to_string()),
+                ..StatefulSetUpdateStrategy::default()
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    node_selector: (!site_spec.node_selector.is_empty())
+                        .then(|| site_spec.node_selector.clone()),
+                    tolerations: Some(vec![demoted_toleration(group)]),
+                    containers: vec![mysql, sidecar],
+                    ..PodSpec::default()
+                }),
+            },
+            volume_claim_templates: Some(vec![claim]),
+            ..StatefulSetSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// Tolerates this group's demotion taint: the demoted site's own pod stays (fenced) on its
+/// node instead of being evicted.
+pub fn demoted_toleration(group: &str) -> Toleration {
+    Toleration {
+        key: Some(names::TAINT_DEMOTED.to_string()),
+        operator: Some("Equal".to_string()),
+        value: Some(group.to_string()),
+        effect: Some(names::TAINT_EFFECT.to_string()),
+        toleration_seconds: None,
+    }
+}
+
+/// The image of the live StatefulSet's `mysql` container.
+pub fn live_mysql_image(live: &StatefulSet) -> Option<&str> {
+    live.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|container| container.name == CONTAINER_MYSQL)?
+        .image
+        .as_deref()
+}
+
+/// The credentials Secret with `root_password` and `replication_password`.
+pub fn secret(
+    group: &str,
+    namespace: &str,
+    root_password: String,
+    replication_password: String,
+) -> Secret {
+    let mut labels = BTreeMap::new();
+    labels.insert(names::LABEL_INSTANCE.to_string(), group.to_string());
+    labels.insert(LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string());
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(credentials_secret(group)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        string_data: Some(
+            [
+                (SECRET_KEY_ROOT_PASSWORD.to_string(), root_password),
+                (
+                    SECRET_KEY_REPLICATION_PASSWORD.to_string(),
+                    replication_password,
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        ),
+        type_: Some("Opaque".to_string()),
+        ..Secret::default()
+    }
+}
+
+/// A random password: [`PASSWORD_BYTES`] bytes from the OS-seeded thread RNG, hex.
+pub fn random_password() -> String {
+    let bytes: [u8; PASSWORD_BYTES] = rand::random();
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Ensures the group's workloads (see the module docs). Every failure is logged with
+/// `outcome="unknown"` and the remaining sites are still handled; returns how many steps
+/// failed. The next poll re-reads and re-applies.
+pub async fn ensure(client: &Client, recorder: &Recorder, group: &MysqlFailoverGroup) -> usize {
+    let namespace = group.metadata.namespace.clone().unwrap_or_default();
+    let name = group.metadata.name.clone().unwrap_or_default();
+    let mut failures = 0;
+    if let Err(error) = ensure_secret(client, &name, &namespace).await {
+        tracing::warn!(group = %name, action = "EnsureSecret", outcome = "unknown", %error, "failed to ensure the credentials secret; retried next poll");
+        failures += 1;
+    }
+    for site in &group.spec.sites {
+        if let Err(error) = ensure_statefulset(client, recorder, group, &site.name).await {
+            tracing::warn!(group = %name, site = %site.name, action = "EnsureStatefulSet", outcome = "unknown", %error, "failed to ensure the site's statefulset; retried next poll");
+            failures += 1;
+        }
+    }
+    failures
+}
+
+async fn ensure_secret(client: &Client, group: &str, namespace: &str) -> Result<()> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let name = credentials_secret(group);
+    let exists = api
+        .get_opt(&name)
+        .await
+        .map_err(|error| Error::kube(format!("read secret {namespace}/{name}"), error))?
+        .is_some();
+    if exists {
+        return Ok(());
+    }
+    let secret = secret(group, namespace, random_password(), random_password());
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => {
+            tracing::info!(group = %group, secret = %name, "credentials secret created");
+            Ok(())
+        }
+        Err(error) => {
+            let error = Error::kube(format!("create secret {namespace}/{name}"), error);
+            // Created meanwhile (another writer): the one that exists is kept.
+            if error.is_conflict() {
+                Ok(())
+            } else {
+                Err(error)
+            }
+        }
+    }
+}
+
+async fn ensure_statefulset(
+    client: &Client,
+    recorder: &Recorder,
+    group: &MysqlFailoverGroup,
+    site: &str,
+) -> Result<()> {
+    let namespace = group.metadata.namespace.clone().unwrap_or_default();
+    let name = group.metadata.name.clone().unwrap_or_default();
+    let object = names::statefulset(&name, site);
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
+    let live = api
+        .get_opt(&object)
+        .await
+        .map_err(|error| Error::kube(format!("read statefulset {namespace}/{object}"), error))?;
+    let live_image = live.as_ref().and_then(live_mysql_image).map(str::to_string);
+    let image = match live_image {
+        Some(live_image) if live_image != group.spec.image => {
+            let message = format!(
+                "spec.image changed from {live_image} to {} on site {site}: ordered update is not implemented yet, the site keeps {live_image}",
+                group.spec.image
+            );
+            tracing::warn!(group = %name, site = %site, live_image = %live_image, image = %group.spec.image, "ordered update not implemented; not rolling");
+            let event = Event {
+                type_: EventType::Warning,
+                reason: EVENT_ORDERED_UPDATE_NOT_IMPLEMENTED.to_string(),
+                note: Some(message),
+                action: "EnsureWorkloads".to_string(),
+                secondary: None,
+            };
+            if let Err(error) = recorder.publish(&event, &group.object_ref(&())).await {
+                tracing::warn!(group = %name, %error, "failed to publish OrderedUpdateNotImplemented event");
+            }
+            live_image
+        }
+        Some(_) | None => group.spec.image.clone(),
+    };
+    let Some(desired) = statefulset(
+        &group.spec,
+        &name,
+        &namespace,
+        site,
+        &image,
+        owner_reference(group),
+    ) else {
+        return Ok(());
+    };
+    api.patch(
+        &object,
+        &apply_params(),
+        &Patch::Apply(apply_body(&desired)),
+    )
+    .await
+    .map(drop)
+    .map_err(|error| Error::kube(format!("apply statefulset {namespace}/{object}"), error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> MysqlFailoverGroupSpec {
+        serde_yaml::from_str(
+            "image: mariadb:10.11\nsites:\n- {name: iad, role: read-write, nodeSelector: {topology.kubernetes.io/zone: iad}}\n- {name: pdx, role: read-write}\n- {name: reader, role: read-only}\ninitialActiveSite: iad\nwriteLease: {duration: 6s}\n",
+        )
+        .expect("spec")
+    }
+
+    fn render(site: &str) -> StatefulSet {
+        statefulset(
+            &spec(),
+            "playground",
+            "bloodraven-playground",
+            site,
+            "mariadb:10.11",
+            None,
+        )
+        .expect("site in spec")
+    }
+
+    fn container<'a>(set: &'a StatefulSet, name: &str) -> &'a Container {
+        set.spec
+            .as_ref()
+            .and_then(|spec| spec.template.spec.as_ref())
+            .and_then(|pod| pod.containers.iter().find(|c| c.name == name))
+            .expect("container")
+    }
+
+    /// ARCHITECTURE.md "Names": StatefulSet mysql-<group>-<site> governed by
+    /// mysql-<group>-<site>-hl, one replica, pods labelled instance + site.
+    #[test]
+    fn names_statefulset_governing_service_and_labels() {
+        let set = render("iad");
+        assert_eq!(set.metadata.name.as_deref(), Some("mysql-playground-iad"));
+        assert_eq!(
+            set.metadata.namespace.as_deref(),
+            Some("bloodraven-playground")
+        );
+        let spec = set.spec.as_ref().expect("spec");
+        assert_eq!(
+            spec.service_name.as_deref(),
+            Some("mysql-playground-iad-hl")
+        );
+        assert_eq!(spec.replicas, Some(1));
+        let labels = spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .expect("labels");
+        let expected: BTreeMap<String, String> = [
+            ("app.kubernetes.io/instance", "playground"),
+            ("shipstream.io/site", "iad"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(labels, expected);
+        assert_eq!(spec.selector.match_labels.as_ref(), Some(&expected));
+        assert_eq!(
+            spec.update_strategy
+                .as_ref()
+                .and_then(|s| s.type_.as_deref()),
+            Some("OnDelete"),
+            "a template change never replaces a running pod"
+        );
+        let claims = spec.volume_claim_templates.as_ref().expect("claims");
+        assert_eq!(claims[0].metadata.name.as_deref(), Some("data"));
+        let mount = &container(&set, "mysql")
+            .volume_mounts
+            .as_ref()
+            .expect("mounts")[0];
+        assert_eq!(
+            (mount.name.as_str(), mount.mount_path.as_str()),
+            ("data", "/var/lib/mysql")
+        );
+    }
+
+    /// bloodraven.md: the demotion taint (demoted=<group>:NoExecute) must not evict the
+    /// demoted site's own pod; the site's nodeSelector is the pod's.
+    #[test]
+    fn tolerates_the_demotion_taint_and_keeps_the_node_selector() {
+        let set = render("iad");
+        let pod = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.clone())
+            .expect("pod");
+        assert_eq!(
+            pod.tolerations,
+            Some(vec![Toleration {
+                key: Some("bloodraven.shipstream.io/demoted".into()),
+                operator: Some("Equal".into()),
+                value: Some("playground".into()),
+                effect: Some("NoExecute".into()),
+                toleration_seconds: None,
+            }])
+        );
+        assert_eq!(
+            pod.node_selector
+                .as_ref()
+                .and_then(|s| s.get("topology.kubernetes.io/zone"))
+                .map(String::as_str),
+            Some("iad")
+        );
+        let pdx = render("pdx");
+        let pdx_pod = pdx.spec.as_ref().and_then(|s| s.template.spec.clone());
+        assert_eq!(pdx_pod.and_then(|p| p.node_selector), None);
+    }
+
+    /// operator/mysql/README.md: log_bin, log_slave_updates=ON, gtid_strict_mode=ON, a unique
+    /// server_id per site, read_only=ON at start; report_host = the internal Service.
+    #[test]
+    fn mysqld_args_configure_gtid_replication_per_site() {
+        let iad = container(&render("iad"), "mysql").clone();
+        assert_eq!(iad.image.as_deref(), Some("mariadb:10.11"));
+        assert_eq!(
+            iad.args,
+            Some(vec![
+                "--log-bin=mysql-bin".to_string(),
+                "--server-id=1".to_string(),
+                "--read-only=ON".to_string(),
+                "--report-host=mysql-playground-iad.bloodraven-playground.svc.cluster.local"
+                    .to_string(),
+                "--log-slave-updates=ON".to_string(),
+                "--gtid-strict-mode=ON".to_string(),
+            ])
+        );
+        let ids: Vec<Option<usize>> = ["iad", "pdx", "reader", "nowhere"]
+            .iter()
+            .map(|site| server_id(&spec(), site))
+            .collect();
+        assert_eq!(ids, vec![Some(1), Some(2), Some(3), None]);
+        let env = iad.env.expect("env");
+        let root = env
+            .iter()
+            .find(|e| e.name == "MARIADB_ROOT_PASSWORD")
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .expect("root password from the secret");
+        assert_eq!(
+            (root.name.as_str(), root.key.as_str()),
+            ("mysql-playground-credentials", "root-password")
+        );
+        assert!(env
+            .iter()
+            .all(|e| e.value.as_deref() != Some("root-password")));
+    }
+
+    /// operator/sidecar's flags: group, site, all sites, lease, flavor, SRV peer discovery;
+    /// port 8086 named sidecar; readiness on /healthz.
+    #[test]
+    fn sidecar_flags_port_and_readiness() {
+        let set = render("pdx");
+        let sidecar = container(&set, "sidecar");
+        assert_eq!(
+            sidecar.image.as_deref(),
+            Some(format!("bloodraven/sidecar:{}", env!("CARGO_PKG_VERSION")).as_str())
+        );
+        assert_eq!(
+            sidecar.args,
+            Some(vec![
+                "--group=playground".to_string(),
+                "--site=pdx".to_string(),
+                "--sites=iad,pdx,reader".to_string(),
+                "--lease-duration-ms=6000".to_string(),
+                "--mysql-flavor=mariadb".to_string(),
+                "--peer-srv=_sidecar._tcp.mysql-playground-{site}.bloodraven-playground.svc.cluster.local"
+                    .to_string(),
+            ])
+        );
+        let port = &sidecar.ports.as_ref().expect("ports")[0];
+        assert_eq!(
+            (port.name.as_deref(), port.container_port),
+            (Some("sidecar"), 8086)
+        );
+        let probe = sidecar
+            .readiness_probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .expect("readiness");
+        assert_eq!(probe.path.as_deref(), Some("/healthz"));
+        assert_eq!(probe.port, IntOrString::String("sidecar".into()));
+    }
+
+    /// The live image wins over a changed spec.image (ordered update not implemented), and a
+    /// site outside the spec renders nothing.
+    #[test]
+    fn live_image_is_read_back_and_unknown_sites_render_nothing() {
+        let set = statefulset(&spec(), "g", "ns", "iad", "mariadb:10.6", None).expect("iad");
+        assert_eq!(live_mysql_image(&set), Some("mariadb:10.6"));
+        assert!(statefulset(&spec(), "g", "ns", "nowhere", "mariadb:10.11", None).is_none());
+    }
+
+    /// The credentials Secret: both keys, random and distinct passwords, no owner (it outlives
+    /// the group with the data volumes).
+    #[test]
+    fn secret_holds_two_random_passwords() {
+        let (first, second) = (random_password(), random_password());
+        assert_eq!(first.len(), PASSWORD_BYTES * 2);
+        assert_ne!(first, second);
+        let secret = secret("playground", "ns", first.clone(), second.clone());
+        assert_eq!(
+            secret.metadata.name.as_deref(),
+            Some("mysql-playground-credentials")
+        );
+        assert_eq!(secret.metadata.owner_references, None);
+        let data = secret.string_data.expect("data");
+        assert_eq!(data.get("root-password"), Some(&first));
+        assert_eq!(data.get("replication-password"), Some(&second));
+    }
+}
