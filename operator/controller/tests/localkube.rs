@@ -52,7 +52,31 @@ struct Cluster {
     client: Client,
 }
 
+/// Authority valid on iad and all three sites healthy.
+fn bootstrapped_and_healthy(group: &MysqlFailoverGroup) -> bool {
+    valid_on(group, "iad")
+        && group
+            .status
+            .as_ref()
+            .is_some_and(|status| status.sites.iter().filter(|site| site.healthy).count() == 3)
+}
+
+/// The `shipstream.io/role` label of `site`'s pod.
+async fn role_of(pods: &Api<Pod>, site: &str) -> Option<String> {
+    let pod = pods.get(&names::pod(GROUP, site)).await.expect("site pod");
+    pod.metadata.labels?.remove(names::LABEL_ROLE)
+}
+
 impl Cluster {
+    /// A cluster with the CRDs, the playground namespace and group polled every `interval`.
+    async fn with_group(interval: &str) -> Cluster {
+        let cluster = Cluster::start().await;
+        cluster.crds().await;
+        cluster.namespace(NAMESPACE).await;
+        cluster.group(None, interval).await;
+        cluster
+    }
+
     async fn start() -> Cluster {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -727,10 +751,7 @@ fn selector(service: &Service) -> BTreeMap<String, String> {
 /// active site's ClusterIP; a hand-edited target is corrected by a later poll.
 #[tokio::test]
 async fn seed_000_polls_bootstrap_the_group_on_localkube() {
-    let cluster = Cluster::start().await;
-    cluster.crds().await;
-    cluster.namespace(NAMESPACE).await;
-    cluster.group(None, "2s").await;
+    let cluster = Cluster::with_group("2s").await;
     let pods = site_pods(&cluster).await;
     let (_fake, template, sidecar_server) = fake_sidecars().await;
     let shell = shell(&cluster, &template);
@@ -882,16 +903,7 @@ async fn seed_000_polls_bootstrap_the_group_on_localkube() {
         labels.get(names::LABEL_HEALTHY).map(String::as_str),
         Some("yes")
     );
-    let pdx_pod = pods.get(&names::pod(GROUP, "pdx")).await.expect("pdx pod");
-    assert_eq!(
-        pdx_pod
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get(names::LABEL_ROLE)
-            .map(String::as_str),
-        Some("replica")
-    );
+    assert_eq!(role_of(&pods, "pdx").await.as_deref(), Some("replica"));
 
     let endpoints: Api<DNSEndpoint> = Api::namespaced(cluster.client.clone(), NAMESPACE);
     let record = endpoints
@@ -948,10 +960,7 @@ async fn taints(cluster: &Cluster, node: &str) -> Vec<k8s_openapi::api::core::v1
 /// ClusterIP and records lastFailover.
 #[tokio::test]
 async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
-    let cluster = Cluster::start().await;
-    cluster.crds().await;
-    cluster.namespace(NAMESPACE).await;
-    cluster.group(None, "100ms").await;
+    let cluster = Cluster::with_group("100ms").await;
     let pods = site_pods(&cluster).await;
     let (fake, template, sidecar_server) = fake_sidecars().await;
     let shell = shell(&cluster, &template);
@@ -1026,26 +1035,8 @@ async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
         "never a read-only site"
     );
 
-    let iad_pod = pods.get(&names::pod(GROUP, "iad")).await.expect("iad pod");
-    assert_eq!(
-        iad_pod
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get(names::LABEL_ROLE)
-            .map(String::as_str),
-        Some("fenced")
-    );
-    let pdx_pod = pods.get(&names::pod(GROUP, "pdx")).await.expect("pdx pod");
-    assert_eq!(
-        pdx_pod
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get(names::LABEL_ROLE)
-            .map(String::as_str),
-        Some("primary")
-    );
+    assert_eq!(role_of(&pods, "iad").await.as_deref(), Some("fenced"));
+    assert_eq!(role_of(&pods, "pdx").await.as_deref(), Some("primary"));
 
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NAMESPACE);
     assert!(leases
@@ -1097,22 +1088,20 @@ async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
 /// `revoke-leases` writes the revoke annotation, which the next poll consumes.
 #[tokio::test]
 async fn seed_001_plugin_promote_is_a_request_the_poll_loop_executes() {
-    let cluster = Cluster::start().await;
-    cluster.crds().await;
-    cluster.namespace(NAMESPACE).await;
-    cluster.group(None, "100ms").await;
+    let cluster = Cluster::with_group("100ms").await;
     let pods = site_pods(&cluster).await;
     let (_fake, template, sidecar_server) = fake_sidecars().await;
     let shell = shell(&cluster, &template);
     let mut memory = None;
     let interval = Duration::from_millis(100);
-    let group = poll_until(&cluster, &shell, &mut memory, 20, interval, |group| {
-        valid_on(group, "iad")
-            && group
-                .status
-                .as_ref()
-                .is_some_and(|status| status.sites.iter().filter(|site| site.healthy).count() == 3)
-    })
+    let group = poll_until(
+        &cluster,
+        &shell,
+        &mut memory,
+        20,
+        interval,
+        bootstrapped_and_healthy,
+    )
     .await;
     assert!(valid_on(&group, "iad"), "bootstrapped: {:?}", group.status);
     let generation = group
@@ -1186,16 +1175,7 @@ async fn seed_001_plugin_promote_is_a_request_the_poll_loop_executes() {
         .clone()
         .unwrap_or_default()
         .contains_key(names::ANNOTATION_PLANNED_FAILOVER));
-    let iad_pod = pods.get(&names::pod(GROUP, "iad")).await.expect("iad pod");
-    assert_ne!(
-        iad_pod
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get(names::LABEL_ROLE)
-            .map(String::as_str),
-        Some("primary")
-    );
+    assert_ne!(role_of(&pods, "iad").await.as_deref(), Some("primary"));
 
     let text = kubectl_bloodraven::run(
         &cli(&["-n", NAMESPACE, "status", GROUP]),
@@ -1235,6 +1215,18 @@ async fn seed_001_plugin_promote_is_a_request_the_poll_loop_executes() {
 
 /// The operator's own client: the ServiceAccount of the rendered install, bound to the
 /// rendered ClusterRole (so the poll runs with exactly the documented RBAC verbs).
+/// Creates one rendered install object through `api`.
+async fn create_rendered<K>(api: &Api<K>, object: Value)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let kind = object["kind"].clone();
+    let typed: K = serde_json::from_value(object).expect("rendered object");
+    api.create(&PostParams::default(), &typed)
+        .await
+        .unwrap_or_else(|error| panic!("create {kind}: {error}"));
+}
+
 async fn operator_client(cluster: &Cluster) -> Client {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     let objects =
@@ -1249,29 +1241,17 @@ async fn operator_client(cluster: &Cluster) -> Client {
     cluster.namespace(names::OPERATOR_NAMESPACE).await;
     let accounts: Api<ServiceAccount> =
         Api::namespaced(cluster.client.clone(), names::OPERATOR_NAMESPACE);
-    accounts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(by_kind("ServiceAccount")).expect("sa"),
-        )
-        .await
-        .expect("create sa");
-    let roles: Api<ClusterRole> = Api::all(cluster.client.clone());
-    roles
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(by_kind("ClusterRole")).expect("role"),
-        )
-        .await
-        .expect("create role");
-    let bindings: Api<ClusterRoleBinding> = Api::all(cluster.client.clone());
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(by_kind("ClusterRoleBinding")).expect("binding"),
-        )
-        .await
-        .expect("create binding");
+    create_rendered(&accounts, by_kind("ServiceAccount")).await;
+    create_rendered(
+        &Api::<ClusterRole>::all(cluster.client.clone()),
+        by_kind("ClusterRole"),
+    )
+    .await;
+    create_rendered(
+        &Api::<ClusterRoleBinding>::all(cluster.client.clone()),
+        by_kind("ClusterRoleBinding"),
+    )
+    .await;
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec![],
@@ -1322,10 +1302,7 @@ async fn dns_verbs(cluster: &Cluster, verbs: &[&str]) {
 /// the record (nothing replayed from memory, never a superseded target).
 #[tokio::test]
 async fn seed_000_scenario_38_denied_dns_write_heals_on_a_later_poll() {
-    let cluster = Cluster::start().await;
-    cluster.crds().await;
-    cluster.namespace(NAMESPACE).await;
-    cluster.group(None, "100ms").await;
+    let cluster = Cluster::with_group("100ms").await;
     site_pods(&cluster).await;
     let (fake, template, sidecar_server) = fake_sidecars().await;
     let mut shell = shell(&cluster, &template);
@@ -1420,10 +1397,7 @@ async fn seed_000_scenario_38_denied_dns_write_heals_on_a_later_poll() {
 /// leads, then the first poll writes status.
 #[tokio::test]
 async fn seed_001_a_standby_writes_nothing_until_it_leads() {
-    let cluster = Cluster::start().await;
-    cluster.crds().await;
-    cluster.namespace(NAMESPACE).await;
-    cluster.group(None, "100ms").await;
+    let cluster = Cluster::with_group("100ms").await;
     let (_fake, template, sidecar_server) = fake_sidecars().await;
     let mut shell = shell(&cluster, &template);
     shell.leader = LeaderFlag::new(false);
@@ -1454,22 +1428,20 @@ async fn seed_001_a_standby_writes_nothing_until_it_leads() {
 #[tokio::test]
 async fn seed_003_a_live_hold_defers_the_planned_failover_until_released() {
     use bloodraven_core::deploy::{DeployLeases, LeaseKind, LeaseRecord, LeaseToken};
-    let cluster = Cluster::start().await;
-    cluster.crds().await;
-    cluster.namespace(NAMESPACE).await;
-    cluster.group(None, "100ms").await;
+    let cluster = Cluster::with_group("100ms").await;
     site_pods(&cluster).await;
     let (_fake, template, sidecar_server) = fake_sidecars().await;
     let shell = shell(&cluster, &template);
     let mut memory = None;
     let interval = Duration::from_millis(100);
-    let group = poll_until(&cluster, &shell, &mut memory, 20, interval, |group| {
-        valid_on(group, "iad")
-            && group
-                .status
-                .as_ref()
-                .is_some_and(|status| status.sites.iter().filter(|site| site.healthy).count() == 3)
-    })
+    let group = poll_until(
+        &cluster,
+        &shell,
+        &mut memory,
+        20,
+        interval,
+        bootstrapped_and_healthy,
+    )
     .await;
     let generation = group
         .status

@@ -255,6 +255,34 @@ impl Harness {
             .await
     }
 
+    /// `PUT` (renew) or `DELETE` (release) of `.../leases` with the credentials of
+    /// `kind`/`operation_id`/`lease_token`.
+    async fn with_credentials(
+        &self,
+        method: Method,
+        token: &str,
+        (kind, operation_id, lease_token): (&str, &str, &Value),
+    ) -> (StatusCode, Value) {
+        let body = credentials(kind, operation_id, lease_token);
+        self.call(method, LEASES, Some(token), Some(body)).await
+    }
+
+    async fn renew(&self, token: &str, kind: &str, id: &str, lease: &Value) -> (StatusCode, Value) {
+        self.with_credentials(Method::PUT, token, (kind, id, lease))
+            .await
+    }
+
+    async fn release(
+        &self,
+        token: &str,
+        kind: &str,
+        id: &str,
+        lease: &Value,
+    ) -> (StatusCode, Value) {
+        self.with_credentials(Method::DELETE, token, (kind, id, lease))
+            .await
+    }
+
     fn advance(&self, seconds: i64) {
         self.clock_millis
             .fetch_add(seconds * 1_000, Ordering::SeqCst);
@@ -378,12 +406,7 @@ async fn seed_003_two_leases_in_one_order() {
 
     harness.advance(10);
     let (status, renewed) = harness
-        .call(
-            Method::PUT,
-            LEASES,
-            Some(DEPLOYER_TOKEN),
-            Some(credentials("failover-hold", "a1", &hold_token)),
-        )
+        .renew(DEPLOYER_TOKEN, "failover-hold", "a1", &hold_token)
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(renewed["expiresAt"], "2026-11-30T02:56:38.000Z");
@@ -405,33 +428,18 @@ async fn seed_003_two_leases_in_one_order() {
     assert_eq!(status, StatusCode::OK);
     assert_ne!(rotated["token"], migration_token);
     let (status, body) = harness
-        .call(
-            Method::PUT,
-            LEASES,
-            Some(DEPLOYER_TOKEN),
-            Some(credentials("migration", "a1", &migration_token)),
-        )
+        .renew(DEPLOYER_TOKEN, "migration", "a1", &migration_token)
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(body, json!({"error": "token_mismatch"}));
 
     // Release: 204, and the mutex is free for the next pipeline.
     let (status, _) = harness
-        .call(
-            Method::DELETE,
-            LEASES,
-            Some(DEPLOYER_TOKEN),
-            Some(credentials("failover-hold", "a1", &hold_token)),
-        )
+        .release(DEPLOYER_TOKEN, "failover-hold", "a1", &hold_token)
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _) = harness
-        .call(
-            Method::DELETE,
-            LEASES,
-            Some(DEPLOYER_TOKEN),
-            Some(credentials("migration", "a1", &rotated["token"])),
-        )
+        .release(DEPLOYER_TOKEN, "migration", "a1", &rotated["token"])
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _) = harness.post(OTHER_TOKEN, migration("b2")).await;
@@ -449,12 +457,7 @@ async fn seed_003_generation_is_the_fence() {
 
     harness.set_memory(memory_of(&healthy_status(18)));
     let (status, body) = harness
-        .call(
-            Method::PUT,
-            LEASES,
-            Some(DEPLOYER_TOKEN),
-            Some(credentials("migration", "a1", &token)),
-        )
+        .renew(DEPLOYER_TOKEN, "migration", "a1", &token)
         .await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(
@@ -523,12 +526,7 @@ async fn seed_003_unstable_renewal_is_423_and_extends_nothing() {
     harness.set_memory(moving);
     harness.advance(5);
     let (status, body) = harness
-        .call(
-            Method::PUT,
-            LEASES,
-            Some(DEPLOYER_TOKEN),
-            Some(credentials("migration", "a1", &token)),
-        )
+        .renew(DEPLOYER_TOKEN, "migration", "a1", &token)
         .await;
     assert_eq!(status, StatusCode::LOCKED);
     assert_eq!(body, json!({"error": "unstable", "retryAfterSeconds": 2}));
@@ -681,12 +679,7 @@ async fn seed_003_every_request_logs_deploy_api() {
     let harness = harness();
     let (_, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
     harness
-        .call(
-            Method::PUT,
-            LEASES,
-            Some(DEPLOYER_TOKEN),
-            Some(credentials("migration", "a1", &granted["token"])),
-        )
+        .renew(DEPLOYER_TOKEN, "migration", "a1", &granted["token"])
         .await;
     harness.leader.set(false);
     harness
