@@ -1,6 +1,7 @@
 //! bloodraven-operator: the kube-rs shell around `bloodraven-core`.
 //!
-//! One poll per group (gather -> decide -> act, STYLE.md 1): [`gather`] reads the sidecars
+//! One poll per group (gather -> decide -> act, STYLE.md 1): [`workloads`] first ensures the
+//! per-site StatefulSets and the credentials Secret (a shell concern), [`gather`] reads the sidecars
 //! and cluster objects into core's `Observation`, `bloodraven_core::decide` decides, [`act`]
 //! executes the actions in order and persists memory ([`memory`]). [`leader`] elects the one
 //! replica that polls, writes and serves; [`http`] serves :8082 (metrics, probes);
