@@ -157,6 +157,47 @@ async fn scenario(c: &TestCluster) -> Result<()> {
         String::from_utf8_lossy(&out.stdout).trim() == "HELLO STDIN",
         "exec -i: {out:?}"
     );
+    // kubectl port-forward (websocket tunnel of SPDY): a local port reaches the pod's 8080.
+    let local = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut pf = tokio::process::Command::new("/usr/bin/kubectl")
+        .arg("--kubeconfig")
+        .arg(c.dir().join("kubeconfig"))
+        .arg("--cache-dir")
+        .arg(c.dir().join("kubectl-cache"))
+        .args([
+            "port-forward",
+            &format!("pod/{pod}"),
+            &format!("{local}:8080"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let forwarded = async {
+        let deadline = std::time::Instant::now() + t;
+        loop {
+            let got = async {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut s = tokio::net::TcpStream::connect(("127.0.0.1", local)).await?;
+                s.write_all(b"GET / HTTP/1.0\r\n\r\n").await?;
+                let mut body = String::new();
+                s.read_to_string(&mut body).await?;
+                anyhow::Ok(body)
+            }
+            .await;
+            match got {
+                Ok(body) if body.ends_with(&pod) => return Ok(()),
+                other if std::time::Instant::now() > deadline => {
+                    anyhow::bail!("port-forward to {pod}: {other:?}")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        }
+    }
+    .await;
+    let _ = pf.kill().await;
+    forwarded?;
     // A client pod reaches the Service by its DNS name through the proxy.
     c.apply(CLIENT).await?;
     c.wait_pods("app=client", t, finished).await?;

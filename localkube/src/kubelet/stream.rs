@@ -1,4 +1,4 @@
-//! `pods/exec` over websockets as kubectl 1.32 speaks it: subprotocols `v5.channel.k8s.io`
+//! `pods/exec` (and, through [`super::portforward`], `pods/portforward`) over websockets as kubectl 1.32 speaks it: subprotocols `v5.channel.k8s.io`
 //! and `v4.channel.k8s.io`; every binary message starts with its channel (0 stdin,
 //! 1 stdout, 2 stderr, 3 error/status, 4 resize); v5 adds `[255, channel]` to close a
 //! stream (stdin EOF). The command runs in the container's namespaces through the node
@@ -42,9 +42,12 @@ pub async fn serve(
     sub: &str,
     mut parts: Parts,
 ) -> Result<Response, ApiError> {
+    if sub == "portforward" {
+        return portforward(&cluster, ns, name, parts);
+    }
     if sub != "exec" {
         return Err(ApiError::bad_request(format!(
-            "pods/{sub} is not supported by localkube (only pods/exec and pods/log are)"
+            "pods/{sub} is not supported by localkube (pods/exec, pods/portforward and pods/log are)"
         )));
     }
     let pod = cluster
@@ -131,6 +134,58 @@ pub async fn serve(
         .header(header::UPGRADE, "websocket")
         .header(header::SEC_WEBSOCKET_ACCEPT, accept)
         .header(header::SEC_WEBSOCKET_PROTOCOL, protocol)
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal(format!("failed to build the upgrade response: {e}")))
+}
+
+/// `pods/portforward`: the websocket tunnel of a SPDY session ([`super::portforward`]).
+fn portforward(
+    cluster: &Cluster,
+    ns: &str,
+    name: &str,
+    mut parts: Parts,
+) -> Result<Response, ApiError> {
+    let pod = cluster
+        .store
+        .get("/pods", ns, name)
+        .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+    let ip: std::net::Ipv4Addr = meta::str_at(&pod, "/status/podIP")
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("pod {name} has no IP yet")))?;
+    let offered = parts
+        .headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(str::trim))
+        .any(|p| p == super::portforward::PROTOCOL);
+    let (true, Some(key_header)) = (offered, parts.headers.get(header::SEC_WEBSOCKET_KEY)) else {
+        return Err(ApiError::bad_request(format!(
+            "port-forward needs a websocket upgrade with subprotocol {}",
+            super::portforward::PROTOCOL
+        )));
+    };
+    let accept = derive_accept_key(key_header.as_bytes());
+    let upgrade = parts
+        .extensions
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or_else(|| ApiError::bad_request("the connection cannot be upgraded"))?;
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(io) => {
+                let ws =
+                    WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, None).await;
+                super::portforward::run(ws, ip).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "port-forward upgrade failed"),
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::UPGRADE, "websocket")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept)
+        .header(header::SEC_WEBSOCKET_PROTOCOL, super::portforward::PROTOCOL)
         .body(Body::empty())
         .map_err(|e| ApiError::internal(format!("failed to build the upgrade response: {e}")))
 }
