@@ -34,7 +34,7 @@ spec:
   containers:
   - name: main
     image: python:3.12
-    args: ["-m", "http.server", "8080"]
+    args: ["-u", "-m", "http.server", "8080"]
     readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
 "#;
 
@@ -133,6 +133,39 @@ async fn scenario(c: &TestCluster) -> Result<()> {
         p.len() == 1 && p[0]["status"]["containerStatuses"][0]["restartCount"] == 1
     })
     .await?;
+
+    // kubectl logs --previous: the killed instance's output; -f streams the current one.
+    let previous = c.kubectl_ok(&["logs", "server", "--previous"]).await?;
+    ensure!(
+        previous.contains("Serving HTTP on"),
+        "--previous: {previous:?}"
+    );
+    let mut follow = tokio::process::Command::new("/usr/bin/kubectl")
+        .arg("--kubeconfig")
+        .arg(c.dir().join("kubeconfig"))
+        .arg("--cache-dir")
+        .arg(c.dir().join("kubectl-cache"))
+        .args(["logs", "-f", "server"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = follow
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let first = tokio::time::timeout(t, async {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Some(line) = lines.next_line().await? {
+            if line.contains("Serving HTTP on") {
+                return anyhow::Ok(true);
+            }
+        }
+        anyhow::Ok(false)
+    })
+    .await;
+    let _ = follow.kill().await;
+    ensure!(matches!(first, Ok(Ok(true))), "logs -f: {first:?}");
 
     // NoExecute taint: plain is deleted (gracefully, through the kubelet), tolerant stays.
     c.kubectl_ok(&["taint", "nodes", "iad", "evict=yes:NoExecute"])
