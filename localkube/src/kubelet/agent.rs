@@ -98,6 +98,7 @@ pub struct Shared {
     started: Mutex<HashMap<String, String>>,
     stopped_nodes: Mutex<HashSet<String>>,
     service_sync: services::ServiceSync,
+    copiers: Mutex<HashMap<String, logs::Copier>>,
 }
 
 static REGISTRY: Mutex<Vec<(PathBuf, Weak<Shared>)>> = Mutex::new(Vec::new());
@@ -161,6 +162,7 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
         started: Mutex::new(HashMap::new()),
         stopped_nodes: Mutex::new(HashSet::new()),
         service_sync: services::ServiceSync::default(),
+        copiers: Mutex::new(HashMap::new()),
     });
     lock(&REGISTRY).push((state_dir.clone(), Arc::downgrade(&shared)));
     let control = super::control::serve(shared.clone(), ctx.shutdown.clone())?;
@@ -418,6 +420,10 @@ impl Shared {
         let Some(uid) = lock(&self.started).get(&st.key).cloned() else {
             return;
         };
+        // Logs first: a restart shows in the status only once `--previous` can read it.
+        if let Some(c) = lock(&self.copiers).get_mut(&st.key) {
+            c.copy(st);
+        }
         let (ns, name) = st.key.split_once('/').unwrap_or(("", &st.key));
         let r = self
             .cluster
@@ -487,7 +493,10 @@ impl Shared {
             }
         }
         // Phase 2: running.
-        let mut copier = logs::Copier::new(&self.cluster.state_dir, &ns, &name);
+        lock(&self.copiers).insert(
+            key.clone(),
+            logs::Copier::new(&self.cluster.state_dir, &ns, &name),
+        );
         let mut copy = tokio::time::interval(LOG_COPY);
         let mut refresh = tokio::time::interval(VOLUME_REFRESH);
         refresh.tick().await;
@@ -499,7 +508,9 @@ impl Shared {
                 },
                 _ = copy.tick() => {
                     if let Ok(st) = self.runtime.pod_status(&key) {
-                        copier.copy(&st);
+                        if let Some(c) = lock(&self.copiers).get_mut(&key) {
+                            c.copy(&st);
+                        }
                     }
                     continue;
                 }
@@ -522,7 +533,9 @@ impl Shared {
         tracing::info!(pod = %key, ?grace, "stopping pod");
         let stopped = match self.runtime.stop_pod(&key, grace).await {
             Ok(st) => {
-                copier.copy(&st);
+                if let Some(mut c) = lock(&self.copiers).remove(&key) {
+                    c.copy(&st);
+                }
                 Some(st)
             }
             Err(e) => {
@@ -531,6 +544,7 @@ impl Shared {
             }
         };
         lock(&self.started).remove(&key);
+        lock(&self.copiers).remove(&key);
         if let (Some(_), Some(st)) = (&final_pod, &stopped) {
             let r = self.cluster.update_pod_status(&ns, &name, |pod| {
                 meta::uid_of(pod) == uid && status::apply(pod, st)
