@@ -147,3 +147,30 @@ fn up_runs_pods_fault_reaches_it_down_cleans_up() -> Result<()> {
     ensure!(left.is_empty(), "netns left behind: {left:?}");
     Ok(())
 }
+
+/// Design "Node agent": without root, `up` fails with one sentence naming the kind backend.
+#[test]
+fn up_without_root_names_the_kind_backend() -> Result<()> {
+    let tmp = tempfile::Builder::new()
+        .prefix("lk-noroot")
+        .tempdir_in("/tmp")?;
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )?;
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_localkube"))
+        .args(["up", "--state-dir"])
+        .arg(tmp.path().join("state"))
+        .output()
+        .context("run setpriv (util-linux)")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "up succeeded without root");
+    let last = stderr.lines().last().unwrap_or_default();
+    ensure!(
+        last.starts_with("localkube: failed to ") && last.contains("kind backend"),
+        "stderr: {stderr}"
+    );
+    Ok(())
+}
