@@ -107,6 +107,20 @@ fn scenario(dir: &Path, started: Instant) -> Result<()> {
         "localkube up --detach (3 nodes) to a Running pod per node: {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    // Heartbeat: each node renews its Lease in kube-node-lease.
+    let holder = kubectl(
+        dir,
+        &[
+            "get",
+            "lease",
+            "-n",
+            "kube-node-lease",
+            "reader",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    )?;
+    ensure!(holder == "reader", "node lease: {holder:?}");
     let out = fault(&["stop-node", "pdx"], dir)?;
     ensure!(out.contains("\"id\""), "stop-node: {out}");
     let deadline = Instant::now() + Duration::from_secs(30);

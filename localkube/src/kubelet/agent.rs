@@ -25,6 +25,10 @@ const RESYNC: Duration = Duration::from_secs(2);
 const LOG_COPY: Duration = Duration::from_millis(250);
 /// How often configMap/secret/token volume files are re-rendered (kubelet: about a minute).
 const VOLUME_REFRESH: Duration = Duration::from_secs(60);
+/// How often a running node renews its Lease in `kube-node-lease` (kubelet: 10 s).
+const LEASE_RENEW: Duration = Duration::from_secs(10);
+/// `spec.leaseDurationSeconds` of node Leases (kubelet: 40).
+const LEASE_SECONDS: u64 = 40;
 /// Grace of pods still running when localkube stops.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Image catalog file the harness may write into the state dir.
@@ -193,6 +197,7 @@ impl Shared {
         let mut rt_rx = self.runtime.subscribe();
         self.init_nodes();
         self.resync().await;
+        let mut lease = tokio::time::interval(LEASE_RENEW);
         let mut tick = tokio::time::interval(RESYNC);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -208,6 +213,7 @@ impl Shared {
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
                 _ = tick.tick() => self.resync().await,
+                _ = lease.tick() => self.renew_leases(),
                 _ = shutdown.changed() => break,
             }
             if *shutdown.borrow() {
@@ -278,6 +284,51 @@ impl Shared {
                 });
             if let Err(e) = r {
                 tracing::warn!(node, error = %e, "could not update the node's Ready condition");
+            }
+        }
+    }
+
+    /// Renews the Lease of every running node, as the kubelet's heartbeat (a stopped node
+    /// stops renewing).
+    fn renew_leases(&self) {
+        let stopped = lock(&self.stopped_nodes).clone();
+        for node in self.nodes.iter().filter(|n| !stopped.contains(*n)) {
+            let now = meta::micro_time(chrono::Utc::now());
+            let exists = self
+                .cluster
+                .store
+                .get("coordination.k8s.io/leases", "kube-node-lease", node)
+                .is_some();
+            let r = if exists {
+                self.cluster
+                    .modify(
+                        "coordination.k8s.io",
+                        "leases",
+                        "kube-node-lease",
+                        node,
+                        "",
+                        "kubelet",
+                        |l| {
+                            l["spec"]["renewTime"] = json!(now);
+                            true
+                        },
+                    )
+                    .map(|_| ())
+            } else {
+                self.cluster
+                    .create_internal(
+                        "coordination.k8s.io",
+                        "leases",
+                        "kube-node-lease",
+                        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                            "metadata": {"name": node, "namespace": "kube-node-lease"},
+                            "spec": {"holderIdentity": node, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": now}}),
+                        "kubelet",
+                    )
+                    .map(|_| ())
+            };
+            if let Err(e) = r {
+                tracing::debug!(node, error = %e, "could not renew the node lease");
             }
         }
     }
