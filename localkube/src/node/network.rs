@@ -295,7 +295,12 @@ pub fn require_root(euid: nix::unistd::Uid) -> Result<()> {
 fn add_address(link: &str, cidr: &str) -> Result<()> {
     match ip(&["addr", "add", cidr, "dev", link]) {
         Ok(_) => Ok(()),
-        Err(Error::Ip { message, .. }) if message.contains("File exists") => Ok(()),
+        // iproute2 says "File exists" or, in newer versions, "Address already assigned".
+        Err(Error::Ip { message, .. })
+            if message.contains("File exists") || message.contains("Address already assigned") =>
+        {
+            Ok(())
+        }
         Err(err) => Err(err),
     }
 }
