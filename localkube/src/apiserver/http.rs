@@ -508,15 +508,26 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
     }
 
     let t = parse_target(&cluster, &segs).ok_or_else(ApiError::path_not_found)?;
-    if let (Some(sub @ ("exec" | "attach" | "portforward")), Some(name)) = (t.sub.as_deref(), t.name.as_deref()) {
+    if let (Some(sub @ ("exec" | "attach" | "portforward")), Some(name)) =
+        (t.sub.as_deref(), t.name.as_deref())
+    {
         if t.r.group.is_empty() && t.r.plural == "pods" {
             // Streaming subresources are served by the kubelet module.
-            let a = Attributes { verb: "create".into(), resource_request: true, resource: "pods".into(), subresource: sub.into(),
-                namespace: t.namespace.clone().unwrap_or_default(), name: name.into(), path: path.clone(), ..Default::default() };
+            let a = Attributes {
+                verb: "create".into(),
+                resource_request: true,
+                resource: "pods".into(),
+                subresource: sub.into(),
+                namespace: t.namespace.clone().unwrap_or_default(),
+                name: name.into(),
+                path: path.clone(),
+                ..Default::default()
+            };
             if !auth::authorize(&cluster.store, &user, &a) {
                 return Err(a.forbidden(&user));
             }
-            return crate::kubelet::stream::serve(cluster.clone(), &a.namespace, name, sub, parts).await;
+            return crate::kubelet::stream::serve(cluster.clone(), &a.namespace, name, sub, parts)
+                .await;
         }
     }
     if let Some(sub) = &t.sub {

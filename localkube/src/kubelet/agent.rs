@@ -101,7 +101,6 @@ pub struct Shared {
     workers: Mutex<HashMap<String, watch::Sender<Option<Arc<Value>>>>>,
     started: Mutex<HashMap<String, String>>,
     stopped_nodes: Mutex<HashSet<String>>,
-    service_sync: services::ServiceSync,
     copiers: Mutex<HashMap<String, logs::Copier>>,
 }
 
@@ -165,7 +164,6 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
         workers: Mutex::new(HashMap::new()),
         started: Mutex::new(HashMap::new()),
         stopped_nodes: Mutex::new(HashSet::new()),
-        service_sync: services::ServiceSync::default(),
         copiers: Mutex::new(HashMap::new()),
     });
     lock(&REGISTRY).push((state_dir.clone(), Arc::downgrade(&shared)));
@@ -455,8 +453,8 @@ impl Shared {
             .as_ref()
             .and_then(|s| services::service_spec(s, eps.as_ref()))
         {
-            Some(spec) => self.service_sync.apply(agent, spec).await,
-            None => self.service_sync.remove(agent, ns, name),
+            Some(spec) => agent.services.apply(spec).await,
+            None => agent.services.remove(ns, name),
         };
         if let Err(e) = result {
             tracing::warn!(service = %format!("{ns}/{name}"), error = %e, "could not apply the service");

@@ -2,14 +2,10 @@
 //! [`ExternalRecord`]s (cluster DNS, ClusterIP addresses and the userspace proxy).
 
 use crate::apiserver::meta;
-use crate::node::dns::{EndpointRecord, ExternalRecord, ServicePortRecord, ServiceRecord};
-use crate::node::proxy::ServicePortKey;
-use crate::node::services::{proxied_endpoints, ServicePortSpec, ServiceSpec};
-use crate::node::NodeAgent;
+use crate::node::dns::{EndpointRecord, ExternalRecord};
+use crate::node::services::{ServicePortSpec, ServiceSpec};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 
 fn arr<'a>(v: &'a Value, p: &str) -> Vec<&'a Value> {
     v.pointer(p)
@@ -112,121 +108,4 @@ pub fn dns_endpoint_records(obj: &Value) -> Vec<ExternalRecord> {
             ttl: e.get("recordTTL").and_then(Value::as_u64).map(|t| t as u32),
         })
         .collect()
-}
-
-/// Keeps ClusterIP addresses, proxy listeners and DNS records in step with the API, as
-/// [`crate::node::services::Services`] does, but adds each ClusterIP address once (the
-/// node side's re-add fails on iproute2 versions that answer "Address already assigned")
-/// and skips unchanged Services.
-#[derive(Debug, Default)]
-pub struct ServiceSync {
-    applied: Mutex<BTreeMap<(String, String), ServiceSpec>>,
-}
-
-impl ServiceSync {
-    /// Applies (creates or updates) a Service.
-    pub async fn apply(&self, agent: &NodeAgent, spec: ServiceSpec) -> crate::node::Result<()> {
-        let key = (spec.namespace.clone(), spec.name.clone());
-        let previous = self.lock().get(&key).cloned();
-        if previous.as_ref() == Some(&spec) {
-            return Ok(());
-        }
-        let network = agent.runtime.network();
-        let mut wanted = BTreeSet::new();
-        if let Some(ip) = spec.cluster_ip {
-            if previous.as_ref().and_then(|p| p.cluster_ip) != Some(ip) {
-                match network.add_local_address(ip) {
-                    Ok(()) => {}
-                    Err(crate::node::Error::Ip { message, .. })
-                        if message.contains("already assigned") => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            for port in spec
-                .ports
-                .iter()
-                .filter(|p| p.protocol.eq_ignore_ascii_case("TCP"))
-            {
-                let port_key = ServicePortKey {
-                    namespace: spec.namespace.clone(),
-                    name: spec.name.clone(),
-                    port: port.port,
-                };
-                wanted.insert(port_key.clone());
-                let endpoints = proxied_endpoints(&spec, port);
-                agent
-                    .proxy
-                    .set_service_port(port_key, SocketAddr::from((ip, port.port)), endpoints)
-                    .await?;
-            }
-        }
-        if let Some(previous) = &previous {
-            remove_stale(agent, previous, &wanted, spec.cluster_ip)?;
-        }
-        agent.dns_records.set_service(
-            &spec.namespace,
-            &spec.name,
-            ServiceRecord {
-                cluster_ip: spec.cluster_ip,
-                ports: spec
-                    .ports
-                    .iter()
-                    .map(|p| ServicePortRecord {
-                        name: p.name.clone(),
-                        protocol: p.protocol.clone(),
-                        port: p.port,
-                    })
-                    .collect(),
-                publish_not_ready_addresses: spec.publish_not_ready_addresses,
-                endpoints: spec.endpoints.clone(),
-            },
-        );
-        self.lock().insert(key, spec);
-        Ok(())
-    }
-
-    /// Removes a Service (listeners close; established connections stay).
-    pub fn remove(
-        &self,
-        agent: &NodeAgent,
-        namespace: &str,
-        name: &str,
-    ) -> crate::node::Result<()> {
-        let previous = self
-            .lock()
-            .remove(&(namespace.to_string(), name.to_string()));
-        if let Some(previous) = previous {
-            remove_stale(agent, &previous, &BTreeSet::new(), None)?;
-        }
-        agent.dns_records.remove_service(namespace, name);
-        Ok(())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), ServiceSpec>> {
-        self.applied
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-fn remove_stale(
-    agent: &NodeAgent,
-    previous: &ServiceSpec,
-    wanted: &BTreeSet<ServicePortKey>,
-    ip_now: Option<Ipv4Addr>,
-) -> crate::node::Result<()> {
-    for port in &previous.ports {
-        let key = ServicePortKey {
-            namespace: previous.namespace.clone(),
-            name: previous.name.clone(),
-            port: port.port,
-        };
-        if !wanted.contains(&key) {
-            agent.proxy.remove_service_port(&key);
-        }
-    }
-    if let Some(ip) = previous.cluster_ip.filter(|ip| Some(*ip) != ip_now) {
-        agent.runtime.network().remove_local_address(ip)?;
-    }
-    Ok(())
 }

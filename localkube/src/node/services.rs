@@ -71,6 +71,10 @@ impl Services {
     pub async fn apply(&self, spec: ServiceSpec) -> Result<()> {
         let key = (spec.namespace.clone(), spec.name.clone());
         let previous = self.lock().get(&key).cloned();
+        if previous.as_ref() == Some(&spec) {
+            // The kubelet re-applies every Service on each resync: unchanged is a no-op.
+            return Ok(());
+        }
         if let Some(ip) = spec.cluster_ip {
             self.network.add_local_address(ip)?;
             let mut wanted = BTreeSet::new();
