@@ -321,6 +321,21 @@ fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         return;
     };
     let (from, target) = (planned.from.clone(), planned.target.clone());
+    // The authority no longer sits with the site this drain started from (memory adopted a
+    // newer authority from the sidecars after a restart, or another path moved it): the
+    // planned failover is stale. It is dropped without touching authority; re-asserting
+    // `from` here would hand writes to a site that is no longer active (found by the
+    // simulator with --state-loss --status-revert, seed 450).
+    if memory.active_site != from {
+        let message = format!(
+            "planned failover {from} -> {target} dropped: the active site is now {:?}",
+            memory.active_site
+        );
+        if let Some(planned) = memory.planned_failover.as_mut() {
+            reject(planned, plan, message);
+        }
+        return;
+    }
     let old_view = context.view(&from);
     let confirmed = old_site_confirmed_unwritable(context, memory, &from) && old_view.mysql_up;
     if confirmed {
