@@ -519,3 +519,30 @@ fn planned_admission_waits_for_the_target_lag_within_max_lag_seconds() {
     assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
     assert_eq!(world.memory.active_site, "pdx");
 }
+
+#[test]
+fn stale_draining_planned_failover_is_dropped_not_reasserted() {
+    // Seed 001 (authority is never handed to a site that might not be the writer) and the
+    // simulator's --status-revert finding (seed 450): a planned failover restored in
+    // Draining whose `from` is no longer the active site is dropped; `from` is never
+    // re-asserted and no authority moves because of it.
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    // Memory now says another site is active (as after adopting a newer authority).
+    world.memory.active_site = "pdx".to_string();
+    let generation = world.memory.topology_generation;
+    let decision = world.poll();
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Rejected));
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.memory.topology_generation, generation);
+    assert!(
+        !decision.actions.iter().any(|action| matches!(
+            action,
+            Action::PushAuthority { authority, .. } if authority.active_site.as_deref() == Some("iad")
+        )),
+        "iad must not be re-asserted: {:?}",
+        decision.actions
+    );
+}

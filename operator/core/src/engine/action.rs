@@ -75,7 +75,8 @@ pub enum Action {
         authority: Authority,
     },
     /// `PUT /v1/authority` on `site`'s sidecar with the "authority is moving" notice
-    /// (`active_site: None`, current generation): from then on it grants no write lease to
+    /// (`active_site: None`, the generation the move will end in, current + 1, since sidecars
+    /// accept only a newer generation): from then on it grants no write lease to
     /// anybody and reports how long ago it last granted each site.
     AnnounceAuthorityMove {
         /// The sidecar to notify.
