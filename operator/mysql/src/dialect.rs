@@ -238,8 +238,9 @@ impl Dialect for MariaDbDialect {
         Flavor::MariaDb
     }
 
-    /// MariaDB 10.11: `read_only` blocks every user without `READ_ONLY ADMIN` (which `SUPER`
-    /// still implies in 10.11); application users never hold either ([`crate::grants`]).
+    /// MariaDB 10.11: `read_only` blocks every user without `READ_ONLY ADMIN`; `SUPER` alone
+    /// no longer implies it (on 10.11.19 a SUPER-only user gets ERROR 1227 setting
+    /// `read_only`). Application users hold neither ([`crate::grants`] flags both).
     fn fence(&self) -> Vec<String> {
         vec!["SET GLOBAL read_only = ON".to_string()]
     }
