@@ -859,8 +859,8 @@ async fn supervise(
             first,
         );
         first = false;
-        let mut child = match spawned {
-            Ok(child) => child,
+        let (mut child, log_writer) = match spawned {
+            Ok(spawned) => spawned,
             Err(err) => {
                 tracing::warn!(pod = %key, container = %name, error = %err, "container failed to start");
                 let now = SystemTime::now();
@@ -931,6 +931,12 @@ async fn supervise(
         // The container's process group goes with its main process (as a cgroup would).
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
         lock(&pod.pids).remove(&name);
+        // As kubelet: the container is reported terminated only once its output is in the
+        // log, so `kubectl logs` right after termination shows the last lines. Bounded: a
+        // daemon that escaped the process group may hold the pipes open.
+        if let Some(writer) = log_writer {
+            let _ = tokio::time::timeout(LOG_DRAIN_TIMEOUT, writer).await;
+        }
         let finished_at = SystemTime::now();
         let (exit_code, signal) = match exit {
             Exit::Exited(status) => match (status.code(), status.signal()) {
@@ -1095,6 +1101,10 @@ fn container_env(
     env
 }
 
+/// How long a terminated container's log writer may take to drain its pipes before the
+/// termination is reported anyway.
+const LOG_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
 #[allow(clippy::too_many_arguments)]
 fn spawn_instance(
     inner: &Inner,
@@ -1106,7 +1116,7 @@ fn spawn_instance(
     log_path: &Path,
     previous_log_path: &Path,
     first: bool,
-) -> Result<tokio::process::Child> {
+) -> Result<(tokio::process::Child, Option<tokio::task::JoinHandle<()>>)> {
     let state_dir = inner.network.state_dir();
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).map_err(Error::io("create log dir", dir))?;
@@ -1147,10 +1157,11 @@ fn spawn_instance(
             "spawn localkube-pod-exec",
             &inner.config.pod_exec,
         ))?;
-    if let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) {
-        super::logs::spawn_writer(stdout, stderr, log_path)?;
-    }
-    Ok(child)
+    let log_writer = match (child.stdout.take(), child.stderr.take()) {
+        (Some(stdout), Some(stderr)) => Some(super::logs::spawn_writer(stdout, stderr, log_path)?),
+        _ => None,
+    };
+    Ok((child, log_writer))
 }
 
 /// What one probe loop does with its results.
