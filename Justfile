@@ -10,8 +10,8 @@ default:
 test:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
-    cargo test --workspace --no-fail-fast
     cargo run -q -p bloodraven-sim --release -- --seeds 0..200
+    cargo test --workspace --no-fail-fast
 
 # regenerate fixtures/crds from the bloodraven-api types
 crdgen:
