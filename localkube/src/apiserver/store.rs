@@ -310,7 +310,7 @@ impl Store {
     }
 
     /// Stores a new object, assigning the next resourceVersion.
-    pub fn create(&self, key: &str, mut obj: Value) -> Result<Value, ApiError> {
+    pub fn create(&self, key: &str, obj: Value) -> Result<Value, ApiError> {
         let (ns, name) = ns_name(&obj);
         let mut g = self.lock();
         let m = g.objects.entry(key.to_string()).or_default();
@@ -318,33 +318,14 @@ impl Store {
             let (group, plural) = names_of(key);
             return Err(ApiError::already_exists(group, plural, &name));
         }
-        g.rv += 1;
-        let rv = g.rv;
-        set_rv(&mut obj, rv);
-        g.objects
-            .entry(key.to_string())
-            .or_default()
-            .insert((ns.clone(), name.clone()), obj.clone());
-        self.append_log(&mut g, key, &ns, &name, Some(&obj));
-        let ev = StoreEvent {
-            rv,
-            key: key.into(),
-            namespace: ns,
-            name,
-            event_type: EventType::Added,
-            object: Arc::new(obj.clone()),
-            old: None,
-            encoded: std::sync::OnceLock::new(),
-        };
-        self.record(&mut g, ev);
-        Ok(obj)
+        Ok(self.commit(&mut g, key, &ns, &name, obj, EventType::Added, None))
     }
 
     /// Replaces an object; with `expected_rv`, fails with Conflict when it moved on.
     pub fn update(
         &self,
         key: &str,
-        mut obj: Value,
+        obj: Value,
         expected_rv: Option<u64>,
     ) -> Result<Value, ApiError> {
         let (ns, name) = ns_name(&obj);
@@ -361,26 +342,7 @@ impl Store {
                 return Err(ApiError::conflict(group, plural, &name));
             }
         }
-        g.rv += 1;
-        let rv = g.rv;
-        set_rv(&mut obj, rv);
-        g.objects
-            .entry(key.to_string())
-            .or_default()
-            .insert((ns.clone(), name.clone()), obj.clone());
-        self.append_log(&mut g, key, &ns, &name, Some(&obj));
-        let ev = StoreEvent {
-            rv,
-            key: key.into(),
-            namespace: ns,
-            name,
-            event_type: EventType::Modified,
-            object: Arc::new(obj.clone()),
-            old: Some(Arc::new(old)),
-            encoded: std::sync::OnceLock::new(),
-        };
-        self.record(&mut g, ev);
-        Ok(obj)
+        Ok(self.commit(&mut g, key, &ns, &name, obj, EventType::Modified, Some(old)))
     }
 
     /// Removes an object; the returned object carries the deletion's resourceVersion.
@@ -405,26 +367,52 @@ impl Store {
                 return Err(ApiError::conflict(group, plural, name));
             }
         }
-        if let Some(m) = g.objects.get_mut(key) {
-            m.remove(&k);
-        }
+        let obj = old.clone();
+        Ok(self.commit(&mut g, key, ns, name, obj, EventType::Deleted, Some(old)))
+    }
+
+    /// The one write path: the next global resourceVersion stamped on `obj`, the object
+    /// stored (or removed, for `Deleted`: the returned object then carries the deletion's
+    /// resourceVersion, trap 1), the change appended to the log and recorded for watchers.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        g: &mut Inner,
+        key: &str,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        event_type: EventType,
+        old: Option<Value>,
+    ) -> Value {
         g.rv += 1;
         let rv = g.rv;
-        let mut obj = old.clone();
         set_rv(&mut obj, rv);
-        self.append_log(&mut g, key, ns, name, None);
+        let k = (ns.to_string(), name.to_string());
+        if event_type == EventType::Deleted {
+            if let Some(m) = g.objects.get_mut(key) {
+                m.remove(&k);
+            }
+            self.append_log(g, key, ns, name, None);
+        } else {
+            g.objects
+                .entry(key.to_string())
+                .or_default()
+                .insert(k, obj.clone());
+            self.append_log(g, key, ns, name, Some(&obj));
+        }
         let ev = StoreEvent {
             rv,
             key: key.into(),
             namespace: ns.into(),
             name: name.into(),
-            event_type: EventType::Deleted,
+            event_type,
             object: Arc::new(obj.clone()),
-            old: Some(Arc::new(old)),
+            old: old.map(Arc::new),
             encoded: std::sync::OnceLock::new(),
         };
-        self.record(&mut g, ev);
-        Ok(obj)
+        self.record(g, ev);
+        obj
     }
 
     /// Subscribes to every future change.
