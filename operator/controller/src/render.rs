@@ -15,6 +15,12 @@ use serde_json::{json, Value};
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`].
 pub const MANAGED_BY: &str = "bloodraven";
+/// `spec.ipFamilyPolicy` of every Service (seed 004): a dual-stack Service answers both A and
+/// AAAA for every pod, so peer discovery by DNS would count each sidecar twice towards its
+/// majority, and only one of the two addresses is the one the pod advertises.
+pub const IP_FAMILY_POLICY: &str = "SingleStack";
+/// The one entry of `spec.ipFamilies` of every Service (seed 004).
+pub const IP_FAMILY: &str = "IPv4";
 
 /// The owner reference that ties an object to its group (garbage-collected with it).
 pub fn owner_reference(group: &MysqlFailoverGroup) -> Option<OwnerReference> {
@@ -31,7 +37,8 @@ fn managed_labels(group: &str) -> BTreeMap<String, String> {
 }
 
 /// The server-side apply body of one of the `2 × sites + 2` Services: exactly the selector,
-/// ports and `publishNotReadyAddresses` core decided (seed 000), headless when asked.
+/// ports and `publishNotReadyAddresses` core decided (seed 000), headless when asked, single
+/// stack IPv4 (seed 004).
 pub fn service(
     desired: &DesiredService,
     group: &str,
@@ -64,6 +71,8 @@ pub fn service(
             publish_not_ready_addresses: Some(desired.publish_not_ready_addresses),
             cluster_ip: desired.headless.then(|| "None".to_string()),
             type_: Some("ClusterIP".to_string()),
+            ip_family_policy: Some(IP_FAMILY_POLICY.to_string()),
+            ip_families: Some(vec![IP_FAMILY.to_string()]),
             ..ServiceSpec::default()
         }),
         status: None,
@@ -339,6 +348,24 @@ mod tests {
             );
             let headless = find(&services, &format!("mysql-playground-{site}-hl"));
             assert_eq!(headless.cluster_ip.as_deref(), Some("None"));
+        }
+    }
+
+    /// Seed 004: every Service is single stack IPv4 (`ipFamilyPolicy: SingleStack`,
+    /// `ipFamilies: [IPv4]`), so DNS answers one address per pod and discovery counts each
+    /// sidecar once.
+    #[test]
+    fn seed_004_every_service_is_single_stack_ipv4() {
+        let services = rendered_services();
+        assert_eq!(services.len(), 2 * 3 + 2);
+        for service in &services {
+            let body = apply_body(service);
+            assert_eq!(
+                (&body["spec"]["ipFamilyPolicy"], &body["spec"]["ipFamilies"]),
+                (&json!("SingleStack"), &json!(["IPv4"])),
+                "{}",
+                body["metadata"]["name"]
+            );
         }
     }
 
