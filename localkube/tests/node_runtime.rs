@@ -283,6 +283,125 @@ async fn restart_policy_backoff_and_unknown_image() {
     runtime.shutdown(Duration::from_secs(1)).await;
 }
 
+/// Every CrashLoopBackOff wait of `key`'s first container until its restartCount reaches
+/// `restarts`, as (restartCount when it began, the back-off in its message).
+async fn backoffs_until(
+    events: &mut tokio::sync::broadcast::Receiver<localkube::node::PodStatus>,
+    key: &str,
+    restarts: u32,
+) -> Vec<(u32, String)> {
+    let mut seen: Vec<(u32, String)> = Vec::new();
+    let mut in_backoff = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{key}: {restarts} restarts within 30s; saw {seen:?}"))
+            .expect("status events");
+        if status.key != key {
+            continue;
+        }
+        let c = &status.container_statuses[0];
+        let backing_off = match &c.state {
+            ContainerState::Waiting { reason, message } if reason == "CrashLoopBackOff" => {
+                Some(message.split_whitespace().nth(1).unwrap_or_default())
+            }
+            _ => None,
+        };
+        // A wait begins when the state turns CrashLoopBackOff.
+        if let (Some(wait), false) = (backing_off, in_backoff) {
+            seen.push((c.restart_count, wait.to_string()));
+        }
+        in_backoff = backing_off.is_some();
+        if c.restart_count >= restarts {
+            return seen;
+        }
+    }
+}
+
+// localkube.md Node agent (kubelet's doBackOff): the first restart of a crashing container
+// is immediate; only then does CrashLoopBackOff wait the initial back-off, doubling up to
+// the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_restart_is_immediate_then_backoff_doubles_to_the_cap() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("backoff");
+    let mut config = guard.config();
+    config.backoff_initial = Duration::from_millis(300);
+    config.backoff_max = Duration::from_millis(1200);
+    let runtime = PodRuntime::new(config).unwrap();
+    runtime.register_node("iad").unwrap();
+    let mut events = runtime.subscribe();
+    let crasher = pod("crasher", "iad", vec![shell("main", "exit 1")]);
+    runtime.start_pod(crasher).await.unwrap();
+    let seen = backoffs_until(&mut events, "default/crasher", 5).await;
+    let expected: Vec<(u32, String)> = [(1, "300ms"), (2, "600ms"), (3, "1.2s"), (4, "1.2s")]
+        .into_iter()
+        .map(|(n, w)| (n, w.to_string()))
+        .collect();
+    assert_eq!(seen, expected, "no back-off before the first restart");
+    runtime.shutdown(Duration::from_secs(1)).await;
+}
+
+// The same with kubelet's own numbers: restartCount 1 comes at once, then 10 s of
+// CrashLoopBackOff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_backoff_first_restart_at_once_then_ten_seconds() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("backoff10");
+    let mut config = guard.config();
+    config.backoff_initial = localkube::node::runtime::BACKOFF_INITIAL;
+    config.backoff_max = localkube::node::runtime::BACKOFF_MAX;
+    let runtime = PodRuntime::new(config).unwrap();
+    runtime.register_node("iad").unwrap();
+    let crasher = pod("crasher", "iad", vec![shell("main", "exit 1")]);
+    runtime.start_pod(crasher).await.unwrap();
+    let status = runtime
+        .wait_for("default/crasher", Duration::from_secs(5), |s| {
+            let c = &s.container_statuses[0];
+            c.restart_count == 1
+                && matches!(&c.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
+        })
+        .await
+        .expect("the first restart is immediate, the second waits in CrashLoopBackOff");
+    match &status.container_statuses[0].state {
+        ContainerState::Waiting { message, .. } => {
+            assert!(message.starts_with("back-off 10s "), "{message}")
+        }
+        other => panic!("state {other:?}"),
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status = runtime.pod_status("default/crasher").unwrap();
+    assert_eq!(status.container_statuses[0].restart_count, 1);
+    runtime.shutdown(Duration::from_secs(1)).await;
+}
+
+// Kubelet forgets a container's back-off once it ran long enough (10 minutes; here 1 s):
+// every restart of a container that keeps running that long is immediate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backoff_resets_after_a_long_enough_run() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("backoffreset");
+    let mut config = guard.config();
+    config.backoff_initial = Duration::from_secs(5);
+    config.backoff_max = Duration::from_secs(20);
+    config.backoff_reset_after = Duration::from_secs(1);
+    let runtime = PodRuntime::new(config).unwrap();
+    runtime.register_node("iad").unwrap();
+    let mut events = runtime.subscribe();
+    let slow = pod("slow", "iad", vec![shell("main", "sleep 1.3; exit 1")]);
+    runtime.start_pod(slow).await.unwrap();
+    let seen = backoffs_until(&mut events, "default/slow", 3).await;
+    assert_eq!(seen, Vec::new(), "no CrashLoopBackOff after long runs");
+    runtime.shutdown(Duration::from_secs(1)).await;
+}
+
 // localkube.md Node agent: SIGTERM then SIGKILL after the grace period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_pod_kills_after_grace_period() {

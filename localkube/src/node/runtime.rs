@@ -3,8 +3,9 @@
 //! [`PodRuntime`] owns the cluster network and every pod started on any registered node.
 //! Each container is supervised by one task: spawn through `localkube-pod-exec`, logs to a
 //! file (the previous instance's file kept for `--previous`), probes, restartPolicy with
-//! kubelet's back-off (10s doubling to 300s, reset after 10 minutes of running), SIGTERM
-//! then SIGKILL after the grace period on stop.
+//! kubelet's back-off (the first restart at once, then 10s doubling to 300s in
+//! CrashLoopBackOff, reset once a container ran 10 minutes), SIGTERM then SIGKILL after the
+//! grace period on stop.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
@@ -31,7 +32,7 @@ use super::spec::{
 };
 use super::volumes;
 
-/// Kubelet's container restart back-off start.
+/// Kubelet's container restart back-off after the first restart (which is immediate).
 pub const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 /// Kubelet's container restart back-off cap.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
@@ -63,10 +64,12 @@ pub struct RuntimeConfig {
     pub pod_exec: PathBuf,
     /// The image catalog.
     pub catalog: ImageCatalog,
-    /// First restart back-off (kubelet: 10s).
+    /// Restart back-off after the first restart, which is immediate (kubelet: 10s).
     pub backoff_initial: Duration,
     /// Maximum restart back-off (kubelet: 300s).
     pub backoff_max: Duration,
+    /// A container that ran this long restarts at once again (kubelet: 10 minutes).
+    pub backoff_reset_after: Duration,
 }
 
 impl RuntimeConfig {
@@ -79,6 +82,7 @@ impl RuntimeConfig {
             catalog: ImageCatalog::builtin(bin_dir),
             backoff_initial: BACKOFF_INITIAL,
             backoff_max: BACKOFF_MAX,
+            backoff_reset_after: BACKOFF_RESET_AFTER,
         }
     }
 }
@@ -793,7 +797,9 @@ async fn supervise(
     let key = pod.spec.key();
     let name = container.name.clone();
     let mut stop_rx = pod.stop.subscribe();
-    let mut backoff = inner.config.backoff_initial;
+    // Kubelet's per-container restart back-off: `None` until the first restart.
+    let mut backoff: Option<Duration> = None;
+    let mut pull_backoff = inner.config.backoff_initial;
     let mut last_exit: Option<i32> = None;
     let state_dir = inner.network.state_dir().to_path_buf();
     let (log_path, previous_log_path) = log_paths(&state_dir, &pod.spec, &name);
@@ -823,10 +829,10 @@ async fn supervise(
                 };
             });
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(pull_backoff) => {}
                 _ = stop_requested(&mut stop_rx) => return last_exit,
             }
-            backoff = (backoff * 2).min(inner.config.backoff_max);
+            pull_backoff = (pull_backoff * 2).min(inner.config.backoff_max);
             continue;
         };
         let env = container_env(&pod, &container, &entry.env);
@@ -983,8 +989,8 @@ async fn supervise(
         if !restart_allowed(kind, pod.spec.restart_policy, exit_code) {
             return last_exit;
         }
-        if started_instant.elapsed() >= BACKOFF_RESET_AFTER {
-            backoff = inner.config.backoff_initial;
+        if started_instant.elapsed() >= inner.config.backoff_reset_after {
+            backoff = None;
         }
         if !back_off(&inner, &pod, kind, &name, &mut backoff, &mut stop_rx).await {
             return last_exit;
@@ -1002,18 +1008,30 @@ fn restart_allowed(kind: Kind, policy: RestartPolicy, exit_code: i32) -> bool {
     }
 }
 
-/// Waits out the back-off in CrashLoopBackOff; `false` when the pod was stopped meanwhile.
+/// Kubelet's restart back-off (`doBackOff`): without a back-off entry (`None`: the first
+/// restart, or the container ran `backoff_reset_after`) the container restarts at once and
+/// the back-off starts at `backoff_initial`; otherwise it waits the back-off in
+/// CrashLoopBackOff, which then doubles up to `backoff_max`. `false` when the pod was
+/// stopped meanwhile.
 async fn back_off(
     inner: &Inner,
     pod: &Pod,
     kind: Kind,
     name: &str,
-    backoff: &mut Duration,
+    backoff: &mut Option<Duration>,
     stop_rx: &mut watch::Receiver<Option<Duration>>,
 ) -> bool {
+    let Some(wait) = *backoff else {
+        *backoff = Some(inner.config.backoff_initial);
+        pod.update(inner, kind, name, |c| {
+            c.last_state = Some(c.state.clone());
+            c.restart_count += 1;
+        });
+        return true;
+    };
     let message = format!(
-        "back-off {:?} restarting failed container={name} pod={}",
-        backoff, pod.spec.name
+        "back-off {wait:?} restarting failed container={name} pod={}",
+        pod.spec.name
     );
     pod.update(inner, kind, name, |c| {
         c.last_state = Some(c.state.clone());
@@ -1022,8 +1040,7 @@ async fn back_off(
             message,
         };
     });
-    let wait = *backoff;
-    *backoff = (*backoff * 2).min(inner.config.backoff_max);
+    *backoff = Some((wait * 2).min(inner.config.backoff_max));
     tokio::select! {
         _ = tokio::time::sleep(wait) => {
             pod.update(inner, kind, name, |c| c.restart_count += 1);
