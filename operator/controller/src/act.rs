@@ -7,8 +7,8 @@
 //! never makes a later action's safety depend on an earlier one of the same poll).
 
 use bloodraven_api::{names, MysqlFailoverGroup, Timestamp};
-use bloodraven_core::deploy::DeployLeases;
-use bloodraven_core::engine::{Action, AnnotationChange, EventReason};
+use bloodraven_core::deploy::{DeployLeases, Tombstone};
+use bloodraven_core::engine::{Action, AnnotationChange};
 use bloodraven_core::{Decision, GroupMemory};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Patch, PatchParams};
@@ -268,6 +268,7 @@ impl Executor<'_> {
                     &format!("{namespace}/{group}"),
                     after.active_count(now),
                 );
+                self.publish_leases_revoked(&revoked).await;
                 Ok(())
             }
             Action::Annotate(change) => {
@@ -322,32 +323,25 @@ impl Executor<'_> {
             return Ok(());
         }
         tracing::info!(group = %group, action = "FenceDeployLeases", generation, revoked = revoked.len(), outcome = "ok", "deploy leases of an older generation revoked");
-        let note = revoked
-            .iter()
-            .map(|tombstone| {
-                format!(
-                    "{} {} ({})",
-                    tombstone.kind, tombstone.operation_id, tombstone.reason
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let (type_, reason, action) = render::event_fields(EventReason::DeploymentLeaseRevoked);
-        let event = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(format!("deployment leases revoked: {note}")),
-            action: action.to_string(),
-            secondary: None,
+        self.publish_leases_revoked(&revoked).await;
+        Ok(())
+    }
+
+    /// Raises the `DeploymentLeaseRevoked` Event on the group for leases this poll revoked
+    /// (seed 003: a generation change revokes every lease with `TopologyChanged` and raises
+    /// the Event). The leases are revoked whether or not the Event is published, so a failed
+    /// publish is logged, never retried as a revocation.
+    async fn publish_leases_revoked(&self, revoked: &[Tombstone]) {
+        let Some(event) = render::leases_revoked_event(revoked) else {
+            return;
         };
         if let Err(error) = self
             .recorder
             .publish(&event, &self.group.object_ref(&()))
             .await
         {
-            tracing::warn!(group = %group, %error, "failed to publish DeploymentLeaseRevoked event");
+            tracing::warn!(group = %self.name(), %error, "failed to publish DeploymentLeaseRevoked event");
         }
-        Ok(())
     }
 
     /// Loads the group's deploy leases under the store's lock (shared with the deploy API),

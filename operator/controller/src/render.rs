@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use bloodraven_api::{names, DNSEndpoint, DNSEndpointSpec, MysqlFailoverGroup};
+use bloodraven_core::deploy::Tombstone;
 use bloodraven_core::engine::{DesiredService, EventReason, EventType, PodRole};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -184,6 +185,32 @@ pub fn event_fields(
         EventType::Warning => kube::runtime::events::EventType::Warning,
     };
     (event_type, reason.as_str(), event_action(reason))
+}
+
+/// The `DeploymentLeaseRevoked` Event of one revocation (seed 003): one Event on the group
+/// naming every lease revoked (kind, operationId, instance, reason); `None` when nothing was
+/// revoked (a revocation that found no live lease raises nothing).
+pub fn leases_revoked_event(revoked: &[Tombstone]) -> Option<kube::runtime::events::Event> {
+    if revoked.is_empty() {
+        return None;
+    }
+    let leases: Vec<String> = revoked
+        .iter()
+        .map(|tombstone| {
+            format!(
+                "{} {} of {} ({})",
+                tombstone.kind, tombstone.operation_id, tombstone.instance, tombstone.reason
+            )
+        })
+        .collect();
+    let (type_, reason, action) = event_fields(EventReason::DeploymentLeaseRevoked);
+    Some(kube::runtime::events::Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(format!("deployment leases revoked: {}", leases.join(", "))),
+        action: action.to_string(),
+        secondary: None,
+    })
 }
 
 /// The `action` field of an Event: what the operator was doing when it happened.
@@ -459,5 +486,38 @@ mod tests {
             event_type,
             kube::runtime::events::EventType::Warning
         ));
+    }
+
+    /// Seed 003: a revocation raises one DeploymentLeaseRevoked Event naming each revoked
+    /// lease's kind, operationId, instance and reason; revoking nothing raises nothing.
+    #[test]
+    fn seed_003_revocation_event_names_every_revoked_lease() {
+        use bloodraven_core::deploy::{LeaseKind, LeaseToken, RevokeReason};
+        let tombstone = |kind, operation_id: &str| Tombstone {
+            operation_id: operation_id.into(),
+            kind,
+            instance: "counter-app".into(),
+            token_hash: LeaseToken::new("t").hash(),
+            reason: RevokeReason::TopologyChanged,
+            topology_generation: 18,
+            revoked_at: bloodraven_api::Timestamp::from_unix_millis(1_000),
+        };
+        assert!(leases_revoked_event(&[]).is_none());
+        let event = leases_revoked_event(&[
+            tombstone(LeaseKind::Migration, "a1c3f0e2"),
+            tombstone(LeaseKind::FailoverHold, "a1c3f0e2"),
+        ])
+        .expect("an event");
+        assert_eq!(
+            (event.reason.as_str(), event.action.as_str()),
+            ("DeploymentLeaseRevoked", "DeployLeases")
+        );
+        assert_eq!(
+            event.note.as_deref(),
+            Some(
+                "deployment leases revoked: migration a1c3f0e2 of counter-app (TopologyChanged), \
+                 failover-hold a1c3f0e2 of counter-app (TopologyChanged)"
+            )
+        );
     }
 }

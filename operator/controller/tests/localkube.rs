@@ -955,9 +955,9 @@ async fn taints(cluster: &Cluster, node: &str) -> Vec<k8s_openapi::api::core::v1
 
 /// Seed 001/003 + ARCHITECTURE "One poll": the active site dies; after the detection floor
 /// the poll loop announces the move, waits for the peers' lease evidence, drains and promotes
-/// pdx, bumps topologyGeneration (revoking every deploy lease, TopologyChanged), taints iad's
-/// node NoExecute (never the reader's), stamps iad's pod fenced, moves the DNS record to pdx's
-/// ClusterIP and records lastFailover.
+/// pdx, bumps topologyGeneration (revoking every deploy lease, TopologyChanged, with a
+/// DeploymentLeaseRevoked Event), taints iad's node NoExecute (never the reader's), stamps
+/// iad's pod fenced, moves the DNS record to pdx's ClusterIP and records lastFailover.
 #[tokio::test]
 async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
     let cluster = Cluster::with_group("100ms").await;
@@ -1056,6 +1056,25 @@ async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
         .cloned()
         .unwrap_or_default();
     assert!(tombstone.contains("TopologyChanged"), "{tombstone}");
+    // Seed 003: the bump that revoked it raises DeploymentLeaseRevoked on the group, naming
+    // the lease.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let revoked_event = eventually(5, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|event| {
+            event.reason.as_deref() == Some("DeploymentLeaseRevoked")
+                && event.regarding.as_ref().and_then(|r| r.kind.as_deref())
+                    == Some("MysqlFailoverGroup")
+        })
+    })
+    .await
+    .expect("DeploymentLeaseRevoked event raised by the poll that bumped the generation");
+    let note = revoked_event.note.unwrap_or_default();
+    assert!(
+        note.contains("migration a1 of counter-app (TopologyChanged)"),
+        "{note}"
+    );
 
     let services: Api<Service> = Api::namespaced(cluster.client.clone(), NAMESPACE);
     let pdx_ip = services

@@ -132,9 +132,10 @@ pub enum Action {
         /// The single A record.
         spec: DNSEndpointSpec,
     },
-    /// Revoke every deploy lease of the group (`DeployLeases::revoke_all`: tombstones). The
-    /// shell raises one `DeploymentLeaseRevoked` event ([`EventReason::DeploymentLeaseRevoked`])
-    /// per lease actually revoked, naming its operationId and instance, which only it knows.
+    /// Revoke every deploy lease of the group (`DeployLeases::revoke_all`: tombstones). When
+    /// any lease was actually revoked the shell raises one `DeploymentLeaseRevoked` event
+    /// ([`EventReason::DeploymentLeaseRevoked`]) on the group naming each one's kind,
+    /// operationId and instance, which only it knows.
     RevokeDeployLeases {
         /// `TopologyChanged` (generation bump) or `OperatorRevoked` (annotation).
         reason: RevokeReason,
