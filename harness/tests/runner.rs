@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bloodraven_harness::backend::{Backend, Cluster, ClusterKind, Workload};
+use bloodraven_harness::check::rpo::check_rpo;
 use bloodraven_harness::error::Result;
 use bloodraven_harness::history::event::{EventType, FaultPhase, Op};
 use bloodraven_harness::history::recorder::Recorder;
 use bloodraven_harness::runner::cli::Cli;
 use bloodraven_harness::runner::execute::{execute, Pacing};
 use bloodraven_harness::runner::trials::{build_trials, finish_run, run_trial, RunContext};
-use bloodraven_harness::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+use bloodraven_harness::scenario::model::{Apply, Expect, Fault, HealTarget, Install, Site};
 use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
 use clap::Parser as _;
 use serde_json::{json, Value};
@@ -23,7 +24,9 @@ type Script = Box<dyn Fn(&Expect, u32) -> Value + Send + Sync>;
 struct FakeCluster {
     script: Script,
     polls: Mutex<u32>,
-    calls: Mutex<Vec<String>>,
+    calls: Arc<Mutex<Vec<String>>>,
+    /// The rows of the workload's table on the one site (iad), shared with the workload.
+    table: Arc<Mutex<Vec<u64>>>,
 }
 
 impl FakeCluster {
@@ -31,7 +34,8 @@ impl FakeCluster {
         Self {
             script: Box::new(script),
             polls: Mutex::new(0),
-            calls: Mutex::new(Vec::new()),
+            calls: Arc::new(Mutex::new(Vec::new())),
+            table: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -50,10 +54,72 @@ impl FakeCluster {
     }
 }
 
-struct IdleWorkload;
+/// A workload that keeps writing (each write committed to the table, then acknowledged
+/// by iad) until it is stopped, and records `stop` when it has drained.
+struct WritingWorkload {
+    running: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    calls: Arc<Mutex<Vec<String>>>,
+}
 
-impl Workload for IdleWorkload {
-    fn stop(self: Box<Self>) -> Result<()> {
+impl WritingWorkload {
+    fn start(
+        recorder: Arc<Recorder>,
+        table: Arc<Mutex<Vec<u64>>>,
+        calls: Arc<Mutex<Vec<String>>>,
+    ) -> Self {
+        let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = Arc::clone(&running);
+        let thread = std::thread::spawn(move || {
+            let mut id = 0;
+            while flag.load(std::sync::atomic::Ordering::SeqCst) {
+                recorder.invoke(
+                    "writer-0",
+                    Op::Write {
+                        id,
+                        site: None,
+                        gtid: None,
+                        error: None,
+                    },
+                );
+                table
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(id);
+                std::thread::sleep(Duration::from_millis(2));
+                recorder.complete(
+                    "writer-0",
+                    EventType::Ok,
+                    Op::Write {
+                        id,
+                        site: Some(Site::Iad),
+                        gtid: Some(format!("0-1-{}", id + 1)),
+                        error: None,
+                    },
+                );
+                id += 1;
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        });
+        Self {
+            running,
+            thread: Some(thread),
+            calls,
+        }
+    }
+}
+
+impl Workload for WritingWorkload {
+    fn stop(mut self: Box<Self>) -> Result<()> {
+        self.running
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("the workload thread");
+        }
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push("stop".to_owned());
         Ok(())
     }
 }
@@ -69,8 +135,12 @@ impl Cluster for FakeCluster {
     fn uninstall(&self) -> Result<()> {
         Ok(())
     }
-    fn start_workload(&self, _recorder: Arc<Recorder>) -> Result<Box<dyn Workload>> {
-        Ok(Box::new(IdleWorkload))
+    fn start_workload(&self, recorder: Arc<Recorder>) -> Result<Box<dyn Workload>> {
+        Ok(Box::new(WritingWorkload::start(
+            recorder,
+            Arc::clone(&self.table),
+            Arc::clone(&self.calls),
+        )))
     }
     fn apply(&self, _apply: &Apply) -> Result<()> {
         self.call("apply".to_owned());
@@ -101,7 +171,14 @@ impl Cluster for FakeCluster {
     }
     fn final_state(&self) -> Result<Vec<u64>> {
         self.call("final".to_owned());
-        Ok(Vec::new())
+        let rows = self
+            .table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        // Reading every site takes a while.
+        std::thread::sleep(Duration::from_millis(50));
+        Ok(rows)
     }
     fn collect_artifacts(&self, dir: &Path) -> Result<()> {
         self.call(format!("artifacts {}", dir.display()));
@@ -139,7 +216,7 @@ fn within_waits_and_records_time_to_satisfy() {
         result.time_to_satisfy_ms.is_some_and(|ms| ms >= 40),
         "{result:?}"
     );
-    assert_eq!(cluster.calls(), ["install", "heal all", "final"]);
+    assert_eq!(cluster.calls(), ["install", "heal all", "stop", "final"]);
 }
 
 #[test]
@@ -166,7 +243,7 @@ fn within_fails_at_its_deadline_with_the_last_mismatch() {
     assert!(run.duration_ms < 900, "{}", run.duration_ms);
     assert_eq!(
         cluster.calls(),
-        ["install", "heal all", "final", "artifacts /tmp/a"]
+        ["install", "heal all", "stop", "final", "artifacts /tmp/a"]
     );
     assert!(run
         .history
@@ -256,6 +333,7 @@ fn faults_are_recorded_in_the_history() {
             "fault scale-operator",
             "heal scale-operator",
             "heal all",
+            "stop",
             "final"
         ]
     );
@@ -264,6 +342,20 @@ fn faults_are_recorded_in_the_history() {
         .events
         .iter()
         .any(|event| matches!(&event.op, Op::Fault { name, .. } if name == "scale-operator")));
+}
+
+// The final state is read after the workload stopped and drained: a write acknowledged
+// after the read is not a lost write.
+#[test]
+fn the_final_state_is_read_after_the_workload_drained() {
+    let cluster = FakeCluster::new(|_, _| json!({"activeSite": "iad"}));
+    let run = execute(&cluster, &scenario("- sleep: 100ms\n"), pacing(), None);
+    assert_eq!(run.error, None);
+    let (summary, verdict) = check_rpo(&run.history);
+    assert!(summary.acknowledged > 5, "{summary:?}");
+    assert_eq!(summary.lost, 0, "{verdict:?}");
+    let calls = cluster.calls();
+    assert_eq!(calls[calls.len() - 2..], ["stop", "final"]);
 }
 
 struct FakeBackend;
@@ -309,7 +401,7 @@ fn trials_without_a_backend_fail_and_write_no_report() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sentence = bloodraven_harness::backend::unavailable_sentence(ClusterKind::Localkube);
     assert!(
-        sentence.starts_with("failed to find a cluster: the `localkube` backend is not built")
+        sentence.starts_with("failed to find a cluster: the `localkube` backend")
             && sentence.ends_with('.')
             && sentence.matches(". ").count() == 0
     );

@@ -83,13 +83,21 @@ pub struct FailoverRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "f", rename_all = "kebab-case")]
 pub enum Op {
-    /// A write of a unique id through `-primary`; `site` is the site that answered.
+    /// A write of a unique id through `-primary`; `site` is the site that answered and
+    /// `gtid` the transaction it committed as.
     Write {
         /// The unique id written.
         id: u64,
-        /// The site whose mysqld acknowledged (completion `ok` only).
+        /// The site whose mysqld acknowledged (completion `ok` only): `@@hostname` read in
+        /// the same transaction.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         site: Option<Site>,
+        /// The GTID the write committed as (completion `ok` only), in the flavor's text form:
+        /// MariaDB `domain-server_id-seq` (`@@last_gtid`), MySQL `uuid:n` or `uuid:tag:n`
+        /// (`session_track_gtids=OWN_GTID`). The RPO checker compares it with the
+        /// operator's `lostGtidSet`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gtid: Option<String>,
         /// The error text (completion `fail`/`info`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,

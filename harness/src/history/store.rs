@@ -175,6 +175,7 @@ mod tests {
             Op::Write {
                 id: 1,
                 site: None,
+                gtid: None,
                 error: None,
             },
         );
@@ -183,6 +184,7 @@ mod tests {
             Op::Write {
                 id: 2,
                 site: None,
+                gtid: None,
                 error: None,
             },
         );
@@ -192,6 +194,7 @@ mod tests {
             Op::Write {
                 id: 2,
                 site: Some(Site::Iad),
+                gtid: None,
                 error: None,
             },
         );
@@ -201,6 +204,7 @@ mod tests {
             Op::Write {
                 id: 1,
                 site: None,
+                gtid: None,
                 error: Some("timeout".to_owned()),
             },
         );
@@ -209,6 +213,7 @@ mod tests {
             Op::Write {
                 id: 3,
                 site: None,
+                gtid: None,
                 error: None,
             },
         );
@@ -254,6 +259,7 @@ mod tests {
             Op::Write {
                 id: 1,
                 site: Some(Site::Iad),
+                gtid: None,
                 error: None,
             },
         );

@@ -178,6 +178,11 @@ fn run_steps(
                 pacing.liveness_bound.as_secs()
             )
         });
+    // The workload stops and drains before the final read: a write acknowledged while the
+    // sites are being read would otherwise count as lost.
+    let stopped = workload
+        .stop()
+        .map_err(|error| format!("failed to stop the workload: {error}"));
     recorder.invoke("final", Op::FinalState { ids: Vec::new() });
     let final_read = match cluster.final_state() {
         Ok(ids) => {
@@ -189,14 +194,11 @@ fn run_steps(
             Err(format!("final read: failed to {error}"))
         }
     };
-    let stopped = workload
-        .stop()
-        .map_err(|error| format!("failed to stop the workload: {error}"));
     outcome
         .and(heal)
         .and(converged)
-        .and(final_read)
         .and(stopped)
+        .and(final_read)
 }
 
 /// Polls one expectation until it is decided.

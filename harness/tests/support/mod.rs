@@ -18,6 +18,17 @@ pub fn wall(ms: u64) -> jiff::Timestamp {
     epoch() + jiff::SignedDuration::from_millis(i64::try_from(ms).expect("small"))
 }
 
+/// The GTID the support histories give write `id` acknowledged by `site` (MariaDB text
+/// form: domain 0, the site's server id (iad 1, pdx 2, reader 3), sequence id + 1).
+pub fn gtid_of(site: Site, id: u64) -> String {
+    let server = match site {
+        Site::Iad => 1,
+        Site::Pdx => 2,
+        Site::Reader => 3,
+    };
+    format!("0-{server}-{}", id + 1)
+}
+
 /// Builds a history from operations given at millisecond offsets; events are sorted by time.
 #[derive(Default)]
 pub struct Builder {
@@ -51,12 +62,26 @@ impl Builder {
             Op::Write {
                 id,
                 site: None,
+                gtid: None,
                 error: None,
             },
             start,
         );
         let error = (outcome != EventType::Ok).then(|| "timeout".to_owned());
-        self.push(process, outcome, Op::Write { id, site, error }, end);
+        let gtid = site
+            .filter(|_| outcome == EventType::Ok)
+            .map(|site| gtid_of(site, id));
+        self.push(
+            process,
+            outcome,
+            Op::Write {
+                id,
+                site,
+                gtid,
+                error,
+            },
+            end,
+        );
         self
     }
 
