@@ -933,6 +933,112 @@ async fn deployment_rolls_out_replicasets_and_pods_and_scales_to_zero_and_cascad
     tc.stop().await;
 }
 
+/// The raw `status` of an apps/v1 object (typed clients cannot tell 0 from absent).
+async fn raw_status<K>(client: &Client, name: &str) -> Option<serde_json::Value>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let ar = kube::api::ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let o = api.get(name).await.ok()?;
+    o.data.get("status").cloned()
+}
+
+/// Controllers "status is right": the counts of DeploymentStatus are `omitempty` int32s in
+/// k8s.io/api (ReplicaSetStatus: all but `replicas`), so the real controllers never write a
+/// zero count; `availableReplicas: 0` is absent, not 0.
+#[tokio::test]
+async fn deployment_and_replicaset_status_omit_zero_counts() {
+    let tc = start().await;
+    let deps: Api<Deployment> = Api::namespaced(tc.client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "pending"}, "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "pending"}},
+        "template": {"metadata": {"labels": {"app": "pending"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})).expect("deployment");
+    deps.create(&PostParams::default(), &d)
+        .await
+        .expect("create");
+    let counts = [
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+        "unavailableReplicas",
+    ];
+    // No node agent: the two pods are bound but never ready.
+    let client = tc.client.clone();
+    let st = eventually(10, || {
+        let client = client.clone();
+        async move {
+            let st = raw_status::<Deployment>(&client, "pending").await?;
+            (st["replicas"] == 2 && st["updatedReplicas"] == 2 && st["unavailableReplicas"] == 2)
+                .then_some(st)
+        }
+    })
+    .await
+    .expect("deployment status with two unavailable replicas");
+    for absent in ["readyReplicas", "availableReplicas"] {
+        assert!(st.get(absent).is_none(), "{absent} is omitted at 0: {st}");
+    }
+    let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(tc.client.clone(), "default");
+    let rs_name = rs
+        .list(&ListParams::default().labels("app=pending"))
+        .await
+        .expect("replicasets")
+        .items[0]
+        .name_any();
+    let rs_st = raw_status::<k8s_openapi::api::apps::v1::ReplicaSet>(&tc.client, &rs_name)
+        .await
+        .expect("replicaset status");
+    assert_eq!(rs_st["replicas"], 2, "{rs_st}");
+    assert_eq!(rs_st["fullyLabeledReplicas"], 2, "{rs_st}");
+    for absent in ["readyReplicas", "availableReplicas"] {
+        assert!(
+            rs_st.get(absent).is_none(),
+            "replicaset {absent} is omitted at 0: {rs_st}"
+        );
+    }
+
+    deps.patch_scale(
+        "pending",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 0}})),
+    )
+    .await
+    .expect("scale to zero");
+    let (client, deps2) = (tc.client.clone(), deps.clone());
+    let st = eventually(10, || {
+        let (client, deps) = (client.clone(), deps2.clone());
+        async move {
+            let generation = deps.get("pending").await.ok()?.metadata.generation?;
+            let st = raw_status::<Deployment>(&client, "pending").await?;
+            (st["observedGeneration"] == generation && st.get("replicas").is_none()).then_some(st)
+        }
+    })
+    .await
+    .expect("scaled to zero");
+    for absent in counts {
+        assert!(st.get(absent).is_none(), "{absent} is omitted at 0: {st}");
+    }
+    let rs_st = eventually(10, || {
+        let client = client.clone();
+        let rs_name = rs_name.clone();
+        async move {
+            let st =
+                raw_status::<k8s_openapi::api::apps::v1::ReplicaSet>(&client, &rs_name).await?;
+            (st["replicas"] == 0).then_some(st)
+        }
+    })
+    .await
+    .expect("replicaset scaled to zero keeps replicas: 0");
+    for absent in ["fullyLabeledReplicas", "readyReplicas", "availableReplicas"] {
+        assert!(
+            rs_st.get(absent).is_none(),
+            "replicaset {absent} is omitted at 0: {rs_st}"
+        );
+    }
+    tc.stop().await;
+}
+
 #[tokio::test]
 async fn noexecute_taint_evicts_untolerating_pods_now_and_tolerating_pods_after_their_seconds() {
     let tc = start().await;
@@ -1082,6 +1188,20 @@ async fn statefulset_creates_ordered_pods_with_stable_names_and_claims() {
         pvcs.get("data-db-0").await.is_ok(),
         "the claim survives pod deletion"
     );
+    // StatefulSetStatus: replicas and availableReplicas always; readyReplicas (0 here: no
+    // node agent) is omitempty.
+    let client = tc.client.clone();
+    let st = eventually(10, || {
+        let client = client.clone();
+        async move {
+            let st = raw_status::<k8s_openapi::api::apps::v1::StatefulSet>(&client, "db").await?;
+            (st["replicas"] == 2 && st["updatedReplicas"] == 2).then_some(st)
+        }
+    })
+    .await
+    .expect("statefulset status");
+    assert_eq!(st["availableReplicas"], 0, "{st}");
+    assert!(st.get("readyReplicas").is_none(), "{st}");
     tc.stop().await;
 }
 

@@ -5,7 +5,7 @@
 use super::super::meta;
 use super::super::ops::Cluster;
 use super::manager::{log_err, record_event, Controller};
-use super::workloads::{controlled_by, controller_ref, pod_ready, template_hash};
+use super::workloads::{controlled_by, controller_ref, pod_ready, set_count, template_hash};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -274,9 +274,14 @@ impl Controller for StatefulSetController {
             } else {
                 meta::str_at(sts, "/status/currentRevision").to_string()
             };
-            let status = json!({"observedGeneration": generation, "replicas": live.len(), "readyReplicas": ready, "currentReplicas": updated,
-                "updatedReplicas": updated, "availableReplicas": ready, "currentRevision": if current_revision.is_empty() { revision.clone() } else { current_revision },
+            // StatefulSetStatus: `replicas` and `availableReplicas` always; readyReplicas,
+            // currentReplicas and updatedReplicas omitempty.
+            let mut status = json!({"observedGeneration": generation, "replicas": live.len(), "availableReplicas": ready,
+                "currentRevision": if current_revision.is_empty() { revision.clone() } else { current_revision },
                 "updateRevision": revision, "collisionCount": 0});
+            set_count(&mut status, "readyReplicas", ready as i64);
+            set_count(&mut status, "currentReplicas", updated as i64);
+            set_count(&mut status, "updatedReplicas", updated as i64);
             log_err(
                 "statefulset",
                 "status",

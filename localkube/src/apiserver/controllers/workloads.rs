@@ -59,6 +59,16 @@ fn int(o: &Value, p: &str) -> i64 {
     o.pointer(p).and_then(Value::as_i64).unwrap_or(0)
 }
 
+/// Sets a status count that is `omitempty` in k8s.io/api (an int32 serialised only when
+/// non-zero): present when non-zero, absent when zero, as the real controllers write it.
+pub fn set_count(status: &mut Value, key: &str, n: i64) {
+    if n != 0 {
+        status[key] = json!(n);
+    } else if let Some(m) = status.as_object_mut() {
+        m.remove(key);
+    }
+}
+
 /// Keeps ReplicaSets' pods.
 pub struct ReplicaSetController;
 
@@ -155,8 +165,11 @@ impl Controller for ReplicaSetController {
                 .collect();
             let ready = current.iter().filter(|p| pod_ready(p)).count();
             let labeled = current.iter().filter(|p| labels.matches(p)).count();
-            let status = json!({"replicas": current.len(), "fullyLabeledReplicas": labeled, "readyReplicas": ready, "availableReplicas": ready,
-                "observedGeneration": int(rs, "/metadata/generation")});
+            // ReplicaSetStatus: `replicas` always, the other counts omitempty.
+            let mut status = json!({"replicas": current.len(), "observedGeneration": int(rs, "/metadata/generation")});
+            set_count(&mut status, "fullyLabeledReplicas", labeled as i64);
+            set_count(&mut status, "readyReplicas", ready as i64);
+            set_count(&mut status, "availableReplicas", ready as i64);
             log_err(
                 "replicaset",
                 "status",
@@ -517,15 +530,12 @@ fn reconcile_deployment(c: &Cluster, d: &Value) {
         let before = o.get("status").cloned();
         let mut s = o.get("status").cloned().filter(Value::is_object).unwrap_or(json!({}));
         s["observedGeneration"] = json!(generation);
-        s["replicas"] = json!(replicas);
-        s["updatedReplicas"] = json!(updated);
-        s["readyReplicas"] = json!(ready);
-        s["availableReplicas"] = json!(available);
-        if desired - available > 0 {
-            s["unavailableReplicas"] = json!(desired - available);
-        } else if let Some(m) = s.as_object_mut() {
-            m.remove("unavailableReplicas");
-        }
+        // DeploymentStatus: every count is omitempty.
+        set_count(&mut s, "replicas", replicas);
+        set_count(&mut s, "updatedReplicas", updated);
+        set_count(&mut s, "readyReplicas", ready);
+        set_count(&mut s, "availableReplicas", available);
+        set_count(&mut s, "unavailableReplicas", (desired - available).max(0));
         o["status"] = s;
         set_condition(o, json!({"type": "Available", "status": avail_status, "reason": avail_reason, "message": avail_msg, "lastUpdateTime": now, "lastTransitionTime": now}));
         set_condition(o, json!({"type": "Progressing", "status": "True", "reason": prog_reason, "message": prog_msg, "lastUpdateTime": now, "lastTransitionTime": now}));
