@@ -6,7 +6,8 @@
 //! executes the actions in order and persists memory ([`memory`]). [`leader`] elects the one
 //! replica that polls, writes and serves; [`http`] serves :8082 (metrics, probes);
 //! [`deploy_api`] serves `/deploy/v1` over [`tls`] on :8443. [`install`] renders the install
-//! manifests. The binary `bloodraven` only parses flags and calls [`run::run`].
+//! manifests. [`logging`] formats the JSON log lines (`msg` at the top level). The binary
+//! `bloodraven` only parses flags and calls [`run::run`].
 
 pub mod act;
 pub mod deploy_api;
@@ -15,6 +16,7 @@ pub mod gather;
 pub mod http;
 pub mod install;
 pub mod leader;
+pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod poll;

@@ -67,13 +67,12 @@ pub struct OperatorArgs {
     pub retry_period_seconds: u64,
 }
 
-/// Installs the JSON tracing subscriber (`RUST_LOG`, default `info`).
+/// Installs the JSON tracing subscriber (`RUST_LOG`, default `info`): one JSON object per
+/// line with `msg` and the event's fields at the top level ([`crate::logging`]).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_current_span(false)
+    let _ = crate::logging::json_lines()
         .with_env_filter(filter)
         .try_init();
 }

@@ -666,12 +666,12 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
 }
 
 /// Seed 003: every request logs msg="deploy api" with handler, group, instance, operationId
-/// and status.
+/// and status, all top-level keys of the JSON line.
 #[tokio::test(flavor = "current_thread")]
 async fn seed_003_every_request_logs_deploy_api() {
     let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
+    // The operator's own formatter (run::init_tracing installs it).
+    let subscriber = crate::logging::json_lines()
         .with_writer(captured.clone())
         .with_max_level(tracing::Level::INFO)
         .finish();
@@ -694,12 +694,11 @@ async fn seed_003_every_request_logs_deploy_api() {
     let lines: Vec<Value> = text
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|line| line["fields"]["message"] == "deploy api")
+        .filter(|line| line["msg"] == "deploy api")
         .collect();
     let fields: Vec<(Value, Value, Value, Value, Value)> = lines
         .iter()
-        .map(|line| {
-            let f = &line["fields"];
+        .map(|f| {
             (
                 f["handler"].clone(),
                 f["group"].clone(),
