@@ -1,6 +1,7 @@
 //! The `localkube` binary runs the kubelet: `up --detach` with three nodes runs pods as
-//! processes, `fault` reaches the running cluster, `down` stops it and leaves no network
-//! namespace behind (localkube node-agent issue; needs root).
+//! processes, `localkube.json` records the cluster DNS address, `fault` reaches the running
+//! cluster, `down` stops it and leaves no network namespace behind (localkube node-agent
+//! issue; needs root).
 
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
@@ -67,6 +68,76 @@ fn netns_with(prefix: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The A records of `name` from the DNS server at `ip:port`.
+fn resolve_a(ip: std::net::Ipv4Addr, port: u16, name: &str) -> Result<Vec<std::net::Ipv4Addr>> {
+    use hickory_resolver::config::{
+        ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts,
+    };
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+    use hickory_resolver::proto::rr::{RData, RecordType};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut udp = ConnectionConfig::udp();
+        udp.port = port;
+        let server = NameServerConfig::new(ip.into(), true, vec![udp]);
+        let config = ResolverConfig::from_parts(None, vec![], vec![server]);
+        let mut opts = ResolverOpts::default();
+        opts.cache_size = 0;
+        let resolver = hickory_resolver::Resolver::builder_with_config(
+            config,
+            TokioRuntimeProvider::default(),
+        )
+        .with_options(opts)
+        .build()?;
+        let lookup = resolver.lookup(name, RecordType::A).await?;
+        Ok(lookup
+            .answers()
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::A(a) => Some(a.0),
+                _ => None,
+            })
+            .collect())
+    })
+}
+
+/// `localkube.json` records the cluster DNS address: querying it resolves the `kubernetes`
+/// Service to its ClusterIP.
+fn dns_address_is_recorded_and_answers(dir: &Path) -> Result<()> {
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("localkube.json"))?)?;
+    let ip: std::net::Ipv4Addr = state["dnsAddress"]
+        .as_str()
+        .with_context(|| format!("dnsAddress in localkube.json: {state}"))?
+        .parse()?;
+    let port = u16::try_from(state["dnsPort"].as_u64().context("dnsPort")?)?;
+    ensure!(port == 53, "dnsPort {port}");
+    let cluster_ip: std::net::Ipv4Addr = kubectl(
+        dir,
+        &[
+            "get",
+            "svc",
+            "kubernetes",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    )?
+    .trim()
+    .parse()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match resolve_a(ip, port, "kubernetes.default.svc.cluster.local") {
+            Ok(ips) if ips == vec![cluster_ip] => return Ok(()),
+            other => ensure!(
+                Instant::now() < deadline,
+                "DNS at {ip}:{port} for kubernetes.default: {other:?}, want {cluster_ip}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 const PODS: &str = r#"
 apiVersion: v1
 kind: Pod
@@ -107,6 +178,7 @@ fn scenario(dir: &Path, started: Instant) -> Result<()> {
         "localkube up --detach (3 nodes) to a Running pod per node: {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    dns_address_is_recorded_and_answers(dir)?;
     // Heartbeat: each node renews its Lease in kube-node-lease.
     let holder = kubectl(
         dir,

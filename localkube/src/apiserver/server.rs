@@ -25,7 +25,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// Name of the state file (pid, port) in the state dir.
+/// Name of the state file in the state dir: `{"pid", "port", "server", "startedAt"}`, plus
+/// `"dnsAddress"` (the cluster DNS IP, served on port `"dnsPort"`, 53) when a node agent
+/// runs pods.
 pub const STATE_FILE: &str = "localkube.json";
 /// Name of the kubeconfig in the state dir.
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
@@ -80,6 +82,9 @@ pub struct Config {
     pub controllers: bool,
     /// Plugins (node agent).
     pub plugins: Vec<Arc<dyn Plugin>>,
+    /// The cluster DNS address (port 53) pods resolve through, recorded in the state file
+    /// as `dnsAddress`; set by `kubelet::prepare` (`None`: no node agent, no cluster DNS).
+    pub dns_address: Option<Ipv4Addr>,
 }
 
 impl std::fmt::Debug for Config {
@@ -105,6 +110,7 @@ impl Config {
             extra_sans: vec![],
             controllers: true,
             plugins: vec![],
+            dns_address: None,
         }
     }
 }
@@ -339,7 +345,11 @@ impl LocalKube {
         )
         .map_err(|e| Error::io(&kc, e))?;
         let sf = dir.join(STATE_FILE);
-        let state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
+        let mut state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
+        if let Some(dns) = config.dns_address {
+            state_json["dnsAddress"] = json!(dns.to_string());
+            state_json["dnsPort"] = json!(crate::node::agent::DNS_PORT);
+        }
         std::fs::write(&sf, state_json.to_string()).map_err(|e| Error::io(&sf, e))?;
         tracing::info!(%server, state_dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "localkube is serving");
         Ok(LocalKube {

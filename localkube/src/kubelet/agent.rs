@@ -69,7 +69,7 @@ impl Kubelet {
 /// Prepares a server config to run pods: requires root, creates and canonicalises the
 /// state dir, removes leftovers of a crashed run, claims the cluster's address slot, sets
 /// `service_cidr` to the slot's Service range (ClusterIPs must be local addresses the proxy
-/// serves) and adds the kubelet plugin.
+/// serves) and `dns_address` to the slot's cluster DNS address, and adds the kubelet plugin.
 pub fn prepare(config: &mut Config, kubelet: Kubelet) -> Result<()> {
     crate::node::network::require_root(nix::unistd::geteuid())?;
     std::fs::create_dir_all(&config.state_dir)
@@ -82,6 +82,7 @@ pub fn prepare(config: &mut Config, kubelet: Kubelet) -> Result<()> {
     let naming = ClusterNaming::claim(&dir)?;
     config.state_dir = dir;
     config.service_cidr = naming.service_range().to_string();
+    config.dns_address = Some(naming.dns_ip());
     config.plugins.push(Arc::new(kubelet));
     Ok(())
 }
