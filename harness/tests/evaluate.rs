@@ -166,7 +166,18 @@ fn group_object_metric_event_node_connection_mysql() {
     .is_err());
 
     let object = expect("{within: 1s, object: {apiVersion: v1, kind: Service, name: mysql-playground-primary, match: {spec: {publishNotReadyAddresses: {$ne: true}}}}}");
-    assert_eq!(evaluate(&object, &json!({"spec": {}}), None), Ok(()));
+    assert_eq!(
+        evaluate(
+            &object,
+            &json!({"spec": {"publishNotReadyAddresses": false}}),
+            None
+        ),
+        Ok(())
+    );
+    assert!(
+        evaluate(&object, &json!({"spec": {}}), None).is_err(),
+        "$ne does not pass on an absent field"
+    );
     assert!(evaluate(
         &object,
         &json!({"spec": {"publishNotReadyAddresses": true}}),

@@ -8,17 +8,21 @@
 //! | operator | holds when the actual value |
 //! |---|---|
 //! | `$gt`, `$gte`, `$lt`, `$lte` | is a number in that relation |
-//! | `$ne` | differs |
+//! | `$ne` | is present and differs |
 //! | `$exists: false` / `true` | is absent or null / present |
-//! | `$unchanged: true` | equals the value when the expectation started |
-//! | `$changed: true` | differs from the value when the expectation started |
+//! | `$unchanged: true` | is present and equals the baseline (present too) |
+//! | `$changed: true` | is present and differs from the baseline (or the baseline had none) |
 //! | `$contains` | is a string containing it |
 //! | `$len` | is a list or map with that many entries |
+//! | `$exact: [..]` | is a list of exactly these elements, each matching one (any order) |
+//!
+//! The baseline is the observation before the step's fault (see
+//! [`crate::runner::execute`]), else the expectation's first poll.
 
 use serde_json::Value;
 
 /// The operators an operator map may use.
-pub const OPERATORS: [&str; 10] = [
+pub const OPERATORS: [&str; 11] = [
     "$gt",
     "$gte",
     "$lt",
@@ -29,6 +33,7 @@ pub const OPERATORS: [&str; 10] = [
     "$changed",
     "$contains",
     "$len",
+    "$exact",
 ];
 
 /// Checks that every `$` key in `expected` is a known operator used correctly.
@@ -65,6 +70,7 @@ fn check_operator(key: &str, value: &Value, path: &str) -> Result<(), String> {
         "$exists" | "$unchanged" | "$changed" => value.is_boolean(),
         "$contains" => value.is_string(),
         "$len" => value.is_u64(),
+        "$exact" => value.is_array(),
         "$ne" => true,
         _ => {
             return Err(format!(
@@ -132,38 +138,7 @@ fn match_at(
                     describe(actual)
                 ));
             };
-            let mut used = vec![false; actual_items.len()];
-            for (index, expected_item) in expected_items.iter().enumerate() {
-                let base_item = baseline_item(expected_item, baseline);
-                let mut last_error = None;
-                let mut found = false;
-                for (slot, actual_item) in actual_items.iter().enumerate() {
-                    if used.get(slot).copied().unwrap_or(true) {
-                        continue;
-                    }
-                    match match_at(
-                        expected_item,
-                        Some(actual_item),
-                        base_item,
-                        &format!("{path}[{index}]"),
-                    ) {
-                        Ok(()) => {
-                            if let Some(flag) = used.get_mut(slot) {
-                                *flag = true;
-                            }
-                            found = true;
-                            break;
-                        }
-                        Err(error) => last_error = Some(error),
-                    }
-                }
-                if !found {
-                    return Err(last_error.unwrap_or_else(|| {
-                        format!("{shown}[{index}]: no element left to match {expected_item}")
-                    }));
-                }
-            }
-            Ok(())
+            match_list(expected_items, actual_items, baseline, path)
         }
         Value::Null => match actual {
             None | Some(Value::Null) => Ok(()),
@@ -177,6 +152,82 @@ fn match_at(
             )),
         },
     }
+}
+
+/// Matches every expected element with a distinct actual element, in any order (a
+/// bipartite matching, so overlapping partial patterns cannot hide a solution). Extra actual
+/// elements are allowed; `$exact` checks the length on top.
+fn match_list(
+    expected_items: &[Value],
+    actual_items: &[Value],
+    baseline: Option<&Value>,
+    path: &str,
+) -> Result<(), String> {
+    let shown = if path.is_empty() { "(root)" } else { path };
+    // fits[i]: the actual elements expected element i matches.
+    let mut fits: Vec<Vec<usize>> = Vec::with_capacity(expected_items.len());
+    for (index, expected_item) in expected_items.iter().enumerate() {
+        let base_item = baseline_item(expected_item, baseline);
+        let mut last_error = None;
+        let mut slots = Vec::new();
+        for (slot, actual_item) in actual_items.iter().enumerate() {
+            match match_at(
+                expected_item,
+                Some(actual_item),
+                base_item,
+                &format!("{path}[{index}]"),
+            ) {
+                Ok(()) => slots.push(slot),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        if slots.is_empty() {
+            return Err(last_error.unwrap_or_else(|| {
+                format!("{shown}[{index}]: no element to match {expected_item}")
+            }));
+        }
+        fits.push(slots);
+    }
+    // Kuhn's augmenting paths: owner[slot] = the expected element using it.
+    let mut owner: Vec<Option<usize>> = vec![None; actual_items.len()];
+    for index in 0..fits.len() {
+        let mut visited = vec![false; actual_items.len()];
+        if !augment(index, &fits, &mut owner, &mut visited) {
+            return Err(format!(
+                "{shown}[{index}]: no element left to match {} (the others are taken)",
+                expected_items.get(index).unwrap_or(&Value::Null)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn augment(
+    index: usize,
+    fits: &[Vec<usize>],
+    owner: &mut [Option<usize>],
+    visited: &mut [bool],
+) -> bool {
+    for &slot in fits.get(index).map(Vec::as_slice).unwrap_or_default() {
+        if visited.get(slot).copied().unwrap_or(true) {
+            continue;
+        }
+        if let Some(flag) = visited.get_mut(slot) {
+            *flag = true;
+        }
+        let taken_by = owner.get(slot).copied().flatten();
+        let free = match taken_by {
+            None => true,
+            Some(other) => augment(other, fits, owner, visited),
+        };
+        if free {
+            if let Some(entry) = owner.get_mut(slot) {
+                *entry = Some(index);
+            }
+            return true;
+        }
+    }
+    false
 }
 
 /// The baseline element for a list element: the one with the same `name`, if any.
@@ -220,8 +271,11 @@ fn apply_operator(
             Some(found) if scalar_equal(operand, found) => {
                 Err(format!("expected anything but {operand}"))
             }
-            None if operand.is_null() => Err("expected a value, found none".to_owned()),
-            _ => Ok(()),
+            // Absence is not a value: `$ne` asserts a field that is there.
+            None => Err(format!(
+                "expected a value other than {operand}, found nothing"
+            )),
+            Some(_) => Ok(()),
         },
         "$exists" => match (operand.as_bool(), present) {
             (Some(true), None) => Err("expected the field to exist, found none".to_owned()),
@@ -231,20 +285,49 @@ fn apply_operator(
         "$unchanged" | "$changed" => {
             let want_same = (operator == "$unchanged") == operand.as_bool().unwrap_or(true);
             let base = baseline.filter(|value| !value.is_null());
-            let same = match (base, present) {
-                (Some(a), Some(b)) => scalar_equal(a, b),
-                (None, None) => true,
-                _ => false,
-            };
-            match (want_same, same) {
-                (true, false) => Err(format!(
-                    "expected it unchanged from {}, found {}",
-                    describe(base),
-                    describe(present)
+            match (want_same, base, present) {
+                // Both need a value now: an absent field is neither frozen nor changed.
+                (_, _, None) => Err(format!(
+                    "expected {} from {}, found nothing",
+                    if want_same {
+                        "it unchanged"
+                    } else {
+                        "a change"
+                    },
+                    describe(base)
                 )),
-                (false, true) => Err(format!("expected a change from {}", describe(base))),
+                (true, None, Some(found)) => Err(format!(
+                    "expected it unchanged, but it had no value at the baseline (now {found})"
+                )),
+                (true, Some(before), Some(found)) if !scalar_equal(before, found) => Err(format!(
+                    "expected it unchanged from {before}, found {found}"
+                )),
+                (false, Some(before), Some(found)) if scalar_equal(before, found) => {
+                    Err(format!("expected a change from {before}"))
+                }
                 _ => Ok(()),
             }
+        }
+        "$exact" => {
+            let Some(expected_items) = operand.as_array() else {
+                return Err(format!("`$exact` needs a list, found {operand}"));
+            };
+            let Some(Value::Array(actual_items)) = present else {
+                return Err(format!(
+                    "expected exactly the list {operand}, found {}",
+                    describe(actual)
+                ));
+            };
+            if expected_items.len() != actual_items.len() {
+                return Err(format!(
+                    "expected exactly {} elements, found {}: {}",
+                    expected_items.len(),
+                    actual_items.len(),
+                    Value::Array(actual_items.clone())
+                ));
+            }
+            match_list(expected_items, actual_items, baseline, "")
+                .map_err(|why| format!("exact list: {why}"))
         }
         "$contains" => {
             let needle = operand.as_str().unwrap_or_default();
@@ -373,6 +456,89 @@ mod tests {
         assert!(matches(&expected, Some(&moved), Some(&baseline)).is_err());
         let changed = json!({"sites": [{"name": "iad", "lastSeen": {"$changed": true}}]});
         assert_eq!(matches(&changed, Some(&moved), Some(&baseline)), Ok(()));
+    }
+
+    // `$ne: true` must not pass because the field is missing: absence is not a value.
+    #[test]
+    fn ne_does_not_pass_on_an_absent_field() {
+        let expected = json!({"spec": {"publishNotReadyAddresses": {"$ne": true}}});
+        assert_eq!(
+            matches(
+                &expected,
+                Some(&json!({"spec": {"publishNotReadyAddresses": false}})),
+                None
+            ),
+            Ok(())
+        );
+        assert!(matches(
+            &expected,
+            Some(&json!({"spec": {"publishNotReadyAddresses": true}})),
+            None
+        )
+        .is_err());
+        for absent in [
+            json!({"spec": {}}),
+            json!({"spec": {"publishNotReadyAddresses": null}}),
+        ] {
+            let error = matches(&expected, Some(&absent), None).expect_err("absent");
+            assert!(error.contains("publishNotReadyAddresses"), "{error}");
+        }
+    }
+
+    // `$unchanged` must not pass because the field was and is missing (a frozen `lastSeen`
+    // that was never written is not frozen); `$changed` needs a value now.
+    #[test]
+    fn unchanged_and_changed_do_not_pass_on_an_absent_field() {
+        let unchanged = json!({"sites": [{"name": "iad", "lastSeen": {"$unchanged": true}}]});
+        let never_seen = json!({"sites": [{"name": "iad"}]});
+        assert!(matches(&unchanged, Some(&never_seen), Some(&never_seen)).is_err());
+        let seen = json!({"sites": [{"name": "iad", "lastSeen": "t1"}]});
+        assert!(matches(&unchanged, Some(&never_seen), Some(&seen)).is_err());
+        assert!(matches(&unchanged, Some(&seen), Some(&never_seen)).is_err());
+        assert_eq!(matches(&unchanged, Some(&seen), Some(&seen)), Ok(()));
+        let changed = json!({"sites": [{"name": "iad", "lastSeen": {"$changed": true}}]});
+        assert!(matches(&changed, Some(&never_seen), Some(&seen)).is_err());
+        assert!(matches(&changed, Some(&never_seen), Some(&never_seen)).is_err());
+        assert_eq!(matches(&changed, Some(&seen), Some(&never_seen)), Ok(()));
+    }
+
+    // A plain list is a partial match (extra elements are ignored); `$exact` matches every
+    // element, none left over.
+    #[test]
+    fn lists_can_be_matched_exactly() {
+        let actual = json!({"sites": [{"name": "iad", "healthy": true}, {"name": "pdx", "healthy": true}, {"name": "reader", "healthy": false}]});
+        let two = json!({"sites": {"$exact": [{"name": "pdx"}, {"name": "iad"}]}});
+        let error = matches(&two, Some(&actual), None).expect_err("an element left over");
+        assert!(error.contains("sites") && error.contains("3"), "{error}");
+        let three = json!({"sites": {"$exact": [{"name": "pdx"}, {"name": "iad"}, {"name": "reader", "healthy": false}]}});
+        assert_eq!(matches(&three, Some(&actual), None), Ok(()));
+        let wrong = json!({"sites": {"$exact": [{"name": "pdx"}, {"name": "iad"}, {"name": "reader", "healthy": true}]}});
+        assert!(matches(&wrong, Some(&actual), None).is_err());
+        let targets = json!({"targets": {"$exact": ["10.0.0.1"]}});
+        assert_eq!(
+            matches(&targets, Some(&json!({"targets": ["10.0.0.1"]})), None),
+            Ok(())
+        );
+        assert!(matches(
+            &targets,
+            Some(&json!({"targets": ["10.0.0.1", "10.0.0.2"]})),
+            None
+        )
+        .is_err());
+        assert!(matches(&targets, Some(&json!({"targets": []})), None).is_err());
+        assert!(matches(&targets, Some(&json!({})), None).is_err());
+        // Overlapping partial patterns: the matching is not greedy.
+        let overlapping = json!({"$exact": [{"name": "a"}, {"name": "a", "x": 1}]});
+        assert_eq!(
+            matches(
+                &overlapping,
+                Some(&json!([{"name": "a", "x": 1}, {"name": "a"}])),
+                None
+            ),
+            Ok(())
+        );
+        assert!(check_operators(&json!({"a": {"$exact": [1]}}), "group").is_ok());
+        assert!(check_operators(&json!({"a": {"$exact": 1}}), "group").is_err());
     }
 
     #[test]
