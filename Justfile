@@ -32,3 +32,12 @@ conformance *flags="":
 # render the trends page from reports/trend.jsonl
 report:
     cargo run -q -p bloodraven-harness --release -- --trends
+
+# start the live playground on localkube (builds what is missing; state in .localkube/)
+up:
+    cargo build -q --release --workspace --bins
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-playground" up
+
+# stop the playground: every process, namespace, link and port-forward it made
+down:
+    target_dir="${CARGO_TARGET_DIR:-target}"; if [ -x "$target_dir/release/bloodraven-playground" ]; then "$target_dir/release/bloodraven-playground" down; else echo "nothing to stop (not built)"; fi

@@ -52,6 +52,8 @@ pub struct Settings {
     pub policy: Policy,
     /// Background poll interval.
     pub poll_interval: Duration,
+    /// Background write interval (`None`: writes only on `POST`).
+    pub write_interval: Option<Duration>,
     /// DNS server; the system's when `None`.
     pub dns_server: Option<SocketAddr>,
     /// Bound on connecting and on one statement.
@@ -83,6 +85,7 @@ pub struct Counter {
     settings: Settings,
     resolver: HostResolver,
     held: Mutex<Option<Held>>,
+    last_timer_write: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for Counter {
@@ -102,12 +105,31 @@ impl Counter {
             settings,
             resolver,
             held: Mutex::new(None),
+            last_timer_write: std::sync::Mutex::new(None),
         })
     }
 
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// Whether the background loop should write now (a write interval is set and at least
+    /// that long passed since the last timer write); marks the write as taken.
+    pub fn due_write(&self) -> bool {
+        let Some(every) = self.settings.write_interval else {
+            return false;
+        };
+        let now = std::time::Instant::now();
+        let mut last = self
+            .last_timer_write
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|at| now.duration_since(at) < every) {
+            return false;
+        }
+        *last = Some(now);
+        true
     }
 
     /// Reads the counter over the held connection.

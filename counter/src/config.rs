@@ -50,6 +50,10 @@ pub struct Config {
     /// Background poll interval in milliseconds.
     #[arg(long, env = "COUNTER_POLL_INTERVAL_MS", default_value_t = 1000)]
     pub poll_interval_ms: u64,
+    /// Also increment the counter on a timer, every this many milliseconds (0: only on
+    /// `POST /api/counter`). The playground's counter writes on its own so its value climbs.
+    #[arg(long, env = "COUNTER_WRITE_INTERVAL_MS", default_value_t = 0)]
+    pub write_interval_ms: u64,
     /// DNS server to query (`ip:port`); the system's resolv.conf when absent.
     #[arg(long, env = "COUNTER_DNS_SERVER")]
     pub dns_server: Option<SocketAddr>,
@@ -85,6 +89,8 @@ impl Config {
             password,
             policy: self.policy,
             poll_interval: Duration::from_millis(self.poll_interval_ms),
+            write_interval: (self.write_interval_ms > 0)
+                .then(|| Duration::from_millis(self.write_interval_ms)),
             dns_server: self.dns_server,
             timeout: Duration::from_millis(self.db_timeout_ms.max(1)),
             flavor: self.flavor,

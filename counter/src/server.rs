@@ -40,11 +40,22 @@ impl CounterServer {
         let counter = Arc::new(Counter::new(settings)?);
         let poll_counter = counter.clone();
         let poller = tokio::spawn(async move {
-            let mut interval = tokio::time::interval(poll_counter.settings().poll_interval);
+            let settings = poll_counter.settings();
+            let tick = settings
+                .write_interval
+                .map_or(settings.poll_interval, |every| {
+                    every.min(settings.poll_interval)
+                });
+            let mut interval = tokio::time::interval(tick);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 interval.tick().await;
-                match poll_counter.poll().await {
+                let result = if poll_counter.due_write() {
+                    poll_counter.increment().await
+                } else {
+                    poll_counter.poll().await
+                };
+                match result {
                     Ok(view) => tracing::info!(
                         value = view.value,
                         db_host = %view.db_host,

@@ -83,6 +83,7 @@ impl Fixture {
             password: PASSWORD.to_owned(),
             policy,
             poll_interval,
+            write_interval: None,
             dns_server: Some(self.dns.address()),
             timeout: Duration::from_secs(5),
             flavor: Flavor::MariaDb,

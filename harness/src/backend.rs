@@ -97,12 +97,56 @@ pub fn unavailable_sentence(kind: ClusterKind) -> String {
     )
 }
 
-/// The backend for `kind`. No backend is built in yet, so this is always
-/// [`Error::BackendUnavailable`]; every trial then fails with [`unavailable_sentence`].
-pub fn select_backend(kind: ClusterKind) -> Result<Box<dyn Backend>> {
-    Err(Error::BackendUnavailable {
-        kind: kind.name().to_owned(),
-    })
+/// What the backends need to create a cluster.
+#[derive(Debug, Clone)]
+pub struct BackendConfig {
+    /// The workspace root (fixtures, kind/, Dockerfiles).
+    pub root: std::path::PathBuf,
+    /// The directory of the workspace's built binaries (localkube, bloodraven, ...).
+    pub bin_dir: std::path::PathBuf,
+    /// The state dir of a cluster the harness creates.
+    pub state_dir: std::path::PathBuf,
+}
+
+impl BackendConfig {
+    /// This checkout (the harness's manifest dir's parent), the running program's directory
+    /// for binaries, and `$BLOODRAVEN_HARNESS_STATE_DIR` or `<root>/.localkube-harness`.
+    pub fn for_this_checkout() -> Self {
+        let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let root = std::fs::canonicalize(&root).unwrap_or(root);
+        let bin_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
+            .unwrap_or_default();
+        let state_dir = std::env::var_os("BLOODRAVEN_HARNESS_STATE_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| root.join(".localkube-harness"));
+        Self {
+            root,
+            bin_dir,
+            state_dir,
+        }
+    }
+}
+
+/// The backend for `kind`.
+pub fn select_backend(kind: ClusterKind, config: &BackendConfig) -> Result<Box<dyn Backend>> {
+    match kind {
+        ClusterKind::Localkube => Ok(Box::new(crate::backends::localkube::LocalkubeBackend::new(
+            crate::backends::localkube::LocalkubeBackendConfig {
+                root: config.root.clone(),
+                bin_dir: config.bin_dir.clone(),
+                state_dir: config.state_dir.clone(),
+            },
+        ))),
+        ClusterKind::Kubeconfig => Ok(Box::new(
+            crate::backends::kubeconfig::KubeconfigBackend::from_env(
+                config.root.clone(),
+                config.bin_dir.clone(),
+            )?,
+        )),
+        ClusterKind::Kind => crate::backends::kind_backend(config),
+    }
 }
 
 /// The default `--cluster`: kind where Docker is present, localkube otherwise (harness.md).

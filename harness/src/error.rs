@@ -78,6 +78,14 @@ pub enum Error {
     /// Rendering JUnit XML.
     #[error("render junit.xml: {0}")]
     Junit(#[from] quick_junit::SerializeError),
+    /// An action against a live cluster (or its tools) failed.
+    #[error("{action}: {reason}")]
+    Cluster {
+        /// What was attempted ("apply Deployment counter").
+        action: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// No backend can provide a cluster.
     #[error("find a cluster: the `{kind}` backend is not built into bloodraven-harness yet, so no scenario can run (--list needs no cluster)")]
     BackendUnavailable {

@@ -7,9 +7,12 @@
 //! judge it and [`report`] writes HTML, JSON and JUnit.
 
 pub mod backend;
+pub mod backends;
 pub mod check;
 pub mod error;
 pub mod history;
+pub mod live;
+pub mod playground;
 pub mod report;
 pub mod runner;
 pub mod scenario;

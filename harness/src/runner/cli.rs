@@ -40,13 +40,6 @@ impl Cli {
     /// The backend to use: the flag, else the default for this machine.
     pub fn cluster_kind(&self) -> ClusterKind {
         self.cluster
-            .unwrap_or_else(|| default_cluster_kind(docker_on_path()))
+            .unwrap_or_else(|| default_cluster_kind(crate::backends::kind::docker_daemon_answers()))
     }
-}
-
-/// Whether a `docker` executable is on `$PATH`.
-pub fn docker_on_path() -> bool {
-    std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("docker").is_file()))
-        .unwrap_or(false)
 }

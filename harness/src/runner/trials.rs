@@ -36,8 +36,11 @@ impl RunContext {
     /// A context for the flags; the backend is selected (and may be unavailable).
     pub fn new(cli: &Cli, run_id: String) -> Self {
         Self {
-            backend: select_backend(cli.cluster_kind())
-                .map_err(|error| format!("failed to {error}.")),
+            backend: select_backend(
+                cli.cluster_kind(),
+                &crate::backend::BackendConfig::for_this_checkout(),
+            )
+            .map_err(|error| format!("failed to {error}.")),
             shared_cluster: Mutex::new(None),
             reuse: cli.reuse,
             pacing: Pacing::default(),

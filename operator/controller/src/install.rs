@@ -36,7 +36,7 @@ pub const TLS_MOUNT_PATH: &str = "/etc/bloodraven/tls";
 
 /// Values of the operator install.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct InstallValues {
     /// Operator namespace.
     pub namespace: String,
@@ -55,25 +55,60 @@ pub struct InstallValues {
     pub sidecar_url_template: Option<String>,
     /// `RUST_LOG` of the operator.
     pub log_level: String,
+    /// `nodeSelector` of the operator pods.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    /// `affinity` of the operator pods (a Kubernetes `Affinity`, passed through).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Value>,
 }
 
 impl Default for InstallValues {
     fn default() -> Self {
         Self {
             namespace: names::OPERATOR_NAMESPACE.to_string(),
-            image: "bloodraven:dev".to_string(),
+            image: default_image(),
             image_pull_policy: "IfNotPresent".to_string(),
             replica_count: 1,
             leader_election: Toggle { enabled: true },
             auxiliary: Auxiliary::default(),
             sidecar_url_template: None,
             log_level: "info".to_string(),
+            node_selector: std::collections::BTreeMap::new(),
+            affinity: None,
         }
     }
 }
 
+/// `bloodraven:<version of this operator>`: the operator image of this build.
+pub fn default_image() -> String {
+    format!("bloodraven:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Reads a values file (YAML); an unknown or mistyped key is an error naming the file, line
+/// and field.
+pub fn values_from_file(path: &std::path::Path) -> Result<InstallValues> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::InstallValues(format!("read {}: {e}", path.display())))?;
+    values_from_str(&text).map_err(|e| match e {
+        Error::InstallValues(message) => {
+            Error::InstallValues(format!("{}: {message}", path.display()))
+        }
+        other => other,
+    })
+}
+
+/// Parses values (YAML; empty text is the defaults).
+pub fn values_from_str(text: &str) -> Result<InstallValues> {
+    if text.trim().is_empty() {
+        return Ok(InstallValues::default());
+    }
+    serde_yaml::from_str(text).map_err(|e| Error::InstallValues(e.to_string()))
+}
+
 /// `{enabled: bool}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Toggle {
     /// On or off.
     #[serde(default)]
@@ -82,6 +117,7 @@ pub struct Toggle {
 
 /// `auxiliary.*`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Auxiliary {
     /// `auxiliary.deployAPI`.
     #[serde(rename = "deployAPI", default)]
@@ -93,7 +129,7 @@ pub struct Auxiliary {
 
 /// `auxiliary.escrowTLS`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct EscrowTls {
     /// Whether the TLS listener :8443 runs.
     pub enabled: bool,
@@ -187,7 +223,7 @@ pub fn render(values: &InstallValues) -> Result<Vec<Value>> {
         volumes.push(json!({"name": "escrow-tls", "secret": {"secretName": values.auxiliary.escrow_tls.secret_name}}));
         mounts.push(json!({"name": "escrow-tls", "mountPath": TLS_MOUNT_PATH, "readOnly": true}));
     }
-    Ok(vec![
+    let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": cluster_role_rules()}),
@@ -209,6 +245,8 @@ pub fn render(values: &InstallValues) -> Result<Vec<Value>> {
                     "metadata": {"labels": labels},
                     "spec": {
                         "serviceAccountName": name,
+                        "nodeSelector": (!values.node_selector.is_empty()).then_some(&values.node_selector),
+                        "affinity": values.affinity,
                         "containers": [{
                             "name": "operator",
                             "image": values.image,
@@ -229,7 +267,21 @@ pub fn render(values: &InstallValues) -> Result<Vec<Value>> {
                 }
             }
         }),
-    ])
+    ];
+    objects.iter_mut().for_each(strip_nulls);
+    Ok(objects)
+}
+
+/// Removes `null` members (unset optional values) so the manifests carry only what is set.
+fn strip_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, member| !member.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
 }
 
 /// [`render`] as one multi-document YAML text.

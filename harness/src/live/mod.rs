@@ -1,0 +1,250 @@
+//! The live cluster every backend hands the runner: the shared install, workload, probes,
+//! observations and faults over kube-rs. After cluster creation the backends differ only in
+//! how faults reach processes and nodes ([`faults::FaultDriver`]).
+
+pub mod faults;
+pub mod observe;
+pub mod topology;
+pub mod workload;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kube::Client;
+use serde_json::Value;
+
+use crate::backend::{Cluster, Workload};
+use crate::error::{Error, Result};
+use crate::history::event::{FailoverKind, FailoverRecord, Op};
+use crate::history::recorder::Recorder;
+use crate::playground::install::{Fixtures, Installer};
+use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+
+/// The `Op::Status` of a group status JSON.
+pub fn status_op(status: &Value) -> Op {
+    let last_failover = status.get("lastFailover").and_then(failover_record);
+    Op::Status {
+        active_site: status["activeSite"].as_str().and_then(topology::site_named),
+        topology_generation: status["topologyGeneration"].as_u64().unwrap_or(0),
+        authority: status["authority"]["state"].as_str().map(str::to_owned),
+        last_failover,
+    }
+}
+
+fn failover_record(value: &Value) -> Option<FailoverRecord> {
+    let time = |key: &str| {
+        value[key]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+    };
+    Some(FailoverRecord {
+        kind: match value["kind"].as_str()? {
+            "planned" => FailoverKind::Planned,
+            _ => FailoverKind::Emergency,
+        },
+        from: topology::site_named(value["from"].as_str()?)?,
+        to: topology::site_named(value["to"].as_str()?)?,
+        started_at: time("startedAt")?,
+        detected_at: time("detectedAt"),
+        fenced_at: time("fencedAt"),
+        promoted_at: time("promotedAt"),
+        completed_at: time("completedAt"),
+        lost_transactions: value["lostTransactions"].as_u64(),
+        exact: value["exact"].as_bool().unwrap_or(false),
+    })
+}
+
+/// A cluster reached through a kubeconfig, with the playground installed on demand.
+pub struct LiveCluster {
+    runtime: tokio::runtime::Runtime,
+    kubeconfig: PathBuf,
+    client: Client,
+    installer: Installer,
+    driver: Box<dyn faults::FaultDriver>,
+    dns_server: Option<SocketAddr>,
+    state: Mutex<faults::ActiveFaults>,
+    workload_password: Mutex<Option<String>>,
+    bin_dir: PathBuf,
+    held_connections: tokio::sync::Mutex<
+        std::collections::BTreeMap<String, (bloodraven_mysql::live::LiveMysql, mysql_async::Conn)>,
+    >,
+}
+
+impl std::fmt::Debug for LiveCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveCluster")
+            .field("kubeconfig", &self.kubeconfig)
+            .finish()
+    }
+}
+
+impl LiveCluster {
+    /// Connects to the cluster of `kubeconfig`. `driver` injects process and node faults;
+    /// `dns_server` is where DNS answers are probed (None: DNS probes are skipped);
+    /// `bin_dir` holds `kubectl-bloodraven`.
+    pub fn connect(
+        kubeconfig: &Path,
+        fixtures: Fixtures,
+        out_dir: &Path,
+        driver: Box<dyn faults::FaultDriver>,
+        dns_server: Option<SocketAddr>,
+        bin_dir: PathBuf,
+    ) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Cluster {
+                action: "start the async runtime".to_owned(),
+                reason: e.to_string(),
+            })?;
+        let client = runtime.block_on(crate::playground::kube::client(kubeconfig))?;
+        let installer = Installer::new(client.clone(), fixtures, out_dir);
+        Ok(Self {
+            runtime,
+            kubeconfig: kubeconfig.to_path_buf(),
+            client,
+            installer,
+            driver,
+            dns_server,
+            state: Mutex::new(faults::ActiveFaults::default()),
+            workload_password: Mutex::new(None),
+            bin_dir,
+            held_connections: tokio::sync::Mutex::new(std::collections::BTreeMap::new()),
+        })
+    }
+
+    /// The installer.
+    pub fn installer(&self) -> &Installer {
+        &self.installer
+    }
+
+    /// Runs a future on the cluster's runtime.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    async fn install_workload_user(&self) -> Result<String> {
+        let password = bloodraven_operator::workloads::random_password();
+        let pod = self.installer.active_pod().await?;
+        self.installer
+            .sql_as_root(&pod, &workload::setup_statements(&password)?)
+            .await?;
+        Ok(password)
+    }
+
+    fn password(&self) -> Option<String> {
+        self.workload_password
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+struct RunningWorkload {
+    workload: Option<workload::LiveWorkload>,
+    handle: tokio::runtime::Handle,
+}
+
+impl Workload for RunningWorkload {
+    fn stop(mut self: Box<Self>) -> Result<()> {
+        if let Some(workload) = self.workload.take() {
+            self.handle.block_on(workload.stop());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RunningWorkload {
+    fn drop(&mut self) {
+        if let Some(workload) = self.workload.take() {
+            self.handle.block_on(workload.stop());
+        }
+    }
+}
+
+impl Cluster for LiveCluster {
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    fn install(&self, install: &Install) -> Result<()> {
+        self.runtime.block_on(async {
+            self.installer.install_with(install).await?;
+            let password = self.install_workload_user().await?;
+            *self
+                .workload_password
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(password);
+            Ok(())
+        })
+    }
+
+    fn uninstall(&self) -> Result<()> {
+        let healed = self.heal_all_quietly();
+        self.runtime.block_on(self.installer.uninstall())?;
+        healed
+    }
+
+    fn start_workload(&self, recorder: Arc<Recorder>) -> Result<Box<dyn Workload>> {
+        let password = self.password().ok_or_else(|| Error::Cluster {
+            action: "start the workload".to_owned(),
+            reason: "the playground is not installed".to_owned(),
+        })?;
+        let _guard = self.runtime.enter();
+        let targets = self.runtime.block_on(async {
+            let primary = topology::cluster_ip(&self.client, &topology::service_name("primary"))
+                .await?
+                .unwrap_or_default();
+            let replicas = topology::cluster_ip(&self.client, &topology::service_name("replicas"))
+                .await?
+                .unwrap_or_default();
+            let group = self.installer.group().await?;
+            Ok::<_, Error>(workload::WorkloadTargets {
+                primary,
+                replicas,
+                dns_server: self.dns_server,
+                dns_hostname: group["spec"]["dns"]["hostname"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                password,
+            })
+        })?;
+        let running = workload::LiveWorkload::start(self.client.clone(), targets, recorder);
+        Ok(Box::new(RunningWorkload {
+            workload: Some(running),
+            handle: self.runtime.handle().clone(),
+        }))
+    }
+
+    fn apply(&self, apply: &Apply) -> Result<()> {
+        self.runtime.block_on(self.apply_step(apply))
+    }
+
+    fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()> {
+        self.runtime.block_on(self.inject_fault(fault, recorder))
+    }
+
+    fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()> {
+        self.runtime
+            .block_on(self.heal_faults(target, Some(recorder)))
+    }
+
+    fn observe(&self, expect: &Expect) -> Result<Value> {
+        self.runtime.block_on(self.observe_expect(expect))
+    }
+
+    fn converged(&self) -> Result<Option<String>> {
+        self.runtime.block_on(self.converged_now())
+    }
+
+    fn final_state(&self) -> Result<Vec<u64>> {
+        self.runtime.block_on(self.final_ids())
+    }
+
+    fn collect_artifacts(&self, dir: &Path) -> Result<()> {
+        self.runtime.block_on(self.artifacts(dir))
+    }
+}

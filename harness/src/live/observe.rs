@@ -1,0 +1,932 @@
+//! What [`super::LiveCluster`] does per step: apply, inject, heal, observe (in the shapes
+//! [`crate::runner::evaluate`] documents), converge, the final read and artifacts.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use bloodraven_api::names;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use super::faults::{deny_verbs, Undo};
+use super::{topology, workload, LiveCluster};
+use crate::error::{Error, Result};
+use crate::history::event::{EventType, FaultPhase, Op};
+use crate::history::recorder::Recorder;
+use crate::playground::install::{GROUP, NAMESPACE, OPERATOR_NAMESPACE};
+use crate::playground::kube::api_for;
+use crate::scenario::model::{
+    Apply, Container, Expect, Fault, HealTarget, OperatorPod, Partition, SharedService, Site,
+};
+
+fn cluster_error(action: impl Into<String>, reason: impl ToString) -> Error {
+    Error::Cluster {
+        action: action.into(),
+        reason: reason.to_string(),
+    }
+}
+
+fn container_name(container: Container) -> &'static str {
+    match container {
+        Container::Mysql => "mysql",
+        Container::Sidecar => "sidecar",
+    }
+}
+
+fn fault_event(recorder: &Recorder, name: &str, phase: FaultPhase, detail: &str, kind: EventType) {
+    let op = Op::Fault {
+        name: name.to_owned(),
+        phase,
+        detail: detail.to_owned(),
+    };
+    recorder.invoke("nemesis", op.clone());
+    recorder.complete("nemesis", kind, op);
+}
+
+impl LiveCluster {
+    pub(super) async fn apply_step(&self, apply: &Apply) -> Result<()> {
+        let objects = match (&apply.fixture, &apply.object) {
+            (Some(fixture), _) => crate::playground::kube::read_manifests(
+                &crate::playground::install::Fixtures::new(self.fixtures_root()).path(fixture),
+            )?,
+            (None, Some(object)) => vec![object.clone()],
+            (None, None) => return Err(cluster_error("apply", "neither fixture nor object")),
+        };
+        for object in objects {
+            let (api, name) = api_for(&self.client, &object)?;
+            let manager = apply
+                .field_manager
+                .as_deref()
+                .unwrap_or(crate::playground::kube::FIELD_MANAGER);
+            api.patch(
+                &name,
+                &PatchParams::apply(manager).force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .map_err(|e| cluster_error(format!("apply {name}"), e))?;
+        }
+        Ok(())
+    }
+
+    fn fixtures_root(&self) -> std::path::PathBuf {
+        self.installer.fixtures_root()
+    }
+
+    fn remember(&self, kind: &str, detail: String, undo: Undo) {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .active
+            .push((kind.to_owned(), detail, undo));
+    }
+
+    async fn leader_pod(&self) -> Result<Option<String>> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+        Ok(leases
+            .get_opt(names::LEADER_LEASE)
+            .await
+            .map_err(|e| cluster_error("read the leader Lease", e))?
+            .and_then(|lease| lease.spec.and_then(|spec| spec.holder_identity)))
+    }
+
+    async fn operator_pods(&self) -> Result<Vec<String>> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+        let list = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/name=bloodraven"))
+            .await
+            .map_err(|e| cluster_error("list operator pods", e))?;
+        Ok(list
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter_map(|pod| pod.metadata.name)
+            .collect())
+    }
+
+    async fn operator_replicas(&self) -> Result<u32> {
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+        let deployment = deployments
+            .get(names::OPERATOR_DEPLOYMENT)
+            .await
+            .map_err(|e| cluster_error("read the operator Deployment", e))?;
+        Ok(deployment
+            .spec
+            .and_then(|s| s.replicas)
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(1))
+    }
+
+    async fn scale_operator(&self, replicas: u32) -> Result<()> {
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+        deployments
+            .patch(
+                names::OPERATOR_DEPLOYMENT,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| cluster_error("scale the operator", e))
+    }
+
+    fn driver<T>(&self, f: impl FnOnce(&dyn super::faults::FaultDriver) -> Result<T>) -> Result<T> {
+        tokio::task::block_in_place(|| f(self.driver.as_ref()))
+    }
+
+    pub(super) async fn inject_fault(&self, fault: &Fault, recorder: &Recorder) -> Result<()> {
+        let name = fault.kind();
+        let detail = serde_json::to_string(fault).unwrap_or_default();
+        let pod_of = |site: Site| names::pod(GROUP, site.name());
+        let (undo, one_shot) = match fault {
+            Fault::Kill(target) => {
+                let pod = pod_of(target.site);
+                let container = container_name(target.container);
+                let handle =
+                    self.driver(|d| d.kill(NAMESPACE, &pod, container, target.keep_down))?;
+                if target.keep_down {
+                    (
+                        Some(Undo::Driver {
+                            kind: "kill".into(),
+                            fault: handle,
+                            detail: pod,
+                        }),
+                        false,
+                    )
+                } else {
+                    (None, true)
+                }
+            }
+            Fault::KillOperator { pod } => {
+                let leader = self.leader_pod().await?;
+                let pods = self.operator_pods().await?;
+                let target = match pod {
+                    OperatorPod::Leader => leader.clone().filter(|l| pods.contains(l)),
+                    OperatorPod::Standby => {
+                        pods.iter().find(|p| Some(*p) != leader.as_ref()).cloned()
+                    }
+                }
+                .ok_or_else(|| {
+                    cluster_error(
+                        "kill an operator pod",
+                        format!("no {pod:?} pod among {pods:?}"),
+                    )
+                })?;
+                self.driver(|d| d.kill(OPERATOR_NAMESPACE, &target, "operator", false))?;
+                (None, true)
+            }
+            Fault::Freeze(target) => {
+                let pod = pod_of(target.site);
+                let handle =
+                    self.driver(|d| d.freeze(NAMESPACE, &pod, container_name(target.container)))?;
+                (
+                    Some(Undo::Driver {
+                        kind: "freeze".into(),
+                        fault: handle,
+                        detail: pod,
+                    }),
+                    false,
+                )
+            }
+            Fault::Thaw(target) => {
+                let pod = pod_of(target.site);
+                let undo = {
+                    let mut state = self
+                        .state
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let index = state.active.iter().position(|(kind, _, undo)| {
+                        kind == "freeze"
+                            && matches!(undo, Undo::Driver { detail, .. } if *detail == pod)
+                    });
+                    index.map(|i| state.active.remove(i))
+                };
+                if let Some((_, detail, undo)) = undo {
+                    self.undo(&undo).await?;
+                    fault_event(recorder, "freeze", FaultPhase::End, &detail, EventType::Ok);
+                }
+                (None, true)
+            }
+            Fault::DeletePod(target) => {
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
+                pods.delete(&pod_of(target.site), &DeleteParams::default())
+                    .await
+                    .map_err(|e| cluster_error("delete the site pod", e))?;
+                (None, true)
+            }
+            Fault::StopNode(target) => {
+                let node = target.site.name().to_owned();
+                let handle = self.driver(|d| d.stop_node(&node))?;
+                (
+                    Some(Undo::Driver {
+                        kind: "stop-node".into(),
+                        fault: handle,
+                        detail: node,
+                    }),
+                    false,
+                )
+            }
+            Fault::StartNode(target) => {
+                let node = target.site.name().to_owned();
+                let undo = {
+                    let mut state = self
+                        .state
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let index = state.active.iter().position(|(kind, _, undo)| {
+                        kind == "stop-node"
+                            && matches!(undo, Undo::Driver { detail, .. } if *detail == node)
+                    });
+                    index.map(|i| state.active.remove(i))
+                };
+                if let Some((_, detail, undo)) = undo {
+                    self.undo(&undo).await?;
+                    fault_event(
+                        recorder,
+                        "stop-node",
+                        FaultPhase::End,
+                        &detail,
+                        EventType::Ok,
+                    );
+                }
+                (None, true)
+            }
+            Fault::Partition(partition) => {
+                let sites = match partition {
+                    Partition::Sites(sites) | Partition::Nodes(sites) => sites,
+                };
+                let side_a: Vec<String> = sites.iter().map(|s| s.name().to_owned()).collect();
+                let side_b: Vec<String> = Site::ALL
+                    .iter()
+                    .filter(|s| !sites.contains(s))
+                    .map(|s| s.name().to_owned())
+                    .chain(std::iter::once(
+                        crate::playground::localkube::APPS_NODE.to_owned(),
+                    ))
+                    .collect();
+                let handle = self.driver(|d| d.partition(&side_a, &side_b))?;
+                (
+                    Some(Undo::Driver {
+                        kind: "partition".into(),
+                        fault: handle,
+                        detail: side_a.join(","),
+                    }),
+                    false,
+                )
+            }
+            Fault::DenyRbac {
+                resource, verbs, ..
+            } => {
+                let roles: Api<ClusterRole> = Api::all(self.client.clone());
+                let role = roles
+                    .get(names::OPERATOR_DEPLOYMENT)
+                    .await
+                    .map_err(|e| cluster_error("read the operator ClusterRole", e))?;
+                let rules =
+                    serde_json::to_value(role.rules.unwrap_or_default()).unwrap_or_default();
+                let verbs: Vec<String> = verbs
+                    .iter()
+                    .map(|v| {
+                        serde_json::to_value(v)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                let verbs: Vec<&str> = verbs.iter().map(String::as_str).collect();
+                let narrowed = deny_verbs(&rules, resource, &verbs);
+                roles
+                    .patch(
+                        names::OPERATOR_DEPLOYMENT,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"rules": narrowed})),
+                    )
+                    .await
+                    .map_err(|e| cluster_error("narrow the operator ClusterRole", e))?;
+                (Some(Undo::RestoreRbac), false)
+            }
+            Fault::ScaleOperator { replicas } => {
+                let before = self.operator_replicas().await?;
+                self.scale_operator(*replicas).await?;
+                (Some(Undo::ScaleOperator(before)), false)
+            }
+            Fault::StopExternalDns => {
+                let handle = self.driver(|d| d.stop_external_dns())?;
+                (
+                    Some(Undo::Driver {
+                        kind: "stop-external-dns".into(),
+                        fault: handle,
+                        detail: String::new(),
+                    }),
+                    false,
+                )
+            }
+            Fault::Annotate { key, value, .. } => {
+                let groups = crate::playground::install::group_api(&self.client);
+                groups
+                    .patch(
+                        GROUP,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"annotations": {key.as_str(): value}}})),
+                    )
+                    .await
+                    .map_err(|e| cluster_error(format!("annotate the group with {key}"), e))?;
+                (None, true)
+            }
+            Fault::SetReadOnly { site, value } => {
+                let sql = format!(
+                    "SET GLOBAL read_only = {}",
+                    if *value { "ON" } else { "OFF" }
+                );
+                self.installer.sql_as_root(&pod_of(*site), &sql).await?;
+                (None, true)
+            }
+            Fault::ReplicationDelay { site, delay } => {
+                let pod = pod_of(*site);
+                let sql = format!(
+                    "STOP SLAVE SQL_THREAD; CHANGE MASTER TO MASTER_DELAY = {}; START SLAVE SQL_THREAD",
+                    delay.duration().as_secs()
+                );
+                self.installer.sql_as_root(&pod, &sql).await?;
+                (Some(Undo::ReplicationDelay { pod }), false)
+            }
+            Fault::OpenConnection {
+                name: connection,
+                service,
+            } => {
+                let service_name = match service {
+                    SharedService::Primary => topology::service_name("primary"),
+                    SharedService::Replicas => topology::service_name("replicas"),
+                };
+                let ip = topology::cluster_ip(&self.client, &service_name)
+                    .await?
+                    .ok_or_else(|| {
+                        cluster_error(
+                            "open a connection",
+                            format!("{service_name} has no ClusterIP"),
+                        )
+                    })?;
+                self.open_connection(connection, &ip).await?;
+                (None, true)
+            }
+            Fault::Plugin { args } => {
+                let binary = self.bin_dir.join("kubectl-bloodraven");
+                let output = tokio::process::Command::new(&binary)
+                    .args(args)
+                    .env("KUBECONFIG", &self.kubeconfig)
+                    .output()
+                    .await
+                    .map_err(|e| cluster_error(format!("run {}", binary.display()), e))?;
+                if !output.status.success() {
+                    return Err(cluster_error(
+                        format!("kubectl bloodraven {}", args.join(" ")),
+                        String::from_utf8_lossy(&output.stderr).trim(),
+                    ));
+                }
+                (None, true)
+            }
+            Fault::UpgradeOperator { image } => {
+                let deployments: Api<Deployment> =
+                    Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+                deployments
+                    .patch(
+                        names::OPERATOR_DEPLOYMENT,
+                        &PatchParams::default(),
+                        &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "operator", "image": image}]}}}})),
+                    )
+                    .await
+                    .map_err(|e| cluster_error("upgrade the operator image", e))?;
+                (None, true)
+            }
+        };
+        // Recorded after the fault took effect: its effective start.
+        fault_event(recorder, name, FaultPhase::Start, &detail, EventType::Ok);
+        if let Some(undo) = undo {
+            self.remember(name, detail, undo);
+        } else if one_shot {
+            fault_event(recorder, name, FaultPhase::End, &detail, EventType::Ok);
+        }
+        Ok(())
+    }
+
+    async fn undo(&self, undo: &Undo) -> Result<()> {
+        match undo {
+            Undo::Driver { kind, fault, detail } => {
+                let (kind, fault, detail) = (kind.clone(), fault.clone(), detail.clone());
+                self.driver(move |d| d.end(&kind, &fault, &detail))
+            }
+            Undo::RestoreRbac => self.installer.reapply_operator_rbac().await,
+            Undo::ScaleOperator(replicas) => self.scale_operator(*replicas).await,
+            Undo::ReplicationDelay { pod } => self
+                .installer
+                .sql_as_root(pod, "STOP SLAVE SQL_THREAD; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE SQL_THREAD")
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    pub(super) async fn heal_faults(
+        &self,
+        target: &HealTarget,
+        recorder: Option<&Recorder>,
+    ) -> Result<()> {
+        let healed: Vec<(String, String, Undo)> = {
+            let mut state = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (take, keep): (Vec<_>, Vec<_>) =
+                state
+                    .active
+                    .drain(..)
+                    .partition(|(kind, _, _)| match target {
+                        HealTarget::All => true,
+                        HealTarget::Kind(want) => kind == want,
+                    });
+            state.active = keep;
+            take
+        };
+        let mut first_error = None;
+        // Undo in reverse order of injection.
+        for (kind, detail, undo) in healed.into_iter().rev() {
+            match self.undo(&undo).await {
+                Ok(()) => {
+                    if let Some(recorder) = recorder {
+                        fault_event(recorder, &kind, FaultPhase::End, &detail, EventType::Ok);
+                    }
+                }
+                Err(error) => {
+                    if let Some(recorder) = recorder {
+                        fault_event(recorder, &kind, FaultPhase::End, &detail, EventType::Fail);
+                    }
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    pub(super) fn heal_all_quietly(&self) -> Result<()> {
+        self.runtime
+            .block_on(self.heal_faults(&HealTarget::All, None))
+    }
+
+    async fn open_connection(&self, name: &str, host: &str) -> Result<()> {
+        let password = self.password().unwrap_or_default();
+        let mut connections = self.held_connections.lock().await;
+        let client = workload_client(host, &password);
+        let conn = client
+            .connect()
+            .await
+            .map_err(|e| cluster_error(format!("open connection {name} to {host}"), e))?;
+        connections.insert(name.to_owned(), (client, conn));
+        Ok(())
+    }
+
+    pub(super) async fn observe_expect(&self, expect: &Expect) -> Result<Value> {
+        if expect.group.is_some() {
+            return Ok(self.installer.group().await?["status"].clone());
+        }
+        if let Some(pods) = &expect.pods {
+            let namespace = pods.namespace.as_deref().unwrap_or(NAMESPACE);
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+            let name = match (&pods.name, pods.site) {
+                (Some(name), _) => name.clone(),
+                (None, Some(site)) => names::pod(GROUP, site.name()),
+                (None, None) => return Err(cluster_error("observe pods", "neither name nor site")),
+            };
+            let pod = api
+                .get_opt(&name)
+                .await
+                .map_err(|e| cluster_error(format!("read pod {name}"), e))?;
+            return Ok(Value::Array(
+                pod.into_iter()
+                    .map(|p| serde_json::to_value(p).unwrap_or_default())
+                    .collect(),
+            ));
+        }
+        if let Some(endpoints) = &expect.endpoints {
+            let sites = topology::endpoint_sites(&self.client, &endpoints.service).await?;
+            return Ok(json!({"sites": sites}));
+        }
+        if expect.dns_endpoint.is_some() {
+            return self.observe_dns_endpoint().await;
+        }
+        if expect.dns.is_some() {
+            let resolver = workload::dns_resolver(self.dns_server).ok_or_else(|| {
+                cluster_error("observe DNS", "this backend has no cluster DNS address")
+            })?;
+            let group = self.installer.group().await?;
+            let hostname = group["spec"]["dns"]["hostname"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let addresses = workload::lookup(&resolver, &hostname).await;
+            let ips = topology::site_cluster_ips(&self.client).await?;
+            let site = match addresses.as_slice() {
+                [one] => ips.get(one).copied(),
+                _ => None,
+            };
+            return Ok(json!({"site": site, "addresses": addresses}));
+        }
+        if let Some(counter) = &expect.counter {
+            return self.observe_counter(counter.write.is_some()).await;
+        }
+        if let Some(object) = &expect.object {
+            let mut probe = json!({"apiVersion": object.api_version, "kind": object.kind, "metadata": {"name": object.name}});
+            let cluster_scoped = matches!(
+                object.kind.as_str(),
+                "Node"
+                    | "Namespace"
+                    | "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "CustomResourceDefinition"
+            );
+            if !cluster_scoped {
+                probe["metadata"]["namespace"] =
+                    json!(object.namespace.as_deref().unwrap_or(NAMESPACE));
+            }
+            let (api, name) = api_for(&self.client, &probe)?;
+            let found: Option<DynamicObject> = api
+                .get_opt(&name)
+                .await
+                .map_err(|e| cluster_error(format!("read {} {name}", object.kind), e))?;
+            return Ok(found
+                .map(|o| serde_json::to_value(o).unwrap_or_default())
+                .unwrap_or(Value::Null));
+        }
+        if let Some(node) = &expect.node {
+            let nodes: Api<Node> = Api::all(self.client.clone());
+            let found = nodes
+                .get(node.site.name())
+                .await
+                .map_err(|e| cluster_error(format!("read node {}", node.site.name()), e))?;
+            let tainted = found
+                .spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == names::TAINT_DEMOTED && t.effect == names::TAINT_EFFECT);
+            return Ok(json!({"demotedTaint": tainted}));
+        }
+        if let Some(event) = &expect.event {
+            let events: Api<KubeEvent> = Api::namespaced(self.client.clone(), NAMESPACE);
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| cluster_error("list events", e))?;
+            let matching: Vec<String> = list
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(event.reason.as_str()))
+                .filter(|e| {
+                    event
+                        .type_
+                        .as_deref()
+                        .is_none_or(|t| e.type_.as_deref() == Some(t))
+                })
+                .filter_map(|e| e.message)
+                .collect();
+            return Ok(json!({"count": matching.len(), "messages": matching}));
+        }
+        if let Some(mysql) = &expect.mysql {
+            let out = self
+                .installer
+                .sql_as_root(
+                    &names::pod(GROUP, mysql.site.name()),
+                    "SELECT @@GLOBAL.read_only, (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO' OR USER = 'system user')",
+                )
+                .await?;
+            let fields: Vec<&str> = out.trim().split('\t').collect();
+            return Ok(json!({
+                "readOnly": fields.first() == Some(&"1"),
+                "replicating": fields.get(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) > 0,
+            }));
+        }
+        if let Some(connection) = &expect.connection {
+            return self.observe_connection(&connection.name).await;
+        }
+        if let Some(metric) = &expect.metric {
+            return self.observe_metric(&metric.name, &metric.labels).await;
+        }
+        if let Some(deploy) = &expect.deploy_api {
+            return self.observe_deploy_api(&deploy.request).await;
+        }
+        Err(cluster_error(
+            "observe",
+            format!("no target in {:?}", expect.targets()),
+        ))
+    }
+
+    async fn observe_dns_endpoint(&self) -> Result<Value> {
+        let probe = json!({"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+            "metadata": {"name": names::dns_endpoint(GROUP), "namespace": NAMESPACE}});
+        let (api, name) = api_for(&self.client, &probe)?;
+        let Some(object) = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| cluster_error("read the DNSEndpoint", e))?
+        else {
+            return Ok(json!({"site": null}));
+        };
+        let value = serde_json::to_value(&object).unwrap_or_default();
+        let endpoint = &value["spec"]["endpoints"][0];
+        let targets: Vec<String> = endpoint["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
+        let ips = topology::site_cluster_ips(&self.client).await?;
+        let site = match targets.as_slice() {
+            [one] => ips.get(one).copied(),
+            _ => None,
+        };
+        let managers: BTreeSet<String> = value["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|entry| entry["fieldsV1"]["f:spec"].is_object())
+            .filter_map(|entry| entry["manager"].as_str().map(str::to_owned))
+            .collect();
+        Ok(
+            json!({"site": site, "targets": targets, "recordTTL": endpoint["recordTTL"], "fieldManagers": managers}),
+        )
+    }
+
+    async fn observe_counter(&self, write: bool) -> Result<Value> {
+        let ip = topology::cluster_ip(&self.client, "counter")
+            .await?
+            .ok_or_else(|| {
+                cluster_error("observe the counter", "Service counter has no ClusterIP")
+            })?;
+        let url = format!("http://{ip}:8090/api/counter");
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(5))
+            .build()
+            .map_err(|e| cluster_error("build an HTTP client", e))?;
+        let request = if write {
+            http.post(&url)
+        } else {
+            http.get(&url)
+        };
+        let response = request
+            .send()
+            .await
+            .map_err(|e| cluster_error(format!("call {url}"), e))?;
+        let ok = response.status().is_success();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let db_site = body["dbHost"].as_str().and_then(topology::site_of_hostname);
+        let mut out =
+            json!({"value": body["value"], "readOnly": body["readOnly"], "dbSite": db_site});
+        if write {
+            out["write"] = json!(if ok { "ok" } else { "fail" });
+        }
+        Ok(out)
+    }
+
+    async fn observe_connection(&self, name: &str) -> Result<Value> {
+        let mut connections = self.held_connections.lock().await;
+        let Some((client, conn)) = connections.get_mut(name) else {
+            return Err(cluster_error(
+                "observe a connection",
+                format!("no connection named {name}"),
+            ));
+        };
+        let id = u64::MAX - 1;
+        let statement = format!(
+            "INSERT INTO `{}`.`{}` (id, site) VALUES ({id}, @@hostname) ON DUPLICATE KEY UPDATE site = site",
+            workload::DATABASE,
+            workload::TABLE
+        );
+        match client.execute(conn, &statement).await {
+            Ok(()) => Ok(json!({"writeError": null})),
+            Err(error) => Ok(json!({"writeError": error.server_code()})),
+        }
+    }
+
+    async fn observe_metric(
+        &self,
+        name: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Value> {
+        let leader = self.leader_pod().await?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+        let Some(pod) = leader else {
+            return Ok(json!({"value": null}));
+        };
+        let ip = pods
+            .get(&pod)
+            .await
+            .map_err(|e| cluster_error(format!("read pod {pod}"), e))?
+            .status
+            .and_then(|s| s.pod_ip)
+            .unwrap_or_default();
+        let text = reqwest::get(format!("http://{ip}:{}/metrics", names::PORT_OPERATOR_HTTP))
+            .await
+            .map_err(|e| cluster_error("scrape the operator", e))?
+            .text()
+            .await
+            .map_err(|e| cluster_error("read the operator's metrics", e))?;
+        Ok(json!({"value": metric_value(&text, name, labels)}))
+    }
+
+    async fn observe_deploy_api(
+        &self,
+        request: &crate::scenario::model::DeployRequest,
+    ) -> Result<Value> {
+        let _ = request;
+        Err(cluster_error(
+            "observe the deploy API",
+            "deploy-api expectations are not wired into the live backend yet",
+        ))
+    }
+
+    pub(super) async fn converged_now(&self) -> Result<Option<String>> {
+        let group = self.installer.group().await?;
+        let status = &group["status"];
+        if status["authority"]["state"] != "Valid" {
+            return Ok(Some(format!(
+                "authority is {}",
+                status["authority"]["state"]
+            )));
+        }
+        let Some(active) = status["activeSite"].as_str() else {
+            return Ok(Some("no active site".to_owned()));
+        };
+        let writable: Vec<&str> = status["sites"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["writable"] == true)
+            .filter_map(|s| s["name"].as_str())
+            .collect();
+        if writable != [active] {
+            return Ok(Some(format!(
+                "writable sites {writable:?}, active {active}"
+            )));
+        }
+        for site in status["sites"].as_array().into_iter().flatten() {
+            let name = site["name"].as_str().unwrap_or_default();
+            let kept_fenced = site["errantGtidSet"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty());
+            if name != active && site["healthy"] != true && !kept_fenced {
+                return Ok(Some(format!("site {name} is not healthy")));
+            }
+        }
+        let dns = self.observe_dns_endpoint().await?;
+        if dns["site"] != json!(active) {
+            return Ok(Some(format!(
+                "DNSEndpoint targets {}, active {active}",
+                dns["site"]
+            )));
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn final_ids(&self) -> Result<Vec<u64>> {
+        let pod = self.installer.active_pod().await?;
+        let out = self
+            .installer
+            .sql_as_root(
+                &pod,
+                &format!(
+                    "SELECT id FROM `{}`.`{}`",
+                    workload::DATABASE,
+                    workload::TABLE
+                ),
+            )
+            .await?;
+        Ok(out
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect())
+    }
+
+    pub(super) async fn artifacts(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| cluster_error(format!("create {}", dir.display()), e))?;
+        let write = |file: &str, text: &str| {
+            std::fs::write(dir.join(file), text)
+                .map_err(|e| cluster_error(format!("write {file}"), e))
+        };
+        if let Ok(group) = self.installer.group().await {
+            write(
+                "group.yaml",
+                &serde_yaml::to_string(&group).unwrap_or_default(),
+            )?;
+        }
+        for namespace in [NAMESPACE, OPERATOR_NAMESPACE] {
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+            let events: Api<KubeEvent> = Api::namespaced(self.client.clone(), namespace);
+            if let Ok(list) = events.list(&ListParams::default()).await {
+                let lines: Vec<String> = list
+                    .into_iter()
+                    .map(|e| {
+                        format!(
+                            "{} {} {} {}",
+                            e.type_.unwrap_or_default(),
+                            e.reason.unwrap_or_default(),
+                            e.involved_object.name.unwrap_or_default(),
+                            e.message.unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                write(&format!("events-{namespace}.txt"), &lines.join("\n"))?;
+            }
+            let Ok(list) = pods.list(&ListParams::default()).await else {
+                continue;
+            };
+            for pod in list {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                for container in pod.spec.map(|s| s.containers).unwrap_or_default() {
+                    for previous in [false, true] {
+                        let params = LogParams {
+                            container: Some(container.name.clone()),
+                            previous,
+                            ..LogParams::default()
+                        };
+                        if let Ok(text) = pods.logs(&name, &params).await {
+                            let suffix = if previous { ".previous" } else { "" };
+                            write(&format!("{name}.{}{suffix}.log", container.name), &text)?;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(log) = self.driver.fault_log() {
+            write("faults.jsonl", &log)?;
+        }
+        Ok(())
+    }
+}
+
+fn workload_client(host: &str, password: &str) -> bloodraven_mysql::live::LiveMysql {
+    bloodraven_mysql::live::LiveMysql::new(
+        bloodraven_mysql::Flavor::MariaDb,
+        bloodraven_mysql::live::ConnectOptions {
+            host: host.to_owned(),
+            port: names::PORT_MYSQL,
+            user: workload::USER.to_owned(),
+            password: password.to_owned(),
+            connect_timeout: workload::STATEMENT_TIMEOUT,
+            statement_timeout: workload::STATEMENT_TIMEOUT,
+        },
+    )
+}
+
+/// The value of the first sample of `name` whose labels include `labels`, from a Prometheus
+/// text exposition.
+pub fn metric_value(
+    text: &str,
+    name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, label_text) = match series.split_once('{') {
+                Some((metric, rest)) => (metric, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if metric != name {
+                return None;
+            }
+            let all = labels.iter().all(|(key, want)| {
+                label_text
+                    .split(',')
+                    .any(|pair| pair == format!("{key}=\"{want}\""))
+            });
+            all.then(|| value.parse().ok()).flatten()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_samples_are_found_by_name_and_labels() {
+        let text = "# HELP x\nbloodraven_failovers_total{kind=\"emergency\"} 1\nbloodraven_failovers_total{kind=\"planned\"} 2\nbloodraven_poll_duration_seconds_count 5\n";
+        let planned = [("kind".to_owned(), "planned".to_owned())]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            metric_value(text, "bloodraven_failovers_total", &planned),
+            Some(2.0)
+        );
+        assert_eq!(
+            metric_value(
+                text,
+                "bloodraven_poll_duration_seconds_count",
+                &Default::default()
+            ),
+            Some(5.0)
+        );
+        assert_eq!(metric_value(text, "missing", &Default::default()), None);
+    }
+}

@@ -1,0 +1,457 @@
+//! The workload and probes of one scenario (harness.md "History and checkers"): writers of
+//! unique ids through `-primary` (each write records the site that acknowledged it, from the
+//! connection's `@@hostname`), readers through `-primary` and `-replicas`, and probes of the
+//! group status, the shared Services' endpoints and the DNS answer every ~200 ms. All of it
+//! records into the scenario's [`Recorder`]; [`LiveWorkload::stop`] drains in-flight
+//! operations before returning.
+//!
+//! The workload's database user (`harness`) holds only its database's privileges (the grant
+//! builder of bloodraven-mysql): nothing that bypasses read_only, so a fenced site refuses it.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bloodraven_mysql::live::{ConnectOptions, LiveMysql};
+use bloodraven_mysql::Flavor;
+use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::RData;
+use hickory_resolver::TokioResolver;
+use kube::Client;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::topology;
+use crate::history::event::{EventType, Op};
+use crate::history::recorder::Recorder;
+use crate::playground::install::group_api;
+use crate::scenario::model::{SharedService, Site};
+
+/// The workload's database.
+pub const DATABASE: &str = "harness";
+/// The workload's table.
+pub const TABLE: &str = "writes";
+/// The workload's user.
+pub const USER: &str = "harness";
+/// Writers running at once.
+pub const WRITERS: usize = 2;
+/// Pause between two writes of one writer.
+pub const WRITE_PAUSE: Duration = Duration::from_millis(100);
+/// Pause between two reads of one reader.
+pub const READ_PAUSE: Duration = Duration::from_millis(500);
+/// Probe period.
+pub const PROBE_PERIOD: Duration = Duration::from_millis(200);
+/// Bound on connecting and on one statement: beyond it the outcome is `info`.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// MySQL's "running with --read-only" error.
+const ER_READ_ONLY: u16 = 1290;
+
+/// Where the workload connects.
+#[derive(Debug, Clone)]
+pub struct WorkloadTargets {
+    /// `-primary`'s ClusterIP.
+    pub primary: String,
+    /// `-replicas`' ClusterIP.
+    pub replicas: String,
+    /// The cluster DNS server.
+    pub dns_server: Option<SocketAddr>,
+    /// The group's DNS hostname.
+    pub dns_hostname: String,
+    /// The workload user's password.
+    pub password: String,
+}
+
+/// The statements that set the workload's database, table and user up (run as root on the
+/// primary at install).
+pub fn setup_statements(password: &str) -> crate::Result<String> {
+    let grant = |r: bloodraven_mysql::Result<String>| {
+        r.map_err(|e| crate::Error::Cluster {
+            action: "build the workload's grants".to_owned(),
+            reason: e.to_string(),
+        })
+    };
+    Ok(format!(
+        "CREATE DATABASE IF NOT EXISTS `{DATABASE}`;\n\
+         CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
+         {};\n{};\n",
+        grant(bloodraven_mysql::grants::create_app_user(USER, "%", password))?,
+        grant(bloodraven_mysql::grants::app_user_grant(DATABASE, USER, "%"))?,
+    ))
+}
+
+fn client_for(host: &str, password: &str) -> LiveMysql {
+    LiveMysql::new(
+        Flavor::MariaDb,
+        ConnectOptions {
+            host: host.to_owned(),
+            port: bloodraven_api::names::PORT_MYSQL,
+            user: USER.to_owned(),
+            password: password.to_owned(),
+            connect_timeout: STATEMENT_TIMEOUT,
+            statement_timeout: STATEMENT_TIMEOUT,
+        },
+    )
+}
+
+/// A running workload.
+#[derive(Debug)]
+pub struct LiveWorkload {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl LiveWorkload {
+    /// Starts writers, readers and probes on the current runtime.
+    pub fn start(client: Client, targets: WorkloadTargets, recorder: Arc<Recorder>) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let next_id = Arc::new(AtomicU64::new(1));
+        let mut tasks = Vec::new();
+        for writer in 0..WRITERS {
+            tasks.push(tokio::spawn(write_loop(
+                format!("writer-{writer}"),
+                targets.clone(),
+                next_id.clone(),
+                recorder.clone(),
+                stopped.clone(),
+            )));
+        }
+        for via in [SharedService::Primary, SharedService::Replicas] {
+            tasks.push(tokio::spawn(read_loop(
+                via,
+                targets.clone(),
+                recorder.clone(),
+                stopped.clone(),
+            )));
+        }
+        tasks.push(tokio::spawn(probe_loop(client, targets, recorder, stopped)));
+        Self { stop, tasks }
+    }
+
+    /// Stops everything and waits until in-flight operations completed (each is bounded by
+    /// [`STATEMENT_TIMEOUT`]).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+struct Connection {
+    client: LiveMysql,
+    conn: mysql_async::Conn,
+    site: Option<Site>,
+}
+
+async fn connect(
+    host: &str,
+    password: &str,
+) -> Result<Connection, bloodraven_mysql::live::LiveError> {
+    let client = client_for(host, password);
+    let mut conn = client.connect().await?;
+    let rows = client.rows(&mut conn, "SELECT @@hostname AS h").await?;
+    let site = rows
+        .first()
+        .and_then(|row| row.get("h").cloned().flatten())
+        .and_then(|h| topology::site_of_hostname(&h));
+    Ok(Connection { client, conn, site })
+}
+
+/// How an error ends a client operation: `fail` when the server refused (it did not
+/// happen), `info` when the outcome is unknown (timeout, connection lost).
+fn outcome_of(error: &bloodraven_mysql::live::LiveError, sent: bool) -> EventType {
+    if error.server_code().is_some() || !sent {
+        EventType::Fail
+    } else {
+        EventType::Info
+    }
+}
+
+async fn write_loop(
+    process: String,
+    targets: WorkloadTargets,
+    next_id: Arc<AtomicU64>,
+    recorder: Arc<Recorder>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut held: Option<Connection> = None;
+    while !*stopped.borrow() {
+        let id = next_id.fetch_add(1, Ordering::SeqCst);
+        recorder.invoke(
+            &process,
+            Op::Write {
+                id,
+                site: None,
+                gtid: None,
+                error: None,
+            },
+        );
+        if held.is_none() {
+            match connect(&targets.primary, &targets.password).await {
+                Ok(connection) => held = Some(connection),
+                Err(error) => {
+                    recorder.complete(
+                        &process,
+                        EventType::Fail,
+                        Op::Write {
+                            id,
+                            site: None,
+                            gtid: None,
+                            error: Some(format!("connect: {error}")),
+                        },
+                    );
+                    pause(&mut stopped, WRITE_PAUSE).await;
+                    continue;
+                }
+            }
+        }
+        let Some(connection) = held.as_mut() else {
+            continue;
+        };
+        let statement =
+            format!("INSERT INTO `{DATABASE}`.`{TABLE}` (id, site) VALUES ({id}, @@hostname)");
+        match connection
+            .client
+            .execute(&mut connection.conn, &statement)
+            .await
+        {
+            Ok(()) => {
+                // Autocommit: the INSERT's OK is the acknowledgement; @@last_gtid is the GTID
+                // this session's last transaction committed as.
+                let gtid = connection
+                    .client
+                    .rows(&mut connection.conn, "SELECT @@last_gtid AS g")
+                    .await
+                    .ok()
+                    .and_then(|rows| rows.first().and_then(|row| row.get("g").cloned().flatten()))
+                    .filter(|g| !g.is_empty());
+                recorder.complete(
+                    &process,
+                    EventType::Ok,
+                    Op::Write {
+                        id,
+                        site: connection.site,
+                        gtid,
+                        error: None,
+                    },
+                );
+            }
+            Err(error) => {
+                let kind = outcome_of(&error, true);
+                let refused = error.server_code() == Some(ER_READ_ONLY);
+                recorder.complete(
+                    &process,
+                    kind,
+                    Op::Write {
+                        id,
+                        site: connection.site,
+                        gtid: None,
+                        error: Some(error.to_string()),
+                    },
+                );
+                // A refused or broken connection is replaced: the workload follows -primary
+                // as an application with a reconnect policy would.
+                if refused || kind == EventType::Info || error.server_code().is_none() {
+                    held = None;
+                }
+            }
+        }
+        pause(&mut stopped, WRITE_PAUSE).await;
+    }
+}
+
+async fn read_loop(
+    via: SharedService,
+    targets: WorkloadTargets,
+    recorder: Arc<Recorder>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let process = match via {
+        SharedService::Primary => "reader-primary",
+        SharedService::Replicas => "reader-replicas",
+    };
+    let host = match via {
+        SharedService::Primary => targets.primary.clone(),
+        SharedService::Replicas => targets.replicas.clone(),
+    };
+    while !*stopped.borrow() {
+        recorder.invoke(
+            process,
+            Op::Read {
+                via,
+                site: None,
+                max_id: None,
+            },
+        );
+        // A fresh connection per read: each read asks the Service for a current endpoint.
+        let result = async {
+            let mut connection = connect(&host, &targets.password).await?;
+            let rows = connection
+                .client
+                .rows(
+                    &mut connection.conn,
+                    &format!("SELECT MAX(id) AS m FROM `{DATABASE}`.`{TABLE}`"),
+                )
+                .await?;
+            let max_id = rows
+                .first()
+                .and_then(|row| row.get("m").cloned().flatten())
+                .and_then(|m| m.parse().ok());
+            Ok::<_, bloodraven_mysql::live::LiveError>((connection.site, max_id))
+        }
+        .await;
+        match result {
+            Ok((site, max_id)) => {
+                recorder.complete(process, EventType::Ok, Op::Read { via, site, max_id })
+            }
+            Err(_) => recorder.complete(
+                process,
+                EventType::Fail,
+                Op::Read {
+                    via,
+                    site: None,
+                    max_id: None,
+                },
+            ),
+        }
+        pause(&mut stopped, READ_PAUSE).await;
+    }
+}
+
+fn resolver(server: SocketAddr) -> Option<TokioResolver> {
+    let mut udp = ConnectionConfig::udp();
+    udp.port = server.port();
+    let mut builder = TokioResolver::builder_with_config(
+        ResolverConfig::from_parts(
+            None,
+            Vec::new(),
+            vec![NameServerConfig::new(server.ip(), true, vec![udp])],
+        ),
+        TokioRuntimeProvider::default(),
+    );
+    builder.options_mut().cache_size = 0;
+    builder.options_mut().timeout = Duration::from_millis(500);
+    builder.options_mut().attempts = 1;
+    builder.build().ok()
+}
+
+/// The A answers for `hostname` from `resolver` (empty on NXDOMAIN or an error).
+pub async fn lookup(resolver: &TokioResolver, hostname: &str) -> Vec<String> {
+    resolver.clear_cache();
+    match resolver.ipv4_lookup(hostname).await {
+        Ok(lookup) => {
+            let mut out: Vec<String> = lookup
+                .answers()
+                .iter()
+                .filter_map(|record| match &record.data {
+                    RData::A(a) => Some(a.0.to_string()),
+                    _ => None,
+                })
+                .collect();
+            out.sort();
+            out
+        }
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A resolver for the cluster DNS server.
+pub fn dns_resolver(server: Option<SocketAddr>) -> Option<TokioResolver> {
+    server.and_then(resolver)
+}
+
+async fn probe_loop(
+    client: Client,
+    targets: WorkloadTargets,
+    recorder: Arc<Recorder>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let groups = group_api(&client);
+    let dns = dns_resolver(targets.dns_server);
+    let mut site_ips = topology::site_cluster_ips(&client)
+        .await
+        .unwrap_or_default();
+    while !*stopped.borrow() {
+        recorder.invoke(
+            "status",
+            Op::Status {
+                active_site: None,
+                topology_generation: 0,
+                authority: None,
+                last_failover: None,
+            },
+        );
+        match groups.get(crate::playground::install::GROUP).await {
+            Ok(group) => {
+                let value = serde_json::to_value(&group).unwrap_or_default();
+                recorder.complete("status", EventType::Ok, super::status_op(&value["status"]));
+            }
+            Err(_) => recorder.complete(
+                "status",
+                EventType::Fail,
+                Op::Status {
+                    active_site: None,
+                    topology_generation: 0,
+                    authority: None,
+                    last_failover: None,
+                },
+            ),
+        }
+        for service in ["primary", "replicas"] {
+            let process = format!("endpoints-{service}");
+            recorder.invoke(
+                &process,
+                Op::Endpoints {
+                    service: service.to_owned(),
+                    sites: Vec::new(),
+                },
+            );
+            match topology::endpoint_sites(&client, service).await {
+                Ok(sites) => recorder.complete(
+                    &process,
+                    EventType::Ok,
+                    Op::Endpoints {
+                        service: service.to_owned(),
+                        sites,
+                    },
+                ),
+                Err(_) => recorder.complete(
+                    &process,
+                    EventType::Fail,
+                    Op::Endpoints {
+                        service: service.to_owned(),
+                        sites: Vec::new(),
+                    },
+                ),
+            }
+        }
+        if let Some(resolver) = &dns {
+            if site_ips.len() < Site::ALL.len() {
+                site_ips = topology::site_cluster_ips(&client)
+                    .await
+                    .unwrap_or_default();
+            }
+            recorder.invoke(
+                "dns",
+                Op::Dns {
+                    addresses: Vec::new(),
+                    site: None,
+                },
+            );
+            let addresses = lookup(resolver, &targets.dns_hostname).await;
+            let site = match addresses.as_slice() {
+                [one] => site_ips.get(one).copied(),
+                _ => None,
+            };
+            recorder.complete("dns", EventType::Ok, Op::Dns { addresses, site });
+        }
+        pause(&mut stopped, PROBE_PERIOD).await;
+    }
+}
+
+async fn pause(stopped: &mut watch::Receiver<bool>, period: Duration) {
+    let _ = tokio::time::timeout(period, stopped.changed()).await;
+}

@@ -1,0 +1,657 @@
+//! Installing the playground of the seeds on any cluster (localkube, kind, an existing one):
+//! CRDs, the operator rendered from `fixtures/playground/operator-values.yaml` with a
+//! generated escrow TLS certificate, the group `playground`, the `counter-app` database with
+//! its app user, and the counter app. Every step is idempotent, so installing twice is
+//! harmless; [`Installer::uninstall`] removes everything a scenario can leave behind.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bloodraven_api::names;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
+use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
+
+use super::kube::{apply, delete, read_manifests, FIELD_MANAGER};
+use crate::error::{Error, Result};
+
+/// The operator's namespace.
+pub const OPERATOR_NAMESPACE: &str = names::OPERATOR_NAMESPACE;
+/// The playground's namespace.
+pub const NAMESPACE: &str = names::PLAYGROUND_NAMESPACE;
+/// The playground's group.
+pub const GROUP: &str = names::PLAYGROUND_GROUP;
+/// The counter app's database user.
+pub const COUNTER_USER: &str = "counter";
+/// The counter app's database (schema).
+pub const COUNTER_DATABASE: &str = "counter";
+/// The Secret holding the counter user's password (key `password`).
+pub const COUNTER_SECRET: &str = "counter-db";
+/// The ConfigMap (in the playground namespace) holding the escrow TLS CA as `ca.crt`, for
+/// deploy API clients (seed 003: `curl --cacert ca.crt`).
+pub const CA_CONFIGMAP: &str = "bloodraven-ca";
+/// Bound on waiting for the group to bootstrap (authority Valid, every site healthy).
+pub const BOOTSTRAP_WAIT_MAX: Duration = Duration::from_secs(180);
+/// Bound on waiting for a Deployment to be available.
+pub const DEPLOYMENT_WAIT_MAX: Duration = Duration::from_secs(60);
+/// Bound on waiting for the uninstall's deletions to finish.
+pub const UNINSTALL_WAIT_MAX: Duration = Duration::from_secs(90);
+/// How often waits poll.
+const WAIT_POLL: Duration = Duration::from_millis(250);
+
+/// The fixture files, relative to the workspace root.
+#[derive(Debug, Clone)]
+pub struct Fixtures {
+    /// The workspace root (holding `fixtures/`).
+    pub root: PathBuf,
+}
+
+impl Fixtures {
+    /// Fixtures under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+    /// `fixtures/crds/`.
+    pub fn crds(&self) -> PathBuf {
+        self.root.join("fixtures/crds")
+    }
+    /// A file of `fixtures/playground/`.
+    pub fn playground(&self, file: &str) -> PathBuf {
+        self.root.join("fixtures/playground").join(file)
+    }
+    /// A fixture by its path relative to `fixtures/`.
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.root.join("fixtures").join(relative)
+    }
+}
+
+/// What the installer does to a cluster.
+#[derive(Clone)]
+pub struct Installer {
+    client: Client,
+    fixtures: Fixtures,
+    /// Where the installer writes files a person needs (`ca.crt`).
+    out_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Installer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Installer")
+            .field("fixtures", &self.fixtures.root)
+            .field("out_dir", &self.out_dir)
+            .finish()
+    }
+}
+
+fn cluster_error(action: impl Into<String>, reason: impl ToString) -> Error {
+    Error::Cluster {
+        action: action.into(),
+        reason: reason.to_string(),
+    }
+}
+
+impl Installer {
+    /// An installer using `client`, reading `fixtures`, writing `ca.crt` into `out_dir`.
+    pub fn new(client: Client, fixtures: Fixtures, out_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            client,
+            fixtures,
+            out_dir: out_dir.into(),
+        }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The workspace root the fixtures are read from.
+    pub fn fixtures_root(&self) -> PathBuf {
+        self.fixtures.root.clone()
+    }
+
+    /// Installs everything and waits until the group's authority is Valid with every site
+    /// healthy and the counter available. Returns the group as JSON.
+    pub async fn install(&self) -> Result<Value> {
+        self.install_with(&crate::scenario::model::Install::default())
+            .await
+    }
+
+    /// [`Installer::install`] with a scenario's overrides: the operator's `replicaCount`
+    /// and fields merged into the group's `spec` (JSON merge patch).
+    pub async fn install_with(&self, overrides: &crate::scenario::model::Install) -> Result<Value> {
+        self.install_crds().await?;
+        let mut values = bloodraven_operator::install::values_from_file(
+            &self.fixtures.playground("operator-values.yaml"),
+        )
+        .map_err(|e| cluster_error("read operator values", e))?;
+        if let Some(replicas) = overrides.replica_count {
+            values.replica_count = replicas;
+        }
+        self.install_operator_values(&values).await?;
+        for mut object in read_manifests(&self.fixtures.playground("group.yaml"))? {
+            if object["kind"] == "MysqlFailoverGroup" {
+                if let Some(patch) = &overrides.group_spec {
+                    merge(&mut object["spec"], patch);
+                }
+            }
+            apply(&self.client, &object).await?;
+        }
+        let group = self.wait_bootstrapped(BOOTSTRAP_WAIT_MAX).await?;
+        self.apply_file(&self.fixtures.playground("database.yaml"))
+            .await?;
+        self.install_counter().await?;
+        Ok(group)
+    }
+
+    /// Applies every CRD of `fixtures/crds/` and waits until each is Established.
+    pub async fn install_crds(&self) -> Result<()> {
+        let dir = self.fixtures.crds();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| cluster_error(format!("read {}", dir.display()), e))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+            .collect();
+        files.sort();
+        let mut names = Vec::new();
+        for file in files {
+            for object in read_manifests(&file)? {
+                names.push(
+                    object["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                );
+                apply(&self.client, &object).await?;
+            }
+        }
+        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            Api::all(self.client.clone());
+        for name in names {
+            wait_for(
+                Duration::from_secs(30),
+                &format!("CRD {name} Established"),
+                || async {
+                    let crd = crds.get(&name).await.ok()?;
+                    let established = crd
+                        .status?
+                        .conditions?
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True");
+                    established.then_some(())
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Renders the operator from the values file, creates the escrow TLS Secret when the
+    /// values enable it (and it is missing), and applies the manifests.
+    pub async fn install_operator(&self, values_file: &Path) -> Result<()> {
+        let values = bloodraven_operator::install::values_from_file(values_file)
+            .map_err(|e| cluster_error("read operator values", e))?;
+        self.install_operator_values(&values).await
+    }
+
+    /// [`Installer::install_operator`] from values in memory.
+    pub async fn install_operator_values(
+        &self,
+        values: &bloodraven_operator::install::InstallValues,
+    ) -> Result<()> {
+        let objects = bloodraven_operator::install::render(values)
+            .map_err(|e| cluster_error("render the operator install", e))?;
+        for object in &objects {
+            if object["kind"] == "Deployment" && values.auxiliary.escrow_tls.enabled {
+                self.ensure_escrow_tls(&values.namespace, &values.auxiliary.escrow_tls.secret_name)
+                    .await?;
+            }
+            apply(&self.client, object).await?;
+        }
+        self.wait_deployment(
+            &values.namespace,
+            names::OPERATOR_DEPLOYMENT,
+            DEPLOYMENT_WAIT_MAX,
+        )
+        .await
+    }
+
+    /// Re-applies the operator's ClusterRole from the rendered install (heals an RBAC fault).
+    pub async fn reapply_operator_rbac(&self) -> Result<()> {
+        let values = bloodraven_operator::install::values_from_file(
+            &self.fixtures.playground("operator-values.yaml"),
+        )
+        .map_err(|e| cluster_error("read operator values", e))?;
+        let objects = bloodraven_operator::install::render(&values)
+            .map_err(|e| cluster_error("render the operator install", e))?;
+        for object in objects.iter().filter(|o| o["kind"] == "ClusterRole") {
+            apply(&self.client, object).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates the `kubernetes.io/tls` Secret of the operator's TLS listener (a CA and a
+    /// server certificate for `bloodraven.bloodraven.svc` made with rcgen) when missing, and
+    /// publishes the CA as `ca.crt` (the ConfigMap [`CA_CONFIGMAP`] and `<out_dir>/ca.crt`).
+    pub async fn ensure_escrow_tls(&self, namespace: &str, secret_name: &str) -> Result<()> {
+        apply(
+            &self.client,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        )
+        .await?;
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let ca_pem = match secrets
+            .get_opt(secret_name)
+            .await
+            .map_err(|e| cluster_error("read the escrow TLS Secret", e))?
+        {
+            Some(secret) => secret
+                .data
+                .and_then(|data| {
+                    data.get("ca.crt")
+                        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+                })
+                .unwrap_or_default(),
+            None => {
+                let material = super::tls::escrow_certificate(namespace)?;
+                let secret: Secret = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                    "metadata": {"name": secret_name, "namespace": namespace},
+                    "stringData": {"tls.crt": material.cert_pem, "tls.key": material.key_pem, "ca.crt": material.ca_pem},
+                }))
+                .map_err(|e| cluster_error("build the escrow TLS Secret", e))?;
+                match secrets.create(&PostParams::default(), &secret).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(e) => return Err(cluster_error("create the escrow TLS Secret", e)),
+                }
+                material.ca_pem
+            }
+        };
+        apply(
+            &self.client,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        )
+        .await?;
+        apply(
+            &self.client,
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": CA_CONFIGMAP, "namespace": NAMESPACE},
+                "data": {"ca.crt": ca_pem}}),
+        )
+        .await?;
+        std::fs::create_dir_all(&self.out_dir)
+            .and_then(|()| std::fs::write(self.out_dir.join("ca.crt"), &ca_pem))
+            .map_err(|e| cluster_error(format!("write {}/ca.crt", self.out_dir.display()), e))
+    }
+
+    /// Applies every document of a fixture file.
+    pub async fn apply_file(&self, path: &Path) -> Result<()> {
+        for object in read_manifests(path)? {
+            apply(&self.client, &object).await?;
+        }
+        Ok(())
+    }
+
+    /// The group as JSON.
+    pub async fn group(&self) -> Result<Value> {
+        let api = group_api(&self.client);
+        api.get(GROUP)
+            .await
+            .map(|group| serde_json::to_value(group).unwrap_or_default())
+            .map_err(|e| cluster_error("read the group", e))
+    }
+
+    /// Waits until the group's authority is Valid and every site healthy.
+    pub async fn wait_bootstrapped(&self, bound: Duration) -> Result<Value> {
+        let api = group_api(&self.client);
+        let mut last = String::from("no status yet");
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            if let Ok(group) = api.get(GROUP).await {
+                let value = serde_json::to_value(&group).unwrap_or_default();
+                match bootstrapped(&value) {
+                    Ok(()) => return Ok(value),
+                    Err(reason) => last = reason,
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(cluster_error(
+                    format!("wait {}s for group {GROUP} to bootstrap", bound.as_secs()),
+                    last,
+                ));
+            }
+            tokio::time::sleep(WAIT_POLL).await;
+        }
+    }
+
+    /// The active site's pod name, from the group status.
+    pub async fn active_pod(&self) -> Result<String> {
+        let group = self.group().await?;
+        let site = group["status"]["activeSite"]
+            .as_str()
+            .ok_or_else(|| cluster_error("find the active site", "the group has no activeSite"))?;
+        Ok(names::pod(GROUP, site))
+    }
+
+    /// Runs SQL as MySQL's root in `pod`'s `mysql` container (`kubectl exec` through the API,
+    /// so it works on every backend). Returns the client's standard output (tab separated).
+    pub async fn sql_as_root(&self, pod: &str, sql: &str) -> Result<String> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let command = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "exec mariadb --protocol=tcp -h127.0.0.1 -uroot -p\"$MARIADB_ROOT_PASSWORD\" -N -B -e \"$0\"".to_owned(),
+            sql.to_owned(),
+        ];
+        let params = AttachParams::default()
+            .container("mysql")
+            .stdin(false)
+            .stdout(true)
+            .stderr(true);
+        let mut attached = pods
+            .exec(pod, command, &params)
+            .await
+            .map_err(|e| cluster_error(format!("exec into {pod}"), e))?;
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        if let Some(mut out) = attached.stdout() {
+            let _ = out.read_to_string(&mut stdout).await;
+        }
+        if let Some(mut err) = attached.stderr() {
+            let _ = err.read_to_string(&mut stderr).await;
+        }
+        let status = match attached.take_status() {
+            Some(status) => status.await,
+            None => None,
+        };
+        let _ = attached.join().await;
+        match status {
+            Some(status) if status.status.as_deref() != Some("Success") => Err(cluster_error(
+                format!("run SQL as root in {pod}"),
+                format!("{} {}", status.message.unwrap_or_default(), stderr.trim()),
+            )),
+            _ => Ok(stdout),
+        }
+    }
+
+    /// Creates the counter's password Secret (when missing), its app user with only its
+    /// database's privileges (bloodraven-mysql's grant builder: nothing that bypasses
+    /// read_only) on the primary, and applies the counter app; waits until it is available.
+    pub async fn install_counter(&self) -> Result<()> {
+        let password = self.counter_password().await?;
+        let pod = self.active_pod().await?;
+        let statements = [
+            bloodraven_mysql::grants::create_app_user(COUNTER_USER, "%", &password),
+            bloodraven_mysql::grants::app_user_grant(COUNTER_DATABASE, COUNTER_USER, "%"),
+        ];
+        let mut sql = String::new();
+        for statement in statements {
+            sql.push_str(&statement.map_err(|e| cluster_error("build the counter's grants", e))?);
+            sql.push_str(";\n");
+        }
+        self.sql_as_root(&pod, &sql).await?;
+        self.apply_file(&self.fixtures.playground("counter.yaml"))
+            .await?;
+        self.wait_deployment(NAMESPACE, "counter", DEPLOYMENT_WAIT_MAX)
+            .await
+    }
+
+    async fn counter_password(&self) -> Result<String> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NAMESPACE);
+        if let Some(secret) = secrets
+            .get_opt(COUNTER_SECRET)
+            .await
+            .map_err(|e| cluster_error("read the counter Secret", e))?
+        {
+            if let Some(bytes) = secret.data.and_then(|d| d.get("password").cloned()) {
+                return Ok(String::from_utf8_lossy(&bytes.0).into_owned());
+            }
+        }
+        let password = bloodraven_operator::workloads::random_password();
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": COUNTER_SECRET, "namespace": NAMESPACE},
+            "stringData": {"password": password},
+        }))
+        .map_err(|e| cluster_error("build the counter Secret", e))?;
+        secrets
+            .patch(
+                COUNTER_SECRET,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .map_err(|e| cluster_error("create the counter Secret", e))?;
+        Ok(password)
+    }
+
+    /// Waits until a Deployment has all its replicas available.
+    pub async fn wait_deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        bound: Duration,
+    ) -> Result<()> {
+        let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+            Api::namespaced(self.client.clone(), namespace);
+        wait_for(
+            bound,
+            &format!("Deployment {namespace}/{name} available"),
+            || async {
+                let deployment = api.get(name).await.ok()?;
+                let want = deployment.spec.as_ref()?.replicas.unwrap_or(1);
+                let status = deployment.status?;
+                (status.available_replicas.unwrap_or(0) >= want
+                    && status.updated_replicas.unwrap_or(0) >= want)
+                    .then_some(())
+            },
+        )
+        .await
+    }
+
+    /// Removes everything [`Installer::install`] and any scenario created: the playground
+    /// and operator namespaces (pods, PVCs, the credentials Secret, events, deploy leases,
+    /// tombstones), the ClusterRole/Binding (restoring any RBAC edit on the next install),
+    /// demotion taints on every node, and waits until the namespaces are gone. CRDs stay.
+    pub async fn uninstall(&self) -> Result<()> {
+        let group_api = group_api(&self.client);
+        if let Ok(groups) = group_api.list(&ListParams::default()).await {
+            for group in groups {
+                if let Some(name) = group.metadata.name.as_deref() {
+                    let _ = group_api.delete(name, &DeleteParams::default()).await;
+                }
+            }
+        }
+        for namespace in [NAMESPACE, OPERATOR_NAMESPACE] {
+            delete(
+                &self.client,
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+            )
+            .await?;
+        }
+        for kind in ["ClusterRoleBinding", "ClusterRole"] {
+            delete(
+                &self.client,
+                &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": names::OPERATOR_DEPLOYMENT}}),
+            )
+            .await?;
+        }
+        self.remove_demotion_taints().await?;
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        wait_for(
+            UNINSTALL_WAIT_MAX,
+            "the playground namespaces to be deleted",
+            || async {
+                for namespace in [NAMESPACE, OPERATOR_NAMESPACE] {
+                    if namespaces.get_opt(namespace).await.ok()?.is_some() {
+                        return None;
+                    }
+                }
+                Some(())
+            },
+        )
+        .await
+    }
+
+    /// Removes the `bloodraven.shipstream.io/demoted` taint from every node.
+    pub async fn remove_demotion_taints(&self) -> Result<()> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| cluster_error("list nodes", e))?;
+        for node in list {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+            if !taints.iter().any(|t| t.key == names::TAINT_DEMOTED) {
+                continue;
+            }
+            let kept: Vec<_> = taints
+                .into_iter()
+                .filter(|t| t.key != names::TAINT_DEMOTED)
+                .collect();
+            nodes
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"taints": kept}})),
+                )
+                .await
+                .map_err(|e| {
+                    cluster_error(format!("remove the demotion taint of node {name}"), e)
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The CA the deploy API's certificate chains to (from the ConfigMap).
+    pub async fn ca_pem(&self) -> Result<String> {
+        let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let map = maps
+            .get(CA_CONFIGMAP)
+            .await
+            .map_err(|e| cluster_error("read the CA ConfigMap", e))?;
+        Ok(map
+            .data
+            .and_then(|d| d.get("ca.crt").cloned())
+            .unwrap_or_default())
+    }
+}
+
+/// JSON merge patch (RFC 7386): `patch` merged into `target`, `null` removes.
+pub fn merge(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(target), Some(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    target.remove(key);
+                } else {
+                    merge(target.entry(key.clone()).or_insert(Value::Null), value);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// The typed API of failover groups in the playground namespace.
+pub fn group_api(client: &Client) -> Api<bloodraven_api::MysqlFailoverGroup> {
+    Api::namespaced(client.clone(), NAMESPACE)
+}
+
+/// `Ok` when the group's authority is Valid on an active site and every site is healthy;
+/// otherwise why not.
+pub fn bootstrapped(group: &Value) -> std::result::Result<(), String> {
+    let status = &group["status"];
+    let authority = status["authority"]["state"].as_str().unwrap_or("none");
+    if authority != "Valid" {
+        return Err(format!(
+            "authority is {authority} ({})",
+            status["authority"]["reason"]
+                .as_str()
+                .unwrap_or("no reason")
+        ));
+    }
+    let sites = status["sites"].as_array().cloned().unwrap_or_default();
+    let spec_sites = group["spec"]["sites"].as_array().map_or(0, Vec::len);
+    if sites.len() < spec_sites {
+        return Err(format!("{} of {spec_sites} sites reported", sites.len()));
+    }
+    let unhealthy: Vec<&str> = sites
+        .iter()
+        .filter(|site| site["healthy"] != true)
+        .map(|site| site["name"].as_str().unwrap_or("?"))
+        .collect();
+    if unhealthy.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("sites not healthy: {}", unhealthy.join(", ")))
+    }
+}
+
+/// Polls `probe` until it returns `Some`, at most `bound`.
+pub async fn wait_for<T, F, Fut>(bound: Duration, what: &str, mut probe: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        if let Some(value) = probe().await {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(cluster_error(
+                format!("wait for {what}"),
+                format!("not true after {}s", bound.as_secs()),
+            ));
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bootstrapped_needs_valid_authority_and_every_site_healthy() {
+        let mut group = json!({"spec": {"sites": [{}, {}, {}]}, "status": {
+            "authority": {"state": "Valid"},
+            "sites": [{"name": "iad", "healthy": true}, {"name": "pdx", "healthy": true}, {"name": "reader", "healthy": false}]}});
+        assert_eq!(
+            bootstrapped(&group),
+            Err("sites not healthy: reader".to_owned())
+        );
+        group["status"]["sites"][2]["healthy"] = json!(true);
+        assert_eq!(bootstrapped(&group), Ok(()));
+        group["status"]["authority"] = json!({"state": "Invalid", "reason": "NoPrimary"});
+        assert!(bootstrapped(&group).unwrap_err().contains("NoPrimary"));
+        group["status"]["authority"] = json!({"state": "Valid"});
+        group["status"]["sites"].as_array_mut().map(Vec::pop);
+        assert!(bootstrapped(&group).unwrap_err().contains("2 of 3"));
+    }
+
+    #[test]
+    fn the_playground_fixtures_parse() {
+        let fixtures = Fixtures::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        for file in ["group.yaml", "database.yaml", "counter.yaml"] {
+            let docs = read_manifests(&fixtures.playground(file)).expect("parse");
+            assert!(!docs.is_empty(), "{file}");
+        }
+        let values = bloodraven_operator::install::values_from_file(
+            &fixtures.playground("operator-values.yaml"),
+        )
+        .expect("values");
+        assert!(values.auxiliary.deploy_api.enabled && values.auxiliary.escrow_tls.enabled);
+        let group = &read_manifests(&fixtures.playground("group.yaml")).expect("group")[1];
+        let spec: bloodraven_api::MysqlFailoverGroupSpec =
+            serde_json::from_value(group["spec"].clone()).expect("group spec");
+        assert_eq!(spec.sites.len(), 3);
+        assert_eq!(spec.failure_threshold, 3);
+        assert_eq!(spec.dns.as_ref().map(|d| d.ttl), Some(10));
+    }
+}

@@ -1,0 +1,9 @@
+//! The live playground of the seeds: a cluster (localkube here), the install every backend
+//! shares, and `just up` / `just down` (`bloodraven-playground`).
+
+pub mod install;
+pub mod kube;
+pub mod localkube;
+pub mod portforward;
+pub mod tls;
+pub mod up;
