@@ -234,6 +234,186 @@ fn up_runs_pods_fault_reaches_it_down_cleans_up() -> Result<()> {
     Ok(())
 }
 
+const APPS_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: app, labels: {app: app}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: apps}
+  containers:
+  - name: main
+    image: python:3.12
+    command: ["python3", "-u", "-c", "import socket, time\nprint('kubernetes=' + socket.gethostbyname('kubernetes.default.svc.cluster.local'))\ntime.sleep(3600)"]
+"#;
+
+fn json_of(dir: &Path, args: &[&str]) -> Result<Value> {
+    Ok(serde_json::from_str(&kubectl(dir, args)?)?)
+}
+
+fn zoneless_scenario(dir: &Path) -> Result<()> {
+    let zone = |n: &Value| n["metadata"]["labels"]["topology.kubernetes.io/zone"].clone();
+    let iad = json_of(dir, &["get", "node", "iad", "-o", "json"])?;
+    let apps = json_of(dir, &["get", "node", "apps", "-o", "json"])?;
+    ensure!(zone(&iad) == "iad", "iad's zone: {}", iad["metadata"]);
+    ensure!(
+        zone(&apps).is_null(),
+        "apps has no zone: {}",
+        apps["metadata"]
+    );
+    ensure!(
+        apps["metadata"]["labels"]["kubernetes.io/hostname"] == "apps",
+        "{}",
+        apps["metadata"]
+    );
+    std::fs::write(dir.join("app.yaml"), APPS_POD)?;
+    kubectl(
+        dir,
+        &["apply", "-f", &dir.join("app.yaml").to_string_lossy()],
+    )?;
+    let running = |p: &Value| {
+        p["status"]["phase"] == "Running"
+            && p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pod = loop {
+        let p = json_of(dir, &["get", "pod", "app", "-o", "json"])?;
+        if running(&p) {
+            break p;
+        }
+        ensure!(Instant::now() < deadline, "the app pod did not run: {p}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    ensure!(
+        pod["spec"]["nodeName"] == "apps",
+        "scheduled to apps: {}",
+        pod["spec"]
+    );
+    // The node's own pod subnet (the kubelet sets podCIDR from the node side).
+    let apps = json_of(dir, &["get", "node", "apps", "-o", "json"])?;
+    let cidr = apps["spec"]["podCIDR"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ip = pod["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let net = cidr.trim_end_matches(".0/24");
+    ensure!(
+        cidr.ends_with(".0/24") && ip.starts_with(&format!("{net}.")),
+        "pod IP {ip} in apps' podCIDR {cidr}"
+    );
+    ensure!(
+        Some(cidr.as_str()) != iad["spec"]["podCIDR"].as_str(),
+        "apps has its own subnet"
+    );
+    // Cluster DNS from the zoneless node's pod.
+    let cluster_ip = kubectl(
+        dir,
+        &[
+            "get",
+            "svc",
+            "kubernetes",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    )?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let logs = kubectl(dir, &["logs", "app"])?;
+        if logs.contains(&format!("kubernetes={}", cluster_ip.trim())) {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "app's DNS answer: {logs:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // A site fault leaves the zoneless node's pod alone.
+    fault(&["stop-node", "iad"], dir)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let p = json_of(dir, &["get", "pod", "app", "-o", "json"])?;
+    ensure!(
+        running(&p) && p["status"]["containerStatuses"][0]["restartCount"] == 0,
+        "app keeps running while iad is stopped: {}",
+        p["status"]
+    );
+    let ready = kubectl(
+        dir,
+        &[
+            "get",
+            "node",
+            "apps",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ],
+    )?;
+    ensure!(ready == "True", "apps stays Ready: {ready}");
+    fault(&["start-node", "iad"], dir)?;
+    Ok(())
+}
+
+/// Design "Shape": `--zoneless-nodes apps` (passed through `up --detach`) adds a node without
+/// a `topology.kubernetes.io/zone` label that runs pods as any other (its own pod subnet,
+/// kubelet, cluster DNS) and that a site fault does not touch.
+#[test]
+fn zoneless_node_runs_pods_and_survives_site_faults() -> Result<()> {
+    let tmp = tempfile::Builder::new()
+        .prefix("lk-zoneless")
+        .tempdir_in("/tmp")?;
+    let dir = std::fs::canonicalize(tmp.path()).context("state dir")?;
+    std::fs::write(
+        dir.join("images.yaml"),
+        "images:\n  - image: \"python:*\"\n    entrypoint: [\"python3\"]\n",
+    )?;
+    let prefix = localkube::node::ClusterNaming::prefix_for(&dir);
+    localkube(
+        &[
+            "up",
+            "--detach",
+            "--nodes",
+            "iad",
+            "--zoneless-nodes",
+            "apps",
+        ],
+        &dir,
+    )?;
+    let result = zoneless_scenario(&dir);
+    let down = localkube(&["down"], &dir);
+    result?;
+    down?;
+    let left = netns_with(&prefix);
+    ensure!(left.is_empty(), "netns left behind: {left:?}");
+    Ok(())
+}
+
+/// `up` refuses a node listed both with and without a zone.
+#[test]
+fn up_refuses_a_node_both_zoned_and_zoneless() -> Result<()> {
+    let tmp = tempfile::Builder::new()
+        .prefix("lk-zonedup")
+        .tempdir_in("/tmp")?;
+    let err = localkube(
+        &[
+            "up",
+            "--detach",
+            "--nodes",
+            "iad,apps",
+            "--zoneless-nodes",
+            "apps",
+        ],
+        tmp.path(),
+    )
+    .expect_err("a node both zoned and zoneless");
+    ensure!(err.to_string().contains("listed twice"), "{err}");
+    ensure!(
+        !tmp.path().join("localkube.json").exists(),
+        "nothing started"
+    );
+    Ok(())
+}
+
 /// Design "Node agent": without root, `up` fails with one sentence naming the kind backend.
 #[test]
 fn up_without_root_names_the_kind_backend() -> Result<()> {

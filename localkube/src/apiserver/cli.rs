@@ -27,9 +27,13 @@ pub enum Command {
         /// State dir.
         #[arg(long)]
         state_dir: PathBuf,
-        /// Nodes (sites), comma separated.
+        /// Nodes (sites), comma separated; each is labelled topology.kubernetes.io/zone=<name>.
         #[arg(long, value_delimiter = ',', default_value = "iad,pdx,reader")]
         nodes: Vec<String>,
+        /// More nodes without a zone label, comma separated (e.g. `apps`, for workloads that
+        /// site faults must not take down); they run pods like the others.
+        #[arg(long, value_delimiter = ',')]
+        zoneless_nodes: Vec<String>,
         /// Run in the background and return once the API is served.
         #[arg(long)]
         detach: bool,
@@ -77,6 +81,7 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
         Command::Up {
             state_dir,
             nodes,
+            zoneless_nodes,
             detach,
             port,
             service_cidr,
@@ -89,11 +94,20 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
                     )));
                 }
             }
-            if detach {
-                return up_detached(&state_dir, &nodes, port, &service_cidr);
-            }
             let mut config = Config::new(&state_dir);
             config.nodes = nodes;
+            config.zoneless_nodes = zoneless_nodes;
+            // Refused here, before a background start, rather than only in its log.
+            config.all_nodes()?;
+            if detach {
+                return up_detached(
+                    &state_dir,
+                    &config.nodes,
+                    &config.zoneless_nodes,
+                    port,
+                    &service_cidr,
+                );
+            }
             config.port = port;
             config.service_cidr = service_cidr;
             config.plugins = plugins;
@@ -135,7 +149,13 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
     }
 }
 
-fn up_detached(state_dir: &Path, nodes: &[String], port: u16, service_cidr: &str) -> Result<()> {
+fn up_detached(
+    state_dir: &Path,
+    nodes: &[String],
+    zoneless_nodes: &[String],
+    port: u16,
+    service_cidr: &str,
+) -> Result<()> {
     use std::os::unix::process::CommandExt;
     std::fs::create_dir_all(state_dir).map_err(|e| Error::io(state_dir, e))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
@@ -143,12 +163,19 @@ fn up_detached(state_dir: &Path, nodes: &[String], port: u16, service_cidr: &str
     let log = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let log2 = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     let _ = std::fs::remove_file(state_dir.join(server::STATE_FILE));
-    let child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    command
         .arg("up")
         .arg("--state-dir")
         .arg(state_dir)
         .arg("--nodes")
-        .arg(nodes.join(","))
+        .arg(nodes.join(","));
+    if !zoneless_nodes.is_empty() {
+        command
+            .arg("--zoneless-nodes")
+            .arg(zoneless_nodes.join(","));
+    }
+    let child = command
         .arg("--port")
         .arg(port.to_string())
         .arg("--service-cidr")

@@ -55,7 +55,7 @@ pub struct PluginContext {
     pub shutdown: watch::Receiver<bool>,
     /// The API server's address.
     pub address: SocketAddr,
-    /// Node names (sites).
+    /// Node names: the site nodes, then the zoneless ones ([`Config::all_nodes`]).
     pub nodes: Vec<String>,
     /// ClusterIP of the `kubernetes` Service.
     pub kubernetes_service_ip: Ipv4Addr,
@@ -68,8 +68,11 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// Port on 127.0.0.1 (0: any free port).
     pub port: u16,
-    /// Nodes, named after sites.
+    /// Nodes, named after sites and labelled `topology.kubernetes.io/zone=<name>`.
     pub nodes: Vec<String>,
+    /// More nodes without a zone label (e.g. `apps` for the operator and the counter, so
+    /// that site faults never take them down); they run pods like any other node.
+    pub zoneless_nodes: Vec<String>,
     /// Service ClusterIP range.
     pub service_cidr: String,
     /// Watch history window (events kept for resumption).
@@ -93,6 +96,7 @@ impl std::fmt::Debug for Config {
             .field("state_dir", &self.state_dir)
             .field("port", &self.port)
             .field("nodes", &self.nodes)
+            .field("zoneless_nodes", &self.zoneless_nodes)
             .finish()
     }
 }
@@ -104,6 +108,7 @@ impl Config {
             state_dir: state_dir.into(),
             port: 0,
             nodes: vec!["iad".into(), "pdx".into(), "reader".into()],
+            zoneless_nodes: vec![],
             service_cidr: "10.96.0.0/16".into(),
             history_window: 10_000,
             bookmark_interval: Duration::from_secs(5),
@@ -112,6 +117,24 @@ impl Config {
             plugins: vec![],
             dns_address: None,
         }
+    }
+
+    /// Every node with whether it has a zone: `nodes` (zoned), then `zoneless_nodes`. A
+    /// name in both lists, or twice, is an error.
+    pub fn all_nodes(&self) -> Result<Vec<(String, bool)>> {
+        let mut all: Vec<(String, bool)> = Vec::new();
+        let zoned = self.nodes.iter().map(|n| (n, true));
+        let zoneless = self.zoneless_nodes.iter().map(|n| (n, false));
+        for (name, has_zone) in zoned.chain(zoneless) {
+            if name.is_empty() || all.iter().any(|(n, _)| n == name) {
+                return Err(Error::Config(format!(
+                    "start: node name {name:?} is empty or listed twice (nodes {:?}, zoneless nodes {:?})",
+                    self.nodes, self.zoneless_nodes
+                )));
+            }
+            all.push((name.clone(), has_zone));
+        }
+        Ok(all)
     }
 }
 
@@ -167,10 +190,14 @@ fn ensure(c: &Cluster, group: &str, plural: &str, obj: Value) -> Result<()> {
     }
 }
 
-/// The Node object of a site.
-pub fn node_object(site: &str, index: usize) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": site, "labels": {
-            "topology.kubernetes.io/zone": site, "kubernetes.io/hostname": site, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+/// The Node object of a node: labelled `topology.kubernetes.io/zone=<name>` when it is a
+/// site (`zoned`), without a zone label otherwise.
+pub fn node_object(site: &str, index: usize, zoned: bool) -> Value {
+    let mut labels = json!({"kubernetes.io/hostname": site, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"});
+    if zoned {
+        labels["topology.kubernetes.io/zone"] = json!(site);
+    }
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": site, "labels": labels},
         "spec": {"podCIDR": format!("10.244.{index}.0/24"), "podCIDRs": [format!("10.244.{index}.0/24")]},
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
                 "lastHeartbeatTime": meta::now(), "lastTransitionTime": meta::now()}],
@@ -180,7 +207,12 @@ pub fn node_object(site: &str, index: usize) -> Value {
                 "containerRuntimeVersion": "localkube://0.1.0", "osImage": "localkube", "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""}}})
 }
 
-fn bootstrap(c: &Cluster, nodes: &[String], kubernetes_ip: Ipv4Addr, port: u16) -> Result<()> {
+fn bootstrap(
+    c: &Cluster,
+    nodes: &[(String, bool)],
+    kubernetes_ip: Ipv4Addr,
+    port: u16,
+) -> Result<()> {
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         ensure(
             c,
@@ -193,8 +225,8 @@ fn bootstrap(c: &Cluster, nodes: &[String], kubernetes_ip: Ipv4Addr, port: u16) 
         let plural = key.rsplit('/').next().unwrap_or_default();
         ensure(c, "rbac.authorization.k8s.io", plural, obj)?;
     }
-    for (i, n) in nodes.iter().enumerate() {
-        ensure(c, "", "nodes", node_object(n, i + 1))?;
+    for (i, (n, zoned)) in nodes.iter().enumerate() {
+        ensure(c, "", "nodes", node_object(n, i + 1, *zoned))?;
     }
     ensure(
         c,
@@ -256,6 +288,7 @@ impl LocalKube {
     /// Starts the API server, controllers and plugins; returns once the API is served.
     pub async fn start(config: Config) -> Result<LocalKube> {
         let started = std::time::Instant::now();
+        let nodes = config.all_nodes()?;
         let dir = config.state_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let range = IpRange::parse(&config.service_cidr).ok_or_else(|| {
@@ -288,7 +321,7 @@ impl LocalKube {
         let address = listener
             .local_addr()
             .map_err(|e| Error::io("listener", e))?;
-        bootstrap(&cluster, &config.nodes, kubernetes_ip, address.port())?;
+        bootstrap(&cluster, &nodes, kubernetes_ip, address.port())?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let state = Arc::new(ServerState {
             cluster: cluster.clone(),
@@ -331,7 +364,7 @@ impl LocalKube {
                 cluster: cluster.clone(),
                 shutdown: shutdown_rx.clone(),
                 address,
-                nodes: config.nodes.clone(),
+                nodes: nodes.iter().map(|(n, _)| n.clone()).collect(),
                 kubernetes_service_ip: kubernetes_ip,
             };
             tracing::info!(plugin = p.name(), "starting plugin");
