@@ -20,6 +20,11 @@ fn expect(yaml: &str) -> Expect {
     }
 }
 
+/// Evaluates with the event window open since the epoch (events are tested separately).
+fn evaluate_at(expect: &Expect, observed: &Value, baseline: Option<&Value>) -> Result<(), String> {
+    evaluate(expect, observed, baseline, jiff::Timestamp::UNIX_EPOCH)
+}
+
 fn pod(name: &str, phase: &str, labels: Value, restarts: u64) -> Value {
     json!({"metadata": {"name": name, "labels": labels}, "status": {"phase": phase, "containerStatuses": [{"restartCount": restarts}, {"restartCount": 0}]}})
 }
@@ -34,18 +39,18 @@ fn pods_phase_labels_restarts_and_absence() {
         1
     )]);
     let primary = expect("{within: 1s, pods: {site: iad, phase: Running, labels: {shipstream.io/role: primary}, restarts: {$gte: 1}}}");
-    assert_eq!(evaluate(&primary, &running, None), Ok(()));
+    assert_eq!(evaluate_at(&primary, &running, None), Ok(()));
     let fenced = expect("{within: 1s, pods: {site: iad, labels: {shipstream.io/role: fenced}}}");
-    let error = evaluate(&fenced, &running, None).expect_err("wrong role");
+    let error = evaluate_at(&fenced, &running, None).expect_err("wrong role");
     assert!(
         error.contains("mysql-playground-iad-0 labels") && error.contains("\"fenced\""),
         "{error}"
     );
     let absent = expect("{within: 1s, pods: {name: canary-plain, phase: absent}}");
-    assert_eq!(evaluate(&absent, &json!([]), None), Ok(()));
-    assert!(evaluate(&absent, &running, None).is_err());
+    assert_eq!(evaluate_at(&absent, &json!([]), None), Ok(()));
+    assert!(evaluate_at(&absent, &running, None).is_err());
     assert_eq!(
-        evaluate(&primary, &json!([]), None),
+        evaluate_at(&primary, &json!([]), None),
         Err("no such pod".to_owned())
     );
 }
@@ -54,13 +59,13 @@ fn pods_phase_labels_restarts_and_absence() {
 fn endpoints_are_an_exact_set_of_sites() {
     let primary = expect("{within: 1s, endpoints: {service: replicas, sites: [pdx, reader]}}");
     assert_eq!(
-        evaluate(&primary, &json!({"sites": ["reader", "pdx"]}), None),
+        evaluate_at(&primary, &json!({"sites": ["reader", "pdx"]}), None),
         Ok(())
     );
-    assert!(evaluate(&primary, &json!({"sites": ["pdx"]}), None).is_err());
+    assert!(evaluate_at(&primary, &json!({"sites": ["pdx"]}), None).is_err());
     let shed = expect("{within: 1s, endpoints: {service: primary, sites: []}}");
-    assert_eq!(evaluate(&shed, &json!({"sites": []}), None), Ok(()));
-    assert!(evaluate(&shed, &json!({"sites": ["iad"]}), None).is_err());
+    assert_eq!(evaluate_at(&shed, &json!({"sites": []}), None), Ok(()));
+    assert!(evaluate_at(&shed, &json!({"sites": ["iad"]}), None).is_err());
 }
 
 // seed 000 scenario 38: the DNSEndpoint target and the DNS answer are separate surfaces.
@@ -68,28 +73,28 @@ fn endpoints_are_an_exact_set_of_sites() {
 fn dns_endpoint_and_dns_answer() {
     let record = expect("{within: 1s, dns-endpoint: {target: site-of pdx, recordTTL: 10, fieldManager: bloodraven}}");
     assert_eq!(
-        evaluate(
+        evaluate_at(
             &record,
             &json!({"site": "pdx", "recordTTL": 10, "fieldManagers": ["bloodraven"]}),
             None
         ),
         Ok(())
     );
-    assert!(evaluate(
+    assert!(evaluate_at(
         &record,
         &json!({"site": "pdx", "recordTTL": 10, "fieldManagers": ["intruder"]}),
         None
     )
     .is_err());
-    assert!(evaluate(
+    assert!(evaluate_at(
         &record,
         &json!({"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}),
         None
     )
     .is_err());
     let answer = expect("{for: 1s, dns: {target: site-of iad}}");
-    assert_eq!(evaluate(&answer, &json!({"site": "iad"}), None), Ok(()));
-    assert!(evaluate(&answer, &json!({"site": null}), None).is_err());
+    assert_eq!(evaluate_at(&answer, &json!({"site": "iad"}), None), Ok(()));
+    assert!(evaluate_at(&answer, &json!({"site": null}), None).is_err());
     assert_eq!(describe(&answer), "dns: answers site-of iad");
 }
 
@@ -99,33 +104,33 @@ fn counter_increasing_is_judged_against_the_first_poll() {
     let climbing = expect("{for: 1s, counter: {increasing: true, readOnly: false}}");
     let first = json!({"value": 7, "readOnly": false});
     assert_eq!(
-        evaluate(&climbing, &first, None),
+        evaluate_at(&climbing, &first, None),
         Ok(()),
         "the first poll is its own baseline"
     );
     assert_eq!(
-        evaluate(
+        evaluate_at(
             &climbing,
             &json!({"value": 9, "readOnly": false}),
             Some(&first)
         ),
         Ok(())
     );
-    assert!(evaluate(
+    assert!(evaluate_at(
         &climbing,
         &json!({"value": 7, "readOnly": false}),
         Some(&first)
     )
     .is_err());
-    assert!(evaluate(
+    assert!(evaluate_at(
         &climbing,
         &json!({"value": 9, "readOnly": true}),
         Some(&first)
     )
     .is_err());
     let write = expect("{within: 1s, counter: {write: fail}}");
-    assert_eq!(evaluate(&write, &json!({"write": "fail"}), None), Ok(()));
-    assert!(evaluate(&write, &json!({"write": "ok"}), None).is_err());
+    assert_eq!(evaluate_at(&write, &json!({"write": "fail"}), None), Ok(()));
+    assert!(evaluate_at(&write, &json!({"write": "ok"}), None).is_err());
 }
 
 // seed 003: status codes and body fields.
@@ -135,7 +140,7 @@ fn deploy_api_status_and_body() {
         "{within: 1s, deploy-api: {request: {method: POST, path: /deploy/v1/groups/playground/leases, client: {namespace: n, serviceAccount: b}}, status: 409, body: {error: held, operationId: op-a}}}",
     );
     assert_eq!(
-        evaluate(
+        evaluate_at(
             &held,
             &json!({"status": 409, "body": {"error": "held", "operationId": "op-a", "instance": "counter"}}),
             None
@@ -143,9 +148,9 @@ fn deploy_api_status_and_body() {
         Ok(())
     );
     let error =
-        evaluate(&held, &json!({"status": 201, "body": {}}), None).expect_err("wrong status");
+        evaluate_at(&held, &json!({"status": 201, "body": {}}), None).expect_err("wrong status");
     assert!(error.contains("expected status 409, found 201"), "{error}");
-    assert!(evaluate(
+    assert!(evaluate_at(
         &held,
         &json!({"status": 409, "body": {"error": "revoked"}}),
         None
@@ -157,8 +162,8 @@ fn deploy_api_status_and_body() {
 fn group_object_metric_event_node_connection_mysql() {
     let group = expect("{for: 1s, group: {sites: [{name: iad, lastSeen: {$unchanged: true}}]}}");
     let before = json!({"sites": [{"name": "iad", "lastSeen": "t1"}]});
-    assert_eq!(evaluate(&group, &before, Some(&before)), Ok(()));
-    assert!(evaluate(
+    assert_eq!(evaluate_at(&group, &before, Some(&before)), Ok(()));
+    assert!(evaluate_at(
         &group,
         &json!({"sites": [{"name": "iad", "lastSeen": "t2"}]}),
         Some(&before)
@@ -167,7 +172,7 @@ fn group_object_metric_event_node_connection_mysql() {
 
     let object = expect("{within: 1s, object: {apiVersion: v1, kind: Service, name: mysql-playground-primary, match: {spec: {publishNotReadyAddresses: {$ne: true}}}}}");
     assert_eq!(
-        evaluate(
+        evaluate_at(
             &object,
             &json!({"spec": {"publishNotReadyAddresses": false}}),
             None
@@ -175,10 +180,10 @@ fn group_object_metric_event_node_connection_mysql() {
         Ok(())
     );
     assert!(
-        evaluate(&object, &json!({"spec": {}}), None).is_err(),
+        evaluate_at(&object, &json!({"spec": {}}), None).is_err(),
         "$ne does not pass on an absent field"
     );
-    assert!(evaluate(
+    assert!(evaluate_at(
         &object,
         &json!({"spec": {"publishNotReadyAddresses": true}}),
         None
@@ -187,22 +192,29 @@ fn group_object_metric_event_node_connection_mysql() {
     let gone = expect(
         "{within: 1s, object: {apiVersion: v1, kind: Pod, name: x, match: {$exists: false}}}",
     );
-    assert_eq!(evaluate(&gone, &Value::Null, None), Ok(()));
+    assert_eq!(evaluate_at(&gone, &Value::Null, None), Ok(()));
 
     let metric = expect("{within: 1s, metric: {name: bloodraven_deploy_leases_active, value: 2}}");
-    assert_eq!(evaluate(&metric, &json!({"value": 2.0}), None), Ok(()));
-    assert!(evaluate(&metric, &json!({"value": null}), None).is_err());
+    assert_eq!(evaluate_at(&metric, &json!({"value": 2.0}), None), Ok(()));
+    assert!(evaluate_at(&metric, &json!({"value": null}), None).is_err());
 
     let event = expect("{within: 1s, event: {reason: PrimaryReasserted}}");
-    assert_eq!(evaluate(&event, &json!({"count": 1}), None), Ok(()));
-    assert!(evaluate(&event, &json!({"count": 0}), None).is_err());
+    assert_eq!(
+        evaluate_at(
+            &event,
+            &json!({"events": [{"reason": "PrimaryReasserted", "type": "Normal", "message": "m", "time": "2026-01-01T00:00:00Z"}]}),
+            None
+        ),
+        Ok(())
+    );
+    assert!(evaluate_at(&event, &json!({"events": []}), None).is_err());
 
     let node = expect("{within: 1s, node: {site: iad, demotedTaint: true}}");
     assert_eq!(
-        evaluate(&node, &json!({"demotedTaint": true}), None),
+        evaluate_at(&node, &json!({"demotedTaint": true}), None),
         Ok(())
     );
-    assert!(evaluate(&node, &json!({"demotedTaint": false}), None).is_err());
+    assert!(evaluate_at(&node, &json!({"demotedTaint": false}), None).is_err());
 
     let source = "id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- fault: {open-connection: {name: held, service: primary}}\n- expect: {within: 1s, connection: {name: held, writeError: 1290}}\n";
     let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), source).expect("valid");
@@ -210,19 +222,82 @@ fn group_object_metric_event_node_connection_mysql() {
         panic!("expect")
     };
     assert_eq!(
-        evaluate(connection, &json!({"writeError": 1290}), None),
+        evaluate_at(connection, &json!({"writeError": 1290}), None),
         Ok(())
     );
-    assert!(evaluate(connection, &json!({"writeError": null}), None).is_err());
+    assert!(evaluate_at(connection, &json!({"writeError": null}), None).is_err());
 
     let mysql = expect("{within: 1s, mysql: {site: pdx, readOnly: true}}");
     assert_eq!(
-        evaluate(
+        evaluate_at(
             &mysql,
             &json!({"readOnly": true, "replicating": true}),
             None
         ),
         Ok(())
     );
-    assert!(evaluate(&mysql, &json!({"readOnly": false}), None).is_err());
+    assert!(evaluate_at(&mysql, &json!({"readOnly": false}), None).is_err());
+}
+
+// Events count only since the step's fault (to the second), and only with the reason, type
+// and message asked for: the backend's answer is not trusted to have filtered.
+#[test]
+fn events_are_judged_by_reason_type_message_and_time() {
+    let since: jiff::Timestamp = "2026-01-01T00:00:10.400Z".parse().expect("time");
+    let item = |reason: &str, type_: &str, message: &str, time: &str| json!({"reason": reason, "type": type_, "message": message, "time": time});
+    let fenced = expect(
+        "{within: 1s, event: {reason: ReturningPrimaryFenced, type: Warning, messageContains: errant}}",
+    );
+    let judge = |events: Vec<Value>| evaluate(&fenced, &json!({ "events": events }), None, since);
+    let good = item(
+        "ReturningPrimaryFenced",
+        "Warning",
+        "iad has errant GTIDs 0-1-5..7",
+        "2026-01-01T00:00:11Z",
+    );
+    assert_eq!(judge(vec![good.clone()]), Ok(()));
+    // The same second as the fault: event times are whole seconds.
+    let same_second = item(
+        "ReturningPrimaryFenced",
+        "Warning",
+        "errant",
+        "2026-01-01T00:00:10Z",
+    );
+    assert_eq!(judge(vec![same_second]), Ok(()));
+    let error = judge(vec![item(
+        "ReturningPrimaryFenced",
+        "Warning",
+        "errant",
+        "2026-01-01T00:00:09Z",
+    )])
+    .expect_err("before the fault");
+    assert!(
+        error.contains("no Warning ReturningPrimaryFenced") && error.contains("1 earlier"),
+        "{error}"
+    );
+    for wrong in [
+        item(
+            "ReturningPrimaryFenced",
+            "Normal",
+            "errant",
+            "2026-01-01T00:00:11Z",
+        ),
+        item(
+            "ReturningPrimaryFenced",
+            "Warning",
+            "rejoined",
+            "2026-01-01T00:00:11Z",
+        ),
+        item(
+            "PrimaryReasserted",
+            "Warning",
+            "errant",
+            "2026-01-01T00:00:11Z",
+        ),
+        json!({"reason": "ReturningPrimaryFenced", "type": "Warning", "message": "errant"}),
+    ] {
+        assert!(judge(vec![wrong.clone()]).is_err(), "{wrong}");
+    }
+    // The old shape (a bare count) proves nothing.
+    assert!(evaluate(&fenced, &json!({"count": 3}), None, since).is_err());
 }

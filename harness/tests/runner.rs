@@ -19,11 +19,15 @@ use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
 use clap::Parser as _;
 use serde_json::{json, Value};
 
-type Script = Box<dyn Fn(&Expect, u32) -> Value + Send + Sync>;
+/// What the fake cluster answers to `observe`: given the expectation, the poll count (from
+/// 1) and how many faults and heals were injected so far.
+type Script = Box<dyn Fn(&Expect, u32, u32) -> Value + Send + Sync>;
 
 struct FakeCluster {
     script: Script,
     polls: Mutex<u32>,
+    /// Faults and heals so far.
+    actions: Mutex<u32>,
     calls: Arc<Mutex<Vec<String>>>,
     /// The rows of the workload's table on the one site (iad), shared with the workload.
     table: Arc<Mutex<Vec<u64>>>,
@@ -31,9 +35,15 @@ struct FakeCluster {
 
 impl FakeCluster {
     fn new(script: impl Fn(&Expect, u32) -> Value + Send + Sync + 'static) -> Self {
+        Self::with_actions(move |expect, poll, _| script(expect, poll))
+    }
+
+    /// A cluster whose answers may depend on the faults and heals injected so far.
+    fn with_actions(script: impl Fn(&Expect, u32, u32) -> Value + Send + Sync + 'static) -> Self {
         Self {
             script: Box::new(script),
             polls: Mutex::new(0),
+            actions: Mutex::new(0),
             calls: Arc::new(Mutex::new(Vec::new())),
             table: Arc::new(Mutex::new(Vec::new())),
         }
@@ -155,16 +165,19 @@ impl Cluster for FakeCluster {
         recorder.invoke("nemesis", op.clone());
         recorder.complete("nemesis", EventType::Ok, op);
         self.call(format!("fault {}", fault.kind()));
+        *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(())
     }
     fn heal(&self, target: &HealTarget, _recorder: &Recorder) -> Result<()> {
         self.call(format!("heal {}", String::from(target.clone())));
+        *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(())
     }
     fn observe(&self, expect: &Expect) -> Result<Value> {
+        let actions = *self.actions.lock().unwrap_or_else(PoisonError::into_inner);
         let mut polls = self.polls.lock().unwrap_or_else(PoisonError::into_inner);
         *polls += 1;
-        Ok((self.script)(expect, *polls))
+        Ok((self.script)(expect, *polls, actions))
     }
     fn converged(&self) -> Result<Option<String>> {
         Ok(None)
@@ -319,6 +332,172 @@ fn deploy_api_saves_and_substitutes_variables() {
     let run = execute(&cluster, &scenario(steps), pacing(), None);
     assert_eq!(run.error, None, "{:?}", run.expectations);
     assert!(run.expectations.iter().all(|result| result.satisfied));
+}
+
+// `$changed` is judged against the value before the step's fault: a change that happened
+// before the first poll still counts.
+#[test]
+fn changed_baselines_are_taken_before_the_steps_fault() {
+    let cluster = FakeCluster::with_actions(|expect, _, actions| {
+        if expect.object.is_some() {
+            json!({"spec": {"holderIdentity": if actions > 0 { "b" } else { "a" }}})
+        } else {
+            Value::Null
+        }
+    });
+    let steps = "\
+- fault: {kill-operator: {pod: leader}}
+- sleep: 10ms
+- expect: {within: 200ms, object: {apiVersion: coordination.k8s.io/v1, kind: Lease, namespace: bloodraven, name: bloodraven-leader, match: {spec: {holderIdentity: {$changed: true}}}}}
+";
+    let run = execute(&cluster, &scenario(steps), pacing(), None);
+    assert_eq!(run.error, None, "{:?}", run.expectations);
+}
+
+// `$unchanged` must not pass because its first poll came after the change.
+#[test]
+fn unchanged_is_judged_against_the_value_before_the_steps_fault() {
+    let cluster = FakeCluster::with_actions(|expect, _, actions| {
+        if expect.group.is_some() {
+            json!({"sites": [{"name": "iad", "lastSeen": if actions > 0 { "t2" } else { "t1" }}]})
+        } else {
+            Value::Null
+        }
+    });
+    let steps = "\
+- fault: {scale-operator: {replicas: 0}}
+- expect: {for: 100ms, group: {sites: [{name: iad, lastSeen: {$unchanged: true}}]}}
+";
+    let run = execute(&cluster, &scenario(steps), pacing(), None);
+    let error = run.error.expect("lastSeen moved at the fault");
+    assert!(error.contains("unchanged from \"t1\""), "{error}");
+    // Not directly after a fault: the expectation's first poll is the baseline.
+    let steps = "\
+- fault: {scale-operator: {replicas: 0}}
+- expect: {within: 1s, group: {sites: [{name: iad}]}}
+- expect: {for: 100ms, group: {sites: [{name: iad, lastSeen: {$unchanged: true}}]}}
+";
+    let run = execute(&cluster, &scenario(steps), pacing(), None);
+    assert_eq!(run.error, None, "{:?}", run.expectations);
+}
+
+fn event(reason: &str, type_: &str, message: &str, time: jiff::Timestamp) -> Value {
+    json!({"reason": reason, "type": type_, "message": message, "time": time.to_string()})
+}
+
+// An event from before the step's fault (an earlier scenario on a reused cluster, the
+// bootstrap) does not satisfy an event expectation; neither does another type or message.
+#[test]
+fn events_are_matched_only_since_the_steps_fault() {
+    let long_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3600);
+    let old = FakeCluster::with_actions(move |expect, _, _| {
+        if expect.event.is_some() {
+            json!({"events": [event("PrimaryReasserted", "Normal", "authority re-issued to iad", long_ago)]})
+        } else {
+            Value::Null
+        }
+    });
+    let steps = "\
+- fault: {kill: {site: iad, container: mysql}}
+- expect: {within: 100ms, event: {reason: PrimaryReasserted}}
+";
+    let run = execute(&old, &scenario(steps), pacing(), None);
+    assert!(
+        run.error
+            .as_deref()
+            .is_some_and(|error| error.contains("PrimaryReasserted")),
+        "{run:?}"
+    );
+    // Emitted after the fault, with two expectations in between: found.
+    let fresh = FakeCluster::with_actions(|expect, _, actions| {
+        if expect.event.is_some() && actions > 0 {
+            json!({"events": [event("PrimaryReasserted", "Normal", "authority re-issued to iad", jiff::Timestamp::now())]})
+        } else if expect.event.is_some() {
+            json!({"events": []})
+        } else {
+            json!({"readOnly": false})
+        }
+    });
+    let steps = "\
+- fault: {kill: {site: iad, container: mysql}}
+- expect: {within: 1s, mysql: {site: iad, readOnly: false}}
+- expect: {within: 1s, mysql: {site: iad, readOnly: false}}
+- expect: {within: 1s, event: {reason: PrimaryReasserted, type: Normal, messageContains: re-issued}}
+";
+    let run = execute(&fresh, &scenario(steps), pacing(), None);
+    assert_eq!(run.error, None, "{:?}", run.expectations);
+    for wrong in [
+        "{within: 100ms, event: {reason: PrimaryReasserted, type: Warning}}",
+        "{within: 100ms, event: {reason: PrimaryReasserted, messageContains: pdx}}",
+        "{within: 100ms, event: {reason: SiteFailed}}",
+    ] {
+        let steps =
+            format!("- fault: {{kill: {{site: iad, container: mysql}}}}\n- expect: {wrong}\n");
+        let run = execute(&fresh, &scenario(&steps), pacing(), None);
+        assert!(run.error.is_some(), "{wrong} passed");
+    }
+}
+
+/// A deploy API that answers 201 with `body` to a POST, and 200 to anything else.
+fn deploy_api(body: Value) -> FakeCluster {
+    FakeCluster::new(move |expect, _| {
+        if let Some(deploy) = &expect.deploy_api {
+            if deploy.request.method == bloodraven_harness::scenario::model::Method::Post {
+                return json!({"status": 201, "body": body.clone()});
+            }
+            return json!({"status": 200, "body": {"echo": deploy.request.body.clone()}});
+        }
+        if expect.group.is_some() {
+            return json!({"topologyGeneration": 4, "plannedFailover": {"admission": {"message": "held by lease tok-1"}}});
+        }
+        if expect.metric.is_some() {
+            return json!({"value": 5.0});
+        }
+        Value::Null
+    })
+}
+
+const SAVE: &str = "\
+- expect:
+    within: 1s
+    deploy-api:
+      request: {method: POST, path: /deploy/v1/groups/playground/leases, client: {namespace: n, serviceAccount: a}}
+      status: 201
+      save: {tok: token, gen: topologyGeneration}
+";
+
+// A variable whose field was absent from the answer was never saved: the step using it
+// fails instead of sending an empty string.
+#[test]
+fn a_missing_saved_variable_fails_the_step() {
+    let cluster = deploy_api(json!({"topologyGeneration": 4}));
+    let steps = format!("{SAVE}- expect:\n    within: 1s\n    deploy-api:\n      request: {{method: PUT, path: /deploy/v1/groups/playground/leases, client: {{namespace: n, serviceAccount: a}}, body: {{token: \"${{tok}}\"}}}}\n      status: 200\n");
+    let run = execute(&cluster, &scenario(&steps), pacing(), None);
+    let error = run.error.expect("`${tok}` was never saved");
+    assert!(
+        error.starts_with("step 1:") && error.contains("${tok}"),
+        "{error}"
+    );
+}
+
+// `${var}` works in every expectation, and a saved number stays a number.
+#[test]
+fn variables_work_in_every_expectation_with_numbers_as_numbers() {
+    let cluster = deploy_api(json!({"token": "tok-1", "topologyGeneration": 4}));
+    let steps = format!(
+        "{SAVE}\
+- expect: {{within: 1s, group: {{topologyGeneration: \"${{gen}}\", plannedFailover: {{admission: {{message: {{$contains: \"${{tok}}\"}}}}}}}}}}
+- expect: {{within: 1s, metric: {{name: bloodraven_deploy_leases_active, value: {{$gt: \"${{gen}}\"}}}}}}
+- expect:
+    within: 1s
+    deploy-api:
+      request: {{method: PUT, path: /deploy/v1/groups/playground/leases, client: {{namespace: n, serviceAccount: a}}, body: {{token: \"${{tok}}\", generation: \"${{gen}}\"}}}}
+      status: 200
+      body: {{echo: {{token: tok-1, generation: 4}}}}
+"
+    );
+    let run = execute(&cluster, &scenario(&steps), pacing(), None);
+    assert_eq!(run.error, None, "{:?}", run.expectations);
 }
 
 #[test]

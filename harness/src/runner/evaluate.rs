@@ -12,7 +12,7 @@
 //! | counter | `{"value": 7, "readOnly": false, "dbSite": "iad", "write": "ok"}` |
 //! | deploy-api | `{"status": 409, "body": {...}}` |
 //! | metric | `{"value": 1.0}` (`null`: no such sample) |
-//! | event | `{"count": 2, "messages": ["..."]}` |
+//! | event | `{"events": [{"reason": "PrimaryReasserted", "type": "Normal", "message": "...", "time": "2026-01-01T00:00:07Z"}]}`: every event of the group's namespace with that reason (more are fine); `time` is the latest occurrence (`lastTimestamp`, else `eventTime`, else `firstTimestamp`) |
 //! | object | the object, or `null` when absent |
 //! | node | `{"demotedTaint": true}` |
 //! | connection | `{"writeError": 1290}` (`null`: the write succeeded) |
@@ -23,10 +23,17 @@ use serde_json::{json, Value};
 use crate::scenario::matcher::matches;
 use crate::scenario::model::{Expect, OutcomeKind};
 
-/// Whether `observed` satisfies `expect`; `baseline` is the first observation of this
-/// expectation (for `$unchanged` and `increasing`), `None` on the first poll itself (which
-/// is then its own baseline). The error says what differs.
-pub fn evaluate(expect: &Expect, observed: &Value, baseline: Option<&Value>) -> Result<(), String> {
+/// Whether `observed` satisfies `expect`; `baseline` is the observation before the step's
+/// fault or else the first observation of this expectation (for `$changed`/`$unchanged` and
+/// `increasing`), `None` on the first poll itself (which is then its own baseline). Events
+/// count only when they occurred at or after `since` (to the second: Kubernetes event
+/// times have second precision). The error says what differs.
+pub fn evaluate(
+    expect: &Expect,
+    observed: &Value,
+    baseline: Option<&Value>,
+    since: jiff::Timestamp,
+) -> Result<(), String> {
     let first_poll = baseline.is_none();
     let baseline = Some(baseline.unwrap_or(observed));
     if let Some(group) = &expect.group {
@@ -167,12 +174,7 @@ pub fn evaluate(expect: &Expect, observed: &Value, baseline: Option<&Value>) -> 
         .map_err(|why| format!("metric {}: {why}", metric.name));
     }
     if let Some(event) = &expect.event {
-        let count = observed.get("count").and_then(Value::as_u64).unwrap_or(0);
-        return if count > 0 {
-            Ok(())
-        } else {
-            Err(format!("no {} event", event.reason))
-        };
+        return evaluate_event(event, observed, since);
     }
     if let Some(object) = &expect.object {
         let present = (!observed.is_null()).then_some(observed);
@@ -207,6 +209,55 @@ pub fn evaluate(expect: &Expect, observed: &Value, baseline: Option<&Value>) -> 
             .map_err(|why| format!("mysqld of {}: {why}", mysql.site));
     }
     Err("names no target".to_owned())
+}
+
+/// An event expectation: an event of that reason, type and message at or after `since`.
+fn evaluate_event(
+    event: &crate::scenario::model::EventExpect,
+    observed: &Value,
+    since: jiff::Timestamp,
+) -> Result<(), String> {
+    // Event times are whole seconds: an event in the same second as `since` counts.
+    let floor = jiff::Timestamp::from_second(since.as_second()).unwrap_or(since);
+    let events = observed
+        .get("events")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let field = |item: &Value, key: &str| item.get(key).and_then(Value::as_str).map(str::to_owned);
+    let mut earlier = 0;
+    let mut other = 0;
+    for item in events {
+        if field(item, "reason").as_deref() != Some(event.reason.as_str()) {
+            continue;
+        }
+        let type_ok = event
+            .type_
+            .as_deref()
+            .is_none_or(|wanted| field(item, "type").as_deref() == Some(wanted));
+        let message_ok = event.message_contains.as_deref().is_none_or(|needle| {
+            field(item, "message").is_some_and(|message| message.contains(needle))
+        });
+        if !(type_ok && message_ok) {
+            other += 1;
+            continue;
+        }
+        let time = field(item, "time").and_then(|text| text.parse::<jiff::Timestamp>().ok());
+        match time {
+            Some(time) if time >= floor => return Ok(()),
+            _ => earlier += 1,
+        }
+    }
+    let mut wanted = event.reason.clone();
+    if let Some(type_) = &event.type_ {
+        wanted = format!("{type_} {wanted}");
+    }
+    if let Some(needle) = &event.message_contains {
+        wanted = format!("{wanted} with a message containing {needle:?}");
+    }
+    Err(format!(
+        "no {wanted} event since {since:.0} ({earlier} earlier or undated, {other} of another type or message)"
+    ))
 }
 
 /// A short human name for an expectation, for reports.

@@ -87,13 +87,18 @@ fn run_steps(
     started: Instant,
 ) -> Result<(), String> {
     let scenario = &loaded.scenario;
+    let scenario_wall_start = jiff::Timestamp::now();
     cluster
         .install(&scenario.install)
         .map_err(|error| format!("failed to install: {error}"))?;
     let workload = cluster
         .start_workload(Arc::clone(recorder))
         .map_err(|error| format!("failed to start the workload: {error}"))?;
-    let mut variables: BTreeMap<String, String> = BTreeMap::new();
+    let mut variables: BTreeMap<String, Value> = BTreeMap::new();
+    // Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
+    let mut baselines: BTreeMap<usize, Result<Value, String>> = BTreeMap::new();
+    // When the latest fault, heal or apply started: events are matched only since then.
+    let mut fault_started = scenario_wall_start;
     let mut outcome = Ok(());
     for (index, step) in scenario.steps.iter().enumerate() {
         tracing::info!(
@@ -102,6 +107,20 @@ fn run_steps(
             kind = step.kind(),
             "step"
         );
+        if acts(step) {
+            if let Some((next, expect)) = baseline_taker(&scenario.steps, index) {
+                // Taken with the variables known now; one the acting step saves is not yet.
+                if let Ok(expect) = substitute(expect, &variables) {
+                    let observed = cluster.observe(&expect).map_err(|error| {
+                        format!("failed to observe the baseline before step {index}: {error}")
+                    });
+                    baselines.insert(next, observed);
+                }
+            }
+        }
+        if matches!(step, Step::Fault(_) | Step::Heal(_) | Step::Apply(_)) {
+            fault_started = jiff::Timestamp::now();
+        }
         let result = match step {
             Step::Apply(apply) => cluster
                 .apply(apply)
@@ -116,33 +135,34 @@ fn run_steps(
                 std::thread::sleep(span.duration());
                 Ok(())
             }
-            Step::Expect(expect) => {
-                let expect = substitute(expect, &variables);
-                let (result, last) = run_expect(cluster, &expect, index, pacing, started);
-                if result.satisfied {
-                    if let (Some(deploy), Some(observed)) = (&expect.deploy_api, &last) {
-                        for (name, field) in &deploy.save {
-                            let value =
-                                observed.pointer(&format!("/body/{field}")).map(
-                                    |value| match value {
-                                        Value::String(text) => text.clone(),
-                                        other => other.to_string(),
-                                    },
-                                );
-                            variables.insert(name.clone(), value.unwrap_or_default());
+            Step::Expect(expect) => match substitute(expect, &variables) {
+                Err(why) => Err(format!("step {index}: {}: {why}", describe(expect))),
+                Ok(expect) => match baselines.remove(&index) {
+                    Some(Err(why)) => Err(format!("step {index}: {}: {why}", describe(&expect))),
+                    baseline => {
+                        let window = Window {
+                            baseline: baseline.and_then(Result::ok),
+                            since: fault_started,
+                        };
+                        let (result, last) =
+                            run_expect(cluster, &expect, index, pacing, started, window);
+                        if result.satisfied {
+                            if let (Some(deploy), Some(observed)) = (&expect.deploy_api, &last) {
+                                save_variables(deploy, observed, &mut variables);
+                            }
                         }
+                        let failure = (!result.satisfied).then(|| {
+                            format!(
+                                "step {index}: {}: {}",
+                                result.name,
+                                result.failure.clone().unwrap_or_default()
+                            )
+                        });
+                        run.expectations.push(result);
+                        failure.map_or(Ok(()), Err)
                     }
-                }
-                let failure = (!result.satisfied).then(|| {
-                    format!(
-                        "step {index}: {}: {}",
-                        result.name,
-                        result.failure.clone().unwrap_or_default()
-                    )
-                });
-                run.expectations.push(result);
-                failure.map_or(Ok(()), Err)
-            }
+                },
+            },
             Step::Measure(measure) => {
                 let value = match measure.quantity {
                     Quantity::Convergence => wait_converged(cluster, recorder, pacing).ok(),
@@ -201,6 +221,87 @@ fn run_steps(
         .and(final_read)
 }
 
+/// What an expectation is judged against besides the live observation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Window {
+    /// The baseline for `$changed`/`$unchanged`: observed before the step's fault (see
+    /// [`baseline_taker`]); `None`: the expectation's first poll is its baseline.
+    pub baseline: Option<Value>,
+    /// Events count only from this instant: the start of the latest `fault`, `heal` or
+    /// `apply` step before the expectation, else the scenario's start.
+    pub since: jiff::Timestamp,
+}
+
+/// Whether a step changes the cluster: a fault, heal or apply, or a deploy API request.
+fn acts(step: &Step) -> bool {
+    match step {
+        Step::Fault(_) | Step::Heal(_) | Step::Apply(_) => true,
+        Step::Expect(expect) => expect.deploy_api.is_some(),
+        Step::Measure(_) | Step::Sleep(_) => false,
+    }
+}
+
+/// The expectation whose `$changed`/`$unchanged` baseline must be observed before the acting
+/// step `index` runs: the next step that is not a sleep or a measurement, when it is an
+/// expectation using either operator. An expectation that follows other expectations (not
+/// directly its fault) takes its baseline at its own first poll.
+pub fn baseline_taker(steps: &[Step], index: usize) -> Option<(usize, &Expect)> {
+    steps
+        .iter()
+        .enumerate()
+        .skip(index + 1)
+        .find(|(_, step)| !matches!(step, Step::Sleep(_) | Step::Measure(_)))
+        .and_then(|(next, step)| match step {
+            Step::Expect(expect) if uses_baseline(expect) => Some((next, expect.as_ref())),
+            _ => None,
+        })
+}
+
+/// Whether an expectation uses `$changed` or `$unchanged` anywhere.
+pub fn uses_baseline(expect: &Expect) -> bool {
+    fn walk(value: &Value) -> bool {
+        match value {
+            Value::Object(map) => map
+                .iter()
+                .any(|(key, child)| key == "$changed" || key == "$unchanged" || walk(child)),
+            Value::Array(items) => items.iter().any(walk),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => false,
+        }
+    }
+    [
+        expect.group.as_ref(),
+        expect.object.as_ref().map(|object| &object.match_),
+        expect.metric.as_ref().map(|metric| &metric.value),
+        expect.pods.as_ref().and_then(|pods| pods.restarts.as_ref()),
+        expect
+            .deploy_api
+            .as_ref()
+            .and_then(|deploy| deploy.body.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    .any(walk)
+}
+
+/// Saves the answer fields a deploy API expectation names. A field the answer lacks (or that
+/// is null) is not saved, so a later `${var}` of it fails its step.
+fn save_variables(
+    deploy: &crate::scenario::model::DeployApiExpect,
+    observed: &Value,
+    variables: &mut BTreeMap<String, Value>,
+) {
+    for (name, field) in &deploy.save {
+        match observed.pointer(&format!("/body/{field}")) {
+            Some(value) if !value.is_null() => {
+                variables.insert(name.clone(), value.clone());
+            }
+            _ => {
+                variables.remove(name);
+            }
+        }
+    }
+}
+
 /// Polls one expectation until it is decided.
 pub fn run_expect(
     cluster: &dyn Cluster,
@@ -208,6 +309,7 @@ pub fn run_expect(
     step: usize,
     pacing: Pacing,
     scenario_start: Instant,
+    window: Window,
 ) -> (ExpectationResult, Option<Value>) {
     let (mode, span) = match (expect.within, expect.for_) {
         (Some(span), _) => (ExpectMode::Within, span.duration()),
@@ -225,12 +327,12 @@ pub fn run_expect(
         started_ms: millis(start.duration_since(scenario_start)),
         failure: None,
     };
-    let mut baseline: Option<Value> = None;
+    let mut baseline: Option<Value> = window.baseline;
     let mut last = None;
     loop {
         let verdict = match cluster.observe(expect) {
             Ok(observed) => {
-                let verdict = evaluate(expect, &observed, baseline.as_ref());
+                let verdict = evaluate(expect, &observed, baseline.as_ref(), window.since);
                 if baseline.is_none() {
                     baseline = Some(observed.clone());
                 }
@@ -324,43 +426,149 @@ fn measure_from_history(history: &History, quantity: Quantity) -> Option<Duratio
     Some(Duration::from_millis(ms))
 }
 
-/// Replaces `${var}` in a deploy API request and its expected body with saved values.
-pub fn substitute(expect: &Expect, variables: &BTreeMap<String, String>) -> Expect {
+/// Replaces `${var}` with saved values in every field of an expectation. A string that is
+/// exactly `${var}` becomes the saved value itself (a number stays a number); inside a longer
+/// string the value is spliced in as text. A variable no earlier step saved is an error
+/// naming it: the step fails rather than sending or matching an empty string.
+pub fn substitute(expect: &Expect, variables: &BTreeMap<String, Value>) -> Result<Expect, String> {
     let mut expect = expect.clone();
-    if let Some(deploy) = expect.deploy_api.as_mut() {
-        deploy.request.path = substitute_str(&deploy.request.path, variables);
-        if let Some(body) = deploy.request.body.as_mut() {
-            substitute_value(body, variables);
+    let mut missing: Vec<String> = Vec::new();
+    let text = |value: &mut String, missing: &mut Vec<String>| {
+        *value = splice(value, variables, missing);
+    };
+    let json = |value: &mut Value, missing: &mut Vec<String>| {
+        substitute_value(value, variables, missing);
+    };
+    if let Some(name) = expect.name.as_mut() {
+        text(name, &mut missing);
+    }
+    if let Some(group) = expect.group.as_mut() {
+        json(group, &mut missing);
+    }
+    if let Some(pods) = expect.pods.as_mut() {
+        for field in [&mut pods.name, &mut pods.namespace, &mut pods.phase]
+            .into_iter()
+            .flatten()
+        {
+            text(field, &mut missing);
         }
-        if let Some(body) = deploy.body.as_mut() {
-            substitute_value(body, variables);
+        if let Some(labels) = pods.labels.as_mut() {
+            labels
+                .values_mut()
+                .for_each(|value| text(value, &mut missing));
+        }
+        if let Some(restarts) = pods.restarts.as_mut() {
+            json(restarts, &mut missing);
         }
     }
-    expect
+    if let Some(endpoints) = expect.endpoints.as_mut() {
+        text(&mut endpoints.service, &mut missing);
+    }
+    if let Some(manager) = expect
+        .dns_endpoint
+        .as_mut()
+        .and_then(|record| record.field_manager.as_mut())
+    {
+        text(manager, &mut missing);
+    }
+    if let Some(deploy) = expect.deploy_api.as_mut() {
+        text(&mut deploy.request.path, &mut missing);
+        text(&mut deploy.request.client.namespace, &mut missing);
+        text(&mut deploy.request.client.service_account, &mut missing);
+        if let Some(body) = deploy.request.body.as_mut() {
+            json(body, &mut missing);
+        }
+        if let Some(body) = deploy.body.as_mut() {
+            json(body, &mut missing);
+        }
+    }
+    if let Some(metric) = expect.metric.as_mut() {
+        text(&mut metric.name, &mut missing);
+        metric
+            .labels
+            .values_mut()
+            .for_each(|value| text(value, &mut missing));
+        json(&mut metric.value, &mut missing);
+    }
+    if let Some(event) = expect.event.as_mut() {
+        text(&mut event.reason, &mut missing);
+        for field in [&mut event.type_, &mut event.message_contains]
+            .into_iter()
+            .flatten()
+        {
+            text(field, &mut missing);
+        }
+    }
+    if let Some(object) = expect.object.as_mut() {
+        text(&mut object.api_version, &mut missing);
+        text(&mut object.kind, &mut missing);
+        text(&mut object.name, &mut missing);
+        if let Some(namespace) = object.namespace.as_mut() {
+            text(namespace, &mut missing);
+        }
+        json(&mut object.match_, &mut missing);
+    }
+    if let Some(connection) = expect.connection.as_mut() {
+        text(&mut connection.name, &mut missing);
+    }
+    match missing.first() {
+        None => Ok(expect),
+        Some(name) => Err(format!(
+            "uses `${{{name}}}`, which no earlier step saved (or the answer it was saved from lacked the field)"
+        )),
+    }
 }
 
-fn substitute_value(value: &mut Value, variables: &BTreeMap<String, String>) {
+fn substitute_value(
+    value: &mut Value,
+    variables: &BTreeMap<String, Value>,
+    missing: &mut Vec<String>,
+) {
     match value {
-        Value::String(text) => *text = substitute_str(text, variables),
+        Value::String(text) => {
+            if let Some(name) = whole_variable(text) {
+                match variables.get(name) {
+                    Some(saved) => *value = saved.clone(),
+                    None => missing.push(name.to_owned()),
+                }
+            } else {
+                *text = splice(text, variables, missing);
+            }
+        }
         Value::Array(items) => items
             .iter_mut()
-            .for_each(|item| substitute_value(item, variables)),
+            .for_each(|item| substitute_value(item, variables, missing)),
         Value::Object(map) => map
             .values_mut()
-            .for_each(|item| substitute_value(item, variables)),
+            .for_each(|item| substitute_value(item, variables, missing)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
-fn substitute_str(text: &str, variables: &BTreeMap<String, String>) -> String {
+/// The variable name when `text` is exactly `${name}`.
+pub fn whole_variable(text: &str) -> Option<&str> {
+    let name = text.strip_prefix("${")?.strip_suffix('}')?;
+    (!name.is_empty() && !name.contains(['{', '}', '$'])).then_some(name)
+}
+
+fn splice(text: &str, variables: &BTreeMap<String, Value>, missing: &mut Vec<String>) -> String {
     let mut names = Vec::new();
     collect_variables_in_str(text, &mut names);
-    names.iter().fold(text.to_owned(), |acc, name| {
-        acc.replace(
-            &format!("${{{name}}}"),
-            variables.get(name).map_or("", String::as_str),
-        )
-    })
+    names
+        .iter()
+        .fold(text.to_owned(), |acc, name| match variables.get(name) {
+            Some(saved) => {
+                let shown = match saved {
+                    Value::String(saved) => saved.clone(),
+                    other => other.to_string(),
+                };
+                acc.replace(&format!("${{{name}}}"), &shown)
+            }
+            None => {
+                missing.push(name.clone());
+                acc
+            }
+        })
 }
 
 fn millis(duration: Duration) -> u64 {

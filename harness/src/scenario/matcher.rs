@@ -65,7 +65,13 @@ pub fn check_operators(expected: &Value, path: &str) -> Result<(), String> {
 }
 
 fn check_operator(key: &str, value: &Value, path: &str) -> Result<(), String> {
-    let ok = match key {
+    // A whole `${var}` stands for a saved value of any type (substituted before matching).
+    let placeholder = value.as_str().is_some_and(|text| {
+        text.strip_prefix("${")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .is_some_and(|name| !name.is_empty())
+    });
+    let typed = match key {
         "$gt" | "$gte" | "$lt" | "$lte" => value.is_number(),
         "$exists" | "$unchanged" | "$changed" => value.is_boolean(),
         "$contains" => value.is_string(),
@@ -79,6 +85,7 @@ fn check_operator(key: &str, value: &Value, path: &str) -> Result<(), String> {
             ))
         }
     };
+    let ok = typed || placeholder;
     if ok {
         Ok(())
     } else {
@@ -551,5 +558,8 @@ mod tests {
         );
         assert!(check_operators(&json!({"a": {"$gt": 1, "b": 2}}), "group").is_err());
         assert!(check_operators(&json!({"a": {"$gt": "x"}}), "group").is_err());
+        // A saved `${var}` may stand for the number.
+        assert!(check_operators(&json!({"a": {"$gt": "${gen}"}}), "group").is_ok());
+        assert!(check_operators(&json!({"a": {"$bigger": "${gen}"}}), "group").is_err());
     }
 }
