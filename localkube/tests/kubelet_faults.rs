@@ -188,3 +188,126 @@ async fn scenario(c: &TestCluster) -> Result<()> {
     );
     Ok(())
 }
+
+const HELD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: held, namespace: default, labels: {role: held}}
+spec:
+  nodeName: iad
+  terminationGracePeriodSeconds: 1
+  containers: [{name: main, image: busybox:1.36, command: ["sh", "-c", "exec sleep 3600"]}]
+"#;
+
+/// The control socket, as the harness drives it.
+async fn control(c: &TestCluster, req: serde_json::Value) -> Result<serde_json::Value> {
+    Ok(localkube::kubelet::control::request(c.dir(), &req).await?)
+}
+
+/// The held pod's only container status, once `check` holds for it.
+async fn wait_held(
+    c: &TestCluster,
+    what: &str,
+    check: impl Fn(&serde_json::Value, &serde_json::Value) -> bool,
+) -> Result<serde_json::Value> {
+    let pods = c
+        .wait_pods("role=held", Duration::from_secs(30), |p| {
+            p.len() == 1 && check(&p[0], &p[0]["status"]["containerStatuses"][0])
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+    Ok(pods[0].clone())
+}
+
+/// Kept down: the container is waiting in CrashLoopBackOff with the killed instance in
+/// lastState, and the pod is not Ready.
+fn kept_down(p: &serde_json::Value, cs: &serde_json::Value, restarts: u64) -> bool {
+    cs["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+        && cs["lastState"]["terminated"]["exitCode"] == 137
+        && cs["ready"] == false
+        && cs["restartCount"] == restarts
+        && !ready(p)
+        && p["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "False")
+        })
+}
+
+/// Design "Faults": kill with keep-down SIGKILLs a container and holds it back (not
+/// running, pod not Ready) until `heal ID` or `revive`; then it restarts at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_keep_down_holds_the_container_until_healed_or_revived() -> Result<()> {
+    let c = TestCluster::start(&["iad"]).await?;
+    let prefix = localkube::node::ClusterNaming::prefix_for(c.dir());
+    let result = keep_down_scenario(&c).await;
+    c.stop().await?;
+    result?;
+    let left: Vec<String> = kubelet_support::netns_list()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    ensure!(left.is_empty(), "netns left behind: {left:?}");
+    Ok(())
+}
+
+async fn keep_down_scenario(c: &TestCluster) -> Result<()> {
+    c.apply(HELD).await?;
+    wait_held(c, "running", |p, _| ready(p)).await?;
+
+    // Through the socket: kill and keep down, healed by id.
+    let answer = control(
+        c,
+        serde_json::json!({"fault": "kill", "pod": "default/held", "container": "main", "keepDown": true}),
+    )
+    .await?;
+    let id = answer["id"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("answer {answer}"))?;
+    wait_held(c, "kept down", |p, cs| kept_down(p, cs, 0)).await?;
+    // A plain kill restarts at once; kept down, it stays down.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let p = wait_held(c, "still kept down", |p, cs| kept_down(p, cs, 0)).await?;
+    ensure!(
+        p["status"]["phase"] == "Running",
+        "a held-back container's pod stays Running, as in CrashLoopBackOff: {}",
+        p["status"]
+    );
+    let log = control(c, serde_json::json!({"fault": "log"})).await?;
+    let record = log["log"]
+        .as_array()
+        .and_then(|l| l.iter().find(|r| r["id"] == id).cloned())
+        .ok_or_else(|| anyhow::anyhow!("fault {id} in {log}"))?;
+    ensure!(
+        record["fault"]["keepDown"] == true && record["endedAt"].is_null(),
+        "an active kept-down kill: {record}"
+    );
+    let healed = control(c, serde_json::json!({"fault": "heal", "id": id})).await?;
+    ensure!(healed["ended"] == serde_json::json!([id]), "heal: {healed}");
+    wait_held(c, "restarted after heal", |p, cs| {
+        ready(p) && cs["restartCount"] == 1 && cs["state"]["running"].is_object()
+    })
+    .await?;
+
+    // Through the CLI: `kill --keep-down`, then `revive` of the pod.
+    let out = fault(c, &["kill", "held", "-c", "main", "--keep-down"]).await?;
+    let id2 = serde_json::from_str::<serde_json::Value>(out.trim())?["id"].clone();
+    wait_held(c, "kept down again", |p, cs| kept_down(p, cs, 1)).await?;
+    let wrong = control(c, serde_json::json!({"fault": "revive", "id": 1_000})).await;
+    ensure!(wrong.is_err(), "revive of an unknown fault id: {wrong:?}");
+    let out = fault(c, &["revive", "default/held"]).await?;
+    ensure!(out.contains(&format!("[{id2}]")), "revive: {out}");
+    wait_held(c, "restarted after revive", |p, cs| {
+        ready(p) && cs["restartCount"] == 2 && cs["state"]["running"].is_object()
+    })
+    .await?;
+    let log = fault(c, &["log"]).await?;
+    ensure!(
+        log.lines().filter(|l| l.contains("keepDown")).count() == 2
+            && log
+                .lines()
+                .filter(|l| l.contains("keepDown"))
+                .all(|l| l.contains("endedAt\":\"")),
+        "both kept-down kills ended: {log}"
+    );
+    Ok(())
+}

@@ -7,7 +7,19 @@
 //! Requests: `{"fault":"kill"|"freeze","pod":"ns/name","container":"c"?}`,
 //! `{"fault":"thaw"|"start-node"|"heal"|"start-external-dns","id":N?}` (without `id`:
 //! every active fault of the matching kind), `{"fault":"stop-node","node":"n"}`,
-//! `{"fault":"partition","sideA":["n"],"sideB":["m"]}`, `{"fault":"stop-external-dns"}`.
+//! `{"fault":"partition","sideA":["n"],"sideB":["m"]}`, `{"fault":"stop-external-dns"}`,
+//! `{"fault":"log"}` (answer `{"log": [records]}`).
+//!
+//! `heal` with an `id` ends that fault whatever its kind; without one it heals every
+//! partition. Answers of the ending requests are `{"ended": [ids]}`.
+//!
+//! Kill with keep-down: `{"fault":"kill","pod":"ns/name","container":"c"?,"keepDown":true}`
+//! SIGKILLs the container and does not restart it until the fault ends; meanwhile its
+//! status is `waiting` (reason CrashLoopBackOff, the killed instance in `lastState`) and the
+//! pod is not Ready, as a crashlooping container held back. The fault stays active (no
+//! `endedAt`) until `{"fault":"heal","id":N}` or `{"fault":"revive","pod":"ns/name"?,
+//! "container":"c"?,"id":N?}` (every kept-down kill of that pod/container, or all of them
+//! without `pod`) ends it; the container then restarts at once (restartCount + 1).
 
 use super::agent::Shared;
 use super::error::{Error, Result};
@@ -39,6 +51,21 @@ pub enum FaultCommand {
         /// The container (default: the first).
         #[arg(short, long)]
         container: Option<String>,
+        /// Keep the container down (no restart) until `heal ID` or `revive`.
+        #[arg(long)]
+        keep_down: bool,
+    },
+    /// Let containers kept down by `kill --keep-down` restart: by fault id, of one pod (and
+    /// container), or all of them.
+    Revive {
+        /// The pod (default: every kept-down container).
+        pod: Option<String>,
+        /// The container (default: every kept-down container of the pod).
+        #[arg(short, long)]
+        container: Option<String>,
+        /// Fault id.
+        #[arg(long)]
+        id: Option<u64>,
     },
     /// SIGSTOP a container's processes until thawed.
     Freeze {
@@ -70,7 +97,8 @@ pub enum FaultCommand {
         /// The other side (comma separated nodes).
         side_b: String,
     },
-    /// Heal a partition (fault id, or every partition).
+    /// End a fault by id (any kind: a partition, a kept-down kill, ...), or without an id
+    /// heal every partition.
     Heal {
         /// Fault id.
         id: Option<u64>,
@@ -94,8 +122,19 @@ impl FaultCommand {
             }
         };
         match self {
-            FaultCommand::Kill { pod: p, container } => {
-                json!({"fault": "kill", "pod": pod(p), "container": container})
+            FaultCommand::Kill {
+                pod: p,
+                container,
+                keep_down,
+            } => {
+                json!({"fault": "kill", "pod": pod(p), "container": container, "keepDown": keep_down})
+            }
+            FaultCommand::Revive {
+                pod: p,
+                container,
+                id,
+            } => {
+                json!({"fault": "revive", "pod": p.as_deref().map(pod), "container": container, "id": id})
             }
             FaultCommand::Freeze { pod: p, container } => {
                 json!({"fault": "freeze", "pod": pod(p), "container": container})
@@ -246,7 +285,37 @@ pub async fn handle(shared: &Shared, req: &Value) -> Result<Value> {
     let id = match s(req, "fault") {
         "kill" => {
             let pod = s(req, "pod");
-            faults.kill_container(pod, &container(pod)?)?
+            let c = container(pod)?;
+            if req
+                .get("keepDown")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+            {
+                faults.kill_container_kept_down(pod, &c)?
+            } else {
+                faults.kill_container(pod, &c)?
+            }
+        }
+        "revive" => {
+            let (pod, c) = (s(req, "pod"), s(req, "container"));
+            let kept_down = |k: &FaultKind| {
+                matches!(k, FaultKind::KillContainer { pod: p, container: n, keep_down: true, .. }
+                    if (pod.is_empty() || p == pod) && (c.is_empty() || n == c))
+            };
+            if let Some(id) = req.get("id").and_then(Value::as_u64) {
+                let record = faults.log().into_iter().find(|r| r.id == id);
+                if !record.is_some_and(|r| kept_down(&r.fault)) {
+                    return Err(Error::Control(format!(
+                        "revive: fault {id} is not a kept-down kill{}",
+                        if pod.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" of {pod}")
+                        }
+                    )));
+                }
+            }
+            return end(&kept_down);
         }
         "freeze" => {
             let pod = s(req, "pod");

@@ -23,7 +23,8 @@ pub const FAULT_LOG: &str = "faults.jsonl";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum FaultKind {
-    /// SIGKILL to a container's processes (instant: ends when it starts).
+    /// SIGKILL to a container's processes: instant (ends when it starts), or with
+    /// `keepDown` the container is not restarted until the fault is ended.
     KillContainer {
         /// `namespace/name` of the pod.
         pod: String,
@@ -31,6 +32,13 @@ pub enum FaultKind {
         container: String,
         /// The pid killed.
         pid: i32,
+        /// Kept down (not restarted) until the fault ends.
+        #[serde(
+            rename = "keepDown",
+            default,
+            skip_serializing_if = "std::ops::Not::not"
+        )]
+        keep_down: bool,
     },
     /// SIGSTOP to a container's processes until thawed (SIGCONT).
     FreezeContainer {
@@ -75,6 +83,7 @@ pub struct FaultRecord {
 enum Undo {
     Nothing,
     Thaw { pid: i32 },
+    Release { pod: String, container: String },
     StartNode { node: String },
     Heal { partition: Partition },
     StartExternalDns,
@@ -150,9 +159,29 @@ impl Faults {
                 pod: pod.into(),
                 container: container.into(),
                 pid,
+                keep_down: false,
             },
             Undo::Nothing,
             true,
+        ))
+    }
+
+    /// SIGKILLs a container's processes and keeps the container down (waiting in
+    /// CrashLoopBackOff, not ready) until [`Faults::end`], which lets it restart at once.
+    pub fn kill_container_kept_down(&self, pod: &str, container: &str) -> Result<u64> {
+        let pid = self.runtime.kill_and_hold(pod, container)?;
+        Ok(self.start(
+            FaultKind::KillContainer {
+                pod: pod.into(),
+                container: container.into(),
+                pid,
+                keep_down: true,
+            },
+            Undo::Release {
+                pod: pod.into(),
+                container: container.into(),
+            },
+            false,
         ))
     }
 
@@ -201,7 +230,8 @@ impl Faults {
         Ok(self.start(FaultKind::StopExternalDns, Undo::StartExternalDns, false))
     }
 
-    /// Reverts an active fault (thaw, start the node, heal, start external-dns) and records
+    /// Reverts an active fault (thaw, release a kept-down container, start the node, heal,
+    /// start external-dns) and records
     /// its end time. Ending a fault that already ended is a no-op.
     pub fn end(&self, id: u64) -> Result<()> {
         let mut records = self.lock();
@@ -226,6 +256,7 @@ impl Faults {
                     })
                     .map_err(Error::sys(format!("thaw pid {pid}")))
             }
+            Undo::Release { pod, container } => self.runtime.release_container(pod, container),
             Undo::StartNode { node } => self.runtime.start_node(node),
             Undo::Heal { partition } => self.runtime.heal(partition),
             Undo::StartExternalDns => {

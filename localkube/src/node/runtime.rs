@@ -5,9 +5,10 @@
 //! file (the previous instance's file kept for `--previous`), probes, restartPolicy with
 //! kubelet's back-off (the first restart at once, then 10s doubling to 300s in
 //! CrashLoopBackOff, reset once a container ran 10 minutes), SIGTERM then SIGKILL after the
-//! grace period on stop.
+//! grace period on stop. A container killed with [`PodRuntime::kill_and_hold`] stays down
+//! (waiting in CrashLoopBackOff, not ready) until [`PodRuntime::release_container`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -113,6 +114,8 @@ struct Pod {
     status: watch::Sender<PodStatus>,
     stop: watch::Sender<Option<Duration>>,
     pids: Mutex<HashMap<String, i32>>,
+    /// Containers kept down by a fault: not restarted until released.
+    held: watch::Sender<BTreeSet<String>>,
     done: Notify,
     finished: watch::Sender<bool>,
 }
@@ -274,6 +277,7 @@ impl PodRuntime {
             status: watch::channel(initial.clone()).0,
             stop: watch::channel(None).0,
             pids: Mutex::new(HashMap::new()),
+            held: watch::channel(BTreeSet::new()).0,
             done: Notify::new(),
             finished: watch::channel(false).0,
         });
@@ -387,6 +391,43 @@ impl PodRuntime {
         killpg(Pid::from_raw(pid), signal)
             .map_err(Error::sys(format!("send {signal} to {key}/{container}")))?;
         Ok(pid)
+    }
+
+    /// SIGKILLs a running container and keeps it down: it is not restarted until
+    /// [`PodRuntime::release_container`] (or the pod stops); meanwhile its status is waiting
+    /// in CrashLoopBackOff (the killed instance in `last_state`) and it is not ready, as a
+    /// crashlooping container held back. Returns the pid killed.
+    pub fn kill_and_hold(&self, key: &str, container: &str) -> Result<i32> {
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let pid = self.container_pid(key, container)?;
+        // Held before the kill, so the supervisor sees the hold when the process exits.
+        pod.held.send_modify(|held| {
+            held.insert(container.to_string());
+        });
+        if let Err(err) = killpg(Pid::from_raw(pid), Signal::SIGKILL) {
+            pod.held.send_modify(|held| {
+                held.remove(container);
+            });
+            return Err(Error::sys(format!("send SIGKILL to {key}/{container}"))(
+                err,
+            ));
+        }
+        Ok(pid)
+    }
+
+    /// Lets a container kept down by [`PodRuntime::kill_and_hold`] restart (at once, as its
+    /// restartPolicy allows). A pod that is gone holds nothing: not an error.
+    pub fn release_container(&self, key: &str, container: &str) -> Result<()> {
+        let pod = lock(&self.inner.pods).get(key).cloned();
+        if let Some(pod) = pod {
+            pod.held.send_modify(|held| {
+                held.remove(container);
+            });
+        }
+        Ok(())
     }
 
     /// A command that runs `argv` in a running container's namespaces and root with the
@@ -797,6 +838,7 @@ async fn supervise(
     let key = pod.spec.key();
     let name = container.name.clone();
     let mut stop_rx = pod.stop.subscribe();
+    let mut held_rx = pod.held.subscribe();
     // Kubelet's per-container restart back-off: `None` until the first restart.
     let mut backoff: Option<Duration> = None;
     let mut pull_backoff = inner.config.backoff_initial;
@@ -971,6 +1013,30 @@ async fn supervise(
         });
         if pod.stopping().is_some() {
             return last_exit;
+        }
+        if held_rx.borrow().contains(&name) {
+            // Killed and kept down by a fault: held back as in CrashLoopBackOff until released.
+            if !restart_allowed(kind, pod.spec.restart_policy, exit_code) {
+                return last_exit;
+            }
+            pod.update(&inner, kind, &name, |c| {
+                c.last_state = Some(c.state.clone());
+                c.state = ContainerState::Waiting {
+                    reason: "CrashLoopBackOff".into(),
+                    message: format!(
+                        "kept down by a localkube fault until healed: restarting failed container={name} pod={}",
+                        pod.spec.name
+                    ),
+                };
+                c.started = false;
+            });
+            tokio::select! {
+                _ = held_rx.wait_for(|held| !held.contains(&name)) => {}
+                _ = stop_requested(&mut stop_rx) => return last_exit,
+            }
+            tracing::info!(pod = %key, container = %name, "container released, restarting");
+            pod.update(&inner, kind, &name, |c| c.restart_count += 1);
+            continue;
         }
         if *node_stopped.borrow() {
             // Power cut: restart (per policy) once the node is back, without back-off.
