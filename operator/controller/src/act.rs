@@ -1,5 +1,6 @@
-//! Act: executes a [`Decision`]'s actions in order, then persists memory (status through the
-//! status subresource, the cooldown annotation copy).
+//! Act: executes a [`Decision`]'s actions in order (per-site requests of one phase
+//! concurrently, see [`batches`]), then persists memory (status through the status
+//! subresource, the cooldown annotation copy).
 //!
 //! Seed 001: an error from a mutation is an unknown, never "did not happen". Nothing here
 //! retries or rolls back; each outcome is logged (group, site, action, generation, outcome)
@@ -21,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::memory::status_of;
 use crate::metrics::Metrics;
 use crate::render;
-use crate::sidecar::SidecarClient;
+use crate::sidecar::{round_trip_budget, SidecarClient};
 
 /// What executing one action needs.
 pub struct Executor<'a> {
@@ -79,6 +80,71 @@ pub fn action_site(action: &Action) -> Option<&str> {
     }
 }
 
+/// What may run concurrently with its neighbours of the same kind: a request to one site's
+/// sidecar (authority push, move notice, fence, repoint), one pod's labels, one Service.
+/// Everything else runs alone: node taints (read-modify-write of a node two sites may
+/// share), the promotion (long), the DNSEndpoint, lease revocation, annotations (one object),
+/// events and metrics (ordered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Concurrent {
+    PushAuthority,
+    AnnounceAuthorityMove,
+    Fence,
+    Repoint,
+    SetPodLabels,
+    ApplyService,
+}
+
+fn concurrent_kind(action: &Action) -> Option<(Concurrent, &str)> {
+    match action {
+        Action::PushAuthority { site, .. } => Some((Concurrent::PushAuthority, site)),
+        Action::AnnounceAuthorityMove { site, .. } => {
+            Some((Concurrent::AnnounceAuthorityMove, site))
+        }
+        Action::Fence { site, .. } => Some((Concurrent::Fence, site)),
+        Action::Repoint { site, .. } => Some((Concurrent::Repoint, site)),
+        Action::SetPodLabels { pod, .. } => Some((Concurrent::SetPodLabels, pod)),
+        Action::ApplyService(service) => Some((Concurrent::ApplyService, &service.name)),
+        Action::TaintNode { .. }
+        | Action::UntaintNode { .. }
+        | Action::Promote { .. }
+        | Action::ApplyDnsEndpoint { .. }
+        | Action::RevokeDeployLeases { .. }
+        | Action::Annotate(_)
+        | Action::Event(_)
+        | Action::Metric(_) => None,
+    }
+}
+
+/// Splits `actions` into consecutive batches, in order (pure): a batch is a run of actions of
+/// one concurrent kind, each on a different site (or pod, or Service), or one action alone.
+/// ARCHITECTURE.md "One poll": the phases keep their order (core emits them in order and a
+/// batch never spans two kinds); within a phase, per-site requests are independent (core
+/// never makes one action's safety depend on another of the same poll).
+pub fn batches(actions: &[Action]) -> Vec<std::ops::Range<usize>> {
+    let mut batches: Vec<std::ops::Range<usize>> = Vec::new();
+    for (index, action) in actions.iter().enumerate() {
+        let joins = batches.last().is_some_and(|batch| {
+            let kind = concurrent_kind(action);
+            let first = concurrent_kind(&actions[batch.start]);
+            match (kind, first) {
+                (Some((kind, target)), Some((first, _))) => {
+                    kind == first
+                        && actions[batch.clone()]
+                            .iter()
+                            .all(|other| concurrent_kind(other).map(|(_, t)| t) != Some(target))
+                }
+                _ => false,
+            }
+        });
+        match batches.last_mut() {
+            Some(batch) if joins => batch.end = index + 1,
+            _ => batches.push(index..index + 1),
+        }
+    }
+    batches
+}
+
 /// The annotation key and value (`None`: remove) of an annotation change (pure).
 pub fn annotation_write(change: &AnnotationChange) -> (&'static str, Option<String>) {
     match change {
@@ -105,57 +171,71 @@ impl Executor<'_> {
     }
 
     /// Executes every action in order, logging each outcome; returns how many failed.
+    ///
+    /// A run of [`batches`] (per-site requests of one kind, in one phase) runs concurrently:
+    /// one slow or unreachable sidecar then costs the poll one timeout, not one per site. The
+    /// batches themselves run one after the other, in core's order.
     pub async fn execute(&self, decision: &Decision, now: Timestamp) -> usize {
         let group = self.name();
         let generation = decision.memory.topology_generation;
         let mut failures = 0;
         let mut revoke_failed = false;
-        for action in &decision.actions {
-            let name = action_name(action);
-            let site = action_site(action).unwrap_or("");
-            if revoke_failed
-                && matches!(
-                    action,
-                    Action::Annotate(AnnotationChange::ClearRevokeDeploymentLeases)
-                )
-            {
-                // The revocation's outcome is unknown: keep the request so the next poll
-                // re-reads and revokes again, instead of dropping it.
-                tracing::warn!(group = %group, action = name, generation, outcome = "skipped", "revocation did not complete; keeping the revoke annotation");
-                continue;
-            }
-            match self.execute_one(action, now).await {
-                Ok(()) => match action {
-                    Action::Metric(_) | Action::Event(_) => {}
-                    Action::PushAuthority { .. }
-                    | Action::SetPodLabels { .. }
-                    | Action::ApplyService(_) => {
-                        tracing::debug!(group = %group, site, action = name, generation, outcome = "ok", "action")
+        for batch in batches(&decision.actions) {
+            let actions = &decision.actions[batch];
+            let outcomes = futures::future::join_all(actions.iter().map(|action| async move {
+                if revoke_failed
+                    && matches!(
+                        action,
+                        Action::Annotate(AnnotationChange::ClearRevokeDeploymentLeases)
+                    )
+                {
+                    None
+                } else {
+                    Some(self.execute_one(action, now).await)
+                }
+            }))
+            .await;
+            for (action, outcome) in actions.iter().zip(outcomes) {
+                let name = action_name(action);
+                let site = action_site(action).unwrap_or("");
+                match outcome {
+                    None => {
+                        // The revocation's outcome is unknown: keep the request so the next
+                        // poll re-reads and revokes again, instead of dropping it.
+                        tracing::warn!(group = %group, action = name, generation, outcome = "skipped", "revocation did not complete; keeping the revoke annotation");
                     }
-                    Action::TaintNode { .. }
-                    | Action::UntaintNode { .. }
-                    | Action::AnnounceAuthorityMove { .. }
-                    | Action::Fence { .. }
-                    | Action::Promote { .. }
-                    | Action::Repoint { .. }
-                    | Action::ApplyDnsEndpoint { .. }
-                    | Action::RevokeDeployLeases { .. }
-                    | Action::Annotate(_) => {
-                        tracing::info!(group = %group, site, action = name, generation, outcome = "ok", "action")
+                    Some(Ok(())) => match action {
+                        Action::Metric(_) | Action::Event(_) => {}
+                        Action::PushAuthority { .. }
+                        | Action::SetPodLabels { .. }
+                        | Action::ApplyService(_) => {
+                            tracing::debug!(group = %group, site, action = name, generation, outcome = "ok", "action")
+                        }
+                        Action::TaintNode { .. }
+                        | Action::UntaintNode { .. }
+                        | Action::AnnounceAuthorityMove { .. }
+                        | Action::Fence { .. }
+                        | Action::Promote { .. }
+                        | Action::Repoint { .. }
+                        | Action::ApplyDnsEndpoint { .. }
+                        | Action::RevokeDeployLeases { .. }
+                        | Action::Annotate(_) => {
+                            tracing::info!(group = %group, site, action = name, generation, outcome = "ok", "action")
+                        }
+                    },
+                    Some(Err(error)) => {
+                        failures += 1;
+                        revoke_failed |= matches!(action, Action::RevokeDeployLeases { .. });
+                        tracing::warn!(
+                            group = %group,
+                            site,
+                            action = name,
+                            generation,
+                            outcome = "unknown",
+                            %error,
+                            "action failed; its outcome is unknown and the next poll re-reads"
+                        );
                     }
-                },
-                Err(error) => {
-                    failures += 1;
-                    revoke_failed |= matches!(action, Action::RevokeDeployLeases { .. });
-                    tracing::warn!(
-                        group = %group,
-                        site,
-                        action = name,
-                        generation,
-                        outcome = "unknown",
-                        %error,
-                        "action failed; its outcome is unknown and the next poll re-reads"
-                    );
                 }
             }
         }
@@ -170,9 +250,10 @@ impl Executor<'_> {
             Action::UntaintNode { node, .. } => self.retaint(node, false).await,
             Action::PushAuthority { site, authority }
             | Action::AnnounceAuthorityMove { site, authority } => {
+                let timeout = round_trip_budget(self.group.spec.poll_interval.get());
                 let answer = self
                     .sidecars
-                    .push_authority(site, &namespace, authority)
+                    .push_authority(site, &namespace, authority, timeout)
                     .await?;
                 if !answer.decision.is_in_force() {
                     tracing::warn!(group = %group, site, action = action_name(action), generation = authority.topology_generation, outcome = ?answer.decision, "sidecar refused the authority");
@@ -450,4 +531,197 @@ impl Executor<'_> {
 /// Server-side apply as field manager `bloodraven`, forcing ownership.
 pub fn apply_params() -> PatchParams {
     PatchParams::apply(names::FIELD_MANAGER).force()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use axum::extract::{Path, State};
+    use axum::routing::put;
+    use axum::{Json, Router};
+    use bloodraven_api::sidecar::{Authority, AuthorityDecision, AuthorityResponse};
+    use bloodraven_core::engine::{DesiredService, Event as CoreEvent, EventReason, ServiceKind};
+    use kube::runtime::events::Reporter;
+
+    use super::*;
+    use crate::sidecar::SidecarAddressing;
+
+    fn authority(site: Option<&str>) -> Authority {
+        Authority {
+            group: "playground".into(),
+            active_site: site.map(str::to_string),
+            topology_generation: 2,
+            issued_at: Timestamp::from_unix_millis(1_000),
+        }
+    }
+
+    fn push(site: &str) -> Action {
+        Action::PushAuthority {
+            site: site.into(),
+            authority: authority(Some("iad")),
+        }
+    }
+
+    fn service(name: &str) -> Action {
+        Action::ApplyService(DesiredService {
+            name: name.into(),
+            kind: ServiceKind::Primary,
+            site: None,
+            selector: BTreeMap::new(),
+            ports: Vec::new(),
+            publish_not_ready_addresses: false,
+            headless: false,
+        })
+    }
+
+    /// ARCHITECTURE "One poll": phases keep core's order and a batch never spans two kinds;
+    /// within a phase the per-site requests of one kind form one concurrent batch; a repeated
+    /// site starts a new batch; taints, promotion, DNS, revocation, annotations, events run
+    /// alone.
+    #[test]
+    fn batches_group_per_site_requests_of_one_kind_and_keep_the_order() {
+        let event = Action::Event(CoreEvent {
+            reason: EventReason::Promoted,
+            message: "m".into(),
+        });
+        let actions = vec![
+            Action::TaintNode {
+                site: "iad".into(),
+                node: "n1".into(),
+            },
+            Action::UntaintNode {
+                site: "pdx".into(),
+                node: "n2".into(),
+            },
+            push("iad"),
+            push("pdx"),
+            push("reader"),
+            push("iad"),
+            Action::AnnounceAuthorityMove {
+                site: "reader".into(),
+                authority: authority(None),
+            },
+            Action::RevokeDeployLeases {
+                reason: bloodraven_core::deploy::RevokeReason::TopologyChanged,
+                topology_generation: 2,
+            },
+            service("mysql-playground-primary"),
+            service("mysql-playground-replicas"),
+            event.clone(),
+            event,
+        ];
+        assert_eq!(
+            batches(&actions),
+            vec![0..1, 1..2, 2..5, 5..6, 6..7, 7..8, 8..10, 10..11, 11..12]
+        );
+        assert_eq!(batches(&[]), Vec::<std::ops::Range<usize>>::new());
+    }
+
+    /// Issue 8 (detection at the seeds' 6 s floor): the authority pushes of one poll reach
+    /// every sidecar concurrently. Each fake sidecar answers only once all three requests are
+    /// in flight (or after a pause much longer than the test needs); one by one, no request
+    /// would ever see another in flight.
+    #[tokio::test]
+    async fn authority_pushes_of_one_poll_run_concurrently() {
+        const SITES: usize = 3;
+        /// (requests in flight now, most ever in flight), and the "all arrived" signal.
+        type Shared = (Arc<Mutex<(usize, usize)>>, Arc<tokio::sync::Notify>);
+        let in_flight = Arc::new(Mutex::new((0usize, 0usize)));
+        let arrived = Arc::new(tokio::sync::Notify::new());
+        let state = (in_flight.clone(), arrived.clone());
+        let router = Router::new()
+            .route(
+                "/{site}/v1/authority",
+                put(
+                    |State((in_flight, arrived)): State<Shared>,
+                     Path(_site): Path<String>,
+                     Json(pushed): Json<Authority>| async move {
+                        let all_in = {
+                            let mut counts = in_flight.lock().expect("lock");
+                            counts.0 += 1;
+                            counts.1 = counts.1.max(counts.0);
+                            counts.0 == SITES
+                        };
+                        if all_in {
+                            arrived.notify_waiters();
+                        } else {
+                            let _ = tokio::time::timeout(
+                                Duration::from_millis(200),
+                                arrived.notified(),
+                            )
+                            .await;
+                        }
+                        in_flight.lock().expect("lock").0 -= 1;
+                        Json(AuthorityResponse {
+                            decision: AuthorityDecision::Accepted,
+                            cached: Some(pushed),
+                            last_granted_ago_ms: BTreeMap::new(),
+                        })
+                    },
+                ),
+            )
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+
+        // No API server is contacted: pushes go to the sidecars only.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
+        let client = Client::try_from(config).expect("client");
+        let sidecars =
+            SidecarClient::new(SidecarAddressing::new(format!("http://{address}/{{site}}")))
+                .expect("sidecars");
+        let store = LeaseStore::new(client.clone());
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "bloodraven".into(),
+                instance: None,
+            },
+        );
+        let metrics = Metrics::new();
+        let group: MysqlFailoverGroup = serde_json::from_value(json!({
+            "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
+            "metadata": {"name": "playground", "namespace": "bloodraven-playground"},
+            "spec": {
+                "image": "mariadb:10.11",
+                "sites": [
+                    {"name": "iad", "role": "read-write"},
+                    {"name": "pdx", "role": "read-write"},
+                    {"name": "reader", "role": "read-only"}
+                ],
+                "initialActiveSite": "iad",
+                "pollInterval": "2s",
+                "dns": {"hostname": "playground-db.example.local", "ttl": 10}
+            }
+        }))
+        .expect("group");
+        let executor = Executor {
+            client: &client,
+            sidecars: &sidecars,
+            store: &store,
+            recorder: &recorder,
+            metrics: &metrics,
+            group: &group,
+        };
+        let decision = Decision {
+            actions: vec![push("iad"), push("pdx"), push("reader")],
+            memory: GroupMemory::from_status(&group.spec, None, Timestamp::from_unix_millis(0)),
+            transitions: Vec::new(),
+        };
+        let failures = executor
+            .execute(&decision, Timestamp::from_unix_millis(0))
+            .await;
+        assert_eq!(failures, 0);
+        let (left, most) = *in_flight.lock().expect("lock");
+        assert_eq!((left, most), (0, SITES), "all pushes in flight at once");
+        server.abort();
+    }
 }

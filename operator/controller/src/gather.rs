@@ -1,8 +1,10 @@
 //! Gather: everything one poll reads, turned into core's [`Observation`].
 //!
 //! Read order (core's contract): every other site before the site memory names active, so a
-//! replica's GTID set read first is a subset of the active site's read after it. Every error
-//! is an unknown recorded in the observation, never a reason to skip the poll.
+//! replica's GTID set read first is a subset of the active site's read after it. The other
+//! sites are read concurrently, each sidecar within [`round_trip_budget`] of the poll
+//! interval, and the DNSEndpoint and deploy leases alongside. Every error is an unknown
+//! recorded in the observation, never a reason to skip the poll.
 
 use bloodraven_api::{names, DNSEndpoint, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, HoldInfo};
@@ -13,7 +15,7 @@ use kube::{Api, Client};
 
 use crate::deploy_api::store::LeaseStore;
 use crate::memory::annotations_of;
-use crate::sidecar::SidecarClient;
+use crate::sidecar::{round_trip_budget, SidecarClient};
 
 /// Name of the sidecar container in a site pod (its start time is the sidecar's uptime).
 pub const SIDECAR_CONTAINER: &str = "sidecar";
@@ -109,6 +111,7 @@ pub async fn gather(
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
 
+    let budget = round_trip_budget(group.spec.poll_interval.get());
     let site_names: Vec<&str> = group
         .spec
         .sites
@@ -116,33 +119,43 @@ pub async fn gather(
         .map(|site| site.name.as_str())
         .filter(|site| *site != memory.active_site)
         .collect();
-    let others = futures::future::join_all(
-        site_names
-            .iter()
-            .map(|site| read_site(&pods, &services, sidecars, &name, site, &namespace, &now_of)),
-    )
-    .await;
-    let mut sites = others;
-    if group.spec.site(&memory.active_site).is_some() {
-        sites.push(
+    let read_sites = async {
+        let mut sites = futures::future::join_all(site_names.iter().map(|site| {
             read_site(
-                &pods,
-                &services,
-                sidecars,
-                &name,
-                &memory.active_site,
-                &namespace,
-                &now_of,
+                &pods, &services, sidecars, &name, site, &namespace, budget, &now_of,
             )
-            .await,
-        );
-    }
-
+        }))
+        .await;
+        if group.spec.site(&memory.active_site).is_some() {
+            sites.push(
+                read_site(
+                    &pods,
+                    &services,
+                    sidecars,
+                    &name,
+                    &memory.active_site,
+                    &namespace,
+                    budget,
+                    &now_of,
+                )
+                .await,
+            );
+        }
+        sites
+    };
+    // The DNSEndpoint and the deploy leases have no place in the sites' read order: they are
+    // read while the sites are.
     let dns_api: Api<DNSEndpoint> = Api::namespaced(client.clone(), &namespace);
-    let dns = dns_reading(dns_api.get_opt(&names::dns_endpoint(&name)).await);
+    let dns_name = names::dns_endpoint(&name);
+    let (sites, dns, leases) = tokio::join!(
+        read_sites,
+        dns_api.get_opt(&dns_name),
+        store.load(&namespace, &name)
+    );
+    let dns = dns_reading(dns);
 
     let mut deploy_leases = None;
-    let deploy_hold = match store.load(&namespace, &name).await {
+    let deploy_hold = match leases {
         Ok(leases) => {
             let hold = hold_after_fence(&leases, memory.topology_generation, now_of());
             deploy_leases = Some(leases);
@@ -184,6 +197,9 @@ pub fn hold_after_fence(
     fenced.live_hold(now)
 }
 
+/// One site's pod, internal Service and sidecar status, read concurrently; the sidecar
+/// within `budget` ([`round_trip_budget`]).
+#[allow(clippy::too_many_arguments)]
 async fn read_site(
     pods: &Api<Pod>,
     services: &Api<Service>,
@@ -191,6 +207,7 @@ async fn read_site(
     group: &str,
     site: &str,
     namespace: &str,
+    budget: std::time::Duration,
     now_of: &impl Fn() -> Timestamp,
 ) -> SiteObservation {
     let pod_name = names::pod(group, site);
@@ -198,7 +215,7 @@ async fn read_site(
     let (pod, service, reading) = tokio::join!(
         pods.get_opt(&pod_name),
         services.get_opt(&service_name),
-        sidecars.status(group, site, namespace),
+        sidecars.status(group, site, namespace, budget),
     );
     let objects = SiteObjects {
         pod: pod.unwrap_or_else(|error| {
@@ -305,6 +322,69 @@ mod tests {
             dns_reading(Err(error)),
             DnsReading::Unknown { .. }
         ));
+    }
+
+    /// Issue 8 / seed 001 (detection floor pollInterval x failureThreshold): with every
+    /// sidecar hanging, a gather still ends within the poll interval (two sequential rounds of
+    /// status reads, each bounded by the interval's round-trip budget), and every site reads
+    /// as unreachable, not skipped.
+    #[tokio::test]
+    async fn a_gather_of_hanging_sidecars_ends_within_the_poll_interval() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        // Nothing listens for the API server: its reads fail at once, as unknowns.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
+        let client = Client::try_from(config).expect("client");
+        let sidecars = SidecarClient::new(crate::sidecar::SidecarAddressing::new(format!(
+            "http://{address}/{{site}}"
+        )))
+        .expect("sidecars");
+        let store = LeaseStore::new(client.clone());
+        let poll_interval = std::time::Duration::from_millis(1500);
+        let group: MysqlFailoverGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
+            "metadata": {"name": "playground", "namespace": "bloodraven-playground"},
+            "spec": {
+                "image": "mariadb:10.11",
+                "sites": [
+                    {"name": "iad", "role": "read-write"},
+                    {"name": "pdx", "role": "read-write"},
+                    {"name": "reader", "role": "read-only"}
+                ],
+                "initialActiveSite": "iad",
+                "pollInterval": "1500ms",
+                "dns": {"hostname": "playground-db.example.local", "ttl": 10}
+            }
+        }))
+        .expect("group");
+        let clock = || Timestamp::from_unix_millis(jiff::Timestamp::now().as_millisecond());
+        let memory = GroupMemory::from_status(&group.spec, None, clock());
+        let started = std::time::Instant::now();
+        let gathered = gather(&client, &sidecars, &store, &group, &memory, clock).await;
+        let took = started.elapsed();
+        assert!(took < poll_interval, "gather took {took:?}");
+        let sites: Vec<&str> = gathered
+            .observation
+            .sites
+            .iter()
+            .map(|site| site.site.as_str())
+            .collect();
+        assert_eq!(sites, ["pdx", "reader", "iad"], "the active site read last");
+        for site in &gathered.observation.sites {
+            assert!(
+                matches!(&site.sidecar, SidecarReading::Unreachable { error } if error.contains("timed out")),
+                "{site:?}"
+            );
+        }
+        silent.abort();
     }
 
     /// Seed 003: the generation is the fence; a hold granted under an older generation

@@ -1,6 +1,6 @@
-//! The poll loop: per `MysqlFailoverGroup`, every `pollInterval`, gather -> decide -> act
-//! (STYLE.md 1). Only the leader polls; a standby keeps no memory and loads it from status
-//! when it becomes leader.
+//! The poll loop: per `MysqlFailoverGroup`, every `pollInterval` at a fixed rate
+//! ([`run_turns`]), gather -> decide -> act (STYLE.md 1). Only the leader polls; a standby
+//! keeps no memory and loads it from status when it becomes leader.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,10 +10,12 @@ use bloodraven_core::{decide, GroupMemory};
 use kube::api::ListParams;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
 
 use crate::act::Executor;
 use crate::deploy_api::store::LeaseStore;
@@ -30,6 +32,92 @@ pub const GROUP_LIST_INTERVAL: Duration = Duration::from_secs(5);
 pub const STANDBY_INTERVAL: Duration = Duration::from_secs(1);
 /// Back-off after a failed read of a group.
 pub const READ_RETRY_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The shortest period between two polls of a group, whatever its `pollInterval` says.
+pub const POLL_INTERVAL_MIN: Duration = Duration::from_millis(100);
+
+/// What one turn of a group's poll loop did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// Polled the group: the next poll starts `period` after this one started.
+    Polled {
+        /// The group's poll interval.
+        period: Duration,
+    },
+    /// Did not poll (a standby, or the group could not be read): the next turn starts
+    /// `after` this one ended.
+    Waited {
+        /// The pause before the next turn.
+        after: Duration,
+    },
+    /// The loop is over (the group is gone).
+    Stop,
+}
+
+/// A loop [`run_turns`] drives, one turn at a time.
+pub trait Turns {
+    /// One turn: a poll, or a pause.
+    fn turn(&mut self) -> impl std::future::Future<Output = Turn> + Send;
+}
+
+/// The loop of one group: its memory carried from poll to poll.
+struct GroupLoop<'a> {
+    shell: &'a Shell,
+    api: Api<MysqlFailoverGroup>,
+    namespace: &'a str,
+    name: &'a str,
+    memory: Option<GroupMemory>,
+}
+
+impl Turns for GroupLoop<'_> {
+    async fn turn(&mut self) -> Turn {
+        self.shell
+            .turn(&self.api, self.namespace, self.name, &mut self.memory)
+            .await
+    }
+}
+
+/// Runs `turns` until a turn returns [`Turn::Stop`] or `shutdown` flips.
+///
+/// Polls are fixed-rate: a poll starts `pollInterval` after the previous one *started*, not
+/// after it ended, so failure detection keeps its floor of pollInterval x failureThreshold
+/// (seed 001: 2 s x 3 = 6 s) however long each poll takes. A poll that overran its interval
+/// is followed by the next one at once, and the rhythm restarts from there
+/// ([`MissedTickBehavior::Delay`]): never a burst of catch-up polls. A changed interval takes
+/// effect from the poll that read it; a turn that did not poll drops the rhythm.
+pub async fn run_turns(turns: &mut (impl Turns + Send), mut shutdown: watch::Receiver<bool>) {
+    let mut ticker: Option<(Duration, Interval)> = None;
+    loop {
+        let started = Instant::now();
+        let outcome = turns.turn().await;
+        let wait = match outcome {
+            Turn::Stop => return,
+            Turn::Waited { after } => {
+                ticker = None;
+                tokio::time::sleep(after).boxed()
+            }
+            Turn::Polled { period } => {
+                let interval = match ticker.take() {
+                    Some((current, interval)) if current == period => interval,
+                    Some(_) | None => {
+                        let mut interval = interval_at(started + period, period);
+                        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                        interval
+                    }
+                };
+                let (_, interval) = ticker.insert((period, interval));
+                async move {
+                    interval.tick().await;
+                }
+                .boxed()
+            }
+        };
+        tokio::select! {
+            _ = wait => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
 
 /// The operator's wall clock as a core timestamp.
 pub fn wall_clock() -> Timestamp {
@@ -135,9 +223,9 @@ impl Shell {
         decision.memory
     }
 
-    /// Polls `namespace/name` every `pollInterval` while leader, until the group is deleted
-    /// or `shutdown` flips. Each poll's memory is published on the [`MemoryBoard`]; it is
-    /// forgotten when leadership is lost or the loop ends.
+    /// Polls `namespace/name` every `pollInterval` (fixed rate) while leader, until the group
+    /// is deleted or `shutdown` flips. Each poll's memory is published on the
+    /// [`MemoryBoard`]; it is forgotten when leadership is lost or the loop ends.
     pub async fn run_group(
         &self,
         namespace: String,
@@ -148,45 +236,56 @@ impl Shell {
         self.board.forget(&namespace, &name);
     }
 
-    async fn poll_group(&self, namespace: &str, name: &str, mut shutdown: watch::Receiver<bool>) {
-        let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), namespace);
-        let mut memory: Option<GroupMemory> = None;
-        loop {
-            let wait = if !self.leader.is_leader() {
-                memory = None;
-                self.board.forget(namespace, name);
-                STANDBY_INTERVAL
-            } else {
-                match api.get_opt(name).await {
-                    Ok(None) => {
-                        tracing::info!(group = %name, namespace = %namespace, "group deleted; stopping its poll loop");
-                        return;
-                    }
-                    Ok(Some(group)) if group.metadata.deletion_timestamp.is_some() => {
-                        tracing::info!(group = %name, namespace = %namespace, "group terminating; stopping its poll loop");
-                        return;
-                    }
-                    Ok(Some(group)) => {
-                        // An invalid spec is core's to judge (it raises SpecInvalid and
-                        // decides nothing else).
-                        let polled = self.poll(&group, memory.take()).await;
-                        self.board.publish(namespace, name, &polled);
-                        memory = Some(polled);
-                        group
-                            .spec
-                            .poll_interval
-                            .get()
-                            .max(Duration::from_millis(100))
-                    }
-                    Err(error) => {
-                        tracing::warn!(group = %name, namespace = %namespace, %error, "failed to read group");
-                        READ_RETRY_INTERVAL
-                    }
-                }
+    async fn poll_group(&self, namespace: &str, name: &str, shutdown: watch::Receiver<bool>) {
+        let mut group = GroupLoop {
+            shell: self,
+            api: Api::namespaced(self.client.clone(), namespace),
+            namespace,
+            name,
+            memory: None,
+        };
+        run_turns(&mut group, shutdown).await;
+    }
+
+    /// One turn of a group's loop: a poll while leader, else nothing.
+    async fn turn(
+        &self,
+        api: &Api<MysqlFailoverGroup>,
+        namespace: &str,
+        name: &str,
+        memory: &mut Option<GroupMemory>,
+    ) -> Turn {
+        if !self.leader.is_leader() {
+            *memory = None;
+            self.board.forget(namespace, name);
+            return Turn::Waited {
+                after: STANDBY_INTERVAL,
             };
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.changed() => return,
+        }
+        match api.get_opt(name).await {
+            Ok(None) => {
+                tracing::info!(group = %name, namespace = %namespace, "group deleted; stopping its poll loop");
+                Turn::Stop
+            }
+            Ok(Some(group)) if group.metadata.deletion_timestamp.is_some() => {
+                tracing::info!(group = %name, namespace = %namespace, "group terminating; stopping its poll loop");
+                Turn::Stop
+            }
+            Ok(Some(group)) => {
+                // An invalid spec is core's to judge (it raises SpecInvalid and decides
+                // nothing else).
+                let polled = self.poll(&group, memory.take()).await;
+                self.board.publish(namespace, name, &polled);
+                *memory = Some(polled);
+                Turn::Polled {
+                    period: group.spec.poll_interval.get().max(POLL_INTERVAL_MIN),
+                }
+            }
+            Err(error) => {
+                tracing::warn!(group = %name, namespace = %namespace, %error, "failed to read group");
+                Turn::Waited {
+                    after: READ_RETRY_INTERVAL,
+                }
             }
         }
     }
@@ -235,5 +334,87 @@ impl Shell {
             let _ = handle.await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Turns that record when they start and then act as `script` says for that turn.
+    struct Scripted<F> {
+        origin: Instant,
+        starts: Vec<u128>,
+        script: F,
+    }
+
+    impl<F, Fut> Turns for Scripted<F>
+    where
+        F: FnMut(usize) -> Fut + Send,
+        Fut: std::future::Future<Output = Turn> + Send,
+    {
+        fn turn(&mut self) -> impl std::future::Future<Output = Turn> + Send {
+            self.starts.push((Instant::now() - self.origin).as_millis());
+            (self.script)(self.starts.len())
+        }
+    }
+
+    fn scripted<F>(script: F) -> Scripted<F> {
+        Scripted {
+            origin: Instant::now(),
+            starts: Vec::new(),
+            script,
+        }
+    }
+
+    /// Seed 001 (detection floor pollInterval x failureThreshold) / issue 8: polls start at a
+    /// fixed rate, `pollInterval` after the previous poll started, whatever it took; an
+    /// overrun is followed at once by the next poll (no burst), and the rhythm restarts there.
+    #[tokio::test(start_paused = true)]
+    async fn polls_start_at_a_fixed_rate_not_an_interval_after_the_previous_ended() {
+        let period = Duration::from_secs(2);
+        let took = [1500, 500, 2500, 100].map(Duration::from_millis);
+        let (_stop, shutdown) = watch::channel(false);
+        let mut turns = scripted(|turn: usize| async move {
+            match took.get(turn - 1) {
+                Some(duration) => {
+                    tokio::time::sleep(*duration).await;
+                    Turn::Polled { period }
+                }
+                None => Turn::Stop,
+            }
+        });
+        run_turns(&mut turns, shutdown).await;
+        // Sleeping an interval after each poll would start them at 0, 3500, 6000, 10500, 12600.
+        assert_eq!(turns.starts, vec![0, 2000, 4000, 6500, 8500]);
+    }
+
+    /// A turn that did not poll (standby, unreadable group) waits its pause from its end, and
+    /// the rhythm starts again with the next poll; shutdown ends the loop at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_without_a_poll_waits_from_its_end_and_shutdown_stops() {
+        let (stop, shutdown) = watch::channel(false);
+        let stop = &stop;
+        let mut turns = scripted(|turn: usize| async move {
+            match turn {
+                1 => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Turn::Waited {
+                        after: Duration::from_secs(1),
+                    }
+                }
+                2 => Turn::Polled {
+                    period: Duration::from_secs(2),
+                },
+                _ => {
+                    let _ = stop.send(true);
+                    Turn::Polled {
+                        period: Duration::from_secs(2),
+                    }
+                }
+            }
+        });
+        run_turns(&mut turns, shutdown).await;
+        assert_eq!(turns.starts, vec![0, 1300, 3300]);
     }
 }

@@ -15,14 +15,32 @@ use crate::error::{Error, Result};
 
 /// The default sidecar URL template: the per-site internal Service on port 8086.
 pub const DEFAULT_URL_TEMPLATE: &str = "http://mysql-{group}-{site}.{namespace}.svc:8086";
-/// Timeout of a status read (a poll must not stall on one site).
+/// The longest a status read or an authority push may take (a poll must not stall on one
+/// site); shorter when the poll interval is short, see [`round_trip_budget`].
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
-/// Timeout of an authority push, fence or repoint.
+/// Timeout of a fence or repoint.
 pub const MUTATION_TIMEOUT: Duration = Duration::from_secs(3);
+/// The shortest timeout [`round_trip_budget`] gives a status read or an authority push,
+/// however short the poll interval: a loopback round trip to a sidecar that reads mysqld
+/// takes milliseconds, a loaded node tens of them.
+pub const ROUND_TRIP_MIN: Duration = Duration::from_millis(250);
+/// How many sequential rounds of sidecar requests one poll makes: the other sites' status,
+/// then the active site's (gather's read order), then the authority pushes (each round
+/// concurrent across sites).
+pub const POLL_ROUNDS: u32 = 3;
 /// Timeout added to a promote request's own drain timeout.
 pub const PROMOTE_TIMEOUT_MARGIN: Duration = Duration::from_secs(2);
 /// Connect timeout of every call.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The timeout of one status read or authority push in a poll of `poll_interval` (pure):
+/// a [`POLL_ROUNDS`]th of the interval, within [`ROUND_TRIP_MIN`]..=[`STATUS_TIMEOUT`]. A poll
+/// whose rounds all time out then still ends within its interval, so a site that hangs costs
+/// one failed poll per interval and detection keeps its floor of pollInterval x
+/// failureThreshold (seed 001: 2 s x 3 = 6 s).
+pub fn round_trip_budget(poll_interval: Duration) -> Duration {
+    (poll_interval / POLL_ROUNDS).clamp(ROUND_TRIP_MIN, STATUS_TIMEOUT)
+}
 
 /// Where the sidecar of a site answers: a template with `{group}`, `{site}` and
 /// `{namespace}` placeholders (overridable for tests and out-of-cluster runs).
@@ -113,14 +131,21 @@ impl SidecarClient {
         &self.addressing
     }
 
-    /// `GET /v1/status` of `site`, as a reading (errors are `Unreachable`, never `Err`).
-    pub async fn status(&self, group: &str, site: &str, namespace: &str) -> SidecarReading {
+    /// `GET /v1/status` of `site` within `timeout`, as a reading (errors and timeouts are
+    /// `Unreachable`, never `Err`).
+    pub async fn status(
+        &self,
+        group: &str,
+        site: &str,
+        namespace: &str,
+        timeout: Duration,
+    ) -> SidecarReading {
         let url = format!(
             "{}{}",
             self.addressing.base_url(group, site, namespace),
             sidecar::PATH_STATUS
         );
-        let response = match self.http.get(&url).timeout(STATUS_TIMEOUT).send().await {
+        let response = match self.http.get(&url).timeout(timeout).send().await {
             Ok(response) => response,
             Err(error) => {
                 return SidecarReading::Unreachable {
@@ -137,12 +162,14 @@ impl SidecarClient {
         }
     }
 
-    /// `PUT /v1/authority`.
+    /// `PUT /v1/authority` within `timeout` (the sidecar only caches it, and it is pushed
+    /// again every poll).
     pub async fn push_authority(
         &self,
         site: &str,
         namespace: &str,
         authority: &sidecar::Authority,
+        timeout: Duration,
     ) -> Result<sidecar::AuthorityResponse> {
         self.call(
             reqwest::Method::PUT,
@@ -151,7 +178,7 @@ impl SidecarClient {
             namespace,
             sidecar::PATH_AUTHORITY,
             authority,
-            MUTATION_TIMEOUT,
+            timeout,
         )
         .await
     }
@@ -366,7 +393,9 @@ mod tests {
         let client = SidecarClient::new(SidecarAddressing::new(format!("http://{address}")))
             .expect("client");
         let started = std::time::Instant::now();
-        let reading = client.status("playground", "iad", "ns").await;
+        let reading = client
+            .status("playground", "iad", "ns", STATUS_TIMEOUT)
+            .await;
         assert!(
             started.elapsed() < STATUS_TIMEOUT * 3,
             "took {:?}",
@@ -377,5 +406,18 @@ mod tests {
             "{reading:?}"
         );
         silent.abort();
+    }
+
+    /// Seed 001 (detection floor pollInterval x failureThreshold): a status read or push gets
+    /// a third of the poll interval, so the three sequential rounds of a poll (others' status,
+    /// the active site's, the pushes) fit in it; never less than the floor, never more than
+    /// the one-second ceiling.
+    #[test]
+    fn round_trip_budget_is_a_third_of_the_poll_interval_within_bounds() {
+        let budget = |millis| round_trip_budget(Duration::from_millis(millis));
+        assert_eq!(budget(2_000).as_millis(), 666);
+        assert!(budget(2_000) * POLL_ROUNDS < Duration::from_secs(2));
+        assert_eq!(budget(100), ROUND_TRIP_MIN);
+        assert_eq!(budget(10_000), STATUS_TIMEOUT);
     }
 }
