@@ -143,12 +143,15 @@ pub fn sql_ident(value: &str) -> String {
     value.replace('`', "``")
 }
 
-/// The statements that set up root, the database and the user (as the official image).
+/// The statements that set up root, the database, the user and the replication user (as
+/// the official image: `MARIADB_REPLICATION_USER`/`_PASSWORD` get `REPLICATION SLAVE` on
+/// `*.*` from any host).
 pub fn setup_sql(
     root_password: &str,
     root_host: &str,
     database: Option<&str>,
     user: Option<(&str, &str)>,
+    replication: Option<(&str, &str)>,
 ) -> String {
     let pw = sql_string(root_password);
     let mut sql = String::from(
@@ -184,6 +187,13 @@ pub fn setup_sql(
                 sql_ident(db)
             ));
         }
+    }
+    if let Some((name, password)) = replication {
+        let name = sql_string(name);
+        sql.push_str(&format!(
+            "CREATE USER '{name}'@'%' IDENTIFIED BY '{}';\nGRANT REPLICATION SLAVE ON *.* TO '{name}'@'%';\n",
+            sql_string(password)
+        ));
     }
     sql.push_str("FLUSH PRIVILEGES;\nSET @@SESSION.SQL_LOG_BIN=@orig_sql_log_bin;\n");
     sql
@@ -322,11 +332,16 @@ fn configure(server: &mut Child, root_password: &str) -> Result<()> {
     let user = env("MARIADB_USER");
     let user_password = env("MARIADB_PASSWORD").unwrap_or_default();
     let root_host = env("MARIADB_ROOT_HOST").unwrap_or_else(|| "%".into());
+    let replication_user = env("MARIADB_REPLICATION_USER");
+    let replication_password = env("MARIADB_REPLICATION_PASSWORD").unwrap_or_default();
     let sql = setup_sql(
         root_password,
         &root_host,
         database.as_deref(),
         user.as_deref().map(|u| (u, user_password.as_str())),
+        replication_user
+            .as_deref()
+            .map(|u| (u, replication_password.as_str())),
     );
     run_sql("", sql.as_bytes(), None)?;
     run_init_scripts(root_password, database.as_deref())
@@ -422,12 +437,23 @@ mod tests {
     // Official image contract: root@'%' unless MARIADB_ROOT_HOST, user gets ALL on the database.
     #[test]
     fn setup_sql_escapes_and_grants() {
-        let sql = setup_sql("p'w", "%", Some("app`db"), Some(("app", "secret")));
+        let sql = setup_sql("p'w", "%", Some("app`db"), Some(("app", "secret")), None);
         assert!(sql.contains("PASSWORD('p\\'w')"));
         assert!(sql.contains("CREATE USER 'root'@'%'"));
         assert!(sql.contains("CREATE DATABASE IF NOT EXISTS `app``db`"));
         assert!(sql.contains("GRANT ALL ON `app``db`.* TO 'app'@'%'"));
-        let local = setup_sql("x", "localhost", None, None);
+        let local = setup_sql("x", "localhost", None, None, None);
         assert!(!local.contains("'root'@'%'"));
+        assert!(!local.contains("REPLICATION"));
+    }
+
+    // Official image contract: MARIADB_REPLICATION_USER/_PASSWORD create a replication user
+    // (issue 8: the operator's StatefulSets replicate with it; without it every replica's IO
+    // thread was refused with "Access denied for user 'replication'").
+    #[test]
+    fn setup_sql_creates_the_replication_user() {
+        let sql = setup_sql("x", "%", None, None, Some(("replication", "r'pw")));
+        assert!(sql.contains("CREATE USER 'replication'@'%' IDENTIFIED BY 'r\\'pw'"), "{sql}");
+        assert!(sql.contains("GRANT REPLICATION SLAVE ON *.* TO 'replication'@'%'"), "{sql}");
     }
 }
