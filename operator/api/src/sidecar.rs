@@ -14,6 +14,7 @@
 //! | `POST` | `/v1/fence` | [`FenceRequest`] | [`FenceResponse`] |
 //! | `POST` | `/v1/promote` | [`PromoteRequest`] | [`PromoteResponse`] |
 //! | `POST` | `/v1/repoint` | [`RepointRequest`] | [`RepointResponse`] |
+//! | `POST` | `/v1/databases` | [`EnsureDatabaseRequest`] | [`EnsureDatabaseResponse`] |
 //! | `GET` | `/healthz` | - | `ok` |
 //! | `GET` | `/metrics` | - | Prometheus text |
 //!
@@ -22,7 +23,10 @@
 //! refused authority push is not an error: it is answered 200 with its
 //! [`AuthorityDecision`]. Mutations (fence, promote, repoint) answer 200 with a
 //! [`MutationReport`] even when the statement failed or timed out: the report carries the
-//! error and what was re-read afterwards.
+//! error and what was re-read afterwards. Ensuring a database is the one write the sidecar
+//! makes on the operator's behalf: it is answered 409 unless the site is the writable active
+//! site (a fenced site never takes a write), 400 for an invalid name, and 503 when the schema
+//! could not be created and was not found afterwards.
 
 use std::collections::BTreeMap;
 
@@ -42,6 +46,9 @@ pub const PATH_FENCE: &str = "/v1/fence";
 pub const PATH_PROMOTE: &str = "/v1/promote";
 /// Path of the repoint endpoint (`POST`).
 pub const PATH_REPOINT: &str = "/v1/repoint";
+/// Path of the database endpoint (`POST`): ensure a `MysqlDatabase`'s schema exists on the
+/// active site.
+pub const PATH_DATABASES: &str = "/v1/databases";
 /// Path of the liveness endpoint (`GET`).
 pub const PATH_HEALTHZ: &str = "/healthz";
 /// Path of the Prometheus metrics endpoint (`GET`).
@@ -389,6 +396,84 @@ pub struct RepointResponse {
     pub repoint: MutationReport,
 }
 
+/// The longest schema name MySQL and MariaDB accept, in characters.
+pub const DATABASE_NAME_CHARS_MAX: usize = 64;
+
+/// Request of `POST /v1/databases`: make sure the SQL schema `database` (a `MysqlDatabase`'s
+/// `spec.database`) exists, creating it on this site only if it is the writable active site
+/// (its cached authority names it and it holds the majority lease); replication carries it to
+/// the other sites.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnsureDatabaseRequest {
+    /// The group; a request for another group is refused.
+    pub group: String,
+    /// The schema name, verbatim (quoted as an identifier by the sidecar).
+    pub database: String,
+}
+
+impl EnsureDatabaseRequest {
+    /// What is wrong with `database`, if anything (checked by the sidecar, answered 400, and
+    /// by the operator before it asks).
+    pub fn database_problem(&self) -> Option<DatabaseNameProblem> {
+        if self.database.is_empty() {
+            Some(DatabaseNameProblem::Empty)
+        } else if self.database.contains('\0') {
+            Some(DatabaseNameProblem::ContainsNul)
+        } else if self.database.chars().count() > DATABASE_NAME_CHARS_MAX {
+            Some(DatabaseNameProblem::TooLong)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why a schema name is refused before any statement is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DatabaseNameProblem {
+    /// The name is empty.
+    Empty,
+    /// The name contains NUL, which no server accepts in an identifier.
+    ContainsNul,
+    /// The name is longer than [`DATABASE_NAME_CHARS_MAX`] characters.
+    TooLong,
+}
+
+impl DatabaseNameProblem {
+    /// A lowercase sentence fragment naming the field, for logs and error bodies.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DatabaseNameProblem::Empty => "field database is empty",
+            DatabaseNameProblem::ContainsNul => "field database contains NUL",
+            DatabaseNameProblem::TooLong => "field database is longer than 64 characters",
+        }
+    }
+}
+
+/// Whether `POST /v1/databases` created the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DatabaseOutcome {
+    /// It was absent and is there now.
+    Created,
+    /// It was already there; nothing was written.
+    AlreadyExisted,
+}
+
+/// Response to `POST /v1/databases` (2xx only: the schema exists on this site now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnsureDatabaseResponse {
+    /// The schema, as requested.
+    pub database: String,
+    /// Whether this request created it.
+    pub outcome: DatabaseOutcome,
+    /// The site's read-only flag as read on the connection that checked the schema (`false`:
+    /// the check ran on the writable active site).
+    pub read_only: Option<bool>,
+}
+
 /// Body of every non-2xx sidecar response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -444,6 +529,40 @@ mod tests {
             authority(Some("iad"), 3).decide_against("playground", Some(&cached)),
             AuthorityDecision::RefusedStale
         );
+    }
+
+    /// bloodraven.md (`spec.database`, created on the primary): a name is refused before any
+    /// statement when empty, with NUL, or longer than 64 characters (not bytes).
+    #[test]
+    fn database_names_are_checked_before_any_statement() {
+        let problem = |database: &str| {
+            EnsureDatabaseRequest {
+                group: "playground".to_owned(),
+                database: database.to_owned(),
+            }
+            .database_problem()
+        };
+        assert_eq!(problem("counter"), None);
+        assert_eq!(problem("we`ird name"), None, "quoting handles backquotes");
+        assert_eq!(problem(&"é".repeat(64)), None, "64 characters, 128 bytes");
+        assert_eq!(problem(""), Some(DatabaseNameProblem::Empty));
+        assert_eq!(problem("a\0b"), Some(DatabaseNameProblem::ContainsNul));
+        assert_eq!(problem(&"a".repeat(65)), Some(DatabaseNameProblem::TooLong));
+        for problem in [
+            DatabaseNameProblem::Empty,
+            DatabaseNameProblem::ContainsNul,
+            DatabaseNameProblem::TooLong,
+        ] {
+            assert!(problem.describe().contains("field database"));
+        }
+        let json = serde_json::to_value(EnsureDatabaseResponse {
+            database: "counter".to_owned(),
+            outcome: DatabaseOutcome::AlreadyExisted,
+            read_only: Some(false),
+        })
+        .unwrap_or_default();
+        assert_eq!(json["outcome"], "alreadyExisted");
+        assert_eq!(json["readOnly"], false);
     }
 
     #[test]

@@ -65,10 +65,11 @@ pub struct Config {
     /// Port of the local mysqld.
     #[arg(long, env = "BLOODRAVEN_MYSQL_PORT", default_value_t = bloodraven_api::names::PORT_MYSQL)]
     pub mysql_port: u16,
-    /// MySQL user of the sidecar. On MariaDB 10.11 it needs exactly
+    /// MySQL user of the sidecar. On MariaDB 10.11 it needs
     /// `bloodraven_mysql::live::sandbox::SIDECAR_PRIVILEGES_MARIADB` (READ_ONLY ADMIN,
     /// REPLICATION SLAVE ADMIN, RELOAD, SLAVE MONITOR, BINLOG MONITOR, REPLICATION CLIENT,
-    /// PROCESS, CONNECTION ADMIN); it never writes data.
+    /// PROCESS, CONNECTION ADMIN), plus global CREATE for `POST /v1/databases`; it never
+    /// writes data, and creates a schema only as the writable active site.
     #[arg(long, env = "BLOODRAVEN_MYSQL_USER", default_value = "root")]
     pub mysql_user: String,
     /// Its password.

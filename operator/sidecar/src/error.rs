@@ -73,6 +73,38 @@ pub enum Error {
         /// The group this sidecar serves.
         served: String,
     },
+    /// A database name is invalid before any statement (`POST /v1/databases`).
+    #[error("ensure database: {}", problem.describe())]
+    InvalidDatabase {
+        /// What is wrong with it.
+        problem: bloodraven_api::sidecar::DatabaseNameProblem,
+    },
+    /// The server refused a database name.
+    #[error("ensure database {database:?}: field database refused by the server: {reason}")]
+    DatabaseNameRefused {
+        /// The name.
+        database: String,
+        /// The server's error.
+        reason: String,
+    },
+    /// A write was asked of a site that is not the writable active site.
+    #[error("ensure database {database:?}: site {site} is not the writable active site ({reason}); a fenced site never takes a write")]
+    NotWritable {
+        /// The name.
+        database: String,
+        /// This sidecar's site.
+        site: String,
+        /// Why it is not writable (the write rule's reason, or what mysqld reads).
+        reason: String,
+    },
+    /// Creating a database failed and it was not found afterwards.
+    #[error("ensure database {database:?}: {reason}")]
+    EnsureDatabase {
+        /// The name.
+        database: String,
+        /// The error, and what the re-read found.
+        reason: String,
+    },
     /// A mysqld operation failed.
     #[error(transparent)]
     Mysql(#[from] bloodraven_mysql::live::LiveError),

@@ -10,10 +10,10 @@ use axum::{
     Json, Router,
 };
 use bloodraven_api::sidecar::{
-    Authority, AuthorityResponse, ErrorBody, FenceRequest, FenceResponse, LeaseRequest,
-    LeaseResponse, PromoteRequest, PromoteResponse, RepointRequest, RepointResponse, SidecarStatus,
-    PATH_AUTHORITY, PATH_FENCE, PATH_HEALTHZ, PATH_LEASE, PATH_METRICS, PATH_PROMOTE, PATH_REPOINT,
-    PATH_STATUS,
+    Authority, AuthorityResponse, EnsureDatabaseRequest, EnsureDatabaseResponse, ErrorBody,
+    FenceRequest, FenceResponse, LeaseRequest, LeaseResponse, PromoteRequest, PromoteResponse,
+    RepointRequest, RepointResponse, SidecarStatus, PATH_AUTHORITY, PATH_DATABASES, PATH_FENCE,
+    PATH_HEALTHZ, PATH_LEASE, PATH_METRICS, PATH_PROMOTE, PATH_REPOINT, PATH_STATUS,
 };
 use bloodraven_mysql::{GtidSet, ReplicationSource, WaitOutcome};
 
@@ -36,6 +36,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(PATH_FENCE, post(fence))
         .route(PATH_PROMOTE, post(promote))
         .route(PATH_REPOINT, post(repoint))
+        .route(PATH_DATABASES, post(ensure_database))
         .route(PATH_HEALTHZ, get(healthz))
         .route(PATH_METRICS, get(metrics))
         .with_state(shared)
@@ -47,8 +48,10 @@ struct ApiError(StatusCode, String);
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         let status = match &error {
-            Error::WrongGroup { .. } => StatusCode::CONFLICT,
-            Error::Statement(_) => StatusCode::BAD_REQUEST,
+            Error::WrongGroup { .. } | Error::NotWritable { .. } => StatusCode::CONFLICT,
+            Error::Statement(_)
+            | Error::InvalidDatabase { .. }
+            | Error::DatabaseNameRefused { .. } => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError(status, error.to_string())
@@ -290,4 +293,20 @@ async fn repoint(
         "repointed replication"
     );
     Ok(Json(RepointResponse { repoint }))
+}
+
+/// `POST /v1/databases`: the schema exists afterwards, created here only on the writable
+/// active site (409 otherwise: a fenced site never takes a write).
+async fn ensure_database(
+    State(shared): State<Arc<Shared>>,
+    Json(request): Json<EnsureDatabaseRequest>,
+) -> Result<Json<EnsureDatabaseResponse>, ApiError> {
+    check_group(&shared, &request.group)?;
+    match crate::databases::ensure(&shared, &request).await {
+        Ok(response) => Ok(Json(response)),
+        Err(error) => {
+            tracing::warn!(site = shared.site(), database = %request.database, %error, "ensure database refused or failed");
+            Err(error.into())
+        }
+    }
 }

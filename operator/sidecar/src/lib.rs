@@ -13,6 +13,7 @@
 
 mod clock;
 pub mod config;
+mod databases;
 pub mod discovery;
 mod enforcer;
 mod error;

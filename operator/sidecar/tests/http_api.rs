@@ -164,3 +164,63 @@ async fn sidecar_api_answers_with_mysqld_down() {
     assert!(body.error.contains("group"), "{}", body.error);
     sidecar.stop().await.expect("stops");
 }
+
+/// A sidecar whose authority names another site refuses a database before touching mysqld
+/// (409, even with mysqld down), and a bad name is a 400 naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_database_is_refused_off_the_active_site_without_touching_mysqld() {
+    use bloodraven_api::sidecar::{EnsureDatabaseRequest, PATH_DATABASES};
+    let dns = TestDns::start("test.").await.expect("dns");
+    let sidecar = sidecar_without_mysql(&dns).await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let url = |path: &str| format!("http://{}{path}", sidecar.address());
+    let ensure = |database: &str| {
+        http.post(url(PATH_DATABASES))
+            .json(&EnsureDatabaseRequest {
+                group: "playground".to_owned(),
+                database: database.to_owned(),
+            })
+            .send()
+    };
+
+    // No authority yet (startup safety net).
+    let refused = ensure("counter").await.expect("ensure");
+    assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+    let body: ErrorBody = refused.json().await.expect("error body");
+    assert!(body.error.contains("(no_authority)"), "{}", body.error);
+
+    // Authority names iad; this is pdx.
+    http.put(url(PATH_AUTHORITY))
+        .json(&authority(Some("iad"), 1))
+        .send()
+        .await
+        .expect("push");
+    let started = tokio::time::Instant::now();
+    let refused = ensure("counter").await.expect("ensure");
+    assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "refused without waiting on mysqld: {:?}",
+        started.elapsed()
+    );
+    let body: ErrorBody = refused.json().await.expect("error body");
+    assert!(
+        body.error
+            .contains("site pdx is not the writable active site (other_site_active)"),
+        "{}",
+        body.error
+    );
+
+    let invalid = ensure("").await.expect("ensure");
+    assert_eq!(invalid.status(), reqwest::StatusCode::BAD_REQUEST);
+    let body: ErrorBody = invalid.json().await.expect("error body");
+    assert!(
+        body.error.contains("field database is empty"),
+        "{}",
+        body.error
+    );
+    sidecar.stop().await.expect("stops");
+}

@@ -313,3 +313,117 @@ async fn lease_rule_a_client_table_lock_does_not_keep_a_partitioned_primary_writ
     let after = app.execute(&mut locker, "UNLOCK TABLES").await;
     assert!(after.is_err(), "the locking connection was killed");
 }
+
+/// Polls until site `index` has the schema `database` (replication carries it).
+async fn wait_schema(playground: &Playground, index: usize, database: &str) {
+    let started = tokio::time::Instant::now();
+    while !playground
+        .schemas(index)
+        .await
+        .iter()
+        .any(|name| name == database)
+    {
+        assert!(
+            started.elapsed() < SLACK * 4,
+            "{database:?} did not replicate to site {index}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// bloodraven.md (`MysqlDatabase.spec.database`, created on the primary) / issue 8: the
+/// sidecar creates a schema only as the writable active site; a replica, a fenced primary and
+/// a bad name are refused before any write, a statement error is re-read and reported, and
+/// replication carries the schema to the other sites.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_database_creates_the_schema_only_on_the_writable_active_site() {
+    use reqwest::StatusCode;
+    let playground = writable_playground().await;
+
+    // Without CREATE the statement fails: re-read, not found, answered 503 with the error.
+    let (status, body) = playground.ensure_database(0, GROUP, "counter").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("ensure database \"counter\"") && error.contains("1044"),
+        "{error}"
+    );
+    assert!(!playground.schemas(0).await.contains(&"counter".to_owned()));
+    playground.grant_sidecar_create().await;
+
+    // A replica never takes the write, whatever its privileges.
+    let (status, body) = playground.ensure_database(1, GROUP, "counter").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("site pdx is not the writable active site (other_site_active)")
+            && error.contains("a fenced site never takes a write"),
+        "{error}"
+    );
+
+    // The active site creates it once; replicas get it by replication.
+    let (status, body) = playground.ensure_database(0, GROUP, "counter").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"], "created", "{body}");
+    assert_eq!(body["readOnly"], false, "{body}");
+    assert!(playground.schemas(0).await.contains(&"counter".to_owned()));
+    for index in [1, 2] {
+        wait_schema(&playground, index, "counter").await;
+    }
+    let (status, body) = playground.ensure_database(0, GROUP, "counter").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"], "alreadyExisted", "{body}");
+
+    // The name is quoted as an identifier, verbatim; case matters.
+    let (_, body) = playground.ensure_database(0, GROUP, "we`ird;name").await;
+    assert_eq!(body["outcome"], "created", "{body}");
+    let (_, body) = playground.ensure_database(0, GROUP, "Counter").await;
+    assert_eq!(body["outcome"], "created", "{body}");
+    let schemas = playground.schemas(0).await;
+    assert!(
+        schemas.contains(&"we`ird;name".to_owned()) && schemas.contains(&"Counter".to_owned()),
+        "{schemas:?}"
+    );
+
+    // Bad names: 400 naming the field, before (or, for the server's own rule, after) the
+    // statement; another group: 409.
+    for (database, expected) in [
+        ("", "field database is empty"),
+        ("a\0b", "field database contains NUL"),
+        (
+            &"a".repeat(65)[..],
+            "field database is longer than 64 characters",
+        ),
+        ("trailing ", "field database refused by the server"),
+    ] {
+        let (status, body) = playground.ensure_database(0, GROUP, database).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{database:?}: {body}");
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{database:?}: {error}");
+    }
+    let (status, _) = playground.ensure_database(0, "other", "counter").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // A fenced primary (planned failover's Draining) takes no write either.
+    let fenced = playground
+        .http
+        .post(playground.url(0, PATH_FENCE))
+        .json(&FenceRequest {
+            group: GROUP.to_owned(),
+            topology_generation: 1,
+            kill_connections: false,
+            reason: "planned failover to pdx".to_owned(),
+        })
+        .send()
+        .await
+        .expect("fence");
+    assert!(fenced.status().is_success());
+    let (status, body) = playground.ensure_database(0, GROUP, "after_fence").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.contains("(explicit_fence)"), "{error}");
+    assert!(!playground
+        .schemas(0)
+        .await
+        .contains(&"after_fence".to_owned()));
+}

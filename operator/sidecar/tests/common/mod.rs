@@ -235,3 +235,56 @@ impl Playground {
         .await
     }
 }
+
+impl Playground {
+    /// Gives the sidecar's user `CREATE` on iad (replicated), which `POST /v1/databases`
+    /// needs beyond the sandbox's `SIDECAR_PRIVILEGES_MARIADB`.
+    pub async fn grant_sidecar_create(&self) {
+        let admin = self.server(0).admin_client();
+        let mut conn = admin.connect().await.expect("admin connects");
+        admin
+            .execute(
+                &mut conn,
+                &format!("GRANT CREATE ON *.* TO '{SIDECAR_USER}'@'%'"),
+            )
+            .await
+            .expect("grant create");
+    }
+
+    /// The schema names on site `index`, read directly (not through the sidecar).
+    pub async fn schemas(&self, index: usize) -> Vec<String> {
+        let admin = self.server(index).admin_client();
+        let mut conn = admin.connect().await.expect("admin connects");
+        admin
+            .rows(
+                &mut conn,
+                "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA",
+            )
+            .await
+            .expect("list schemas")
+            .into_iter()
+            .filter_map(|mut row| row.remove("name").flatten())
+            .collect()
+    }
+
+    /// `POST /v1/databases` on site `index`: the status code and the body as JSON.
+    pub async fn ensure_database(
+        &self,
+        index: usize,
+        group: &str,
+        database: &str,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        let response = self
+            .http
+            .post(self.url(index, bloodraven_api::sidecar::PATH_DATABASES))
+            .json(&bloodraven_api::sidecar::EnsureDatabaseRequest {
+                group: group.to_owned(),
+                database: database.to_owned(),
+            })
+            .send()
+            .await
+            .expect("ensure database");
+        let status = response.status();
+        (status, response.json().await.expect("json body"))
+    }
+}
