@@ -10,6 +10,7 @@
 //! `bloodraven` only parses flags and calls [`run::run`].
 
 pub mod act;
+pub mod databases;
 pub mod deploy_api;
 mod error;
 pub mod gather;

@@ -141,6 +141,8 @@ pub struct Shell {
     pub leader: LeaderFlag,
     /// Where each poll publishes the memory it returned (read by the deploy API).
     pub board: MemoryBoard,
+    /// The `MysqlDatabase` schemas each group's polls ensured ([`crate::databases`]).
+    pub databases: crate::databases::EnsuredDatabases,
 }
 
 impl Shell {
@@ -209,6 +211,7 @@ impl Shell {
         if let Err(error) = executor.persist(&decision.memory).await {
             tracing::warn!(group = %name, action = "WriteStatus", generation = decision.memory.topology_generation, outcome = "unknown", %error, "status write failed; memory kept in process, re-read on restart");
         }
+        crate::databases::ensure(self, group, &decision.memory).await;
         for transition in &decision.transitions {
             tracing::info!(group = %name, site = %transition.site, from = transition.from.as_str(), to = transition.to.as_str(), generation = decision.memory.topology_generation, "site transition");
         }

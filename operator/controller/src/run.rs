@@ -112,6 +112,7 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
         metrics: metrics.clone(),
         leader: leader.clone(),
         board: MemoryBoard::new(),
+        databases: Default::default(),
     };
     let ready = Arc::new(AtomicBool::new(false));
     let mut tasks = tokio::task::JoinSet::new();

@@ -241,6 +241,27 @@ impl SidecarClient {
         .await
     }
 
+    /// `POST /v1/databases` within `timeout`: the schema exists on `site` afterwards (the
+    /// sidecar refuses, 409, unless `site` is the writable active site).
+    pub async fn ensure_database(
+        &self,
+        site: &str,
+        namespace: &str,
+        request: &sidecar::EnsureDatabaseRequest,
+        timeout: Duration,
+    ) -> Result<sidecar::EnsureDatabaseResponse> {
+        self.call(
+            reqwest::Method::POST,
+            &request.group,
+            site,
+            namespace,
+            sidecar::PATH_DATABASES,
+            request,
+            timeout,
+        )
+        .await
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn call<B: Serialize, R: DeserializeOwned>(
         &self,

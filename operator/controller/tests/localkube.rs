@@ -15,9 +15,10 @@ use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use bloodraven_api::sidecar::{
-    Authority, AuthorityDecision, AuthorityResponse, FenceRequest, FenceResponse, FenceState,
-    LeaseState, MutationReport, MysqlObservation, MysqldRun, PromoteRequest, PromoteResponse,
-    ReplicationState, RepointRequest, RepointResponse, SidecarStatus,
+    Authority, AuthorityDecision, AuthorityResponse, DatabaseOutcome, EnsureDatabaseRequest,
+    EnsureDatabaseResponse, FenceRequest, FenceResponse, FenceState, LeaseState, MutationReport,
+    MysqlObservation, MysqldRun, PromoteRequest, PromoteResponse, ReplicationState, RepointRequest,
+    RepointResponse, SidecarStatus,
 };
 use bloodraven_api::{names, DNSEndpoint, MysqlDatabase, MysqlFailoverGroup, Timestamp};
 use bloodraven_operator::deploy_api::backend::KubeBackend;
@@ -472,12 +473,19 @@ struct FakeState {
     down: BTreeSet<String>,
     /// Explicit fences: site -> generation fenced under.
     fenced: BTreeMap<String, u64>,
+    /// Every `POST /v1/databases` received: (site, database), in order.
+    database_requests: Vec<(String, String)>,
+    /// Schemas created (replicated everywhere at once).
+    schemas: BTreeSet<String>,
+    /// How many of the next database requests answer 503.
+    database_failures: usize,
 }
 
 /// Fake sidecars of the three sites: they cache the pushed authority (monotonic rule), are
 /// writable and hold the lease while it names them and no fence is in force, replicate from
-/// where they were repointed, detach on promote, and report an old last grant to every site
-/// (so a lease wait ends on the peers' evidence).
+/// where they were repointed, detach on promote, report an old last grant to every site
+/// (so a lease wait ends on the peers' evidence), and create a schema only while writable
+/// (409 otherwise), logging every database request.
 #[derive(Clone, Default)]
 struct FakeSidecars(Arc<Mutex<FakeState>>);
 
@@ -492,6 +500,54 @@ impl FakeSidecars {
                 state.down.remove(site);
             }
         }
+    }
+
+    /// Every database request received so far: (site, database).
+    fn database_requests(&self) -> Vec<(String, String)> {
+        self.0
+            .lock()
+            .map(|state| state.database_requests.clone())
+            .unwrap_or_default()
+    }
+
+    /// Makes the next `count` database requests answer 503.
+    fn fail_database_requests(&self, count: usize) {
+        if let Ok(mut state) = self.0.lock() {
+            state.database_failures = count;
+        }
+    }
+
+    /// `POST /v1/databases` of `site`.
+    fn ensure_database(
+        &self,
+        site: &str,
+        request: EnsureDatabaseRequest,
+    ) -> Result<EnsureDatabaseResponse, axum::http::StatusCode> {
+        if let Ok(mut state) = self.0.lock() {
+            state
+                .database_requests
+                .push((site.to_string(), request.database.clone()));
+        }
+        self.up(site)?;
+        let writable = !self.status(site).fenced;
+        let mut state = self.0.lock().expect("lock");
+        if state.database_failures > 0 {
+            state.database_failures -= 1;
+            return Err(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        }
+        if !writable || request.group != GROUP {
+            return Err(axum::http::StatusCode::CONFLICT);
+        }
+        let outcome = if state.schemas.insert(request.database.clone()) {
+            DatabaseOutcome::Created
+        } else {
+            DatabaseOutcome::AlreadyExisted
+        };
+        Ok(EnsureDatabaseResponse {
+            database: request.database,
+            outcome,
+            read_only: Some(false),
+        })
     }
 
     fn up(&self, site: &str) -> Result<(), axum::http::StatusCode> {
@@ -630,6 +686,16 @@ impl FakeSidecars {
                 ),
             )
             .route(
+                "/{site}/v1/databases",
+                post(
+                    |State(fake): State<FakeSidecars>,
+                     Path(site): Path<String>,
+                     Json(request): Json<EnsureDatabaseRequest>| async move {
+                        Answer::Ok(Json(fake.ensure_database(&site, request)?))
+                    },
+                ),
+            )
+            .route(
                 "/{site}/v1/fence",
                 post(
                     |State(fake): State<FakeSidecars>,
@@ -705,6 +771,7 @@ fn shell(cluster: &Cluster, template: &str) -> Shell {
         metrics: Metrics::new(),
         leader: LeaderFlag::new(true),
         board: MemoryBoard::new(),
+        databases: Default::default(),
     }
 }
 
@@ -1546,6 +1613,116 @@ async fn seed_003_a_live_hold_defers_the_planned_failover_until_released() {
     })
     .await;
     assert!(valid_on(&group, "pdx"), "{:?}", group.status);
+    sidecar_server.abort();
+    cluster.stop().await;
+}
+
+/// A `MysqlDatabase` of `group` for schema `database`.
+async fn mysql_database(cluster: &Cluster, name: &str, group: &str, database: &str) {
+    let api: Api<MysqlDatabase> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let object: MysqlDatabase = serde_json::from_value(json!({
+        "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlDatabase",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"failoverGroupRef": {"name": group}, "database": database}
+    }))
+    .expect("mysqldatabase");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("create mysqldatabase");
+}
+
+/// The Event with `reason` regarding the MysqlDatabase `name`, once raised.
+async fn database_event(
+    cluster: &Cluster,
+    name: &str,
+    reason: &str,
+) -> Option<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), NAMESPACE);
+    eventually(5, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|event| {
+            event.reason.as_deref() == Some(reason)
+                && event.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("MysqlDatabase")
+                && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+    })
+    .await
+}
+
+/// bloodraven.md ("`spec.database` (SQL schema, created on the primary)") / issue 8 (the
+/// playground's counter needs database `counter`), through the poll loop with the rendered
+/// RBAC: once authority is Valid, the active site's sidecar is asked for the group's schemas
+/// (not another group's); a failure is retried by the next poll with a Warning Event on the
+/// MysqlDatabase; a steady state asks nothing more; after a failover the new active site is
+/// asked once.
+#[tokio::test]
+async fn mysql_database_schema_is_ensured_on_the_active_site_once_per_authority() {
+    let cluster = Cluster::with_group("100ms").await;
+    site_pods(&cluster).await;
+    mysql_database(&cluster, "counter-app", GROUP, "counter").await;
+    mysql_database(&cluster, "elsewhere", "another-group", "not_ours").await;
+    let (fake, template, sidecar_server) = fake_sidecars().await;
+    let mut shell = shell(&cluster, &template);
+    shell.client = operator_client(&cluster).await;
+    shell.store = LeaseStore::new(shell.client.clone());
+    shell.recorder = Shell::recorder(
+        &shell.client,
+        Reporter {
+            controller: "bloodraven".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let mut memory = None;
+    let interval = Duration::from_millis(100);
+    fake.fail_database_requests(1);
+    let group = poll_until(&cluster, &shell, &mut memory, 30, interval, |group| {
+        valid_on(group, "iad")
+    })
+    .await;
+    assert!(valid_on(&group, "iad"), "bootstrapped: {:?}", group.status);
+    let _ = poll_until(&cluster, &shell, &mut memory, 8, interval, |_| false).await;
+    let iad_twice = vec![
+        ("iad".to_string(), "counter".to_string()),
+        ("iad".to_string(), "counter".to_string()),
+    ];
+    assert_eq!(
+        fake.database_requests(),
+        iad_twice,
+        "the failed request is retried by the next poll, then nothing more"
+    );
+    let warning = database_event(&cluster, "counter-app", "DatabaseEnsureFailed")
+        .await
+        .expect("a Warning Event on the MysqlDatabase");
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    let note = warning.note.unwrap_or_default();
+    assert!(
+        note.contains("\"counter\"") && note.contains("503"),
+        "{note}"
+    );
+    let created = database_event(&cluster, "counter-app", "DatabaseCreated")
+        .await
+        .expect("a Normal Event once created");
+    assert!(
+        created.note.unwrap_or_default().contains("iad"),
+        "names the site"
+    );
+
+    fake.set_down("iad", true);
+    let group = poll_until(&cluster, &shell, &mut memory, 100, interval, |group| {
+        valid_on(group, "pdx")
+    })
+    .await;
+    assert!(valid_on(&group, "pdx"), "failed over: {:?}", group.status);
+    let _ = poll_until(&cluster, &shell, &mut memory, 8, interval, |_| false).await;
+    let mut expected = iad_twice;
+    expected.push(("pdx".to_string(), "counter".to_string()));
+    assert_eq!(
+        fake.database_requests(),
+        expected,
+        "the new active site is asked once; a fenced or down site never"
+    );
+
     sidecar_server.abort();
     cluster.stop().await;
 }
