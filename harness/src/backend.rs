@@ -3,6 +3,7 @@
 //! here; until one is built in, [`select_backend`] says so in one sentence and every trial
 //! fails with it.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::history::recorder::Recorder;
-use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install, Site};
 
 /// Where the cluster comes from (`--cluster`).
 #[derive(
@@ -70,7 +71,8 @@ pub trait Cluster: Send + Sync {
     /// Server-side applies a fixture or an inline object.
     fn apply(&self, apply: &Apply) -> Result<()>;
     /// Injects a fault or performs an outside action, recording a `fault` start event
-    /// (invoke, then ok/fail/info) named by [`Fault::kind`].
+    /// (invoke, then ok/fail/info) named by [`Fault::kind`], built with
+    /// [`crate::history::event::Op::fault`] so it names the sites it acts on.
     fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()>;
     /// Heals faults, recording one `fault` end event per healed fault (or one named `all`).
     fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()>;
@@ -81,8 +83,14 @@ pub trait Cluster: Send + Sync {
     /// The liveness condition: one writable site, replicas healthy, DNS = active site.
     /// `Ok(None)` when it holds, `Ok(Some(reason))` when not yet.
     fn converged(&self) -> Result<Option<String>>;
-    /// Reads every workload id present on the active site (the final state for RPO).
-    fn final_state(&self) -> Result<Vec<u64>>;
+    /// The final state for RPO. The runner calls it after the final heal and the liveness
+    /// phase, and after [`Workload::stop`] returned (no write is in flight). Returns, for
+    /// every site whose mysqld can be read (the active site, the replicas, and a returning
+    /// old primary kept fenced: its rows are how lost writes are seen), every workload id
+    /// present in that site's table, read directly from that site's mysqld (never through
+    /// `-primary`/`-replicas`) and without writing. A site that cannot be read is left out of
+    /// the map (not an empty list); an error only when no site can be read.
+    fn final_state(&self) -> Result<BTreeMap<Site, Vec<u64>>>;
     /// Copies pod logs, events, the group's YAML and the operator log into `dir`.
     fn collect_artifacts(&self, dir: &Path) -> Result<()>;
 }

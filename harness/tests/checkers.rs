@@ -9,7 +9,7 @@ use bloodraven_harness::check::expectations::{
 use bloodraven_harness::check::rpo::check_rpo;
 use bloodraven_harness::check::split_brain::check_split_brain;
 use bloodraven_harness::check::timings::check_timings;
-use bloodraven_harness::history::event::{EventType, FailoverKind};
+use bloodraven_harness::history::event::{EventType, FailoverKind, FailoverRecord, Op};
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::{Quantity, Site};
 use proptest::prelude::*;
@@ -23,7 +23,7 @@ fn split_brain_passes_when_sites_take_turns() {
     let verdict = check_split_brain(&history);
     assert!(verdict.valid, "{verdict:?}");
     assert!(
-        verdict.summary.contains("200 acknowledged writes"),
+        verdict.summary.contains("250 acknowledged writes"),
         "{}",
         verdict.summary
     );
@@ -110,38 +110,208 @@ proptest! {
 
 // ---- RPO ----
 
+use bloodraven_harness::check::rpo::RpoSummary;
+use support::{emergency_with, gtid_of, gtid_set, Reported};
+
+fn lost_lines(verdict: &bloodraven_harness::check::verdict::Verdict, needle: &str) -> bool {
+    verdict
+        .findings
+        .iter()
+        .any(|finding| finding.contains(needle))
+}
+
+fn exact(writes: &[u64], others: u64) -> Reported {
+    Reported {
+        writes: writes.to_vec(),
+        others,
+        exact: true,
+    }
+}
+
 #[test]
 fn rpo_agrees_exactly_once_exact() {
     let history = emergency(&[97, 98, 99], Some(3), true);
     let (summary, verdict) = check_rpo(&history);
     assert!(verdict.valid, "{verdict:?}");
-    assert_eq!((summary.acknowledged, summary.lost), (200, 3));
+    assert_eq!((summary.acknowledged, summary.lost), (250, 3));
     assert_eq!(summary.lost_ids, [97, 98, 99]);
     assert_eq!(
         (summary.operator_reported(), summary.exact()),
         (Some(3), true)
     );
+    assert_eq!(summary.active_site, Some(Site::Pdx));
+    assert_eq!(summary.sites_read, [Site::Iad, Site::Pdx, Site::Reader]);
+    let row = &summary.failovers[0];
+    assert_eq!(
+        (
+            row.acknowledged,
+            row.lost,
+            row.operator_lost_writes,
+            row.other_transactions
+        ),
+        (100, 3, 3, Some(0))
+    );
 }
 
+// The exact lostGtidSet must name every acknowledged write lost (by GTID, not by count).
 #[test]
-fn rpo_fails_when_the_exact_count_disagrees() {
+fn rpo_fails_when_the_exact_set_misses_a_lost_write() {
     let (_, verdict) = check_rpo(&emergency(&[97, 98, 99], Some(2), true));
     assert!(!verdict.valid);
     assert!(
         verdict
             .summary
-            .contains("operator reports 2 lost transactions (exact) but 3"),
+            .starts_with("operator reports 2 lost transactions (exact) but 3"),
         "{}",
         verdict.summary
     );
+    assert!(
+        lost_lines(
+            &verdict,
+            "write 99 (0-1-100) is lost but missing from the exact lostGtidSet"
+        ),
+        "{verdict:?}"
+    );
+    // The same count with the wrong write: the count agrees, the sets do not.
+    let history = emergency_with(&[97, 98, 99], &exact(&[96, 97, 98], 0));
+    let (_, verdict) = check_rpo(&history);
+    assert!(
+        lost_lines(&verdict, "names write 96 (0-1-97)") && lost_lines(&verdict, "present on pdx"),
+        "{verdict:?}"
+    );
+    assert!(lost_lines(&verdict, "write 99 (0-1-100)"), "{verdict:?}");
 }
 
+// A lower bound may leave writes out but never names a write that survived.
 #[test]
-fn rpo_lower_bound_may_undercount_but_never_overcount() {
-    assert!(check_rpo(&emergency(&[97, 98, 99], Some(1), false)).1.valid);
-    let (_, verdict) = check_rpo(&emergency(&[99], Some(4), false));
+fn rpo_lower_bound_never_names_a_surviving_write() {
+    let lower = |writes: &[u64]| Reported {
+        writes: writes.to_vec(),
+        others: 0,
+        exact: false,
+    };
     assert!(
-        !verdict.valid && verdict.summary.contains("lower bound 4 exceeds"),
+        check_rpo(&emergency_with(&[97, 98, 99], &lower(&[97])))
+            .1
+            .valid
+    );
+    let (_, verdict) = check_rpo(&emergency_with(&[99], &lower(&[98, 99])));
+    assert!(
+        !verdict.valid && lost_lines(&verdict, "names write 98"),
+        "{verdict:?}"
+    );
+}
+
+// The counter app writes too: its transactions in lostGtidSet are not workload writes.
+#[test]
+fn rpo_excludes_other_writers_by_gtid() {
+    let (summary, verdict) = check_rpo(&emergency_with(&[97, 98, 99], &exact(&[97, 98, 99], 5)));
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(summary.failovers[0].operator_reported, Some(8));
+    assert_eq!(summary.failovers[0].other_transactions, Some(5));
+    // Lower bound too: a count above the workload's loss is other writers, not a finding.
+    let lower = Reported {
+        writes: vec![99],
+        others: 4,
+        exact: false,
+    };
+    assert!(check_rpo(&emergency_with(&[99], &lower)).1.valid);
+}
+
+/// [`emergency_with`], with the info write 500 committed on iad before it died (present in
+/// iad's final read, lost with it).
+fn info_write_committed_on_iad(reported: &Reported) -> History {
+    let mut history = emergency_with(&[97, 98, 99], reported);
+    for event in &mut history.events {
+        if let Op::FinalState { sites } = &mut event.op {
+            if let Some(ids) = sites.get_mut(&Site::Iad) {
+                ids.push(500);
+            }
+        }
+    }
+    history
+}
+
+// An info write may have committed: seen on the old primary and missing on the new one, it
+// is lost, and the exact count must include it; with the old primary unread it is unknown.
+#[test]
+fn rpo_info_writes_bound_the_count_from_both_sides() {
+    // Its GTID is unknown to the harness: it is one of the set's other transactions.
+    let (summary, verdict) = check_rpo(&info_write_committed_on_iad(&exact(&[97, 98, 99], 1)));
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(
+        (summary.lost, summary.info_lost, summary.unknown),
+        (3, 1, 0)
+    );
+    assert_eq!(summary.failovers[0].info_lost, 1);
+    let (_, verdict) = check_rpo(&info_write_committed_on_iad(&exact(&[97, 98, 99], 0)));
+    assert!(
+        !verdict.valid
+            && verdict.summary.starts_with(
+                "operator reports 3 lost transactions (exact) but 3 acknowledged writes and 1 info write"
+            ),
+        "{verdict:?}"
+    );
+    // iad never read again: the info write may or may not have committed there.
+    let lower = Reported {
+        writes: vec![97, 98, 99],
+        others: 1,
+        exact: false,
+    };
+    let (summary, verdict) = check_rpo(&emergency_with(&[97, 98, 99], &lower));
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(
+        (summary.lost, summary.info_lost, summary.unknown),
+        (3, 0, 1)
+    );
+    assert_eq!(summary.failovers[0].unknown, 1);
+}
+
+// A write iad acknowledged after the operator recorded it fenced, then lost: the fence was
+// not one.
+#[test]
+fn rpo_every_lost_write_was_acknowledged_before_fenced_at() {
+    let mut history = emergency_with(&[97, 98, 99, 150], &exact(&[97, 98, 99, 150], 0));
+    let late = Builder::default()
+        .ok("writer-1", 150, 18_500, 18_520, Site::Iad)
+        .build();
+    history.events.extend(late.events);
+    history.events.sort_by_key(|event| event.mono_ns);
+    for event in &mut history.events {
+        if let Op::FinalState { sites } = &mut event.op {
+            if let Some(ids) = sites.get_mut(&Site::Iad) {
+                ids.push(150);
+            }
+        }
+    }
+    let (_, verdict) = check_rpo(&history);
+    assert!(
+        !verdict.valid
+            && lost_lines(
+                &verdict,
+                "write 150 by iad was invoked 1500 ms after iad was fenced"
+            ),
+        "{verdict:?}"
+    );
+}
+
+// The old primary is readable again (it is in the final read): the count must be exact.
+#[test]
+fn rpo_a_readable_old_primary_must_make_the_count_exact() {
+    let lower = Reported {
+        writes: vec![97, 98, 99],
+        others: 0,
+        exact: false,
+    };
+    let mut history = emergency_with(&[97, 98, 99], &lower);
+    for event in &mut history.events {
+        if let Op::FinalState { sites } = &mut event.op {
+            sites.insert(Site::Iad, (0..100).collect());
+        }
+    }
+    let (_, verdict) = check_rpo(&history);
+    assert!(
+        !verdict.valid && lost_lines(&verdict, "iad was readable again"),
         "{verdict:?}"
     );
 }
@@ -156,27 +326,69 @@ fn rpo_planned_failover_must_lose_nothing() {
         Some(0),
         true,
     );
-    let base = Builder::default()
-        .writes(0, 0, 5_000, 100, 20, Site::Iad)
-        .status(8_000, Site::Pdx, 2, Some(record.clone()))
-        .writes(100, 8_000, 10_000, 100, 20, Site::Pdx);
+    let base = |record: FailoverRecord| {
+        Builder::default()
+            .status(100, Site::Iad, 1, None)
+            .writes(0, 0, 5_000, 100, 20, Site::Iad)
+            .fault("annotate", &[Site::Pdx], 5_000, Some(5_000))
+            .status(8_000, Site::Pdx, 2, Some(record))
+            .writes(100, 8_000, 10_000, 100, 20, Site::Pdx)
+    };
     let all: Vec<u64> = (0..50).chain(100..120).collect();
-    let (_, verdict) = check_rpo(&base.final_state(12_000, all).build());
+    let (_, verdict) = check_rpo(
+        &base(record.clone())
+            .final_state(
+                12_000,
+                &[(Site::Pdx, all.clone()), (Site::Iad, all.clone())],
+            )
+            .build(),
+    );
     assert!(verdict.valid, "{verdict:?}");
     // The same history with one acknowledged write missing.
-    let base = Builder::default()
-        .writes(0, 0, 5_000, 100, 20, Site::Iad)
-        .status(8_000, Site::Pdx, 2, Some(record))
-        .writes(100, 8_000, 10_000, 100, 20, Site::Pdx);
     let missing: Vec<u64> = (0..49).chain(100..120).collect();
-    let (summary, verdict) = check_rpo(&base.final_state(12_000, missing).build());
+    let (summary, verdict) = check_rpo(
+        &base(record.clone())
+            .final_state(12_000, &[(Site::Pdx, missing)])
+            .build(),
+    );
     assert_eq!(summary.lost, 1);
     assert!(
         !verdict.valid
-            && verdict
-                .findings
-                .iter()
-                .any(|finding| finding.contains("never lost the primary role")),
+            && lost_lines(
+                &verdict,
+                "planned failover iad -> pdx; a planned failover loses nothing"
+            ),
+        "{verdict:?}"
+    );
+    // A planned failover whose lostGtidSet is not empty.
+    let mut claims = record;
+    claims.lost_gtid_set = Some(gtid_set(Site::Iad, &[49], 0));
+    claims.lost_transactions = Some(1);
+    let (_, verdict) = check_rpo(
+        &base(claims)
+            .final_state(12_000, &[(Site::Pdx, all)])
+            .build(),
+    );
+    assert!(
+        !verdict.valid && lost_lines(&verdict, "a planned failover loses nothing"),
+        "{verdict:?}"
+    );
+}
+
+#[test]
+fn rpo_with_no_failover_loses_nothing() {
+    let history = Builder::default()
+        .status(0, Site::Iad, 1, None)
+        .writes(0, 0, 1_000, 100, 20, Site::Iad)
+        .final_state(2_000, &[(Site::Iad, (0..9).collect())])
+        .build();
+    let (_, verdict) = check_rpo(&history);
+    assert!(
+        !verdict.valid
+            && lost_lines(
+                &verdict,
+                "never lost the primary role in an emergency failover"
+            ),
         "{verdict:?}"
     );
 }
@@ -184,36 +396,123 @@ fn rpo_planned_failover_must_lose_nothing() {
 #[test]
 fn rpo_fails_without_a_final_state_or_with_a_failed_write_present() {
     let history = Builder::default()
+        .status(0, Site::Iad, 1, None)
         .ok("writer-0", 1, 0, 10, Site::Iad)
         .build();
     let (summary, verdict) = check_rpo(&history);
     assert!(!summary.final_state_read && !verdict.valid);
     assert!(verdict.summary.contains("no final state"), "{verdict:?}");
+    // A failed write present anywhere, here only on the reader.
     let history = Builder::default()
+        .status(0, Site::Iad, 1, None)
         .ok("writer-0", 1, 0, 10, Site::Iad)
         .write("writer-0", 2, 20, 30, EventType::Fail, None)
         .write("writer-0", 3, 40, 50, EventType::Info, None)
-        .final_state(100, vec![1, 2, 3])
+        .final_state(
+            100,
+            &[(Site::Iad, vec![1, 3]), (Site::Reader, vec![1, 2, 3])],
+        )
         .build();
     let (summary, verdict) = check_rpo(&history);
     assert_eq!(summary.unknown_present, 1);
     assert!(
-        !verdict.valid && verdict.summary.contains("write 2 failed definitely"),
+        !verdict.valid
+            && lost_lines(
+                &verdict,
+                "write 2 failed definitely but is present on reader"
+            ),
         "{verdict:?}"
     );
 }
 
-proptest! {
-    // Whatever subset of iad's writes is lost, the measured loss is that subset, and an
-    // exact operator count agrees iff it equals it.
-    #[test]
-    fn rpo_counts_exactly_the_missing_acknowledged_writes(lost in proptest::collection::btree_set(0u64..100, 0..20), delta in 0u64..3) {
-        let lost: Vec<u64> = lost.into_iter().collect();
-        let count = u64::try_from(lost.len()).unwrap_or(0);
-        let (summary, verdict) = check_rpo(&emergency(&lost, Some(count + delta), true));
-        prop_assert_eq!(summary.lost, count);
-        prop_assert_eq!(verdict.valid, delta == 0);
+// Every site is read: a replica holding a write the active site lacks has diverged, and an
+// id no writer of this scenario wrote is a leftover of another.
+#[test]
+fn rpo_finds_divergent_replicas_and_leftover_rows() {
+    let history = Builder::default()
+        .status(0, Site::Iad, 1, None)
+        .writes(0, 0, 1_000, 100, 20, Site::Iad)
+        .write("writer-1", 50, 100, 2_000, EventType::Info, None)
+        .final_state(
+            3_000,
+            &[
+                (Site::Iad, (0..10).collect()),
+                (Site::Reader, (0..10).chain([50, 777]).collect()),
+            ],
+        )
+        .build();
+    let (_, verdict) = check_rpo(&history);
+    assert!(
+        lost_lines(
+            &verdict,
+            "reader holds 1 write the active site iad lacks (silent divergence): 50"
+        ),
+        "{verdict:?}"
+    );
+    assert!(
+        lost_lines(
+            &verdict,
+            "777 is present but no writer of this scenario wrote it"
+        ),
+        "{verdict:?}"
+    );
+    // The active site must be among the sites read, and known.
+    let history = Builder::default()
+        .status(0, Site::Iad, 1, None)
+        .writes(0, 0, 1_000, 100, 20, Site::Iad)
+        .final_state(3_000, &[(Site::Reader, (0..10).collect())])
+        .build();
+    let (_, verdict) = check_rpo(&history);
+    assert!(
+        lost_lines(&verdict, "the active site iad could not be read"),
+        "{verdict:?}"
+    );
+    let history = Builder::default()
+        .writes(0, 0, 1_000, 100, 20, Site::Iad)
+        .final_state(3_000, &[(Site::Iad, (0..10).collect())])
+        .build();
+    assert!(lost_lines(&check_rpo(&history).1, "no group status"));
+}
+
+// An acknowledged write that recorded no GTID cannot be compared with lostGtidSet.
+#[test]
+fn rpo_lost_writes_need_their_gtid() {
+    let mut history = emergency(&[97, 98, 99], Some(3), true);
+    for event in &mut history.events {
+        if let Op::Write { id: 99, gtid, .. } = &mut event.op {
+            *gtid = None;
+        }
     }
+    let (_, verdict) = check_rpo(&history);
+    assert!(
+        !verdict.valid && lost_lines(&verdict, "write 99 is lost but recorded no GTID"),
+        "{verdict:?}"
+    );
+    assert_eq!(gtid_of(Site::Iad, 99), "0-1-100");
+}
+
+proptest! {
+    // Whatever subset of iad's writes is lost and whatever the operator names (plus any
+    // number of other writers' transactions), an exact report passes iff it names exactly
+    // the lost writes.
+    #[test]
+    fn rpo_exact_report_passes_iff_it_names_exactly_the_lost_writes(
+        lost in proptest::collection::btree_set(0u64..100, 0..12),
+        named in proptest::collection::btree_set(0u64..100, 0..12),
+        others in 0u64..4,
+        agree in proptest::bool::ANY,
+    ) {
+        let lost: Vec<u64> = lost.into_iter().collect();
+        let named: Vec<u64> = if agree { lost.clone() } else { named.into_iter().collect() };
+        let (summary, verdict) = check_rpo(&emergency_with(&lost, &exact(&named, others)));
+        prop_assert_eq!(summary.lost, u64::try_from(lost.len()).unwrap_or(0));
+        prop_assert_eq!(verdict.valid, named == lost, "{:?}", verdict);
+    }
+}
+
+#[test]
+fn rpo_summary_default_is_empty() {
+    assert_eq!(RpoSummary::default().operator_reported(), None);
 }
 
 // ---- timings ----
@@ -253,7 +552,7 @@ fn timings_fail_when_promoted_before_fenced_or_without_fencing() {
         true,
     );
     let history = Builder::default()
-        .fault("kill", 1_000, None)
+        .fault("kill", &[Site::Iad], 1_000, None)
         .status(9_000, Site::Pdx, 2, Some(record.clone()))
         .build();
     let (_, verdict) = check_timings(&history);
@@ -266,7 +565,7 @@ fn timings_fail_when_promoted_before_fenced_or_without_fencing() {
     );
     record.fenced_at = None;
     let history = Builder::default()
-        .fault("kill", 1_000, None)
+        .fault("kill", &[Site::Iad], 1_000, None)
         .status(9_000, Site::Pdx, 2, Some(record))
         .build();
     let (_, verdict) = check_timings(&history);
@@ -290,7 +589,7 @@ fn timings_fail_when_a_surface_moves_before_promotion() {
         true,
     );
     let history = Builder::default()
-        .fault("kill", 1_000, None)
+        .fault("kill", &[Site::Iad], 1_000, None)
         .primary_endpoints(8_000, vec![Site::Pdx])
         .ok("writer-0", 5, 8_100, 8_200, Site::Pdx)
         .status(13_000, Site::Pdx, 2, Some(record))
@@ -324,7 +623,7 @@ fn timings_fail_when_the_new_primary_never_acknowledges() {
         true,
     );
     let history = Builder::default()
-        .fault("kill", 1_000, None)
+        .fault("kill", &[Site::Iad], 1_000, None)
         .status(9_000, Site::Pdx, 2, Some(record))
         .write("writer-0", 1, 10_000, 12_000, EventType::Info, None)
         .build();

@@ -146,7 +146,7 @@ fn index_html_is_self_contained_and_shows_the_numbers() {
         "titles are escaped"
     );
     assert!(html.contains("10020 ms"), "RTO");
-    assert!(html.contains("<td class=\"num\">200</td>"), "acknowledged");
+    assert!(html.contains("<td class=\"num\">250</td>"), "acknowledged");
     assert!(html.contains("97, 98, 99"), "lost ids");
     assert!(
         html.contains("failing: </strong>rpo: operator reports 1 lost transactions (exact) but 3"),

@@ -2,6 +2,7 @@
 //! variables, stop-on-failure with heal and final read, trials with and without a backend,
 //! and the flags (libtest-mimic's and the harness's together).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -23,6 +24,10 @@ use serde_json::{json, Value};
 /// 1) and how many faults and heals were injected so far.
 type Script = Box<dyn Fn(&Expect, u32, u32) -> Value + Send + Sync>;
 
+fn table_rows(table: &Mutex<Vec<u64>>) -> usize {
+    table.lock().unwrap_or_else(PoisonError::into_inner).len()
+}
+
 struct FakeCluster {
     script: Script,
     polls: Mutex<u32>,
@@ -31,6 +36,8 @@ struct FakeCluster {
     calls: Arc<Mutex<Vec<String>>>,
     /// The rows of the workload's table on the one site (iad), shared with the workload.
     table: Arc<Mutex<Vec<u64>>>,
+    /// Rows at the last heal: converged only once a write committed after it.
+    rows_at_heal: Mutex<usize>,
 }
 
 impl FakeCluster {
@@ -46,6 +53,7 @@ impl FakeCluster {
             actions: Mutex::new(0),
             calls: Arc::new(Mutex::new(Vec::new())),
             table: Arc::new(Mutex::new(Vec::new())),
+            rows_at_heal: Mutex::new(0),
         }
     }
 
@@ -80,9 +88,22 @@ impl WritingWorkload {
     ) -> Self {
         let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let flag = Arc::clone(&running);
+        let table_seen = Arc::clone(&table);
         let thread = std::thread::spawn(move || {
             let mut id = 0;
             while flag.load(std::sync::atomic::Ordering::SeqCst) {
+                if id % 10 == 0 {
+                    // The status probe: iad stays active.
+                    recorder.invoke("status", Op::status_of_group(&Value::Null));
+                    recorder.complete(
+                        "status",
+                        EventType::Ok,
+                        Op::status_of_group(&json!({
+                            "spec": {"pollInterval": "2s", "failureThreshold": 3},
+                            "status": {"activeSite": "iad", "topologyGeneration": 1, "authority": {"state": "Valid"}}
+                        })),
+                    );
+                }
                 recorder.invoke(
                     "writer-0",
                     Op::Write {
@@ -111,6 +132,11 @@ impl WritingWorkload {
                 std::thread::sleep(Duration::from_millis(3));
             }
         });
+        // Up and writing before the steps start (as a live workload while the install waits
+        // for authority).
+        while table_rows(&table_seen) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         Self {
             running,
             thread: Some(thread),
@@ -157,19 +183,27 @@ impl Cluster for FakeCluster {
         Ok(())
     }
     fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()> {
-        let op = Op::Fault {
-            name: fault.kind().to_owned(),
-            phase: FaultPhase::Start,
-            detail: String::new(),
-        };
+        let op = Op::fault(fault, FaultPhase::Start);
         recorder.invoke("nemesis", op.clone());
         recorder.complete("nemesis", EventType::Ok, op);
         self.call(format!("fault {}", fault.kind()));
         *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(())
     }
-    fn heal(&self, target: &HealTarget, _recorder: &Recorder) -> Result<()> {
+    fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()> {
         self.call(format!("heal {}", String::from(target.clone())));
+        let op = Op::Fault {
+            name: String::from(target.clone()),
+            phase: FaultPhase::End,
+            detail: String::new(),
+            sites: Vec::new(),
+        };
+        recorder.invoke("nemesis", op.clone());
+        recorder.complete("nemesis", EventType::Ok, op);
+        *self
+            .rows_at_heal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = table_rows(&self.table);
         *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(())
     }
@@ -180,9 +214,14 @@ impl Cluster for FakeCluster {
         Ok((self.script)(expect, *polls, actions))
     }
     fn converged(&self) -> Result<Option<String>> {
-        Ok(None)
+        let at_heal = *self
+            .rows_at_heal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // One acknowledged write after the heal (the row is committed just before the ack).
+        Ok((table_rows(&self.table) <= at_heal + 1).then(|| "no write since the heal".to_owned()))
     }
-    fn final_state(&self) -> Result<Vec<u64>> {
+    fn final_state(&self) -> Result<BTreeMap<Site, Vec<u64>>> {
         self.call("final".to_owned());
         let rows = self
             .table
@@ -191,7 +230,7 @@ impl Cluster for FakeCluster {
             .clone();
         // Reading every site takes a while.
         std::thread::sleep(Duration::from_millis(50));
-        Ok(rows)
+        Ok(BTreeMap::from([(Site::Iad, rows)]))
     }
     fn collect_artifacts(&self, dir: &Path) -> Result<()> {
         self.call(format!("artifacts {}", dir.display()));

@@ -1,6 +1,7 @@
 //! Checkers over a history: no split brain, RPO, failover timings, expectations.
 
 pub mod expectations;
+pub mod gtid;
 pub mod rpo;
 pub mod split_brain;
 pub mod timings;

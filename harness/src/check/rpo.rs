@@ -1,15 +1,34 @@
-//! RPO: lost = acknowledged writes missing from the final state after heal, compared with
-//! the operator's `status.lastFailover.lostTransactions` (seed 001: RPO is fixed at the
-//! instant the primary died; bloodraven.md: a lower bound until `exact=true`, then exact).
+//! RPO: lost = acknowledged writes missing from the active site's final state after heal,
+//! compared, as sets of GTIDs, with the operator's `status.lastFailover.lostGtidSet` (seed
+//! 001: RPO is fixed at the instant the primary died; bloodraven.md: a lower bound until
+//! `exact=true`, then exact).
 //!
-//! The comparison assumes the harness workload is the only writer while faults run, so one
-//! lost transaction is one lost write.
+//! The final state is read from every site that can be read after the workload drained.
+//! Per failover (the emergency failover `from -> to` it is attributed to):
+//! - every lost acknowledged write was acknowledged by `from` and invoked before that
+//!   failover's `fencedAt` (a write invoked after the fence and lost means the fence was
+//!   not one); a planned failover loses nothing;
+//! - `info` writes (outcome unknown) bound the harness's count from both sides: one present
+//!   on the active site committed and survived; one present only on another site (the old
+//!   primary read back) committed and is lost; one present nowhere is unknown unless the old
+//!   primary was read (then it never committed);
+//! - the operator's set is judged by GTID: it may never name an acknowledged write that
+//!   survived; once `exact` it names every lost acknowledged write and counts at least the
+//!   writes seen lost. Its other transactions are info writes or other writers (the counter
+//!   app, schema changes), whose GTIDs the harness does not know, so they are never counted
+//!   as workload writes (and the operator's count has no upper bound from the harness);
+//! - an emergency failover whose old primary is readable again must have reached `exact`.
+//!
+//! A write present on a site other than the active one, other than an old primary of an
+//! emergency failover, is silent divergence; an id no writer of this scenario wrote is a
+//! leftover of another scenario.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::split_brain::acknowledged_writes;
+use super::gtid::{parse_gtid, parse_gtid_set};
+use super::timings::CROSS_CLOCK_SLACK_NS;
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FailoverKind, FailoverRecord, Op};
 use crate::history::store::History;
@@ -31,6 +50,30 @@ pub struct RpoRow {
     pub operator_reported: Option<u64>,
     /// The operator's `exact`.
     pub exact: bool,
+    /// The operator's `lostGtidSet`.
+    #[serde(default)]
+    pub lost_gtid_set: Option<String>,
+    /// Writes `from` acknowledged in its epoch up to this failover's fence.
+    #[serde(default)]
+    pub acknowledged: u64,
+    /// Of those, missing on the active site after heal.
+    #[serde(default)]
+    pub lost: u64,
+    /// The first lost ids.
+    #[serde(default)]
+    pub lost_ids: Vec<u64>,
+    /// Info writes of the epoch found only off the active site (committed, then lost).
+    #[serde(default)]
+    pub info_lost: u64,
+    /// Info writes of the epoch found on no site, with `from` not read (may have been lost).
+    #[serde(default)]
+    pub unknown: u64,
+    /// Acknowledged writes whose GTID is in `lostGtidSet`.
+    #[serde(default)]
+    pub operator_lost_writes: u64,
+    /// The set's other transactions: info writes or other writers.
+    #[serde(default)]
+    pub other_transactions: Option<u64>,
 }
 
 /// The RPO table of one scenario.
@@ -38,14 +81,26 @@ pub struct RpoRow {
 pub struct RpoSummary {
     /// Writes acknowledged (`ok`).
     pub acknowledged: u64,
-    /// Acknowledged writes missing from the final state.
+    /// Acknowledged writes missing from the active site's final state.
     pub lost: u64,
     /// The first lost ids.
     pub lost_ids: Vec<u64>,
-    /// Writes with unknown outcome (`info`) found in the final state (allowed).
+    /// Writes with unknown outcome (`info`) present on the active site (committed, kept).
     pub unknown_present: u64,
+    /// Info writes present only off the active site (committed, then lost).
+    #[serde(default)]
+    pub info_lost: u64,
+    /// Info writes present on no site read, while some old primary was not read.
+    #[serde(default)]
+    pub unknown: u64,
     /// Whether a final state was read at all.
     pub final_state_read: bool,
+    /// The active site after heal (the last status snapshot).
+    #[serde(default)]
+    pub active_site: Option<Site>,
+    /// The sites the final state could be read from.
+    #[serde(default)]
+    pub sites_read: Vec<Site>,
     /// The failovers observed, in order.
     pub failovers: Vec<RpoRow>,
 }
@@ -90,137 +145,452 @@ pub fn observed_failovers(history: &History) -> Vec<FailoverRecord> {
     by_start.into_values().collect()
 }
 
+/// A workload write with what the history says of it.
+#[derive(Debug, Clone)]
+struct WriteRecord {
+    id: u64,
+    outcome: EventType,
+    site: Option<Site>,
+    gtid: Option<String>,
+    start_ns: u64,
+}
+
+/// A failover on the history's monotonic axis.
+struct Boundary<'a> {
+    record: &'a FailoverRecord,
+    /// Where `from` stopped being writable: `fencedAt`, else `promotedAt`, else `startedAt`.
+    fence_ns: u64,
+}
+
+fn label(record: &FailoverRecord) -> String {
+    format!(
+        "{} failover {} -> {}",
+        match record.kind {
+            FailoverKind::Emergency => "emergency",
+            FailoverKind::Planned => "planned",
+        },
+        record.from,
+        record.to
+    )
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Which failover a write invoked at `start_ns` on `site` (any site for `None`) falls to:
+/// the first failover away from that site whose fence is not before it.
+fn attribute(boundaries: &[Boundary<'_>], site: Option<Site>, start_ns: u64) -> Option<usize> {
+    boundaries.iter().position(|boundary| {
+        site.is_none_or(|site| boundary.record.from == site)
+            && boundary.fence_ns + CROSS_CLOCK_SLACK_NS >= start_ns
+    })
+}
+
 /// Computes the RPO table and checks it.
 pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
     const NAME: &str = "rpo";
-    let (writes, _) = match acknowledged_writes(history) {
-        Ok(found) => found,
+    let fail = |summary: RpoSummary, finding: String| {
+        (
+            summary,
+            Verdict::from_findings(NAME, String::new(), vec![finding]),
+        )
+    };
+    let operations = match history.operations() {
+        Ok(operations) => operations,
         Err(malformed) => {
-            return (
+            return fail(
                 RpoSummary::default(),
-                Verdict::from_findings(
-                    NAME,
-                    String::new(),
-                    vec![format!("malformed history: {malformed}")],
-                ),
+                format!("malformed history: {malformed}"),
             )
         }
     };
-    let final_ids: Option<BTreeSet<u64>> =
+    let mut findings = Vec::new();
+    let mut writes: BTreeMap<u64, WriteRecord> = BTreeMap::new();
+    for operation in &operations {
+        let Op::Write { id, .. } = operation.invoke.op else {
+            continue;
+        };
+        let (site, gtid) = match operation.completion.map(|event| &event.op) {
+            Some(Op::Write { site, gtid, .. }) => (*site, gtid.clone()),
+            _ => (None, None),
+        };
+        let record = WriteRecord {
+            id,
+            outcome: operation.outcome(),
+            site,
+            gtid,
+            start_ns: operation.invoke.mono_ns,
+        };
+        if writes.insert(id, record).is_some() {
+            findings.push(format!(
+                "write id {id} was written twice: ids must be unique"
+            ));
+        }
+    }
+    let acknowledged: Vec<&WriteRecord> = writes
+        .values()
+        .filter(|write| write.outcome == EventType::Ok)
+        .collect();
+    let failovers = observed_failovers(history);
+    let mut summary = RpoSummary {
+        acknowledged: count(acknowledged.len()),
+        ..RpoSummary::default()
+    };
+    let final_sites: Option<BTreeMap<Site, BTreeSet<u64>>> =
         history
             .events
             .iter()
             .rev()
             .find_map(|event| match &event.op {
-                Op::FinalState { ids } if event.kind == EventType::Ok => {
-                    Some(ids.iter().copied().collect())
-                }
+                Op::FinalState { sites } if event.kind == EventType::Ok => Some(
+                    sites
+                        .iter()
+                        .map(|(site, ids)| (*site, ids.iter().copied().collect()))
+                        .collect(),
+                ),
                 _ => None,
             });
-    let failovers = observed_failovers(history);
-    let mut summary = RpoSummary {
-        acknowledged: u64::try_from(writes.len()).unwrap_or(u64::MAX),
-        final_state_read: final_ids.is_some(),
-        failovers: failovers
-            .iter()
-            .map(|record| RpoRow {
-                kind: record.kind,
-                from: record.from,
-                to: record.to,
-                operator_reported: record.lost_transactions,
-                exact: record.exact,
-            })
-            .collect(),
-        ..RpoSummary::default()
-    };
-    let Some(final_ids) = final_ids else {
-        return (
+    let Some(final_sites) = final_sites else {
+        return fail(
             summary,
-            Verdict::from_findings(
-                NAME,
-                String::new(),
-                vec!["no final state was read, so the RPO is unknown".to_owned()],
-            ),
+            "no final state was read, so the RPO is unknown".to_owned(),
         );
     };
-    let mut findings = Vec::new();
-    let lost: Vec<_> = writes
+    summary.final_state_read = true;
+    summary.sites_read = final_sites.keys().copied().collect();
+    summary.active_site = history
+        .events
         .iter()
-        .filter(|write| !final_ids.contains(&write.id))
+        .rev()
+        .find_map(|event| match &event.op {
+            Op::Status {
+                active_site: Some(site),
+                ..
+            } if event.kind == EventType::Ok => Some(*site),
+            _ => None,
+        });
+    let Some(active) = summary.active_site else {
+        return fail(
+            summary,
+            "no group status was observed, so the active site after heal is unknown".to_owned(),
+        );
+    };
+    let Some(on_active) = final_sites.get(&active) else {
+        let finding = format!(
+            "the active site {active} could not be read for the final state (read: {})",
+            names(&summary.sites_read)
+        );
+        return fail(summary, finding);
+    };
+    let on_any: BTreeSet<u64> = final_sites.values().flatten().copied().collect();
+    let present_elsewhere = |id: u64| {
+        final_sites
+            .iter()
+            .any(|(site, ids)| *site != active && ids.contains(&id))
+    };
+
+    let to_mono = |time: Option<jiff::Timestamp>| time.and_then(|at| history.wall_to_mono_ns(at));
+    let boundaries: Vec<Boundary<'_>> = failovers
+        .iter()
+        .map(|record| {
+            let started = to_mono(Some(record.started_at)).unwrap_or(0);
+            let fence_ns = to_mono(record.fenced_at)
+                .or_else(|| to_mono(record.promoted_at))
+                .unwrap_or(started);
+            Boundary { record, fence_ns }
+        })
         .collect();
-    summary.lost = u64::try_from(lost.len()).unwrap_or(u64::MAX);
+    let mut rows: Vec<RpoRow> = boundaries
+        .iter()
+        .map(|boundary| RpoRow {
+            kind: boundary.record.kind,
+            from: boundary.record.from,
+            to: boundary.record.to,
+            operator_reported: boundary.record.lost_transactions,
+            exact: boundary.record.exact,
+            lost_gtid_set: boundary.record.lost_gtid_set.clone(),
+            acknowledged: 0,
+            lost: 0,
+            lost_ids: Vec::new(),
+            info_lost: 0,
+            unknown: 0,
+            operator_lost_writes: 0,
+            other_transactions: None,
+        })
+        .collect();
+    // Per failover, the acknowledged writes lost in it.
+    let mut lost_in: Vec<Vec<&WriteRecord>> = vec![Vec::new(); boundaries.len()];
+
+    // Acknowledged writes: lost when missing on the active site.
+    let mut lost: Vec<&WriteRecord> = Vec::new();
+    for write in &acknowledged {
+        let site = write.site;
+        if let Some(index) = attribute(&boundaries, site, write.start_ns) {
+            if let Some(row) = rows.get_mut(index) {
+                row.acknowledged += 1;
+            }
+        }
+        if on_active.contains(&write.id) {
+            continue;
+        }
+        lost.push(write);
+        let Some(site) = site else {
+            findings.push(format!(
+                "acknowledged write {} is lost and names no acknowledging site",
+                write.id
+            ));
+            continue;
+        };
+        match attribute(&boundaries, Some(site), write.start_ns) {
+            Some(index) => {
+                let boundary = &boundaries[index];
+                if boundary.record.kind == FailoverKind::Planned {
+                    findings.push(format!(
+                        "acknowledged write {} by {site} is lost in the {}; a planned failover loses nothing",
+                        write.id,
+                        label(boundary.record)
+                    ));
+                }
+                if let Some(slot) = lost_in.get_mut(index) {
+                    slot.push(write);
+                }
+            }
+            None => {
+                let last_fence = boundaries
+                    .iter()
+                    .rfind(|boundary| boundary.record.from == site);
+                match last_fence {
+                    Some(boundary) => findings.push(format!(
+                        "acknowledged write {} by {site} was invoked {} ms after {site} was fenced ({}) and is lost",
+                        write.id,
+                        write.start_ns.saturating_sub(boundary.fence_ns) / 1_000_000,
+                        label(boundary.record)
+                    )),
+                    None => findings.push(format!(
+                        "acknowledged write {} (by {site}) is lost, and {site} never lost the primary role in an emergency failover",
+                        write.id
+                    )),
+                }
+            }
+        }
+    }
+    summary.lost = count(lost.len());
     summary.lost_ids = lost
         .iter()
         .map(|write| write.id)
         .take(LOST_IDS_LISTED_MAX)
         .collect();
+    for (row, writes) in rows.iter_mut().zip(&lost_in) {
+        row.lost = count(writes.len());
+        row.lost_ids = writes
+            .iter()
+            .map(|write| write.id)
+            .take(LOST_IDS_LISTED_MAX)
+            .collect();
+    }
 
-    // Definite failures must not be present; unknown outcomes may be.
-    if let Ok(operations) = history.operations() {
-        for operation in operations {
-            if let Op::Write { id, .. } = operation.invoke.op {
-                match operation.outcome() {
-                    EventType::Fail if final_ids.contains(&id) => {
+    // Failed writes must be nowhere; info writes bound the loss.
+    for write in writes.values() {
+        match write.outcome {
+            EventType::Fail => {
+                for (site, ids) in &final_sites {
+                    if ids.contains(&write.id) {
                         findings.push(format!(
-                            "write {id} failed definitely but is present in the final state"
+                            "write {} failed definitely but is present on {site}",
+                            write.id
                         ));
                     }
-                    EventType::Info if final_ids.contains(&id) => summary.unknown_present += 1,
-                    EventType::Invoke | EventType::Ok | EventType::Fail | EventType::Info => {}
                 }
             }
+            EventType::Info => {
+                let index = attribute(&boundaries, None, write.start_ns);
+                if on_active.contains(&write.id) {
+                    summary.unknown_present += 1;
+                } else if present_elsewhere(write.id) {
+                    summary.info_lost += 1;
+                    if let Some(row) = index.and_then(|index| rows.get_mut(index)) {
+                        row.info_lost += 1;
+                    }
+                } else if let Some(row) = index.and_then(|index| rows.get_mut(index)) {
+                    // Absent everywhere: it never committed, unless on an unread old primary.
+                    if !final_sites.contains_key(&row.from) {
+                        row.unknown += 1;
+                        summary.unknown += 1;
+                    }
+                }
+            }
+            EventType::Invoke | EventType::Ok => {}
         }
     }
 
-    let emergency_sources: BTreeSet<Site> = failovers
+    // Rows on sites other than the active one: an old primary's lost writes, or divergence.
+    let old_primaries: BTreeSet<Site> = failovers
         .iter()
         .filter(|record| record.kind == FailoverKind::Emergency)
         .map(|record| record.from)
         .collect();
-    for write in &lost {
-        if !emergency_sources.contains(&write.site) {
+    for (site, ids) in &final_sites {
+        if *site == active || old_primaries.contains(site) {
+            continue;
+        }
+        let extra: Vec<u64> = ids
+            .difference(on_active)
+            .copied()
+            .filter(|id| writes.contains_key(id))
+            .collect();
+        if !extra.is_empty() {
             findings.push(format!(
-                "acknowledged write {} (by {}) is lost, and {} never lost the primary role in an emergency failover",
-                write.id, write.site, write.site
+                "{site} holds {} write{} the active site {active} lacks (silent divergence): {}",
+                extra.len(),
+                if extra.len() == 1 { "" } else { "s" },
+                list(&extra)
             ));
         }
     }
-    for record in failovers
+    let leftovers: Vec<u64> = on_any
         .iter()
-        .filter(|record| record.kind == FailoverKind::Planned)
-    {
-        if record.lost_transactions.is_some_and(|count| count > 0) {
+        .copied()
+        .filter(|id| !writes.contains_key(id))
+        .collect();
+    if !leftovers.is_empty() {
+        findings.push(format!(
+            "{} is present but no writer of this scenario wrote it (a leftover of another scenario?)",
+            list(&leftovers)
+        ));
+    }
+
+    // The operator's report, per failover, by GTID.
+    let by_gtid: BTreeMap<&str, &WriteRecord> = acknowledged
+        .iter()
+        .filter_map(|write| write.gtid.as_deref().map(|gtid| (gtid, *write)))
+        .collect();
+    let last = boundaries.len().checked_sub(1);
+    for (index, boundary) in boundaries.iter().enumerate() {
+        let record = boundary.record;
+        let name = label(record);
+        let Some(row) = rows.get_mut(index) else {
+            continue;
+        };
+        let lost_here: &[&WriteRecord] = lost_in.get(index).map_or(&[], Vec::as_slice);
+        let set = match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
+            Some(Ok(set)) => Some(set),
+            Some(Err(error)) => {
+                findings.push(format!("{name}: lostGtidSet does not parse: {error}"));
+                continue;
+            }
+            None => None,
+        };
+        if record.kind == FailoverKind::Planned {
+            let claimed = set.as_ref().map_or(0, |set| set.count());
+            let reported = record.lost_transactions.unwrap_or(0).max(claimed);
+            if reported > 0 {
+                findings.push(format!(
+                    "{name} reports {reported} lost transactions; a planned failover loses nothing"
+                ));
+            }
+            continue;
+        }
+        let Some(set) = set else {
+            if record.exact && !lost_here.is_empty() {
+                findings.push(format!(
+                    "{name} is exact but reports no lostGtidSet to compare the {} acknowledged writes lost with",
+                    lost_here.len()
+                ));
+            }
+            if index == last.unwrap_or(usize::MAX)
+                && final_sites.contains_key(&record.from)
+                && !record.exact
+            {
+                findings.push(readable_again(&name, record.from));
+            }
+            continue;
+        };
+        let set_count = set.count();
+        if record
+            .lost_transactions
+            .is_some_and(|count| count != set_count)
+        {
             findings.push(format!(
-                "planned failover {} -> {} reports {} lost transactions; a planned failover loses nothing",
-                record.from,
-                record.to,
+                "{name}: lostTransactions {} disagrees with the {set_count} transactions of lostGtidSet",
                 record.lost_transactions.unwrap_or_default()
             ));
         }
-    }
-    if let Some(reported) = summary.operator_reported() {
-        if summary.exact() && reported != summary.lost {
-            findings.push(format!(
-                "operator reports {reported} lost transactions (exact) but {} acknowledged writes are lost",
-                summary.lost
-            ));
+        // Acknowledged writes the set names.
+        let mut named = 0;
+        for (gtid, write) in &by_gtid {
+            let Ok(parsed) = parse_gtid(gtid) else {
+                continue;
+            };
+            if !set.contains_gtid(&parsed) {
+                continue;
+            }
+            named += 1;
+            let lost_here_too = lost_here.iter().any(|lost| lost.id == write.id);
+            if on_active.contains(&write.id) {
+                findings.push(format!(
+                    "{name}: lostGtidSet names write {} ({gtid}), which is present on {active}",
+                    write.id
+                ));
+            } else if !lost_here_too {
+                findings.push(format!(
+                    "{name}: lostGtidSet names write {} ({gtid}), which was not lost in this failover",
+                    write.id
+                ));
+            }
         }
-        if !summary.exact() && reported > summary.lost {
-            findings.push(format!(
-                "operator's lower bound {reported} exceeds the {} acknowledged writes lost",
-                summary.lost
-            ));
+        row.operator_lost_writes = named;
+        row.other_transactions = Some(set_count.saturating_sub(named));
+        if record.exact {
+            let seen = row.lost + row.info_lost;
+            if set_count < seen {
+                findings.push(format!(
+                    "operator reports {set_count} lost transactions (exact) but {} acknowledged writes{} are lost in the {name}",
+                    row.lost,
+                    if row.info_lost > 0 {
+                        format!(
+                            " and {} info write{} seen committed on {}",
+                            row.info_lost,
+                            if row.info_lost == 1 { "" } else { "s" },
+                            record.from
+                        )
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            for write in lost_here {
+                match write.gtid.as_deref() {
+                    None => findings.push(format!(
+                        "write {} is lost but recorded no GTID, so the {name} cannot be compared with it",
+                        write.id
+                    )),
+                    Some(gtid) => match parse_gtid(gtid) {
+                        Err(error) => findings.push(format!(
+                            "write {}'s GTID `{gtid}` does not parse: {error}",
+                            write.id
+                        )),
+                        Ok(parsed) if !set.contains_gtid(&parsed) => findings.push(format!(
+                            "write {} ({gtid}) is lost but missing from the exact lostGtidSet of the {name}",
+                            write.id
+                        )),
+                        Ok(_) => {}
+                    },
+                }
+            }
+        } else if index == last.unwrap_or(usize::MAX) && final_sites.contains_key(&record.from) {
+            findings.push(readable_again(&name, record.from));
         }
-    } else if summary.lost > 0 && !failovers.is_empty() {
-        findings.push(format!(
-            "{} acknowledged writes are lost and the operator reported no count",
-            summary.lost
-        ));
     }
+    // The count findings first: they say the most.
+    findings.sort_by_key(|finding| !finding.starts_with("operator reports"));
+    summary.failovers = rows;
     let ok = format!(
-        "{} acknowledged, {} lost, operator reported {}{}",
+        "{} acknowledged, {} lost, {} info writes lost, {} unknown; operator reported {}{}",
         summary.acknowledged,
         summary.lost,
+        summary.info_lost,
+        summary.unknown,
         summary
             .operator_reported()
             .map_or_else(|| "nothing".to_owned(), |count| count.to_string()),
@@ -228,4 +598,33 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
     );
     let verdict = Verdict::from_findings(NAME, ok, findings);
     (summary, verdict)
+}
+
+fn readable_again(name: &str, from: Site) -> String {
+    format!(
+        "{from} was readable again after heal (it is in the final state) but the {name} never became exact"
+    )
+}
+
+fn names(sites: &[Site]) -> String {
+    if sites.is_empty() {
+        return "none".to_owned();
+    }
+    sites
+        .iter()
+        .map(|site| site.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn list(ids: &[u64]) -> String {
+    let mut shown: Vec<String> = ids
+        .iter()
+        .take(LOST_IDS_LISTED_MAX)
+        .map(u64::to_string)
+        .collect();
+    if ids.len() > LOST_IDS_LISTED_MAX {
+        shown.push(format!("... ({} in all)", ids.len()));
+    }
+    shown.join(", ")
 }

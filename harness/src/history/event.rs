@@ -1,9 +1,13 @@
 //! History events (Jepsen's model): every client operation is an invoke followed by a
 //! completion of the same process, `ok`, `fail` or `info` (outcome unknown).
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-use crate::scenario::model::{SharedService, Site};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::scenario::model::{Fault, Partition, SharedService, Site};
+use crate::scenario::span::Span;
 
 /// The type of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -73,6 +77,10 @@ pub struct FailoverRecord {
     /// Transactions lost, as the operator counts them.
     #[serde(default)]
     pub lost_transactions: Option<u64>,
+    /// Those transactions as a GTID set (`lostGtidSet`, the flavor's text form). The RPO
+    /// checker compares it, by GTID, with the acknowledged writes lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_gtid_set: Option<String>,
     /// Whether `lost_transactions` is exact (old primary's data read back) or a lower bound.
     #[serde(default)]
     pub exact: bool,
@@ -130,7 +138,7 @@ pub enum Op {
         #[serde(default)]
         sites: Vec<Site>,
     },
-    /// A snapshot of the group's status.
+    /// A snapshot of the group's status (see [`Op::status_of_group`]).
     Status {
         /// `status.activeSite`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +152,12 @@ pub enum Op {
         /// `status.lastFailover`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_failover: Option<FailoverRecord>,
+        /// `spec.pollInterval` in ms, for the detection window of the timings checker.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        poll_interval_ms: Option<u64>,
+        /// `spec.failureThreshold`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure_threshold: Option<u32>,
     },
     /// A fault's start or end (the nemesis).
     Fault {
@@ -154,12 +168,114 @@ pub enum Op {
         /// The fault's parameters, for humans.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
+        /// The sites it acts on ([`fault_sites`]); the timings checker takes the fault that
+        /// can trigger a failover from these.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sites: Vec<Site>,
     },
-    /// The final read after heal and liveness: every id present on the active site.
+    /// The final read, after heal and liveness and after the workload stopped and drained:
+    /// per site that could be read, every workload id present in its table (a site that
+    /// could not be read is absent, never an empty list).
     FinalState {
-        /// The ids present.
-        ids: Vec<u64>,
+        /// Ids present, by site.
+        #[serde(default)]
+        sites: BTreeMap<Site, Vec<u64>>,
     },
+}
+
+/// The sites a fault acts on, as recorded in [`Op::Fault`]: the site of a kill, freeze,
+/// thaw, pod deletion, node stop/start, SQL fault or partition; for a planned-failover
+/// request (the `bloodraven.shipstream.io/planned-failover` annotation, `kubectl
+/// bloodraven promote <group> <site>`) its target site. Empty for faults of no site.
+pub fn fault_sites(fault: &Fault) -> Vec<Site> {
+    match fault {
+        Fault::Kill(target) => vec![target.site],
+        Fault::Freeze(target) | Fault::Thaw(target) => vec![target.site],
+        Fault::DeletePod(target) | Fault::StopNode(target) | Fault::StartNode(target) => {
+            vec![target.site]
+        }
+        Fault::Partition(Partition::Sites(sites) | Partition::Nodes(sites)) => sites.clone(),
+        Fault::SetReadOnly { site, .. } | Fault::ReplicationDelay { site, .. } => vec![*site],
+        Fault::Annotate { key, value, .. } if key.ends_with("/planned-failover") => value
+            .as_deref()
+            .and_then(Site::from_name)
+            .into_iter()
+            .collect(),
+        Fault::Plugin { args } if args.first().map(String::as_str) == Some("promote") => args
+            .iter()
+            .skip(1)
+            .filter_map(|arg| Site::from_name(arg))
+            .collect(),
+        Fault::Annotate { .. }
+        | Fault::Plugin { .. }
+        | Fault::KillOperator { .. }
+        | Fault::DenyRbac { .. }
+        | Fault::ScaleOperator { .. }
+        | Fault::StopExternalDns
+        | Fault::OpenConnection { .. }
+        | Fault::UpgradeOperator { .. } => Vec::new(),
+    }
+}
+
+impl Op {
+    /// The `fault` op of a fault's start or end: its kind, its parameters as `detail`, and
+    /// [`fault_sites`].
+    pub fn fault(fault: &Fault, phase: FaultPhase) -> Op {
+        Op::Fault {
+            name: fault.kind().to_owned(),
+            phase,
+            detail: serde_json::to_string(fault).unwrap_or_default(),
+            sites: fault_sites(fault),
+        }
+    }
+
+    /// The `status` op of a MysqlFailoverGroup object (its `status` and the `spec` fields
+    /// the checkers need).
+    pub fn status_of_group(group: &Value) -> Op {
+        let status = &group["status"];
+        let spec = &group["spec"];
+        Op::Status {
+            active_site: status["activeSite"].as_str().and_then(Site::from_name),
+            topology_generation: status["topologyGeneration"].as_u64().unwrap_or(0),
+            authority: status["authority"]["state"].as_str().map(str::to_owned),
+            last_failover: FailoverRecord::from_status(&status["lastFailover"]),
+            poll_interval_ms: spec["pollInterval"]
+                .as_str()
+                .and_then(|text| Span::parse(text).ok())
+                .and_then(|span| u64::try_from(span.duration().as_millis()).ok()),
+            failure_threshold: spec["failureThreshold"]
+                .as_u64()
+                .and_then(|value| u32::try_from(value).ok()),
+        }
+    }
+}
+
+impl FailoverRecord {
+    /// Parses `status.lastFailover` (None when absent or without kind, sites or startedAt).
+    pub fn from_status(value: &Value) -> Option<FailoverRecord> {
+        let time = |key: &str| {
+            value[key]
+                .as_str()
+                .and_then(|text| text.parse::<jiff::Timestamp>().ok())
+        };
+        Some(FailoverRecord {
+            kind: match value["kind"].as_str()? {
+                "planned" => FailoverKind::Planned,
+                "emergency" => FailoverKind::Emergency,
+                _ => return None,
+            },
+            from: Site::from_name(value["from"].as_str()?)?,
+            to: Site::from_name(value["to"].as_str()?)?,
+            started_at: time("startedAt")?,
+            detected_at: time("detectedAt"),
+            fenced_at: time("fencedAt"),
+            promoted_at: time("promotedAt"),
+            completed_at: time("completedAt"),
+            lost_transactions: value["lostTransactions"].as_u64(),
+            lost_gtid_set: value["lostGtidSet"].as_str().map(str::to_owned),
+            exact: value["exact"].as_bool().unwrap_or(false),
+        })
+    }
 }
 
 /// One history event.

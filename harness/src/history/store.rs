@@ -270,7 +270,12 @@ mod tests {
     #[test]
     fn operator_wall_times_map_onto_the_monotonic_axis() {
         let recorder = Recorder::new();
-        recorder.invoke("status", Op::FinalState { ids: Vec::new() });
+        recorder.invoke(
+            "status",
+            Op::FinalState {
+                sites: std::collections::BTreeMap::new(),
+            },
+        );
         let history = recorder.snapshot();
         let anchor = &history.events[0];
         let later = anchor.wall + jiff::SignedDuration::from_millis(1500);

@@ -29,6 +29,8 @@ pub fn status_op(status: &Value) -> Op {
         topology_generation: status["topologyGeneration"].as_u64().unwrap_or(0),
         authority: status["authority"]["state"].as_str().map(str::to_owned),
         last_failover,
+        poll_interval_ms: None,
+        failure_threshold: None,
     }
 }
 
@@ -51,6 +53,7 @@ fn failover_record(value: &Value) -> Option<FailoverRecord> {
         promoted_at: time("promotedAt"),
         completed_at: time("completedAt"),
         lost_transactions: value["lostTransactions"].as_u64(),
+        lost_gtid_set: value["lostGtidSet"].as_str().map(str::to_owned),
         exact: value["exact"].as_bool().unwrap_or(false),
     })
 }
@@ -240,7 +243,9 @@ impl Cluster for LiveCluster {
         self.runtime.block_on(self.converged_now())
     }
 
-    fn final_state(&self) -> Result<Vec<u64>> {
+    fn final_state(
+        &self,
+    ) -> Result<std::collections::BTreeMap<crate::scenario::model::Site, Vec<u64>>> {
         self.runtime.block_on(self.final_ids())
     }
 

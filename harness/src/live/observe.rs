@@ -38,10 +38,24 @@ fn container_name(container: Container) -> &'static str {
 }
 
 fn fault_event(recorder: &Recorder, name: &str, phase: FaultPhase, detail: &str, kind: EventType) {
+    fault_event_on(recorder, name, phase, detail, kind, Vec::new());
+}
+
+/// A fault event naming the sites it acts on (`fault_sites`: the timings checker takes the
+/// fault that can trigger a failover from them).
+fn fault_event_on(
+    recorder: &Recorder,
+    name: &str,
+    phase: FaultPhase,
+    detail: &str,
+    kind: EventType,
+    sites: Vec<Site>,
+) {
     let op = Op::Fault {
         name: name.to_owned(),
         phase,
         detail: detail.to_owned(),
+        sites,
     };
     recorder.invoke("nemesis", op.clone());
     recorder.complete("nemesis", kind, op);
@@ -403,11 +417,26 @@ impl LiveCluster {
             }
         };
         // Recorded after the fault took effect: its effective start.
-        fault_event(recorder, name, FaultPhase::Start, &detail, EventType::Ok);
+        let sites = crate::history::event::fault_sites(fault);
+        fault_event_on(
+            recorder,
+            name,
+            FaultPhase::Start,
+            &detail,
+            EventType::Ok,
+            sites.clone(),
+        );
         if let Some(undo) = undo {
             self.remember(name, detail, undo);
         } else if one_shot {
-            fault_event(recorder, name, FaultPhase::End, &detail, EventType::Ok);
+            fault_event_on(
+                recorder,
+                name,
+                FaultPhase::End,
+                &detail,
+                EventType::Ok,
+                sites,
+            );
         }
         Ok(())
     }
@@ -787,23 +816,39 @@ impl LiveCluster {
         Ok(None)
     }
 
-    pub(super) async fn final_ids(&self) -> Result<Vec<u64>> {
-        let pod = self.installer.active_pod().await?;
-        let out = self
-            .installer
-            .sql_as_root(
-                &pod,
-                &format!(
-                    "SELECT id FROM `{}`.`{}`",
-                    workload::DATABASE,
-                    workload::TABLE
-                ),
-            )
-            .await?;
-        Ok(out
-            .lines()
-            .filter_map(|line| line.trim().parse().ok())
-            .collect())
+    /// The workload ids on every site that can be read (as root, through the site's pod);
+    /// a site whose read fails is left out.
+    pub(super) async fn final_ids(&self) -> Result<std::collections::BTreeMap<Site, Vec<u64>>> {
+        let mut sites = std::collections::BTreeMap::new();
+        let mut last_error = None;
+        for site in Site::ALL {
+            let read = self
+                .installer
+                .sql_as_root(
+                    &names::pod(GROUP, site.name()),
+                    &format!(
+                        "SELECT id FROM `{}`.`{}`",
+                        workload::DATABASE,
+                        workload::TABLE
+                    ),
+                )
+                .await;
+            match read {
+                Ok(out) => {
+                    sites.insert(
+                        site,
+                        out.lines()
+                            .filter_map(|line| line.trim().parse().ok())
+                            .collect(),
+                    );
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        match (sites.is_empty(), last_error) {
+            (true, Some(error)) => Err(error),
+            _ => Ok(sites),
+        }
     }
 
     pub(super) async fn artifacts(&self, dir: &Path) -> Result<()> {

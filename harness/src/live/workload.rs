@@ -382,12 +382,14 @@ async fn probe_loop(
                 topology_generation: 0,
                 authority: None,
                 last_failover: None,
+                poll_interval_ms: None,
+                failure_threshold: None,
             },
         );
         match groups.get(crate::playground::install::GROUP).await {
             Ok(group) => {
                 let value = serde_json::to_value(&group).unwrap_or_default();
-                recorder.complete("status", EventType::Ok, super::status_op(&value["status"]));
+                recorder.complete("status", EventType::Ok, Op::status_of_group(&value));
             }
             Err(_) => recorder.complete(
                 "status",
@@ -397,6 +399,8 @@ async fn probe_loop(
                     topology_generation: 0,
                     authority: None,
                     last_failover: None,
+                    poll_interval_ms: None,
+                    failure_threshold: None,
                 },
             ),
         }

@@ -203,14 +203,25 @@ fn run_steps(
     let stopped = workload
         .stop()
         .map_err(|error| format!("failed to stop the workload: {error}"));
-    recorder.invoke("final", Op::FinalState { ids: Vec::new() });
+    recorder.invoke(
+        "final",
+        Op::FinalState {
+            sites: BTreeMap::new(),
+        },
+    );
     let final_read = match cluster.final_state() {
-        Ok(ids) => {
-            recorder.complete("final", EventType::Ok, Op::FinalState { ids });
+        Ok(sites) => {
+            recorder.complete("final", EventType::Ok, Op::FinalState { sites });
             Ok(())
         }
         Err(error) => {
-            recorder.complete("final", EventType::Fail, Op::FinalState { ids: Vec::new() });
+            recorder.complete(
+                "final",
+                EventType::Fail,
+                Op::FinalState {
+                    sites: BTreeMap::new(),
+                },
+            );
             Err(format!("final read: failed to {error}"))
         }
     };

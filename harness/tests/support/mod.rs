@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
+
 use bloodraven_harness::history::event::{
     Event, EventType, FailoverKind, FailoverRecord, FaultPhase, Op,
 };
@@ -18,15 +20,33 @@ pub fn wall(ms: u64) -> jiff::Timestamp {
     epoch() + jiff::SignedDuration::from_millis(i64::try_from(ms).expect("small"))
 }
 
-/// The GTID the support histories give write `id` acknowledged by `site` (MariaDB text
-/// form: domain 0, the site's server id (iad 1, pdx 2, reader 3), sequence id + 1).
-pub fn gtid_of(site: Site, id: u64) -> String {
-    let server = match site {
+/// The server id the support histories give a site (MariaDB GTIDs `0-<server>-<seq>`).
+pub fn server_of(site: Site) -> u32 {
+    match site {
         Site::Iad => 1,
         Site::Pdx => 2,
         Site::Reader => 3,
-    };
-    format!("0-{server}-{}", id + 1)
+    }
+}
+
+/// The GTID the support histories give write `id` acknowledged by `site` (MariaDB text
+/// form: domain 0, the site's server id, sequence id + 1).
+pub fn gtid_of(site: Site, id: u64) -> String {
+    format!("0-{}-{}", server_of(site), id + 1)
+}
+
+/// A MariaDB GTID set holding the GTIDs of writes `ids` by `site`, plus `others` GTIDs of
+/// other writers (the counter app) on the same server, after every write id.
+pub fn gtid_set(site: Site, ids: &[u64], others: u64) -> String {
+    let server = server_of(site);
+    let mut items: Vec<String> = ids
+        .iter()
+        .map(|id| format!("0-{server}-{seq}..{seq}", seq = id + 1))
+        .collect();
+    if others > 0 {
+        items.push(format!("0-{server}-900001..{}", 900_000 + others));
+    }
+    items.join(",")
 }
 
 /// Builds a history from operations given at millisecond offsets; events are sorted by time.
@@ -46,8 +66,26 @@ impl Builder {
         });
     }
 
-    /// A write of `id` by `process` from `start` to `end` ms with `outcome`; `site` on ok.
+    /// A write of `id` by `process` from `start` to `end` ms with `outcome`; `site` (and the
+    /// GTID of [`gtid_of`]) on ok.
     pub fn write(
+        self,
+        process: &str,
+        id: u64,
+        start: u64,
+        end: u64,
+        outcome: EventType,
+        site: Option<Site>,
+    ) -> Self {
+        let gtid = site
+            .filter(|_| outcome == EventType::Ok)
+            .map(|site| gtid_of(site, id));
+        self.raw_write(process, id, start, end, outcome, site, gtid)
+    }
+
+    /// A write with an explicit GTID (or none).
+    #[allow(clippy::too_many_arguments)]
+    pub fn raw_write(
         mut self,
         process: &str,
         id: u64,
@@ -55,6 +93,7 @@ impl Builder {
         end: u64,
         outcome: EventType,
         site: Option<Site>,
+        gtid: Option<String>,
     ) -> Self {
         self.push(
             process,
@@ -68,9 +107,6 @@ impl Builder {
             start,
         );
         let error = (outcome != EventType::Ok).then(|| "timeout".to_owned());
-        let gtid = site
-            .filter(|_| outcome == EventType::Ok)
-            .map(|site| gtid_of(site, id));
         self.push(
             process,
             outcome,
@@ -111,13 +147,25 @@ impl Builder {
         self
     }
 
-    /// A group status snapshot.
+    /// A group status snapshot (pollInterval 2s, failureThreshold 3).
     pub fn status(
+        self,
+        ms: u64,
+        active: Site,
+        generation: u64,
+        last_failover: Option<FailoverRecord>,
+    ) -> Self {
+        self.status_with(ms, active, generation, last_failover, Some((2_000, 3)))
+    }
+
+    /// A group status snapshot with the spec's (pollInterval ms, failureThreshold), if known.
+    pub fn status_with(
         mut self,
         ms: u64,
         active: Site,
         generation: u64,
         last_failover: Option<FailoverRecord>,
+        detection: Option<(u64, u32)>,
     ) -> Self {
         self.push(
             "status",
@@ -127,6 +175,8 @@ impl Builder {
                 topology_generation: 0,
                 authority: None,
                 last_failover: None,
+                poll_interval_ms: None,
+                failure_threshold: None,
             },
             ms,
         );
@@ -138,55 +188,35 @@ impl Builder {
                 topology_generation: generation,
                 authority: Some("Valid".to_owned()),
                 last_failover,
+                poll_interval_ms: detection.map(|(interval, _)| interval),
+                failure_threshold: detection.map(|(_, threshold)| threshold),
             },
             ms,
         );
         self
     }
 
-    /// A fault interval.
-    pub fn fault(mut self, name: &str, start: u64, end: Option<u64>) -> Self {
-        self.push(
-            "nemesis",
-            EventType::Invoke,
-            Op::Fault {
-                name: name.to_owned(),
-                phase: FaultPhase::Start,
-                detail: String::new(),
-            },
-            start,
-        );
-        self.push(
-            "nemesis",
-            EventType::Ok,
-            Op::Fault {
-                name: name.to_owned(),
-                phase: FaultPhase::Start,
-                detail: String::new(),
-            },
-            start,
-        );
+    fn fault_event(&mut self, name: &str, sites: &[Site], phase: FaultPhase, ms: u64) {
+        for kind in [EventType::Invoke, EventType::Ok] {
+            self.push(
+                "nemesis",
+                kind,
+                Op::Fault {
+                    name: name.to_owned(),
+                    phase,
+                    detail: String::new(),
+                    sites: sites.to_vec(),
+                },
+                ms,
+            );
+        }
+    }
+
+    /// A fault on `sites` from `start` (its effective start) until `end` (if healed).
+    pub fn fault(mut self, name: &str, sites: &[Site], start: u64, end: Option<u64>) -> Self {
+        self.fault_event(name, sites, FaultPhase::Start, start);
         if let Some(end) = end {
-            self.push(
-                "nemesis",
-                EventType::Invoke,
-                Op::Fault {
-                    name: name.to_owned(),
-                    phase: FaultPhase::End,
-                    detail: String::new(),
-                },
-                end,
-            );
-            self.push(
-                "nemesis",
-                EventType::Ok,
-                Op::Fault {
-                    name: name.to_owned(),
-                    phase: FaultPhase::End,
-                    detail: String::new(),
-                },
-                end,
-            );
+            self.fault_event(name, sites, FaultPhase::End, end);
         }
         self
     }
@@ -237,15 +267,24 @@ impl Builder {
         self
     }
 
-    /// The final read.
-    pub fn final_state(mut self, ms: u64, ids: Vec<u64>) -> Self {
+    /// The final read: the ids present per site read.
+    pub fn final_state(mut self, ms: u64, sites: &[(Site, Vec<u64>)]) -> Self {
         self.push(
             "final",
             EventType::Invoke,
-            Op::FinalState { ids: Vec::new() },
+            Op::FinalState {
+                sites: BTreeMap::new(),
+            },
             ms,
         );
-        self.push("final", EventType::Ok, Op::FinalState { ids }, ms);
+        self.push(
+            "final",
+            EventType::Ok,
+            Op::FinalState {
+                sites: sites.iter().cloned().collect(),
+            },
+            ms,
+        );
         self
     }
 
@@ -256,7 +295,7 @@ impl Builder {
     }
 }
 
-/// A failover record with phases at the given ms offsets.
+/// A failover record with phases [started, detected, fenced, promoted] at ms offsets.
 pub fn failover(
     kind: FailoverKind,
     from: Site,
@@ -276,45 +315,92 @@ pub fn failover(
         promoted_at: Some(wall(promoted)),
         completed_at: Some(wall(promoted + 500)),
         lost_transactions: lost,
+        lost_gtid_set: None,
         exact,
     }
 }
 
-/// A typical emergency failover: writes on iad until it dies at 10s (ids 0..100), writes
-/// on pdx from 20s (ids 1000..), the kill at 10s, detection at 16s, fenced 17s, promoted 18s.
-pub fn emergency(lost_ids: &[u64], reported: Option<u64>, exact: bool) -> History {
-    let record = failover(
+/// What the operator reports of the emergency failover in [`emergency_with`].
+#[derive(Debug, Clone, Default)]
+pub struct Reported {
+    /// The acknowledged iad writes its lostGtidSet names.
+    pub writes: Vec<u64>,
+    /// GTIDs of other writers (the counter app) in it.
+    pub others: u64,
+    /// `exact`.
+    pub exact: bool,
+}
+
+/// The emergency failover iad -> pdx of [`emergency`]: the kill at 10 s, first failed poll
+/// 11 s, detected 16 s (6 s after: the window of pollInterval 2 s x failureThreshold 3),
+/// fenced 17 s, promoted 18 s.
+pub fn emergency_record(reported: &Reported) -> FailoverRecord {
+    let mut record = failover(
         FailoverKind::Emergency,
         Site::Iad,
         Site::Pdx,
-        [16_000, 16_000, 17_000, 18_000],
-        reported,
-        exact,
+        [11_000, 16_000, 17_000, 18_000],
+        None,
+        reported.exact,
     );
-    let acknowledged_iad: Vec<u64> = (0..100).collect();
-    let acknowledged_pdx: Vec<u64> = (1000..1100).collect();
-    let final_ids: Vec<u64> = acknowledged_iad
-        .iter()
-        .chain(&acknowledged_pdx)
-        .copied()
+    record.lost_gtid_set = Some(gtid_set(Site::Iad, &reported.writes, reported.others));
+    record.lost_transactions =
+        Some(u64::try_from(reported.writes.len()).unwrap_or(u64::MAX) + reported.others);
+    record
+}
+
+/// A typical emergency failover, valid for every checker when the operator reports the
+/// lost writes exactly: iad acknowledges ids 0..100 until it is killed at 10 s (kept down
+/// until 40 s); an info write (500) and a failed one (501) during the outage; pdx promoted
+/// at 18 s acknowledges ids 1000..1100 from 20 s and ids 2000..2050 after the heal. The
+/// final read finds every acknowledged write but `lost_ids` on pdx and the reader, and, when
+/// the report is exact, iad readable again with its own 0..100.
+pub fn emergency_with(lost_ids: &[u64], reported: &Reported) -> History {
+    let record = emergency_record(reported);
+    let first = FailoverRecord {
+        exact: false,
+        ..record.clone()
+    };
+    let survived: Vec<u64> = (0..100)
+        .chain(1000..1100)
+        .chain(2000..2050)
         .filter(|id| !lost_ids.contains(id))
         .collect();
+    let mut sites = vec![(Site::Pdx, survived.clone()), (Site::Reader, survived)];
+    if reported.exact {
+        sites.push((Site::Iad, (0..100).collect()));
+    }
     Builder::default()
         .status(500, Site::Iad, 1, None)
         .writes(0, 0, 10_000, 100, 20, Site::Iad)
-        .fault("kill", 10_000, Some(40_000))
-        .write("writer-0", 500, 10_000, 12_000, EventType::Info, None)
-        .write("writer-0", 501, 12_100, 14_100, EventType::Fail, None)
-        .status(18_500, Site::Pdx, 2, Some(record.clone()))
+        .fault("kill", &[Site::Iad], 10_000, Some(40_000))
+        .write("writer-1", 500, 10_000, 12_000, EventType::Info, None)
+        .write("writer-1", 501, 12_100, 14_100, EventType::Fail, None)
+        .status(18_500, Site::Pdx, 2, Some(first))
         .primary_endpoints(19_000, vec![Site::Pdx])
         .dns(25_000, Site::Pdx)
         .writes(1000, 20_000, 30_000, 100, 20, Site::Pdx)
-        .status(
-            45_000,
-            Site::Pdx,
-            2,
-            Some(FailoverRecord { exact, ..record }),
-        )
-        .final_state(50_000, final_ids)
+        .writes(2000, 41_000, 46_000, 100, 20, Site::Pdx)
+        .status(45_000, Site::Pdx, 2, Some(record))
+        .dns(46_000, Site::Pdx)
+        .final_state(50_000, &sites)
         .build()
+}
+
+/// [`emergency_with`] where the operator names the first `reported` of `lost_ids` (and, past
+/// them, `reported - lost_ids.len()` other writers' transactions).
+pub fn emergency(lost_ids: &[u64], reported: Option<u64>, exact: bool) -> History {
+    let count = usize::try_from(reported.unwrap_or(0)).unwrap_or(usize::MAX);
+    let writes: Vec<u64> = lost_ids.iter().copied().take(count).collect();
+    let others = reported
+        .unwrap_or(0)
+        .saturating_sub(u64::try_from(lost_ids.len()).unwrap_or(u64::MAX));
+    emergency_with(
+        lost_ids,
+        &Reported {
+            writes,
+            others,
+            exact,
+        },
+    )
 }
