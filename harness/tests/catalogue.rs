@@ -281,6 +281,9 @@ fn every_row_asserts_what_it_claims() {
                 "\"exact\":true",
                 "write-outage",
                 "\"target\":\"site-of pdx\"",
+                // Detection lies between (failureThreshold - 1) and failureThreshold poll
+                // intervals after the kill (4 s to 6 s, with a poll in flight: 3 s to 7 s).
+                "\"quantity\":\"detection\",\"atLeast\":\"3s\",\"atMost\":\"7s\"",
             ],
         ),
         (

@@ -748,6 +748,118 @@ fn timings_per_failover_from_fault_to_first_write() {
     );
 }
 
+/// An emergency failover iad -> pdx with the phases [started, detected, fenced, promoted]
+/// (ms), its snapshot at `promoted + 500` and a pdx write then, after `faults`.
+fn failover_after(faults: Builder, phases: [u64; 4]) -> History {
+    let record = failover(
+        FailoverKind::Emergency,
+        Site::Iad,
+        Site::Pdx,
+        phases,
+        Some(0),
+        true,
+    );
+    faults
+        .status(0, Site::Iad, 1, None)
+        .status(phases[3] + 500, Site::Pdx, 2, Some(record))
+        .ok("writer-0", 1, phases[3] + 600, phases[3] + 620, Site::Pdx)
+        .build()
+}
+
+// The reference is the fault that can trigger the failover (a fault on the old primary),
+// at its effective start (when its injection completed), not the latest fault of any kind.
+#[test]
+fn timings_measure_from_the_effective_start_of_the_triggering_fault() {
+    let faults = Builder::default()
+        .fault_taking("kill", &[Site::Iad], 9_000, 10_000)
+        .fault("deny-rbac", &[], 11_000, None)
+        .fault("freeze", &[Site::Reader], 11_200, None);
+    let (timings, verdict) =
+        check_timings(&failover_after(faults, [11_500, 15_000, 16_000, 17_000]));
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(timings[0].fault.as_deref(), Some("kill"));
+    assert_eq!(timings[0].fault_ns, 10_000_000_000);
+    assert_eq!(timings[0].detected_ms, Some(5_000));
+    // An emergency failover that no fault on iad can have triggered.
+    let faults = Builder::default()
+        .fault("deny-rbac", &[], 10_000, None)
+        .fault("kill", &[Site::Pdx], 10_100, None);
+    let (timings, verdict) =
+        check_timings(&failover_after(faults, [11_500, 15_000, 16_000, 17_000]));
+    assert_eq!(timings[0].fault, None);
+    assert!(
+        !verdict.valid && verdict.summary.contains("no fault that can trigger it"),
+        "{verdict:?}"
+    );
+}
+
+// A phase before the fault is negative and a finding, not zero.
+#[test]
+fn timings_negative_phases_are_findings() {
+    let faults = Builder::default().fault("kill", &[Site::Iad], 10_000, None);
+    let (timings, verdict) = check_timings(&failover_after(faults, [9_400, 9_500, 10_500, 11_000]));
+    assert_eq!(timings[0].detected_ms, Some(-500));
+    assert!(
+        !verdict.valid
+            && verdict
+                .findings
+                .iter()
+                .any(|finding| finding
+                    .contains("detected -500 ms after the `kill` fault took effect")),
+        "{verdict:?}"
+    );
+}
+
+// Failures are noticed from the first poll after the fault: detection comes between
+// (failureThreshold - 1) and failureThreshold poll intervals after it (4 s to 6 s on the
+// defaults), give or take a poll in flight (1 s).
+#[test]
+fn timings_compare_detection_with_the_real_window() {
+    let detection = |detected_ms: u64, spec: Option<(u64, u32)>| {
+        let record = failover(
+            FailoverKind::Emergency,
+            Site::Iad,
+            Site::Pdx,
+            [10_500, 10_000 + detected_ms, 17_000, 18_000],
+            Some(0),
+            true,
+        );
+        let history = Builder::default()
+            .status_with(0, Site::Iad, 1, None, spec)
+            .fault("kill", &[Site::Iad], 10_000, None)
+            .status_with(18_500, Site::Pdx, 2, Some(record), spec)
+            .ok("writer-0", 1, 18_600, 18_620, Site::Pdx)
+            .build();
+        check_timings(&history).1
+    };
+    for ok in [3_500, 4_000, 6_000, 6_900] {
+        let verdict = detection(ok, Some((2_000, 3)));
+        assert!(verdict.valid, "{ok}: {verdict:?}");
+    }
+    let verdict = detection(2_000, Some((2_000, 3)));
+    assert!(
+        !verdict.valid
+            && verdict.summary.contains(
+                "before the 4000 ms of failureThreshold - 1 = 2 poll intervals of 2000 ms"
+            ),
+        "{verdict:?}"
+    );
+    let verdict = detection(7_500, Some((2_000, 3)));
+    assert!(
+        !verdict.valid
+            && verdict
+                .summary
+                .contains("after the 6000 ms of failureThreshold 3 poll intervals"),
+        "{verdict:?}"
+    );
+    // The group's own spec: pollInterval 1 s, failureThreshold 5 -> 4 s to 5 s.
+    assert!(detection(4_500, Some((1_000, 5))).valid);
+    assert!(!detection(6_500, Some((1_000, 5))).valid);
+    // Without the spec in the snapshots, the defaults (2 s, 3).
+    assert!(detection(5_000, None).valid);
+    assert!(!detection(1_000, None).valid);
+}
+
 #[test]
 fn timings_fail_when_promoted_before_fenced_or_without_fencing() {
     let mut record = failover(

@@ -1,23 +1,54 @@
 //! Timings per failover: fault -> detected -> fenced -> promoted -> endpoints switched ->
 //! DNS switched -> first acknowledged write on the new primary (the write outage, RTO).
 //!
+//! The reference instant is the effective start (the completion of its injection) of the
+//! fault that can trigger the failover: for an emergency failover from site X, the latest
+//! kill, freeze, pod deletion, node stop or partition acting on X that took effect after the
+//! previous failover and before this one started; for a planned one, the latest
+//! planned-failover request (annotation or `kubectl bloodraven promote`) naming its target.
+//! An emergency failover no such fault explains is a finding. Phases are signed: one before
+//! the fault is negative, and a finding.
+//!
 //! Operator phases come from `status.lastFailover` (the operator's wall clock, mapped onto
 //! the history's monotonic axis); the last three are observed by the harness's probes.
+//! Detection is compared with the real window: the first failed poll comes within one poll
+//! interval of the fault, and the failure is declared failureThreshold - 1 intervals after
+//! it, so detection lies between (failureThreshold - 1) and failureThreshold poll intervals
+//! after the fault, give or take [`DETECTION_SLACK_NS`].
 
 use serde::{Deserialize, Serialize};
 
 use super::rpo::observed_failovers;
 use super::verdict::Verdict;
-use crate::history::event::{EventType, FailoverKind, FaultPhase, Op};
+use crate::history::event::{EventType, FailoverKind, FailoverRecord, FaultPhase, Op};
 use crate::history::store::History;
 use crate::scenario::model::Site;
 
 /// Slack allowed when an operator time is compared with a harness observation: the two
-/// clocks are the same machine's, but status times are written with second precision.
+/// clocks are the same machine's and status times have millisecond precision, but the
+/// operator stamps a phase when it plans it, not when the harness can see it.
 pub const CROSS_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 
-/// The phases of one failover, as milliseconds after the fault (or after `startedAt` when
-/// no fault preceded it).
+/// Slack on both ends of the detection window: a poll in flight when the fault took effect
+/// (the operator's sidecar status timeout is 1 s), and the fault's effective start being
+/// recorded after it took effect.
+pub const DETECTION_SLACK_NS: u64 = 1_000_000_000;
+
+/// `spec.pollInterval` when no status snapshot recorded it (bloodraven.md default).
+pub const DEFAULT_POLL_INTERVAL_MS: u64 = 2_000;
+
+/// `spec.failureThreshold` when no status snapshot recorded it (bloodraven.md default).
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
+
+/// Faults that can make a primary fail (an emergency failover from a site they act on).
+pub const EMERGENCY_TRIGGERS: [&str; 5] =
+    ["kill", "freeze", "delete-pod", "stop-node", "partition"];
+
+/// Faults that request a planned failover (to the site they name).
+pub const PLANNED_TRIGGERS: [&str; 2] = ["annotate", "plugin"];
+
+/// The phases of one failover, as signed milliseconds after the fault (or after `startedAt`
+/// when no fault can have triggered it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailoverTimings {
     /// emergency | planned.
@@ -31,27 +62,27 @@ pub struct FailoverTimings {
     /// The reference instant on the history's monotonic axis.
     pub fault_ns: u64,
     /// `detectedAt`.
-    pub detected_ms: Option<u64>,
+    pub detected_ms: Option<i64>,
     /// `fencedAt`.
-    pub fenced_ms: Option<u64>,
+    pub fenced_ms: Option<i64>,
     /// `promotedAt`.
-    pub promoted_ms: Option<u64>,
+    pub promoted_ms: Option<i64>,
     /// `-primary` endpoints became exactly the new site.
-    pub endpoints_switched_ms: Option<u64>,
+    pub endpoints_switched_ms: Option<i64>,
     /// DNS answered the new site.
-    pub dns_switched_ms: Option<u64>,
+    pub dns_switched_ms: Option<i64>,
     /// First write acknowledged by the new site (= RTO).
-    pub first_write_ms: Option<u64>,
+    pub first_write_ms: Option<i64>,
 }
 
 impl FailoverTimings {
-    /// The write outage (RTO).
+    /// The write outage (RTO); never negative (the first write is looked for after the fault).
     pub fn rto_ms(&self) -> Option<u64> {
-        self.first_write_ms
+        self.first_write_ms.and_then(|ms| u64::try_from(ms).ok())
     }
 
     /// The phases in order, with names, for tables and charts.
-    pub fn phases(&self) -> [(&'static str, Option<u64>); 6] {
+    pub fn phases(&self) -> [(&'static str, Option<i64>); 6] {
         [
             ("detected", self.detected_ms),
             ("fenced", self.fenced_ms),
@@ -63,8 +94,71 @@ impl FailoverTimings {
     }
 }
 
-fn millis_after(reference_ns: u64, at_ns: u64) -> u64 {
-    at_ns.saturating_sub(reference_ns) / 1_000_000
+/// Signed milliseconds from `reference_ns` to `at_ns`.
+fn millis_after(reference_ns: u64, at_ns: u64) -> i64 {
+    let delta = i128::from(at_ns) - i128::from(reference_ns);
+    i64::try_from(delta / 1_000_000).unwrap_or(if delta < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// A fault start that took effect: its name, sites and effective start.
+struct FaultStart<'a> {
+    name: &'a str,
+    sites: &'a [Site],
+    at_ns: u64,
+}
+
+/// Every fault start whose injection did not fail, at its completion (its effective start;
+/// the invoke when it never completed).
+fn fault_starts(history: &History) -> Vec<FaultStart<'_>> {
+    let Ok(operations) = history.operations() else {
+        return Vec::new();
+    };
+    operations
+        .iter()
+        .filter(|operation| operation.outcome() != EventType::Fail)
+        .filter_map(|operation| match &operation.invoke.op {
+            Op::Fault {
+                name,
+                phase: FaultPhase::Start,
+                sites,
+                ..
+            } => Some(FaultStart {
+                name,
+                sites,
+                at_ns: operation.end_ns().unwrap_or(operation.invoke.mono_ns),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether a fault can have triggered this failover.
+fn can_trigger(fault: &FaultStart<'_>, record: &FailoverRecord) -> bool {
+    match record.kind {
+        FailoverKind::Emergency => {
+            EMERGENCY_TRIGGERS.contains(&fault.name) && fault.sites.contains(&record.from)
+        }
+        FailoverKind::Planned => {
+            PLANNED_TRIGGERS.contains(&fault.name) && fault.sites.contains(&record.to)
+        }
+    }
+}
+
+/// The detection window's spec: the latest status snapshot's, else the defaults.
+fn detection_spec(history: &History) -> (u64, u32, bool) {
+    history
+        .events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.op {
+            Op::Status {
+                poll_interval_ms: Some(interval),
+                failure_threshold: Some(threshold),
+                ..
+            } if event.kind == EventType::Ok => Some((*interval, *threshold, true)),
+            _ => None,
+        })
+        .unwrap_or((DEFAULT_POLL_INTERVAL_MS, DEFAULT_FAILURE_THRESHOLD, false))
 }
 
 /// Computes the timings of every observed failover and checks their order.
@@ -86,36 +180,45 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
     let mut findings = Vec::new();
     let mut all = Vec::new();
     let failovers = observed_failovers(history);
+    let faults = fault_starts(history);
+    let (poll_interval_ms, failure_threshold, spec_known) = detection_spec(history);
+    let to_mono =
+        |time: Option<jiff::Timestamp>| time.and_then(|time| history.wall_to_mono_ns(time));
     for (index, record) in failovers.iter().enumerate() {
         let Some(started_ns) = history.wall_to_mono_ns(record.started_at) else {
             continue;
         };
-        let to_mono =
-            |time: Option<jiff::Timestamp>| time.and_then(|time| history.wall_to_mono_ns(time));
-        // The fault: the latest fault start no later than the failover's start (with slack),
-        // and after the previous failover.
-        let previous_ns = failovers
-            .get(index.wrapping_sub(1))
-            .filter(|_| index > 0)
-            .and_then(|previous| history.wall_to_mono_ns(previous.started_at))
+        let label = format!(
+            "{:?} failover {} -> {}",
+            record.kind, record.from, record.to
+        )
+        .to_lowercase();
+        // The triggering fault: the latest that took effect before this failover started
+        // (with slack) and after the previous failover's promotion.
+        let previous_ns = index
+            .checked_sub(1)
+            .and_then(|back| failovers.get(back))
+            .and_then(|previous| {
+                to_mono(previous.promoted_at).or_else(|| to_mono(Some(previous.started_at)))
+            })
             .unwrap_or(0);
-        let fault = history
-            .events
+        let fault = faults
             .iter()
-            .rev()
-            .filter(|event| {
-                event.mono_ns <= started_ns + CROSS_CLOCK_SLACK_NS && event.mono_ns >= previous_ns
+            .filter(|fault| {
+                fault.at_ns <= started_ns + CROSS_CLOCK_SLACK_NS
+                    && fault.at_ns >= previous_ns
+                    && can_trigger(fault, record)
             })
-            .filter_map(|event| match &event.op {
-                Op::Fault {
-                    name,
-                    phase: FaultPhase::Start,
-                    ..
-                } if event.kind == EventType::Invoke => Some((name.clone(), event.mono_ns)),
-                _ => None,
-            })
-            .next();
-        let fault_ns = fault.as_ref().map_or(started_ns, |(_, at)| *at);
+            .max_by_key(|fault| fault.at_ns);
+        if fault.is_none() && record.kind == FailoverKind::Emergency {
+            findings.push(format!(
+                "{label}: no fault that can trigger it ({} of {}) took effect before it started at {:.3}s",
+                EMERGENCY_TRIGGERS.join(", "),
+                record.from,
+                super::split_brain::seconds(started_ns)
+            ));
+        }
+        let fault_ns = fault.map_or(started_ns, |fault| fault.at_ns);
         let detected_ns = to_mono(record.detected_at);
         let fenced_ns = to_mono(record.fenced_at);
         let promoted_ns = to_mono(record.promoted_at);
@@ -151,11 +254,61 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
                 _ => None,
             })
             .min();
-        let label = format!(
-            "{:?} failover {} -> {}",
-            record.kind, record.from, record.to
-        )
-        .to_lowercase();
+        let timings = FailoverTimings {
+            kind: record.kind,
+            from: record.from,
+            to: record.to,
+            fault: fault.map(|fault| fault.name.to_owned()),
+            fault_ns,
+            detected_ms: detected_ns.map(|at| millis_after(fault_ns, at)),
+            fenced_ms: fenced_ns.map(|at| millis_after(fault_ns, at)),
+            promoted_ms: promoted_ns.map(|at| millis_after(fault_ns, at)),
+            endpoints_switched_ms: endpoints_ns.map(|at| millis_after(fault_ns, at)),
+            dns_switched_ms: dns_ns.map(|at| millis_after(fault_ns, at)),
+            first_write_ms: first_write_ns.map(|at| millis_after(fault_ns, at)),
+        };
+        // A phase before the fault: negative, a finding (only meaningful with a fault).
+        if let Some(fault) = fault {
+            for (name, value) in timings.phases() {
+                if let Some(ms) = value.filter(|ms| *ms < 0) {
+                    findings.push(format!(
+                        "{label}: {name} {ms} ms after the `{}` fault took effect (a negative phase)",
+                        fault.name
+                    ));
+                }
+            }
+        }
+        // Detection against the real window.
+        if let (Some(fault), Some(detected), FailoverKind::Emergency) =
+            (fault, detected_ns, record.kind)
+        {
+            let interval_ns = poll_interval_ms.saturating_mul(1_000_000);
+            let threshold = u64::from(failure_threshold.max(1));
+            let earliest = (threshold - 1) * interval_ns;
+            let latest = threshold * interval_ns;
+            let measured = detected.saturating_sub(fault.at_ns);
+            let source = if spec_known {
+                "the group's spec"
+            } else {
+                "the defaults"
+            };
+            if detected < fault.at_ns + earliest.saturating_sub(DETECTION_SLACK_NS) {
+                findings.push(format!(
+                    "{label}: detected {} ms after the `{}` fault, before the {} ms of failureThreshold - 1 = {} poll intervals of {poll_interval_ms} ms ({source})",
+                    millis_after(fault.at_ns, detected),
+                    fault.name,
+                    earliest / 1_000_000,
+                    threshold - 1
+                ));
+            } else if measured > latest + DETECTION_SLACK_NS {
+                findings.push(format!(
+                    "{label}: detected {} ms after the `{}` fault, after the {} ms of failureThreshold {threshold} poll intervals of {poll_interval_ms} ms ({source})",
+                    measured / 1_000_000,
+                    fault.name,
+                    latest / 1_000_000
+                ));
+            }
+        }
         // Operator phases share one clock: strict order.
         let operator_order = [
             ("detected", detected_ns),
@@ -180,13 +333,6 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
             findings.push(format!(
                 "{label}: promoted without the old primary ever being fenced"
             ));
-        }
-        if record.kind == FailoverKind::Emergency {
-            if let (Some((name, at)), Some(detected)) = (&fault, detected_ns) {
-                if detected + CROSS_CLOCK_SLACK_NS < *at {
-                    findings.push(format!("{label}: detected before the `{name}` fault began"));
-                }
-            }
         }
         // Surfaces may only move to a promoted site.
         if let Some(promoted) = promoted_ns {
@@ -215,19 +361,7 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
                 record.to
             ));
         }
-        all.push(FailoverTimings {
-            kind: record.kind,
-            from: record.from,
-            to: record.to,
-            fault: fault.map(|(name, _)| name),
-            fault_ns,
-            detected_ms: detected_ns.map(|at| millis_after(fault_ns, at)),
-            fenced_ms: fenced_ns.map(|at| millis_after(fault_ns, at)),
-            promoted_ms: promoted_ns.map(|at| millis_after(fault_ns, at)),
-            endpoints_switched_ms: endpoints_ns.map(|at| millis_after(fault_ns, at)),
-            dns_switched_ms: dns_ns.map(|at| millis_after(fault_ns, at)),
-            first_write_ms: first_write_ns.map(|at| millis_after(fault_ns, at)),
-        });
+        all.push(timings);
     }
     let ok = if all.is_empty() {
         "no failover observed".to_owned()

@@ -46,6 +46,11 @@ fn ms(value: Option<u64>) -> String {
     value.map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms"))
 }
 
+/// A failover phase: negative when it came before the fault (a finding, shown as is).
+fn signed_ms(value: Option<i64>) -> String {
+    value.map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms"))
+}
+
 /// Renders `index.html` for a run. `histories` pairs with `results.scenarios` by index
 /// (a missing history draws no timeline).
 pub fn render_index(results: &RunResults, histories: &[History]) -> String {
@@ -144,7 +149,7 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
                         tr {
                             td { (format!("{:?}", timing.kind).to_lowercase()) " " (timing.from) " → " (timing.to) }
                             td { (timing.fault.clone().unwrap_or_else(|| "—".to_owned())) }
-                            @for (_, value) in timing.phases() { td class="num" { (ms(value)) } }
+                            @for (_, value) in timing.phases() { td class="num" { (signed_ms(value)) } }
                         }
                     }
                 }

@@ -183,9 +183,10 @@ pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
             @for timing in timings {
                 @for (name, at_ms) in timing.phases() {
                     @if let Some(at_ms) = at_ms {
-                        @let x = x_of(timing.fault_ns + at_ms * 1_000_000, end_ns);
+                        @let at_ns = u64::try_from(i128::from(timing.fault_ns) + i128::from(at_ms) * 1_000_000).unwrap_or(0);
+                        @let x = x_of(at_ns, end_ns);
                         line class="phase" x1=(fmt1(x)) y1="20" x2=(fmt1(x)) y2=(latency_top + latency_height) {
-                            title { (name) " +" (at_ms) " ms" }
+                            title { (name) " " (format!("{at_ms:+}")) " ms" }
                         }
                         text class="phase-label" x=(fmt1(x + 2.0)) y=(latency_top + latency_height - 4.0) transform={"rotate(-90 " (fmt1(x + 2.0)) " " (latency_top + latency_height - 4.0) ")"} { (name) }
                     }

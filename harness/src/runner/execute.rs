@@ -434,7 +434,8 @@ fn measure_from_history(history: &History, quantity: Quantity) -> Option<Duratio
         Quantity::WriteOutage => last.first_write_ms?,
         Quantity::Convergence => return None,
     };
-    Some(Duration::from_millis(ms))
+    // A negative phase (before the fault) cannot be measured: the timings checker flags it.
+    u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
 /// Replaces `${var}` with saved values in every field of an expectation. A string that is

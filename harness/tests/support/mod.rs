@@ -221,6 +221,25 @@ impl Builder {
         self
     }
 
+    /// A fault whose injection was invoked at `invoke` and took effect (its start completed)
+    /// at `effective`.
+    pub fn fault_taking(mut self, name: &str, sites: &[Site], invoke: u64, effective: u64) -> Self {
+        for (kind, at) in [(EventType::Invoke, invoke), (EventType::Ok, effective)] {
+            self.push(
+                "nemesis",
+                kind,
+                Op::Fault {
+                    name: name.to_owned(),
+                    phase: FaultPhase::Start,
+                    detail: String::new(),
+                    sites: sites.to_vec(),
+                },
+                at,
+            );
+        }
+        self
+    }
+
     /// An endpoints observation of `-primary`.
     pub fn primary_endpoints(mut self, ms: u64, sites: Vec<Site>) -> Self {
         self.push(
