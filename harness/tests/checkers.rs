@@ -1022,3 +1022,103 @@ fn measurements_outside_their_bounds_fail() {
     assert!(!check_expectations(&[], &[measure(Some(13_000))]).valid);
     assert!(!check_expectations(&[], &[measure(None)]).valid);
 }
+
+// ---- workload liveness ----
+
+use bloodraven_harness::report::results::{judge, ScenarioIdentity};
+
+fn judged(history: &History) -> bloodraven_harness::report::results::ScenarioResult {
+    judge(
+        ScenarioIdentity {
+            id: 20,
+            trial: "s020_primary_killed",
+            title: "t",
+            seed: "s",
+        },
+        history,
+        Vec::new(),
+        Vec::new(),
+        None,
+        1_000,
+    )
+}
+
+// A scenario whose workload never acknowledged a write proves nothing and must not pass.
+#[test]
+fn a_scenario_with_no_acknowledged_write_fails() {
+    assert!(judged(&emergency(&[97, 98, 99], Some(3), true)).passed);
+    let record = failover(
+        FailoverKind::Emergency,
+        Site::Iad,
+        Site::Pdx,
+        [11_000, 16_000, 17_000, 18_000],
+        Some(0),
+        true,
+    );
+    let silent = Builder::default()
+        .status(500, Site::Iad, 1, None)
+        .fault("kill", &[Site::Iad], 10_000, Some(40_000))
+        .status(18_500, Site::Pdx, 2, Some(record))
+        .final_state(50_000, &[(Site::Pdx, Vec::new()), (Site::Iad, Vec::new())])
+        .build();
+    let result = judged(&silent);
+    assert!(!result.passed, "{result:?}");
+    assert!(
+        result.failure.as_deref().is_some_and(|failure| failure
+            .starts_with("workload liveness: no write was acknowledged before the first fault")),
+        "{:?}",
+        result.failure
+    );
+}
+
+#[test]
+fn liveness_needs_a_write_before_the_first_fault_and_after_the_last_heal() {
+    use bloodraven_harness::check::liveness::check_liveness;
+    assert!(check_liveness(&emergency(&[], Some(0), true)).valid);
+    let before_only = Builder::default()
+        .writes(0, 0, 1_000, 100, 20, Site::Iad)
+        .fault("kill", &[Site::Iad], 2_000, Some(5_000))
+        .build();
+    let verdict = check_liveness(&before_only);
+    assert!(
+        !verdict.valid
+            && verdict
+                .summary
+                .contains("after the last heal (`kill` at 5.000s)"),
+        "{verdict:?}"
+    );
+    let after_only = Builder::default()
+        .fault("kill", &[Site::Iad], 2_000, Some(5_000))
+        .writes(0, 6_000, 7_000, 100, 20, Site::Iad)
+        .build();
+    assert!(!check_liveness(&after_only).valid);
+    // A write in flight across the fault does not count as before it.
+    let straddling = Builder::default()
+        .ok("writer-0", 1, 1_900, 2_100, Site::Iad)
+        .fault("kill", &[Site::Iad], 2_000, Some(5_000))
+        .writes(2, 6_000, 7_000, 100, 20, Site::Iad)
+        .build();
+    assert!(!check_liveness(&straddling).valid);
+    // One-shot faults only: after the last of them.
+    let one_shot = Builder::default()
+        .writes(0, 0, 1_000, 100, 20, Site::Iad)
+        .fault("annotate", &[Site::Pdx], 2_000, None)
+        .build();
+    assert!(!check_liveness(&one_shot).valid);
+    // No fault: one acknowledged write at all.
+    assert!(!check_liveness(&Builder::default().build()).valid);
+    assert!(
+        check_liveness(
+            &Builder::default()
+                .ok("writer-0", 1, 0, 10, Site::Iad)
+                .build()
+        )
+        .valid
+    );
+    // Failed and unknown writes are not acknowledged.
+    let unknown = Builder::default()
+        .write("writer-0", 1, 0, 10, EventType::Info, None)
+        .write("writer-0", 2, 20, 30, EventType::Fail, None)
+        .build();
+    assert!(!check_liveness(&unknown).valid);
+}

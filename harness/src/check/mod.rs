@@ -2,6 +2,7 @@
 
 pub mod expectations;
 pub mod gtid;
+pub mod liveness;
 pub mod rpo;
 pub mod split_brain;
 pub mod timings;

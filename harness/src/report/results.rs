@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::check::expectations::{check_expectations, ExpectationResult, MeasureResult};
+use crate::check::liveness::check_liveness;
 use crate::check::rpo::{check_rpo, RpoSummary};
 use crate::check::split_brain::check_split_brain;
 use crate::check::timings::{check_timings, FailoverTimings};
@@ -66,6 +67,7 @@ pub fn judge(
     let expectation_verdict = check_expectations(&expectations, &measures);
     let verdicts = vec![
         expectation_verdict,
+        check_liveness(history),
         split_brain,
         rpo_verdict,
         timings_verdict,
