@@ -62,14 +62,13 @@ pub fn check_liveness(history: &History) -> Verdict {
             findings.push("no write was acknowledged at all: the workload never ran".to_owned());
         }
         None => {}
-        Some((name, at)) => {
-            if !acknowledged.iter().any(|(_, end)| *end <= at) {
-                findings.push(format!(
-                    "no write was acknowledged before the first fault (`{name}` at {:.3}s): the workload was not running when the faults began",
-                    seconds(at)
-                ));
-            }
+        Some((name, at)) if !acknowledged.iter().any(|(_, end)| *end <= at) => {
+            findings.push(format!(
+                "no write was acknowledged before the first fault (`{name}` at {:.3}s): the workload was not running when the faults began",
+                seconds(at)
+            ));
         }
+        Some(_) => {}
     }
     if let Some((name, at)) = last_heal {
         if !acknowledged.iter().any(|(start, _)| *start >= at) {
