@@ -21,6 +21,8 @@ use crate::{
 
 /// MySQL's "running with --read-only" error.
 pub const ER_OPTION_PREVENTS_STATEMENT: u16 = 1290;
+/// MySQL's "table doesn't exist" error.
+pub const ER_NO_SUCH_TABLE: u16 = 1146;
 
 /// How the app treats its database connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -68,7 +70,8 @@ pub struct Settings {
 pub struct CounterView {
     /// The counter's value.
     pub value: i64,
-    /// The server that answered (`@@report_host`, else `@@hostname`: the pod name).
+    /// The server that answered: its `@@hostname`, on Kubernetes the pod name (seed 001:
+    /// `"dbHost":"mysql-playground-iad-…"`).
     pub db_host: String,
     /// Whether that server is read-only.
     pub read_only: bool,
@@ -114,6 +117,21 @@ impl Counter {
         &self.settings
     }
 
+    /// After ERROR 1146 (the table is missing: the schema was created after this connection
+    /// was opened, or the table was dropped), creates the table again on the held connection;
+    /// `true` when the caller should retry once.
+    async fn recreated_table<T>(&self, held: &mut Option<Held>, result: &Result<T>) -> bool {
+        if result.as_ref().err().and_then(Error::server_code) != Some(ER_NO_SUCH_TABLE) {
+            return false;
+        }
+        let Some(held) = held.as_mut() else {
+            return false;
+        };
+        tracing::info!(database = %self.settings.database, "counter table missing: creating it");
+        self.prepare(&held.client, &mut held.conn).await;
+        true
+    }
+
     /// Whether the background loop should write now (a write interval is set and at least
     /// that long passed since the last timer write); marks the write as taken.
     pub fn due_write(&self) -> bool {
@@ -135,7 +153,10 @@ impl Counter {
     /// Reads the counter over the held connection.
     pub async fn read(&self) -> Result<CounterView> {
         let mut held = self.held.lock().await;
-        let result = self.read_on(&mut held).await;
+        let mut result = self.read_on(&mut held).await;
+        if self.recreated_table(&mut held, &result).await {
+            result = self.read_on(&mut held).await;
+        }
         forget_if_broken(&mut held, &result);
         result
     }
@@ -145,6 +166,9 @@ impl Counter {
     pub async fn increment(&self) -> Result<CounterView> {
         let mut held = self.held.lock().await;
         let mut result = self.increment_on(&mut held).await;
+        if self.recreated_table(&mut held, &result).await {
+            result = self.increment_on(&mut held).await;
+        }
         if self.settings.policy == Policy::Reconnect
             && result.as_ref().err().and_then(Error::server_code)
                 == Some(ER_OPTION_PREVENTS_STATEMENT)
@@ -253,7 +277,7 @@ impl Counter {
         let table = quote_identifier(schema::TABLE)?;
         let query = format!(
             "SELECT COALESCE((SELECT value FROM {database}.{table} WHERE id = 1), 0) AS value, \
-             COALESCE(@@GLOBAL.report_host, @@hostname) AS db_host, @@GLOBAL.read_only AS read_only"
+             @@hostname AS db_host, @@GLOBAL.read_only AS read_only"
         );
         let rows = held.client.rows(&mut held.conn, &query).await?;
         let [row] = rows.as_slice() else {

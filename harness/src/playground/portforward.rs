@@ -60,6 +60,7 @@ impl PortForward {
 
     /// Starts the forward unless it already runs; waits until the local port accepts.
     pub fn start(&self) -> Result<()> {
+        let mut spawned = None;
         if self.running_pid().is_none() {
             let log_path = self.state_dir.join(format!("{}.log", self.name()));
             let log = std::fs::File::create(&log_path).map_err(|e| Error::Cluster {
@@ -95,13 +96,20 @@ impl PortForward {
                     reason: e.to_string(),
                 }
             })?;
+            spawned = Some(child);
         }
         let deadline = Instant::now() + READY_WAIT_MAX;
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(("127.0.0.1", self.local_port)).is_ok() {
                 return Ok(());
             }
-            if self.running_pid().is_none() {
+            // Right after the fork the child's cmdline is still ours: ask the child itself
+            // whether it exited.
+            let exited = match spawned.as_mut() {
+                Some(child) => child.try_wait().ok().flatten().is_some(),
+                None => self.running_pid().is_none(),
+            };
+            if exited {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
