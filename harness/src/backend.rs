@@ -81,7 +81,8 @@ pub trait Cluster: Send + Sync {
     /// with `${var}` already substituted.
     fn observe(&self, expect: &Expect) -> Result<Value>;
     /// The liveness condition: one writable site, replicas healthy, DNS = active site.
-    /// `Ok(None)` when it holds, `Ok(Some(reason))` when not yet.
+    /// `Ok(None)` when it holds, `Ok(Some(reason))` when not yet. Judged by
+    /// [`crate::check::converged::converged`] on the group's `.status` and the history.
     fn converged(&self) -> Result<Option<String>>;
     /// The final state for RPO. The runner calls it after the final heal and the liveness
     /// phase, and after [`Workload::stop`] returned (no write is in flight). Returns, for

@@ -1,5 +1,6 @@
 //! Checkers over a history: no split brain, RPO, failover timings, expectations.
 
+pub mod converged;
 pub mod expectations;
 pub mod gtid;
 pub mod liveness;
