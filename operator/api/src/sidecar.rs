@@ -351,17 +351,35 @@ pub struct FenceResponse {
     pub killed_connections: Option<u64>,
 }
 
-/// Request of `POST /v1/promote`: wait until the relay log is applied up to
-/// `drain_until_gtid` (if given), then stop and reset replication. mysqld becomes writable only
-/// through the lease rule, once the operator pushes an authority naming this site.
+/// What a promotion applies before it detaches replication (`POST /v1/promote`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PromoteDrain {
+    /// Planned failover: the old primary is fenced but alive, so replication keeps running
+    /// until this GTID set (server syntax: the old primary's executed set) is applied. When
+    /// the wait times out replication stays attached and the answer says `drained: false`;
+    /// the operator asks again.
+    UntilGtidSet(String),
+    /// Emergency failover: the source is gone, so what the candidate already received is all
+    /// that is left of it. Receiving stops (the I/O thread), the applier runs until the
+    /// retrieved set (MariaDB `Gtid_IO_Pos`, MySQL `Retrieved_Gtid_Set`) is applied, then
+    /// replication is detached, also when the wait times out first (`drained: false`: what was
+    /// not applied by then is lost, as it would be without waiting, and the write outage stays
+    /// bounded by the request's timeout).
+    Received,
+}
+
+/// Request of `POST /v1/promote`: apply what [`PromoteDrain`] says, then stop and reset
+/// replication. mysqld becomes writable only through the lease rule, once the operator
+/// pushes an authority naming this site.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromoteRequest {
     /// The group; a request for another group is refused.
     pub group: String,
-    /// GTID set (server syntax) to wait for before detaching replication.
-    pub drain_until_gtid: Option<String>,
-    /// How long to wait for the drain, in milliseconds.
+    /// What to apply before detaching replication.
+    pub drain: PromoteDrain,
+    /// The bound of the drain's wait, in milliseconds.
     pub timeout_ms: u64,
 }
 
@@ -369,9 +387,10 @@ pub struct PromoteRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromoteResponse {
-    /// Whether the drain target was reached (`true` when none was given).
+    /// Whether the drain reached its target (the GTID set, or everything received) in time.
     pub drained: bool,
-    /// Stopping and resetting replication, re-read.
+    /// Stopping and resetting replication, re-read (when a [`PromoteDrain::UntilGtidSet`]
+    /// drain timed out: the state re-read, replication left attached, and the error).
     pub detach: MutationReport,
 }
 
@@ -563,6 +582,28 @@ mod tests {
         .unwrap_or_default();
         assert_eq!(json["outcome"], "alreadyExisted");
         assert_eq!(json["readOnly"], false);
+    }
+
+    /// Issue 8: the promotion's drain is explicit on the wire: a GTID set to reach (planned)
+    /// or everything received (emergency), never "nothing".
+    #[test]
+    fn promote_request_names_its_drain() {
+        let request = |drain| PromoteRequest {
+            group: "playground".to_owned(),
+            drain,
+            timeout_ms: 10_000,
+        };
+        let json = serde_json::to_value(request(PromoteDrain::Received)).unwrap_or_default();
+        assert_eq!(
+            json,
+            serde_json::json!({"group": "playground", "drain": "received", "timeoutMs": 10_000})
+        );
+        let json = serde_json::to_value(request(PromoteDrain::UntilGtidSet("0-1-42".into())))
+            .unwrap_or_default();
+        assert_eq!(json["drain"], serde_json::json!({"untilGtidSet": "0-1-42"}));
+        let missing: Result<PromoteRequest, _> =
+            serde_json::from_value(serde_json::json!({"group": "playground", "timeoutMs": 1}));
+        assert!(missing.is_err(), "a drain is required");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod support;
 
+use bloodraven_api::sidecar::PromoteDrain;
 use bloodraven_api::FailoverKind;
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
@@ -118,6 +119,35 @@ fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
         "everything replicated instantly in this world"
     );
     assert!(record.started_at <= record.detected_at && record.detected_at <= record.promoted_at);
+}
+
+#[test]
+fn emergency_promote_drains_everything_the_candidate_received() {
+    // Issue 8 / seed 001 (the RPO is what had replicated): the emergency candidate is told to
+    // apply everything it received before detaching, never to discard its relay log.
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    for _ in 0..20 {
+        if world.memory.active_site == "pdx" {
+            break;
+        }
+        world.run_polls(1);
+    }
+    assert_eq!(world.memory.active_site, "pdx");
+    let drains: Vec<&PromoteDrain> = world
+        .decisions
+        .iter()
+        .flat_map(|(_, decision)| &decision.actions)
+        .filter_map(|action| match action {
+            Action::Promote { site, request } if site == "pdx" => Some(&request.drain),
+            _ => None,
+        })
+        .collect();
+    assert!(!drains.is_empty(), "pdx was told to promote");
+    assert!(
+        drains.iter().all(|drain| **drain == PromoteDrain::Received),
+        "{drains:?}"
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod support;
 
+use bloodraven_api::sidecar::PromoteDrain;
 use bloodraven_api::{DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase};
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{Action, EventReason, MetricObservation, PodRole, SiteState};
@@ -96,6 +97,33 @@ fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost()
     assert_eq!(world.memory.site("iad").unwrap().state, SiteState::Replica);
     assert_eq!(world.site("iad").source.as_deref(), Some("pdx"));
     assert!(world.taints.is_empty());
+}
+
+#[test]
+fn planned_promote_drains_up_to_the_old_primarys_gtid_set() {
+    // bloodraven.md "Planned failover" / issue 8: the target applies everything the fenced
+    // old primary committed before it detaches (replication running: the old primary sends).
+    let mut world = World::bootstrapped();
+    for _ in 0..5 {
+        assert!(world.write("iad"));
+    }
+    request(&mut world, "pdx");
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    let drains: Vec<&PromoteDrain> = world
+        .decisions
+        .iter()
+        .flat_map(|(_, decision)| &decision.actions)
+        .filter_map(|action| match action {
+            Action::Promote { site, request } if site == "pdx" => Some(&request.drain),
+            _ => None,
+        })
+        .collect();
+    assert!(!drains.is_empty(), "pdx was told to promote");
+    let iad = world.site("iad").gtid.to_string();
+    for drain in drains {
+        assert_eq!(drain, &PromoteDrain::UntilGtidSet(iad.clone()));
+    }
 }
 
 #[test]

@@ -75,6 +75,14 @@ pub trait Dialect: Send + Sync {
     /// Starts replication threads.
     fn start_replication(&self) -> String;
 
+    /// Stops only the receiving (I/O) thread: nothing more arrives from the source, and the
+    /// applier goes on applying what was received (an emergency promotion's drain).
+    fn stop_receiving(&self) -> String;
+
+    /// Starts only the applier (SQL) thread; a running one is left as it is (a note, not an
+    /// error).
+    fn start_applier(&self) -> String;
+
     /// Stops replication and forgets the source configuration (the server is no replica
     /// afterwards), without unfencing.
     fn detach(&self) -> Vec<String>;
@@ -257,6 +265,14 @@ impl Dialect for MariaDbDialect {
         "START SLAVE".to_string()
     }
 
+    fn stop_receiving(&self) -> String {
+        "STOP SLAVE IO_THREAD".to_string()
+    }
+
+    fn start_applier(&self) -> String {
+        "START SLAVE SQL_THREAD".to_string()
+    }
+
     fn detach(&self) -> Vec<String> {
         vec![self.stop_replication(), "RESET SLAVE ALL".to_string()]
     }
@@ -359,6 +375,14 @@ impl Dialect for MySqlDialect {
 
     fn start_replication(&self) -> String {
         "START REPLICA".to_string()
+    }
+
+    fn stop_receiving(&self) -> String {
+        "STOP REPLICA IO_THREAD".to_string()
+    }
+
+    fn start_applier(&self) -> String {
+        "START REPLICA SQL_THREAD".to_string()
     }
 
     fn detach(&self) -> Vec<String> {
@@ -495,6 +519,15 @@ mod tests {
                 "SET GLOBAL read_only = OFF"
             ]
         );
+    }
+
+    // Issue 8: an emergency promotion stops receiving, keeps applying, then detaches.
+    #[test]
+    fn receiving_and_applying_threads_per_flavor() {
+        assert_eq!(MariaDbDialect.stop_receiving(), "STOP SLAVE IO_THREAD");
+        assert_eq!(MariaDbDialect.start_applier(), "START SLAVE SQL_THREAD");
+        assert_eq!(MySqlDialect.stop_receiving(), "STOP REPLICA IO_THREAD");
+        assert_eq!(MySqlDialect.start_applier(), "START REPLICA SQL_THREAD");
     }
 
     // Brief: repoint with GTID auto-position (MariaDB MASTER_USE_GTID=slave_pos), literals

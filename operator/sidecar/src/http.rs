@@ -11,9 +11,10 @@ use axum::{
 };
 use bloodraven_api::sidecar::{
     Authority, AuthorityResponse, EnsureDatabaseRequest, EnsureDatabaseResponse, ErrorBody,
-    FenceRequest, FenceResponse, LeaseRequest, LeaseResponse, PromoteRequest, PromoteResponse,
-    RepointRequest, RepointResponse, SidecarStatus, PATH_AUTHORITY, PATH_DATABASES, PATH_FENCE,
-    PATH_HEALTHZ, PATH_LEASE, PATH_METRICS, PATH_PROMOTE, PATH_REPOINT, PATH_STATUS,
+    FenceRequest, FenceResponse, LeaseRequest, LeaseResponse, PromoteDrain, PromoteRequest,
+    PromoteResponse, RepointRequest, RepointResponse, SidecarStatus, PATH_AUTHORITY,
+    PATH_DATABASES, PATH_FENCE, PATH_HEALTHZ, PATH_LEASE, PATH_METRICS, PATH_PROMOTE, PATH_REPOINT,
+    PATH_STATUS,
 };
 use bloodraven_mysql::{GtidSet, ReplicationSource, WaitOutcome};
 
@@ -223,42 +224,66 @@ async fn fence(
     }))
 }
 
-/// `POST /v1/promote`: drain up to a GTID set, then detach replication. Writability follows
-/// the lease rule once the operator pushes an authority naming this site.
+/// `POST /v1/promote`: drain, then detach replication. Writability follows the lease rule
+/// once the operator pushes an authority naming this site.
+///
+/// - [`PromoteDrain::UntilGtidSet`] (planned failover): wait, replication running, until the
+///   set is applied; if the wait times out, replication stays attached (`drained: false`).
+/// - [`PromoteDrain::Received`] (emergency failover): stop receiving, wait until everything
+///   received is applied, then detach, also when the request's bound passed first (the rest
+///   of the relay log is lost then, and `drained` says so).
 async fn promote(
     State(shared): State<Arc<Shared>>,
     Json(request): Json<PromoteRequest>,
 ) -> Result<Json<PromoteResponse>, ApiError> {
     check_group(&shared, &request.group)?;
     let timeout = Duration::from_millis(request.timeout_ms).min(PROMOTE_TIMEOUT_MAX);
-    let drained = match &request.drain_until_gtid {
-        None => true,
-        Some(text) => {
+    let drained = match &request.drain {
+        PromoteDrain::UntilGtidSet(text) => {
             let set = GtidSet::parse(shared.settings.flavor, text).map_err(Error::from)?;
-            match shared.mysql.wait_for_gtid_set(&set, timeout).await {
+            let reached = match shared.mysql.wait_for_gtid_set(&set, timeout).await {
                 Ok(WaitOutcome::Reached) => true,
                 Ok(WaitOutcome::TimedOut) => false,
                 Err(error) => return Err(Error::from(error).into()),
+            };
+            if !reached {
+                tracing::warn!(
+                    site = shared.site(),
+                    "promote: drain did not reach the target; replication left attached"
+                );
+                let observed = match shared.mysql.observe().await {
+                    Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
+                    Err(error) => unreachable(&error),
+                };
+                return Ok(Json(PromoteResponse {
+                    drained: false,
+                    detach: bloodraven_api::sidecar::MutationReport {
+                        error: Some("drain did not reach the target GTID set in time".to_owned()),
+                        observed,
+                    },
+                }));
+            }
+            true
+        }
+        PromoteDrain::Received => {
+            let drain = shared
+                .mysql
+                .drain_received(timeout)
+                .await
+                .map_err(Error::from)?;
+            let retrieved = drain.retrieved.as_ref().map(ToString::to_string);
+            match drain.outcome {
+                WaitOutcome::Reached => {
+                    tracing::info!(site = shared.site(), retrieved = ?retrieved, "promote: everything received is applied");
+                    true
+                }
+                WaitOutcome::TimedOut => {
+                    tracing::warn!(site = shared.site(), retrieved = ?retrieved, timeout_ms = request.timeout_ms, "promote: what was received is not all applied within the bound; detaching anyway, the rest is lost");
+                    false
+                }
             }
         }
     };
-    if !drained {
-        tracing::warn!(
-            site = shared.site(),
-            "promote: drain did not reach the target; replication left attached"
-        );
-        let observed = match shared.mysql.observe().await {
-            Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
-            Err(error) => unreachable(&error),
-        };
-        return Ok(Json(PromoteResponse {
-            drained,
-            detach: bloodraven_api::sidecar::MutationReport {
-                error: Some("drain did not reach the target GTID set in time".to_owned()),
-                observed,
-            },
-        }));
-    }
     let _serialised = shared.mutation.lock().await;
     let outcome = shared.mysql.detach().await;
     let detach = report(&outcome, wall_now());

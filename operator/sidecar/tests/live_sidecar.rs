@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use bloodraven_api::sidecar::{
     AuthorityDecision, FenceRequest, FenceResponse, LeaseRefusal, LeaseRequest, LeaseResponse,
-    PromoteRequest, PromoteResponse, RepointRequest, RepointResponse, PATH_FENCE, PATH_LEASE,
-    PATH_METRICS, PATH_PROMOTE, PATH_REPOINT,
+    PromoteDrain, PromoteRequest, PromoteResponse, RepointRequest, RepointResponse, PATH_FENCE,
+    PATH_LEASE, PATH_METRICS, PATH_PROMOTE, PATH_REPOINT,
 };
+use bloodraven_mysql::{Flavor, GtidSet};
 use common::{Playground, GROUP, LEASE};
 
 /// Slack for statement round trips and scheduling on a loaded CI machine.
@@ -202,7 +203,7 @@ async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
         .post(playground.url(1, PATH_PROMOTE))
         .json(&PromoteRequest {
             group: GROUP.to_owned(),
-            drain_until_gtid: Some(gtids),
+            drain: PromoteDrain::UntilGtidSet(gtids),
             timeout_ms: 20_000,
         })
         .send()
@@ -254,6 +255,114 @@ async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
         .await
         .expect_err("old primary refuses");
     assert_eq!(refused.server_code(), Some(1290));
+}
+
+/// The GTID set mysqld `index` has applied, read directly (not through the sidecar).
+async fn applied(playground: &Playground, index: usize) -> GtidSet {
+    let snapshot = playground
+        .server(index)
+        .admin_client()
+        .observe()
+        .await
+        .expect("observe");
+    GtidSet::parse(Flavor::MariaDb, &snapshot.gtid_executed).expect("gtid set")
+}
+
+/// Issue 8 / seed 001 (the RPO is what had replicated): an emergency promotion applies what
+/// the candidate received but had not applied yet before it detaches. pdx's applier is
+/// stopped while iad commits, so pdx has received iad's last transactions (its relay log)
+/// without applying them; iad then dies. `Received` stops receiving, applies the relay log
+/// and detaches: nothing pdx had received is lost (detaching at once would discard it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
+    let mut playground = writable_playground().await;
+    playground.create_app_user().await;
+    playground.app_write(0).await.expect("write on iad");
+    let pdx = playground.server(1).admin_client();
+    let mut conn = pdx.connect().await.expect("pdx connects");
+    pdx.execute(&mut conn, "STOP SLAVE SQL_THREAD")
+        .await
+        .expect("stop pdx's applier");
+    drop(conn);
+    for _ in 0..5 {
+        playground.app_write(0).await.expect("write on iad");
+    }
+    let committed = applied(&playground, 0).await;
+    let started = tokio::time::Instant::now();
+    loop {
+        let received = pdx
+            .observe()
+            .await
+            .expect("observe pdx")
+            .replication
+            .and_then(|replication| replication.retrieved_gtid_set);
+        if received.is_some_and(|received| received.contains(&committed)) {
+            break;
+        }
+        assert!(
+            started.elapsed() < SLACK * 4,
+            "pdx did not receive {committed}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !applied(&playground, 1).await.contains(&committed),
+        "pdx holds iad's last transactions only in its relay log"
+    );
+    playground.topology.servers[0].kill();
+
+    let promoted: PromoteResponse = playground
+        .http
+        .post(playground.url(1, PATH_PROMOTE))
+        .json(&PromoteRequest {
+            group: GROUP.to_owned(),
+            drain: PromoteDrain::Received,
+            timeout_ms: 20_000,
+        })
+        .send()
+        .await
+        .expect("promote")
+        .json()
+        .await
+        .expect("promote body");
+    assert!(promoted.drained, "{promoted:?}");
+    assert!(
+        promoted.detach.error.is_none(),
+        "{:?}",
+        promoted.detach.error
+    );
+    assert!(promoted.detach.observed.replication.is_none());
+    let after = applied(&playground, 1).await;
+    assert!(
+        after.contains(&committed),
+        "lost {}",
+        bloodraven_mysql::lost_transactions(&committed, &after)
+    );
+    // A repeated promote (the operator asks every poll until it sees the detachment) has
+    // nothing left to drain.
+    let again: PromoteResponse = playground
+        .http
+        .post(playground.url(1, PATH_PROMOTE))
+        .json(&PromoteRequest {
+            group: GROUP.to_owned(),
+            drain: PromoteDrain::Received,
+            timeout_ms: 20_000,
+        })
+        .send()
+        .await
+        .expect("promote again")
+        .json()
+        .await
+        .expect("promote body");
+    assert!(again.drained && again.detach.error.is_none(), "{again:?}");
+    // Generation 2 names pdx: writable, with every acknowledged write of iad.
+    playground.push_authority(1, Some("pdx"), 2).await;
+    playground.push_authority(2, Some("pdx"), 2).await;
+    playground.wait_read_only(1, false, LEASE + SLACK).await;
+    playground
+        .app_write(1)
+        .await
+        .expect("write on the new primary");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

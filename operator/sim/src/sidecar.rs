@@ -14,8 +14,8 @@ use crate::world::{Event, World, SITE_NAMES};
 use bloodraven_api::names;
 use bloodraven_api::sidecar::{
     Authority, AuthorityResponse, FenceRequest, FenceResponse, LeaseRequest, LeaseResponse,
-    MutationReport, MysqlObservation, MysqldRun, PromoteRequest, PromoteResponse, ReplicationState,
-    RepointRequest, RepointResponse, SidecarStatus,
+    MutationReport, MysqlObservation, MysqldRun, PromoteDrain, PromoteRequest, PromoteResponse,
+    ReplicationState, RepointRequest, RepointResponse, SidecarStatus,
 };
 use bloodraven_api::Timestamp;
 use bloodraven_core::lease::{
@@ -420,17 +420,23 @@ impl World {
         if request.group != GROUP || !self.sites[site].mysqld_up {
             return None;
         }
+        // The simulated applier is instant: the whole relay log is applied either way.
         let applied = self.sites[site].apply_relay();
-        let drained = match request.drain_until_gtid.as_deref() {
-            None => true,
-            Some(text) => {
-                match bloodraven_mysql::GtidSet::parse(bloodraven_mysql::Flavor::MariaDb, text) {
-                    Ok(target) => self.sites[site].executed.gtid_set().contains(&target),
-                    Err(_) => false,
-                }
+        let (drained, detach) = match &request.drain {
+            // Everything received is applied; detached whether or not (the real sidecar
+            // detaches after its bound too).
+            PromoteDrain::Received => (true, true),
+            PromoteDrain::UntilGtidSet(text) => {
+                let reached =
+                    match bloodraven_mysql::GtidSet::parse(bloodraven_mysql::Flavor::MariaDb, text)
+                    {
+                        Ok(target) => self.sites[site].executed.gtid_set().contains(&target),
+                        Err(_) => false,
+                    };
+                (reached, reached)
             }
         };
-        if drained {
+        if detach {
             self.sites[site].replication_enabled = false;
             self.sites[site].source = None;
         }

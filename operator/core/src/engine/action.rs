@@ -92,8 +92,9 @@ pub enum Action {
         /// The request body.
         request: FenceRequest,
     },
-    /// `POST /v1/promote` on `site`'s sidecar: drain the relay log (up to
-    /// `drain_until_gtid` when given, else what was already received) and detach replication.
+    /// `POST /v1/promote` on `site`'s sidecar: drain the relay log (emergency: everything
+    /// already received, receiving stopped first; planned: up to the old primary's GTID set)
+    /// and detach replication.
     /// MySQL becomes writable later, through the lease rule, once an authority naming the site
     /// is pushed (a later poll, after the detachment is observed).
     Promote {

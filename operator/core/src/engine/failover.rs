@@ -4,7 +4,7 @@
 
 use bloodraven_api::{
     names,
-    sidecar::{Authority, PromoteRequest, RepointRequest},
+    sidecar::{Authority, PromoteDrain, PromoteRequest, RepointRequest},
     FailoverKind, LastFailover, PlannedFailoverPhase, SiteRole,
 };
 use bloodraven_mysql::{errant_transactions, lost_transactions, same_host, GtidSet};
@@ -242,7 +242,7 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
                         polls: polls + 1,
                     };
                 }
-                plan.cross_site(promote_action(context, &to, None));
+                plan.cross_site(promote_action(context, &to, PromoteDrain::Received));
             }
         }
         EmergencyPhase::Promoting { .. } => {}
@@ -456,7 +456,7 @@ fn start_draining(
                 to: to.clone(),
                 polls: 0,
             };
-            plan.cross_site(promote_action(context, &to, None));
+            plan.cross_site(promote_action(context, &to, PromoteDrain::Received));
             plan.event(
                 EventReason::Draining,
                 format!("{to} drains its relay log and detaches replication"),
@@ -485,17 +485,16 @@ fn old_site_as_last_resort(
     (view.is_up() && view.gtid.is_some() && demoted && read_write).then(|| from.to_string())
 }
 
-/// `POST /v1/promote` for `site`.
-pub(super) fn promote_action(
-    context: &Context<'_>,
-    site: &str,
-    drain_until: Option<&GtidSet>,
-) -> Action {
+/// `POST /v1/promote` for `site`, applying `drain` first within [`DRAIN_TIMEOUT`]: an
+/// emergency drains everything the candidate received ([`PromoteDrain::Received`], seed 001:
+/// the RPO is what had replicated, so a received but unapplied transaction is not given up),
+/// a planned failover the old primary's GTID set ([`PromoteDrain::UntilGtidSet`]).
+pub(super) fn promote_action(context: &Context<'_>, site: &str, drain: PromoteDrain) -> Action {
     Action::Promote {
         site: site.to_string(),
         request: PromoteRequest {
             group: context.group().to_string(),
-            drain_until_gtid: drain_until.map(ToString::to_string),
+            drain,
             timeout_ms: u64::try_from(DRAIN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
         },
     }

@@ -10,7 +10,8 @@
 //! transactions: zero lost transactions.
 
 use bloodraven_api::{
-    Admission, DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase, SiteRole,
+    sidecar::PromoteDrain, Admission, DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase,
+    SiteRole,
 };
 use bloodraven_mysql::{lost_transactions, same_host};
 
@@ -376,8 +377,9 @@ fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             site: from.clone(),
             request: fence_request(context, memory.topology_generation, &target),
         });
-    } else if caught_up {
-        plan.cross_site(promote_action(context, &target, old_view.gtid.as_ref()));
+    } else if let (true, Some(old)) = (caught_up, old_view.gtid.as_ref()) {
+        let drain = PromoteDrain::UntilGtidSet(old.to_string());
+        plan.cross_site(promote_action(context, &target, drain));
     }
 }
 

@@ -13,5 +13,5 @@ pub mod sandbox;
 
 pub use client::{ConnectOptions, LiveMysql};
 pub use error::{LiveError, LiveResult};
-pub use mutate::{MutationOutcome, Observed};
+pub use mutate::{MutationOutcome, Observed, ReceivedDrain};
 pub use observe::{ReadOnlyState, ServerRun, Snapshot};

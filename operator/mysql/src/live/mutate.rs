@@ -50,6 +50,16 @@ impl MutationOutcome {
     }
 }
 
+/// What [`LiveMysql::drain_received`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedDrain {
+    /// What had been received when receiving stopped; `None` when nothing was (or the server
+    /// is no replica).
+    pub retrieved: Option<GtidSet>,
+    /// Whether all of it was applied within the timeout.
+    pub outcome: WaitOutcome,
+}
+
 impl LiveMysql {
     /// Runs `statements` in order on one connection (stopping at the first error), then
     /// re-reads the server on a fresh connection and judges the result with `applied`.
@@ -154,6 +164,48 @@ impl LiveMysql {
                 .is_some_and(|r| r.source_host == host && r.source_port == port && r.sql_running)
         })
         .await
+    }
+
+    /// An emergency promotion's drain: makes sure the applier runs, stops receiving (the I/O
+    /// thread), and waits until everything received (the retrieved set as re-read after
+    /// receiving stopped: MariaDB `Gtid_IO_Pos`, MySQL `Retrieved_Gtid_Set`) is applied, or
+    /// `timeout` passes. Replication stays configured; detaching is the caller's next step.
+    /// A server that is no replica, or received nothing, has nothing to drain.
+    ///
+    /// The applier is started before receiving stops, never after: MariaDB in GTID mode
+    /// (`MASTER_USE_GTID=slave_pos`) discards the relay log when a replication thread starts
+    /// while both are stopped, which would throw away exactly what this drain is for.
+    pub async fn drain_received(&self, timeout: Duration) -> LiveResult<ReceivedDrain> {
+        let dialect = self.flavor().dialect();
+        let mut conn = self.connect().await?;
+        let Some(before) = self.observe_on(&mut conn).await?.replication else {
+            return Ok(ReceivedDrain {
+                retrieved: None,
+                outcome: WaitOutcome::Reached,
+            });
+        };
+        if !before.sql_running {
+            self.execute_within(&mut conn, &dialect.start_applier(), self.mutation_timeout())
+                .await?;
+        }
+        self.execute_within(
+            &mut conn,
+            &dialect.stop_receiving(),
+            self.mutation_timeout(),
+        )
+        .await?;
+        let retrieved = self
+            .observe_on(&mut conn)
+            .await?
+            .replication
+            .and_then(|replication| replication.retrieved_gtid_set)
+            .filter(|retrieved| !retrieved.is_empty());
+        drop(conn);
+        let outcome = match &retrieved {
+            None => WaitOutcome::Reached,
+            Some(retrieved) => self.wait_for_gtid_set(retrieved, timeout).await?,
+        };
+        Ok(ReceivedDrain { retrieved, outcome })
     }
 
     /// Waits until the server has applied `set` or `timeout` passes (server-side wait; the
