@@ -860,6 +860,67 @@ fn timings_compare_detection_with_the_real_window() {
     assert!(!detection(1_000, None).valid);
 }
 
+// Scenario 011: the primary dies while the operator is scaled to zero; detection cannot
+// start before it returns, so the upper bound counts from the heal, the lower from the fault.
+#[test]
+fn timings_detection_window_waits_for_the_operator() {
+    let judge = |detected_ms: u64, outage: &dyn Fn(Builder) -> Builder| {
+        let record = failover(
+            FailoverKind::Emergency,
+            Site::Iad,
+            Site::Pdx,
+            [
+                41_000,
+                detected_ms,
+                detected_ms + 1_000,
+                detected_ms + 2_000,
+            ],
+            Some(0),
+            true,
+        );
+        let history = outage(Builder::default().status(0, Site::Iad, 1, None))
+            .fault("stop-node", &[Site::Iad], 10_000, None)
+            .status(detected_ms + 2_500, Site::Pdx, 2, Some(record))
+            .ok(
+                "writer-0",
+                1,
+                detected_ms + 2_600,
+                detected_ms + 2_620,
+                Site::Pdx,
+            )
+            .build();
+        check_timings(&history).1
+    };
+    let scaled = |builder: Builder| builder.fault("scale-operator", &[], 5_000, Some(40_000));
+    assert!(judge(45_000, &scaled).valid, "{:?}", judge(45_000, &scaled));
+    let verdict = judge(50_000, &scaled);
+    assert!(
+        !verdict.valid && verdict.summary.contains("after the operator came back"),
+        "{verdict:?}"
+    );
+    // Without the outage the same detection is far too late.
+    assert!(!judge(45_000, &|builder| builder).valid);
+    // A killed operator comes back on its own: no upper bound.
+    let killed = |builder: Builder| builder.fault("kill-operator", &[], 9_000, Some(9_000));
+    assert!(judge(45_000, &killed).valid);
+    // ... but not one killed long before the fault.
+    let long_ago = |builder: Builder| builder.fault("kill-operator", &[], 0, Some(0));
+    let record = failover(
+        FailoverKind::Emergency,
+        Site::Iad,
+        Site::Pdx,
+        [90_500, 100_000, 101_000, 102_000],
+        Some(0),
+        true,
+    );
+    let history = long_ago(Builder::default().status(0, Site::Iad, 1, None))
+        .fault("stop-node", &[Site::Iad], 90_000, None)
+        .status(102_500, Site::Pdx, 2, Some(record))
+        .ok("writer-0", 1, 102_600, 102_620, Site::Pdx)
+        .build();
+    assert!(!check_timings(&history).1.valid);
+}
+
 #[test]
 fn timings_fail_when_promoted_before_fenced_or_without_fencing() {
     let mut record = failover(

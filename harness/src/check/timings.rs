@@ -14,7 +14,8 @@
 //! Detection is compared with the real window: the first failed poll comes within one poll
 //! interval of the fault, and the failure is declared failureThreshold - 1 intervals after
 //! it, so detection lies between (failureThreshold - 1) and failureThreshold poll intervals
-//! after the fault, give or take [`DETECTION_SLACK_NS`].
+//! after the fault, give or take [`DETECTION_SLACK_NS`]; while the operator is away (see
+//! [`OPERATOR_OUTAGES`]) nothing is detected, so the upper bound then counts from its return.
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +47,14 @@ pub const EMERGENCY_TRIGGERS: [&str; 5] =
 
 /// Faults that request a planned failover (to the site they name).
 pub const PLANNED_TRIGGERS: [&str; 2] = ["annotate", "plugin"];
+
+/// Faults that take the operator away: nothing is detected while it is gone, so detection's
+/// upper bound counts from its return (a healed `scale-operator`), or cannot be judged (a
+/// killed or upgraded operator comes back on its own, at a time the history does not show).
+pub const OPERATOR_OUTAGES: [&str; 3] = ["scale-operator", "kill-operator", "upgrade-operator"];
+
+/// How long before a fault a killed or upgraded operator may still be on its way back.
+pub const OPERATOR_RETURN_MAX_NS: u64 = 60_000_000_000;
 
 /// The phases of one failover, as signed milliseconds after the fault (or after `startedAt`
 /// when no fault can have triggered it).
@@ -105,6 +114,38 @@ struct FaultStart<'a> {
     name: &'a str,
     sites: &'a [Site],
     at_ns: u64,
+}
+
+/// When the operator was away: a `scale-operator` from its start to its heal (None: never
+/// healed, or a one-shot outage whose end the history cannot show).
+fn operator_outages(history: &History) -> Vec<(&str, u64, Option<u64>)> {
+    let Ok(operations) = history.operations() else {
+        return Vec::new();
+    };
+    let mut outages: Vec<(&str, u64, Option<u64>)> = Vec::new();
+    for operation in &operations {
+        let Op::Fault { name, phase, .. } = &operation.invoke.op else {
+            continue;
+        };
+        if !OPERATOR_OUTAGES.contains(&name.as_str()) || operation.outcome() == EventType::Fail {
+            continue;
+        }
+        let at = operation.end_ns().unwrap_or(operation.invoke.mono_ns);
+        match phase {
+            FaultPhase::Start => outages.push((name.as_str(), at, None)),
+            FaultPhase::End if name == "scale-operator" => {
+                if let Some(open) = outages
+                    .iter_mut()
+                    .rev()
+                    .find(|(kind, _, end)| *kind == name.as_str() && end.is_none())
+                {
+                    open.2 = Some(at);
+                }
+            }
+            FaultPhase::End => {}
+        }
+    }
+    outages
 }
 
 /// Every fault start whose injection did not fail, at its completion (its effective start;
@@ -181,6 +222,7 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
     let mut all = Vec::new();
     let failovers = observed_failovers(history);
     let faults = fault_starts(history);
+    let outages = operator_outages(history);
     let (poll_interval_ms, failure_threshold, spec_known) = detection_spec(history);
     let to_mono =
         |time: Option<jiff::Timestamp>| time.and_then(|time| history.wall_to_mono_ns(time));
@@ -286,7 +328,22 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
             let threshold = u64::from(failure_threshold.max(1));
             let earliest = (threshold - 1) * interval_ns;
             let latest = threshold * interval_ns;
-            let measured = detected.saturating_sub(fault.at_ns);
+            // The operator away during the detection: the upper bound counts from its return.
+            let mut back_ns = Some(fault.at_ns);
+            for (_, start, end) in &outages {
+                let over = match end {
+                    Some(end) => *end < fault.at_ns,
+                    None => *start + OPERATOR_RETURN_MAX_NS < fault.at_ns,
+                };
+                if *start > detected || over {
+                    continue;
+                }
+                back_ns = match (back_ns, end) {
+                    (Some(back), Some(end)) => Some(back.max(*end)),
+                    _ => None,
+                };
+            }
+            let measured = back_ns.map(|back| detected.saturating_sub(back));
             let source = if spec_known {
                 "the group's spec"
             } else {
@@ -300,11 +357,15 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
                     earliest / 1_000_000,
                     threshold - 1
                 ));
-            } else if measured > latest + DETECTION_SLACK_NS {
+            } else if let Some(measured) = measured.filter(|ns| *ns > latest + DETECTION_SLACK_NS) {
+                let after = if back_ns == Some(fault.at_ns) {
+                    format!("the `{}` fault", fault.name)
+                } else {
+                    "the operator came back".to_owned()
+                };
                 findings.push(format!(
-                    "{label}: detected {} ms after the `{}` fault, after the {} ms of failureThreshold {threshold} poll intervals of {poll_interval_ms} ms ({source})",
+                    "{label}: detected {} ms after {after}, after the {} ms of failureThreshold {threshold} poll intervals of {poll_interval_ms} ms ({source})",
                     measured / 1_000_000,
-                    fault.name,
                     latest / 1_000_000
                 ));
             }
