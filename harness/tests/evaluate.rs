@@ -92,6 +92,14 @@ fn dns_endpoint_and_dns_answer() {
         None
     )
     .is_err());
+    // seed 000 scenario 39: a foreign field manager beside the operator's is not "owned by
+    // bloodraven".
+    assert!(evaluate_at(
+        &record,
+        &json!({"site": "pdx", "recordTTL": 10, "fieldManagers": ["bloodraven", "kubectl-edit"]}),
+        None
+    )
+    .is_err());
     let answer = expect("{for: 1s, dns: {target: site-of iad}}");
     assert_eq!(evaluate_at(&answer, &json!({"site": "iad"}), None), Ok(()));
     assert!(evaluate_at(&answer, &json!({"site": null}), None).is_err());

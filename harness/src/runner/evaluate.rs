@@ -7,7 +7,7 @@
 //! | group | the group's `.status` |
 //! | pods | a list of Pod objects (empty when none) |
 //! | endpoints | `{"sites": ["pdx"]}` |
-//! | dns-endpoint | `{"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}` |
+//! | dns-endpoint | `{"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}` (the managers of `spec.endpoints`) |
 //! | dns | `{"site": "pdx"}` (`null` site: answered no site's ClusterIP) |
 //! | counter | `{"value": 7, "readOnly": false, "dbSite": "iad", "write": "ok"}` |
 //! | deploy-api | `{"status": 409, "body": {...}}` |
@@ -106,7 +106,8 @@ pub fn evaluate(
             expected["recordTTL"] = json!(ttl);
         }
         if let Some(manager) = &record.field_manager {
-            expected["fieldManagers"] = json!([manager]);
+            // The one manager owning `spec.endpoints`: another beside it is not ownership.
+            expected["fieldManagers"] = json!({"$exact": [manager]});
         }
         return matches(&expected, Some(observed), None)
             .map_err(|why| format!("DNSEndpoint {why}"));
