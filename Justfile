@@ -23,10 +23,12 @@ sim seeds="0..1000" *flags="":
 
 # run one chaos scenario by number against a live cluster, e.g. `just chaos 38`
 chaos id *flags="":
+    cargo build -q --release --workspace --bins
     cargo run -q -p bloodraven-harness --release -- "$(printf 's%03d' {{id}})" {{flags}}
 
 # run the whole scenario catalogue (nightly conformance)
 conformance *flags="":
+    cargo build -q --release --workspace --bins
     cargo run -q -p bloodraven-harness --release -- {{flags}}
 
 # render the trends page from reports/trend.jsonl
