@@ -69,6 +69,50 @@ fn template_defaults(spec: &mut Value) {
     }
 }
 
+/// A Secret's write-only `stringData` merged into `data` (base64, `stringData` wins) and
+/// removed, as kube-apiserver does on every write: clients and volumes only ever see `data`.
+pub fn merge_secret_string_data(secret: &mut Value) {
+    use base64::Engine;
+    let Some(map) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(strings)) = map.remove("stringData") else {
+        return;
+    };
+    let data = map
+        .entry("data")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !data.is_object() {
+        *data = Value::Object(Default::default());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in strings {
+            let text = value.as_str().unwrap_or_default();
+            data.insert(
+                key,
+                json!(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    // kube-apiserver: stringData is write-only and merged into data (the harness's escrow TLS
+    // Secret read back with no data before this).
+    #[test]
+    fn string_data_is_merged_into_data_and_dropped() {
+        let mut secret = json!({"kind": "Secret", "data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "z", "c": "w"}});
+        merge_secret_string_data(&mut secret);
+        assert_eq!(
+            secret,
+            json!({"kind": "Secret", "data": {"a": "eA==", "b": "eg==", "c": "dw=="}})
+        );
+    }
+}
+
 /// Applies create-time defaults for a built-in kind.
 pub fn builtin_defaults(group: &str, kind: &str, obj: &mut Value) {
     match (group, kind) {

@@ -484,6 +484,7 @@ impl Cluster {
             None => defaults::builtin_defaults(&r.group, &r.kind, obj),
         }
         match (r.group.as_str(), r.kind.as_str()) {
+            ("", "Secret") => defaults::merge_secret_string_data(obj),
             ("", "Service") => {
                 let _guard = self.alloc.lock();
                 self.allocate_cluster_ip(obj)?;
@@ -644,6 +645,7 @@ impl Cluster {
                 defaults::pod_update_defaults(old, &mut new);
                 check_pod_update(old, &new)?
             }
+            ("", "Secret") => defaults::merge_secret_string_data(&mut new),
             _ => {}
         }
         for p in [
