@@ -245,7 +245,7 @@ fn every_row_asserts_what_it_claims() {
                 "\"replicaCount\":3",
                 "kill-operator",
                 "\"holderIdentity\":{\"$changed\":true}",
-                "\"quantity\":\"detection\",\"atLeast\":\"6s\"",
+                "\"quantity\":\"detection\",\"atLeast\":\"3s\",\"atMost\":\"7s\"",
             ],
         ),
         (

@@ -124,9 +124,17 @@ fn counter_increasing_is_judged_against_the_first_poll() {
         ),
         Ok(())
     );
+    // Equal to the baseline on one poll is not a fall (the counter writes once a second);
+    // the climb itself is required at the end of the window (`climbed`).
     assert!(evaluate_at(
         &climbing,
         &json!({"value": 7, "readOnly": false}),
+        Some(&first)
+    )
+    .is_ok());
+    assert!(evaluate_at(
+        &climbing,
+        &json!({"value": 6, "readOnly": false}),
         Some(&first)
     )
     .is_err());
@@ -308,4 +316,35 @@ fn events_are_judged_by_reason_type_message_and_time() {
     }
     // The old shape (a bare count) proves nothing.
     assert!(evaluate(&fenced, &json!({"count": 3}), None, since).is_err());
+}
+
+// Seed 001: a counter writing once a second reads equal on two polls 250 ms apart; `for:
+// increasing` holds while it never falls back and fails when it did not climb by the end.
+#[test]
+fn seed_001_for_increasing_tolerates_equal_polls_but_needs_a_climb() {
+    use bloodraven_harness::runner::evaluate::climbed;
+    let expect: bloodraven_harness::scenario::model::Expect =
+        serde_yaml::from_str("{for: 10s, counter: {increasing: true}}").expect("expect");
+    let at = |value: i64| serde_json::json!({"value": value, "readOnly": false});
+    let since = jiff::Timestamp::UNIX_EPOCH;
+    let eval = bloodraven_harness::runner::evaluate::evaluate;
+    assert!(
+        eval(&expect, &at(2), Some(&at(2)), since).is_ok(),
+        "equal on the next poll"
+    );
+    assert!(
+        eval(&expect, &at(1), Some(&at(2)), since).is_err(),
+        "it fell back"
+    );
+    assert!(
+        climbed(&expect, Some(&at(2)), Some(&at(2))).is_err(),
+        "never climbed"
+    );
+    assert!(climbed(&expect, Some(&at(2)), Some(&at(5))).is_ok());
+    let within: bloodraven_harness::scenario::model::Expect =
+        serde_yaml::from_str("{within: 10s, counter: {increasing: true}}").expect("expect");
+    assert!(
+        eval(&within, &at(2), Some(&at(2)), since).is_err(),
+        "within needs a climb"
+    );
 }

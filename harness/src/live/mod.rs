@@ -69,6 +69,7 @@ pub struct LiveCluster {
     state: Mutex<faults::ActiveFaults>,
     workload_password: Mutex<Option<String>>,
     bin_dir: PathBuf,
+    recorder: Mutex<Option<Arc<Recorder>>>,
     held_connections: tokio::sync::Mutex<
         std::collections::BTreeMap<String, (bloodraven_mysql::live::LiveMysql, mysql_async::Conn)>,
     >,
@@ -114,6 +115,7 @@ impl LiveCluster {
             state: Mutex::new(faults::ActiveFaults::default()),
             workload_password: Mutex::new(None),
             bin_dir,
+            recorder: Mutex::new(None),
             held_connections: tokio::sync::Mutex::new(std::collections::BTreeMap::new()),
         })
     }
@@ -135,6 +137,16 @@ impl LiveCluster {
             .sql_as_root(&pod, &workload::setup_statements(&password)?)
             .await?;
         Ok(password)
+    }
+
+    /// The history of the running scenario so far (empty before a workload started).
+    pub fn history(&self) -> crate::history::store::History {
+        self.recorder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|recorder| recorder.snapshot())
+            .unwrap_or_default()
     }
 
     fn password(&self) -> Option<String> {
@@ -215,6 +227,7 @@ impl Cluster for LiveCluster {
                 password,
             })
         })?;
+        *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorder.clone());
         let running = workload::LiveWorkload::start(self.client.clone(), targets, recorder);
         Ok(Box::new(RunningWorkload {
             workload: Some(running),

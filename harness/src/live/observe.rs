@@ -607,18 +607,20 @@ impl LiveCluster {
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| cluster_error("list events", e))?;
-            let matching: Vec<String> = list
+            let matching: Vec<Value> = list
                 .into_iter()
                 .filter(|e| e.reason.as_deref() == Some(event.reason.as_str()))
-                .filter(|e| {
-                    event
-                        .type_
-                        .as_deref()
-                        .is_none_or(|t| e.type_.as_deref() == Some(t))
+                .map(|e| {
+                    let time = e
+                        .last_timestamp
+                        .as_ref()
+                        .map(|t| t.0.to_string())
+                        .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
+                        .or_else(|| e.first_timestamp.as_ref().map(|t| t.0.to_string()));
+                    json!({"reason": e.reason, "type": e.type_, "message": e.message, "time": time})
                 })
-                .filter_map(|e| e.message)
                 .collect();
-            return Ok(json!({"count": matching.len(), "messages": matching}));
+            return Ok(json!({"events": matching}));
         }
         if let Some(mysql) = &expect.mysql {
             let out = self
@@ -775,49 +777,13 @@ impl LiveCluster {
 
     pub(super) async fn converged_now(&self) -> Result<Option<String>> {
         let group = self.installer.group().await?;
-        let status = &group["status"];
-        if status["authority"]["state"] != "Valid" {
-            return Ok(Some(format!(
-                "authority is {}",
-                status["authority"]["state"]
-            )));
-        }
-        let Some(active) = status["activeSite"].as_str() else {
-            return Ok(Some("no active site".to_owned()));
-        };
-        let writable: Vec<&str> = status["sites"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|s| s["writable"] == true)
-            .filter_map(|s| s["name"].as_str())
-            .collect();
-        if writable != [active] {
-            return Ok(Some(format!(
-                "writable sites {writable:?}, active {active}"
-            )));
-        }
-        for site in status["sites"].as_array().into_iter().flatten() {
-            let name = site["name"].as_str().unwrap_or_default();
-            let kept_fenced = site["errantGtidSet"]
-                .as_str()
-                .is_some_and(|s| !s.is_empty());
-            if name != active && site["healthy"] != true && !kept_fenced {
-                return Ok(Some(format!("site {name} is not healthy")));
-            }
-        }
-        let dns = self.observe_dns_endpoint().await?;
-        if dns["site"] != json!(active) {
-            return Ok(Some(format!(
-                "DNSEndpoint targets {}, active {active}",
-                dns["site"]
-            )));
-        }
-        Ok(None)
+        let history = self.history();
+        Ok(crate::check::converged::converged(
+            &group["status"],
+            &history,
+        ))
     }
 
-    /// The workload ids on every site that can be read (as root, through the site's pod);
-    /// a site whose read fails is left out.
     pub(super) async fn final_ids(&self) -> Result<std::collections::BTreeMap<Site, Vec<u64>>> {
         let mut sites = std::collections::BTreeMap::new();
         let mut last_error = None;

@@ -32,6 +32,9 @@ pub const COUNTER_SECRET: &str = "counter-db";
 /// The ConfigMap (in the playground namespace) holding the escrow TLS CA as `ca.crt`, for
 /// deploy API clients (seed 003: `curl --cacert ca.crt`).
 pub const CA_CONFIGMAP: &str = "bloodraven-ca";
+/// The file (in the installer's output dir) holding the escrow TLS CA: never `ca.crt`,
+/// which is localkube's own cluster CA in its state dir.
+pub const ESCROW_CA_FILE: &str = "bloodraven-escrow-ca.crt";
 /// Bound on waiting for the group to bootstrap (authority Valid, every site healthy).
 pub const BOOTSTRAP_WAIT_MAX: Duration = Duration::from_secs(180);
 /// Bound on waiting for a Deployment to be available.
@@ -72,7 +75,7 @@ impl Fixtures {
 pub struct Installer {
     client: Client,
     fixtures: Fixtures,
-    /// Where the installer writes files a person needs (`ca.crt`).
+    /// Where the installer writes files a person needs (the escrow CA, [`ESCROW_CA_FILE`]).
     out_dir: PathBuf,
 }
 
@@ -93,7 +96,7 @@ fn cluster_error(action: impl Into<String>, reason: impl ToString) -> Error {
 }
 
 impl Installer {
-    /// An installer using `client`, reading `fixtures`, writing `ca.crt` into `out_dir`.
+    /// An installer using `client`, reading `fixtures`, writing the escrow CA into `out_dir`.
     pub fn new(client: Client, fixtures: Fixtures, out_dir: impl Into<PathBuf>) -> Self {
         Self {
             client,
@@ -234,7 +237,7 @@ impl Installer {
 
     /// Creates the `kubernetes.io/tls` Secret of the operator's TLS listener (a CA and a
     /// server certificate for `bloodraven.bloodraven.svc` made with rcgen) when missing, and
-    /// publishes the CA as `ca.crt` (the ConfigMap [`CA_CONFIGMAP`] and `<out_dir>/ca.crt`).
+    /// publishes the CA as `ca.crt` of the ConfigMap [`CA_CONFIGMAP`] and as `<out_dir>/`[`ESCROW_CA_FILE`].
     pub async fn ensure_escrow_tls(&self, namespace: &str, secret_name: &str) -> Result<()> {
         apply(
             &self.client,
@@ -283,8 +286,13 @@ impl Installer {
         )
         .await?;
         std::fs::create_dir_all(&self.out_dir)
-            .and_then(|()| std::fs::write(self.out_dir.join("ca.crt"), &ca_pem))
-            .map_err(|e| cluster_error(format!("write {}/ca.crt", self.out_dir.display()), e))
+            .and_then(|()| std::fs::write(self.out_dir.join(ESCROW_CA_FILE), &ca_pem))
+            .map_err(|e| {
+                cluster_error(
+                    format!("write {}/{ESCROW_CA_FILE}", self.out_dir.display()),
+                    e,
+                )
+            })
     }
 
     /// Applies every document of a fixture file.

@@ -23,6 +23,25 @@ use serde_json::{json, Value};
 use crate::scenario::matcher::matches;
 use crate::scenario::model::{Expect, OutcomeKind};
 
+/// At the end of a `for` window: an `increasing` counter must be above its baseline (it
+/// climbed during the window, seed 001); `Err` says it did not. Other expectations pass.
+pub fn climbed(
+    expect: &Expect,
+    baseline: Option<&Value>,
+    last: Option<&Value>,
+) -> Result<(), String> {
+    if expect.counter.as_ref().and_then(|c| c.increasing) != Some(true) {
+        return Ok(());
+    }
+    let value = |v: Option<&Value>| v.and_then(|v| v.get("value")).and_then(Value::as_i64);
+    match (value(baseline), value(last)) {
+        (Some(before), Some(now)) if now > before => Ok(()),
+        (before, now) => Err(format!(
+            "counter did not climb over the window: {before:?} -> {now:?}"
+        )),
+    }
+}
+
 /// Whether `observed` satisfies `expect`; `baseline` is the observation before the step's
 /// fault or else the first observation of this expectation (for `$changed`/`$unchanged` and
 /// `increasing`), `None` on the first poll itself (which is then its own baseline). Events
@@ -139,9 +158,13 @@ pub fn evaluate(
             let before = baseline
                 .and_then(|base| base.get("value"))
                 .and_then(Value::as_i64);
+            // `for`: it never falls below the baseline on any poll (a counter writing every
+            // second reads equal on two polls 250 ms apart) and must have climbed by the end
+            // of the window ([`climbed`]); `within`: it becomes strictly greater.
+            let holding = expect.for_.is_some();
             match (before, now) {
                 (Some(_), Some(_)) if first_poll => {}
-                (Some(before), Some(now)) if now > before => {}
+                (Some(before), Some(now)) if now > before || (holding && now == before) => {}
                 (before, now) => {
                     return Err(format!("counter not increasing: {before:?} -> {now:?}"))
                 }

@@ -374,7 +374,10 @@ pub fn run_expect(
             }
             (ExpectMode::For, Ok(())) => {
                 if elapsed >= span {
-                    result.satisfied = true;
+                    match super::evaluate::climbed(expect, baseline.as_ref(), last.as_ref()) {
+                        Ok(()) => result.satisfied = true,
+                        Err(why) => result.failure = Some(why),
+                    }
                     return (result, last);
                 }
             }
