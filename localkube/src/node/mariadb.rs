@@ -453,7 +453,13 @@ mod tests {
     #[test]
     fn setup_sql_creates_the_replication_user() {
         let sql = setup_sql("x", "%", None, None, Some(("replication", "r'pw")));
-        assert!(sql.contains("CREATE USER 'replication'@'%' IDENTIFIED BY 'r\\'pw'"), "{sql}");
-        assert!(sql.contains("GRANT REPLICATION SLAVE ON *.* TO 'replication'@'%'"), "{sql}");
+        assert!(
+            sql.contains("CREATE USER 'replication'@'%' IDENTIFIED BY 'r\\'pw'"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("GRANT REPLICATION SLAVE ON *.* TO 'replication'@'%'"),
+            "{sql}"
+        );
     }
 }
