@@ -764,15 +764,106 @@ impl LiveCluster {
         Ok(json!({"value": metric_value(&text, name, labels)}))
     }
 
+    /// Seed 003 from a client's point of view: a projected-style token for the caller's
+    /// ServiceAccount (TokenRequest with the audience, `bloodraven-deploy` by default), the
+    /// request to the leader's (or a follower's) :8443 over TLS verified against the escrow
+    /// CA under the Service's name, or to :8082 in plain HTTP; `{"status", "body"}` back.
     async fn observe_deploy_api(
         &self,
         request: &crate::scenario::model::DeployRequest,
     ) -> Result<Value> {
-        let _ = request;
-        Err(cluster_error(
-            "observe the deploy API",
-            "deploy-api expectations are not wired into the live backend yet",
-        ))
+        use crate::scenario::model::{DeployPort, Method, ReplicaTarget};
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let client = &request.client;
+        ssa_service_account(&self.client, &client.namespace, &client.service_account).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &client.namespace);
+        let audience = client
+            .audience
+            .clone()
+            .unwrap_or_else(|| names::DEPLOY_AUDIENCE.to_owned());
+        let token_request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec![audience],
+                expiration_seconds: Some(600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let token = accounts
+            .create_token_request(&client.service_account, &Default::default(), &token_request)
+            .await
+            .map_err(|e| {
+                cluster_error(
+                    format!(
+                        "request a token for {}/{}",
+                        client.namespace, client.service_account
+                    ),
+                    e,
+                )
+            })?
+            .status
+            .map(|s| s.token)
+            .unwrap_or_default();
+        let leader = self.leader_pod().await?;
+        let pods = self.operator_pods().await?;
+        let target = match request.replica {
+            ReplicaTarget::Leader => leader.clone(),
+            ReplicaTarget::Follower => pods.iter().find(|p| Some(*p) != leader.as_ref()).cloned(),
+        }
+        .ok_or_else(|| {
+            cluster_error(
+                "call the deploy API",
+                format!("no {:?} operator pod among {pods:?}", request.replica),
+            )
+        })?;
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+        let ip: std::net::IpAddr = pod_api
+            .get(&target)
+            .await
+            .map_err(|e| cluster_error(format!("read pod {target}"), e))?
+            .status
+            .and_then(|s| s.pod_ip)
+            .and_then(|ip| ip.parse().ok())
+            .ok_or_else(|| {
+                cluster_error("call the deploy API", format!("pod {target} has no IP"))
+            })?;
+        let host = format!("{}.{OPERATOR_NAMESPACE}.svc", names::OPERATOR_DEPLOYMENT);
+        let (scheme, port) = match request.port {
+            DeployPort::Tls => ("https", names::PORT_OPERATOR_TLS),
+            DeployPort::Plain => ("http", names::PORT_OPERATOR_HTTP),
+        };
+        let ca = self.installer.ca_pem().await?;
+        let mut builder = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .resolve(&host, std::net::SocketAddr::new(ip, port));
+        if !ca.is_empty() {
+            let certificate = reqwest::Certificate::from_pem(ca.as_bytes())
+                .map_err(|e| cluster_error("read the escrow CA", e))?;
+            builder = builder.add_root_certificate(certificate);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| cluster_error("build an HTTP client", e))?;
+        let url = format!("{scheme}://{host}:{port}{}", request.path);
+        let mut call = match request.method {
+            Method::Get => http.get(&url),
+            Method::Post => http.post(&url),
+            Method::Put => http.put(&url),
+            Method::Delete => http.delete(&url),
+        }
+        .bearer_auth(token);
+        if let Some(body) = &request.body {
+            call = call.json(body);
+        }
+        let response = call
+            .send()
+            .await
+            .map_err(|e| cluster_error(format!("call {url}"), e))?;
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Ok(json!({"status": status, "body": body}))
     }
 
     pub(super) async fn converged_now(&self) -> Result<Option<String>> {
@@ -873,6 +964,15 @@ impl LiveCluster {
         }
         Ok(())
     }
+}
+
+/// Creates the ServiceAccount when missing (a scenario may call as an unlisted client).
+async fn ssa_service_account(client: &kube::Client, namespace: &str, name: &str) -> Result<()> {
+    crate::playground::kube::apply(
+        client,
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}),
+    )
+    .await
 }
 
 fn workload_client(host: &str, password: &str) -> bloodraven_mysql::live::LiveMysql {
