@@ -16,47 +16,10 @@ use serde_json::Value;
 
 use crate::backend::{Cluster, Workload};
 use crate::error::{Error, Result};
-use crate::history::event::{FailoverKind, FailoverRecord, Op};
+
 use crate::history::recorder::Recorder;
 use crate::playground::install::{Fixtures, Installer};
 use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
-
-/// The `Op::Status` of a group status JSON.
-pub fn status_op(status: &Value) -> Op {
-    let last_failover = status.get("lastFailover").and_then(failover_record);
-    Op::Status {
-        active_site: status["activeSite"].as_str().and_then(topology::site_named),
-        topology_generation: status["topologyGeneration"].as_u64().unwrap_or(0),
-        authority: status["authority"]["state"].as_str().map(str::to_owned),
-        last_failover,
-        poll_interval_ms: None,
-        failure_threshold: None,
-    }
-}
-
-fn failover_record(value: &Value) -> Option<FailoverRecord> {
-    let time = |key: &str| {
-        value[key]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-    };
-    Some(FailoverRecord {
-        kind: match value["kind"].as_str()? {
-            "planned" => FailoverKind::Planned,
-            _ => FailoverKind::Emergency,
-        },
-        from: topology::site_named(value["from"].as_str()?)?,
-        to: topology::site_named(value["to"].as_str()?)?,
-        started_at: time("startedAt")?,
-        detected_at: time("detectedAt"),
-        fenced_at: time("fencedAt"),
-        promoted_at: time("promotedAt"),
-        completed_at: time("completedAt"),
-        lost_transactions: value["lostTransactions"].as_u64(),
-        lost_gtid_set: value["lostGtidSet"].as_str().map(str::to_owned),
-        exact: value["exact"].as_bool().unwrap_or(false),
-    })
-}
 
 /// A cluster reached through a kubeconfig, with the playground installed on demand.
 pub struct LiveCluster {

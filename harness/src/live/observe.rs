@@ -206,22 +206,8 @@ impl LiveCluster {
                 )
             }
             Fault::Thaw(target) => {
-                let pod = pod_of(target.site);
-                let undo = {
-                    let mut state = self
-                        .state
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let index = state.active.iter().position(|(kind, _, undo)| {
-                        kind == "freeze"
-                            && matches!(undo, Undo::Driver { detail, .. } if *detail == pod)
-                    });
-                    index.map(|i| state.active.remove(i))
-                };
-                if let Some((_, detail, undo)) = undo {
-                    self.undo(&undo).await?;
-                    fault_event(recorder, "freeze", FaultPhase::End, &detail, EventType::Ok);
-                }
+                self.end_active("freeze", &pod_of(target.site), recorder)
+                    .await?;
                 (None, true)
             }
             Fault::DeletePod(target) => {
@@ -244,28 +230,8 @@ impl LiveCluster {
                 )
             }
             Fault::StartNode(target) => {
-                let node = target.site.name().to_owned();
-                let undo = {
-                    let mut state = self
-                        .state
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let index = state.active.iter().position(|(kind, _, undo)| {
-                        kind == "stop-node"
-                            && matches!(undo, Undo::Driver { detail, .. } if *detail == node)
-                    });
-                    index.map(|i| state.active.remove(i))
-                };
-                if let Some((_, detail, undo)) = undo {
-                    self.undo(&undo).await?;
-                    fault_event(
-                        recorder,
-                        "stop-node",
-                        FaultPhase::End,
-                        &detail,
-                        EventType::Ok,
-                    );
-                }
+                self.end_active("stop-node", target.site.name(), recorder)
+                    .await?;
                 (None, true)
             }
             Fault::Partition(partition) => {
@@ -437,6 +403,25 @@ impl LiveCluster {
                 EventType::Ok,
                 sites,
             );
+        }
+        Ok(())
+    }
+
+    /// Ends the active driver fault of `kind` on `detail` (a pod, a node), recording its end.
+    async fn end_active(&self, kind: &str, detail: &str, recorder: &Recorder) -> Result<()> {
+        let taken = {
+            let mut state = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let index = state.active.iter().position(|(active, _, undo)| {
+                active == kind && matches!(undo, Undo::Driver { detail: d, .. } if d == detail)
+            });
+            index.map(|i| state.active.remove(i))
+        };
+        if let Some((_, recorded, undo)) = taken {
+            self.undo(&undo).await?;
+            fault_event(recorder, kind, FaultPhase::End, &recorded, EventType::Ok);
         }
         Ok(())
     }

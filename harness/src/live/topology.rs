@@ -20,11 +20,6 @@ fn cluster_error(action: impl Into<String>, reason: impl ToString) -> Error {
     }
 }
 
-/// The site of a site name.
-pub fn site_named(name: &str) -> Option<Site> {
-    Site::ALL.into_iter().find(|site| site.name() == name)
-}
-
 /// The site of a MySQL `@@hostname` (the pod name `mysql-playground-<site>-0`).
 pub fn site_of_hostname(hostname: &str) -> Option<Site> {
     Site::ALL
