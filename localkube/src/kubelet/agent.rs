@@ -31,6 +31,8 @@ const LEASE_RENEW: Duration = Duration::from_secs(10);
 const LEASE_SECONDS: u64 = 40;
 /// Grace of pods still running when localkube stops.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a deleted claim's volume waits for the pods mounting it to go.
+const RECLAIM_WAIT_MAX: Duration = Duration::from_secs(120);
 /// Image catalog file the harness may write into the state dir.
 pub const CATALOG_FILE: &str = "images.yaml";
 
@@ -342,6 +344,64 @@ impl Shared {
         self.node_conditions();
     }
 
+    /// A deleted claim's data is deleted too, as a dynamically provisioned volume with
+    /// reclaimPolicy Delete (kind's local-path): once no pod still in the store mounts it,
+    /// its directory is removed, so a new claim of the same name starts empty (a reinstalled
+    /// group never opens the old group's data with new credentials). Bounded by
+    /// [`RECLAIM_WAIT_MAX`]; a claim re-created meanwhile keeps the data.
+    fn reclaim_volume(self: &Arc<Self>, namespace: &str, claim: &str) {
+        let shared = Arc::clone(self);
+        let (namespace, claim) = (namespace.to_string(), claim.to_string());
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + RECLAIM_WAIT_MAX;
+            loop {
+                let (claims, _) = shared
+                    .cluster
+                    .store
+                    .list("/persistentvolumeclaims", Some(&namespace));
+                if claims.iter().any(|c| meta::name(c) == claim) {
+                    return;
+                }
+                let (pods, _) = shared.cluster.store.list(PODS, Some(&namespace));
+                let mounted = pods.iter().any(|pod| {
+                    pod.pointer("/spec/volumes")
+                        .and_then(Value::as_array)
+                        .is_some_and(|volumes| {
+                            volumes.iter().any(|v| {
+                                meta::str_at(v, "/persistentVolumeClaim/claimName") == claim
+                            })
+                        })
+                });
+                if !mounted {
+                    let dir = crate::node::volumes::pvc_dir(
+                        &shared.cluster.state_dir,
+                        &namespace,
+                        &claim,
+                    );
+                    match std::fs::remove_dir_all(&dir) {
+                        Ok(()) => {
+                            tracing::info!(namespace, claim, "deleted claim's volume reclaimed")
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            tracing::warn!(namespace, claim, error = %e, "could not reclaim the deleted claim's volume")
+                        }
+                    }
+                    return;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    tracing::warn!(
+                        namespace,
+                        claim,
+                        "deleted claim still mounted; its volume is kept"
+                    );
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        });
+    }
+
     async fn on_store(self: &Arc<Self>, ev: &StoreEvent) {
         if ev.key == PODS {
             let node = meta::str_at(&ev.object, "/spec/nodeName");
@@ -349,6 +409,8 @@ impl Shared {
                 let obj = (ev.event_type != EventType::Deleted).then(|| ev.object.clone());
                 self.pod_changed(meta::uid_of(&ev.object), obj);
             }
+        } else if ev.key == "/persistentvolumeclaims" && ev.event_type == EventType::Deleted {
+            self.reclaim_volume(&ev.namespace, &ev.name);
         } else if ev.key == "/services" || ev.key == "/endpoints" {
             self.sync_service(&ev.namespace, &ev.name).await;
         } else if ev.key.ends_with("/dnsendpoints") {
