@@ -327,7 +327,7 @@ impl LiveCluster {
             Fault::ReplicationDelay { site, delay } => {
                 let pod = pod_of(*site);
                 let sql = format!(
-                    "STOP SLAVE SQL_THREAD; CHANGE MASTER TO MASTER_DELAY = {}; START SLAVE SQL_THREAD",
+                    "STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = {}; START SLAVE",
                     delay.duration().as_secs()
                 );
                 self.installer.sql_as_root(&pod, &sql).await?;
@@ -436,7 +436,7 @@ impl LiveCluster {
             Undo::ScaleOperator(replicas) => self.scale_operator(*replicas).await,
             Undo::ReplicationDelay { pod } => self
                 .installer
-                .sql_as_root(pod, "STOP SLAVE SQL_THREAD; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE SQL_THREAD")
+                .sql_as_root(pod, "STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE")
                 .await
                 .map(|_| ()),
         }
