@@ -8,6 +8,7 @@ use super::trend::TrendEntry;
 use crate::check::timings::FailoverTimings;
 use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::store::History;
+use crate::scenario::model::Site;
 
 const WIDTH: f64 = 900.0;
 const LEFT: f64 = 70.0;
@@ -100,6 +101,38 @@ pub fn write_buckets(history: &History, bucket_ns: u64) -> Vec<(u64, u64)> {
     buckets
 }
 
+/// Acknowledged writes per bucket and per site that acknowledged them: one row per site on
+/// the timeline, so two sites taking writes in the same bucket (split brain) shows at a glance.
+pub fn site_buckets(history: &History, bucket_ns: u64) -> Vec<(Site, Vec<u64>)> {
+    let count = usize::try_from((history.end_ns() / bucket_ns.max(1) + 1).min(2 * BUCKETS_MAX))
+        .unwrap_or(0);
+    Site::ALL
+        .into_iter()
+        .map(|site| {
+            let mut buckets = vec![0u64; count];
+            for event in &history.events {
+                let Op::Write {
+                    site: Some(acked), ..
+                } = &event.op
+                else {
+                    continue;
+                };
+                if event.kind != EventType::Ok || *acked != site {
+                    continue;
+                }
+                if let Some(bucket) = usize::try_from(event.mono_ns / bucket_ns.max(1))
+                    .ok()
+                    .and_then(|index| buckets.get_mut(index))
+                {
+                    *bucket += 1;
+                }
+            }
+            (site, buckets)
+        })
+        .filter(|(_, buckets)| buckets.iter().any(|n| *n > 0))
+        .collect()
+}
+
 /// (completion ns, latency ms) of every acknowledged write.
 pub fn write_latencies(history: &History) -> Vec<(u64, u64)> {
     let Ok(operations) = history.operations() else {
@@ -141,6 +174,7 @@ pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
     let bucket_ns = BUCKET_NS.max(end_ns / BUCKETS_MAX + 1);
     let faults = fault_intervals(history);
     let buckets = write_buckets(history, bucket_ns);
+    let sites = site_buckets(history, bucket_ns);
     let latencies = write_latencies(history);
     let latency_max = latencies
         .iter()
@@ -148,9 +182,11 @@ pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
         .max()
         .unwrap_or(1)
         .max(1);
-    let height = 260.0;
     let (avail_top, avail_height) = (40.0, 24.0);
-    let (latency_top, latency_height) = (90.0, 130.0);
+    let (site_top, site_height) = (avail_top + avail_height + 6.0, 10.0);
+    let sites_bottom = site_top + site_height * f64::from(u32::try_from(sites.len()).unwrap_or(0));
+    let (latency_top, latency_height) = (sites_bottom + 20.0, 130.0);
+    let height = latency_top + latency_height + 40.0;
     let ticks = 10u64;
     html! {
         svg class="timeline" xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(height) viewBox={"0 0 " (WIDTH) " " (height)} role="img" {
@@ -171,6 +207,20 @@ pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
                 @let class = match (ok, bad) { (0, 0) => "idle", (_, 0) => "up", (0, _) => "down", _ => "partial" };
                 rect class=(class) x=(fmt1(x)) y=(avail_top) width=(fmt1(w)) height=(avail_height) {
                     title { (ok) " ok, " (bad) " failed or unknown" }
+                }
+            }
+            @for (row, (site, counts)) in sites.iter().enumerate() {
+                @let y = site_top + site_height * f64::from(u32::try_from(row).unwrap_or(0));
+                text class="axis-label" x="4" y=(y + site_height - 1.0) { "acked by " (site.name()) }
+                @for (index, n) in counts.iter().enumerate() {
+                    @if *n > 0 {
+                        @let start = u64::try_from(index).unwrap_or(0) * bucket_ns;
+                        @let x = x_of(start, end_ns);
+                        @let w = (x_of(start + bucket_ns, end_ns) - x).max(0.5);
+                        rect class={"site-" (site.name())} x=(fmt1(x)) y=(fmt1(y)) width=(fmt1(w)) height=(site_height - 2.0) {
+                            title { (n) " acknowledged by " (site.name()) }
+                        }
+                    }
                 }
             }
             text class="axis-label" x="4" y=(latency_top + 10.0) { "latency" }
