@@ -428,7 +428,11 @@ impl LiveCluster {
 
     async fn undo(&self, undo: &Undo) -> Result<()> {
         match undo {
-            Undo::Driver { kind, fault, detail } => {
+            Undo::Driver {
+                kind,
+                fault,
+                detail,
+            } => {
                 let (kind, fault, detail) = (kind.clone(), fault.clone(), detail.clone());
                 self.driver(move |d| d.end(&kind, &fault, &detail))
             }
@@ -436,7 +440,10 @@ impl LiveCluster {
             Undo::ScaleOperator(replicas) => self.scale_operator(*replicas).await,
             Undo::ReplicationDelay { pod } => self
                 .installer
-                .sql_as_root(pod, "STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE")
+                .sql_as_root(
+                    pod,
+                    "STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE",
+                )
                 .await
                 .map(|_| ()),
         }
