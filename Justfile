@@ -24,16 +24,16 @@ sim seeds="0..1000" *flags="":
 # run one chaos scenario by number against a live cluster, e.g. `just chaos 38`
 chaos id *flags="":
     cargo build -q --release --workspace --bins
-    cargo run -q -p bloodraven-harness --release -- "$(printf 's%03d' {{id}})" {{flags}}
+    cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- "$(printf 's%03d' {{id}})" {{flags}}
 
 # run the whole scenario catalogue (nightly conformance)
 conformance *flags="":
     cargo build -q --release --workspace --bins
-    cargo run -q -p bloodraven-harness --release -- {{flags}}
+    cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- {{flags}}
 
 # render the trends page from reports/trend.jsonl
 report:
-    cargo run -q -p bloodraven-harness --release -- --trends
+    cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- --trends
 
 # start the live playground on localkube (builds what is missing; state in .localkube/)
 up:
