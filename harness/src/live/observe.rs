@@ -75,7 +75,7 @@ impl LiveCluster {
             let manager = apply
                 .field_manager
                 .as_deref()
-                .unwrap_or(crate::playground::kube::FIELD_MANAGER);
+                .unwrap_or(crate::playground::kube::SCENARIO_FIELD_MANAGER);
             api.patch(
                 &name,
                 &PatchParams::apply(manager).force(),

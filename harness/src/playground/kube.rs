@@ -11,8 +11,13 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-/// The field manager of everything the harness applies.
-pub const FIELD_MANAGER: &str = "bloodraven-harness";
+/// The field manager of everything the install applies. Not the scenarios' manager: a
+/// scenario's partial `apply` of the group under the install's manager would own (and so
+/// prune) every field the install set, and the API server would reject the group as
+/// missing `spec.image` (scenario 015).
+pub const FIELD_MANAGER: &str = "bloodraven-playground";
+/// The default field manager of a scenario's `apply` step (scenario model).
+pub const SCENARIO_FIELD_MANAGER: &str = "bloodraven-harness";
 
 /// A client for the cluster of `kubeconfig`.
 pub async fn client(kubeconfig: &Path) -> Result<Client> {
@@ -120,6 +125,11 @@ pub async fn delete(client: &Client, object: &Value) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_install_and_the_scenarios_apply_as_different_managers() {
+        assert_ne!(FIELD_MANAGER, SCENARIO_FIELD_MANAGER);
+    }
 
     #[test]
     fn documents_skip_empty_and_name_the_origin_on_error() {

@@ -23,6 +23,17 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// The bound on the liveness phase after the final heal (harness.md step 5).
 pub const LIVENESS_BOUND: Duration = Duration::from_secs(120);
 
+/// Bound on the warm-up: the workload's first acknowledged write after it started.
+pub const WARMUP_MAX: Duration = Duration::from_secs(30);
+
+/// Whether `history` holds an acknowledged write.
+pub fn has_acknowledged_write(history: &History) -> bool {
+    history
+        .events
+        .iter()
+        .any(|event| event.kind == EventType::Ok && matches!(event.op, Op::Write { .. }))
+}
+
 /// Timing knobs (tests shorten them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pacing {
@@ -94,6 +105,19 @@ fn run_steps(
     let workload = cluster
         .start_workload(Arc::clone(recorder))
         .map_err(|error| format!("failed to start the workload: {error}"))?;
+    // Warm-up: the steps start once the workload has an acknowledged write, so the first
+    // fault never precedes the workload (the liveness checker's "before the first fault").
+    let warmup_deadline = Instant::now() + WARMUP_MAX;
+    while !has_acknowledged_write(&recorder.snapshot()) {
+        if Instant::now() >= warmup_deadline {
+            let _ = workload.stop();
+            return Err(format!(
+                "the workload acknowledged no write within {} s of starting",
+                WARMUP_MAX.as_secs()
+            ));
+        }
+        std::thread::sleep(pacing.poll_interval.min(Duration::from_millis(100)));
+    }
     let mut variables: BTreeMap<String, Value> = BTreeMap::new();
     // Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
     let mut baselines: BTreeMap<usize, Result<Value, String>> = BTreeMap::new();
