@@ -217,8 +217,10 @@ async fn partition_freeze_kill_and_node_stop() {
         .unwrap();
 
     let stop = faults.stop_node("iad").unwrap();
+    // A bound, not a speed target: on 2 loaded cores (CI runs MariaDB tests beside it) the
+    // stop took more than 10 s once.
     runtime
-        .wait_for("default/server", Duration::from_secs(10), |s| {
+        .wait_for("default/server", Duration::from_secs(30), |s| {
             matches!(
                 s.container_statuses[0].state,
                 ContainerState::Terminated { .. }
