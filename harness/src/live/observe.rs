@@ -70,19 +70,12 @@ impl LiveCluster {
             (None, Some(object)) => vec![object.clone()],
             (None, None) => return Err(cluster_error("apply", "neither fixture nor object")),
         };
+        let manager = apply
+            .field_manager
+            .as_deref()
+            .unwrap_or(crate::playground::kube::SCENARIO_FIELD_MANAGER);
         for object in objects {
-            let (api, name) = api_for(&self.client, &object)?;
-            let manager = apply
-                .field_manager
-                .as_deref()
-                .unwrap_or(crate::playground::kube::SCENARIO_FIELD_MANAGER);
-            api.patch(
-                &name,
-                &PatchParams::apply(manager).force(),
-                &Patch::Apply(&object),
-            )
-            .await
-            .map_err(|e| cluster_error(format!("apply {name}"), e))?;
+            crate::playground::kube::apply_as(&self.client, &object, manager).await?;
         }
         Ok(())
     }

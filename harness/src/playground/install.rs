@@ -191,15 +191,8 @@ impl Installer {
         Ok(())
     }
 
-    /// Renders the operator from the values file, creates the escrow TLS Secret when the
-    /// values enable it (and it is missing), and applies the manifests.
-    pub async fn install_operator(&self, values_file: &Path) -> Result<()> {
-        let values = bloodraven_operator::install::values_from_file(values_file)
-            .map_err(|e| cluster_error("read operator values", e))?;
-        self.install_operator_values(&values).await
-    }
-
-    /// [`Installer::install_operator`] from values in memory.
+    /// Renders the operator from `values`, creates the escrow TLS Secret when the values
+    /// enable it (and it is missing), applies the manifests and waits for the Deployment.
     pub async fn install_operator_values(
         &self,
         values: &bloodraven_operator::install::InstallValues,

@@ -90,8 +90,13 @@ pub fn api_for(client: &Client, object: &Value) -> Result<(Api<DynamicObject>, S
 
 /// Server-side applies `object` with [`FIELD_MANAGER`] and force.
 pub async fn apply(client: &Client, object: &Value) -> Result<()> {
+    apply_as(client, object, FIELD_MANAGER).await
+}
+
+/// Server-side applies `object` as `manager`, with force.
+pub async fn apply_as(client: &Client, object: &Value, manager: &str) -> Result<()> {
     let (api, name) = api_for(client, object)?;
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(manager).force();
     api.patch(&name, &params, &Patch::Apply(object))
         .await
         .map(|_| ())

@@ -673,8 +673,7 @@ mod tests {
         });
 
         // No API server is contacted: pushes go to the sidecars only.
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
-        let client = Client::try_from(config).expect("client");
+        let client = crate::test_support::unreachable_api_client();
         let sidecars =
             SidecarClient::new(SidecarAddressing::new(format!("http://{address}/{{site}}")))
                 .expect("sidecars");
@@ -687,22 +686,7 @@ mod tests {
             },
         );
         let metrics = Metrics::new();
-        let group: MysqlFailoverGroup = serde_json::from_value(json!({
-            "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
-            "metadata": {"name": "playground", "namespace": "bloodraven-playground"},
-            "spec": {
-                "image": "mariadb:10.11",
-                "sites": [
-                    {"name": "iad", "role": "read-write"},
-                    {"name": "pdx", "role": "read-write"},
-                    {"name": "reader", "role": "read-only"}
-                ],
-                "initialActiveSite": "iad",
-                "pollInterval": "2s",
-                "dns": {"hostname": "playground-db.example.local", "ttl": 10}
-            }
-        }))
-        .expect("group");
+        let group = crate::test_support::playground_group("2s");
         let executor = Executor {
             client: &client,
             sidecars: &sidecars,

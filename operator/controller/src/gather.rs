@@ -330,41 +330,16 @@ mod tests {
     /// as unreachable, not skipped.
     #[tokio::test]
     async fn a_gather_of_hanging_sidecars_ends_within_the_poll_interval() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("address");
-        let silent = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                held.push(stream);
-            }
-        });
+        let (address, silent) = crate::test_support::silent_listener().await;
         // Nothing listens for the API server: its reads fail at once, as unknowns.
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
-        let client = Client::try_from(config).expect("client");
+        let client = crate::test_support::unreachable_api_client();
         let sidecars = SidecarClient::new(crate::sidecar::SidecarAddressing::new(format!(
             "http://{address}/{{site}}"
         )))
         .expect("sidecars");
         let store = LeaseStore::new(client.clone());
         let poll_interval = std::time::Duration::from_millis(1500);
-        let group: MysqlFailoverGroup = serde_json::from_value(serde_json::json!({
-            "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
-            "metadata": {"name": "playground", "namespace": "bloodraven-playground"},
-            "spec": {
-                "image": "mariadb:10.11",
-                "sites": [
-                    {"name": "iad", "role": "read-write"},
-                    {"name": "pdx", "role": "read-write"},
-                    {"name": "reader", "role": "read-only"}
-                ],
-                "initialActiveSite": "iad",
-                "pollInterval": "1500ms",
-                "dns": {"hostname": "playground-db.example.local", "ttl": 10}
-            }
-        }))
-        .expect("group");
+        let group = crate::test_support::playground_group("1500ms");
         let clock = || Timestamp::from_unix_millis(jiff::Timestamp::now().as_millisecond());
         let memory = GroupMemory::from_status(&group.spec, None, clock());
         let started = std::time::Instant::now();

@@ -24,6 +24,8 @@ pub mod poll;
 pub mod render;
 pub mod run;
 pub mod sidecar;
+#[cfg(test)]
+mod test_support;
 pub mod tls;
 pub mod workloads;
 

@@ -400,17 +400,7 @@ mod tests {
     /// Seed 001: a timed-out status read is an unknown, reported as Unreachable, not an Err.
     #[tokio::test]
     async fn an_unanswered_status_read_is_unreachable_within_the_timeout() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("address");
-        // Accept and never answer.
-        let silent = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                held.push(stream);
-            }
-        });
+        let (address, silent) = crate::test_support::silent_listener().await;
         let client = SidecarClient::new(SidecarAddressing::new(format!("http://{address}")))
             .expect("client");
         let started = std::time::Instant::now();
