@@ -21,7 +21,7 @@ fn status(iad: Value) -> Value {
         "topologyGeneration": 2,
         "authority": {"state": "Valid"},
         "sites": [iad, site("pdx", true, true), site("reader", false, true)],
-        "lastFailover": {"kind": "emergency", "from": "iad", "to": "pdx"}
+        "lastFailover": {"kind": "emergency", "from": "iad", "to": "pdx", "exact": true}
     })
 }
 
@@ -73,6 +73,36 @@ fn a_returning_primary_kept_fenced_for_errant_gtids_is_converged() {
     let mut reader = status(site("iad", false, true));
     reader["sites"][2] = json!({"name": "reader", "role": "fenced", "reachable": true, "writable": false, "fenced": true, "healthy": false, "errantGtidSet": "0-3-5"});
     assert!(converged(&reader, &healed(true)).is_some_and(|why| why.contains("reader")));
+}
+
+// Seed 001: an emergency failover whose old primary is readable again reaches `exact`; the
+// harness waited for convergence on a status where iad, just thawed, still showed the
+// errant GTIDs of its last reading before the freeze and `exact: false` (s021).
+#[test]
+fn a_readable_old_primary_needs_an_exact_failover_and_a_fresh_reading() {
+    let fenced = json!({"name": "iad", "role": "fenced", "reachable": true, "writable": false, "fenced": true, "healthy": false, "errantGtidSet": "0-1-9..10"});
+    let mut inexact = status(fenced.clone());
+    inexact["lastFailover"]["exact"] = json!(false);
+    assert_eq!(
+        converged(&inexact, &healed(true)),
+        Some(
+            "the emergency failover iad -> pdx is not exact though iad is readable again"
+                .to_owned()
+        )
+    );
+    // Frozen: the sidecar answers, mysqld does not; the errant set is the last reading's.
+    let mut frozen = fenced.clone();
+    frozen["reachable"] = json!(false);
+    let mut stale = status(frozen);
+    stale["lastFailover"]["exact"] = json!(false);
+    assert_eq!(
+        converged(&stale, &healed(true)),
+        Some("iad is unreachable (its errant GTIDs are from its last reading)".to_owned())
+    );
+    // A planned failover is exact by construction and needs no flag.
+    let mut planned = status(site("iad", false, true));
+    planned["lastFailover"] = json!({"kind": "planned", "from": "iad", "to": "pdx"});
+    assert_eq!(converged(&planned, &healed(true)), None);
 }
 
 // After heal, one acknowledged write by the active site, invoked after the heal.

@@ -4,7 +4,9 @@
 //!
 //! Converged means: authority Valid; exactly one writable site, the active one, reachable and
 //! not fenced; every other site healthy, except a returning old primary (the last failover's
-//! `from`) kept fenced, read-only, because of errant GTIDs; since the last heal, the latest
+//! `from`) kept fenced, read-only, because of errant GTIDs it was read with (reachable: a
+//! frozen or dead mysqld's last-known GTIDs are no reading); an emergency failover whose old
+//! primary is readable again has an exact lost set (seed 001); since the last heal, the latest
 //! DNS answer names the active site and the latest `-primary` endpoints (if probed) are
 //! exactly it; and a write invoked after the last heal was acknowledged by the active site.
 
@@ -82,11 +84,13 @@ pub fn converged(status: &Value, history: &History) -> Option<String> {
             .is_some_and(|set| !set.trim().is_empty());
         let kept_fenced =
             flag(site, "fenced") || site.get("role").and_then(Value::as_str) == Some("fenced");
-        if errant && kept_fenced && returning == Some(name.as_str()) {
+        if errant && kept_fenced && flag(site, "reachable") && returning == Some(name.as_str()) {
             // A returning old primary with errant transactions stays fenced (bloodraven.md).
             continue;
         }
-        return Some(if errant && kept_fenced {
+        return Some(if errant && kept_fenced && !flag(site, "reachable") {
+            format!("{name} is unreachable (its errant GTIDs are from its last reading)")
+        } else if errant && kept_fenced {
             format!(
                 "{name} is fenced with errant GTIDs but was not the last failover's old primary"
             )
@@ -96,7 +100,32 @@ pub fn converged(status: &Value, history: &History) -> Option<String> {
             format!("{name} is not healthy")
         });
     }
+    if let Some(reason) = inexact_failover(status, sites) {
+        return Some(reason);
+    }
     history_converged(active, history)
+}
+
+/// Seed 001: once an emergency failover's old primary is readable again, the operator reads
+/// what it had that the new primary lacks, and `lastFailover.exact` turns true.
+fn inexact_failover(status: &Value, sites: &[Value]) -> Option<String> {
+    let failover = status.get("lastFailover")?;
+    if failover.get("kind").and_then(Value::as_str) != Some("emergency")
+        || failover.get("exact").and_then(Value::as_bool) == Some(true)
+    {
+        return None;
+    }
+    let from = failover.get("from").and_then(Value::as_str)?;
+    let readable = sites.iter().any(|site| {
+        site.get("name").and_then(Value::as_str) == Some(from)
+            && site.get("reachable").and_then(Value::as_bool) == Some(true)
+    });
+    readable.then(|| {
+        format!(
+            "the emergency failover {from} -> {} is not exact though {from} is readable again",
+            failover.get("to").and_then(Value::as_str).unwrap_or("?")
+        )
+    })
 }
 
 /// The conditions the history shows: DNS, endpoints and a write since the last heal.

@@ -305,15 +305,18 @@ impl Installer {
             .map_err(|e| cluster_error("read the group", e))
     }
 
-    /// Waits until the group's authority is Valid and every site healthy.
+    /// Waits until the group's authority is Valid and every site healthy, in a status the
+    /// operator wrote after this wait began (a status left by an earlier run, e.g. a
+    /// localkube restarted on its old store, says nothing about the pods running now).
     pub async fn wait_bootstrapped(&self, bound: Duration) -> Result<Value> {
+        let since = jiff::Timestamp::now();
         let api = group_api(&self.client);
         let mut last = String::from("no status yet");
         let deadline = tokio::time::Instant::now() + bound;
         loop {
             if let Ok(group) = api.get(GROUP).await {
                 let value = serde_json::to_value(&group).unwrap_or_default();
-                match bootstrapped(&value) {
+                match bootstrapped(&value, since) {
                     Ok(()) => return Ok(value),
                     Err(reason) => last = reason,
                 }
@@ -565,7 +568,7 @@ pub fn group_api(client: &Client) -> Api<bloodraven_api::MysqlFailoverGroup> {
 
 /// `Ok` when the group's authority is Valid on an active site and every site is healthy;
 /// otherwise why not.
-pub fn bootstrapped(group: &Value) -> std::result::Result<(), String> {
+pub fn bootstrapped(group: &Value, since: jiff::Timestamp) -> std::result::Result<(), String> {
     let status = &group["status"];
     let authority = status["authority"]["state"].as_str().unwrap_or("none");
     if authority != "Valid" {
@@ -580,6 +583,22 @@ pub fn bootstrapped(group: &Value) -> std::result::Result<(), String> {
     let spec_sites = group["spec"]["sites"].as_array().map_or(0, Vec::len);
     if sites.len() < spec_sites {
         return Err(format!("{} of {spec_sites} sites reported", sites.len()));
+    }
+    let stale: Vec<&str> = sites
+        .iter()
+        .filter(|site| {
+            site["lastSeen"]
+                .as_str()
+                .and_then(|seen| seen.parse::<jiff::Timestamp>().ok())
+                .is_none_or(|seen| seen < since)
+        })
+        .map(|site| site["name"].as_str().unwrap_or("?"))
+        .collect();
+    if !stale.is_empty() {
+        return Err(format!(
+            "sites not seen since {since}: {}",
+            stale.join(", ")
+        ));
     }
     let unhealthy: Vec<&str> = sites
         .iter()
@@ -620,20 +639,46 @@ mod tests {
 
     #[test]
     fn bootstrapped_needs_valid_authority_and_every_site_healthy() {
+        let since: jiff::Timestamp = "2026-12-01T11:00:00Z".parse().expect("since");
+        let seen = "2026-12-01T11:00:02Z";
         let mut group = json!({"spec": {"sites": [{}, {}, {}]}, "status": {
             "authority": {"state": "Valid"},
-            "sites": [{"name": "iad", "healthy": true}, {"name": "pdx", "healthy": true}, {"name": "reader", "healthy": false}]}});
+            "sites": [{"name": "iad", "healthy": true, "lastSeen": seen},
+                      {"name": "pdx", "healthy": true, "lastSeen": seen},
+                      {"name": "reader", "healthy": false, "lastSeen": seen}]}});
         assert_eq!(
-            bootstrapped(&group),
+            bootstrapped(&group, since),
             Err("sites not healthy: reader".to_owned())
         );
         group["status"]["sites"][2]["healthy"] = json!(true);
-        assert_eq!(bootstrapped(&group), Ok(()));
+        assert_eq!(bootstrapped(&group, since), Ok(()));
         group["status"]["authority"] = json!({"state": "Invalid", "reason": "NoPrimary"});
-        assert!(bootstrapped(&group).unwrap_err().contains("NoPrimary"));
+        assert!(bootstrapped(&group, since)
+            .unwrap_err()
+            .contains("NoPrimary"));
         group["status"]["authority"] = json!({"state": "Valid"});
         group["status"]["sites"].as_array_mut().map(Vec::pop);
-        assert!(bootstrapped(&group).unwrap_err().contains("2 of 3"));
+        assert!(bootstrapped(&group, since).unwrap_err().contains("2 of 3"));
+    }
+
+    #[test]
+    fn a_status_written_before_the_wait_is_not_a_bootstrap() {
+        // A localkube restarted on its old store: the last status says Valid and healthy,
+        // but the operator has not polled the pods running now.
+        let since: jiff::Timestamp = "2026-12-01T11:33:35Z".parse().expect("since");
+        let mut group = json!({"spec": {"sites": [{}, {}]}, "status": {
+            "authority": {"state": "Valid"},
+            "sites": [{"name": "iad", "healthy": true, "lastSeen": "2026-12-01T11:33:36Z"},
+                      {"name": "pdx", "healthy": true, "lastSeen": "2026-12-01T09:31:00Z"}]}});
+        assert!(bootstrapped(&group, since)
+            .unwrap_err()
+            .contains("not seen since 2026-12-01T11:33:35Z: pdx"));
+        group["status"]["sites"][1]
+            .as_object_mut()
+            .map(|site| site.remove("lastSeen"));
+        assert!(bootstrapped(&group, since).unwrap_err().contains(": pdx"));
+        group["status"]["sites"][1]["lastSeen"] = json!("2026-12-01T11:33:37Z");
+        assert_eq!(bootstrapped(&group, since), Ok(()));
     }
 
     #[test]

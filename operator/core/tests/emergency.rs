@@ -62,6 +62,30 @@ fn detection_floor_is_poll_interval_times_threshold_even_with_faster_polls() {
 }
 
 #[test]
+fn polls_landing_a_little_early_still_detect_at_the_threshold_th_failed_poll() {
+    // A fixed-rate poller's readings jitter by milliseconds: failed polls 1.999 s apart span
+    // 3.998 s + one interval, a hair under the 6 s floor. Detection must still land at the
+    // third failed poll (seed 001: 2 s x 3 = 6 s), not a whole poll later (it did: 8 s, s020).
+    let mut world = World::bootstrapped();
+    world.kill("pdx");
+    for _ in 0..2 {
+        world.advance(Duration::from_millis(1_999));
+        world.poll();
+    }
+    assert_eq!(
+        world.memory.site("pdx").unwrap().detection,
+        Detection::Suspect
+    );
+    world.advance(Duration::from_millis(1_999));
+    world.poll();
+    assert_eq!(
+        world.memory.site("pdx").unwrap().detection,
+        Detection::Failed,
+        "the third failed poll detects"
+    );
+}
+
+#[test]
 fn a_recovered_poll_resets_the_failure_count() {
     // bloodraven.md: failures must be consecutive; one answered poll resets consecutiveFailures.
     let mut world = World::bootstrapped();

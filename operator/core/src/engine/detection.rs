@@ -7,6 +7,12 @@ use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, S
 use super::plan::{Context, Plan};
 use super::MYSQLD_START_JITTER;
 
+/// A failure streak may fall short of the detection floor by `pollInterval /
+/// POLL_JITTER_TOLERANCE` (a quarter poll) and still count as spanning it: real polls'
+/// readings land milliseconds early or late. Polls faster than the spec's rate still cannot
+/// detect faster by more than that quarter.
+pub const POLL_JITTER_TOLERANCE: u32 = 4;
+
 /// Updates every site's detection state and status mirror from this poll's reading.
 ///
 /// A poll fails for a site when its sidecar does not answer or its MySQL is down; for the
@@ -14,7 +20,10 @@ use super::MYSQLD_START_JITTER;
 /// in flight, also when it is not writable (a read-only active site is a write outage, e.g. a
 /// primary that lost its lease majority and fenced itself). A site is `Failed` after
 /// `failureThreshold` consecutive failed polls whose streak spans the detection floor
-/// (`pollInterval × failureThreshold`), so faster polling cannot detect faster.
+/// (`pollInterval × failureThreshold`), so faster polling cannot detect faster. The span
+/// is judged with a quarter poll interval to spare ([`POLL_JITTER_TOLERANCE`]): a fixed-rate poller's
+/// readings land a few milliseconds early or late, and `failureThreshold` polls taken at the
+/// spec's rate must detect at the last of them, not one poll later.
 pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let now = context.now;
     let floor = context.spec.detection_floor();
@@ -36,7 +45,9 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
         if failed_poll {
             site.consecutive_failures = site.consecutive_failures.saturating_add(1);
             let since = *site.failing_since.get_or_insert(now);
-            let streak = now.saturating_duration_since(since) + poll_interval;
+            let streak = now.saturating_duration_since(since)
+                + poll_interval
+                + poll_interval / POLL_JITTER_TOLERANCE;
             match site.detection {
                 Detection::Failed => {}
                 Detection::Up | Detection::Suspect => {

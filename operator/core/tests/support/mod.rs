@@ -412,6 +412,9 @@ impl World {
             self.now = self.now + TICK;
             self.tick();
         }
+        // The rest of a duration that is not a whole number of ticks passes without one.
+        let rest = duration.as_millis() % TICK.as_millis();
+        self.now = self.now + Duration::from_millis(u64::try_from(rest).unwrap_or(0));
     }
 
     /// Polls `count` times, `pollInterval` apart (advance, then poll).
