@@ -702,3 +702,23 @@ fn harness_flags_parse_alongside_libtest_flags() {
 fn support_epoch() -> jiff::Timestamp {
     jiff::Timestamp::from_second(1_800_000_000).expect("valid")
 }
+
+// s020: the write-outage measure step ran 11 ms before the new primary acknowledged its
+// first write (the expectations before it had passed) and reported "could not be
+// measured"; a measurement now waits for its value within its bound.
+#[test]
+fn a_measurement_waits_for_a_value_that_comes_later() {
+    use bloodraven_harness::runner::execute::poll_until;
+    let start = std::time::Instant::now();
+    let mut calls = 0;
+    let value = poll_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        calls += 1;
+        (start.elapsed() >= Duration::from_millis(50)).then_some(calls)
+    });
+    assert!(value.is_some_and(|calls| calls > 1), "{value:?}");
+    let never = poll_until(Duration::from_millis(60), Duration::from_millis(10), || {
+        None::<()>
+    });
+    assert_eq!(never, None);
+    assert!(start.elapsed() < Duration::from_secs(5));
+}

@@ -190,9 +190,16 @@ fn run_steps(
             Step::Measure(measure) => {
                 let value = match measure.quantity {
                     Quantity::Convergence => wait_converged(cluster, recorder, pacing).ok(),
-                    Quantity::Detection | Quantity::WriteOutage => {
-                        measure_from_history(&recorder.snapshot(), measure.quantity)
-                    }
+                    // The outage may not be over when the step starts (the expectations before
+                    // it can pass before a write is acknowledged by the new primary): wait for
+                    // the quantity, at most its `atMost` (else [`MEASURE_WAIT_MAX`]).
+                    Quantity::Detection | Quantity::WriteOutage => poll_until(
+                        measure
+                            .at_most
+                            .map_or(MEASURE_WAIT_MAX, |span| span.duration()),
+                        pacing.poll_interval,
+                        || measure_from_history(&recorder.snapshot(), measure.quantity),
+                    ),
                 };
                 run.measures.push(MeasureResult {
                     step: index,
@@ -450,6 +457,28 @@ fn wait_converged(
             Err(error) if start.elapsed() >= pacing.liveness_bound => return Err(error.to_string()),
             Ok(Some(_)) | Err(_) => std::thread::sleep(pacing.poll_interval),
         }
+    }
+}
+
+/// The longest a detection or write-outage measurement waits for its value when the step
+/// gives no `atMost`.
+pub const MEASURE_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// Calls `probe` every `interval` until it answers, at most `bound` (pure of the cluster).
+pub fn poll_until<T>(
+    bound: Duration,
+    interval: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe() {
+            return Some(value);
+        }
+        if start.elapsed() >= bound {
+            return None;
+        }
+        std::thread::sleep(interval);
     }
 }
 
