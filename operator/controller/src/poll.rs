@@ -279,10 +279,12 @@ impl Shell {
                 // nothing else).
                 let polled = self.poll(&group, memory.take()).await;
                 self.board.publish(namespace, name, &polled);
+                // pollInterval, or a follow-up while a failover is in flight (core).
+                let period =
+                    bloodraven_core::engine::next_poll_in(&group.spec, &polled, wall_clock())
+                        .max(POLL_INTERVAL_MIN);
                 *memory = Some(polled);
-                Turn::Polled {
-                    period: group.spec.poll_interval.get().max(POLL_INTERVAL_MIN),
-                }
+                Turn::Polled { period }
             }
             Err(error) => {
                 tracing::warn!(group = %name, namespace = %namespace, %error, "failed to read group");

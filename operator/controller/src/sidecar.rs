@@ -302,13 +302,25 @@ impl SidecarClient {
     }
 }
 
+/// The error with its whole source chain (reqwest's own text stops at "error sending
+/// request"; the causes say whether the time went into DNS, the connect, or the answer).
 fn describe(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
     if error.is_timeout() {
-        format!("timed out (outcome unknown): {error}")
+        format!("timed out (outcome unknown): {text}")
     } else if error.is_connect() {
-        format!("connect: {error}")
+        format!("connect: {text}")
     } else {
-        error.to_string()
+        text
     }
 }
 
@@ -417,6 +429,25 @@ mod tests {
             "{reading:?}"
         );
         silent.abort();
+    }
+
+    /// A failed call names its cause, not only reqwest's "error sending request" (the
+    /// intermittent live stall could not be told apart: DNS, connect or answer).
+    #[tokio::test]
+    async fn a_failed_call_names_its_cause() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address");
+        drop(listener);
+        let client = SidecarClient::new(SidecarAddressing::new(format!("http://{address}")))
+            .expect("client");
+        let reading = client
+            .status("playground", "iad", "ns", STATUS_TIMEOUT)
+            .await;
+        assert!(
+            matches!(reading, SidecarReading::Unreachable { ref error }
+                if error.contains("error sending request") && error.to_lowercase().contains("refused")),
+            "{reading:?}"
+        );
     }
 
     /// Seed 001 (detection floor pollInterval x failureThreshold): a status read or push gets

@@ -760,3 +760,59 @@ fn an_active_site_edited_to_read_only_loses_the_authority_through_the_lease_wait
     assert!(world.split_brain_at.is_empty());
     assert!(world.taints.is_empty(), "{:?}", world.taints);
 }
+
+#[test]
+fn polls_follow_up_while_a_failover_is_in_flight_and_the_outage_shrinks() {
+    // bloodraven.md: "write outage ~ detection floor + margin + promotion". At the spec's
+    // rhythm each phase after detection (fence, promote, confirm) waits a whole interval.
+    use bloodraven_core::engine::{next_poll_in, AuthorityValidity, FOLLOW_UP_WINDOW};
+    let mut world = World::bootstrapped();
+    let interval = world.spec.poll_interval.get();
+    assert_eq!(
+        next_poll_in(&world.spec, &world.memory, world.now),
+        interval
+    );
+    world.kill("iad");
+    let killed_at = world.now;
+    while world.memory.emergency_failover.is_none() {
+        world.run_polls(1);
+        assert!(world.now.saturating_duration_since(killed_at) < Duration::from_secs(20));
+    }
+    let follow_up = next_poll_in(&world.spec, &world.memory, world.now);
+    assert_eq!(follow_up, Duration::from_millis(250));
+    while !(world.memory.active_site == "pdx"
+        && matches!(world.memory.authority, AuthorityValidity::Valid))
+    {
+        let next = next_poll_in(&world.spec, &world.memory, world.now);
+        world.advance(next);
+        world.poll();
+        assert!(world.now.saturating_duration_since(killed_at) < Duration::from_secs(20));
+    }
+    let outage = world.now.saturating_duration_since(killed_at);
+    let floor = world.spec.detection_floor();
+    let lease = world.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN;
+    // Fenced once the last grant (at or before the kill) is older than the lease + margin;
+    // promotion and confirmation then take follow-ups, not intervals.
+    assert!(outage >= floor.max(lease), "{outage:?}");
+    assert!(outage <= lease + Duration::from_secs(1), "{outage:?}");
+    // Over: the spec's rhythm again.
+    assert_eq!(
+        next_poll_in(&world.spec, &world.memory, world.now),
+        interval
+    );
+    // A failover stuck in flight follows up only within the window.
+    let mut stuck = world.memory.clone();
+    stuck.emergency_failover = Some(bloodraven_core::engine::EmergencyFailover {
+        from: "pdx".into(),
+        phase: EmergencyPhase::AwaitingLeaseExpiry,
+        announced_at: world.now,
+        started_at: world.now,
+        detected_at: world.now,
+        fenced_at: None,
+    });
+    assert_eq!(next_poll_in(&world.spec, &stuck, world.now), follow_up);
+    assert_eq!(
+        next_poll_in(&world.spec, &stuck, world.now + FOLLOW_UP_WINDOW),
+        interval
+    );
+}

@@ -19,8 +19,8 @@ use bloodraven_api::{
     PlannedFailoverPolicy, SiteRole, SiteSpec, WriteLeaseSpec,
 };
 use bloodraven_core::engine::{
-    decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading,
-    EventReason, GroupMemory, Observation, PodRole, SidecarReading, SiteObservation,
+    decide_with_options, next_poll_in, Action, AnnotationChange, DecideOptions, Decision,
+    DnsReading, EventReason, GroupMemory, Observation, PodRole, SidecarReading, SiteObservation,
 };
 use bloodraven_core::time::Timestamp;
 use rand::Rng;
@@ -340,7 +340,6 @@ impl World {
         if !self.operator.up || self.operator.run != run {
             return;
         }
-        self.schedule_in(POLL_INTERVAL_MILLIS, Event::OperatorPoll { run });
         self.stats.polls += 1;
         if self.trace.enabled() {
             let summary = self.world_summary();
@@ -354,6 +353,12 @@ impl World {
         };
         let decision =
             decide_with_options(&self.operator.spec, &memory, &observation, now, options);
+        // The shell's rhythm: pollInterval, or follow-ups while a failover is in flight.
+        let next = next_poll_in(&self.operator.spec, &decision.memory, now);
+        self.schedule_in(
+            u64::try_from(next.as_millis()).unwrap_or(POLL_INTERVAL_MILLIS),
+            Event::OperatorPoll { run },
+        );
         if observation.deploy_hold.is_some() {
             self.check_hold_never_delays_emergency(&memory, &observation, now, options, &decision);
         }

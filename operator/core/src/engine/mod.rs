@@ -39,6 +39,7 @@
 //! acts on what was read (seed 001).
 
 mod action;
+mod cadence;
 mod conditions;
 mod decide;
 mod detection;
@@ -57,6 +58,7 @@ pub use action::{
     Action, AnnotationChange, Decision, DesiredService, Event, EventReason, EventType,
     MetricObservation, ServiceKind, SiteTransition,
 };
+pub use cadence::{next_poll_in, FOLLOW_UP_DIVISOR, FOLLOW_UP_MIN, FOLLOW_UP_WINDOW};
 pub use conditions::{
     conditions, CONDITION_DEGRADED, CONDITION_FAILOVER_IN_PROGRESS, CONDITION_READY,
     CONDITION_STABLE,

@@ -102,6 +102,8 @@ pub struct World {
     pub namespace: String,
     pub spec: MysqlFailoverGroupSpec,
     pub now: Timestamp,
+    /// Time advanced since the last sidecar tick (durations that are not whole ticks add up).
+    since_tick: Duration,
     pub sites: Vec<FakeSite>,
     pub memory: GroupMemory,
     pub annotations: GroupAnnotations,
@@ -167,6 +169,7 @@ impl World {
             namespace: names::PLAYGROUND_NAMESPACE.to_string(),
             spec,
             now: EPOCH,
+            since_tick: Duration::ZERO,
             sites,
             memory,
             annotations: GroupAnnotations::default(),
@@ -407,14 +410,17 @@ impl World {
 
     /// Advances time by `duration` in [`TICK`]s: lease renewals, writability, replication.
     pub fn advance(&mut self, duration: Duration) {
-        let ticks = duration.as_millis() / TICK.as_millis();
-        for _ in 0..ticks {
-            self.now = self.now + TICK;
+        // Sidecars tick every TICK of world time, however the advances are cut.
+        let mut left = duration;
+        while self.since_tick + left >= TICK {
+            let step = TICK - self.since_tick;
+            self.now = self.now + step;
+            left -= step;
+            self.since_tick = Duration::ZERO;
             self.tick();
         }
-        // The rest of a duration that is not a whole number of ticks passes without one.
-        let rest = duration.as_millis() % TICK.as_millis();
-        self.now = self.now + Duration::from_millis(u64::try_from(rest).unwrap_or(0));
+        self.now = self.now + left;
+        self.since_tick += left;
     }
 
     /// Polls `count` times, `pollInterval` apart (advance, then poll).
