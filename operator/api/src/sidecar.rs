@@ -255,6 +255,12 @@ pub struct MysqlObservation {
     pub reachable: bool,
     /// The error of the last observation, when it failed.
     pub error: Option<String>,
+    /// Whether mysqld is definitely not running: its port refused the connection (nothing
+    /// listens). Only this, or `readOnly: true`, lets the operator skip the lease wait of an
+    /// emergency failover; a timeout, access denied, a query or decode error is unknown
+    /// (`reachable: false`, `down: false`): mysqld may be alive and writable.
+    #[serde(default)]
+    pub down: bool,
     /// `@@read_only` (MariaDB) / `@@super_read_only` (MySQL); `None` when unknown.
     pub read_only: Option<bool>,
     /// `@@gtid_executed` (MySQL) / `@@gtid_binlog_pos` (MariaDB) as the server prints it.

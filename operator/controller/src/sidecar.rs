@@ -344,6 +344,7 @@ mod tests {
             mysql: MysqlObservation {
                 reachable: true,
                 error: None,
+                down: false,
                 read_only: Some(false),
                 gtid_executed: Some("0-1-42".into()),
                 replication: None,

@@ -51,6 +51,7 @@ fn one_site_sidecar() -> Router {
                         mysql: MysqlObservation {
                             reachable: true,
                             error: None,
+                            down: false,
                             read_only: Some(!active),
                             gtid_executed: Some("0-1-5".into()),
                             replication: None,

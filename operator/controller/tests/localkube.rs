@@ -591,6 +591,7 @@ impl FakeSidecars {
         let observation = MysqlObservation {
             reachable: true,
             error: None,
+            down: false,
             read_only: Some(!active),
             gtid_executed: Some("0-1-10".into()),
             replication: source.filter(|_| !named).map(|host| ReplicationState {

@@ -816,3 +816,57 @@ fn polls_follow_up_while_a_failover_is_in_flight_and_the_outage_shrinks() {
         interval
     );
 }
+
+/// The failover of iad after `break_iad`, run at the spec's rhythm: (detected, fenced).
+fn detected_and_fenced(break_iad: impl FnOnce(&mut World)) -> (Duration, Duration) {
+    let mut world = World::bootstrapped();
+    let broken_at = world.now;
+    break_iad(&mut world);
+    for _ in 0..20 {
+        world.run_polls(1);
+        if promoted_at(&world).is_some() {
+            break;
+        }
+    }
+    let failover = world.memory.last_failover.clone().expect("a failover");
+    let since = |at: Option<bloodraven_core::time::Timestamp>| {
+        at.expect("timestamp").saturating_duration_since(broken_at)
+    };
+    (since(failover.detected_at), since(failover.fenced_at))
+}
+
+// Issue "fencing that holds", case 1: "MySQL down" is not proof. A refused connection (nothing
+// listens: mysqld is not running) lets the operator skip the lease wait; an error reading a
+// live mysqld (access denied here; a frozen one times out) is unknown, and the operator waits
+// until a majority stopped granting iad a lease.
+#[test]
+fn only_a_refused_mysqld_skips_the_lease_wait_an_unreadable_one_does_not() {
+    let spec = World::bootstrapped().spec;
+    let (lease, interval) = (spec.effective_write_lease(), spec.poll_interval.get());
+    let (detected, fenced) = detected_and_fenced(|world| world.site_mut("iad").mysql_up = false);
+    assert!(
+        fenced <= detected + interval,
+        "refused: confirmed down at the poll after detection: detected {detected:?}, fenced {fenced:?}"
+    );
+    let (detected, fenced) =
+        detected_and_fenced(|world| world.site_mut("iad").mysql_unreadable = true);
+    assert!(
+        fenced.saturating_sub(detected) >= lease,
+        "unreadable: the lease wait ({lease:?}) is not skipped: detected {detected:?}, fenced {fenced:?}"
+    );
+}
+
+#[test]
+fn a_partitioned_active_site_is_detected_at_the_threshold_th_failed_poll() {
+    // s026/s023 on localkube detected a partitioned iad at the 4th failed poll (7.5 s).
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").operator_cut = true;
+    world.site_mut("iad").peer_cut = true;
+    world.run_polls(3);
+    assert_eq!(
+        world.memory.site("iad").unwrap().detection,
+        Detection::Failed,
+        "{:?}",
+        world.memory.site("iad").unwrap()
+    );
+}

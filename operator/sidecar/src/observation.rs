@@ -25,6 +25,7 @@ pub(crate) fn from_snapshot(snapshot: &Snapshot, now: Timestamp) -> MysqlObserva
     MysqlObservation {
         reachable: true,
         error: None,
+        down: false,
         read_only: Some(snapshot.read_only.fenced),
         gtid_executed: Some(snapshot.gtid_executed.clone()),
         replication,
@@ -43,6 +44,7 @@ pub(crate) fn unreachable(error: &LiveError) -> MysqlObservation {
     MysqlObservation {
         reachable: false,
         error: Some(error.to_string()),
+        down: error.refused(),
         read_only: None,
         gtid_executed: None,
         replication: None,
@@ -70,6 +72,7 @@ fn unreachable_text() -> MysqlObservation {
     MysqlObservation {
         reachable: false,
         error: Some("not re-read".to_owned()),
+        down: false,
         read_only: None,
         gtid_executed: None,
         replication: None,

@@ -299,6 +299,7 @@ impl World {
             return MysqlObservation {
                 reachable: false,
                 error: Some("connect to mysqld: connection refused".to_string()),
+                down: true,
                 read_only: None,
                 gtid_executed: None,
                 replication: None,
@@ -320,6 +321,7 @@ impl World {
         MysqlObservation {
             reachable: true,
             error: None,
+            down: false,
             read_only: Some(mysqld.read_only),
             gtid_executed: Some(mysqld.executed.server_text()),
             replication,

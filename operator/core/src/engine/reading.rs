@@ -15,6 +15,9 @@ pub(super) struct SiteView {
     pub sidecar_up: bool,
     /// The sidecar reached mysqld.
     pub mysql_up: bool,
+    /// The sidecar found mysqld definitely not running (connection refused); an unreachable
+    /// mysqld that is not `down` is unknown, not proof of anything.
+    pub mysql_down: bool,
     /// `read_only` as read; `None` when unknown.
     pub read_only: Option<bool>,
     /// The GTID executed set, parsed; `None` when unknown or unparsable.
@@ -52,9 +55,13 @@ impl SiteView {
         self.is_up() && self.read_only == Some(false)
     }
 
-    /// MySQL was read read-only, or is down, as reported by a reachable sidecar.
+    /// MySQL was read read-only, or is definitely down (refused), as reported by a reachable
+    /// sidecar. Any other failure to read it (a timeout of a frozen mysqld, access denied, a
+    /// query or decode error) proves nothing: mysqld may be alive and writable.
     pub fn confirmed_not_writable(&self) -> bool {
-        self.sidecar_up && (!self.mysql_up || self.read_only == Some(true))
+        self.sidecar_up
+            && ((self.mysql_up && self.read_only == Some(true))
+                || (!self.mysql_up && self.mysql_down))
     }
 
     /// Replication is configured and both threads run.
@@ -101,6 +108,7 @@ fn read_site(site: &SiteObservation, group: &str, flavor: bloodraven_mysql::Flav
     };
     view.sidecar_up = true;
     view.mysql_up = status.mysql.reachable;
+    view.mysql_down = !status.mysql.reachable && status.mysql.down;
     view.fenced = status.fenced;
     view.lease_held = status.lease.held;
     // An authority of another group is no authority of ours.

@@ -75,6 +75,9 @@ pub struct FakeSite {
     pub sidecar_alive: bool,
     /// mysqld runs.
     pub mysql_up: bool,
+    /// mysqld runs (and may be writable) but the sidecar cannot read it: access denied, a
+    /// query error (issue "fencing that holds": unknown, not down).
+    pub mysql_unreadable: bool,
     /// The operator cannot reach this sidecar (the site may still reach its peers).
     pub operator_cut: bool,
     /// The site cannot reach its peers nor they it.
@@ -145,6 +148,7 @@ impl World {
                     server_id: id,
                     sidecar_alive: true,
                     mysql_up: true,
+                    mysql_unreadable: false,
                     operator_cut: false,
                     peer_cut: false,
                     read_only: true,
@@ -238,12 +242,24 @@ impl World {
                 site: site.name.clone(),
                 observed_at: self.now,
                 mysql: MysqlObservation {
-                    reachable: site.mysql_up,
-                    error: (!site.mysql_up).then(|| "connection refused".to_string()),
-                    read_only: site.mysql_up.then_some(site.read_only),
-                    gtid_executed: site.mysql_up.then(|| site.gtid.to_string()),
-                    replication: if site.mysql_up { replication } else { None },
-                    mysqld: site.mysql_up.then(|| MysqldRun {
+                    reachable: site.mysql_up && !site.mysql_unreadable,
+                    error: if !site.mysql_up {
+                        Some("connection refused".to_string())
+                    } else if site.mysql_unreadable {
+                        Some("ERROR 1045 (28000): Access denied".to_string())
+                    } else {
+                        None
+                    },
+                    down: !site.mysql_up,
+                    read_only: (site.mysql_up && !site.mysql_unreadable).then_some(site.read_only),
+                    gtid_executed: (site.mysql_up && !site.mysql_unreadable)
+                        .then(|| site.gtid.to_string()),
+                    replication: if site.mysql_up && !site.mysql_unreadable {
+                        replication
+                    } else {
+                        None
+                    },
+                    mysqld: (site.mysql_up && !site.mysql_unreadable).then(|| MysqldRun {
                         server_id: site.server_id.to_string(),
                         uptime_seconds: self
                             .now

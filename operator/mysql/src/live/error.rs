@@ -58,6 +58,25 @@ pub enum LiveError {
 }
 
 impl LiveError {
+    /// Whether the connection was refused: nothing listens on mysqld's port, so mysqld is not
+    /// running (issue "fencing that holds": only this, not any error, proves "down"). A
+    /// timeout, a server error (access denied, ...) or a decode error proves nothing.
+    pub fn refused(&self) -> bool {
+        let LiveError::Connect { source, .. } = self else {
+            return false;
+        };
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source);
+        while let Some(error) = cause {
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                    return true;
+                }
+            }
+            cause = error.source();
+        }
+        false
+    }
+
     /// The server error code, when the server refused a statement (1290 is `read_only`).
     pub fn server_code(&self) -> Option<u16> {
         match self {
