@@ -28,7 +28,9 @@
 //!   typed `create` commands, `auth can-i`, `create token` and `drain` send.
 //! - Custom resources: one stored version, no conversion webhooks; validation covers
 //!   type, enum, required, bounds, lengths and item counts (no CEL, no `pattern`).
-//! - `core/v1` and `events.k8s.io/v1` Events are stored separately.
+//! - `core/v1` and `events.k8s.io/v1` Events are stored separately; a controller mirrors each
+//!   `events.k8s.io/v1` Event into `core/v1` (as the one storage of a real server shows it),
+//!   not the other way round.
 //! - StatefulSets keep no ControllerRevisions; revisions are template hashes.
 //! - ServiceAccount tokens are HS256 JWTs signed with `DIR/sa-signing-key` (verified only
 //!   by this server, as TokenReview does).

@@ -31,6 +31,7 @@ fn all() -> Vec<Box<dyn Controller>> {
         Box::new(super::endpoints::EndpointsController),
         Box::new(super::gc::GarbageCollector),
         Box::new(super::taints::TaintEviction::default()),
+        Box::new(super::events::EventMirror::default()),
     ]
 }
 
