@@ -157,6 +157,52 @@ fn index_html_is_self_contained_and_shows_the_numbers() {
     assert!(html.contains("class=\"fault\"") && html.contains(">kill<"));
     assert!(html.contains("class=\"phase\"") && html.contains("first write (RTO) +10020 ms"));
     assert!(html.contains("class=\"up\"") && html.contains("class=\"latency\""));
+    // Per-failover RPO rows, then the whole run; links to the history and, when failed,
+    // the artifacts.
+    assert!(
+        html.contains("<td>emergency iad → pdx</td>"),
+        "per-failover RPO row"
+    );
+    assert!(html.contains("<td>whole run</td>"));
+    assert!(html.contains("href=\"s020_primary_killed/history.jsonl\""));
+    assert_eq!(html.matches("/artifacts/\"").count(), results.failed());
+    assert!(html.contains("<td>write-outage</td>") || !html.contains("writeoutage"));
+}
+
+// Follow-up polls put six phases within a second: their numbers stack, never overlap.
+#[test]
+fn phase_labels_that_would_overlap_go_down_a_row() {
+    use bloodraven_harness::check::timings::FailoverTimings;
+    use bloodraven_harness::report::svg::{phase_marks, PHASE_LABEL_GAP};
+    use bloodraven_harness::scenario::model::Site;
+    let timing = FailoverTimings {
+        kind: bloodraven_harness::history::event::FailoverKind::Emergency,
+        from: Site::Iad,
+        to: Site::Pdx,
+        fault: Some("kill".to_owned()),
+        fault_ns: 10_000_000_000,
+        detected_ms: Some(5_400),
+        fenced_ms: Some(5_600),
+        promoted_ms: Some(5_900),
+        endpoints_switched_ms: Some(6_150),
+        dns_switched_ms: Some(28_000),
+        first_write_ms: Some(6_300),
+    };
+    let marks = phase_marks(&[timing], 40_000_000_000);
+    assert_eq!(marks.len(), 6);
+    let rows: Vec<u32> = marks.iter().map(|mark| mark.row).collect();
+    assert_eq!(
+        rows,
+        vec![0, 1, 2, 3, 4, 0],
+        "DNS at 28 s is far from the rest"
+    );
+    for pair in marks.windows(2) {
+        assert!(
+            pair[1].row != pair[0].row || pair[1].x - pair[0].x >= PHASE_LABEL_GAP,
+            "{pair:?}"
+        );
+    }
+    assert_eq!(marks[5].number, 5, "DNS switched is phase 5");
 }
 
 #[test]

@@ -33,6 +33,9 @@ use crate::scenario::model::{SharedService, Site};
 pub const DATABASE: &str = "harness";
 /// The workload's table.
 pub const TABLE: &str = "writes";
+/// The table a held connection (`open-connection` fault) writes its probe row to: not the
+/// workload's table, whose every row the RPO checker must find among the writers' ids.
+pub const HELD_TABLE: &str = "held_writes";
 /// The workload's user.
 pub const USER: &str = "harness";
 /// Writers running at once.
@@ -76,6 +79,7 @@ pub fn setup_statements(password: &str) -> crate::Result<String> {
     Ok(format!(
         "CREATE DATABASE IF NOT EXISTS `{DATABASE}`;\n\
          CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
+         CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{HELD_TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
          {};\n{};\n",
         grant(bloodraven_mysql::grants::create_app_user(USER, "%", password))?,
         grant(bloodraven_mysql::grants::app_user_grant(DATABASE, USER, "%"))?,

@@ -84,7 +84,7 @@ pub fn render_index(results: &RunResults, histories: &[History]) -> String {
             span { span class="swatch" style="background:#34a853" {} "writes ok" }
             span { span class="swatch" style="background:#f9ab00" {} "some writes failed" }
             span { span class="swatch" style="background:#d93025" {} "no write succeeded" }
-            span { span class="swatch" style="background:#7627bb" {} "failover phase" }
+            span { span class="swatch" style="background:#7627bb" {} "failover phase: 1 detected, 2 fenced, 3 promoted, 4 endpoints switched, 5 DNS switched, 6 first write (RTO)" }
             span { span class="swatch" style="background:#1a73e8" {} "write latency" }
         }
         @for (index, scenario) in results.scenarios.iter().enumerate() {
@@ -127,14 +127,37 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
                 }
             }
         }
+        p class="links" {
+            a href={(scenario.trial) "/history.jsonl"} { "history.jsonl" }
+            @if !scenario.passed {
+                " · " a href={(scenario.trial) "/artifacts/"} { "artifacts" } " (pod logs, events, group, faults)"
+            }
+        }
         h3 { "RPO" }
         table class="rpo" {
-            thead { tr { th { "acknowledged" } th { "lost" } th { "operator-reported" } th { "exact" } th { "lost ids" } } }
+            thead { tr { th { "failover" } th { "acknowledged" } th { "lost" } th { "info lost" } th { "unknown" } th { "operator-reported" } th { "lost GTID set" } th { "exact" } th { "lost ids" } } }
             tbody {
-                tr {
+                @for row in &scenario.rpo.failovers {
+                    tr {
+                        td { (format!("{:?}", row.kind).to_lowercase()) " " (row.from) " → " (row.to) }
+                        td class="num" { (row.acknowledged) }
+                        td class="num" { (row.lost) }
+                        td class="num" { (row.info_lost) }
+                        td class="num" { (row.unknown) }
+                        td class="num" { (row.operator_reported.map_or_else(|| "—".to_owned(), |count| count.to_string())) }
+                        td { (row.lost_gtid_set.clone().filter(|set| !set.is_empty()).unwrap_or_else(|| "—".to_owned())) }
+                        td { (if row.exact { "yes" } else { "no" }) }
+                        td { (row.lost_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
+                    }
+                }
+                tr class="total" {
+                    td { "whole run" }
                     td class="num" { (scenario.rpo.acknowledged) }
                     td class="num" { (scenario.rpo.lost) }
+                    td class="num" { (scenario.rpo.info_lost) }
+                    td class="num" { (scenario.rpo.unknown) }
                     td class="num" { (scenario.rpo.operator_reported().map_or_else(|| "—".to_owned(), |count| count.to_string())) }
+                    td { "" }
                     td { (if scenario.rpo.exact() { "yes" } else { "no" }) }
                     td { (scenario.rpo.lost_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
                 }
@@ -181,7 +204,7 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
                     @for measure in &scenario.measures {
                         tr {
                             td class="num" { (measure.step) }
-                            td { (format!("{:?}", measure.quantity).to_lowercase()) }
+                            td { (serde_json::to_value(measure.quantity).ok().and_then(|value| value.as_str().map(str::to_owned)).unwrap_or_else(|| format!("{:?}", measure.quantity))) }
                             td class="num" { (ms(measure.value_ms)) }
                             td { (ms(measure.at_least_ms)) " … " (ms(measure.at_most_ms)) }
                         }

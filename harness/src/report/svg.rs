@@ -167,6 +167,63 @@ fn fmt1(value: f64) -> String {
     format!("{value:.1}")
 }
 
+/// One failover phase on the timeline: a line at `x` and its number (1 = detected ... 6 =
+/// first write, as the legend and the phase table say) in label row `row`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseMark {
+    /// Horizontal position.
+    pub x: f64,
+    /// The phase's number in [`FailoverTimings::phases`], from 1.
+    pub number: usize,
+    /// The phase's name.
+    pub name: &'static str,
+    /// Milliseconds after the fault.
+    pub at_ms: i64,
+    /// Label row: phases closer than [`PHASE_LABEL_GAP`] to the previous label go one row
+    /// down, so labels never overlap however close the phases are (follow-up polls put six
+    /// within a second).
+    pub row: u32,
+}
+
+/// The horizontal room one phase number needs.
+pub const PHASE_LABEL_GAP: f64 = 9.0;
+
+/// The phase marks of every failover, left to right, with their label rows.
+pub fn phase_marks(timings: &[FailoverTimings], end_ns: u64) -> Vec<PhaseMark> {
+    let mut marks: Vec<PhaseMark> = timings
+        .iter()
+        .flat_map(|timing| {
+            timing
+                .phases()
+                .into_iter()
+                .enumerate()
+                .filter_map(move |(index, (name, at_ms))| {
+                    let at_ms = at_ms?;
+                    let at_ns =
+                        u64::try_from(i128::from(timing.fault_ns) + i128::from(at_ms) * 1_000_000)
+                            .unwrap_or(0);
+                    Some(PhaseMark {
+                        x: x_of(at_ns, end_ns),
+                        number: index + 1,
+                        name,
+                        at_ms,
+                        row: 0,
+                    })
+                })
+        })
+        .collect();
+    marks.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let mut previous: Option<(f64, u32)> = None;
+    for mark in &mut marks {
+        mark.row = match previous {
+            Some((x, row)) if mark.x - x < PHASE_LABEL_GAP => row + 1,
+            _ => 0,
+        };
+        previous = Some((mark.x, mark.row));
+    }
+    marks
+}
+
 /// The scenario timeline: fault intervals shaded, failover phases marked, write
 /// availability per bucket and write latency over time.
 pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
@@ -230,16 +287,13 @@ pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
                 @let y = latency_top + latency_height - ratio(*ms, latency_max) * latency_height;
                 circle class="latency" cx=(fmt1(x_of(*at, end_ns))) cy=(fmt1(y)) r="1.6" {}
             }
-            @for timing in timings {
-                @for (name, at_ms) in timing.phases() {
-                    @if let Some(at_ms) = at_ms {
-                        @let at_ns = u64::try_from(i128::from(timing.fault_ns) + i128::from(at_ms) * 1_000_000).unwrap_or(0);
-                        @let x = x_of(at_ns, end_ns);
-                        line class="phase" x1=(fmt1(x)) y1="20" x2=(fmt1(x)) y2=(latency_top + latency_height) {
-                            title { (name) " " (format!("{at_ms:+}")) " ms" }
-                        }
-                        text class="phase-label" x=(fmt1(x + 2.0)) y=(latency_top + latency_height - 4.0) transform={"rotate(-90 " (fmt1(x + 2.0)) " " (latency_top + latency_height - 4.0) ")"} { (name) }
-                    }
+            @for mark in phase_marks(timings, end_ns) {
+                line class="phase" x1=(fmt1(mark.x)) y1="20" x2=(fmt1(mark.x)) y2=(latency_top + latency_height) {
+                    title { (mark.name) " " (format!("{:+}", mark.at_ms)) " ms" }
+                }
+                text class="phase-label" x=(fmt1(mark.x + 2.0)) y=(fmt1(latency_top + 10.0 + 10.0 * f64::from(mark.row))) {
+                    title { (mark.name) " " (format!("{:+}", mark.at_ms)) " ms" }
+                    (mark.number)
                 }
             }
             @for tick in 0..=ticks {

@@ -100,14 +100,6 @@ pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Fa
         .join(loaded.trial_name())
         .join("artifacts");
     let run = execute(cluster.as_ref(), loaded, context.pacing, Some(&artifacts));
-    if context.reuse {
-        // The next scenario installs afresh on the same cluster.
-        if let Err(error) = cluster.uninstall() {
-            tracing::warn!(scenario = loaded.scenario.id, %error, "failed to uninstall from the reused cluster");
-        }
-    } else if let Err(error) = backend.teardown(cluster) {
-        tracing::warn!(scenario = loaded.scenario.id, %error, "failed to tear the cluster down");
-    }
     let trial = loaded.trial_name();
     let result = judge(
         ScenarioIdentity {
@@ -122,6 +114,21 @@ pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Fa
         run.error,
         run.duration_ms,
     );
+    // A run whose steps passed but a checker failed (e.g. rpo) gets its artifacts too, read
+    // before the cluster goes.
+    if result.failure.is_some() && !artifacts.exists() {
+        if let Err(error) = cluster.collect_artifacts(&artifacts) {
+            tracing::warn!(scenario = loaded.scenario.id, %error, "failed to collect artifacts");
+        }
+    }
+    if context.reuse {
+        // The next scenario installs afresh on the same cluster.
+        if let Err(error) = cluster.uninstall() {
+            tracing::warn!(scenario = loaded.scenario.id, %error, "failed to uninstall from the reused cluster");
+        }
+    } else if let Err(error) = backend.teardown(cluster) {
+        tracing::warn!(scenario = loaded.scenario.id, %error, "failed to tear the cluster down");
+    }
     let outcome = match &result.failure {
         None => Ok(()),
         Some(failure) => Err(Failed::from(failure.as_str())),
