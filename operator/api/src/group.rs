@@ -352,6 +352,11 @@ pub struct SiteStatus {
     /// Errant GTID set of a returning old primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errant_gtid_set: Option<String>,
+    /// When the mysqld run last observed started (its uptime subtracted from the read
+    /// time): a restarted operator compares it with the run it reads to tell a restart of the
+    /// active site's mysqld (primary reassertion) that happened while it was away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mysqld_started_at: Option<Timestamp>,
 }
 
 /// Phase of a planned failover.

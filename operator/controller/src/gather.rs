@@ -106,6 +106,7 @@ pub async fn gather(
     memory: &GroupMemory,
     now_of: impl Fn() -> Timestamp,
 ) -> Gathered {
+    let polled_at = now_of();
     let namespace = group.metadata.namespace.clone().unwrap_or_default();
     let name = group.metadata.name.clone().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -179,6 +180,7 @@ pub async fn gather(
             annotations: annotations_of(group),
             deploy_hold,
             dns,
+            polled_at: Some(polled_at),
         },
         deploy_leases,
     }

@@ -175,6 +175,7 @@ mod tests {
             annotations,
             deploy_hold: None,
             dns: DnsReading::Absent,
+            polled_at: None,
         }
     }
 

@@ -286,6 +286,7 @@ mod tests {
             annotations: GroupAnnotations::default(),
             deploy_hold: None,
             dns: DnsReading::Absent,
+            polled_at: None,
         };
         let decision = decide(
             &spec,

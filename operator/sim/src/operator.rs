@@ -293,6 +293,7 @@ impl World {
                 Some(spec) => DnsReading::Present(spec.clone()),
                 None => DnsReading::Absent,
             },
+            polled_at: None,
         }
     }
 

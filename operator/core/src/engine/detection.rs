@@ -26,6 +26,9 @@ pub const POLL_JITTER_TOLERANCE: u32 = 4;
 /// spec's rate must detect at the last of them, not one poll later.
 pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let now = context.now;
+    // Streaks are timed on the reads, not on when they ended (a timed-out read ends a round
+    // trip budget late, an instant refusal does not: s026 detected a poll late on that).
+    let read_at = context.observation.polled_at.unwrap_or(now).min(now);
     let floor = context.spec.detection_floor();
     let poll_interval = context.spec.poll_interval.get();
     let threshold = context.spec.failure_threshold.max(1);
@@ -44,8 +47,8 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
         let failed_poll = !view.is_up() || (judged_on_writability && !view.is_writable());
         if failed_poll {
             site.consecutive_failures = site.consecutive_failures.saturating_add(1);
-            let since = *site.failing_since.get_or_insert(now);
-            let streak = now.saturating_duration_since(since)
+            let since = *site.failing_since.get_or_insert(read_at);
+            let streak = read_at.saturating_duration_since(since)
                 + poll_interval
                 + poll_interval / POLL_JITTER_TOLERANCE;
             match site.detection {

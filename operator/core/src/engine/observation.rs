@@ -39,6 +39,10 @@ pub struct Observation {
     pub deploy_hold: Option<HoldInfo>,
     /// The group's `DNSEndpoint` (`bloodraven-<group>`) as read back this poll.
     pub dns: DnsReading,
+    /// When the poll began reading (the sidecars' answers are of that instant, give or take
+    /// a round trip); `None`: the decision time. Failure streaks are timed on it: a first
+    /// failed read that took its whole timeout must not start the streak a timeout late.
+    pub polled_at: Option<Timestamp>,
 }
 
 /// What was read of one site.

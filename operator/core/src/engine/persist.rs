@@ -167,6 +167,7 @@ fn site_status(site: &SiteMemory) -> SiteStatus {
             .as_ref()
             .filter(|errant| !errant.is_empty())
             .map(ToString::to_string),
+        mysqld_started_at: site.mysqld_started_at,
     }
 }
 
@@ -207,6 +208,7 @@ fn site_memory(
     site.last_seen = persisted.last_seen;
     site.gtid_executed = parse(&persisted.gtid_executed);
     site.errant = parse(&persisted.errant_gtid_set);
+    site.mysqld_started_at = persisted.mysqld_started_at;
     site.reachable = persisted.reachable;
     site.writable = persisted.writable;
     site.fenced = persisted.fenced;

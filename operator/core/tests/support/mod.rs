@@ -107,6 +107,8 @@ pub struct World {
     pub now: Timestamp,
     /// Time advanced since the last sidecar tick (durations that are not whole ticks add up).
     since_tick: Duration,
+    /// What the next observation says its reads began at (`None`: the decision time).
+    pub polled_at: Option<Timestamp>,
     pub sites: Vec<FakeSite>,
     pub memory: GroupMemory,
     pub annotations: GroupAnnotations,
@@ -174,6 +176,7 @@ impl World {
             spec,
             now: EPOCH,
             since_tick: Duration::ZERO,
+            polled_at: None,
             sites,
             memory,
             annotations: GroupAnnotations::default(),
@@ -220,6 +223,7 @@ impl World {
                 Some(spec) => DnsReading::Present(spec.clone()),
                 None => DnsReading::Absent,
             },
+            polled_at: self.polled_at,
         }
     }
 
