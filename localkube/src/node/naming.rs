@@ -147,6 +147,14 @@ impl ClusterNaming {
         format!("{}-br", self.prefix)
     }
 
+    /// The bridge's fixed MAC address (locally administered, one per cluster slot). Left
+    /// unset, a Linux bridge takes the lowest MAC of its ports and changes it whenever a
+    /// veth with a lower one joins; every pod's ARP entry for its gateway then points at a
+    /// MAC nobody answers for until it is re-resolved (~30 s of stalled traffic).
+    pub fn bridge_mac(&self) -> String {
+        format!("02:6c:6b:00:{:02x}:01", self.slot)
+    }
+
     /// The network namespace of sandbox number `n`.
     pub fn netns(&self, n: u32) -> String {
         format!("{}-p{n}", self.prefix)

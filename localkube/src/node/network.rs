@@ -79,6 +79,10 @@ impl ClusterNetwork {
         if !super::ip::link_list()?.contains(&bridge) {
             ip(&["link", "add", &bridge, "type", "bridge"])?;
         }
+        // A set address is sticky: pods joining never move the gateway's MAC (see
+        // `ClusterNaming::bridge_mac`; the operator's calls to the replicas' sidecars stalled
+        // ~25 s after a canary pod joined the bridge).
+        ip(&["link", "set", &bridge, "address", &naming.bridge_mac()])?;
         ip(&["link", "set", &bridge, "up"])?;
         let network = Arc::new(Self {
             naming,
@@ -308,6 +312,43 @@ fn add_address(link: &str, cidr: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn link_address(name: &str) -> String {
+        std::fs::read_to_string(format!("/sys/class/net/{name}/address"))
+            .map(|text| text.trim().to_owned())
+            .unwrap_or_default()
+    }
+
+    // The bridge (every pod's gateway) keeps one MAC however many veths join it: a Linux
+    // bridge without a set address takes its lowest port MAC, so a new pod could move the
+    // gateway under the ARP caches of every running pod (the live "sidecar-call stall").
+    #[test]
+    fn the_bridge_mac_does_not_move_when_pods_join() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("needs root (network namespaces): run the localkube tests as root");
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let network = ClusterNetwork::up(dir.path()).expect("network up");
+        let bridge = network.naming().bridge();
+        let fixed = network.naming().bridge_mac();
+        assert_eq!(link_address(&bridge), fixed);
+        network.ensure_node(0).expect("node");
+        let mut sandboxes = Vec::new();
+        for _ in 0..6 {
+            sandboxes.push(network.create_sandbox(0).expect("sandbox"));
+            assert_eq!(
+                link_address(&bridge),
+                fixed,
+                "a joining veth moved the bridge MAC"
+            );
+        }
+        for sandbox in &sandboxes {
+            network.delete_sandbox(sandbox).expect("delete sandbox");
+        }
+        assert_eq!(link_address(&bridge), fixed);
+        drop(network);
+        super::super::state::cleanup(dir.path()).expect("cleanup");
+    }
 
     // localkube.md: without root, `localkube up` fails with one clear sentence naming the
     // kind backend as the alternative.
