@@ -341,6 +341,29 @@ fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exac
         world.events_of(EventReason::ReturningPrimaryFenced).len(),
         1
     );
+    // A transaction it received before it froze commits after it was read (s021 live: the
+    // operator said 1 lost, exact, and the old primary held 2): the count follows the set.
+    let site = world.site_mut("iad");
+    site.read_only = false;
+    assert!(world.write("iad"));
+    world.site_mut("iad").read_only = true;
+    world.run_polls(1);
+    let record = world.memory.last_failover.clone().unwrap();
+    assert!(record.exact);
+    assert_eq!(
+        record.lost_transactions, 4,
+        "exact as of the latest reading"
+    );
+    assert_eq!(
+        world
+            .memory
+            .site("iad")
+            .unwrap()
+            .errant
+            .as_ref()
+            .map(|e| e.count()),
+        Some(4)
+    );
 }
 
 #[test]

@@ -847,11 +847,18 @@ fn make_lost_exact(
     let Some(record) = memory.last_failover.as_mut() else {
         return;
     };
-    if record.exact || record.from != site || record.to != active || record.completed_at.is_none() {
+    if record.from != site || record.to != active || record.completed_at.is_none() {
         return;
     }
     let lost = lost_transactions(old_gtid, new_gtid);
     let counted = record.lost_transactions;
+    // Exact as of the latest reading: a thawed old primary can still commit a transaction it
+    // had received before it froze (its client timed out, the commit lands after the
+    // promotion). The count follows the set as it grows; it never shrinks.
+    if record.exact && lost.count() <= counted {
+        return;
+    }
+    let grew = record.exact;
     record.lost_transactions = lost.count();
     record.lost_gtid_set = Some(lost.to_string());
     record.exact = true;
@@ -859,6 +866,16 @@ fn make_lost_exact(
         plan.tail(Action::Metric(MetricObservation::LostTransactions {
             count: lost.count() - counted,
         }));
+    }
+    if grew {
+        plan.event(
+            EventReason::LostTransactionsExact,
+            format!(
+                "{site} committed after it was read: the failover lost exactly {} transactions ({lost})",
+                lost.count()
+            ),
+        );
+        return;
     }
     plan.event(
         EventReason::LostTransactionsExact,
