@@ -59,6 +59,18 @@ fn unknown_fault_kind_and_unknown_field() {
     assert!(error.message.contains("unknown field `signal`"), "{error}");
 }
 
+// The sidecar has no API access: denying it verbs is no fault at all, and is refused rather
+// than silently applied to the operator.
+#[test]
+fn deny_rbac_has_no_sidecar_subject() {
+    let error =
+        single_error("- fault: {deny-rbac: {subject: sidecar, resource: pods, verbs: [get]}}\n");
+    assert!(
+        error.message.contains("unknown variant `sidecar`"),
+        "{error}"
+    );
+}
+
 #[test]
 fn bad_durations_are_located() {
     let error = single_error(

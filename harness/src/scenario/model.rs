@@ -154,10 +154,9 @@ pub enum OperatorPod {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Subject {
-    /// The operator's ServiceAccount.
+    /// The operator's ServiceAccount (the only subject with API access: the sidecar has none,
+    /// so there is no sidecar subject to deny verbs to).
     Operator,
-    /// The sidecars' ServiceAccount.
-    Sidecar,
 }
 
 /// A Kubernetes API verb.
