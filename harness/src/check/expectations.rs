@@ -54,7 +54,7 @@ pub struct MeasureResult {
 impl MeasureResult {
     /// Why the measurement fails its bounds, if it does.
     pub fn violation(&self) -> Option<String> {
-        let name = format!("{:?}", self.quantity).to_lowercase();
+        let name = self.quantity.name();
         let Some(value) = self.value_ms else {
             return Some(format!("step {}: {name} could not be measured", self.step));
         };

@@ -204,7 +204,7 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
                     @for measure in &scenario.measures {
                         tr {
                             td class="num" { (measure.step) }
-                            td { (serde_json::to_value(measure.quantity).ok().and_then(|value| value.as_str().map(str::to_owned)).unwrap_or_else(|| format!("{:?}", measure.quantity))) }
+                            td { (measure.quantity.name()) }
                             td class="num" { (ms(measure.value_ms)) }
                             td { (ms(measure.at_least_ms)) " … " (ms(measure.at_most_ms)) }
                         }

@@ -107,16 +107,17 @@ fn run_steps(
         .map_err(|error| format!("failed to start the workload: {error}"))?;
     // Warm-up: the steps start once the workload has an acknowledged write, so the first
     // fault never precedes the workload (the liveness checker's "before the first fault").
-    let warmup_deadline = Instant::now() + WARMUP_MAX;
-    while !has_acknowledged_write(&recorder.snapshot()) {
-        if Instant::now() >= warmup_deadline {
-            let _ = workload.stop();
-            return Err(format!(
-                "the workload acknowledged no write within {} s of starting",
-                WARMUP_MAX.as_secs()
-            ));
-        }
-        std::thread::sleep(pacing.poll_interval.min(Duration::from_millis(100)));
+    let warmed = poll_until(
+        WARMUP_MAX,
+        pacing.poll_interval.min(Duration::from_millis(100)),
+        || has_acknowledged_write(&recorder.snapshot()).then_some(()),
+    );
+    if warmed.is_none() {
+        let _ = workload.stop();
+        return Err(format!(
+            "the workload acknowledged no write within {} s of starting",
+            WARMUP_MAX.as_secs()
+        ));
     }
     let mut variables: BTreeMap<String, Value> = BTreeMap::new();
     // Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.

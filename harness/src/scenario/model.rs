@@ -763,6 +763,17 @@ pub enum Quantity {
     Convergence,
 }
 
+impl Quantity {
+    /// The name scenarios spell it with (`write-outage`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantity::Detection => "detection",
+            Quantity::WriteOutage => "write-outage",
+            Quantity::Convergence => "convergence",
+        }
+    }
+}
+
 /// A measurement step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

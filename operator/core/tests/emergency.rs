@@ -39,26 +39,26 @@ fn detection_needs_failure_threshold_consecutive_failed_polls() {
     assert_eq!(world.memory.site("pdx").unwrap().consecutive_failures, 3);
 }
 
-#[test]
-fn detection_floor_is_poll_interval_times_threshold_even_with_faster_polls() {
-    // Polls 1 s apart instead of 2 s: three failed polls span only 3 s < the 6 s floor.
+/// pdx's detection after each of `polls` polls `gap` apart, pdx killed before the first.
+fn pdx_detection_per_poll(polls: usize, gap: Duration) -> Vec<Detection> {
     let mut world = World::bootstrapped();
     world.kill("pdx");
-    for _ in 0..4 {
-        world.advance(Duration::from_secs(1));
-        world.poll();
-    }
-    assert_eq!(
-        world.memory.site("pdx").unwrap().detection,
-        Detection::Suspect
-    );
-    world.advance(Duration::from_secs(1));
-    world.poll();
-    assert_eq!(
-        world.memory.site("pdx").unwrap().detection,
-        Detection::Failed,
-        "5 polls 1 s apart + 1 interval = 6 s"
-    );
+    (0..polls)
+        .map(|_| {
+            world.advance(gap);
+            world.poll();
+            world.memory.site("pdx").unwrap().detection
+        })
+        .collect()
+}
+
+#[test]
+fn detection_floor_is_poll_interval_times_threshold_even_with_faster_polls() {
+    // Polls 1 s apart instead of 2 s: three failed polls span only 3 s < the 6 s floor;
+    // 5 polls 1 s apart + 1 interval = 6 s.
+    let detection = pdx_detection_per_poll(5, Duration::from_secs(1));
+    assert_eq!(detection[3], Detection::Suspect);
+    assert_eq!(detection[4], Detection::Failed);
 }
 
 #[test]
@@ -66,22 +66,10 @@ fn polls_landing_a_little_early_still_detect_at_the_threshold_th_failed_poll() {
     // A fixed-rate poller's readings jitter by milliseconds: failed polls 1.999 s apart span
     // 3.998 s + one interval, a hair under the 6 s floor. Detection must still land at the
     // third failed poll (seed 001: 2 s x 3 = 6 s), not a whole poll later (it did: 8 s, s020).
-    let mut world = World::bootstrapped();
-    world.kill("pdx");
-    for _ in 0..2 {
-        world.advance(Duration::from_millis(1_999));
-        world.poll();
-    }
+    let detection = pdx_detection_per_poll(3, Duration::from_millis(1_999));
     assert_eq!(
-        world.memory.site("pdx").unwrap().detection,
-        Detection::Suspect
-    );
-    world.advance(Duration::from_millis(1_999));
-    world.poll();
-    assert_eq!(
-        world.memory.site("pdx").unwrap().detection,
-        Detection::Failed,
-        "the third failed poll detects"
+        detection,
+        [Detection::Suspect, Detection::Suspect, Detection::Failed]
     );
 }
 

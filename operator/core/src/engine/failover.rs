@@ -867,20 +867,15 @@ fn make_lost_exact(
             count: lost.count() - counted,
         }));
     }
-    if grew {
-        plan.event(
-            EventReason::LostTransactionsExact,
-            format!(
-                "{site} committed after it was read: the failover lost exactly {} transactions ({lost})",
-                lost.count()
-            ),
-        );
-        return;
-    }
+    let how = if grew {
+        "committed after it was read"
+    } else {
+        "readable again"
+    };
     plan.event(
         EventReason::LostTransactionsExact,
         format!(
-            "{site} readable again: the failover lost exactly {} transactions",
+            "{site} {how}: the failover lost exactly {} transactions",
             lost.count()
         ),
     );

@@ -59,9 +59,7 @@ impl SiteView {
     /// sidecar. Any other failure to read it (a timeout of a frozen mysqld, access denied, a
     /// query or decode error) proves nothing: mysqld may be alive and writable.
     pub fn confirmed_not_writable(&self) -> bool {
-        self.sidecar_up
-            && ((self.mysql_up && self.read_only == Some(true))
-                || (!self.mysql_up && self.mysql_down))
+        self.sidecar_up && (self.mysql_down || (self.mysql_up && self.read_only == Some(true)))
     }
 
     /// Replication is configured and both threads run.
