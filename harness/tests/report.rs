@@ -356,3 +356,32 @@ fn sample_report_for_humans() {
     let run_dir = write_report(std::path::Path::new(&dir), &results, &histories).expect("report");
     assert!(run_dir.join("index.html").is_file());
 }
+
+// s038: `deny-rbac` and `kill` start 0.3 s apart and their names were written over each other.
+#[test]
+fn fault_labels_that_would_overlap_move_right() {
+    use bloodraven_harness::report::svg::{fault_label_xs, FaultInterval};
+    let fault = |name: &str, start_s: u64| FaultInterval {
+        name: name.to_owned(),
+        start_ns: start_s * 1_000_000_000,
+        end_ns: 40_000_000_000,
+    };
+    // Paired in end order: kill (healed first) before deny-rbac.
+    let faults = [
+        fault("kill", 14),
+        fault("deny-rbac", 13),
+        fault("partition", 30),
+    ];
+    let xs = fault_label_xs(&faults, 45_000_000_000);
+    let (kill, deny, partition) = (xs[0], xs[1], xs[2]);
+    assert!(
+        kill > deny,
+        "kill starts later, so it is labelled after deny-rbac"
+    );
+    assert!(kill - deny >= 9.0 * 6.0, "no overlap: {deny} then {kill}");
+    let alone = fault_label_xs(&faults[2..], 45_000_000_000)[0];
+    assert_eq!(
+        partition, alone,
+        "a fault far from the others stays at its start"
+    );
+}

@@ -167,6 +167,27 @@ fn fmt1(value: f64) -> String {
     format!("{value:.1}")
 }
 
+/// Approximate width of one character of a fault label (11 px sans-serif).
+const LABEL_CHAR_WIDTH: f64 = 6.5;
+
+/// Where each fault's name is written above the timeline: at its start, or just after the
+/// previous label when faults start too close together to label both there (s038's
+/// `deny-rbac` and `kill` overlapped).
+pub fn fault_label_xs(faults: &[FaultInterval], end_ns: u64) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..faults.len()).collect();
+    order.sort_by_key(|&index| faults[index].start_ns);
+    let mut xs = vec![0.0; faults.len()];
+    let mut free_from = f64::MIN;
+    for index in order {
+        let fault = &faults[index];
+        let x = (x_of(fault.start_ns, end_ns) + 2.0).max(free_from);
+        let chars = u32::try_from(fault.name.chars().count()).unwrap_or(u32::MAX);
+        free_from = x + f64::from(chars) * LABEL_CHAR_WIDTH + 6.0;
+        xs[index] = x;
+    }
+    xs
+}
+
 /// One failover phase on the timeline: a line at `x` and its number (1 = detected ... 6 =
 /// first write, as the legend and the phase table say) in label row `row`.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,16 +266,17 @@ pub fn timeline(history: &History, timings: &[FailoverTimings]) -> Markup {
     let (latency_top, latency_height) = (sites_bottom + 20.0, 130.0);
     let height = latency_top + latency_height + 40.0;
     let ticks = 10u64;
+    let label_xs = fault_label_xs(&faults, end_ns);
     html! {
         svg class="timeline" xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(height) viewBox={"0 0 " (WIDTH) " " (height)} role="img" {
             title { "timeline: faults, failover phases, write availability and latency" }
-            @for fault in &faults {
+            @for (fault, label_x) in faults.iter().zip(&label_xs) {
                 @let x = x_of(fault.start_ns, end_ns);
                 @let w = (x_of(fault.end_ns, end_ns) - x).max(1.0);
                 rect class="fault" x=(fmt1(x)) y="20" width=(fmt1(w)) height=(height - 40.0) {
                     title { (fault.name) }
                 }
-                text class="fault-label" x=(fmt1(x + 2.0)) y="14" { (fault.name) }
+                text class="fault-label" x=(fmt1(*label_x)) y="14" { (fault.name) }
             }
             text class="axis-label" x="4" y=(avail_top + 16.0) { "writes" }
             @for (index, (ok, bad)) in buckets.iter().enumerate() {
