@@ -24,9 +24,9 @@ use std::collections::BTreeMap;
 use bloodraven_api::{names, Flavor, MysqlFailoverGroup, MysqlFailoverGroupSpec};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Secret, SecretKeySelector,
-    Toleration, VolumeMount, VolumeResourceRequirements,
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretKeySelector, Toleration, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -49,6 +49,14 @@ pub const SIDECAR_IMAGE_REPOSITORY: &str = "bloodraven/sidecar";
 pub const DATA_VOLUME: &str = "data";
 /// Where the data volume is mounted in the `mysql` container.
 pub const DATA_MOUNT_PATH: &str = "/var/lib/mysql";
+/// Name of the emptyDir both containers mount at [`RUN_MOUNT_PATH`]: mysqld's pid file, which
+/// the sidecar's watchdog reads to SIGKILL a mysqld it cannot fence (the pod shares its
+/// process namespace).
+pub const RUN_VOLUME: &str = "run";
+/// Where [`RUN_VOLUME`] is mounted in both containers.
+pub const RUN_MOUNT_PATH: &str = "/run/bloodraven";
+/// mysqld's pid file, on [`RUN_VOLUME`].
+pub const MYSQLD_PID_FILE: &str = "/run/bloodraven/mysqld.pid";
 /// Size requested by each site's data volume claim.
 pub const DATA_STORAGE: &str = "1Gi";
 /// Key of the MySQL root password in the credentials Secret.
@@ -100,6 +108,7 @@ pub fn mysqld_args(flavor: Flavor, server_id: usize, report_host: &str) -> Vec<S
         format!("--server-id={server_id}"),
         "--read-only=ON".to_string(),
         format!("--report-host={report_host}"),
+        format!("--pid-file={MYSQLD_PID_FILE}"),
     ];
     match flavor {
         Flavor::Mariadb => args.extend([
@@ -143,6 +152,7 @@ pub fn sidecar_args(
             "--peer-srv=_{}._tcp.mysql-{group}-{{site}}.{namespace}.svc.cluster.local",
             names::PORT_NAME_SIDECAR
         ),
+        format!("--mysqld-pid-file={MYSQLD_PID_FILE}"),
     ]
 }
 
@@ -212,11 +222,14 @@ pub fn statefulset(
             protocol: Some("TCP".to_string()),
             ..ContainerPort::default()
         }]),
-        volume_mounts: Some(vec![VolumeMount {
-            name: DATA_VOLUME.to_string(),
-            mount_path: DATA_MOUNT_PATH.to_string(),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: DATA_VOLUME.to_string(),
+                mount_path: DATA_MOUNT_PATH.to_string(),
+                ..VolumeMount::default()
+            },
+            run_mount(),
+        ]),
         ..Container::default()
     };
     let sidecar = Container {
@@ -250,6 +263,7 @@ pub fn statefulset(
             period_seconds: Some(2),
             ..Probe::default()
         }),
+        volume_mounts: Some(vec![run_mount()]),
         ..Container::default()
     };
     let claim = PersistentVolumeClaim {
@@ -300,6 +314,13 @@ pub fn statefulset(
                         .then(|| site_spec.node_selector.clone()),
                     tolerations: Some(vec![demoted_toleration(group)]),
                     containers: vec![mysql, sidecar],
+                    // The sidecar's watchdog signals mysqld (operator docs, "Fencing").
+                    share_process_namespace: Some(true),
+                    volumes: Some(vec![Volume {
+                        name: RUN_VOLUME.to_string(),
+                        empty_dir: Some(EmptyDirVolumeSource::default()),
+                        ..Volume::default()
+                    }]),
                     ..PodSpec::default()
                 }),
             },
@@ -308,6 +329,14 @@ pub fn statefulset(
         }),
         status: None,
     })
+}
+
+fn run_mount() -> VolumeMount {
+    VolumeMount {
+        name: RUN_VOLUME.to_string(),
+        mount_path: RUN_MOUNT_PATH.to_string(),
+        ..VolumeMount::default()
+    }
 }
 
 /// Tolerates this group's demotion taint: the demoted site's own pod stays (fenced) on its
@@ -607,6 +636,7 @@ mod tests {
                 "--read-only=ON".to_string(),
                 "--report-host=mysql-playground-iad.bloodraven-playground.svc.cluster.local"
                     .to_string(),
+                "--pid-file=/run/bloodraven/mysqld.pid".to_string(),
                 "--log-slave-updates=ON".to_string(),
                 "--gtid-strict-mode=ON".to_string(),
             ])
@@ -652,6 +682,7 @@ mod tests {
                 "--mysql-flavor=mariadb".to_string(),
                 "--peer-srv=_sidecar._tcp.mysql-playground-{site}.bloodraven-playground.svc.cluster.local"
                     .to_string(),
+                "--mysqld-pid-file=/run/bloodraven/mysqld.pid".to_string(),
             ])
         );
         let port = &sidecar.ports.as_ref().expect("ports")[0];
@@ -666,6 +697,38 @@ mod tests {
             .expect("readiness");
         assert_eq!(probe.path.as_deref(), Some("/healthz"));
         assert_eq!(probe.port, IntOrString::String("sidecar".into()));
+    }
+
+    /// The watchdog's wiring: one process namespace, and mysqld's pid file on an emptyDir both
+    /// containers mount where each of them names it.
+    #[test]
+    fn sidecar_can_find_and_signal_mysqld() {
+        let set = render("iad");
+        let pod = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("pod spec");
+        assert_eq!(pod.share_process_namespace, Some(true));
+        let volumes = pod.volumes.as_ref().expect("volumes");
+        assert!(volumes
+            .iter()
+            .any(|v| v.name == RUN_VOLUME && v.empty_dir.is_some()));
+        for name in ["mysql", "sidecar"] {
+            let container = container(&set, name);
+            let mounted = container.volume_mounts.as_ref().is_some_and(|m| {
+                m.iter()
+                    .any(|m| m.name == RUN_VOLUME && m.mount_path == RUN_MOUNT_PATH)
+            });
+            assert!(mounted, "{name} mounts {RUN_VOLUME} at {RUN_MOUNT_PATH}");
+            let args = container.args.as_ref().expect("args");
+            assert!(
+                args.iter()
+                    .any(|a| a.ends_with(&format!("pid-file={MYSQLD_PID_FILE}"))),
+                "{name}: {args:?}"
+            );
+            assert!(MYSQLD_PID_FILE.starts_with(RUN_MOUNT_PATH));
+        }
     }
 
     /// The live image wins over a changed spec.image (ordered update not implemented), and a

@@ -94,6 +94,12 @@ pub struct Config {
     /// Timeout of one MySQL statement in milliseconds (connecting included).
     #[arg(long, env = "BLOODRAVEN_MYSQL_TIMEOUT_MS", default_value_t = 2000)]
     pub mysql_timeout_ms: u64,
+    /// mysqld's pid file (`--pid-file` of mysqld, on a volume both containers mount; the pod
+    /// shares its process namespace). The watchdog SIGKILLs that pid when mysqld must be
+    /// read-only, no lease covers it and it cannot be seen read-only. Without it a frozen
+    /// mysqld cannot be stopped from writing when it thaws.
+    #[arg(long, env = "BLOODRAVEN_MYSQLD_PID_FILE")]
+    pub mysqld_pid_file: Option<PathBuf>,
 }
 
 /// Everything the sidecar runs with, validated.
@@ -119,6 +125,8 @@ pub struct Settings {
     pub replication_user: String,
     /// Replication password.
     pub replication_password: String,
+    /// mysqld's pid file, for the watchdog; `None` disables its kill.
+    pub mysqld_pid_file: Option<PathBuf>,
 }
 
 impl Settings {
@@ -142,6 +150,7 @@ impl Settings {
             mysql,
             replication_user: "replication".to_owned(),
             replication_password: String::new(),
+            mysqld_pid_file: None,
         }
     }
 }
@@ -215,6 +224,7 @@ impl Config {
                 self.replication_password_file.as_ref(),
             )?,
             replication_user: self.replication_user,
+            mysqld_pid_file: self.mysqld_pid_file,
         })
     }
 }

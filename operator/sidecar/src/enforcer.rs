@@ -1,10 +1,10 @@
 //! The enforcement loop: observe mysqld, compare with the lease rule, act. It runs every
-//! tick (at most a third of the lease), at the instant the held lease expires, and at once
-//! when woken (authority pushed, fence, lease gained).
+//! tick (at most a third of the lease), at the instant the held lease stops counting (a fence
+//! lead before it expires), and at once when woken (authority pushed, fence, lease gained).
 
 use std::sync::Arc;
 
-use bloodraven_core::lease::{enforcement, Enforcement, WriteDecision};
+use bloodraven_core::lease::{enforcement, fence_lead_ms, Enforcement, WriteDecision};
 
 use crate::{
     clock::wall_now,
@@ -18,12 +18,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         enforce(&shared).await;
         let now = shared.clock.now();
         let remaining_ms = shared.lease().lease_remaining_ms(now);
+        let lead_ms = fence_lead_ms(&shared.settings.lease);
         let next_tick = tokio::time::Instant::now() + shared.settings.tick;
-        // Wake exactly when the lease runs out, so a partitioned primary fences itself within
-        // the lease duration rather than up to a tick later.
-        let deadline = if remaining_ms > 0 {
-            let expiry = shared.clock.instant(now) + std::time::Duration::from_millis(remaining_ms);
-            next_tick.min(expiry)
+        // Wake exactly when the held lease stops counting (a fence lead before it runs out),
+        // so a partitioned primary is read-only before its lease ends, and the watchdog finds
+        // nothing to kill unless mysqld cannot answer.
+        let deadline = if remaining_ms > lead_ms {
+            let stops_counting = shared.clock.instant(now)
+                + std::time::Duration::from_millis(remaining_ms - lead_ms);
+            next_tick.min(stops_counting)
         } else {
             next_tick
         };

@@ -9,6 +9,8 @@
 //! - [`config`]: flags and environment, validated into [`Settings`].
 //! - [`discovery`]: peer discovery by DNS with seed 004's semantics.
 //! - [`server`]: the HTTP API on 8086 and the timers, [`Sidecar::start`].
+//! - `watchdog`: SIGKILLs a mysqld that must be read-only, has no lease and cannot be
+//!   fenced (frozen), so a lapsed lease means "cannot write" (`bloodraven_core::lease::watchdog`).
 //! - `testing` (feature `testing`): an in-process DNS server for tests.
 
 mod clock;
@@ -25,6 +27,7 @@ pub mod server;
 mod state;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod watchdog;
 
 pub use config::{Config, Settings};
 pub use error::{Error, Result};

@@ -45,6 +45,7 @@ pub(crate) struct Metrics {
     answers: Family<AnswerLabels, Counter>,
     peer_results: Family<PeerLabels, Counter>,
     mysql_errors: Counter,
+    watchdog_kills: Counter,
 }
 
 impl Metrics {
@@ -59,6 +60,7 @@ impl Metrics {
         let answers = Family::<AnswerLabels, Counter>::default();
         let peer_results = Family::<PeerLabels, Counter>::default();
         let mysql_errors = Counter::default();
+        let watchdog_kills = Counter::default();
         registry.register(
             "bloodraven_sidecar_read_only",
             "mysqld read_only as last observed: 1 read-only, 0 writable, -1 unknown",
@@ -104,6 +106,11 @@ impl Metrics {
             "failed observations or mutations of mysqld",
             mysql_errors.clone(),
         );
+        registry.register(
+            "bloodraven_sidecar_watchdog_kills",
+            "times the watchdog SIGKILLed mysqld: it had to be read-only, no lease covered it, and it was not seen read-only",
+            watchdog_kills.clone(),
+        );
         authority_generation.set(-1);
         read_only.set(-1);
         Self {
@@ -117,6 +124,7 @@ impl Metrics {
             answers,
             peer_results,
             mysql_errors,
+            watchdog_kills,
         }
     }
 
@@ -166,6 +174,10 @@ impl Metrics {
                 result: result.to_owned(),
             })
             .inc();
+    }
+
+    pub(crate) fn watchdog_killed(&self) {
+        self.watchdog_kills.inc();
     }
 
     pub(crate) fn mysql_error(&self) {

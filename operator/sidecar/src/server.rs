@@ -1,4 +1,4 @@
-//! Starting and stopping a sidecar: the HTTP API and the two timers.
+//! Starting and stopping a sidecar: the HTTP API and its timers (enforcer, lease, watchdog).
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -14,6 +14,7 @@ use crate::{
     metrics::Metrics,
     peers,
     state::Shared,
+    watchdog,
 };
 
 /// Entry point: [`Sidecar::start`].
@@ -70,6 +71,7 @@ impl Sidecar {
         let timers = vec![
             tokio::spawn(enforcer::run(shared.clone())),
             tokio::spawn(peers::run(shared.clone())),
+            tokio::spawn(watchdog::run(shared.clone())),
         ];
         let (shutdown, stopped) = oneshot::channel::<()>();
         let router = http::router(shared);

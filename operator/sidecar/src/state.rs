@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bloodraven_api::sidecar::MysqlObservation;
-use bloodraven_core::lease::SiteLease;
+use bloodraven_core::lease::{SiteLease, Watchdog};
 use bloodraven_mysql::live::LiveMysql;
 use tokio::sync::Notify;
 
@@ -18,12 +18,14 @@ const UPTIME_SLACK_SECONDS: u64 = 2;
 pub(crate) struct Shared {
     pub(crate) settings: Settings,
     lease: Mutex<SiteLease>,
+    /// What mysqld was last seen as, for the watchdog (`crate::watchdog`).
+    watchdog: Mutex<Watchdog>,
     /// The last mysqld run seen: `(server id, uptime seconds)`.
     last_run: Mutex<Option<(String, u64)>>,
     pub(crate) clock: MonotonicClock,
     pub(crate) mysql: LiveMysql,
     /// The same client with a short bound on the enforcer's `SET GLOBAL read_only = ON`
-    /// (half a tick): a fence blocked behind a client's table lock gives up quickly, the
+    /// (half a tick, at most half the fence lead): a fence blocked behind a client's table lock gives up quickly, the
     /// client connections are killed, and the fence is retried within the same tick.
     pub(crate) fence_mysql: LiveMysql,
     pub(crate) discovery: Discovery,
@@ -48,13 +50,20 @@ impl Shared {
         metrics: Metrics,
     ) -> Arc<Self> {
         let lease = SiteLease::new(settings.lease.clone());
+        let watchdog = Watchdog::new(&settings.lease);
+        // Two bounded sets and a kill of client connections fit in the fence lead.
+        let half_lead = std::time::Duration::from_millis(
+            bloodraven_core::lease::fence_lead_ms(&settings.lease) / 2,
+        );
         let fence_timeout = (settings.tick / 2)
+            .min(half_lead)
             .max(std::time::Duration::from_millis(1))
             .min(settings.mysql.statement_timeout);
         let fence_mysql = mysql.clone().with_mutation_timeout(fence_timeout);
         Arc::new(Self {
             settings,
             lease: Mutex::new(lease),
+            watchdog: Mutex::new(watchdog),
             last_run: Mutex::new(None),
             clock: MonotonicClock::start(),
             mysql,
@@ -77,13 +86,29 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records a new observation of mysqld: metrics, and restart detection. A new mysqld run
+    /// The watchdog's memory; never held across an await.
+    pub(crate) fn watchdog(&self) -> MutexGuard<'_, Watchdog> {
+        self.watchdog
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a new observation of mysqld: metrics, the watchdog, and restart detection. A new mysqld run
     /// (another server id, or an uptime more than [`UPTIME_SLACK_SECONDS`] lower than last
     /// seen) under a running sidecar is
     /// treated like a sidecar start: the cached authority is forgotten (startup safety net),
     /// so the restarted mysqld stays read-only until the operator pushes authority again.
     pub(crate) fn set_observation(&self, observation: &MysqlObservation) {
         self.metrics.observe_read_only(observation.read_only);
+        self.watchdog()
+            .observe(observation.read_only, observation.down);
+        // Seen writable while it must be read-only: enforce now, not at the next tick (an
+        // out-of-order observation must not leave the watchdog's grace running a whole tick).
+        if observation.read_only == Some(false)
+            && self.lease().desired(self.clock.now()).read_only()
+        {
+            self.wake_enforcer.notify_one();
+        }
         let Some(run) = &observation.mysqld else {
             return;
         };

@@ -421,6 +421,20 @@ async fn lease_rule_a_client_table_lock_does_not_keep_a_partitioned_primary_writ
     // The lock holder was killed to fence.
     let after = app.execute(&mut locker, "UNLOCK TABLES").await;
     assert!(after.is_err(), "the locking connection was killed");
+    // Fenced inside the fence lead: the watchdog had nothing to kill.
+    let metrics = playground
+        .http
+        .get(playground.url(0, PATH_METRICS))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    assert!(
+        metrics.contains("bloodraven_sidecar_watchdog_kills_total 0"),
+        "{metrics}"
+    );
 }
 
 /// Polls until site `index` has the schema `database` (replication carries it).
@@ -535,4 +549,79 @@ async fn ensure_database_creates_the_schema_only_on_the_writable_active_site() {
         .schemas(0)
         .await
         .contains(&"after_fence".to_owned()));
+}
+
+/// Issue 10 case 3: a frozen mysqld cannot be fenced, and when it thaws it resumes writable
+/// and answers the connections it held. The watchdog kills it when the lease runs out (here:
+/// cut off from both peers, so no renewal), before any operator could promote elsewhere, so
+/// the write a client sent into the freeze is never acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_frozen_primary_is_killed_when_its_lease_runs_out_and_never_acknowledges_a_held_write(
+) {
+    use nix::{sys::signal::Signal, unistd::Pid};
+
+    let mut playground = writable_playground().await;
+    playground.create_app_user().await;
+    playground
+        .app_write(0)
+        .await
+        .expect("writes before the freeze");
+    // A client connected before the freeze that waits as long as it takes.
+    let mut options = playground
+        .server(0)
+        .options(common::APP_USER, common::APP_PASSWORD);
+    options.statement_timeout = Duration::from_secs(60);
+    let app = bloodraven_mysql::live::LiveMysql::new(Flavor::MariaDb, options);
+    let mut conn = app.connect().await.expect("the app connects");
+    let pid = Pid::from_raw(
+        i32::try_from(playground.server(0).pid().expect("mariadbd runs")).expect("pid"),
+    );
+    nix::sys::signal::kill(pid, Signal::SIGSTOP).expect("freeze mariadbd");
+    let frozen_at = tokio::time::Instant::now();
+    let held = tokio::spawn(async move {
+        app.execute(
+            &mut conn,
+            "INSERT INTO app.counter (id, value) VALUES (1, 1) ON DUPLICATE KEY UPDATE value = value + 1",
+        )
+        .await
+    });
+    playground.stop_sidecar(1).await;
+    playground.stop_sidecar(2).await;
+    while !playground.topology.servers[0].exited() {
+        assert!(
+            frozen_at.elapsed() <= LEASE + SLACK,
+            "the frozen mysqld still runs {:?} after the freeze",
+            frozen_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Thaw, as the fault's end does: a killed process has nothing to resume.
+    let _ = nix::sys::signal::kill(pid, Signal::SIGCONT);
+    let outcome = tokio::time::timeout(Duration::from_secs(30), held)
+        .await
+        .expect("the held write ends")
+        .expect("join");
+    assert!(
+        outcome.is_err(),
+        "a site whose lease ran out acknowledged a write it held through a freeze"
+    );
+    let metrics = playground
+        .http
+        .get(playground.url(0, PATH_METRICS))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    assert!(
+        metrics.contains("bloodraven_sidecar_watchdog_kills_total 1"),
+        "{metrics}"
+    );
+    // It restarts read-only (startup), with the held write nowhere.
+    playground.topology.servers[0]
+        .restart()
+        .await
+        .expect("mariadbd restarts");
+    assert!(playground.read_only(0).await);
 }

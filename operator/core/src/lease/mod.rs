@@ -10,6 +10,7 @@
 //! - [`rule`]: [`desired_read_only`], combining authority, lease, explicit fence, the startup
 //!   safety net and the topology-mismatch rule, and [`enforcement`] against observed mysqld.
 //! - [`site`]: [`SiteLease`], one sidecar's whole lease state wired together.
+//! - [`watchdog`]: [`Watchdog`], when a mysqld that cannot be fenced is killed instead.
 
 mod clock;
 mod config;
@@ -17,6 +18,7 @@ pub mod peer;
 pub mod requester;
 pub mod rule;
 pub mod site;
+pub mod watchdog;
 
 pub use clock::MonotonicMillis;
 pub use config::{LeaseConfig, LeaseConfigError};
@@ -26,3 +28,4 @@ pub use rule::{
     desired_read_only, enforcement, Enforcement, ReadOnlyReason, RuleInput, WriteDecision,
 };
 pub use site::SiteLease;
+pub use watchdog::{fence_lead_ms, Watchdog, WatchdogVerdict};

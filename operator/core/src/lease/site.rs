@@ -13,6 +13,7 @@ use super::{
     peer::{should_grant, GrantBook},
     requester::{Requester, RoundId},
     rule::{desired_read_only, RuleInput, WriteDecision},
+    watchdog::fence_lead_ms,
 };
 
 /// The lease state machine of one sidecar. The sidecar binary drives it from HTTP handlers
@@ -178,13 +179,16 @@ impl SiteLease {
         }
     }
 
-    /// What the write rule wants mysqld to be at `now`.
+    /// What the write rule wants mysqld to be at `now`. The held lease counts only while more
+    /// than the fence lead ([`fence_lead_ms`]) of it is left: a sidecar that stopped renewing
+    /// fences before the lease runs out, so the watchdog finds mysqld read-only at expiry
+    /// unless mysqld cannot answer.
     pub fn desired(&self, now: MonotonicMillis) -> WriteDecision {
         desired_read_only(RuleInput {
             site: self.config.site(),
             authority: self.authority.as_ref(),
             fenced_by_operator: self.fence.is_some(),
-            lease_held: self.lease_held(now),
+            lease_held: self.lease_remaining_ms(now) > fence_lead_ms(&self.config),
         })
     }
 
@@ -271,9 +275,12 @@ mod tests {
         for at in (4000..=8000).step_by(2000) {
             round(&mut iad, &mut [], at);
         }
-        assert_eq!(iad.desired(MonotonicMillis(7999)), WriteDecision::Writable);
+        // The last grant was at 2000, so the lease runs out at 8000; it stops counting for
+        // writability a fence lead (1500 ms) before.
+        assert_eq!(iad.desired(MonotonicMillis(6499)), WriteDecision::Writable);
+        assert!(iad.lease_held(MonotonicMillis(7999)));
         assert_eq!(
-            iad.desired(MonotonicMillis(8000)),
+            iad.desired(MonotonicMillis(6500)),
             WriteDecision::ReadOnly(ReadOnlyReason::NoMajorityLease)
         );
     }

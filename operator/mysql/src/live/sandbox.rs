@@ -397,6 +397,25 @@ impl MariaDbServer {
         }
     }
 
+    /// mysqld's pid file (`--pid-file`), as a sidecar's watchdog reads it.
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.join("mysqld.pid")
+    }
+
+    /// The running mysqld's pid; `None` once it was killed by [`MariaDbServer::kill`].
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
+    /// Whether the mysqld started last has exited (reaping it if so): a kill from outside
+    /// (a sidecar's watchdog) shows here.
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut().map(std::process::Child::try_wait) {
+            Some(Ok(Some(_)) | Err(_)) | None => true,
+            Some(Ok(None)) => false,
+        }
+    }
+
     /// Kills mysqld (SIGKILL) and waits for it; the data directory stays until drop.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -99,6 +99,7 @@ impl Playground {
         settings.dns_server = Some(self.dns.address());
         settings.replication_user = REPLICATION_USER.to_owned();
         settings.replication_password = REPLICATION_PASSWORD.to_owned();
+        settings.mysqld_pid_file = Some(server.pid_file());
         settings
     }
 
