@@ -213,6 +213,7 @@ pub fn fault_sites(fault: &Fault) -> Vec<Site> {
         | Fault::ScaleOperator { .. }
         | Fault::StopExternalDns
         | Fault::OpenConnection { .. }
+        | Fault::SendWrite { .. }
         | Fault::UpgradeOperator { .. } => Vec::new(),
     }
 }

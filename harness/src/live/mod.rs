@@ -36,6 +36,13 @@ pub struct LiveCluster {
     held_connections: tokio::sync::Mutex<
         std::collections::BTreeMap<String, (bloodraven_mysql::live::LiveMysql, mysql_async::Conn)>,
     >,
+    /// Writes `send-write` left in flight, by connection name: their outcome once answered.
+    sent_writes: std::sync::Mutex<
+        std::collections::BTreeMap<
+            String,
+            Arc<std::sync::Mutex<crate::scenario::model::SentWrite>>,
+        >,
+    >,
 }
 
 impl std::fmt::Debug for LiveCluster {
@@ -80,6 +87,7 @@ impl LiveCluster {
             bin_dir,
             recorder: Mutex::new(None),
             held_connections: tokio::sync::Mutex::new(std::collections::BTreeMap::new()),
+            sent_writes: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         })
     }
 

@@ -345,6 +345,10 @@ impl LiveCluster {
                 self.open_connection(connection, &ip).await?;
                 (None, true)
             }
+            Fault::SendWrite { connection } => {
+                self.send_write(connection).await?;
+                (None, true)
+            }
             Fault::Plugin { args } => {
                 let binary = self.bin_dir.join("kubectl-bloodraven");
                 let output = tokio::process::Command::new(&binary)
@@ -489,6 +493,11 @@ impl LiveCluster {
     }
 
     async fn open_connection(&self, name: &str, host: &str) -> Result<()> {
+        // A connection opened again under a name drops that name's earlier sent write.
+        self.sent_writes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(name);
         let password = self.password().unwrap_or_default();
         let mut connections = self.held_connections.lock().await;
         let client = workload_client(host, &password);
@@ -703,7 +712,53 @@ impl LiveCluster {
         Ok(out)
     }
 
+    /// Moves the held connection `name` into a task that runs one write on it with a bound of
+    /// [`SENT_WRITE_WAIT_MAX`] and records what it was told.
+    async fn send_write(&self, name: &str) -> Result<()> {
+        use crate::scenario::model::SentWrite;
+        let Some((client, mut conn)) = self.held_connections.lock().await.remove(name) else {
+            return Err(cluster_error(
+                "send a write",
+                format!("no connection named {name}"),
+            ));
+        };
+        let outcome = std::sync::Arc::new(std::sync::Mutex::new(SentWrite::Pending));
+        self.sent_writes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(name.to_owned(), outcome.clone());
+        let statement = held_write_statement();
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            let result = client
+                .execute_within(&mut conn, &statement, SENT_WRITE_WAIT_MAX)
+                .await;
+            let seen = match &result {
+                Ok(()) => SentWrite::Acknowledged,
+                Err(_) => SentWrite::NotAcknowledged,
+            };
+            tracing::info!(connection = %name, outcome = seen.as_str(), error = result.err().map(|e| e.to_string()), "sent write answered");
+            *outcome
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = seen;
+        });
+        Ok(())
+    }
+
     async fn observe_connection(&self, name: &str) -> Result<Value> {
+        let sent = self
+            .sent_writes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(name)
+            .map(|outcome| {
+                *outcome
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+            });
+        if let Some(sent) = sent {
+            return Ok(json!({"sentWrite": sent.as_str()}));
+        }
         let mut connections = self.held_connections.lock().await;
         let Some((client, conn)) = connections.get_mut(name) else {
             return Err(cluster_error(
@@ -711,12 +766,7 @@ impl LiveCluster {
                 format!("no connection named {name}"),
             ));
         };
-        // Its own table (s026: a probe row in the workload's table was an id no writer wrote).
-        let statement = format!(
-            "INSERT INTO `{}`.`{}` (id, site) VALUES (1, @@hostname) ON DUPLICATE KEY UPDATE site = @@hostname, at = CURRENT_TIMESTAMP(6)",
-            workload::DATABASE,
-            workload::HELD_TABLE
-        );
+        let statement = held_write_statement();
         match client.execute(conn, &statement).await {
             Ok(()) => Ok(json!({"writeError": null})),
             Err(error) => Ok(json!({"writeError": error.server_code()})),
@@ -999,6 +1049,20 @@ pub fn metric_value(
             });
             all.then(|| value.parse().ok()).flatten()
         })
+}
+
+/// How long a write `send-write` left in flight waits for its answer: longer than any outage
+/// a scenario provokes, so a frozen server that thaws can still answer it.
+const SENT_WRITE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The write on a held connection: its own table (s026: a probe row in the workload's table
+/// was an id no writer wrote).
+fn held_write_statement() -> String {
+    format!(
+        "INSERT INTO `{}`.`{}` (id, site) VALUES (1, @@hostname) ON DUPLICATE KEY UPDATE site = @@hostname, at = CURRENT_TIMESTAMP(6)",
+        workload::DATABASE,
+        workload::HELD_TABLE
+    )
 }
 
 #[cfg(test)]

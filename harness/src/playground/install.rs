@@ -117,22 +117,25 @@ impl Installer {
 
     /// Installs everything and waits until the group's authority is Valid with every site
     /// healthy and the counter available. Returns the group as JSON.
+    /// The playground of the seeds (`just up`): the deploy API on, as the values file says.
     pub async fn install(&self) -> Result<Value> {
-        self.install_with(&crate::scenario::model::Install::default())
-            .await
+        self.install_with(&crate::scenario::model::Install {
+            deploy_api: true,
+            ..crate::scenario::model::Install::default()
+        })
+        .await
     }
 
-    /// [`Installer::install`] with a scenario's overrides: the operator's `replicaCount`
-    /// and fields merged into the group's `spec` (JSON merge patch).
+    /// [`Installer::install`] with a scenario's overrides: the operator's `replicaCount`, the
+    /// deploy API (and its escrow TLS) only when the scenario asks, and fields merged into the
+    /// group's `spec` (JSON merge patch).
     pub async fn install_with(&self, overrides: &crate::scenario::model::Install) -> Result<Value> {
         self.install_crds().await?;
-        let mut values = bloodraven_operator::install::values_from_file(
+        let values = bloodraven_operator::install::values_from_file(
             &self.fixtures.playground("operator-values.yaml"),
         )
         .map_err(|e| cluster_error("read operator values", e))?;
-        if let Some(replicas) = overrides.replica_count {
-            values.replica_count = replicas;
-        }
+        let values = operator_values(values, overrides);
         self.install_operator_values(&values).await?;
         for mut object in read_manifests(&self.fixtures.playground("group.yaml"))? {
             if object["kind"] == "MysqlFailoverGroup" {
@@ -633,6 +636,23 @@ where
     }
 }
 
+/// The playground's operator values with a scenario's overrides: `replicaCount`, and the
+/// deploy API with its escrow TLS switched off unless `install.deployApi` asks for it (a
+/// scenario that never asked must not pass on, or be disturbed by, an API it did not declare).
+pub fn operator_values(
+    mut values: bloodraven_operator::install::InstallValues,
+    overrides: &crate::scenario::model::Install,
+) -> bloodraven_operator::install::InstallValues {
+    if let Some(replicas) = overrides.replica_count {
+        values.replica_count = replicas;
+    }
+    if !overrides.deploy_api {
+        values.auxiliary.deploy_api.enabled = false;
+        values.auxiliary.escrow_tls.enabled = false;
+    }
+    values
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -693,6 +713,19 @@ mod tests {
         )
         .expect("values");
         assert!(values.auxiliary.deploy_api.enabled && values.auxiliary.escrow_tls.enabled);
+        // A scenario gets the deploy API only when it asks (`install: {deployApi: true}`).
+        let plain = operator_values(values.clone(), &crate::scenario::model::Install::default());
+        assert!(!plain.auxiliary.deploy_api.enabled && !plain.auxiliary.escrow_tls.enabled);
+        let asked = operator_values(
+            values.clone(),
+            &crate::scenario::model::Install {
+                deploy_api: true,
+                replica_count: Some(2),
+                ..crate::scenario::model::Install::default()
+            },
+        );
+        assert!(asked.auxiliary.deploy_api.enabled && asked.auxiliary.escrow_tls.enabled);
+        assert_eq!(asked.replica_count, 2);
         let group = &read_manifests(&fixtures.playground("group.yaml")).expect("group")[1];
         let spec: bloodraven_api::MysqlFailoverGroupSpec =
             serde_json::from_value(group["spec"].clone()).expect("group spec");

@@ -15,7 +15,7 @@
 //! | event | `{"events": [{"reason": "PrimaryReasserted", "type": "Normal", "message": "...", "time": "2026-01-01T00:00:07Z"}]}`: every event of the group's namespace with that reason (more are fine); `time` is the latest occurrence (`lastTimestamp`, else `eventTime`, else `firstTimestamp`) |
 //! | object | the object, or `null` when absent |
 //! | node | `{"demotedTaint": true}` |
-//! | connection | `{"writeError": 1290}` (`null`: the write succeeded) |
+//! | connection | `{"writeError": 1290}` (`null`: the write succeeded), or `{"sentWrite": "pending"}` |
 //! | mysql | `{"readOnly": true, "replicating": false}` |
 
 use serde_json::{json, Value};
@@ -214,12 +214,12 @@ pub fn evaluate(
         .map_err(|why| format!("node of {}: {why}", node.site));
     }
     if let Some(connection) = &expect.connection {
-        return matches(
-            &json!({"writeError": connection.write_error}),
-            Some(observed),
-            None,
-        )
-        .map_err(|why| format!("connection {}: {why}", connection.name));
+        let expected = match connection.sent_write {
+            Some(sent) => json!({"sentWrite": sent.as_str()}),
+            None => json!({"writeError": connection.write_error}),
+        };
+        return matches(&expected, Some(observed), None)
+            .map_err(|why| format!("connection {}: {why}", connection.name));
     }
     if let Some(mysql) = &expect.mysql {
         let mut expected = serde_json::Map::new();
@@ -333,12 +333,16 @@ pub fn describe(expect: &Expect) -> String {
             .node
             .as_ref()
             .map(|node| format!("{} demoted taint {}", node.site, node.demoted_taint)),
-        "connection" => expect.connection.as_ref().map(|connection| {
-            format!(
-                "{} write error {:?}",
-                connection.name, connection.write_error
-            )
-        }),
+        "connection" => expect
+            .connection
+            .as_ref()
+            .map(|connection| match connection.sent_write {
+                Some(sent) => format!("{} sent write {}", connection.name, sent.as_str()),
+                None => format!(
+                    "{} write error {:?}",
+                    connection.name, connection.write_error
+                ),
+            }),
         _ => None,
     };
     match detail {

@@ -301,6 +301,13 @@ pub enum Fault {
         /// `primary` or `replicas`.
         service: SharedService,
     },
+    /// Send one write on a held connection and leave it in flight, waiting as long as it
+    /// takes (a client that wrote into a freeze); `expect: {connection: {sentWrite}}` reads
+    /// its outcome. The connection is used up by it.
+    SendWrite {
+        /// The held connection (opened by `open-connection`).
+        connection: String,
+    },
     /// Run the kubectl plugin (`kubectl bloodraven <args>`).
     Plugin {
         /// Arguments after `kubectl bloodraven`.
@@ -345,6 +352,7 @@ impl Fault {
             Fault::SetReadOnly { .. } => "set-read-only",
             Fault::ReplicationDelay { .. } => "replication-delay",
             Fault::OpenConnection { .. } => "open-connection",
+            Fault::SendWrite { .. } => "send-write",
             Fault::Plugin { .. } => "plugin",
             Fault::UpgradeOperator { .. } => "upgrade-operator",
         }
@@ -748,7 +756,35 @@ pub struct ConnectionExpect {
     /// The connection's name.
     pub name: String,
     /// The MySQL error number a write gets (1290 = read-only), or null for success.
+    #[serde(default)]
     pub write_error: Option<u16>,
+    /// The outcome of the write `send-write` left in flight on it. Given, `writeError` is not
+    /// checked (the connection belongs to that write).
+    #[serde(default)]
+    pub sent_write: Option<SentWrite>,
+}
+
+/// What became of a write left in flight by `send-write`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SentWrite {
+    /// No answer yet.
+    Pending,
+    /// The server said it committed.
+    Acknowledged,
+    /// Refused, or the connection was lost: the client was never told it committed.
+    NotAcknowledged,
+}
+
+impl SentWrite {
+    /// The name scenarios and observations spell.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SentWrite::Pending => "pending",
+            SentWrite::Acknowledged => "acknowledged",
+            SentWrite::NotAcknowledged => "not-acknowledged",
+        }
+    }
 }
 
 /// A quantity the runner can measure.

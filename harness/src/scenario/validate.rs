@@ -342,6 +342,8 @@ struct StepState {
     stopped_nodes: BTreeSet<String>,
     /// Names of open connections.
     connections: BTreeSet<String>,
+    /// Connections that carry a `send-write`.
+    sent_writes: BTreeSet<String>,
     /// Variables saved by deploy API expectations.
     variables: BTreeSet<String>,
 }
@@ -359,6 +361,7 @@ impl StepState {
                 self.frozen.clear();
                 self.stopped_nodes.clear();
                 self.connections.clear();
+                self.sent_writes.clear();
                 Ok(())
             }
             Step::Heal(HealTarget::Kind(kind)) => {
@@ -370,7 +373,10 @@ impl StepState {
                 match kind.as_str() {
                     "freeze" => self.frozen.clear(),
                     "stop-node" => self.stopped_nodes.clear(),
-                    "open-connection" => self.connections.clear(),
+                    "open-connection" => {
+                        self.connections.clear();
+                        self.sent_writes.clear();
+                    }
                     _ => {}
                 }
                 Ok(())
@@ -455,6 +461,18 @@ impl StepState {
             Fault::OpenConnection { name, .. } => {
                 if !self.connections.insert(name.clone()) {
                     return Err(format!("connection `{name}` is already open"));
+                }
+            }
+            Fault::SendWrite { connection } => {
+                if !self.connections.contains(connection) {
+                    return Err(format!(
+                        "send-write: connection `{connection}` was not opened by an earlier step"
+                    ));
+                }
+                if !self.sent_writes.insert(connection.clone()) {
+                    return Err(format!(
+                        "send-write: connection `{connection}` already carries a sent write"
+                    ));
                 }
             }
             Fault::Annotate { key, .. } => {
@@ -612,6 +630,22 @@ impl StepState {
                     "connection: `{}` was not opened by an earlier step",
                     connection.name
                 ));
+            }
+            let sent = self.sent_writes.contains(&connection.name);
+            match (connection.sent_write.is_some(), sent) {
+                (true, false) => {
+                    return Err(format!(
+                        "connection: `{}` asserts sentWrite, but no send-write used it",
+                        connection.name
+                    ))
+                }
+                (false, true) => {
+                    return Err(format!(
+                        "connection: `{}` carries a sent write; assert sentWrite, not writeError",
+                        connection.name
+                    ))
+                }
+                (true, true) | (false, false) => {}
             }
         }
         Ok(())

@@ -26,7 +26,8 @@ use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdate
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretKeySelector, Toleration, Volume, VolumeMount, VolumeResourceRequirements,
+    SecretKeySelector, SecurityContext, Toleration, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -55,6 +56,11 @@ pub const DATA_MOUNT_PATH: &str = "/var/lib/mysql";
 pub const RUN_VOLUME: &str = "run";
 /// Where [`RUN_VOLUME`] is mounted in both containers.
 pub const RUN_MOUNT_PATH: &str = "/run/bloodraven";
+/// The uid (and gid) mysqld runs as in the official `mariadb` and `mysql` images. The sidecar
+/// runs as the same user so its watchdog may signal mysqld (a non-root user cannot signal
+/// another user's process, and an added `KILL` capability is not effective for a non-root
+/// container user).
+pub const MYSQL_IMAGE_UID: i64 = 999;
 /// mysqld's pid file, on [`RUN_VOLUME`].
 pub const MYSQLD_PID_FILE: &str = "/run/bloodraven/mysqld.pid";
 /// Size requested by each site's data volume claim.
@@ -264,6 +270,12 @@ pub fn statefulset(
             ..Probe::default()
         }),
         volume_mounts: Some(vec![run_mount()]),
+        security_context: Some(SecurityContext {
+            run_as_user: Some(MYSQL_IMAGE_UID),
+            run_as_group: Some(MYSQL_IMAGE_UID),
+            run_as_non_root: Some(true),
+            ..SecurityContext::default()
+        }),
         ..Container::default()
     };
     let claim = PersistentVolumeClaim {
@@ -710,6 +722,15 @@ mod tests {
             .and_then(|s| s.template.spec.as_ref())
             .expect("pod spec");
         assert_eq!(pod.share_process_namespace, Some(true));
+        let user = container(&set, "sidecar")
+            .security_context
+            .as_ref()
+            .and_then(|c| c.run_as_user);
+        assert_eq!(
+            user,
+            Some(MYSQL_IMAGE_UID),
+            "the sidecar runs as mysqld's user"
+        );
         let volumes = pod.volumes.as_ref().expect("volumes");
         assert!(volumes
             .iter()
