@@ -230,6 +230,7 @@ pub fn event_action(reason: EventReason) -> &'static str {
         | EventReason::AwaitingLeaseExpiry
         | EventReason::LeaseWaitSkipped
         | EventReason::OldPrimaryFenced
+        | EventReason::CatchingUp
         | EventReason::Draining
         | EventReason::Promoted
         | EventReason::FailoverCompleted

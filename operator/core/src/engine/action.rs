@@ -242,6 +242,8 @@ pub enum EventReason {
     LeaseWaitSkipped,
     /// The old site is known unable to write (lease lapsed, or confirmed read-only/down).
     OldPrimaryFenced,
+    /// A candidate replicates from a site holding transactions it lacks before it drains.
+    CatchingUp,
     /// A candidate was told to drain and detach.
     Draining,
     /// New authority issued (generation bumped) to the new active site.
@@ -297,6 +299,7 @@ impl EventReason {
             EventReason::AwaitingLeaseExpiry => "AwaitingLeaseExpiry",
             EventReason::LeaseWaitSkipped => "LeaseWaitSkipped",
             EventReason::OldPrimaryFenced => "OldPrimaryFenced",
+            EventReason::CatchingUp => "CatchingUp",
             EventReason::Draining => "Draining",
             EventReason::Promoted => "Promoted",
             EventReason::FailoverCompleted => "FailoverCompleted",
@@ -327,6 +330,7 @@ impl EventReason {
             | EventReason::AuthorityAdopted
             | EventReason::AwaitingLeaseExpiry
             | EventReason::OldPrimaryFenced
+            | EventReason::CatchingUp
             | EventReason::Draining
             | EventReason::Promoted
             | EventReason::FailoverCompleted

@@ -142,6 +142,9 @@ fn failover_in_progress(memory: &GroupMemory) -> Condition {
             EmergencyPhase::AwaitingLeaseExpiry => {
                 "awaiting the old write lease's expiry".to_string()
             }
+            EmergencyPhase::CatchingUp { to, source, .. } => {
+                format!("{to} fetching from {source} the transactions only {source} holds")
+            }
             EmergencyPhase::Draining { to, .. } => format!("{to} draining its relay log"),
             EmergencyPhase::Promoting { to } => {
                 format!("{to} promoted, not yet confirmed writable")

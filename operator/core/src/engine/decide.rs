@@ -80,7 +80,9 @@ pub fn decide_with_options(
                 .as_ref()
                 .is_some_and(|failover| match failover.phase {
                     EmergencyPhase::Promoting { .. } => true,
-                    EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => false,
+                    EmergencyPhase::AwaitingLeaseExpiry
+                    | EmergencyPhase::CatchingUp { .. }
+                    | EmergencyPhase::Draining { .. } => false,
                 });
         if promoting
             || memory

@@ -24,7 +24,9 @@ pub(super) fn moving(memory: &GroupMemory) -> bool {
             .emergency_failover
             .as_ref()
             .is_some_and(|failover| match failover.phase {
-                EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => true,
+                EmergencyPhase::AwaitingLeaseExpiry
+                | EmergencyPhase::CatchingUp { .. }
+                | EmergencyPhase::Draining { .. } => true,
                 EmergencyPhase::Promoting { .. } => false,
             });
     let planned = memory
@@ -204,6 +206,36 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
             let fenced_at = Some(context.now);
             start_draining(context, memory, plan, &failover.from, fenced_at, &[]);
         }
+        EmergencyPhase::CatchingUp { to, source, polls } => {
+            announce_move(context, memory, plan, failover.announced_at);
+            let missing = missing_from(context, &source, &to);
+            let caught_up = missing == Some(0);
+            let gave_up = !context.view(&to).is_up()
+                || !context.view(&source).is_up()
+                || polls >= DRAIN_POLLS_MAX;
+            if caught_up || gave_up {
+                if !caught_up {
+                    plan.event(
+                        EventReason::CatchingUp,
+                        format!(
+                            "{to} did not catch up with {source} within {polls} polls; promoting it without {source}'s extra transactions"
+                        ),
+                    );
+                }
+                drain_candidate(memory, plan, context, &to);
+                return;
+            }
+            if let Some(failover) = memory.emergency_failover.as_mut() {
+                failover.phase = EmergencyPhase::CatchingUp {
+                    to: to.clone(),
+                    source: source.clone(),
+                    polls: polls + 1,
+                };
+            }
+            if !replicates_from(context, &to, &source) {
+                plan.cross_site(repoint_action(context, &to, &source));
+            }
+        }
         EmergencyPhase::Draining { to, polls } => {
             let view = context.view(&to);
             if view.detached() {
@@ -260,7 +292,9 @@ fn abandon_failed_promotion(memory: &mut GroupMemory) {
     };
     let to = match &failover.phase {
         EmergencyPhase::Promoting { to } => to,
-        EmergencyPhase::AwaitingLeaseExpiry | EmergencyPhase::Draining { .. } => return,
+        EmergencyPhase::AwaitingLeaseExpiry
+        | EmergencyPhase::CatchingUp { .. }
+        | EmergencyPhase::Draining { .. } => return,
     };
     let failed = memory
         .site(to)
@@ -439,29 +473,108 @@ fn start_draining(
     let candidate = select_candidate(context, memory, from, excluded)
         .or_else(|| select_candidate(context, memory, from, &[]))
         .or_else(|| old_site_as_last_resort(context, memory, from));
+    let catch_up = candidate
+        .as_deref()
+        .and_then(|to| catch_up_source(context, memory, from, to));
     let Some(failover) = memory.emergency_failover.as_mut() else {
         return;
     };
     failover.fenced_at = failover.fenced_at.or(fenced_at);
-    match candidate {
-        None => {
+    match (candidate, catch_up) {
+        (None, _) => {
             failover.phase = EmergencyPhase::AwaitingLeaseExpiry;
             plan.event(
                 EventReason::NoFailoverCandidate,
                 format!("{from} is fenced but no read-write site qualifies as candidate yet"),
             );
         }
-        Some(to) => {
-            failover.phase = EmergencyPhase::Draining {
+        (Some(to), Some((source, missing))) => {
+            failover.phase = EmergencyPhase::CatchingUp {
                 to: to.clone(),
+                source: source.clone(),
                 polls: 0,
             };
-            plan.cross_site(promote_action(context, &to, PromoteDrain::Received));
+            plan.cross_site(repoint_action(context, &to, &source));
             plan.event(
-                EventReason::Draining,
-                format!("{to} drains its relay log and detaches replication"),
+                EventReason::CatchingUp,
+                format!(
+                    "{to} lacks {missing} transaction(s) {source} received from {from}: it replicates from {source} before it drains"
+                ),
             );
         }
+        (Some(to), None) => drain_candidate(memory, plan, context, &to),
+    }
+}
+
+/// Puts the failover in `Draining` for `to` and sends the `Promote` that drains and detaches.
+fn drain_candidate(memory: &mut GroupMemory, plan: &mut Plan, context: &Context<'_>, to: &str) {
+    if let Some(failover) = memory.emergency_failover.as_mut() {
+        failover.phase = EmergencyPhase::Draining {
+            to: to.to_string(),
+            polls: 0,
+        };
+    }
+    plan.cross_site(promote_action(context, to, PromoteDrain::Received));
+    plan.event(
+        EventReason::Draining,
+        format!("{to} drains its relay log and detaches replication"),
+    );
+}
+
+/// The site (other than the failed `from` and the candidate `to`) that is up, a healthy
+/// replica, and holds the most transactions `to` lacks, with how many: the candidate must
+/// fetch them before it is promoted. `None` when `to` lacks nothing any site holds.
+fn catch_up_source(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    from: &str,
+    to: &str,
+) -> Option<(String, u64)> {
+    context
+        .site_names()
+        .filter(|name| *name != from && *name != to)
+        .filter(|name| {
+            context.view(name).is_up()
+                && memory.site(name).is_some_and(|entry| {
+                    entry.state == SiteState::Replica && entry.detection != Detection::Failed
+                })
+        })
+        .filter_map(|name| {
+            missing_from(context, name, to)
+                .filter(|missing| *missing > 0)
+                .map(|missing| (name.to_string(), missing))
+        })
+        .max_by_key(|(_, missing)| *missing)
+}
+
+/// How many transactions `source` holds that `to` lacks (`None` when either GTID set is
+/// unknown).
+fn missing_from(context: &Context<'_>, source: &str, to: &str) -> Option<u64> {
+    let source_gtid = context.view(source).gtid.as_ref()?;
+    let to_gtid = context.view(to).gtid.as_ref()?;
+    Some(lost_transactions(source_gtid, to_gtid).count())
+}
+
+/// Whether `site` replicates from `source` now.
+fn replicates_from(context: &Context<'_>, site: &str, source: &str) -> bool {
+    let host = source_host_of(context, source);
+    context
+        .view(site)
+        .replication
+        .as_ref()
+        .and_then(|replication| replication.source_host.as_deref())
+        .is_some_and(|current| same_host(current, &host, &context.observation.namespace))
+}
+
+/// `POST /v1/repoint` of `site` to `source`'s internal Service.
+fn repoint_action(context: &Context<'_>, site: &str, source: &str) -> Action {
+    Action::Repoint {
+        site: site.to_string(),
+        request: RepointRequest {
+            group: context.group().to_string(),
+            source_host: source_host_of(context, source),
+            source_port: names::PORT_MYSQL,
+        },
     }
 }
 

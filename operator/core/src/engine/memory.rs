@@ -342,6 +342,20 @@ pub enum EmergencyPhase {
     /// purpose: it ends on evidence only, and a bound that promoted anyway would be the
     /// split brain it prevents. It also waits here while no candidate qualifies.
     AwaitingLeaseExpiry,
+    /// The candidate lacks transactions another site that is up holds (the old primary shipped
+    /// its last transactions to the reader and not to the candidate before it stopped): the
+    /// candidate replicates from that site until it holds them all, for at most
+    /// `DRAIN_POLLS_MAX` polls, then drains. Promoting it without them would leave that
+    /// site with transactions the new primary lacks: errant, fenced, and a write the new
+    /// history silently dropped.
+    CatchingUp {
+        /// The candidate.
+        to: String,
+        /// The site it replicates from meanwhile.
+        source: String,
+        /// Polls spent catching up.
+        polls: u32,
+    },
     /// The candidate is draining its relay log and detaching replication (`Promote`); waiting
     /// to observe it detached.
     Draining {
