@@ -10,11 +10,12 @@ use bloodraven_harness::scenario::model::{
 };
 use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 
-/// harness.md "Catalogue": the ids, stable; plus 036 (seed 003's curl lines from a pod, the
-/// live playground issue's acceptance test, not a row of harness.md's table).
-const CATALOGUE_IDS: [u16; 31] = [
+/// harness.md "Catalogue": the ids, stable; plus 036 (seed 003's curl lines from a pod) and 037
+/// (seed 000's hold and reconnect counters), the live playground issue's acceptance tests, not
+/// rows of harness.md's table.
+const CATALOGUE_IDS: [u16; 32] = [
     1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 28, 30, 31, 32, 33, 34,
-    35, 36, 38, 39, 40, 50,
+    35, 36, 37, 38, 39, 40, 50,
 ];
 
 fn catalogue() -> Vec<LoadedScenario> {
@@ -174,7 +175,7 @@ fn steps_json(id: u16) -> String {
 // Each row of harness.md's catalogue, pinned to the facts its scenario must assert.
 #[test]
 fn every_row_asserts_what_it_claims() {
-    let rows: [(u16, &[&str]); 30] = [
+    let rows: [(u16, &[&str]); 31] = [
         (
             1,
             &[
@@ -299,6 +300,15 @@ fn every_row_asserts_what_it_claims() {
         (
             22,
             &["planned-failover", "\"lostTransactions\":0", "write-outage"],
+        ),
+        (
+            37,
+            &[
+                "\"peers\":[\"iad\"]",
+                "counter-reconnect",
+                "\"write\":\"fail\",\"writeError\":1290",
+                "\"readOnly\":true,\"dbSite\":\"iad\"",
+            ],
         ),
         (
             28,

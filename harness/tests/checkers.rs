@@ -860,6 +860,38 @@ fn timings_compare_detection_with_the_real_window() {
     assert!(!detection(1_000, None).valid);
 }
 
+// Scenario 037: a primary cut off from its peers alone stays writable until its lease runs
+// out, so its failure (and detection) comes up to a lease later than the partition; a
+// partition that also cuts the operator off fails it at once.
+#[test]
+fn timings_detection_window_of_a_peers_partition_adds_the_lease() {
+    let judge = |detected_ms: u64, detail: &str| {
+        let record = failover(
+            FailoverKind::Emergency,
+            Site::Iad,
+            Site::Pdx,
+            [13_500, 10_000 + detected_ms, 21_000, 22_000],
+            Some(0),
+            true,
+        );
+        let history = Builder::default()
+            .status_with(0, Site::Iad, 1, None, Some((2_000, 3)))
+            .fault_detailed("partition", &[Site::Iad], 10_000, detail)
+            .status_with(22_500, Site::Pdx, 2, Some(record), Some((2_000, 3)))
+            .ok("writer-0", 1, 22_600, 22_620, Site::Pdx)
+            .build();
+        check_timings(&history).1
+    };
+    let peers = r#"{"partition":{"peers":["iad"]}}"#;
+    let sites = r#"{"partition":{"sites":["iad"]}}"#;
+    assert!(judge(9_200, peers).valid, "{:?}", judge(9_200, peers));
+    assert!(!judge(9_200, sites).valid);
+    assert!(
+        !judge(13_500, peers).valid,
+        "beyond lease + threshold x interval + slack"
+    );
+}
+
 // Scenario 011: the primary dies while the operator is scaled to zero; detection cannot
 // start before it returns, so the upper bound counts from the heal, the lower from the fault.
 #[test]

@@ -14,7 +14,9 @@
 //! Detection is compared with the real window: the first failed poll comes within one poll
 //! interval of the fault, and the failure is declared failureThreshold - 1 intervals after
 //! it, so detection lies between (failureThreshold - 1) and failureThreshold poll intervals
-//! after the fault, give or take [`DETECTION_SLACK_NS`]; while the operator is away (see
+//! after the fault, give or take [`DETECTION_SLACK_NS`] (a partition from the peers alone
+//! fails the site only when its lease runs out: the window's end moves by the default lease,
+//! pollInterval x failureThreshold); while the operator is away (see
 //! [`OPERATOR_OUTAGES`]) nothing is detected, so the upper bound then counts from its return.
 
 use serde::{Deserialize, Serialize};
@@ -114,6 +116,20 @@ struct FaultStart<'a> {
     name: &'a str,
     sites: &'a [Site],
     at_ns: u64,
+    /// The step's fault as written (JSON).
+    detail: &'a str,
+}
+
+impl FaultStart<'_> {
+    /// Whether the fault makes the site fail only once its write lease runs out: a partition
+    /// from its peers alone (`partition: {peers: [...]}`) leaves it reachable by the operator
+    /// and writable until its sidecar fences it for want of a lease majority.
+    fn acts_through_the_lease(&self) -> bool {
+        self.name == "partition"
+            && serde_json::from_str::<serde_json::Value>(self.detail)
+                .ok()
+                .is_some_and(|fault| fault.pointer("/partition/peers").is_some())
+    }
 }
 
 /// When the operator was away: a `scale-operator` from its start to its heal (None: never
@@ -162,11 +178,12 @@ fn fault_starts(history: &History) -> Vec<FaultStart<'_>> {
                 name,
                 phase: FaultPhase::Start,
                 sites,
-                ..
+                detail,
             } => Some(FaultStart {
                 name,
                 sites,
                 at_ns: operation.end_ns().unwrap_or(operation.invoke.mono_ns),
+                detail,
             }),
             _ => None,
         })
@@ -327,7 +344,14 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
             let interval_ns = poll_interval_ms.saturating_mul(1_000_000);
             let threshold = u64::from(failure_threshold.max(1));
             let earliest = (threshold - 1) * interval_ns;
-            let latest = threshold * interval_ns;
+            // A fault acting through the lease starts the failure when the lease runs out:
+            // up to the lease later (its default, pollInterval x failureThreshold).
+            let latest = threshold * interval_ns
+                + if fault.acts_through_the_lease() {
+                    threshold * interval_ns
+                } else {
+                    0
+                };
             // The operator away during the detection: the upper bound counts from its return.
             let mut back_ns = Some(fault.at_ns);
             for (_, start, end) in &outages {

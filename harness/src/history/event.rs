@@ -194,7 +194,9 @@ pub fn fault_sites(fault: &Fault) -> Vec<Site> {
         Fault::DeletePod(target) | Fault::StopNode(target) | Fault::StartNode(target) => {
             vec![target.site]
         }
-        Fault::Partition(Partition::Sites(sites) | Partition::Nodes(sites)) => sites.clone(),
+        Fault::Partition(
+            Partition::Sites(sites) | Partition::Nodes(sites) | Partition::Peers(sites),
+        ) => sites.clone(),
         Fault::SetReadOnly { site, .. } | Fault::ReplicationDelay { site, .. } => vec![*site],
         Fault::Annotate { key, value, .. } if key.ends_with("/planned-failover") => value
             .as_deref()

@@ -228,17 +228,16 @@ impl LiveCluster {
                 (None, true)
             }
             Fault::Partition(partition) => {
-                let sites = match partition {
-                    Partition::Sites(sites) | Partition::Nodes(sites) => sites,
+                let (sites, apps_too) = match partition {
+                    Partition::Sites(sites) | Partition::Nodes(sites) => (sites, true),
+                    Partition::Peers(sites) => (sites, false),
                 };
                 let side_a: Vec<String> = sites.iter().map(|s| s.name().to_owned()).collect();
                 let side_b: Vec<String> = Site::ALL
                     .iter()
                     .filter(|s| !sites.contains(s))
                     .map(|s| s.name().to_owned())
-                    .chain(std::iter::once(
-                        crate::playground::localkube::APPS_NODE.to_owned(),
-                    ))
+                    .chain(apps_too.then(|| crate::playground::localkube::APPS_NODE.to_owned()))
                     .collect();
                 let handle = self.driver(|d| d.partition(&side_a, &side_b))?;
                 (
@@ -556,7 +555,8 @@ impl LiveCluster {
             return Ok(json!({"site": site, "addresses": addresses}));
         }
         if let Some(counter) = &expect.counter {
-            return self.observe_counter(counter.write.is_some()).await;
+            let service = counter.service.as_deref().unwrap_or("counter");
+            return self.observe_counter(service, counter.write.is_some()).await;
         }
         if let Some(object) = &expect.object {
             let mut probe = json!({"apiVersion": object.api_version, "kind": object.kind, "metadata": {"name": object.name}});
@@ -681,11 +681,14 @@ impl LiveCluster {
         )
     }
 
-    async fn observe_counter(&self, write: bool) -> Result<Value> {
-        let ip = topology::cluster_ip(&self.client, "counter")
+    async fn observe_counter(&self, service: &str, write: bool) -> Result<Value> {
+        let ip = topology::cluster_ip(&self.client, service)
             .await?
             .ok_or_else(|| {
-                cluster_error("observe the counter", "Service counter has no ClusterIP")
+                cluster_error(
+                    "observe the counter",
+                    format!("Service {service} has no ClusterIP"),
+                )
             })?;
         let url = format!("http://{ip}:8090/api/counter");
         let http = reqwest::Client::builder()
@@ -708,6 +711,7 @@ impl LiveCluster {
             json!({"value": body["value"], "readOnly": body["readOnly"], "dbSite": db_site});
         if write {
             out["write"] = json!(if ok { "ok" } else { "fail" });
+            out["writeError"] = body["code"].clone();
         }
         Ok(out)
     }

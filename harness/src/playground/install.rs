@@ -64,9 +64,10 @@ impl Fixtures {
     pub fn playground(&self, file: &str) -> PathBuf {
         self.root.join("fixtures/playground").join(file)
     }
-    /// A fixture by its path relative to `fixtures/`.
-    pub fn path(&self, relative: &str) -> PathBuf {
-        self.root.join("fixtures").join(relative)
+    /// A scenario's `apply.fixture`: a path relative to the repository root, under
+    /// `fixtures/` (as the validator requires and `Apply::fixture` documents).
+    pub fn path(&self, relative_to_root: &str) -> PathBuf {
+        self.root.join(relative_to_root)
     }
 }
 
@@ -699,6 +700,15 @@ mod tests {
         assert!(bootstrapped(&group, since).unwrap_err().contains(": pdx"));
         group["status"]["sites"][1]["lastSeen"] = json!("2026-12-01T11:33:37Z");
         assert_eq!(bootstrapped(&group, since), Ok(()));
+    }
+
+    #[test]
+    fn a_scenario_fixture_path_is_relative_to_the_repository_root() {
+        // It was joined under fixtures/ a second time: fixtures/fixtures/scenarios/... (s037).
+        let fixtures = Fixtures::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let path = fixtures.path("fixtures/scenarios/counter-reconnect.yaml");
+        assert!(path.is_file(), "{}", path.display());
+        assert!(!read_manifests(&path).expect("parse").is_empty());
     }
 
     #[test]

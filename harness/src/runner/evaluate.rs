@@ -151,6 +151,9 @@ pub fn evaluate(
             };
             expected.insert("write".to_owned(), json!(name));
         }
+        if let Some(code) = counter.write_error {
+            expected.insert("writeError".to_owned(), json!(code));
+        }
         matches(&Value::Object(expected), Some(observed), None)
             .map_err(|why| format!("counter {why}"))?;
         if counter.increasing == Some(true) {

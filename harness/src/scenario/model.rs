@@ -218,6 +218,10 @@ pub enum Partition {
     Sites(Vec<Site>),
     /// Cut the nodes of these sites off from every other node and from the API server.
     Nodes(Vec<Site>),
+    /// Cut these sites' pods off from the other sites' pods only: the operator and the
+    /// applications still reach them (seed 000: a primary that loses its peers fences itself
+    /// while its clients stay connected to it).
+    Peers(Vec<Site>),
 }
 
 /// The object an `annotate` fault writes to.
@@ -594,6 +598,10 @@ pub enum OutcomeKind {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CounterExpect {
+    /// The counter's Service in the playground namespace (default `counter`, the playground's
+    /// own, policy `hold`).
+    #[serde(default)]
+    pub service: Option<String>,
     /// The value strictly increases across the expectation's polls (POSTs are sent).
     #[serde(default)]
     pub increasing: Option<bool>,
@@ -606,6 +614,10 @@ pub struct CounterExpect {
     /// The outcome of a POST.
     #[serde(default)]
     pub write: Option<OutcomeKind>,
+    /// The MySQL error number of a refused POST (the counter's error body `code`; 1290 =
+    /// read-only).
+    #[serde(default)]
+    pub write_error: Option<u16>,
 }
 
 /// HTTP methods the deploy API serves.

@@ -430,7 +430,8 @@ impl StepState {
             Fault::Partition(partition) => {
                 let sites = match partition {
                     super::model::Partition::Sites(sites)
-                    | super::model::Partition::Nodes(sites) => sites,
+                    | super::model::Partition::Nodes(sites)
+                    | super::model::Partition::Peers(sites) => sites,
                 };
                 if sites.is_empty() {
                     return Err("partitions no site".to_owned());
@@ -569,6 +570,16 @@ impl StepState {
             if counter.increasing == Some(true) && expect.for_.is_none() {
                 return Err(
                     "counter: `increasing` needs `for` (it is judged over a window)".to_owned(),
+                );
+            }
+            let refused = counter.write == Some(super::model::OutcomeKind::Fail);
+            if counter.write_error.is_some() && !refused {
+                return Err("counter: `writeError` needs `write: fail`".to_owned());
+            }
+            if refused && (counter.read_only.is_some() || counter.db_site.is_some()) {
+                return Err(
+                    "counter: a refused write answers an error body without readOnly or dbSite; assert them in a separate expectation (a GET)"
+                        .to_owned(),
                 );
             }
         }

@@ -197,6 +197,17 @@ impl Builder {
     }
 
     fn fault_event(&mut self, name: &str, sites: &[Site], phase: FaultPhase, ms: u64) {
+        self.fault_event_detailed(name, sites, phase, ms, "");
+    }
+
+    fn fault_event_detailed(
+        &mut self,
+        name: &str,
+        sites: &[Site],
+        phase: FaultPhase,
+        ms: u64,
+        detail: &str,
+    ) {
         for kind in [EventType::Invoke, EventType::Ok] {
             self.push(
                 "nemesis",
@@ -204,12 +215,18 @@ impl Builder {
                 Op::Fault {
                     name: name.to_owned(),
                     phase,
-                    detail: String::new(),
+                    detail: detail.to_owned(),
                     sites: sites.to_vec(),
                 },
                 ms,
             );
         }
+    }
+
+    /// A fault started at `start` whose step is `detail` (the scenario's JSON).
+    pub fn fault_detailed(mut self, name: &str, sites: &[Site], start: u64, detail: &str) -> Self {
+        self.fault_event_detailed(name, sites, FaultPhase::Start, start, detail);
+        self
     }
 
     /// A fault on `sites` from `start` (its effective start) until `end` (if healed).
