@@ -748,8 +748,8 @@ mod tests {
                     .any(|a| a.ends_with(&format!("pid-file={MYSQLD_PID_FILE}"))),
                 "{name}: {args:?}"
             );
-            assert!(MYSQLD_PID_FILE.starts_with(RUN_MOUNT_PATH));
         }
+        assert!(MYSQLD_PID_FILE.starts_with(RUN_MOUNT_PATH));
     }
 
     /// The live image wins over a changed spec.image (ordered update not implemented), and a

@@ -95,12 +95,7 @@ fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
     world.advance(Duration::from_secs(1));
     world.kill("iad");
     let killed_at = world.now;
-    let mut polls = 0;
-    while world.memory.active_site != "pdx" && polls < 20 {
-        world.run_polls(1);
-        polls += 1;
-    }
-    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls_until_active("pdx", 20);
     assert_eq!(world.memory.topology_generation, 2, "generation += 1");
     let promoted = promoted_at(&world).unwrap();
     let floor = world.spec.detection_floor();
@@ -139,13 +134,7 @@ fn emergency_promote_drains_everything_the_candidate_received() {
     // apply everything it received before detaching, never to discard its relay log.
     let mut world = World::bootstrapped();
     world.kill("iad");
-    for _ in 0..20 {
-        if world.memory.active_site == "pdx" {
-            break;
-        }
-        world.run_polls(1);
-    }
-    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls_until_active("pdx", 20);
     let drains: Vec<&PromoteDrain> = world
         .decisions
         .iter()
@@ -621,12 +610,7 @@ fn transactions_only_a_direct_replica_received_are_fetched_not_lost() {
     assert!(world.site("reader").gtid.count() > world.site("pdx").gtid.count());
     world.kill("iad");
     world.site_mut("pdx").peer_cut = false;
-    let mut polls = 0;
-    while world.memory.active_site != "pdx" && polls < 20 {
-        world.run_polls(1);
-        polls += 1;
-    }
-    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls_until_active("pdx", 20);
     world.run_polls(2);
     let record = world.memory.last_failover.clone().unwrap();
     assert!(record.completed_at.is_some());
@@ -761,12 +745,7 @@ fn an_active_site_edited_to_read_only_loses_the_authority_through_the_lease_wait
     world.spec.sites[0].role = bloodraven_api::SiteRole::ReadOnly;
     // validate(): the initial active site must stay read-write.
     world.spec.initial_active_site = "pdx".to_string();
-    let mut polls = 0;
-    while world.memory.active_site != "pdx" && polls < 20 {
-        world.run_polls(1);
-        polls += 1;
-    }
-    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls_until_active("pdx", 20);
     world.run_polls(3);
     assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
     assert!(world.split_brain_at.is_empty());
@@ -949,14 +928,7 @@ fn candidate_behind_the_reader_catches_up_from_it_before_it_is_promoted() {
     let reader_gtid = world.site("reader").gtid.clone();
     assert_ne!(world.site("pdx").gtid, reader_gtid, "pdx is one behind");
     world.kill("iad");
-    for _ in 0..40 {
-        if world.memory.active_site == "pdx" {
-            break;
-        }
-        world.advance(Duration::from_millis(500));
-        world.poll();
-    }
-    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls_until_active("pdx", 20);
     let actions: Vec<&Action> = world
         .decisions
         .iter()

@@ -442,12 +442,7 @@ fn planned_draining_old_primary_dying_hands_over_to_emergency_without_waiting_ou
     world.kill("iad");
     world.site_mut("pdx").peer_cut = false;
     let killed_at = world.now;
-    let mut polls = 0;
-    while world.memory.active_site != "pdx" && polls < 30 {
-        world.run_polls(1);
-        polls += 1;
-    }
-    assert_eq!(world.memory.active_site, "pdx");
+    world.run_polls_until_active("pdx", 30);
     let record = world.memory.last_failover.clone().unwrap();
     assert_eq!(record.kind, FailoverKind::Emergency);
     let promoted = record.promoted_at.unwrap();

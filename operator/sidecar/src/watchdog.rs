@@ -45,7 +45,11 @@ pub(crate) fn check(shared: &Shared) {
         (lease.desired(now), lease.lease_remaining_ms(now))
     };
     let verdict = shared.watchdog().check(desired, remaining_ms, now);
-    let WatchdogVerdict::Kill { unconfirmed_ms } = verdict else {
+    let WatchdogVerdict::Kill {
+        unconfirmed_ms,
+        reason,
+    } = verdict
+    else {
         return;
     };
     let Some(pid_file) = shared.settings.mysqld_pid_file.as_deref() else {
@@ -59,7 +63,7 @@ pub(crate) fn check(shared: &Shared) {
                 site = shared.site(),
                 pid,
                 unconfirmed_ms,
-                reason = desired_reason(desired),
+                reason = reason.as_str(),
                 "watchdog killed mysqld: it must be read-only, no lease covers it, and it was not seen read-only; it restarts read-only"
             );
             shared.wake_enforcer.notify_one();
@@ -81,13 +85,6 @@ pub(crate) fn check(shared: &Shared) {
             %error,
             "watchdog could not kill mysqld; retrying"
         ),
-    }
-}
-
-fn desired_reason(desired: bloodraven_core::lease::WriteDecision) -> &'static str {
-    match desired {
-        bloodraven_core::lease::WriteDecision::ReadOnly(reason) => reason.as_str(),
-        bloodraven_core::lease::WriteDecision::Writable => "writable",
     }
 }
 

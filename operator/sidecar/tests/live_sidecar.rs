@@ -9,7 +9,7 @@ use std::time::Duration;
 use bloodraven_api::sidecar::{
     AuthorityDecision, FenceRequest, FenceResponse, LeaseRefusal, LeaseRequest, LeaseResponse,
     PromoteDrain, PromoteRequest, PromoteResponse, RepointRequest, RepointResponse, PATH_FENCE,
-    PATH_LEASE, PATH_METRICS, PATH_PROMOTE, PATH_REPOINT,
+    PATH_LEASE, PATH_PROMOTE, PATH_REPOINT,
 };
 use bloodraven_mysql::{Flavor, GtidSet};
 use common::{Playground, GROUP, LEASE};
@@ -59,15 +59,7 @@ async fn write_rule_primary_with_authority_and_majority_lease_accepts_writes() {
         granters >= 1,
         "a majority lease needs at least one peer's grant"
     );
-    let metrics = playground
-        .http
-        .get(playground.url(0, PATH_METRICS))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let metrics = playground.metrics(0).await;
     assert!(
         metrics.contains("bloodraven_sidecar_lease_held 1"),
         "{metrics}"
@@ -422,15 +414,7 @@ async fn lease_rule_a_client_table_lock_does_not_keep_a_partitioned_primary_writ
     let after = app.execute(&mut locker, "UNLOCK TABLES").await;
     assert!(after.is_err(), "the locking connection was killed");
     // Fenced inside the fence lead: the watchdog had nothing to kill.
-    let metrics = playground
-        .http
-        .get(playground.url(0, PATH_METRICS))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let metrics = playground.metrics(0).await;
     assert!(
         metrics.contains("bloodraven_sidecar_watchdog_kills_total 0"),
         "{metrics}"
@@ -605,15 +589,7 @@ async fn watchdog_frozen_primary_is_killed_when_its_lease_runs_out_and_never_ack
         outcome.is_err(),
         "a site whose lease ran out acknowledged a write it held through a freeze"
     );
-    let metrics = playground
-        .http
-        .get(playground.url(0, PATH_METRICS))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let metrics = playground.metrics(0).await;
     assert!(
         metrics.contains("bloodraven_sidecar_watchdog_kills_total 1"),
         "{metrics}"

@@ -222,7 +222,7 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
                         ),
                     );
                 }
-                drain_candidate(memory, plan, context, &to);
+                drain_candidate(context, memory, plan, &to);
                 return;
             }
             if let Some(failover) = memory.emergency_failover.as_mut() {
@@ -502,12 +502,12 @@ fn start_draining(
                 ),
             );
         }
-        (Some(to), None) => drain_candidate(memory, plan, context, &to),
+        (Some(to), None) => drain_candidate(context, memory, plan, &to),
     }
 }
 
 /// Puts the failover in `Draining` for `to` and sends the `Promote` that drains and detaches.
-fn drain_candidate(memory: &mut GroupMemory, plan: &mut Plan, context: &Context<'_>, to: &str) {
+fn drain_candidate(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, to: &str) {
     if let Some(failover) = memory.emergency_failover.as_mut() {
         failover.phase = EmergencyPhase::Draining {
             to: to.to_string(),
@@ -1013,9 +1013,7 @@ pub(super) fn converge(context: &Context<'_>, memory: &mut GroupMemory, plan: &m
         });
     }
     let active = memory.active_site.clone();
-    let active_host = source_host_of(context, &active);
     let active_gtid = context.view(&active).gtid.clone();
-    let namespace = context.observation.namespace.clone();
     for name in context.site_names() {
         let Some(entry) = memory.site(name) else {
             continue;
@@ -1033,20 +1031,8 @@ pub(super) fn converge(context: &Context<'_>, memory: &mut GroupMemory, plan: &m
                 site.errant = Some(errant);
             }
         }
-        let points_at_active = view
-            .replication
-            .as_ref()
-            .and_then(|replication| replication.source_host.as_deref())
-            .is_some_and(|host| same_host(host, &active_host, &namespace));
-        if !points_at_active {
-            plan.cross_site(Action::Repoint {
-                site: name.to_string(),
-                request: RepointRequest {
-                    group: context.group().to_string(),
-                    source_host: active_host.clone(),
-                    source_port: names::PORT_MYSQL,
-                },
-            });
+        if !replicates_from(context, name, &active) {
+            plan.cross_site(repoint_action(context, name, &active));
             plan.event(
                 EventReason::Repointed,
                 format!("{name} replicates from {active}"),

@@ -28,7 +28,11 @@
 //! primary whose sidecar hears the notice is killed one grace after it, and its sidecar then
 //! reports mysqld down: the operator skips the rest of the lease wait.
 
-use super::{clock::MonotonicMillis, config::LeaseConfig, rule::WriteDecision};
+use super::{
+    clock::MonotonicMillis,
+    config::LeaseConfig,
+    rule::{ReadOnlyReason, WriteDecision},
+};
 
 /// How long before its expiry a held lease stops counting for writability: a quarter of the
 /// duration (1.5 s of the default 6 s). Shorter than the lease left after one failed renewal
@@ -51,6 +55,8 @@ pub enum WatchdogVerdict {
     Kill {
         /// How long mysqld has been wanted read-only without being seen so.
         unconfirmed_ms: u64,
+        /// Why the write rule wants it read-only.
+        reason: ReadOnlyReason,
     },
 }
 
@@ -114,16 +120,22 @@ impl Watchdog {
         lease_remaining_ms: u64,
         now: MonotonicMillis,
     ) -> WatchdogVerdict {
-        if !desired.read_only() || self.seen_read_only == Some(true) {
-            self.unconfirmed_since = None;
-            return WatchdogVerdict::Nothing;
-        }
+        let reason = match desired {
+            WriteDecision::ReadOnly(reason) if self.seen_read_only != Some(true) => reason,
+            WriteDecision::ReadOnly(_) | WriteDecision::Writable => {
+                self.unconfirmed_since = None;
+                return WatchdogVerdict::Nothing;
+            }
+        };
         let since = *self.unconfirmed_since.get_or_insert(now);
         let unconfirmed_ms = now.millis_since(since);
         if lease_remaining_ms > 0 || unconfirmed_ms < self.grace_ms {
             return WatchdogVerdict::Nothing;
         }
-        WatchdogVerdict::Kill { unconfirmed_ms }
+        WatchdogVerdict::Kill {
+            unconfirmed_ms,
+            reason,
+        }
     }
 }
 
@@ -132,17 +144,40 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::lease::rule::ReadOnlyReason;
 
     const READ_ONLY: WriteDecision = WriteDecision::ReadOnly(ReadOnlyReason::NoMajorityLease);
+    const NOTHING: Option<u64> = None;
 
     fn watchdog() -> Watchdog {
-        let config = LeaseConfig::new("playground", "iad", ["iad", "pdx", "reader"], {
-            Duration::from_secs(6)
-        });
+        let config = LeaseConfig::new(
+            "playground",
+            "iad",
+            ["iad", "pdx", "reader"],
+            Duration::from_secs(6),
+        );
         match config {
             Ok(config) => Watchdog::new(&config),
             Err(error) => panic!("test config is valid: {error}"),
+        }
+    }
+
+    /// The verdict at `now_ms` as the unconfirmed time of a kill (`None`: nothing to do);
+    /// a kill always carries the write rule's reason.
+    fn kill_after(
+        dog: &mut Watchdog,
+        desired: WriteDecision,
+        remaining_ms: u64,
+        now_ms: u64,
+    ) -> Option<u64> {
+        match dog.check(desired, remaining_ms, MonotonicMillis(now_ms)) {
+            WatchdogVerdict::Nothing => None,
+            WatchdogVerdict::Kill {
+                unconfirmed_ms,
+                reason,
+            } => {
+                assert_eq!(WriteDecision::ReadOnly(reason), desired);
+                Some(unconfirmed_ms)
+            }
         }
     }
 
@@ -153,31 +188,17 @@ mod tests {
         dog.observe(Some(false), false);
         // Writable by right: nothing, however long.
         assert_eq!(
-            dog.check(WriteDecision::Writable, 4000, MonotonicMillis(0)),
-            WatchdogVerdict::Nothing
+            kill_after(&mut dog, WriteDecision::Writable, 4000, 0),
+            NOTHING
         );
         // Renewals stopped; the fence lead begins at 1500 ms left; mysqld is frozen, so
         // nothing is observed from here on.
         dog.observe(None, false);
-        assert_eq!(
-            dog.check(READ_ONLY, 1500, MonotonicMillis(4500)),
-            WatchdogVerdict::Nothing
-        );
-        assert_eq!(
-            dog.check(READ_ONLY, 1, MonotonicMillis(5999)),
-            WatchdogVerdict::Nothing
-        );
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(6000)),
-            WatchdogVerdict::Kill {
-                unconfirmed_ms: 1500
-            }
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 1500, 4500), NOTHING);
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 1, 5999), NOTHING);
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 6000), Some(1500));
         dog.killed();
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(6100)),
-            WatchdogVerdict::Nothing
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 6100), NOTHING);
     }
 
     #[test]
@@ -185,30 +206,15 @@ mod tests {
         let mut dog = watchdog();
         dog.observe(Some(false), false);
         // Lease dropped at once (authority moving): the grace runs from here.
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(100)),
-            WatchdogVerdict::Nothing
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 100), NOTHING);
         dog.observe(Some(true), false);
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(5000)),
-            WatchdogVerdict::Nothing
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 5000), NOTHING);
         // Cleared by hand on a replica: a new grace starts; the enforcer re-fences within it.
         dog.observe(Some(false), false);
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(6000)),
-            WatchdogVerdict::Nothing
-        );
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(7499)),
-            WatchdogVerdict::Nothing
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 6000), NOTHING);
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 7499), NOTHING);
         dog.observe(Some(true), false);
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(7600)),
-            WatchdogVerdict::Nothing
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 7600), NOTHING);
     }
 
     #[test]
@@ -216,20 +222,10 @@ mod tests {
         let mut dog = watchdog();
         dog.observe(Some(false), false);
         dog.observe(None, false);
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(10_000)),
-            WatchdogVerdict::Nothing
-        );
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(11_499)),
-            WatchdogVerdict::Nothing
-        );
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(11_500)),
-            WatchdogVerdict::Kill {
-                unconfirmed_ms: 1500
-            }
-        );
+        let moving = WriteDecision::ReadOnly(ReadOnlyReason::AuthorityMoving);
+        assert_eq!(kill_after(&mut dog, moving, 0, 10_000), NOTHING);
+        assert_eq!(kill_after(&mut dog, moving, 0, 11_499), NOTHING);
+        assert_eq!(kill_after(&mut dog, moving, 0, 11_500), Some(1500));
     }
 
     #[test]
@@ -239,34 +235,17 @@ mod tests {
         // An explicit fence with the lease still held: the operator waits for confirmation,
         // the watchdog does not act.
         let fenced = WriteDecision::ReadOnly(ReadOnlyReason::ExplicitFence);
-        assert_eq!(
-            dog.check(fenced, 3000, MonotonicMillis(0)),
-            WatchdogVerdict::Nothing
-        );
-        assert_eq!(
-            dog.check(fenced, 3000, MonotonicMillis(9000)),
-            WatchdogVerdict::Nothing
-        );
+        assert_eq!(kill_after(&mut dog, fenced, 3000, 0), NOTHING);
+        assert_eq!(kill_after(&mut dog, fenced, 3000, 9000), NOTHING);
         // Refused connections: nothing runs, nothing to kill.
         dog.observe(None, true);
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(20_000)),
-            WatchdogVerdict::Nothing
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 20_000), NOTHING);
     }
 
     #[test]
     fn never_seen_mysqld_counts_as_possibly_writable() {
         let mut dog = watchdog();
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(0)),
-            WatchdogVerdict::Nothing
-        );
-        assert_eq!(
-            dog.check(READ_ONLY, 0, MonotonicMillis(1500)),
-            WatchdogVerdict::Kill {
-                unconfirmed_ms: 1500
-            }
-        );
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 0), NOTHING);
+        assert_eq!(kill_after(&mut dog, READ_ONLY, 0, 1500), Some(1500));
     }
 }

@@ -444,6 +444,21 @@ impl World {
     }
 
     /// Polls `count` times, `pollInterval` apart (advance, then poll).
+    /// Polls at the spec's interval until `site` is the active site, at most `max_polls`
+    /// times, and asserts that it became so.
+    pub fn run_polls_until_active(&mut self, site: &str, max_polls: usize) {
+        for _ in 0..max_polls {
+            if self.memory.active_site == site {
+                return;
+            }
+            self.run_polls(1);
+        }
+        assert_eq!(
+            self.memory.active_site, site,
+            "not active within {max_polls} polls"
+        );
+    }
+
     pub fn run_polls(&mut self, count: usize) {
         let interval = self.spec.poll_interval.get();
         for _ in 0..count {

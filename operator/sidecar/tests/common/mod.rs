@@ -160,6 +160,18 @@ impl Playground {
         }
     }
 
+    /// The sidecar's Prometheus text.
+    pub async fn metrics(&self, index: usize) -> String {
+        self.http
+            .get(self.url(index, bloodraven_api::sidecar::PATH_METRICS))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body")
+    }
+
     pub async fn status(&self, index: usize) -> SidecarStatus {
         self.http
             .get(self.url(index, PATH_STATUS))
