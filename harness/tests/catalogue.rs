@@ -13,9 +13,9 @@ use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 /// harness.md "Catalogue": the ids, stable; plus 036 (seed 003's curl lines from a pod) and 037
 /// (seed 000's hold and reconnect counters), the live playground issue's acceptance tests, not
 /// rows of harness.md's table.
-const CATALOGUE_IDS: [u16; 32] = [
-    1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 28, 30, 31, 32, 33, 34,
-    35, 36, 37, 38, 39, 40, 50,
+const CATALOGUE_IDS: [u16; 33] = [
+    1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 30, 31, 32, 33,
+    34, 35, 36, 37, 38, 39, 40, 50,
 ];
 
 fn catalogue() -> Vec<LoadedScenario> {

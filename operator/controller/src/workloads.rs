@@ -65,6 +65,11 @@ pub const MYSQL_IMAGE_UID: i64 = 999;
 pub const MYSQLD_PID_FILE: &str = "/run/bloodraven/mysqld.pid";
 /// Size requested by each site's data volume claim.
 pub const DATA_STORAGE: &str = "1Gi";
+/// The sidecar's liveness probe period: three failures in a row (30 s) restart it.
+const SIDECAR_LIVENESS_PERIOD_SECONDS: i32 = 10;
+/// How long one liveness probe waits for `/healthz` (a frozen sidecar never answers).
+const SIDECAR_LIVENESS_TIMEOUT_SECONDS: i32 = 5;
+
 /// Key of the MySQL root password in the credentials Secret.
 pub const SECRET_KEY_ROOT_PASSWORD: &str = "root-password";
 /// Key of the replication user's password in the credentials Secret.
@@ -107,7 +112,9 @@ pub fn site_labels(group: &str, site: &str) -> BTreeMap<String, String> {
 
 /// mysqld's arguments for GTID replication (operator/mysql/README.md "What the deployment
 /// must configure"): binlog with replicated transactions, strict GTIDs, a unique server_id,
-/// read-only at start (the sidecar unfences), and `report_host` = the site's internal Service.
+/// read-only at start (the sidecar unfences), `report_host` = the site's internal Service,
+/// and the event scheduler on: it runs the write deadline, the dead man's switch that fences
+/// mysqld when its sidecar dies or hangs (`bloodraven_mysql::deadline`).
 pub fn mysqld_args(flavor: Flavor, server_id: usize, report_host: &str) -> Vec<String> {
     let mut args = vec![
         "--log-bin=mysql-bin".to_string(),
@@ -115,6 +122,7 @@ pub fn mysqld_args(flavor: Flavor, server_id: usize, report_host: &str) -> Vec<S
         "--read-only=ON".to_string(),
         format!("--report-host={report_host}"),
         format!("--pid-file={MYSQLD_PID_FILE}"),
+        "--event-scheduler=ON".to_string(),
     ];
     match flavor {
         Flavor::Mariadb => args.extend([
@@ -267,6 +275,20 @@ pub fn statefulset(
                 ..HTTPGetAction::default()
             }),
             period_seconds: Some(2),
+            ..Probe::default()
+        }),
+        // A hung sidecar (its /healthz times out, or reports the enforcer stalled) is
+        // restarted. Safety does not wait for it: mysqld's write deadline fences mysqld within
+        // the lease whatever became of its sidecar (operator/controller/README.md "Fencing").
+        liveness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some(bloodraven_api::sidecar::PATH_HEALTHZ.to_string()),
+                port: IntOrString::String(names::PORT_NAME_SIDECAR.to_string()),
+                ..HTTPGetAction::default()
+            }),
+            period_seconds: Some(SIDECAR_LIVENESS_PERIOD_SECONDS),
+            timeout_seconds: Some(SIDECAR_LIVENESS_TIMEOUT_SECONDS),
+            failure_threshold: Some(3),
             ..Probe::default()
         }),
         volume_mounts: Some(vec![run_mount()]),
@@ -649,6 +671,7 @@ mod tests {
                 "--report-host=mysql-playground-iad.bloodraven-playground.svc.cluster.local"
                     .to_string(),
                 "--pid-file=/run/bloodraven/mysqld.pid".to_string(),
+                "--event-scheduler=ON".to_string(),
                 "--log-slave-updates=ON".to_string(),
                 "--gtid-strict-mode=ON".to_string(),
             ])
@@ -709,6 +732,21 @@ mod tests {
             .expect("readiness");
         assert_eq!(probe.path.as_deref(), Some("/healthz"));
         assert_eq!(probe.port, IntOrString::String("sidecar".into()));
+        let liveness = sidecar
+            .liveness_probe
+            .as_ref()
+            .expect("sidecar liveness probe");
+        let get = liveness.http_get.as_ref().expect("httpGet");
+        assert_eq!(get.path.as_deref(), Some("/healthz"));
+        assert_eq!(get.port, IntOrString::String("sidecar".into()));
+        assert_eq!(
+            (
+                liveness.period_seconds,
+                liveness.timeout_seconds,
+                liveness.failure_threshold
+            ),
+            (Some(10), Some(5), Some(3))
+        );
     }
 
     /// The watchdog's wiring: one process namespace, and mysqld's pid file on an emptyDir both

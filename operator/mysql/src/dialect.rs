@@ -111,6 +111,10 @@ pub trait Dialect: Send + Sync {
     /// MySQL).
     fn read_only_query(&self) -> &'static str;
 
+    /// The global variable [`fence`](Self::fence) sets, as an expression (`@@GLOBAL.read_only`
+    /// on MariaDB, `@@GLOBAL.super_read_only` on MySQL).
+    fn fenced_variable(&self) -> &'static str;
+
     /// A `SELECT` returning one row with the text column `gtid_executed`, to parse with
     /// [`GtidSet::parse`] and this flavor.
     fn gtid_executed_query(&self) -> &'static str;
@@ -330,6 +334,10 @@ impl Dialect for MariaDbDialect {
         "SELECT @@GLOBAL.read_only AS read_only, @@GLOBAL.read_only AS fenced"
     }
 
+    fn fenced_variable(&self) -> &'static str {
+        "@@GLOBAL.read_only"
+    }
+
     /// `@@gtid_binlog_state`, not `@@gtid_binlog_pos` or `@@gtid_current_pos`: those hold one
     /// GTID per domain, so after a failover the new primary's `0-2-103` would attribute
     /// transactions 1..=100, written by server 1, to server 2, and comparing with the old
@@ -442,6 +450,10 @@ impl Dialect for MySqlDialect {
 
     fn read_only_query(&self) -> &'static str {
         "SELECT @@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS fenced"
+    }
+
+    fn fenced_variable(&self) -> &'static str {
+        "@@GLOBAL.super_read_only"
     }
 
     fn gtid_executed_query(&self) -> &'static str {

@@ -6,6 +6,8 @@
 //! - [`ReplicationStatus`]: one typed replication status parsed from a `SHOW ... STATUS` row.
 //! - [`Dialect`]: the statements for fencing, unfencing, promotion, repointing, draining and
 //!   reading state, one implementation per flavor.
+//! - [`deadline`]: the write deadline, a dead man's switch inside mysqld that fences it when
+//!   the sidecar stops arming it.
 //! - [`grants`]: the application user's GRANT statement and the read_only bypass check.
 //! - [`canonical_host`]: the host-name rule behind "source host canonically equal to the active
 //!   site's internal Service" (seed 000).
@@ -21,6 +23,7 @@ mod host;
 mod sql;
 mod status;
 
+pub mod deadline;
 pub mod grants;
 
 #[cfg(feature = "live")]

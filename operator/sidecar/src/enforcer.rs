@@ -8,6 +8,7 @@ use bloodraven_core::lease::{enforcement, fence_lead_ms, Enforcement, WriteDecis
 
 use crate::{
     clock::wall_now,
+    deadline,
     observation::{from_snapshot, unreachable},
     state::Shared,
 };
@@ -16,6 +17,7 @@ use crate::{
 pub(crate) async fn run(shared: Arc<Shared>) {
     loop {
         enforce(&shared).await;
+        shared.enforced();
         let now = shared.clock.now();
         let remaining_ms = shared.lease().lease_remaining_ms(now);
         let lead_ms = fence_lead_ms(&shared.settings.lease);
@@ -50,6 +52,9 @@ pub(crate) async fn enforce(shared: &Shared) {
     };
     let observed_read_only = observed.read_only;
     shared.set_observation(&observed);
+    if observed.reachable {
+        deadline::ensure_installed(shared).await;
+    }
     let now = shared.clock.now();
     let (desired, generation, remaining_ms) = {
         let lease = shared.lease();
@@ -61,7 +66,12 @@ pub(crate) async fn enforce(shared: &Shared) {
     };
     shared.metrics.observe_lease(remaining_ms, generation);
     match enforcement(desired, observed_read_only) {
-        Enforcement::Nothing | Enforcement::ObserveFirst => {}
+        Enforcement::Nothing | Enforcement::ObserveFirst => {
+            // Writable by right: keep mysqld's own deadline ahead of it.
+            if desired == WriteDecision::Writable && observed_read_only == Some(false) {
+                deadline::arm(shared).await;
+            }
+        }
         Enforcement::SetReadOnly {
             reason,
             topology_mismatch,
@@ -96,6 +106,17 @@ pub(crate) async fn enforce(shared: &Shared) {
         }
         Enforcement::SetWritable => {
             debug_assert_eq!(desired, WriteDecision::Writable);
+            // Never writable without a deadline in the future: a sidecar that dies right after
+            // this unfence leaves a mysqld that fences itself.
+            if !deadline::arm(shared).await {
+                tracing::warn!(
+                    site = shared.site(),
+                    generation,
+                    lease_remaining_ms = remaining_ms,
+                    "not making mysqld writable: its write deadline could not be armed"
+                );
+                return;
+            }
             let outcome = shared.mysql.unfence().await;
             shared.metrics.unfenced();
             if let Some(error) = &outcome.error {

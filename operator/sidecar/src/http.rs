@@ -77,8 +77,29 @@ fn check_group(shared: &Shared, group: &str) -> Result<(), ApiError> {
     }
 }
 
-async fn healthz() -> &'static str {
-    "ok"
+/// `GET /healthz`: 200 `ok`, or 503 naming the stall when the enforcer has not finished a pass
+/// for [`Shared::enforcer_stall`] (the liveness probe then restarts the sidecar).
+async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
+    let since = shared.since_enforced();
+    let stall = shared.enforcer_stall();
+    if since > stall {
+        tracing::warn!(
+            site = shared.site(),
+            since_ms = u64::try_from(since.as_millis()).unwrap_or(u64::MAX),
+            stall_ms = u64::try_from(stall.as_millis()).unwrap_or(u64::MAX),
+            "healthz: the enforcer is stalled"
+        );
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "enforcer stalled: no enforcement pass for {}ms (limit {}ms)",
+                since.as_millis(),
+                stall.as_millis()
+            ),
+        )
+            .into_response();
+    }
+    "ok".into_response()
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {

@@ -11,11 +11,14 @@
 //! - [`server`]: the HTTP API on 8086 and the timers, [`Sidecar::start`].
 //! - `watchdog`: SIGKILLs a mysqld that must be read-only, has no lease and cannot be
 //!   fenced (frozen), so a lapsed lease means "cannot write" (`bloodraven_core::lease::watchdog`).
+//! - `deadline`: arms mysqld's write deadline, a dead man's switch inside mysqld that fences
+//!   it when this sidecar is killed or hangs (`bloodraven_mysql::deadline`).
 //! - `testing` (feature `testing`): an in-process DNS server for tests.
 
 mod clock;
 pub mod config;
 mod databases;
+mod deadline;
 pub mod discovery;
 mod enforcer;
 mod error;

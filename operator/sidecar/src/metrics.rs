@@ -46,6 +46,8 @@ pub(crate) struct Metrics {
     peer_results: Family<PeerLabels, Counter>,
     mysql_errors: Counter,
     watchdog_kills: Counter,
+    write_deadline_seconds: Gauge<f64, AtomicU64>,
+    write_deadline_errors: Counter,
 }
 
 impl Metrics {
@@ -61,6 +63,8 @@ impl Metrics {
         let peer_results = Family::<PeerLabels, Counter>::default();
         let mysql_errors = Counter::default();
         let watchdog_kills = Counter::default();
+        let write_deadline_seconds = Gauge::<f64, AtomicU64>::default();
+        let write_deadline_errors = Counter::default();
         registry.register(
             "bloodraven_sidecar_read_only",
             "mysqld read_only as last observed: 1 read-only, 0 writable, -1 unknown",
@@ -111,6 +115,17 @@ impl Metrics {
             "times the watchdog SIGKILLed mysqld: it had to be read-only, no lease covered it, and it was not seen read-only",
             watchdog_kills.clone(),
         );
+        registry.register(
+            "bloodraven_sidecar_write_deadline_seconds",
+            "how far ahead mysqld's write deadline was last armed (-1 not armed: mysqld fences itself at its deadline)",
+            write_deadline_seconds.clone(),
+        );
+        registry.register(
+            "bloodraven_sidecar_write_deadline_errors",
+            "failed installs or arms of mysqld's write deadline",
+            write_deadline_errors.clone(),
+        );
+        write_deadline_seconds.set(-1.0);
         authority_generation.set(-1);
         read_only.set(-1);
         Self {
@@ -125,6 +140,8 @@ impl Metrics {
             peer_results,
             mysql_errors,
             watchdog_kills,
+            write_deadline_seconds,
+            write_deadline_errors,
         }
     }
 
@@ -178,6 +195,15 @@ impl Metrics {
 
     pub(crate) fn watchdog_killed(&self) {
         self.watchdog_kills.inc();
+    }
+
+    pub(crate) fn write_deadline_armed(&self, writable_for: std::time::Duration) {
+        self.write_deadline_seconds.set(writable_for.as_secs_f64());
+    }
+
+    pub(crate) fn write_deadline_failed(&self) {
+        self.write_deadline_errors.inc();
+        self.write_deadline_seconds.set(-1.0);
     }
 
     pub(crate) fn mysql_error(&self) {

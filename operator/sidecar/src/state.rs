@@ -1,6 +1,6 @@
 //! State shared by the HTTP handlers and the timers.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{atomic::AtomicBool, Arc, Mutex, MutexGuard};
 
 use bloodraven_api::sidecar::MysqlObservation;
 use bloodraven_core::lease::{SiteLease, Watchdog};
@@ -13,6 +13,14 @@ use crate::{clock::MonotonicClock, config::Settings, discovery::Discovery, metri
 /// concurrent observations (status and enforcement) can be recorded out of order across a
 /// second boundary. A restart within this many seconds of the previous run's start is missed.
 const UPTIME_SLACK_SECONDS: u64 = 2;
+
+/// The least [`Shared::enforcer_stall`].
+const ENFORCER_STALL_MIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// [`Shared::enforcer_stall`] for an enforcement `tick`.
+fn enforcer_stall(tick: std::time::Duration) -> std::time::Duration {
+    (tick * 10).max(ENFORCER_STALL_MIN)
+}
 
 /// Everything the sidecar's tasks share.
 pub(crate) struct Shared {
@@ -39,6 +47,12 @@ pub(crate) struct Shared {
     /// the fence, promote and repoint endpoints. Without it the enforcer could unfence on a
     /// decision taken just before an explicit fence.
     pub(crate) mutation: tokio::sync::Mutex<()>,
+    /// Whether this run installed mysqld's write deadline (`crate::deadline`); cleared when
+    /// arming fails, so the next enforcement installs again.
+    pub(crate) deadline_installed: AtomicBool,
+    /// When the enforcer last finished a pass; `/healthz` fails once it is older than
+    /// [`Shared::enforcer_stall`] (a hung sidecar is restarted by its liveness probe).
+    last_enforced: Mutex<tokio::time::Instant>,
 }
 
 impl Shared {
@@ -74,6 +88,8 @@ impl Shared {
             wake_enforcer: Notify::new(),
             wake_lease: Notify::new(),
             mutation: tokio::sync::Mutex::new(()),
+            deadline_installed: AtomicBool::new(false),
+            last_enforced: Mutex::new(tokio::time::Instant::now()),
         })
     }
 
@@ -132,6 +148,9 @@ impl Shared {
             restarted
         };
         if restarted {
+            // A new run may have a new datadir: install the write deadline again.
+            self.deadline_installed
+                .store(false, std::sync::atomic::Ordering::SeqCst);
             let had_authority = {
                 let mut lease = self.lease();
                 let had = lease.authority().is_some();
@@ -147,6 +166,30 @@ impl Shared {
             );
             self.wake_enforcer.notify_one();
         }
+    }
+
+    /// Records that the enforcer finished a pass.
+    pub(crate) fn enforced(&self) {
+        *self
+            .last_enforced
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = tokio::time::Instant::now();
+    }
+
+    /// How long since the enforcer last finished a pass.
+    pub(crate) fn since_enforced(&self) -> std::time::Duration {
+        self.last_enforced
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .elapsed()
+    }
+
+    /// How long the enforcer may go without finishing a pass before `/healthz` fails: ten ticks,
+    /// at least [`ENFORCER_STALL_MIN`], longer than any bounded mutation it may wait behind (a
+    /// promotion's drain included), so only a hung sidecar fails it. Safety does not wait
+    /// for this: mysqld's write deadline fences it within the lease (`crate::deadline`).
+    pub(crate) fn enforcer_stall(&self) -> std::time::Duration {
+        enforcer_stall(self.settings.tick)
     }
 
     /// The group this sidecar serves.
@@ -165,5 +208,29 @@ impl Shared {
     /// This sidecar's site.
     pub(crate) fn site(&self) -> &str {
         self.settings.lease.site()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::enforcer_stall;
+
+    #[test]
+    fn the_enforcer_counts_as_stalled_after_ten_ticks_and_never_before_thirty_seconds() {
+        // The default 6 s lease ticks every 2 s: 30 s, not 20 s.
+        assert_eq!(
+            enforcer_stall(Duration::from_secs(2)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            enforcer_stall(Duration::from_secs(5)),
+            Duration::from_secs(50)
+        );
+        assert_eq!(
+            enforcer_stall(Duration::from_millis(1)),
+            Duration::from_secs(30)
+        );
     }
 }

@@ -601,3 +601,92 @@ async fn watchdog_frozen_primary_is_killed_when_its_lease_runs_out_and_never_ack
         .expect("mariadbd restarts");
     assert!(playground.read_only(0).await);
 }
+
+/// Issue 10, case 2: the primary's sidecar killed and kept down. Nobody is left to fence
+/// mysqld, so mysqld fences itself: its write deadline (a dead man's switch the sidecar kept
+/// ahead of the lease) passes before the lease the peers granted could run out, and both a
+/// connection held from before and a new one get ERROR 1290. Without the switch mysqld stays
+/// writable for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_sidecar_primary_mysqld_fences_itself_at_its_write_deadline_before_the_lease_ends() {
+    let mut playground = writable_playground().await;
+    playground.create_app_user().await;
+    let app = bloodraven_mysql::live::LiveMysql::new(
+        Flavor::MariaDb,
+        playground
+            .server(0)
+            .options(common::APP_USER, common::APP_PASSWORD),
+    );
+    let mut held = app.connect().await.expect("the app connects");
+    let increment =
+        "INSERT INTO app.counter (id, value) VALUES (1, 1) ON DUPLICATE KEY UPDATE value = value + 1";
+    app.execute(&mut held, increment)
+        .await
+        .expect("writes before the sidecar dies");
+    let metrics = playground.metrics(0).await;
+    assert!(
+        !metrics.contains("bloodraven_sidecar_write_deadline_seconds -1"),
+        "the writable primary armed its deadline: {metrics}"
+    );
+    playground.stop_sidecar(0).await;
+    let killed_at = tokio::time::Instant::now();
+    // The peers' grants, given at the latest just before the kill, last LEASE.
+    let took = playground.wait_read_only(0, true, LEASE + SLACK).await;
+    assert!(
+        took <= LEASE + SLACK,
+        "fenced {took:?} after its sidecar died"
+    );
+    let refused = app
+        .execute(&mut held, increment)
+        .await
+        .expect_err("a connection held from before is refused");
+    assert_eq!(refused.server_code(), Some(1290), "{refused}");
+    let refused = playground
+        .app_write(0)
+        .await
+        .expect_err("a new connection is refused");
+    assert_eq!(refused.server_code(), Some(1290), "{refused}");
+    // It stays so while the sidecar is down, and the peers hold no lease for iad any more.
+    tokio::time::sleep(LEASE).await;
+    assert!(playground.read_only(0).await);
+    assert!(killed_at.elapsed() >= LEASE);
+    // A sidecar that comes back has no authority (startup safety net) and keeps it read-only.
+    playground.restart_sidecar(0).await;
+    tokio::time::sleep(LEASE / 3 + SLACK).await;
+    assert!(playground.read_only(0).await);
+}
+
+/// The switch is each server's own: arming it on the primary, tick after tick, adds no GTID
+/// (a fenced server writing its deadline must not create an errant transaction), and every
+/// server has its own table and event, installed with the sidecar's limited privileges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_deadline_is_armed_on_the_primary_only_and_never_reaches_the_binlog() {
+    let playground = writable_playground().await;
+    let before = applied(&playground, 0).await;
+    tokio::time::sleep(LEASE).await;
+    assert_eq!(
+        applied(&playground, 0).await,
+        before,
+        "arming wrote to the binlog"
+    );
+    for index in 0..3 {
+        let admin = playground.server(index).admin_client();
+        let remaining_ms = admin
+            .write_deadline_remaining_ms()
+            .await
+            .expect("read the deadline")
+            .unwrap_or_else(|| panic!("server {index} has no write deadline"));
+        let lease_ms = i64::try_from(LEASE.as_millis()).expect("lease");
+        if index == 0 {
+            assert!(
+                remaining_ms > 0 && remaining_ms < lease_ms,
+                "the primary's deadline lies within its lease: {remaining_ms}ms"
+            );
+        } else {
+            assert!(
+                remaining_ms < 0,
+                "a replica's deadline is passed: {remaining_ms}ms"
+            );
+        }
+    }
+}

@@ -5,6 +5,7 @@
 //! [`MutationOutcome`].
 
 mod client;
+mod deadline;
 mod error;
 mod mutate;
 mod observe;

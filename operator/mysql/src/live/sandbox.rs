@@ -22,6 +22,7 @@ use super::{
     client::{ConnectOptions, LiveMysql},
     error::{LiveError, LiveResult},
 };
+use crate::deadline::DEADLINE_SCHEMA;
 use crate::{Flavor, ReplicationSource};
 
 /// The administrative user every sandbox server has (all privileges, over TCP).
@@ -37,9 +38,14 @@ pub const SIDECAR_PASSWORD: &str = "sidecar-secret";
 /// `read_only` (10.11: `SUPER` no longer implies it), `REPLICATION SLAVE ADMIN` and `RELOAD`
 /// to stop, reset and repoint replication, `SLAVE MONITOR`, `BINLOG MONITOR` and
 /// `REPLICATION CLIENT` to observe it, `PROCESS` and `CONNECTION ADMIN` to list and kill
-/// client connections. It never writes data.
+/// client connections, `BINLOG ADMIN` to keep its write deadline out of the binlog
+/// (`sql_log_bin = 0`, [`crate::deadline`]). It never writes data; on its own schema
+/// ([`SIDECAR_DEADLINE_PRIVILEGES`]) it keeps the write deadline.
 pub const SIDECAR_PRIVILEGES_MARIADB: &str = "READ_ONLY ADMIN, REPLICATION SLAVE ADMIN, RELOAD, \
-     SLAVE MONITOR, BINLOG MONITOR, REPLICATION CLIENT, PROCESS, CONNECTION ADMIN";
+     SLAVE MONITOR, BINLOG MONITOR, REPLICATION CLIENT, PROCESS, CONNECTION ADMIN, BINLOG ADMIN";
+/// What the sidecar's MySQL user needs on [`crate::deadline::DEADLINE_SCHEMA`]`.*`: create the
+/// schema, its table and event, and read and write the deadline.
+pub const SIDECAR_DEADLINE_PRIVILEGES: &str = "CREATE, DROP, SELECT, INSERT, UPDATE, EVENT";
 /// The replication user every sandbox server has.
 pub const REPLICATION_USER: &str = "bloodraven_repl";
 /// Its password.
@@ -262,7 +268,8 @@ impl MariaDbServer {
              CREATE USER IF NOT EXISTS '{REPLICATION_USER}'@'%' IDENTIFIED BY '{REPLICATION_PASSWORD}';\n\
              GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{REPLICATION_USER}'@'%';\n\
              CREATE USER IF NOT EXISTS '{SIDECAR_USER}'@'%' IDENTIFIED BY '{SIDECAR_PASSWORD}';\n\
-             GRANT {SIDECAR_PRIVILEGES_MARIADB} ON *.* TO '{SIDECAR_USER}'@'%';\n"
+             GRANT {SIDECAR_PRIVILEGES_MARIADB} ON *.* TO '{SIDECAR_USER}'@'%';\n\
+             GRANT {SIDECAR_DEADLINE_PRIVILEGES} ON `{DEADLINE_SCHEMA}`.* TO '{SIDECAR_USER}'@'%';\n"
         );
         let init_file = dir.join("init.sql");
         fs::write(&init_file, init).map_err(|e| sandbox_error("write the init file", e))?;
@@ -297,6 +304,7 @@ impl MariaDbServer {
             .arg(format!("--report-host={}", self.name))
             .arg("--log-slave-updates")
             .arg("--read-only")
+            .arg("--event-scheduler=ON")
             .arg("--skip-name-resolve")
             .arg("--innodb-buffer-pool-size=16M")
             .arg("--innodb-log-file-size=8M")
