@@ -6,6 +6,11 @@
 //! retries or rolls back; each outcome is logged (group, site, action, generation, outcome)
 //! and the next poll re-reads the state. The remaining actions of the poll still run (core
 //! never makes a later action's safety depend on an earlier one of the same poll).
+//!
+//! Issue 10 case 5: every side effect here passes one gate, [`Executor::gate`], right before
+//! it is issued: an action is not issued unless this replica still leads for
+//! [`crate::leader::ACTION_MARGIN`] ([`LeaderFlag::may_act`]). Leadership can lapse mid-poll
+//! (a stalled renewal); the rest of the poll's actions are then skipped, not sent.
 
 use bloodraven_api::{names, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, Tombstone};
@@ -19,6 +24,7 @@ use serde_json::json;
 
 use crate::deploy_api::store::LeaseStore;
 use crate::error::{Error, Result};
+use crate::leader::LeaderFlag;
 use crate::memory::status_of;
 use crate::metrics::Metrics;
 use crate::render;
@@ -38,6 +44,8 @@ pub struct Executor<'a> {
     pub metrics: &'a Metrics,
     /// The group as read at the start of the poll.
     pub group: &'a MysqlFailoverGroup,
+    /// Leadership, re-checked before each action ([`Executor::gate`]).
+    pub leader: &'a LeaderFlag,
 }
 
 /// A short name of an action for logs.
@@ -170,6 +178,19 @@ impl Executor<'_> {
         self.group.metadata.name.clone().unwrap_or_default()
     }
 
+    /// The one place the act step re-checks leadership: every action ([`Self::execute`]),
+    /// the deploy-lease writes and the status write pass here right before they are issued.
+    /// `Err(NotLeader)` unless this replica leads for [`crate::leader::ACTION_MARGIN`] more.
+    fn gate(&self, action: &str) -> Result<()> {
+        if self.leader.may_act() {
+            Ok(())
+        } else {
+            Err(Error::NotLeader {
+                action: action.to_string(),
+            })
+        }
+    }
+
     /// Executes every action in order, logging each outcome; returns how many failed.
     ///
     /// A run of [`batches`] (per-site requests of one kind, in one phase) runs concurrently:
@@ -223,6 +244,11 @@ impl Executor<'_> {
                             tracing::info!(group = %group, site, action = name, generation, outcome = "ok", "action")
                         }
                     },
+                    Some(Err(error)) if error.is_not_leader() => {
+                        failures += 1;
+                        revoke_failed |= matches!(action, Action::RevokeDeployLeases { .. });
+                        tracing::warn!(group = %group, site, action = name, generation, outcome = "not_issued", %error, "leadership lost; action not issued");
+                    }
                     Some(Err(error)) => {
                         failures += 1;
                         revoke_failed |= matches!(action, Action::RevokeDeployLeases { .. });
@@ -243,6 +269,7 @@ impl Executor<'_> {
     }
 
     async fn execute_one(&self, action: &Action, now: Timestamp) -> Result<()> {
+        self.gate(action_name(action))?;
         let namespace = self.namespace();
         let group = self.name();
         match action {
@@ -439,6 +466,8 @@ impl Executor<'_> {
         let mut after = before.clone();
         let changed = change(&mut after);
         if after != before {
+            // Loading waited on the lock and the API: leadership may have lapsed meanwhile.
+            self.gate("save deploy leases")?;
             self.store
                 .save(
                     &namespace,
@@ -508,6 +537,7 @@ impl Executor<'_> {
     pub async fn persist(&self, memory: &GroupMemory) -> Result<()> {
         let namespace = self.namespace();
         let name = self.name();
+        self.gate("WriteStatus")?;
         let status = status_of(memory, self.group.metadata.generation);
         let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), &namespace);
         let body = json!({
@@ -694,6 +724,7 @@ mod tests {
             recorder: &recorder,
             metrics: &metrics,
             group: &group,
+            leader: &LeaderFlag::new(true),
         };
         let decision = Decision {
             actions: vec![push("iad"), push("pdx"), push("reader")],
@@ -706,6 +737,84 @@ mod tests {
         assert_eq!(failures, 0);
         let (left, most) = *in_flight.lock().expect("lock");
         assert_eq!((left, most), (0, SITES), "all pushes in flight at once");
+        server.abort();
+    }
+
+    /// Issue 10 case 5: the act step re-checks leadership before each action. With less
+    /// than ACTION_MARGIN of the term left (a renewal stalled), neither the authority pushes
+    /// nor the status write are issued: the sidecar sees no request. With a live term the
+    /// same push goes out.
+    #[tokio::test]
+    async fn actions_are_not_issued_once_leadership_no_longer_holds() {
+        let hits = Arc::new(Mutex::new(0usize));
+        let router = Router::new()
+            .route(
+                "/{site}/v1/authority",
+                put(
+                    |State(hits): State<Arc<Mutex<usize>>>,
+                     Path(_site): Path<String>,
+                     Json(pushed): Json<Authority>| async move {
+                        *hits.lock().expect("lock") += 1;
+                        Json(AuthorityResponse {
+                            decision: AuthorityDecision::Accepted,
+                            cached: Some(pushed),
+                            last_granted_ago_ms: BTreeMap::new(),
+                        })
+                    },
+                ),
+            )
+            .with_state(hits.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let client = crate::test_support::unreachable_api_client();
+        let sidecars =
+            SidecarClient::new(SidecarAddressing::new(format!("http://{address}/{{site}}")))
+                .expect("sidecars");
+        let store = LeaseStore::new(client.clone());
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "bloodraven".into(),
+                instance: None,
+            },
+        );
+        let metrics = Metrics::new();
+        let group = crate::test_support::playground_group("2s");
+        let leader = LeaderFlag::new(false);
+        let executor = Executor {
+            client: &client,
+            sidecars: &sidecars,
+            store: &store,
+            recorder: &recorder,
+            metrics: &metrics,
+            group: &group,
+            leader: &leader,
+        };
+        let decision = Decision {
+            actions: vec![push("iad"), push("pdx")],
+            memory: GroupMemory::from_status(&group.spec, None, Timestamp::from_unix_millis(0)),
+            transitions: Vec::new(),
+        };
+        let now = Timestamp::from_unix_millis(0);
+        let term_left = crate::leader::ACTION_MARGIN / 2;
+        leader.lead_until(tokio::time::Instant::now() + term_left);
+        assert!(leader.is_leader(), "still leading, but not for long enough");
+        assert_eq!(executor.execute(&decision, now).await, 2);
+        let persisted = executor.persist(&decision.memory).await;
+        assert!(
+            persisted.as_ref().is_err_and(Error::is_not_leader),
+            "status write not issued: {persisted:?}"
+        );
+        assert_eq!(*hits.lock().expect("lock"), 0, "no push reached a sidecar");
+
+        leader.lead_until(tokio::time::Instant::now() + Duration::from_secs(10));
+        assert_eq!(executor.execute(&decision, now).await, 0);
+        assert_eq!(*hits.lock().expect("lock"), 2);
         server.abort();
     }
 }

@@ -164,9 +164,10 @@ pub fn ensure_budget(poll_interval: Duration) -> Duration {
 }
 
 /// Ensures the schemas of `group`'s `MysqlDatabase`s on the active site of `memory` (the
-/// memory the poll's decision returned), when its authority is Valid and this replica leads.
+/// memory the poll's decision returned), when its authority is Valid and this replica leads
+/// (re-checked before each schema's request).
 pub async fn ensure(shell: &Shell, group: &MysqlFailoverGroup, memory: &GroupMemory) {
-    if !memory.authority.is_valid() || !shell.leader.is_leader() {
+    if !memory.authority.is_valid() || !shell.leader.may_act() {
         return;
     }
     let name = group.metadata.name.clone().unwrap_or_default();
@@ -200,6 +201,11 @@ pub async fn ensure(shell: &Shell, group: &MysqlFailoverGroup, memory: &GroupMem
     let budget = ensure_budget(group.spec.poll_interval.get());
     let started = tokio::time::Instant::now();
     for database in needed {
+        // Each schema is a side effect of the leader's: re-checked before each request.
+        if !shell.leader.may_act() {
+            tracing::info!(group = %name, namespace = %namespace, "leadership lost; remaining databases not ensured");
+            break;
+        }
         if started.elapsed() >= budget {
             tracing::debug!(group = %name, namespace = %namespace, "database budget spent; the rest next poll");
             break;

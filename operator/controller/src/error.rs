@@ -13,6 +13,22 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A Kubernetes API call got no answer by its deadline (kube's client has no read
+    /// timeout of its own); like any error of a mutation, an unknown.
+    #[error("{action}: no answer within {timeout_ms} ms")]
+    KubeTimeout {
+        /// What was being done, e.g. `get lease bloodraven-leader`.
+        action: String,
+        /// How long the call was given.
+        timeout_ms: u64,
+    },
+    /// An action was not issued: this replica no longer leads, or not for long enough
+    /// (`LeaderFlag::may_act`).
+    #[error("{action}: this replica is no longer the leader; not issued")]
+    NotLeader {
+        /// The action, e.g. `Fence`.
+        action: String,
+    },
     /// A sidecar call failed, timed out, answered non-2xx or undecodably.
     #[error("call sidecar of site {site} ({url}): {reason}")]
     Sidecar {
@@ -82,6 +98,11 @@ impl Error {
     /// Whether this is a Kubernetes 404 Not Found.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Kube { source: kube::Error::Api(status), .. } if status.code == 404)
+    }
+
+    /// Whether an action was not issued because leadership was lost.
+    pub fn is_not_leader(&self) -> bool {
+        matches!(self, Error::NotLeader { .. })
     }
 
     /// Whether this is a Kubernetes 409 Conflict (resourceVersion mismatch or AlreadyExists).

@@ -185,7 +185,8 @@ impl Shell {
                 .set_deploy_leases_active(&format!("{namespace}/{name}"), leases.active_count(now));
         }
         let decision = decide(&group.spec, &memory, &observation, now);
-        if !self.leader.is_leader() {
+        // The executor re-checks before each action too ([`Executor`]'s gate).
+        if !self.leader.may_act() {
             tracing::info!(group = %name, "lost leadership during the poll; nothing executed");
             return memory;
         }
@@ -196,6 +197,7 @@ impl Shell {
             recorder: &self.recorder,
             metrics: &self.metrics,
             group,
+            leader: &self.leader,
         };
         let failures = executor.execute(&decision, now).await;
         if let Err(error) = executor

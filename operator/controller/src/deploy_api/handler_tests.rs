@@ -162,6 +162,22 @@ fn memory_of(status: &MysqlFailoverGroupStatus) -> GroupMemory {
 }
 
 fn harness() -> Harness {
+    harness_with(|_| Arc::new(FixedReviewer))
+}
+
+/// Leadership lapses while the token is reviewed (the renewal stalled meanwhile): the term
+/// ends, then the fixed tokens are reviewed as usual.
+struct LapsingReviewer(LeaderFlag);
+
+impl TokenReviewer for LapsingReviewer {
+    fn review<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Result<Caller, Rejection>>> {
+        self.0.lead_until(tokio::time::Instant::now());
+        FixedReviewer.review(token)
+    }
+}
+
+/// The harness with the reviewer `reviewer` makes from the harness's leader flag.
+fn harness_with(reviewer: impl FnOnce(&LeaderFlag) -> Arc<dyn TokenReviewer>) -> Harness {
     let backend = Arc::new(MemoryBackend {
         group: StdMutex::new(GroupRef {
             namespace: "bloodraven-playground".into(),
@@ -192,7 +208,7 @@ fn harness() -> Harness {
     let metrics = Metrics::new();
     let api = DeployApi {
         leader: leader.clone(),
-        reviewer: Arc::new(FixedReviewer),
+        reviewer: reviewer(&leader),
         backend: backend.clone(),
         lock: Arc::new(tokio::sync::Mutex::new(())),
         clock: {
@@ -308,6 +324,20 @@ fn hold(operation_id: &str) -> Value {
 
 fn credentials(kind: &str, operation_id: &str, token: &Value) -> Value {
     json!({"kind": kind, "operationId": operation_id, "token": token})
+}
+
+/// Issue 10 case 5: leadership is re-checked right before a grant is stored. A leader whose
+/// term ends while the request is handled (after the first check) answers 503 not_leader
+/// and stores nothing.
+#[tokio::test]
+async fn a_grant_is_not_stored_once_leadership_lapsed_during_the_request() {
+    let harness = harness_with(|leader| Arc::new(LapsingReviewer(leader.clone())));
+    assert!(harness.leader.is_leader());
+    let (status, body) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body, json!({"error": "not_leader"}));
+    let stored = harness.backend.stored.lock().map(|stored| stored.clone());
+    assert_eq!(stored.ok(), Some(DeployLeases::new()), "nothing stored");
 }
 
 /// Seed 003: only the leader answers; a follower returns 503 {"error":"not_leader"}.

@@ -2,7 +2,8 @@
 //! `POST|PUT|DELETE /deploy/v1/groups/{group}/leases`, decided by `bloodraven_core::deploy`.
 //!
 //! Order of checks on every request: leader (followers answer `503 {"error":"not_leader"}`),
-//! bearer token (TokenReview, audience `bloodraven-deploy`), body, group, then core decides.
+//! bearer token (TokenReview, audience `bloodraven-deploy`), body, group, then core decides;
+//! leadership is checked again right before a change is stored (same 503 when it lapsed).
 //! Every request logs `msg="deploy api"` with handler, group, instance, operationId, status.
 
 use std::sync::Arc;
@@ -471,6 +472,13 @@ async fn lease_request(
         }
     };
     if after != before {
+        // Issue 10 case 5: the review, reads and lock wait since `admit` took time; a grant
+        // is a side effect of the leader's, so leadership is re-checked right before it.
+        if !api.leader.may_act() {
+            tracing::warn!(group = %found.name, instance = %outcome.instance, operation_id = %operation_id, "deploy api: leadership lost while handling the request; nothing stored");
+            return Outcome::refusal(&Refusal::NotLeader)
+                .with_ids(&outcome.instance, &operation_id);
+        }
         if let Err(error) = api.backend.save(&found, &before, &after).await {
             // Not persisted: the client must not believe it holds (or renewed) anything.
             return unavailable("store deploy leases", &error)
