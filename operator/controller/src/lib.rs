@@ -3,7 +3,8 @@
 //! One poll per group (gather -> decide -> act, STYLE.md 1): [`workloads`] first ensures the
 //! per-site StatefulSets and the credentials Secret (a shell concern), [`gather`] reads the sidecars
 //! and cluster objects into core's `Observation`, `bloodraven_core::decide` decides, [`act`]
-//! executes the actions in order and persists memory ([`memory`]). [`leader`] elects the one
+//! executes the actions in order and persists memory ([`memory`]); a decision that starts a
+//! planned failover passes the [`hold_gate`] first (no failover-hold granted since gather). [`leader`] elects the one
 //! replica that polls, writes and serves; [`http`] serves :8082 (metrics, probes);
 //! [`deploy_api`] serves `/deploy/v1` over [`tls`] on :8443. [`install`] renders the install
 //! manifests. [`logging`] formats the JSON log lines (`msg` at the top level). The binary
@@ -14,6 +15,7 @@ pub mod databases;
 pub mod deploy_api;
 mod error;
 pub mod gather;
+pub mod hold_gate;
 pub mod http;
 pub mod install;
 pub mod leader;

@@ -21,6 +21,7 @@ use crate::act::Executor;
 use crate::deploy_api::store::LeaseStore;
 use crate::error::{Error, Result};
 use crate::gather::gather;
+use crate::hold_gate::{confirm_no_hold, reopen, reopen_when_settled, GroupKey};
 use crate::leader::LeaderFlag;
 use crate::memory::MemoryBoard;
 use crate::metrics::Metrics;
@@ -190,6 +191,25 @@ impl Shell {
             tracing::info!(group = %name, "lost leadership during the poll; nothing executed");
             return memory;
         }
+        let namespace = group.metadata.namespace.clone().unwrap_or_default();
+        let key = GroupKey {
+            namespace: &namespace,
+            name: &name,
+        };
+        // A decision that starts a planned failover is executed only once no failover-hold
+        // was granted since gather read the leases (issue 10 case 6).
+        let decision = confirm_no_hold(
+            self.store.gate_lock(),
+            key,
+            &group.spec,
+            &memory,
+            &observation,
+            decision,
+            now,
+            self.store.load(&namespace, &name),
+            wall_clock,
+        )
+        .await;
         let executor = Executor {
             client: &self.client,
             sidecars: &self.sidecars,
@@ -213,6 +233,7 @@ impl Shell {
         if let Err(error) = executor.persist(&decision.memory).await {
             tracing::warn!(group = %name, action = "WriteStatus", generation = decision.memory.topology_generation, outcome = "unknown", %error, "status write failed; memory kept in process, re-read on restart");
         }
+        reopen_when_settled(self.store.gate_lock(), key, &decision.memory).await;
         crate::databases::ensure(self, group, &decision.memory).await;
         for transition in &decision.transitions {
             tracing::info!(group = %name, site = %transition.site, from = transition.from.as_str(), to = transition.to.as_str(), generation = decision.memory.topology_generation, "site transition");
@@ -230,7 +251,8 @@ impl Shell {
 
     /// Polls `namespace/name` every `pollInterval` (fixed rate) while leader, until the group
     /// is deleted or `shutdown` flips. Each poll's memory is published on the
-    /// [`MemoryBoard`]; it is forgotten when leadership is lost or the loop ends.
+    /// [`MemoryBoard`]; it is forgotten, and the group's failover-hold gate reopened, when
+    /// leadership is lost or the loop ends.
     pub async fn run_group(
         &self,
         namespace: String,
@@ -239,6 +261,11 @@ impl Shell {
     ) {
         self.poll_group(&namespace, &name, shutdown).await;
         self.board.forget(&namespace, &name);
+        let key = GroupKey {
+            namespace: &namespace,
+            name: &name,
+        };
+        reopen(self.store.gate_lock(), key, "poll loop stopped").await;
     }
 
     async fn poll_group(&self, namespace: &str, name: &str, shutdown: watch::Receiver<bool>) {
@@ -263,6 +290,12 @@ impl Shell {
         if !self.leader.is_leader() {
             *memory = None;
             self.board.forget(namespace, name);
+            reopen(
+                self.store.gate_lock(),
+                GroupKey { namespace, name },
+                "leadership lost",
+            )
+            .await;
             return Turn::Waited {
                 after: STANDBY_INTERVAL,
             };

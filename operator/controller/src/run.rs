@@ -8,13 +8,14 @@ use std::time::Duration;
 use bloodraven_api::names;
 use kube::runtime::events::Reporter;
 use kube::Client;
-use tokio::sync::{watch, Mutex};
+use tokio::sync::watch;
 
 use crate::deploy_api::backend::KubeBackend;
 use crate::deploy_api::handlers::{random_token, router as deploy_router, DeployApi};
 use crate::deploy_api::review::KubeTokenReviewer;
 use crate::deploy_api::store::LeaseStore;
 use crate::error::{Error, Result};
+use crate::hold_gate::HoldGates;
 use crate::leader::{run_election, ElectionTimings, LeaderFlag};
 use crate::memory::MemoryBoard;
 use crate::metrics::Metrics;
@@ -98,7 +99,7 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
     let (shutdown_sender, shutdown) = watch::channel(false);
     let metrics = Metrics::new();
     let leader = LeaderFlag::new(!args.leader_election);
-    let lock = Arc::new(Mutex::new(()));
+    let lock = HoldGates::new_lock();
     let store = LeaseStore::with_lock(client.clone(), lock.clone());
     let reporter = Reporter {
         controller: "bloodraven".into(),

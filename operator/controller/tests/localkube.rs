@@ -269,7 +269,7 @@ async fn seed_003_deploy_api_end_to_end_on_localkube() {
         .token("ci", "stranger", names::DEPLOY_AUDIENCE)
         .await;
 
-    let lock = Arc::new(tokio::sync::Mutex::new(()));
+    let lock = bloodraven_operator::hold_gate::HoldGates::new_lock();
     let store = LeaseStore::with_lock(cluster.client.clone(), lock.clone());
     let reporter = Reporter {
         controller: "bloodraven".into(),

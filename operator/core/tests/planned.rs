@@ -6,7 +6,10 @@ mod support;
 use bloodraven_api::sidecar::PromoteDrain;
 use bloodraven_api::{DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase};
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
-use bloodraven_core::engine::{Action, EventReason, MetricObservation, PodRole, SiteState};
+use bloodraven_core::engine::{
+    decide, deferrable_disruption_in_flight, gated_start, Action, Decision, EventReason,
+    MetricObservation, PodRole, SiteState,
+};
 use bloodraven_core::time::Duration;
 use support::{labels_of, World};
 
@@ -574,4 +577,65 @@ fn stale_draining_planned_failover_is_dropped_not_reasserted() {
         "iad must not be re-asserted: {:?}",
         decision.actions
     );
+}
+
+#[test]
+fn seed_003_a_hold_granted_after_the_read_defers_the_poll_that_would_fence() {
+    // Issue 10 case 6: the poll that enters Draining is the one the shell gates
+    // (`gated_start`); deciding that same poll again with the hold the shell's re-check found
+    // defers it with DeploymentHold and fences nothing. Over a whole run without a hold only
+    // that poll is gated, and the gate may reopen once the failover completed.
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    let before = world.memory.clone();
+    let observation = world.observe();
+    let decision = decide(&world.spec, &before, &observation, world.now);
+    let fences = |decision: &Decision| {
+        decision
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Fence { .. }))
+    };
+    let start = gated_start(&before, &decision.memory).expect("entering Draining is gated");
+    assert_eq!((start.from.as_str(), start.target.as_str()), ("iad", "pdx"));
+    assert_eq!(start.topology_generation, before.topology_generation);
+    assert!(fences(&decision), "the unchecked decision fences iad");
+
+    let expiry = world.now + Duration::from_secs(30);
+    let mut late = observation.clone();
+    late.deploy_hold = Some(HoldInfo {
+        earliest_expiry: expiry,
+        operation_id: "a1c3f0e2".to_string(),
+        instance: "counter-app".to_string(),
+    });
+    let redecided = decide(&world.spec, &before, &late, world.now);
+    assert_eq!(gated_start(&before, &redecided.memory), None);
+    assert!(!fences(&redecided), "{:?}", redecided.actions);
+    let planned = redecided.memory.planned_failover.as_ref().unwrap();
+    assert_eq!(planned.phase, PlannedFailoverPhase::Deferred);
+    assert_eq!(
+        planned.admission.defer_reason,
+        Some(DeferReason::DeploymentHold)
+    );
+    assert_eq!(planned.admission.retry_time, Some(expiry));
+    assert!(!deferrable_disruption_in_flight(&redecided.memory));
+
+    // Without the hold: exactly one gated start, the first fencing poll; in flight until
+    // Completed.
+    let run_start = world.decisions.len();
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    let run = &world.decisions[run_start..];
+    let mut previous = before;
+    let mut starts = Vec::new();
+    for (index, (_, decision)) in run.iter().enumerate() {
+        if gated_start(&previous, &decision.memory).is_some() {
+            starts.push(index);
+        }
+        previous = decision.memory.clone();
+    }
+    let first_fence = run.iter().position(|(_, decision)| fences(decision));
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    assert_eq!(starts.first().copied(), first_fence);
+    assert!(!deferrable_disruption_in_flight(&world.memory));
 }

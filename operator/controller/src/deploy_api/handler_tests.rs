@@ -26,6 +26,7 @@ use super::backend::{DeployBackend, GroupRef};
 use super::handlers::{router, DeployApi};
 use super::review::{Rejection, TokenReviewer};
 use crate::error::Result;
+use crate::hold_gate::{GateLock, HoldGates};
 use crate::leader::LeaderFlag;
 use crate::metrics::Metrics;
 
@@ -126,6 +127,8 @@ struct Harness {
     leader: LeaderFlag,
     clock_millis: Arc<AtomicI64>,
     metrics: Metrics,
+    /// The lock (and failover-hold gates) the API shares with the poll loop.
+    lock: GateLock,
 }
 
 fn healthy_status(generation: u64) -> MysqlFailoverGroupStatus {
@@ -206,11 +209,12 @@ fn harness_with(reviewer: impl FnOnce(&LeaderFlag) -> Arc<dyn TokenReviewer>) ->
     let clock_millis = Arc::new(AtomicI64::new(1_796_007_358_000));
     let counter = Arc::new(AtomicU64::new(0));
     let metrics = Metrics::new();
+    let lock = HoldGates::new_lock();
     let api = DeployApi {
         leader: leader.clone(),
         reviewer: reviewer(&leader),
         backend: backend.clone(),
-        lock: Arc::new(tokio::sync::Mutex::new(())),
+        lock: lock.clone(),
         clock: {
             let clock = clock_millis.clone();
             Arc::new(move || Timestamp::from_unix_millis(clock.load(Ordering::SeqCst)))
@@ -229,6 +233,7 @@ fn harness_with(reviewer: impl FnOnce(&LeaderFlag) -> Arc<dyn TokenReviewer>) ->
         leader,
         clock_millis,
         metrics,
+        lock,
     }
 }
 
@@ -817,4 +822,370 @@ async fn seed_003_deploy_api_is_served_over_tls_only() {
 
     let _ = stop.send(true);
     let _ = server.await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 10 case 6 (seed 003): a failover-hold granted between the poll's read of the leases
+// and the Fence. The poll is driven by hand: gather's read of the stored leases, core's
+// decide, the grant through the real router, then act (the gate step and the executor,
+// fencing through a fake sidecar).
+
+mod hold_race {
+    use axum::extract::State;
+    use bloodraven_api::sidecar::{
+        Authority, LeaseState, MysqlObservation, MysqldRun, ReplicationState, SidecarStatus,
+    };
+    use bloodraven_api::{names, DeferReason, MysqlFailoverGroup, PlannedFailoverPhase};
+    use bloodraven_core::engine::{
+        Action, DnsReading, GroupAnnotations, Observation, SidecarReading, SiteObservation,
+        SiteState,
+    };
+    use bloodraven_core::{decide, Decision};
+    use kube::runtime::events::{Recorder, Reporter};
+
+    use super::*;
+    use crate::act::Executor;
+    use crate::deploy_api::store::LeaseStore;
+    use crate::gather::hold_after_fence;
+    use crate::hold_gate::{confirm_no_hold, reopen, reopen_when_settled, GroupKey};
+    use crate::sidecar::{SidecarAddressing, SidecarClient};
+
+    const GENERATION: u64 = 17;
+    const GTID: &str = "0-1-40";
+    const KEY: GroupKey<'static> = GroupKey {
+        namespace: "bloodraven-playground",
+        name: "playground",
+    };
+
+    /// What the sidecars of a settled playground say: iad writable with its lease, pdx and
+    /// reader replicating from iad with no lag, every sidecar caching authority iad@17.
+    fn observation(now: Timestamp, planned_failover: Option<&str>) -> Observation {
+        let authority = Authority {
+            group: KEY.name.into(),
+            active_site: Some("iad".into()),
+            topology_generation: GENERATION,
+            issued_at: now.saturating_sub(Duration::from_secs(60)),
+        };
+        let site = |name: &str| {
+            let active = name == "iad";
+            let status = SidecarStatus {
+                group: KEY.name.into(),
+                site: name.into(),
+                observed_at: now,
+                mysql: MysqlObservation {
+                    reachable: true,
+                    error: None,
+                    down: false,
+                    read_only: Some(!active),
+                    gtid_executed: Some(GTID.into()),
+                    replication: (!active).then(|| ReplicationState {
+                        running: true,
+                        source_host: Some(names::source_host(KEY.name, "iad", KEY.namespace)),
+                        source_port: Some(names::PORT_MYSQL),
+                        seconds_behind_source: Some(0),
+                        last_error: None,
+                    }),
+                    mysqld: Some(MysqldRun {
+                        server_id: "1".into(),
+                        uptime_seconds: 600,
+                        started_at: now.saturating_sub(Duration::from_secs(600)),
+                    }),
+                },
+                fenced: !active,
+                fence: None,
+                lease: LeaseState {
+                    held: active,
+                    remaining_ms: if active { 5_000 } else { 0 },
+                },
+                authority: Some(authority.clone()),
+                last_granted_ago_ms: [("iad".to_string(), 500)].into_iter().collect(),
+            };
+            SiteObservation {
+                site: name.into(),
+                sidecar: SidecarReading::Reachable(Box::new(status)),
+                node_name: Some(format!("node-{name}")),
+                service_cluster_ip: Some("10.96.0.10".into()),
+                sidecar_uptime: Some(Duration::from_secs(600)),
+            }
+        };
+        Observation {
+            group: KEY.name.into(),
+            namespace: KEY.namespace.into(),
+            sites: ["pdx", "reader", "iad"].into_iter().map(site).collect(),
+            annotations: GroupAnnotations {
+                planned_failover: planned_failover.map(str::to_string),
+                ..GroupAnnotations::default()
+            },
+            deploy_hold: None,
+            dns: DnsReading::Absent,
+            polled_at: Some(now),
+        }
+    }
+
+    /// The leader's memory of the settled playground at generation 17 (as the API's board
+    /// has it), after a few quiet polls.
+    fn settled(group: &MysqlFailoverGroup, now: Timestamp) -> GroupMemory {
+        let mut memory =
+            GroupMemory::from_status(&group.spec, Some(&healthy_status(GENERATION)), now);
+        for _ in 0..3 {
+            memory = decide(&group.spec, &memory, &observation(now, None), now).memory;
+        }
+        assert!(memory.authority.is_valid(), "{:?}", memory.authority);
+        assert_eq!(memory.topology_generation, GENERATION);
+        assert_eq!(
+            memory.site("pdx").map(|site| site.state),
+            Some(SiteState::Replica)
+        );
+        memory
+    }
+
+    fn fences(decision: &Decision) -> bool {
+        decision
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Fence { .. }))
+    }
+
+    /// Sidecars that record every request (`METHOD /site/path`) and answer none usefully.
+    struct FakeSidecars {
+        requests: Arc<StdMutex<Vec<String>>>,
+        client: SidecarClient,
+        server: tokio::task::JoinHandle<()>,
+    }
+
+    impl FakeSidecars {
+        async fn start() -> Self {
+            let requests = Arc::new(StdMutex::new(Vec::new()));
+            let router =
+                Router::new()
+                    .fallback(
+                        |State(requests): State<Arc<StdMutex<Vec<String>>>>,
+                         request: Request<Body>| async move {
+                            if let Ok(mut seen) = requests.lock() {
+                                seen.push(format!("{} {}", request.method(), request.uri().path()));
+                            }
+                            StatusCode::SERVICE_UNAVAILABLE
+                        },
+                    )
+                    .with_state(requests.clone());
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let address = listener.local_addr().expect("address");
+            let server = tokio::spawn(async move {
+                let _ = axum::serve(listener, router).await;
+            });
+            let client =
+                SidecarClient::new(SidecarAddressing::new(format!("http://{address}/{{site}}")))
+                    .expect("sidecars");
+            Self {
+                requests,
+                client,
+                server,
+            }
+        }
+
+        fn fences(&self) -> Vec<String> {
+            self.requests
+                .lock()
+                .map(|seen| seen.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|request| request.ends_with("/v1/fence"))
+                .collect()
+        }
+    }
+
+    impl Drop for FakeSidecars {
+        fn drop(&mut self) {
+            self.server.abort();
+        }
+    }
+
+    /// Act as the poll runs it: the gate step, then the executor (Fence to the sidecars; the
+    /// Kubernetes writes go nowhere and fail as unknowns).
+    #[allow(clippy::too_many_arguments)]
+    async fn act(
+        harness: &Harness,
+        sidecars: &FakeSidecars,
+        group: &MysqlFailoverGroup,
+        memory: &GroupMemory,
+        observation: &Observation,
+        decision: Decision,
+        now: Timestamp,
+    ) -> Decision {
+        let stored = harness.stored();
+        let decision = confirm_no_hold(
+            &harness.lock,
+            KEY,
+            &group.spec,
+            memory,
+            observation,
+            decision,
+            now,
+            async move { Ok(stored) },
+            || now,
+        )
+        .await;
+        let client = crate::test_support::unreachable_api_client();
+        let store = LeaseStore::with_lock(client.clone(), harness.lock.clone());
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "bloodraven".into(),
+                instance: None,
+            },
+        );
+        let metrics = Metrics::new();
+        let executor = Executor {
+            client: &client,
+            sidecars: &sidecars.client,
+            store: &store,
+            recorder: &recorder,
+            metrics: &metrics,
+            group,
+        };
+        executor.execute(&decision, now).await;
+        decision
+    }
+
+    impl Harness {
+        fn now(&self) -> Timestamp {
+            Timestamp::from_unix_millis(self.clock_millis.load(Ordering::SeqCst))
+        }
+
+        fn stored(&self) -> DeployLeases {
+            self.backend
+                .stored
+                .lock()
+                .map(|stored| stored.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    /// The poll up to decide: gather reads the stored leases (no hold yet) and core admits
+    /// the planned failover iad -> pdx, fencing iad.
+    fn read_and_decide(
+        harness: &Harness,
+        group: &MysqlFailoverGroup,
+    ) -> (GroupMemory, Observation, Decision) {
+        let now = harness.now();
+        let memory = settled(group, now);
+        let mut read = observation(now, Some("pdx"));
+        read.deploy_hold = hold_after_fence(&harness.stored(), memory.topology_generation, now);
+        assert_eq!(read.deploy_hold, None, "no hold when the poll reads");
+        let decision = decide(&group.spec, &memory, &read, now);
+        assert_eq!(
+            decision
+                .memory
+                .planned_failover
+                .as_ref()
+                .map(|planned| planned.phase),
+            Some(PlannedFailoverPhase::Draining)
+        );
+        assert!(fences(&decision), "decided from the read: fence iad");
+        (memory, read, decision)
+    }
+
+    /// Issue 10 case 6 (seed 003: a live failover-hold defers a planned failover): the API
+    /// grants the hold after the poll read the leases and before act; act must not fence, and
+    /// the planned failover is Deferred with DeploymentHold naming the holder. Without the gate
+    /// step the decision made from the read fences iad under the hold just promised.
+    #[tokio::test]
+    async fn issue_10_case_6_a_hold_granted_after_the_polls_read_is_never_fenced_through() {
+        let harness = harness();
+        let group = crate::test_support::playground_group("2s");
+        let (status, _) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let (memory, read, decision) = read_and_decide(&harness, &group);
+
+        // Between the read and the Fence, the pipeline is promised the hold.
+        let (status, granted) = harness.post(DEPLOYER_TOKEN, hold("a1")).await;
+        assert_eq!(status, StatusCode::CREATED, "{granted}");
+
+        let sidecars = FakeSidecars::start().await;
+        let now = harness.now();
+        let executed = act(&harness, &sidecars, &group, &memory, &read, decision, now).await;
+        assert_eq!(
+            sidecars.fences(),
+            Vec::<String>::new(),
+            "iad fenced under a live hold"
+        );
+        let planned = executed.memory.planned_failover.clone().expect("planned");
+        assert_eq!(planned.phase, PlannedFailoverPhase::Deferred);
+        assert_eq!(
+            planned.admission.defer_reason,
+            Some(DeferReason::DeploymentHold)
+        );
+        let message = planned.admission.message.unwrap_or_default();
+        assert!(
+            message.contains("a1") && message.contains("counter-app"),
+            "{message}"
+        );
+        // The gate stayed open: the hold is renewable while it defers the switchover.
+        let hold_token = granted["token"].clone();
+        let (status, _) = harness
+            .renew(DEPLOYER_TOKEN, "failover-hold", "a1", &hold_token)
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    /// Issue 10 case 6: once act closed the gate (no hold at its re-check) and fenced, a hold
+    /// asked for before the poll published its Draining memory gets seed 003's refusal
+    /// between confirmed states, `423 {"error":"unstable","retryAfterSeconds"}`, not a 201
+    /// the drain would break. The gate stays closed while the failover drains and reopens
+    /// when it ends (here: aborted, Rejected), and when leadership is lost.
+    #[tokio::test]
+    async fn issue_10_case_6_a_hold_asked_after_the_gate_closed_is_refused_423_until_it_reopens() {
+        let harness = harness();
+        let group = crate::test_support::playground_group("2s");
+        let (status, _) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let (memory, read, decision) = read_and_decide(&harness, &group);
+
+        let sidecars = FakeSidecars::start().await;
+        let now = harness.now();
+        let executed = act(&harness, &sidecars, &group, &memory, &read, decision, now).await;
+        assert_eq!(sidecars.fences(), vec!["POST /iad/v1/fence".to_string()]);
+
+        // The API still judges by the memory published before this poll (no planned
+        // failover): only the gate knows the drain started.
+        let (status, body) = harness.post(DEPLOYER_TOKEN, hold("a1")).await;
+        assert_eq!(status, StatusCode::LOCKED, "{body}");
+        assert_eq!(body, json!({"error": "unstable", "retryAfterSeconds": 2}));
+        let gates = harness.lock.lock().await;
+        assert_eq!(
+            gates
+                .closed_for(KEY.namespace, KEY.name)
+                .map(|start| (start.from.as_str(), start.target.as_str())),
+            Some(("iad", "pdx"))
+        );
+        drop(gates);
+
+        // Still draining on the next poll: still closed.
+        reopen_when_settled(&harness.lock, KEY, &executed.memory).await;
+        let (status, _) = harness.post(DEPLOYER_TOKEN, hold("a1")).await;
+        assert_eq!(status, StatusCode::LOCKED);
+
+        // The drain ends (aborted: Rejected): the gate reopens and the hold is granted.
+        let mut ended = executed.memory.clone();
+        if let Some(planned) = ended.planned_failover.as_mut() {
+            planned.phase = PlannedFailoverPhase::Rejected;
+        }
+        reopen_when_settled(&harness.lock, KEY, &ended).await;
+        let (status, granted) = harness.post(DEPLOYER_TOKEN, hold("a1")).await;
+        assert_eq!(status, StatusCode::CREATED);
+
+        // A gate closed by a leader that then loses leadership reopens with the loop's turn.
+        let (status, _) = harness
+            .release(DEPLOYER_TOKEN, "failover-hold", "a1", &granted["token"])
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let (memory, read, decision) = read_and_decide(&harness, &group);
+        act(&harness, &sidecars, &group, &memory, &read, decision, now).await;
+        let closed = |gates: &HoldGates| gates.closed_for(KEY.namespace, KEY.name).is_some();
+        assert!(closed(&*harness.lock.lock().await));
+        reopen(&harness.lock, KEY, "leadership lost").await;
+        assert!(!closed(&*harness.lock.lock().await));
+    }
 }

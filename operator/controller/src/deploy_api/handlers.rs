@@ -22,10 +22,10 @@ use bloodraven_core::deploy::{
 use bloodraven_core::engine::{lease_stability, unstable_reason};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::Mutex;
 
 use super::backend::{DeployBackend, GroupRef};
 use super::review::{Rejection, TokenReviewer};
+use crate::hold_gate::GateLock;
 use crate::leader::LeaderFlag;
 use crate::metrics::Metrics;
 
@@ -44,8 +44,10 @@ pub struct DeployApi {
     pub reviewer: Arc<dyn TokenReviewer>,
     /// The cluster.
     pub backend: Arc<dyn DeployBackend>,
-    /// Serialises lease load-modify-save (shared with the poll loop's store).
-    pub lock: Arc<Mutex<()>>,
+    /// Serialises lease load-modify-save (shared with the poll loop's store) and guards the
+    /// failover-hold gates: a request is decided as between confirmed states while its
+    /// group's gate is closed ([`crate::hold_gate`]).
+    pub lock: GateLock,
     /// The operator's clock.
     pub clock: Clock,
     /// Lease token generator.
@@ -405,10 +407,18 @@ async fn lease_request(
                 .with_ids(&instance, &operation_id)
         }
     };
-    let stability = lease_stability(&found.memory, found.poll_interval);
     let topology_generation = found.memory.topology_generation;
 
-    let _guard = api.lock.lock().await;
+    let gates = api.lock.lock().await;
+    // Judged under the lock: a planned failover that closed the gate after `found` was read
+    // is already between confirmed states (issue 10 case 6: no hold granted after the gate
+    // closed can be promised).
+    let stability = gates.stability(
+        &found.namespace,
+        &found.name,
+        lease_stability(&found.memory, found.poll_interval),
+        found.poll_interval,
+    );
     let before = match api.backend.load(&found).await {
         Ok(leases) => leases,
         Err(error) => {
@@ -485,7 +495,7 @@ async fn lease_request(
                 .with_ids(&outcome.instance, &operation_id);
         }
     }
-    drop(_guard);
+    drop(gates);
     if !revoked.is_empty() {
         api.backend.leases_revoked(&found, &revoked).await;
     }

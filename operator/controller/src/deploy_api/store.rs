@@ -4,9 +4,8 @@
 //! group. Restarting the operator releases nothing and resets nothing (seed 003).
 //!
 //! Every load-modify-save runs under one process-wide lock shared by the deploy API and the
-//! poll loop; only the leader does either.
-
-use std::sync::Arc;
+//! poll loop; only the leader does either. The lock also guards the failover-hold gates
+//! ([`crate::hold_gate`]).
 
 use bloodraven_core::deploy::{codec, DeployLeases, LeaseKind, LeaseRecord, Tombstone};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -14,9 +13,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::MutexGuard;
 
 use crate::error::{Error, Result};
+use crate::hold_gate::{GateLock, HoldGates};
 use crate::render::{apply_body, LABEL_MANAGED_BY, MANAGED_BY};
 
 /// The Lease object of one stored deploy lease (pure).
@@ -94,23 +94,28 @@ pub fn tombstone_config_map<'a>(
 #[derive(Clone)]
 pub struct LeaseStore {
     client: Client,
-    lock: Arc<Mutex<()>>,
+    lock: GateLock,
 }
 
 impl LeaseStore {
     /// A store over `client` with its own lock.
     pub fn new(client: Client) -> Self {
-        Self::with_lock(client, Arc::new(Mutex::new(())))
+        Self::with_lock(client, HoldGates::new_lock())
     }
 
     /// A store over `client` sharing `lock` (with the deploy API).
-    pub fn with_lock(client: Client, lock: Arc<Mutex<()>>) -> Self {
+    pub fn with_lock(client: Client, lock: GateLock) -> Self {
         Self { client, lock }
     }
 
-    /// Serialises load-modify-save sequences in this process.
-    pub async fn lock(&self) -> MutexGuard<'_, ()> {
+    /// Serialises load-modify-save sequences in this process (and guards the gates).
+    pub async fn lock(&self) -> MutexGuard<'_, HoldGates> {
         self.lock.lock().await
+    }
+
+    /// The shared lock itself, for the failover-hold gate ([`crate::hold_gate`]).
+    pub fn gate_lock(&self) -> &GateLock {
+        &self.lock
     }
 
     /// The stored state of `group` (absent objects are empty state).

@@ -18,7 +18,10 @@
 //!    divergence), events and metrics; then the status conditions ([`conditions`]).
 //!
 //! The deploy API's `stable`/`unstableReason` is [`unstable_reason`] over the memory a
-//! decision returned, and whether leases may be granted now is [`lease_stability`].
+//! decision returned, and whether leases may be granted now is [`lease_stability`]. A
+//! decision that starts a planned disruption ([`gated_start`]) must not be executed until
+//! the shell has re-checked, atomically with the API's grants, that no failover-hold was
+//! granted after its observation was read (see the `gate` module).
 //!
 //! # Authority moves
 //!
@@ -44,6 +47,7 @@ mod conditions;
 mod decide;
 mod detection;
 mod failover;
+mod gate;
 mod memory;
 mod observation;
 mod options;
@@ -64,6 +68,7 @@ pub use conditions::{
     CONDITION_STABLE,
 };
 pub use decide::{decide, decide_with_options};
+pub use gate::{deferrable_disruption_in_flight, gated_start, GatedStart};
 pub use memory::{
     AuthorityValidity, Detection, EmergencyFailover, EmergencyPhase, GroupMemory, InvalidReason,
     PlannedFailover, PodRole, SiteMemory, SiteState,

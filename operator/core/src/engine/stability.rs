@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bloodraven_api::PlannedFailoverPhase;
 
+use super::gate::deferrable_disruption_in_flight;
 use super::memory::{Detection, GroupMemory, SiteMemory, SiteState};
 use crate::deploy::Stability;
 
@@ -81,20 +82,10 @@ pub fn unstable_reason(memory: &GroupMemory) -> Option<UnstableReason> {
 /// make the group unstable but leave the topology confirmed: a pipeline may still take and
 /// renew its leases (it needs them to hold the switchover off).
 pub fn lease_stability(memory: &GroupMemory, retry_after: Duration) -> Stability {
-    let planned_moving = match planned_in_flight(memory) {
-        Some(PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting) => true,
-        Some(
-            PlannedFailoverPhase::Admitting
-            | PlannedFailoverPhase::Deferred
-            | PlannedFailoverPhase::Completed
-            | PlannedFailoverPhase::Rejected,
-        )
-        | None => false,
-    };
     let between = writable_sites(memory).len() > 1
         || recovery_pending(memory)
         || !memory.authority.is_valid()
-        || planned_moving;
+        || deferrable_disruption_in_flight(memory);
     if between {
         Stability::BetweenConfirmedStates { retry_after }
     } else {
