@@ -1044,6 +1044,7 @@ mod hold_race {
             recorder: &recorder,
             metrics: &metrics,
             group,
+            leader: &crate::leader::LeaderFlag::new(true),
         };
         executor.execute(&decision, now).await;
         decision
