@@ -98,7 +98,8 @@ impl LiveCluster {
             .get_opt(names::LEADER_LEASE)
             .await
             .map_err(|e| cluster_error("read the leader Lease", e))?
-            .and_then(|lease| lease.spec.and_then(|spec| spec.holder_identity)))
+            .and_then(|lease| lease.spec.and_then(|spec| spec.holder_identity))
+            .map(|identity| names::leader_pod(&identity).to_owned()))
     }
 
     async fn operator_pods(&self) -> Result<Vec<String>> {

@@ -62,6 +62,20 @@ pub const OPERATOR_NAMESPACE: &str = "bloodraven";
 pub const OPERATOR_DEPLOYMENT: &str = "bloodraven";
 /// Name of the operator's leader-election Lease.
 pub const LEADER_LEASE: &str = "bloodraven-leader";
+
+/// A leader-election identity: the pod name, `_`, and a nonce drawn once per process (as
+/// client-go's controllers do). A restarted container keeps its pod name but is a new
+/// candidate: it does not inherit the lease its previous process held, and must wait for it
+/// to expire like any standby.
+pub fn leader_identity(pod: &str, nonce: u64) -> String {
+    format!("{pod}_{nonce:016x}")
+}
+
+/// The pod of a leader-election identity (the part before the first `_`: pod names cannot
+/// contain one). An identity without a nonce is its own pod name.
+pub fn leader_pod(identity: &str) -> &str {
+    identity.split_once('_').map_or(identity, |(pod, _)| pod)
+}
 /// Audience a deployment client's token must carry.
 pub const DEPLOY_AUDIENCE: &str = "bloodraven-deploy";
 /// Namespace of the playground group.
@@ -125,6 +139,16 @@ pub fn deploy_tombstones(group: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_leader_identity_names_its_pod_and_differs_per_process() {
+        let first = super::leader_identity("bloodraven-dc599448-g5xvb", 1);
+        let restarted = super::leader_identity("bloodraven-dc599448-g5xvb", 2);
+        assert_ne!(first, restarted);
+        assert_eq!(super::leader_pod(&first), "bloodraven-dc599448-g5xvb");
+        assert_eq!(super::leader_pod(&restarted), "bloodraven-dc599448-g5xvb");
+        assert_eq!(super::leader_pod("bloodraven-local"), "bloodraven-local");
+    }
+
     use super::*;
 
     #[test]

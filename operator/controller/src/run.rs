@@ -51,7 +51,8 @@ pub struct OperatorArgs {
     /// Namespace of the operator (holds the leader Lease).
     #[arg(long, env = "POD_NAMESPACE", default_value = names::OPERATOR_NAMESPACE)]
     pub namespace: String,
-    /// Identity in the leader election (the pod name).
+    /// The pod name; the leader-election identity is it plus a per-process nonce
+    /// (`bloodraven_api::names::leader_identity`).
     #[arg(long, env = "POD_NAME", default_value = "bloodraven-local")]
     pub identity: String,
     /// Sidecar base URL template with `{group}`, `{site}`, `{namespace}`.
@@ -124,10 +125,14 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
             renew_deadline: Duration::from_secs(args.renew_deadline_seconds),
             retry_period: Duration::from_secs(args.retry_period_seconds),
         };
+        // A new candidate per process: a restarted container must not re-take at once the
+        // lease its previous process held (issue 10 case 5; scenario 014).
+        let identity = names::leader_identity(&args.identity, rand::random());
+        tracing::info!(pod = %args.identity, %identity, "leader election identity");
         let (client, namespace, identity, flag, receiver) = (
             client.clone(),
             args.namespace.clone(),
-            args.identity.clone(),
+            identity,
             leader.clone(),
             shutdown.clone(),
         );
