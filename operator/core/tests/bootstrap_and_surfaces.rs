@@ -20,6 +20,32 @@ fn bootstrap_issues_generation_1_and_iad_becomes_primary() {
     assert_eq!(world.events_of(EventReason::AuthorityIssued).len(), 1);
 }
 
+/// A first start initialises the datadir: the initial active site's mysqld may answer only
+/// after several polls. Nothing is issued until it does, and it is not "failed" over meanwhile
+/// (seen live: authority issued at once, iad failed three polls later, pdx promoted).
+#[test]
+fn bootstrap_waits_for_the_initial_active_site_and_never_fails_it_over_before() {
+    let mut world = World::playground();
+    world.site_mut("iad").mysql_up = false;
+    world.run_polls(6);
+    assert_eq!(world.memory.topology_generation, 0);
+    assert!(world.events_of(EventReason::AuthorityIssued).is_empty());
+    assert!(world
+        .events_of(EventReason::EmergencyFailoverStarted)
+        .is_empty());
+    assert!(!world.events_of(EventReason::AwaitingBootstrap).is_empty());
+    assert!(world.writable_sites().is_empty());
+    world.site_mut("iad").mysql_up = true;
+    world.run_polls(4);
+    assert_eq!(world.memory.topology_generation, 1);
+    assert_eq!(world.memory.active_site, "iad");
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+    world.run_polls(6);
+    assert!(world
+        .events_of(EventReason::EmergencyFailoverStarted)
+        .is_empty());
+}
+
 #[test]
 fn seed_000_four_service_kinds_two_per_site_plus_two_with_exact_selectors() {
     let world = World::bootstrapped();

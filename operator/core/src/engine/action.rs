@@ -220,6 +220,8 @@ pub enum EventType {
 pub enum EventReason {
     /// The first authority was issued (bootstrap).
     AuthorityIssued,
+    /// Bootstrap waits for the initial active site's sidecar and mysqld to answer.
+    AwaitingBootstrap,
     /// The authority became valid (confirmed writable active site).
     AuthorityValid,
     /// The authority became invalid; shared endpoints shed.
@@ -288,6 +290,7 @@ impl EventReason {
     pub fn as_str(self) -> &'static str {
         match self {
             EventReason::AuthorityIssued => "AuthorityIssued",
+            EventReason::AwaitingBootstrap => "AwaitingBootstrap",
             EventReason::AuthorityValid => "AuthorityValid",
             EventReason::AuthorityInvalid => "AuthorityInvalid",
             EventReason::SiteFailed => "SiteFailed",
@@ -325,6 +328,7 @@ impl EventReason {
     pub fn event_type(self) -> EventType {
         match self {
             EventReason::AuthorityIssued
+            | EventReason::AwaitingBootstrap
             | EventReason::AuthorityValid
             | EventReason::SiteRecovered
             | EventReason::AuthorityAdopted
