@@ -1419,3 +1419,51 @@ async fn events_published_as_events_k8s_io_are_listed_as_core_events() {
     assert!(found.last_timestamp.is_some() || found.event_time.is_some());
     tc.stop().await;
 }
+
+/// Bloodraven's install carries a NetworkPolicy (issue 10 case 8): localkube serves the kind
+/// (discovery, server-side apply, get) so the install applies, and enforces nothing.
+#[tokio::test]
+async fn network_policies_are_served_for_server_side_apply_and_not_enforced() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let tc = start().await;
+    namespace(&tc.client, "apps").await;
+    let discovery = kube::discovery::Discovery::new(tc.client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    assert!(
+        discovery
+            .groups()
+            .any(|group| group.name() == "networking.k8s.io"),
+        "networking.k8s.io is discovered"
+    );
+    let policies: Api<NetworkPolicy> = Api::namespaced(tc.client.clone(), "apps");
+    let policy = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "mysql", "namespace": "apps"},
+        "spec": {
+            "podSelector": {"matchExpressions": [{"key": "shipstream.io/site", "operator": "Exists"}]},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": 8086}]}],
+        }
+    });
+    policies
+        .patch(
+            "mysql",
+            &PatchParams::apply("install").force(),
+            &Patch::Apply(&policy),
+        )
+        .await
+        .expect("server-side apply");
+    let stored = policies.get("mysql").await.expect("get");
+    assert_eq!(stored.metadata.generation, Some(1));
+    let ports = stored
+        .spec
+        .and_then(|spec| spec.ingress)
+        .and_then(|rules| rules[0].ports.clone())
+        .and_then(|ports| ports[0].port.clone());
+    assert_eq!(
+        ports,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8086))
+    );
+}

@@ -108,7 +108,11 @@ pub struct DeleteOptions {
 }
 
 fn uses_generation(r: &ResourceInfo) -> bool {
-    r.crd.is_some() || matches!(r.group.as_str(), "apps" | "policy" | "apiextensions.k8s.io")
+    r.crd.is_some()
+        || matches!(
+            r.group.as_str(),
+            "apps" | "policy" | "networking.k8s.io" | "apiextensions.k8s.io"
+        )
 }
 
 fn spec_of(r: &ResourceInfo, obj: &Value) -> Value {

@@ -228,6 +228,18 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             &["pdb"],
             false,
         ),
+        // Stored and served so installs that carry one apply; never enforced: the node agent
+        // has no packet filter (no iptables or nft on these machines), so every pod reaches
+        // every other as before.
+        builtin(
+            "networking.k8s.io",
+            "NetworkPolicy",
+            "networkpolicies",
+            true,
+            &[],
+            &["netpol"],
+            false,
+        ),
         builtin(
             "rbac.authorization.k8s.io",
             "Role",

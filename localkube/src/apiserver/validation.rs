@@ -65,7 +65,7 @@ pub fn strict_builtin(group: &str, kind: &str, obj: &Value) -> Result<(), ApiErr
 pub fn decode_builtin(group: &str, kind: &str, obj: &Value, strict: bool) -> Result<(), ApiError> {
     use k8s_openapi::api::{
         apps::v1 as apps, coordination::v1 as coord, core::v1 as core, discovery::v1 as disc,
-        rbac::v1 as rbac,
+        networking::v1 as net, rbac::v1 as rbac,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
     match (group, kind) {
@@ -83,6 +83,7 @@ pub fn decode_builtin(group: &str, kind: &str, obj: &Value, strict: bool) -> Res
         ("apps", "ReplicaSet") => check::<apps::ReplicaSet>(obj, strict),
         ("coordination.k8s.io", "Lease") => check::<coord::Lease>(obj, strict),
         ("discovery.k8s.io", "EndpointSlice") => check::<disc::EndpointSlice>(obj, strict),
+        ("networking.k8s.io", "NetworkPolicy") => check::<net::NetworkPolicy>(obj, strict),
         ("rbac.authorization.k8s.io", "Role") => check::<rbac::Role>(obj, strict),
         ("rbac.authorization.k8s.io", "RoleBinding") => check::<rbac::RoleBinding>(obj, strict),
         ("rbac.authorization.k8s.io", "ClusterRole") => check::<rbac::ClusterRole>(obj, strict),

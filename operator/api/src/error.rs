@@ -19,6 +19,14 @@ pub enum Error {
         /// What was wrong with it.
         reason: String,
     },
+    /// A key of the sidecar API's request signatures that does not parse (feature `auth`).
+    #[error("read {what}: {reason}")]
+    Key {
+        /// Which key.
+        what: String,
+        /// What was wrong with it.
+        reason: String,
+    },
 }
 
 /// The crate's result type.

@@ -4,6 +4,7 @@
 //! - [`DNSEndpoint`]: external-dns's `externaldns.k8s.io/v1alpha1` record object.
 //! - [`names`]: labels, annotations, ports and object names (ARCHITECTURE.md "Names").
 //! - [`sidecar`]: the wire types of the sidecar HTTP API.
+//! - `auth` (feature `auth`): request signatures of the sidecar API (issue 10 case 8).
 //! - [`Timestamp`] and [`GoDuration`]: the time types the CRDs serialise.
 //!
 //! No I/O lives here.
@@ -12,6 +13,8 @@ mod duration;
 mod error;
 mod time;
 
+#[cfg(feature = "auth")]
+pub mod auth;
 pub mod crds;
 pub mod database;
 pub mod dns;

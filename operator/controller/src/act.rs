@@ -577,7 +577,6 @@ mod tests {
     use kube::runtime::events::Reporter;
 
     use super::*;
-    use crate::sidecar::SidecarAddressing;
 
     fn authority(site: Option<&str>) -> Authority {
         Authority {
@@ -705,8 +704,7 @@ mod tests {
         // No API server is contacted: pushes go to the sidecars only.
         let client = crate::test_support::unreachable_api_client();
         let sidecars =
-            SidecarClient::new(SidecarAddressing::new(format!("http://{address}/{{site}}")))
-                .expect("sidecars");
+            crate::test_support::playground_sidecars(format!("http://{address}/{{site}}"));
         let store = LeaseStore::new(client.clone());
         let recorder = Recorder::new(
             client.clone(),
@@ -773,8 +771,7 @@ mod tests {
         });
         let client = crate::test_support::unreachable_api_client();
         let sidecars =
-            SidecarClient::new(SidecarAddressing::new(format!("http://{address}/{{site}}")))
-                .expect("sidecars");
+            crate::test_support::playground_sidecars(format!("http://{address}/{{site}}"));
         let store = LeaseStore::new(client.clone());
         let recorder = Recorder::new(
             client.clone(),

@@ -39,6 +39,9 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A Secret of the group's request-signature keys holds no usable key.
+    #[error("load the sidecar request-signature keys: {0}")]
+    SigningKey(String),
     /// Loading the Kubernetes client configuration failed.
     #[error("load kubernetes client configuration: {0}")]
     ClientConfig(String),

@@ -4,7 +4,8 @@
 //! Values mirror the chart keys of the seeds: `replicaCount` (default 1),
 //! `leaderElection.enabled` (default true), `auxiliary.deployAPI.enabled` (default false; needs
 //! `auxiliary.escrowTLS.enabled` with a certificate Secret, because the deploy API is served
-//! only on the TLS listener :8443), `auxiliary.escrowTLS.secretName`.
+//! only on the TLS listener :8443), `auxiliary.escrowTLS.secretName`, and
+//! `networkPolicy.{enabled, groupNamespaces, mysqlFrom}` (see [`network_policy`]).
 //!
 //! # RBAC (ClusterRole `bloodraven`)
 //!
@@ -19,7 +20,7 @@
 //! | core | `nodes` | get, list, watch, patch, update | the NoExecute demotion taint |
 //! | core | `configmaps` | get, list, watch, create, update, patch | deploy-lease tombstones |
 //! | `apps` | `statefulsets` | get, list, watch, create, update, patch | the per-site workloads (SSA) |
-//! | core | `secrets` | get, create | the group's credentials Secret, created when missing |
+//! | core | `secrets` | get, create, patch | the group's credentials and request-signature key Secrets, created when missing; patch only to realign the sidecars' verifying key with the signing key |
 //! | `coordination.k8s.io` | `leases` | get, list, watch, create, update, patch, delete | leader election, deploy leases |
 //! | core, `events.k8s.io` | `events` | create, patch, update | the Event catalogue |
 //! | `authentication.k8s.io` | `tokenreviews` | create | deploy API authentication |
@@ -61,6 +62,34 @@ pub struct InstallValues {
     /// `affinity` of the operator pods (a Kubernetes `Affinity`, passed through).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Value>,
+    /// The NetworkPolicy of the groups' MySQL pods.
+    pub network_policy: NetworkPolicyValues,
+}
+
+/// `networkPolicy`: who may connect to the MySQL pods of the groups (issue 10 case 8).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct NetworkPolicyValues {
+    /// Whether the policy is rendered.
+    pub enabled: bool,
+    /// The namespaces groups run in: one policy (and the Namespace) is rendered in each. A
+    /// NetworkPolicy selects pods of its own namespace only, and the install does not know
+    /// where groups will be created; a group in an unlisted namespace gets no policy.
+    pub group_namespaces: Vec<String>,
+    /// Who may connect to MySQL (3306) besides the groups' own pods (replication): Kubernetes
+    /// `NetworkPolicyPeer`s, passed through. The default, `[{podSelector: {}}]`, is every pod
+    /// of the group's namespace, where the playground's counter app runs.
+    pub mysql_from: Vec<Value>,
+}
+
+impl Default for NetworkPolicyValues {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            group_namespaces: Vec::new(),
+            mysql_from: vec![json!({"podSelector": {}})],
+        }
+    }
 }
 
 impl Default for InstallValues {
@@ -76,6 +105,7 @@ impl Default for InstallValues {
             log_level: "info".to_string(),
             node_selector: std::collections::BTreeMap::new(),
             affinity: None,
+            network_policy: NetworkPolicyValues::default(),
         }
     }
 }
@@ -159,7 +189,7 @@ pub fn cluster_role_rules() -> Value {
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "update"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": all_write},
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": all_write},
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
@@ -189,8 +219,58 @@ pub fn operator_args(values: &InstallValues) -> Vec<String> {
     args
 }
 
+/// Name of the NetworkPolicy rendered in each group namespace.
+pub const NETWORK_POLICY: &str = "bloodraven-mysql";
+
+/// The labels of the operator's pods.
+fn operator_labels() -> Value {
+    json!({"app.kubernetes.io/name": names::OPERATOR_DEPLOYMENT, "app.kubernetes.io/component": "operator"})
+}
+
+/// The NetworkPolicy [`NETWORK_POLICY`] of `namespace` (issue 10 case 8). It selects every
+/// Bloodraven MySQL pod there (labels `app.kubernetes.io/instance` and `shipstream.io/site`
+/// present) and admits, ingress only:
+///
+/// - to the sidecar port 8086: the operator's pods (in `values.namespace`) and the MySQL
+///   pods of the namespace (peers' lease requests);
+/// - to MySQL 3306: the MySQL pods of the namespace (replication) and `values.networkPolicy.
+///   mysqlFrom` (the applications).
+///
+/// Nothing else reaches those ports. The kubelet's probes come from the node, which
+/// NetworkPolicy always admits. The policy is a second fence around the request signatures,
+/// not a replacement: it is enforced only by a CNI that implements NetworkPolicy (Calico,
+/// Cilium, kindnet since kind 0.24); localkube stores it and enforces nothing.
+pub fn network_policy(values: &InstallValues, namespace: &str) -> Value {
+    let mysql_pods = json!({"podSelector": {"matchExpressions": [
+        {"key": names::LABEL_INSTANCE, "operator": "Exists"},
+        {"key": names::LABEL_SITE, "operator": "Exists"},
+    ]}});
+    let operator_pods = json!({
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": values.namespace}},
+        "podSelector": {"matchLabels": operator_labels()},
+    });
+    let mut mysql_from = vec![mysql_pods.clone()];
+    mysql_from.extend(values.network_policy.mysql_from.iter().cloned());
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": NETWORK_POLICY, "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": names::OPERATOR_DEPLOYMENT}},
+        "spec": {
+            "podSelector": mysql_pods["podSelector"],
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [operator_pods, mysql_pods],
+                 "ports": [{"protocol": "TCP", "port": names::PORT_SIDECAR}]},
+                {"from": mysql_from,
+                 "ports": [{"protocol": "TCP", "port": names::PORT_MYSQL}]},
+            ],
+        }
+    })
+}
+
 /// Every object of the install, in apply order: Namespace, ServiceAccount, ClusterRole,
-/// ClusterRoleBinding, Service, Deployment.
+/// ClusterRoleBinding, Service, Deployment, then per `networkPolicy.groupNamespaces` entry its
+/// Namespace and [`network_policy`].
 pub fn render(values: &InstallValues) -> Result<Vec<Value>> {
     if values.auxiliary.deploy_api.enabled && !values.auxiliary.escrow_tls.enabled {
         return Err(Error::InstallValues(
@@ -209,7 +289,7 @@ pub fn render(values: &InstallValues) -> Result<Vec<Value>> {
     }
     let namespace = values.namespace.as_str();
     let name = names::OPERATOR_DEPLOYMENT;
-    let labels = json!({"app.kubernetes.io/name": name, "app.kubernetes.io/component": "operator"});
+    let labels = operator_labels();
     let mut ports = vec![json!({"name": "http", "containerPort": names::PORT_OPERATOR_HTTP})];
     let mut service_ports =
         vec![json!({"name": "http", "port": names::PORT_OPERATOR_HTTP, "targetPort": "http"})];
@@ -268,6 +348,12 @@ pub fn render(values: &InstallValues) -> Result<Vec<Value>> {
             }
         }),
     ];
+    if values.network_policy.enabled {
+        for group_namespace in &values.network_policy.group_namespaces {
+            objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": group_namespace}}));
+            objects.push(network_policy(values, group_namespace));
+        }
+    }
     objects.iter_mut().for_each(strip_nulls);
     Ok(objects)
 }
@@ -401,5 +487,126 @@ mod tests {
         assert!(rule("leases")["verbs"]
             .as_array()
             .is_some_and(|v| v.iter().any(|x| x == "update")));
+    }
+
+    /// Issue 10 case 8: in each group namespace the install renders a NetworkPolicy that
+    /// admits 8086 only from the operator's pods and the MySQL pods, and 3306 from the MySQL
+    /// pods and where applications run; nothing without group namespaces, nothing when off.
+    #[test]
+    fn case_8_network_policy_limits_who_reaches_the_sidecar() {
+        use k8s_openapi::api::networking::v1::NetworkPolicy;
+        assert!(
+            render(&InstallValues::default())
+                .expect("render")
+                .iter()
+                .all(|object| object["kind"] != "NetworkPolicy"),
+            "no group namespace, no policy"
+        );
+        let values: InstallValues = serde_yaml::from_str(
+            "networkPolicy: {groupNamespaces: [bloodraven-playground], mysqlFrom: [{podSelector: {matchLabels: {app: counter}}}]}",
+        )
+        .expect("values");
+        let objects = render(&values).expect("render");
+        let policy = find(&objects, "NetworkPolicy");
+        let namespaces: Vec<&Value> = objects
+            .iter()
+            .filter(|object| object["kind"] == "Namespace")
+            .map(|object| &object["metadata"]["name"])
+            .collect();
+        assert_eq!(
+            namespaces,
+            [&json!("bloodraven"), &json!("bloodraven-playground")]
+        );
+        let typed: NetworkPolicy = serde_json::from_value(policy.clone()).expect("a NetworkPolicy");
+        assert_eq!(
+            typed.metadata.namespace.as_deref(),
+            Some("bloodraven-playground")
+        );
+        let spec = typed.spec.expect("spec");
+        assert_eq!(spec.policy_types, Some(vec!["Ingress".to_string()]));
+        let selected: Vec<String> = spec
+            .pod_selector
+            .as_ref()
+            .and_then(|s| s.match_expressions.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| format!("{} {}", e.key, e.operator))
+            .collect();
+        assert_eq!(
+            selected,
+            [
+                "app.kubernetes.io/instance Exists",
+                "shipstream.io/site Exists"
+            ]
+        );
+        let rules = spec.ingress.expect("ingress");
+        assert_eq!(rules.len(), 2);
+        let port = |rule: &k8s_openapi::api::networking::v1::NetworkPolicyIngressRule| {
+            rule.ports.as_ref().and_then(|p| p[0].port.clone())
+        };
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        assert_eq!(port(&rules[0]), Some(IntOrString::Int(8086)));
+        let sidecar_from = rules[0].from.clone().expect("from");
+        assert_eq!(
+            sidecar_from.len(),
+            2,
+            "the operator and the mysql pods, nobody else"
+        );
+        let operator = &sidecar_from[0];
+        assert_eq!(
+            operator
+                .namespace_selector
+                .as_ref()
+                .and_then(|s| s.match_labels.as_ref())
+                .and_then(|l| l.get("kubernetes.io/metadata.name"))
+                .map(String::as_str),
+            Some("bloodraven")
+        );
+        let deployment = find(&objects, "Deployment");
+        let pod_labels: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(deployment["spec"]["template"]["metadata"]["labels"].clone())
+                .expect("labels");
+        assert_eq!(
+            operator
+                .pod_selector
+                .as_ref()
+                .and_then(|s| s.match_labels.clone()),
+            Some(pod_labels),
+            "selects exactly the operator's pods"
+        );
+        assert_eq!(sidecar_from[1].pod_selector, spec.pod_selector);
+        assert_eq!(port(&rules[1]), Some(IntOrString::Int(3306)));
+        let mysql_from = rules[1].from.clone().expect("from");
+        assert_eq!(mysql_from.len(), 2, "replication, then the applications");
+        assert_eq!(mysql_from[0].pod_selector, spec.pod_selector);
+        assert_eq!(
+            policy["spec"]["ingress"][1]["from"][1],
+            json!({"podSelector": {"matchLabels": {"app": "counter"}}})
+        );
+        let off = InstallValues {
+            network_policy: NetworkPolicyValues {
+                enabled: false,
+                ..values.network_policy.clone()
+            },
+            ..values
+        };
+        assert!(render(&off)
+            .expect("render")
+            .iter()
+            .all(|object| object["kind"] != "NetworkPolicy"));
+    }
+
+    /// The playground's values render the policy for its namespace (the harness applies
+    /// them).
+    #[test]
+    fn playground_values_render_the_network_policy() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/playground/operator-values.yaml");
+        let values = values_from_file(&path).expect("playground values");
+        let objects = render(&values).expect("render");
+        assert_eq!(
+            find(&objects, "NetworkPolicy")["metadata"]["namespace"],
+            names::PLAYGROUND_NAMESPACE
+        );
     }
 }

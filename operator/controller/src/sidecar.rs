@@ -4,9 +4,17 @@
 //!
 //! Every call has a timeout. A mutation that errored or timed out is an unknown (seed 001):
 //! the caller logs it and the next poll re-reads the status; nothing here retries.
+//!
+//! Every call but the status read is signed with the group's operator key (issue 10 case 8,
+//! [`bloodraven_api::auth`]): [`SigningKeys`] holds the key of each group, loaded by
+//! [`crate::workloads`] from the group's Secret before each poll gathers. A group whose key
+//! is not loaded yet gets no request at all: the call fails before anything is sent.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use bloodraven_api::auth::{AuthHeaders, OperatorKey, SignedRequest, Stamp};
 use bloodraven_api::{names, sidecar};
 use bloodraven_core::engine::SidecarReading;
 use serde::{de::DeserializeOwned, Serialize};
@@ -104,11 +112,72 @@ pub fn reading_from_response(
     }
 }
 
+/// `(namespace, group)`.
+type GroupName = (String, String);
+
+/// The operator's signing key of each group, by `(namespace, group)`; shared by every clone
+/// of a [`SidecarClient`].
+#[derive(Clone, Debug, Default)]
+pub struct SigningKeys {
+    keys: Arc<RwLock<BTreeMap<GroupName, Arc<OperatorKey>>>>,
+}
+
+impl SigningKeys {
+    /// Uses `key` for `namespace/group` from now on.
+    pub fn set(&self, namespace: &str, group: &str, key: OperatorKey) {
+        let mut keys = self
+            .keys
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let slot = (namespace.to_string(), group.to_string());
+        let changed = keys
+            .get(&slot)
+            .is_none_or(|known| known.verifying_key() != key.verifying_key());
+        if changed {
+            tracing::info!(group = %group, namespace = %namespace, verifying_key = %key.verifying_key().to_hex(), "signing key loaded for the group's sidecars");
+            keys.insert(slot, Arc::new(key));
+        }
+    }
+
+    /// The key of `namespace/group`, if loaded.
+    pub fn get(&self, namespace: &str, group: &str) -> Option<Arc<OperatorKey>> {
+        self.keys
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&(namespace.to_string(), group.to_string()))
+            .cloned()
+    }
+}
+
+/// The signature headers of `method path` with `body` for the sidecar of `group`'s `site`
+/// (pure: the stamp's time and nonce are inputs).
+pub fn signed_headers(
+    key: &OperatorKey,
+    group: &str,
+    site: &str,
+    method: &reqwest::Method,
+    path: &str,
+    body: &[u8],
+    stamp: &Stamp,
+) -> AuthHeaders {
+    key.sign(
+        &SignedRequest {
+            group,
+            site,
+            method: method.as_str(),
+            path,
+            body,
+        },
+        stamp,
+    )
+}
+
 /// An HTTP client of every sidecar of the cluster.
 #[derive(Clone, Debug)]
 pub struct SidecarClient {
     http: reqwest::Client,
     addressing: SidecarAddressing,
+    keys: SigningKeys,
 }
 
 impl SidecarClient {
@@ -123,7 +192,16 @@ impl SidecarClient {
                 url: String::new(),
                 reason: format!("build http client: {error}"),
             })?;
-        Ok(Self { http, addressing })
+        Ok(Self {
+            http,
+            addressing,
+            keys: SigningKeys::default(),
+        })
+    }
+
+    /// The signing keys the calls use (shared by every clone of this client).
+    pub fn signing_keys(&self) -> &SigningKeys {
+        &self.keys
     }
 
     /// The addressing in use.
@@ -279,11 +357,29 @@ impl SidecarClient {
             url: url.clone(),
             reason,
         };
-        let response = self
+        let body = serde_json::to_vec(body)
+            .map_err(|error| failure(format!("encode request: {error}")))?;
+        let key = self.keys.get(namespace, group).ok_or_else(|| {
+            failure(format!(
+                "sign request: no signing key loaded for group {namespace}/{group} (Secret {} not read yet); nothing was sent",
+                crate::workloads::operator_key_secret(group)
+            ))
+        })?;
+        let stamp = Stamp {
+            timestamp: crate::poll::wall_clock(),
+            nonce: rand::random(),
+        };
+        let headers = signed_headers(&key, group, site, &method, path, &body, &stamp);
+        let mut request = self
             .http
             .request(method, &url)
-            .json(body)
-            .timeout(timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .timeout(timeout);
+        for (name, value) in headers.pairs() {
+            request = request.header(name, value);
+        }
+        let response = request
             .send()
             .await
             .map_err(|error| failure(describe(&error)))?;
@@ -462,5 +558,112 @@ mod tests {
         assert!(budget(2_000) * POLL_ROUNDS < Duration::from_secs(2));
         assert_eq!(budget(100), ROUND_TRIP_MIN);
         assert_eq!(budget(10_000), STATUS_TIMEOUT);
+    }
+
+    /// Issue 10 case 8: every mutation the operator sends is signed with the group's key over
+    /// the exact body and path, and verifies at a sidecar holding the verifying half; without
+    /// a loaded key nothing is sent.
+    #[tokio::test]
+    async fn case_8_mutations_are_signed_with_the_group_key() {
+        use axum::{body::Bytes, extract::State, http::HeaderMap, routing::put, Router};
+        use bloodraven_api::auth::{
+            PresentedHeaders, Principal, Verifier, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP,
+        };
+        use std::sync::Mutex;
+
+        type Seen = Arc<Mutex<Vec<(HeaderMap, Bytes)>>>;
+        let seen: Seen = Arc::default();
+        let router = Router::new()
+            .route(
+                sidecar::PATH_AUTHORITY,
+                put(
+                    |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                        seen.lock().expect("lock").push((headers, body));
+                        axum::Json(sidecar::AuthorityResponse {
+                            decision: sidecar::AuthorityDecision::Accepted,
+                            cached: None,
+                            last_granted_ago_ms: BTreeMap::new(),
+                        })
+                    },
+                ),
+            )
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let client = SidecarClient::new(SidecarAddressing::new(format!("http://{address}")))
+            .expect("client");
+        let authority = sidecar::Authority {
+            group: "playground".into(),
+            active_site: Some("pdx".into()),
+            topology_generation: 4,
+            issued_at: Timestamp::from_unix_millis(1_000),
+        };
+        let unsigned = client
+            .push_authority("pdx", "ns", &authority, STATUS_TIMEOUT)
+            .await;
+        let error = unsigned.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains("no signing key loaded for group ns/playground"),
+            "{error}"
+        );
+        assert!(
+            seen.lock().expect("lock").is_empty(),
+            "nothing sent without a key"
+        );
+
+        let key = OperatorKey::from_seed(&[9; 32]).expect("key");
+        let mut verifier = Verifier::new(
+            key.verifying_key(),
+            bloodraven_api::auth::PeerKey::from_bytes(&[1; 32]).expect("peer key"),
+        );
+        client.signing_keys().set("ns", "playground", key);
+        client
+            .push_authority("pdx", "ns", &authority, STATUS_TIMEOUT)
+            .await
+            .expect("signed push");
+        let (headers, body) = seen.lock().expect("lock").pop().expect("one push");
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let presented = PresentedHeaders {
+            timestamp: header(HEADER_TIMESTAMP),
+            nonce: header(HEADER_NONCE),
+            signature: header(HEADER_SIGNATURE),
+        };
+        let request = SignedRequest {
+            group: "playground",
+            site: "pdx",
+            method: "PUT",
+            path: sidecar::PATH_AUTHORITY,
+            body: &body,
+        };
+        assert_eq!(
+            verifier.verify(
+                Principal::Operator,
+                &request,
+                &presented,
+                crate::poll::wall_clock()
+            ),
+            Ok(())
+        );
+        let sent: sidecar::Authority =
+            serde_json::from_slice(&body).expect("the body is the authority");
+        assert_eq!(sent, authority);
+        let other_group = SignedRequest {
+            group: "other",
+            ..request
+        };
+        assert!(verifier
+            .verify(
+                Principal::Operator,
+                &other_group,
+                &presented,
+                crate::poll::wall_clock()
+            )
+            .is_err());
+        server.abort();
     }
 }

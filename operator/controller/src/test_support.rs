@@ -20,6 +20,20 @@ pub(crate) async fn silent_listener() -> (SocketAddr, tokio::task::JoinHandle<()
     (address, handle)
 }
 
+/// A sidecar client addressed by `template` holding a signing key for the playground group
+/// (`bloodraven-playground/playground`), as the workloads step loads it every poll.
+pub(crate) fn playground_sidecars(template: String) -> crate::sidecar::SidecarClient {
+    let client =
+        crate::sidecar::SidecarClient::new(crate::sidecar::SidecarAddressing::new(template))
+            .expect("sidecars");
+    client.signing_keys().set(
+        "bloodraven-playground",
+        "playground",
+        bloodraven_api::auth::OperatorKey::from_seed(&[3; 32]).expect("key"),
+    );
+    client
+}
+
 /// A client for an API server nobody listens on: every read fails at once, as an unknown.
 pub(crate) fn unreachable_api_client() -> kube::Client {
     let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));

@@ -1,6 +1,10 @@
 //! The per-site workloads (ARCHITECTURE.md "Names"): per site a StatefulSet
 //! `mysql-<group>-<site>` (one pod `-0`) governed by the headless Service
-//! `mysql-<group>-<site>-hl`, and the group's credentials Secret `mysql-<group>-credentials`.
+//! `mysql-<group>-<site>-hl`, the group's credentials Secret `mysql-<group>-credentials`, and
+//! the two Secrets of the sidecar API's request signatures (issue 10 case 8):
+//! `mysql-<group>-operator-key` (the operator's Ed25519 signing seed; no pod mounts it, so no
+//! kubelet ever fetches it) and `mysql-<group>-sidecar-keys` (the verifying half and the
+//! group's peer key, mounted into every sidecar).
 //!
 //! A shell concern, done in the act phase before each poll's gather ("ensure workloads"):
 //! `decide` never sees it (core stays pure). The Services themselves, the `-hl` one included,
@@ -18,15 +22,21 @@
 //! - The Secret is created only when missing (never rewritten), with random passwords
 //!   generated here and never logged. It has no owner reference: like the volumes it outlives
 //!   the group, so a recreated group still opens its old data.
+//! - The key Secrets likewise: created when missing, random, never logged, no owner. The one
+//!   rewrite: when `mysql-<group>-sidecar-keys` names another verifying key than the signing
+//!   seed's (the seed's Secret was deleted and made again), its verifying key is replaced so
+//!   restarted sidecars trust the operator again; running ones read their keys at start and
+//!   refuse the operator until restarted (logged as an error).
 
 use std::collections::BTreeMap;
 
+use bloodraven_api::auth::{to_hex, OperatorKey, OperatorVerifyingKey, KEY_BYTES};
 use bloodraven_api::{names, Flavor, MysqlFailoverGroup, MysqlFailoverGroupSpec};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretKeySelector, SecurityContext, Toleration, Volume, VolumeMount,
+    SecretKeySelector, SecretVolumeSource, SecurityContext, Toleration, Volume, VolumeMount,
     VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -39,6 +49,7 @@ use kube::{Api, Client, Resource};
 use crate::act::apply_params;
 use crate::error::{Error, Result};
 use crate::render::{apply_body, owner_reference, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::sidecar::SigningKeys;
 
 /// Name of the MySQL container.
 pub const CONTAINER_MYSQL: &str = "mysql";
@@ -80,6 +91,28 @@ pub const REPLICATION_USER: &str = "replication";
 pub const EVENT_ORDERED_UPDATE_NOT_IMPLEMENTED: &str = "OrderedUpdateNotImplemented";
 /// Random bytes in each generated password (hex encoded: twice as many characters).
 pub const PASSWORD_BYTES: usize = 24;
+/// Key of the operator's Ed25519 signing seed (hex) in [`operator_key_secret`].
+pub const SECRET_KEY_SIGNING_KEY: &str = "signing-key";
+/// Key of the operator's verifying key (hex) in [`sidecar_keys_secret`].
+pub const SECRET_KEY_OPERATOR_VERIFYING_KEY: &str = "operator-verifying-key";
+/// Key of the group's peer key (hex) in [`sidecar_keys_secret`].
+pub const SECRET_KEY_PEER_KEY: &str = "peer-key";
+/// Name of the volume of [`sidecar_keys_secret`] in the pod.
+pub const KEYS_VOLUME: &str = "sidecar-keys";
+/// Where [`KEYS_VOLUME`] is mounted in the sidecar container (only there).
+pub const KEYS_MOUNT_PATH: &str = "/etc/bloodraven/sidecar-keys";
+
+/// `mysql-<group>-operator-key`: the operator's signing seed for the group's sidecars. No pod
+/// mounts it.
+pub fn operator_key_secret(group: &str) -> String {
+    format!("mysql-{group}-operator-key")
+}
+
+/// `mysql-<group>-sidecar-keys`: what every sidecar of the group mounts: the operator's
+/// verifying key and the group's peer key.
+pub fn sidecar_keys_secret(group: &str) -> String {
+    format!("mysql-{group}-sidecar-keys")
+}
 
 /// `mysql-<group>-credentials`: the Secret holding the root and replication passwords.
 pub fn credentials_secret(group: &str) -> String {
@@ -140,8 +173,9 @@ pub fn mysqld_args(flavor: Flavor, server_id: usize, report_host: &str) -> Vec<S
 }
 
 /// The sidecar's flags (operator/sidecar `Config`): group, site, every site, the write lease,
-/// the flavor, and peer discovery by the SRV records of each site's internal Service
-/// (`{site}` is substituted by the sidecar).
+/// the flavor, peer discovery by the SRV records of each site's internal Service
+/// (`{site}` is substituted by the sidecar), and the request-signature keys mounted from
+/// [`sidecar_keys_secret`] (never `--insecure-allow-unauthenticated`).
 pub fn sidecar_args(
     spec: &MysqlFailoverGroupSpec,
     group: &str,
@@ -167,6 +201,8 @@ pub fn sidecar_args(
             names::PORT_NAME_SIDECAR
         ),
         format!("--mysqld-pid-file={MYSQLD_PID_FILE}"),
+        format!("--operator-key-file={KEYS_MOUNT_PATH}/{SECRET_KEY_OPERATOR_VERIFYING_KEY}"),
+        format!("--peer-key-file={KEYS_MOUNT_PATH}/{SECRET_KEY_PEER_KEY}"),
     ]
 }
 
@@ -291,7 +327,15 @@ pub fn statefulset(
             failure_threshold: Some(3),
             ..Probe::default()
         }),
-        volume_mounts: Some(vec![run_mount()]),
+        volume_mounts: Some(vec![
+            run_mount(),
+            VolumeMount {
+                name: KEYS_VOLUME.to_string(),
+                mount_path: KEYS_MOUNT_PATH.to_string(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+        ]),
         security_context: Some(SecurityContext {
             run_as_user: Some(MYSQL_IMAGE_UID),
             run_as_group: Some(MYSQL_IMAGE_UID),
@@ -350,11 +394,22 @@ pub fn statefulset(
                     containers: vec![mysql, sidecar],
                     // The sidecar's watchdog signals mysqld (operator docs, "Fencing").
                     share_process_namespace: Some(true),
-                    volumes: Some(vec![Volume {
-                        name: RUN_VOLUME.to_string(),
-                        empty_dir: Some(EmptyDirVolumeSource::default()),
-                        ..Volume::default()
-                    }]),
+                    volumes: Some(vec![
+                        Volume {
+                            name: RUN_VOLUME.to_string(),
+                            empty_dir: Some(EmptyDirVolumeSource::default()),
+                            ..Volume::default()
+                        },
+                        Volume {
+                            name: KEYS_VOLUME.to_string(),
+                            secret: Some(SecretVolumeSource {
+                                secret_name: Some(sidecar_keys_secret(group)),
+                                optional: Some(false),
+                                ..SecretVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        },
+                    ]),
                     ..PodSpec::default()
                 }),
             },
@@ -432,22 +487,101 @@ pub fn secret(
     }
 }
 
+fn group_secret(group: &str, namespace: &str, name: String, data: Vec<(&str, String)>) -> Secret {
+    let mut labels = BTreeMap::new();
+    labels.insert(names::LABEL_INSTANCE.to_string(), group.to_string());
+    labels.insert(LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string());
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace.to_string()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        string_data: Some(
+            data.into_iter()
+                .map(|(key, value)| (key.to_string(), value))
+                .collect(),
+        ),
+        type_: Some("Opaque".to_string()),
+        ..Secret::default()
+    }
+}
+
+/// [`operator_key_secret`] holding `seed` (hex).
+pub fn operator_key_secret_object(group: &str, namespace: &str, seed: &[u8; KEY_BYTES]) -> Secret {
+    group_secret(
+        group,
+        namespace,
+        operator_key_secret(group),
+        vec![(SECRET_KEY_SIGNING_KEY, to_hex(seed))],
+    )
+}
+
+/// [`sidecar_keys_secret`] holding `verifying` and the peer key `peer` (hex).
+pub fn sidecar_keys_secret_object(
+    group: &str,
+    namespace: &str,
+    verifying: &OperatorVerifyingKey,
+    peer: &[u8; KEY_BYTES],
+) -> Secret {
+    group_secret(
+        group,
+        namespace,
+        sidecar_keys_secret(group),
+        vec![
+            (SECRET_KEY_OPERATOR_VERIFYING_KEY, verifying.to_hex()),
+            (SECRET_KEY_PEER_KEY, to_hex(peer)),
+        ],
+    )
+}
+
+/// The text under `key` of a Secret as read back (`data`, or `stringData` of one not yet
+/// stored).
+fn secret_text(secret: &Secret, key: &str) -> Option<String> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(key))
+        .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|data| data.get(key))
+                .cloned()
+        })
+}
+
 /// A random password: [`PASSWORD_BYTES`] bytes from the OS-seeded thread RNG, hex.
 pub fn random_password() -> String {
     let bytes: [u8; PASSWORD_BYTES] = rand::random();
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Ensures the group's workloads (see the module docs). Every failure is logged with
-/// `outcome="unknown"` and the remaining sites are still handled; returns how many steps
-/// failed. The next poll re-reads and re-applies.
-pub async fn ensure(client: &Client, recorder: &Recorder, group: &MysqlFailoverGroup) -> usize {
+/// Ensures the group's workloads (see the module docs) and loads the group's signing key
+/// into `keys`. Every failure is logged with `outcome="unknown"` and the remaining sites are
+/// still handled; returns how many steps failed. The next poll re-reads and re-applies; a key
+/// loaded before stays in use.
+pub async fn ensure(
+    client: &Client,
+    recorder: &Recorder,
+    group: &MysqlFailoverGroup,
+    keys: &SigningKeys,
+) -> usize {
     let namespace = group.metadata.namespace.clone().unwrap_or_default();
     let name = group.metadata.name.clone().unwrap_or_default();
     let mut failures = 0;
     if let Err(error) = ensure_secret(client, &name, &namespace).await {
         tracing::warn!(group = %name, action = "EnsureSecret", outcome = "unknown", %error, "failed to ensure the credentials secret; retried next poll");
         failures += 1;
+    }
+    match ensure_keys(client, &name, &namespace).await {
+        Ok(key) => keys.set(&namespace, &name, key),
+        Err(error) => {
+            tracing::warn!(group = %name, action = "EnsureKeys", outcome = "unknown", %error, "failed to ensure the request-signature keys; retried next poll");
+            failures += 1;
+        }
     }
     for site in &group.spec.sites {
         if let Err(error) = ensure_statefulset(client, recorder, group, &site.name).await {
@@ -485,6 +619,92 @@ async fn ensure_secret(client: &Client, group: &str, namespace: &str) -> Result<
             }
         }
     }
+}
+
+/// Creates a Secret unless it exists; returns the one stored (created now, by another writer
+/// meanwhile, or before).
+async fn create_or_read(api: &Api<Secret>, namespace: &str, secret: Secret) -> Result<Secret> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(created) => {
+            tracing::info!(secret = %name, namespace = %namespace, "secret created");
+            Ok(created)
+        }
+        Err(error) => {
+            let error = Error::kube(format!("create secret {namespace}/{name}"), error);
+            if !error.is_conflict() {
+                return Err(error);
+            }
+            api.get(&name)
+                .await
+                .map_err(|error| Error::kube(format!("read secret {namespace}/{name}"), error))
+        }
+    }
+}
+
+/// The group's signing key, creating its Secret and the sidecars' Secret when missing, and
+/// making the sidecars' verifying key match it (module docs).
+async fn ensure_keys(client: &Client, group: &str, namespace: &str) -> Result<OperatorKey> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let signing_name = operator_key_secret(group);
+    let signing =
+        match api.get_opt(&signing_name).await.map_err(|error| {
+            Error::kube(format!("read secret {namespace}/{signing_name}"), error)
+        })? {
+            Some(secret) => secret,
+            None => {
+                let seed: [u8; KEY_BYTES] = rand::random();
+                create_or_read(
+                    &api,
+                    namespace,
+                    operator_key_secret_object(group, namespace, &seed),
+                )
+                .await?
+            }
+        };
+    let key = secret_text(&signing, SECRET_KEY_SIGNING_KEY)
+        .ok_or_else(|| {
+            Error::SigningKey(format!(
+                "read secret {namespace}/{signing_name}: key {SECRET_KEY_SIGNING_KEY} is missing"
+            ))
+        })
+        .and_then(|text| {
+            OperatorKey::from_hex(&text).map_err(|error| {
+                Error::SigningKey(format!("read secret {namespace}/{signing_name}: {error}"))
+            })
+        })?;
+    let verifying = key.verifying_key();
+    let keys_name = sidecar_keys_secret(group);
+    let published = match api
+        .get_opt(&keys_name)
+        .await
+        .map_err(|error| Error::kube(format!("read secret {namespace}/{keys_name}"), error))?
+    {
+        Some(secret) => secret,
+        None => {
+            let peer: [u8; KEY_BYTES] = rand::random();
+            create_or_read(
+                &api,
+                namespace,
+                sidecar_keys_secret_object(group, namespace, &verifying, &peer),
+            )
+            .await?
+        }
+    };
+    let trusted = secret_text(&published, SECRET_KEY_OPERATOR_VERIFYING_KEY)
+        .and_then(|text| OperatorVerifyingKey::from_hex(&text).ok());
+    if trusted != Some(verifying) {
+        tracing::error!(group = %group, namespace = %namespace, secret = %keys_name, trusted = ?trusted, verifying_key = %verifying.to_hex(), "the sidecars' verifying key is not the operator's: replacing it; running sidecars refuse the operator until they restart");
+        let patch = serde_json::json!({"stringData": {SECRET_KEY_OPERATOR_VERIFYING_KEY: verifying.to_hex()}});
+        api.patch(
+            &keys_name,
+            &kube::api::PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|error| Error::kube(format!("patch secret {namespace}/{keys_name}"), error))?;
+    }
+    Ok(key)
 }
 
 async fn ensure_statefulset(
@@ -718,6 +938,9 @@ mod tests {
                 "--peer-srv=_sidecar._tcp.mysql-playground-{site}.bloodraven-playground.svc.cluster.local"
                     .to_string(),
                 "--mysqld-pid-file=/run/bloodraven/mysqld.pid".to_string(),
+                "--operator-key-file=/etc/bloodraven/sidecar-keys/operator-verifying-key"
+                    .to_string(),
+                "--peer-key-file=/etc/bloodraven/sidecar-keys/peer-key".to_string(),
             ])
         );
         let port = &sidecar.ports.as_ref().expect("ports")[0];
@@ -815,5 +1038,104 @@ mod tests {
         let data = secret.string_data.expect("data");
         assert_eq!(data.get("root-password"), Some(&first));
         assert_eq!(data.get("replication-password"), Some(&second));
+    }
+
+    /// Issue 10 case 8: the sidecar mounts only the verifying key and the peer key (from
+    /// `mysql-<group>-sidecar-keys`, read-only, the sidecar container alone) and is never told
+    /// to run unauthenticated; no pod references the operator's signing-key Secret.
+    #[test]
+    fn case_8_sidecar_mounts_the_verifying_and_peer_keys_only() {
+        let set = render("iad");
+        let pod = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("pod spec");
+        let volumes = pod.volumes.as_ref().expect("volumes");
+        let keys = volumes
+            .iter()
+            .find(|v| v.name == KEYS_VOLUME)
+            .and_then(|v| v.secret.as_ref())
+            .expect("a secret volume of the sidecar keys");
+        assert_eq!(
+            keys.secret_name.as_deref(),
+            Some("mysql-playground-sidecar-keys")
+        );
+        assert_eq!(
+            keys.optional,
+            Some(false),
+            "no sidecar starts without its keys"
+        );
+        let text = serde_json::to_string(&set).expect("json");
+        assert!(
+            !text.contains("operator-key\""),
+            "the signing key Secret is never mounted"
+        );
+        assert!(!text.contains("mysql-playground-operator-key"), "{text}");
+        assert!(!text.contains("insecure"), "never unauthenticated");
+        let mounted = |name: &str| {
+            container(&set, name)
+                .volume_mounts
+                .as_ref()
+                .is_some_and(|m| m.iter().any(|m| m.name == KEYS_VOLUME))
+        };
+        assert!(!mounted("mysql"), "mysqld does not see the keys");
+        let mount = container(&set, "sidecar")
+            .volume_mounts
+            .as_ref()
+            .and_then(|m| m.iter().find(|m| m.name == KEYS_VOLUME))
+            .expect("sidecar mounts the keys");
+        assert_eq!(
+            (mount.mount_path.as_str(), mount.read_only),
+            (KEYS_MOUNT_PATH, Some(true))
+        );
+    }
+
+    /// Issue 10 case 8: the key Secrets: the signing seed alone in one, the verifying half
+    /// (matching it) and a peer key in the other; hex that the sidecar and operator parse.
+    #[test]
+    fn case_8_key_secrets_split_the_signing_seed_from_what_sidecars_mount() {
+        let seed = [4u8; KEY_BYTES];
+        let signing = operator_key_secret_object("playground", "ns", &seed);
+        assert_eq!(
+            signing.metadata.name.as_deref(),
+            Some("mysql-playground-operator-key")
+        );
+        assert_eq!(signing.metadata.owner_references, None);
+        let key = secret_text(&signing, SECRET_KEY_SIGNING_KEY)
+            .and_then(|text| OperatorKey::from_hex(&text).ok())
+            .expect("seed parses");
+        let data = signing.string_data.as_ref().expect("data");
+        assert_eq!(data.len(), 1, "only the seed");
+        let published =
+            sidecar_keys_secret_object("playground", "ns", &key.verifying_key(), &[6; KEY_BYTES]);
+        assert_eq!(
+            published.metadata.name.as_deref(),
+            Some("mysql-playground-sidecar-keys")
+        );
+        let verifying = secret_text(&published, SECRET_KEY_OPERATOR_VERIFYING_KEY)
+            .and_then(|text| OperatorVerifyingKey::from_hex(&text).ok());
+        assert_eq!(verifying, Some(key.verifying_key()));
+        let peer = secret_text(&published, SECRET_KEY_PEER_KEY).expect("peer key");
+        assert!(bloodraven_api::auth::PeerKey::from_hex(&peer).is_ok());
+        let published_data = published.string_data.as_ref().expect("data");
+        assert!(
+            !published_data
+                .values()
+                .any(|value| value.contains(&to_hex(&seed))),
+            "the seed is not published"
+        );
+        assert_eq!(
+            (
+                SECRET_KEY_OPERATOR_VERIFYING_KEY,
+                SECRET_KEY_PEER_KEY,
+                KEYS_MOUNT_PATH
+            ),
+            (
+                "operator-verifying-key",
+                "peer-key",
+                "/etc/bloodraven/sidecar-keys"
+            )
+        );
     }
 }

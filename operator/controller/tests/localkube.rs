@@ -1727,3 +1727,80 @@ async fn mysql_database_schema_is_ensured_on_the_active_site_once_per_authority(
     sidecar_server.abort();
     cluster.stop().await;
 }
+
+/// The text under `key` of the Secret `name` of the playground namespace.
+async fn secret_value(cluster: &Cluster, name: &str, key: &str) -> Option<String> {
+    let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let secret = secrets.get_opt(name).await.expect("read secret")?;
+    secret
+        .data?
+        .get(key)
+        .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+}
+
+/// The operator verifying key the sidecars of the playground mount.
+async fn published(cluster: &Cluster) -> Option<bloodraven_api::auth::OperatorVerifyingKey> {
+    secret_value(
+        cluster,
+        &bloodraven_operator::workloads::sidecar_keys_secret(GROUP),
+        bloodraven_operator::workloads::SECRET_KEY_OPERATOR_VERIFYING_KEY,
+    )
+    .await
+    .and_then(|text| bloodraven_api::auth::OperatorVerifyingKey::from_hex(&text).ok())
+}
+
+/// Issue 10 case 8: the workloads step creates the group's key Secrets (the signing seed, and
+/// the verifying half with a peer key for the sidecars) and loads the key the sidecar client
+/// signs with; a lost seed is replaced and the sidecars' verifying key realigned (peer key
+/// kept), so restarted sidecars trust the operator again.
+#[tokio::test]
+async fn case_8_workloads_create_and_realign_the_signature_keys() {
+    use bloodraven_operator::workloads::{
+        ensure, operator_key_secret, sidecar_keys_secret, SECRET_KEY_PEER_KEY,
+    };
+    let cluster = Cluster::with_group("2s").await;
+    let shell = shell(&cluster, "http://127.0.0.1:9/{site}");
+    let group = cluster.group_object().await;
+    let keys = shell.sidecars.signing_keys();
+    assert!(keys.get(NAMESPACE, GROUP).is_none());
+    assert_eq!(
+        ensure(&cluster.client, &shell.recorder, &group, keys).await,
+        0
+    );
+    let loaded = keys
+        .get(NAMESPACE, GROUP)
+        .expect("key loaded")
+        .verifying_key();
+    assert_eq!(published(&cluster).await, Some(loaded));
+    let peer = secret_value(&cluster, &sidecar_keys_secret(GROUP), SECRET_KEY_PEER_KEY)
+        .await
+        .expect("peer key");
+    // Idempotent: the same keys on the next poll.
+    assert_eq!(
+        ensure(&cluster.client, &shell.recorder, &group, keys).await,
+        0
+    );
+    assert_eq!(
+        keys.get(NAMESPACE, GROUP).map(|k| k.verifying_key()),
+        Some(loaded)
+    );
+
+    let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    secrets
+        .delete(&operator_key_secret(GROUP), &Default::default())
+        .await
+        .expect("delete the seed");
+    assert_eq!(
+        ensure(&cluster.client, &shell.recorder, &group, keys).await,
+        0
+    );
+    let replaced = keys.get(NAMESPACE, GROUP).expect("key").verifying_key();
+    assert_ne!(replaced, loaded, "a new seed");
+    assert_eq!(published(&cluster).await, Some(replaced), "realigned");
+    assert_eq!(
+        secret_value(&cluster, &sidecar_keys_secret(GROUP), SECRET_KEY_PEER_KEY).await,
+        Some(peer),
+        "the peer key is kept"
+    );
+    cluster.stop().await;
+}

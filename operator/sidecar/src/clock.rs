@@ -28,7 +28,8 @@ impl MonotonicClock {
     }
 }
 
-/// Wall-clock now, for status timestamps only (no decision reads it).
+/// Wall-clock now, for status timestamps and the freshness of signed requests (no lease
+/// decision reads it).
 pub(crate) fn wall_now() -> bloodraven_api::Timestamp {
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -2,6 +2,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
+use bloodraven_api::auth::{OperatorVerifyingKey, PeerKey};
 use bloodraven_core::lease::LeaseConfig;
 use bloodraven_mysql::{live::ConnectOptions, Flavor};
 use clap::Parser;
@@ -100,6 +101,40 @@ pub struct Config {
     /// mysqld cannot be stopped from writing when it thaws.
     #[arg(long, env = "BLOODRAVEN_MYSQLD_PID_FILE")]
     pub mysqld_pid_file: Option<PathBuf>,
+    /// A file holding the operator's verifying key (hex Ed25519 public key; the mounted Secret
+    /// `mysql-<group>-sidecar-keys`). Authority pushes, fence, promote, repoint and database
+    /// requests must be signed by the operator's key (issue 10 case 8).
+    #[arg(long, env = "BLOODRAVEN_OPERATOR_KEY_FILE", requires = "peer_key_file")]
+    pub operator_key_file: Option<PathBuf>,
+    /// A file holding the group's peer key (hex, at least 32 bytes; same Secret): lease
+    /// requests to and from the other sidecars are signed with it (HMAC-SHA256).
+    #[arg(long, env = "BLOODRAVEN_PEER_KEY_FILE", requires = "operator_key_file")]
+    pub peer_key_file: Option<PathBuf>,
+    /// Serve the API without checking or sending request signatures: any client that can
+    /// connect may push authority. For tests only; the operator never renders it. Without it
+    /// (and without the key files) the sidecar refuses to start.
+    #[arg(
+        long,
+        env = "BLOODRAVEN_INSECURE_ALLOW_UNAUTHENTICATED",
+        conflicts_with_all = ["operator_key_file", "peer_key_file"]
+    )]
+    pub insecure_allow_unauthenticated: bool,
+}
+
+/// How the sidecar authenticates requests ([`bloodraven_api::auth`]).
+#[derive(Debug, Clone)]
+pub enum RequestAuth {
+    /// Mutations must be signed by the operator's key, lease requests by the peer key, and
+    /// this sidecar signs its own lease requests with the peer key. The only mode the
+    /// operator renders.
+    Signed {
+        /// The operator's verifying key.
+        operator: OperatorVerifyingKey,
+        /// The group's peer key.
+        peer: PeerKey,
+    },
+    /// Nothing is checked or signed (`--insecure-allow-unauthenticated`; tests only).
+    InsecureUnauthenticated,
 }
 
 /// Everything the sidecar runs with, validated.
@@ -127,6 +162,8 @@ pub struct Settings {
     pub replication_password: String,
     /// mysqld's pid file, for the watchdog; `None` disables its kill.
     pub mysqld_pid_file: Option<PathBuf>,
+    /// How requests are authenticated.
+    pub auth: RequestAuth,
 }
 
 impl Settings {
@@ -137,6 +174,7 @@ impl Settings {
         discovery: PeerQuery,
         flavor: Flavor,
         mysql: ConnectOptions,
+        auth: RequestAuth,
     ) -> Self {
         let third = Duration::from_millis(lease.renew_interval_ms().max(1));
         Self {
@@ -151,7 +189,45 @@ impl Settings {
             replication_user: "replication".to_owned(),
             replication_password: String::new(),
             mysqld_pid_file: None,
+            auth,
         }
+    }
+}
+
+fn read_key<K>(path: &PathBuf, parse: impl FnOnce(&str) -> bloodraven_api::Result<K>) -> Result<K> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse(&text).map_err(|source| Error::Key {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// The request authentication the flags ask for: both key files, or the explicit insecure
+/// flag; nothing else starts.
+fn request_auth(
+    operator_key_file: Option<&PathBuf>,
+    peer_key_file: Option<&PathBuf>,
+    insecure_allow_unauthenticated: bool,
+) -> Result<RequestAuth> {
+    match (operator_key_file, peer_key_file, insecure_allow_unauthenticated) {
+        (Some(operator), Some(peer), false) => Ok(RequestAuth::Signed {
+            operator: read_key(operator, OperatorVerifyingKey::from_hex)?,
+            peer: read_key(peer, PeerKey::from_hex)?,
+        }),
+        (None, None, true) => Ok(RequestAuth::InsecureUnauthenticated),
+        (None, None, false) => Err(Error::Config(
+            "request signature keys are required: give --operator-key-file and --peer-key-file (the operator mounts Secret mysql-<group>-sidecar-keys), or --insecure-allow-unauthenticated for a test"
+                .to_owned(),
+        )),
+        (Some(_), None, _) | (None, Some(_), _) => Err(Error::Config(
+            "--operator-key-file and --peer-key-file go together".to_owned(),
+        )),
+        (Some(_), Some(_), true) => Err(Error::Config(
+            "--insecure-allow-unauthenticated cannot be combined with key files".to_owned(),
+        )),
     }
 }
 
@@ -201,6 +277,11 @@ impl Config {
                 ))
             }
         };
+        let auth = request_auth(
+            self.operator_key_file.as_ref(),
+            self.peer_key_file.as_ref(),
+            self.insecure_allow_unauthenticated,
+        )?;
         let mysql_timeout = Duration::from_millis(self.mysql_timeout_ms.max(1));
         let mysql = ConnectOptions {
             host: self.mysql_host,
@@ -225,6 +306,7 @@ impl Config {
             )?,
             replication_user: self.replication_user,
             mysqld_pid_file: self.mysqld_pid_file,
+            auth,
         })
     }
 }
@@ -254,6 +336,7 @@ mod tests {
             "mysql-{group}-{site}",
             "--lease-duration-ms",
             "6000",
+            "--insecure-allow-unauthenticated",
         ];
         let settings = parse(&base).map_err(|e| e.to_string());
         assert_eq!(
@@ -279,10 +362,81 @@ mod tests {
             "a,b,c",
             "--peer-srv",
             "_sidecar._tcp.mysql-{group}-{site}",
+            "--insecure-allow-unauthenticated",
         ];
         assert!(matches!(
             parse(&srv).map(|s| s.discovery),
             Ok(PeerQuery::Srv { .. })
         ));
+    }
+
+    /// Issue 10 case 8: without both key files the sidecar does not start, unless the
+    /// insecure flag says so explicitly; a key file that does not hold a key is named.
+    #[test]
+    fn config_case_8_keys_are_required_unless_explicitly_insecure() {
+        let base = [
+            "--group",
+            "g",
+            "--site",
+            "a",
+            "--sites",
+            "a,b,c",
+            "--peer-host",
+            "mysql-{group}-{site}",
+        ];
+        let error = parse(&base)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("--operator-key-file")
+                && error.contains("--insecure-allow-unauthenticated"),
+            "{error}"
+        );
+        let dir =
+            std::env::temp_dir().join(format!("bloodraven-sidecar-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let operator = dir.join("operator-verifying-key");
+        let peer = dir.join("peer-key");
+        let verifying = bloodraven_api::auth::OperatorKey::from_seed(&[7; 32])
+            .expect("key")
+            .verifying_key();
+        std::fs::write(&operator, format!("{}\n", verifying.to_hex())).expect("write");
+        std::fs::write(&peer, "ab".repeat(32)).expect("write");
+        let (operator_text, peer_text) =
+            (operator.display().to_string(), peer.display().to_string());
+        let mut signed = base.to_vec();
+        signed.extend([
+            "--operator-key-file",
+            &operator_text,
+            "--peer-key-file",
+            &peer_text,
+        ]);
+        match parse(&signed).map(|s| s.auth) {
+            Ok(RequestAuth::Signed { operator, .. }) => assert_eq!(operator, verifying),
+            other => panic!("expected signed, got {other:?}"),
+        }
+        let mut only_one = base.to_vec();
+        only_one.extend(["--operator-key-file", &operator_text]);
+        assert!(parse(&only_one).is_err());
+        let mut both = signed.clone();
+        both.push("--insecure-allow-unauthenticated");
+        assert!(parse(&both).is_err(), "insecure conflicts with keys");
+        std::fs::write(&peer, "abcd").expect("write");
+        let error = parse(&signed)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains(&peer_text) && error.contains("peer key"),
+            "{error}"
+        );
+        let mut insecure = base.to_vec();
+        insecure.push("--insecure-allow-unauthenticated");
+        assert!(matches!(
+            parse(&insecure).map(|s| s.auth),
+            Ok(RequestAuth::InsecureUnauthenticated)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

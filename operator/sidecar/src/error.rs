@@ -21,6 +21,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A request-signature key file does not hold a valid key.
+    #[error("load {path}: {source}")]
+    Key {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: bloodraven_api::Error,
+    },
     /// Binding the HTTP listener failed.
     #[error("listen on {address}: {source}")]
     Listen {

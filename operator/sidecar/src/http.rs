@@ -1,13 +1,23 @@
 //! The sidecar's HTTP API (see [`bloodraven_api::sidecar`] for the table of endpoints).
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use axum::{
-    extract::State,
+    body::Body,
+    extract::{ConnectInfo, Request, State},
     http::{header, StatusCode},
+    middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::{get, post, put},
     Json, Router,
+};
+use bloodraven_api::auth::{
+    required_principal, AuthError, PresentedHeaders, SignedRequest, Verifier, HEADER_NONCE,
+    HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
 use bloodraven_api::sidecar::{
     Authority, AuthorityResponse, EnsureDatabaseRequest, EnsureDatabaseResponse, ErrorBody,
@@ -28,8 +38,27 @@ use crate::{
 /// The longest drain a promote request may ask for.
 const PROMOTE_TIMEOUT_MAX: Duration = Duration::from_secs(600);
 
-/// Builds the router.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+/// The longest request body read before its signature is checked.
+const BODY_BYTES_MAX: usize = 64 * 1024;
+
+/// What the authentication layer needs: the shared state (group, site, metrics) and the
+/// verifier, `None` only under `--insecure-allow-unauthenticated`.
+pub(crate) struct Gate {
+    shared: Arc<Shared>,
+    verifier: Option<Mutex<Verifier>>,
+}
+
+impl Gate {
+    pub(crate) fn new(shared: Arc<Shared>, verifier: Option<Verifier>) -> Arc<Self> {
+        Arc::new(Self {
+            shared,
+            verifier: verifier.map(Mutex::new),
+        })
+    }
+}
+
+/// Builds the router. Every route passes [`authenticate`] first.
+pub(crate) fn router(shared: Arc<Shared>, gate: Arc<Gate>) -> Router {
     Router::new()
         .route(PATH_STATUS, get(status))
         .route(PATH_AUTHORITY, put(push_authority))
@@ -40,7 +69,84 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(PATH_DATABASES, post(ensure_database))
         .route(PATH_HEALTHZ, get(healthz))
         .route(PATH_METRICS, get(metrics))
+        .route_layer(middleware::from_fn_with_state(gate, authenticate))
         .with_state(shared)
+}
+
+/// Issue 10 case 8: a request [`required_principal`] names a signer for is served only if
+/// its signature verifies ([`Verifier::verify`]); otherwise it is answered 401 (503 when the
+/// replay memory is full) with an [`ErrorBody`] naming what was wrong, before any handler
+/// runs, so nothing changes. Reads pass untouched.
+async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    let method = request.method().as_str().to_owned();
+    let path = request.uri().path().to_owned();
+    let (Some(principal), Some(verifier)) = (required_principal(&method, &path), &gate.verifier)
+    else {
+        return next.run(request).await;
+    };
+    let remote = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.to_string())
+        .unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, BODY_BYTES_MAX).await {
+        Ok(body) => body,
+        Err(error) => {
+            return ApiError(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "read the body of {method} {path} (at most {BODY_BYTES_MAX} bytes): {error}"
+                ),
+            )
+            .into_response()
+        }
+    };
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .map(|value| value.to_str().unwrap_or("<not visible ascii>"))
+    };
+    let presented = PresentedHeaders {
+        timestamp: header(HEADER_TIMESTAMP),
+        nonce: header(HEADER_NONCE),
+        signature: header(HEADER_SIGNATURE),
+    };
+    let signed = SignedRequest {
+        group: gate.shared.group(),
+        site: gate.shared.site(),
+        method: &method,
+        path: &path,
+        body: &body,
+    };
+    let verdict = verifier
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .verify(principal, &signed, &presented, wall_now());
+    match verdict {
+        Ok(()) => next.run(Request::from_parts(parts, Body::from(body))).await,
+        Err(error) => {
+            gate.shared.metrics.unauthenticated(error.reason());
+            tracing::warn!(
+                site = gate.shared.site(),
+                group = gate.shared.group(),
+                method = %method,
+                path = %path,
+                remote = %remote,
+                principal = ?principal,
+                reason = error.reason(),
+                %error,
+                "request refused: not authenticated"
+            );
+            let status = if matches!(error, AuthError::ReplayCacheFull { .. }) {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            ApiError(status, format!("authenticate {method} {path}: {error}")).into_response()
+        }
+    }
 }
 
 /// An error answered with a status and an [`ErrorBody`].

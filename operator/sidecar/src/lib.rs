@@ -8,7 +8,8 @@
 //!
 //! - [`config`]: flags and environment, validated into [`Settings`].
 //! - [`discovery`]: peer discovery by DNS with seed 004's semantics.
-//! - [`server`]: the HTTP API on 8086 and the timers, [`Sidecar::start`].
+//! - [`server`]: the HTTP API on 8086 and the timers, [`Sidecar::start`]. Mutations and lease
+//!   requests are signed ([`bloodraven_api::auth`], issue 10 case 8; see [`RequestAuth`]).
 //! - `watchdog`: SIGKILLs a mysqld that must be read-only, has no lease and cannot be
 //!   fenced (frozen), so a lapsed lease means "cannot write" (`bloodraven_core::lease::watchdog`).
 //! - `deadline`: arms mysqld's write deadline, a dead man's switch inside mysqld that fences
@@ -32,6 +33,6 @@ mod state;
 pub mod testing;
 mod watchdog;
 
-pub use config::{Config, Settings};
+pub use config::{Config, RequestAuth, Settings};
 pub use error::{Error, Result};
 pub use server::{RunningSidecar, Sidecar};

@@ -48,6 +48,7 @@ pub(crate) struct Metrics {
     watchdog_kills: Counter,
     write_deadline_seconds: Gauge<f64, AtomicU64>,
     write_deadline_errors: Counter,
+    unauthenticated: Family<ReasonLabels, Counter>,
 }
 
 impl Metrics {
@@ -65,6 +66,7 @@ impl Metrics {
         let watchdog_kills = Counter::default();
         let write_deadline_seconds = Gauge::<f64, AtomicU64>::default();
         let write_deadline_errors = Counter::default();
+        let unauthenticated = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "bloodraven_sidecar_read_only",
             "mysqld read_only as last observed: 1 read-only, 0 writable, -1 unknown",
@@ -125,6 +127,11 @@ impl Metrics {
             "failed installs or arms of mysqld's write deadline",
             write_deadline_errors.clone(),
         );
+        registry.register(
+            "bloodraven_sidecar_requests_unauthenticated",
+            "requests refused for want of a valid signature (issue 10 case 8), by reason (bloodraven_api::auth::AuthError::reason)",
+            unauthenticated.clone(),
+        );
         write_deadline_seconds.set(-1.0);
         authority_generation.set(-1);
         read_only.set(-1);
@@ -142,6 +149,7 @@ impl Metrics {
             watchdog_kills,
             write_deadline_seconds,
             write_deadline_errors,
+            unauthenticated,
         }
     }
 
@@ -204,6 +212,14 @@ impl Metrics {
     pub(crate) fn write_deadline_failed(&self) {
         self.write_deadline_errors.inc();
         self.write_deadline_seconds.set(-1.0);
+    }
+
+    pub(crate) fn unauthenticated(&self, reason: &str) {
+        self.unauthenticated
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub(crate) fn mysql_error(&self) {

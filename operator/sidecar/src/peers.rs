@@ -3,11 +3,17 @@
 
 use std::sync::Arc;
 
-use bloodraven_api::sidecar::{LeaseRequest, LeaseResponse, PATH_LEASE};
+use bloodraven_api::{
+    auth::{AuthHeaders, SignedRequest, Stamp, NONCE_BYTES},
+    sidecar::{LeaseRequest, LeaseResponse, PATH_LEASE},
+};
 use bloodraven_core::lease::RoundId;
+use ring::rand::SecureRandom;
 use tokio::task::JoinSet;
 
 use crate::{
+    clock::wall_now,
+    config::RequestAuth,
     error::{Error, Result},
     state::Shared,
 };
@@ -99,13 +105,63 @@ async fn run_round(shared: Arc<Shared>, round: RoundId, request: LeaseRequest) {
     }
 }
 
-/// Asks one peer site, trying each discovered address until one answers.
+/// The body of a lease request to `peer_site` and, unless unauthenticated, its signature
+/// headers (the group's peer key; issue 10 case 8).
+fn signed_lease_request(
+    shared: &Shared,
+    peer_site: &str,
+    request: &LeaseRequest,
+) -> Result<(Vec<u8>, Option<AuthHeaders>)> {
+    let body = serde_json::to_vec(request).map_err(|error| Error::Peer {
+        site: request.site.clone(),
+        address: "-".to_owned(),
+        reason: format!("encode lease request: {error}"),
+    })?;
+    let RequestAuth::Signed { peer, .. } = &shared.settings.auth else {
+        return Ok((body, None));
+    };
+    let mut nonce = [0u8; NONCE_BYTES];
+    ring::rand::SystemRandom::new()
+        .fill(&mut nonce)
+        .map_err(|_| Error::Peer {
+            site: request.site.clone(),
+            address: "-".to_owned(),
+            reason: "draw a nonce from the OS random source".to_owned(),
+        })?;
+    let stamp = Stamp {
+        timestamp: wall_now(),
+        nonce,
+    };
+    let headers = peer.sign(
+        &SignedRequest {
+            group: shared.group(),
+            site: peer_site,
+            method: "POST",
+            path: PATH_LEASE,
+            body: &body,
+        },
+        &stamp,
+    );
+    Ok((body, Some(headers)))
+}
+
+/// Asks one peer site, trying each discovered address until one answers. Each attempt is
+/// signed afresh (a nonce is accepted once).
 async fn ask(shared: &Shared, site: &str, request: &LeaseRequest) -> Result<LeaseResponse> {
     let addresses = shared.discovery.resolve_site(site).await?;
     let mut last_error = None;
     for address in addresses {
         let url = format!("http://{address}{PATH_LEASE}");
-        let sent = shared.http.post(&url).json(request).send().await;
+        let (body, headers) = signed_lease_request(shared, site, request)?;
+        let mut post = shared
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        for (name, value) in headers.iter().flat_map(AuthHeaders::pairs) {
+            post = post.header(name, value);
+        }
+        let sent = post.send().await;
         let peer_error = |reason: String| Error::Peer {
             site: site.to_owned(),
             address: address.to_string(),
@@ -118,7 +174,15 @@ async fn ask(shared: &Shared, site: &str, request: &LeaseRequest) -> Result<Leas
                     .await
                     .map_err(|e| peer_error(e.to_string()));
             }
-            Ok(response) => last_error = Some(peer_error(format!("status {}", response.status()))),
+            Ok(response) => {
+                let status = response.status();
+                let detail = response
+                    .json::<bloodraven_api::sidecar::ErrorBody>()
+                    .await
+                    .map(|body| format!(": {}", body.error))
+                    .unwrap_or_default();
+                last_error = Some(peer_error(format!("status {status}{detail}")));
+            }
             Err(error) => last_error = Some(peer_error(error.to_string())),
         }
     }

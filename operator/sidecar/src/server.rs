@@ -2,11 +2,12 @@
 
 use std::{net::SocketAddr, time::Duration};
 
+use bloodraven_api::auth::Verifier;
 use bloodraven_mysql::live::LiveMysql;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
 use crate::{
-    config::Settings,
+    config::{RequestAuth, Settings},
     discovery::Discovery,
     enforcer,
     error::{Error, Result},
@@ -67,6 +68,25 @@ impl Sidecar {
             %address,
             "sidecar starting without authority: mysqld stays read-only until the operator pushes one"
         );
+        let verifier = match &settings.auth {
+            RequestAuth::Signed { operator, peer } => {
+                tracing::info!(
+                    site = settings.lease.site(),
+                    group = settings.lease.group(),
+                    operator_key = %operator.to_hex(),
+                    "requests are authenticated: mutations signed by the operator's key, lease requests by the group's peer key"
+                );
+                Some(Verifier::new(*operator, peer.clone()))
+            }
+            RequestAuth::InsecureUnauthenticated => {
+                tracing::warn!(
+                    site = settings.lease.site(),
+                    group = settings.lease.group(),
+                    "--insecure-allow-unauthenticated: any client that can connect may push authority, fence, promote or repoint (tests only)"
+                );
+                None
+            }
+        };
         let shared = Shared::new(settings, mysql, discovery, http_client, Metrics::new());
         let timers = vec![
             tokio::spawn(enforcer::run(shared.clone())),
@@ -74,13 +94,16 @@ impl Sidecar {
             tokio::spawn(watchdog::run(shared.clone())),
         ];
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let router = http::router(shared);
+        let router = http::router(shared.clone(), http::Gate::new(shared, verifier));
         let server = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await
+            axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await
         });
         Ok(RunningSidecar {
             address,

@@ -34,6 +34,55 @@ fn invalid_configuration_exits_with_code_2() {
     assert!(stderr.contains("a third of the lease"), "{stderr}");
 }
 
+/// Issue 10 case 8: a sidecar without request-signature keys does not start (exit 2, naming
+/// the flags) unless told `--insecure-allow-unauthenticated`.
+#[test]
+fn without_keys_the_sidecar_refuses_to_start() {
+    let mut child = Command::new(BINARY)
+        .args([
+            "--group",
+            "playground",
+            "--site",
+            "iad",
+            "--sites",
+            "iad,pdx,reader",
+            "--peer-host",
+            "mysql-{group}-{site}",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("RUST_LOG")
+        .env_remove("BLOODRAVEN_OPERATOR_KEY_FILE")
+        .env_remove("BLOODRAVEN_PEER_KEY_FILE")
+        .env_remove("BLOODRAVEN_INSECURE_ALLOW_UNAUTHENTICATED")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the binary");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the sidecar started and served without request-signature keys");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--operator-key-file")
+            && stderr.contains("--insecure-allow-unauthenticated"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn startup_logs_json_with_site_group_and_lease_fields() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -56,6 +105,7 @@ fn startup_logs_json_with_site_group_and_lease_fields() {
         .args(["--peer-srv", "_sidecar._tcp.mysql-{group}-{site}.invalid."])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--dns-server", "127.0.0.1:9"])
+        .arg("--insecure-allow-unauthenticated")
         .args([
             "--mysql-port",
             &closed_mysql.to_string(),

@@ -1,5 +1,8 @@
 //! The sidecar's HTTP API with mysqld unreachable: the lease rule keeps answering, status
-//! reports the unknown, and nothing waits on the dead server longer than its timeouts.
+//! reports the unknown, and nothing waits on the dead server longer than its timeouts; only
+//! signed requests change anything (issue 10 case 8).
+
+mod common;
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -14,10 +17,19 @@ use bloodraven_api::{
 use bloodraven_core::lease::LeaseConfig;
 use bloodraven_mysql::{live::ConnectOptions, Flavor};
 use bloodraven_sidecar::{
-    discovery::PeerQuery, testing::TestDns, RunningSidecar, Settings, Sidecar,
+    discovery::PeerQuery, testing::TestDns, RequestAuth, RunningSidecar, Settings, Sidecar,
 };
+use common::{signed_auth, signed_request, Signer};
+
+const GROUP: &str = "playground";
+/// The site of [`sidecar_without_mysql`].
+const SITE: &str = "pdx";
 
 async fn sidecar_without_mysql(dns: &TestDns) -> RunningSidecar {
+    sidecar_without_mysql_with(dns, signed_auth()).await
+}
+
+async fn sidecar_without_mysql_with(dns: &TestDns, auth: RequestAuth) -> RunningSidecar {
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -45,9 +57,26 @@ async fn sidecar_without_mysql(dns: &TestDns) -> RunningSidecar {
             connect_timeout: Duration::from_millis(500),
             statement_timeout: Duration::from_millis(500),
         },
+        auth,
     );
     settings.dns_server = Some(dns.address());
     Sidecar::start(settings).await.expect("sidecar starts")
+}
+
+fn operator_put(
+    http: &reqwest::Client,
+    url: &str,
+    body: &impl serde::Serialize,
+) -> reqwest::RequestBuilder {
+    signed_request(
+        http,
+        Signer::Operator,
+        GROUP,
+        SITE,
+        reqwest::Method::PUT,
+        url,
+        body,
+    )
 }
 
 fn authority(active_site: Option<&str>, topology_generation: u64) -> Authority {
@@ -93,72 +122,88 @@ async fn sidecar_api_answers_with_mysqld_down() {
         site: "iad".to_owned(),
         topology_generation: 1,
     };
-    let refused: LeaseResponse = http
-        .post(url(PATH_LEASE))
-        .json(&request)
-        .send()
-        .await
-        .expect("lease")
-        .json()
-        .await
-        .expect("body");
+    let refused: LeaseResponse = signed_request(
+        &http,
+        Signer::Peer,
+        GROUP,
+        SITE,
+        reqwest::Method::POST,
+        &url(PATH_LEASE),
+        &request,
+    )
+    .send()
+    .await
+    .expect("lease")
+    .json()
+    .await
+    .expect("body");
     assert_eq!(refused.reason, Some(LeaseRefusal::NoAuthority));
 
     // An authority push never waits for the dead mysqld.
     let started = tokio::time::Instant::now();
-    let pushed: AuthorityResponse = http
-        .put(url(PATH_AUTHORITY))
-        .json(&authority(Some("iad"), 1))
-        .send()
-        .await
-        .expect("push")
-        .json()
-        .await
-        .expect("body");
+    let pushed: AuthorityResponse =
+        operator_put(&http, &url(PATH_AUTHORITY), &authority(Some("iad"), 1))
+            .send()
+            .await
+            .expect("push")
+            .json()
+            .await
+            .expect("body");
     assert_eq!(pushed.decision, AuthorityDecision::Accepted);
     assert!(
         started.elapsed() < Duration::from_millis(400),
         "push took {:?}",
         started.elapsed()
     );
-    let granted: LeaseResponse = http
-        .post(url(PATH_LEASE))
-        .json(&request)
-        .send()
-        .await
-        .expect("lease")
-        .json()
-        .await
-        .expect("body");
+    let granted: LeaseResponse = signed_request(
+        &http,
+        Signer::Peer,
+        GROUP,
+        SITE,
+        reqwest::Method::POST,
+        &url(PATH_LEASE),
+        &request,
+    )
+    .send()
+    .await
+    .expect("lease")
+    .json()
+    .await
+    .expect("body");
     assert!(granted.granted);
     assert_eq!(granted.duration_ms, 3000);
 
     // Monotonic rule on the wire.
-    let stale: AuthorityResponse = http
-        .put(url(PATH_AUTHORITY))
-        .json(&authority(Some("pdx"), 0))
-        .send()
-        .await
-        .expect("push")
-        .json()
-        .await
-        .expect("body");
+    let stale: AuthorityResponse =
+        operator_put(&http, &url(PATH_AUTHORITY), &authority(Some("pdx"), 0))
+            .send()
+            .await
+            .expect("push")
+            .json()
+            .await
+            .expect("body");
     assert_eq!(stale.decision, AuthorityDecision::RefusedStale);
     assert_eq!(stale.cached, Some(authority(Some("iad"), 1)));
     assert!(stale.last_granted_ago_ms.contains_key("iad"));
 
     // A fence for another group is refused with an error body.
-    let wrong = http
-        .post(url(PATH_FENCE))
-        .json(&FenceRequest {
+    let wrong = signed_request(
+        &http,
+        Signer::Operator,
+        GROUP,
+        SITE,
+        reqwest::Method::POST,
+        &url(PATH_FENCE),
+        &FenceRequest {
             group: "other".to_owned(),
             topology_generation: 1,
             kill_connections: false,
             reason: "test".to_owned(),
-        })
-        .send()
-        .await
-        .expect("fence");
+        },
+    )
+    .send()
+    .await
+    .expect("fence");
     assert_eq!(wrong.status(), reqwest::StatusCode::CONFLICT);
     let body: ErrorBody = wrong.json().await.expect("error body");
     assert!(body.error.contains("group"), "{}", body.error);
@@ -178,12 +223,19 @@ async fn ensure_database_is_refused_off_the_active_site_without_touching_mysqld(
         .expect("client");
     let url = |path: &str| format!("http://{}{path}", sidecar.address());
     let ensure = |database: &str| {
-        http.post(url(PATH_DATABASES))
-            .json(&EnsureDatabaseRequest {
+        signed_request(
+            &http,
+            Signer::Operator,
+            GROUP,
+            SITE,
+            reqwest::Method::POST,
+            &url(PATH_DATABASES),
+            &EnsureDatabaseRequest {
                 group: "playground".to_owned(),
                 database: database.to_owned(),
-            })
-            .send()
+            },
+        )
+        .send()
     };
 
     // No authority yet (startup safety net).
@@ -193,8 +245,7 @@ async fn ensure_database_is_refused_off_the_active_site_without_touching_mysqld(
     assert!(body.error.contains("(no_authority)"), "{}", body.error);
 
     // Authority names iad; this is pdx.
-    http.put(url(PATH_AUTHORITY))
-        .json(&authority(Some("iad"), 1))
+    operator_put(&http, &url(PATH_AUTHORITY), &authority(Some("iad"), 1))
         .send()
         .await
         .expect("push");
@@ -222,5 +273,208 @@ async fn ensure_database_is_refused_off_the_active_site_without_touching_mysqld(
         "{}",
         body.error
     );
+    sidecar.stop().await.expect("stops");
+}
+
+/// Issue 10 case 8: an unsigned authority push at a higher generation is answered 401 with a
+/// body naming what is missing and changes nothing; neither does one signed by the peer key,
+/// by another operator key, with a tampered body, a stale timestamp, or replayed. A signed
+/// one is accepted. Reads stay open; an unsigned lease request is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_8_only_the_operator_may_push_authority() {
+    use bloodraven_api::auth::{OperatorKey, SignedRequest, HEADER_SIGNATURE};
+    use bloodraven_api::sidecar::PATH_METRICS;
+
+    let dns = TestDns::start("test.").await.expect("dns");
+    let sidecar = sidecar_without_mysql(&dns).await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let url = |path: &str| format!("http://{}{path}", sidecar.address());
+    let cached = || async {
+        let status: SidecarStatus = http
+            .get(url(PATH_STATUS))
+            .send()
+            .await
+            .expect("status is open")
+            .json()
+            .await
+            .expect("status body");
+        status.authority
+    };
+    let pushed: AuthorityResponse =
+        operator_put(&http, &url(PATH_AUTHORITY), &authority(Some("iad"), 3))
+            .send()
+            .await
+            .expect("push")
+            .json()
+            .await
+            .expect("body");
+    assert_eq!(pushed.decision, AuthorityDecision::Accepted);
+
+    let refused = |response: reqwest::Response| async move {
+        assert_eq!(response.status(), reqwest::StatusCode::UNAUTHORIZED);
+        let body: ErrorBody = response.json().await.expect("error body");
+        body.error
+    };
+    // Unsigned, at a higher generation naming another site.
+    let unsigned = http
+        .put(url(PATH_AUTHORITY))
+        .json(&authority(Some("pdx"), 9))
+        .send()
+        .await
+        .expect("push");
+    let error = refused(unsigned).await;
+    assert!(
+        error.starts_with("authenticate PUT /v1/authority: missing header x-bloodraven-"),
+        "{error}"
+    );
+    assert_eq!(
+        cached().await,
+        Some(authority(Some("iad"), 3)),
+        "nothing changed"
+    );
+
+    // Signed by the peer key: peers may not push authority.
+    let peer_signed = signed_request(
+        &http,
+        Signer::Peer,
+        GROUP,
+        SITE,
+        reqwest::Method::PUT,
+        &url(PATH_AUTHORITY),
+        &authority(Some("pdx"), 9),
+    )
+    .send()
+    .await
+    .expect("push");
+    let error = refused(peer_signed).await;
+    assert!(error.contains("uses scheme \"hmac-sha256\""), "{error}");
+
+    // Signed by an operator key the sidecar does not trust.
+    let body = serde_json::to_vec(&authority(Some("pdx"), 9)).expect("encode");
+    let request = SignedRequest {
+        group: GROUP,
+        site: SITE,
+        method: "PUT",
+        path: PATH_AUTHORITY,
+        body: &body,
+    };
+    let send = |headers: bloodraven_api::auth::AuthHeaders, body: Vec<u8>| {
+        let mut builder = http
+            .put(url(PATH_AUTHORITY))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        for (name, value) in headers.pairs() {
+            builder = builder.header(name, value);
+        }
+        builder.send()
+    };
+    let impostor = OperatorKey::from_seed(&[0x66; 32]).expect("key");
+    let error = refused(
+        send(impostor.sign(&request, &common::stamp()), body.clone())
+            .await
+            .expect("push"),
+    )
+    .await;
+    assert!(error.contains("bad signature"), "{error}");
+
+    // Signed by the operator, then the body changed on the way.
+    let headers = common::operator_key().sign(&request, &common::stamp());
+    let tampered = serde_json::to_vec(&authority(Some("reader"), 9)).expect("encode");
+    let error = refused(send(headers, tampered).await.expect("push")).await;
+    assert!(error.contains("bad signature"), "{error}");
+
+    // Signed by the operator long ago.
+    let mut old = common::stamp();
+    old.timestamp = old.timestamp.saturating_sub(Duration::from_secs(120));
+    let error = refused(
+        send(common::operator_key().sign(&request, &old), body.clone())
+            .await
+            .expect("push"),
+    )
+    .await;
+    assert!(error.contains("stale timestamp"), "{error}");
+    assert_eq!(
+        cached().await,
+        Some(authority(Some("iad"), 3)),
+        "nothing changed"
+    );
+
+    // Signed by the operator: accepted once; the same request again is a replay.
+    let headers = common::operator_key().sign(&request, &common::stamp());
+    let accepted: AuthorityResponse = send(headers.clone(), body.clone())
+        .await
+        .expect("push")
+        .json()
+        .await
+        .expect("body");
+    assert_eq!(accepted.decision, AuthorityDecision::Accepted);
+    assert_eq!(cached().await, Some(authority(Some("pdx"), 9)));
+    let error = refused(send(headers, body).await.expect("push")).await;
+    assert!(error.contains("replayed request"), "{error}");
+
+    // Every mutation and the lease are closed to unsigned requests; reads are open.
+    for (method, path) in [
+        (reqwest::Method::POST, PATH_FENCE),
+        (reqwest::Method::POST, bloodraven_api::sidecar::PATH_PROMOTE),
+        (reqwest::Method::POST, bloodraven_api::sidecar::PATH_REPOINT),
+        (
+            reqwest::Method::POST,
+            bloodraven_api::sidecar::PATH_DATABASES,
+        ),
+        (reqwest::Method::POST, PATH_LEASE),
+    ] {
+        let response = http
+            .request(method.clone(), url(path))
+            .header(HEADER_SIGNATURE, "ed25519 00")
+            .json(&serde_json::json!({"group": GROUP}))
+            .send()
+            .await
+            .expect("request");
+        let error = refused(response).await;
+        assert!(error.contains(path), "{error}");
+    }
+    for path in [PATH_HEALTHZ, PATH_METRICS] {
+        let response = http.get(url(path)).send().await.expect("read");
+        assert!(response.status().is_success(), "{path} is open");
+    }
+    let metrics = http
+        .get(url(PATH_METRICS))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains(
+            "bloodraven_sidecar_requests_unauthenticated_total{reason=\"missing_header\"}"
+        ),
+        "{metrics}"
+    );
+    sidecar.stop().await.expect("stops");
+}
+
+/// `--insecure-allow-unauthenticated` (tests only) serves unsigned requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_sidecar_takes_unsigned_requests() {
+    let dns = TestDns::start("test.").await.expect("dns");
+    let sidecar = sidecar_without_mysql_with(&dns, RequestAuth::InsecureUnauthenticated).await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let pushed: AuthorityResponse = http
+        .put(format!("http://{}{PATH_AUTHORITY}", sidecar.address()))
+        .json(&authority(Some("iad"), 1))
+        .send()
+        .await
+        .expect("push")
+        .json()
+        .await
+        .expect("body");
+    assert_eq!(pushed.decision, AuthorityDecision::Accepted);
     sidecar.stop().await.expect("stops");
 }

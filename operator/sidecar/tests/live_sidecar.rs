@@ -136,13 +136,15 @@ async fn authority_moving_notice_makes_peers_refuse_and_old_primary_fences() {
     // operator reads these ages before promoting.
     assert!(granted_iad >= 1);
     let answer: LeaseResponse = playground
-        .http
-        .post(playground.url(1, PATH_LEASE))
-        .json(&LeaseRequest {
-            group: GROUP.to_owned(),
-            site: "iad".to_owned(),
-            topology_generation: 1,
-        })
+        .peer_post(
+            1,
+            PATH_LEASE,
+            &LeaseRequest {
+                group: GROUP.to_owned(),
+                site: "iad".to_owned(),
+                topology_generation: 1,
+            },
+        )
         .send()
         .await
         .expect("lease")
@@ -164,14 +166,16 @@ async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
     playground.app_write(0).await.expect("write on iad");
     // Draining: fence iad explicitly, killing client connections.
     let fenced: FenceResponse = playground
-        .http
-        .post(playground.url(0, PATH_FENCE))
-        .json(&FenceRequest {
-            group: GROUP.to_owned(),
-            topology_generation: 1,
-            kill_connections: true,
-            reason: "planned failover to pdx".to_owned(),
-        })
+        .operator_post(
+            0,
+            PATH_FENCE,
+            &FenceRequest {
+                group: GROUP.to_owned(),
+                topology_generation: 1,
+                kill_connections: true,
+                reason: "planned failover to pdx".to_owned(),
+            },
+        )
         .send()
         .await
         .expect("fence")
@@ -191,13 +195,15 @@ async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
         .gtid_executed
         .expect("gtids");
     let promoted: PromoteResponse = playground
-        .http
-        .post(playground.url(1, PATH_PROMOTE))
-        .json(&PromoteRequest {
-            group: GROUP.to_owned(),
-            drain: PromoteDrain::UntilGtidSet(gtids),
-            timeout_ms: 20_000,
-        })
+        .operator_post(
+            1,
+            PATH_PROMOTE,
+            &PromoteRequest {
+                group: GROUP.to_owned(),
+                drain: PromoteDrain::UntilGtidSet(gtids),
+                timeout_ms: 20_000,
+            },
+        )
         .send()
         .await
         .expect("promote")
@@ -219,13 +225,15 @@ async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
     for index in [0, 2] {
         let source = playground.server(1).address();
         let repointed: RepointResponse = playground
-            .http
-            .post(playground.url(index, PATH_REPOINT))
-            .json(&RepointRequest {
-                group: GROUP.to_owned(),
-                source_host: source.ip().to_string(),
-                source_port: source.port(),
-            })
+            .operator_post(
+                index,
+                PATH_REPOINT,
+                &RepointRequest {
+                    group: GROUP.to_owned(),
+                    source_host: source.ip().to_string(),
+                    source_port: source.port(),
+                },
+            )
             .send()
             .await
             .expect("repoint")
@@ -304,13 +312,15 @@ async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
     playground.topology.servers[0].kill();
 
     let promoted: PromoteResponse = playground
-        .http
-        .post(playground.url(1, PATH_PROMOTE))
-        .json(&PromoteRequest {
-            group: GROUP.to_owned(),
-            drain: PromoteDrain::Received,
-            timeout_ms: 20_000,
-        })
+        .operator_post(
+            1,
+            PATH_PROMOTE,
+            &PromoteRequest {
+                group: GROUP.to_owned(),
+                drain: PromoteDrain::Received,
+                timeout_ms: 20_000,
+            },
+        )
         .send()
         .await
         .expect("promote")
@@ -333,13 +343,15 @@ async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
     // A repeated promote (the operator asks every poll until it sees the detachment) has
     // nothing left to drain.
     let again: PromoteResponse = playground
-        .http
-        .post(playground.url(1, PATH_PROMOTE))
-        .json(&PromoteRequest {
-            group: GROUP.to_owned(),
-            drain: PromoteDrain::Received,
-            timeout_ms: 20_000,
-        })
+        .operator_post(
+            1,
+            PATH_PROMOTE,
+            &PromoteRequest {
+                group: GROUP.to_owned(),
+                drain: PromoteDrain::Received,
+                timeout_ms: 20_000,
+            },
+        )
         .send()
         .await
         .expect("promote again")
@@ -513,14 +525,16 @@ async fn ensure_database_creates_the_schema_only_on_the_writable_active_site() {
 
     // A fenced primary (planned failover's Draining) takes no write either.
     let fenced = playground
-        .http
-        .post(playground.url(0, PATH_FENCE))
-        .json(&FenceRequest {
-            group: GROUP.to_owned(),
-            topology_generation: 1,
-            kill_connections: false,
-            reason: "planned failover to pdx".to_owned(),
-        })
+        .operator_post(
+            0,
+            PATH_FENCE,
+            &FenceRequest {
+                group: GROUP.to_owned(),
+                topology_generation: 1,
+                kill_connections: false,
+                reason: "planned failover to pdx".to_owned(),
+            },
+        )
         .send()
         .await
         .expect("fence");

@@ -848,7 +848,7 @@ mod hold_race {
     use crate::deploy_api::store::LeaseStore;
     use crate::gather::hold_after_fence;
     use crate::hold_gate::{confirm_no_hold, reopen, reopen_when_settled, GroupKey};
-    use crate::sidecar::{SidecarAddressing, SidecarClient};
+    use crate::sidecar::SidecarClient;
 
     const GENERATION: u64 = 17;
     const GTID: &str = "0-1-40";
@@ -976,8 +976,7 @@ mod hold_race {
                 let _ = axum::serve(listener, router).await;
             });
             let client =
-                SidecarClient::new(SidecarAddressing::new(format!("http://{address}/{{site}}")))
-                    .expect("sidecars");
+                crate::test_support::playground_sidecars(format!("http://{address}/{{site}}"));
             Self {
                 requests,
                 client,

@@ -9,7 +9,10 @@ use std::{
     time::Duration,
 };
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bloodraven_api::{
+    auth::{OperatorKey, PeerKey, SignedRequest, Stamp, NONCE_BYTES},
     sidecar::{Authority, AuthorityResponse, SidecarStatus, PATH_AUTHORITY, PATH_STATUS},
     Timestamp,
 };
@@ -26,7 +29,7 @@ use bloodraven_mysql::{
     Flavor,
 };
 use bloodraven_sidecar::{
-    discovery::PeerQuery, testing::TestDns, RunningSidecar, Settings, Sidecar,
+    discovery::PeerQuery, testing::TestDns, RequestAuth, RunningSidecar, Settings, Sidecar,
 };
 
 pub const GROUP: &str = "playground";
@@ -34,6 +37,87 @@ pub const SITES: [&str; 3] = ["iad", "pdx", "reader"];
 pub const LEASE: Duration = Duration::from_millis(3000);
 pub const APP_USER: &str = "counter";
 pub const APP_PASSWORD: &str = "counter-secret";
+
+/// The seed of the operator key the test sidecars trust.
+pub const OPERATOR_SEED: [u8; 32] = [0x0b; 32];
+/// The peer key of the test group.
+pub const PEER_SECRET: [u8; 32] = [0x5e; 32];
+
+/// The operator's signing key of the tests.
+pub fn operator_key() -> OperatorKey {
+    OperatorKey::from_seed(&OPERATOR_SEED).expect("operator key")
+}
+
+/// The group's peer key of the tests.
+pub fn peer_key() -> PeerKey {
+    PeerKey::from_bytes(&PEER_SECRET).expect("peer key")
+}
+
+/// What the test sidecars run with: the keys above, as the operator renders them.
+pub fn signed_auth() -> RequestAuth {
+    RequestAuth::Signed {
+        operator: operator_key().verifying_key(),
+        peer: peer_key(),
+    }
+}
+
+/// A fresh stamp: the wall clock and a nonce unique in this process.
+pub fn stamp() -> Stamp {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let mut nonce = [0u8; NONCE_BYTES];
+    nonce[..8].copy_from_slice(&NEXT.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    Stamp {
+        timestamp: Timestamp::from_unix_millis(millis),
+        nonce,
+    }
+}
+
+/// Who signs a test request.
+pub enum Signer {
+    /// The operator's key.
+    Operator,
+    /// The group's peer key.
+    Peer,
+}
+
+/// `method url` with a JSON `body` signed by `signer` for `group`'s `site` (the path is the
+/// URL's).
+#[allow(clippy::too_many_arguments)]
+pub fn signed_request(
+    http: &reqwest::Client,
+    signer: Signer,
+    group: &str,
+    site: &str,
+    method: reqwest::Method,
+    url: &str,
+    body: &impl serde::Serialize,
+) -> reqwest::RequestBuilder {
+    let body = serde_json::to_vec(body).expect("encode body");
+    let path = reqwest::Url::parse(url).expect("url").path().to_owned();
+    let request = SignedRequest {
+        group,
+        site,
+        method: method.as_str(),
+        path: &path,
+        body: &body,
+    };
+    let headers = match signer {
+        Signer::Operator => operator_key().sign(&request, &stamp()),
+        Signer::Peer => peer_key().sign(&request, &stamp()),
+    };
+    let mut builder = http
+        .request(method, url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body);
+    for (name, value) in headers.pairs() {
+        builder = builder.header(name, value);
+    }
+    builder
+}
 
 pub struct Playground {
     pub topology: Topology,
@@ -95,6 +179,7 @@ impl Playground {
             },
             Flavor::MariaDb,
             mysql,
+            signed_auth(),
         );
         settings.dns_server = Some(self.dns.address());
         settings.replication_user = REPLICATION_USER.to_owned();
@@ -129,6 +214,42 @@ impl Playground {
         format!("http://{}{path}", self.sidecar_addresses[index])
     }
 
+    /// `POST path` on site `index`, signed by the operator's key.
+    pub fn operator_post(
+        &self,
+        index: usize,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> reqwest::RequestBuilder {
+        signed_request(
+            &self.http,
+            Signer::Operator,
+            GROUP,
+            SITES[index],
+            reqwest::Method::POST,
+            &self.url(index, path),
+            body,
+        )
+    }
+
+    /// `POST path` on site `index`, signed by the group's peer key (a lease request).
+    pub fn peer_post(
+        &self,
+        index: usize,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> reqwest::RequestBuilder {
+        signed_request(
+            &self.http,
+            Signer::Peer,
+            GROUP,
+            SITES[index],
+            reqwest::Method::POST,
+            &self.url(index, path),
+            body,
+        )
+    }
+
     pub async fn push_authority(
         &self,
         index: usize,
@@ -141,15 +262,21 @@ impl Playground {
             topology_generation: generation,
             issued_at: Timestamp::from_unix_millis(0),
         };
-        self.http
-            .put(self.url(index, PATH_AUTHORITY))
-            .json(&authority)
-            .send()
-            .await
-            .expect("authority push")
-            .json()
-            .await
-            .expect("authority response")
+        signed_request(
+            &self.http,
+            Signer::Operator,
+            GROUP,
+            SITES[index],
+            reqwest::Method::PUT,
+            &self.url(index, PATH_AUTHORITY),
+            &authority,
+        )
+        .send()
+        .await
+        .expect("authority push")
+        .json()
+        .await
+        .expect("authority response")
     }
 
     pub async fn push_authority_to_all(&self, active_site: Option<&str>, generation: u64) {
@@ -288,12 +415,14 @@ impl Playground {
         database: &str,
     ) -> (reqwest::StatusCode, serde_json::Value) {
         let response = self
-            .http
-            .post(self.url(index, bloodraven_api::sidecar::PATH_DATABASES))
-            .json(&bloodraven_api::sidecar::EnsureDatabaseRequest {
-                group: group.to_owned(),
-                database: database.to_owned(),
-            })
+            .operator_post(
+                index,
+                bloodraven_api::sidecar::PATH_DATABASES,
+                &bloodraven_api::sidecar::EnsureDatabaseRequest {
+                    group: group.to_owned(),
+                    database: database.to_owned(),
+                },
+            )
             .send()
             .await
             .expect("ensure database");
