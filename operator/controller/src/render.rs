@@ -217,6 +217,7 @@ pub fn leases_revoked_event(revoked: &[Tombstone]) -> Option<kube::runtime::even
 pub fn event_action(reason: EventReason) -> &'static str {
     match reason {
         EventReason::AuthorityIssued
+        | EventReason::AwaitingBootstrap
         | EventReason::AuthorityValid
         | EventReason::AuthorityInvalid
         | EventReason::AuthorityAdopted
