@@ -305,6 +305,46 @@ pub struct SidecarStatus {
     /// Per site, milliseconds since this sidecar last granted it a lease, on the sidecar's own
     /// monotonic clock. A site never granted to is absent.
     pub last_granted_ago_ms: BTreeMap<String, u64>,
+    /// What this sidecar process runs with: its uptime and the lease terms it grants and
+    /// requests with. `None` from a sidecar older than this field (it is additive: such a
+    /// status still parses).
+    #[serde(default)]
+    pub runtime: Option<SidecarRuntime>,
+}
+
+/// What one sidecar process runs with, fixed when it started (issue 10 cases 4 and 7).
+///
+/// A sidecar's lease terms come from the flags its pod was created with, and site pods are
+/// never changed in place (StatefulSets are `OnDelete`), so they can differ from today's
+/// spec: the operator judges the lease wait by what the sidecars report, not by the spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SidecarRuntime {
+    /// Milliseconds since this sidecar process started, on the monotonic clock its grant ages
+    /// are measured on. A restarted sidecar forgot the grants of its previous run; the pod's
+    /// container start time lags a container restart, this does not.
+    pub uptime_ms: u64,
+    /// The lease terms this sidecar grants and requests with.
+    pub lease: LeaseTerms,
+}
+
+/// The lease terms of one sidecar: the duration it grants (and asks for) and the sites whose
+/// majority it counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseTerms {
+    /// The lease duration, in milliseconds.
+    pub duration_ms: u64,
+    /// Every site of the group as this sidecar counts them, itself included: it asks these
+    /// for a lease and needs a strict majority of them.
+    pub sites: Vec<String>,
+}
+
+impl LeaseTerms {
+    /// Grants needed for a lease under these terms: a strict majority of the sites.
+    pub fn majority(&self) -> usize {
+        self.sites.len() / 2 + 1
+    }
 }
 
 /// An explicit fence in force on a sidecar.
@@ -610,6 +650,39 @@ mod tests {
         let missing: Result<PromoteRequest, _> =
             serde_json::from_value(serde_json::json!({"group": "playground", "timeoutMs": 1}));
         assert!(missing.is_err(), "a drain is required");
+    }
+
+    /// Issue 10 case 4: the runtime block is additive; a status from an older sidecar, which
+    /// does not send it, still parses (as `None`).
+    #[test]
+    fn sidecar_status_without_runtime_from_an_older_sidecar_still_parses() {
+        let old = serde_json::json!({
+            "group": "playground",
+            "site": "iad",
+            "observedAt": "2026-01-01T00:00:00Z",
+            "mysql": {"reachable": true, "error": null, "readOnly": true, "gtidExecuted": "0-1-5",
+                      "replication": null, "mysqld": null},
+            "fenced": true,
+            "fence": null,
+            "lease": {"held": false, "remainingMs": 0},
+            "authority": null,
+            "lastGrantedAgoMs": {}
+        });
+        let parsed: Result<SidecarStatus, _> = serde_json::from_value(old.clone());
+        let status = match parsed {
+            Ok(status) => status,
+            Err(error) => panic!("an older sidecar's status parses: {error}"),
+        };
+        assert_eq!(status.runtime, None);
+        let mut new = old;
+        new["runtime"] = serde_json::json!({
+            "uptimeMs": 1500,
+            "lease": {"durationMs": 6000, "sites": ["iad", "pdx", "reader"]}
+        });
+        let parsed: Result<SidecarStatus, _> = serde_json::from_value(new);
+        let runtime = parsed.ok().and_then(|status| status.runtime);
+        assert_eq!(runtime.as_ref().map(|r| r.uptime_ms), Some(1500));
+        assert_eq!(runtime.map(|r| r.lease.majority()), Some(2));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! interval, and the DNSEndpoint and deploy leases alongside. Every error is an unknown
 //! recorded in the observation, never a reason to skip the poll.
 
-use bloodraven_api::{names, DNSEndpoint, MysqlFailoverGroup, Timestamp};
+use bloodraven_api::{names, sidecar::LeaseTerms, DNSEndpoint, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, HoldInfo};
 use bloodraven_core::engine::{DnsReading, SidecarReading, SiteObservation};
 use bloodraven_core::{GroupMemory, Observation};
@@ -17,7 +17,8 @@ use crate::deploy_api::store::LeaseStore;
 use crate::memory::annotations_of;
 use crate::sidecar::{round_trip_budget, SidecarClient};
 
-/// Name of the sidecar container in a site pod (its start time is the sidecar's uptime).
+/// Name of the sidecar container in a site pod (its start time is the sidecar's uptime when
+/// the sidecar does not report its own, and its flags are its lease terms).
 pub const SIDECAR_CONTAINER: &str = "sidecar";
 
 /// Operation id reported when the deploy-lease state could not be read: planned disruption
@@ -74,7 +75,62 @@ pub fn site_observation(
         node_name,
         service_cluster_ip,
         sidecar_uptime,
+        pod_lease_terms: objects.pod.as_ref().and_then(pod_lease_terms),
     }
+}
+
+/// The sidecar's default lease duration when its flags name none (its `Config` default).
+const SIDECAR_LEASE_DURATION_MS_DEFAULT: u64 = 6000;
+
+/// The lease terms a site pod's sidecar container was created with, from its flags
+/// (`--sites`, `--lease-duration-ms`, as `workloads::sidecar_args` renders them) or the
+/// environment variables the sidecar also reads (pure). Pods are never changed in place, so
+/// these are what the running sidecar grants with even when it does not answer. `None`: no
+/// sidecar container or no site list.
+pub fn pod_lease_terms(pod: &Pod) -> Option<LeaseTerms> {
+    let container = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|container| container.name == SIDECAR_CONTAINER)?;
+    let args = container.args.as_deref().unwrap_or_default();
+    let env = |name: &str| {
+        container
+            .env
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|var| var.name == name)
+            .and_then(|var| var.value.clone())
+    };
+    let flag = |name: &str| {
+        let prefix = format!("{name}=");
+        args.iter().enumerate().find_map(|(index, arg)| {
+            if let Some(value) = arg.strip_prefix(&prefix) {
+                Some(value.to_string())
+            } else if arg == name {
+                args.get(index + 1).cloned()
+            } else {
+                None
+            }
+        })
+    };
+    let sites: Vec<String> = flag("--sites")
+        .or_else(|| env("BLOODRAVEN_SITES"))?
+        .split(',')
+        .map(str::trim)
+        .filter(|site| !site.is_empty())
+        .map(str::to_string)
+        .collect();
+    if sites.is_empty() {
+        return None;
+    }
+    let duration_ms = flag("--lease-duration-ms")
+        .or_else(|| env("BLOODRAVEN_LEASE_DURATION_MS"))
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(SIDECAR_LEASE_DURATION_MS_DEFAULT);
+    Some(LeaseTerms { duration_ms, sites })
 }
 
 /// The DNSEndpoint reading from a get (pure).
@@ -308,6 +364,60 @@ mod tests {
             (site.node_name, site.service_cluster_ip, site.sidecar_uptime),
             (None, None, None)
         );
+    }
+
+    /// Issue 10 case 4: the lease terms of a site pod are read back from the flags the
+    /// operator rendered for its sidecar, so the old primary's terms are known while its
+    /// sidecar does not answer; a pod without them has none.
+    #[test]
+    fn pod_lease_terms_are_the_rendered_sidecar_flags() {
+        use k8s_openapi::api::core::v1::{Container, EnvVar};
+        let mut spec = crate::test_support::playground_group("2s").spec;
+        spec.write_lease.duration = Some(bloodraven_api::GoDuration::from_secs(9));
+        let sidecar = |args: Vec<String>, env: Vec<EnvVar>| Pod {
+            spec: Some(PodSpec {
+                containers: vec![
+                    Container {
+                        name: "mysql".into(),
+                        args: Some(vec!["--sites=wrong".into()]),
+                        ..Container::default()
+                    },
+                    Container {
+                        name: SIDECAR_CONTAINER.into(),
+                        args: Some(args),
+                        env: Some(env),
+                        ..Container::default()
+                    },
+                ],
+                ..PodSpec::default()
+            }),
+            ..Pod::default()
+        };
+        let rendered = crate::workloads::sidecar_args(&spec, "playground", "pdx", "ns");
+        assert_eq!(
+            pod_lease_terms(&sidecar(rendered, Vec::new())),
+            Some(LeaseTerms {
+                duration_ms: 9000,
+                sites: vec!["iad".into(), "pdx".into(), "reader".into()],
+            })
+        );
+        let by_env = sidecar(
+            vec!["--group=playground".into()],
+            vec![EnvVar {
+                name: "BLOODRAVEN_SITES".into(),
+                value: Some("iad,pdx".into()),
+                ..EnvVar::default()
+            }],
+        );
+        assert_eq!(
+            pod_lease_terms(&by_env),
+            Some(LeaseTerms {
+                duration_ms: SIDECAR_LEASE_DURATION_MS_DEFAULT,
+                sites: vec!["iad".into(), "pdx".into()],
+            })
+        );
+        assert_eq!(pod_lease_terms(&sidecar(Vec::new(), Vec::new())), None);
+        assert_eq!(pod_lease_terms(&Pod::default()), None);
     }
 
     /// Seed 000: the DNS record is read back every poll; a failed read is an unknown.

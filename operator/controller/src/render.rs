@@ -217,11 +217,12 @@ pub fn leases_revoked_event(revoked: &[Tombstone]) -> Option<kube::runtime::even
 pub fn event_action(reason: EventReason) -> &'static str {
     match reason {
         EventReason::AuthorityIssued
-        | EventReason::AwaitingBootstrap
         | EventReason::AuthorityValid
         | EventReason::AuthorityInvalid
         | EventReason::AuthorityAdopted
-        | EventReason::PrimaryReasserted => "Authority",
+        | EventReason::PrimaryReasserted
+        | EventReason::AuthorityWithheld
+        | EventReason::AuthorityRecovered => "Authority",
         EventReason::SiteFailed | EventReason::SiteRecovered | EventReason::GtidUnreadable => {
             "Observe"
         }
@@ -235,7 +236,8 @@ pub fn event_action(reason: EventReason) -> &'static str {
         | EventReason::Draining
         | EventReason::Promoted
         | EventReason::FailoverCompleted
-        | EventReason::LostTransactionsExact => "Failover",
+        | EventReason::LostTransactionsExact
+        | EventReason::LeaseTermsDiffer => "Failover",
         EventReason::ReturningPrimaryFenced
         | EventReason::ReturningPrimaryRejoined
         | EventReason::Repointed => "Replication",
@@ -283,6 +285,7 @@ mod tests {
                     node_name: None,
                     service_cluster_ip: None,
                     sidecar_uptime: None,
+                    pod_lease_terms: None,
                 })
                 .collect(),
             annotations: GroupAnnotations::default(),

@@ -454,6 +454,7 @@ mod tests {
             },
             authority: None,
             last_granted_ago_ms: BTreeMap::new(),
+            runtime: None,
         }
     }
 

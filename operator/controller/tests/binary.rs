@@ -65,6 +65,7 @@ fn one_site_sidecar() -> Router {
                         },
                         authority,
                         last_granted_ago_ms: Default::default(),
+                        runtime: None,
                     })
                 }
             }),

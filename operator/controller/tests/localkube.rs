@@ -623,6 +623,7 @@ impl FakeSidecars {
                 .into_iter()
                 .map(|site| (site.to_string(), 60_000))
                 .collect(),
+            runtime: None,
         }
     }
 

@@ -33,7 +33,7 @@ fn bootstrap_waits_for_the_initial_active_site_and_never_fails_it_over_before() 
     assert!(world
         .events_of(EventReason::EmergencyFailoverStarted)
         .is_empty());
-    assert!(!world.events_of(EventReason::AwaitingBootstrap).is_empty());
+    assert!(!world.events_of(EventReason::AuthorityWithheld).is_empty());
     assert!(world.writable_sites().is_empty());
     world.site_mut("iad").mysql_up = true;
     world.run_polls(4);

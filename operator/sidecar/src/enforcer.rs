@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use bloodraven_core::lease::{enforcement, fence_lead_ms, Enforcement, WriteDecision};
+use bloodraven_core::lease::{fence_lead_ms, unfence_margin_ms, Enforcement, WriteDecision};
 
 use crate::{
     clock::wall_now,
@@ -56,16 +56,31 @@ pub(crate) async fn enforce(shared: &Shared) {
         deadline::ensure_installed(shared).await;
     }
     let now = shared.clock.now();
-    let (desired, generation, remaining_ms) = {
+    let (decided, desired, generation, remaining_ms, unfencing) = {
         let lease = shared.lease();
+        let decided = lease.enforcement(now, observed_read_only);
+        // Marked in the critical section that decided it: a status read either took its lease
+        // snapshot before this decision or sees the mark.
+        let unfencing = (decided == Enforcement::SetWritable).then(|| shared.begin_unfence(&lease));
         (
+            decided,
             lease.desired(now),
             lease.authority().map(|a| a.topology_generation),
             lease.lease_remaining_ms(now),
+            unfencing,
         )
     };
     shared.metrics.observe_lease(remaining_ms, generation);
-    match enforcement(desired, observed_read_only) {
+    match decided {
+        Enforcement::AwaitRenewal { lease_remaining_ms } => {
+            tracing::debug!(
+                site = shared.site(),
+                generation,
+                lease_remaining_ms,
+                unfence_margin_ms = unfence_margin_ms(&shared.settings.lease),
+                "not unfencing: too little lease left; waiting for a renewal"
+            );
+        }
         Enforcement::Nothing | Enforcement::ObserveFirst => {
             // Writable by right: keep mysqld's own deadline ahead of it.
             if desired == WriteDecision::Writable && observed_read_only == Some(false) {
@@ -117,7 +132,23 @@ pub(crate) async fn enforce(shared: &Shared) {
                 );
                 return;
             }
-            let outcome = shared.mysql.unfence().await;
+            // Arming took time: decide again on the lease left now (a lapsing lease, a moving
+            // notice or a fence that arrived meanwhile stops the unfence here).
+            let now = shared.clock.now();
+            let again = shared.lease().enforcement(now, Some(true));
+            if again != Enforcement::SetWritable {
+                tracing::info!(
+                    site = shared.site(),
+                    generation,
+                    lease_remaining_ms = shared.lease().lease_remaining_ms(now),
+                    decided = ?again,
+                    "not making mysqld writable: the rule changed while the write deadline was armed"
+                );
+                return;
+            }
+            // Bounded like a fence statement (at most half the fence lead: the unfence bound
+            // the margin allows for); a timeout is an unknown, re-read below.
+            let outcome = shared.fence_mysql.unfence().await;
             shared.metrics.unfenced();
             if let Some(error) = &outcome.error {
                 shared.metrics.mysql_error();
@@ -134,6 +165,7 @@ pub(crate) async fn enforce(shared: &Shared) {
             if let Some(snapshot) = &outcome.snapshot {
                 shared.set_observation(&from_snapshot(snapshot, wall_now()));
             }
+            drop(unfencing);
         }
     }
 }

@@ -32,7 +32,7 @@ use crate::{
     clock::wall_now,
     error::Error,
     observation::{from_snapshot, report, unreachable},
-    state::Shared,
+    state::{without_unfence_in_flight, Shared},
 };
 
 /// The longest drain a promote request may ask for.
@@ -222,8 +222,10 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-/// `GET /v1/status`: a fresh observation of mysqld plus the lease state.
+/// `GET /v1/status`: a fresh observation of mysqld plus the lease state. A read-only seen
+/// while an unfence was in flight is reported unknown (`crate::state::without_unfence_in_flight`).
 async fn status(State(shared): State<Arc<Shared>>) -> Json<SidecarStatus> {
+    let epoch_before = shared.unfence_epoch();
     let observed = match shared.mysql.observe().await {
         Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
         Err(error) => {
@@ -234,6 +236,7 @@ async fn status(State(shared): State<Arc<Shared>>) -> Json<SidecarStatus> {
     shared.set_observation(&observed);
     let now = shared.clock.now();
     let lease = shared.lease();
+    let observed = without_unfence_in_flight(observed, epoch_before, shared.unfence_epoch());
     Json(SidecarStatus {
         group: shared.group().to_owned(),
         site: shared.site().to_owned(),
@@ -244,6 +247,7 @@ async fn status(State(shared): State<Arc<Shared>>) -> Json<SidecarStatus> {
         lease: lease.lease_state(now),
         authority: lease.authority().cloned(),
         last_granted_ago_ms: lease.last_granted_ago_ms(now),
+        runtime: Some(shared.runtime(now)),
     })
 }
 

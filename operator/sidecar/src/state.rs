@@ -1,9 +1,12 @@
 //! State shared by the HTTP handlers and the timers.
 
-use std::sync::{atomic::AtomicBool, Arc, Mutex, MutexGuard};
+use std::sync::{
+    atomic::{AtomicBool, AtomicU64, Ordering},
+    Arc, Mutex, MutexGuard,
+};
 
-use bloodraven_api::sidecar::MysqlObservation;
-use bloodraven_core::lease::{SiteLease, Watchdog};
+use bloodraven_api::sidecar::{LeaseTerms, MysqlObservation, SidecarRuntime};
+use bloodraven_core::lease::{MonotonicMillis, SiteLease, Watchdog};
 use bloodraven_mysql::live::LiveMysql;
 use tokio::sync::Notify;
 
@@ -53,6 +56,23 @@ pub(crate) struct Shared {
     /// When the enforcer last finished a pass; `/healthz` fails once it is older than
     /// [`Shared::enforcer_stall`] (a hung sidecar is restarted by its liveness probe).
     last_enforced: Mutex<tokio::time::Instant>,
+    /// Unfences begun plus unfences finished: odd while one is in flight. Bumped to odd only
+    /// while the lease lock is held, in the same critical section as the decision to unfence
+    /// ([`Shared::begin_unfence`]).
+    unfence_epoch: AtomicU64,
+}
+
+/// An unfence in flight, from the decision to the re-read after it: the status endpoint does
+/// not report a read-only it observed meanwhile as read-only (it may be cleared any moment,
+/// under an authority that was already replaced). Dropping it ends the unfence.
+pub(crate) struct UnfenceInFlight<'a> {
+    shared: &'a Shared,
+}
+
+impl Drop for UnfenceInFlight<'_> {
+    fn drop(&mut self) {
+        self.shared.unfence_epoch.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Shared {
@@ -90,7 +110,26 @@ impl Shared {
             mutation: tokio::sync::Mutex::new(()),
             deadline_installed: AtomicBool::new(false),
             last_enforced: Mutex::new(tokio::time::Instant::now()),
+            unfence_epoch: AtomicU64::new(0),
         })
+    }
+
+    /// Marks an unfence in flight. Takes the lease guard under which the unfence was decided,
+    /// so that a status read that took its own lease snapshot before this sees no unfence
+    /// decided on an older authority, and one that took it after sees this mark.
+    pub(crate) fn begin_unfence(
+        &self,
+        _decided_under: &MutexGuard<'_, SiteLease>,
+    ) -> UnfenceInFlight<'_> {
+        self.unfence_epoch.fetch_add(1, Ordering::SeqCst);
+        UnfenceInFlight { shared: self }
+    }
+
+    /// The unfence epoch: odd while an unfence is in flight; a change between two reads means
+    /// one began (and maybe ended) in between. A status read whose lease snapshot is taken
+    /// under the lease lock reads the second value under that same lock.
+    pub(crate) fn unfence_epoch(&self) -> u64 {
+        self.unfence_epoch.load(Ordering::SeqCst)
     }
 
     /// The lease state; never held across an await.
@@ -149,8 +188,7 @@ impl Shared {
         };
         if restarted {
             // A new run may have a new datadir: install the write deadline again.
-            self.deadline_installed
-                .store(false, std::sync::atomic::Ordering::SeqCst);
+            self.deadline_installed.store(false, Ordering::SeqCst);
             let had_authority = {
                 let mut lease = self.lease();
                 let had = lease.authority().is_some();
@@ -192,6 +230,19 @@ impl Shared {
         enforcer_stall(self.settings.tick)
     }
 
+    /// What this process runs with at `now` on its own clock: its uptime (the clock starts
+    /// with the process, before any grant is recorded, so a restart shows at once) and the
+    /// lease terms of its flags.
+    pub(crate) fn runtime(&self, now: MonotonicMillis) -> SidecarRuntime {
+        SidecarRuntime {
+            uptime_ms: now.0,
+            lease: LeaseTerms {
+                duration_ms: self.settings.lease.duration_ms(),
+                sites: self.settings.lease.sites().to_vec(),
+            },
+        }
+    }
+
     /// The group this sidecar serves.
     pub(crate) fn group(&self) -> &str {
         self.settings.lease.group()
@@ -211,11 +262,66 @@ impl Shared {
     }
 }
 
+/// What the status endpoint reports of mysqld's read_only when an unfence may have been in
+/// flight while it observed: `epoch_before` was read before observing, `epoch_after` under the
+/// lease lock with the lease snapshot. Unless both are the same even value, a read-only it saw
+/// is no evidence (the unfence may clear it any moment, decided under an authority the
+/// snapshot no longer shows), so read_only is reported unknown, with why.
+pub(crate) fn without_unfence_in_flight(
+    mut observed: MysqlObservation,
+    epoch_before: u64,
+    epoch_after: u64,
+) -> MysqlObservation {
+    let quiet = epoch_before == epoch_after && epoch_before.is_multiple_of(2);
+    if !quiet && observed.read_only == Some(true) {
+        observed.read_only = None;
+        observed.error = Some(
+            "read_only not reported: an unfence was in flight while mysqld was observed".to_owned(),
+        );
+    }
+    observed
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::enforcer_stall;
+    use bloodraven_api::sidecar::MysqlObservation;
+
+    use super::{enforcer_stall, without_unfence_in_flight};
+
+    fn observed(read_only: bool) -> MysqlObservation {
+        MysqlObservation {
+            reachable: true,
+            error: None,
+            down: false,
+            read_only: Some(read_only),
+            gtid_executed: None,
+            replication: None,
+            mysqld: None,
+        }
+    }
+
+    /// Issue 10 case 7: a read-only observed while an unfence was in flight (or began during
+    /// the read) is reported unknown, never as read-only; quiet reads and writable reads are
+    /// reported as seen.
+    #[test]
+    fn a_read_only_seen_during_an_unfence_is_reported_unknown() {
+        assert_eq!(
+            without_unfence_in_flight(observed(true), 4, 4).read_only,
+            Some(true)
+        );
+        for (before, after) in [(5, 5), (4, 5), (4, 6), (5, 6)] {
+            let reported = without_unfence_in_flight(observed(true), before, after);
+            assert_eq!(reported.read_only, None, "epochs {before}..{after}");
+            assert!(reported.reachable);
+            assert!(reported.error.unwrap_or_default().contains("unfence"));
+        }
+        assert_eq!(
+            without_unfence_in_flight(observed(false), 5, 6).read_only,
+            Some(false)
+        );
+    }
 
     #[test]
     fn the_enforcer_counts_as_stalled_after_ten_ticks_and_never_before_thirty_seconds() {

@@ -704,3 +704,115 @@ async fn write_deadline_is_armed_on_the_primary_only_and_never_reaches_the_binlo
         }
     }
 }
+
+/// Issue 10 case 7: the status endpoint never reports a read-only it saw while an unfence was
+/// in flight. The operator skips the lease wait when the old primary's sidecar reports
+/// read-only under an authority that no longer names it; a status read between the enforcer's
+/// decision to unfence (under the old authority) and the `SET` would be exactly that report,
+/// just before mysqld turns writable. The unfence is held in flight here by a table lock on
+/// the write deadline, which the enforcer arms before it clears read_only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_never_reports_read_only_while_an_unfence_is_in_flight() {
+    // A long lease: the deadline arm's bound (the fence bound, at most the 2 s statement
+    // timeout) leaves time to push a notice and read the status while it waits.
+    let playground = Playground::start_with_lease(Duration::from_secs(30)).await;
+    for index in 0..3 {
+        playground.wait_read_only(index, true, SLACK).await;
+    }
+    let admin = playground.server(0).admin_client();
+    let mut locker = admin.connect().await.expect("admin connects");
+    let started = tokio::time::Instant::now();
+    // The sidecar installs the write deadline on its first enforcement.
+    loop {
+        let events = admin
+            .rows(
+                &mut locker,
+                "SELECT EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = 'bloodraven_sidecar'",
+            )
+            .await
+            .expect("read events");
+        if !events.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < SLACK * 4,
+            "write deadline not installed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    admin
+        .execute(
+            &mut locker,
+            "LOCK TABLES bloodraven_sidecar.write_deadline WRITE",
+        )
+        .await
+        .expect("lock the write deadline");
+    // iad gains authority and lease (peers first: with a 30 s lease a refused first round is
+    // retried only 10 s later): its enforcer decides to unfence and blocks arming.
+    for index in [1, 2, 0] {
+        playground.push_authority(index, Some("iad"), 1).await;
+    }
+    let started = tokio::time::Instant::now();
+    while !playground.status(0).await.lease.held {
+        assert!(started.elapsed() < SLACK, "iad gained no lease");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The operator announces a move; iad's sidecar caches it at once.
+    let moved = playground.push_authority(0, None, 2).await;
+    assert_eq!(moved.decision, AuthorityDecision::Accepted);
+    let status = playground.status(0).await;
+    assert_eq!(
+        status
+            .authority
+            .as_ref()
+            .map(|a| (a.active_site.clone(), a.topology_generation)),
+        Some((None, 2))
+    );
+    assert!(
+        playground.read_only(0).await,
+        "the unfence is still in flight"
+    );
+    assert_ne!(
+        status.mysql.read_only,
+        Some(true),
+        "a read-only seen mid-unfence is no confirmation: {:?}",
+        status.mysql
+    );
+    assert!(
+        status
+            .mysql
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("unfence"),
+        "{:?}",
+        status.mysql
+    );
+    // The arm completes; the unfence decided under generation 1 must not land under the notice.
+    admin
+        .execute(&mut locker, "UNLOCK TABLES")
+        .await
+        .expect("unlock");
+    let released = tokio::time::Instant::now();
+    while released.elapsed() < SLACK {
+        assert!(
+            playground.read_only(0).await,
+            "mysqld became writable after the move notice"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A writable moment may be too short to catch by polling; the sidecar counts unfences.
+    let metrics = playground.metrics(0).await;
+    assert!(
+        metrics.contains("bloodraven_sidecar_unfences_total 0"),
+        "an unfence decided under generation 1 landed after the notice: {metrics}"
+    );
+    let status = playground.status(0).await;
+    assert_eq!(status.mysql.read_only, Some(true), "{:?}", status.mysql);
+    assert_eq!(
+        status.runtime.map(|runtime| runtime.lease.duration_ms),
+        Some(30_000),
+        "the sidecar reports the lease it runs with"
+    );
+}

@@ -280,6 +280,7 @@ impl World {
                 node_name: Some(node_name(site)),
                 service_cluster_ip: Some(cluster_ip(site)),
                 sidecar_uptime: uptime,
+                pod_lease_terms: crate::sidecar::pod_lease_terms(site),
             });
         }
         let now = self.operator_now();

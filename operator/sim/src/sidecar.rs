@@ -14,13 +14,12 @@ use crate::world::{Event, World, SITE_NAMES};
 use bloodraven_api::names;
 use bloodraven_api::sidecar::{
     Authority, AuthorityResponse, FenceRequest, FenceResponse, LeaseRequest, LeaseResponse,
-    MutationReport, MysqlObservation, MysqldRun, PromoteDrain, PromoteRequest, PromoteResponse,
-    ReplicationState, RepointRequest, RepointResponse, SidecarStatus,
+    LeaseTerms, MutationReport, MysqlObservation, MysqldRun, PromoteDrain, PromoteRequest,
+    PromoteResponse, ReplicationState, RepointRequest, RepointResponse, SidecarRuntime,
+    SidecarStatus,
 };
 use bloodraven_api::Timestamp;
-use bloodraven_core::lease::{
-    enforcement, Enforcement, LeaseConfig, MonotonicMillis, RoundId, SiteLease,
-};
+use bloodraven_core::lease::{Enforcement, LeaseConfig, MonotonicMillis, RoundId, SiteLease};
 use rand::Rng;
 use std::time::Duration;
 
@@ -83,6 +82,20 @@ fn lease_config(site: usize) -> Option<LeaseConfig> {
     .ok()
 }
 
+/// The lease terms a sidecar with `config` runs with (reported in status, and in its pod's
+/// flags).
+pub fn lease_terms(config: &LeaseConfig) -> LeaseTerms {
+    LeaseTerms {
+        duration_ms: config.duration_ms(),
+        sites: config.sites().to_vec(),
+    }
+}
+
+/// The lease terms of the pod of `site` (every simulated pod runs the spec's).
+pub fn pod_lease_terms(site: usize) -> Option<LeaseTerms> {
+    lease_config(site).as_ref().map(lease_terms)
+}
+
 /// Wall-clock timestamp of true time `now` (sidecar status times are informational).
 fn wall(now: SimTime) -> Timestamp {
     Timestamp::from_unix_millis(EPOCH_UNIX_MILLIS + i64::try_from(now.as_millis()).unwrap_or(0))
@@ -125,11 +138,11 @@ impl World {
         let Some(lease) = self.sidecars[site].lease.as_ref() else {
             return;
         };
-        let desired = lease.desired(mono);
         let mysqld = &self.sites[site];
         let observed = mysqld.mysqld_up.then_some(mysqld.read_only);
-        match enforcement(desired, observed) {
-            Enforcement::Nothing | Enforcement::ObserveFirst => {}
+        match lease.enforcement(mono, observed) {
+            Enforcement::Nothing | Enforcement::ObserveFirst | Enforcement::AwaitRenewal { .. } => {
+            }
             Enforcement::SetReadOnly {
                 reason,
                 topology_mismatch,
@@ -348,6 +361,10 @@ impl World {
             lease: lease.lease_state(mono),
             authority: lease.authority().cloned(),
             last_granted_ago_ms: lease.last_granted_ago_ms(mono),
+            runtime: Some(SidecarRuntime {
+                uptime_ms: mono.millis_since(sidecar.mono(sidecar.started_at)),
+                lease: lease_terms(lease.config()),
+            }),
         })
     }
 

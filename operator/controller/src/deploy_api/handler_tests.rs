@@ -899,6 +899,7 @@ mod hold_race {
                 },
                 authority: Some(authority.clone()),
                 last_granted_ago_ms: [("iad".to_string(), 500)].into_iter().collect(),
+                runtime: None,
             };
             SiteObservation {
                 site: name.into(),
@@ -906,6 +907,7 @@ mod hold_race {
                 node_name: Some(format!("node-{name}")),
                 service_cluster_ip: Some("10.96.0.10".into()),
                 sidecar_uptime: Some(Duration::from_secs(600)),
+                pod_lease_terms: None,
             }
         };
         Observation {

@@ -220,8 +220,6 @@ pub enum EventType {
 pub enum EventReason {
     /// The first authority was issued (bootstrap).
     AuthorityIssued,
-    /// Bootstrap waits for the initial active site's sidecar and mysqld to answer.
-    AwaitingBootstrap,
     /// The authority became valid (confirmed writable active site).
     AuthorityValid,
     /// The authority became invalid; shared endpoints shed.
@@ -283,6 +281,17 @@ pub enum EventReason {
     GtidUnreadable,
     /// The spec is unusable (`MysqlFailoverGroupSpec::validate`); nothing else is decided.
     SpecInvalid,
+    /// Sidecars run with lease terms (duration or site set) that differ from each other or
+    /// from the spec (their pods predate a spec change): the lease wait counts a majority of
+    /// every site set in play and waits out the longest duration.
+    LeaseTermsDiffer,
+    /// An authority no sidecar vouches for (bootstrap, or every sidecar that answered forgot
+    /// it) was not issued: the site it would name lacks transactions another site holds, or
+    /// too few sites were readable to tell.
+    AuthorityWithheld,
+    /// An authority no sidecar vouched for was issued to the site holding every readable
+    /// site's transactions instead of the one memory (or `initialActiveSite`) named.
+    AuthorityRecovered,
 }
 
 impl EventReason {
@@ -290,7 +299,6 @@ impl EventReason {
     pub fn as_str(self) -> &'static str {
         match self {
             EventReason::AuthorityIssued => "AuthorityIssued",
-            EventReason::AwaitingBootstrap => "AwaitingBootstrap",
             EventReason::AuthorityValid => "AuthorityValid",
             EventReason::AuthorityInvalid => "AuthorityInvalid",
             EventReason::SiteFailed => "SiteFailed",
@@ -321,6 +329,9 @@ impl EventReason {
             EventReason::Repointed => "Repointed",
             EventReason::GtidUnreadable => "GtidUnreadable",
             EventReason::SpecInvalid => "SpecInvalid",
+            EventReason::LeaseTermsDiffer => "LeaseTermsDiffer",
+            EventReason::AuthorityWithheld => "AuthorityWithheld",
+            EventReason::AuthorityRecovered => "AuthorityRecovered",
         }
     }
 
@@ -328,7 +339,6 @@ impl EventReason {
     pub fn event_type(self) -> EventType {
         match self {
             EventReason::AuthorityIssued
-            | EventReason::AwaitingBootstrap
             | EventReason::AuthorityValid
             | EventReason::SiteRecovered
             | EventReason::AuthorityAdopted
@@ -358,7 +368,10 @@ impl EventReason {
             | EventReason::PlannedFailoverRejected
             | EventReason::PlannedFailoverAborted
             | EventReason::GtidUnreadable
-            | EventReason::SpecInvalid => EventType::Warning,
+            | EventReason::SpecInvalid
+            | EventReason::LeaseTermsDiffer
+            | EventReason::AuthorityWithheld
+            | EventReason::AuthorityRecovered => EventType::Warning,
         }
     }
 }

@@ -6,8 +6,7 @@ use super::action::{Action, AnnotationChange, Decision, EventReason};
 use super::conditions::conditions;
 use super::detection::{adopt_newer_authority, observe_sites};
 use super::failover::{
-    bootstrap, complete_promotion, converge, emergency_step, keep_cooldown_copies,
-    returning_primaries,
+    complete_promotion, converge, emergency_step, keep_cooldown_copies, returning_primaries,
 };
 use super::memory::{EmergencyPhase, GroupMemory, SiteMemory, SiteState};
 use super::observation::Observation;
@@ -16,6 +15,7 @@ use super::plan::{Context, Plan};
 use super::planned;
 use super::reading::{mysql_flavor, read_sites};
 use super::surfaces;
+use super::unvouched;
 use crate::deploy::RevokeReason;
 use crate::time::Timestamp;
 
@@ -61,14 +61,24 @@ pub fn decide_with_options(
     let previous_authority = memory.authority.clone();
     let mut memory = aligned_with_spec(spec, memory);
     let mut plan = Plan::default();
+    if let Some(highest) = context
+        .views
+        .values()
+        .filter_map(|view| view.authority.as_ref())
+        .map(|authority| authority.topology_generation)
+        .max()
+    {
+        plan.floor_generations(highest);
+    }
 
     // 1. Per-site state: detection, status mirror, restarts; newer authority adopted.
     observe_sites(&context, &mut memory, &mut plan);
     adopt_newer_authority(&context, &mut memory, &mut plan);
     keep_demoted_taints(&context, &memory, &mut plan);
 
-    // 2. Cross-site decisions.
-    bootstrap(&context, &mut memory, &mut plan);
+    // 2. Cross-site decisions. An authority no sidecar vouches for (bootstrap included) is
+    // issued only after the GTID sets were compared.
+    let withheld = unvouched::settle(&context, &mut memory, &mut plan);
     revoke_on_annotation(&context, &memory, &mut plan);
     emergency_step(&context, &mut memory, &mut plan);
     planned::planned_step(&context, &mut memory, &mut plan);
@@ -97,7 +107,9 @@ pub fn decide_with_options(
     keep_cooldown_copies(&context, &mut memory, &mut plan);
     let authority_valid = memory.authority.is_valid();
     returning_primaries(&context, &mut memory, &mut plan, authority_valid);
-    converge(&context, &mut memory, &mut plan);
+    if !withheld {
+        converge(&context, &mut memory, &mut plan);
+    }
     surfaces::report_validity(&memory, &previous_authority, &mut plan);
 
     // 3. Surfaces.

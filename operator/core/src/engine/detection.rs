@@ -2,10 +2,12 @@
 //! detection floor, the status mirror, mysqld restarts, and adoption of a newer authority
 //! the sidecars cache than memory knows.
 
-use super::action::EventReason;
+use super::action::{Action, AnnotationChange, EventReason};
+use super::failover::{moving, notice_generation};
 use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
 use super::plan::{Context, Plan};
 use super::MYSQLD_START_JITTER;
+use bloodraven_api::PlannedFailoverPhase;
 
 /// A failure streak may fall short of the detection floor by `pollInterval /
 /// POLL_JITTER_TOLERANCE` (a quarter poll) and still count as spanning it: real polls'
@@ -161,6 +163,9 @@ pub(super) fn adopt_newer_authority(
     match &newest.active_site {
         Some(site) if newest.topology_generation > memory.topology_generation => {
             if context.spec.site(site).is_none() {
+                // A site no longer in the spec: its generation is taken all the same, so
+                // nothing issued from here on is lower than what a sidecar caches.
+                memory.topology_generation = newest.topology_generation;
                 return;
             }
             let previous = memory.active_site.clone();
@@ -213,37 +218,70 @@ pub(super) fn adopt_newer_authority(
         }
         Some(_) => {}
         None if newest.topology_generation > memory.topology_generation => {
-            let planned_draining = memory.planned_failover.as_ref().is_some_and(|planned| {
-                planned.phase == bloodraven_api::PlannedFailoverPhase::Draining
-            });
-            if memory.emergency_failover.is_none() && !planned_draining {
-                memory.topology_generation = newest.topology_generation - 1;
-                let from = memory.active_site.clone();
-                let started = memory
-                    .site(&from)
-                    .and_then(|site| site.failing_since)
-                    .unwrap_or(context.now);
-                memory.emergency_failover = Some(EmergencyFailover {
-                    from: from.clone(),
-                    phase: EmergencyPhase::AwaitingLeaseExpiry,
-                    announced_at: context.now,
-                    started_at: started,
-                    detected_at: context.now,
-                    fenced_at: None,
-                });
-                if let Some(role) = context.role(&from) {
-                    let node = context.view(&from).node_name.clone();
-                    plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
-                }
-                plan.event(
-                    EventReason::AuthorityAdopted,
-                    format!(
-                        "sidecars cache an authority move to generation {} that memory lost; resuming the emergency failover from {from}",
-                        newest.topology_generation
-                    ),
-                );
+            // A move memory knows of is in flight and this is its notice: nothing lost.
+            let in_flight = moving(memory) || memory.emergency_failover.is_some();
+            if in_flight && notice_generation(memory) >= newest.topology_generation {
+                return;
             }
+            // Memory lost a move (or is behind the one in flight: a reverted status still
+            // holding an older planned drain). Whatever it had in flight is stale; going on
+            // with it would issue a generation lower than a sidecar caches (a planned
+            // abort re-asserting its old site, seed 145 with --status-revert).
+            drop_stale_planned(memory, plan, newest.topology_generation);
+            memory.topology_generation = newest.topology_generation - 1;
+            let from = memory.active_site.clone();
+            let started = memory
+                .site(&from)
+                .and_then(|site| site.failing_since)
+                .unwrap_or(context.now);
+            memory.emergency_failover = Some(EmergencyFailover {
+                from: from.clone(),
+                phase: EmergencyPhase::AwaitingLeaseExpiry,
+                announced_at: context.now,
+                started_at: started,
+                detected_at: context.now,
+                fenced_at: None,
+            });
+            if let Some(role) = context.role(&from) {
+                let node = context.view(&from).node_name.clone();
+                plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
+            }
+            plan.event(
+                EventReason::AuthorityAdopted,
+                format!(
+                    "sidecars cache an authority move to generation {} that memory lost; resuming the emergency failover from {from}",
+                    newest.topology_generation
+                ),
+            );
         }
         None => {}
     }
+}
+
+/// A planned failover in `Draining` or `Promoting` under an older generation than the move
+/// notice the sidecars cache is stale: it is rejected (and its annotation cleared) without
+/// touching the authority.
+fn drop_stale_planned(memory: &mut GroupMemory, plan: &mut Plan, notice_generation: u64) {
+    let Some(planned) = memory.planned_failover.as_mut() else {
+        return;
+    };
+    match planned.phase {
+        PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting => {}
+        PlannedFailoverPhase::Admitting
+        | PlannedFailoverPhase::Deferred
+        | PlannedFailoverPhase::Completed
+        | PlannedFailoverPhase::Rejected => return,
+    }
+    let message = format!(
+        "planned failover {} -> {} dropped: the sidecars cache an authority move to generation {notice_generation}, newer than memory's",
+        planned.from, planned.target
+    );
+    planned.phase = PlannedFailoverPhase::Rejected;
+    planned.admission = bloodraven_api::Admission {
+        defer_reason: None,
+        retry_time: None,
+        message: Some(message.clone()),
+    };
+    plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
+    plan.event(EventReason::PlannedFailoverAborted, message);
 }

@@ -10,8 +10,9 @@ use bloodraven_api::{
 use bloodraven_mysql::{errant_transactions, lost_transactions, same_host, GtidSet};
 
 use super::action::{Action, AnnotationChange, EventReason, MetricObservation};
+use super::lease_wait::{lease_wait, terms_differ_from_spec};
 use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
-use super::options::{CLOCK_DRIFT_MARGIN, DRAIN_POLLS_MAX, DRAIN_TIMEOUT};
+use super::options::{DRAIN_POLLS_MAX, DRAIN_TIMEOUT};
 use super::plan::{Context, Plan};
 use super::reading::mysql_flavor;
 use crate::deploy::RevokeReason;
@@ -96,39 +97,6 @@ pub(super) fn source_host_of(context: &Context<'_>, site: &str) -> String {
     names::source_host(context.group(), site, &context.observation.namespace)
 }
 
-/// Issues the first authority (bootstrap: generation 0 -> 1) to the initial active site, once
-/// its sidecar and mysqld answer. A first start initialises the datadir and takes a while: an
-/// authority issued before would find the site "failed" three polls later and fail over at
-/// once (seen live, scenarios 027 and 037 under load).
-pub(super) fn bootstrap(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
-    if memory.topology_generation != 0 {
-        return;
-    }
-    if !context.view(&memory.active_site).is_up() {
-        plan.event(
-            EventReason::AwaitingBootstrap,
-            format!(
-                "waiting for {}'s sidecar and mysqld to answer before issuing the first authority",
-                memory.active_site
-            ),
-        );
-        return;
-    }
-    memory.topology_generation = 1;
-    memory.authority_issued_at = Some(context.now);
-    plan.cross_site(Action::RevokeDeployLeases {
-        reason: RevokeReason::TopologyChanged,
-        topology_generation: memory.topology_generation,
-    });
-    plan.event(
-        EventReason::AuthorityIssued,
-        format!(
-            "authority issued to {} at topology generation 1",
-            memory.active_site
-        ),
-    );
-}
-
 /// The effective end of the cooldown: the later of the status and annotation copies.
 pub(super) fn cooldown_until(context: &Context<'_>, memory: &GroupMemory) -> Option<Timestamp> {
     match (
@@ -179,15 +147,26 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
         EmergencyPhase::AwaitingLeaseExpiry => {
             announce_move(context, memory, plan, failover.announced_at);
             let confirmed = old_site_confirmed_unwritable(context, memory, &failover.from);
-            let lapsed = old_lease_lapsed(context, memory);
+            let wait = lease_wait(context, memory);
+            let lapsed = wait.lapsed();
             let skipped = context.options.unsafe_skip_lease_wait;
             if !(confirmed || lapsed || skipped) {
+                if terms_differ_from_spec(context) {
+                    plan.event(
+                        EventReason::LeaseTermsDiffer,
+                        format!(
+                            "sidecars run with other lease terms than the spec (pods not yet recreated): waiting {:?} and for a majority of every site set: {}",
+                            wait.bound,
+                            wait.describe()
+                        ),
+                    );
+                }
                 plan.event(
                     EventReason::AwaitingLeaseExpiry,
                     format!(
-                        "waiting for {} sidecars to report their last lease grant older than {:?}",
-                        context.majority(),
-                        context.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN
+                        "waiting for a majority of every site set's sidecars to report their last lease grant older than {:?}: {}",
+                        wait.bound,
+                        wait.describe()
                     ),
                 );
                 return;
@@ -642,32 +621,6 @@ pub(super) fn old_site_confirmed_unwritable(
     view.confirmed_not_writable() && !names_itself
 }
 
-/// A majority of all sites' sidecars cache the move notice (of this move's generation) and
-/// report their most recent lease grant to any site older than the lease duration plus
-/// [`CLOCK_DRIFT_MARGIN`] (a sidecar that never granted counts only if it has been up longer
-/// than that bound). Grants to any site count, not only to the old one: during a move nobody
-/// may hold a lease, and memory recovered after a restart may not know the old site.
-pub(super) fn old_lease_lapsed(context: &Context<'_>, memory: &GroupMemory) -> bool {
-    let bound = context.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN;
-    let votes = context
-        .views
-        .values()
-        .filter(|view| {
-            let has_notice = view.authority.as_ref().is_some_and(|authority| {
-                authority.active_site.is_none()
-                    && authority.topology_generation == notice_generation(memory)
-            });
-            let latest_grant = view.last_granted_ago.values().min();
-            let old_enough = match latest_grant {
-                Some(ago) => *ago > bound,
-                None => view.sidecar_uptime.is_some_and(|uptime| uptime > bound),
-            };
-            view.sidecar_up && has_notice && old_enough
-        })
-        .count();
-    votes >= context.majority()
-}
-
 /// The emergency candidate: a reachable read-write site other than `from`, not failed, not
 /// demoted, with no errant transactions, holding the most advanced GTID set (one containing
 /// every other candidate's when there is one, else the largest; spec order breaks ties).
@@ -1013,6 +966,12 @@ fn make_lost_exact(
 /// errant sets recorded while the active site is readable.
 pub(super) fn converge(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     if moving(memory) {
+        return;
+    }
+    // A sidecar caches a newer generation than memory (a move announced by a planned failover
+    // this poll found stale and dropped): pushing memory's would issue a lower generation than
+    // a sidecar reports. The next poll adopts or resumes what the sidecars cache.
+    if memory.topology_generation < plan.generation_floor() {
         return;
     }
     let issued_at = *memory.authority_issued_at.get_or_insert(context.now);

@@ -48,6 +48,7 @@ mod decide;
 mod detection;
 mod failover;
 mod gate;
+mod lease_wait;
 mod memory;
 mod observation;
 mod options;
@@ -57,6 +58,7 @@ mod planned;
 mod reading;
 mod stability;
 mod surfaces;
+mod unvouched;
 
 pub use action::{
     Action, AnnotationChange, Decision, DesiredService, Event, EventReason, EventType,

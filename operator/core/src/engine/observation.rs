@@ -16,7 +16,10 @@
 //!
 //! [`Action`]: super::Action
 
-use bloodraven_api::{sidecar::SidecarStatus, DNSEndpointSpec};
+use bloodraven_api::{
+    sidecar::{LeaseTerms, SidecarStatus},
+    DNSEndpointSpec,
+};
 
 use crate::deploy::HoldInfo;
 use crate::time::{Duration, Timestamp};
@@ -58,12 +61,18 @@ pub struct SiteObservation {
     /// `spec.clusterIP` of the site's internal Service (`mysql-<group>-<site>`); `None` when the
     /// Service does not exist yet. The DNS A record points at the active site's.
     pub service_cluster_ip: Option<String>,
-    /// How long the sidecar process has been running, when the shell knows it (it is not part
-    /// of `SidecarStatus`). A peer that reports no grant to the old active site counts towards
-    /// the lease-wait majority only if it has been up longer than the wait bound: a restarted
-    /// sidecar forgot the grants of its previous run. `None`: unknown, and such a peer does
-    /// not count.
+    /// How long the sidecar container has been running according to the pod status. A peer
+    /// that reports no grant counts towards the lease-wait majority only if it has been up
+    /// longer than the wait bound: a restarted sidecar forgot the grants of its previous run.
+    /// The pod status lags a container restart, so the uptime the sidecar reports itself
+    /// (`SidecarStatus::runtime`) is used whenever it is there; this is only the fallback for
+    /// a sidecar too old to report it. `None`: unknown, and such a peer does not count.
     pub sidecar_uptime: Option<Duration>,
+    /// The lease terms the site pod's sidecar was created with (its `--sites` and
+    /// `--lease-duration-ms` flags), read from the pod object: known even while the sidecar
+    /// does not answer, which is when the old active site's terms matter. `None`: no pod, or
+    /// the flags are not there.
+    pub pod_lease_terms: Option<LeaseTerms>,
 }
 
 /// The outcome of reading a site's sidecar.

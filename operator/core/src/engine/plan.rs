@@ -45,11 +45,6 @@ impl Context<'_> {
         self.spec.sites.iter().map(|site| site.name.as_str())
     }
 
-    /// Majority of all sites' sidecars (the reader votes).
-    pub fn majority(&self) -> usize {
-        self.spec.sites.len() / 2 + 1
-    }
-
     /// The group name.
     pub fn group(&self) -> &str {
         &self.observation.group
@@ -64,6 +59,9 @@ pub(super) struct Plan {
     surfaces: Vec<Action>,
     tail: Vec<Action>,
     transitions: Vec<SiteTransition>,
+    /// The highest topology generation a sidecar reported this poll: no authority or move
+    /// notice of this decision may carry a lower one (issue 10 case 7).
+    generation_floor: u64,
 }
 
 impl Plan {
@@ -136,6 +134,17 @@ impl Plan {
         self.transitions.push(transition);
     }
 
+    /// Records the highest topology generation a sidecar reported: every authority and move
+    /// notice this decision issues must carry at least it (checked by [`Plan::finish`]).
+    pub fn floor_generations(&mut self, generation: u64) {
+        self.generation_floor = self.generation_floor.max(generation);
+    }
+
+    /// The highest topology generation a sidecar reported this poll.
+    pub fn generation_floor(&self) -> u64 {
+        self.generation_floor
+    }
+
     /// The finished decision, after checking the invariants that must never break.
     pub fn finish(self, spec: &MysqlFailoverGroupSpec, memory: GroupMemory) -> Decision {
         let mut actions = self.taints;
@@ -143,6 +152,7 @@ impl Plan {
         actions.extend(self.surfaces);
         actions.extend(self.tail);
         assert_invariants(spec, &actions, &memory);
+        assert_generation_floor(&actions, self.generation_floor);
         Decision {
             actions,
             memory,
@@ -174,6 +184,36 @@ pub(super) fn taint_for_transition(
             | (SiteState::Replica, SiteState::Active | SiteState::Replica)
             | (SiteState::Demoted, SiteState::Demoted) => None,
         },
+    }
+}
+
+/// The operator never issues a topology generation lower than one a sidecar reports: such an
+/// authority would be refused, and memory acting on it would believe a site holds what the
+/// sidecars know it does not (a reverted status re-asserting an old site, issue 10 case 7).
+fn assert_generation_floor(actions: &[Action], floor: u64) {
+    for action in actions {
+        let authority = match action {
+            Action::PushAuthority { authority, .. }
+            | Action::AnnounceAuthorityMove { authority, .. } => authority,
+            Action::TaintNode { .. }
+            | Action::UntaintNode { .. }
+            | Action::Fence { .. }
+            | Action::Promote { .. }
+            | Action::Repoint { .. }
+            | Action::SetPodLabels { .. }
+            | Action::ApplyService(_)
+            | Action::ApplyDnsEndpoint { .. }
+            | Action::RevokeDeployLeases { .. }
+            | Action::Annotate(_)
+            | Action::Event(_)
+            | Action::Metric(_) => continue,
+        };
+        assert!(
+            authority.topology_generation >= floor,
+            "authority {:?} issued at generation {} below the generation {floor} a sidecar reports",
+            authority.active_site,
+            authority.topology_generation
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use bloodraven_api::sidecar::{Authority, ReplicationState};
+use bloodraven_api::sidecar::{Authority, LeaseTerms, ReplicationState};
 use bloodraven_mysql::GtidSet;
 
 use super::observation::{Observation, SidecarReading, SiteObservation};
@@ -40,8 +40,13 @@ pub(super) struct SiteView {
     pub node_name: Option<String>,
     /// The internal Service's ClusterIP.
     pub service_cluster_ip: Option<String>,
-    /// How long the sidecar process has been up, when known.
+    /// How long the sidecar process has been up, when known: as the sidecar reports it, else
+    /// from the pod status (which lags a container restart).
     pub sidecar_uptime: Option<Duration>,
+    /// The lease terms the sidecar reports it runs with.
+    pub reported_lease_terms: Option<LeaseTerms>,
+    /// The lease terms in the site pod's sidecar flags.
+    pub pod_lease_terms: Option<LeaseTerms>,
 }
 
 impl SiteView {
@@ -98,6 +103,7 @@ fn read_site(site: &SiteObservation, group: &str, flavor: bloodraven_mysql::Flav
         node_name: site.node_name.clone(),
         service_cluster_ip: site.service_cluster_ip.clone(),
         sidecar_uptime: site.sidecar_uptime,
+        pod_lease_terms: site.pod_lease_terms.clone(),
         ..SiteView::default()
     };
     let status = match &site.sidecar {
@@ -105,6 +111,11 @@ fn read_site(site: &SiteObservation, group: &str, flavor: bloodraven_mysql::Flav
         SidecarReading::Reachable(status) => status,
     };
     view.sidecar_up = true;
+    if let Some(runtime) = &status.runtime {
+        // The sidecar's own clock: a container restart shows at once, unlike the pod status.
+        view.sidecar_uptime = Some(Duration::from_millis(runtime.uptime_ms));
+        view.reported_lease_terms = Some(runtime.lease.clone());
+    }
     view.mysql_up = status.mysql.reachable;
     view.mysql_down = !status.mysql.reachable && status.mysql.down;
     view.fenced = status.fenced;

@@ -28,4 +28,4 @@ pub use rule::{
     desired_read_only, enforcement, Enforcement, ReadOnlyReason, RuleInput, WriteDecision,
 };
 pub use site::SiteLease;
-pub use watchdog::{fence_lead_ms, Watchdog, WatchdogVerdict};
+pub use watchdog::{fence_lead_ms, unfence_bound_ms, unfence_margin_ms, Watchdog, WatchdogVerdict};

@@ -98,8 +98,16 @@ pub enum Enforcement {
         /// mysqld was observed writable while the cached activeSite is another site.
         topology_mismatch: bool,
     },
-    /// Clear read-only: authority and majority lease are held.
+    /// Clear read-only: authority and majority lease are held, with more than the unfence
+    /// margin ([`unfence_margin_ms`](super::unfence_margin_ms)) of it left.
     SetWritable,
+    /// The rule wants mysqld writable and it is read-only, but too little of the held lease is
+    /// left to unfence: an unfence that lands after the fence lead began would leave the
+    /// enforcer less than the lead to fence again. Nothing is done until the lease is renewed.
+    AwaitRenewal {
+        /// The lease left when this was decided.
+        lease_remaining_ms: u64,
+    },
     /// mysqld's state is unknown and the rule wants it writable: observe before acting.
     ObserveFirst,
 }

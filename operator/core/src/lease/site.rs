@@ -12,8 +12,8 @@ use super::{
     config::LeaseConfig,
     peer::{should_grant, GrantBook},
     requester::{Requester, RoundId},
-    rule::{desired_read_only, RuleInput, WriteDecision},
-    watchdog::fence_lead_ms,
+    rule::{desired_read_only, enforcement, Enforcement, RuleInput, WriteDecision},
+    watchdog::{fence_lead_ms, unfence_margin_ms},
 };
 
 /// The lease state machine of one sidecar. The sidecar binary drives it from HTTP handlers
@@ -190,6 +190,31 @@ impl SiteLease {
             fenced_by_operator: self.fence.is_some(),
             lease_held: self.lease_remaining_ms(now) > fence_lead_ms(&self.config),
         })
+    }
+
+    /// What the enforcer does at `now` to a mysqld observed `observed_read_only` (`None`:
+    /// unknown): [`enforcement`] of [`SiteLease::desired`], except that a read-only mysqld is
+    /// made writable only with more than [`unfence_margin_ms`] of the lease left
+    /// ([`Enforcement::AwaitRenewal`] otherwise).
+    pub fn enforcement(
+        &self,
+        now: MonotonicMillis,
+        observed_read_only: Option<bool>,
+    ) -> Enforcement {
+        match enforcement(self.desired(now), observed_read_only) {
+            Enforcement::SetWritable => {
+                let lease_remaining_ms = self.lease_remaining_ms(now);
+                if lease_remaining_ms > unfence_margin_ms(&self.config) {
+                    Enforcement::SetWritable
+                } else {
+                    Enforcement::AwaitRenewal { lease_remaining_ms }
+                }
+            }
+            other @ (Enforcement::Nothing
+            | Enforcement::SetReadOnly { .. }
+            | Enforcement::ObserveFirst
+            | Enforcement::AwaitRenewal { .. }) => other,
+        }
     }
 
     /// Whether mysqld must be read-only at `now` (the simulator's and the operator's view of
@@ -397,6 +422,50 @@ mod tests {
         // Not due again before duration / 3.
         assert!(pdx.begin_round(MonotonicMillis(1999)).is_none());
         assert!(pdx.begin_round(MonotonicMillis(2000)).is_some());
+    }
+
+    /// Issue 10 case 7: a read-only mysqld is unfenced only with more than the fence lead plus
+    /// the unfence's bound (1.5 s + 0.75 s of the 6 s lease) left, although the lease counts
+    /// for writability down to the fence lead; a writable one is left writable until the lead.
+    #[test]
+    fn unfence_needs_the_fence_lead_plus_the_unfence_bound_of_lease_left() {
+        let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
+        for s in [&mut iad, &mut pdx, &mut reader] {
+            s.push_authority(authority(Some("iad"), 1));
+        }
+        round(&mut iad, &mut [&mut pdx, &mut reader], 0);
+        assert_eq!(unfence_margin_ms(iad.config()), 2250);
+        // 2251 ms left: unfenced.
+        assert_eq!(
+            iad.enforcement(MonotonicMillis(3749), Some(true)),
+            Enforcement::SetWritable
+        );
+        // 2250 ms left: the rule still wants it writable, but the unfence waits for a renewal.
+        assert_eq!(iad.desired(MonotonicMillis(3750)), WriteDecision::Writable);
+        assert_eq!(
+            iad.enforcement(MonotonicMillis(3750), Some(true)),
+            Enforcement::AwaitRenewal {
+                lease_remaining_ms: 2250
+            }
+        );
+        // Already writable: nothing to do until the fence lead begins, then read-only.
+        assert_eq!(
+            iad.enforcement(MonotonicMillis(4499), Some(false)),
+            Enforcement::Nothing
+        );
+        assert_eq!(
+            iad.enforcement(MonotonicMillis(4500), Some(false)),
+            Enforcement::SetReadOnly {
+                reason: ReadOnlyReason::NoMajorityLease,
+                topology_mismatch: false
+            }
+        );
+        // A renewal restores the margin.
+        round(&mut iad, &mut [&mut pdx, &mut reader], 4000);
+        assert_eq!(
+            iad.enforcement(MonotonicMillis(4000), Some(true)),
+            Enforcement::SetWritable
+        );
     }
 
     #[test]

@@ -44,6 +44,26 @@ pub fn fence_lead_ms(config: &LeaseConfig) -> u64 {
     config.duration_ms() / 4
 }
 
+/// The bound the sidecar puts on one unfence (arming mysqld's write deadline and clearing
+/// read_only): half the fence lead, the same bound as one fence statement.
+pub fn unfence_bound_ms(config: &LeaseConfig) -> u64 {
+    fence_lead_ms(config) / 2
+}
+
+/// The least lease that must be left for a read-only mysqld to be made writable: the fence
+/// lead plus the unfence's own bound ([`unfence_bound_ms`]), 2.25 s of the default 6 s lease.
+///
+/// The held lease counts for writability until a fence lead before it runs out; an unfence
+/// decided with just more than the lead left would land inside the lead, and the fence that
+/// follows would have less than the lead to finish before the lease (and the operator's wait)
+/// ends. With this margin an unfence that takes its whole bound still lands before the lead
+/// begins. A healthy primary renews every `duration / 3` and holds at least two thirds of the
+/// lease after each renewal, more than the margin, so only a lease that is about to lapse is
+/// refused an unfence; one that is already writable keeps writing until the lead.
+pub fn unfence_margin_ms(config: &LeaseConfig) -> u64 {
+    fence_lead_ms(config) + unfence_bound_ms(config)
+}
+
 /// What the watchdog wants done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchdogVerdict {

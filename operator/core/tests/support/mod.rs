@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use bloodraven_api::{
     names,
     sidecar::{
-        Authority, LeaseState, MysqlObservation, MysqldRun, ReplicationState, SidecarStatus,
+        Authority, LeaseState, LeaseTerms, MysqlObservation, MysqldRun, ReplicationState,
+        SidecarRuntime, SidecarStatus,
     },
     DNSEndpointSpec, DnsSpec, GoDuration, MysqlFailoverGroupSpec, OnCooldown,
     PlannedFailoverPolicy, SiteRole, SiteSpec, WriteLeaseSpec,
@@ -97,6 +98,17 @@ pub struct FakeSite {
     pub sidecar_started_at: Timestamp,
     pub node: String,
     pub cluster_ip: String,
+    /// The lease duration this sidecar grants and asks for; `None`: the spec's.
+    pub lease_duration: Option<Duration>,
+    /// The sites this sidecar counts its majority of; `None`: the spec's.
+    pub lease_sites: Option<Vec<String>>,
+    /// The sidecar reports its uptime and lease terms in status (`SidecarStatus::runtime`).
+    pub reports_runtime: bool,
+    /// The lease terms the operator reads from the site pod, if any.
+    pub pod_lease_terms: Option<LeaseTerms>,
+    /// The sidecar container's start as the pod status says it (`None`: the true start). The
+    /// pod status lags a container restart.
+    pub pod_started_at: Option<Timestamp>,
 }
 
 /// The world.
@@ -166,6 +178,11 @@ impl World {
                     sidecar_started_at: EPOCH.saturating_sub(Duration::from_secs(3600)),
                     node: format!("node-{}", site.name),
                     cluster_ip: format!("10.96.100.{}", 10 * id),
+                    lease_duration: None,
+                    lease_sites: None,
+                    reports_runtime: true,
+                    pod_lease_terms: None,
+                    pod_started_at: None,
                 }
             })
             .collect();
@@ -205,6 +222,20 @@ impl World {
             .iter_mut()
             .find(|s| s.name == name)
             .expect("known site")
+    }
+
+    /// The lease terms `site`'s sidecar runs with (its own, else the spec's).
+    pub fn lease_terms(&self, site: &FakeSite) -> LeaseTerms {
+        LeaseTerms {
+            duration_ms: site
+                .lease_duration
+                .unwrap_or_else(|| self.spec.effective_write_lease())
+                .as_millis() as u64,
+            sites: site
+                .lease_sites
+                .clone()
+                .unwrap_or_else(|| self.spec.sites.iter().map(|s| s.name.clone()).collect()),
+        }
     }
 
     /// What the operator reads now.
@@ -292,6 +323,13 @@ impl World {
                         )
                     })
                     .collect(),
+                runtime: site.reports_runtime.then(|| SidecarRuntime {
+                    uptime_ms: self
+                        .now
+                        .saturating_duration_since(site.sidecar_started_at)
+                        .as_millis() as u64,
+                    lease: self.lease_terms(site),
+                }),
             }))
         };
         SiteObservation {
@@ -299,9 +337,12 @@ impl World {
             sidecar,
             node_name: Some(site.node.clone()),
             service_cluster_ip: Some(site.cluster_ip.clone()),
-            sidecar_uptime: site
-                .sidecar_alive
-                .then(|| self.now.saturating_duration_since(site.sidecar_started_at)),
+            sidecar_uptime: site.sidecar_alive.then(|| {
+                self.now.saturating_duration_since(
+                    site.pod_started_at.unwrap_or(site.sidecar_started_at),
+                )
+            }),
+            pod_lease_terms: site.pod_lease_terms.clone(),
         }
     }
 
@@ -468,10 +509,9 @@ impl World {
     }
 
     fn tick(&mut self) {
-        let lease = self.spec.effective_write_lease();
-        let majority = self.sites.len() / 2 + 1;
         let now = self.now;
-        // Lease renewal: a site whose cached authority names itself asks every peer.
+        // Lease renewal: a site whose cached authority names itself asks every peer of its
+        // own terms; the lease is the shortest duration granted (its own included).
         for index in 0..self.sites.len() {
             let requester = self.sites[index].clone();
             let Some(authority) = requester.authority.clone() else {
@@ -482,8 +522,11 @@ impl World {
             {
                 continue;
             }
+            let terms = self.lease_terms(&requester);
+            let majority = terms.majority();
             let mut grants = Vec::new();
-            for peer in &self.sites {
+            let mut lease = Duration::from_millis(terms.duration_ms);
+            for peer in self.sites.iter().filter(|p| terms.sites.contains(&p.name)) {
                 let connected =
                     peer.name == requester.name || !(peer.peer_cut || requester.peer_cut);
                 let names_requester = peer.authority.as_ref().is_some_and(|a| {
@@ -492,6 +535,7 @@ impl World {
                 });
                 if peer.sidecar_alive && connected && names_requester {
                     grants.push(peer.name.clone());
+                    lease = lease.min(Duration::from_millis(self.lease_terms(peer).duration_ms));
                 }
             }
             if grants.len() >= majority {
@@ -579,6 +623,20 @@ impl World {
         site.granted_at.clear();
         site.fence_generation = None;
         site.mysqld_started_at = now;
+        site.sidecar_started_at = now;
+    }
+
+    /// Restarts only the sidecar process of a site: its cached authority, its grants and
+    /// its own lease are forgotten; mysqld keeps running as it is. The pod status keeps
+    /// showing the previous container start (it lags a container restart).
+    pub fn restart_sidecar(&mut self, name: &str) {
+        let now = self.now;
+        let site = self.site_mut(name);
+        site.pod_started_at = Some(site.pod_started_at.unwrap_or(site.sidecar_started_at));
+        site.authority = None;
+        site.lease_until = None;
+        site.granted_at.clear();
+        site.fence_generation = None;
         site.sidecar_started_at = now;
     }
 

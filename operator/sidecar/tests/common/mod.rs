@@ -125,10 +125,17 @@ pub struct Playground {
     pub sidecar_addresses: Vec<SocketAddr>,
     pub sidecars: Vec<Option<RunningSidecar>>,
     pub http: reqwest::Client,
+    /// The lease every sidecar runs with ([`LEASE`] unless started otherwise).
+    pub lease: Duration,
 }
 
 impl Playground {
     pub async fn start() -> Playground {
+        Self::start_with_lease(LEASE).await
+    }
+
+    /// A playground whose sidecars all run with a `lease` of their own.
+    pub async fn start_with_lease(lease: Duration) -> Playground {
         let topology = match Topology::start(&SITES).await {
             Ok(topology) => topology,
             Err(error) => {
@@ -155,6 +162,7 @@ impl Playground {
                 .no_proxy()
                 .build()
                 .expect("http client"),
+            lease,
         };
         for index in 0..SITES.len() {
             let running = playground.start_sidecar(index).await;
@@ -164,7 +172,7 @@ impl Playground {
     }
 
     pub fn settings(&self, index: usize) -> Settings {
-        let lease = LeaseConfig::new(GROUP, SITES[index], SITES, LEASE).expect("lease config");
+        let lease = LeaseConfig::new(GROUP, SITES[index], SITES, self.lease).expect("lease config");
         let server = &self.topology.servers[index];
         // The sidecar runs with only the privileges it needs, as in production.
         let mut mysql = server.options(SIDECAR_USER, SIDECAR_PASSWORD);

@@ -1,0 +1,257 @@
+//! An authority no sidecar vouches for: compare GTID sets before issuing it (issue 10 case 7).
+//!
+//! Normally the sidecars are the proof of who holds the authority: they cache it, and a newer
+//! one than memory knows is adopted (`adopt_newer_authority`). Two situations have no such
+//! proof:
+//!
+//! - **bootstrap** (generation 0): memory names `initialActiveSite`, but a group recreated
+//!   over retained volumes may have written elsewhere since;
+//! - **forgotten**: every sidecar that answers caches no authority at all (all restarted
+//!   since the last push), so nothing confirms memory, which may itself be a status that was
+//!   reverted or restored from an old copy.
+//!
+//! Then the operator does not hand the authority out on memory's word. It reads the GTID sets
+//! of the sites and names the site memory names only if it holds every transaction any
+//! readable site holds (the errant transactions memory recorded for a site excepted: those
+//! are known to be off the history). Otherwise it names the read-write site that holds them all,
+//! if one does and every other site is confirmed read-only or down (nobody may be writing
+//! while the authority is re-derived); and if none does (the histories diverged, or only the
+//! read-only reader has them), it issues nothing and says which site lacks what
+//! ([`EventReason::AuthorityWithheld`]): choosing between two histories is a human's call,
+//! and an emergency failover, gated as always, remains possible. A majority of all sites must
+//! be readable before anything is issued: fewer could not hold a lease anyway, and more sites
+//! compared is fewer transactions overlooked.
+
+use bloodraven_api::SiteRole;
+use bloodraven_mysql::{lost_transactions, GtidSet};
+
+use super::action::{Action, EventReason};
+use super::failover::moving;
+use super::memory::{GroupMemory, SiteState};
+use super::plan::{Context, Plan};
+use crate::deploy::RevokeReason;
+
+/// What the GTID comparison allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Holder {
+    /// Memory's site holds every readable site's transactions: issue as memory says.
+    Keep,
+    /// Another read-write site holds them all (memory's lacks `missing` of them): name it.
+    Recover {
+        /// The site to name.
+        to: String,
+        /// How many transactions memory's site lacks that `to` holds.
+        missing: u64,
+    },
+    /// Issue nothing; the message says why.
+    Withhold(String),
+}
+
+/// Whether memory's authority is unvouched: never issued, or every sidecar that answers
+/// caches no authority of this group (and no move is in flight, which has its own proof).
+pub(super) fn unvouched(context: &Context<'_>, memory: &GroupMemory) -> bool {
+    if memory.topology_generation == 0 {
+        return true;
+    }
+    if moving(memory) || memory.emergency_failover.is_some() {
+        return false;
+    }
+    let answering: Vec<_> = context
+        .views
+        .values()
+        .filter(|view| view.sidecar_up)
+        .collect();
+    !answering.is_empty() && answering.iter().all(|view| view.authority.is_none())
+}
+
+/// Transactions `site` holds that `holder` lacks, less what memory records as `site`'s errant
+/// set (a demoted old primary's, or a replica's that an emergency failover left behind) and
+/// what the last failover declared lost (`lastFailover.lostGtidSet`: the old primary's last
+/// transactions, which a replica killed before its errant set was computed may still hold):
+/// those are off the history by an earlier decision.
+fn unexplained_extra(
+    memory: &GroupMemory,
+    site: &str,
+    gtid: &GtidSet,
+    holder_gtid: &GtidSet,
+) -> GtidSet {
+    let mut extra = lost_transactions(gtid, holder_gtid);
+    if let Some(errant) = memory.site(site).and_then(|entry| entry.errant.as_ref()) {
+        extra = extra.subtract(errant);
+    }
+    let declared_lost = memory
+        .last_failover
+        .as_ref()
+        .and_then(|failover| failover.lost_gtid_set.as_deref())
+        .and_then(|text| GtidSet::parse(gtid.flavor(), text).ok());
+    match declared_lost {
+        Some(lost) => extra.subtract(&lost),
+        None => extra,
+    }
+}
+
+/// Who may be named, by the GTID sets read this poll (see the module docs).
+pub(super) fn holder(context: &Context<'_>, memory: &GroupMemory) -> Holder {
+    let readable: Vec<(&str, &GtidSet)> = context
+        .site_names()
+        .filter_map(|name| {
+            let view = context.view(name);
+            view.is_up().then_some(())?;
+            view.gtid.as_ref().map(|gtid| (name, gtid))
+        })
+        .collect();
+    let sites = context.spec.sites.len();
+    let majority = sites / 2 + 1;
+    if readable.len() < majority {
+        let names: Vec<&str> = readable.iter().map(|(name, _)| *name).collect();
+        return Holder::Withhold(format!(
+            "only {} of {sites} sites are readable ({}); a majority must be compared first",
+            readable.len(),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
+    }
+    let lacking = |holder: &str, holder_gtid: &GtidSet| -> Vec<(String, GtidSet)> {
+        readable
+            .iter()
+            .filter(|(name, _)| *name != holder)
+            .map(|(name, gtid)| {
+                (
+                    name.to_string(),
+                    unexplained_extra(memory, name, gtid, holder_gtid),
+                )
+            })
+            .filter(|(_, extra)| !extra.is_empty())
+            .collect()
+    };
+    let eligible = |name: &str| {
+        context.role(name) == Some(SiteRole::ReadWrite)
+            && memory
+                .site(name)
+                .is_some_and(|site| site.state != SiteState::Demoted)
+    };
+    let named = memory.active_site.as_str();
+    let named_gtid = readable
+        .iter()
+        .find(|(name, _)| *name == named)
+        .map(|(_, gtid)| *gtid);
+    let Some(named_gtid) = named_gtid else {
+        return Holder::Withhold(format!(
+            "{named}, the site memory names, is not readable: its GTID set cannot be compared"
+        ));
+    };
+    let named_lacks = lacking(named, named_gtid);
+    if named_lacks.is_empty() && eligible(named) {
+        return Holder::Keep;
+    }
+    let recovery = readable
+        .iter()
+        .filter(|(name, _)| *name != named && eligible(name))
+        .find(|(name, gtid)| lacking(name, gtid).is_empty());
+    let describe = |lacks: &[(String, GtidSet)]| -> String {
+        lacks
+            .iter()
+            .map(|(site, extra)| format!("{site} holds {} it lacks ({extra})", extra.count()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    match recovery {
+        Some((to, to_gtid)) => {
+            let others_fenced = context
+                .site_names()
+                .filter(|name| name != to)
+                .all(|name| context.view(name).confirmed_not_writable());
+            if !others_fenced {
+                return Holder::Withhold(format!(
+                    "{named} lacks transactions: {}; {to} holds them all but another site is not yet confirmed read-only or down",
+                    describe(&named_lacks)
+                ));
+            }
+            Holder::Recover {
+                to: to.to_string(),
+                missing: lost_transactions(to_gtid, named_gtid).count(),
+            }
+        }
+        None => Holder::Withhold(format!(
+            "{named} lacks transactions: {}; no read-write site holds every readable site's transactions (diverged histories need a human's choice)",
+            describe(&named_lacks)
+        )),
+    }
+}
+
+/// Settles an unvouched authority: bootstrap or re-issue as memory says, recover it to the
+/// site holding every transaction, or withhold it. Returns whether it is withheld: then
+/// nothing is pushed and nothing repointed this poll.
+pub(super) fn settle(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) -> bool {
+    if !unvouched(context, memory) {
+        return false;
+    }
+    let bootstrap = memory.topology_generation == 0;
+    match holder(context, memory) {
+        Holder::Keep => {
+            if bootstrap {
+                issue(context, memory, plan);
+                plan.event(
+                    EventReason::AuthorityIssued,
+                    format!(
+                        "authority issued to {} at topology generation 1",
+                        memory.active_site
+                    ),
+                );
+            }
+            false
+        }
+        Holder::Recover { to, missing } => {
+            let from = memory.active_site.clone();
+            for (name, state) in [
+                (from.as_str(), SiteState::Replica),
+                (to.as_str(), SiteState::Active),
+            ] {
+                if let Some(role) = context.role(name) {
+                    let node = context.view(name).node_name.clone();
+                    plan.transition(memory, name, role, node.as_deref(), state);
+                }
+            }
+            memory.active_site = to.clone();
+            issue(context, memory, plan);
+            let whose = if bootstrap {
+                "initialActiveSite"
+            } else {
+                "the site memory names (no sidecar caches an authority)"
+            };
+            plan.event(
+                EventReason::AuthorityRecovered,
+                format!(
+                    "{from}, {whose}, lacks {missing} transactions {to} holds; authority issued to {to} at topology generation {}",
+                    memory.topology_generation
+                ),
+            );
+            false
+        }
+        Holder::Withhold(why) => {
+            plan.event(
+                EventReason::AuthorityWithheld,
+                format!(
+                    "no authority issued to {} at topology generation {}: {why}",
+                    memory.active_site,
+                    memory.topology_generation.max(1)
+                ),
+            );
+            true
+        }
+    }
+}
+
+/// A new generation for memory's active site: every deploy lease is revoked
+/// (`TopologyChanged`, seed 003).
+fn issue(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    memory.topology_generation += 1;
+    memory.authority_issued_at = Some(context.now);
+    plan.cross_site(Action::RevokeDeployLeases {
+        reason: RevokeReason::TopologyChanged,
+        topology_generation: memory.topology_generation,
+    });
+}

@@ -1,0 +1,283 @@
+//! Core scenarios of issue 10 cases 4 and 7: the evidence the operator acts on is what the
+//! sidecars run with and report, not today's spec or its own (possibly reverted) memory.
+//!
+//! - case 4: the lease wait waits out the longest lease a sidecar grants and counts a majority
+//!   of every site set in play;
+//! - case 7: a peer's uptime is what its sidecar reports, bootstrap compares GTID sets, and no
+//!   authority is issued below a generation a sidecar reports.
+
+mod support;
+
+use bloodraven_api::sidecar::LeaseTerms;
+use bloodraven_api::{GoDuration, PlannedFailoverPhase, SiteRole, SiteSpec, WriteLeaseSpec};
+use bloodraven_core::engine::{Action, EventReason, CLOCK_DRIFT_MARGIN};
+use bloodraven_core::time::{Duration, Timestamp};
+use bloodraven_mysql::Gtid;
+use support::{playground_spec, World};
+
+/// When the first move notice of the run was announced.
+fn announced_at(world: &World) -> Timestamp {
+    world
+        .decisions
+        .iter()
+        .find(|(_, decision)| {
+            decision
+                .actions
+                .iter()
+                .any(|action| matches!(action, Action::AnnounceAuthorityMove { .. }))
+        })
+        .map(|(at, _)| *at)
+        .expect("a move was announced")
+}
+
+fn promoted_at(world: &World) -> Timestamp {
+    world
+        .memory
+        .last_failover
+        .as_ref()
+        .and_then(|failover| failover.promoted_at)
+        .expect("a promotion")
+}
+
+/// Polls until `world` is bootstrapped (iad writable, authority valid).
+fn bootstrap(world: &mut World) {
+    world.poll();
+    world.run_polls(3);
+    assert!(
+        world.memory.authority.is_valid(),
+        "bootstrap did not validate authority"
+    );
+}
+
+fn terms(duration: Duration, sites: &[&str]) -> LeaseTerms {
+    LeaseTerms {
+        duration_ms: duration.as_millis() as u64,
+        sites: sites.iter().map(|site| site.to_string()).collect(),
+    }
+}
+
+#[test]
+fn issue_10_case_4_a_lowered_spec_lease_still_waits_out_the_lease_the_sidecars_grant() {
+    // The spec's writeLease was lowered to 2 s after the pods were created with 6 s
+    // (StatefulSets are OnDelete): the sidecars still grant 6 s. iad is cut off from the
+    // operator only and keeps renewing from its peers until they cache the move notice.
+    let mut spec = playground_spec();
+    spec.write_lease = WriteLeaseSpec {
+        duration: Some(GoDuration::from_secs(2)),
+    };
+    let mut world = World::with_spec(spec);
+    let six = Duration::from_secs(6);
+    for site in &mut world.sites {
+        site.lease_duration = Some(six);
+        site.pod_lease_terms = Some(terms(six, &["iad", "pdx", "reader"]));
+    }
+    bootstrap(&mut world);
+    world.site_mut("iad").operator_cut = true;
+    world.run_polls_until_active("pdx", 30);
+    let waited = promoted_at(&world).saturating_duration_since(announced_at(&world));
+    assert!(
+        waited > six + CLOCK_DRIFT_MARGIN,
+        "waited {waited:?}: not the 6 s lease the sidecars grant"
+    );
+    world.run_polls(3);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "two writable sites at {:?}",
+        world.split_brain_at
+    );
+}
+
+#[test]
+fn issue_10_case_4_a_grown_site_set_needs_a_majority_of_the_old_set_too() {
+    // Two read-only sites were added (sfo, sea); the old pods still run with the old set
+    // {iad, pdx, reader}, so iad needs only pdx's grant. The reader is cut from its peers
+    // (its last grant to iad is old), iad from the operator. A majority of the new set
+    // {reader, sfo, sea} vouches at once, yet pdx granted iad a moment ago: only a majority
+    // of the old set as well proves iad's lease over.
+    let mut spec = playground_spec();
+    for name in ["sfo", "sea"] {
+        spec.sites.push(SiteSpec {
+            name: name.to_string(),
+            role: SiteRole::ReadOnly,
+            read_only_max_lag_seconds: None,
+            node_selector: Default::default(),
+        });
+    }
+    let mut world = World::with_spec(spec);
+    let old = ["iad", "pdx", "reader"];
+    let lease = world.spec.effective_write_lease();
+    for site in world
+        .sites
+        .iter_mut()
+        .filter(|s| old.contains(&s.name.as_str()))
+    {
+        site.lease_sites = Some(old.iter().map(|s| s.to_string()).collect());
+        site.pod_lease_terms = Some(terms(lease, &old));
+    }
+    bootstrap(&mut world);
+    world.site_mut("reader").peer_cut = true;
+    world.run_polls(6);
+    world.site_mut("iad").operator_cut = true;
+    world.run_polls_until_active("pdx", 30);
+    let waited = promoted_at(&world).saturating_duration_since(announced_at(&world));
+    assert!(
+        waited > lease + CLOCK_DRIFT_MARGIN,
+        "waited {waited:?}: pdx's last grant to iad was younger than the lease"
+    );
+    assert!(
+        !world.events_of(EventReason::LeaseTermsDiffer).is_empty(),
+        "the differing site sets are reported"
+    );
+    world.run_polls(3);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "two writable sites at {:?}",
+        world.split_brain_at
+    );
+}
+
+#[test]
+fn issue_10_case_7_a_restarted_peer_counts_by_the_uptime_its_sidecar_reports() {
+    // pdx's sidecar restarts right after it cached the move notice: its grants to iad are
+    // forgotten, and the pod status still shows the old container start. Counted by the pod
+    // status, pdx would vouch at once (no grant, long up) with the reader (cut from its peers
+    // long ago), while iad's lease from pdx's last grant still runs.
+    let mut world = World::bootstrapped();
+    world.site_mut("reader").peer_cut = true;
+    world.run_polls(6);
+    world.site_mut("iad").operator_cut = true;
+    let has_notice = |world: &World| {
+        world
+            .site("pdx")
+            .authority
+            .as_ref()
+            .is_some_and(|a| a.active_site.is_none())
+    };
+    while !has_notice(&world) {
+        world.run_polls(1);
+        assert!(world.decisions.len() < 100, "no move notice reached pdx");
+    }
+    world.restart_sidecar("pdx");
+    world.run_polls_until_active("pdx", 30);
+    let waited = promoted_at(&world).saturating_duration_since(announced_at(&world));
+    assert!(
+        waited > world.spec.effective_write_lease() + CLOCK_DRIFT_MARGIN,
+        "waited {waited:?}: a restarted pdx vouched for grants it forgot"
+    );
+    world.run_polls(3);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "two writable sites at {:?}",
+        world.split_brain_at
+    );
+}
+
+#[test]
+fn issue_10_case_7_bootstrap_over_retained_volumes_names_the_site_holding_every_transaction() {
+    // A group recreated over retained volumes: pdx committed transactions iad never saw.
+    // initialActiveSite is iad; handing it generation 1 would make pdx's transactions errant.
+    let mut world = World::playground();
+    for seq in 11..=15 {
+        world.site_mut("pdx").gtid.insert(Gtid::mariadb(0, 2, seq));
+    }
+    world.run_polls(4);
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.memory.topology_generation, 1);
+    assert!(world.memory.authority.is_valid());
+    assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
+    let recovered = world.events_of(EventReason::AuthorityRecovered);
+    assert!(
+        recovered
+            .first()
+            .is_some_and(|event| event.message.contains("iad") && event.message.contains("lacks 5")),
+        "{recovered:?}"
+    );
+    assert!(world.split_brain_at.is_empty());
+}
+
+#[test]
+fn issue_10_case_7_bootstrap_withholds_the_authority_when_histories_diverged() {
+    // Both read-write sites hold transactions the other lacks: no site is named, nothing is
+    // writable, and the event says which site lacks what.
+    let mut world = World::playground();
+    world.site_mut("iad").gtid.insert(Gtid::mariadb(0, 1, 11));
+    world.site_mut("pdx").gtid.insert(Gtid::mariadb(0, 2, 11));
+    world.run_polls(4);
+    assert_eq!(world.memory.topology_generation, 0);
+    assert!(world.writable_sites().is_empty());
+    assert!(!world.memory.authority.is_valid());
+    let withheld = world.events_of(EventReason::AuthorityWithheld);
+    assert!(
+        withheld
+            .last()
+            .is_some_and(|event| event.message.contains("pdx holds 1 it lacks")),
+        "{withheld:?}"
+    );
+    let pushed = world.decisions.iter().any(|(_, decision)| {
+        decision
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::PushAuthority { .. }))
+    });
+    assert!(!pushed, "no authority pushed");
+}
+
+#[test]
+fn issue_10_case_7_a_reverted_status_never_issues_a_generation_below_a_sidecars() {
+    // The simulator's --status-revert (seed 145): the status reverts to a planned failover
+    // iad -> pdx in Draining at generation 1, while the sidecars cache the move notice of
+    // generation 3 (pdx was promoted at 2 and has since failed). Aborting that stale drain
+    // would re-assert iad at generation 2, below what the sidecars hold.
+    let mut world = World::bootstrapped();
+    world.annotations.planned_failover = Some("pdx".to_string());
+    world.run_polls(1);
+    assert_eq!(
+        world.memory.planned_failover.as_ref().map(|p| p.phase),
+        Some(PlannedFailoverPhase::Draining)
+    );
+    let reverted = world.memory.clone();
+    world.run_polls_until_active("pdx", 20);
+    world.run_polls(20);
+    assert_eq!(world.memory.topology_generation, 2);
+    world.site_mut("pdx").operator_cut = true;
+    world.site_mut("pdx").peer_cut = true;
+    while world
+        .site("iad")
+        .authority
+        .as_ref()
+        .map(|a| (a.active_site.is_none(), a.topology_generation))
+        != Some((true, 3))
+    {
+        world.run_polls(1);
+        assert!(
+            world.decisions.len() < 200,
+            "no move notice of generation 3"
+        );
+    }
+    // The operator restarts from the reverted status.
+    world.memory = reverted;
+    let first = world.decisions.len();
+    world.run_polls(12);
+    for (_, decision) in &world.decisions[first..] {
+        for action in &decision.actions {
+            if let Action::PushAuthority { authority, .. }
+            | Action::AnnounceAuthorityMove { authority, .. } = action
+            {
+                assert!(
+                    authority.topology_generation >= 3,
+                    "issued {authority:?} below the generation 3 the sidecars cache"
+                );
+            }
+        }
+    }
+    assert!(
+        world.memory.topology_generation >= 3,
+        "{:?}",
+        world.memory.topology_generation
+    );
+    assert_eq!(
+        world.memory.planned_failover.as_ref().map(|p| p.phase),
+        Some(PlannedFailoverPhase::Rejected)
+    );
+    assert!(world.split_brain_at.is_empty());
+}
