@@ -25,6 +25,7 @@ pub const EXIT_ERROR: u8 = 2;
 /// Deterministic simulator over bloodraven-core: seeded, replayable.
 #[derive(Debug, Parser)]
 #[command(name = "bloodraven-sim", version)]
+#[command(group(clap::ArgGroup::new("loss").args(["state_loss", "all_faults"]).multiple(true)))]
 pub struct Args {
     /// Seed range to sweep, `START..END` (END exclusive).
     #[arg(long, default_value = "0..100", conflicts_with = "seed")]
@@ -41,11 +42,26 @@ pub struct Args {
     pub state_loss: bool,
     /// With --state-loss: a lost status copy may also be the whole status reverting to before
     /// the last cooldown write (the topology generation with it).
-    #[arg(long, requires = "state_loss")]
+    #[arg(long, requires = "loss")]
     pub status_revert: bool,
-    /// Also crash sidecar processes alone, leaving mysqld running with nobody to fence it.
+    /// Also crash sidecar processes alone (mysqld keeps running; its write deadline fences it).
     #[arg(long)]
     pub sidecar_crash: bool,
+    /// Also hang sidecar processes (alive, executing nothing) until they resume or their
+    /// liveness probe restarts them.
+    #[arg(long)]
+    pub sidecar_hang: bool,
+    /// Also freeze mysqld (SIGSTOP) and thaw it (SIGCONT) with whatever read_only it had.
+    #[arg(long)]
+    pub mysqld_freeze: bool,
+    /// Client connections held open across failovers, writing to the site they connected to.
+    #[arg(long)]
+    pub held_connections: bool,
+    /// Every fault mode within the design's durability assumption: --sidecar-crash,
+    /// --sidecar-hang, --mysqld-freeze, --held-connections and --state-loss
+    /// (not --status-revert).
+    #[arg(long)]
+    pub all_faults: bool,
     /// Simulated duration of each run, in seconds.
     #[arg(long, default_value_t = DURATION_MILLIS_DEFAULT / 1000)]
     pub duration_seconds: u64,
@@ -63,9 +79,12 @@ impl Args {
         SimConfig {
             seed,
             duration: SimTime(self.duration_seconds.saturating_mul(1000)),
-            state_loss: self.state_loss,
+            state_loss: self.state_loss || self.all_faults,
             status_revert: self.status_revert,
-            sidecar_crash: self.sidecar_crash,
+            sidecar_crash: self.sidecar_crash || self.all_faults,
+            sidecar_hang: self.sidecar_hang || self.all_faults,
+            mysqld_freeze: self.mysqld_freeze || self.all_faults,
+            held_connections: self.held_connections || self.all_faults,
             trace: self.trace,
             broken_promotion_rule: self.broken_promotion_rule,
         }
@@ -118,6 +137,10 @@ pub struct SweepSummary {
     pub exact_loss_checks: u64,
     /// Acknowledged writes, summed over every seed.
     pub acked_writes: u64,
+    /// mysqld processes killed by a sidecar's watchdog, summed over every seed.
+    pub watchdog_kills: u64,
+    /// mysqld processes fenced by their own write deadline, summed over every seed.
+    pub deadline_fences: u64,
 }
 
 impl SweepSummary {
@@ -134,6 +157,8 @@ impl SweepSummary {
         self.hold_polls_during_emergency += outcome.stats.hold_polls_during_emergency;
         self.exact_loss_checks += outcome.stats.exact_loss_checks;
         self.acked_writes += outcome.stats.acked_writes;
+        self.watchdog_kills += outcome.stats.watchdog_kills;
+        self.deadline_fences += outcome.stats.deadline_fences;
         for (&class, &violations) in &outcome.counts {
             let example = outcome
                 .findings
@@ -169,7 +194,12 @@ impl SweepSummary {
         );
         let _ = writeln!(
             out,
-            "{:<36} {:>7} {:>10} {:>7} {:>9}",
+            "{} watchdog kills of mysqld, {} fences by mysqld's own write deadline",
+            self.watchdog_kills, self.deadline_fences
+        );
+        let _ = writeln!(
+            out,
+            "{:<38} {:>7} {:>10} {:>7} {:>9}",
             "finding class", "seeds", "violations", "replay", "inherent"
         );
         for class in FindingClass::ALL {
@@ -180,7 +210,7 @@ impl SweepSummary {
             let inherent = if class.is_inherent() { "yes" } else { "no" };
             let _ = writeln!(
                 out,
-                "{:<36} {seeds:>7} {violations:>10} {replay:>7} {inherent:>9}",
+                "{:<38} {seeds:>7} {violations:>10} {replay:>7} {inherent:>9}",
                 class.name()
             );
         }

@@ -64,6 +64,14 @@ impl DriftClock {
         let reading = i128::from(self.origin_millis) + scaled;
         u64::try_from(reading.max(0)).unwrap_or(u64::MAX)
     }
+
+    /// True milliseconds until this clock has advanced by at least `millis`: never early.
+    pub fn true_delay_for(&self, millis: u64) -> u64 {
+        let rate = 1_000_000 + self.drift_ppm;
+        // ceil(millis * 1e6 / rate), plus one for the integer truncation of the reading.
+        let rate = u64::try_from(rate).unwrap_or(1_000_000).max(1);
+        (millis * 1_000_000).div_ceil(rate) + 1
+    }
 }
 
 /// Wall-clock milliseconds since the Unix epoch at true time zero (2026-01-01T00:00:00Z).

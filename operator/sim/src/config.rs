@@ -20,9 +20,18 @@ pub struct SimConfig {
     /// the topology generation the design calls durable. Off by default: it goes beyond the
     /// design's durability assumption, and its findings are reported separately.
     pub status_revert: bool,
-    /// Also crash sidecar processes alone, leaving mysqld running unfenced (a fault the design
-    /// documents do not address; off by default, findings reported separately).
+    /// Also crash sidecar processes alone, leaving mysqld running with only its write deadline
+    /// to fence it; a crashed sidecar stays down for a random time and restarts without
+    /// authority.
     pub sidecar_crash: bool,
+    /// Also hang sidecar processes: alive, executing nothing (no renewal, no fence, no
+    /// watchdog, no answer) until they resume or their liveness probe restarts them.
+    pub sidecar_hang: bool,
+    /// Also freeze mysqld (SIGSTOP): it executes nothing, its deadline event included, until
+    /// thawed (SIGCONT) with whatever `read_only` it had, or killed by its sidecar's watchdog.
+    pub mysqld_freeze: bool,
+    /// Client connections held open across failovers, writing to the site they connected to.
+    pub held_connections: bool,
     /// Record the step-by-step trace.
     pub trace: bool,
     /// Test-only: run core's deliberately broken promotion rule (promote without waiting for
@@ -40,6 +49,9 @@ impl SimConfig {
             state_loss: false,
             status_revert: false,
             sidecar_crash: false,
+            sidecar_hang: false,
+            mysqld_freeze: false,
+            held_connections: false,
             trace: false,
             broken_promotion_rule: false,
         }

@@ -1,5 +1,9 @@
 //! The fault schedule: crashes, partitions, operator outages, planned failover requests and the
-//! deploy pipeline, all drawn from the run's PRNG at bootstrap.
+//! deploy pipeline, all drawn from the run's PRNG at bootstrap; with their flags, also sidecar
+//! crashes and hangs and mysqld freezes (SIGSTOP), some of them together on one site.
+//!
+//! Faults of one process do not overlap on one site (a frozen mysqld is not crashed as well);
+//! faults of mysqld and of its sidecar may.
 //!
 //! Faults start only before the quiet tail of the run and last at most
 //! [`FAULT_DURATION_MILLIS_MAX`], so every run ends with a healed world long enough to check
@@ -32,6 +36,18 @@ pub const QUIET_TAIL_MILLIS: u64 = CASCADE_SPAN_MILLIS_MAX + LIVENESS_BOUND_MILL
 /// Faults drawn per run at most (a bound on the schedule, not a target).
 pub const FAULTS_PER_RUN_MAX: usize = 200;
 
+/// With `--mysqld-freeze` and a sidecar fault mode: the share of freezes whose site's sidecar
+/// also crashes or hangs (the double fault nothing inside the pod can fence: mysqld cannot run
+/// its deadline event, and its sidecar can neither fence nor kill it).
+pub const AGENTLESS_FREEZE_PROBABILITY: f64 = 0.25;
+
+/// The sidecar fault of such a pair starts up to this long after the freeze.
+pub const AGENTLESS_OFFSET_MILLIS_MAX: u64 = 3_000;
+
+/// Fault ids of a freeze's sidecar fault: the freeze's id plus this (fault ids are below
+/// [`FAULTS_PER_RUN_MAX`], cascade ids are multiples of 1000 plus 1-3).
+pub const AGENTLESS_ID_OFFSET: u64 = 500;
+
 /// One scheduled fault or external action.
 #[derive(Debug, Clone)]
 pub enum FaultEvent {
@@ -43,13 +59,30 @@ pub enum FaultEvent {
         site: usize,
     },
     /// The sidecar process alone dies (opt-in, `--sidecar-crash`): mysqld keeps running in
-    /// whatever state it was, with nobody to fence it; the sidecar restarts when the fault
-    /// heals, with no cached authority.
+    /// whatever state it was, with only its write deadline to fence it; the sidecar restarts
+    /// when the fault heals, with no cached authority (startup safety net).
     SidecarCrash {
         /// Fault id.
         id: u64,
         /// The site.
-        site: usize,
+        target: Target,
+    },
+    /// The sidecar process hangs (opt-in, `--sidecar-hang`): alive, answering and executing
+    /// nothing, until the fault heals (it resumes where it stopped) or its liveness probe
+    /// restarts it.
+    SidecarHang {
+        /// Fault id.
+        id: u64,
+        /// The site.
+        target: Target,
+    },
+    /// mysqld is frozen (opt-in, `--mysqld-freeze`, SIGSTOP) until the fault heals (SIGCONT)
+    /// or the watchdog kills it.
+    MysqldFreeze {
+        /// Fault id.
+        id: u64,
+        /// The site.
+        target: Target,
     },
     /// The whole pod (mysqld and sidecar) dies; both restart when the fault heals.
     PodCrash {
@@ -111,11 +144,32 @@ pub enum FaultEvent {
     },
 }
 
+/// Which site a process fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// This site.
+    Site(usize),
+    /// Whichever site holds the newest authority when the fault fires.
+    Active,
+}
+
+/// The process faults `--sidecar-crash`, `--sidecar-hang` and `--mysqld-freeze` add to mysqld
+/// crashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProcessFault {
+    MysqldCrash,
+    SidecarCrash,
+    SidecarHang,
+    MysqldFreeze,
+}
+
 /// What a fault in force is, so its heal can undo it.
 #[derive(Debug, Clone)]
 enum ActiveFault {
     MysqldCrash(usize),
     SidecarCrash(usize),
+    SidecarHang(usize),
+    MysqldFreeze(usize),
     PodCrash(usize),
     Partition(Partition),
     OperatorCrash,
@@ -127,7 +181,10 @@ pub struct FaultState {
     active: Vec<(u64, ActiveFault)>,
     healed_since: Option<SimTime>,
     liveness_checked: bool,
-    down_sites: BTreeSet<usize>,
+    /// Sites whose mysqld a fault holds (crashed, frozen, or its pod down).
+    mysqld_faulted: BTreeSet<usize>,
+    /// Sites whose sidecar a fault holds (crashed, hung, or its pod down).
+    sidecar_faulted: BTreeSet<usize>,
 }
 
 /// The deploy pipeline's own state (the client side of seed 003).
@@ -149,9 +206,22 @@ impl FaultState {
         self.active.is_empty()
     }
 
-    /// Whether a site's mysqld or pod is down by a fault.
-    pub fn site_down(&self, site: usize) -> bool {
-        self.down_sites.contains(&site)
+    /// Whether a fault holds the site's mysqld (crash, freeze, pod crash).
+    pub fn mysqld_faulted(&self, site: usize) -> bool {
+        self.mysqld_faulted.contains(&site)
+    }
+
+    /// Whether a fault holds the site's sidecar (crash, hang, pod crash).
+    pub fn sidecar_faulted(&self, site: usize) -> bool {
+        self.sidecar_faulted.contains(&site)
+    }
+
+    /// Whether a crash fault keeps the site's mysqld down until it heals (a freeze does not:
+    /// a frozen mysqld the watchdog killed is restarted by the kubelet).
+    pub fn mysqld_kept_down(&self, site: usize) -> bool {
+        self.active.iter().any(|(_, fault)| {
+            matches!(fault, ActiveFault::MysqldCrash(s) | ActiveFault::PodCrash(s) if *s == site)
+        })
     }
 }
 
@@ -173,15 +243,38 @@ impl World {
             let duration = self.rng.random_range(1_000..=FAULT_DURATION_MILLIS_MAX);
             let roll = self.rng.random_range(0..100u32);
             let fault = match roll {
-                0..=17 if self.cfg.sidecar_crash && self.rng.random_bool(0.5) => {
-                    FaultEvent::SidecarCrash {
+                0..=17 => match self.process_fault() {
+                    ProcessFault::MysqldCrash => FaultEvent::MysqldCrash {
                         id,
                         site: self.weighted_site(),
+                    },
+                    ProcessFault::SidecarCrash => FaultEvent::SidecarCrash {
+                        id,
+                        target: self.process_target(),
+                    },
+                    ProcessFault::SidecarHang => FaultEvent::SidecarHang {
+                        id,
+                        target: self.process_target(),
+                    },
+                    ProcessFault::MysqldFreeze => {
+                        let target = self.process_target();
+                        if self.rng.random_bool(AGENTLESS_FREEZE_PROBABILITY) {
+                            if let Some(agent) = self.agent_fault(id, target) {
+                                // The same site's sidecar fails too, a little before or after.
+                                let offset = self.rng.random_range(0..=AGENTLESS_OFFSET_MILLIS_MAX);
+                                let agent_duration =
+                                    self.rng.random_range(1_000..=FAULT_DURATION_MILLIS_MAX);
+                                self.schedule_at(SimTime(at + offset), Event::Fault(agent));
+                                self.schedule_at(
+                                    SimTime(at + offset + agent_duration),
+                                    Event::Fault(FaultEvent::Heal {
+                                        id: id + AGENTLESS_ID_OFFSET,
+                                    }),
+                                );
+                            }
+                        }
+                        FaultEvent::MysqldFreeze { id, target }
                     }
-                }
-                0..=17 => FaultEvent::MysqldCrash {
-                    id,
-                    site: self.weighted_site(),
                 },
                 18..=31 => FaultEvent::PodCrash {
                     id,
@@ -267,6 +360,58 @@ impl World {
         );
     }
 
+    /// Which process fault the 18% band draws: mysqld crashes, and each process fault whose flag
+    /// is on, equally likely.
+    fn process_fault(&mut self) -> ProcessFault {
+        let mut kinds = vec![ProcessFault::MysqldCrash];
+        if self.cfg.sidecar_crash {
+            kinds.push(ProcessFault::SidecarCrash);
+        }
+        if self.cfg.sidecar_hang {
+            kinds.push(ProcessFault::SidecarHang);
+        }
+        if self.cfg.mysqld_freeze {
+            kinds.push(ProcessFault::MysqldFreeze);
+        }
+        if kinds.len() == 1 {
+            return ProcessFault::MysqldCrash;
+        }
+        kinds[self.rng.random_range(0..kinds.len())]
+    }
+
+    /// The target of a sidecar or freeze fault: the active site half the time (where these
+    /// faults bite), else a weighted site.
+    fn process_target(&mut self) -> Target {
+        if self.rng.random_bool(0.5) {
+            Target::Active
+        } else {
+            Target::Site(self.weighted_site())
+        }
+    }
+
+    /// A sidecar fault to go with a freeze on `target` (crash or hang, among the modes on).
+    fn agent_fault(&mut self, id: u64, target: Target) -> Option<FaultEvent> {
+        let id = id + AGENTLESS_ID_OFFSET;
+        match (self.cfg.sidecar_crash, self.cfg.sidecar_hang) {
+            (false, false) => None,
+            (true, false) => Some(FaultEvent::SidecarCrash { id, target }),
+            (false, true) => Some(FaultEvent::SidecarHang { id, target }),
+            (true, true) => Some(if self.rng.random_bool(0.5) {
+                FaultEvent::SidecarCrash { id, target }
+            } else {
+                FaultEvent::SidecarHang { id, target }
+            }),
+        }
+    }
+
+    /// The site a process fault hits now.
+    fn resolve(&self, target: Target) -> Option<usize> {
+        match target {
+            Target::Site(site) => Some(site),
+            Target::Active => self.newest_active_site(),
+        }
+    }
+
     /// A site, the read-write ones (the interesting ones) more often than the reader.
     fn weighted_site(&mut self) -> usize {
         match self.rng.random_range(0..10u32) {
@@ -311,7 +456,7 @@ impl World {
     pub fn fault(&mut self, fault: FaultEvent) {
         match fault {
             FaultEvent::MysqldCrash { id, site } => {
-                if self.faults.site_down(site) {
+                if self.faults.mysqld_faulted(site) || !self.sites[site].mysqld_up {
                     return;
                 }
                 trace!(
@@ -321,14 +466,17 @@ impl World {
                     "mysqld on {} crashes",
                     SITE_NAMES[site]
                 );
-                self.sites[site].crash();
-                self.faults.down_sites.insert(site);
+                self.stop_mysqld(site);
+                self.faults.mysqld_faulted.insert(site);
                 self.faults
                     .active
                     .push((id, ActiveFault::MysqldCrash(site)));
             }
-            FaultEvent::SidecarCrash { id, site } => {
-                if self.faults.site_down(site) {
+            FaultEvent::SidecarCrash { id, target } => {
+                let Some(site) = self.resolve(target) else {
+                    return;
+                };
+                if self.faults.sidecar_faulted(site) {
                     return;
                 }
                 trace!(
@@ -339,13 +487,58 @@ impl World {
                     SITE_NAMES[site]
                 );
                 self.stop_sidecar(site);
-                self.faults.down_sites.insert(site);
+                self.faults.sidecar_faulted.insert(site);
                 self.faults
                     .active
                     .push((id, ActiveFault::SidecarCrash(site)));
             }
+            FaultEvent::SidecarHang { id, target } => {
+                let Some(site) = self.resolve(target) else {
+                    return;
+                };
+                if self.faults.sidecar_faulted(site) || !self.sidecars[site].up() {
+                    return;
+                }
+                trace!(
+                    self.trace,
+                    self.now,
+                    "fault",
+                    "sidecar of {} hangs (alive, executing nothing)",
+                    SITE_NAMES[site]
+                );
+                self.hang_sidecar(site);
+                self.faults.sidecar_faulted.insert(site);
+                self.faults
+                    .active
+                    .push((id, ActiveFault::SidecarHang(site)));
+            }
+            FaultEvent::MysqldFreeze { id, target } => {
+                let Some(site) = self.resolve(target) else {
+                    return;
+                };
+                if self.faults.mysqld_faulted(site) || !self.sites[site].mysqld_up {
+                    return;
+                }
+                trace!(
+                    self.trace,
+                    self.now,
+                    "fault",
+                    "mysqld on {} frozen (SIGSTOP, {})",
+                    SITE_NAMES[site],
+                    if self.sites[site].read_only {
+                        "read-only"
+                    } else {
+                        "writable"
+                    }
+                );
+                self.freeze_mysqld(site);
+                self.faults.mysqld_faulted.insert(site);
+                self.faults
+                    .active
+                    .push((id, ActiveFault::MysqldFreeze(site)));
+            }
             FaultEvent::PodCrash { id, site } => {
-                if self.faults.site_down(site) {
+                if self.faults.mysqld_faulted(site) || self.faults.sidecar_faulted(site) {
                     return;
                 }
                 trace!(
@@ -355,9 +548,10 @@ impl World {
                     "pod of {} dies (mysqld and sidecar)",
                     SITE_NAMES[site]
                 );
-                self.sites[site].crash();
+                self.stop_mysqld(site);
                 self.stop_sidecar(site);
-                self.faults.down_sites.insert(site);
+                self.faults.mysqld_faulted.insert(site);
+                self.faults.sidecar_faulted.insert(site);
                 self.faults.active.push((id, ActiveFault::PodCrash(site)));
             }
             FaultEvent::ActivePodCrash { id } => {
@@ -452,8 +646,10 @@ impl World {
                     "mysqld on {} restarts (read-only)",
                     SITE_NAMES[site]
                 );
-                self.sites[site].restart(self.now);
-                self.faults.down_sites.remove(&site);
+                self.faults.mysqld_faulted.remove(&site);
+                if !self.sites[site].mysqld_up {
+                    self.start_mysqld(site);
+                }
             }
             ActiveFault::SidecarCrash(site) => {
                 trace!(
@@ -463,8 +659,35 @@ impl World {
                     "sidecar of {} restarts (no authority)",
                     SITE_NAMES[site]
                 );
+                self.faults.sidecar_faulted.remove(&site);
                 self.start_sidecar(site);
-                self.faults.down_sites.remove(&site);
+            }
+            ActiveFault::SidecarHang(site) => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "heal",
+                    "sidecar of {} un-hangs",
+                    SITE_NAMES[site]
+                );
+                self.faults.sidecar_faulted.remove(&site);
+                self.resume_sidecar(site);
+            }
+            ActiveFault::MysqldFreeze(site) => {
+                trace!(
+                    self.trace,
+                    self.now,
+                    "heal",
+                    "SIGCONT to mysqld on {}{}",
+                    SITE_NAMES[site],
+                    if self.sites[site].frozen {
+                        ""
+                    } else {
+                        " (no longer frozen: killed)"
+                    }
+                );
+                self.faults.mysqld_faulted.remove(&site);
+                self.thaw_mysqld(site);
             }
             ActiveFault::PodCrash(site) => {
                 trace!(
@@ -474,9 +697,12 @@ impl World {
                     "pod of {} restarts (read-only, no authority)",
                     SITE_NAMES[site]
                 );
-                self.sites[site].restart(self.now);
+                self.faults.mysqld_faulted.remove(&site);
+                self.faults.sidecar_faulted.remove(&site);
+                if !self.sites[site].mysqld_up {
+                    self.start_mysqld(site);
+                }
                 self.start_sidecar(site);
-                self.faults.down_sites.remove(&site);
             }
             ActiveFault::Partition(partition) => {
                 trace!(

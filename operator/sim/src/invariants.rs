@@ -6,6 +6,7 @@
 //! restart may lose.
 
 use crate::clock::SimTime;
+use crate::epochs::{AckedWrite, AuthorityHistory, FailoverTimes, Verdict};
 use crate::gtid::{Txn, TxnSet};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,8 +14,25 @@ use std::fmt;
 /// A kind of invariant violation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FindingClass {
-    /// Two sites could acknowledge writes at the same instant.
+    /// Split brain as the harness judges it: an acknowledged write outside its site's
+    /// authority epoch (from the published status), or two sites' acknowledged writes in
+    /// overlapping intervals.
     SplitBrain,
+    /// The same (or its effects: two writers at one instant, a loss), where a site involved
+    /// had its mysqld frozen with its sidecar down or hung shortly before: the double fault
+    /// nothing in the pod can fence (the write deadline runs inside the frozen process, the
+    /// watchdog inside the dead or hung one). Not inherent: an agent outside the pod (the
+    /// kubelet killing the container on the operator's request, a node watchdog) or a commit
+    /// that needs a replica's acknowledgement (semi-synchronous replication without fallback)
+    /// would avoid it. Counted apart because no rule in core can: it is a design decision.
+    SplitBrainFrozenAgentless,
+    /// Two sites accepted writes at the same instant (mysqld answering, `read_only` off),
+    /// whether or not a client wrote.
+    TwoWritable,
+    /// The published status does not explain how authority moved: an active-site change with
+    /// no observed failover or no new generation, a generation going back, or a failover
+    /// that never showed (the harness's epoch checks).
+    AuthorityUnexplained,
     /// Acknowledged writes were lost by something other than an emergency failover.
     UnexplainedLoss,
     /// `lastFailover.lostTransactions` disagrees with the transactions really lost: more than
@@ -40,8 +58,11 @@ pub enum FindingClass {
 
 impl FindingClass {
     /// Every class, in table order.
-    pub const ALL: [FindingClass; 10] = [
+    pub const ALL: [FindingClass; 13] = [
         FindingClass::SplitBrain,
+        FindingClass::SplitBrainFrozenAgentless,
+        FindingClass::TwoWritable,
+        FindingClass::AuthorityUnexplained,
         FindingClass::UnexplainedLoss,
         FindingClass::LostMismatch,
         FindingClass::CooldownViolated,
@@ -53,11 +74,16 @@ impl FindingClass {
         FindingClass::ConflictingDecision,
     ];
 
-    /// Whether the class is an accepted property of the design rather than a bug.
+    /// Whether the class is an accepted property of the design rather than a bug: only where
+    /// no system could avoid it. `CooldownViolated(restart+stateLost)` is seed 001's: with
+    /// both persisted copies lost, nothing remembers the cooldown.
     pub fn is_inherent(self) -> bool {
         match self {
             FindingClass::CooldownViolatedRestartStateLost => true,
             FindingClass::SplitBrain
+            | FindingClass::SplitBrainFrozenAgentless
+            | FindingClass::TwoWritable
+            | FindingClass::AuthorityUnexplained
             | FindingClass::UnexplainedLoss
             | FindingClass::LostMismatch
             | FindingClass::CooldownViolated
@@ -73,6 +99,9 @@ impl FindingClass {
     pub fn name(self) -> &'static str {
         match self {
             FindingClass::SplitBrain => "SplitBrain",
+            FindingClass::SplitBrainFrozenAgentless => "SplitBrain(frozen+agentless)",
+            FindingClass::TwoWritable => "TwoWritable",
+            FindingClass::AuthorityUnexplained => "AuthorityUnexplained",
             FindingClass::UnexplainedLoss => "UnexplainedLoss",
             FindingClass::LostMismatch => "LostMismatch",
             FindingClass::CooldownViolated => "CooldownViolated",
@@ -149,6 +178,15 @@ fn quote_set(set: &TxnSet) -> String {
 /// Findings recorded per class beyond which further ones are only counted.
 pub const FINDINGS_PER_CLASS_MAX: usize = 4;
 
+/// Cross-clock slack of the authority epochs: the operator's status timestamps are off true
+/// time by at most its clock skew.
+pub const EPOCH_SLACK_MILLIS: u64 = crate::clock::OPERATOR_SKEW_MILLIS_MAX.unsigned_abs();
+
+/// How long before an offending acknowledgement an agentless freeze of its site still counts
+/// as its cause: the longest the operator's lease wait and failover take after the old site's
+/// agent stopped (detection, lease plus margin, drain) with room to spare.
+pub const AGENTLESS_LOOKBACK_MILLIS: u64 = 90_000;
+
 /// The invariant checker of one run.
 #[derive(Debug)]
 pub struct Checker {
@@ -166,6 +204,10 @@ pub struct Checker {
     already_lost: TxnSet,
     cooldown_millis: u64,
     cooldown_tolerance_millis: u64,
+    history: AuthorityHistory,
+    /// Per site, the spans in which its mysqld was frozen with no live agent (sidecar down
+    /// or hung), closed or still open.
+    agentless_freezes: Vec<Vec<(SimTime, Option<SimTime>)>>,
 }
 
 impl Checker {
@@ -178,6 +220,7 @@ impl Checker {
         cooldown_tolerance_millis: u64,
     ) -> Checker {
         let site_count = site_names.len();
+        let history = AuthorityHistory::new(site_names.clone(), EPOCH_SLACK_MILLIS);
         Checker {
             site_names,
             findings: Vec::new(),
@@ -193,6 +236,8 @@ impl Checker {
             already_lost: TxnSet::new(),
             cooldown_millis,
             cooldown_tolerance_millis,
+            history,
+            agentless_freezes: vec![Vec::new(); site_count],
         }
     }
 
@@ -215,9 +260,118 @@ impl Checker {
         &self.counts
     }
 
-    /// A client write was acknowledged.
-    pub fn on_ack(&mut self, txn: Txn) {
+    /// A client write sent to `site` at `sent_at` was acknowledged at `acked_at`.
+    pub fn on_ack(&mut self, txn: Txn, site: usize, sent_at: SimTime, acked_at: SimTime) {
         self.acked.insert(txn);
+        self.history.on_ack(AckedWrite {
+            site,
+            sent_at,
+            acked_at,
+        });
+    }
+
+    /// The operator published a status at `now` (see [`AuthorityHistory::on_status`]).
+    pub fn on_status(
+        &mut self,
+        now: SimTime,
+        active_site: Option<usize>,
+        generation: u64,
+        last_failover: Option<FailoverTimes>,
+    ) {
+        self.history
+            .on_status(now, active_site, generation, last_failover);
+    }
+
+    /// Whether `site`'s mysqld is frozen with no live agent, at `now`: opens or closes the
+    /// span that classifies split brain on it.
+    pub fn on_agentless_freeze(&mut self, now: SimTime, site: usize, agentless: bool) {
+        let spans = &mut self.agentless_freezes[site];
+        let open = spans.last().is_some_and(|(_, end)| end.is_none());
+        match (open, agentless) {
+            (false, true) => spans.push((now, None)),
+            (true, false) => {
+                if let Some(last) = spans.last_mut() {
+                    last.1 = Some(now);
+                }
+            }
+            (true, true) | (false, false) => {}
+        }
+    }
+
+    /// A site's mysqld that was frozen with no live agent resumed with `read_only` off (a thaw
+    /// before its sidecar returned): it may commit outside its authority, so what a later
+    /// failover lost is no longer defined and is not compared (as after two writers).
+    pub fn on_agentless_thaw_writable(&mut self) {
+        self.split_brain_since_promotion = true;
+        self.pending_truth = None;
+    }
+
+    /// `fallback`, or [`FindingClass::SplitBrainFrozenAgentless`] when one of `sites` was
+    /// frozen with no live agent within [`AGENTLESS_LOOKBACK_MILLIS`] before `now`: the
+    /// instant two-writers check and the loss check then see that split brain's effects.
+    fn class_by_cause(
+        &self,
+        sites: &[usize],
+        now: SimTime,
+        fallback: FindingClass,
+    ) -> FindingClass {
+        let since = SimTime(now.as_millis().saturating_sub(AGENTLESS_LOOKBACK_MILLIS));
+        if sites
+            .iter()
+            .any(|&site| self.agentless_frozen_within(site, since, now))
+        {
+            FindingClass::SplitBrainFrozenAgentless
+        } else {
+            fallback
+        }
+    }
+
+    /// Whether `site`'s mysqld was frozen with no live agent at some instant of `from..=to`.
+    fn agentless_frozen_within(&self, site: usize, from: SimTime, to: SimTime) -> bool {
+        self.agentless_freezes[site]
+            .iter()
+            .any(|&(start, end)| start <= to && end.is_none_or(|end| end >= from))
+    }
+
+    /// End of the run: judges the acknowledged writes against the published status as the
+    /// harness does, and reports each finding.
+    pub fn judge_authority_history(&mut self, now: SimTime) {
+        for verdict in self.history.judge() {
+            match verdict {
+                Verdict::SplitBrain {
+                    write,
+                    overlapped,
+                    detail,
+                } => {
+                    // A write commits at its acknowledgement; what made it possible is whether
+                    // its site was frozen with no agent shortly before (a thaw releases it).
+                    let agentless = |checker: &Checker, w: &AckedWrite| {
+                        let since = SimTime(
+                            w.acked_at
+                                .as_millis()
+                                .saturating_sub(AGENTLESS_LOOKBACK_MILLIS),
+                        );
+                        checker.agentless_frozen_within(w.site, since, w.acked_at)
+                    };
+                    let class = if agentless(self, &write)
+                        || overlapped.is_some_and(|other| agentless(self, &other))
+                    {
+                        FindingClass::SplitBrainFrozenAgentless
+                    } else {
+                        FindingClass::SplitBrain
+                    };
+                    self.report(class, write.acked_at, detail);
+                }
+                Verdict::Inconsistent { at, detail } => {
+                    self.report(FindingClass::AuthorityUnexplained, at.min(now), detail);
+                }
+            }
+        }
+    }
+
+    /// Acknowledged writes recorded for the split-brain judgement.
+    pub fn acked_write_count(&self) -> usize {
+        self.history.write_count()
     }
 
     /// Acknowledged writes not yet lost.
@@ -265,23 +419,26 @@ impl Checker {
     }
 
     /// The step's end state of every site: who can acknowledge writes, and what each executed.
-    /// Checks SplitBrain and, on every site that just became writable, loss of acknowledged writes.
+    /// Checks TwoWritable and, on every site that just became writable, loss of acknowledged
+    /// writes.
     pub fn on_step(&mut self, now: SimTime, accepts_writes: &[bool], executed: &[&TxnSet]) {
-        let writers: Vec<&str> = accepts_writes
+        let writer_sites: Vec<usize> = accepts_writes
             .iter()
             .enumerate()
             .filter(|&(_, &w)| w)
-            .map(|(i, _)| self.site_names[i])
+            .map(|(i, _)| i)
             .collect();
-        if writers.len() > 1 {
+        if writer_sites.len() > 1 {
             // Two writers: which transactions a later failover "lost" is no longer defined,
             // so that failover's report is not compared (the SplitBrain itself is the finding).
             self.split_brain_since_promotion = true;
             self.pending_truth = None;
+            let names: Vec<&str> = writer_sites.iter().map(|&i| self.site_names[i]).collect();
+            let class = self.class_by_cause(&writer_sites, now, FindingClass::TwoWritable);
             self.report(
-                FindingClass::SplitBrain,
+                class,
                 now,
-                format!("sites {} all accept writes", writers.join(", ")),
+                format!("sites {} all accept writes", names.join(", ")),
             );
         }
         for site in 0..accepts_writes.len() {
@@ -331,8 +488,9 @@ impl Checker {
             Some((target, PromotionKind::Emergency)) if target == site
         );
         if !emergency {
+            let class = self.class_by_cause(&[site], now, FindingClass::UnexplainedLoss);
             self.report(
-                FindingClass::UnexplainedLoss,
+                class,
                 now,
                 format!(
                     "{} became writable without {} acknowledged writes ({}), last writer {:?}, \
@@ -407,13 +565,49 @@ mod tests {
         Txn { server_id: 1, seq }
     }
 
-    // SplitBrain: two sites accepting writes at one instant is always a finding.
+    // TwoWritable: two sites accepting writes at one instant is always a finding.
     #[test]
-    fn two_writers_are_split_brain() {
+    fn two_writers_at_one_instant_are_found() {
         let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
         let empty = TxnSet::new();
         checker.on_step(SimTime(1), &[true, true, false], &[&empty, &empty, &empty]);
-        assert_eq!(checker.counts().get(&FindingClass::SplitBrain), Some(&1));
+        assert_eq!(checker.counts().get(&FindingClass::TwoWritable), Some(&1));
+    }
+
+    // Harness "no split brain", end to end through the checker: a demoted iad acknowledging
+    // after pdx's promotion is SplitBrain, or SplitBrain(frozen+agentless) when iad had been
+    // frozen with no agent just before.
+    #[test]
+    fn acknowledged_write_outside_its_epoch_is_classified_by_its_cause() {
+        let failover = FailoverTimes {
+            from: 0,
+            to: 1,
+            started_at: Some(SimTime(10_000)),
+            fenced_at: Some(SimTime(18_000)),
+            promoted_at: Some(SimTime(18_000)),
+        };
+        let run = |agentless: bool| {
+            let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
+            checker.on_status(SimTime(0), Some(0), 1, None);
+            checker.on_ack(txn(1), 0, SimTime(5_000), SimTime(5_000));
+            if agentless {
+                checker.on_agentless_freeze(SimTime(6_000), 0, true);
+                checker.on_agentless_freeze(SimTime(25_000), 0, false);
+            }
+            checker.on_status(SimTime(18_000), Some(1), 2, Some(failover));
+            checker.on_ack(txn(2), 0, SimTime(25_000), SimTime(25_000));
+            checker.judge_authority_history(SimTime(30_000));
+            checker.counts().clone()
+        };
+        let plain = run(false);
+        assert_eq!(plain.get(&FindingClass::SplitBrain), Some(&1), "{plain:?}");
+        let frozen = run(true);
+        assert_eq!(frozen.get(&FindingClass::SplitBrain), None, "{frozen:?}");
+        assert_eq!(
+            frozen.get(&FindingClass::SplitBrainFrozenAgentless),
+            Some(&1),
+            "{frozen:?}"
+        );
     }
 
     // bloodraven.md: acknowledged writes are lost only by an emergency failover.
@@ -423,8 +617,8 @@ mod tests {
         let mut iad = TxnSet::new();
         iad.insert(txn(1));
         iad.insert(txn(2));
-        checker.on_ack(txn(1));
-        checker.on_ack(txn(2));
+        checker.on_ack(txn(1), 0, SimTime(0), SimTime(0));
+        checker.on_ack(txn(2), 0, SimTime(0), SimTime(0));
         let mut pdx = TxnSet::new();
         pdx.insert(txn(1));
         let empty = TxnSet::new();
@@ -446,7 +640,7 @@ mod tests {
         let mut iad = TxnSet::new();
         iad.insert(txn(1));
         iad.insert(txn(2));
-        checker.on_ack(txn(2));
+        checker.on_ack(txn(2), 0, SimTime(0), SimTime(0));
         let pdx = TxnSet::new();
         let empty = TxnSet::new();
         checker.on_step(SimTime(1), &[true, false, false], &[&iad, &pdx, &empty]);

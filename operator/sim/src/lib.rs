@@ -1,8 +1,8 @@
 //! bloodraven-sim: a deterministic, seeded, replayable simulator over `bloodraven-core`.
 //!
 //! One seeded ChaCha PRNG drives a discrete-event world of three MySQL sites (GTID logs,
-//! asynchronous replication, crashes), sidecars running core's real lease rule on drifting
-//! clocks, network partitions, a Kubernetes API store, an operator calling core's real `decide`
+//! asynchronous replication, crashes, freezes, write deadlines), sidecars running core's real
+//! lease rule and watchdog on drifting clocks (crashing and hanging), network partitions, a Kubernetes API store, an operator calling core's real `decide`
 //! every pollInterval, a deploy pipeline holding seed 003's leases, and planned failover
 //! requests. Invariants are checked after every event; each violation is a finding class.
 //!
@@ -11,10 +11,13 @@
 #![doc = "Entry points: [`world::run`] for one seed, [`cli::sweep`] for a range."]
 
 pub mod cli;
+pub mod client;
 pub mod clock;
 pub mod config;
+pub mod epochs;
 pub mod error;
 pub mod faults;
+pub mod fencing;
 pub mod gtid;
 pub mod invariants;
 pub mod network;

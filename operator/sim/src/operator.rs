@@ -7,6 +7,7 @@
 //! to the store's status every poll; a restart reloads it from the store.
 
 use crate::clock::{SimTime, EPOCH_UNIX_MILLIS, OPERATOR_SKEW_MILLIS_MAX};
+use crate::epochs::FailoverTimes;
 use crate::invariants::{FindingClass, PromotionKind};
 use crate::network::OPERATOR_NODE;
 use crate::store::{cluster_ip, node_name, site_index, GROUP};
@@ -207,6 +208,7 @@ impl World {
             }
         }
         self.note_cooldown_copies();
+        self.publish_status_snapshot();
         let run = self.operator.run;
         let delay = self.rng.random_range(1..=STARTUP_MILLIS_MAX);
         self.schedule_in(delay, Event::OperatorPoll { run });
@@ -258,7 +260,7 @@ impl World {
                 SidecarReading::Unreachable {
                     error: "connect to sidecar: network unreachable".to_string(),
                 }
-            } else if self.rng.random_bool(READ_FAILURE_PROBABILITY) {
+            } else if self.rng.random_bool(READ_FAILURE_PROBABILITY) || self.sidecars[site].hung {
                 SidecarReading::Unreachable {
                     error: "read sidecar status: timed out".to_string(),
                 }
@@ -312,20 +314,22 @@ impl World {
     fn world_summary(&self) -> String {
         let mut parts = Vec::with_capacity(SITE_NAMES.len());
         for (index, site) in self.sites.iter().enumerate() {
-            let state = match (site.mysqld_up, site.read_only) {
-                (false, _) => "down",
-                (true, true) => "ro",
-                (true, false) => "RW",
+            let state = match (site.mysqld_up, site.read_only, site.frozen) {
+                (false, _, _) => "down",
+                (true, true, false) => "ro",
+                (true, false, false) => "RW",
+                (true, true, true) => "ro frozen",
+                (true, false, true) => "RW frozen",
             };
             let source = match (site.source, site.replication_enabled) {
                 (Some(source), true) => format!("<-{}", SITE_NAMES[source]),
                 (Some(source), false) => format!("<-{} stopped", SITE_NAMES[source]),
                 (None, _) => String::new(),
             };
-            let sidecar = if self.sidecars[index].up() {
-                ""
-            } else {
-                " sidecar down"
+            let sidecar = match (self.sidecars[index].up(), self.sidecars[index].hung) {
+                (true, false) => "",
+                (true, true) => " sidecar hung",
+                (false, _) => " sidecar down",
             };
             parts.push(format!(
                 "{} {state} seq {} (+{} relay){source}{sidecar}",
@@ -368,6 +372,7 @@ impl World {
         self.note_promotion(&memory, &decision);
         let outcomes = self.execute(&decision);
         self.store.write_status(decision.memory.to_status());
+        self.publish_status_snapshot();
         self.operator.memory = Some(decision.memory.clone());
         self.check_after_poll(&decision, &outcomes);
     }
@@ -543,6 +548,11 @@ impl World {
         if !self.net.connected(OPERATOR_NODE, site) || !self.sidecars[site].up() {
             return Outcome::Refused;
         }
+        if self.sidecars[site].hung {
+            // The kernel accepted the request; the hung server serves it when it resumes.
+            self.queue_for_hung_sidecar(site, mutation);
+            return Outcome::TimedOut { lands_later: true };
+        }
         let outcome = self.roll_outcome();
         if outcome.applied_now() {
             self.apply_mutation(&mutation);
@@ -568,14 +578,18 @@ impl World {
 
     /// A timed-out mutation lands after all.
     pub fn late_mutation(&mut self, mutation: Mutation) {
-        let reachable = match &mutation {
+        let sidecar = match &mutation {
             Mutation::PushAuthority(site, _)
             | Mutation::Fence(site, _)
             | Mutation::Promote(site, _)
-            | Mutation::Repoint(site, _) => self.sidecars[*site].up(),
-            Mutation::Dns(_) => true,
+            | Mutation::Repoint(site, _) => Some(*site),
+            Mutation::Dns(_) => None,
         };
-        if reachable {
+        if let Some(site) = sidecar.filter(|&site| self.sidecars[site].hung) {
+            self.queue_for_hung_sidecar(site, mutation);
+            return;
+        }
+        if sidecar.is_none_or(|site| self.sidecars[site].up()) {
             trace!(
                 self.trace,
                 self.now,
@@ -586,7 +600,17 @@ impl World {
         }
     }
 
-    fn apply_mutation(&mut self, mutation: &Mutation) {
+    /// A request to the hung sidecar of `site` waits in its server's queue (bounded: beyond it,
+    /// the connection is refused).
+    fn queue_for_hung_sidecar(&mut self, site: usize, mutation: Mutation) {
+        let queued = &mut self.sidecars[site].queued;
+        if queued.len() < crate::fencing::QUEUED_MUTATIONS_MAX {
+            queued.push(mutation);
+        }
+    }
+
+    /// Applies a mutation to the world (the request reached a running, serving sidecar).
+    pub fn apply_mutation(&mut self, mutation: &Mutation) {
         match mutation {
             Mutation::PushAuthority(site, authority) => {
                 self.sidecar_push_authority(*site, authority);
@@ -743,9 +767,7 @@ impl World {
         if let Some(last) = memory.last_failover.as_ref() {
             if last.kind == FailoverKind::Emergency {
                 if let (Some(from), Some(to)) = (site_index(&last.from), site_index(&last.to)) {
-                    let promoted_at = last.promoted_at.map(|at| {
-                        SimTime(u64::try_from(at.unix_millis() - EPOCH_UNIX_MILLIS).unwrap_or(0))
-                    });
+                    let promoted_at = last.promoted_at.map(sim_time_of);
                     let compared = self.checker.on_reported_loss(
                         self.now,
                         from,
@@ -807,6 +829,35 @@ impl World {
             self.checker
                 .report(FindingClass::LeaseNotRevoked, self.now, detail);
         }
+    }
+}
+
+/// A status timestamp (the operator's wall clock) on the simulator's time axis: off true time
+/// by the writer's clock skew.
+pub fn sim_time_of(at: Timestamp) -> SimTime {
+    SimTime(u64::try_from(at.unix_millis() - EPOCH_UNIX_MILLIS).unwrap_or(0))
+}
+
+impl World {
+    /// The split-brain judge sees the status as it is now (as the harness's status probe
+    /// would).
+    pub fn publish_status_snapshot(&mut self) {
+        let Some(status) = self.store.status.as_ref() else {
+            return;
+        };
+        let active = status.active_site.as_deref().and_then(site_index);
+        let failover = status.last_failover.as_ref().and_then(|last| {
+            Some(FailoverTimes {
+                from: site_index(&last.from)?,
+                to: site_index(&last.to)?,
+                started_at: last.started_at.map(sim_time_of),
+                fenced_at: last.fenced_at.map(sim_time_of),
+                promoted_at: last.promoted_at.map(sim_time_of),
+            })
+        });
+        let generation = status.topology_generation;
+        self.checker
+            .on_status(self.now, active, generation, failover);
     }
 }
 

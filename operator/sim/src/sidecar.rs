@@ -3,11 +3,18 @@
 //! Each sidecar reads its own drifting monotonic clock, asks its peers for a lease every
 //! `duration / 3` over the simulated network, answers its peers' requests, and enforces the
 //! write rule on its mysqld: on every state change, on a periodic tick, and exactly when its
-//! held lease lapses on its own clock. It also serves the operator's calls (status, authority
-//! push, fence, promote, repoint).
+//! held lease stops counting (a fence lead before it lapses) on its own clock. While its lease
+//! counts it keeps mysqld's write deadline armed, and its watchdog
+//! ([`crate::fencing`]) kills a mysqld it cannot fence. It also serves the operator's calls
+//! (status, authority push, fence, promote, repoint).
+//!
+//! Like the live sidecar, it tells a mysqld restart from its observations (a new mysqld run)
+//! and forgets its cached authority then (startup safety net), and a hung sidecar executes
+//! nothing: its timers keep their rhythm but act only once it resumes.
 
 use crate::clock::{DriftClock, SimTime, EPOCH_UNIX_MILLIS};
-use crate::operator::WRITE_LEASE_MILLIS;
+use crate::fencing::WATCHDOG_CHECK_MILLIS;
+use crate::operator::{Mutation, WRITE_LEASE_MILLIS};
 use crate::store::{site_of_source_host, GROUP};
 use crate::trace;
 use crate::world::{Event, World, SITE_NAMES};
@@ -19,7 +26,10 @@ use bloodraven_api::sidecar::{
     SidecarStatus,
 };
 use bloodraven_api::Timestamp;
-use bloodraven_core::lease::{Enforcement, LeaseConfig, MonotonicMillis, RoundId, SiteLease};
+use bloodraven_core::lease::{
+    fence_lead_ms, Enforcement, LeaseConfig, MonotonicMillis, RoundId, SiteLease, Watchdog,
+    WriteDecision,
+};
 use rand::Rng;
 use std::time::Duration;
 
@@ -39,6 +49,16 @@ pub struct SimSidecar {
     pub started_at: SimTime,
     /// The lease state; `None` while the process is down.
     pub lease: Option<SiteLease>,
+    /// The watchdog's memory; `None` while the process is down.
+    pub watchdog: Option<Watchdog>,
+    /// Whether the process hangs: alive, executing nothing.
+    pub hung: bool,
+    /// Hangs of this run so far (the liveness restart names the one it is for).
+    pub hang: u64,
+    /// Operator requests its server accepted while it hung, served when it resumes.
+    pub queued: Vec<Mutation>,
+    /// The mysqld run it last observed; a different one is a restart under it.
+    pub last_mysqld_run: Option<u64>,
 }
 
 impl SimSidecar {
@@ -50,12 +70,22 @@ impl SimSidecar {
             run: 0,
             started_at: SimTime(0),
             lease: None,
+            watchdog: None,
+            hung: false,
+            hang: 0,
+            queued: Vec::new(),
+            last_mysqld_run: None,
         }
     }
 
-    /// Whether the process is running.
+    /// Whether the process is running (hung or not).
     pub fn up(&self) -> bool {
         self.lease.is_some()
+    }
+
+    /// Whether the process runs and executes: up and not hung.
+    pub fn serving(&self) -> bool {
+        self.up() && !self.hung
     }
 
     /// The reading of its monotonic clock at true time `now`.
@@ -65,10 +95,7 @@ impl SimSidecar {
 
     /// True milliseconds until its clock has advanced by at least `mono_millis`.
     pub fn true_delay_for(&self, mono_millis: u64) -> u64 {
-        let rate = 1_000_000 + self.clock.drift_ppm;
-        // ceil(mono * 1e6 / rate), plus one for the integer truncation of the clock reading.
-        let rate = u64::try_from(rate).unwrap_or(1_000_000).max(1);
-        (mono_millis * 1_000_000).div_ceil(rate) + 1
+        self.clock.true_delay_for(mono_millis)
     }
 }
 
@@ -110,7 +137,12 @@ impl World {
         let sidecar = &mut self.sidecars[site];
         sidecar.run += 1;
         sidecar.started_at = self.now;
+        sidecar.watchdog = Some(Watchdog::new(&config));
         sidecar.lease = Some(SiteLease::new(config));
+        sidecar.hung = false;
+        sidecar.hang = 0;
+        sidecar.queued.clear();
+        sidecar.last_mysqld_run = None;
         let run = sidecar.run;
         let first_tick = self.rng.random_range(1..TICK_MILLIS);
         self.schedule_in(
@@ -123,31 +155,82 @@ impl World {
         );
         let first_renew = self.rng.random_range(1..100);
         self.schedule_in(first_renew, Event::LeaseRenew { site, run });
+        let first_check = self.rng.random_range(1..=WATCHDOG_CHECK_MILLIS);
+        self.schedule_in(first_check, Event::WatchdogCheck { site, run });
         self.enforce(site);
     }
 
-    /// The sidecar process of `site` dies (its cached authority and lease with it).
+    /// The sidecar process of `site` dies (its cached authority, lease and watchdog with it).
     pub fn stop_sidecar(&mut self, site: usize) {
-        self.sidecars[site].lease = None;
+        let sidecar = &mut self.sidecars[site];
+        sidecar.lease = None;
+        sidecar.watchdog = None;
+        sidecar.hung = false;
+        sidecar.queued.clear();
     }
 
-    /// Applies the write rule to mysqld now.
+    /// The sidecar observes its mysqld, as its enforcer and its status handler do (the live
+    /// sidecar's `set_observation`): the watchdog records what it saw, and a new mysqld run
+    /// under a running sidecar makes it forget its cached authority (startup safety net).
+    pub fn observe_mysqld(&mut self, site: usize) -> MysqlObservation {
+        let observation = self.mysql_observation(site);
+        let mysqld_run = self.sites[site].answers().then_some(self.sites[site].run);
+        let sidecar = &mut self.sidecars[site];
+        if let Some(watchdog) = sidecar.watchdog.as_mut() {
+            watchdog.observe(observation.read_only, observation.down);
+        }
+        if let Some(run) = mysqld_run {
+            let restarted = sidecar.last_mysqld_run.is_some_and(|last| last != run);
+            sidecar.last_mysqld_run = Some(run);
+            if restarted {
+                if let Some(lease) = sidecar.lease.as_mut() {
+                    let had_authority = lease.authority().is_some();
+                    lease.forget_authority();
+                    trace!(
+                        self.trace,
+                        self.now,
+                        SITE_NAMES[site],
+                        "sidecar sees mysqld restarted: forgets its authority (had one: \
+                         {had_authority})"
+                    );
+                }
+            }
+        }
+        observation
+    }
+
+    /// Applies the write rule to mysqld now (one pass of the live enforcer: observe, decide,
+    /// act; the write deadline armed while the lease counts, and before any unfence).
     pub fn enforce(&mut self, site: usize) {
+        if !self.sidecars[site].serving() {
+            return;
+        }
+        let observation = self.observe_mysqld(site);
+        if self.sites[site].answers() {
+            self.sites[site].install_write_deadline();
+        }
         let now = self.now;
         let mono = self.sidecars[site].mono(now);
         let Some(lease) = self.sidecars[site].lease.as_ref() else {
             return;
         };
-        let mysqld = &self.sites[site];
-        let observed = mysqld.mysqld_up.then_some(mysqld.read_only);
+        let desired = lease.desired(mono);
+        let remaining = lease.lease_remaining_ms(mono);
+        let observed = observation.read_only;
+        // The live enforcer's rule, unfence margin included (AwaitRenewal: too little lease
+        // left to make mysqld writable).
         match lease.enforcement(mono, observed) {
             Enforcement::Nothing | Enforcement::ObserveFirst | Enforcement::AwaitRenewal { .. } => {
+                // Writable by right: keep mysqld's own deadline ahead of it.
+                if desired == WriteDecision::Writable && observed == Some(false) {
+                    self.arm_write_deadline(site);
+                }
             }
             Enforcement::SetReadOnly {
                 reason,
                 topology_mismatch,
             } => {
-                if self.sites[site].mysqld_up && !self.sites[site].read_only {
+                if self.sites[site].answers() && !self.sites[site].read_only {
                     self.sites[site].read_only = true;
                     trace!(
                         self.trace,
@@ -164,30 +247,40 @@ impl World {
                 }
             }
             Enforcement::SetWritable => {
-                if self.sites[site].mysqld_up {
-                    self.sites[site].read_only = false;
-                    let remaining = lease.lease_remaining_ms(mono);
+                // Never writable without a deadline in the future: a sidecar that dies right
+                // after this unfence leaves a mysqld that fences itself.
+                if !self.arm_write_deadline(site) {
                     trace!(
                         self.trace,
                         now,
                         SITE_NAMES[site],
-                        "sidecar clears read_only (lease {remaining} ms left)"
+                        "not making mysqld writable: its write deadline could not be armed"
                     );
+                    return;
                 }
+                self.sites[site].read_only = false;
+                trace!(
+                    self.trace,
+                    now,
+                    SITE_NAMES[site],
+                    "sidecar clears read_only (lease {remaining} ms left)"
+                );
             }
         }
     }
 
-    /// Schedules a one-shot enforcement exactly when the held lease lapses on this sidecar's
-    /// clock (the periodic tick alone would fence up to a tick late).
+    /// Schedules a one-shot enforcement exactly when the held lease stops counting on this
+    /// sidecar's clock, a fence lead before it lapses (the live enforcer's wake-up; the
+    /// periodic tick alone would fence up to a tick late).
     fn schedule_expiry_wakeup(&mut self, site: usize) {
         let mono = self.sidecars[site].mono(self.now);
-        let remaining = self.sidecars[site]
-            .lease
-            .as_ref()
-            .map_or(0, |lease| lease.lease_remaining_ms(mono));
-        if remaining > 0 {
-            let delay = self.sidecars[site].true_delay_for(remaining);
+        let Some(lease) = self.sidecars[site].lease.as_ref() else {
+            return;
+        };
+        let remaining = lease.lease_remaining_ms(mono);
+        let lead = fence_lead_ms(lease.config());
+        if remaining > lead {
+            let delay = self.sidecars[site].true_delay_for(remaining - lead);
             let run = self.sidecars[site].run;
             self.schedule_in(
                 delay,
@@ -205,6 +298,7 @@ impl World {
         if self.sidecars[site].run != run || !self.sidecars[site].up() {
             return;
         }
+        // A hung sidecar enforces nothing (enforce checks); its timer keeps its rhythm.
         self.enforce(site);
         // Only the periodic chain reschedules itself; expiry wake-ups are one-shot.
         if periodic {
@@ -230,6 +324,9 @@ impl World {
         let interval = WRITE_LEASE_MILLIS / 3;
         let delay = self.sidecars[site].true_delay_for(interval);
         self.schedule_in(delay, Event::LeaseRenew { site, run });
+        if self.sidecars[site].hung {
+            return;
+        }
         let Some(lease) = self.sidecars[site].lease.as_mut() else {
             return;
         };
@@ -264,7 +361,8 @@ impl World {
         round: u64,
         run: u64,
     ) {
-        if !self.net.connected(from, to) {
+        if !self.net.connected(from, to) || self.sidecars[to].hung {
+            // A hung peer answers nothing; the requester's round goes without its vote.
             return;
         }
         let mono = self.sidecars[to].mono(self.now);
@@ -294,7 +392,7 @@ impl World {
         round: u64,
         run: u64,
     ) {
-        if self.sidecars[to].run != run || !self.net.connected(from, to) {
+        if self.sidecars[to].run != run || !self.net.connected(from, to) || self.sidecars[to].hung {
             return;
         }
         let Some(lease) = self.sidecars[to].lease.as_mut() else {
@@ -313,6 +411,18 @@ impl World {
                 reachable: false,
                 error: Some("connect to mysqld: connection refused".to_string()),
                 down: true,
+                read_only: None,
+                gtid_executed: None,
+                replication: None,
+                mysqld: None,
+            };
+        }
+        if mysqld.frozen {
+            // Three-way reading: a frozen mysqld accepts the connection and answers nothing.
+            return MysqlObservation {
+                reachable: false,
+                error: Some("observe mysqld: statement timed out".to_string()),
+                down: false,
                 read_only: None,
                 gtid_executed: None,
                 replication: None,
@@ -346,8 +456,12 @@ impl World {
         }
     }
 
-    /// `GET /v1/status` of the sidecar of `site`; `None` when the process is down.
-    pub fn sidecar_status(&self, site: usize) -> Option<SidecarStatus> {
+    /// `GET /v1/status` of the sidecar of `site`; `None` when the process is down or hung.
+    pub fn sidecar_status(&mut self, site: usize) -> Option<SidecarStatus> {
+        if !self.sidecars[site].serving() {
+            return None;
+        }
+        let mysql = self.observe_mysqld(site);
         let sidecar = &self.sidecars[site];
         let lease = sidecar.lease.as_ref()?;
         let mono = sidecar.mono(self.now);
@@ -355,7 +469,7 @@ impl World {
             group: GROUP.to_string(),
             site: SITE_NAMES[site].to_string(),
             observed_at: wall(self.now),
-            mysql: self.mysql_observation(site),
+            mysql,
             fenced: lease.desired(mono).read_only(),
             fence: lease.fence_state().cloned(),
             lease: lease.lease_state(mono),
@@ -408,7 +522,9 @@ impl World {
             return None;
         }
         let fence = lease.fence(request.topology_generation, request.reason.clone());
-        if self.sites[site].mysqld_up && !self.sites[site].read_only {
+        // A frozen mysqld executes neither the SET nor the kill.
+        let answers = self.sites[site].answers();
+        if answers && !self.sites[site].read_only {
             trace!(
                 self.trace,
                 self.now,
@@ -417,11 +533,14 @@ impl World {
                 request.reason
             );
         }
-        if self.sites[site].mysqld_up {
+        if answers {
             self.sites[site].read_only = true;
+            if request.kill_connections {
+                self.sites[site].kill_client_connections();
+            }
         }
         self.enforce(site);
-        let killed = (request.kill_connections && self.sites[site].mysqld_up).then_some(0);
+        let killed = (request.kill_connections && answers).then_some(0);
         Some(FenceResponse {
             fence,
             read_only: self.mutation_report(site, None),
@@ -436,7 +555,7 @@ impl World {
         request: &PromoteRequest,
     ) -> Option<PromoteResponse> {
         self.sidecars[site].lease.as_ref()?;
-        if request.group != GROUP || !self.sites[site].mysqld_up {
+        if request.group != GROUP || !self.sites[site].answers() {
             return None;
         }
         // The simulated applier is instant: the whole relay log is applied either way.
@@ -479,7 +598,7 @@ impl World {
     ) -> Option<RepointResponse> {
         self.sidecars[site].lease.as_ref()?;
         let source = site_of_source_host(&request.source_host)?;
-        if request.group != GROUP || !self.sites[site].mysqld_up || source == site {
+        if request.group != GROUP || !self.sites[site].answers() || source == site {
             return None;
         }
         if self.sites[site].source != Some(source) || !self.sites[site].replication_enabled {
@@ -496,7 +615,7 @@ impl World {
         // START REPLICA re-evaluates a stopped IO thread at once: a diverged replica fails
         // again on connect.
         self.sites[site].replication_error = None;
-        if self.sites[source].mysqld_up && self.net.connected(site, source) {
+        if self.sites[source].answers() && self.net.connected(site, source) {
             let source_executed = self.sites[source].executed.clone();
             let now = self.now;
             self.sites[site].receive_from(&source_executed, now);

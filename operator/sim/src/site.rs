@@ -1,9 +1,14 @@
-//! A simulated MySQL site: mysqld's data (GTID executed set, relay log), read_only, replication.
+//! A simulated MySQL site: mysqld's data (GTID executed set, relay log), read_only, replication,
+//! and the write deadline the sidecar keeps armed inside it (`bloodraven_mysql::deadline`).
 //!
 //! Committed transactions are durable: a crash of mysqld loses nothing it had committed, and the
 //! relay log survives too. The only data a failover can lose is what replication had not carried.
+//!
+//! A frozen mysqld (SIGSTOP) executes nothing: no commit, no replication, no `SET GLOBAL`, not
+//! even its own deadline event; it resumes on thaw with whatever `read_only` it had. A killed
+//! one (SIGKILL, also of a frozen process) is down and restarts read-only.
 
-use crate::clock::SimTime;
+use crate::clock::{DriftClock, SimTime};
 use crate::gtid::{Txn, TxnSet};
 
 /// Whether a site may ever be promoted.
@@ -43,11 +48,27 @@ pub struct Site {
     /// The replication error that stopped the IO thread, if any (cleared by a repoint or a
     /// restart, which re-evaluate it).
     pub replication_error: Option<String>,
+    /// mysqld run counter: bumped at every start (events of an older run are dropped, and the
+    /// sidecar tells a restart by it).
+    pub run: u64,
+    /// Whether the process is stopped (SIGSTOP): it executes nothing until thawed or killed.
+    pub frozen: bool,
+    /// The node's wall clock, which mysqld's `NOW(6)` reads (the write deadline is armed and
+    /// checked on it).
+    pub clock: DriftClock,
+    /// `bloodraven_sidecar.write_deadline.writable_until` on [`Site::clock`]; `None` until the
+    /// sidecar first installs the switch (the table and event live in the datadir, so they
+    /// survive restarts).
+    pub writable_until_millis: Option<u64>,
+    /// Client connections' generation: bumped whenever every client connection is dropped
+    /// (mysqld stops, or the sidecar kills client connections), so a held connection knows
+    /// it was broken.
+    pub connection_generation: u64,
 }
 
 impl Site {
-    /// A fresh site with no data, read-only, not replicating.
-    pub fn new(name: &'static str, role: SiteRole, server_id: u32) -> Site {
+    /// A fresh site with no data, read-only, not replicating; mysqld's `NOW(6)` reads `clock`.
+    pub fn new(name: &'static str, role: SiteRole, server_id: u32, clock: DriftClock) -> Site {
         Site {
             name,
             role,
@@ -61,11 +82,28 @@ impl Site {
             replication_enabled: false,
             started_at: SimTime(0),
             replication_error: None,
+            run: 1,
+            frozen: false,
+            clock,
+            writable_until_millis: None,
+            connection_generation: 0,
         }
     }
 
-    /// Whether this site can acknowledge a write right now.
+    /// Whether mysqld executes statements now: running and not frozen.
+    pub fn answers(&self) -> bool {
+        self.mysqld_up && !self.frozen
+    }
+
+    /// Whether this site can acknowledge a write right now (a frozen mysqld acknowledges
+    /// nothing, whatever its `read_only`).
     pub fn accepts_writes(&self) -> bool {
+        self.answers() && !self.read_only
+    }
+
+    /// Whether `read_only` is off on a running mysqld, frozen or not: what it would accept
+    /// the instant it answers again.
+    pub fn writable_if_thawed(&self) -> bool {
         self.mysqld_up && !self.read_only
     }
 
@@ -79,23 +117,72 @@ impl Site {
         txn
     }
 
-    /// mysqld crashes: nothing committed is lost; it will restart read-only.
+    /// mysqld crashes or is killed (a frozen one too): nothing committed is lost; every client
+    /// connection is dropped; it will restart read-only.
     pub fn crash(&mut self) {
         self.mysqld_up = false;
+        self.frozen = false;
         self.read_only = true;
+        self.connection_generation += 1;
     }
 
     /// mysqld starts again at `now`, read-only, replication threads in their configured state.
     pub fn restart(&mut self, now: SimTime) {
         self.mysqld_up = true;
+        self.frozen = false;
         self.read_only = true;
         self.started_at = now;
         self.replication_error = None;
+        self.run += 1;
+    }
+
+    /// The sidecar kills every client connection (its fence's `kill_connections`).
+    pub fn kill_client_connections(&mut self) {
+        self.connection_generation += 1;
+    }
+
+    /// mysqld's `NOW(6)` at true time `now`, in milliseconds of its clock.
+    pub fn mysqld_clock_millis(&self, now: SimTime) -> u64 {
+        self.clock.read_millis(now)
+    }
+
+    /// Installs the write-deadline switch if this datadir has none: the row starts with a
+    /// deadline already passed (`install_statements`: a server is never writable on a switch
+    /// nobody armed); an existing row is kept (`INSERT IGNORE`).
+    pub fn install_write_deadline(&mut self) {
+        self.writable_until_millis.get_or_insert(0);
+    }
+
+    /// Arms the write deadline `writable_for_millis` after `NOW(6)` (`arm_statement`).
+    /// Returns false when mysqld cannot execute it (down or frozen) or the switch is missing.
+    pub fn arm_write_deadline(&mut self, now: SimTime, writable_for_millis: u64) -> bool {
+        if !self.answers() || self.writable_until_millis.is_none() {
+            return false;
+        }
+        self.writable_until_millis = Some(
+            self.mysqld_clock_millis(now)
+                .saturating_add(writable_for_millis),
+        );
+        true
+    }
+
+    /// One run of the `fence_at_write_deadline` event at `now`: fences a writable server whose
+    /// deadline has passed. Returns whether it set `read_only`. A frozen or stopped mysqld runs
+    /// no event; a server without the switch has no event.
+    pub fn run_deadline_event(&mut self, now: SimTime) -> bool {
+        let Some(until) = self.writable_until_millis else {
+            return false;
+        };
+        if !self.answers() || self.read_only || self.mysqld_clock_millis(now) < until {
+            return false;
+        }
+        self.read_only = true;
+        true
     }
 
     /// Whether the replication threads are running now.
     pub fn replicating(&self) -> bool {
-        self.mysqld_up
+        self.answers()
             && self.replication_enabled
             && self.source.is_some()
             && self.replication_error.is_none()
@@ -128,7 +215,7 @@ impl Site {
 
     /// Applies the whole relay log; returns how many transactions were applied.
     pub fn apply_relay(&mut self) -> u64 {
-        if !self.mysqld_up {
+        if !self.answers() {
             return 0;
         }
         let applied = self.relay.count();
@@ -154,10 +241,14 @@ impl Site {
 mod tests {
     use super::*;
 
+    fn site(name: &'static str, role: SiteRole, server_id: u32) -> Site {
+        Site::new(name, role, server_id, DriftClock::new(1_000_000, 0))
+    }
+
     // bloodraven.md: mysqld always starts read-only; a crash loses nothing committed.
     #[test]
     fn crash_keeps_committed_data_and_restarts_read_only() {
-        let mut iad = Site::new("iad", SiteRole::ReadWrite, 1);
+        let mut iad = site("iad", SiteRole::ReadWrite, 1);
         iad.read_only = false;
         let txn = iad.commit();
         iad.crash();
@@ -170,10 +261,10 @@ mod tests {
     // Relay-log drain: received transactions become executed only when applied.
     #[test]
     fn relay_drain_applies_received_transactions() {
-        let mut iad = Site::new("iad", SiteRole::ReadWrite, 1);
+        let mut iad = site("iad", SiteRole::ReadWrite, 1);
         iad.read_only = false;
         let first = iad.commit();
-        let mut pdx = Site::new("pdx", SiteRole::ReadWrite, 2);
+        let mut pdx = site("pdx", SiteRole::ReadWrite, 2);
         pdx.source = Some(0);
         pdx.replication_enabled = true;
         assert_eq!(pdx.receive_from(&iad.executed, SimTime(5)), 1);
@@ -186,5 +277,65 @@ mod tests {
         assert_eq!(pdx.receive_from(&iad.executed, SimTime(9)), 0);
         assert!(!pdx.replicating());
         assert!(pdx.replication_error.is_some());
+    }
+
+    // Operator README "Fencing" point 3: the event fences a writable server once the armed
+    // deadline has passed on mysqld's clock, never before; an unarmed switch counts as passed.
+    #[test]
+    fn write_deadline_fences_once_passed_and_never_before() {
+        let mut iad = site("iad", SiteRole::ReadWrite, 1);
+        iad.read_only = false;
+        // No switch installed: no event exists, nothing fences.
+        assert!(!iad.run_deadline_event(SimTime(0)));
+        assert!(!iad.arm_write_deadline(SimTime(0), 4_900));
+        iad.install_write_deadline();
+        // Installed with a passed deadline: a writable server nobody armed fences itself.
+        assert!(iad.run_deadline_event(SimTime(0)));
+        assert!(iad.read_only);
+        iad.read_only = false;
+        assert!(iad.arm_write_deadline(SimTime(1_000), 4_900));
+        assert!(!iad.run_deadline_event(SimTime(5_899)));
+        assert!(!iad.read_only);
+        assert!(iad.run_deadline_event(SimTime(5_900)));
+        assert!(iad.read_only);
+        // Installing again keeps the armed row (INSERT IGNORE).
+        iad.read_only = false;
+        assert!(iad.arm_write_deadline(SimTime(10_000), 4_900));
+        iad.install_write_deadline();
+        assert!(!iad.run_deadline_event(SimTime(14_000)));
+    }
+
+    // Issue 10: a frozen mysqld executes nothing, its own deadline event included, and resumes
+    // with the read_only it had; a kill ends the freeze and it restarts read-only.
+    #[test]
+    fn frozen_mysqld_runs_no_event_and_thaws_as_it_was() {
+        let mut iad = site("iad", SiteRole::ReadWrite, 1);
+        iad.install_write_deadline();
+        iad.read_only = false;
+        assert!(iad.arm_write_deadline(SimTime(0), 4_900));
+        iad.frozen = true;
+        assert!(!iad.accepts_writes());
+        assert!(iad.writable_if_thawed());
+        assert!(
+            !iad.arm_write_deadline(SimTime(1_000), 4_900),
+            "a frozen server arms nothing"
+        );
+        assert!(!iad.run_deadline_event(SimTime(60_000)));
+        assert!(!iad.read_only);
+        iad.frozen = false;
+        assert!(iad.accepts_writes(), "thawed with read_only still off");
+        assert!(iad.run_deadline_event(SimTime(60_001)));
+        iad.read_only = false;
+        iad.frozen = true;
+        let generation = iad.connection_generation;
+        iad.crash();
+        assert!(!iad.frozen && iad.read_only && !iad.mysqld_up);
+        assert_ne!(
+            iad.connection_generation, generation,
+            "connections die with mysqld"
+        );
+        let run = iad.run;
+        iad.restart(SimTime(70_000));
+        assert!(iad.read_only && iad.run > run);
     }
 }

@@ -4,15 +4,17 @@
 //! number), so a run is a pure function of its [`SimConfig`]. After every event the invariants
 //! of [`crate::invariants`] are checked.
 //!
-//! The world's behaviour is split by component: this module holds the state, the loop, the
-//! client workload and replication; [`crate::sidecar`], [`crate::operator`], [`crate::store`]
-//! and [`crate::faults`] add their own `impl World` blocks.
+//! The world's behaviour is split by component: this module holds the state, the loop and
+//! replication; [`crate::client`], [`crate::fencing`], [`crate::sidecar`],
+//! [`crate::operator`], [`crate::store`] and [`crate::faults`] add their own `impl World`
+//! blocks.
 
+use crate::client::ClientState;
 use crate::clock::{DriftClock, SimTime, DRIFT_PPM_MAX, OPERATOR_SKEW_MILLIS_MAX};
 use crate::config::SimConfig;
 use crate::faults::{FaultState, PipelineState};
 use crate::invariants::{Checker, Finding, FindingClass};
-use crate::network::{Network, OPERATOR_NODE};
+use crate::network::Network;
 use crate::operator::{playground_spec, SimOperator};
 use crate::sidecar::SimSidecar;
 use crate::site::{Site, SiteRole};
@@ -24,12 +26,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
-
-/// Mean time between client writes, in milliseconds (about 20 writes a second).
-pub const WRITE_INTERVAL_MILLIS_MEAN: u64 = 50;
-
-/// Probability that a committed write's acknowledgement never reaches the client.
-pub const ACK_LOSS_PROBABILITY: f64 = 0.02;
 
 /// Events processed in one run beyond which the run stops (a runaway schedule is a bug).
 pub const EVENTS_PER_RUN_MAX: u64 = 5_000_000;
@@ -103,6 +99,46 @@ pub enum Event {
     LateMutation(crate::operator::Mutation),
     /// A fault starts or heals, or the deploy pipeline or a human acts.
     Fault(crate::faults::FaultEvent),
+    /// mysqld's event scheduler runs `fence_at_write_deadline` (every `SWITCH_PERIOD`).
+    DeadlineSwitch {
+        /// The site.
+        site: usize,
+        /// The mysqld run the event chain belongs to.
+        run: u64,
+    },
+    /// The sidecar's watchdog checks its verdict (every `WATCHDOG_CHECK_MILLIS`).
+    WatchdogCheck {
+        /// The sidecar's site.
+        site: usize,
+        /// The sidecar run.
+        run: u64,
+    },
+    /// The kubelet restarts a mysqld the watchdog killed.
+    MysqldRestart {
+        /// The site.
+        site: usize,
+        /// The mysqld run that was killed (a later run makes this stale).
+        run: u64,
+    },
+    /// The kubelet's liveness probe restarts a sidecar that has hung since `hang`.
+    SidecarLivenessRestart {
+        /// The sidecar's site.
+        site: usize,
+        /// The sidecar run that hung.
+        run: u64,
+        /// Which hang of that run.
+        hang: u64,
+    },
+    /// A held client connection sends its next write.
+    HeldWrite {
+        /// The connection.
+        connection: usize,
+    },
+    /// A held client connection (re)connects through the DNS record.
+    HeldReconnect {
+        /// The connection.
+        connection: usize,
+    },
 }
 
 #[derive(Debug)]
@@ -154,6 +190,10 @@ pub struct RunStats {
     pub exact_loss_checks: u64,
     /// Operator polls run.
     pub polls: u64,
+    /// mysqld processes the sidecars' watchdogs killed.
+    pub watchdog_kills: u64,
+    /// Times a mysqld's write deadline fenced it.
+    pub deadline_fences: u64,
 }
 
 /// The result of one run.
@@ -196,6 +236,8 @@ pub struct World {
     pub faults: FaultState,
     /// The deploy pipeline holding leases.
     pub pipeline: PipelineState,
+    /// The client workload: held connections and writes waiting on a frozen mysqld.
+    pub clients: ClientState,
     /// The invariant checker.
     pub checker: Checker,
     /// The trace.
@@ -209,11 +251,20 @@ impl World {
     /// pointed at it, sidecars with drifting clocks, an operator about to bootstrap.
     pub fn new(cfg: SimConfig) -> World {
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-        let sites = vec![
-            Site::new(SITE_NAMES[0], SiteRole::ReadWrite, 1),
-            Site::new(SITE_NAMES[1], SiteRole::ReadWrite, 2),
-            Site::new(SITE_NAMES[2], SiteRole::ReadOnly, 3),
-        ];
+        let roles = [SiteRole::ReadWrite, SiteRole::ReadWrite, SiteRole::ReadOnly];
+        let sites = (0..SITE_NAMES.len())
+            .map(|site| {
+                let origin = rng.random_range(1_000_000..1_000_000_000);
+                let drift = rng.random_range(-DRIFT_PPM_MAX..=DRIFT_PPM_MAX);
+                let server_id = u32::try_from(site + 1).unwrap_or(u32::MAX);
+                Site::new(
+                    SITE_NAMES[site],
+                    roles[site],
+                    server_id,
+                    DriftClock::new(origin, drift),
+                )
+            })
+            .collect::<Vec<_>>();
         let sidecars = (0..sites.len())
             .map(|site| {
                 let origin = rng.random_range(1_000_000..1_000_000_000);
@@ -247,6 +298,7 @@ impl World {
             operator: SimOperator::new(operator_skew, playground_spec(on_cooldown)),
             faults: FaultState::default(),
             pipeline: PipelineState::default(),
+            clients: ClientState::new(SITE_NAMES.len()),
             checker,
             trace,
             stats: RunStats::default(),
@@ -266,12 +318,13 @@ impl World {
         for site in 0..self.sites.len() {
             let delay = self.rng.random_range(20..200);
             self.schedule_in(delay, Event::ReplicationPull { site });
+            self.start_deadline_switch(site);
         }
         for site in 0..self.sidecars.len() {
             self.start_sidecar(site);
         }
         self.start_operator();
-        self.schedule_in(WRITE_INTERVAL_MILLIS_MEAN, Event::Write);
+        self.start_clients();
         self.schedule_faults();
         trace!(
             self.trace,
@@ -300,15 +353,8 @@ impl World {
 
     /// Runs until the configured duration and returns the outcome.
     pub fn run(mut self) -> RunOutcome {
-        while let Some(next) = self.queue.pop() {
-            if next.at > self.cfg.duration || self.stats.events >= EVENTS_PER_RUN_MAX {
-                break;
-            }
-            self.now = next.at;
-            self.stats.events += 1;
-            self.dispatch(next.event);
-            self.check_step();
-        }
+        let duration = self.cfg.duration;
+        self.run_until(duration);
         self.finish();
         RunOutcome {
             seed: self.cfg.seed,
@@ -317,6 +363,25 @@ impl World {
             trace: self.trace.into_text(),
             stats: self.stats,
         }
+    }
+
+    /// Processes every event up to `until` (and not beyond the configured duration), checking
+    /// the invariants after each; scenario tests step the world with it.
+    pub fn run_until(&mut self, until: SimTime) {
+        let until = until.min(self.cfg.duration);
+        while let Some(next) = self.queue.peek() {
+            if next.at > until || self.stats.events >= EVENTS_PER_RUN_MAX {
+                break;
+            }
+            let Some(next) = self.queue.pop() else {
+                break;
+            };
+            self.now = next.at;
+            self.stats.events += 1;
+            self.dispatch(next.event);
+            self.check_step();
+        }
+        self.now = self.now.max(until);
     }
 
     fn dispatch(&mut self, event: Event) {
@@ -347,10 +412,22 @@ impl World {
             Event::OperatorPoll { run } => self.operator_poll(run),
             Event::LateMutation(mutation) => self.late_mutation(mutation),
             Event::Fault(fault) => self.fault(fault),
+            Event::DeadlineSwitch { site, run } => self.deadline_switch(site, run),
+            Event::WatchdogCheck { site, run } => self.watchdog_check(site, run),
+            Event::MysqldRestart { site, run } => self.mysqld_restart_after_kill(site, run),
+            Event::SidecarLivenessRestart { site, run, hang } => {
+                self.sidecar_liveness_restart(site, run, hang);
+            }
+            Event::HeldWrite { connection } => self.held_write(connection),
+            Event::HeldReconnect { connection } => self.held_reconnect(connection),
         }
     }
 
     fn check_step(&mut self) {
+        for site in 0..self.sites.len() {
+            let agentless = self.sites[site].frozen && !self.sidecars[site].serving();
+            self.checker.on_agentless_freeze(self.now, site, agentless);
+        }
         let accepts: Vec<bool> = self.sites.iter().map(Site::accepts_writes).collect();
         let executed: Vec<&crate::gtid::TxnSet> = self.sites.iter().map(|s| &s.executed).collect();
         self.checker.on_step(self.now, &accepts, &executed);
@@ -374,27 +451,6 @@ impl World {
         u64::try_from(scaled).unwrap_or(u64::MAX).max(1)
     }
 
-    fn client_write(&mut self) {
-        let delay = self.exponential(WRITE_INTERVAL_MILLIS_MEAN);
-        self.schedule_in(delay, Event::Write);
-        // The client lives beside the operator and follows the DNS record.
-        let Some(target) = self.store.dns_target_site() else {
-            self.stats.refused_writes += 1;
-            return;
-        };
-        if !self.net.connected(target, OPERATOR_NODE) || !self.sites[target].accepts_writes() {
-            self.stats.refused_writes += 1;
-            return;
-        }
-        let txn = self.sites[target].commit();
-        if self.rng.random_bool(ACK_LOSS_PROBABILITY) {
-            // Committed, but the client never learns it: not an acknowledged write.
-            return;
-        }
-        self.checker.on_ack(txn);
-        self.stats.acked_writes += 1;
-    }
-
     fn replication_pull(&mut self, site: usize) {
         let delay = if self.rng.random_bool(0.01) {
             self.rng.random_range(1_000..6_000)
@@ -406,7 +462,7 @@ impl World {
             return;
         };
         if !self.sites[site].replicating()
-            || !self.sites[source].mysqld_up
+            || !self.sites[source].answers()
             || !self.net.connected(site, source)
             || source == site
         {
@@ -430,6 +486,7 @@ impl World {
     }
 
     fn finish(&mut self) {
+        self.checker.judge_authority_history(self.now);
         trace!(
             self.trace,
             self.now,

@@ -1,6 +1,7 @@
 //! Simulator seed tests (STYLE.md point 7, third tier): determinism, a clean seed range, the
-//! inherent cooldown finding under state loss, and the deliberately broken promotion rule
-//! caught as split brain.
+//! inherent cooldown finding under state loss, the fencing fault modes (sidecar crash and hang
+//! closed by mysqld's write deadline, mysqld freeze by the watchdog, every mode at once), and
+//! the deliberately broken promotion rule caught as split brain.
 
 use bloodraven_sim::cli::{sweep, Args, SweepSummary};
 use bloodraven_sim::clock::SimTime;
@@ -97,12 +98,62 @@ fn seed_001_state_loss_shows_inherent_cooldown_violation() {
 }
 
 // bloodraven.md: "The operator never promotes while the old active site might still be
-// writable". Core's test-only switch skips that wait; the simulator must catch the result as
-// SplitBrain within a few dozen seeds.
+// writable". Core's test-only switch skips that wait; the simulator must catch the result
+// within a few dozen seeds: as two sites writable at one instant, and, with clients in the
+// sites holding connections, as the harness judges split brain (acknowledged writes outside
+// their site's authority epoch or overlapping another site's).
 #[test]
 fn broken_promotion_rule_is_caught_as_split_brain() {
-    let summary = sweep_of(&["--broken-promotion-rule"], 0..40);
+    let summary = sweep_of(&["--broken-promotion-rule", "--held-connections"], 0..40);
     let split = summary.classes.get(&FindingClass::SplitBrain);
     assert!(split.is_some(), "{}", summary.table());
+    let instant = summary.classes.get(&FindingClass::TwoWritable);
+    assert!(instant.is_some(), "{}", summary.table());
     assert!(summary.has_bugs());
+    let correct = sweep_of(&["--held-connections"], 0..40);
+    assert!(!correct.has_bugs(), "{}", correct.table());
+}
+
+// Issue 10 case 2: a sidecar crashed while its mysqld was writable used to leave it writable
+// through the next promotion (SplitBrain in 63 of 300 seeds). mysqld's write deadline fences
+// it before the lease the peers granted runs out.
+#[test]
+fn issue_10_sidecar_crash_is_closed_by_the_write_deadline() {
+    let summary = sweep_of(&["--sidecar-crash", "--held-connections"], 0..30);
+    assert!(summary.deadline_fences > 0, "{}", summary.table());
+    assert!(!summary.has_bugs(), "{}", summary.table());
+}
+
+// Issue 10: a hung sidecar renews, fences and kills nothing; the write deadline still runs.
+#[test]
+fn issue_10_sidecar_hang_is_closed_by_the_write_deadline() {
+    let summary = sweep_of(&["--sidecar-hang", "--held-connections"], 0..30);
+    assert!(summary.deadline_fences > 0, "{}", summary.table());
+    assert!(!summary.has_bugs(), "{}", summary.table());
+}
+
+// Issue 10 case 3: a frozen primary thawed after the promotion would acknowledge the writes
+// sent into its freeze; its sidecar's watchdog kills it first.
+#[test]
+fn issue_10_mysqld_freeze_is_closed_by_the_watchdog() {
+    let summary = sweep_of(&["--mysqld-freeze", "--held-connections"], 0..30);
+    assert!(summary.watchdog_kills > 0, "{}", summary.table());
+    assert!(!summary.has_bugs(), "{}", summary.table());
+}
+
+// Issue 10, every fault mode on: the only non-inherent finding left is the double fault
+// nothing in the pod can fence (mysqld frozen with its sidecar down or hung across the
+// promotion, thawed before the sidecar returns).
+#[test]
+fn issue_10_all_faults_leave_only_the_agentless_freeze() {
+    let summary = sweep_of(&["--all-faults"], 0..30);
+    let left: Vec<&FindingClass> = summary
+        .classes
+        .keys()
+        .filter(|class| !class.is_inherent())
+        .filter(|class| **class != FindingClass::SplitBrainFrozenAgentless)
+        .collect();
+    assert!(left.is_empty(), "{}", summary.table());
+    assert!(summary.watchdog_kills > 0, "{}", summary.table());
+    assert!(summary.deadline_fences > 0, "{}", summary.table());
 }
