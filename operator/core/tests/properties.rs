@@ -141,7 +141,7 @@ fn heal_after_a_lossy_failover_with_every_sidecar_restarted_reissues_the_authori
         Nothing,
         Kill(1),
     ];
-    for fault in schedule.iter().chain(std::iter::repeat(&Nothing).take(23)) {
+    for fault in schedule.iter().chain(std::iter::repeat_n(&Nothing, 23)) {
         apply(&mut world, fault);
         world.write("iad");
         world.write("pdx");

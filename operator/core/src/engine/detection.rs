@@ -2,7 +2,7 @@
 //! detection floor, the status mirror, mysqld restarts, and adoption of a newer authority
 //! the sidecars cache than memory knows.
 
-use super::action::{Action, AnnotationChange, EventReason};
+use super::action::EventReason;
 use super::failover::{moving, notice_generation};
 use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
 use super::plan::{Context, Plan};
@@ -276,12 +276,5 @@ fn drop_stale_planned(memory: &mut GroupMemory, plan: &mut Plan, notice_generati
         "planned failover {} -> {} dropped: the sidecars cache an authority move to generation {notice_generation}, newer than memory's",
         planned.from, planned.target
     );
-    planned.phase = PlannedFailoverPhase::Rejected;
-    planned.admission = bloodraven_api::Admission {
-        defer_reason: None,
-        retry_time: None,
-        message: Some(message.clone()),
-    };
-    plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
-    plan.event(EventReason::PlannedFailoverAborted, message);
+    super::planned::end(planned, plan, EventReason::PlannedFailoverAborted, message);
 }

@@ -337,16 +337,15 @@ fn take_over_failed_planned_drain(
     let message = format!(
         "planned failover {from} -> {target} abandoned: {from} failed while draining; emergency failover takes over"
     );
-    if let Some(planned) = memory.planned_failover.as_mut() {
-        planned.phase = PlannedFailoverPhase::Rejected;
-        planned.admission = bloodraven_api::Admission {
-            defer_reason: None,
-            retry_time: None,
-            message: Some(message.clone()),
-        };
+    match memory.planned_failover.as_mut() {
+        Some(planned) => {
+            super::planned::end(planned, plan, EventReason::PlannedFailoverAborted, message);
+        }
+        None => {
+            plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
+            plan.event(EventReason::PlannedFailoverAborted, message);
+        }
     }
-    plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
-    plan.event(EventReason::PlannedFailoverAborted, message);
     memory.emergency_failover = Some(EmergencyFailover {
         from: from.clone(),
         phase: EmergencyPhase::AwaitingLeaseExpiry,
@@ -416,14 +415,7 @@ fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: 
                     "planned failover {} -> {} abandoned: {from} failed before it was confirmed writable; emergency failover takes over",
                     planned.from, planned.target
                 );
-                planned.phase = PlannedFailoverPhase::Rejected;
-                planned.admission = bloodraven_api::Admission {
-                    defer_reason: None,
-                    retry_time: None,
-                    message: Some(message.clone()),
-                };
-                plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
-                plan.event(EventReason::PlannedFailoverAborted, message);
+                super::planned::end(planned, plan, EventReason::PlannedFailoverAborted, message);
             }
             PlannedFailoverPhase::Admitting
             | PlannedFailoverPhase::Deferred

@@ -103,6 +103,17 @@ pub(super) fn planned_step(context: &Context<'_>, memory: &mut GroupMemory, plan
 }
 
 fn reject(planned: &mut PlannedFailover, plan: &mut Plan, message: String) {
+    end(planned, plan, EventReason::PlannedFailoverRejected, message);
+}
+
+/// Ends a planned failover for good (`Rejected`, its annotation cleared) with `message` in its
+/// admission and an Event of `reason` (rejected, or aborted by an emergency or a newer notice).
+pub(super) fn end(
+    planned: &mut PlannedFailover,
+    plan: &mut Plan,
+    reason: EventReason,
+    message: String,
+) {
     planned.phase = PlannedFailoverPhase::Rejected;
     planned.admission = Admission {
         defer_reason: None,
@@ -110,7 +121,7 @@ fn reject(planned: &mut PlannedFailover, plan: &mut Plan, message: String) {
         message: Some(message.clone()),
     };
     plan.tail(Action::Annotate(AnnotationChange::ClearPlannedFailover));
-    plan.event(EventReason::PlannedFailoverRejected, message);
+    plan.event(reason, message);
 }
 
 fn defer(planned: &mut PlannedFailover, plan: &mut Plan, admission: Admission, now: Timestamp) {
