@@ -31,6 +31,31 @@ pub const DEADLINE_EVENT: &str = "fence_at_write_deadline";
 /// read-only at most this long after its deadline.
 pub const SWITCH_PERIOD: Duration = Duration::from_secs(1);
 
+/// Margin for the arming statement's own latency after the lease was read.
+pub const ARM_SLACK: Duration = Duration::from_millis(100);
+
+/// How far ahead the sidecar arms the deadline with `remaining` of lease left, when its own
+/// enforcer fences `fence_lead` before the lease runs out (a quarter of it).
+///
+/// The deadline must lie after the enforcer's own fence, so a live sidecar fences first and
+/// the switch never fires behind a client's table lock on a healthy primary, and the switch
+/// (which fires up to a [`SWITCH_PERIOD`] after the deadline) must fence before the operator's
+/// wait ends (the lease plus its 1 s clock-drift margin). With a lead longer than a period and
+/// [`ARM_SLACK`] (leases of 4.4 s and more; the default is 6 s) the deadline lies that much
+/// before expiry, so mysqld is read-only before the lease runs out: 4.9 s of 6 s, after the
+/// enforcer's 4.5 s. With a shorter lead it lies half the lead into it: after the enforcer's
+/// fence, and read-only at most a period minus half the lead after expiry (3 s: 2.625 s, at
+/// most 0.625 s after expiry), still inside the operator's margin.
+pub fn writable_for(remaining: Duration, fence_lead: Duration) -> Duration {
+    let before_expiry = SWITCH_PERIOD + ARM_SLACK;
+    let margin = if fence_lead > before_expiry {
+        before_expiry
+    } else {
+        fence_lead / 2
+    };
+    remaining.saturating_sub(margin)
+}
+
 /// Binary logging off for the session: the switch's writes are the server's own. Run it first
 /// on every connection that installs or arms.
 pub const NO_BINLOG: &str = "SET SESSION sql_log_bin = 0";
@@ -146,6 +171,23 @@ mod tests {
             statement.contains("NOW(6) + INTERVAL 1500000 MICROSECOND"),
             "{statement}"
         );
+    }
+
+    #[test]
+    fn the_deadline_lies_after_the_enforcers_fence_and_before_the_operators_wait_ends() {
+        let ms = Duration::from_millis;
+        // The default 6 s lease: lead 1.5 s. The enforcer fences at 4.5 s; the deadline is 4.9 s,
+        // the switch fires by 5.9 s, before expiry.
+        assert_eq!(writable_for(ms(6000), ms(1500)), ms(4900));
+        // The tests' 3 s lease: lead 0.75 s. The enforcer fences at 2.25 s; the deadline is
+        // 2.625 s, the switch fires by 3.625 s, inside the operator's 1 s margin.
+        assert_eq!(writable_for(ms(3000), ms(750)), ms(2625));
+        for (lease, lead) in [(6000, 1500), (3000, 750), (4400, 1100), (20_000, 5000)] {
+            let deadline = writable_for(ms(lease), ms(lead));
+            assert!(deadline > ms(lease - lead), "{lease}: {deadline:?}");
+            assert!(deadline + SWITCH_PERIOD < ms(lease) + Duration::from_secs(1));
+        }
+        assert_eq!(writable_for(ms(500), ms(1500)), Duration::ZERO);
     }
 
     #[test]

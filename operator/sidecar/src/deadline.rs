@@ -11,21 +11,19 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bloodraven_mysql::deadline::SWITCH_PERIOD;
+use bloodraven_core::lease::{fence_lead_ms, LeaseConfig};
+use bloodraven_mysql::deadline::{writable_for, SWITCH_PERIOD};
 
 use crate::state::Shared;
 
-/// Margin for the arming statement's own latency after the lease was read.
-const ARM_SLACK_MS: u64 = 100;
-
-/// How far ahead the deadline is armed with `remaining_ms` of lease left: the switch fires at
-/// most a [`SWITCH_PERIOD`] after the deadline, so the deadline lies that period and a slack
-/// before expiry. With leases of at least 4.4 s (the default is 6 s) it also lies after the
-/// instant the enforcer fences on its own (a fence lead, a quarter of the lease, before
-/// expiry), so a live sidecar fences first and the switch only acts for a dead one.
-pub(crate) fn writable_for_ms(remaining_ms: u64) -> u64 {
-    let margin_ms = u64::try_from(SWITCH_PERIOD.as_millis()).unwrap_or(u64::MAX) + ARM_SLACK_MS;
-    remaining_ms.saturating_sub(margin_ms)
+/// How far ahead the deadline is armed with `remaining_ms` of lease left
+/// (`bloodraven_mysql::deadline::writable_for`, with this lease's fence lead).
+pub(crate) fn writable_for_ms(lease: &LeaseConfig, remaining_ms: u64) -> u64 {
+    let writable_for = writable_for(
+        Duration::from_millis(remaining_ms),
+        Duration::from_millis(fence_lead_ms(lease)),
+    );
+    u64::try_from(writable_for.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Installs the switch if this run has not yet (on every server, replicas included: a replica
@@ -60,7 +58,7 @@ pub(crate) async fn arm(shared: &Shared) -> bool {
         .fence_mysql
         .arm_write_deadline(|| {
             let remaining_ms = shared.lease().lease_remaining_ms(shared.clock.now());
-            Duration::from_millis(writable_for_ms(remaining_ms))
+            Duration::from_millis(writable_for_ms(&shared.settings.lease, remaining_ms))
         })
         .await;
     match armed {
@@ -82,21 +80,24 @@ pub(crate) async fn arm(shared: &Shared) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_deadline_lies_a_switch_period_and_a_slack_before_expiry() {
-        assert_eq!(writable_for_ms(6000), 4900);
-        assert_eq!(writable_for_ms(1100), 0);
-        assert_eq!(writable_for_ms(500), 0);
+    fn lease(duration_ms: u64) -> LeaseConfig {
+        LeaseConfig::new(
+            "playground",
+            "iad",
+            ["iad", "pdx", "reader"],
+            Duration::from_millis(duration_ms),
+        )
+        .expect("lease config")
     }
 
     #[test]
-    fn with_the_default_lease_the_switch_fires_after_the_enforcers_own_fence() {
-        // The enforcer fences a fence lead (a quarter) before expiry; the switch may fire from
-        // its deadline on. For the default 6 s lease: 4.5 s < 4.9 s <= 6 s - 1 s.
-        let lease_ms = 6000;
-        let enforcer_fences_at_ms = lease_ms - lease_ms / 4;
-        let deadline_ms = writable_for_ms(lease_ms);
-        assert!(deadline_ms > enforcer_fences_at_ms);
-        assert!(deadline_ms + 1000 <= lease_ms);
+    fn with_the_default_lease_the_switch_fires_after_the_enforcers_own_fence_and_before_expiry() {
+        // The enforcer fences a fence lead (a quarter) before expiry: 4.5 s of 6 s. The deadline
+        // is 4.9 s, and the switch fires by 5.9 s.
+        let config = lease(6000);
+        let deadline_ms = writable_for_ms(&config, 6000);
+        assert_eq!(deadline_ms, 4900);
+        assert!(deadline_ms > 6000 - fence_lead_ms(&config));
+        assert!(deadline_ms + 1000 <= 6000);
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! - **The write deadline** (`bloodraven_mysql::deadline`): a dead man's switch inside mysqld.
 //!   The sidecar arms it on every enforcement while its lease counts
-//!   ([`writable_for_millis`]: the lease left minus a `SWITCH_PERIOD` and a 100 ms slack); an
+//!   ([`writable_for_millis`]: the lease left minus a `SWITCH_PERIOD` and a 100 ms slack, or half
+//!   the fence lead when that is shorter); an
 //!   event runs every `SWITCH_PERIOD` of mysqld's clock and sets `read_only` once the
 //!   deadline has passed. A frozen mysqld runs no event.
 //! - **The watchdog** (`bloodraven_core::lease::Watchdog`): every
@@ -28,9 +29,6 @@ pub const WATCHDOG_CHECK_MILLIS: u64 = 100;
 /// The event scheduler's period for `fence_at_write_deadline`, in milliseconds.
 pub const SWITCH_PERIOD_MILLIS: u64 = SWITCH_PERIOD.as_secs() * 1000;
 
-/// Margin the sidecar leaves for the arming statement's latency (its `ARM_SLACK_MS`).
-pub const ARM_SLACK_MILLIS: u64 = 100;
-
 /// Shortest time the kubelet takes to restart a killed mysqld (container restart and InnoDB
 /// crash recovery).
 pub const MYSQLD_RESTART_MILLIS_MIN: u64 = 2_000;
@@ -48,12 +46,15 @@ pub const LIVENESS_RESTART_MILLIS_MAX: u64 = 40_000;
 /// Mutations a hung sidecar's HTTP server queues (accepted by the kernel, served on resume).
 pub const QUEUED_MUTATIONS_MAX: usize = 16;
 
-/// How far ahead the sidecar arms mysqld's deadline with `remaining_millis` of lease left: the
-/// switch fires at most a `SWITCH_PERIOD` after it, so it lies that period and a slack before
-/// the lease runs out. The same arithmetic as the sidecar's `deadline::writable_for_ms`
-/// (6000 -> 4900).
-pub fn writable_for_millis(remaining_millis: u64) -> u64 {
-    remaining_millis.saturating_sub(SWITCH_PERIOD_MILLIS + ARM_SLACK_MILLIS)
+/// How far ahead the sidecar arms mysqld's deadline with `remaining_millis` of lease left and
+/// a fence lead of `fence_lead_millis`: `bloodraven_mysql::deadline::writable_for`, which the
+/// sidecar uses too (6000 ms lease: 4900).
+pub fn writable_for_millis(remaining_millis: u64, fence_lead_millis: u64) -> u64 {
+    let writable_for = bloodraven_mysql::deadline::writable_for(
+        std::time::Duration::from_millis(remaining_millis),
+        std::time::Duration::from_millis(fence_lead_millis),
+    );
+    u64::try_from(writable_for.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl World {
@@ -90,7 +91,10 @@ impl World {
         let Some(lease) = self.sidecars[site].lease.as_ref() else {
             return false;
         };
-        let writable_for = writable_for_millis(lease.lease_remaining_ms(mono));
+        let writable_for = writable_for_millis(
+            lease.lease_remaining_ms(mono),
+            bloodraven_core::lease::fence_lead_ms(lease.config()),
+        );
         let now = self.now;
         self.sites[site].arm_write_deadline(now, writable_for)
     }
@@ -277,8 +281,8 @@ mod tests {
     // the margin.
     #[test]
     fn the_deadline_lies_a_switch_period_and_a_slack_before_expiry() {
-        assert_eq!(writable_for_millis(6000), 4900);
-        assert_eq!(writable_for_millis(1100), 0);
-        assert_eq!(writable_for_millis(500), 0);
+        assert_eq!(writable_for_millis(6000, 1500), 4900);
+        assert_eq!(writable_for_millis(1100, 1500), 0);
+        assert_eq!(writable_for_millis(500, 1500), 0);
     }
 }
