@@ -204,10 +204,14 @@ async fn the_binary_elects_itself_polls_and_serves_both_listeners() {
     assert!(metrics.is_some(), "the single replica becomes leader");
     let leases: Api<Lease> = Api::namespaced(client.clone(), names::OPERATOR_NAMESPACE);
     let leader = leases.get(names::LEADER_LEASE).await.expect("leader lease");
-    assert_eq!(
-        leader.spec.and_then(|spec| spec.holder_identity).as_deref(),
-        Some("operator-0")
-    );
+    // The identity is the pod name and a per-process nonce (a restarted container is a new
+    // candidate).
+    let holder = leader
+        .spec
+        .and_then(|spec| spec.holder_identity)
+        .expect("a holder");
+    assert_eq!(names::leader_pod(&holder), "operator-0", "{holder}");
+    assert_ne!(holder, "operator-0", "no per-process nonce: {holder}");
 
     let valid = eventually(20, || async {
         let group = groups.get("single").await.ok()?;
