@@ -76,6 +76,15 @@ pub const MYSQL_IMAGE_UID: i64 = 999;
 pub const MYSQLD_PID_FILE: &str = "/run/bloodraven/mysqld.pid";
 /// Size requested by each site's data volume claim.
 pub const DATA_STORAGE: &str = "1Gi";
+/// `GET /healthz` on the sidecar's named port: its readiness and its liveness probe.
+fn sidecar_healthz() -> HTTPGetAction {
+    HTTPGetAction {
+        path: Some(bloodraven_api::sidecar::PATH_HEALTHZ.to_string()),
+        port: IntOrString::String(names::PORT_NAME_SIDECAR.to_string()),
+        ..HTTPGetAction::default()
+    }
+}
+
 /// The sidecar's liveness probe period: three failures in a row (30 s) restart it.
 const SIDECAR_LIVENESS_PERIOD_SECONDS: i32 = 10;
 /// How long one liveness probe waits for `/healthz` (a frozen sidecar never answers).
@@ -305,11 +314,7 @@ pub fn statefulset(
             ..ContainerPort::default()
         }]),
         readiness_probe: Some(Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some(bloodraven_api::sidecar::PATH_HEALTHZ.to_string()),
-                port: IntOrString::String(names::PORT_NAME_SIDECAR.to_string()),
-                ..HTTPGetAction::default()
-            }),
+            http_get: Some(sidecar_healthz()),
             period_seconds: Some(2),
             ..Probe::default()
         }),
@@ -317,11 +322,7 @@ pub fn statefulset(
         // restarted. Safety does not wait for it: mysqld's write deadline fences mysqld within
         // the lease whatever became of its sidecar (operator/controller/README.md "Fencing").
         liveness_probe: Some(Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some(bloodraven_api::sidecar::PATH_HEALTHZ.to_string()),
-                port: IntOrString::String(names::PORT_NAME_SIDECAR.to_string()),
-                ..HTTPGetAction::default()
-            }),
+            http_get: Some(sidecar_healthz()),
             period_seconds: Some(SIDECAR_LIVENESS_PERIOD_SECONDS),
             timeout_seconds: Some(SIDECAR_LIVENESS_TIMEOUT_SECONDS),
             failure_threshold: Some(3),

@@ -2,11 +2,12 @@
 //! fences mysqld when this sidecar is killed, kept down or hangs.
 //!
 //! While the lease counts for writability, every enforcement moves the deadline to
-//! [`writable_for_ms`] ahead, and the enforcer arms it before it ever unfences: a server is
+//! [`writable_for_lease`] ahead, and the enforcer arms it before it ever unfences: a server is
 //! writable only with a deadline in the future. A sidecar that stops enforcing stops arming,
-//! and mysqld's event fences it within a [`SWITCH_PERIOD`] of the deadline, which lies a
-//! [`SWITCH_PERIOD`] and a slack before the lease runs out: mysqld refuses writes before the
-//! majority can grant the lease to another site, whatever became of this process.
+//! and mysqld's event fences it within a [`SWITCH_PERIOD`] of the deadline, which lies after
+//! this sidecar's own fence and early enough that mysqld refuses writes before the operator's
+//! lease wait ends (`bloodraven_mysql::deadline::writable_for`), whatever became of this
+//! process.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -18,12 +19,11 @@ use crate::state::Shared;
 
 /// How far ahead the deadline is armed with `remaining_ms` of lease left
 /// (`bloodraven_mysql::deadline::writable_for`, with this lease's fence lead).
-pub(crate) fn writable_for_ms(lease: &LeaseConfig, remaining_ms: u64) -> u64 {
-    let writable_for = writable_for(
+pub(crate) fn writable_for_lease(lease: &LeaseConfig, remaining_ms: u64) -> Duration {
+    writable_for(
         Duration::from_millis(remaining_ms),
         Duration::from_millis(fence_lead_ms(lease)),
-    );
-    u64::try_from(writable_for.as_millis()).unwrap_or(u64::MAX)
+    )
 }
 
 /// Installs the switch if this run has not yet (on every server, replicas included: a replica
@@ -58,7 +58,7 @@ pub(crate) async fn arm(shared: &Shared) -> bool {
         .fence_mysql
         .arm_write_deadline(|| {
             let remaining_ms = shared.lease().lease_remaining_ms(shared.clock.now());
-            Duration::from_millis(writable_for_ms(&shared.settings.lease, remaining_ms))
+            writable_for_lease(&shared.settings.lease, remaining_ms)
         })
         .await;
     match armed {
@@ -95,9 +95,9 @@ mod tests {
         // The enforcer fences a fence lead (a quarter) before expiry: 4.5 s of 6 s. The deadline
         // is 4.9 s, and the switch fires by 5.9 s.
         let config = lease(6000);
-        let deadline_ms = writable_for_ms(&config, 6000);
-        assert_eq!(deadline_ms, 4900);
-        assert!(deadline_ms > 6000 - fence_lead_ms(&config));
-        assert!(deadline_ms + 1000 <= 6000);
+        let deadline = writable_for_lease(&config, 6000);
+        assert_eq!(deadline, Duration::from_millis(4900));
+        assert!(deadline > Duration::from_millis(6000 - fence_lead_ms(&config)));
+        assert!(deadline + SWITCH_PERIOD <= Duration::from_millis(6000));
     }
 }
