@@ -2,6 +2,10 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# The checkout the harness and the playground work on (not the one a shared target dir's
+# binary was first built in).
+export BLOODRAVEN_ROOT := justfile_directory()
+
 # list recipes
 default:
     @just --list
@@ -26,10 +30,15 @@ chaos id *flags="":
     cargo build -q --release --workspace --bins
     cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- "$(printf 's%03d' {{id}})" {{flags}}
 
-# run the whole scenario catalogue (nightly conformance)
+# the whole catalogue on one reused cluster, then a summary table (`--repeat N`: pass rates; `--ids 1,20`)
 conformance *flags="":
     cargo build -q --release --workspace --bins
-    cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- {{flags}}
+    cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- --reuse {{flags}}
+
+# is operator build B safe to roll out over A? `just upgrade --from main~3 [--to REF] [--smoke 20,22]` (B: the working tree)
+upgrade *flags="":
+    cargo build -q --release --workspace --bins
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-upgrade" {{flags}}
 
 # render the trends page from reports/trend.jsonl
 report:

@@ -115,14 +115,46 @@ pub struct BackendConfig {
     pub bin_dir: std::path::PathBuf,
     /// The state dir of a cluster the harness creates.
     pub state_dir: std::path::PathBuf,
+    /// Operator images mapped to other builds (`just upgrade`), localkube only; see
+    /// [`crate::playground::localkube::operator_builds`].
+    pub image_overrides: Vec<(String, std::path::PathBuf)>,
+}
+
+/// The environment variable naming the workspace root (fixtures/, scenarios/, kind/).
+pub const ROOT_ENV: &str = "BLOODRAVEN_ROOT";
+
+/// The workspace root a run works on: `$BLOODRAVEN_ROOT`, else the nearest ancestor of the
+/// current directory that holds `fixtures/crds` and `scenarios/` (`just` runs its recipes in
+/// the checkout's root), else the checkout this program was compiled in.
+///
+/// Not the compile-time path first: cargo reuses a binary built from another checkout of
+/// the same sources when they share a target dir (CI's cache does), so a path baked in at
+/// build time can name a different checkout, or one that no longer exists.
+pub fn workspace_root() -> std::path::PathBuf {
+    let root = std::env::var_os(ROOT_ENV)
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::current_dir()
+                .ok()
+                .and_then(|dir| find_workspace_root(&dir))
+        })
+        .unwrap_or_else(|| std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")));
+    std::fs::canonicalize(&root).unwrap_or(root)
+}
+
+/// The nearest of `start` and its ancestors holding `fixtures/crds` and `scenarios/`.
+pub fn find_workspace_root(start: &std::path::Path) -> Option<std::path::PathBuf> {
+    start
+        .ancestors()
+        .find(|dir| dir.join("fixtures/crds").is_dir() && dir.join("scenarios").is_dir())
+        .map(std::path::Path::to_path_buf)
 }
 
 impl BackendConfig {
-    /// This checkout (the harness's manifest dir's parent), the running program's directory
-    /// for binaries, and `$BLOODRAVEN_HARNESS_STATE_DIR` or `<root>/.localkube-harness`.
+    /// The [`workspace_root`], the running program's directory for binaries, and
+    /// `$BLOODRAVEN_HARNESS_STATE_DIR` or `<root>/.localkube-harness`.
     pub fn for_this_checkout() -> Self {
-        let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-        let root = std::fs::canonicalize(&root).unwrap_or(root);
+        let root = workspace_root();
         let bin_dir = std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
@@ -134,6 +166,7 @@ impl BackendConfig {
             root,
             bin_dir,
             state_dir,
+            image_overrides: Vec::new(),
         }
     }
 }
@@ -146,6 +179,7 @@ pub fn select_backend(kind: ClusterKind, config: &BackendConfig) -> Result<Box<d
                 root: config.root.clone(),
                 bin_dir: config.bin_dir.clone(),
                 state_dir: config.state_dir.clone(),
+                image_overrides: config.image_overrides.clone(),
             },
         ))),
         ClusterKind::Kubeconfig => Ok(Box::new(
@@ -164,5 +198,30 @@ pub fn default_cluster_kind(docker_present: bool) -> ClusterKind {
         ClusterKind::Kind
     } else {
         ClusterKind::Localkube
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The root is found from the current directory, not from where the binary was built:
+    /// a second checkout sharing the target dir reads its own fixtures and scenarios.
+    #[test]
+    fn the_workspace_root_is_the_nearest_ancestor_with_fixtures_and_scenarios() {
+        let checkout = tempfile::tempdir().expect("temp dir");
+        let root = checkout.path();
+        std::fs::create_dir_all(root.join("fixtures/crds")).expect("fixtures");
+        std::fs::create_dir_all(root.join("scenarios")).expect("scenarios");
+        std::fs::create_dir_all(root.join("harness/src")).expect("subdir");
+        assert_eq!(
+            find_workspace_root(&root.join("harness/src")).as_deref(),
+            Some(root)
+        );
+        assert_eq!(find_workspace_root(root).as_deref(), Some(root));
+
+        let elsewhere = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(elsewhere.path().join("fixtures/crds")).expect("fixtures only");
+        assert_eq!(find_workspace_root(elsewhere.path()), None);
     }
 }

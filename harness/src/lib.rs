@@ -16,5 +16,6 @@ pub mod playground;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod upgrade;
 
 pub use error::{Error, Result, ScenarioError};

@@ -1,25 +1,24 @@
 //! The scenario catalogue loads and validates, matches harness.md's table, and the key rows
 //! say what they must prove.
 
-use std::path::Path;
 use std::time::Duration;
 
-use bloodraven_harness::runner::cli::DEFAULT_SCENARIOS_DIR;
 use bloodraven_harness::scenario::model::{
     Container, Fault, HealTarget, Site, Step, Subject, Verb,
 };
 use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 
 /// harness.md "Catalogue": the ids, stable; plus 036 (seed 003's curl lines from a pod) and 037
-/// (seed 000's hold and reconnect counters), the live playground issue's acceptance tests, not
-/// rows of harness.md's table.
-const CATALOGUE_IDS: [u16; 33] = [
-    1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 30, 31, 32, 33,
-    34, 35, 36, 37, 38, 39, 40, 50,
+/// (seed 000's hold and reconnect counters), the live playground issue's acceptance tests, and
+/// 027, 028, 029 (the fencing issue's), not rows of harness.md's table.
+/// harness.md's rows, plus 041 (issue 14: the primary's wall clock stepped, not a row there).
+const CATALOGUE_IDS: [u16; 37] = [
+    1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+    33, 34, 35, 36, 37, 38, 39, 40, 41, 50, 51, 52,
 ];
 
 fn catalogue() -> Vec<LoadedScenario> {
-    match load_catalogue(Path::new(DEFAULT_SCENARIOS_DIR)) {
+    match load_catalogue(&bloodraven_harness::backend::workspace_root().join("scenarios")) {
         Ok(catalogue) => catalogue,
         Err(error) => panic!("failed to {error}"),
     }
@@ -333,6 +332,8 @@ fn every_row_asserts_what_it_claims() {
             &[
                 "\"kill\":{\"site\":\"iad\",\"container\":\"mysql\",\"keepDown\":false}",
                 "\"lastFailover\":{\"$exists\":false}",
+                "\"topologyGeneration\":{\"$unchanged\":true}",
+                "\"restarts\":{\"$changed\":true}",
                 "PrimaryReasserted",
             ],
         ),
@@ -347,8 +348,8 @@ fn every_row_asserts_what_it_claims() {
             26,
             &[
                 "open-connection",
-                "\"writeError\":null",
-                "\"writeError\":1290",
+                "\"writeError\":null,\"site\":\"iad\"",
+                "\"writeError\":1290,\"site\":\"iad\"",
             ],
         ),
         (
@@ -358,6 +359,8 @@ fn every_row_asserts_what_it_claims() {
                 "\"error\":\"held\"",
                 "\"status\":403",
                 "\"ttlSeconds\":1",
+                "\"ttlSeconds\":300",
+                "\"expiresIn\":{\"$gt\":118",
                 "\"status\":404",
                 "\"error\":\"token_mismatch\"",
                 "\"status\":200",
@@ -368,7 +371,8 @@ fn every_row_asserts_what_it_claims() {
             &[
                 "failover-hold",
                 "\"deferReason\":\"DeploymentHold\"",
-                "\"retryTime\":{\"$changed\":true}",
+                "\"retryTime\":\"${hold_expires}\"",
+                "\"retryTime\":\"${hold_renewed}\"",
                 "bloodraven_planned_failovers_deferred_total",
             ],
         ),
@@ -378,13 +382,19 @@ fn every_row_asserts_what_it_claims() {
                 "stop-node",
                 "\"error\":\"revoked\"",
                 "\"reason\":\"TopologyChanged\"",
+                "\"topologyGeneration\":{\"$gt\":\"${generation}\"}",
+                "\"topologyGeneration\":\"${new_generation}\"",
                 "op-b",
                 "DeploymentLeaseRevoked",
             ],
         ),
         (
             33,
-            &["revoke-deployment-leases", "\"reason\":\"OperatorRevoked\""],
+            &[
+                "revoke-deployment-leases",
+                "\"reason\":\"OperatorRevoked\"",
+                "\"topologyGeneration\":\"${generation}\"",
+            ],
         ),
         (
             34,
@@ -433,7 +443,7 @@ fn every_row_asserts_what_it_claims() {
             50,
             &[
                 "upgrade-operator",
-                "\"sites\":[\"iad\"]",
+                "\"sites\":[\"iad\"],\"recorded\":true",
                 "\"lastFailover\":{\"$exists\":false}",
                 "\"method\":\"PUT\"",
             ],
@@ -454,4 +464,37 @@ fn every_row_asserts_what_it_claims() {
         "assertions missing from the catalogue:\n{}",
         missing.join("\n")
     );
+}
+
+/// Issue 12 part 2: 052 backs up, restores in place by annotation, and expects the pod stamped
+/// role=fenced with both shared Services empty of it, then the new generation and the revoked
+/// lease.
+#[test]
+fn s052_restores_in_place_fenced_then_re_promoted_at_a_new_generation() {
+    let loaded = scenario(52);
+    let text = serde_json::to_string(&loaded.scenario.steps).expect("steps serialise");
+    let annotated: Vec<String> = loaded
+        .scenario
+        .steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Fault(Fault::Annotate { key, .. }) => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        annotated,
+        [
+            "bloodraven.shipstream.io/backup",
+            "bloodraven.shipstream.io/restore"
+        ]
+    );
+    for needle in [
+        "\"shipstream.io/role\":\"fenced\"",
+        "\"topologyGeneration\":2",
+        "\"reason\":\"TopologyChanged\"",
+        "\"phase\":\"Completed\"",
+    ] {
+        assert!(text.contains(needle), "052 lacks {needle}: {text}");
+    }
 }

@@ -9,7 +9,9 @@ use bloodraven_harness::check::expectations::{
 use bloodraven_harness::check::rpo::check_rpo;
 use bloodraven_harness::check::split_brain::check_split_brain;
 use bloodraven_harness::check::timings::check_timings;
-use bloodraven_harness::history::event::{EventType, FailoverKind, FailoverRecord, Op};
+use bloodraven_harness::history::event::{
+    EventType, FailoverKind, FailoverRecord, Op, RestoreRecord,
+};
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::{Quantity, Site};
 use proptest::prelude::*;
@@ -358,6 +360,51 @@ fn rpo_agrees_exactly_once_exact() {
         ),
         (100, 3, 3, Some(0))
     );
+}
+
+/// [`emergency`] with a `seal-rpo` at 15 s, while iad is down and before pdx's promotion
+/// (18 s), that found `held` of iad's writes on the survivors.
+fn sealed(lost_ids: &[u64], held: &[u64]) -> History {
+    let mut events = emergency(lost_ids, Some(3), true).events;
+    let at = |kind, sites| bloodraven_harness::history::event::Event {
+        process: "seal".to_owned(),
+        kind,
+        op: Op::Sealed { sites },
+        wall: support::wall(15_000),
+        mono_ns: 15_000_000_000,
+    };
+    let survivors: std::collections::BTreeMap<Site, Vec<u64>> =
+        [(Site::Pdx, held.to_vec()), (Site::Reader, held.to_vec())].into();
+    events.push(at(EventType::Invoke, Default::default()));
+    events.push(at(EventType::Ok, survivors));
+    events.sort_by_key(|event| event.mono_ns);
+    History::new(events)
+}
+
+// Seed 001 (011): operator downtime costs write availability, never RPO. The writes lost
+// after heal are exactly the ones no survivor held when the RPO was sealed.
+#[test]
+fn rpo_must_be_the_one_sealed_at_the_primarys_death() {
+    let held: Vec<u64> = (0..97).collect();
+    let (summary, verdict) = check_rpo(&sealed(&[97, 98, 99], &held));
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(summary.lost_ids, [97, 98, 99]);
+    // More lost than sealed: a write the survivors held was lost later (the late promotion).
+    let (_, verdict) = check_rpo(&sealed(&[96, 97, 98, 99], &held));
+    assert!(lost_lines(&verdict, "not the one sealed"), "{verdict:?}");
+    assert!(
+        lost_lines(&verdict, "lost but held when sealed: 96"),
+        "{verdict:?}"
+    );
+    // Fewer lost than sealed: the seal was not the death's (or a lost write came back).
+    let held: Vec<u64> = (0..96).collect();
+    let (_, verdict) = check_rpo(&sealed(&[97, 98, 99], &held));
+    assert!(
+        lost_lines(&verdict, "sealed lost but present after heal: 96"),
+        "{verdict:?}"
+    );
+    // Without a seal the check is not made.
+    assert!(check_rpo(&emergency(&[97, 98, 99], Some(3), true)).1.valid);
 }
 
 // The exact lostGtidSet must name every acknowledged write lost (by GTID, not by count).
@@ -1214,4 +1261,76 @@ fn liveness_needs_a_write_before_the_first_fault_and_after_the_last_heal() {
         .write("writer-0", 2, 20, 30, EventType::Fail, None)
         .build();
     assert!(!check_liveness(&unknown).valid);
+}
+
+/// A restore in place of iad at 20 s (fenced at 21 s, re-promoted at 24 s): writes 0..=99
+/// every 200 ms before it, the backup taken after write 79; iad serves again from 25 s.
+/// `named` are the ids whose GTIDs the operator's `lostGtidSet` names.
+fn restored(named: &[u64], final_ids: &[u64]) -> History {
+    let record = RestoreRecord {
+        site: Site::Iad,
+        backup: "b1".to_owned(),
+        phase: "Completed".to_owned(),
+        requested_at: support::wall(20_000),
+        fenced_at: Some(support::wall(21_000)),
+        promoted_at: Some(support::wall(24_000)),
+        lost_transactions: Some(u64::try_from(named.len()).unwrap_or(0)),
+        lost_gtid_set: Some(support::gtid_set(Site::Iad, named, 0)),
+        exact: true,
+    };
+    let mut on_iad: Vec<u64> = final_ids.to_vec();
+    on_iad.extend(100..110);
+    Builder::default()
+        .status(0, Site::Iad, 1, None)
+        .writes(0, 0, 20_000, 200, 5, Site::Iad)
+        .restore_status(24_500, Site::Iad, 2, record)
+        .writes(100, 25_000, 27_000, 200, 5, Site::Iad)
+        .final_state(
+            30_000,
+            &[
+                (Site::Iad, on_iad.clone()),
+                (Site::Pdx, on_iad.clone()),
+                (Site::Reader, on_iad),
+            ],
+        )
+        .build()
+}
+
+// Issue 12 part 2: what a restore in place discards (written after its backup, before its
+// fence) is its loss, named exactly by status.restore.lostGtidSet; the checker fails a loss
+// the set does not name, and a named write that survived.
+#[test]
+fn rpo_attributes_a_restores_loss_to_its_lost_gtid_set() {
+    let kept: Vec<u64> = (0..80).collect();
+    let discarded: Vec<u64> = (80..100).collect();
+    let (summary, verdict) = check_rpo(&restored(&discarded, &kept));
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(summary.lost, 20);
+    let row = &summary.restores[0];
+    assert_eq!((row.lost, row.operator_lost_writes), (20, 20));
+    assert!(summary.failovers.is_empty());
+    // The run's totals count the restore's report (the summary line and the report's RPO
+    // table said "operator reported nothing" and "exact: no" for 052's exact restore).
+    assert_eq!(summary.operator_reported(), Some(20));
+    assert!(summary.exact());
+    assert!(
+        verdict.summary.contains("operator reported 20 (exact)"),
+        "{verdict:?}"
+    );
+
+    let (_, verdict) = check_rpo(&restored(&discarded[1..], &kept));
+    assert!(!verdict.valid);
+    assert!(
+        lost_lines(
+            &verdict,
+            "write 80 (0-1-81) is lost but missing from the lostGtidSet"
+        ),
+        "{verdict:?}"
+    );
+
+    let mut survived = kept.clone();
+    survived.push(80);
+    let (_, verdict) = check_rpo(&restored(&discarded, &survived));
+    assert!(!verdict.valid);
+    assert!(lost_lines(&verdict, "names write 80"), "{verdict:?}");
 }

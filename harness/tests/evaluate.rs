@@ -348,3 +348,108 @@ fn seed_001_for_increasing_tolerates_equal_polls_but_needs_a_climb() {
         "within needs a climb"
     );
 }
+
+/// Parses the `expect` step after an `open-connection` of `held`.
+fn connection_expect(yaml: &str) -> Expect {
+    let source = format!("id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- fault: {{open-connection: {{name: held, service: primary}}}}\n- expect: {yaml}\n");
+    let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), &source)
+        .unwrap_or_else(|errors| panic!("{errors:?}"));
+    match loaded.scenario.steps.into_iter().nth(1) {
+        Some(Step::Expect(expect)) => *expect,
+        other => panic!("not an expect: {other:?}"),
+    }
+}
+
+// s026 (issue 11): "committed" must not pass on an answer without a write outcome, and the
+// site on the other end of the held connection is checked when named.
+#[test]
+fn connection_needs_an_answer_and_checks_the_site() {
+    let committed =
+        connection_expect("{within: 1s, connection: {name: held, writeError: null, site: iad}}");
+    assert_eq!(
+        evaluate_at(
+            &committed,
+            &json!({"writeError": null, "site": "iad"}),
+            None
+        ),
+        Ok(())
+    );
+    let error = evaluate_at(&committed, &json!({}), None).expect_err("an empty answer");
+    assert!(error.contains("no write outcome"), "{error}");
+    assert!(evaluate_at(
+        &committed,
+        &json!({"writeError": null, "site": "pdx"}),
+        None
+    )
+    .is_err());
+    assert!(evaluate_at(&committed, &json!({"writeError": null, "site": null}), None).is_err());
+    let refused =
+        connection_expect("{within: 1s, connection: {name: held, writeError: 1290, site: iad}}");
+    assert_eq!(
+        evaluate_at(&refused, &json!({"writeError": 1290, "site": "iad"}), None),
+        Ok(())
+    );
+    // A lost connection (2013, nobody answered @@hostname) is not the fenced old primary.
+    assert!(evaluate_at(&refused, &json!({"writeError": 2013, "site": null}), None).is_err());
+}
+
+// s024 (issue 11): `restarts: {$changed: true}` compares with the same pod's count in the
+// baseline taken before the kill; it passed on any count before.
+#[test]
+fn pod_restarts_changed_compares_with_the_baseline_pod() {
+    let restarted = expect("{within: 1s, pods: {site: iad, restarts: {$changed: true}}}");
+    let labels = json!({"shipstream.io/role": "primary"});
+    let before = json!([pod("mysql-playground-iad-0", "Running", labels.clone(), 2)]);
+    let same = before.clone();
+    let after = json!([pod("mysql-playground-iad-0", "Running", labels, 3)]);
+    assert!(evaluate_at(&restarted, &same, Some(&before)).is_err());
+    assert_eq!(evaluate_at(&restarted, &after, Some(&before)), Ok(()));
+}
+
+// s030 (issue 11): the TTL clamp's upper end, as expiresAt minus the answer's Date header.
+#[test]
+fn deploy_api_expires_in() {
+    let clamped = expect(
+        "{within: 1s, deploy-api: {request: {method: POST, path: /deploy/v1/groups/playground/leases, client: {namespace: n, serviceAccount: a}}, status: 201, expiresIn: {$gt: 118, $lte: 122}}}",
+    );
+    assert_eq!(
+        evaluate_at(
+            &clamped,
+            &json!({"status": 201, "body": {}, "expiresIn": 120.4}),
+            None
+        ),
+        Ok(())
+    );
+    let error = evaluate_at(
+        &clamped,
+        &json!({"status": 201, "body": {}, "expiresIn": 300.2}),
+        None,
+    )
+    .expect_err("not clamped");
+    assert!(error.contains("expiresAt - Date"), "{error}");
+    assert!(evaluate_at(
+        &clamped,
+        &json!({"status": 201, "body": {}, "expiresIn": null}),
+        None
+    )
+    .is_err());
+}
+
+// s050 (issue 11): `recorded` endpoints are judged from the probe history since the window's
+// start, not from the observation's current set.
+#[test]
+fn recorded_endpoints_are_judged_from_the_history() {
+    let recorded =
+        expect("{within: 1s, endpoints: {service: primary, sites: [iad], recorded: true}}");
+    let since: jiff::Timestamp = "2026-12-01T00:00:00Z".parse().expect("time");
+    let history = |middle: &[&str]| {
+        json!({"now": "2026-12-01T00:00:01.500Z", "recorded": [
+            {"wall": "2026-12-01T00:00:00.200Z", "ok": true, "sites": ["iad"]},
+            {"wall": "2026-12-01T00:00:00.700Z", "ok": true, "sites": middle},
+            {"wall": "2026-12-01T00:00:01.200Z", "ok": true, "sites": ["iad"]},
+        ]})
+    };
+    assert_eq!(evaluate(&recorded, &history(&["iad"]), None, since), Ok(()));
+    let error = evaluate(&recorded, &history(&[]), None, since).expect_err("a flap");
+    assert!(error.contains("flapped"), "{error}");
+}

@@ -108,6 +108,8 @@ fn sample_run() -> (RunResults, Vec<History>) {
         finished_at: support::wall(120_000),
         backend: "localkube".to_owned(),
         commit: Some("abc1234".to_owned()),
+        repeat: 1,
+        notes: Vec::new(),
         scenarios: vec![first, second],
     };
     (results, vec![passing, failing])
@@ -308,7 +310,21 @@ fn report_directory_and_trends_are_written() {
     let trends = std::fs::read_to_string(dir.path().join("trends.html")).expect("trends.html");
     assert_well_formed(&trends);
     assert!(trends.contains("2 runs") && trends.contains("50%") && trends.contains("100%"));
-    assert!(trends.contains("s038_dns_write_denied") && trends.contains("RTO 10020 ms"));
+    // Per scenario over its runs: the result strip names each run, the charts their worst.
+    assert!(trends.contains("s038_dns_write_denied"));
+    assert!(
+        trends.contains("20261130T000000Z: 0 of 1 passed")
+            && trends.contains("20261201T000000Z: 1 of 1 passed")
+    );
+    assert!(
+        trends.contains("<td class=\"num flaky\">50%"),
+        "s038 passed one of two runs"
+    );
+    assert!(trends.contains("max 10.0 s"), "s020's RTO");
+    assert!(
+        trends.contains("lost writes: 2 of 2 runs measured, max 3"),
+        "s020 lost 3 in each run"
+    );
 }
 
 #[test]

@@ -603,8 +603,97 @@ fn context(
         pacing: pacing(),
         run_id: "run-1".to_owned(),
         report_dir: report_dir.to_path_buf(),
+        repeat: 1,
         results: Mutex::new(Vec::new()),
     })
+}
+
+/// Every second cluster it creates answers activeSite pdx: a flaky scenario.
+struct FlakyBackend {
+    created: std::sync::atomic::AtomicU32,
+}
+
+impl Backend for FlakyBackend {
+    fn kind(&self) -> ClusterKind {
+        ClusterKind::Kubeconfig
+    }
+    fn create(&self) -> Result<Arc<dyn Cluster>> {
+        let n = self
+            .created
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let site = if n % 2 == 1 { "pdx" } else { "iad" };
+        Ok(Arc::new(FakeCluster::new(
+            move |_, _| json!({"activeSite": site}),
+        )))
+    }
+    fn teardown(&self, _cluster: Arc<dyn Cluster>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn repeat_runs_each_scenario_n_times_and_reports_its_pass_rate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FlakyBackend {
+        created: std::sync::atomic::AtomicU32::new(0),
+    };
+    let context = Arc::new(RunContext {
+        repeat: 3,
+        ..Arc::into_inner(context(Ok(Box::new(backend)), dir.path())).expect("one owner")
+    });
+    let loaded = scenario("- expect: {within: 300ms, group: {activeSite: iad}}\n");
+    let message = failure_message(run_trial(&context, &loaded)).expect("one run failed");
+    assert!(
+        message.starts_with("passed 2 of 3 runs; run 2: step 0: group"),
+        "{message}"
+    );
+    let written = finish_run(&context, support_epoch(), "kubeconfig")
+        .expect("finish")
+        .expect("report dir");
+    let results: bloodraven_harness::report::results::RunResults = serde_json::from_str(
+        &std::fs::read_to_string(written.join("results.json")).expect("results.json"),
+    )
+    .expect("parses");
+    assert_eq!(results.repeat, 3);
+    let attempts: Vec<(u32, bool)> = results
+        .scenarios
+        .iter()
+        .map(|scenario| (scenario.attempt, scenario.passed))
+        .collect();
+    assert_eq!(attempts, [(1, true), (2, false), (3, true)]);
+    for run in ["s038_test", "s038_test.run2", "s038_test.run3"] {
+        assert!(written.join(run).join("history.jsonl").is_file(), "{run}");
+    }
+    let html = std::fs::read_to_string(written.join("index.html")).expect("index.html");
+    assert!(
+        html.contains(">FLAKY<") && html.contains("2/3 (67%)"),
+        "pass rate in the report"
+    );
+    assert!(
+        html.contains("id=\"s038_test.run2\""),
+        "each run has its section"
+    );
+    let trend = bloodraven_harness::report::trend::read_trend(&dir.path().join("trend.jsonl"))
+        .expect("trend");
+    assert_eq!(trend[0].scenarios.len(), 1);
+    assert_eq!(trend[0].scenarios[0].pass_count(), (2, 3));
+    assert!(!trend[0].scenarios[0].passed);
+}
+
+#[test]
+fn ids_select_scenarios_in_their_order_and_unknown_ids_are_named() {
+    use bloodraven_harness::runner::trials::select_ids;
+    let catalogue = bloodraven_harness::scenario::validate::load_catalogue(
+        &bloodraven_harness::backend::workspace_root().join("scenarios"),
+    )
+    .expect("catalogue");
+    let all = catalogue.len();
+    let chosen = select_ids(catalogue.clone(), &[50, 20, 22, 20]).expect("known ids");
+    let ids: Vec<u16> = chosen.iter().map(|loaded| loaded.scenario.id).collect();
+    assert_eq!(ids, [50, 20, 22]);
+    assert_eq!(select_ids(catalogue.clone(), &[]).expect("all").len(), all);
+    let error = select_ids(catalogue, &[20, 999]).expect_err("unknown id");
+    assert!(error.contains("999"), "{error}");
 }
 
 fn failure_message(result: std::result::Result<(), libtest_mimic::Failed>) -> Option<String> {
@@ -697,6 +786,24 @@ fn harness_flags_parse_alongside_libtest_flags() {
     let error = Cli::try_parse_from(["bloodraven-harness", "--cluster", "minikube"])
         .expect_err("unknown backend");
     assert!(error.to_string().contains("localkube"), "{error}");
+    let cli = Cli::try_parse_from([
+        "bloodraven-harness",
+        "--repeat",
+        "2",
+        "--ids",
+        "50,20",
+        "s0",
+    ])
+    .expect("repeat and ids parse next to a filter");
+    assert_eq!((cli.repeat, cli.ids.as_slice()), (2, &[50_u16, 20][..]));
+    assert_eq!(cli.test.filter.as_deref(), Some("s0"));
+    assert_eq!(
+        Cli::try_parse_from(["bloodraven-harness"])
+            .expect("default")
+            .repeat,
+        1
+    );
+    assert!(Cli::try_parse_from(["bloodraven-harness", "--repeat", "0"]).is_err());
 }
 
 fn support_epoch() -> jiff::Timestamp {

@@ -480,6 +480,98 @@ async fn trap7_and_trap8_field_and_label_selectors() {
     tc.stop().await;
 }
 
+/// Issue 14 item 2: the field labels of the real conversion functions, absent booleans
+/// selected as `false`, and the real server's two refusal messages.
+#[tokio::test]
+async fn issue14_node_and_pod_field_selectors_match_the_real_server() {
+    let tc = start().await;
+    let nodes: Api<Node> = Api::all(tc.client.clone());
+    for (name, spec) in [
+        ("open", json!({})),
+        ("cordoned", json!({"unschedulable": true})),
+    ] {
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))
+            .expect("node");
+        nodes
+            .create(&PostParams::default(), &n)
+            .await
+            .expect("node");
+    }
+    // The test cluster's own nodes (iad, pdx, reader) are schedulable too; look at ours.
+    let names = |l: kube::core::ObjectList<Node>| {
+        let mut v: Vec<String> = l
+            .items
+            .iter()
+            .map(|o| o.name_any())
+            .filter(|n| n == "open" || n == "cordoned")
+            .collect();
+        v.sort();
+        v
+    };
+    for (sel, want) in [
+        ("spec.unschedulable==false", vec!["open"]),
+        ("spec.unschedulable=false", vec!["open"]),
+        ("spec.unschedulable!=true", vec!["open"]),
+        ("spec.unschedulable=true", vec!["cordoned"]),
+        ("metadata.name=open", vec!["open"]),
+    ] {
+        let got = nodes
+            .list(&ListParams::default().fields(sel))
+            .await
+            .expect(sel);
+        assert_eq!(names(got), want, "{sel}");
+    }
+    let e = nodes
+        .list(&ListParams::default().fields("metadata.namespace=default"))
+        .await
+        .expect_err("nodes have no metadata.namespace label");
+    assert_eq!(reason(&e), ("BadRequest".into(), 400));
+    assert!(
+        format!("{e}").contains("field label not supported: metadata.namespace"),
+        "{e}"
+    );
+    let pods: Api<Pod> = Api::namespaced(tc.client.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "open", "containers": [{"name": "c", "image": "i"}]}})).expect("pod");
+    pods.create(&PostParams::default(), &p).await.expect("pod");
+    for sel in [
+        "spec.hostNetwork=false",
+        "spec.host=open",
+        "spec.restartPolicy=Always",
+        "status.podIP=",
+    ] {
+        let got = pods
+            .list(&ListParams::default().fields(sel))
+            .await
+            .expect(sel);
+        assert_eq!(got.items.len(), 1, "{sel}");
+    }
+    let e = pods
+        .list(&ListParams::default().fields("spec.priority=0"))
+        .await
+        .expect_err("not a pod field label");
+    assert!(
+        format!("{e}").contains("field label not supported: spec.priority"),
+        "{e}"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(tc.client.clone(), "default");
+    let e = cms
+        .list(&ListParams::default().fields("data.k=v"))
+        .await
+        .expect_err("default conversion");
+    assert!(
+        format!("{e}").contains(
+            r#""data.k" is not a known field selector: only "metadata.name", "metadata.namespace""#
+        ),
+        "{e}"
+    );
+    let svcs: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(tc.client.clone(), "default");
+    svcs.list(&ListParams::default().fields("spec.type=ClusterIP,spec.clusterIP!=None"))
+        .await
+        .expect("service field labels");
+    tc.stop().await;
+}
+
 #[tokio::test]
 async fn trap9_server_side_apply_conflicts_force_prune_and_shared_ownership() {
     let tc = start().await;
@@ -554,6 +646,414 @@ async fn trap9_server_side_apply_conflicts_force_prune_and_shared_ownership() {
     let data = got.data.unwrap_or_default();
     assert!(!data.contains_key("x"), "pruned: {data:?}");
     assert_eq!(data.get("z").map(String::as_str), Some("9"));
+    tc.stop().await;
+}
+
+/// Issue 14 item 1: an apply body without `metadata.name` is applied onto the live object
+/// (its name is the URL's); only a different name or namespace is a 400. Creating through
+/// apply still needs the name, as the real server applies onto an empty object then.
+#[tokio::test]
+async fn issue14_apply_without_metadata_name_uses_the_live_object() {
+    let tc = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(tc.client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("nameless", json!({})))
+        .await
+        .expect("create");
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"applied": "yes"}});
+    let got = cms
+        .patch("nameless", &PatchParams::apply("mgr"), &Patch::Apply(&body))
+        .await
+        .expect("apply without metadata.name");
+    assert_eq!(got.name_any(), "nameless");
+    assert_eq!(
+        got.data
+            .as_ref()
+            .and_then(|d| d.get("applied"))
+            .map(String::as_str),
+        Some("yes")
+    );
+    let no_meta_ns =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"l": "v"}}});
+    let got = cms
+        .patch(
+            "nameless",
+            &PatchParams::apply("mgr2"),
+            &Patch::Apply(&no_meta_ns),
+        )
+        .await
+        .expect("apply with metadata but no name or namespace");
+    assert_eq!(got.labels().get("l").map(String::as_str), Some("v"));
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}});
+    let e = cms
+        .patch(
+            "nameless",
+            &PatchParams::apply("mgr"),
+            &Patch::Apply(&other),
+        )
+        .await
+        .expect_err("a different name");
+    assert_eq!(reason(&e), ("BadRequest".into(), 400));
+    assert!(
+        format!("{e}").contains(
+            "the name of the object (other) does not match the name on the URL (nameless)"
+        ),
+        "{e}"
+    );
+    let other_ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nameless", "namespace": "kube-system"}});
+    let e = cms
+        .patch(
+            "nameless",
+            &PatchParams::apply("mgr"),
+            &Patch::Apply(&other_ns),
+        )
+        .await
+        .expect_err("a different namespace");
+    assert_eq!(reason(&e), ("BadRequest".into(), 400));
+    let e = cms
+        .patch("absent", &PatchParams::apply("mgr"), &Patch::Apply(&body))
+        .await
+        .expect_err("apply-create needs the name");
+    assert!(
+        format!("{e}")
+            .contains("the name of the object () does not match the name on the URL (absent)"),
+        "{e}"
+    );
+    // kube-rs's usual status apply carries no metadata at all.
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(tc.client.clone());
+    crds.create(&PostParams::default(), &Gadget::crd())
+        .await
+        .expect("crd");
+    let gadgets: Api<Gadget> = Api::namespaced(tc.client.clone(), "default");
+    gadgets
+        .create(
+            &PostParams::default(),
+            &Gadget::new("g", GadgetSpec { size: 2 }),
+        )
+        .await
+        .expect("cr");
+    let status =
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget", "status": {"doubled": 4}});
+    let got = gadgets
+        .patch_status("g", &PatchParams::apply("ctl"), &Patch::Apply(&status))
+        .await
+        .expect("status apply without metadata");
+    assert_eq!(got.status.map(|s| s.doubled), Some(4));
+    tc.stop().await;
+}
+
+/// GET `path` through kube-rs and return the raw body the server wrote.
+async fn raw_get(client: &Client, path: &str, accept: &str) -> String {
+    let req = http::Request::get(path)
+        .header("Accept", accept)
+        .body(Vec::new())
+        .expect("request");
+    client.request_text(req).await.expect(path)
+}
+
+/// Issue 14 item 3: built-in objects, lists, Status errors and watch events are written in
+/// the real server's field order; custom resources keep the sorted order of unstructured
+/// maps, as a real server writes them.
+#[tokio::test]
+async fn issue14_responses_are_written_in_the_real_field_order() {
+    let tc = start().await;
+    let c = &tc.client;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "ordered", "labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).expect("pod");
+    pods.create(&PostParams::default(), &p).await.expect("pod");
+    let one = raw_get(
+        c,
+        "/api/v1/namespaces/default/pods/ordered",
+        "application/json",
+    )
+    .await;
+    assert!(one.starts_with(r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"ordered","namespace":"default","uid":"#), "{one}");
+    let (spec, status) = (one.find(r#","spec":"#), one.find(r#","status":"#));
+    assert!(spec.is_some() && status.is_some() && spec < status, "{one}");
+    let list = raw_get(c, "/api/v1/namespaces/default/pods", "application/json").await;
+    assert!(
+        list.starts_with(r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"#),
+        "{list}"
+    );
+    assert!(
+        list.contains(r#""items":[{"kind":"Pod","apiVersion":"v1","metadata":"#),
+        "{list}"
+    );
+    let req = http::Request::get("/api/v1/namespaces/default/pods/absent")
+        .body(Vec::new())
+        .expect("request");
+    let missing = c.request_text(req).await.expect_err("404");
+    assert_eq!(reason(&missing), ("NotFound".into(), 404));
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps?fieldSelector=x%3Dy")
+        .body(Vec::new())
+        .expect("request");
+    let resp = c
+        .send(req.map(kube::client::Body::from))
+        .await
+        .expect("send");
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    let status = String::from_utf8_lossy(&bytes).into_owned();
+    assert!(
+        status.starts_with(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"#
+        ),
+        "{status}"
+    );
+    let watch = raw_get(
+        c,
+        "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1",
+        "application/json",
+    )
+    .await;
+    assert!(
+        watch
+            .starts_with(r#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":"#),
+        "{watch}"
+    );
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    crds.create(&PostParams::default(), &Gadget::crd())
+        .await
+        .expect("crd");
+    let gadgets: Api<Gadget> = Api::namespaced(c.clone(), "default");
+    gadgets
+        .create(
+            &PostParams::default(),
+            &Gadget::new("g", GadgetSpec { size: 1 }),
+        )
+        .await
+        .expect("cr");
+    let cr = raw_get(
+        c,
+        "/apis/example.com/v1/namespaces/default/gadgets/g",
+        "application/json",
+    )
+    .await;
+    assert!(
+        cr.starts_with(r#"{"apiVersion":"example.com/v1","kind":"Gadget","metadata":"#),
+        "{cr}"
+    );
+    let watch = raw_get(
+        c,
+        "/apis/example.com/v1/namespaces/default/gadgets?watch=true&timeoutSeconds=1",
+        "application/json",
+    )
+    .await;
+    assert!(
+        watch.starts_with(
+            r#"{"type":"ADDED","object":{"apiVersion":"example.com/v1","kind":"Gadget""#
+        ),
+        "{watch}"
+    );
+    tc.stop().await;
+}
+
+/// Issue 14 item 4: metadata-only requests (`as=PartialObjectMetadata[List]`) get
+/// `meta.k8s.io/v1` metadata objects, on get, list, patch and watch; an `Accept` with no
+/// supported clause is 406.
+#[tokio::test]
+async fn issue14_metadata_only_requests_get_partial_object_metadata() {
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::WatchStreamExt;
+    let tc = start().await;
+    let c = &tc.client;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    cms.create(&PostParams::default(), &cm("meta", json!({"tier": "web"})))
+        .await
+        .expect("create");
+    let one = cms.get_metadata("meta").await.expect("get_metadata");
+    assert_eq!(
+        one.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    assert_eq!(
+        one.types.as_ref().map(|t| t.api_version.as_str()),
+        Some("meta.k8s.io/v1")
+    );
+    assert_eq!(one.labels().get("tier").map(String::as_str), Some("web"));
+    let raw = raw_get(
+        c,
+        "/api/v1/namespaces/default/configmaps/meta",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert!(!raw.contains(r#""data""#), "only metadata: {raw}");
+    let list = cms
+        .list_metadata(&ListParams::default().labels("tier=web"))
+        .await
+        .expect("list_metadata");
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.types.kind, "PartialObjectMetadataList");
+    assert!(list.metadata.resource_version.is_some());
+    let patched = cms
+        .patch_metadata(
+            "meta",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"a": "1"}}})),
+        )
+        .await
+        .expect("patch_metadata");
+    assert_eq!(
+        patched.annotations().get("a").map(String::as_str),
+        Some("1")
+    );
+    // kube-runtime's metadata watcher (kube 5: a watcher over `PartialObjectMeta<K>`) lists
+    // and watches metadata only.
+    let metas: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(c.clone(), "default");
+    let mut w = watcher(metas, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let mut next_named = async |name: &str| loop {
+        let o = tokio::time::timeout(Duration::from_secs(10), w.try_next())
+            .await
+            .expect("in time")
+            .expect("no error")
+            .expect("an object");
+        if o.name_any() == name {
+            return o;
+        }
+    };
+    let first = next_named("meta").await;
+    assert_eq!(first.labels().get("tier").map(String::as_str), Some("web"));
+    cms.create(&PostParams::default(), &cm("later", json!({})))
+        .await
+        .expect("create");
+    next_named("later").await;
+    let watch = raw_get(
+        c,
+        "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert!(watch.starts_with(r#"{"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#), "{watch}");
+    // Fallback to plain JSON, and 406 when nothing offered is produced.
+    let fallback = raw_get(
+        c,
+        "/api/v1/namespaces/default/configmaps/meta",
+        "application/json;as=Nothing;g=meta.k8s.io;v=v1, application/json",
+    )
+    .await;
+    assert!(fallback.starts_with(r#"{"kind":"ConfigMap""#), "{fallback}");
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps/meta")
+        .header("Accept", "application/json;as=Nothing;g=meta.k8s.io;v=v1")
+        .body(Vec::new())
+        .expect("request");
+    let e = c.request_text(req).await.expect_err("406");
+    assert_eq!(reason(&e), ("NotAcceptable".into(), 406));
+    tc.stop().await;
+}
+
+/// Issue 14 item 5: aggregated discovery (`apidiscovery.k8s.io` v2 and v2beta1) on `/api`
+/// and `/apis`, with the media type in `Content-Type`; `apiregistration.k8s.io` serves an
+/// APIService per served group version, custom resource groups included.
+#[tokio::test]
+async fn issue14_aggregated_discovery_and_api_services() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    use kube::core::GroupVersionKind;
+    use kube::discovery::{Discovery, Scope};
+    let tc = start().await;
+    let c = &tc.client;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    crds.create(&PostParams::default(), &Gadget::crd())
+        .await
+        .expect("crd");
+    let discovery = Discovery::new(c.clone())
+        .run_aggregated()
+        .await
+        .expect("aggregated discovery");
+    for (group, version, kind, scope) in [
+        ("", "v1", "Pod", Scope::Namespaced),
+        ("", "v1", "Node", Scope::Cluster),
+        ("apps", "v1", "Deployment", Scope::Namespaced),
+        ("example.com", "v1", "Gadget", Scope::Namespaced),
+        ("apiregistration.k8s.io", "v1", "APIService", Scope::Cluster),
+    ] {
+        let (ar, caps) = discovery
+            .resolve_gvk(&GroupVersionKind::gvk(group, version, kind))
+            .unwrap_or_else(|| panic!("{group}/{version} {kind} is discovered"));
+        assert_eq!(caps.scope, scope, "{kind}");
+        assert!(caps.supports_operation("watch"), "{kind}");
+        if kind == "Pod" {
+            let subs: Vec<&str> = caps
+                .subresources
+                .iter()
+                .map(|(s, _)| s.plural.as_str())
+                .collect();
+            assert!(
+                subs.contains(&"status") && subs.contains(&"log"),
+                "{subs:?}"
+            );
+        }
+        assert!(!ar.plural.is_empty());
+    }
+    for v in ["v2", "v2beta1"] {
+        let accept = format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList,application/json");
+        let req = http::Request::get("/apis")
+            .header("Accept", accept)
+            .body(Vec::new())
+            .expect("request");
+        let resp = c
+            .send(req.map(kube::client::Body::from))
+            .await
+            .expect("send");
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            ct,
+            format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList")
+        );
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .expect("body")
+            .to_bytes();
+        let doc: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(doc["apiVersion"], json!(format!("apidiscovery.k8s.io/{v}")));
+        assert_eq!(
+            doc["items"][0]["versions"][0]["freshness"],
+            json!("Current")
+        );
+    }
+    let legacy = raw_get(c, "/apis", "application/json").await;
+    assert!(
+        legacy.contains(r#""name":"apiregistration.k8s.io""#),
+        "{legacy}"
+    );
+    let services: Api<APIService> = Api::all(c.clone());
+    let found = eventually(10, || {
+        let services = services.clone();
+        async move {
+            let names: Vec<String> = services
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .iter()
+                .map(|a| a.name_any())
+                .collect();
+            (names.iter().any(|n| n == "v1.")
+                && names.iter().any(|n| n == "v1.apps")
+                && names.iter().any(|n| n == "v1.example.com"))
+            .then_some(names)
+        }
+    })
+    .await;
+    assert!(
+        found.is_some(),
+        "APIServices of core, apps and the CRD group"
+    );
+    let core = services.get("v1.").await.expect("v1.");
+    let available = core.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(available
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "True"));
     tc.stop().await;
 }
 

@@ -3,7 +3,7 @@
 
 mod apiserver_support;
 
-use apiserver_support::start;
+use apiserver_support::{start, start_with};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -458,5 +458,211 @@ async fn kubectl_typed_create_commands_send_protobuf_that_is_understood() {
         "yes"
     );
     assert!(k.ok(&["auth", "whoami"]).await.contains("system:masters"));
+    tc.stop().await;
+}
+
+/// Issue 14 item 5: kubectl 1.32 reads aggregated discovery (`/api` and `/apis` only, no
+/// per-group-version documents) and its cache holds the same resources, custom ones too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_uses_aggregated_discovery() {
+    let tc = start().await;
+    let k = Kubectl {
+        kubeconfig: tc.lk.kubeconfig_path(),
+        cache: tmp(tc.dir.path(), "kubectl-cache"),
+    };
+    let (ok, out, err) = k.apply(&[], CRD).await;
+    assert!(ok, "apply crd: {err}{out}");
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+    ])
+    .await;
+    // A fresh cache, so this run discovers from the server.
+    let fresh = Kubectl {
+        kubeconfig: tc.lk.kubeconfig_path(),
+        cache: tmp(tc.dir.path(), "kubectl-cache-fresh"),
+    };
+    let (ok, out, err) = fresh.run(&["api-resources", "-v=6"], None).await;
+    assert!(ok, "api-resources: {err}{out}");
+    for name in ["pods", "deployments", "widgets", "apiservices"] {
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().next() == Some(name)),
+            "{name} listed: {out}"
+        );
+    }
+    assert!(err.contains("/apis?"), "-v=6 logs the requests: {err}");
+    assert!(
+        !err.contains("/apis/apps/v1?") && !err.contains("/api/v1?"),
+        "aggregated discovery needs no per-group-version requests: {err}"
+    );
+    // kubectl's disk cache holds per-group-version documents built from the aggregated one.
+    let discovery = tmp(tc.dir.path(), "kubectl-cache-fresh").join("discovery");
+    let host = std::fs::read_dir(&discovery)
+        .expect("discovery cache")
+        .next()
+        .expect("one server")
+        .expect("entry")
+        .path();
+    let widgets = std::fs::read_to_string(host.join("example.com/v1/serverresources.json"))
+        .expect("cached example.com/v1");
+    assert!(widgets.contains(r#""name":"widgets""#), "{widgets}");
+    let cached = fresh.ok(&["get", "widgets", "-A"]).await;
+    assert!(
+        cached.is_empty() || cached.contains("No resources") || cached.contains("NAME"),
+        "{cached}"
+    );
+    let listed = fresh.ok(&["get", "apiservices", "-o", "name"]).await;
+    assert!(
+        listed.contains("apiservice.apiregistration.k8s.io/v1.apps"),
+        "{listed}"
+    );
+    let table = fresh.ok(&["get", "apiservice", "v1.apps"]).await;
+    assert!(
+        table.contains("SERVICE") && table.contains("Local") && table.contains("True"),
+        "{table}"
+    );
+    tc.stop().await;
+}
+
+/// Issue 14 item 8: the cluster DNS address is held by `kube-system/kube-dns`, as kubeadm
+/// and kind clusters hold it, so the allocator never gives it to another Service (before,
+/// the ninth Service got 10.96.0.10 and pods' resolv.conf pointed at it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_never_gets_the_cluster_dns_address_for_a_service() {
+    let dns_ip = "10.96.0.10";
+    let tc = start_with(|c| c.dns_address = Some(dns_ip.parse().unwrap())).await;
+    let k = Kubectl {
+        kubeconfig: tc.lk.kubeconfig_path(),
+        cache: tmp(tc.dir.path(), "kubectl-cache"),
+    };
+    for i in 0..12 {
+        k.ok(&[
+            "create",
+            "service",
+            "clusterip",
+            &format!("s{i}"),
+            "--tcp=80:80",
+        ])
+        .await;
+    }
+    let ips = k
+        .ok(&[
+            "get",
+            "services",
+            "-o",
+            "jsonpath={.items[*].spec.clusterIP}",
+        ])
+        .await;
+    assert_eq!(ips.split_whitespace().count(), 13, "kubernetes + 12: {ips}");
+    assert!(
+        !ips.split_whitespace().any(|ip| ip == dns_ip),
+        "no Service in default gets the DNS address: {ips}"
+    );
+    let held = k
+        .ok(&[
+            "get",
+            "service",
+            "kube-dns",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.spec.clusterIP} {.spec.ports[*].name}",
+        ])
+        .await;
+    assert_eq!(held, format!("{dns_ip} dns dns-tcp metrics"));
+    let (ok, out, err) = k
+        .run(
+            &[
+                "create",
+                "service",
+                "clusterip",
+                "squatter",
+                "--tcp=53:53",
+                &format!("--clusterip={dns_ip}"),
+            ],
+            None,
+        )
+        .await;
+    assert!(!ok, "asking for the DNS address is refused: {out}");
+    assert!(
+        err.contains("is invalid") && err.contains("already allocated"),
+        "422 Invalid naming the allocation: {err}"
+    );
+    tc.stop().await;
+}
+
+/// Issue 14 item 8: `/openapi/v2` is served (it was 404). kubectl's v2 explain asks for the
+/// gnostic protobuf form; kube-rs reads the JSON form; an Accept with neither is 406.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_reads_openapi_v2() {
+    let tc = start().await;
+    let k = Kubectl {
+        kubeconfig: tc.lk.kubeconfig_path(),
+        cache: tmp(tc.dir.path(), "kubectl-cache"),
+    };
+    let (ok, out, err) = k.apply(&[], CRD).await;
+    assert!(ok, "apply crd: {err}{out}");
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+    ])
+    .await;
+    let (ok, out, err) = k
+        .run(
+            &["explain", "pods", "--output=plaintext-openapiv2", "-v=8"],
+            None,
+        )
+        .await;
+    assert!(ok, "explain pods (v2): {err}{out}");
+    assert!(
+        err.contains("/openapi/v2") && !err.contains("/openapi/v3"),
+        "the v2 output reads /openapi/v2 only: {err}"
+    );
+    assert!(
+        out.contains("KIND:") && out.contains("Pod") && out.contains("VERSION:"),
+        "{out}"
+    );
+    for field in ["apiVersion", "kind", "metadata", "spec", "status"] {
+        assert!(out.contains(field), "{field} listed: {out}");
+    }
+    let widget = k
+        .ok(&["explain", "widgets.spec", "--output=plaintext-openapiv2"])
+        .await;
+    assert!(
+        widget.contains("color") && widget.contains("size") && widget.contains("<integer>"),
+        "the CRD's schema: {widget}"
+    );
+    // kube-rs: the JSON form.
+    let req = http::Request::get("/openapi/v2")
+        .header("Accept", "application/json")
+        .body(Vec::new())
+        .unwrap();
+    let text = tc.client.request_text(req).await.expect("GET /openapi/v2");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(doc["swagger"], "2.0");
+    let pod = &doc["definitions"]["io.k8s.api.core.v1.Pod"];
+    assert_eq!(
+        pod["x-kubernetes-group-version-kind"],
+        serde_json::json!([{"group": "", "version": "v1", "kind": "Pod"}])
+    );
+    assert_eq!(
+        pod["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    assert!(
+        doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"].is_object(),
+        "paths carry the operations"
+    );
+    let req = http::Request::get("/openapi/v2")
+        .header("Accept", "application/yaml")
+        .body(Vec::new())
+        .unwrap();
+    match tc.client.request_text(req).await {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (406, "NotAcceptable")),
+        other => panic!("406 for an Accept it cannot serve: {other:?}"),
+    }
     tc.stop().await;
 }

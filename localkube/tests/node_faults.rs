@@ -45,6 +45,7 @@ fn pod(name: &str, node: &str, script: &str) -> PodSpec {
             ..ContainerSpec::default()
         }],
         volumes: vec![],
+        fs_group: None,
     }
 }
 

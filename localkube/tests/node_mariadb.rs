@@ -130,6 +130,7 @@ fn mariadb_pod(name: &str, node: &str) -> PodSpec {
                 }]),
             },
         ],
+        fs_group: None,
     }
 }
 

@@ -138,3 +138,73 @@ async fn established_connection_survives_endpoint_change() {
     proxy.remove_service_port(&key());
     assert_eq!(new.echo("after-remove").await, "pdx:after-remove");
 }
+
+/// A UDP backend that answers each datagram with its name and the datagram.
+async fn udp_backend(name: &'static str, ip: &str) -> SocketAddr {
+    let socket = tokio::net::UdpSocket::bind((ip, 0)).await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+            let reply = format!("{name}:{}", String::from_utf8_lossy(&buf[..n]));
+            let _ = socket.send_to(reply.as_bytes(), peer).await;
+        }
+    });
+    addr
+}
+
+async fn udp_ask(
+    client: &tokio::net::UdpSocket,
+    proxy: SocketAddr,
+    text: &str,
+) -> (String, SocketAddr) {
+    client.send_to(text.as_bytes(), proxy).await.unwrap();
+    let mut buf = [0u8; 512];
+    let (n, from) = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
+        .await
+        .expect("a reply")
+        .unwrap();
+    (String::from_utf8_lossy(&buf[..n]).into_owned(), from)
+}
+
+// Issue 14 item 8: UDP Service ports; a client's session keeps its endpoint while it is
+// active, replies come from the Service address, an idle session's client starts a new one
+// on the current endpoints.
+#[tokio::test]
+async fn udp_sessions_keep_their_endpoint_until_idle() {
+    let iad = udp_backend("iad", "127.0.0.2").await;
+    let pdx = udp_backend("pdx", "127.0.0.3").await;
+    let proxy = ServiceProxy::new(None);
+    let addr = proxy
+        .set_udp_service_port(key(), "127.0.0.1:0".parse().unwrap(), vec![iad])
+        .await
+        .unwrap();
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    assert_eq!(
+        udp_ask(&client, addr, "one").await,
+        ("iad:one".into(), addr)
+    );
+    proxy
+        .set_udp_service_port(key(), addr, vec![pdx])
+        .await
+        .unwrap();
+    assert_eq!(
+        udp_ask(&client, addr, "two").await.0,
+        "iad:two",
+        "the active session keeps its endpoint"
+    );
+    let other = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    assert_eq!(
+        udp_ask(&other, addr, "x").await.0,
+        "pdx:x",
+        "a new client uses the current endpoints"
+    );
+    tokio::time::sleep(localkube::node::proxy::UDP_SESSION_IDLE * 3).await;
+    assert_eq!(
+        udp_ask(&client, addr, "three").await.0,
+        "pdx:three",
+        "after the idle timeout a new session"
+    );
+    proxy.remove_udp_service_port(&key());
+    assert_eq!(proxy.udp_listen_addr(&key()), None);
+}

@@ -63,6 +63,7 @@ fn pod(name: &str, node: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         init_containers: vec![],
         containers,
         volumes: vec![],
+        fs_group: None,
     }
 }
 
@@ -453,6 +454,72 @@ async fn stop_pod_kills_after_grace_period() {
         } => assert_eq!((*exit_code, *signal), (137, Some(9))),
         other => panic!("{other:?}"),
     }
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+// A container runtime signals a stopped (SIGSTOPped) process and waits out the grace period;
+// it never continues it. A frozen mysqld that ran again for the grace period would serve its
+// held connections (issue 10: the kubelet is the agent that kills a frozen, agentless primary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_container_is_killed_at_the_grace_period_without_running_again() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("frozen-stop");
+    // The ticks go to a file outside the pod: the container log goes with the pod.
+    let ticks = guard.dir.join("ticks");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    let mut ticker = pod(
+        "ticker",
+        "iad",
+        vec![shell(
+            "main",
+            &format!(
+                "trap 'echo got-term >> {0}' TERM; echo trap-set >> {0}; while true; do echo tick >> {0}; sleep 0.05; done",
+                ticks.display()
+            ),
+        )],
+    );
+    ticker.termination_grace_period = Duration::from_secs(5);
+    runtime.start_pod(ticker).await.unwrap();
+    runtime
+        .wait_for("default/ticker", Duration::from_secs(10), running)
+        .await
+        .unwrap();
+    let read_ticks = || std::fs::read_to_string(&ticks).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !read_ticks().contains("tick") {
+        assert!(Instant::now() < deadline, "the shell never set its trap");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = runtime.container_pid("default/ticker", "main").unwrap();
+    runtime
+        .signal_container("default/ticker", "main", nix::sys::signal::Signal::SIGSTOP)
+        .unwrap();
+    // Let the last ticks before the stop reach the log.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let frozen_log = read_ticks();
+    let started = Instant::now();
+    let status = runtime
+        .stop_pod("default/ticker", Duration::from_millis(800))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "waited for the grace period"
+    );
+    match &status.container_statuses[0].state {
+        ContainerState::Terminated {
+            exit_code, signal, ..
+        } => assert_eq!((*exit_code, *signal), (137, Some(9)), "SIGKILL"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        read_ticks(),
+        frozen_log,
+        "the frozen process ran again before it was killed"
+    );
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
 }
 

@@ -197,11 +197,13 @@ impl KindConfig {
         self.workspace_root.join(&self.kubeconfig)
     }
 
-    /// Every image the cluster needs: the workspace's [`IMAGES`] and [`MARIADB_IMAGE`].
+    /// Every image the cluster needs: the workspace's [`IMAGES`], the operator's upgrade tags
+    /// ([`UPGRADE_TAGS`]) and [`MARIADB_IMAGE`].
     pub fn image_references(&self) -> Vec<String> {
         IMAGES
             .iter()
             .map(|image| image.reference(&self.version))
+            .chain(UPGRADE_TAGS.iter().map(|tag| (*tag).to_owned()))
             .chain(std::iter::once(MARIADB_IMAGE.to_owned()))
             .collect()
     }
@@ -300,11 +302,31 @@ pub fn delete_cluster_command(config: &KindConfig) -> CommandLine {
         .arg(&config.name)
 }
 
-/// Before the cluster: build each of [`IMAGES`], pull [`MARIADB_IMAGE`].
+/// The operator image's other tags: scenario 050 installs `bloodraven:upgrade-a` and rolls
+/// to `bloodraven:upgrade-b`; on kind both are this build (an A -> B of two builds is `just
+/// upgrade`, localkube only).
+pub const UPGRADE_TAGS: [&str; 2] = [
+    crate::playground::localkube::UPGRADE_FROM_IMAGE,
+    crate::playground::localkube::UPGRADE_TO_IMAGE,
+];
+
+/// `docker tag <source> <target>`.
+pub fn docker_tag_command(config: &KindConfig, source: &str, target: &str) -> CommandLine {
+    config.docker_line().arg("tag").arg(source).arg(target)
+}
+
+/// Before the cluster: build each of [`IMAGES`], tag the operator's [`UPGRADE_TAGS`], pull
+/// [`MARIADB_IMAGE`].
 pub fn prepare_images_commands(config: &KindConfig) -> Vec<CommandLine> {
+    let operator = IMAGES[0].reference(&config.version);
     IMAGES
         .iter()
         .map(|image| docker_build_command(config, image))
+        .chain(
+            UPGRADE_TAGS
+                .iter()
+                .map(|tag| docker_tag_command(config, &operator, tag)),
+        )
         .chain(std::iter::once(docker_pull_command(config, MARIADB_IMAGE)))
         .collect()
 }
@@ -643,6 +665,8 @@ mod tests {
                 "bloodraven/sidecar:0.1.0",
                 "bloodraven/counter:0.1.0",
                 "bloodraven/kubectl-bloodraven:0.1.0",
+                "bloodraven:upgrade-a",
+                "bloodraven:upgrade-b",
                 "mariadb:10.11",
             ])
         );
@@ -657,6 +681,8 @@ mod tests {
                 "docker build -f operator/deploy/Dockerfile --target sidecar -t bloodraven/sidecar:0.1.0 .",
                 "docker build -f operator/deploy/Dockerfile --target counter -t bloodraven/counter:0.1.0 .",
                 "docker build -f operator/deploy/Dockerfile --target plugin -t bloodraven/kubectl-bloodraven:0.1.0 .",
+                "docker tag bloodraven:0.1.0 bloodraven:upgrade-a",
+                "docker tag bloodraven:0.1.0 bloodraven:upgrade-b",
                 "docker pull mariadb:10.11",
             ])
         );
@@ -964,7 +990,7 @@ mod tests {
         expected.push(create_cluster_command(&config));
         expected.extend(load_images_commands(&config));
         assert_eq!(logged(&log), expected_log(&expected));
-        assert_eq!(logged(&log).len(), 4 + 1 + 1 + 5);
+        assert_eq!(logged(&log).len(), 4 + 2 + 1 + 1 + 7);
 
         backend.delete_cluster().expect("delete");
         assert_eq!(

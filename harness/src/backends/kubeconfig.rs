@@ -93,6 +93,7 @@ impl Backend for KubeconfigBackend {
             let localkube = LocalkubeConfig {
                 state_dir,
                 bin_dir: self.bin_dir.clone(),
+                image_overrides: Vec::new(),
             };
             return Ok(Arc::new(super::localkube::connect(&localkube, &self.root)?));
         }

@@ -23,6 +23,8 @@ pub struct LocalkubeBackendConfig {
     pub bin_dir: PathBuf,
     /// The state dir of the cluster.
     pub state_dir: PathBuf,
+    /// Images mapped to other binaries (`--upgrade-from-bin`, `--upgrade-to-bin`).
+    pub image_overrides: Vec<(String, PathBuf)>,
 }
 
 /// Creates a localkube cluster per `create()` (or one for the whole run with `--reuse`).
@@ -41,6 +43,7 @@ impl LocalkubeBackend {
         LocalkubeConfig {
             state_dir: self.config.state_dir.clone(),
             bin_dir: self.config.bin_dir.clone(),
+            image_overrides: self.config.image_overrides.clone(),
         }
     }
 }

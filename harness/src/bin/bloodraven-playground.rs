@@ -16,9 +16,10 @@ use clap::{Parser, Subcommand};
     about = "The live playground on localkube"
 )]
 struct Cli {
-    /// Workspace root (holding fixtures/).
-    #[arg(long, env = "BLOODRAVEN_ROOT", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.."))]
-    root: PathBuf,
+    /// Workspace root, holding fixtures/ (default: the nearest ancestor of the current
+    /// directory that holds fixtures/crds and scenarios/).
+    #[arg(long, env = bloodraven_harness::backend::ROOT_ENV)]
+    root: Option<PathBuf>,
     /// localkube's state dir (default: $LOCALKUBE_STATE_DIR, else <root>/.localkube).
     #[arg(long)]
     state_dir: Option<PathBuf>,
@@ -43,7 +44,10 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let root = std::fs::canonicalize(&cli.root).unwrap_or(cli.root);
+    let root = match cli.root {
+        Some(root) => std::fs::canonicalize(&root).unwrap_or(root),
+        None => bloodraven_harness::backend::workspace_root(),
+    };
     let bin_dir = cli.bin_dir.unwrap_or_else(|| {
         std::env::current_exe()
             .ok()
@@ -55,7 +59,11 @@ fn main() -> std::process::ExitCode {
         .unwrap_or_else(|| Playground::default_state_dir(&root));
     let playground = Playground {
         root,
-        localkube: LocalkubeConfig { state_dir, bin_dir },
+        localkube: LocalkubeConfig {
+            state_dir,
+            bin_dir,
+            image_overrides: Vec::new(),
+        },
     };
     let result = match cli.command {
         Command::Up => playground.up(),

@@ -87,3 +87,110 @@ pub fn check_liveness(history: &History) -> Verdict {
         findings,
     )
 }
+
+/// The longest the workload went without an acknowledged write from the first fault's start
+/// until `until_ns`: the widest interval between consecutive write completions, counting
+/// the fault's start and `until_ns` as ends (a scenario that wants no failover and only a
+/// short fence bounds this, where `write-outage` would measure to a promotion). `None`
+/// without a fault or with a malformed history.
+pub fn longest_write_gap_ns(history: &History, until_ns: u64) -> Option<u64> {
+    let operations = history.operations().ok()?;
+    let first_fault = operations
+        .iter()
+        .find_map(|operation| match &operation.invoke.op {
+            Op::Fault {
+                phase: FaultPhase::Start,
+                ..
+            } => Some(operation.end_ns().unwrap_or(operation.invoke.mono_ns)),
+            _ => None,
+        })?;
+    let mut completions: Vec<u64> = operations
+        .iter()
+        .filter(|operation| matches!(operation.invoke.op, Op::Write { .. }))
+        .filter(|operation| operation.outcome() == EventType::Ok)
+        .filter_map(|operation| operation.end_ns())
+        .filter(|end| *end > first_fault && *end <= until_ns)
+        .collect();
+    completions.sort_unstable();
+    let mut widest = 0;
+    let mut previous = first_fault;
+    for end in completions.into_iter().chain(std::iter::once(until_ns)) {
+        widest = widest.max(end.saturating_sub(previous));
+        previous = end;
+    }
+    Some(widest)
+}
+
+#[cfg(test)]
+mod gap_tests {
+    use super::*;
+    use crate::history::event::Event;
+
+    fn event(process: &str, kind: EventType, op: Op, ms: u64) -> Event {
+        Event {
+            process: process.to_owned(),
+            kind,
+            op,
+            wall: jiff::Timestamp::UNIX_EPOCH,
+            mono_ns: ms * 1_000_000,
+        }
+    }
+
+    fn write(id: u64) -> Op {
+        Op::Write {
+            id,
+            site: None,
+            gtid: None,
+            error: None,
+        }
+    }
+
+    fn fault(phase: FaultPhase) -> Op {
+        Op::Fault {
+            name: "clock-offset".to_owned(),
+            phase,
+            detail: String::new(),
+            sites: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_widest_gap_between_acknowledged_writes_after_the_first_fault_counts() {
+        let mut events = vec![
+            event("writer", EventType::Invoke, write(1), 0),
+            event("writer", EventType::Ok, write(1), 10),
+            event("nemesis", EventType::Invoke, fault(FaultPhase::Start), 100),
+            event("nemesis", EventType::Ok, fault(FaultPhase::Start), 110),
+        ];
+        // Writes every 200 ms, one failing (a fence), one 1.4 s hole.
+        for (id, start, kind) in [
+            (2, 150, EventType::Ok),
+            (3, 350, EventType::Fail),
+            (4, 550, EventType::Ok),
+            (5, 1_950, EventType::Ok),
+            (6, 2_150, EventType::Ok),
+        ] {
+            events.push(event("writer", EventType::Invoke, write(id), start));
+            events.push(event("writer", kind, write(id), start + 20));
+        }
+        let history = History::new(events);
+        assert_eq!(
+            longest_write_gap_ns(&history, 2_300 * 1_000_000),
+            Some(1_400 * 1_000_000)
+        );
+        // Nothing acknowledged since: the gap runs to `until`.
+        assert_eq!(
+            longest_write_gap_ns(&history, 5_000 * 1_000_000),
+            Some((5_000 - 2_170) * 1_000_000)
+        );
+    }
+
+    #[test]
+    fn without_a_fault_there_is_no_gap_to_measure() {
+        let history = History::new(vec![
+            event("writer", EventType::Invoke, write(1), 0),
+            event("writer", EventType::Ok, write(1), 10),
+        ]);
+        assert_eq!(longest_write_gap_ns(&history, 1_000_000_000), None);
+    }
+}

@@ -1,6 +1,7 @@
 //! Checkers over a history: no split brain, RPO, failover timings, expectations.
 
 pub mod converged;
+pub mod endpoint_history;
 pub mod expectations;
 pub mod gtid;
 pub mod liveness;

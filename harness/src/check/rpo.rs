@@ -19,6 +19,11 @@
 //!   as workload writes (and the operator's count has no upper bound from the harness);
 //! - an emergency failover whose old primary is readable again must have reached `exact`.
 //!
+//! A restore in place (`status.restore`, issue 12 part 2) loses, on purpose, what the restored
+//! site committed after its backup: an acknowledged write lost from that site, invoked before
+//! the restore's fence, is the restore's loss, and the operator's `lostGtidSet` (always exact:
+//! measured on the fenced site) must name it; a write it names must not have survived.
+//!
 //! A write present on a site other than the active one, other than an old primary of an
 //! emergency failover, is silent divergence; an id no writer of this scenario wrote is a
 //! leftover of another scenario.
@@ -30,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::gtid::{parse_gtid, parse_gtid_set};
 use super::timings::CROSS_CLOCK_SLACK_NS;
 use super::verdict::Verdict;
-use crate::history::event::{EventType, FailoverKind, FailoverRecord, Op};
+use crate::history::event::{EventType, FailoverKind, FailoverRecord, Op, RestoreRecord};
 use crate::history::store::History;
 use crate::scenario::model::Site;
 
@@ -76,6 +81,27 @@ pub struct RpoRow {
     pub other_transactions: Option<u64>,
 }
 
+/// One restore in place as the operator reported it, with the writes it lost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreRpoRow {
+    /// The site restored.
+    pub site: Site,
+    /// The backup restored from.
+    pub backup: String,
+    /// The operator's `lostTransactions`.
+    pub operator_reported: Option<u64>,
+    /// The operator's `exact`.
+    pub exact: bool,
+    /// The operator's `lostGtidSet`.
+    pub lost_gtid_set: Option<String>,
+    /// Acknowledged writes of the site missing after heal, invoked before the fence.
+    pub lost: u64,
+    /// The first of them.
+    pub lost_ids: Vec<u64>,
+    /// Acknowledged writes whose GTID is in `lostGtidSet`.
+    pub operator_lost_writes: u64,
+}
+
 /// The RPO table of one scenario.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RpoSummary {
@@ -103,6 +129,9 @@ pub struct RpoSummary {
     pub sites_read: Vec<Site>,
     /// The failovers observed, in order.
     pub failovers: Vec<RpoRow>,
+    /// The restores in place observed (re-promoted ones), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restores: Vec<RestoreRpoRow>,
 }
 
 impl RpoSummary {
@@ -112,6 +141,7 @@ impl RpoSummary {
             .failovers
             .iter()
             .filter_map(|row| row.operator_reported)
+            .chain(self.restores.iter().filter_map(|row| row.operator_reported))
             .collect();
         if counts.is_empty() {
             None
@@ -120,9 +150,11 @@ impl RpoSummary {
         }
     }
 
-    /// Whether every failover's count is exact.
+    /// Whether every failover's and every restore's count is exact (and there is one).
     pub fn exact(&self) -> bool {
-        !self.failovers.is_empty() && self.failovers.iter().all(|row| row.exact)
+        (!self.failovers.is_empty() || !self.restores.is_empty())
+            && self.failovers.iter().all(|row| row.exact)
+            && self.restores.iter().all(|row| row.exact)
     }
 }
 
@@ -143,6 +175,27 @@ pub fn observed_failovers(history: &History) -> Vec<FailoverRecord> {
         }
     }
     by_start.into_values().collect()
+}
+
+/// The distinct restores in place seen in status snapshots that re-promoted their site (keyed
+/// by `requestedAt`), each at its latest observation, in order.
+pub fn observed_restores(history: &History) -> Vec<RestoreRecord> {
+    let mut by_request: BTreeMap<jiff::Timestamp, RestoreRecord> = BTreeMap::new();
+    for event in &history.events {
+        if event.kind != EventType::Ok {
+            continue;
+        }
+        if let Op::Status {
+            restore: Some(record),
+            ..
+        } = &event.op
+        {
+            if record.promoted_at.is_some() {
+                by_request.insert(record.requested_at, (**record).clone());
+            }
+        }
+    }
+    by_request.into_values().collect()
 }
 
 /// A workload write with what the history says of it.
@@ -185,6 +238,45 @@ fn attribute(boundaries: &[Boundary<'_>], site: Option<Site>, start_ns: u64) -> 
         site.is_none_or(|site| boundary.record.from == site)
             && boundary.fence_ns + CROSS_CLOCK_SLACK_NS >= start_ns
     })
+}
+
+/// With a `seal-rpo` step (the latest one): the acknowledged writes invoked before the seal
+/// that no sealed site held are the RPO fixed at the primary's death (seed 001: operator
+/// downtime costs write availability, never RPO). The writes lost after heal must be exactly
+/// those; `Some` says how they differ.
+fn differs_from_sealed(
+    history: &History,
+    acknowledged: &[&WriteRecord],
+    lost: &[&WriteRecord],
+) -> Option<String> {
+    let (sealed_ns, sealed) = history
+        .events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.op {
+            Op::Sealed { sites } if event.kind == EventType::Ok => Some((event.mono_ns, sites)),
+            _ => None,
+        })?;
+    let held: BTreeSet<u64> = sealed.values().flatten().copied().collect();
+    let sealed_lost: BTreeSet<u64> = acknowledged
+        .iter()
+        .filter(|write| write.start_ns < sealed_ns && !held.contains(&write.id))
+        .map(|write| write.id)
+        .collect();
+    let lost: BTreeSet<u64> = lost.iter().map(|write| write.id).collect();
+    if lost == sealed_lost {
+        return None;
+    }
+    let only_lost: Vec<u64> = lost.difference(&sealed_lost).copied().collect();
+    let only_sealed: Vec<u64> = sealed_lost.difference(&lost).copied().collect();
+    Some(format!(
+        "the RPO is not the one sealed at {}: {} acknowledged writes lost after heal, {} sealed lost; lost but held when sealed: {}; sealed lost but present after heal: {}",
+        names(&sealed.keys().copied().collect::<Vec<_>>()),
+        lost.len(),
+        sealed_lost.len(),
+        list(&only_lost),
+        list(&only_sealed)
+    ))
 }
 
 /// Computes the RPO table and checks it.
@@ -321,6 +413,30 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
         .collect();
     // Per failover, the acknowledged writes lost in it.
     let mut lost_in: Vec<Vec<&WriteRecord>> = vec![Vec::new(); boundaries.len()];
+    // Restores in place: where the restored site stopped being writable (the fence).
+    let restores = observed_restores(history);
+    let restore_fences: Vec<u64> = restores
+        .iter()
+        .map(|record| {
+            to_mono(record.fenced_at)
+                .or_else(|| to_mono(record.promoted_at))
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut lost_in_restore: Vec<Vec<&WriteRecord>> = vec![Vec::new(); restores.len()];
+    // The restore a lost write of `site` invoked at `start_ns` falls to: the first one of that
+    // site whose fence is not before it, unless a failover away from the site fenced it first.
+    let restore_of = |site: Site, start_ns: u64| -> Option<usize> {
+        let index = restores
+            .iter()
+            .zip(&restore_fences)
+            .position(|(record, fence)| {
+                record.site == site && fence + CROSS_CLOCK_SLACK_NS >= start_ns
+            })?;
+        let failover_first = attribute(&boundaries, Some(site), start_ns)
+            .is_some_and(|failover| boundaries[failover].fence_ns < restore_fences[index]);
+        (!failover_first).then_some(index)
+    };
 
     // Acknowledged writes: lost when missing on the active site.
     let mut lost: Vec<&WriteRecord> = Vec::new();
@@ -342,6 +458,12 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             ));
             continue;
         };
+        if let Some(index) = restore_of(site, write.start_ns) {
+            if let Some(slot) = lost_in_restore.get_mut(index) {
+                slot.push(write);
+            }
+            continue;
+        }
         match attribute(&boundaries, Some(site), write.start_ns) {
             Some(index) => {
                 let boundary = &boundaries[index];
@@ -374,6 +496,9 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
                 }
             }
         }
+    }
+    if let Some(finding) = differs_from_sealed(history, &acknowledged, &lost) {
+        findings.push(finding);
     }
     summary.lost = count(lost.len());
     summary.lost_ids = lost
@@ -582,6 +707,20 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             findings.push(readable_again(&name, record.from));
         }
     }
+    summary.restores = restores
+        .iter()
+        .zip(&lost_in_restore)
+        .zip(&restore_fences)
+        .map(|((record, lost_here), fence_ns)| {
+            let judged = Judged {
+                by_gtid: &by_gtid,
+                on_active,
+                active,
+                fence_ns: *fence_ns,
+            };
+            check_restore(record, lost_here, &judged, &mut findings)
+        })
+        .collect();
     // The count findings first: they say the most.
     findings.sort_by_key(|finding| !finding.starts_with("operator reports"));
     summary.failovers = rows;
@@ -598,6 +737,111 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
     );
     let verdict = Verdict::from_findings(NAME, ok, findings);
     (summary, verdict)
+}
+
+/// One restore's row, its findings pushed: the exact `lostGtidSet` names every acknowledged
+/// write lost in it and no write that survived, and agrees with `lostTransactions`.
+/// What a restore's set is judged against.
+struct Judged<'a> {
+    by_gtid: &'a BTreeMap<&'a str, &'a WriteRecord>,
+    on_active: &'a BTreeSet<u64>,
+    active: Site,
+    /// The restore's fence: the restored site's binlog restarts at the backup's GTID set,
+    /// so writes after it reuse the discarded GTIDs and are never the set's.
+    fence_ns: u64,
+}
+
+fn check_restore(
+    record: &RestoreRecord,
+    lost_here: &[&WriteRecord],
+    judged: &Judged<'_>,
+    findings: &mut Vec<String>,
+) -> RestoreRpoRow {
+    let (by_gtid, on_active, active) = (judged.by_gtid, judged.on_active, judged.active);
+    let name = format!("restore of {} from backup {}", record.site, record.backup);
+    let mut row = RestoreRpoRow {
+        site: record.site,
+        backup: record.backup.clone(),
+        operator_reported: record.lost_transactions,
+        exact: record.exact,
+        lost_gtid_set: record.lost_gtid_set.clone(),
+        lost: count(lost_here.len()),
+        lost_ids: lost_here
+            .iter()
+            .map(|write| write.id)
+            .take(LOST_IDS_LISTED_MAX)
+            .collect(),
+        operator_lost_writes: 0,
+    };
+    if !record.exact {
+        findings.push(format!(
+            "the {name} is not exact: it is measured on the fenced site and must be"
+        ));
+    }
+    let set = match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
+        Some(Ok(set)) => set,
+        Some(Err(error)) => {
+            findings.push(format!("{name}: lostGtidSet does not parse: {error}"));
+            return row;
+        }
+        None => {
+            if !lost_here.is_empty() || record.lost_transactions.unwrap_or(0) > 0 {
+                findings.push(format!(
+                    "operator reports no lostGtidSet for the {name}, but {} acknowledged writes are lost in it",
+                    lost_here.len()
+                ));
+            }
+            return row;
+        }
+    };
+    let set_count = set.count();
+    if record
+        .lost_transactions
+        .is_some_and(|reported| reported != set_count)
+    {
+        findings.push(format!(
+            "{name}: lostTransactions {} disagrees with the {set_count} transactions of lostGtidSet",
+            record.lost_transactions.unwrap_or_default()
+        ));
+    }
+    for (gtid, write) in by_gtid {
+        if write.start_ns > judged.fence_ns + CROSS_CLOCK_SLACK_NS {
+            continue;
+        }
+        let Ok(parsed) = parse_gtid(gtid) else {
+            continue;
+        };
+        if !set.contains_gtid(&parsed) {
+            continue;
+        }
+        row.operator_lost_writes += 1;
+        if on_active.contains(&write.id) {
+            findings.push(format!(
+                "{name}: lostGtidSet names write {} ({gtid}), which is present on {active}",
+                write.id
+            ));
+        } else if !lost_here.iter().any(|lost| lost.id == write.id) {
+            findings.push(format!(
+                "{name}: lostGtidSet names write {} ({gtid}), which was not lost in this restore",
+                write.id
+            ));
+        }
+    }
+    for write in lost_here {
+        let named = write
+            .gtid
+            .as_deref()
+            .and_then(|gtid| parse_gtid(gtid).ok())
+            .is_some_and(|parsed| set.contains_gtid(&parsed));
+        if !named {
+            findings.push(format!(
+                "write {} ({}) is lost but missing from the lostGtidSet of the {name}",
+                write.id,
+                write.gtid.as_deref().unwrap_or("no GTID recorded")
+            ));
+        }
+    }
+    row
 }
 
 fn readable_again(name: &str, from: Site) -> String {

@@ -152,6 +152,9 @@ pub enum Op {
         /// `status.lastFailover`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_failover: Option<FailoverRecord>,
+        /// `status.restore` (a restore in place of the active site, issue 12 part 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restore: Option<Box<RestoreRecord>>,
         /// `spec.pollInterval` in ms, for the detection window of the timings checker.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         poll_interval_ms: Option<u64>,
@@ -181,6 +184,13 @@ pub enum Op {
         #[serde(default)]
         sites: BTreeMap<Site, Vec<u64>>,
     },
+    /// The RPO sealed by a `seal-rpo` step: every workload id present, by surviving site,
+    /// when the primary had died and before any promotion.
+    Sealed {
+        /// Ids present, by site (every named site was read).
+        #[serde(default)]
+        sites: BTreeMap<Site, Vec<u64>>,
+    },
 }
 
 /// The sites a fault acts on, as recorded in [`Op::Fault`]: the site of a kill, freeze,
@@ -191,13 +201,16 @@ pub fn fault_sites(fault: &Fault) -> Vec<Site> {
     match fault {
         Fault::Kill(target) => vec![target.site],
         Fault::Freeze(target) | Fault::Thaw(target) => vec![target.site],
+        Fault::ClockOffset(target) => vec![target.site],
         Fault::DeletePod(target) | Fault::StopNode(target) | Fault::StartNode(target) => {
             vec![target.site]
         }
         Fault::Partition(
             Partition::Sites(sites) | Partition::Nodes(sites) | Partition::Peers(sites),
         ) => sites.clone(),
-        Fault::SetReadOnly { site, .. } | Fault::ReplicationDelay { site, .. } => vec![*site],
+        Fault::SetReadOnly { site, .. }
+        | Fault::ReplicationDelay { site, .. }
+        | Fault::Sql { site, .. } => vec![*site],
         Fault::Annotate { key, value, .. } if key.ends_with("/planned-failover") => value
             .as_deref()
             .and_then(Site::from_name)
@@ -216,6 +229,7 @@ pub fn fault_sites(fault: &Fault) -> Vec<Site> {
         | Fault::StopExternalDns
         | Fault::OpenConnection { .. }
         | Fault::SendWrite { .. }
+        | Fault::SealRpo { .. }
         | Fault::UpgradeOperator { .. } => Vec::new(),
     }
 }
@@ -242,6 +256,7 @@ impl Op {
             topology_generation: status["topologyGeneration"].as_u64().unwrap_or(0),
             authority: status["authority"]["state"].as_str().map(str::to_owned),
             last_failover: FailoverRecord::from_status(&status["lastFailover"]),
+            restore: RestoreRecord::from_status(&status["restore"]).map(Box::new),
             poll_interval_ms: spec["pollInterval"]
                 .as_str()
                 .and_then(|text| Span::parse(text).ok())
@@ -274,6 +289,59 @@ impl FailoverRecord {
             fenced_at: time("fencedAt"),
             promoted_at: time("promotedAt"),
             completed_at: time("completedAt"),
+            lost_transactions: value["lostTransactions"].as_u64(),
+            lost_gtid_set: value["lostGtidSet"].as_str().map(str::to_owned),
+            exact: value["exact"].as_bool().unwrap_or(false),
+        })
+    }
+}
+
+/// A restore in place as the operator reports it (`status.restore`): the active site was
+/// fenced, loaded from a backup and re-promoted; what it had committed after the backup is
+/// lost, on purpose, and named by `lostGtidSet`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreRecord {
+    /// The site restored.
+    pub site: Site,
+    /// The backup restored from.
+    pub backup: String,
+    /// The phase (`Completed`, `Failed`, ...).
+    pub phase: String,
+    /// When the request was first seen.
+    pub requested_at: jiff::Timestamp,
+    /// When the site was confirmed read-only under the fence.
+    #[serde(default)]
+    pub fenced_at: Option<jiff::Timestamp>,
+    /// When the site was re-promoted.
+    #[serde(default)]
+    pub promoted_at: Option<jiff::Timestamp>,
+    /// `lostTransactions`.
+    #[serde(default)]
+    pub lost_transactions: Option<u64>,
+    /// `lostGtidSet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_gtid_set: Option<String>,
+    /// `exact`.
+    #[serde(default)]
+    pub exact: bool,
+}
+
+impl RestoreRecord {
+    /// Parses `status.restore` (None when absent or without site, backup, phase or
+    /// requestedAt).
+    pub fn from_status(value: &Value) -> Option<RestoreRecord> {
+        let time = |key: &str| {
+            value[key]
+                .as_str()
+                .and_then(|text| text.parse::<jiff::Timestamp>().ok())
+        };
+        Some(RestoreRecord {
+            site: Site::from_name(value["site"].as_str()?)?,
+            backup: value["backup"].as_str()?.to_owned(),
+            phase: value["phase"].as_str()?.to_owned(),
+            requested_at: time("requestedAt")?,
+            fenced_at: time("fencedAt"),
+            promoted_at: time("promotedAt"),
             lost_transactions: value["lostTransactions"].as_u64(),
             lost_gtid_set: value["lostGtidSet"].as_str().map(str::to_owned),
             exact: value["exact"].as_bool().unwrap_or(false),

@@ -33,6 +33,22 @@ pub trait FaultDriver: Send + Sync {
     fn partition(&self, side_a: &[String], side_b: &[String]) -> Result<DriverFault>;
     /// Stop external-dns until [`Self::end`].
     fn stop_external_dns(&self) -> Result<DriverFault>;
+    /// Step the wall clock of a pod's `container` to `offset` (`+20s`) from the real clock
+    /// until [`Self::end`].
+    fn clock_offset(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        offset: &str,
+    ) -> Result<DriverFault> {
+        let _ = (namespace, pod, container, offset);
+        Err(Error::Cluster {
+            action: "step a container's wall clock".to_owned(),
+            reason: "this backend has no clock-offset fault (localkube has: libfaketime)"
+                .to_owned(),
+        })
+    }
     /// Ends a fault of `kind` (one of the above) the driver started.
     fn end(&self, kind: &str, fault: &DriverFault, detail: &str) -> Result<()>;
     /// The driver's own fault log, for the artifacts (None when it keeps none).
@@ -61,6 +77,13 @@ pub enum Undo {
     ReplicationDelay {
         /// The site's pod.
         pod: String,
+    },
+    /// Run this SQL as root on a site's pod (an `sql` fault's `heal`).
+    Sql {
+        /// The site's pod.
+        pod: String,
+        /// The statements.
+        sql: String,
     },
 }
 
@@ -117,6 +140,25 @@ impl FaultDriver for LocalkubeDriver {
         parse_id(&out, &format!("freeze {target} {container}"))
     }
 
+    fn clock_offset(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        offset: &str,
+    ) -> Result<DriverFault> {
+        // localkube steps every container of the pod that `--clock-faults` names: `mysql`.
+        if container != "mysql" {
+            return Err(Error::Cluster {
+                action: format!("step the wall clock of {namespace}/{pod} {container}"),
+                reason: "the harness starts localkube with --clock-faults mysql only".to_owned(),
+            });
+        }
+        let target = format!("{namespace}/{pod}");
+        let out = self.config.fault(&["clock-offset", &target, offset])?;
+        parse_id(&out, &format!("clock-offset {target} {offset}"))
+    }
+
     fn stop_node(&self, node: &str) -> Result<DriverFault> {
         let out = self.config.fault(&["stop-node", node])?;
         parse_id(&out, &format!("stop node {node}"))
@@ -144,7 +186,7 @@ impl FaultDriver for LocalkubeDriver {
         let args: Vec<String> = match kind {
             "kill" => with_id("heal"),
             "freeze" => with_id("thaw"),
-            "partition" => with_id("heal"),
+            "partition" | "clock-offset" => with_id("heal"),
             "stop-node" => vec!["start-node".to_owned(), detail.to_owned()],
             "stop-external-dns" => vec!["start-external-dns".to_owned()],
             other => {

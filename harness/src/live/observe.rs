@@ -61,6 +61,9 @@ fn fault_event_on(
     recorder.complete("nemesis", kind, op);
 }
 
+/// How long healing a `scale-operator` waits for a running replica to lead again.
+pub const OPERATOR_BACK_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl LiveCluster {
     pub(super) async fn apply_step(&self, apply: &Apply) -> Result<()> {
         let objects = match (&apply.fixture, &apply.object) {
@@ -139,6 +142,34 @@ impl LiveCluster {
             .await
             .map(|_| ())
             .map_err(|e| cluster_error("scale the operator", e))
+    }
+
+    /// After scaling the operator back: waits (at most [`OPERATOR_BACK_MAX`]) until a running
+    /// replica holds the leader Lease, so the outage's end event is the operator's return, not
+    /// the scale request (the timings checker bounds detection from it: a pod's start and its
+    /// leader election are not detection). Returns at once for zero replicas.
+    async fn await_operator_leading(&self, replicas: u32) -> Result<()> {
+        if replicas == 0 {
+            return Ok(());
+        }
+        let start = std::time::Instant::now();
+        loop {
+            let pods = self.operator_pods().await?;
+            let leader = self.leader_pod().await?;
+            if leader.is_some_and(|leader| pods.contains(&leader)) {
+                return Ok(());
+            }
+            if start.elapsed() >= OPERATOR_BACK_MAX {
+                return Err(cluster_error(
+                    "scale the operator back",
+                    format!(
+                        "no running replica holds the leader Lease after {} s (replicas {pods:?})",
+                        OPERATOR_BACK_MAX.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
     }
 
     fn driver<T>(&self, f: impl FnOnce(&dyn super::faults::FaultDriver) -> Result<T>) -> Result<T> {
@@ -310,11 +341,23 @@ impl LiveCluster {
                 (None, true)
             }
             Fault::SetReadOnly { site, value } => {
+                // Read back in the same session: proof that the value took, before anything
+                // (the sidecar's topology-mismatch rule) could set it back.
                 let sql = format!(
-                    "SET GLOBAL read_only = {}",
+                    "SET GLOBAL read_only = {}; SELECT @@GLOBAL.read_only",
                     if *value { "ON" } else { "OFF" }
                 );
-                self.installer.sql_as_root(&pod_of(*site), &sql).await?;
+                let read_back = self.installer.sql_as_root(&pod_of(*site), &sql).await?;
+                let want = if *value { "1" } else { "0" };
+                if read_back.trim() != want {
+                    return Err(cluster_error(
+                        format!("set read_only on {site}"),
+                        format!(
+                            "read back {:?} right after setting it, expected {want}",
+                            read_back.trim()
+                        ),
+                    ));
+                }
                 (None, true)
             }
             Fault::ReplicationDelay { site, delay } => {
@@ -325,6 +368,48 @@ impl LiveCluster {
                 );
                 self.installer.sql_as_root(&pod, &sql).await?;
                 (Some(Undo::ReplicationDelay { pod }), false)
+            }
+            Fault::Sql {
+                site,
+                statements,
+                heal,
+            } => {
+                let pod = pod_of(*site);
+                self.installer.sql_as_root(&pod, statements).await?;
+                let undo = heal.as_ref().map(|sql| Undo::Sql {
+                    pod,
+                    sql: sql.clone(),
+                });
+                let one_shot = undo.is_none();
+                (undo, one_shot)
+            }
+            Fault::SealRpo { sites } => {
+                recorder.invoke(
+                    "seal",
+                    Op::Sealed {
+                        sites: std::collections::BTreeMap::new(),
+                    },
+                );
+                let mut sealed = std::collections::BTreeMap::new();
+                for site in sites {
+                    match self.site_ids(*site).await {
+                        Ok(ids) => {
+                            sealed.insert(*site, ids);
+                        }
+                        Err(error) => {
+                            recorder.complete(
+                                "seal",
+                                EventType::Fail,
+                                Op::Sealed {
+                                    sites: std::collections::BTreeMap::new(),
+                                },
+                            );
+                            return Err(error);
+                        }
+                    }
+                }
+                recorder.complete("seal", EventType::Ok, Op::Sealed { sites: sealed });
+                (None, true)
             }
             Fault::OpenConnection {
                 name: connection,
@@ -364,6 +449,21 @@ impl LiveCluster {
                     ));
                 }
                 (None, true)
+            }
+            Fault::ClockOffset(target) => {
+                let pod = pod_of(target.site);
+                let ms = crate::scenario::model::offset_ms(&target.offset)
+                    .map_err(|why| cluster_error("step a clock", why))?;
+                let offset = format!("{ms:+}ms");
+                let handle = self.driver(|d| d.clock_offset(NAMESPACE, &pod, "mysql", &offset))?;
+                (
+                    Some(Undo::Driver {
+                        kind: "clock-offset".into(),
+                        fault: handle,
+                        detail: pod,
+                    }),
+                    false,
+                )
             }
             Fault::UpgradeOperator { image } => {
                 let deployments: Api<Deployment> =
@@ -434,7 +534,11 @@ impl LiveCluster {
                 self.driver(move |d| d.end(&kind, &fault, &detail))
             }
             Undo::RestoreRbac => self.installer.reapply_operator_rbac().await,
-            Undo::ScaleOperator(replicas) => self.scale_operator(*replicas).await,
+            Undo::ScaleOperator(replicas) => {
+                self.scale_operator(*replicas).await?;
+                self.await_operator_leading(*replicas).await
+            }
+            Undo::Sql { pod, sql } => self.installer.sql_as_root(pod, sql).await.map(|_| ()),
             Undo::ReplicationDelay { pod } => self
                 .installer
                 .sql_as_root(
@@ -516,22 +620,58 @@ impl LiveCluster {
         if let Some(pods) = &expect.pods {
             let namespace = pods.namespace.as_deref().unwrap_or(NAMESPACE);
             let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-            let name = match (&pods.name, pods.site) {
-                (Some(name), _) => name.clone(),
-                (None, Some(site)) => names::pod(GROUP, site.name()),
-                (None, None) => return Err(cluster_error("observe pods", "neither name nor site")),
+            let found: Vec<Pod> = if pods.operator {
+                let api: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+                api.list(&ListParams::default().labels("app.kubernetes.io/name=bloodraven"))
+                    .await
+                    .map_err(|e| cluster_error("list operator pods", e))?
+                    .into_iter()
+                    .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+                    .collect()
+            } else {
+                let name = match (&pods.name, pods.site) {
+                    (Some(name), _) => name.clone(),
+                    (None, Some(site)) => names::pod(GROUP, site.name()),
+                    (None, None) => {
+                        return Err(cluster_error("observe pods", "neither name nor site"))
+                    }
+                };
+                api.get_opt(&name)
+                    .await
+                    .map_err(|e| cluster_error(format!("read pod {name}"), e))?
+                    .into_iter()
+                    .collect()
             };
-            let pod = api
-                .get_opt(&name)
-                .await
-                .map_err(|e| cluster_error(format!("read pod {name}"), e))?;
-            return Ok(Value::Array(
-                pod.into_iter()
-                    .map(|p| serde_json::to_value(p).unwrap_or_default())
-                    .collect(),
-            ));
+            let nodes: Api<Node> = Api::all(self.client.clone());
+            let mut observed = Vec::with_capacity(found.len());
+            for pod in found {
+                let node = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
+                let mut value = serde_json::to_value(pod).unwrap_or_default();
+                if let (Some(node), true) = (node, pods.node_labels.is_some()) {
+                    let labels = nodes
+                        .get_opt(&node)
+                        .await
+                        .map_err(|e| cluster_error(format!("read node {node}"), e))?
+                        .and_then(|node| node.metadata.labels);
+                    if let (Some(labels), Some(map)) = (labels, value.as_object_mut()) {
+                        map.insert(
+                            "nodeLabels".to_owned(),
+                            serde_json::to_value(labels).unwrap_or_default(),
+                        );
+                    }
+                }
+                observed.push(value);
+            }
+            return Ok(Value::Array(observed));
         }
         if let Some(endpoints) = &expect.endpoints {
+            if endpoints.recorded {
+                return Ok(crate::check::endpoint_history::recorded_endpoints(
+                    &self.history(),
+                    &endpoints.service,
+                    jiff::Timestamp::now(),
+                ));
+            }
             let sites = topology::endpoint_sites(&self.client, &endpoints.service).await?;
             return Ok(json!({"sites": sites}));
         }
@@ -618,17 +758,37 @@ impl LiveCluster {
             return Ok(json!({"events": matching}));
         }
         if let Some(mysql) = &expect.mysql {
+            let sent = std::time::SystemTime::now();
             let out = self
                 .installer
                 .sql_as_root(
                     &names::pod(GROUP, mysql.site.name()),
-                    "SELECT @@GLOBAL.read_only, (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO' OR USER = 'system user')",
+                    "SELECT @@GLOBAL.read_only, (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO' OR USER = 'system user'), \
+                     CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), \
+                     IFNULL((SELECT CAST(TIMESTAMPDIFF(MICROSECOND, LAST_EXECUTED, NOW(6)) DIV 1000 AS SIGNED) FROM information_schema.EVENTS \
+                     WHERE EVENT_SCHEMA = 'bloodraven_sidecar' AND EVENT_NAME = 'fence_at_write_deadline'), 'NULL')",
                 )
                 .await?;
+            let answered = std::time::SystemTime::now();
             let fields: Vec<&str> = out.trim().split('\t').collect();
+            let unix_ms = |t: std::time::SystemTime| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                    .unwrap_or(0)
+            };
+            // mysqld read its clock somewhere in the exec's round trip: take the middle.
+            let midpoint = (unix_ms(sent) + unix_ms(answered)) / 2;
+            let clock_offset_ms = fields
+                .get(2)
+                .and_then(|n| n.parse::<i64>().ok())
+                .map(|mysqld| mysqld - midpoint);
+            let write_deadline_ago_ms = fields.get(3).and_then(|n| n.parse::<i64>().ok());
             return Ok(json!({
                 "readOnly": fields.first() == Some(&"1"),
                 "replicating": fields.get(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) > 0,
+                "clockOffsetMs": clock_offset_ms,
+                "roundTripMs": unix_ms(answered) - unix_ms(sent),
+                "writeDeadlineAgoMs": write_deadline_ago_ms,
             }));
         }
         if let Some(connection) = &expect.connection {
@@ -771,11 +931,21 @@ impl LiveCluster {
                 format!("no connection named {name}"),
             ));
         };
+        // Who is on the other end, asked on the same connection (a read: a read-only server
+        // answers it too); `null` when nobody answered.
+        let site = client
+            .rows(conn, "SELECT @@hostname AS h")
+            .await
+            .ok()
+            .and_then(|rows| rows.first().and_then(|row| row.get("h").cloned().flatten()))
+            .and_then(|host| super::topology::site_of_hostname(&host))
+            .map(Site::name);
         let statement = held_write_statement();
-        match client.execute(conn, &statement).await {
-            Ok(()) => Ok(json!({"writeError": null})),
-            Err(error) => Ok(json!({"writeError": error.server_code()})),
-        }
+        let write_error = match client.execute(conn, &statement).await {
+            Ok(()) => Value::Null,
+            Err(error) => json!(write_error_code(&error)),
+        };
+        Ok(json!({"writeError": write_error, "site": site}))
     }
 
     async fn observe_metric(
@@ -901,9 +1071,15 @@ impl LiveCluster {
             .await
             .map_err(|e| cluster_error(format!("call {url}"), e))?;
         let status = response.status().as_u16();
+        let date = response
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
         let text = response.text().await.unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok(json!({"status": status, "body": body}))
+        let expires_in = expires_in_seconds(date.as_deref(), &body);
+        Ok(json!({"status": status, "body": body, "expiresIn": expires_in}))
     }
 
     pub(super) async fn converged_now(&self) -> Result<Option<String>> {
@@ -915,29 +1091,32 @@ impl LiveCluster {
         ))
     }
 
+    /// Every workload id in `site`'s table, read directly from its mysqld.
+    async fn site_ids(&self, site: Site) -> Result<Vec<u64>> {
+        let out = self
+            .installer
+            .sql_as_root(
+                &names::pod(GROUP, site.name()),
+                &format!(
+                    "SELECT id FROM `{}`.`{}`",
+                    workload::DATABASE,
+                    workload::TABLE
+                ),
+            )
+            .await?;
+        Ok(out
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect())
+    }
+
     pub(super) async fn final_ids(&self) -> Result<std::collections::BTreeMap<Site, Vec<u64>>> {
         let mut sites = std::collections::BTreeMap::new();
         let mut last_error = None;
         for site in Site::ALL {
-            let read = self
-                .installer
-                .sql_as_root(
-                    &names::pod(GROUP, site.name()),
-                    &format!(
-                        "SELECT id FROM `{}`.`{}`",
-                        workload::DATABASE,
-                        workload::TABLE
-                    ),
-                )
-                .await;
-            match read {
-                Ok(out) => {
-                    sites.insert(
-                        site,
-                        out.lines()
-                            .filter_map(|line| line.trim().parse().ok())
-                            .collect(),
-                    );
+            match self.site_ids(site).await {
+                Ok(ids) => {
+                    sites.insert(site, ids);
                 }
                 Err(error) => last_error = Some(error),
             }
@@ -1056,6 +1235,16 @@ pub fn metric_value(
         })
 }
 
+/// Seconds from an HTTP `Date` header (RFC 9110 IMF-fixdate, whole seconds) to the body's
+/// `expiresAt` (RFC 3339); `None` when either is missing or unreadable.
+fn expires_in_seconds(date: Option<&str>, body: &Value) -> Option<f64> {
+    let date = jiff::fmt::rfc2822::parse(date?).ok()?.timestamp();
+    let expires: jiff::Timestamp = body.get("expiresAt")?.as_str()?.parse().ok()?;
+    let millis = expires.as_millisecond() - date.as_millisecond();
+    #[allow(clippy::cast_precision_loss)] // lease lengths are far below 2^52 ms
+    Some(millis as f64 / 1000.0)
+}
+
 /// How long a write `send-write` left in flight waits for its answer: longer than any outage
 /// a scenario provokes, so a frozen server that thaws can still answer it.
 const SENT_WRITE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(120);
@@ -1070,9 +1259,43 @@ fn held_write_statement() -> String {
     )
 }
 
+/// MySQL's client error for a connection lost during a query (`CR_SERVER_LOST`).
+pub const CR_SERVER_LOST: u16 = 2013;
+
+/// The error number a held connection's write reports: the server's (1290 = read_only), or
+/// [`CR_SERVER_LOST`] when no server answered it (the connection was reset, refused or timed
+/// out: mysqld died). Never `null`, which means the write committed.
+fn write_error_code(error: &bloodraven_mysql::live::LiveError) -> u16 {
+    error.server_code().unwrap_or(CR_SERVER_LOST)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A write on a connection whose mysqld was killed must not read as a success (`null`).
+    #[test]
+    fn a_lost_connection_is_error_2013_not_success() {
+        let lost = bloodraven_mysql::live::LiveError::Timeout {
+            what: "held write".to_owned(),
+            timeout: std::time::Duration::from_secs(2),
+        };
+        assert_eq!(write_error_code(&lost), CR_SERVER_LOST);
+        assert_eq!(
+            json!({"writeError": write_error_code(&lost)}),
+            json!({"writeError": 2013})
+        );
+    }
+
+    #[test]
+    fn expires_in_is_expires_at_minus_the_date_header() {
+        let body = json!({"expiresAt": "2026-12-01T23:52:10.500Z"});
+        let date = Some("Tue, 01 Dec 2026 23:50:10 GMT");
+        assert_eq!(expires_in_seconds(date, &body), Some(120.5));
+        assert_eq!(expires_in_seconds(None, &body), None);
+        assert_eq!(expires_in_seconds(date, &json!({"error": "held"})), None);
+        assert_eq!(expires_in_seconds(Some("yesterday"), &body), None);
+    }
 
     #[test]
     fn metric_samples_are_found_by_name_and_labels() {

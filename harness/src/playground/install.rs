@@ -647,6 +647,9 @@ pub fn operator_values(
     if let Some(replicas) = overrides.replica_count {
         values.replica_count = replicas;
     }
+    if let Some(image) = &overrides.operator_image {
+        values.image.clone_from(image);
+    }
     if !overrides.deploy_api {
         values.auxiliary.deploy_api.enabled = false;
         values.auxiliary.escrow_tls.enabled = false;
@@ -736,6 +739,18 @@ mod tests {
         );
         assert!(asked.auxiliary.deploy_api.enabled && asked.auxiliary.escrow_tls.enabled);
         assert_eq!(asked.replica_count, 2);
+        assert_eq!(
+            asked.image, values.image,
+            "this build's image unless one is asked for"
+        );
+        let upgrade = operator_values(
+            values.clone(),
+            &crate::scenario::model::Install {
+                operator_image: Some("bloodraven:upgrade-a".to_owned()),
+                ..crate::scenario::model::Install::default()
+            },
+        );
+        assert_eq!(upgrade.image, "bloodraven:upgrade-a");
         let group = &read_manifests(&fixtures.playground("group.yaml")).expect("group")[1];
         let spec: bloodraven_api::MysqlFailoverGroupSpec =
             serde_json::from_value(group["spec"].clone()).expect("group spec");

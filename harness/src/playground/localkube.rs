@@ -36,15 +36,46 @@ pub struct LocalkubeConfig {
     pub state_dir: PathBuf,
     /// The directory holding the workspace's binaries (`localkube`, `bloodraven`, ...).
     pub bin_dir: PathBuf,
+    /// Images mapped to other binaries, matched before [`IMAGES`] (`just upgrade`: the
+    /// operator builds A and B, see [`operator_builds`]).
+    pub image_overrides: Vec<(String, PathBuf)>,
 }
 
-/// The image catalog (YAML) mapping [`IMAGES`] to binaries in `bin_dir`.
-pub fn catalog_yaml(bin_dir: &Path) -> String {
+/// The operator image an upgrade starts from (scenario 050 installs it).
+pub const UPGRADE_FROM_IMAGE: &str = "bloodraven:upgrade-a";
+/// The operator image an upgrade rolls to (scenario 050's `upgrade-operator` fault).
+pub const UPGRADE_TO_IMAGE: &str = "bloodraven:upgrade-b";
+
+/// The catalog overrides of an upgrade from the operator binary `from` (build A) to `to`
+/// (build B; `None`: this workspace's own `bloodraven`): [`UPGRADE_FROM_IMAGE`] runs A, and
+/// [`UPGRADE_TO_IMAGE`] and every other `bloodraven:*` tag run B, so scenarios installed
+/// after the upgrade run B too. Without overrides both images run this workspace's build.
+pub fn operator_builds(from: Option<&Path>, to: Option<&Path>) -> Vec<(String, PathBuf)> {
+    let mut overrides = Vec::new();
+    if let Some(from) = from {
+        overrides.push((UPGRADE_FROM_IMAGE.to_owned(), from.to_path_buf()));
+    }
+    if let Some(to) = to {
+        overrides.push(("bloodraven:*".to_owned(), to.to_path_buf()));
+    }
+    overrides
+}
+
+/// The image catalog (YAML) mapping `overrides` (first) and [`IMAGES`] to binaries in
+/// `bin_dir`; localkube takes the first entry that matches.
+pub fn catalog_yaml(bin_dir: &Path, overrides: &[(String, PathBuf)]) -> String {
     let mut text = String::from(
         "# Written by bloodraven-harness: this workspace's images run its binaries.\nimages:\n",
     );
-    for (image, binary) in IMAGES {
-        let path = bin_dir.join(binary);
+    let entries = overrides
+        .iter()
+        .map(|(image, path)| (image.as_str(), path.clone()))
+        .chain(
+            IMAGES
+                .iter()
+                .map(|(image, binary)| (*image, bin_dir.join(binary))),
+        );
+    for (image, path) in entries {
         text.push_str(&format!(
             "  - image: {}\n    entrypoint: [{}]\n",
             serde_json::Value::String(image.to_owned()),
@@ -81,8 +112,19 @@ impl LocalkubeConfig {
         ]
         .into_iter()
         .chain(IMAGES.iter().map(|(_, binary)| *binary))
-        .filter(|binary| !self.bin_dir.join(binary).is_file())
-        .map(str::to_owned)
+        .map(|binary| self.bin_dir.join(binary))
+        .chain(self.image_overrides.iter().map(|(_, path)| path.clone()))
+        .filter(|path| !path.is_file())
+        .map(|path| {
+            if path.parent() == Some(self.bin_dir.as_path()) {
+                path.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            } else {
+                path.display().to_string()
+            }
+        })
         .collect();
         if missing.is_empty() {
             Ok(())
@@ -117,7 +159,7 @@ impl LocalkubeConfig {
         std::fs::create_dir_all(&self.state_dir)
             .map_err(|e| tool_error(format!("create {}", self.state_dir.display()), e))?;
         let catalog = self.state_dir.join(CATALOG_FILE);
-        std::fs::write(&catalog, catalog_yaml(&self.bin_dir))
+        std::fs::write(&catalog, catalog_yaml(&self.bin_dir, &self.image_overrides))
             .map_err(|e| tool_error(format!("write {}", catalog.display()), e))?;
         if self.running() {
             return Ok(false);
@@ -129,6 +171,9 @@ impl LocalkubeConfig {
             .arg(SITE_NODES.join(","))
             .arg("--zoneless-nodes")
             .arg(APPS_NODE)
+            // Only the site pods' mysqld get libfaketime, so `clock-offset` can step their
+            // wall clock; every other container runs as without the flag.
+            .args(["--clock-faults", "mysql"])
             .output()
             .map_err(|e| tool_error(format!("run {}", self.localkube().display()), e))?;
         if !output.status.success() {
@@ -191,7 +236,7 @@ mod tests {
 
     #[test]
     fn the_catalog_maps_every_workspace_image_to_its_binary() {
-        let text = catalog_yaml(Path::new("/opt/bin"));
+        let text = catalog_yaml(Path::new("/opt/bin"), &[]);
         let value: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
         let images = value["images"].as_sequence().expect("images");
         assert_eq!(images.len(), IMAGES.len());
@@ -200,10 +245,52 @@ mod tests {
     }
 
     #[test]
+    fn an_upgrade_maps_image_a_to_build_a_and_every_other_operator_tag_to_build_b() {
+        let overrides = operator_builds(
+            Some(Path::new("/cache/a/bloodraven")),
+            Some(Path::new("/cache/b/bloodraven")),
+        );
+        let text = catalog_yaml(Path::new("/opt/bin"), &overrides);
+        let catalog: localkube::node::ImageCatalog = serde_yaml::from_str(&text).expect("catalog");
+        let entrypoint = |image: &str| {
+            catalog
+                .resolve(image)
+                .map(|entry| entry.entrypoint[0].clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(entrypoint(UPGRADE_FROM_IMAGE), "/cache/a/bloodraven");
+        assert_eq!(entrypoint(UPGRADE_TO_IMAGE), "/cache/b/bloodraven");
+        assert_eq!(entrypoint("bloodraven:0.1.0"), "/cache/b/bloodraven");
+        assert_eq!(
+            entrypoint("bloodraven/sidecar:0.1.0"),
+            "/opt/bin/bloodraven-sidecar"
+        );
+        // B = this workspace: only A is overridden.
+        let text = catalog_yaml(
+            Path::new("/opt/bin"),
+            &operator_builds(Some(Path::new("/cache/a/bloodraven")), None),
+        );
+        let catalog: localkube::node::ImageCatalog = serde_yaml::from_str(&text).expect("catalog");
+        assert_eq!(
+            catalog
+                .resolve(UPGRADE_TO_IMAGE)
+                .map(|entry| entry.entrypoint[0].as_str()),
+            Some("/opt/bin/bloodraven")
+        );
+        assert_eq!(
+            catalog
+                .resolve(UPGRADE_FROM_IMAGE)
+                .map(|entry| entry.entrypoint[0].as_str()),
+            Some("/cache/a/bloodraven")
+        );
+    }
+
+    #[test]
     fn missing_binaries_are_named() {
         let config = LocalkubeConfig {
             state_dir: PathBuf::from("/nonexistent/state"),
             bin_dir: PathBuf::from("/nonexistent/bin"),
+            image_overrides: operator_builds(Some(Path::new("/nonexistent/a/bloodraven")), None),
         };
         let error = config
             .check_binaries()
@@ -211,6 +298,7 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(error.contains("localkube, localkube-pod-exec"), "{error}");
+        assert!(error.contains("/nonexistent/a/bloodraven"), "{error}");
         assert!(error.contains("cargo build --release"), "{error}");
     }
 }

@@ -4,8 +4,9 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::results::{RunResults, ScenarioResult};
-use super::svg::{pass_rate_chart, sparkline, timeline};
-use super::trend::TrendEntry;
+use super::summary::{seconds_or_dash, summarize, SummaryRow};
+use super::svg::{pass_rate_chart, result_strip, sparkline, timeline, TrendUnit};
+use super::trend::{TrendEntry, TrendScenario};
 use crate::history::store::History;
 
 /// The report stylesheet (`reports/template.css`), inlined into every page.
@@ -60,21 +61,38 @@ pub fn render_index(results: &RunResults, histories: &[History]) -> String {
             "backend " (results.backend) " · started " (results.started_at) " · finished " (results.finished_at)
             @if let Some(commit) = &results.commit { " · commit " (commit) }
         }
-        p { span class="pass" { (results.passed()) " passed" } ", " span class="fail" { (results.failed()) " failed" } " of " (results.scenarios.len()) }
+        @if !results.notes.is_empty() {
+            div class="note" { @for line in &results.notes { (line) br; } }
+        }
+        @let rows = summarize(&results.scenarios);
+        @let repeat = results.repeat > 1;
+        p {
+            span class="pass" { (results.passed()) " passed" } ", " span class="fail" { (results.failed()) " failed" } " of " (results.scenarios.len())
+            @if repeat { " runs (" (rows.len()) " scenarios, each run " (results.repeat) " times)" }
+        }
         table class="summary" {
-            thead { tr { th { "scenario" } th { "title" } th { "result" } th { "RTO" } th { "acked" } th { "lost" } th { "operator" } th { "exact" } th { "duration" } } }
+            thead { tr {
+                th { "scenario" } th { "title" } th { "result" }
+                @if repeat { th { "pass rate" } }
+                th title="mean over runs" { "duration" }
+                th title="the longest time without an acknowledged write (worst run)" { "write outage" }
+                th title="fault to the first write on the new primary (worst failover)" { "RTO" }
+                th title="acknowledged writes lost (worst run)" { "RPO" }
+                th { "failure (first line)" }
+            } }
             tbody {
-                @for scenario in &results.scenarios {
+                @for row in &rows {
+                    @let title = results.scenarios.iter().find(|scenario| scenario.id == row.id).map(|scenario| scenario.title.as_str()).unwrap_or("");
                     tr {
-                        td { a href={"#" (scenario.trial)} { (scenario.trial) } }
-                        td { (scenario.title) }
-                        td class=(verdict_class(scenario.passed)) { (verdict_word(scenario.passed)) }
-                        td class="num" { (ms(scenario.timings.iter().filter_map(|timing| timing.rto_ms()).max())) }
-                        td class="num" { (scenario.rpo.acknowledged) }
-                        td class="num" { (scenario.rpo.lost) }
-                        td class="num" { (scenario.rpo.operator_reported().map_or_else(|| "—".to_owned(), |count| count.to_string())) }
-                        td { (if scenario.rpo.exact() { "yes" } else { "no" }) }
-                        td class="num" { (format!("{:.1} s", scenario.duration_ms as f64 / 1000.0)) }
+                        td { a href={"#" (row.trial)} { (row.trial) } }
+                        td { (title) }
+                        td class=(summary_class(row)) { (row.verdict()) }
+                        @if repeat { td class="num" { (row.pass_rate_text()) } }
+                        td class="num" { (seconds_or_dash(Some(row.mean_duration_ms))) }
+                        td class="num" { (seconds_or_dash(row.worst_write_outage_ms)) }
+                        td class="num" { (ms(row.worst_rto_ms)) }
+                        td class="num" { (row.rpo_text()) }
+                        td { (row.failure_text()) }
                     }
                 }
             }
@@ -88,16 +106,26 @@ pub fn render_index(results: &RunResults, histories: &[History]) -> String {
             span { span class="swatch" style="background:#1a73e8" {} "write latency" }
         }
         @for (index, scenario) in results.scenarios.iter().enumerate() {
-            (scenario_section(scenario, histories.get(index)))
+            (scenario_section(scenario, histories.get(index), results.repeat))
         }
     };
     page(&format!("Bloodraven chaos run {}", results.run_id), body).into_string()
 }
 
-fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Markup {
+fn summary_class(row: &SummaryRow) -> &'static str {
+    match row.verdict() {
+        "PASS" => "pass",
+        "FLAKY" => "flaky",
+        _ => "fail",
+    }
+}
+
+fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat: u32) -> Markup {
     html! {
-        h2 id=(scenario.trial) {
-            (scenario.trial) " — " (scenario.title) " "
+        h2 id=(scenario.dir_name()) {
+            (scenario.trial)
+            @if repeat > 1 { " (run " (scenario.attempt) " of " (repeat) ")" }
+            " — " (scenario.title) " "
             span class=(verdict_class(scenario.passed)) { (verdict_word(scenario.passed)) }
         }
         p class="meta" { "seed: " (scenario.seed) }
@@ -128,9 +156,9 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
             }
         }
         p class="links" {
-            a href={(scenario.trial) "/history.jsonl"} { "history.jsonl" }
+            a href={(scenario.dir_name()) "/history.jsonl"} { "history.jsonl" }
             @if !scenario.passed {
-                " · " a href={(scenario.trial) "/artifacts/"} { "artifacts" } " (pod logs, events, group, faults)"
+                " · " a href={(scenario.dir_name()) "/artifacts/"} { "artifacts" } " (pod logs, events, group, faults)"
             }
         }
         h3 { "RPO" }
@@ -144,6 +172,19 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
                         td class="num" { (row.lost) }
                         td class="num" { (row.info_lost) }
                         td class="num" { (row.unknown) }
+                        td class="num" { (row.operator_reported.map_or_else(|| "—".to_owned(), |count| count.to_string())) }
+                        td { (row.lost_gtid_set.clone().filter(|set| !set.is_empty()).unwrap_or_else(|| "—".to_owned())) }
+                        td { (if row.exact { "yes" } else { "no" }) }
+                        td { (row.lost_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
+                    }
+                }
+                @for row in &scenario.rpo.restores {
+                    tr {
+                        td { "restore " (row.site) " from " (row.backup) }
+                        td class="num" { "" }
+                        td class="num" { (row.lost) }
+                        td class="num" { "" }
+                        td class="num" { "" }
                         td class="num" { (row.operator_reported.map_or_else(|| "—".to_owned(), |count| count.to_string())) }
                         td { (row.lost_gtid_set.clone().filter(|set| !set.is_empty()).unwrap_or_else(|| "—".to_owned())) }
                         td { (if row.exact { "yes" } else { "no" }) }
@@ -215,61 +256,115 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>) -> Mar
     }
 }
 
-/// Renders `trends.html` from `trend.jsonl`'s entries: pass rate per run, then RTO and RPO
-/// per scenario across runs.
+/// One scenario across the runs it appeared in, oldest first.
+struct ScenarioTrend<'a> {
+    trial: &'a str,
+    /// (run id, the scenario's numbers in that run).
+    runs: Vec<(&'a str, &'a TrendScenario)>,
+}
+
+fn scenario_trends(entries: &[TrendEntry]) -> Vec<ScenarioTrend<'_>> {
+    let mut by_id: std::collections::BTreeMap<u16, ScenarioTrend<'_>> =
+        std::collections::BTreeMap::new();
+    for entry in entries {
+        for scenario in &entry.scenarios {
+            by_id
+                .entry(scenario.id)
+                .or_insert_with(|| ScenarioTrend {
+                    trial: &scenario.trial,
+                    runs: Vec::new(),
+                })
+                .runs
+                .push((&entry.run_id, scenario));
+        }
+    }
+    by_id.into_values().collect()
+}
+
+/// The number of suite runs listed under "Runs" (newest first).
+pub const TRENDS_RUNS_LISTED: usize = 30;
+
+/// Renders `trends.html` from `trend.jsonl`'s entries: per scenario over the runs it was in
+/// (results, pass rate, write outage, RTO, lost writes), then the suite's pass rate per run
+/// and the newest runs.
 pub fn render_trends(entries: &[TrendEntry]) -> String {
-    let mut trials: Vec<(u16, String)> = entries
-        .iter()
-        .flat_map(|entry| {
-            entry
-                .scenarios
-                .iter()
-                .map(|scenario| (scenario.id, scenario.trial.clone()))
-        })
-        .collect();
-    trials.sort();
-    trials.dedup();
+    let trends = scenario_trends(entries);
+    let span = entries.first().zip(entries.last()).map(|(first, last)| {
+        (
+            first.started_at.strftime("%Y-%m-%d %H:%M UTC").to_string(),
+            last.started_at.strftime("%Y-%m-%d %H:%M UTC").to_string(),
+        )
+    });
+    let mut backends: Vec<&str> = entries.iter().map(|entry| entry.backend.as_str()).collect();
+    backends.sort_unstable();
+    backends.dedup();
     let body = html! {
         h1 { "Bloodraven chaos trends" }
-        p class="meta" { (entries.len()) " runs" }
-        h2 { "Pass rate" }
-        (pass_rate_chart(entries))
-        table {
-            thead { tr { th { "run" } th { "started" } th { "backend" } th { "pass rate" } } }
-            tbody {
-                @for entry in entries.iter().rev() {
-                    tr {
-                        td { (entry.run_id) }
-                        td { (entry.started_at) }
-                        td { (entry.backend) }
-                        td class="num" { (format!("{:.0}%", entry.pass_rate() * 100.0)) }
-                    }
-                }
-            }
+        p class="meta" {
+            (entries.len()) " runs"
+            @if let Some((first, last)) = &span { " from " (first) " to " (last) }
+            @if !backends.is_empty() { " · backend " (backends.join(", ")) }
+            " · from trend.jsonl, one line per run (`just chaos`, `just conformance`)"
         }
-        h2 { "Per scenario: result, RTO and lost writes per run (newest last)" }
-        table {
-            thead { tr { th { "scenario" } th { "RTO (ms)" } th { "lost writes" } @for entry in entries { th { (entry.run_id) } } } }
+        h2 { "Per scenario, over the runs it was in (oldest left, newest right)" }
+        p class="meta" {
+            "write outage: the longest time without an acknowledged write; RTO: fault to the first write on the new primary; "
+            "lost writes: acknowledged writes missing after heal (RPO). Gaps: not measured in that run (older runs have no write outage)."
+        }
+        table class="trends" {
+            thead { tr {
+                th { "scenario" } th { "runs" } th { "pass rate" } th { "result per run (newest " (super::svg::RESULT_STRIP_MAX) ")" }
+                th { "write outage" } th { "RTO" } th { "lost writes" } th { "newest" }
+            } }
             tbody {
-                @for (id, trial) in &trials {
-                    @let runs: Vec<Option<&super::trend::TrendScenario>> = entries.iter().map(|entry| entry.scenarios.iter().find(|scenario| scenario.id == *id)).collect();
+                @for trend in &trends {
+                    @let (passes, runs) = trend.runs.iter().map(|(_, scenario)| scenario.pass_count()).fold((0_u32, 0_u32), |(p, r), (passes, runs)| (p + passes, r + runs));
+                    @let newest = trend.runs.last();
                     tr {
-                        td { (trial) }
-                        td { (sparkline(&runs.iter().map(|run| run.and_then(|scenario| scenario.rto_ms)).collect::<Vec<_>>(), "RTO ms per run")) }
-                        td { (sparkline(&runs.iter().map(|run| run.map(|scenario| scenario.lost)).collect::<Vec<_>>(), "lost writes per run")) }
-                        @for entry in entries {
-                            @match entry.scenarios.iter().find(|scenario| scenario.id == *id) {
-                                Some(scenario) => td class=(verdict_class(scenario.passed)) {
-                                    (verdict_word(scenario.passed)) br;
-                                    span class="meta" { "RTO " (ms(scenario.rto_ms)) br; "lost " (scenario.lost) }
-                                },
-                                None => td { "—" },
+                        td { (trend.trial) }
+                        td class="num" { (runs) }
+                        td class={"num " (rate_class(passes, runs))} { (format!("{:.0}%", f64::from(passes) * 100.0 / f64::from(runs.max(1)))) br; span class="meta" { (passes) "/" (runs) } }
+                        td { (result_strip(&trend.runs.iter().map(|(run_id, scenario)| { let (p, r) = scenario.pass_count(); ((*run_id).to_owned(), p, r) }).collect::<Vec<_>>())) }
+                        td { (sparkline(&trend.runs.iter().map(|(_, scenario)| scenario.write_outage_ms).collect::<Vec<_>>(), "write outage", TrendUnit::Seconds)) }
+                        td { (sparkline(&trend.runs.iter().map(|(_, scenario)| scenario.rto_ms).collect::<Vec<_>>(), "RTO", TrendUnit::Seconds)) }
+                        td { (sparkline(&trend.runs.iter().map(|(_, scenario)| Some(scenario.lost)).collect::<Vec<_>>(), "lost writes", TrendUnit::Count)) }
+                        td {
+                            @if let Some((run_id, scenario)) = newest {
+                                span class=(verdict_class(scenario.passed)) title=(run_id) { (verdict_word(scenario.passed)) }
                             }
                         }
                     }
                 }
             }
         }
+        h2 { "Suite pass rate per run" }
+        (pass_rate_chart(entries))
+        h3 { "Newest " (TRENDS_RUNS_LISTED.min(entries.len())) " runs" }
+        table {
+            thead { tr { th { "run" } th { "started" } th { "backend" } th { "scenarios" } th { "pass rate" } } }
+            tbody {
+                @for entry in entries.iter().rev().take(TRENDS_RUNS_LISTED) {
+                    @let (passes, runs) = entry.scenarios.iter().map(TrendScenario::pass_count).fold((0_u32, 0_u32), |(p, r), (passes, runs)| (p + passes, r + runs));
+                    tr {
+                        td { (entry.run_id) }
+                        td { (entry.started_at.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()) }
+                        td { (entry.backend) }
+                        td { (entry.scenarios.iter().map(|scenario| scenario.trial.as_str()).collect::<Vec<_>>().join(", ")) }
+                        td class={"num " (rate_class(passes, runs))} { (format!("{:.0}%", entry.pass_rate() * 100.0)) " (" (passes) "/" (runs) ")" }
+                    }
+                }
+            }
+        }
     };
     page("Bloodraven chaos trends", body).into_string()
+}
+
+fn rate_class(passes: u32, runs: u32) -> &'static str {
+    if passes == runs {
+        "pass"
+    } else if passes == 0 {
+        "fail"
+    } else {
+        "flaky"
+    }
 }

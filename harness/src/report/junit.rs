@@ -31,7 +31,7 @@ pub fn render_junit(results: &RunResults) -> Result<String> {
             status.set_description(details.join("\n"));
             status
         };
-        let mut case = TestCase::new(scenario.trial.clone(), status);
+        let mut case = TestCase::new(scenario.dir_name(), status);
         case.set_classname("bloodraven-harness");
         case.set_time(Duration::from_millis(scenario.duration_ms));
         suite.add_test_case(case);

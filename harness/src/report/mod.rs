@@ -3,6 +3,7 @@
 pub mod html;
 pub mod junit;
 pub mod results;
+pub mod summary;
 pub mod svg;
 pub mod trend;
 pub mod write;

@@ -27,6 +27,13 @@ pub struct ScenarioResult {
     pub failure: Option<String>,
     /// Wall duration in ms.
     pub duration_ms: u64,
+    /// Which run of the scenario this is (1-based; `--repeat N` runs each N times).
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
+    /// The longest time the workload went without an acknowledged write, in ms (from the
+    /// history; `None` when fewer than two writes were acknowledged).
+    #[serde(default)]
+    pub write_outage_ms: Option<u64>,
     /// The expectations in step order.
     pub expectations: Vec<ExpectationResult>,
     /// The measurements in step order.
@@ -37,6 +44,30 @@ pub struct ScenarioResult {
     pub rpo: RpoSummary,
     /// Phase timings per failover.
     pub timings: Vec<FailoverTimings>,
+}
+
+const fn first_attempt() -> u32 {
+    1
+}
+
+impl ScenarioResult {
+    /// The worst RTO over the scenario's failovers, in ms.
+    pub fn rto_ms(&self) -> Option<u64> {
+        self.timings
+            .iter()
+            .filter_map(FailoverTimings::rto_ms)
+            .max()
+    }
+
+    /// The directory of this run in the report (`<trial>`, `<trial>.run2`, ...), also its
+    /// anchor in `index.html`.
+    pub fn dir_name(&self) -> String {
+        if self.attempt <= 1 {
+            self.trial.clone()
+        } else {
+            format!("{}.run{}", self.trial, self.attempt)
+        }
+    }
 }
 
 /// The identity of a scenario in results.
@@ -86,6 +117,8 @@ pub fn judge(
         passed: failure.is_none(),
         failure,
         duration_ms,
+        attempt: 1,
+        write_outage_ms: super::summary::write_outage_ms(history),
         expectations,
         measures,
         verdicts,
@@ -108,7 +141,13 @@ pub struct RunResults {
     /// The git commit, when known.
     #[serde(default)]
     pub commit: Option<String>,
-    /// Scenario results, by id.
+    /// Lines shown in a box at the top of `index.html` (`just upgrade`'s verdict).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Runs per scenario (`--repeat`).
+    #[serde(default = "first_attempt")]
+    pub repeat: u32,
+    /// Scenario results, by id, then run.
     pub scenarios: Vec<ScenarioResult>,
 }
 

@@ -357,32 +357,96 @@ pub fn pass_rate_chart(entries: &[TrendEntry]) -> Markup {
     }
 }
 
-/// A small line of values across runs (missing values leave a gap), for the trends table.
-pub fn sparkline(values: &[Option<u64>], label: &str) -> Markup {
-    let (width, height) = (140.0, 28.0);
-    let max = values.iter().flatten().copied().max().unwrap_or(0).max(1);
+/// How a trend chart labels its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrendUnit {
+    /// Milliseconds, shown as seconds.
+    Seconds,
+    /// A count (lost writes).
+    Count,
+}
+
+impl TrendUnit {
+    fn label(self, value: u64) -> String {
+        match self {
+            TrendUnit::Seconds => format!("{:.1} s", ratio(value, 1000)),
+            TrendUnit::Count => value.to_string(),
+        }
+    }
+}
+
+/// A small chart of one scenario's values over its runs, oldest left: the zero line, the
+/// values (a missing value breaks the line), the largest value labelled at the top left and
+/// the newest at the right end.
+pub fn sparkline(values: &[Option<u64>], label: &str, unit: TrendUnit) -> Markup {
+    let (width, height) = (170.0, 40.0);
+    let (left, right, top, bottom) = (4.0, 44.0, 12.0, 4.0);
+    let max = values.iter().flatten().copied().max();
+    let scale = max.unwrap_or(0).max(1);
     let count = u64::try_from(values.len().max(2) - 1).unwrap_or(1);
-    let points: Vec<(f64, f64)> = values
-        .iter()
-        .enumerate()
-        .filter_map(|(index, value)| {
-            let value = (*value)?;
-            let x = 4.0 + ratio(u64::try_from(index).unwrap_or(0), count) * (width - 8.0);
-            let y = height - 4.0 - ratio(value, max) * (height - 8.0);
-            Some((x, y))
-        })
-        .collect();
-    let path: Vec<String> = points
-        .iter()
-        .map(|(x, y)| format!("{x:.1},{y:.1}"))
-        .collect();
+    let point = |index: usize, value: u64| {
+        let x = left + ratio(u64::try_from(index).unwrap_or(0), count) * (width - left - right);
+        let y = height - bottom - ratio(value, scale) * (height - top - bottom);
+        (x, y)
+    };
+    // Runs of consecutive present values, one polyline each.
+    let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for (index, value) in values.iter().enumerate() {
+        match value {
+            Some(value) => segments
+                .last_mut()
+                .map_or((), |segment| segment.push(point(index, *value))),
+            None => segments.push(Vec::new()),
+        }
+    }
+    segments.retain(|segment| !segment.is_empty());
+    let newest = values.iter().rev().flatten().next().copied();
+    let measured = values.iter().flatten().count();
     html! {
         svg class="spark" xmlns="http://www.w3.org/2000/svg" width=(width) height=(height) viewBox={"0 0 " (width) " " (height)} role="img" {
-            title { (label) ", max " (max) }
-            polyline class="pass-rate" points=(path.join(" ")) {}
-            @for (x, y) in &points {
-                circle class="pass-point" cx=(fmt1(*x)) cy=(fmt1(*y)) r="2" {}
+            title { (label) ": " (measured) " of " (values.len()) " runs measured" @if let Some(max) = max { ", max " (unit.label(max)) } }
+            line class="axis" x1=(left) y1=(height - bottom) x2=(width - right) y2=(height - bottom) {}
+            @if let Some(max) = max {
+                text class="spark-max" x=(left) y="9" { "max " (unit.label(max)) }
+            } @else {
+                text class="spark-max" x=(left) y="9" { "not measured" }
+            }
+            @for segment in &segments {
+                @if segment.len() > 1 {
+                    polyline class="pass-rate" points=(segment.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect::<Vec<_>>().join(" ")) {}
+                }
+            }
+            @for (index, value) in values.iter().enumerate() {
+                @if let Some(value) = value {
+                    @let (x, y) = point(index, *value);
+                    circle class="pass-point" cx=(fmt1(x)) cy=(fmt1(y)) r="2" { title { (unit.label(*value)) } }
+                }
+            }
+            @if let Some(newest) = newest {
+                text class="spark-last" x=(width - right + 4.0) y=(height - bottom - 2.0) { (unit.label(newest)) }
             }
         }
     }
 }
+
+/// One square per run of a scenario, oldest left: green passed, red failed, amber some of
+/// its repeats failed; the newest [`RESULT_STRIP_MAX`] runs.
+pub fn result_strip(runs: &[(String, u32, u32)]) -> Markup {
+    let shown = &runs[runs.len().saturating_sub(RESULT_STRIP_MAX)..];
+    let (cell, gap) = (6.0, 1.5);
+    let width = (cell + gap) * f64::from(u32::try_from(shown.len()).unwrap_or(0)) + gap;
+    html! {
+        svg class="spark" xmlns="http://www.w3.org/2000/svg" width=(fmt1(width.max(20.0))) height="14" role="img" {
+            title { "result per run, oldest left" }
+            @for (index, (run_id, passes, count)) in shown.iter().enumerate() {
+                @let class = if passes == count { "strip-pass" } else if *passes == 0 { "strip-fail" } else { "strip-flaky" };
+                rect class=(class) x=(fmt1(gap + (cell + gap) * f64::from(u32::try_from(index).unwrap_or(0)))) y="3" width=(cell) height=(cell + 1.0) {
+                    title { (run_id) ": " (passes) " of " (count) " passed" }
+                }
+            }
+        }
+    }
+}
+
+/// The most runs a result strip shows.
+pub const RESULT_STRIP_MAX: usize = 40;

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::results::RunResults;
+use super::summary::summarize;
 use crate::error::{Error, Result};
 
 /// A scenario's numbers in one run.
@@ -15,12 +16,37 @@ pub struct TrendScenario {
     pub id: u16,
     /// Trial name.
     pub trial: String,
-    /// Passed?
+    /// Passed (every run of it, with `--repeat`)?
     pub passed: bool,
     /// The worst RTO over its failovers, in ms.
     pub rto_ms: Option<u64>,
-    /// Acknowledged writes lost.
+    /// Acknowledged writes lost (the worst run).
     pub lost: u64,
+    /// How many times it ran (`--repeat`; absent in older lines: once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
+    /// How many of those passed (absent in older lines: `passed` says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes: Option<u32>,
+    /// The longest time without an acknowledged write, in ms (the worst run; absent in
+    /// older lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_outage_ms: Option<u64>,
+}
+
+impl TrendScenario {
+    /// (passes, runs) in this run of the suite.
+    pub fn pass_count(&self) -> (u32, u32) {
+        let runs = self.runs.unwrap_or(1).max(1);
+        let passes = self.passes.unwrap_or(u32::from(self.passed)).min(runs);
+        (passes, runs)
+    }
+
+    /// passes / runs.
+    pub fn pass_rate(&self) -> f64 {
+        let (passes, runs) = self.pass_count();
+        f64::from(passes) / f64::from(runs)
+    }
 }
 
 /// One run, as a line of `trend.jsonl`.
@@ -43,38 +69,35 @@ impl TrendEntry {
             run_id: results.run_id.clone(),
             started_at: results.started_at,
             backend: results.backend.clone(),
-            scenarios: results
-                .scenarios
-                .iter()
-                .map(|scenario| TrendScenario {
-                    id: scenario.id,
-                    trial: scenario.trial.clone(),
-                    passed: scenario.passed,
-                    rto_ms: scenario
-                        .timings
-                        .iter()
-                        .filter_map(|timings| timings.rto_ms())
-                        .max(),
-                    lost: scenario.rpo.lost,
+            scenarios: summarize(&results.scenarios)
+                .into_iter()
+                .map(|row| TrendScenario {
+                    id: row.id,
+                    passed: row.passes == row.runs,
+                    rto_ms: row.worst_rto_ms,
+                    lost: row.worst_lost,
+                    runs: Some(row.runs),
+                    passes: Some(row.passes),
+                    write_outage_ms: row.worst_write_outage_ms,
+                    trial: row.trial,
                 })
                 .collect(),
         }
     }
 
-    /// The fraction of scenarios that passed (0 when none ran).
+    /// The fraction of scenario runs that passed (0 when none ran).
     pub fn pass_rate(&self) -> f64 {
-        if self.scenarios.is_empty() {
-            return 0.0;
-        }
-        let passed = self
+        let (passes, runs) = self
             .scenarios
             .iter()
-            .filter(|scenario| scenario.passed)
-            .count();
-        // Counts are far below 2^52.
-        #[allow(clippy::cast_precision_loss)]
-        let rate = passed as f64 / self.scenarios.len() as f64;
-        rate
+            .map(TrendScenario::pass_count)
+            .fold((0_u32, 0_u32), |(p, r), (passes, runs)| {
+                (p.saturating_add(passes), r.saturating_add(runs))
+            });
+        if runs == 0 {
+            return 0.0;
+        }
+        f64::from(passes) / f64::from(runs)
     }
 }
 

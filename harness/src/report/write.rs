@@ -26,7 +26,7 @@ pub fn write_report(root: &Path, results: &RunResults, histories: &[History]) ->
         source,
     })?;
     for (scenario, history) in results.scenarios.iter().zip(histories) {
-        let scenario_dir = dir.join(&scenario.trial);
+        let scenario_dir = dir.join(scenario.dir_name());
         std::fs::create_dir_all(&scenario_dir).map_err(|source| Error::Write {
             path: scenario_dir.clone(),
             source,

@@ -5,9 +5,6 @@ use std::path::PathBuf;
 
 use crate::backend::{default_cluster_kind, ClusterKind};
 
-/// The scenario catalogue of this checkout.
-pub const DEFAULT_SCENARIOS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios");
-
 /// `bloodraven-harness [OPTIONS] [FILTER]`.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
@@ -28,15 +25,42 @@ pub struct Cli {
     /// Only re-render `<report-dir>/trends.html` from `trend.jsonl`, run nothing.
     #[arg(long)]
     pub trends: bool,
-    /// The scenario catalogue directory.
-    #[arg(long, default_value = DEFAULT_SCENARIOS_DIR, env = "BLOODRAVEN_SCENARIOS")]
-    pub scenarios: PathBuf,
+    /// Run each scenario this many times (flake detection: the summary gives each one's
+    /// pass rate). With `--reuse` every run installs afresh on the same cluster.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Only these catalogue ids, in this order (e.g. `50,20,22`); the libtest filter still
+    /// applies on top.
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    pub ids: Vec<u16>,
+    /// `just upgrade`: the operator binary of build A; the image `bloodraven:upgrade-a`
+    /// (scenario 050's install) runs it. localkube only.
+    #[arg(long, value_name = "PATH", env = "BLOODRAVEN_UPGRADE_FROM_BIN")]
+    pub upgrade_from_bin: Option<PathBuf>,
+    /// `just upgrade`: the operator binary of build B (default: this workspace's); the image
+    /// `bloodraven:upgrade-b` and every other `bloodraven:*` tag run it. localkube only.
+    #[arg(long, value_name = "PATH", env = "BLOODRAVEN_UPGRADE_TO_BIN")]
+    pub upgrade_to_bin: Option<PathBuf>,
+    /// The run id, the report directory's name (default: the start time, `%Y%m%dT%H%M%SZ`).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// The scenario catalogue directory (default: `scenarios/` of the workspace root).
+    #[arg(long, env = "BLOODRAVEN_SCENARIOS")]
+    pub scenarios: Option<PathBuf>,
     /// libtest's arguments.
     #[command(flatten)]
     pub test: libtest_mimic::Arguments,
 }
 
 impl Cli {
+    /// The scenario catalogue: the flag, else `scenarios/` of the
+    /// [`workspace_root`](crate::backend::workspace_root).
+    pub fn scenarios_dir(&self) -> PathBuf {
+        self.scenarios
+            .clone()
+            .unwrap_or_else(|| crate::backend::workspace_root().join("scenarios"))
+    }
+
     /// The backend to use: the flag, else the default for this machine.
     pub fn cluster_kind(&self) -> ClusterKind {
         self.cluster

@@ -5,18 +5,18 @@
 //! | target | observed |
 //! |---|---|
 //! | group | the group's `.status` |
-//! | pods | a list of Pod objects (empty when none) |
-//! | endpoints | `{"sites": ["pdx"]}` |
+//! | pods | a list of Pod objects (empty when none), each with `nodeLabels`: its node's labels (absent when unscheduled) |
+//! | endpoints | `{"sites": ["pdx"]}`; with `recorded`, the probe's readings since the step's window start (`check::endpoint_history`) |
 //! | dns-endpoint | `{"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}` (the managers of `spec.endpoints`) |
 //! | dns | `{"site": "pdx"}` (`null` site: answered no site's ClusterIP) |
 //! | counter | `{"value": 7, "readOnly": false, "dbSite": "iad", "write": "ok"}` |
-//! | deploy-api | `{"status": 409, "body": {...}}` |
+//! | deploy-api | `{"status": 409, "body": {...}, "expiresIn": 119.6}` (`expiresAt` minus the `Date` header, s; `null` without either) |
 //! | metric | `{"value": 1.0}` (`null`: no such sample) |
 //! | event | `{"events": [{"reason": "PrimaryReasserted", "type": "Normal", "message": "...", "time": "2026-01-01T00:00:07Z"}]}`: every event of the group's namespace with that reason (more are fine); `time` is the latest occurrence (`lastTimestamp`, else `eventTime`, else `firstTimestamp`) |
 //! | object | the object, or `null` when absent |
 //! | node | `{"demotedTaint": true}` |
-//! | connection | `{"writeError": 1290}` (`null`: the write succeeded), or `{"sentWrite": "pending"}` |
-//! | mysql | `{"readOnly": true, "replicating": false}` |
+//! | connection | `{"writeError": 1290, "site": "iad"}` (`null` error: the write succeeded; `null` site: nobody answered `@@hostname`), or `{"sentWrite": "pending"}` |
+//! | mysql | `{"readOnly": true, "replicating": false, "clockOffsetMs": -20012, "roundTripMs": 40, "writeDeadlineAgoMs": 640}` |
 
 use serde_json::{json, Value};
 
@@ -84,24 +84,36 @@ pub fn evaluate(
                 matches(&expected, pod.pointer("/metadata/labels"), None)
                     .map_err(|why| format!("pod {name} labels: {why}"))?;
             }
+            if let Some(node_labels) = &pods.node_labels {
+                matches(node_labels, pod.get("nodeLabels"), None)
+                    .map_err(|why| format!("pod {name} node labels: {why}"))?;
+            }
             if let Some(restarts) = &pods.restarts {
-                let total: u64 = pod
-                    .pointer("/status/containerStatuses")
+                // `$changed`/`$unchanged` compare with the same pod's count in the baseline
+                // (a pod the baseline lacks has no baseline count).
+                let before = baseline
                     .and_then(Value::as_array)
-                    .map(|statuses| {
-                        statuses
-                            .iter()
-                            .filter_map(|status| status.get("restartCount").and_then(Value::as_u64))
-                            .sum()
+                    .and_then(|pods| {
+                        pods.iter().find(|old| {
+                            old.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                        })
                     })
-                    .unwrap_or(0);
-                matches(restarts, Some(&json!(total)), None)
+                    .map(|old| json!(restart_count(old)));
+                matches(restarts, Some(&json!(restart_count(pod))), before.as_ref())
                     .map_err(|why| format!("pod {name} restarts: {why}"))?;
             }
         }
         return Ok(());
     }
     if let Some(endpoints) = &expect.endpoints {
+        if endpoints.recorded {
+            return crate::check::endpoint_history::judge(
+                &endpoints.service,
+                &endpoints.sites,
+                observed,
+                since,
+            );
+        }
         let mut want: Vec<&str> = endpoints.sites.iter().map(|site| site.name()).collect();
         let mut found: Vec<&str> = observed
             .get("sites")
@@ -190,6 +202,10 @@ pub fn evaluate(
             matches(body, observed.get("body"), None)
                 .map_err(|why| format!("deploy API body {why}"))?;
         }
+        if let Some(expires_in) = &deploy.expires_in {
+            matches(expires_in, observed.get("expiresIn"), None)
+                .map_err(|why| format!("deploy API expiresAt - Date (s) {why}"))?;
+        }
         return Ok(());
     }
     if let Some(metric) = &expect.metric {
@@ -219,7 +235,21 @@ pub fn evaluate(
     if let Some(connection) = &expect.connection {
         let expected = match connection.sent_write {
             Some(sent) => json!({"sentWrite": sent.as_str()}),
-            None => json!({"writeError": connection.write_error}),
+            None => {
+                // `writeError: null` means committed: an answer without the field is no
+                // answer, not a success.
+                if observed.get("writeError").is_none() {
+                    return Err(format!(
+                        "connection {}: the observation has no write outcome: {observed}",
+                        connection.name
+                    ));
+                }
+                let mut expected = json!({"writeError": connection.write_error});
+                if let Some(site) = connection.site {
+                    expected["site"] = json!(site.name());
+                }
+                expected
+            }
         };
         return matches(&expected, Some(observed), None)
             .map_err(|why| format!("connection {}: {why}", connection.name));
@@ -232,10 +262,42 @@ pub fn evaluate(
         if let Some(replicating) = mysql.replicating {
             expected.insert("replicating".to_owned(), json!(replicating));
         }
+        if let Some(range) = &mysql.clock_offset {
+            let bound = |text: &str| crate::scenario::model::offset_ms(text);
+            let (low, high) = match (bound(&range.at_least), bound(&range.at_most)) {
+                (Ok(low), Ok(high)) => (low, high),
+                (Err(why), _) | (_, Err(why)) => return Err(format!("mysql.clockOffset: {why}")),
+            };
+            expected.insert(
+                "clockOffsetMs".to_owned(),
+                json!({"$gte": low, "$lte": high}),
+            );
+        }
+        if let Some(within) = mysql.write_deadline_ran_within {
+            // LAST_EXECUTED has whole seconds: up to a second "ahead" of NOW(6) is no stall.
+            let within_ms = i64::try_from(within.duration().as_millis()).unwrap_or(i64::MAX);
+            expected.insert(
+                "writeDeadlineAgoMs".to_owned(),
+                json!({"$gte": -1000, "$lte": within_ms}),
+            );
+        }
         return matches(&Value::Object(expected), Some(observed), None)
             .map_err(|why| format!("mysqld of {}: {why}", mysql.site));
     }
     Err("names no target".to_owned())
+}
+
+/// The sum of a pod's containers' `restartCount`.
+fn restart_count(pod: &Value) -> u64 {
+    pod.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map(|statuses| {
+            statuses
+                .iter()
+                .filter_map(|status| status.get("restartCount").and_then(Value::as_u64))
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// An event expectation: an event of that reason, type and message at or after `since`.
@@ -307,7 +369,12 @@ pub fn describe(expect: &Expect) -> String {
         }),
         "endpoints" => expect.endpoints.as_ref().map(|endpoints| {
             let sites: Vec<&str> = endpoints.sites.iter().map(|site| site.name()).collect();
-            format!("{} = [{}]", endpoints.service, sites.join(", "))
+            let recorded = if endpoints.recorded {
+                " (recorded)"
+            } else {
+                ""
+            };
+            format!("{} = [{}]{recorded}", endpoints.service, sites.join(", "))
         }),
         "dns-endpoint" => expect
             .dns_endpoint

@@ -169,11 +169,16 @@ fn run_steps(
                             baseline: baseline.and_then(Result::ok),
                             since: fault_started,
                         };
-                        let (result, last) =
+                        let (mut result, last) =
                             run_expect(cluster, &expect, index, pacing, started, window);
                         if result.satisfied {
                             if let (Some(deploy), Some(observed)) = (&expect.deploy_api, &last) {
                                 save_variables(deploy, observed, &mut variables);
+                            }
+                            if let Err(why) = save_observed(&expect, last.as_ref(), &mut variables)
+                            {
+                                result.satisfied = false;
+                                result.failure = Some(why);
                             }
                         }
                         let failure = (!result.satisfied).then(|| {
@@ -191,6 +196,11 @@ fn run_steps(
             Step::Measure(measure) => {
                 let value = match measure.quantity {
                     Quantity::Convergence => wait_converged(cluster, recorder, pacing).ok(),
+                    Quantity::WriteGap => crate::check::liveness::longest_write_gap_ns(
+                        &recorder.snapshot(),
+                        recorder.now_ns(),
+                    )
+                    .map(Duration::from_nanos),
                     // The outage may not be over when the step starts (the expectations before
                     // it can pass before a write is acknowledged by the new primary): wait for
                     // the quantity, at most its `atMost` (else [`MEASURE_WAIT_MAX`]).
@@ -345,6 +355,29 @@ fn save_variables(
     }
 }
 
+/// Saves what an expectation's `save` names from the observation that satisfied it. A
+/// pointer that finds nothing (or null) is an error naming it: the variable is not saved.
+pub fn save_observed(
+    expect: &Expect,
+    observed: Option<&Value>,
+    variables: &mut BTreeMap<String, Value>,
+) -> Result<(), String> {
+    for (name, pointer) in &expect.save {
+        match observed.and_then(|value| value.pointer(pointer)) {
+            Some(value) if !value.is_null() => {
+                variables.insert(name.clone(), value.clone());
+            }
+            _ => {
+                variables.remove(name);
+                return Err(format!(
+                    "save `{name}`: the observation has nothing at `{pointer}`"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Polls one expectation until it is decided.
 pub fn run_expect(
     cluster: &dyn Cluster,
@@ -489,7 +522,7 @@ fn measure_from_history(history: &History, quantity: Quantity) -> Option<Duratio
     let ms = match quantity {
         Quantity::Detection => last.detected_ms?,
         Quantity::WriteOutage => last.first_write_ms?,
-        Quantity::Convergence => return None,
+        Quantity::Convergence | Quantity::WriteGap => return None,
     };
     // A negative phase (before the fault) cannot be measured: the timings checker flags it.
     u64::try_from(ms).ok().map(Duration::from_millis)
@@ -549,6 +582,9 @@ pub fn substitute(expect: &Expect, variables: &BTreeMap<String, Value>) -> Resul
         }
         if let Some(body) = deploy.body.as_mut() {
             json(body, &mut missing);
+        }
+        if let Some(expires_in) = deploy.expires_in.as_mut() {
+            json(expires_in, &mut missing);
         }
     }
     if let Some(metric) = expect.metric.as_mut() {

@@ -7,7 +7,7 @@ use libtest_mimic::{Failed, Trial};
 
 use super::cli::Cli;
 use super::execute::{execute, Pacing};
-use crate::backend::{select_backend, Backend, Cluster};
+use crate::backend::{select_backend, Backend, Cluster, ClusterKind};
 use crate::error::Result;
 use crate::history::store::History;
 use crate::report::results::{judge, RunResults, ScenarioIdentity, ScenarioResult};
@@ -28,6 +28,8 @@ pub struct RunContext {
     pub run_id: String,
     /// `--report-dir`.
     pub report_dir: PathBuf,
+    /// `--repeat`: runs per scenario.
+    pub repeat: u32,
     /// Results, in completion order.
     pub results: Mutex<Vec<(ScenarioResult, History)>>,
 }
@@ -35,17 +37,28 @@ pub struct RunContext {
 impl RunContext {
     /// A context for the flags; the backend is selected (and may be unavailable).
     pub fn new(cli: &Cli, run_id: String) -> Self {
+        let mut config = crate::backend::BackendConfig::for_this_checkout();
+        config.image_overrides = crate::playground::localkube::operator_builds(
+            cli.upgrade_from_bin.as_deref(),
+            cli.upgrade_to_bin.as_deref(),
+        );
+        let kind = cli.cluster_kind();
+        let backend = if !config.image_overrides.is_empty() && kind != ClusterKind::Localkube {
+            Err(format!(
+                "failed to map operator builds to images: --upgrade-from-bin and --upgrade-to-bin need --cluster localkube, not {}.",
+                kind.name()
+            ))
+        } else {
+            select_backend(kind, &config).map_err(|error| format!("failed to {error}."))
+        };
         Self {
-            backend: select_backend(
-                cli.cluster_kind(),
-                &crate::backend::BackendConfig::for_this_checkout(),
-            )
-            .map_err(|error| format!("failed to {error}.")),
+            backend,
             shared_cluster: Mutex::new(None),
             reuse: cli.reuse,
             pacing: Pacing::default(),
             run_id,
             report_dir: cli.report_dir.clone(),
+            repeat: cli.repeat.max(1),
             results: Mutex::new(Vec::new()),
         }
     }
@@ -85,23 +98,54 @@ fn cluster_for(context: &RunContext, backend: &dyn Backend) -> Result<Arc<dyn Cl
     Ok(cluster)
 }
 
-/// Runs one scenario as a trial: fails with the backend's sentence when there is none,
-/// else runs it, judges the history and keeps the result for the report.
+/// Runs one scenario as a trial, `--repeat` times: fails with the backend's sentence when
+/// there is none, else runs it, judges each run's history and keeps every result for the
+/// report. The trial fails when any run failed, naming how many passed.
 pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Failed> {
     let backend = match &context.backend {
         Ok(backend) => backend,
         Err(sentence) => return Err(Failed::from(sentence.as_str())),
     };
-    let cluster = cluster_for(context, backend.as_ref())
+    let mut failures = Vec::new();
+    for attempt in 1..=context.repeat {
+        if let Some(failure) = run_once(context, backend.as_ref(), loaded, attempt)? {
+            failures.push((attempt, failure));
+        }
+    }
+    match failures.as_slice() {
+        [] => Ok(()),
+        [(_, failure)] if context.repeat == 1 => Err(Failed::from(failure.as_str())),
+        [(attempt, failure), ..] => Err(Failed::from(format!(
+            "passed {} of {} runs; run {attempt}: {failure}",
+            context.repeat as usize - failures.len(),
+            context.repeat
+        ))),
+    }
+}
+
+/// One run of a scenario; `Some(reason)` when it failed. `Err` only when no cluster could
+/// be had (nothing ran).
+fn run_once(
+    context: &RunContext,
+    backend: &dyn Backend,
+    loaded: &LoadedScenario,
+    attempt: u32,
+) -> Result<Option<String>, Failed> {
+    let cluster = cluster_for(context, backend)
         .map_err(|error| Failed::from(format!("failed to {error}")))?;
+    let trial = loaded.trial_name();
+    let dir_name = if attempt <= 1 {
+        trial.clone()
+    } else {
+        format!("{trial}.run{attempt}")
+    };
     let artifacts = context
         .report_dir
         .join(&context.run_id)
-        .join(loaded.trial_name())
+        .join(&dir_name)
         .join("artifacts");
     let run = execute(cluster.as_ref(), loaded, context.pacing, Some(&artifacts));
-    let trial = loaded.trial_name();
-    let result = judge(
+    let mut result = judge(
         ScenarioIdentity {
             id: loaded.scenario.id,
             trial: &trial,
@@ -114,6 +158,7 @@ pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Fa
         run.error,
         run.duration_ms,
     );
+    result.attempt = attempt;
     // A run whose steps passed but a checker failed (e.g. rpo) gets its artifacts too, read
     // before the cluster goes.
     if result.failure.is_some() && !artifacts.exists() {
@@ -122,23 +167,41 @@ pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Fa
         }
     }
     if context.reuse {
-        // The next scenario installs afresh on the same cluster.
+        // The next scenario installs afresh on the same cluster. One that could not be
+        // cleaned is replaced: a leftover must not fail, or pass, the next scenario.
         if let Err(error) = cluster.uninstall() {
-            tracing::warn!(scenario = loaded.scenario.id, %error, "failed to uninstall from the reused cluster");
+            tracing::warn!(scenario = loaded.scenario.id, %error, "failed to uninstall from the reused cluster; the next scenario gets a new one");
+            let shared = context
+                .shared_cluster
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            drop(shared);
+            if let Err(error) = backend.teardown(cluster) {
+                tracing::warn!(scenario = loaded.scenario.id, %error, "failed to tear the cluster down");
+            }
         }
     } else if let Err(error) = backend.teardown(cluster) {
         tracing::warn!(scenario = loaded.scenario.id, %error, "failed to tear the cluster down");
     }
-    let outcome = match &result.failure {
-        None => Ok(()),
-        Some(failure) => Err(Failed::from(failure.as_str())),
-    };
+    let failure = result.failure.clone();
+    if context.repeat > 1 {
+        eprintln!(
+            "bloodraven-harness: {trial} run {attempt} of {}: {}",
+            context.repeat,
+            failure
+                .as_deref()
+                .map_or("passed", |reason| crate::report::summary::first_line(
+                    reason
+                ))
+        );
+    }
     context
         .results
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push((result, run.history));
-    outcome
+    Ok(failure)
 }
 
 /// After the trials: tears down a reused cluster and writes the report when any scenario
@@ -167,7 +230,7 @@ pub fn finish_run(
     if ran.is_empty() {
         return Ok(None);
     }
-    ran.sort_by_key(|(result, _)| result.id);
+    ran.sort_by_key(|(result, _)| (result.id, result.attempt));
     let (scenarios, histories): (Vec<_>, Vec<_>) = ran.into_iter().unzip();
     let results = RunResults {
         run_id: context.run_id.clone(),
@@ -175,9 +238,54 @@ pub fn finish_run(
         finished_at: jiff::Timestamp::now(),
         backend: backend_name.to_owned(),
         commit: std::env::var("BLOODRAVEN_COMMIT").ok(),
+        repeat: context.repeat,
+        notes: Vec::new(),
         scenarios,
     };
-    write_report(&context.report_dir, &results, &histories).map(Some)
+    let dir = write_report(&context.report_dir, &results, &histories)?;
+    print!(
+        "\nsummary of run {}:\n{}",
+        results.run_id,
+        crate::report::summary::render_text(
+            &crate::report::summary::summarize(&results.scenarios),
+            context.repeat > 1
+        )
+    );
+    Ok(Some(dir))
+}
+
+/// The scenarios of `ids` in that order (all of them, in catalogue order, when `ids` is
+/// empty); an id not in the catalogue is an error naming it.
+pub fn select_ids(
+    catalogue: Vec<LoadedScenario>,
+    ids: &[u16],
+) -> std::result::Result<Vec<LoadedScenario>, String> {
+    if ids.is_empty() {
+        return Ok(catalogue);
+    }
+    let unknown: Vec<String> = ids
+        .iter()
+        .filter(|id| !catalogue.iter().any(|loaded| loaded.scenario.id == **id))
+        .map(|id| format!("{id:03}"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "select --ids: no scenario with id {} in the catalogue",
+            unknown.join(", ")
+        ));
+    }
+    let mut selected = Vec::new();
+    for id in ids {
+        if let Some(loaded) = catalogue.iter().find(|loaded| loaded.scenario.id == *id) {
+            if !selected
+                .iter()
+                .any(|chosen: &LoadedScenario| chosen.scenario.id == *id)
+            {
+                selected.push(loaded.clone());
+            }
+        }
+    }
+    Ok(selected)
 }
 
 /// The whole program: parse flags, load the catalogue, run the trials, write the report.
@@ -198,7 +306,10 @@ pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
             }
         };
     }
-    let catalogue = match crate::scenario::validate::load_catalogue(&cli.scenarios) {
+    let catalogue = match crate::scenario::validate::load_catalogue(&cli.scenarios_dir())
+        .map_err(|error| error.to_string())
+        .and_then(|catalogue| select_ids(catalogue, &cli.ids))
+    {
         Ok(catalogue) => catalogue,
         Err(error) => {
             eprintln!("bloodraven-harness: failed to {error}");
@@ -210,7 +321,21 @@ pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
         cli.test.test_threads = Some(1);
     }
     let started_at = jiff::Timestamp::now();
-    let run_id = started_at.strftime("%Y%m%dT%H%M%SZ").to_string();
+    let run_id = match cli.run_id.clone() {
+        Some(id)
+            if !id.is_empty()
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+        {
+            id
+        }
+        Some(id) => {
+            eprintln!("bloodraven-harness: failed to use --run-id `{id}`: only letters, digits, `-`, `_` and `.` make a directory name");
+            return std::process::ExitCode::from(2);
+        }
+        None => started_at.strftime("%Y%m%dT%H%M%SZ").to_string(),
+    };
     let kind = cli.cluster_kind();
     let context = Arc::new(RunContext::new(&cli, run_id));
     let ignored = ignored_by_default && cli.cluster.is_none();

@@ -7,7 +7,7 @@
 //!
 //! | operator | holds when the actual value |
 //! |---|---|
-//! | `$gt`, `$gte`, `$lt`, `$lte` | is a number in that relation |
+//! | `$gt`, `$gte`, `$lt`, `$lte` | is a number in that relation (or, against an RFC 3339 time, a time in that order) |
 //! | `$ne` | is present and differs |
 //! | `$exists: false` / `true` | is absent or null / present |
 //! | `$unchanged: true` | is present and equals the baseline (present too) |
@@ -72,7 +72,9 @@ fn check_operator(key: &str, value: &Value, path: &str) -> Result<(), String> {
             .is_some_and(|name| !name.is_empty())
     });
     let typed = match key {
-        "$gt" | "$gte" | "$lt" | "$lte" => value.is_number(),
+        "$gt" | "$gte" | "$lt" | "$lte" => {
+            value.is_number() || value.as_str().and_then(timestamp).is_some()
+        }
         "$exists" | "$unchanged" | "$changed" => value.is_boolean(),
         "$contains" => value.is_string(),
         "$len" => value.is_u64(),
@@ -255,23 +257,37 @@ fn apply_operator(
     let present = actual.filter(|value| !value.is_null());
     match operator {
         "$gt" | "$gte" | "$lt" | "$lte" => {
-            let (Some(limit), Some(found)) = (operand.as_f64(), present.and_then(Value::as_f64))
-            else {
+            let order = match (operand, present) {
+                (Value::String(limit), Some(Value::String(found))) => {
+                    match (timestamp(limit), timestamp(found)) {
+                        (Some(limit), Some(found)) => Some(found.cmp(&limit)),
+                        _ => None,
+                    }
+                }
+                (_, found) => operand
+                    .as_f64()
+                    .zip(found.and_then(Value::as_f64))
+                    .and_then(|(limit, found)| found.partial_cmp(&limit)),
+            };
+            let Some(order) = order else {
                 return Err(format!(
-                    "expected a number {operator} {operand}, found {}",
+                    "expected a number (or an RFC 3339 time, given one) {operator} {operand}, found {}",
                     describe(actual)
                 ));
             };
             let holds = match operator {
-                "$gt" => found > limit,
-                "$gte" => found >= limit,
-                "$lt" => found < limit,
-                _ => found <= limit,
+                "$gt" => order.is_gt(),
+                "$gte" => order.is_ge(),
+                "$lt" => order.is_lt(),
+                _ => order.is_le(),
             };
             if holds {
                 Ok(())
             } else {
-                Err(format!("expected {operator} {operand}, found {found}"))
+                Err(format!(
+                    "expected {operator} {operand}, found {}",
+                    describe(actual)
+                ))
             }
         }
         "$ne" => match present {
@@ -364,6 +380,11 @@ fn apply_operator(
     }
 }
 
+/// An RFC 3339 time (`2026-01-01T00:00:07Z`), which `$gt` ... compare in time order.
+fn timestamp(text: &str) -> Option<jiff::Timestamp> {
+    text.parse().ok()
+}
+
 fn scalar_equal(expected: &Value, actual: &Value) -> bool {
     match (expected.as_f64(), actual.as_f64()) {
         (Some(a), Some(b)) => a == b,
@@ -450,6 +471,45 @@ mod tests {
             Ok(())
         );
         assert_eq!(matches(&json!({"lost": 3.0}), Some(&actual), None), Ok(()));
+    }
+
+    // seed 001 (015): a deferred planned failover proceeds at expiry, `promotedAt >=
+    // cooldownUntil`, compared in time order (a different offset or precision is no problem).
+    #[test]
+    fn comparisons_order_rfc3339_times() {
+        let actual = json!({"promotedAt": "2026-01-01T00:00:30.5Z"});
+        let at_least = |limit: &str| json!({"promotedAt": {"$gte": limit}});
+        assert_eq!(
+            matches(&at_least("2026-01-01T00:00:30Z"), Some(&actual), None),
+            Ok(())
+        );
+        assert_eq!(
+            matches(&at_least("2026-01-01T00:00:30.5Z"), Some(&actual), None),
+            Ok(())
+        );
+        assert_eq!(
+            matches(&at_least("2026-01-01T01:00:30+01:00"), Some(&actual), None),
+            Ok(())
+        );
+        let error =
+            matches(&at_least("2026-01-01T00:00:31Z"), Some(&actual), None).expect_err("early");
+        assert!(error.contains("promotedAt"), "{error}");
+        assert!(matches(
+            &json!({"promotedAt": {"$lt": "2026-01-01T00:00:30Z"}}),
+            Some(&actual),
+            None
+        )
+        .is_err());
+        // Not a time, or nothing there: never a pass.
+        assert!(matches(
+            &at_least("2026-01-01T00:00:30Z"),
+            Some(&json!({"promotedAt": "soon"})),
+            None
+        )
+        .is_err());
+        assert!(matches(&at_least("2026-01-01T00:00:30Z"), Some(&json!({})), None).is_err());
+        assert!(check_operators(&json!({"a": {"$gte": "2026-01-01T00:00:30Z"}}), "group").is_ok());
+        assert!(check_operators(&json!({"a": {"$gte": "later"}}), "group").is_err());
     }
 
     // seed 001: with the operator at zero, `status.sites[].lastSeen` freezes.

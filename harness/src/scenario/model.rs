@@ -91,6 +91,11 @@ pub struct Install {
     /// Fields merged into the playground group's `spec` before it is applied.
     #[serde(default)]
     pub group_spec: Option<Value>,
+    /// The operator image to install instead of this build's `bloodraven:<version>`
+    /// (scenario 050 installs `bloodraven:upgrade-a`: build A under `just upgrade`, this build
+    /// otherwise).
+    #[serde(default)]
+    pub operator_image: Option<String>,
 }
 
 /// One step of a scenario (a one-key map in the file, see [`super::single_key`]).
@@ -210,6 +215,17 @@ pub struct SiteRef {
     pub site: Site,
 }
 
+/// The wall clock of a site's mysqld stepped (`clock-offset`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockOffsetTarget {
+    /// The site whose `mysql` container's wall clock is stepped.
+    pub site: Site,
+    /// The offset from the real clock, signed: `+20s`, `-20s`, `-1500ms`. Not cumulative: a
+    /// second `clock-offset` on the same site replaces the first.
+    pub offset: String,
+}
+
 /// A network partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -298,6 +314,27 @@ pub enum Fault {
         /// The delay.
         delay: Span,
     },
+    /// Run SQL as root on a site's mysqld, behind the operator's and the sidecar's back (a
+    /// stopped replication thread, an errant write, a hand-made `CHANGE MASTER`). With `heal`,
+    /// that SQL undoes it when healed; without, it is one-shot.
+    Sql {
+        /// The site.
+        site: Site,
+        /// The statements, `;`-separated, run in one session.
+        statements: String,
+        /// The statements that undo it on `heal` (the fault is then healable as `sql`).
+        #[serde(default)]
+        heal: Option<String>,
+    },
+    /// Seal the RPO now (seed 001: RPO is fixed at the instant the primary died): read the
+    /// workload ids present on these surviving sites and record them; the rpo checker then
+    /// demands that the writes lost after heal be exactly the acknowledged writes, invoked
+    /// before the seal, that none of these sites held. Take it after the primary died and the
+    /// survivors applied what they had received, before anyone promotes.
+    SealRpo {
+        /// The sites that survive the primary (they hold every write that can still be saved).
+        sites: Vec<Site>,
+    },
     /// Open and keep a named MySQL connection through a shared Service.
     OpenConnection {
         /// The name `expect: {connection: ...}` refers to.
@@ -322,10 +359,15 @@ pub enum Fault {
         /// The new image.
         image: String,
     },
+    /// Step the wall clock of a site's mysqld (its `mysql` container only: the sidecar's
+    /// clocks are untouched) to an offset from the real clock, until healed (localkube:
+    /// libfaketime, `localkube up --clock-faults mysql`).
+    ClockOffset(ClockOffsetTarget),
 }
 
-/// The healable fault kinds, as `heal:` names them (`kill` only with `keepDown`).
-pub const HEALABLE_FAULTS: [&str; 9] = [
+/// The healable fault kinds, as `heal:` names them (`kill` only with `keepDown`, `sql` only
+/// with `heal`).
+pub const HEALABLE_FAULTS: [&str; 11] = [
     "kill",
     "freeze",
     "stop-node",
@@ -335,6 +377,8 @@ pub const HEALABLE_FAULTS: [&str; 9] = [
     "stop-external-dns",
     "replication-delay",
     "open-connection",
+    "sql",
+    "clock-offset",
 ];
 
 impl Fault {
@@ -355,10 +399,13 @@ impl Fault {
             Fault::Annotate { .. } => "annotate",
             Fault::SetReadOnly { .. } => "set-read-only",
             Fault::ReplicationDelay { .. } => "replication-delay",
+            Fault::Sql { .. } => "sql",
+            Fault::SealRpo { .. } => "seal-rpo",
             Fault::OpenConnection { .. } => "open-connection",
             Fault::SendWrite { .. } => "send-write",
             Fault::Plugin { .. } => "plugin",
             Fault::UpgradeOperator { .. } => "upgrade-operator",
+            Fault::ClockOffset(_) => "clock-offset",
         }
     }
 
@@ -366,6 +413,7 @@ impl Fault {
     pub fn is_healable(&self) -> bool {
         match self {
             Fault::Kill(target) => target.keep_down,
+            Fault::Sql { heal, .. } => heal.is_some(),
             _ => HEALABLE_FAULTS.contains(&self.kind()),
         }
     }
@@ -458,6 +506,12 @@ pub struct Expect {
     /// A site's mysqld, read directly (not through the operator).
     #[serde(default)]
     pub mysql: Option<MysqlExpect>,
+    /// Saves fields of the observation that satisfied the expectation for later `${var}`:
+    /// variable name -> JSON pointer into the observation (see [`crate::runner::evaluate`]
+    /// for its shape per target), e.g. `{svc_rv: /metadata/resourceVersion}`. A pointer that
+    /// finds nothing (or null) fails the step: a later comparison with it cannot pass vacuously.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub save: BTreeMap<String, String>,
 }
 
 impl Expect {
@@ -510,6 +564,14 @@ pub struct PodsExpect {
     /// The container's restart count, partial match (e.g. `{$gt: 0}`).
     #[serde(default)]
     pub restarts: Option<Value>,
+    /// Every pod of the operator (namespace `bloodraven`, `app.kubernetes.io/name=bloodraven`,
+    /// not terminating) instead of one pod.
+    #[serde(default)]
+    pub operator: bool,
+    /// The labels of the node each pod runs on, partial match: `{topology.kubernetes.io/zone:
+    /// {$exists: false}}` = on no site's node. An unscheduled pod has none and fails it.
+    #[serde(default)]
+    pub node_labels: Option<Value>,
 }
 
 /// A shared Service.
@@ -530,6 +592,13 @@ pub struct EndpointsExpect {
     pub service: String,
     /// Exactly these sites are behind the Service (`[]`: no endpoint at all).
     pub sites: Vec<Site>,
+    /// Judge what the workload's probe recorded (every ~200 ms, `primary` and `replicas`
+    /// only) since the latest fault, heal or apply step, instead of reading the Service now:
+    /// every recorded set must be `sites`, with no gap in the recording
+    /// ([`crate::check::endpoint_history`]). "No endpoint flap" is a claim about the whole
+    /// window, which sampling cannot make.
+    #[serde(default)]
+    pub recorded: bool,
 }
 
 /// A DNS target: the ClusterIP of a site's internal Service (`site-of iad`).
@@ -701,6 +770,12 @@ pub struct DeployApiExpect {
     /// Body fields, partial match.
     #[serde(default)]
     pub body: Option<Value>,
+    /// Seconds from the answer's `Date` header to the body's `expiresAt`, both the operator's
+    /// clock (seed 003: expiry is judged on it), matched like a body field (`{$lte: 121}`).
+    /// `Date` has whole seconds, so a lease of `ttl` seconds reads in `(ttl - 1, ttl + 1]`.
+    /// An answer without either reads as absent.
+    #[serde(default)]
+    pub expires_in: Option<Value>,
     /// Save answer fields for later requests: variable name -> top-level body field.
     #[serde(default)]
     pub save: BTreeMap<String, String>,
@@ -767,9 +842,14 @@ pub struct NodeExpect {
 pub struct ConnectionExpect {
     /// The connection's name.
     pub name: String,
-    /// The MySQL error number a write gets (1290 = read-only), or null for success.
+    /// The MySQL error number a write gets (1290 = read-only; 2013 = `CR_SERVER_LOST`, no
+    /// server answered: the connection's mysqld is gone), or null for success.
     #[serde(default)]
     pub write_error: Option<u16>,
+    /// The site whose mysqld is on the other end of the connection (`@@hostname`, asked on
+    /// the same connection before the write). Not checked with `sentWrite`.
+    #[serde(default)]
+    pub site: Option<Site>,
     /// The outcome of the write `send-write` left in flight on it. Given, `writeError` is not
     /// checked (the connection belongs to that write).
     #[serde(default)]
@@ -809,6 +889,9 @@ pub enum Quantity {
     WriteOutage,
     /// `heal` to the liveness condition (one writable site, replicas healthy, DNS = active).
     Convergence,
+    /// The longest time without an acknowledged write from the first fault to this step
+    /// (a fence that lifts again without a failover).
+    WriteGap,
 }
 
 impl Quantity {
@@ -818,6 +901,7 @@ impl Quantity {
             Quantity::Detection => "detection",
             Quantity::WriteOutage => "write-outage",
             Quantity::Convergence => "convergence",
+            Quantity::WriteGap => "write-gap",
         }
     }
 }
@@ -848,4 +932,42 @@ pub struct MysqlExpect {
     /// Replication running (IO and SQL threads).
     #[serde(default)]
     pub replicating: Option<bool>,
+    /// mysqld's wall clock (`UTC_TIMESTAMP(6)`) minus the harness's, within these bounds
+    /// (signed offsets: `{atLeast: -21s, atMost: -19s}`; the exec's latency counts as half).
+    #[serde(default)]
+    pub clock_offset: Option<OffsetRange>,
+    /// mysqld's write deadline event (the sidecar's dead man's switch) last ran at most this
+    /// long ago by mysqld's own clock, and not in its future: the switch runs now, and would
+    /// fence on time (a backward step of mysqld's clock stalls the event scheduler).
+    #[serde(default)]
+    pub write_deadline_ran_within: Option<Span>,
+}
+
+/// Bounds of a signed offset, spelled like `clock-offset`'s (`-21s`, `+500ms`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OffsetRange {
+    /// The least offset.
+    pub at_least: String,
+    /// The greatest offset.
+    pub at_most: String,
+}
+
+/// Parses a signed offset (`+20s`, `-1500ms`, `0`) to milliseconds.
+pub fn offset_ms(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(0);
+    }
+    let (sign, rest) = match text.as_bytes().first() {
+        Some(b'+') => (1, &text[1..]),
+        Some(b'-') => (-1, &text[1..]),
+        _ => {
+            return Err(format!(
+                "offset `{text}` has no sign: write e.g. `+20s` or `-1500ms`"
+            ))
+        }
+    };
+    let span = Span::parse(rest)?;
+    Ok(sign * i64::try_from(span.duration().as_millis()).unwrap_or(i64::MAX))
 }

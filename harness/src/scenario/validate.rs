@@ -23,7 +23,7 @@ pub const KNOWN_SOURCES: [&str; 9] = [
 ];
 
 /// The top-level fields of `MysqlFailoverGroup.status` (bloodraven.md) a `group` match may name.
-pub const GROUP_STATUS_FIELDS: [&str; 10] = [
+pub const GROUP_STATUS_FIELDS: [&str; 13] = [
     "activeSite",
     "topologyGeneration",
     "authority",
@@ -31,6 +31,9 @@ pub const GROUP_STATUS_FIELDS: [&str; 10] = [
     "sites",
     "cooldownUntil",
     "plannedFailover",
+    "orderedUpdate",
+    "restore",
+    "lastBackup",
     "lastFailover",
     "health",
     "observedGeneration",
@@ -133,6 +136,15 @@ pub fn parse_scenario(path: &Path, source: &str) -> Result<LoadedScenario, Vec<S
                 top_level_line(source, "install"),
                 "install.groupSpec",
                 "must be a map of spec fields".to_owned(),
+            ));
+        }
+    }
+    if let Some(image) = &scenario.install.operator_image {
+        if image.trim().is_empty() || image.contains(char::is_whitespace) {
+            errors.push(at(
+                top_level_line(source, "install"),
+                "install.operatorImage",
+                format!("`{image}` is not an image reference"),
             ));
         }
     }
@@ -344,7 +356,7 @@ struct StepState {
     connections: BTreeSet<String>,
     /// Connections that carry a `send-write`.
     sent_writes: BTreeSet<String>,
-    /// Variables saved by deploy API expectations.
+    /// Variables saved by earlier expectations (`save`, deploy API `save`).
     variables: BTreeSet<String>,
 }
 
@@ -488,9 +500,38 @@ impl StepState {
                     return Err("runs the plugin with no arguments".to_owned());
                 }
             }
+            Fault::ClockOffset(target) => {
+                super::model::offset_ms(&target.offset)
+                    .map_err(|e| format!("clock-offset of {}: {e}", target.site))?;
+            }
             Fault::UpgradeOperator { image } => {
                 if image.trim().is_empty() {
                     return Err("upgrades to an empty image".to_owned());
+                }
+            }
+            Fault::Sql {
+                statements, heal, ..
+            } => {
+                if statements.trim().is_empty()
+                    || heal.as_deref().is_some_and(|h| h.trim().is_empty())
+                {
+                    return Err(
+                        "sql: runs no statement (give `statements`, and `heal` non-empty if given)"
+                            .to_owned(),
+                    );
+                }
+            }
+            Fault::SealRpo { sites } => {
+                if sites.is_empty() {
+                    return Err("seal-rpo: names no surviving site".to_owned());
+                }
+                if let Some(stopped) = sites
+                    .iter()
+                    .find(|site| self.stopped_nodes.contains(site.name()))
+                {
+                    return Err(format!(
+                        "seal-rpo: {stopped}'s node is stopped, so it cannot be read"
+                    ));
                 }
             }
             Fault::Kill(_)
@@ -537,11 +578,23 @@ impl StepState {
             check_operators(group, "group")?;
         }
         if let Some(pods) = &expect.pods {
-            if pods.site.is_some() == pods.name.is_some() {
-                return Err("pods: needs exactly one of `site` and `name`".to_owned());
+            let selectors = [pods.site.is_some(), pods.name.is_some(), pods.operator];
+            if selectors.iter().filter(|given| **given).count() != 1 {
+                return Err(
+                    "pods: needs exactly one of `site`, `name` and `operator: true`".to_owned(),
+                );
             }
-            if pods.phase.is_none() && pods.labels.is_none() && pods.restarts.is_none() {
-                return Err("pods: asserts nothing (give phase, labels or restarts)".to_owned());
+            if pods.phase.is_none()
+                && pods.labels.is_none()
+                && pods.restarts.is_none()
+                && pods.node_labels.is_none()
+            {
+                return Err(
+                    "pods: asserts nothing (give phase, labels, restarts or nodeLabels)".to_owned(),
+                );
+            }
+            if let Some(node_labels) = &pods.node_labels {
+                check_operators(node_labels, "pods.nodeLabels")?;
             }
             if let Some(restarts) = &pods.restarts {
                 check_operators(restarts, "pods.restarts")?;
@@ -556,6 +609,11 @@ impl StepState {
             if !known {
                 return Err(format!(
                     "endpoints: unknown service `{service}`, expected primary, replicas, <site> or <site>-hl"
+                ));
+            }
+            if endpoints.recorded && !matches!(service, "primary" | "replicas") {
+                return Err(format!(
+                    "endpoints: `recorded` reads the workload's probe, which records primary and replicas only, not `{service}`"
                 ));
             }
         }
@@ -622,6 +680,9 @@ impl StepState {
             if let Some(body) = &deploy.body {
                 check_operators(body, "deploy-api.body")?;
             }
+            if let Some(expires_in) = &deploy.expires_in {
+                check_operators(expires_in, "deploy-api.expiresIn")?;
+            }
             self.variables.extend(deploy.save.keys().cloned());
         }
         if let Some(metric) = &expect.metric {
@@ -631,8 +692,27 @@ impl StepState {
             check_operators(&object.match_, "object.match")?;
         }
         if let Some(mysql) = &expect.mysql {
-            if mysql.read_only.is_none() && mysql.replicating.is_none() {
-                return Err("mysql: asserts nothing (give readOnly or replicating)".to_owned());
+            if mysql.read_only.is_none()
+                && mysql.replicating.is_none()
+                && mysql.clock_offset.is_none()
+                && mysql.write_deadline_ran_within.is_none()
+            {
+                return Err(
+                    "mysql: asserts nothing (give readOnly, replicating, clockOffset or writeDeadlineRanWithin)"
+                        .to_owned(),
+                );
+            }
+            if let Some(range) = &mysql.clock_offset {
+                let low = super::model::offset_ms(&range.at_least)
+                    .map_err(|e| format!("mysql.clockOffset.atLeast: {e}"))?;
+                let high = super::model::offset_ms(&range.at_most)
+                    .map_err(|e| format!("mysql.clockOffset.atMost: {e}"))?;
+                if low > high {
+                    return Err(format!(
+                        "mysql.clockOffset: atLeast {} is more than atMost {}",
+                        range.at_least, range.at_most
+                    ));
+                }
             }
         }
         if let Some(connection) = &expect.connection {
@@ -658,7 +738,21 @@ impl StepState {
                 }
                 (true, true) | (false, false) => {}
             }
+            if connection.sent_write.is_some() && connection.site.is_some() {
+                return Err(format!(
+                    "connection: `{}` asserts sentWrite; `site` is only read with writeError",
+                    connection.name
+                ));
+            }
         }
+        for (name, pointer) in &expect.save {
+            if !pointer.starts_with('/') {
+                return Err(format!(
+                    "save: `{name}: {pointer}` is not a JSON pointer (it starts with `/`, e.g. /metadata/resourceVersion)"
+                ));
+            }
+        }
+        self.variables.extend(expect.save.keys().cloned());
         Ok(())
     }
 }

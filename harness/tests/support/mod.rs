@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use bloodraven_harness::history::event::{
-    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, Op,
+    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, Op, RestoreRecord,
 };
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::Site;
@@ -158,15 +158,53 @@ impl Builder {
         self.status_with(ms, active, generation, last_failover, Some((2_000, 3)))
     }
 
+    /// A group status snapshot reporting a restore in place (no failover).
+    pub fn restore_status(
+        self,
+        ms: u64,
+        active: Site,
+        generation: u64,
+        restore: RestoreRecord,
+    ) -> Self {
+        self.push_status(
+            ms,
+            Op::Status {
+                active_site: Some(active),
+                topology_generation: generation,
+                authority: Some("Valid".to_owned()),
+                last_failover: None,
+                restore: Some(Box::new(restore)),
+                poll_interval_ms: Some(2_000),
+                failure_threshold: Some(3),
+            },
+        )
+    }
+
     /// A group status snapshot with the spec's (pollInterval ms, failureThreshold), if known.
     pub fn status_with(
-        mut self,
+        self,
         ms: u64,
         active: Site,
         generation: u64,
         last_failover: Option<FailoverRecord>,
         detection: Option<(u64, u32)>,
     ) -> Self {
+        self.push_status(
+            ms,
+            Op::Status {
+                active_site: Some(active),
+                topology_generation: generation,
+                authority: Some("Valid".to_owned()),
+                last_failover,
+                restore: None,
+                poll_interval_ms: detection.map(|(interval, _)| interval),
+                failure_threshold: detection.map(|(_, threshold)| threshold),
+            },
+        )
+    }
+
+    /// The status reader's invoke, then its completion `read`, at `ms`.
+    fn push_status(mut self, ms: u64, read: Op) -> Self {
         self.push(
             "status",
             EventType::Invoke,
@@ -175,24 +213,13 @@ impl Builder {
                 topology_generation: 0,
                 authority: None,
                 last_failover: None,
+                restore: None,
                 poll_interval_ms: None,
                 failure_threshold: None,
             },
             ms,
         );
-        self.push(
-            "status",
-            EventType::Ok,
-            Op::Status {
-                active_site: Some(active),
-                topology_generation: generation,
-                authority: Some("Valid".to_owned()),
-                last_failover,
-                poll_interval_ms: detection.map(|(interval, _)| interval),
-                failure_threshold: detection.map(|(_, threshold)| threshold),
-            },
-            ms,
-        );
+        self.push("status", EventType::Ok, read, ms);
         self
     }
 

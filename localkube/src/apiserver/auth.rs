@@ -1,5 +1,6 @@
-//! Authentication (admin bearer token, ServiceAccount JWTs with audiences, expiry and
-//! object binding, trap 12) and RBAC authorization (allow-only, trap 11).
+//! Authentication (x509 client certificates of the cluster CA, see `tls`; the admin bearer
+//! token; ServiceAccount JWTs with audiences, expiry and object binding, trap 12) and RBAC
+//! authorization (allow-only, trap 11).
 
 use super::error::{ApiError, Error, Result};
 use super::meta;
@@ -57,6 +58,47 @@ impl UserInfo {
         }
         v
     }
+}
+
+/// What a connection's TLS client certificate says about the client.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ClientCertificate {
+    /// No client certificate was sent.
+    #[default]
+    None,
+    /// A certificate of the cluster CA, valid now: its user (CN) and groups (O).
+    Valid(UserInfo),
+    /// A certificate that does not authenticate (expired, another CA, no CN): why.
+    Invalid(String),
+}
+
+/// The user of a client certificate, as kube-apiserver's x509 authenticator maps it: the
+/// subject's CN is the user name, each O a group, plus `system:authenticated`.
+pub fn user_from_certificate(der: &[u8]) -> std::result::Result<UserInfo, String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, cert) =
+        X509Certificate::from_der(der).map_err(|e| format!("parse the client certificate: {e}"))?;
+    let subject = cert.subject();
+    let name = subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() {
+        return Err("common name of client cert is empty".into());
+    }
+    let mut groups: Vec<String> = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(String::from))
+        .collect();
+    groups.push("system:authenticated".into());
+    Ok(UserInfo {
+        name,
+        uid: String::new(),
+        groups,
+        extra: BTreeMap::new(),
+    })
 }
 
 /// Validates and issues bearer tokens.
@@ -518,6 +560,7 @@ pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
     let groups = json!([
         "",
         "apps",
+        "batch",
         "discovery.k8s.io",
         "coordination.k8s.io",
         "events.k8s.io",
@@ -544,7 +587,9 @@ pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
         "endpointslices",
         "leases",
         "poddisruptionbudgets",
-        "controllerrevisions"
+        "controllerrevisions",
+        "jobs",
+        "jobs/status"
     ]);
     let role = |name: &str, rules: Value| {
         (

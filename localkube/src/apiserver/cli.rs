@@ -22,7 +22,8 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Start the control plane; writes DIR/kubeconfig, DIR/localkube.json and DIR/admin-token.
+    /// Start the control plane; writes DIR/kubeconfig (admin client certificate),
+    /// DIR/localkube.json and DIR/admin-token.
     Up {
         /// State dir.
         #[arg(long)]
@@ -43,6 +44,11 @@ pub enum Command {
         /// Service ClusterIP range.
         #[arg(long, default_value = "10.96.0.0/16")]
         service_cidr: String,
+        /// Containers (by name, comma separated, e.g. `mysql`) that get libfaketime, so
+        /// `localkube fault clock-offset` can step their wall clock; no other container is
+        /// touched (see `node::clock`). Needs Debian's libfaketime.
+        #[arg(long, value_delimiter = ',')]
+        clock_faults: Vec<String>,
     },
     /// Stop the control plane recorded in DIR and remove what it made (objects are kept
     /// unless --purge).
@@ -85,6 +91,7 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
             detach,
             port,
             service_cidr,
+            clock_faults,
         } => {
             if let Some((pid, port)) = server::read_state(&state_dir) {
                 if alive(pid) && pid != std::process::id() {
@@ -106,12 +113,17 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
                     &config.zoneless_nodes,
                     port,
                     &service_cidr,
+                    &clock_faults,
                 );
             }
             config.port = port;
             config.service_cidr = service_cidr;
             config.plugins = plugins;
-            crate::kubelet::prepare(&mut config, crate::kubelet::Kubelet::default())
+            let kubelet = crate::kubelet::Kubelet::new(crate::kubelet::KubeletConfig {
+                clock_faults,
+                ..crate::kubelet::KubeletConfig::default()
+            });
+            crate::kubelet::prepare(&mut config, kubelet)
                 .map_err(|e| Error::Config(e.to_string()))?;
             let lk = LocalKube::start(config).await?;
             println!(
@@ -155,6 +167,7 @@ fn up_detached(
     zoneless_nodes: &[String],
     port: u16,
     service_cidr: &str,
+    clock_faults: &[String],
 ) -> Result<()> {
     use std::os::unix::process::CommandExt;
     std::fs::create_dir_all(state_dir).map_err(|e| Error::io(state_dir, e))?;
@@ -174,6 +187,9 @@ fn up_detached(
         command
             .arg("--zoneless-nodes")
             .arg(zoneless_nodes.join(","));
+    }
+    if !clock_faults.is_empty() {
+        command.arg("--clock-faults").arg(clock_faults.join(","));
     }
     let child = command
         .arg("--port")

@@ -228,6 +228,12 @@ pub fn builtin_defaults(group: &str, kind: &str, obj: &mut Value) {
             obj["status"] = json!({"phase": "Pending"});
         }
         ("", "Secret") => set_default(obj, "type", json!("Opaque")),
+        ("batch", "Job") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                template_defaults(spec);
+            }
+            super::batch::job_defaults(obj);
+        }
         ("coordination.k8s.io", "Lease") => {}
         ("", "Node") => {
             if let Some(status) = object_at(obj, "status") {

@@ -1,5 +1,6 @@
-//! Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`, legacy form: kubectl
-//! falls back to it when the response is not the aggregated media type) and OpenAPI v3
+//! Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`; `/api` and `/apis` in
+//! the aggregated form `apidiscovery.k8s.io` v2 and v2beta1 when the client asks for it,
+//! else the legacy form) and OpenAPI v3
 //! (index and per group-version documents with PATCH operations carrying the
 //! `fieldValidation` parameter, which kubectl's validation looks for).
 
@@ -47,16 +48,104 @@ fn sub_entry(r: &ResourceInfo, sub: &str) -> Value {
     e
 }
 
+/// The verbs of a resource.
+fn verbs_of(r: &ResourceInfo) -> &'static [&'static str] {
+    if r.create_only {
+        &["create"]
+    } else {
+        ALL_VERBS
+    }
+}
+
+/// One `APISubresourceDiscovery` of `r`.
+fn aggregated_sub(r: &ResourceInfo, sub: &str) -> Value {
+    let legacy = sub_entry(r, sub);
+    let kind = legacy.get("kind").cloned().unwrap_or(Value::Null);
+    let group = legacy
+        .get("group")
+        .cloned()
+        .unwrap_or_else(|| json!(r.group));
+    let version = legacy
+        .get("version")
+        .cloned()
+        .unwrap_or_else(|| json!(r.version));
+    json!({"subresource": sub, "responseKind": {"group": group, "version": version, "kind": kind},
+        "verbs": legacy.get("verbs").cloned().unwrap_or_else(|| json!([]))})
+}
+
+/// One `APIResourceDiscovery` (`apidiscovery.k8s.io`) of `r`.
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let scope = if r.namespaced {
+        "Namespaced"
+    } else {
+        "Cluster"
+    };
+    let mut e = json!({"resource": r.plural,
+        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+        "scope": scope, "singularResource": r.singular, "verbs": verbs_of(r)});
+    if !r.short_names.is_empty() {
+        e["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        e["categories"] = json!(r.categories);
+    }
+    if !r.subresources.is_empty() {
+        let subs: Vec<Value> = r
+            .subresources
+            .iter()
+            .map(|s| aggregated_sub(r, s))
+            .collect();
+        e["subresources"] = json!(subs);
+    }
+    e
+}
+
+/// One `APIGroupDiscovery`: the group's versions (preferred first), each `Current`.
+fn aggregated_group(resources: &[ResourceInfo], group: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let rs: Vec<Value> = resources
+                .iter()
+                .filter(|r| r.group == group && &r.version == v)
+                .map(aggregated_resource)
+                .collect();
+            json!({"version": v, "resources": rs, "freshness": "Current"})
+        })
+        .collect();
+    let mut metadata = json!({"creationTimestamp": null});
+    if !group.is_empty() {
+        metadata["name"] = json!(group);
+    }
+    json!({"metadata": metadata, "versions": vs})
+}
+
+/// Aggregated discovery (`APIGroupDiscoveryList` of `apidiscovery.k8s.io/<version>`): of
+/// the core group for `/api` (`core`), else of every named group for `/apis`.
+pub fn aggregated(resources: &[ResourceInfo], core: bool, version: &str) -> Value {
+    let items: Vec<Value> = if core {
+        vec![aggregated_group(resources, "", &["v1".to_string()])]
+    } else {
+        groups(resources)
+            .iter()
+            .map(|(g, vs)| aggregated_group(resources, g, vs))
+            .collect()
+    };
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {}, "items": items})
+}
+
+/// The `Content-Type` of an aggregated discovery response, which clients check to tell it
+/// from the legacy form.
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
 /// `APIResourceList` of one group version.
 pub fn resource_list(gv: &str, resources: &[ResourceInfo]) -> Value {
     let mut list = Vec::new();
     for r in resources {
-        let verbs: &[&str] = if r.create_only {
-            &["create"]
-        } else {
-            ALL_VERBS
-        };
-        let mut e = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs});
+        let mut e = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs_of(r)});
         if !r.short_names.is_empty() {
             e["shortNames"] = json!(r.short_names);
         }

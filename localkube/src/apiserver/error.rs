@@ -171,6 +171,31 @@ impl ApiError {
             "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]}));
         e
     }
+    /// 422 Invalid listing every field error, as the real server aggregates them
+    /// (`Kind.group "name" is invalid: [a: ..., b: ...]`).
+    pub fn invalid_fields(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
+        let gk = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        let list = match lines.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{gk} \"{name}\" is invalid: {list}"),
+        );
+        e.details = Some(json!({"name": name, "group": group, "kind": kind,
+            "causes": errors.iter().map(|e| json!({"reason": e.reason, "message": e.message, "field": e.field})).collect::<Vec<_>>()}));
+        e
+    }
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -182,6 +207,19 @@ impl ApiError {
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"))
+    }
+    /// 406 NotAcceptable: no `Accept` clause names something this server produces.
+    pub fn not_acceptable(accepted: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("only the following media types are accepted: {accepted}"),
+        )
+    }
+    /// 406 NotAcceptable with the real server's own message (a conversion that does not
+    /// fit the object, such as a list asked for as `PartialObjectMetadata`).
+    pub fn not_acceptable_message(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
     }
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
@@ -213,6 +251,53 @@ impl ApiError {
             s["details"] = d.clone();
         }
         s
+    }
+}
+
+/// One field error of a 422 Invalid (`field.Error` of apimachinery).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    /// The field path (`spec.template.spec.restartPolicy`).
+    pub field: String,
+    /// The cause reason (`FieldValueRequired`, `FieldValueInvalid`, `FieldValueNotSupported`).
+    pub reason: &'static str,
+    /// The message (`Required value: ...`, `Invalid value: 1: ...`).
+    pub message: String,
+}
+
+impl FieldError {
+    /// `Required value: <detail>`.
+    pub fn required(field: &str, detail: &str) -> Self {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        FieldError {
+            field: field.into(),
+            reason: "FieldValueRequired",
+            message,
+        }
+    }
+    /// `Invalid value: <value>: <detail>` (the value as the real server prints it: JSON).
+    pub fn invalid(field: &str, value: &Value, detail: &str) -> Self {
+        FieldError {
+            field: field.into(),
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {value}: {detail}"),
+        }
+    }
+    /// `Unsupported value: "<value>": supported values: "a", "b"`.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        FieldError {
+            field: field.into(),
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                list.join(", ")
+            ),
+        }
     }
 }
 

@@ -1,17 +1,20 @@
 //! The HTTP layer: path parsing, authentication, impersonation, RBAC, and the handlers of
 //! every verb, watch streams (traps 2 and 3), tables, logs and reviews.
 
-use super::auth::{self, Attributes, UserInfo};
+use super::accept::{self, Endpoint, Output};
+use super::auth::{self, Attributes, ClientCertificate, UserInfo};
 use super::discovery;
 use super::error::ApiError;
 use super::logs;
 use super::meta;
+use super::openapi;
 use super::ops::{set_gvk, Cluster, DeleteOptions, PatchType, WriteOptions};
 use super::registry::ResourceInfo;
 use super::reviews;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{EventType, StoreEvent};
 use super::table::{self, IncludeObject};
+use super::wire::{self, Form};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -43,6 +46,8 @@ pub struct ServerState {
     pub bookmark_interval: Duration,
     /// Flips to true on shutdown; streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The CA client certificates are verified against.
+    pub client_ca: super::tls::ClientCa,
 }
 
 /// The router serving every path.
@@ -52,13 +57,34 @@ pub fn router(state: Arc<ServerState>) -> Router {
 
 type Query = HashMap<String, String>;
 
+/// The encoding of `r`'s objects (custom resources are unstructured maps on a real server).
+fn form_of(r: &ResourceInfo) -> Form {
+    if r.crd.is_some() {
+        Form::Unstructured
+    } else {
+        Form::Typed
+    }
+}
+
 fn json_response(code: u16, v: &Value) -> Response {
-    let body = serde_json::to_vec(v).unwrap_or_default();
+    object_response(code, v, Form::Typed)
+}
+
+fn object_response(code: u16, v: &Value, form: Form) -> Response {
+    let body = wire::to_vec(v, form);
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::OK))
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(body))
         .unwrap_or_default()
+}
+
+/// `resp` with its `Content-Type` replaced.
+fn with_content_type(mut resp: Response, content_type: &str) -> Response {
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    resp
 }
 
 fn error_response(e: &ApiError) -> Response {
@@ -97,8 +123,22 @@ fn flag(q: &Query, k: &str) -> bool {
     matches!(q.get(k).map(String::as_str), Some("true") | Some("1"))
 }
 
-fn authenticate(st: &ServerState, headers: &HeaderMap) -> Result<Option<UserInfo>, ApiError> {
+/// The request's user, as kube-apiserver's authenticators in order: a valid client
+/// certificate, else a bearer token; an invalid certificate without a valid token is 401
+/// (also on public paths: no fallback to anonymous after a failed credential).
+fn authenticate(
+    st: &ServerState,
+    headers: &HeaderMap,
+    cert: &ClientCertificate,
+) -> Result<Option<UserInfo>, ApiError> {
+    if let ClientCertificate::Valid(user) = cert {
+        return Ok(Some(user.clone()));
+    }
     let Some(h) = headers.get(header::AUTHORIZATION) else {
+        if let ClientCertificate::Invalid(why) = cert {
+            tracing::debug!(reason = %why, "client certificate authentication failed");
+            return Err(ApiError::unauthorized());
+        }
         return Ok(None);
     };
     let v = h.to_str().map_err(|_| ApiError::unauthorized())?;
@@ -315,12 +355,64 @@ fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .map(|a| a.split(',').next().unwrap_or_default().contains("as=Table"))
-        .unwrap_or(false)
+/// The output a resource request negotiated from its `Accept` header.
+fn output_of(headers: &HeaderMap) -> Result<Output, ApiError> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    accept::negotiate(accept, Endpoint::Resource)
+}
+
+/// `PartialObjectMetadata` of `obj` (kube-runtime's metadata watcher and `get_metadata`).
+fn partial_metadata(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({}))})
+}
+
+fn is_list(obj: &Value) -> bool {
+    obj.get("items").map(Value::is_array).unwrap_or(false)
+}
+
+/// `obj` (an object of `r`, or a list of them) in the negotiated `output`; `Status`
+/// objects pass unchanged, as on the real server.
+fn present(obj: &Value, r: &ResourceInfo, output: Output) -> Result<(Value, Form), ApiError> {
+    if obj.get("kind").and_then(Value::as_str) == Some("Status") {
+        return Ok((obj.clone(), Form::Typed));
+    }
+    let go_type = |list: &str| {
+        if r.crd.is_some() {
+            format!("*unstructured.Unstructured{list}")
+        } else {
+            format!("*{}.{}{list}", r.version, r.kind)
+        }
+    };
+    match output {
+        Output::Metadata if is_list(obj) => Err(ApiError::not_acceptable_message(format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({})",
+            go_type("List")
+        ))),
+        Output::Metadata => Ok((partial_metadata(obj), Form::Typed)),
+        Output::MetadataList if !is_list(obj) => Err(ApiError::not_acceptable_message(format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+            go_type("")
+        ))),
+        Output::MetadataList => {
+            let items: Vec<Value> = obj["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(partial_metadata)
+                .collect();
+            let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})), "items": items});
+            Ok((list, Form::Typed))
+        }
+        Output::Object | Output::Table | Output::Aggregated(_) => Ok((obj.clone(), form_of(r))),
+    }
+}
+
+/// The response for `obj` of `r` in the negotiated `output`.
+fn respond(code: u16, obj: &Value, r: &ResourceInfo, output: Output) -> Result<Response, ApiError> {
+    let (v, form) = present(obj, r, output)?;
+    Ok(object_response(code, &v, form))
 }
 
 fn include_object(q: &Query) -> IncludeObject {
@@ -397,18 +489,11 @@ fn selectors(t: &Target, q: &Query) -> Result<(LabelSelector, FieldSelector), Ap
             .map(String::as_str)
             .unwrap_or_default(),
     )?;
-    let extra =
-        t.r.crd
-            .as_ref()
-            .map(|c| c.selectable_fields.clone())
-            .unwrap_or_default();
     let fields = FieldSelector::parse(
         q.get("fieldSelector")
             .map(String::as_str)
             .unwrap_or_default(),
-        &t.r.group,
-        &t.r.kind,
-        &extra,
+        &t.r,
     )?;
     Ok((labels, fields))
 }
@@ -423,7 +508,10 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
         segs.first().copied(),
         Some("healthz") | Some("livez") | Some("readyz") | Some("version")
     );
-    let user = match authenticate(&st, &parts.headers)? {
+    let cert = st
+        .client_ca
+        .identify(parts.extensions.get::<super::tls::PeerCertificates>());
+    let user = match authenticate(&st, &parts.headers, &cert)? {
         Some(u) => impersonate(&st, u, &parts.headers)?,
         None if public => UserInfo {
             name: "system:anonymous".into(),
@@ -433,11 +521,24 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
         None => return Err(ApiError::unauthorized()),
     };
     let cluster = st.cluster.clone();
+    let discovery_output = if matches!(segs.as_slice(), ["api"] | ["apis"]) {
+        let accept = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok());
+        accept::negotiate(accept, Endpoint::Discovery)?
+    } else {
+        Output::Object
+    };
+    let aggregated = match discovery_output {
+        Output::Aggregated(v) => Some(v),
+        _ => None,
+    };
 
     // Non-resource paths.
     let non_resource = match segs.as_slice() {
         [] => Some(
-            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]}),
+            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/readyz", "/version"]}),
         ),
         ["healthz", ..] | ["livez", ..] | ["readyz", ..] => {
             return Ok(Response::builder()
@@ -446,8 +547,14 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
                 .unwrap_or_default());
         }
         ["version"] => Some(discovery::version()),
-        ["api"] => Some(discovery::api_versions(&st.address)),
-        ["apis"] => Some(discovery::group_list(&cluster.registry.all())),
+        ["api"] => Some(match aggregated {
+            Some(v) => discovery::aggregated(&cluster.registry.all(), true, v),
+            None => discovery::api_versions(&st.address),
+        }),
+        ["apis"] => Some(match aggregated {
+            Some(v) => discovery::aggregated(&cluster.registry.all(), false, v),
+            None => discovery::group_list(&cluster.registry.all()),
+        }),
         ["api", v] | ["apis", _, v] if (segs.len() == 2 && segs[0] == "api") || segs.len() == 3 => {
             let group = if segs[0] == "api" { "" } else { segs[1] };
             let rs: Vec<ResourceInfo> = cluster
@@ -469,7 +576,7 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
         ["apis", g] => Some(
             discovery::group(&cluster.registry.all(), g).ok_or_else(ApiError::path_not_found)?,
         ),
-        ["openapi", "v2"] => return Err(ApiError::path_not_found()),
+        ["openapi", "v2"] => Some(openapi::document(&cluster.registry.all())),
         ["openapi", "v3"] => {
             let mut paths = serde_json::Map::new();
             for (p, rs) in discovery::by_openapi_path(&cluster.registry.all()) {
@@ -503,6 +610,29 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
         };
         if !public && !auth::authorize(&cluster.store, &user, &a) {
             return Err(a.forbidden(&user));
+        }
+        if segs.as_slice() == ["openapi", "v2"] {
+            let accept = parts
+                .headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            return match openapi::negotiate(accept) {
+                Some(openapi::Format::Json) => Ok(json_response(200, &doc)),
+                Some(openapi::Format::Protobuf) => Ok(Response::builder()
+                    .header(header::CONTENT_TYPE, openapi::PROTOBUF_CONTENT_TYPE)
+                    .body(Body::from(openapi::protobuf(&doc)))
+                    .unwrap_or_default()),
+                None => Err(ApiError::not_acceptable(&format!(
+                    "application/json, {}",
+                    openapi::PROTOBUF
+                ))),
+            };
+        }
+        if let Some(v) = aggregated {
+            return Ok(with_content_type(
+                json_response(200, &doc),
+                &discovery::aggregated_content_type(v),
+            ));
         }
         return Ok(json_response(200, &doc));
     }
@@ -583,15 +713,16 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
             "log" => pod_log(st.clone(), &ns, &name, &q).await,
             "scale" => Ok(json_response(200, &cluster.get_scale(r, &ns, &name)?)),
             _ => {
+                let output = output_of(&parts.headers)?;
                 let obj = cluster.get(r, &ns, &name)?;
-                if wants_table(&parts.headers) {
+                if output == Output::Table {
                     let rv = meta::str_at(&obj, "/metadata/resourceVersion").to_string();
                     return Ok(json_response(
                         200,
                         &table::table(r, &[obj], &rv, None, include_object(&q), true),
                     ));
                 }
-                Ok(json_response(200, &obj))
+                respond(200, &obj, r, output)
             }
         },
         (Method::GET, None) if verb == "watch" => {
@@ -622,8 +753,9 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
                 return Ok(json_response(201, &out));
             }
             let o = write_options(&q, &parts.headers)?;
+            let output = output_of(&parts.headers)?;
             let created = cluster.create(r, &ns, obj, &o)?;
-            Ok(json_response(201, &created))
+            respond(201, &created, r, output)
         }
         (Method::POST, Some(name)) => {
             let body = read_body(body).await?;
@@ -687,8 +819,9 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
                     &cluster.write_scale(r, &ns, &name, None, &obj, &o)?,
                 ));
             }
+            let output = output_of(&parts.headers)?;
             let out = cluster.update(r, &ns, &name, obj, &sub, &o)?;
-            Ok(json_response(200, &out))
+            respond(200, &out, r, output)
         }
         (Method::PATCH, Some(name)) => {
             let pt = match content_type(&parts.headers).as_str() {
@@ -731,8 +864,9 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
                     return Err(create.forbidden(&user));
                 }
             }
+            let output = output_of(&parts.headers)?;
             let out = cluster.patch(r, &ns, &name, pt, &patch, &sub, &o)?;
-            Ok(json_response(if existed { 200 } else { 201 }, &out))
+            respond(if existed { 200 } else { 201 }, &out, r, output)
         }
         (Method::DELETE, Some(name)) => {
             let body = read_body(body).await?;
@@ -742,6 +876,7 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
                 Some(decode_object(&parts.headers, &body)?)
             };
             let d = delete_options(&q, opts)?;
+            let output = output_of(&parts.headers)?;
             let out = cluster.delete(r, &ns, &name, &d)?;
             let pending = out.get("kind").and_then(Value::as_str) != Some("Status")
                 && out.pointer("/metadata/deletionTimestamp").is_some()
@@ -749,7 +884,7 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
                     .store
                     .get(&r.storage_key(), meta::namespace(&out), &name)
                     .is_some();
-            Ok(json_response(if pending { 202 } else { 200 }, &out))
+            respond(if pending { 202 } else { 200 }, &out, r, output)
         }
         (Method::DELETE, None) => {
             let body = read_body(body).await?;
@@ -759,10 +894,10 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
                 Some(decode_object(&parts.headers, &body)?)
             };
             let d = delete_options(&q, opts)?;
-            Ok(json_response(
-                200,
-                &cluster.delete_collection(r, t.namespace.as_deref(), &labels, &fields, &d)?,
-            ))
+            let output = output_of(&parts.headers)?;
+            let deleted =
+                cluster.delete_collection(r, t.namespace.as_deref(), &labels, &fields, &d)?;
+            respond(200, &deleted, r, output)
         }
         _ => Err(ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource: {method}"
@@ -837,6 +972,7 @@ fn list(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     use base64::Engine;
+    let output = output_of(headers)?;
     let (items, rv) = cluster.list(&t.r, t.namespace.as_deref(), labels, fields);
     let limit: Option<usize> = match q.get("limit") {
         Some(l) if !l.is_empty() => Some(
@@ -882,7 +1018,7 @@ fn list(
         }
     }
     let rv = rv.to_string();
-    if wants_table(headers) {
+    if output == Output::Table {
         return Ok(json_response(
             200,
             &table::table(&t.r, &page, &rv, cont.as_deref(), include_object(q), true),
@@ -892,10 +1028,12 @@ fn list(
     if let Some(c) = cont {
         metadata["continue"] = json!(c);
     }
-    Ok(json_response(
+    respond(
         200,
         &json!({"kind": format!("{}List", t.r.kind), "apiVersion": t.r.api_version(), "metadata": metadata, "items": page}),
-    ))
+        &t.r,
+        output,
+    )
 }
 
 struct WatchFilter {
@@ -950,17 +1088,22 @@ impl WatchFilter {
         Some(
             ev.encoded
                 .get_or_init(|| {
-                    line(&json!({"type": ty, "object": &*ev.object})).unwrap_or_default()
+                    line(
+                        &json!({"type": ty, "object": &*ev.object}),
+                        form_of(&self.r),
+                    )
+                    .unwrap_or_default()
                 })
                 .clone(),
         )
     }
 }
 
-fn line(v: &Value) -> Result<Bytes, Infallible> {
-    let mut b = serde_json::to_vec(v).unwrap_or_default();
-    b.push(b'\n');
-    Ok(Bytes::from(b))
+/// One watch line of the event `v` (`{"type", "object"}`), encoded as `form`.
+fn line(v: &Value, form: Form) -> Result<Bytes, Infallible> {
+    let ty = v.get("type").and_then(Value::as_str).unwrap_or_default();
+    let object = v.get("object").unwrap_or(&Value::Null);
+    Ok(Bytes::from(wire::watch_line(ty, object, form)))
 }
 
 async fn watch(
@@ -981,7 +1124,14 @@ async fn watch(
     };
     let bookmarks = flag(q, "allowWatchBookmarks");
     let send_initial = flag(q, "sendInitialEvents");
-    let as_table = wants_table(headers);
+    let output = output_of(headers)?;
+    if output == Output::MetadataList {
+        return Err(ApiError::not_acceptable_message(
+            "you requested PartialObjectMetadataList, but a watch sends one object per event: ask for PartialObjectMetadata",
+        ));
+    }
+    let as_table = output == Output::Table;
+    let metadata_only = output == Output::Metadata;
     let include = include_object(q);
     if send_initial && q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
         return Err(ApiError::invalid(
@@ -1037,10 +1187,17 @@ async fn watch(
             if end {
                 m["annotations"] = json!({"k8s.io/initial-events-end": "true"});
             }
-            json!({"type": "BOOKMARK", "object": {"kind": r.kind, "apiVersion": r.api_version(), "metadata": m}})
+            let object = json!({"kind": r.kind, "apiVersion": r.api_version(), "metadata": m});
+            let object = if metadata_only {
+                partial_metadata(&object)
+            } else {
+                object
+            };
+            json!({"type": "BOOKMARK", "object": object})
         }
     };
     let r = t.r.clone();
+    let form = form_of(&r);
     let interval = st.bookmark_interval;
     let mut shutdown = st.shutdown.clone();
     tokio::spawn(async move {
@@ -1051,12 +1208,14 @@ async fn watch(
                 let t = table::table(&r, &[obj], &rv, None, include, !sent_columns);
                 sent_columns = true;
                 json!({"type": ty, "object": t})
+            } else if metadata_only && ty != "ERROR" {
+                json!({"type": ty, "object": partial_metadata(&obj)})
             } else {
                 json!({"type": ty, "object": obj})
             }
         };
         if let Some(e) = expired {
-            let _ = tx.send(line(&e)).await;
+            let _ = tx.send(line(&e, form)).await;
             return;
         }
         let mut last_rv = start_rv;
@@ -1068,11 +1227,16 @@ async fn watch(
             {
                 last_rv = last_rv.max(rv);
             }
-            if tx.send(line(&render(ty, obj))).await.is_err() {
+            if tx.send(line(&render(ty, obj), form)).await.is_err() {
                 return;
             }
         }
-        if send_initial && tx.send(line(&bookmark(start_rv, true))).await.is_err() {
+        if send_initial
+            && tx
+                .send(line(&bookmark(start_rv, true), form))
+                .await
+                .is_err()
+        {
             return;
         }
         let mut bookmarked = last_rv;
@@ -1086,12 +1250,12 @@ async fn watch(
                     Ok(ev) => {
                         last_rv = ev.rv;
                         if let Some(ty) = filter.classify(&ev) {
-                            let out = match filter.shared_line(&ev, ty).filter(|_| !as_table) {
+                            let out = match filter.shared_line(&ev, ty).filter(|_| !as_table && !metadata_only) {
                                 Some(b) => Ok(b),
                                 None => {
                                     let mut obj = (*ev.object).clone();
                                     set_gvk(&filter.r, &mut obj);
-                                    line(&render(ty, obj))
+                                    line(&render(ty, obj), form)
                                 }
                             };
                             if tx.send(out).await.is_err() {
@@ -1102,14 +1266,14 @@ async fn watch(
                     }
                     Err(RecvError::Lagged(_)) => {
                         let e = ApiError::expired(format!("too old resource version: {last_rv}: the watcher fell behind"));
-                        let _ = tx.send(line(&json!({"type": "ERROR", "object": e.to_status()}))).await;
+                        let _ = tx.send(line(&json!({"type": "ERROR", "object": e.to_status()}), form)).await;
                         return;
                     }
                     Err(RecvError::Closed) => return,
                 },
                 _ = ticker.tick(), if bookmarks && !as_table => {
                     if last_rv > bookmarked {
-                        if tx.send(line(&bookmark(last_rv, false))).await.is_err() {
+                        if tx.send(line(&bookmark(last_rv, false), form)).await.is_err() {
                             return;
                         }
                         bookmarked = last_rv;

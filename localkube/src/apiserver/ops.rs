@@ -111,7 +111,7 @@ fn uses_generation(r: &ResourceInfo) -> bool {
     r.crd.is_some()
         || matches!(
             r.group.as_str(),
-            "apps" | "policy" | "networking.k8s.io" | "apiextensions.k8s.io"
+            "apps" | "batch" | "policy" | "networking.k8s.io" | "apiextensions.k8s.io"
         )
 }
 
@@ -450,7 +450,11 @@ impl Cluster {
             name = format!("{gen}{}", meta::random_suffix());
             m["name"] = json!(name);
         }
+        // APIServices are named `<version>.<group>` (`v1.` for the core group): the real
+        // server asks only for a valid path segment there.
+        let api_service = r.kind == "APIService" && !name.contains('/') && name.contains('.');
         if !(meta::valid_subdomain(&name)
+            || api_service
             || r.kind.ends_with("Role")
             || r.kind.ends_with("RoleBinding"))
         {
@@ -494,6 +498,7 @@ impl Cluster {
                 self.allocate_cluster_ip(obj)?;
             }
             ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_status(obj),
+            ("batch", "Job") => super::batch::validate_job(None, obj)?,
             _ => {}
         }
         Ok(())
@@ -650,6 +655,7 @@ impl Cluster {
                 check_pod_update(old, &new)?
             }
             ("", "Secret") => defaults::merge_secret_string_data(&mut new),
+            ("batch", "Job") if sub.is_empty() => super::batch::validate_job(Some(old), &new)?,
             _ => {}
         }
         for p in [
@@ -748,12 +754,9 @@ impl Cluster {
                 }
                 let mut obj = body.clone();
                 self.check_type(r, &mut obj)?;
-                if meta::name(&obj) != name {
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the object ({}) does not match the name on the URL ({name})",
-                        meta::name(&obj)
-                    )));
-                }
+                // The real server applies onto an empty object here, so an apply body without
+                // a name cannot create (its checkName sees "").
+                check_name(&obj, name, ns)?;
                 if o.strict {
                     self.validate_strict(r, &obj)?;
                 }
@@ -799,12 +802,12 @@ impl Cluster {
                 PatchType::Apply => {
                     let mut a = body.clone();
                     self.check_type(r, &mut a)?;
-                    if meta::name(&a) != name {
-                        return Err(ApiError::bad_request(format!(
-                            "the name of the object ({}) does not match the name on the URL ({name})",
-                            meta::name(&a)
-                        )));
+                    // Applied onto the live object, a body without a name keeps the live one
+                    // (issue 14 item 1); only a different name or namespace is rejected.
+                    if meta::name(&a).is_empty() {
+                        a["metadata"]["name"] = json!(name);
                     }
+                    check_name(&a, name, ns)?;
                     if o.strict {
                         self.validate_strict(r, &a)?;
                     }
@@ -1243,9 +1246,31 @@ fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The default propagation when none is given (the kind's strategy default).
-fn default_propagation(_r: &ResourceInfo) -> &'static str {
-    "Background"
+/// The real server's `checkName` on the object a patch produced: the name must equal the
+/// URL's, and a non-empty namespace must equal the request's.
+fn check_name(obj: &Value, name: &str, ns: &str) -> Result<(), ApiError> {
+    let obj_name = meta::name(obj);
+    if obj_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({obj_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let obj_ns = meta::namespace(obj);
+    if !ns.is_empty() && !obj_ns.is_empty() && obj_ns != ns {
+        return Err(ApiError::bad_request(format!(
+            "the namespace of the object ({obj_ns}) does not match the namespace on the request ({ns})"
+        )));
+    }
+    Ok(())
+}
+
+/// The default propagation when none is given (the kind's strategy default): `batch/v1`
+/// Jobs orphan their pods (kubectl sends Background), everything else is Background.
+fn default_propagation(r: &ResourceInfo) -> &'static str {
+    match (r.group.as_str(), r.kind.as_str()) {
+        ("batch", "Job") => "Orphan",
+        _ => "Background",
+    }
 }
 
 /// Which fields a write through `sub` covers.

@@ -1,5 +1,5 @@
 //! Decoding of the protobuf request bodies kubectl 1.32 sends from its typed clients
-//! (`kubectl create namespace|configmap|secret|serviceaccount|role|rolebinding|token`,
+//! (`kubectl create namespace|configmap|secret|serviceaccount|role|rolebinding|job|token`,
 //! `kubectl auth can-i`, `kubectl drain`): the `k8s\0` envelope around `runtime.Unknown`,
 //! and the messages of those kinds, turned into the JSON the rest of the server handles.
 //! Responses stay JSON (those clients accept it). Other kinds are 415 UnsupportedMediaType.
@@ -23,6 +23,13 @@ const POINTER_FIELDS: &[&str] = &[
     "blockOwnerDeletion",
     "immutable",
     "automountServiceAccountToken",
+    "parallelism",
+    "completions",
+    "activeDeadlineSeconds",
+    "backoffLimit",
+    "manualSelector",
+    "ttlSecondsAfterFinished",
+    "suspend",
 ];
 
 #[derive(Clone, Copy)]
@@ -210,6 +217,22 @@ fn fields(message: &str) -> Option<Fields> {
             (1, "key", F::Str),
             (2, "operator", F::Str),
             (3, "values", F::RepStr),
+        ],
+        "Job" => &[
+            (1, "metadata", F::Msg("ObjectMeta")),
+            (2, "spec", F::Msg("JobSpec")),
+        ],
+        "JobSpec" => &[
+            (1, "parallelism", F::Int),
+            (2, "completions", F::Int),
+            (3, "activeDeadlineSeconds", F::Int),
+            (4, "selector", F::Msg("LabelSelector")),
+            (5, "manualSelector", F::Bool),
+            (6, "template", F::Msg("PodTemplateSpec")),
+            (7, "backoffLimit", F::Int),
+            (8, "ttlSecondsAfterFinished", F::Int),
+            (9, "completionMode", F::Str),
+            (10, "suspend", F::Bool),
         ],
         "PodTemplateSpec" => &[
             (1, "metadata", F::Msg("ObjectMeta")),

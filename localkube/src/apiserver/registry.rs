@@ -192,6 +192,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             &[],
             false,
         ),
+        builtin("batch", "Job", "jobs", true, &["status"], &[], true),
         builtin(
             "discovery.k8s.io",
             "EndpointSlice",
@@ -273,6 +274,15 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             "clusterrolebindings",
             false,
             &[],
+            &[],
+            false,
+        ),
+        builtin(
+            "apiregistration.k8s.io",
+            "APIService",
+            "apiservices",
+            false,
+            &["status"],
             &[],
             false,
         ),

@@ -1,6 +1,7 @@
 //! Label selectors (trap 8) and field selectors (trap 7).
 
 use super::error::ApiError;
+use super::registry::ResourceInfo;
 use serde_json::Value;
 
 /// One requirement of a label selector.
@@ -281,19 +282,26 @@ pub struct FieldSelector {
     pub terms: Vec<(String, String, bool)>,
 }
 
-/// Fields that can be selected on a kind, besides `metadata.name` and `metadata.namespace`.
-pub fn supported_fields(group: &str, kind: &str) -> &'static [&'static str] {
-    match (group, kind) {
+/// The field labels a kind accepts, as the real scheme's field label conversion functions
+/// (`pkg/apis/core/v1/conversion.go`, `pkg/apis/events/v1/conversion.go`); `None` for kinds
+/// with the default conversion (only `metadata.name` and `metadata.namespace`).
+pub fn supported_fields(group: &str, kind: &str) -> Option<&'static [&'static str]> {
+    let labels: &'static [&'static str] = match (group, kind) {
         ("", "Pod") => &[
+            "metadata.name",
+            "metadata.namespace",
             "spec.nodeName",
-            "status.phase",
             "spec.restartPolicy",
             "spec.schedulerName",
             "spec.serviceAccountName",
             "spec.hostNetwork",
+            "status.phase",
             "status.podIP",
+            "status.podIPs",
             "status.nominatedNodeName",
+            "spec.host",
         ],
+        ("", "Node") => &["metadata.name", "spec.unschedulable"],
         ("", "Event") => &[
             "involvedObject.kind",
             "involvedObject.namespace",
@@ -306,24 +314,65 @@ pub fn supported_fields(group: &str, kind: &str) -> &'static [&'static str] {
             "reportingComponent",
             "source",
             "type",
+            "metadata.namespace",
+            "metadata.name",
         ],
-        ("", "Secret") => &["type"],
-        ("", "Namespace") => &["status.phase"],
-        ("", "Node") => &["spec.unschedulable"],
-        ("apps", "ReplicaSet") => &["status.replicas"],
-        _ => &[],
+        ("events.k8s.io", "Event") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "source",
+            "type",
+            "metadata.namespace",
+            "metadata.name",
+        ],
+        ("", "Namespace") => &["status.phase", "metadata.name"],
+        ("", "Secret") => &["type", "metadata.namespace", "metadata.name"],
+        ("", "Service") => &[
+            "metadata.namespace",
+            "metadata.name",
+            "spec.clusterIP",
+            "spec.type",
+        ],
+        _ => return None,
+    };
+    Some(labels)
+}
+
+/// Why a field label is refused, in the real server's words.
+fn unsupported(r: &ResourceInfo, field: &str) -> ApiError {
+    if r.crd.is_none() && supported_fields(&r.group, &r.kind).is_none() {
+        return ApiError::bad_request(format!(
+            "{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ));
+    }
+    ApiError::bad_request(format!("field label not supported: {field}"))
+}
+
+/// Whether `r` accepts the field label `field` (custom resources: name, namespace when
+/// namespaced, and the CRD's `selectableFields`).
+fn accepts(r: &ResourceInfo, field: &str) -> bool {
+    if let Some(crd) = &r.crd {
+        return field == "metadata.name"
+            || (r.namespaced && field == "metadata.namespace")
+            || crd.selectable_fields.iter().any(|f| f == field);
+    }
+    match supported_fields(&r.group, &r.kind) {
+        Some(labels) => labels.contains(&field),
+        None => matches!(field, "metadata.name" | "metadata.namespace"),
     }
 }
 
 impl FieldSelector {
-    /// Parses a field selector, rejecting fields the kind does not support (400
-    /// "field label not supported").
-    pub fn parse(
-        s: &str,
-        group: &str,
-        kind: &str,
-        extra: &[String],
-    ) -> Result<FieldSelector, ApiError> {
+    /// Parses a field selector, rejecting fields the resource does not support (400 with
+    /// the real server's message).
+    pub fn parse(s: &str, r: &ResourceInfo) -> Result<FieldSelector, ApiError> {
         let mut terms = Vec::new();
         if s.trim().is_empty() {
             return Ok(FieldSelector { terms });
@@ -340,15 +389,15 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            let ok = field == "metadata.name"
-                || field == "metadata.namespace"
-                || supported_fields(group, kind).contains(&field)
-                || extra.iter().any(|e| e == field);
-            if !ok {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {field}"
-                )));
+            if !accepts(r, field) {
+                return Err(unsupported(r, field));
             }
+            // `spec.host` is the old v1 clients' name of `spec.nodeName`.
+            let field = if field == "spec.host" {
+                "spec.nodeName"
+            } else {
+                field
+            };
             terms.push((field.to_string(), value.trim().to_string(), eq));
         }
         Ok(FieldSelector { terms })
@@ -371,15 +420,42 @@ impl FieldSelector {
     }
 }
 
+/// The value the real server's selectable field set holds for `field` (its
+/// `ToSelectableFields` functions): booleans default to `false`, `status.podIP` is the first
+/// of `status.podIPs`, `source` falls back as events.k8s.io's does.
 fn field_value(obj: &Value, field: &str) -> String {
-    let mut cur = obj;
-    if field == "source" {
-        return obj
-            .pointer("/source/component")
+    match field {
+        "spec.unschedulable" | "spec.hostNetwork" => {
+            let set = obj
+                .pointer(&format!("/{}", field.replace('.', "/")))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            set.to_string()
+        }
+        "status.podIP" => obj
+            .pointer("/status/podIPs/0/ip")
+            .or_else(|| obj.pointer("/status/podIP"))
             .and_then(Value::as_str)
             .unwrap_or_default()
-            .to_string();
+            .to_string(),
+        // Accepted by the real conversion but absent from its field set.
+        "status.podIPs" => String::new(),
+        "source" => [
+            "/source/component",
+            "/deprecatedSource/component",
+            "/reportingController",
+        ]
+        .iter()
+        .filter_map(|p| obj.pointer(p).and_then(Value::as_str))
+        .find(|s| !s.is_empty())
+        .unwrap_or_default()
+        .to_string(),
+        _ => scalar_at(obj, field),
     }
+}
+
+fn scalar_at(obj: &Value, field: &str) -> String {
+    let mut cur = obj;
     for seg in field.split('.') {
         match cur.get(seg) {
             Some(v) => cur = v,
@@ -430,14 +506,38 @@ mod tests {
 
     #[test]
     fn trap7_field_selector_support() {
-        assert!(
-            FieldSelector::parse("spec.nodeName=iad,status.phase!=Running", "", "Pod", &[]).is_ok()
-        );
-        let e = FieldSelector::parse("spec.nodeName=iad", "", "ConfigMap", &[])
-            .expect_err("unsupported");
+        let all = crate::apiserver::registry::builtin_resources();
+        let find = |kind: &str| all.iter().find(|r| r.kind == kind).expect(kind).clone();
+        let pod = find("Pod");
+        assert!(FieldSelector::parse("spec.nodeName=iad,status.phase!=Running", &pod).is_ok());
+        let e =
+            FieldSelector::parse("spec.nodeName=iad", &find("ConfigMap")).expect_err("unsupported");
         assert_eq!((e.code, e.reason), (400, "BadRequest"));
-        assert!(e.message.contains("field label not supported"));
-        let f = FieldSelector::parse("metadata.name=x", "apps", "Deployment", &[]).expect("parse");
+        assert_eq!(
+            e.message,
+            "\"spec.nodeName\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        let e = FieldSelector::parse("metadata.namespace=x", &find("Node")).expect_err("node ns");
+        assert_eq!(e.message, "field label not supported: metadata.namespace");
+        let f = FieldSelector::parse("metadata.name=x", &find("Deployment")).expect("parse");
         assert_eq!(f.pinned_name(), Some("x"));
+    }
+
+    #[test]
+    fn issue14_absent_booleans_select_as_false() {
+        let all = crate::apiserver::registry::builtin_resources();
+        let node = all.iter().find(|r| r.kind == "Node").expect("node");
+        let plain = json!({"metadata": {"name": "n"}, "spec": {}});
+        let cordoned = json!({"metadata": {"name": "c"}, "spec": {"unschedulable": true}});
+        for (s, plain_matches) in [
+            ("spec.unschedulable==false", true),
+            ("spec.unschedulable=false", true),
+            ("spec.unschedulable!=true", true),
+            ("spec.unschedulable=true", false),
+        ] {
+            let f = FieldSelector::parse(s, node).expect(s);
+            assert_eq!(f.matches(&plain), plain_matches, "{s}");
+            assert_eq!(f.matches(&cordoned), !plain_matches, "{s}");
+        }
     }
 }

@@ -138,7 +138,8 @@ impl Config {
     }
 }
 
-/// How to reach the API server without a kubeconfig.
+/// How to reach the API server without a kubeconfig (the admin bearer token: the
+/// kubeconfig's admin authenticates with a client certificate instead).
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// `https://127.0.0.1:PORT`.
@@ -211,6 +212,7 @@ fn bootstrap(
     c: &Cluster,
     nodes: &[(String, bool)],
     kubernetes_ip: Ipv4Addr,
+    dns_ip: Option<Ipv4Addr>,
     port: u16,
 ) -> Result<()> {
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -236,6 +238,9 @@ fn bootstrap(
         "labels": {"component": "apiserver", "provider": "kubernetes"}},
         "spec": {"clusterIP": kubernetes_ip.to_string(), "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
     )?;
+    if let Some(dns_ip) = dns_ip {
+        ensure_dns_service(c, dns_ip)?;
+    }
     let subsets = json!([{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]);
     ensure(
         c,
@@ -276,11 +281,36 @@ fn bootstrap(
     Ok(())
 }
 
-/// The kubeconfig of the admin user.
-pub fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+/// The `kube-system/kube-dns` Service at the cluster DNS address, as kubeadm and kind
+/// create it for CoreDNS: holding that ClusterIP is what keeps the allocator from giving
+/// it to another Service (a Service asking for it gets 422 "already allocated"). The node
+/// agent serves the address with the cluster DNS itself, not through the proxy. A state
+/// dir whose store already gave the address to another Service keeps that Service and
+/// logs why there is no `kube-dns`.
+fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
+    let service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kube-dns", "namespace": "kube-system",
+            "labels": {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},
+        "spec": {"clusterIP": dns_ip.to_string(), "selector": {"k8s-app": "kube-dns"},
+            "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}});
+    match ensure(c, "", "services", service) {
+        Err(Error::Api(e)) if e.reason == "Invalid" => {
+            tracing::warn!(%dns_ip, error = %e.message, "the cluster DNS address is held by another Service; no kube-dns Service");
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// The kubeconfig of the admin user, who authenticates with an x509 client certificate
+/// (`cert_pem`, `key_pem`) as on kind and kubeadm clusters.
+pub fn kubeconfig(server: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let (ca, cert, key) = (b64(ca_pem), b64(cert_pem), b64(key_pem));
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: admin\n    namespace: default\ncurrent-context: localkube\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: admin\n    namespace: default\ncurrent-context: localkube\n"
     )
 }
 
@@ -321,16 +351,26 @@ impl LocalKube {
         let address = listener
             .local_addr()
             .map_err(|e| Error::io("listener", e))?;
-        bootstrap(&cluster, &nodes, kubernetes_ip, address.port())?;
+        let dns_ip = config.dns_address.filter(|ip| {
+            let inside = cluster.service_range.contains(*ip);
+            if !inside {
+                tracing::warn!(dns_ip = %ip, service_cidr = %config.service_cidr, "the cluster DNS address is outside the Service range; not reserved");
+            }
+            inside
+        });
+        bootstrap(&cluster, &nodes, kubernetes_ip, dns_ip, address.port())?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let client_ca = tls::ClientCa::new(&certs.ca_pem)?;
         let state = Arc::new(ServerState {
             cluster: cluster.clone(),
             address: address.to_string(),
             bookmark_interval: config.bookmark_interval,
             shutdown: shutdown_rx.clone(),
+            client_ca: client_ca.clone(),
         });
         let app = http::router(state);
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&certs)?));
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&certs, &client_ca)?));
         let mut tasks = Vec::new();
         let mut stop = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
@@ -343,7 +383,12 @@ impl LocalKube {
                         let app = app.clone();
                         conns.spawn(async move {
                             let Ok(tls) = acceptor.accept(tcp).await else { return };
-                            let svc = TowerToHyperService::new(app);
+                            // The handshake's client certificates go with every request of
+                            // the connection; each request verifies them.
+                            let svc = match tls::PeerCertificates::of(tls.get_ref().1) {
+                                Some(chain) => TowerToHyperService::new(app.layer(axum::Extension(chain))),
+                                None => TowerToHyperService::new(app),
+                            };
                             let _ = auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(tls), svc).await;
                         });
                     }
@@ -374,9 +419,20 @@ impl LocalKube {
         let kc = dir.join(KUBECONFIG_FILE);
         std::fs::write(
             &kc,
-            kubeconfig(&server, &certs.ca_pem, cluster.auth.admin_token()),
+            kubeconfig(
+                &server,
+                &certs.ca_pem,
+                &certs.admin_cert_pem,
+                &certs.admin_key_pem,
+            ),
         )
         .map_err(|e| Error::io(&kc, e))?;
+        // It holds the admin's private key: owner only, as kind writes it.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&kc, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| Error::io(&kc, e))?;
+        }
         let sf = dir.join(STATE_FILE);
         let mut state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
         if let Some(dns) = config.dns_address {

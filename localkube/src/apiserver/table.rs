@@ -50,6 +50,22 @@ fn columns(r: &ResourceInfo) -> Vec<Value> {
             col("Images", "string", 1, ""),
             col("Selector", "string", 1, ""),
         ],
+        ("apiregistration.k8s.io", "APIService") => vec![
+            name,
+            col("Service", "string", 0, ""),
+            col("Available", "string", 0, ""),
+            age,
+        ],
+        ("batch", "Job") => vec![
+            name,
+            col("Status", "string", 0, ""),
+            col("Completions", "string", 0, ""),
+            col("Duration", "string", 0, ""),
+            age,
+            col("Containers", "string", 1, ""),
+            col("Images", "string", 1, ""),
+            col("Selector", "string", 1, ""),
+        ],
         ("", "Service") => vec![
             name,
             col("Type", "string", 0, ""),
@@ -128,6 +144,27 @@ fn columns(r: &ResourceInfo) -> Vec<Value> {
     }
 }
 
+/// `Local`, or the `namespace/name` of the Service an APIService proxies to.
+fn api_service_backend(obj: &Value) -> String {
+    match obj.pointer("/spec/service") {
+        Some(svc) if svc.is_object() => format!("{}/{}", s(svc, "/namespace"), s(svc, "/name")),
+        _ => "Local".into(),
+    }
+}
+
+/// The `Available` condition's status, with its reason when not `True`.
+fn api_service_available(obj: &Value) -> String {
+    let available = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| s(c, "/type") == "Available"));
+    match available {
+        Some(c) if s(c, "/status") == "True" => "True".into(),
+        Some(c) => format!("{} ({})", s(c, "/status"), s(c, "/reason")),
+        None => "Unknown".into(),
+    }
+}
+
 fn s(obj: &Value, p: &str) -> String {
     meta::str_at(obj, p).to_string()
 }
@@ -182,6 +219,59 @@ fn pod_status(obj: &Value) -> String {
         return reason;
     }
     s(obj, "/status/phase")
+}
+
+fn condition_true(obj: &Value, ty: &str) -> bool {
+    arr(obj, "/status/conditions")
+        .iter()
+        .any(|c| s(c, "/type") == ty && s(c, "/status") == "True")
+}
+
+/// The STATUS column of `kubectl get jobs` (printJob): the first that holds of Complete,
+/// Failed, Terminating, Suspended, FailureTarget, SuccessCriteriaMet, else Running.
+fn job_status(obj: &Value) -> &'static str {
+    if condition_true(obj, "Complete") {
+        "Complete"
+    } else if condition_true(obj, "Failed") {
+        "Failed"
+    } else if obj.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating"
+    } else if condition_true(obj, "Suspended") {
+        "Suspended"
+    } else if condition_true(obj, "FailureTarget") {
+        "FailureTarget"
+    } else if condition_true(obj, "SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else {
+        "Running"
+    }
+}
+
+/// The COMPLETIONS column: `succeeded/completions`, or `n/1 (of parallelism)` without
+/// completions.
+fn job_completions(obj: &Value) -> String {
+    let succeeded = n(obj, "/status/succeeded");
+    match obj.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(c) => format!("{succeeded}/{c}"),
+        None => match n(obj, "/spec/parallelism") {
+            p if p > 1 => format!("{succeeded}/1 of {p}"),
+            _ => format!("{succeeded}/1"),
+        },
+    }
+}
+
+/// The DURATION column: from startTime to completionTime, or to now while running.
+fn job_duration(obj: &Value) -> String {
+    let at = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_str)
+            .and_then(meta::parse_time)
+    };
+    match (at("/status/startTime"), at("/status/completionTime")) {
+        (None, _) => String::new(),
+        (Some(start), None) => meta::human_duration((chrono::Utc::now() - start).num_seconds()),
+        (Some(start), Some(end)) => meta::human_duration((end - start).num_seconds()),
+    }
 }
 
 fn json_path(obj: &Value, path: &str) -> Value {
@@ -292,6 +382,27 @@ fn cells(r: &ResourceInfo, obj: &Value) -> Vec<Value> {
                 json!(n(obj, "/spec/replicas")),
                 json!(n(obj, "/status/replicas")),
                 json!(n(obj, "/status/readyReplicas")),
+                age,
+                json!(c),
+                json!(i),
+                json!(super::ops::selector_string(
+                    obj.pointer("/spec/selector").unwrap_or(&Value::Null)
+                )),
+            ]
+        }
+        ("apiregistration.k8s.io", "APIService") => vec![
+            name,
+            json!(api_service_backend(obj)),
+            json!(api_service_available(obj)),
+            age,
+        ],
+        ("batch", "Job") => {
+            let (c, i) = containers_images(obj, "/spec/template/spec/containers");
+            vec![
+                name,
+                json!(job_status(obj)),
+                json!(job_completions(obj)),
+                json!(job_duration(obj)),
                 age,
                 json!(c),
                 json!(i),

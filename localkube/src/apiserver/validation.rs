@@ -64,8 +64,8 @@ pub fn strict_builtin(group: &str, kind: &str, obj: &Value) -> Result<(), ApiErr
 /// with `strict`, also unknown fields.
 pub fn decode_builtin(group: &str, kind: &str, obj: &Value, strict: bool) -> Result<(), ApiError> {
     use k8s_openapi::api::{
-        apps::v1 as apps, coordination::v1 as coord, core::v1 as core, discovery::v1 as disc,
-        networking::v1 as net, rbac::v1 as rbac,
+        apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
+        discovery::v1 as disc, networking::v1 as net, rbac::v1 as rbac,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
     match (group, kind) {
@@ -81,6 +81,7 @@ pub fn decode_builtin(group: &str, kind: &str, obj: &Value, strict: bool) -> Res
         ("apps", "Deployment") => check::<apps::Deployment>(obj, strict),
         ("apps", "StatefulSet") => check::<apps::StatefulSet>(obj, strict),
         ("apps", "ReplicaSet") => check::<apps::ReplicaSet>(obj, strict),
+        ("batch", "Job") => check::<batch::Job>(obj, strict),
         ("coordination.k8s.io", "Lease") => check::<coord::Lease>(obj, strict),
         ("discovery.k8s.io", "EndpointSlice") => check::<disc::EndpointSlice>(obj, strict),
         ("networking.k8s.io", "NetworkPolicy") => check::<net::NetworkPolicy>(obj, strict),

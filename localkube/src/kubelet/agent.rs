@@ -44,6 +44,9 @@ pub struct KubeletConfig {
     /// An image catalog file whose entries extend the built-in ones (default:
     /// `<state_dir>/images.yaml` when it exists).
     pub catalog: Option<PathBuf>,
+    /// Names of the containers whose wall clock the clock-offset fault may step
+    /// (`crate::node::clock`; empty: none).
+    pub clock_faults: Vec<String>,
 }
 
 impl Default for KubeletConfig {
@@ -51,6 +54,7 @@ impl Default for KubeletConfig {
         Self {
             bin_dir: crate::node::default_bin_dir(),
             catalog: None,
+            clock_faults: Vec::new(),
         }
     }
 }
@@ -144,6 +148,10 @@ impl Plugin for Kubelet {
 async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
     let state_dir = ctx.cluster.state_dir.clone();
     let mut rc = RuntimeConfig::new(&state_dir, &config.bin_dir);
+    rc.clock_faults = crate::node::ClockFaults::new(&state_dir, config.clock_faults.clone())?;
+    if !rc.clock_faults.containers.is_empty() {
+        tracing::info!(containers = ?rc.clock_faults.containers, library = ?rc.clock_faults.library, "clock faults: these containers get libfaketime");
+    }
     let catalog = config
         .catalog
         .clone()

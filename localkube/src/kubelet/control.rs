@@ -8,7 +8,10 @@
 //! `{"fault":"thaw"|"start-node"|"heal"|"start-external-dns","id":N?}` (without `id`:
 //! every active fault of the matching kind), `{"fault":"stop-node","node":"n"}`,
 //! `{"fault":"partition","sideA":["n"],"sideB":["m"]}`, `{"fault":"stop-external-dns"}`,
-//! `{"fault":"log"}` (answer `{"log": [records]}`).
+//! `{"fault":"log"}` (answer `{"log": [records]}`),
+//! `{"fault":"clock-offset","pod":"ns/name","offset":"+20s"}` (the wall clock of the pod's
+//! containers that `localkube up --clock-faults` names, stepped to that offset from the real
+//! clock; `"offset":"reset"` ends the pod's clock fault, which sets the offset back).
 //!
 //! `heal` with an `id` ends that fault whatever its kind; without one it heals every
 //! partition. Answers of the ending requests are `{"ended": [ids]}`.
@@ -107,6 +110,15 @@ pub enum FaultCommand {
     StopExternalDns,
     /// Start the external-dns stand-in again.
     StartExternalDns,
+    /// Step the wall clock of a pod's opted-in containers (`localkube up --clock-faults
+    /// mysql`): `clock-offset ns/pod +20s`, `-20s`, `+1.5s`; `reset` ends it.
+    ClockOffset {
+        /// The pod.
+        pod: String,
+        /// The offset from the real clock (`+20s`, `-300ms`), or `reset`.
+        #[arg(allow_hyphen_values = true)]
+        offset: String,
+    },
     /// Print the fault log.
     Log,
 }
@@ -154,6 +166,9 @@ impl FaultCommand {
             FaultCommand::Heal { id } => json!({"fault": "heal", "id": id}),
             FaultCommand::StopExternalDns => json!({"fault": "stop-external-dns"}),
             FaultCommand::StartExternalDns => json!({"fault": "start-external-dns"}),
+            FaultCommand::ClockOffset { pod: p, offset } => {
+                json!({"fault": "clock-offset", "pod": pod(p), "offset": offset})
+            }
             FaultCommand::Log => json!({"fault": "log"}),
         }
     }
@@ -346,6 +361,14 @@ pub async fn handle(shared: &Shared, req: &Value) -> Result<Value> {
         }
         "heal" => return end(&|k| matches!(k, FaultKind::Partition { .. })),
         "stop-external-dns" => faults.stop_external_dns()?,
+        "clock-offset" => {
+            let pod = s(req, "pod").to_string();
+            let offset = s(req, "offset");
+            if offset == "reset" {
+                return end(&|k| matches!(k, FaultKind::ClockOffset { pod: p, .. } if *p == pod));
+            }
+            faults.clock_offset(&pod, crate::node::ClockOffset::parse(offset)?)?
+        }
         "start-external-dns" => return end(&|k| matches!(k, FaultKind::StopExternalDns)),
         "log" => {
             let log: Vec<Value> = faults

@@ -427,6 +427,8 @@ fn container(ctx: &Context<'_>, pod: &Value, c: &Value, sa_mount: bool) -> Resul
         readiness_probe: probe(c.get("readinessProbe")),
         liveness_probe: probe(c.get("livenessProbe")),
         startup_probe: probe(c.get("startupProbe")),
+        stdin: c.get("stdin").and_then(Value::as_bool).unwrap_or(false),
+        stdin_once: c.get("stdinOnce").and_then(Value::as_bool).unwrap_or(false),
     })
 }
 
@@ -720,6 +722,10 @@ pub fn pod_spec(ctx: &Context<'_>, pod: &Value) -> Result<PodSpec> {
         init_containers: containers("/spec/initContainers")?,
         containers: containers("/spec/containers")?,
         volumes: volumes(ctx, pod)?,
+        fs_group: pod
+            .pointer("/spec/securityContext/fsGroup")
+            .and_then(Value::as_u64)
+            .and_then(|gid| u32::try_from(gid).ok()),
     })
 }
 

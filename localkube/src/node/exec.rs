@@ -11,7 +11,9 @@
 //! 5. and `execve`s the container's program with the container's environment.
 //!
 //! With `target_pid` set (exec probes, `kubectl exec`) it instead joins that process's
-//! network, UTS and mount namespaces and its root.
+//! network, UTS and mount namespaces and its root. With `controlling_tty` (`kubectl exec
+//! -t`) its stdin is a pseudo-terminal, which it makes the new session's controlling
+//! terminal before anything else.
 //!
 //! No `unsafe` is needed: nix's `setns`, `unshare`, `mount`, `chroot` and `execve` are safe
 //! wrappers, and doing this in a helper process instead of a `pre_exec` hook keeps the
@@ -66,7 +68,18 @@ pub struct ExecSpec {
     /// Delete the spec file once read (one-off execs).
     #[serde(default)]
     pub remove_after_read: bool,
+    /// stdin is a pseudo-terminal: make it the controlling terminal (needs `new_session`)
+    /// and wait, at most [`TTY_SIZE_WAIT`], for the client's first window size.
+    #[serde(default)]
+    pub controlling_tty: bool,
 }
+
+/// How long a TTY exec waits for its window size before starting the program anyway. The
+/// client sends its size (resize channel) right after the upgrade; a program started
+/// before it would see 0x0 (real runtimes have that race; `stty size` then prints `0 0`).
+pub const TTY_SIZE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// Poll interval of that wait.
+const TTY_SIZE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Entry point of `localkube-pod-exec SPEC.json`: returns only on failure (the message goes
 /// to stderr, i.e. the container log, and the exit code is 127 as a shell's "cannot exec").
@@ -82,6 +95,9 @@ pub fn helper_main(spec_path: &Path) -> Result<std::convert::Infallible> {
 fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
     if spec.new_session {
         nix::unistd::setsid().map_err(Error::sys("start a new session"))?;
+    }
+    if spec.controlling_tty {
+        take_controlling_tty()?;
     }
     if let Some(pid) = spec.target_pid {
         // Open every namespace before joining any: after joining the mount namespace,
@@ -165,6 +181,27 @@ fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
     nix::unistd::chdir(&cwd)
         .map_err(Error::sys(format!("change directory to {}", cwd.display())))?;
     exec(&spec.argv, &spec.env)
+}
+
+/// Makes stdin (a pseudo-terminal's slave) the controlling terminal of this session, then
+/// waits for a non-zero window size (bounded by [`TTY_SIZE_WAIT`]).
+fn take_controlling_tty() -> Result<()> {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    rustix::process::ioctl_tiocsctty(stdin.as_fd()).map_err(|e| {
+        Error::sys("make stdin the controlling terminal")(nix::errno::Errno::from_raw(
+            e.raw_os_error(),
+        ))
+    })?;
+    let deadline = std::time::Instant::now() + TTY_SIZE_WAIT;
+    while std::time::Instant::now() < deadline {
+        match rustix::termios::tcgetwinsize(stdin.as_fd()) {
+            Ok(size) if size.ws_row > 0 && size.ws_col > 0 => break,
+            Ok(_) => std::thread::sleep(TTY_SIZE_POLL),
+            Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 fn open_path(path: &Path) -> Result<std::os::fd::OwnedFd> {

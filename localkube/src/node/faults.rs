@@ -1,6 +1,12 @@
 //! Faults the harness injects, each reversible and recorded with its start and end time in
 //! a fault log (kept in memory and appended to `STATE/faults.jsonl`, one JSON object per
 //! change, so a report can be built even after a crash).
+//!
+//! The clock-offset fault steps the wall clock of one pod's opted-in containers (see
+//! `super::clock`: libfaketime, preloaded only into the containers `localkube up
+//! --clock-faults` names). A time namespace (`CLONE_NEWTIME`) would not do: it offsets only
+//! `CLOCK_MONOTONIC` and `CLOCK_BOOTTIME`, never `CLOCK_REALTIME`, and only for processes
+//! started inside it. Ending the fault sets the offset back to what it was before.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -63,6 +69,18 @@ pub enum FaultKind {
     },
     /// The external-dns stand-in stopped until started.
     StopExternalDns,
+    /// The wall clock of a pod's opted-in containers stepped to `offsetMs` from the real
+    /// clock until the fault ends (then back to `previousMs`).
+    ClockOffset {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The offset set, in milliseconds (negative: behind).
+        #[serde(rename = "offsetMs")]
+        offset_ms: i64,
+        /// The offset it had before.
+        #[serde(rename = "previousMs")]
+        previous_ms: i64,
+    },
 }
 
 /// One fault in the log.
@@ -87,6 +105,7 @@ enum Undo {
     StartNode { node: String },
     Heal { partition: Partition },
     StartExternalDns,
+    ResetClock { pod: String, offset_ms: i64 },
 }
 
 /// The fault injector of one cluster.
@@ -230,6 +249,37 @@ impl Faults {
         Ok(self.start(FaultKind::StopExternalDns, Undo::StartExternalDns, false))
     }
 
+    /// Steps the wall clock of pod `pod`'s opted-in containers to `offset` from the real clock
+    /// until [`Faults::end`] (which sets it back). A new offset for a pod whose clock fault is
+    /// active ends that one first, so one pod has at most one active clock fault.
+    pub fn clock_offset(&self, pod: &str, offset: super::clock::ClockOffset) -> Result<u64> {
+        let active: Vec<u64> = self
+            .lock()
+            .iter()
+            .filter(|(record, undo)| {
+                undo.is_some()
+                    && matches!(&record.fault, FaultKind::ClockOffset { pod: p, .. } if p == pod)
+            })
+            .map(|(record, _)| record.id)
+            .collect();
+        for id in active {
+            self.end(id)?;
+        }
+        let previous = self.runtime.set_clock_offset(pod, offset)?;
+        Ok(self.start(
+            FaultKind::ClockOffset {
+                pod: pod.into(),
+                offset_ms: offset.millis,
+                previous_ms: previous.millis,
+            },
+            Undo::ResetClock {
+                pod: pod.into(),
+                offset_ms: previous.millis,
+            },
+            false,
+        ))
+    }
+
     /// Reverts an active fault (thaw, release a kept-down container, start the node, heal,
     /// start external-dns) and records
     /// its end time. Ending a fault that already ended is a no-op.
@@ -265,6 +315,10 @@ impl Faults {
                 }
                 Ok(())
             }
+            Undo::ResetClock { pod, offset_ms } => self
+                .runtime
+                .set_clock_offset(pod, super::clock::ClockOffset { millis: *offset_ms })
+                .map(|_| ()),
         };
         if let Err(err) = result {
             records[index].1 = Some(undo);

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 use super::error::{Error, Result};
 
@@ -154,10 +154,13 @@ pub fn read(path: &Path, options: &LogOptions) -> Result<String> {
 }
 
 /// Copies a container's stdout and stderr into `path` as CRI records until both close.
+/// Each line written to the log also goes to `tap` as it was printed (with its newline),
+/// for `pods/attach`; nobody listening is fine.
 pub fn spawn_writer(
     stdout: impl AsyncRead + Unpin + Send + 'static,
     stderr: impl AsyncRead + Unpin + Send + 'static,
     path: &Path,
+    tap: broadcast::Sender<(Stream, Vec<u8>)>,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -165,8 +168,8 @@ pub fn spawn_writer(
         .open(path)
         .map_err(Error::io("open container log", path))?;
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_LINES);
-    tokio::spawn(pump(stdout, Stream::Stdout, tx.clone()));
-    tokio::spawn(pump(stderr, Stream::Stderr, tx));
+    tokio::spawn(pump(stdout, Stream::Stdout, tx.clone(), tap.clone()));
+    tokio::spawn(pump(stderr, Stream::Stderr, tx, tap));
     let path = path.to_path_buf();
     Ok(tokio::spawn(async move {
         let mut file = tokio::fs::File::from_std(file);
@@ -180,7 +183,12 @@ pub fn spawn_writer(
     }))
 }
 
-async fn pump(reader: impl AsyncRead + Unpin, stream: Stream, tx: mpsc::Sender<Vec<u8>>) {
+async fn pump(
+    reader: impl AsyncRead + Unpin,
+    stream: Stream,
+    tx: mpsc::Sender<Vec<u8>>,
+    tap: broadcast::Sender<(Stream, Vec<u8>)>,
+) {
     let mut reader = BufReader::new(reader);
     let mut buffer = Vec::new();
     loop {
@@ -199,6 +207,9 @@ async fn pump(reader: impl AsyncRead + Unpin, stream: Stream, tx: mpsc::Sender<V
         } else {
             &buffer[..]
         };
+        if tap.receiver_count() > 0 {
+            let _ = tap.send((stream, buffer[..n].to_vec()));
+        }
         // A line cut at MAX_LINE_BYTES continues in the next record; so does a last line
         // without newline, which then simply ends partial.
         if tx

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod catalog;
+pub mod clock;
 pub mod dns;
 pub mod error;
 pub mod exec;
@@ -22,10 +23,11 @@ pub mod volumes;
 
 pub use agent::NodeAgent;
 pub use catalog::ImageCatalog;
+pub use clock::{ClockFaults, ClockOffset};
 pub use error::{Error, Result};
 pub use naming::{ClusterNaming, Ipv4Cidr};
 pub use network::{ClusterNetwork, SandboxNet};
 pub use partition::{Partition, Partitions};
-pub use runtime::{default_bin_dir, ExecOutput, PodRuntime, RuntimeConfig};
+pub use runtime::{default_bin_dir, Attached, ExecOutput, PodRuntime, RuntimeConfig};
 pub use spec::*;
 pub use state::{cleanup, StateFile};

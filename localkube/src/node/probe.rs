@@ -115,6 +115,7 @@ async fn exec_probe(command: &[String], target: &ProbeTarget<'_>) -> bool {
         env: target.env.to_vec(),
         new_session: true,
         remove_after_read: false,
+        controlling_tty: false,
     };
     let Ok(json) = serde_json::to_vec(&spec) else {
         return false;

@@ -7,6 +7,13 @@
 //! During a partition, a connection whose client and chosen endpoint are on opposite sides
 //! is refused (closed at once), and established connections across it stall (no bytes move)
 //! until the partition heals, as a real network partition would.
+//!
+//! UDP Service ports are proxied the userspace way too: one socket on `ClusterIP:port`; the
+//! first datagram of a client address opens a session to the next current endpoint (its
+//! own socket, connected to that endpoint), later datagrams of that client go the same way
+//! and the endpoint's replies go back from `ClusterIP:port`. A session ends after
+//! [`UDP_SESSION_IDLE`] without traffic either way (kube-proxy's userspace `--udp-timeout`
+//! default); the next datagram opens a new one. Across a partition datagrams are dropped.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -15,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -26,6 +33,12 @@ use super::partition::Partitions;
 pub const ENDPOINT_DIAL_TIMEOUT: Duration = Duration::from_secs(3);
 /// Copy buffer per direction.
 const BUFFER_BYTES: usize = 16 * 1024;
+/// How long a UDP session lives without a datagram either way.
+pub const UDP_SESSION_IDLE: Duration = Duration::from_millis(250);
+/// UDP sessions of one Service port at once; datagrams of further clients are dropped.
+const UDP_SESSIONS_MAX: usize = 1024;
+/// Largest datagram relayed.
+const DATAGRAM_BYTES_MAX: usize = 64 * 1024;
 
 /// Identifies one Service port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,17 +69,19 @@ struct Listener {
 pub struct ServiceProxy {
     partitions: Option<Arc<Partitions>>,
     listeners: Mutex<HashMap<ServicePortKey, Listener>>,
+    udp_listeners: Mutex<HashMap<ServicePortKey, Listener>>,
 }
 
 impl Drop for ServiceProxy {
     fn drop(&mut self) {
-        for listener in self
-            .listeners
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-        {
-            listener.task.abort();
+        for listeners in [&mut self.listeners, &mut self.udp_listeners] {
+            for listener in listeners
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .values()
+            {
+                listener.task.abort();
+            }
         }
     }
 }
@@ -77,7 +92,74 @@ impl ServiceProxy {
         Self {
             partitions,
             listeners: Mutex::new(HashMap::new()),
+            udp_listeners: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn lock_udp(&self) -> std::sync::MutexGuard<'_, HashMap<ServicePortKey, Listener>> {
+        self.udp_listeners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Serves a UDP Service port on `listen` (as [`ServiceProxy::set_service_port`] for
+    /// TCP): calling it again with the same address only replaces the endpoints (new
+    /// sessions use them; current sessions keep theirs).
+    pub async fn set_udp_service_port(
+        &self,
+        key: ServicePortKey,
+        listen: SocketAddr,
+        endpoints: Vec<SocketAddr>,
+    ) -> Result<SocketAddr> {
+        {
+            let listeners = self.lock_udp();
+            if let Some(existing) = listeners.get(&key) {
+                if existing.addr == listen
+                    || listen.port() == 0 && existing.addr.ip() == listen.ip()
+                {
+                    existing.endpoints.send_replace(endpoints);
+                    return Ok(existing.addr);
+                }
+            }
+        }
+        self.remove_udp_service_port(&key);
+        let bind_error = |source| Error::ProxyBind {
+            service: format!("{key}/UDP"),
+            addr: listen,
+            source,
+        };
+        let socket = UdpSocket::bind(listen).await.map_err(bind_error)?;
+        let addr = socket.local_addr().map_err(bind_error)?;
+        let (tx, rx) = watch::channel(endpoints);
+        let task = tokio::spawn(udp_loop(
+            key.clone(),
+            Arc::new(socket),
+            rx,
+            self.partitions.clone(),
+        ));
+        tracing::info!(service = %key, %addr, protocol = "UDP", "proxy listening");
+        self.lock_udp().insert(
+            key,
+            Listener {
+                addr,
+                endpoints: tx,
+                task,
+            },
+        );
+        Ok(addr)
+    }
+
+    /// Stops serving a UDP Service port (its sessions go with it).
+    pub fn remove_udp_service_port(&self, key: &ServicePortKey) {
+        if let Some(listener) = self.lock_udp().remove(key) {
+            listener.task.abort();
+            tracing::info!(service = %key, protocol = "UDP", "proxy stopped listening");
+        }
+    }
+
+    /// The address a UDP Service port is served on.
+    pub fn udp_listen_addr(&self, key: &ServicePortKey) -> Option<SocketAddr> {
+        self.lock_udp().get(key).map(|l| l.addr)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ServicePortKey, Listener>> {
@@ -265,4 +347,197 @@ async fn pump(
         }
         writer.write_all(&buffer[..n]).await?;
     }
+}
+
+/// One client's UDP session: its socket to the chosen endpoint, and when it last moved a
+/// datagram (milliseconds since the session began).
+struct UdpSession {
+    upstream: Arc<UdpSocket>,
+    endpoint: SocketAddr,
+    began: tokio::time::Instant,
+    active_ms: std::sync::atomic::AtomicU64,
+    replies: JoinHandle<()>,
+}
+
+impl UdpSession {
+    fn touch(&self) {
+        let ms = self.began.elapsed().as_millis() as u64;
+        self.active_ms.store(ms, Ordering::Relaxed);
+    }
+}
+
+type UdpSessions = Arc<Mutex<HashMap<SocketAddr, Arc<UdpSession>>>>;
+
+fn lock_sessions(
+    sessions: &Mutex<HashMap<SocketAddr, Arc<UdpSession>>>,
+) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, Arc<UdpSession>>> {
+    sessions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Aborts a listener's session tasks when the listener task itself ends or is aborted.
+struct SessionsGuard(UdpSessions);
+
+impl Drop for SessionsGuard {
+    fn drop(&mut self) {
+        for session in lock_sessions(&self.0).values() {
+            session.replies.abort();
+        }
+    }
+}
+
+async fn udp_loop(
+    key: ServicePortKey,
+    socket: Arc<UdpSocket>,
+    endpoints: watch::Receiver<Vec<SocketAddr>>,
+    partitions: Option<Arc<Partitions>>,
+) {
+    let next = AtomicUsize::new(0);
+    let sessions: UdpSessions = Arc::new(Mutex::new(HashMap::new()));
+    let _guard = SessionsGuard(sessions.clone());
+    let mut buffer = vec![0u8; DATAGRAM_BYTES_MAX];
+    loop {
+        let (n, client) = match socket.recv_from(&mut buffer).await {
+            Ok(received) => received,
+            Err(err) => {
+                tracing::warn!(service = %key, error = %err, "proxy receive failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let existing = lock_sessions(&sessions).get(&client).cloned();
+        let session = match existing {
+            Some(session) => session,
+            None => {
+                let current = endpoints.borrow().clone();
+                match open_udp_session(
+                    &key,
+                    &socket,
+                    client,
+                    &current,
+                    &next,
+                    &sessions,
+                    &partitions,
+                )
+                .await
+                {
+                    Ok(session) => session,
+                    Err(reason) => {
+                        tracing::debug!(service = %key, %client, reason, "proxy dropped datagram");
+                        continue;
+                    }
+                }
+            }
+        };
+        if partitions
+            .as_ref()
+            .is_some_and(|p| p.blocks(client.ip(), session.endpoint.ip()))
+        {
+            continue;
+        }
+        session.touch();
+        if let Err(err) = session.upstream.send(&buffer[..n]).await {
+            tracing::debug!(service = %key, %client, endpoint = %session.endpoint, error = %err, "proxy could not forward datagram");
+        }
+    }
+}
+
+async fn open_udp_session(
+    key: &ServicePortKey,
+    socket: &Arc<UdpSocket>,
+    client: SocketAddr,
+    endpoints: &[SocketAddr],
+    next: &AtomicUsize,
+    sessions: &UdpSessions,
+    partitions: &Option<Arc<Partitions>>,
+) -> std::result::Result<Arc<UdpSession>, &'static str> {
+    if endpoints.is_empty() {
+        return Err("no ready endpoints");
+    }
+    if lock_sessions(sessions).len() >= UDP_SESSIONS_MAX {
+        return Err("too many udp sessions");
+    }
+    let endpoint = endpoints[next.fetch_add(1, Ordering::Relaxed) % endpoints.len()];
+    if partitions
+        .as_ref()
+        .is_some_and(|p| p.blocks(client.ip(), endpoint.ip()))
+    {
+        return Err("client and endpoint are partitioned");
+    }
+    let upstream = UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
+        .await
+        .map_err(|_| "cannot open an upstream socket")?;
+    upstream
+        .connect(endpoint)
+        .await
+        .map_err(|_| "cannot reach the endpoint")?;
+    let upstream = Arc::new(upstream);
+    let session = Arc::new_cyclic(|weak: &std::sync::Weak<UdpSession>| {
+        let weak = weak.clone();
+        let replies = tokio::spawn(udp_replies(
+            key.clone(),
+            socket.clone(),
+            upstream.clone(),
+            client,
+            weak,
+            sessions.clone(),
+            partitions.clone(),
+        ));
+        UdpSession {
+            upstream,
+            endpoint,
+            began: tokio::time::Instant::now(),
+            active_ms: std::sync::atomic::AtomicU64::new(0),
+            replies,
+        }
+    });
+    lock_sessions(sessions).insert(client, session.clone());
+    tracing::debug!(service = %key, %client, %endpoint, "proxy udp session");
+    Ok(session)
+}
+
+/// Relays an endpoint's replies to the client from the Service address; ends the session
+/// once it has been idle for [`UDP_SESSION_IDLE`].
+async fn udp_replies(
+    key: ServicePortKey,
+    socket: Arc<UdpSocket>,
+    upstream: Arc<UdpSocket>,
+    client: SocketAddr,
+    session: std::sync::Weak<UdpSession>,
+    sessions: UdpSessions,
+    partitions: Option<Arc<Partitions>>,
+) {
+    let mut buffer = vec![0u8; DATAGRAM_BYTES_MAX];
+    loop {
+        match tokio::time::timeout(UDP_SESSION_IDLE, upstream.recv(&mut buffer)).await {
+            Ok(Ok(n)) => {
+                let Some(session) = session.upgrade() else {
+                    return;
+                };
+                if partitions
+                    .as_ref()
+                    .is_some_and(|p| p.blocks(session.endpoint.ip(), client.ip()))
+                {
+                    continue;
+                }
+                session.touch();
+                let _ = socket.send_to(&buffer[..n], client).await;
+            }
+            // An ICMP error (nothing listens at the endpoint): the session is useless.
+            Ok(Err(_)) => break,
+            Err(_) => {
+                let Some(session) = session.upgrade() else {
+                    return;
+                };
+                let idle_ms = session.began.elapsed().as_millis() as u64
+                    - session.active_ms.load(Ordering::Relaxed);
+                if idle_ms >= UDP_SESSION_IDLE.as_millis() as u64 {
+                    break;
+                }
+            }
+        }
+    }
+    tracing::debug!(service = %key, %client, "proxy udp session ended");
+    lock_sessions(&sessions).remove(&client);
 }

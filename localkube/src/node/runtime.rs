@@ -18,11 +18,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use tokio::process::ChildStdin;
 use tokio::sync::{broadcast, watch, Notify};
 
 use super::catalog::{container_argv, ImageCatalog};
 use super::error::{Error, Result};
 use super::exec::{ExecSpec, DEFAULT_PATH};
+use super::logs::Stream;
 use super::naming::ClusterNaming;
 use super::network::{ClusterNetwork, SandboxNet};
 use super::partition::{Partition, Partitions};
@@ -71,6 +73,8 @@ pub struct RuntimeConfig {
     pub backoff_max: Duration,
     /// A container that ran this long restarts at once again (kubelet: 10 minutes).
     pub backoff_reset_after: Duration,
+    /// Which containers get a per-pod wall-clock offset (`super::clock`; none by default).
+    pub clock_faults: super::clock::ClockFaults,
 }
 
 impl RuntimeConfig {
@@ -84,6 +88,7 @@ impl RuntimeConfig {
             backoff_initial: BACKOFF_INITIAL,
             backoff_max: BACKOFF_MAX,
             backoff_reset_after: BACKOFF_RESET_AFTER,
+            clock_faults: super::clock::ClockFaults::default(),
         }
     }
 }
@@ -114,11 +119,37 @@ struct Pod {
     status: watch::Sender<PodStatus>,
     stop: watch::Sender<Option<Duration>>,
     pids: Mutex<HashMap<String, i32>>,
+    /// What `pods/attach` reaches of each running container.
+    attach_points: Mutex<HashMap<String, AttachPoint>>,
     /// Containers kept down by a fault: not restarted until released.
     held: watch::Sender<BTreeSet<String>>,
     done: Notify,
     finished: watch::Sender<bool>,
 }
+
+/// A running container's output tap and stdin pipe.
+#[derive(Debug, Clone)]
+struct AttachPoint {
+    output: broadcast::Sender<(Stream, Vec<u8>)>,
+    stdin: Option<Arc<tokio::sync::Mutex<Option<ChildStdin>>>>,
+    stdin_once: bool,
+}
+
+/// One `pods/attach` session's view of a running container instance: its output from now
+/// on (ends when the instance has exited and its output is drained), and its stdin pipe when
+/// the container has `stdin: true`.
+#[derive(Debug)]
+pub struct Attached {
+    /// Lines as the container prints them, with their stream.
+    pub output: broadcast::Receiver<(Stream, Vec<u8>)>,
+    /// The container's stdin (`None` inside once it is closed: `stdinOnce`).
+    pub stdin: Option<Arc<tokio::sync::Mutex<Option<ChildStdin>>>>,
+    /// `stdinOnce`: close stdin when this session's stdin ends.
+    pub stdin_once: bool,
+}
+
+/// Output lines an attach session may fall behind before it skips some.
+const ATTACH_LINES: usize = 1024;
 
 #[derive(Debug)]
 struct Inner {
@@ -277,6 +308,7 @@ impl PodRuntime {
             status: watch::channel(initial.clone()).0,
             stop: watch::channel(None).0,
             pids: Mutex::new(HashMap::new()),
+            attach_points: Mutex::new(HashMap::new()),
             held: watch::channel(BTreeSet::new()).0,
             done: Notify::new(),
             finished: watch::channel(false).0,
@@ -377,6 +409,22 @@ impl PodRuntime {
         pid.ok_or_else(|| Error::NotRunning(format!("{key}/{container}")))
     }
 
+    /// Attaches to a running container (`pods/attach`): its output from now on and, with
+    /// `stdin: true`, its stdin.
+    pub fn attach(&self, key: &str, container: &str) -> Result<Attached> {
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let point = lock(&pod.attach_points).get(container).cloned();
+        let point = point.ok_or_else(|| Error::NotRunning(format!("{key}/{container}")))?;
+        Ok(Attached {
+            output: point.output.subscribe(),
+            stdin: point.stdin,
+            stdin_once: point.stdin_once,
+        })
+    }
+
     /// The pod's sandbox (netns name and path, IP).
     pub fn sandbox(&self, key: &str) -> Result<SandboxNet> {
         lock(&self.inner.pods)
@@ -391,6 +439,43 @@ impl PodRuntime {
         killpg(Pid::from_raw(pid), signal)
             .map_err(Error::sys(format!("send {signal} to {key}/{container}")))?;
         Ok(pid)
+    }
+
+    /// Steps the wall clock of pod `key`'s opted-in containers to `offset` from the real
+    /// clock (`super::clock`). Fails when the pod has no container that
+    /// `RuntimeConfig::clock_faults` names (a clock fault never touches another process).
+    /// Returns the offset it had.
+    pub fn set_clock_offset(
+        &self,
+        key: &str,
+        offset: super::clock::ClockOffset,
+    ) -> Result<super::clock::ClockOffset> {
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let faults = &self.inner.config.clock_faults;
+        let opted_in = pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .any(|c| faults.applies_to(&c.name));
+        if !opted_in {
+            return Err(Error::Invalid(format!(
+                "clock offset for {key}: none of its containers gets a fake clock (localkube up \
+                 --clock-faults NAME names them; given: {:?}, libfaketime {})",
+                faults.containers,
+                if faults.library.is_some() {
+                    "found"
+                } else {
+                    "not loaded"
+                }
+            )));
+        }
+        let before = faults.offset(key);
+        faults.set_offset(key, offset)?;
+        Ok(before)
     }
 
     /// SIGKILLs a running container and keeps it down: it is not restarted until
@@ -433,11 +518,15 @@ impl PodRuntime {
     /// A command that runs `argv` in a running container's namespaces and root with the
     /// container's environment (as `kubectl exec`); the caller chooses its stdio and spawns
     /// it (e.g. piped for an exec stream). Nothing is left behind once it has started.
+    /// With `tty` the caller gives it a pseudo-terminal's slave as stdin, which becomes its
+    /// controlling terminal, and `TERM` is `xterm` unless the container sets it (as
+    /// containerd does for a TTY exec).
     pub fn exec_command(
         &self,
         key: &str,
         container: &str,
         argv: &[String],
+        tty: bool,
     ) -> Result<tokio::process::Command> {
         let pid = self.container_pid(key, container)?;
         let pod = lock(&self.inner.pods)
@@ -462,6 +551,16 @@ impl PodRuntime {
             .resolve(&spec.image)
             .map(|e| e.env.clone())
             .unwrap_or_default();
+        let mut env = container_env(&pod, &spec, &image_env);
+        let clock = self
+            .inner
+            .config
+            .clock_faults
+            .env_for(key, &spec.name, &env);
+        env.extend(clock);
+        if tty && !env.iter().any(|(k, _)| k == "TERM") {
+            env.push(("TERM".into(), "xterm".into()));
+        }
         let exec = ExecSpec {
             netns_path: None,
             target_pid: Some(pid),
@@ -470,9 +569,10 @@ impl PodRuntime {
             mounts: Vec::new(),
             working_dir: spec.working_dir.as_ref().map(PathBuf::from),
             argv: argv.to_vec(),
-            env: container_env(&pod, &spec, &image_env),
+            env,
             new_session: true,
             remove_after_read: true,
+            controlling_tty: tty,
         };
         let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec)
             .join("containers")
@@ -496,7 +596,7 @@ impl PodRuntime {
         argv: &[String],
         timeout: Duration,
     ) -> Result<ExecOutput> {
-        let mut command = self.exec_command(key, container, argv)?;
+        let mut command = self.exec_command(key, container, argv, false)?;
         let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -877,7 +977,12 @@ async fn supervise(
             pull_backoff = (pull_backoff * 2).min(inner.config.backoff_max);
             continue;
         };
-        let env = container_env(&pod, &container, &entry.env);
+        let mut env = container_env(&pod, &container, &entry.env);
+        let clock = inner
+            .config
+            .clock_faults
+            .env_for(&key, &container.name, &env);
+        env.extend(clock);
         let lookup = |var: &str| {
             env.iter()
                 .rev()
@@ -895,6 +1000,7 @@ async fn supervise(
             .map(|s| volumes::expand(s, &lookup))
             .collect();
         let argv = container_argv(&entry, &command, &args);
+        let (tap, _) = broadcast::channel(ATTACH_LINES);
         let spawned = spawn_instance(
             &inner,
             &pod,
@@ -905,6 +1011,7 @@ async fn supervise(
             &log_path,
             &previous_log_path,
             first,
+            tap.clone(),
         );
         first = false;
         let (mut child, log_writer) = match spawned {
@@ -936,6 +1043,18 @@ async fn supervise(
             tracing::warn!(pod = %key, container = %name, pid, error = %err, "could not record process");
         }
         lock(&pod.pids).insert(name.clone(), pid);
+        let stdin = child
+            .stdin
+            .take()
+            .map(|w| Arc::new(tokio::sync::Mutex::new(Some(w))));
+        lock(&pod.attach_points).insert(
+            name.clone(),
+            AttachPoint {
+                output: tap,
+                stdin,
+                stdin_once: container.stdin_once,
+            },
+        );
         let started_at = SystemTime::now();
         let started_instant = Instant::now();
         tracing::info!(pod = %key, container = %name, pid, "container started");
@@ -985,6 +1104,8 @@ async fn supervise(
         if let Some(writer) = log_writer {
             let _ = tokio::time::timeout(LOG_DRAIN_TIMEOUT, writer).await;
         }
+        // The last sender of the output tap: attach sessions see the end after the output.
+        lock(&pod.attach_points).remove(&name);
         let finished_at = SystemTime::now();
         let (exit_code, signal) = match exit {
             Exit::Exited(status) => match (status.code(), status.signal()) {
@@ -1126,9 +1247,11 @@ async fn node_is(rx: &mut watch::Receiver<bool>, stopped: bool) {
 
 /// SIGTERM to the process group, SIGKILL after `grace`.
 async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child) -> Exit {
+    // As a container runtime does: the stop signal, then SIGKILL once the grace period is
+    // over. A frozen (SIGSTOPped) process is never continued: its SIGTERM stays pending and
+    // SIGKILL ends it where it stopped. Continuing it would let a frozen, fenced-by-nobody
+    // mysqld serve its held connections for the whole grace period (issue 10).
     let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
-    // A frozen (SIGSTOPped) container cannot act on SIGTERM; thaw it as the runtime would.
-    let _ = killpg(Pid::from_raw(pid), Signal::SIGCONT);
     match tokio::time::timeout(grace, child.wait()).await {
         Ok(Ok(status)) => Exit::Exited(status),
         Ok(Err(_)) => Exit::WaitFailed,
@@ -1199,6 +1322,7 @@ fn spawn_instance(
     log_path: &Path,
     previous_log_path: &Path,
     first: bool,
+    tap: broadcast::Sender<(Stream, Vec<u8>)>,
 ) -> Result<(tokio::process::Child, Option<tokio::task::JoinHandle<()>>)> {
     let state_dir = inner.network.state_dir();
     if let Some(dir) = log_path.parent() {
@@ -1225,13 +1349,18 @@ fn spawn_instance(
         env,
         new_session: true,
         remove_after_read: false,
+        controlling_tty: false,
     };
     let spec_path = staging.join("exec.json");
     std::fs::write(&spec_path, serde_json::to_vec(&spec)?)
         .map_err(Error::io("write exec spec", &spec_path))?;
     let mut child = tokio::process::Command::new(&inner.config.pod_exec)
         .arg(&spec_path)
-        .stdin(Stdio::null())
+        .stdin(if container.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_clear()
@@ -1241,7 +1370,9 @@ fn spawn_instance(
             &inner.config.pod_exec,
         ))?;
     let log_writer = match (child.stdout.take(), child.stderr.take()) {
-        (Some(stdout), Some(stderr)) => Some(super::logs::spawn_writer(stdout, stderr, log_path)?),
+        (Some(stdout), Some(stderr)) => {
+            Some(super::logs::spawn_writer(stdout, stderr, log_path, tap)?)
+        }
         _ => None,
     };
     Ok((child, log_writer))

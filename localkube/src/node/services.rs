@@ -16,7 +16,7 @@ use super::proxy::{ServicePortKey, ServiceProxy};
 pub struct ServicePortSpec {
     /// `name`.
     pub name: Option<String>,
-    /// `protocol` (only `TCP` is proxied; every protocol is in DNS).
+    /// `protocol` (`TCP` and `UDP` are proxied; every protocol is in DNS).
     pub protocol: String,
     /// `port`.
     pub port: u16,
@@ -75,24 +75,33 @@ impl Services {
             // The kubelet re-applies every Service on each resync: unchanged is a no-op.
             return Ok(());
         }
-        if let Some(ip) = spec.cluster_ip {
+        let dns_ip = self.network.naming().dns_ip();
+        if spec.cluster_ip == Some(dns_ip) {
+            // `kube-system/kube-dns`: the cluster DNS listens on its ClusterIP itself (the
+            // address is the network's from the start); only its records are set.
+        } else if let Some(ip) = spec.cluster_ip {
             self.network.add_local_address(ip)?;
             let mut wanted = BTreeSet::new();
-            for port in spec
-                .ports
-                .iter()
-                .filter(|p| p.protocol.eq_ignore_ascii_case("TCP"))
-            {
+            for port in &spec.ports {
                 let port_key = ServicePortKey {
                     namespace: spec.namespace.clone(),
                     name: spec.name.clone(),
                     port: port.port,
                 };
-                wanted.insert(port_key.clone());
+                let listen = SocketAddr::from((ip, port.port));
                 let endpoints = proxied_endpoints(&spec, port);
-                self.proxy
-                    .set_service_port(port_key, SocketAddr::from((ip, port.port)), endpoints)
-                    .await?;
+                if port.protocol.eq_ignore_ascii_case("TCP") {
+                    self.proxy
+                        .set_service_port(port_key.clone(), listen, endpoints)
+                        .await?;
+                } else if port.protocol.eq_ignore_ascii_case("UDP") {
+                    self.proxy
+                        .set_udp_service_port(port_key.clone(), listen, endpoints)
+                        .await?;
+                } else {
+                    continue;
+                }
+                wanted.insert((port_key, port.protocol.to_ascii_uppercase()));
             }
             if let Some(previous) = &previous {
                 self.remove_stale(previous, &wanted)?;
@@ -134,10 +143,11 @@ impl Services {
         Ok(())
     }
 
+    /// Stops proxying the ports of `previous` that are not `wanted` (key and protocol).
     fn remove_stale(
         &self,
         previous: &ServiceSpec,
-        wanted: &BTreeSet<ServicePortKey>,
+        wanted: &BTreeSet<(ServicePortKey, String)>,
     ) -> Result<()> {
         for port in &previous.ports {
             let key = ServicePortKey {
@@ -145,12 +155,19 @@ impl Services {
                 name: previous.name.clone(),
                 port: port.port,
             };
-            if !wanted.contains(&key) {
-                self.proxy.remove_service_port(&key);
+            for protocol in ["TCP", "UDP"] {
+                if wanted.contains(&(key.clone(), protocol.to_string())) {
+                    continue;
+                }
+                match protocol {
+                    "TCP" => self.proxy.remove_service_port(&key),
+                    _ => self.proxy.remove_udp_service_port(&key),
+                }
             }
         }
         if wanted.is_empty() {
-            if let Some(ip) = previous.cluster_ip {
+            let dns_ip = self.network.naming().dns_ip();
+            if let Some(ip) = previous.cluster_ip.filter(|ip| *ip != dns_ip) {
                 self.network.remove_local_address(ip)?;
             }
         }

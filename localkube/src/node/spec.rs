@@ -44,6 +44,12 @@ pub struct PodSpec {
     pub containers: Vec<ContainerSpec>,
     /// `spec.volumes`, with their contents resolved.
     pub volumes: Vec<VolumeSpec>,
+    /// `spec.securityContext.fsGroup`: the volumes the node prepares (emptyDir, PVC
+    /// directories, rendered files) are group-owned by it, group-writable (rendered files:
+    /// group-readable) and their directories setgid, as the kubelet's volume ownership does.
+    /// Containers run as root here (`runAsUser` is not honoured), so it matters to what reads
+    /// the volumes from outside and to a pod moved to a real cluster.
+    pub fs_group: Option<u32>,
 }
 
 impl PodSpec {
@@ -78,6 +84,11 @@ pub struct ContainerSpec {
     pub liveness_probe: Option<Probe>,
     /// `startupProbe` (readiness and liveness wait for it; failure kills the container).
     pub startup_probe: Option<Probe>,
+    /// `stdin`: the container's stdin is a pipe that `pods/attach` writes to (else
+    /// `/dev/null`).
+    pub stdin: bool,
+    /// `stdinOnce`: that pipe is closed when the first attach session with stdin ends.
+    pub stdin_once: bool,
 }
 
 /// `env[]`.

@@ -38,8 +38,47 @@ fn sanitize(name: &str) -> String {
         .collect()
 }
 
+/// The kubelet's group permission bits for a writable volume's files (`rwMask`).
+const FS_GROUP_RW: u32 = 0o660;
+/// For a read-only volume's files: configMap, secret, downwardAPI, projected (`roMask`).
+const FS_GROUP_RO: u32 = 0o440;
+/// Added to directories (`execMask`), with the setgid bit.
+const FS_GROUP_EXEC: u32 = 0o110;
+/// The setgid bit: new files in the directory inherit its group.
+const SETGID: u32 = 0o2000;
+
+/// `spec.securityContext.fsGroup` applied to a volume's tree, as the kubelet's
+/// `SetVolumeOwnership` does: every entry's group becomes `gid` (symlinks not followed), files
+/// gain the group bits of [`FS_GROUP_RW`] (or [`FS_GROUP_RO`] when `read_only`), directories
+/// also [`FS_GROUP_EXEC`] and setgid.
+pub fn set_volume_ownership(root: &Path, gid: u32, read_only: bool) -> Result<()> {
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        let meta = fs::symlink_metadata(&path).map_err(Error::io("stat volume entry", &path))?;
+        std::os::unix::fs::lchown(&path, None, Some(gid))
+            .map_err(Error::io("chgrp volume entry", &path))?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mut mask = if read_only { FS_GROUP_RO } else { FS_GROUP_RW };
+        if meta.is_dir() {
+            mask |= FS_GROUP_EXEC | SETGID;
+            for entry in fs::read_dir(&path).map_err(Error::io("list volume", &path))? {
+                pending.push(entry.map_err(Error::io("list volume", &path))?.path());
+            }
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode | mask != mode {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode | mask))
+                .map_err(Error::io("set volume mode", &path))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes every volume of the pod (emptyDir directories, rendered files, PVC directories)
-/// and the pod's hosts and resolv.conf files.
+/// and the pod's hosts and resolv.conf files; with `fsGroup`, each volume is group-owned by
+/// it ([`set_volume_ownership`]; hostPath volumes are left alone, as on Kubernetes).
 pub fn materialize(
     state_dir: &Path,
     pod: &PodSpec,
@@ -53,6 +92,9 @@ pub fn materialize(
                 let path = dir.join("volumes").join(sanitize(&volume.name));
                 fs::create_dir_all(&path).map_err(Error::io("create emptyDir", &path))?;
                 let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o777));
+                if let Some(gid) = pod.fs_group {
+                    set_volume_ownership(&path, gid, false)?;
+                }
             }
             VolumeSource::Files(files) => {
                 let root = dir.join("volumes").join(sanitize(&volume.name));
@@ -79,10 +121,16 @@ pub fn materialize(
                     fs::set_permissions(&path, fs::Permissions::from_mode(file.mode))
                         .map_err(Error::io("set volume file mode", &path))?;
                 }
+                if let Some(gid) = pod.fs_group {
+                    set_volume_ownership(&root, gid, true)?;
+                }
             }
             VolumeSource::PersistentVolumeClaim { claim_name } => {
                 let path = pvc_dir(state_dir, &pod.namespace, claim_name);
                 fs::create_dir_all(&path).map_err(Error::io("create pvc dir", &path))?;
+                if let Some(gid) = pod.fs_group {
+                    set_volume_ownership(&path, gid, false)?;
+                }
             }
             VolumeSource::HostPath { .. } => {}
         }
@@ -139,10 +187,17 @@ pub fn update_files(
             .map_err(Error::io("write volume file", &temporary))?;
         fs::set_permissions(&temporary, fs::Permissions::from_mode(file.mode))
             .map_err(Error::io("set volume file mode", &temporary))?;
+        if let Some(gid) = pod.fs_group {
+            set_volume_ownership(&temporary, gid, true)?;
+        }
         fs::rename(&temporary, &path).map_err(Error::io("replace volume file", &path))?;
         keep.insert(path);
     }
-    remove_unlisted(&root, &keep)
+    remove_unlisted(&root, &keep)?;
+    match pod.fs_group {
+        Some(gid) => set_volume_ownership(&root, gid, true),
+        None => Ok(()),
+    }
 }
 
 fn remove_unlisted(dir: &Path, keep: &std::collections::BTreeSet<PathBuf>) -> Result<()> {
@@ -307,6 +362,117 @@ mod tests {
         assert_eq!(expand("$(MISSING)-x", &lookup), "$(MISSING)-x");
         assert_eq!(expand("$$(POD_IP)", &lookup), "$(POD_IP)");
         assert_eq!(expand("a$b(c", &lookup), "a$b(c");
+    }
+
+    use std::os::unix::fs::MetadataExt;
+
+    fn pod_with(volumes: Vec<super::super::spec::VolumeSpec>, fs_group: Option<u32>) -> PodSpec {
+        PodSpec {
+            namespace: "db".into(),
+            name: "p".into(),
+            uid: "uid-fs-group".into(),
+            node_name: "iad".into(),
+            hostname: "p".into(),
+            subdomain: None,
+            restart_policy: super::super::spec::RestartPolicy::Always,
+            termination_grace_period: std::time::Duration::from_secs(1),
+            init_containers: Vec::new(),
+            containers: Vec::new(),
+            volumes,
+            fs_group,
+        }
+    }
+
+    fn owner_and_mode(path: &Path) -> (u32, u32) {
+        let meta = fs::symlink_metadata(path).expect("stat");
+        (meta.gid(), meta.mode() & 0o7777)
+    }
+
+    // Kubelet volume ownership (issue 12 part 2: the sidecar, a non-root user in mysqld's
+    // group, writes its backups on a PVC): with fsGroup every volume the node prepares is
+    // group-owned by it, writable volumes group-rw with setgid directories, rendered files
+    // group-readable; without fsGroup nothing changes.
+    #[test]
+    fn fs_group_owns_the_volumes_the_node_prepares() {
+        use super::super::spec::{VolumeFile, VolumeSpec};
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        const GID: u32 = 4242;
+        let state = std::env::temp_dir().join(format!("lk-fsgroup-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&state);
+        let volumes = vec![
+            VolumeSpec {
+                name: "scratch".into(),
+                source: VolumeSource::EmptyDir,
+            },
+            VolumeSpec {
+                name: "backups".into(),
+                source: VolumeSource::PersistentVolumeClaim {
+                    claim_name: "backups-p-0".into(),
+                },
+            },
+            VolumeSpec {
+                name: "keys".into(),
+                source: VolumeSource::Files(vec![VolumeFile {
+                    path: "peer-key".into(),
+                    contents: b"00".to_vec(),
+                    mode: 0o400,
+                }]),
+            },
+        ];
+        // A claim that already holds data from an earlier pod (root's, 0644 / 0755).
+        let claim = pvc_dir(&state, "db", "backups-p-0");
+        fs::create_dir_all(claim.join("old")).expect("claim");
+        fs::write(claim.join("old/dump.sql"), b"--").expect("old file");
+        fs::set_permissions(
+            claim.join("old/dump.sql"),
+            fs::Permissions::from_mode(0o644),
+        )
+        .expect("mode");
+        fs::set_permissions(claim.join("old"), fs::Permissions::from_mode(0o755)).expect("mode");
+
+        let plain = pod_with(volumes.clone(), None);
+        materialize(&state, &plain, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST).expect("plain");
+        assert_eq!(owner_and_mode(&claim.join("old/dump.sql")), (0, 0o644));
+        assert_eq!(owner_and_mode(&claim.join("old")), (0, 0o755));
+
+        let pod = pod_with(volumes, Some(GID));
+        materialize(&state, &pod, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST).expect("fsGroup");
+        let volume = |name: &str| pod_dir(&state, &pod).join("volumes").join(name);
+        assert_eq!(owner_and_mode(&volume("scratch")), (GID, 0o2777));
+        assert_eq!(owner_and_mode(&claim).0, GID);
+        assert_eq!(
+            owner_and_mode(&claim).1 & 0o2070,
+            0o2070,
+            "setgid, group rwx"
+        );
+        assert_eq!(owner_and_mode(&claim.join("old")), (GID, 0o2775));
+        assert_eq!(owner_and_mode(&claim.join("old/dump.sql")), (GID, 0o664));
+        assert_eq!(
+            owner_and_mode(&volume("keys").join("peer-key")),
+            (GID, 0o440)
+        );
+        // A file made later in a setgid directory takes its group (the kernel's rule).
+        fs::write(claim.join("new"), b"x").expect("new file");
+        assert_eq!(owner_and_mode(&claim.join("new")).0, GID);
+        // Rotated files of a rendered volume keep the group.
+        update_files(
+            &state,
+            &pod,
+            "keys",
+            &[VolumeFile {
+                path: "peer-key".into(),
+                contents: b"11".to_vec(),
+                mode: 0o400,
+            }],
+        )
+        .expect("update");
+        assert_eq!(
+            owner_and_mode(&volume("keys").join("peer-key")),
+            (GID, 0o440)
+        );
+        let _ = fs::remove_dir_all(&state);
     }
 
     #[test]

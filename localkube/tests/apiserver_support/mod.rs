@@ -46,13 +46,17 @@ pub async fn admin_client(lk: &LocalKube) -> Client {
     Client::try_from(config).expect("client")
 }
 
-/// A client using a bearer token.
+/// A client using a bearer token only (the admin kubeconfig's cluster, without its client
+/// certificate, which would authenticate first as on kube-apiserver).
 pub async fn token_client(lk: &LocalKube, token: &str) -> Client {
     let kc = Kubeconfig::read_from(lk.kubeconfig_path()).expect("read kubeconfig");
     let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .expect("kubeconfig");
-    config.auth_info.token = Some(token.to_string().into());
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.to_string().into()),
+        ..Default::default()
+    };
     Client::try_from(config).expect("client")
 }
 

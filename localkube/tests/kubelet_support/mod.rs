@@ -34,6 +34,15 @@ impl Drop for TestCluster {
 impl TestCluster {
     /// Starts localkube with the kubelet on `nodes`.
     pub async fn start(nodes: &[&str]) -> Result<TestCluster> {
+        Self::start_with_clock_faults(nodes, &[]).await
+    }
+
+    /// Starts localkube with the kubelet on `nodes`, the containers named `clock_faults`
+    /// getting libfaketime (`localkube up --clock-faults`).
+    pub async fn start_with_clock_faults(
+        nodes: &[&str],
+        clock_faults: &[&str],
+    ) -> Result<TestCluster> {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -56,6 +65,7 @@ impl TestCluster {
             Kubelet::new(KubeletConfig {
                 bin_dir,
                 catalog: None,
+                clock_faults: clock_faults.iter().map(|c| c.to_string()).collect(),
             }),
         )?;
         let dir = config.state_dir.clone();
@@ -70,6 +80,15 @@ impl TestCluster {
     /// The state dir.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A kube-rs client from the written kubeconfig.
+    pub async fn client(&self) -> Result<kube::Client> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let kc = kube::config::Kubeconfig::read_from(self.dir.join("kubeconfig"))?;
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kc, &options).await?;
+        Ok(kube::Client::try_from(config)?)
     }
 
     /// Runs the real kubectl against the cluster (isolated cache dir).

@@ -258,12 +258,21 @@ pub struct MysqlFailoverGroupStatus {
     /// The planned failover in flight or last finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned_failover: Option<PlannedFailoverStatus>,
+    /// The ordered update (a change of `spec.image`) in flight or last finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordered_update: Option<OrderedUpdateStatus>,
     /// The last failover.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failover: Option<LastFailover>,
     /// Group health.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthStatus>,
+    /// The restore in place in flight or last finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<crate::RestoreStatus>,
+    /// The last named backup requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<crate::BackupStatus>,
     /// metadata.generation of the spec this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -414,6 +423,76 @@ pub struct PlannedFailoverStatus {
     /// When the request was first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<Timestamp>,
+}
+
+/// Phase of an ordered update (bloodraven.md "Ordered update and restore-in-place").
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum OrderedUpdatePhase {
+    /// A changed `spec.image` was seen, or a step finished: the next step waits for the
+    /// cooldown, holds and every site's health (`message` says which).
+    Admitting,
+    /// Parked until `admission.retryTime` (a live failover-hold, or the cooldown with
+    /// onCooldown=defer).
+    Deferred,
+    /// A replica site is being recreated with the new image (`currentSite`), or the update
+    /// waits for it to be healthy again.
+    RollingReplica,
+    /// Every replica runs the new image: a planned failover moves the active site away.
+    FailingOver,
+    /// The old active site, now a replica, is being recreated with the new image.
+    RollingOldActive,
+    /// Every site runs the new image and is healthy.
+    Completed,
+    /// A step failed; `message` says which and why. A new `spec.image` starts a new update.
+    Failed,
+}
+
+/// One site's image during an ordered update.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderedUpdateSite {
+    /// Site name.
+    pub name: String,
+    /// The image its pod's `mysql` container runs, as last read (`None`: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// It runs the target image and was healthy again after its recreation.
+    #[serde(default)]
+    pub updated: bool,
+}
+
+/// An ordered update and its progress.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderedUpdateStatus {
+    /// Current phase.
+    pub phase: OrderedUpdatePhase,
+    /// The image every site is moved to (`spec.image` when the update started).
+    pub target_image: String,
+    /// The site being recreated (or waited for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_site: Option<String>,
+    /// The active site the update's planned failover moves away from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover_from: Option<String>,
+    /// The site the update's planned failover promotes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover_target: Option<String>,
+    /// Deferral detail (deferReason, retryTime, message), as for a planned failover.
+    #[serde(default)]
+    pub admission: Admission,
+    /// What the update does or waits for now; for `Failed`, why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the update was first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    /// When the current step began (bounds the wait for a recreated site).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_since: Option<Timestamp>,
+    /// Per-site image and progress, in spec order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<OrderedUpdateSite>,
 }
 
 /// Kind of a failover.

@@ -20,6 +20,7 @@ pub mod database;
 pub mod dns;
 pub mod group;
 pub mod names;
+pub mod restore;
 pub mod sidecar;
 
 pub use database::{DeploymentClient, FailoverGroupRef, MysqlDatabase, MysqlDatabaseSpec};
@@ -27,4 +28,5 @@ pub use dns::{DNSEndpoint, DNSEndpointSpec, Endpoint};
 pub use duration::GoDuration;
 pub use error::{Error, Result};
 pub use group::*;
+pub use restore::{BackupPhase, BackupStatus, RestorePhase, RestoreStatus};
 pub use time::Timestamp;

@@ -37,6 +37,10 @@ pub const ANNOTATION_REVOKE_DEPLOYMENT_LEASES: &str =
 pub const ANNOTATION_COOLDOWN_UNTIL: &str = "bloodraven.shipstream.io/cooldown-until";
 /// Annotation recording the last failover (kind, from, to, time).
 pub const ANNOTATION_LAST_FAILOVER: &str = "bloodraven.shipstream.io/last-failover";
+/// Annotation requesting a named backup of the active site (value: the backup's name).
+pub const ANNOTATION_BACKUP: &str = "bloodraven.shipstream.io/backup";
+/// Annotation requesting a restore in place of the active site (value: the backup's name).
+pub const ANNOTATION_RESTORE: &str = "bloodraven.shipstream.io/restore";
 
 /// Key of the NoExecute taint put on a demoted read-write site's node.
 pub const TAINT_DEMOTED: &str = "bloodraven.shipstream.io/demoted";

@@ -15,6 +15,7 @@
 //! | `POST` | `/v1/promote` | [`PromoteRequest`] | [`PromoteResponse`] |
 //! | `POST` | `/v1/repoint` | [`RepointRequest`] | [`RepointResponse`] |
 //! | `POST` | `/v1/databases` | [`EnsureDatabaseRequest`] | [`EnsureDatabaseResponse`] |
+//! | `POST` | `/v1/backup`, `/v1/restore`, `/v1/reseed` | see [`backup`] | [`JobStatus`] |
 //! | `GET` | `/healthz` | - | `ok` |
 //! | `GET` | `/metrics` | - | Prometheus text |
 //!
@@ -33,6 +34,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::Timestamp;
+
+pub mod backup;
+pub use backup::{
+    backup_name_problem, BackupInfo, BackupRequest, JobKind, JobState, JobStatus, ReseedRequest,
+    RestoreRequest, PATH_BACKUP, PATH_RESEED, PATH_RESTORE,
+};
 
 /// Path of the status endpoint (`GET`).
 pub const PATH_STATUS: &str = "/v1/status";
@@ -310,6 +317,13 @@ pub struct SidecarStatus {
     /// status still parses).
     #[serde(default)]
     pub runtime: Option<SidecarRuntime>,
+    /// The backups on this site's volume, oldest first (additive: absent from an older
+    /// sidecar, or one run without a backup directory).
+    #[serde(default)]
+    pub backups: Vec<BackupInfo>,
+    /// The backup job that runs or last finished ([`backup`]).
+    #[serde(default)]
+    pub job: Option<JobStatus>,
 }
 
 /// What one sidecar process runs with, fixed when it started (issue 10 cases 4 and 7).

@@ -12,12 +12,12 @@
 //! [`crate::leader::ACTION_MARGIN`] ([`LeaderFlag::may_act`]). Leadership can lapse mid-poll
 //! (a stalled renewal); the rest of the poll's actions are then skipped, not sent.
 
-use bloodraven_api::{names, MysqlFailoverGroup, Timestamp};
+use bloodraven_api::{names, sidecar, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, Tombstone};
 use bloodraven_core::engine::{Action, AnnotationChange};
 use bloodraven_core::{Decision, GroupMemory};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, Recorder};
 use kube::{Api, Client, Resource};
 use serde_json::json;
@@ -58,6 +58,11 @@ pub fn action_name(action: &Action) -> &'static str {
         Action::Fence { .. } => "Fence",
         Action::Promote { .. } => "Promote",
         Action::Repoint { .. } => "Repoint",
+        Action::DeletePod { .. } => "DeletePod",
+        Action::Backup { .. } => "Backup",
+        Action::Restore { .. } => "Restore",
+        Action::Reseed { .. } => "Reseed",
+        Action::RollSite { .. } => "RollSite",
         Action::SetPodLabels { .. } => "SetPodLabels",
         Action::ApplyService(_) => "ApplyService",
         Action::ApplyDnsEndpoint { .. } => "ApplyDnsEndpoint",
@@ -78,6 +83,11 @@ pub fn action_site(action: &Action) -> Option<&str> {
         | Action::Fence { site, .. }
         | Action::Promote { site, .. }
         | Action::Repoint { site, .. }
+        | Action::DeletePod { site, .. }
+        | Action::Backup { site, .. }
+        | Action::Restore { site, .. }
+        | Action::Reseed { site, .. }
+        | Action::RollSite { site, .. }
         | Action::SetPodLabels { site, .. } => Some(site),
         Action::ApplyService(service) => service.site.as_deref(),
         Action::ApplyDnsEndpoint { .. }
@@ -116,6 +126,11 @@ fn concurrent_kind(action: &Action) -> Option<(Concurrent, &str)> {
         Action::TaintNode { .. }
         | Action::UntaintNode { .. }
         | Action::Promote { .. }
+        | Action::DeletePod { .. }
+        | Action::Backup { .. }
+        | Action::Restore { .. }
+        | Action::Reseed { .. }
+        | Action::RollSite { .. }
         | Action::ApplyDnsEndpoint { .. }
         | Action::RevokeDeployLeases { .. }
         | Action::Annotate(_)
@@ -166,6 +181,8 @@ pub fn annotation_write(change: &AnnotationChange) -> (&'static str, Option<Stri
         AnnotationChange::ClearRevokeDeploymentLeases => {
             (names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES, None)
         }
+        AnnotationChange::ClearBackup => (names::ANNOTATION_BACKUP, None),
+        AnnotationChange::ClearRestore => (names::ANNOTATION_RESTORE, None),
     }
 }
 
@@ -238,6 +255,11 @@ impl Executor<'_> {
                         | Action::Fence { .. }
                         | Action::Promote { .. }
                         | Action::Repoint { .. }
+                        | Action::DeletePod { .. }
+                        | Action::Backup { .. }
+                        | Action::Restore { .. }
+                        | Action::Reseed { .. }
+                        | Action::RollSite { .. }
                         | Action::ApplyDnsEndpoint { .. }
                         | Action::RevokeDeployLeases { .. }
                         | Action::Annotate(_) => {
@@ -266,6 +288,23 @@ impl Executor<'_> {
             }
         }
         failures
+    }
+
+    /// Starts (or re-asks for) a sidecar backup job and logs what it answered.
+    async fn start_job(
+        &self,
+        site: &str,
+        group: &str,
+        path: &str,
+        request: &impl serde::Serialize,
+        name: &str,
+    ) -> Result<()> {
+        let job = self
+            .sidecars
+            .start_job(site, &self.namespace(), group, path, request)
+            .await?;
+        tracing::info!(group, site, path, name, kind = ?job.kind, restore_id = job.restore_id, state = ?job.state, message = ?job.message, "sidecar job");
+        Ok(())
     }
 
     async fn execute_one(&self, action: &Action, now: Timestamp) -> Result<()> {
@@ -305,6 +344,47 @@ impl Executor<'_> {
                     tracing::warn!(group = %group, site, action = "Repoint", outcome = "unknown", %error, "repoint reported an error; re-read next poll");
                 }
                 Ok(())
+            }
+            Action::DeletePod {
+                pod, uid, grace, ..
+            } => self.delete_pod(&namespace, pod, uid, *grace).await,
+            Action::Backup { site, request } => {
+                self.start_job(
+                    site,
+                    &request.group,
+                    sidecar::PATH_BACKUP,
+                    request,
+                    &request.name,
+                )
+                .await
+            }
+            Action::Restore { site, request } => {
+                self.start_job(
+                    site,
+                    &request.group,
+                    sidecar::PATH_RESTORE,
+                    request,
+                    &request.name,
+                )
+                .await
+            }
+            Action::Reseed { site, request } => {
+                let source = &request.source_host;
+                self.start_job(site, &request.group, sidecar::PATH_RESEED, request, source)
+                    .await
+            }
+            Action::RollSite {
+                site,
+                pod,
+                uid,
+                image,
+                grace,
+            } => {
+                // The template first: the StatefulSet recreates the pod from it. A deletion
+                // that fails leaves the old pod running; core re-issues the recreation.
+                crate::workloads::set_site_image(self.client, self.group, site, image).await?;
+                self.recreate_pod(&namespace, site, pod, uid, image, *grace)
+                    .await
             }
             Action::SetPodLabels {
                 pod, role, healthy, ..
@@ -498,6 +578,81 @@ impl Executor<'_> {
                 error,
             )
         })
+    }
+
+    /// Deletes an agentless old primary's pod, conditional on its uid and with a grace period
+    /// (core `engine::agentless`): its kubelet kills the containers, a frozen mysqld included,
+    /// and the StatefulSet recreates the pod. Already gone (404) or recreated under another
+    /// uid (409, the precondition) is done.
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        pod: &str,
+        uid: &str,
+        grace: std::time::Duration,
+    ) -> Result<()> {
+        match self.delete_pod_with_uid(namespace, pod, uid, grace).await? {
+            None => {
+                tracing::warn!(group = %self.name(), pod, uid, "deleted the agentless old primary's pod; its kubelet kills mysqld")
+            }
+            Some(code) => {
+                tracing::info!(group = %self.name(), pod, uid, code, "the agentless old primary's pod is already gone or was recreated")
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a site pod for the ordered update (uid precondition, graceful): the
+    /// StatefulSet recreates it with the template's new image.
+    async fn recreate_pod(
+        &self,
+        namespace: &str,
+        site: &str,
+        pod: &str,
+        uid: &str,
+        image: &str,
+        grace: std::time::Duration,
+    ) -> Result<()> {
+        match self.delete_pod_with_uid(namespace, pod, uid, grace).await? {
+            None => {
+                tracing::info!(group = %self.name(), site, pod, uid, image, "ordered update: deleted the site pod; its StatefulSet recreates it with the new image")
+            }
+            Some(code) => {
+                tracing::info!(group = %self.name(), site, pod, uid, code, "ordered update: the site pod is already gone or was recreated")
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `pod` if its uid is `uid`, with `grace` (at least 1 s, never a force
+    /// deletion). `Ok(None)`: deleted; `Ok(Some(code))`: already gone (404) or recreated under
+    /// another uid (409).
+    async fn delete_pod_with_uid(
+        &self,
+        namespace: &str,
+        pod: &str,
+        uid: &str,
+        grace: std::time::Duration,
+    ) -> Result<Option<u16>> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let params = DeleteParams {
+            grace_period_seconds: Some(u32::try_from(grace.as_secs()).unwrap_or(u32::MAX).max(1)),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match pods.delete(pod, &params).await {
+            Ok(_) => Ok(None),
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                Ok(Some(status.code))
+            }
+            Err(error) => Err(Error::kube(
+                format!("delete pod {namespace}/{pod} (uid {uid})"),
+                error,
+            )),
+        }
     }
 
     /// Adds (or removes) this group's demotion taint, read-modify-write guarded by the node's

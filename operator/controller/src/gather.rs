@@ -8,18 +8,15 @@
 
 use bloodraven_api::{names, sidecar::LeaseTerms, DNSEndpoint, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, HoldInfo};
-use bloodraven_core::engine::{DnsReading, SidecarReading, SiteObservation};
+use bloodraven_core::engine::{DnsReading, PodFacts, PodReading, SidecarReading, SiteObservation};
 use bloodraven_core::{GroupMemory, Observation};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod, Service};
 use kube::{Api, Client};
 
 use crate::deploy_api::store::LeaseStore;
 use crate::memory::annotations_of;
 use crate::sidecar::{round_trip_budget, SidecarClient};
-
-/// Name of the sidecar container in a site pod (its start time is the sidecar's uptime when
-/// the sidecar does not report its own, and its flags are its lease terms).
-pub const SIDECAR_CONTAINER: &str = "sidecar";
+use crate::workloads::{CONTAINER_MYSQL, CONTAINER_SIDECAR};
 
 /// Operation id reported when the deploy-lease state could not be read: planned disruption
 /// is deferred by one poll rather than risk ignoring a live hold.
@@ -30,8 +27,68 @@ pub const UNREADABLE_HOLD: &str = "unreadable-deploy-lease-state";
 pub struct SiteObjects {
     /// The site pod, if it exists.
     pub pod: Option<Pod>,
+    /// The pod read failed: `pod` is `None`, and the pod may exist all the same.
+    pub pod_unreadable: bool,
     /// The internal per-site Service, if it exists.
     pub service: Option<Service>,
+    /// The pod's node, read only while the site's sidecar does not answer (the agentless
+    /// rule needs its `Ready` condition then, and only then).
+    pub node: Option<Node>,
+}
+
+/// The kubelet's status of the pod's container `name`.
+fn container_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|status| status.name == name)
+}
+
+/// The site pod as core's agentless rule reads it (pure): uid, creation, deletion, the
+/// kubelet's container readiness, and its node's `Ready` condition.
+pub fn pod_reading(objects: &SiteObjects) -> PodReading {
+    let Some(pod) = &objects.pod else {
+        return if objects.pod_unreadable {
+            PodReading::Unknown
+        } else {
+            PodReading::Absent
+        };
+    };
+    let (Some(uid), Some(created)) = (
+        pod.metadata.uid.clone(),
+        pod.metadata.creation_timestamp.as_ref(),
+    ) else {
+        return PodReading::Unknown;
+    };
+    let container = |name: &str| container_status(pod, name);
+    let node_ready = objects.node.as_ref().map(|node| {
+        node.status
+            .as_ref()
+            .and_then(|status| status.conditions.as_ref())
+            .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|ready| ready.status == "True")
+    });
+    PodReading::Present(PodFacts {
+        uid,
+        created_at: Timestamp::from_unix_millis(created.0.as_millisecond()),
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        sidecar_ready: container(CONTAINER_SIDECAR).is_some_and(|status| status.ready),
+        mysql_running: container(CONTAINER_MYSQL)
+            .and_then(|status| status.state.as_ref())
+            .is_some_and(|state| state.running.is_some()),
+        mysql_image: pod
+            .spec
+            .as_ref()
+            .and_then(|spec| {
+                spec.containers
+                    .iter()
+                    .find(|container| container.name == crate::workloads::CONTAINER_MYSQL)
+            })
+            .and_then(|container| container.image.clone()),
+        node_ready,
+    })
 }
 
 /// One site's observation from its sidecar reading and objects at `now` (pure).
@@ -55,13 +112,7 @@ pub fn site_observation(
     let sidecar_uptime = objects
         .pod
         .as_ref()
-        .and_then(|pod| pod.status.as_ref())
-        .and_then(|status| status.container_statuses.as_ref())
-        .and_then(|statuses| {
-            statuses
-                .iter()
-                .find(|status| status.name == SIDECAR_CONTAINER)
-        })
+        .and_then(|pod| container_status(pod, CONTAINER_SIDECAR))
         .and_then(|status| status.state.as_ref())
         .and_then(|state| state.running.as_ref())
         .and_then(|running| running.started_at.as_ref())
@@ -76,6 +127,7 @@ pub fn site_observation(
         service_cluster_ip,
         sidecar_uptime,
         pod_lease_terms: objects.pod.as_ref().and_then(pod_lease_terms),
+        pod: pod_reading(objects),
     }
 }
 
@@ -93,7 +145,7 @@ pub fn pod_lease_terms(pod: &Pod) -> Option<LeaseTerms> {
         .as_ref()?
         .containers
         .iter()
-        .find(|container| container.name == SIDECAR_CONTAINER)?;
+        .find(|container| container.name == CONTAINER_SIDECAR)?;
     let args = container.args.as_deref().unwrap_or_default();
     let env = |name: &str| {
         container
@@ -167,6 +219,7 @@ pub async fn gather(
     let name = group.metadata.name.clone().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let nodes: Api<Node> = Api::all(client.clone());
 
     let budget = round_trip_budget(group.spec.poll_interval.get());
     let site_names: Vec<&str> = group
@@ -179,7 +232,7 @@ pub async fn gather(
     let read_sites = async {
         let mut sites = futures::future::join_all(site_names.iter().map(|site| {
             read_site(
-                &pods, &services, sidecars, &name, site, &namespace, budget, &now_of,
+                &pods, &services, &nodes, sidecars, &name, site, &namespace, budget, &now_of,
             )
         }))
         .await;
@@ -188,6 +241,7 @@ pub async fn gather(
                 read_site(
                     &pods,
                     &services,
+                    &nodes,
                     sidecars,
                     &name,
                     &memory.active_site,
@@ -261,6 +315,7 @@ pub fn hold_after_fence(
 async fn read_site(
     pods: &Api<Pod>,
     services: &Api<Service>,
+    nodes: &Api<Node>,
     sidecars: &SidecarClient,
     group: &str,
     site: &str,
@@ -275,15 +330,41 @@ async fn read_site(
         services.get_opt(&service_name),
         sidecars.status(group, site, namespace, budget),
     );
+    let pod_unreadable = pod.is_err();
+    let pod = pod.unwrap_or_else(|error| {
+        tracing::debug!(group, site, %error, "site pod unreadable");
+        None
+    });
+    // The node only matters while the sidecar does not answer (core's agentless rule), and
+    // is read within the same budget: a hanging read must not stall the poll.
+    let node_name = pod
+        .as_ref()
+        .and_then(|pod| pod.spec.as_ref())
+        .and_then(|spec| spec.node_name.clone());
+    let node = match (&reading, node_name) {
+        (SidecarReading::Unreachable { .. }, Some(node_name)) => {
+            match tokio::time::timeout(budget, nodes.get_opt(&node_name)).await {
+                Ok(Ok(node)) => node,
+                Ok(Err(error)) => {
+                    tracing::debug!(group, site, node = %node_name, %error, "node unreadable");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(group, site, node = %node_name, "node read timed out");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let objects = SiteObjects {
-        pod: pod.unwrap_or_else(|error| {
-            tracing::debug!(group, site, %error, "site pod unreadable");
-            None
-        }),
+        pod,
+        pod_unreadable,
         service: service.unwrap_or_else(|error| {
             tracing::debug!(group, site, %error, "site service unreadable");
             None
         }),
+        node,
     };
     site_observation(site, reading, &objects, now_of())
 }
@@ -291,7 +372,8 @@ async fn read_site(
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateRunning, ContainerStatus, PodSpec, PodStatus, ServiceSpec,
+        ContainerState, ContainerStateRunning, ContainerStatus, NodeCondition, NodeStatus, PodSpec,
+        PodStatus, ServiceSpec,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -308,11 +390,11 @@ mod tests {
                 status: Some(PodStatus {
                     container_statuses: Some(vec![
                         ContainerStatus {
-                            name: "mysql".into(),
+                            name: CONTAINER_MYSQL.into(),
                             ..ContainerStatus::default()
                         },
                         ContainerStatus {
-                            name: SIDECAR_CONTAINER.into(),
+                            name: CONTAINER_SIDECAR.into(),
                             state: Some(ContainerState {
                                 running: Some(ContainerStateRunning {
                                     started_at: Some(Time(started)),
@@ -333,7 +415,84 @@ mod tests {
                 }),
                 ..Service::default()
             }),
+            ..SiteObjects::default()
         }
+    }
+
+    fn node(ready: &str) -> Node {
+        Node {
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..NodeCondition::default()
+                }]),
+                ..NodeStatus::default()
+            }),
+            ..Node::default()
+        }
+    }
+
+    /// Core's agentless rule reads uid, creation, deletion, the kubelet's container states
+    /// and the node's Ready condition; a failed read is unknown, never "gone".
+    #[test]
+    fn pod_reading_tells_absent_from_unreadable_and_reads_the_kubelet() {
+        assert_eq!(pod_reading(&SiteObjects::default()), PodReading::Absent);
+        let unreadable = SiteObjects {
+            pod_unreadable: true,
+            ..SiteObjects::default()
+        };
+        assert_eq!(pod_reading(&unreadable), PodReading::Unknown);
+
+        let mut site = objects("10.96.0.1", 1_700_000_000_000);
+        // No uid yet (not from the API server): unknown.
+        assert_eq!(pod_reading(&site), PodReading::Unknown);
+        let pod = site.pod.as_mut().expect("pod");
+        pod.metadata.uid = Some("u-1".into());
+        pod.metadata.creation_timestamp = Some(Time(
+            jiff::Timestamp::from_millisecond(1_699_999_000_000).expect("timestamp"),
+        ));
+        let statuses = pod
+            .status
+            .as_mut()
+            .and_then(|status| status.container_statuses.as_mut())
+            .expect("statuses");
+        statuses[0].state = Some(ContainerState {
+            running: Some(ContainerStateRunning { started_at: None }),
+            ..ContainerState::default()
+        });
+        statuses[1].ready = false;
+        site.node = Some(node("True"));
+        assert_eq!(
+            pod_reading(&site),
+            PodReading::Present(PodFacts {
+                uid: "u-1".into(),
+                created_at: Timestamp::from_unix_millis(1_699_999_000_000),
+                terminating: false,
+                sidecar_ready: false,
+                mysql_running: true,
+                mysql_image: None,
+                node_ready: Some(true),
+            })
+        );
+        site.node = Some(node("Unknown"));
+        let PodReading::Present(facts) = pod_reading(&site) else {
+            panic!("present");
+        };
+        assert_eq!(facts.node_ready, Some(false));
+        site.node = None;
+        let pod = site.pod.as_mut().expect("pod");
+        pod.metadata.deletion_timestamp = pod.metadata.creation_timestamp.clone();
+        pod.status
+            .as_mut()
+            .and_then(|status| status.container_statuses.as_mut())
+            .expect("statuses")[1]
+            .ready = true;
+        let PodReading::Present(facts) = pod_reading(&site) else {
+            panic!("present");
+        };
+        assert!(facts.terminating && facts.sidecar_ready);
+        assert_eq!(facts.node_ready, None);
     }
 
     /// Core's Observation contract: node of the site pod (taint target), ClusterIP of the
@@ -378,12 +537,12 @@ mod tests {
             spec: Some(PodSpec {
                 containers: vec![
                     Container {
-                        name: "mysql".into(),
+                        name: CONTAINER_MYSQL.into(),
                         args: Some(vec!["--sites=wrong".into()]),
                         ..Container::default()
                     },
                     Container {
-                        name: SIDECAR_CONTAINER.into(),
+                        name: CONTAINER_SIDECAR.into(),
                         args: Some(args),
                         env: Some(env),
                         ..Container::default()
@@ -393,7 +552,7 @@ mod tests {
             }),
             ..Pod::default()
         };
-        let rendered = crate::workloads::sidecar_args(&spec, "playground", "pdx", "ns");
+        let rendered = crate::workloads::sidecar_args(&spec, "playground", "pdx", "ns", true);
         assert_eq!(
             pod_lease_terms(&sidecar(rendered, Vec::new())),
             Some(LeaseTerms {

@@ -16,8 +16,8 @@
 //! | `bloodraven.shipstream.io` | `mysqldatabases` | get, list, watch | deploymentClients |
 //! | `externaldns.k8s.io` | `dnsendpoints` | get, list, watch, create, update, patch | the DNS record (SSA); a rule of its own so chaos scenario 38 can deny create/update/patch |
 //! | core | `services` | get, list, watch, create, update, patch | the 4 Service kinds (SSA) |
-//! | core | `pods` | get, list, watch, patch | role/healthy labels, node, sidecar start |
-//! | core | `nodes` | get, list, watch, patch, update | the NoExecute demotion taint |
+//! | core | `pods` | get, list, watch, patch, delete | role/healthy labels, node, sidecar start; delete: the agentless old primary (issue 10) |
+//! | core | `nodes` | get, list, watch, patch, update | the NoExecute demotion taint; the `Ready` condition of the old primary's node (issue 10) |
 //! | core | `configmaps` | get, list, watch, create, update, patch | deploy-lease tombstones |
 //! | `apps` | `statefulsets` | get, list, watch, create, update, patch | the per-site workloads (SSA) |
 //! | core | `secrets` | get, create, patch | the group's credentials and request-signature key Secrets, created when missing; patch only to realign the sidecars' verifying key with the signing key |
@@ -185,7 +185,7 @@ pub fn cluster_role_rules() -> Value {
         {"apiGroups": [names::GROUP], "resources": ["mysqldatabases"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["externaldns.k8s.io"], "resources": ["dnsendpoints"], "verbs": all_write},
         {"apiGroups": [""], "resources": ["services"], "verbs": all_write},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "update"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": all_write},
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": all_write},

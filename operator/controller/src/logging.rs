@@ -119,57 +119,17 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
-
-    /// A `MakeWriter` into a shared buffer.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            if let Ok(mut buffer) = self.0.lock() {
-                buffer.extend_from_slice(bytes);
-            }
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-        type Writer = Captured;
-
-        fn make_writer(&'a self) -> Self::Writer {
-            self.clone()
-        }
-    }
-
-    fn lines(captured: &Captured) -> Vec<Value> {
-        let text = captured
-            .0
-            .lock()
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_default();
-        text.lines()
-            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
-            .collect()
-    }
+    use crate::test_support::CapturedLogs;
 
     /// Seed 003 (`msg="deploy api"` with its fields): the message is a top-level `msg`, the
     /// fields sit beside it with their JSON types, `%` fields as their Display text, and a
     /// field named like a fixed key does not overwrite it.
     #[test]
     fn a_line_carries_msg_and_the_fields_at_the_top_level() {
-        let captured = Captured::default();
-        let subscriber = json_lines()
-            .with_writer(captured.clone())
-            .with_max_level(tracing::Level::INFO)
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        let captured = CapturedLogs::default();
+        {
+            let _guard = captured.install();
             let instance = String::from("counter-app");
             tracing::info!(
                 handler = "post_lease",
@@ -181,8 +141,8 @@ mod tests {
             );
             tracing::debug!("filtered out");
             tracing::info_span!("poll").in_scope(|| tracing::warn!(site = "iad", "action failed"));
-        });
-        let lines = lines(&captured);
+        }
+        let lines = captured.lines();
         assert_eq!(lines.len(), 2, "{lines:?}");
         let line = &lines[0];
         assert_eq!(line["msg"], "deploy api");

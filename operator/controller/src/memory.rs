@@ -31,6 +31,14 @@ pub fn annotations_of(group: &MysqlFailoverGroup) -> GroupAnnotations {
         cooldown_until: annotations
             .get(names::ANNOTATION_COOLDOWN_UNTIL)
             .and_then(|text| text.parse().ok()),
+        backup: annotations
+            .get(names::ANNOTATION_BACKUP)
+            .map(|name| name.trim().to_string())
+            .filter(|name| !name.is_empty()),
+        restore: annotations
+            .get(names::ANNOTATION_RESTORE)
+            .map(|name| name.trim().to_string())
+            .filter(|name| !name.is_empty()),
     }
 }
 

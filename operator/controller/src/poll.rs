@@ -167,13 +167,7 @@ impl Shell {
         });
         // Ensure workloads (a shell concern, before observing; `decide` never sees it).
         if self.leader.is_leader() {
-            crate::workloads::ensure(
-                &self.client,
-                &self.recorder,
-                group,
-                self.sidecars.signing_keys(),
-            )
-            .await;
+            crate::workloads::ensure(&self.client, group, self.sidecars.signing_keys()).await;
         }
         let gathered = gather(
             &self.client,

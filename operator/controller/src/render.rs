@@ -237,7 +237,9 @@ pub fn event_action(reason: EventReason) -> &'static str {
         | EventReason::Promoted
         | EventReason::FailoverCompleted
         | EventReason::LostTransactionsExact
-        | EventReason::LeaseTermsDiffer => "Failover",
+        | EventReason::LeaseTermsDiffer
+        | EventReason::AgentlessPrimaryKilled
+        | EventReason::AgentlessPrimaryNotKilled => "Failover",
         EventReason::ReturningPrimaryFenced
         | EventReason::ReturningPrimaryRejoined
         | EventReason::Repointed => "Replication",
@@ -250,13 +252,33 @@ pub fn event_action(reason: EventReason) -> &'static str {
         | EventReason::PlannedFailoverAborted => "PlannedFailover",
         EventReason::DeploymentLeaseRevoked => "DeployLeases",
         EventReason::SpecInvalid => "Validate",
+        EventReason::BackupStarted | EventReason::BackupCompleted | EventReason::BackupFailed => {
+            "Backup"
+        }
+        EventReason::RestoreAdmitting
+        | EventReason::RestoreDeferred
+        | EventReason::RestoreFencing
+        | EventReason::RestoreRestoring
+        | EventReason::RestorePromoted
+        | EventReason::RestoreReseeding
+        | EventReason::RestoreCompleted
+        | EventReason::RestoreFailed => "Restore",
+        EventReason::OrderedUpdateStarted
+        | EventReason::OrderedUpdateDeferred
+        | EventReason::OrderedUpdateRollingSite
+        | EventReason::OrderedUpdateSiteUpdated
+        | EventReason::OrderedUpdateFailingOver
+        | EventReason::OrderedUpdateCompleted
+        | EventReason::OrderedUpdateFailed => "OrderedUpdate",
     }
 }
 
 #[cfg(test)]
 mod tests {
     use bloodraven_api::MysqlFailoverGroupSpec;
-    use bloodraven_core::engine::{DnsReading, GroupAnnotations, SidecarReading, SiteObservation};
+    use bloodraven_core::engine::{
+        DnsReading, GroupAnnotations, PodReading, SidecarReading, SiteObservation,
+    };
     use bloodraven_core::{decide, Action, GroupMemory, Observation};
 
     use super::*;
@@ -286,6 +308,7 @@ mod tests {
                     service_cluster_ip: None,
                     sidecar_uptime: None,
                     pod_lease_terms: None,
+                    pod: PodReading::Unknown,
                 })
                 .collect(),
             annotations: GroupAnnotations::default(),

@@ -280,6 +280,28 @@ impl SidecarClient {
         .await
     }
 
+    /// `POST /v1/backup`, `/v1/restore` or `/v1/reseed` (`path`): starts the sidecar's job, or
+    /// answers the one that runs or last finished (202 with its `JobStatus`).
+    pub async fn start_job(
+        &self,
+        site: &str,
+        namespace: &str,
+        group: &str,
+        path: &str,
+        request: &impl serde::Serialize,
+    ) -> Result<sidecar::JobStatus> {
+        self.call(
+            reqwest::Method::POST,
+            group,
+            site,
+            namespace,
+            path,
+            request,
+            MUTATION_TIMEOUT,
+        )
+        .await
+    }
+
     /// `POST /v1/promote` (timeout: the request's drain timeout plus a margin).
     pub async fn promote(
         &self,
@@ -454,6 +476,8 @@ mod tests {
             },
             authority: None,
             last_granted_ago_ms: BTreeMap::new(),
+            backups: Vec::new(),
+            job: None,
             runtime: None,
         }
     }

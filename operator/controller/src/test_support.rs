@@ -59,3 +59,68 @@ pub(crate) fn playground_group(poll_interval: &str) -> MysqlFailoverGroup {
     }))
     .expect("group")
 }
+
+/// A `MakeWriter` into a shared buffer, to read the operator's JSON log lines back.
+#[derive(Clone, Default)]
+pub(crate) struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// Installs the operator's formatter (INFO and above) writing here as this thread's
+    /// default subscriber, for as long as the guard lives.
+    ///
+    /// tracing caches one interest per callsite for the whole process, computed by the
+    /// thread that reaches it first: a test that reaches a log line with no subscriber
+    /// would cache `never` and silence that line for every thread, this one included. A
+    /// process-wide default that is interested in everything (a bare registry, which
+    /// writes nothing) keeps every callsite's interest open; the thread's own subscriber
+    /// still decides what it records.
+    pub(crate) fn install(&self) -> tracing::subscriber::DefaultGuard {
+        static KEEP_INTEREST: std::sync::Once = std::sync::Once::new();
+        KEEP_INTEREST.call_once(|| {
+            // Another global default (none in this crate's tests) would serve as well.
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
+        let subscriber = crate::logging::json_lines()
+            .with_writer(self.clone())
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    /// The captured text.
+    pub(crate) fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The captured lines, parsed; a line that is not JSON panics, naming it.
+    pub(crate) fn lines(&self) -> Vec<serde_json::Value> {
+        self.text()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+            .collect()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buffer) = self.0.lock() {
+            buffer.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}

@@ -15,10 +15,20 @@
 //!   force). SSA is idempotent: an unchanged body changes nothing (no new resourceVersion, no
 //!   rollout), so no diff is computed here.
 //! - A running site's pod spec is never changed except through the ordered update
-//!   (bloodraven.md), which is not implemented yet: the StatefulSet uses
+//!   (bloodraven.md, `bloodraven_core::engine` `update`): the StatefulSet uses
 //!   `updateStrategy: OnDelete` (a template change never replaces a running pod), and when
-//!   `spec.image` differs from the live StatefulSet's `mysql` image the live image is kept,
-//!   and a Warning Event `OrderedUpdateNotImplemented` is raised instead of rolling.
+//!   `spec.image` differs from the live StatefulSet's `mysql` image this ensure keeps the
+//!   live image. Core's `RollSite` moves one site at a time: [`set_site_image`] applies the
+//!   template with the new image, then the act phase deletes the pod (uid precondition,
+//!   graceful) and the StatefulSet recreates it from the new template.
+//! - Each site has a second volume claim, [`BACKUP_VOLUME`], mounted into the sidecar only: the
+//!   named backups it takes and restores from (issue 12 part 2). The sidecar also mounts the
+//!   data volume read-only, for `mariadb-backup`'s physical copy. The pod's `fsGroup` is
+//!   mysqld's gid, so a volume the kubelet prepares is group-writable by the sidecar's user
+//!   (it runs as [`MYSQL_IMAGE_UID`]). `volumeClaimTemplates` cannot change on a live
+//!   StatefulSet (the API server refuses it), so a StatefulSet made before the backup volume
+//!   existed keeps its shape: no backup volume, and its sidecar runs without `--backup-dir`
+//!   (the backup and restore jobs answer 409 there, saying so) until it is recreated.
 //! - The Secret is created only when missing (never rewritten), with random passwords
 //!   generated here and never logged. It has no owner reference: like the volumes it outlives
 //!   the group, so a recreated group still opens its old data.
@@ -32,19 +42,21 @@ use std::collections::BTreeMap;
 
 use bloodraven_api::auth::{to_hex, OperatorKey, OperatorVerifyingKey, KEY_BYTES};
 use bloodraven_api::{names, Flavor, MysqlFailoverGroup, MysqlFailoverGroupSpec};
+use bloodraven_core::engine::{
+    SIDECAR_READINESS_FAILURES, SIDECAR_READINESS_PERIOD, SIDECAR_READINESS_TIMEOUT,
+};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretKeySelector, SecretVolumeSource, SecurityContext, Toleration, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec,
+    Probe, Secret, SecretKeySelector, SecretVolumeSource, SecurityContext, Toleration, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Patch, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 
 use crate::act::apply_params;
 use crate::error::{Error, Result};
@@ -76,6 +88,12 @@ pub const MYSQL_IMAGE_UID: i64 = 999;
 pub const MYSQLD_PID_FILE: &str = "/run/bloodraven/mysqld.pid";
 /// Size requested by each site's data volume claim.
 pub const DATA_STORAGE: &str = "1Gi";
+/// Name of the volume claim template (and of the volume) holding the site's named backups.
+pub const BACKUP_VOLUME: &str = "backups";
+/// Where [`BACKUP_VOLUME`] is mounted in the sidecar (its `--backup-dir`).
+pub const BACKUP_MOUNT_PATH: &str = "/var/lib/bloodraven/backups";
+/// Size requested by each site's backup volume claim.
+pub const BACKUP_STORAGE: &str = "2Gi";
 /// `GET /healthz` on the sidecar's named port: its readiness and its liveness probe.
 fn sidecar_healthz() -> HTTPGetAction {
     HTTPGetAction {
@@ -83,6 +101,11 @@ fn sidecar_healthz() -> HTTPGetAction {
         port: IntOrString::String(names::PORT_NAME_SIDECAR.to_string()),
         ..HTTPGetAction::default()
     }
+}
+
+/// Whole seconds of a probe field.
+fn seconds(duration: std::time::Duration) -> i32 {
+    i32::try_from(duration.as_secs()).unwrap_or(i32::MAX)
 }
 
 /// The sidecar's liveness probe period: three failures in a row (30 s) restart it.
@@ -96,8 +119,6 @@ pub const SECRET_KEY_ROOT_PASSWORD: &str = "root-password";
 pub const SECRET_KEY_REPLICATION_PASSWORD: &str = "replication-password";
 /// The replication user (the sidecar's `--replication-user` default).
 pub const REPLICATION_USER: &str = "replication";
-/// Reason of the Warning Event raised instead of rolling a changed `spec.image`.
-pub const EVENT_ORDERED_UPDATE_NOT_IMPLEMENTED: &str = "OrderedUpdateNotImplemented";
 /// Random bytes in each generated password (hex encoded: twice as many characters).
 pub const PASSWORD_BYTES: usize = 24;
 /// Key of the operator's Ed25519 signing seed (hex) in [`operator_key_secret`].
@@ -185,18 +206,22 @@ pub fn mysqld_args(flavor: Flavor, server_id: usize, report_host: &str) -> Vec<S
 /// the flavor, peer discovery by the SRV records of each site's internal Service
 /// (`{site}` is substituted by the sidecar), and the request-signature keys mounted from
 /// [`sidecar_keys_secret`] (never `--insecure-allow-unauthenticated`).
+///
+/// With `backups` (the pod has [`BACKUP_VOLUME`]), also `--backup-dir` and `--mysql-datadir`
+/// (the data volume, mounted read-only into the sidecar).
 pub fn sidecar_args(
     spec: &MysqlFailoverGroupSpec,
     group: &str,
     site: &str,
     namespace: &str,
+    backups: bool,
 ) -> Vec<String> {
     let sites: Vec<&str> = spec.sites.iter().map(|site| site.name.as_str()).collect();
     let flavor = match spec.flavor {
         Flavor::Mariadb => "mariadb",
         Flavor::Mysql => "mysql",
     };
-    vec![
+    let mut args = vec![
         format!("--group={group}"),
         format!("--site={site}"),
         format!("--sites={}", sites.join(",")),
@@ -212,7 +237,14 @@ pub fn sidecar_args(
         format!("--mysqld-pid-file={MYSQLD_PID_FILE}"),
         format!("--operator-key-file={KEYS_MOUNT_PATH}/{SECRET_KEY_OPERATOR_VERIFYING_KEY}"),
         format!("--peer-key-file={KEYS_MOUNT_PATH}/{SECRET_KEY_PEER_KEY}"),
-    ]
+    ];
+    if backups {
+        args.extend([
+            format!("--backup-dir={BACKUP_MOUNT_PATH}"),
+            format!("--mysql-datadir={DATA_MOUNT_PATH}"),
+        ]);
+    }
+    args
 }
 
 fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
@@ -255,12 +287,15 @@ fn mysql_env(flavor: Flavor, secret: &str) -> Vec<EnvVar> {
 
 /// The StatefulSet of `site` (`None` when the site is not in the spec). `mysql_image` is the
 /// image to run: `spec.image` for a new StatefulSet, the live one for an existing one.
+/// `backups`: with the backup volume claim (a new StatefulSet, or a live one that has it;
+/// module docs).
 pub fn statefulset(
     spec: &MysqlFailoverGroupSpec,
     group: &str,
     namespace: &str,
     site: &str,
     mysql_image: &str,
+    backups: bool,
     owner: Option<OwnerReference>,
 ) -> Option<StatefulSet> {
     let site_spec = spec.site(site)?;
@@ -294,7 +329,7 @@ pub fn statefulset(
     let sidecar = Container {
         name: CONTAINER_SIDECAR.to_string(),
         image: Some(sidecar_image()),
-        args: Some(sidecar_args(spec, group, site, namespace)),
+        args: Some(sidecar_args(spec, group, site, namespace, backups)),
         env: Some(vec![
             secret_env(
                 "BLOODRAVEN_MYSQL_PASSWORD",
@@ -313,9 +348,13 @@ pub fn statefulset(
             protocol: Some("TCP".to_string()),
             ..ContainerPort::default()
         }]),
+        // Core's agentless rule waits out this probe's window before it takes "ready" as
+        // proof of a live sidecar: the numbers are core's (SIDECAR_NOT_READY_WITHIN).
         readiness_probe: Some(Probe {
             http_get: Some(sidecar_healthz()),
-            period_seconds: Some(2),
+            period_seconds: Some(seconds(SIDECAR_READINESS_PERIOD)),
+            timeout_seconds: Some(seconds(SIDECAR_READINESS_TIMEOUT)),
+            failure_threshold: Some(i32::try_from(SIDECAR_READINESS_FAILURES).unwrap_or(i32::MAX)),
             ..Probe::default()
         }),
         // A hung sidecar (its /healthz times out, or reports the enforcer stalled) is
@@ -328,15 +367,7 @@ pub fn statefulset(
             failure_threshold: Some(3),
             ..Probe::default()
         }),
-        volume_mounts: Some(vec![
-            run_mount(),
-            VolumeMount {
-                name: KEYS_VOLUME.to_string(),
-                mount_path: KEYS_MOUNT_PATH.to_string(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            },
-        ]),
+        volume_mounts: Some(sidecar_mounts(backups)),
         security_context: Some(SecurityContext {
             run_as_user: Some(MYSQL_IMAGE_UID),
             run_as_group: Some(MYSQL_IMAGE_UID),
@@ -345,25 +376,10 @@ pub fn statefulset(
         }),
         ..Container::default()
     };
-    let claim = PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(DATA_VOLUME.to_string()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".to_string()]),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(
-                    [("storage".to_string(), Quantity(DATA_STORAGE.to_string()))]
-                        .into_iter()
-                        .collect(),
-                ),
-                ..VolumeResourceRequirements::default()
-            }),
-            ..PersistentVolumeClaimSpec::default()
-        }),
-        ..PersistentVolumeClaim::default()
-    };
+    let mut claims = vec![claim(DATA_VOLUME, DATA_STORAGE)];
+    if backups {
+        claims.push(claim(BACKUP_VOLUME, BACKUP_STORAGE));
+    }
     Some(StatefulSet {
         metadata: ObjectMeta {
             name: Some(names::statefulset(group, site)),
@@ -395,6 +411,12 @@ pub fn statefulset(
                     containers: vec![mysql, sidecar],
                     // The sidecar's watchdog signals mysqld (operator docs, "Fencing").
                     share_process_namespace: Some(true),
+                    // The volumes the kubelet prepares are group-owned by mysqld's gid, so the
+                    // sidecar (that uid and gid) may write its backups on them.
+                    security_context: Some(PodSecurityContext {
+                        fs_group: Some(MYSQL_IMAGE_UID),
+                        ..PodSecurityContext::default()
+                    }),
                     volumes: Some(vec![
                         Volume {
                             name: RUN_VOLUME.to_string(),
@@ -414,11 +436,76 @@ pub fn statefulset(
                     ..PodSpec::default()
                 }),
             },
-            volume_claim_templates: Some(vec![claim]),
+            volume_claim_templates: Some(claims),
             ..StatefulSetSpec::default()
         }),
         status: None,
     })
+}
+
+/// A `ReadWriteOnce` volume claim template named `name` requesting `storage`.
+fn claim(name: &str, storage: &str) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_string()]),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(
+                    [("storage".to_string(), Quantity(storage.to_string()))]
+                        .into_iter()
+                        .collect(),
+                ),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    }
+}
+
+/// The sidecar's mounts: the run volume, its keys (read-only) and, with `backups`, the backup
+/// volume and the data volume (read-only: `mariadb-backup` only reads it).
+fn sidecar_mounts(backups: bool) -> Vec<VolumeMount> {
+    let mut mounts = vec![
+        run_mount(),
+        VolumeMount {
+            name: KEYS_VOLUME.to_string(),
+            mount_path: KEYS_MOUNT_PATH.to_string(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+    ];
+    if backups {
+        mounts.extend([
+            VolumeMount {
+                name: BACKUP_VOLUME.to_string(),
+                mount_path: BACKUP_MOUNT_PATH.to_string(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: DATA_VOLUME.to_string(),
+                mount_path: DATA_MOUNT_PATH.to_string(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+        ]);
+    }
+    mounts
+}
+
+/// Whether the live StatefulSet has the backup volume claim template.
+pub fn live_has_backups(live: &StatefulSet) -> bool {
+    live.spec
+        .as_ref()
+        .and_then(|spec| spec.volume_claim_templates.as_ref())
+        .is_some_and(|claims| {
+            claims
+                .iter()
+                .any(|claim| claim.metadata.name.as_deref() == Some(BACKUP_VOLUME))
+        })
 }
 
 fn run_mount() -> VolumeMount {
@@ -564,12 +651,7 @@ pub fn random_password() -> String {
 /// into `keys`. Every failure is logged with `outcome="unknown"` and the remaining sites are
 /// still handled; returns how many steps failed. The next poll re-reads and re-applies; a key
 /// loaded before stays in use.
-pub async fn ensure(
-    client: &Client,
-    recorder: &Recorder,
-    group: &MysqlFailoverGroup,
-    keys: &SigningKeys,
-) -> usize {
+pub async fn ensure(client: &Client, group: &MysqlFailoverGroup, keys: &SigningKeys) -> usize {
     let namespace = group.metadata.namespace.clone().unwrap_or_default();
     let name = group.metadata.name.clone().unwrap_or_default();
     let mut failures = 0;
@@ -585,7 +667,7 @@ pub async fn ensure(
         }
     }
     for site in &group.spec.sites {
-        if let Err(error) = ensure_statefulset(client, recorder, group, &site.name).await {
+        if let Err(error) = ensure_statefulset(client, group, &site.name).await {
             tracing::warn!(group = %name, site = %site.name, action = "EnsureStatefulSet", outcome = "unknown", %error, "failed to ensure the site's statefulset; retried next poll");
             failures += 1;
         }
@@ -708,48 +790,62 @@ async fn ensure_keys(client: &Client, group: &str, namespace: &str) -> Result<Op
     Ok(key)
 }
 
-async fn ensure_statefulset(
+/// The site's StatefulSet as the API server has it, if it exists.
+async fn live_statefulset(
     client: &Client,
-    recorder: &Recorder,
     group: &MysqlFailoverGroup,
     site: &str,
+) -> Result<Option<StatefulSet>> {
+    let namespace = group.metadata.namespace.clone().unwrap_or_default();
+    let name = group.metadata.name.clone().unwrap_or_default();
+    let object = names::statefulset(&name, site);
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
+    api.get_opt(&object)
+        .await
+        .map_err(|error| Error::kube(format!("read statefulset {namespace}/{object}"), error))
+}
+
+async fn ensure_statefulset(client: &Client, group: &MysqlFailoverGroup, site: &str) -> Result<()> {
+    let live = live_statefulset(client, group, site).await?;
+    let live_image = live.as_ref().and_then(live_mysql_image).map(str::to_string);
+    // A changed spec.image is rolled by the ordered update (core), one site at a time.
+    let image = live_image.unwrap_or_else(|| group.spec.image.clone());
+    let backups = live.as_ref().is_none_or(live_has_backups);
+    apply_site(client, group, site, &image, backups).await
+}
+
+/// Applies the site's StatefulSet with `image` for its `mysql` container: the ordered
+/// update's template change (`RollSite`). The running pod is not replaced by it (`OnDelete`).
+/// The live StatefulSet says whether it has the backup volume (module docs).
+pub async fn set_site_image(
+    client: &Client,
+    group: &MysqlFailoverGroup,
+    site: &str,
+    image: &str,
+) -> Result<()> {
+    let live = live_statefulset(client, group, site).await?;
+    let backups = live.as_ref().is_none_or(live_has_backups);
+    apply_site(client, group, site, image, backups).await
+}
+
+async fn apply_site(
+    client: &Client,
+    group: &MysqlFailoverGroup,
+    site: &str,
+    image: &str,
+    backups: bool,
 ) -> Result<()> {
     let namespace = group.metadata.namespace.clone().unwrap_or_default();
     let name = group.metadata.name.clone().unwrap_or_default();
     let object = names::statefulset(&name, site);
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
-    let live = api
-        .get_opt(&object)
-        .await
-        .map_err(|error| Error::kube(format!("read statefulset {namespace}/{object}"), error))?;
-    let live_image = live.as_ref().and_then(live_mysql_image).map(str::to_string);
-    let image = match live_image {
-        Some(live_image) if live_image != group.spec.image => {
-            let message = format!(
-                "spec.image changed from {live_image} to {} on site {site}: ordered update is not implemented yet, the site keeps {live_image}",
-                group.spec.image
-            );
-            tracing::warn!(group = %name, site = %site, live_image = %live_image, image = %group.spec.image, "ordered update not implemented; not rolling");
-            let event = Event {
-                type_: EventType::Warning,
-                reason: EVENT_ORDERED_UPDATE_NOT_IMPLEMENTED.to_string(),
-                note: Some(message),
-                action: "EnsureWorkloads".to_string(),
-                secondary: None,
-            };
-            if let Err(error) = recorder.publish(&event, &group.object_ref(&())).await {
-                tracing::warn!(group = %name, %error, "failed to publish OrderedUpdateNotImplemented event");
-            }
-            live_image
-        }
-        Some(_) | None => group.spec.image.clone(),
-    };
     let Some(desired) = statefulset(
         &group.spec,
         &name,
         &namespace,
         site,
-        &image,
+        image,
+        backups,
         owner_reference(group),
     ) else {
         return Ok(());
@@ -782,6 +878,7 @@ mod tests {
             "bloodraven-playground",
             site,
             "mariadb:10.11",
+            true,
             None,
         )
         .expect("site in spec")
@@ -942,6 +1039,8 @@ mod tests {
                 "--operator-key-file=/etc/bloodraven/sidecar-keys/operator-verifying-key"
                     .to_string(),
                 "--peer-key-file=/etc/bloodraven/sidecar-keys/peer-key".to_string(),
+                "--backup-dir=/var/lib/bloodraven/backups".to_string(),
+                "--mysql-datadir=/var/lib/mysql".to_string(),
             ])
         );
         let port = &sidecar.ports.as_ref().expect("ports")[0];
@@ -956,6 +1055,20 @@ mod tests {
             .expect("readiness");
         assert_eq!(probe.path.as_deref(), Some("/healthz"));
         assert_eq!(probe.port, IntOrString::String("sidecar".into()));
+        // Core's SIDECAR_NOT_READY_WITHIN (8 s) is this window plus a second of status.
+        let readiness = sidecar.readiness_probe.as_ref().expect("readiness");
+        assert_eq!(
+            (
+                readiness.period_seconds,
+                readiness.timeout_seconds,
+                readiness.failure_threshold
+            ),
+            (Some(2), Some(1), Some(3))
+        );
+        assert_eq!(
+            bloodraven_core::engine::SIDECAR_NOT_READY_WITHIN,
+            std::time::Duration::from_secs(2 * 3 + 1 + 1)
+        );
         let liveness = sidecar
             .liveness_probe
             .as_ref()
@@ -1014,13 +1127,86 @@ mod tests {
         assert!(MYSQLD_PID_FILE.starts_with(RUN_MOUNT_PATH));
     }
 
-    /// The live image wins over a changed spec.image (ordered update not implemented), and a
+    /// Issue 12 part 2: a backup volume claim per site, mounted into the sidecar alone (its
+    /// `--backup-dir`), the data volume read-only into the sidecar (`--mysql-datadir`, for
+    /// `mariadb-backup`), and `fsGroup` = mysqld's gid so the sidecar's user may write the
+    /// volumes. A StatefulSet made without the claim (claim templates are immutable) keeps
+    /// that shape: no backup volume, no `--backup-dir`.
+    #[test]
+    fn backups_live_on_their_own_claim_mounted_into_the_sidecar() {
+        let set = render("iad");
+        assert!(live_has_backups(&set));
+        let set_spec = set.spec.as_ref().expect("spec");
+        let claims: Vec<_> = set_spec
+            .volume_claim_templates
+            .as_ref()
+            .expect("claims")
+            .iter()
+            .filter_map(|claim| claim.metadata.name.as_deref())
+            .collect();
+        assert_eq!(claims, vec!["data", "backups"]);
+        let pod = set_spec.template.spec.as_ref().expect("pod");
+        assert_eq!(
+            pod.security_context.as_ref().and_then(|c| c.fs_group),
+            Some(MYSQL_IMAGE_UID)
+        );
+        let mounts = |name: &str| container(&set, name).volume_mounts.clone().expect("mounts");
+        let sidecar = mounts("sidecar");
+        let backup = sidecar
+            .iter()
+            .find(|m| m.name == BACKUP_VOLUME)
+            .expect("sidecar mounts the backups");
+        assert_eq!(
+            (backup.mount_path.as_str(), backup.read_only),
+            (BACKUP_MOUNT_PATH, None)
+        );
+        let data = sidecar
+            .iter()
+            .find(|m| m.name == DATA_VOLUME)
+            .expect("sidecar sees the datadir");
+        assert_eq!(
+            (data.mount_path.as_str(), data.read_only),
+            (DATA_MOUNT_PATH, Some(true))
+        );
+        assert!(!mounts("mysql").iter().any(|m| m.name == BACKUP_VOLUME));
+
+        let old = statefulset(
+            &spec(),
+            "playground",
+            "ns",
+            "iad",
+            "mariadb:10.11",
+            false,
+            None,
+        )
+        .expect("iad");
+        assert!(!live_has_backups(&old));
+        let old_claims = old
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_claim_templates.as_ref())
+            .map(Vec::len);
+        assert_eq!(old_claims, Some(1));
+        let args = container(&old, "sidecar").args.clone().expect("args");
+        assert!(
+            !args.iter().any(|a| a.starts_with("--backup-dir")),
+            "{args:?}"
+        );
+        assert!(!container(&old, "sidecar")
+            .volume_mounts
+            .as_ref()
+            .expect("mounts")
+            .iter()
+            .any(|m| m.name == BACKUP_VOLUME || m.name == DATA_VOLUME));
+    }
+
+    /// The live image wins over a changed spec.image (the ordered update moves it per site), and a
     /// site outside the spec renders nothing.
     #[test]
     fn live_image_is_read_back_and_unknown_sites_render_nothing() {
-        let set = statefulset(&spec(), "g", "ns", "iad", "mariadb:10.6", None).expect("iad");
+        let set = statefulset(&spec(), "g", "ns", "iad", "mariadb:10.6", true, None).expect("iad");
         assert_eq!(live_mysql_image(&set), Some("mariadb:10.6"));
-        assert!(statefulset(&spec(), "g", "ns", "nowhere", "mariadb:10.11", None).is_none());
+        assert!(statefulset(&spec(), "g", "ns", "nowhere", "mariadb:10.11", true, None).is_none());
     }
 
     /// The credentials Secret: both keys, random and distinct passwords, no owner (it outlives

@@ -65,6 +65,8 @@ fn one_site_sidecar() -> Router {
                         },
                         authority,
                         last_granted_ago_ms: Default::default(),
+                        backups: Vec::new(),
+                        job: None,
                         runtime: None,
                     })
                 }

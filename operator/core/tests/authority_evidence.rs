@@ -9,8 +9,10 @@
 mod support;
 
 use bloodraven_api::sidecar::LeaseTerms;
-use bloodraven_api::{GoDuration, PlannedFailoverPhase, SiteRole, SiteSpec, WriteLeaseSpec};
-use bloodraven_core::engine::{Action, EventReason, CLOCK_DRIFT_MARGIN};
+use bloodraven_api::{
+    FailoverKind, GoDuration, PlannedFailoverPhase, SiteRole, SiteSpec, WriteLeaseSpec,
+};
+use bloodraven_core::engine::{Action, EventReason, GroupMemory, CLOCK_DRIFT_MARGIN};
 use bloodraven_core::time::{Duration, Timestamp};
 use bloodraven_mysql::Gtid;
 use support::{playground_spec, World};
@@ -279,5 +281,55 @@ fn issue_10_case_7_a_reverted_status_never_issues_a_generation_below_a_sidecars(
         world.memory.planned_failover.as_ref().map(|p| p.phase),
         Some(PlannedFailoverPhase::Rejected)
     );
+    assert!(world.split_brain_at.is_empty());
+}
+
+#[test]
+fn issue_10_case_7_an_authority_recovered_to_another_site_is_a_promotion_with_cooldown_and_last_failover(
+) {
+    // Simulator seed 463 (`--all-faults`): iad dies and the move is announced; pdx and the
+    // reader die too (their cached move notice with them) and the operator restarts from a
+    // status without the emergency in flight. Every pod comes back without authority: memory
+    // names iad (demoted), pdx holds every transaction, so the authority is recovered to pdx.
+    // It moved the authority to another site with no lastFailover and no cooldown: the
+    // harness saw an active-site change with no failover, and a planned failover 27 s later
+    // ran inside what is a cooldown for everyone else.
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    while world.memory.emergency_failover.is_none() {
+        world.run_polls(1);
+        assert!(world.decisions.len() < 30, "no emergency failover started");
+    }
+    world.kill("pdx");
+    world.kill("reader");
+    world.run_polls(1);
+    let status = world.memory.to_status();
+    world.memory = GroupMemory::from_status(&world.spec, Some(&status), world.now);
+    assert!(world.memory.last_failover.is_none());
+    for site in ["iad", "pdx", "reader"] {
+        world.restart(site);
+    }
+    world.run_polls_until_active("pdx", 20);
+    assert!(!world.events_of(EventReason::AuthorityRecovered).is_empty());
+    let last = world
+        .memory
+        .last_failover
+        .clone()
+        .expect("lastFailover recorded");
+    assert_eq!((last.from.as_str(), last.to.as_str()), ("iad", "pdx"));
+    assert_eq!(last.kind, FailoverKind::Emergency);
+    assert!(last.promoted_at.is_some());
+    assert_eq!(last.lost_transactions, 0);
+    assert!(
+        world
+            .memory
+            .cooldown_until
+            .is_some_and(|until| until > world.now),
+        "no cooldown started: {:?}",
+        world.memory.cooldown_until
+    );
+    assert!(!world.events_of(EventReason::Promoted).is_empty());
+    world.run_polls(3);
+    assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
     assert!(world.split_brain_at.is_empty());
 }

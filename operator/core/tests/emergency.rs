@@ -8,7 +8,7 @@ use bloodraven_api::FailoverKind;
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
     Action, AnnotationChange, Detection, EmergencyPhase, EventReason, PodRole, SiteState,
-    CLOCK_DRIFT_MARGIN,
+    AGENTLESS_KILL_PATIENCE, CLOCK_DRIFT_MARGIN, SIDECAR_NOT_READY_WITHIN,
 };
 use bloodraven_core::time::Duration;
 use support::{labels_of, position, World};
@@ -958,5 +958,248 @@ fn candidate_behind_the_reader_catches_up_from_it_before_it_is_promoted() {
         .site("reader")
         .and_then(|site| site.errant.clone())
         .is_none_or(|errant| errant.is_empty()));
+    assert!(world.split_brain_at.is_empty());
+}
+
+/// iad's mysqld freezes writable and its sidecar dies at the same moment (issue 10, the
+/// agentless primary): nothing in the pod can fence it.
+fn agentless_freeze(world: &mut World) {
+    for _ in 0..5 {
+        assert!(world.write("iad"));
+    }
+    world.advance(Duration::from_secs(1));
+    world.freeze("iad", true);
+    world.site_mut("iad").sidecar_alive = false;
+    world.site_mut("iad").lease_until = None;
+}
+
+fn deletes_of(world: &World, site: &str) -> Vec<(usize, String)> {
+    world
+        .decisions
+        .iter()
+        .enumerate()
+        .flat_map(|(index, (_, decision))| {
+            decision
+                .actions
+                .iter()
+                .filter_map(move |action| match action {
+                    Action::DeletePod {
+                        site: target, uid, ..
+                    } if target == site => Some((index, uid.clone())),
+                    _ => None,
+                })
+        })
+        .collect()
+}
+
+fn first_promotion(world: &World, site: &str) -> Option<usize> {
+    world.decisions.iter().position(|(_, decision)| {
+        decision
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Promote { site: target, .. } if target == site))
+    })
+}
+
+#[test]
+fn a_frozen_primary_whose_sidecar_died_is_killed_by_its_kubelet_before_the_promotion() {
+    let mut world = World::bootstrapped();
+    agentless_freeze(&mut world);
+    world.run_polls_until_active("pdx", 20);
+    let deletes = deletes_of(&world, "iad");
+    assert!(
+        !deletes.is_empty(),
+        "the agentless old primary was not deleted"
+    );
+    assert!(deletes.iter().all(|(_, uid)| uid == "iad-0"), "{deletes:?}");
+    assert_eq!(world.site("iad").pods_deleted, vec!["iad-0".to_string()]);
+    let promoted = first_promotion(&world, "pdx").expect("pdx promoted");
+    assert!(
+        deletes[0].0 < promoted,
+        "the kill was asked for at poll {}, after the promotion at {promoted}",
+        deletes[0].0
+    );
+    assert_eq!(
+        world.events_of(EventReason::AgentlessPrimaryKilled).len(),
+        1
+    );
+    world.run_polls(3);
+    // The recreated pod is left alone: its sidecar started without authority.
+    assert_eq!(world.site("iad").pods_deleted.len(), 1);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "{:?}",
+        world.split_brain_at
+    );
+    assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
+}
+
+#[test]
+fn without_the_agentless_kill_the_frozen_primary_is_split_brain() {
+    // The same double fault with the rule switched off (the rule before issue 10's kill):
+    // the lease lapses, pdx is promoted, and iad's frozen mysqld is still writable.
+    let mut world = World::bootstrapped();
+    world.options.unsafe_skip_agentless_kill = true;
+    agentless_freeze(&mut world);
+    world.run_polls_until_active("pdx", 20);
+    world.run_polls(2);
+    assert!(deletes_of(&world, "iad").is_empty());
+    assert!(!world.split_brain_at.is_empty(), "the world must see it");
+}
+
+#[test]
+fn an_agentless_primary_on_a_node_that_is_not_ready_fails_over_on_the_lease() {
+    // Nobody can carry a deletion out: the rule does not hold the failover (mysqld is not
+    // frozen here, so the write deadline fenced it; this world fences a site without a
+    // sidecar at once).
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").kubelet_up = false;
+    world.site_mut("iad").sidecar_alive = false;
+    world.run_polls_until_active("pdx", 20);
+    assert!(deletes_of(&world, "iad").is_empty());
+    assert!(world.split_brain_at.is_empty());
+}
+
+#[test]
+fn a_partitioned_primary_whose_sidecar_is_ready_is_not_killed() {
+    // The kubelet's probe is local: a partitioned sidecar is ready, alive, and fences mysqld
+    // itself within the lease. Seed 000's established connection gets 1290, not a reset.
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").operator_cut = true;
+    world.site_mut("iad").peer_cut = true;
+    world.run_polls_until_active("pdx", 20);
+    assert!(deletes_of(&world, "iad").is_empty());
+    assert!(world
+        .events_of(EventReason::AgentlessPrimaryKilled)
+        .is_empty());
+    assert!(world.site("iad").mysql_up && world.site("iad").read_only);
+}
+
+#[test]
+fn a_crashed_mysqld_is_not_killed_again() {
+    // The whole pod died: the kubelet reports mysql not running, so there is nothing to kill.
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls_until_active("pdx", 20);
+    assert!(deletes_of(&world, "iad").is_empty());
+}
+
+#[test]
+fn a_deletion_that_never_happens_holds_the_promotion_only_for_the_patience() {
+    // pods/delete denied: the promotion waits AGENTLESS_KILL_PATIENCE past the lease wait
+    // bound, then goes ahead on the lease and says so.
+    let mut world = World::bootstrapped();
+    world.pod_deletes_denied = true;
+    agentless_freeze(&mut world);
+    world.run_polls_until_active("pdx", 40);
+    let failover = world.memory.last_failover.clone().expect("failed over");
+    let promoted = failover.promoted_at.expect("promoted");
+    let waited = promoted.saturating_duration_since(failover.detected_at.expect("detected"));
+    assert!(
+        waited >= AGENTLESS_KILL_PATIENCE,
+        "promoted {waited:?} after detection"
+    );
+    assert!(!world
+        .events_of(EventReason::AgentlessPrimaryNotKilled)
+        .is_empty());
+    assert!(world.site("iad").pods_deleted.is_empty());
+}
+
+#[test]
+fn a_silent_sidecar_its_kubelet_still_calls_ready_holds_the_promotion_for_the_probe_window() {
+    // A partitioned sidecar and a hung one both stop answering; the kubelet tells them apart
+    // only once the readiness probe failed three times. Until then the promotion waits, even
+    // with the lease over.
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").operator_cut = true;
+    world.site_mut("iad").peer_cut = true;
+    let cut_at = world.now;
+    world.run_polls_until_active("pdx", 30);
+    let promoted = promoted_at(&world).expect("promoted");
+    assert!(
+        promoted.saturating_duration_since(cut_at) >= SIDECAR_NOT_READY_WITHIN,
+        "promoted {:?} after the sidecar went silent",
+        promoted.saturating_duration_since(cut_at)
+    );
+    assert!(
+        deletes_of(&world, "iad").is_empty(),
+        "a live sidecar's pod is never deleted"
+    );
+    assert!(world
+        .events_of(EventReason::AwaitingLeaseExpiry)
+        .iter()
+        .any(|event| event.message.contains("readiness probe")));
+}
+
+#[test]
+fn a_hang_that_shows_at_the_kubelet_within_the_probe_window_is_killed_before_the_promotion() {
+    // mysqld frozen writable, its sidecar silent; its kubelet reports it ready for 5 s (the
+    // probe window), then not ready: the kill comes before the promotion.
+    let mut world = World::bootstrapped();
+    for _ in 0..5 {
+        assert!(world.write("iad"));
+    }
+    world.freeze("iad", true);
+    world.site_mut("iad").operator_cut = true;
+    world.site_mut("iad").peer_cut = true;
+    world.advance(Duration::from_secs(5));
+    world.site_mut("iad").sidecar_alive = false;
+    world.run_polls_until_active("pdx", 30);
+    let deletes = deletes_of(&world, "iad");
+    let promoted = first_promotion(&world, "pdx").expect("promoted");
+    assert!(
+        !deletes.is_empty() && deletes[0].0 < promoted,
+        "{deletes:?}, promoted at {promoted}"
+    );
+    world.run_polls(3);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "{:?}",
+        world.split_brain_at
+    );
+}
+
+#[test]
+fn an_emergency_failover_back_to_the_old_site_never_deletes_the_pod_it_promotes() {
+    // Simulator seed 489 (`--all-faults --restore --image-update`): iad fails, pdx is lost
+    // while it catches up, and iad, back read-only, is promoted as the last resort (the
+    // move's target is its own old site). Before the promotion is confirmed (iad cannot reach
+    // its peers for a lease), iad's sidecar dies. The agentless rule is for an old primary
+    // another site is promoted over; here it deleted the very pod the same decision pushed
+    // the authority to (plan's assertion "pod of iad deleted in the decision that pushes an
+    // authority naming it" fired inside decide).
+    let mut world = World::bootstrapped();
+    world.kill("iad");
+    world.run_polls(3);
+    assert!(world.memory.emergency_failover.is_some());
+    world.kill("pdx");
+    world.run_polls(6);
+    world.restart("iad");
+    world.site_mut("iad").peer_cut = true;
+    let mut promoting = false;
+    for _ in 0..8 {
+        world.run_polls(1);
+        promoting = matches!(
+            world.memory.emergency_failover.as_ref().map(|f| &f.phase),
+            Some(EmergencyPhase::Promoting { to }) if to == "iad"
+        );
+        if promoting {
+            break;
+        }
+    }
+    assert!(promoting, "iad was not promoted back as the last resort");
+    assert_eq!(world.memory.active_site, "iad");
+    // Its sidecar dies; mysqld keeps running, the kubelet reports the sidecar not ready.
+    world.site_mut("iad").sidecar_alive = false;
+    world.site_mut("iad").lease_until = None;
+    world.run_polls(3);
+    assert!(
+        deletes_of(&world, "iad").is_empty(),
+        "the pod of the site being promoted was deleted: {:?}",
+        deletes_of(&world, "iad")
+    );
+    assert!(world
+        .events_of(EventReason::AgentlessPrimaryKilled)
+        .is_empty());
     assert!(world.split_brain_at.is_empty());
 }

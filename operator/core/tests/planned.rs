@@ -639,3 +639,23 @@ fn seed_003_a_hold_granted_after_the_read_defers_the_poll_that_would_fence() {
     assert_eq!(starts.first().copied(), first_fence);
     assert!(!deferrable_disruption_in_flight(&world.memory));
 }
+
+#[test]
+fn planned_failover_resumed_after_a_restart_mid_drain_lets_the_old_primary_rejoin() {
+    // Found by issue 12's restart test: a restart while Draining read the old primary
+    // (still status.activeSite, its pod role=fenced) back as Active, so after the promotion
+    // two sites were Active in memory and the old primary never rejoined as a replica.
+    let mut world = World::bootstrapped();
+    request(&mut world, "pdx");
+    world.run_polls(1);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Draining));
+    let status = world.memory.to_status();
+    world.memory =
+        bloodraven_core::engine::GroupMemory::from_status(&world.spec, Some(&status), world.now);
+    assert_eq!(world.memory.site("iad").unwrap().state, SiteState::Demoted);
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(PlannedFailoverPhase::Completed));
+    world.run_polls(3);
+    assert_eq!(world.memory.site("iad").unwrap().state, SiteState::Replica);
+    assert_eq!(world.memory.site("pdx").unwrap().state, SiteState::Active);
+}

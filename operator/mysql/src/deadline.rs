@@ -9,9 +9,45 @@
 //! its lease counts ([`arm_statement`]) and sets it before it ever unfences; if it stops doing
 //! so for any reason, mysqld fences itself.
 //!
-//! The instant is written relative to mysqld's own clock (`NOW(6) + INTERVAL`, computed when the statement runs), so the sidecar's
-//! and mysqld's clocks never meet; a backwards step of the wall clock would delay the switch by
-//! that step (a live sidecar still fences on its monotonic clock).
+//! The instant is written relative to mysqld's own clock (`NOW(6) + INTERVAL`, computed when
+//! the statement runs), so the sidecar's and mysqld's clocks never meet. mysqld's clock is a
+//! wall clock, and the lease (bloodraven.md: "lease expiry is measured on the requester's
+//! monotonic clock") is not: a step of mysqld's wall clock moves the switch against the lease.
+//! What each direction does, and why the sidecar's rule ([`clock_step`]) bounds it:
+//!
+//! - **Forward** by `S`: the deadline passes `S` early, and if `S` exceeds what is left of it
+//!   the switch fences a primary whose lease still counts. Inside mysqld that cannot be told
+//!   from time really passing (a frozen mysqld thawed after its lease ran out looks exactly
+//!   so, and must fence at once), so the event keeps firing on it. The sidecar, whose lease
+//!   counts on its monotonic clock, reads mysqld's clock at every arm, sees the step, and the
+//!   usual rule unfences: the arm writes `NOW(6) + INTERVAL` on the stepped clock, which is
+//!   right again, and a read-only mysqld that the rule wants writable is made writable with
+//!   more than the unfence margin of lease left. The write outage is at most one enforcement
+//!   period after the event's run (the sidecar wakes at once on a step it saw, and at most a
+//!   [`SWITCH_PERIOD`] later while it keeps a primary writable).
+//! - **Backward** by `S`: the deadline lies `S` later than the lease, and worse, the event
+//!   scheduler waits for its next activation on the wall clock, so the event does not run at
+//!   all for `S` (seen with real MariaDB 10.11): even a deadline re-armed on the stepped clock
+//!   would not fire. A live sidecar still fences on its monotonic clock, so this matters only
+//!   for a sidecar that dies afterwards, which is the case the switch exists for. So the
+//!   sidecar, seeing a backward step at an arm, re-creates the event ([`install_statements`]),
+//!   which schedules it again from mysqld's new now. From then on the switch fires within the
+//!   bound [`writable_for`] gives, measured on the clock mysqld has after the step.
+//!
+//! The bound that matters is bloodraven.md's: the operator promotes another site only once
+//! the old primary's last grant is older than the lease duration plus the clock-drift margin
+//! (on the peers' monotonic clocks), so a dead sidecar's mysqld must be read-only by then.
+//! [`writable_for`] places the deadline so it is, measured on mysqld's clock at the last arm;
+//! each arm re-bases it on mysqld's clock as it is then, and re-creating the event after a
+//! backward step makes the scheduler honour it. So a step that happens while the sidecar
+//! lives costs at most one enforcement period of it being unseen, and then the bound holds.
+//!
+//! What remains: a step that happens after the sidecar's last arm (the sidecar is dead or hung
+//! at the time of the step, a second fault on the same host) is not seen by anyone, and a
+//! backward one delays the switch by `S`. Nothing inside mysqld can see it either: the only
+//! clock the event has is the stepped one, and the scheduler does not run while it waits.
+//! (A forward one fences early, which is safe.) Keeping a primary's host clock from stepping
+//! backwards (slewing NTP) is the deployment's part, as seed 003 asks of the operator's nodes.
 //!
 //! Everything here runs with `sql_log_bin = 0`: the table, its row and the event are each
 //! server's own, never replicated and never given a GTID (a fenced server writing its deadline
@@ -120,6 +156,78 @@ pub fn arm_statement(writable_for: Duration) -> String {
     )
 }
 
+/// A `SELECT` returning one integer column `now_us`: mysqld's `NOW(6)` (the clock the event
+/// compares the deadline with) in microseconds since 2000-01-01, for [`ClockReading`].
+pub fn clock_query() -> &'static str {
+    "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '2000-01-01 00:00:00', NOW(6)) AS SIGNED) AS now_us"
+}
+
+/// One reading of mysqld's clock ([`clock_query`]) between two readings of the sidecar's
+/// monotonic clock: mysqld read `mysqld_us` at some instant between `before_ms` and `after_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReading {
+    /// The sidecar's monotonic clock just before the query was sent, in milliseconds.
+    pub before_ms: u64,
+    /// The sidecar's monotonic clock once the answer was read, in milliseconds.
+    pub after_ms: u64,
+    /// mysqld's `NOW(6)`, microseconds since 2000-01-01.
+    pub mysqld_us: i64,
+}
+
+impl ClockReading {
+    /// The bounds of mysqld's clock minus the monotonic clock, in milliseconds: mysqld read
+    /// its clock at some monotonic instant in `[before_ms, after_ms]`.
+    fn offset_bounds_ms(&self) -> (i64, i64) {
+        let mysqld_ms = self.mysqld_us.div_euclid(1000);
+        let before = i64::try_from(self.before_ms).unwrap_or(i64::MAX);
+        let after = i64::try_from(self.after_ms.max(self.before_ms)).unwrap_or(i64::MAX);
+        (mysqld_ms - after, mysqld_ms - before + 1)
+    }
+}
+
+/// How mysqld's wall clock moved against the sidecar's monotonic clock between two readings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockStep {
+    /// Within [`STEP_TOLERANCE`] plus the readings' own uncertainty.
+    Steady,
+    /// mysqld's clock jumped ahead by at least this much.
+    Forward(Duration),
+    /// mysqld's clock jumped back by at least this much.
+    Backward(Duration),
+}
+
+/// How far apart two readings' offsets may lie before [`clock_step`] calls it a step: the
+/// clocks' rate drift (a fraction of the lease's clock-drift margin over a few seconds) plus
+/// `NOW(6)`'s resolution. Steps below it move the deadline by less than [`ARM_SLACK`].
+pub const STEP_TOLERANCE: Duration = ARM_SLACK;
+
+/// Whether mysqld's clock stepped between `previous` and `latest` (taken in that order on the
+/// same monotonic clock): the offset of mysqld's clock to the monotonic one is known to lie in
+/// an interval at each reading (the query's round trip); a step is certain only when the two
+/// intervals lie more than [`STEP_TOLERANCE`] apart, and is reported as that distance (a lower
+/// bound of the step).
+pub fn clock_step(previous: &ClockReading, latest: &ClockReading) -> ClockStep {
+    let (previous_low, previous_high) = previous.offset_bounds_ms();
+    let (latest_low, latest_high) = latest.offset_bounds_ms();
+    let tolerance = i64::try_from(STEP_TOLERANCE.as_millis()).unwrap_or(i64::MAX);
+    let ahead = latest_low - previous_high;
+    let behind = previous_low - latest_high;
+    let millis = |ms: i64| Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    if ahead > tolerance {
+        ClockStep::Forward(millis(ahead))
+    } else if behind > tolerance {
+        ClockStep::Backward(millis(behind))
+    } else {
+        ClockStep::Steady
+    }
+}
+
+/// What the sidecar does after an arm that saw `step`: whether the event must be created
+/// again (a backward step stalls the scheduler until mysqld's clock is back where it was).
+pub fn reinstall_after(step: ClockStep) -> bool {
+    matches!(step, ClockStep::Backward(_))
+}
+
 /// A `SELECT` returning one integer column `remaining_ms`: how long until the deadline (negative
 /// once it has passed), for tests and diagnostics.
 pub fn remaining_query() -> String {
@@ -188,6 +296,79 @@ mod tests {
             assert!(deadline + SWITCH_PERIOD < ms(lease) + Duration::from_secs(1));
         }
         assert_eq!(writable_for(ms(500), ms(1500)), Duration::ZERO);
+    }
+
+    fn reading(before_ms: u64, after_ms: u64, mysqld_ms: i64) -> ClockReading {
+        ClockReading {
+            before_ms,
+            after_ms,
+            mysqld_us: mysqld_ms * 1000,
+        }
+    }
+
+    #[test]
+    fn clocks_moving_together_are_steady_whatever_their_offset_and_round_trips() {
+        let base = 800_000_000_000;
+        let first = reading(1_000, 1_003, base);
+        assert_eq!(
+            clock_step(&first, &reading(3_000, 3_040, base + 2_020)),
+            ClockStep::Steady
+        );
+        // A slow round trip widens the interval: 300 ms of query latency is no step.
+        assert_eq!(
+            clock_step(&first, &reading(5_000, 5_300, base + 4_290)),
+            ClockStep::Steady
+        );
+        // Drift within the tolerance.
+        assert_eq!(
+            clock_step(&first, &reading(7_000, 7_002, base + 6_080)),
+            ClockStep::Steady
+        );
+    }
+
+    #[test]
+    fn a_step_of_mysqlds_clock_is_seen_in_its_direction_as_a_lower_bound() {
+        let base = 800_000_000_000;
+        let first = reading(1_000, 1_002, base);
+        // +20 s between two arms 2 s apart.
+        assert_eq!(
+            clock_step(&first, &reading(3_000, 3_002, base + 22_000)),
+            ClockStep::Forward(Duration::from_millis(19_997))
+        );
+        assert_eq!(
+            clock_step(&first, &reading(3_000, 3_002, base - 18_000)),
+            ClockStep::Backward(Duration::from_millis(19_997))
+        );
+        // Just past the tolerance either way.
+        assert!(matches!(
+            clock_step(&first, &reading(3_000, 3_000, base + 2_104)),
+            ClockStep::Forward(_)
+        ));
+        assert!(matches!(
+            clock_step(&first, &reading(3_000, 3_000, base + 1_900)),
+            ClockStep::Steady
+        ));
+        assert!(matches!(
+            clock_step(&first, &reading(3_000, 3_000, base + 1_890)),
+            ClockStep::Backward(_)
+        ));
+    }
+
+    #[test]
+    fn only_a_backward_step_recreates_the_event() {
+        assert!(reinstall_after(ClockStep::Backward(Duration::from_secs(
+            20
+        ))));
+        assert!(!reinstall_after(ClockStep::Forward(Duration::from_secs(
+            20
+        ))));
+        assert!(!reinstall_after(ClockStep::Steady));
+    }
+
+    #[test]
+    fn the_clock_query_reads_the_clock_the_event_compares() {
+        assert!(clock_query().contains("NOW(6)"));
+        assert!(event_body(Flavor::MariaDb.dialect()).contains("NOW(6) <"));
     }
 
     #[test]

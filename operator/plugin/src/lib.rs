@@ -1,9 +1,12 @@
-//! kubectl-bloodraven: `kubectl bloodraven promote|status|revoke-leases`.
+//! kubectl-bloodraven: `kubectl bloodraven promote|status|revoke-leases|backup|restore`.
 //!
 //! The plugin only writes resources the operator already reads (seed 001): `promote` sets the
 //! `bloodraven.shipstream.io/planned-failover` annotation and returns; `revoke-leases` sets
 //! `bloodraven.shipstream.io/revoke-deployment-leases`. It never talks to MySQL and needs a
-//! live operator to act on either. `status` reads the group.
+//! live operator to act on either. `backup` sets `bloodraven.shipstream.io/backup=<name>` (the
+//! operator asks the active site's sidecar for it) and `restore --from <backup>` sets
+//! `bloodraven.shipstream.io/restore=<backup>` (restore in place of the active site). `status`
+//! reads the group.
 
 use std::fmt::Write as _;
 
@@ -31,6 +34,9 @@ pub enum Error {
     /// The requested promotion cannot be asked for.
     #[error("request promotion: {0}")]
     InvalidTarget(String),
+    /// The backup name cannot be used.
+    #[error("request a backup or restore: {0}")]
+    InvalidBackup(String),
 }
 
 /// The plugin's result type.
@@ -40,7 +46,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Clone, Debug, clap::Parser)]
 #[command(
     name = "kubectl-bloodraven",
-    about = "Bloodraven failover groups: promote, status, revoke-leases"
+    about = "Bloodraven failover groups: promote, status, revoke-leases, backup, restore"
 )]
 pub struct Cli {
     /// Namespace of the group (default: the kubeconfig context's namespace).
@@ -74,6 +80,46 @@ pub enum Command {
         /// The MysqlFailoverGroup.
         group: String,
     },
+    /// Take a named backup of the active site on its volume (writes the backup annotation;
+    /// the operator asks the site's sidecar; `status` shows it as "Last backup").
+    Backup {
+        /// The MysqlFailoverGroup.
+        group: String,
+        /// The backup's name (lowercase letters, digits, '-'); default `<group>-<UTC time>`.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Restore the active site in place from a named backup (writes the restore annotation):
+    /// fenced, restored, re-promoted; transactions after the backup are discarded.
+    Restore {
+        /// The MysqlFailoverGroup.
+        group: String,
+        /// The backup to restore from (on the active site's volume).
+        #[arg(long = "from")]
+        from: String,
+    },
+}
+
+/// The merge patch `backup` writes: only the backup annotation.
+pub fn backup_patch(name: &str) -> Value {
+    json!({"metadata": {"annotations": {names::ANNOTATION_BACKUP: name}}})
+}
+
+/// The merge patch `restore` writes: only the restore annotation.
+pub fn restore_patch(backup: &str) -> Value {
+    json!({"metadata": {"annotations": {names::ANNOTATION_RESTORE: backup}}})
+}
+
+/// The default backup name: `<group>-<YYYYMMDD-HHMMSS>` (UTC).
+pub fn default_backup_name(group: &str, now: jiff::Timestamp) -> String {
+    format!("{group}-{}", now.strftime("%Y%m%d-%H%M%S"))
+}
+
+fn checked_backup_name(name: &str) -> Result<()> {
+    match bloodraven_api::sidecar::backup_name_problem(name) {
+        Some(problem) => Err(Error::InvalidBackup(problem)),
+        None => Ok(()),
+    }
 }
 
 /// The merge patch `promote` writes: only the planned-failover annotation.
@@ -164,6 +210,29 @@ pub fn format_status(group: &MysqlFailoverGroup) -> String {
         }
         let _ = writeln!(out);
     }
+    if let Some(update) = &status.ordered_update {
+        let _ = write!(
+            out,
+            "Ordered update:      {:?} -> {}",
+            update.phase, update.target_image
+        );
+        if let Some(site) = &update.current_site {
+            let _ = write!(out, " (site {site})");
+        }
+        if let Some(message) = &update.message {
+            let _ = write!(out, " {message}");
+        }
+        let _ = writeln!(out);
+        for site in &update.sites {
+            let _ = writeln!(
+                out,
+                "  {:<18} {}{}",
+                site.name,
+                site.image.as_deref().unwrap_or("-"),
+                if site.updated { " (updated)" } else { "" }
+            );
+        }
+    }
     if let Some(last) = &status.last_failover {
         let _ = writeln!(
             out,
@@ -173,6 +242,35 @@ pub fn format_status(group: &MysqlFailoverGroup) -> String {
             last.to,
             last.lost_transactions,
             if last.exact { "" } else { " (lower bound)" }
+        );
+    }
+    if let Some(backup) = &status.last_backup {
+        let _ = writeln!(
+            out,
+            "Last backup:         {} on {}: {:?}{}",
+            backup.name,
+            backup.site,
+            backup.phase,
+            backup
+                .message
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(restore) = &status.restore {
+        let _ = writeln!(
+            out,
+            "Restore:             {:?} {} from {}, lost {} transaction(s){}",
+            restore.phase,
+            restore.site,
+            restore.backup,
+            restore.lost_transactions,
+            restore
+                .message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
         );
     }
     let _ = writeln!(out);
@@ -241,20 +339,24 @@ pub async fn run(cli: &Cli, client: Client) -> Result<String> {
             })
         }
     };
+    let annotate = |group: String, patch: Value| {
+        let api = api.clone();
+        let namespace = namespace.clone();
+        async move {
+            api.patch(&group, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(drop)
+                .map_err(|source| Error::Kube {
+                    action: format!("annotate mysqlfailovergroup {namespace}/{group}"),
+                    source,
+                })
+        }
+    };
     match &cli.command {
         Command::Promote { group, site } => {
             let found = get(group.clone()).await?;
             check_promote_target(&found, site)?;
-            api.patch(
-                group,
-                &PatchParams::default(),
-                &Patch::Merge(promote_patch(site)),
-            )
-            .await
-            .map_err(|source| Error::Kube {
-                action: format!("annotate mysqlfailovergroup {namespace}/{group}"),
-                source,
-            })?;
+            annotate(group.clone(), promote_patch(site)).await?;
             Ok(format!(
                 "planned failover of {namespace}/{group} to {site} requested ({}={site}); the operator admits it (cooldown, deployment holds) — watch `kubectl bloodraven status {group} -n {namespace}`\n",
                 names::ANNOTATION_PLANNED_FAILOVER
@@ -264,18 +366,30 @@ pub async fn run(cli: &Cli, client: Client) -> Result<String> {
         Command::RevokeLeases { group } => {
             get(group.clone()).await?;
             let now = Timestamp::from_unix_millis(jiff::Timestamp::now().as_millisecond());
-            api.patch(
-                group,
-                &PatchParams::default(),
-                &Patch::Merge(revoke_patch(now)),
-            )
-            .await
-            .map_err(|source| Error::Kube {
-                action: format!("annotate mysqlfailovergroup {namespace}/{group}"),
-                source,
-            })?;
+            annotate(group.clone(), revoke_patch(now)).await?;
             Ok(format!(
                 "every deployment lease of {namespace}/{group} will be revoked by the operator (OperatorRevoked)\n"
+            ))
+        }
+        Command::Backup { group, name } => {
+            let name = name
+                .clone()
+                .unwrap_or_else(|| default_backup_name(group, jiff::Timestamp::now()));
+            checked_backup_name(&name)?;
+            get(group.clone()).await?;
+            annotate(group.clone(), backup_patch(&name)).await?;
+            Ok(format!(
+                "backup {name} of {namespace}/{group}'s active site requested ({}={name}) — watch `kubectl bloodraven status {group} -n {namespace}`\n",
+                names::ANNOTATION_BACKUP
+            ))
+        }
+        Command::Restore { group, from } => {
+            checked_backup_name(from)?;
+            get(group.clone()).await?;
+            annotate(group.clone(), restore_patch(from)).await?;
+            Ok(format!(
+                "restore in place of {namespace}/{group}'s active site from {from} requested ({}={from}); it waits behind a live failover-hold; transactions after the backup are discarded — watch `kubectl bloodraven status {group} -n {namespace}`\n",
+                names::ANNOTATION_RESTORE
             ))
         }
     }
@@ -320,6 +434,25 @@ mod tests {
         );
     }
 
+    /// Issue 12: `backup` and `restore` write only their annotation; names are checked.
+    #[test]
+    fn backup_and_restore_write_only_their_annotation() {
+        assert_eq!(
+            backup_patch("b1"),
+            json!({"metadata": {"annotations": {"bloodraven.shipstream.io/backup": "b1"}}})
+        );
+        assert_eq!(
+            restore_patch("b1"),
+            json!({"metadata": {"annotations": {"bloodraven.shipstream.io/restore": "b1"}}})
+        );
+        let now: jiff::Timestamp = "2026-12-01T23:30:05Z".parse().expect("time");
+        let name = default_backup_name("playground", now);
+        assert_eq!(name, "playground-20261201-233005");
+        assert!(checked_backup_name(&name).is_ok());
+        let bad = checked_backup_name("Bad/Name").map_err(|e| e.to_string());
+        assert!(bad.is_err_and(|e| e.contains("lowercase")));
+    }
+
     /// bloodraven.md: a read-only site is never writable, so it is never a promotion target.
     #[test]
     fn promote_refuses_unknown_and_read_only_sites() {
@@ -361,6 +494,43 @@ mod tests {
         assert!(
             text.lines()
                 .any(|line| line.starts_with("pdx") && line.contains("3s")),
+            "{text}"
+        );
+    }
+
+    /// Issue 12: the ordered update's phase, current site and per-site image are shown.
+    #[test]
+    fn status_shows_the_ordered_update() {
+        let mut group = playground();
+        group.status = Some(MysqlFailoverGroupStatus {
+            active_site: Some("iad".into()),
+            topology_generation: 2,
+            ordered_update: Some(bloodraven_api::OrderedUpdateStatus {
+                phase: bloodraven_api::OrderedUpdatePhase::RollingReplica,
+                target_image: "mariadb:10.11.9".into(),
+                current_site: Some("reader".into()),
+                failover_from: None,
+                failover_target: None,
+                admission: bloodraven_api::Admission::default(),
+                message: Some("waiting for reader".into()),
+                started_at: None,
+                step_since: None,
+                sites: vec![bloodraven_api::OrderedUpdateSite {
+                    name: "pdx".into(),
+                    image: Some("mariadb:10.11.9".into()),
+                    updated: true,
+                }],
+            }),
+            ..MysqlFailoverGroupStatus::default()
+        });
+        let text = format_status(&group);
+        assert!(
+            text.contains("Ordered update:      RollingReplica -> mariadb:10.11.9 (site reader)"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|line| line.contains("pdx") && line.ends_with("mariadb:10.11.9 (updated)")),
             "{text}"
         );
     }

@@ -91,6 +91,7 @@ async fn kube_rs_client_in_a_pod_uses_in_cluster_config() {
         Kubelet::new(KubeletConfig {
             bin_dir,
             catalog: None,
+            clock_faults: Vec::new(),
         }),
     )
     .expect("prepare kubelet");

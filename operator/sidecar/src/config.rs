@@ -101,6 +101,15 @@ pub struct Config {
     /// mysqld cannot be stopped from writing when it thaws.
     #[arg(long, env = "BLOODRAVEN_MYSQLD_PID_FILE")]
     pub mysqld_pid_file: Option<PathBuf>,
+    /// Directory for named backups (a volume of the pod). Without it the backup, restore and
+    /// re-seed endpoints answer 409. The MySQL user then needs what `mariadb-dump` and a
+    /// restore need (the pods run the sidecar as `root`).
+    #[arg(long, env = "BLOODRAVEN_BACKUP_DIR")]
+    pub backup_dir: Option<PathBuf>,
+    /// mysqld's data directory as mounted in the sidecar (read-only is enough): with it, and
+    /// `mariadb-backup` installed, a backup also holds a prepared physical copy.
+    #[arg(long, env = "BLOODRAVEN_MYSQL_DATADIR", requires = "backup_dir")]
+    pub mysql_datadir: Option<PathBuf>,
     /// A file holding the operator's verifying key (hex Ed25519 public key; the mounted Secret
     /// `mysql-<group>-sidecar-keys`). Authority pushes, fence, promote, repoint and database
     /// requests must be signed by the operator's key (issue 10 case 8).
@@ -164,6 +173,20 @@ pub struct Settings {
     pub mysqld_pid_file: Option<PathBuf>,
     /// How requests are authenticated.
     pub auth: RequestAuth,
+    /// Where and as whom backups, restores and re-seeds run; `None`: not offered.
+    pub backup: Option<BackupSettings>,
+}
+
+/// What the backup jobs run with (`crate::backup`).
+#[derive(Debug, Clone)]
+pub struct BackupSettings {
+    /// Directory of the named backups.
+    pub dir: PathBuf,
+    /// mysqld's data directory, for a physical copy with `mariadb-backup`.
+    pub datadir: Option<PathBuf>,
+    /// The MySQL account the dump and the restore use (on every site: a re-seed dumps the
+    /// source with it).
+    pub mysql: ConnectOptions,
 }
 
 impl Settings {
@@ -190,6 +213,7 @@ impl Settings {
             replication_password: String::new(),
             mysqld_pid_file: None,
             auth,
+            backup: None,
         }
     }
 }
@@ -291,7 +315,13 @@ impl Config {
             connect_timeout: mysql_timeout,
             statement_timeout: mysql_timeout,
         };
+        let backup = self.backup_dir.map(|dir| BackupSettings {
+            dir,
+            datadir: self.mysql_datadir,
+            mysql: mysql.clone(),
+        });
         Ok(Settings {
+            backup,
             lease,
             listen: self.listen,
             tick: Duration::from_millis(tick_ms),

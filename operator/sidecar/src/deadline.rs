@@ -8,12 +8,22 @@
 //! this sidecar's own fence and early enough that mysqld refuses writes before the operator's
 //! lease wait ends (`bloodraven_mysql::deadline::writable_for`), whatever became of this
 //! process.
+//!
+//! The switch runs on mysqld's wall clock, the lease on this sidecar's monotonic one. Every arm
+//! therefore also reads mysqld's clock against the monotonic clock and compares it with the
+//! previous arm's reading (`bloodraven_mysql::deadline::clock_step`; the argument for each
+//! direction is in that module's docs): after a backward step the event is created again (the
+//! scheduler would not run it until mysqld's clock is back where it was), after a forward step
+//! the enforcer is woken at once (the switch may have fenced a primary whose lease counts; the
+//! usual rule makes it writable again).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bloodraven_core::lease::{fence_lead_ms, LeaseConfig};
-use bloodraven_mysql::deadline::{writable_for, SWITCH_PERIOD};
+use bloodraven_mysql::deadline::{
+    clock_step, reinstall_after, writable_for, ClockReading, ClockStep, SWITCH_PERIOD,
+};
 
 use crate::state::Shared;
 
@@ -56,14 +66,18 @@ pub(crate) async fn arm(shared: &Shared) -> bool {
     }
     let armed = shared
         .fence_mysql
-        .arm_write_deadline(|| {
-            let remaining_ms = shared.lease().lease_remaining_ms(shared.clock.now());
-            writable_for_lease(&shared.settings.lease, remaining_ms)
-        })
+        .arm_write_deadline(
+            || {
+                let remaining_ms = shared.lease().lease_remaining_ms(shared.clock.now());
+                writable_for_lease(&shared.settings.lease, remaining_ms)
+            },
+            || shared.clock.now().0,
+        )
         .await;
     match armed {
-        Ok(writable_for) => {
-            shared.metrics.write_deadline_armed(writable_for);
+        Ok(armed) => {
+            shared.metrics.write_deadline_armed(armed.writable_for);
+            after_clock_read(shared, armed.clock).await;
             true
         }
         Err(error) => {
@@ -74,6 +88,57 @@ pub(crate) async fn arm(shared: &Shared) -> bool {
             false
         }
     }
+}
+
+/// Compares mysqld's clock at this arm with the last arm's and acts on a step.
+async fn after_clock_read(shared: &Shared, latest: ClockReading) {
+    let previous = shared
+        .mysqld_clock
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .replace(latest);
+    let Some(previous) = previous else {
+        return;
+    };
+    let step = clock_step(&previous, &latest);
+    match step {
+        ClockStep::Steady => {}
+        ClockStep::Forward(by) => {
+            shared.metrics.mysqld_clock_stepped("forward");
+            tracing::warn!(
+                site = shared.site(),
+                step_ms = millis(by),
+                "mysqld's wall clock stepped forward: its write deadline may have fenced it early; re-armed on the new clock, enforcing again"
+            );
+            shared.wake_enforcer.notify_one();
+        }
+        ClockStep::Backward(by) => {
+            shared.metrics.mysqld_clock_stepped("backward");
+            tracing::warn!(
+                site = shared.site(),
+                step_ms = millis(by),
+                "mysqld's wall clock stepped backward: re-armed on the new clock; creating the write deadline's event again so the scheduler runs it"
+            );
+        }
+    }
+    if reinstall_after(step) {
+        shared.deadline_installed.store(false, Ordering::SeqCst);
+        if ensure_installed(shared).await {
+            // The event is re-created; the armed row is kept (`INSERT IGNORE`).
+            return;
+        }
+        // Not re-created: keep the reading from before the step, so that the next arm sees
+        // the step again and tries once more.
+        shared
+            .mysqld_clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .replace(previous);
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

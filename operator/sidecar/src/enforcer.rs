@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use bloodraven_core::lease::{fence_lead_ms, unfence_margin_ms, Enforcement, WriteDecision};
 
+use bloodraven_mysql::deadline::SWITCH_PERIOD;
+
 use crate::{
-    clock::wall_now,
     deadline,
     observation::{from_snapshot, unreachable},
     state::Shared,
@@ -21,7 +22,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let now = shared.clock.now();
         let remaining_ms = shared.lease().lease_remaining_ms(now);
         let lead_ms = fence_lead_ms(&shared.settings.lease);
-        let next_tick = tokio::time::Instant::now() + shared.settings.tick;
+        // While mysqld is writable by right, also every switch period: a forward step of
+        // mysqld's wall clock fires its write deadline at the event's next run, and the
+        // enforcer then finds the primary read-only at most a period later and makes it
+        // writable again (`bloodraven_mysql::deadline`, "Forward").
+        let period = if shared.lease().desired(now) == WriteDecision::Writable {
+            shared.settings.tick.min(SWITCH_PERIOD)
+        } else {
+            shared.settings.tick
+        };
+        let next_tick = tokio::time::Instant::now() + period;
         // Wake exactly when the held lease stops counting (a fence lead before it runs out),
         // so a partitioned primary is read-only before its lease ends, and the watchdog finds
         // nothing to kill unless mysqld cannot answer.
@@ -43,7 +53,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 pub(crate) async fn enforce(shared: &Shared) {
     let _serialised = shared.mutation.lock().await;
     let observed = match shared.mysql.observe().await {
-        Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
+        Ok(snapshot) => from_snapshot(&snapshot),
         Err(error) => {
             shared.metrics.mysql_error();
             tracing::warn!(site = shared.site(), %error, "observe mysqld");
@@ -51,6 +61,7 @@ pub(crate) async fn enforce(shared: &Shared) {
         }
     };
     let observed_read_only = observed.read_only;
+    let previously_read_only = shared.last_read_only();
     shared.set_observation(&observed);
     if observed.reachable {
         deadline::ensure_installed(shared).await;
@@ -116,11 +127,23 @@ pub(crate) async fn enforce(shared: &Shared) {
                 "fenced mysqld"
             );
             if let Some(snapshot) = &outcome.snapshot {
-                shared.set_observation(&from_snapshot(snapshot, wall_now()));
+                shared.set_observation(&from_snapshot(snapshot));
             }
         }
         Enforcement::SetWritable => {
             debug_assert_eq!(desired, WriteDecision::Writable);
+            if previously_read_only == Some(false) {
+                // Writable at the last look, and this sidecar did not fence it (its fences go
+                // through `mutation`, held here): mysqld's write deadline fired while the
+                // lease counts (a forward step of mysqld's clock), or someone set read_only.
+                shared.metrics.mysqld_clock_stepped("fenced_while_leased");
+                tracing::warn!(
+                    site = shared.site(),
+                    generation,
+                    lease_remaining_ms = remaining_ms,
+                    "mysqld turned read-only while its lease counts (its write deadline fired early, or read_only was set by hand); making it writable again"
+                );
+            }
             // Never writable without a deadline in the future: a sidecar that dies right after
             // this unfence leaves a mysqld that fences itself.
             if !deadline::arm(shared).await {
@@ -163,7 +186,7 @@ pub(crate) async fn enforce(shared: &Shared) {
                 "made mysqld writable: authority names this site and a majority lease is held"
             );
             if let Some(snapshot) = &outcome.snapshot {
-                shared.set_observation(&from_snapshot(snapshot, wall_now()));
+                shared.set_observation(&from_snapshot(snapshot));
             }
             drop(unfencing);
         }

@@ -67,6 +67,18 @@ pub(crate) fn router(shared: Arc<Shared>, gate: Arc<Gate>) -> Router {
         .route(PATH_PROMOTE, post(promote))
         .route(PATH_REPOINT, post(repoint))
         .route(PATH_DATABASES, post(ensure_database))
+        .route(
+            bloodraven_api::sidecar::PATH_BACKUP,
+            post(crate::backup::backup),
+        )
+        .route(
+            bloodraven_api::sidecar::PATH_RESTORE,
+            post(crate::backup::restore),
+        )
+        .route(
+            bloodraven_api::sidecar::PATH_RESEED,
+            post(crate::backup::reseed),
+        )
         .route(PATH_HEALTHZ, get(healthz))
         .route(PATH_METRICS, get(metrics))
         .route_layer(middleware::from_fn_with_state(gate, authenticate))
@@ -227,7 +239,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
 async fn status(State(shared): State<Arc<Shared>>) -> Json<SidecarStatus> {
     let epoch_before = shared.unfence_epoch();
     let observed = match shared.mysql.observe().await {
-        Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
+        Ok(snapshot) => from_snapshot(&snapshot),
         Err(error) => {
             shared.metrics.mysql_error();
             unreachable(&error)
@@ -247,6 +259,8 @@ async fn status(State(shared): State<Arc<Shared>>) -> Json<SidecarStatus> {
         lease: lease.lease_state(now),
         authority: lease.authority().cloned(),
         last_granted_ago_ms: lease.last_granted_ago_ms(now),
+        backups: shared.backups(),
+        job: shared.job(),
         runtime: Some(shared.runtime(now)),
     })
 }
@@ -323,7 +337,7 @@ async fn fence(
         .fence(request.topology_generation, request.reason.clone());
     let outcome = crate::enforcer::fence_now(&shared).await;
     shared.metrics.fenced("operator_fence");
-    let read_only = report(&outcome, wall_now());
+    let read_only = report(&outcome);
     shared.set_observation(&read_only.observed);
     let killed_connections = if request.kill_connections {
         match shared
@@ -383,7 +397,7 @@ async fn promote(
                     "promote: drain did not reach the target; replication left attached"
                 );
                 let observed = match shared.mysql.observe().await {
-                    Ok(snapshot) => from_snapshot(&snapshot, wall_now()),
+                    Ok(snapshot) => from_snapshot(&snapshot),
                     Err(error) => unreachable(&error),
                 };
                 return Ok(Json(PromoteResponse {
@@ -417,7 +431,7 @@ async fn promote(
     };
     let _serialised = shared.mutation.lock().await;
     let outcome = shared.mysql.detach().await;
-    let detach = report(&outcome, wall_now());
+    let detach = report(&outcome);
     shared.set_observation(&detach.observed);
     tracing::info!(site = shared.site(), applied = ?outcome.applied, "promote: replication detached");
     shared.wake_enforcer.notify_one();
@@ -438,8 +452,28 @@ async fn repoint(
         connect_retry_seconds: 1,
     };
     let _serialised = shared.mutation.lock().await;
+    // The active site never replicates: a repoint that reaches the site this sidecar's
+    // authority names (a request delayed past its promotion) would attach the new primary to
+    // a replica's stream and merge the old primary's lost writes into it.
+    let named = shared
+        .lease()
+        .authority()
+        .cloned()
+        .filter(|authority| authority.active_site.as_deref() == Some(shared.site()));
+    if let Some(authority) = named {
+        tracing::warn!(site = shared.site(), source_host = %request.source_host, generation = authority.topology_generation, "repoint refused: this site is the active site");
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!(
+                "repoint {} to {}: this site is the active site at topology generation {}; the active site never replicates",
+                shared.site(),
+                request.source_host,
+                authority.topology_generation
+            ),
+        ));
+    }
     let outcome = shared.mysql.repoint(&source).await;
-    let repoint = report(&outcome, wall_now());
+    let repoint = report(&outcome);
     shared.set_observation(&repoint.observed);
     tracing::info!(
         site = shared.site(),

@@ -16,6 +16,7 @@
 //!   it when this sidecar is killed or hangs (`bloodraven_mysql::deadline`).
 //! - `testing` (feature `testing`): an in-process DNS server for tests.
 
+mod backup;
 mod clock;
 pub mod config;
 mod databases;
@@ -33,6 +34,6 @@ mod state;
 pub mod testing;
 mod watchdog;
 
-pub use config::{Config, RequestAuth, Settings};
+pub use config::{BackupSettings, Config, RequestAuth, Settings};
 pub use error::{Error, Result};
 pub use server::{RunningSidecar, Sidecar};

@@ -48,6 +48,7 @@ pub(crate) struct Metrics {
     watchdog_kills: Counter,
     write_deadline_seconds: Gauge<f64, AtomicU64>,
     write_deadline_errors: Counter,
+    mysqld_clock_steps: Family<ReasonLabels, Counter>,
     unauthenticated: Family<ReasonLabels, Counter>,
 }
 
@@ -66,6 +67,7 @@ impl Metrics {
         let watchdog_kills = Counter::default();
         let write_deadline_seconds = Gauge::<f64, AtomicU64>::default();
         let write_deadline_errors = Counter::default();
+        let mysqld_clock_steps = Family::<ReasonLabels, Counter>::default();
         let unauthenticated = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "bloodraven_sidecar_read_only",
@@ -128,6 +130,11 @@ impl Metrics {
             write_deadline_errors.clone(),
         );
         registry.register(
+            "bloodraven_sidecar_mysqld_clock_steps",
+            "steps of mysqld's wall clock against the sidecar's monotonic clock seen between two arms of the write deadline, by reason (forward: the switch may have fenced early and the rule unfences; backward: the switch's event was created again)",
+            mysqld_clock_steps.clone(),
+        );
+        registry.register(
             "bloodraven_sidecar_requests_unauthenticated",
             "requests refused for want of a valid signature (issue 10 case 8), by reason (bloodraven_api::auth::AuthError::reason)",
             unauthenticated.clone(),
@@ -149,6 +156,7 @@ impl Metrics {
             watchdog_kills,
             write_deadline_seconds,
             write_deadline_errors,
+            mysqld_clock_steps,
             unauthenticated,
         }
     }
@@ -212,6 +220,14 @@ impl Metrics {
     pub(crate) fn write_deadline_failed(&self) {
         self.write_deadline_errors.inc();
         self.write_deadline_seconds.set(-1.0);
+    }
+
+    pub(crate) fn mysqld_clock_stepped(&self, reason: &str) {
+        self.mysqld_clock_steps
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub(crate) fn unauthenticated(&self, reason: &str) {

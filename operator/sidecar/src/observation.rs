@@ -6,8 +6,8 @@ use bloodraven_api::{
 };
 use bloodraven_mysql::live::{LiveError, MutationOutcome, Snapshot};
 
-/// A successful observation at wall-clock `now`.
-pub(crate) fn from_snapshot(snapshot: &Snapshot, now: Timestamp) -> MysqlObservation {
+/// A successful observation.
+pub(crate) fn from_snapshot(snapshot: &Snapshot) -> MysqlObservation {
     let replication = snapshot
         .replication
         .as_ref()
@@ -32,9 +32,10 @@ pub(crate) fn from_snapshot(snapshot: &Snapshot, now: Timestamp) -> MysqlObserva
         mysqld: Some(MysqldRun {
             server_id: snapshot.server.server_id.clone(),
             uptime_seconds: snapshot.server.uptime_seconds,
-            started_at: now.saturating_sub(std::time::Duration::from_secs(
-                snapshot.server.uptime_seconds,
-            )),
+            // By mysqld's clock, so that a step of it is not taken for a restart.
+            started_at: Timestamp::from_unix_millis(
+                snapshot.server.started_at_unix_seconds.saturating_mul(1000),
+            ),
         }),
     }
 }
@@ -53,9 +54,9 @@ pub(crate) fn unreachable(error: &LiveError) -> MysqlObservation {
 }
 
 /// A mutation's outcome as reported on the wire, with the re-read observation.
-pub(crate) fn report(outcome: &MutationOutcome, now: Timestamp) -> MutationReport {
+pub(crate) fn report(outcome: &MutationOutcome) -> MutationReport {
     let observed = match (&outcome.snapshot, &outcome.applied) {
-        (Some(snapshot), _) => from_snapshot(snapshot, now),
+        (Some(snapshot), _) => from_snapshot(snapshot),
         (None, bloodraven_mysql::live::Observed::Unknown(reason)) => MysqlObservation {
             error: Some(reason.clone()),
             ..unreachable_text()

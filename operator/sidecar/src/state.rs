@@ -12,10 +12,20 @@ use tokio::sync::Notify;
 
 use crate::{clock::MonotonicClock, config::Settings, discovery::Discovery, metrics::Metrics};
 
-/// How far uptime may go backwards between two observations before it counts as a restart:
-/// concurrent observations (status and enforcement) can be recorded out of order across a
-/// second boundary. A restart within this many seconds of the previous run's start is missed.
+/// How far a run's start (by mysqld's clock, `MysqldRun::started_at`) may move between two
+/// observations before it counts as a restart: two reads of one run differ by up to a second.
+/// A restart within this many seconds of the previous run's start is missed.
 const UPTIME_SLACK_SECONDS: u64 = 2;
+
+/// Whether `run` is another mysqld run than the one last seen (`last`: server id and start).
+///
+/// The start is `UNIX_TIMESTAMP() - Uptime` on mysqld's own clock, which a step of that clock
+/// does not move; `Uptime` alone jumps by the step (a backward step of mysqld's wall clock
+/// once read as a restart, and the sidecar forgot its authority and fenced a healthy primary).
+pub(crate) fn is_new_run(last: &(String, i64), run: &bloodraven_api::sidecar::MysqldRun) -> bool {
+    let slack_ms = i64::try_from(UPTIME_SLACK_SECONDS * 1000).unwrap_or(i64::MAX);
+    last.0 != run.server_id || (run.started_at.unix_millis() - last.1).abs() > slack_ms
+}
 
 /// The least [`Shared::enforcer_stall`].
 const ENFORCER_STALL_MIN: std::time::Duration = std::time::Duration::from_secs(30);
@@ -31,8 +41,12 @@ pub(crate) struct Shared {
     lease: Mutex<SiteLease>,
     /// What mysqld was last seen as, for the watchdog (`crate::watchdog`).
     watchdog: Mutex<Watchdog>,
-    /// The last mysqld run seen: `(server id, uptime seconds)`.
-    last_run: Mutex<Option<(String, u64)>>,
+    /// The last mysqld run seen: `(server id, start by mysqld's clock in Unix milliseconds)`.
+    last_run: Mutex<Option<(String, i64)>>,
+    /// The read-only flag of the last observation recorded (`None`: unknown).
+    last_read_only: Mutex<Option<bool>>,
+    /// mysqld's clock at the last arm of the write deadline (`crate::deadline`).
+    pub(crate) mysqld_clock: Mutex<Option<bloodraven_mysql::deadline::ClockReading>>,
     pub(crate) clock: MonotonicClock,
     pub(crate) mysql: LiveMysql,
     /// The same client with a short bound on the enforcer's `SET GLOBAL read_only = ON`
@@ -60,6 +74,8 @@ pub(crate) struct Shared {
     /// while the lease lock is held, in the same critical section as the decision to unfence
     /// ([`Shared::begin_unfence`]).
     unfence_epoch: AtomicU64,
+    /// The backup job that runs or last finished (`crate::backup`).
+    job: Mutex<Option<bloodraven_api::sidecar::JobStatus>>,
 }
 
 /// An unfence in flight, from the decision to the re-read after it: the status endpoint does
@@ -94,11 +110,17 @@ impl Shared {
             .max(std::time::Duration::from_millis(1))
             .min(settings.mysql.statement_timeout);
         let fence_mysql = mysql.clone().with_mutation_timeout(fence_timeout);
+        let recorded_job = settings
+            .backup
+            .as_ref()
+            .and_then(crate::backup::recorded_job);
         Arc::new(Self {
             settings,
             lease: Mutex::new(lease),
             watchdog: Mutex::new(watchdog),
             last_run: Mutex::new(None),
+            mysqld_clock: Mutex::new(None),
+            last_read_only: Mutex::new(None),
             clock: MonotonicClock::start(),
             mysql,
             fence_mysql,
@@ -111,6 +133,7 @@ impl Shared {
             deadline_installed: AtomicBool::new(false),
             last_enforced: Mutex::new(tokio::time::Instant::now()),
             unfence_epoch: AtomicU64::new(0),
+            job: Mutex::new(recorded_job),
         })
     }
 
@@ -141,6 +164,14 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The read-only flag of the last observation recorded (`None`: unknown or none yet).
+    pub(crate) fn last_read_only(&self) -> Option<bool> {
+        *self
+            .last_read_only
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The watchdog's memory; never held across an await.
     pub(crate) fn watchdog(&self) -> MutexGuard<'_, Watchdog> {
         self.watchdog
@@ -149,12 +180,16 @@ impl Shared {
     }
 
     /// Records a new observation of mysqld: metrics, the watchdog, and restart detection. A new mysqld run
-    /// (another server id, or an uptime more than [`UPTIME_SLACK_SECONDS`] lower than last
-    /// seen) under a running sidecar is
+    /// ([`is_new_run`]: another server id, or a start more than [`UPTIME_SLACK_SECONDS`] away
+    /// from the one last seen) under a running sidecar is
     /// treated like a sidecar start: the cached authority is forgotten (startup safety net),
     /// so the restarted mysqld stays read-only until the operator pushes authority again.
     pub(crate) fn set_observation(&self, observation: &MysqlObservation) {
         self.metrics.observe_read_only(observation.read_only);
+        *self
+            .last_read_only
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = observation.read_only;
         self.watchdog()
             .observe(observation.read_only, observation.down);
         // Seen writable while it must be read-only: enforce now, not at the next tick (an
@@ -172,18 +207,13 @@ impl Shared {
                 .last_run
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let restarted = last.as_ref().is_some_and(|(server_id, uptime_seconds)| {
-                *server_id != run.server_id
-                    || run.uptime_seconds + UPTIME_SLACK_SECONDS < *uptime_seconds
-            });
-            // Keep the highest uptime of this run: observations may be recorded out of order.
-            let uptime_seconds = match &*last {
-                Some((server_id, seen)) if !restarted && *server_id == run.server_id => {
-                    (*seen).max(run.uptime_seconds)
-                }
-                Some(_) | None => run.uptime_seconds,
+            let restarted = last.as_ref().is_some_and(|seen| is_new_run(seen, run));
+            // Keep the first start seen of this run: reads of one run differ by a second.
+            let started_ms = match &*last {
+                Some((server_id, seen)) if !restarted && *server_id == run.server_id => *seen,
+                Some(_) | None => run.started_at.unix_millis(),
             };
-            *last = Some((run.server_id.clone(), uptime_seconds));
+            *last = Some((run.server_id.clone(), started_ms));
             restarted
         };
         if restarted {
@@ -260,6 +290,27 @@ impl Shared {
     pub(crate) fn site(&self) -> &str {
         self.settings.lease.site()
     }
+
+    /// The backup job slot; never held across an await.
+    pub(crate) fn job_slot(&self) -> MutexGuard<'_, Option<bloodraven_api::sidecar::JobStatus>> {
+        self.job
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The backup job that runs or last finished, for the status.
+    pub(crate) fn job(&self) -> Option<bloodraven_api::sidecar::JobStatus> {
+        self.job_slot().clone()
+    }
+
+    /// The backups on this site's volume, for the status.
+    pub(crate) fn backups(&self) -> Vec<bloodraven_api::sidecar::BackupInfo> {
+        self.settings
+            .backup
+            .as_ref()
+            .map(crate::backup::list)
+            .unwrap_or_default()
+    }
 }
 
 /// What the status endpoint reports of mysqld's read_only when an unfence may have been in
@@ -288,7 +339,51 @@ mod tests {
 
     use bloodraven_api::sidecar::MysqlObservation;
 
-    use super::{enforcer_stall, without_unfence_in_flight};
+    use super::{enforcer_stall, is_new_run, without_unfence_in_flight};
+    use crate::observation::from_snapshot;
+    use bloodraven_mysql::live::{ReadOnlyState, ServerRun, Snapshot};
+
+    /// What the sidecar records of a mysqld run whose `Uptime` is `uptime_seconds` while
+    /// mysqld's clock reads `mysqld_now` (Unix seconds).
+    fn run_seen(uptime_seconds: u64, mysqld_now: i64) -> bloodraven_api::sidecar::MysqldRun {
+        let snapshot = Snapshot {
+            read_only: ReadOnlyState {
+                read_only: false,
+                fenced: false,
+            },
+            gtid_executed: String::new(),
+            replication: None,
+            server: ServerRun {
+                server_id: "1".to_owned(),
+                uptime_seconds,
+                started_at_unix_seconds: mysqld_now - i64::try_from(uptime_seconds).unwrap_or(0),
+            },
+        };
+        from_snapshot(&snapshot).mysqld.expect("a run")
+    }
+
+    /// A step of mysqld's wall clock moves `Uptime` by the step (MariaDB computes it from the
+    /// wall clock); it once read as a restart, and the sidecar forgot its authority and fenced
+    /// a healthy primary. The run's start by mysqld's own clock does not move.
+    #[test]
+    fn a_step_of_mysqlds_clock_is_no_restart_and_a_restart_is_one() {
+        let start = 1_800_000_000;
+        let first = run_seen(100, start + 100);
+        let last = (first.server_id.clone(), first.started_at.unix_millis());
+        // 20 s back: Uptime reads 80 one second later.
+        assert!(!is_new_run(&last, &run_seen(81, start + 81)));
+        // 20 s forward: Uptime reads 121.
+        assert!(!is_new_run(&last, &run_seen(121, start + 121)));
+        // A second-boundary between the two statements of one read.
+        assert!(!is_new_run(&last, &run_seen(102, start + 103)));
+        // A restart 5 s ago, and one while the clock was stepped back.
+        assert!(is_new_run(&last, &run_seen(5, start + 106)));
+        assert!(is_new_run(&last, &run_seen(5, start - 30)));
+        // Another server.
+        let mut other = run_seen(101, start + 101);
+        other.server_id = "2".to_owned();
+        assert!(is_new_run(&last, &other));
+    }
 
     fn observed(read_only: bool) -> MysqlObservation {
         MysqlObservation {

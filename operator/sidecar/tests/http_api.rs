@@ -276,6 +276,58 @@ async fn ensure_database_is_refused_off_the_active_site_without_touching_mysqld(
     sidecar.stop().await.expect("stops");
 }
 
+/// The active site never replicates: a repoint that reaches the site its cached authority
+/// names (one delayed past the promotion, sim seed 7963) is refused with 409, before mysqld.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repoint_of_the_active_site_is_refused() {
+    use bloodraven_api::sidecar::{RepointRequest, PATH_REPOINT};
+    let dns = TestDns::start("test.").await.expect("dns");
+    let sidecar = sidecar_without_mysql(&dns).await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let url = |path: &str| format!("http://{}{path}", sidecar.address());
+    let repoint = || {
+        signed_request(
+            &http,
+            Signer::Operator,
+            GROUP,
+            SITE,
+            reqwest::Method::POST,
+            &url(PATH_REPOINT),
+            &RepointRequest {
+                group: GROUP.to_owned(),
+                source_host: "mysql-playground-iad.bloodraven-playground.svc.cluster.local"
+                    .to_owned(),
+                source_port: 3306,
+            },
+        )
+        .send()
+    };
+    // Authority names iad: pdx is a replica, and the repoint reaches mysqld (down here).
+    operator_put(&http, &url(PATH_AUTHORITY), &authority(Some("iad"), 1))
+        .send()
+        .await
+        .expect("push");
+    let replica = repoint().await.expect("repoint");
+    assert_ne!(replica.status(), reqwest::StatusCode::CONFLICT);
+    // Authority names pdx: refused.
+    operator_put(&http, &url(PATH_AUTHORITY), &authority(Some(SITE), 2))
+        .send()
+        .await
+        .expect("push");
+    let refused = repoint().await.expect("repoint");
+    assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+    let body: ErrorBody = refused.json().await.expect("error body");
+    assert!(
+        body.error.contains("the active site never replicates"),
+        "{}",
+        body.error
+    );
+    sidecar.stop().await.expect("stops");
+}
+
 /// Issue 10 case 8: an unsigned authority push at a higher generation is answered 401 with a
 /// body naming what is missing and changes nothing; neither does one signed by the peer key,
 /// by another operator key, with a tampered body, a stale timestamp, or replayed. A signed

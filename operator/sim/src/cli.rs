@@ -57,6 +57,13 @@ pub struct Args {
     /// Client connections held open across failovers, writing to the site they connected to.
     #[arg(long)]
     pub held_connections: bool,
+    /// Also take named backups of the active site and restore it in place from them, some
+    /// behind a live failover-hold (issue 12).
+    #[arg(long)]
+    pub restore: bool,
+    /// A human changes spec.image once mid-run: the ordered update (issue 12).
+    #[arg(long)]
+    pub image_update: bool,
     /// Every fault mode within the design's durability assumption: --sidecar-crash,
     /// --sidecar-hang, --mysqld-freeze, --held-connections and --state-loss
     /// (not --status-revert).
@@ -71,7 +78,17 @@ pub struct Args {
     /// Test-only: core's deliberately broken rule (promotion without waiting for the old lease).
     #[arg(long, hide = true)]
     pub broken_promotion_rule: bool,
+    /// Test-only: the operator never asks a kubelet to kill an agentless old primary.
+    #[arg(long, hide = true)]
+    pub no_agentless_kill: bool,
+    /// Test-only: the run of this seed panics 30 simulated seconds in (the sweep must report
+    /// it as a finding and carry on).
+    #[arg(long, hide = true)]
+    pub panic_seed: Option<u64>,
 }
+
+/// When a `--panic-seed` run panics, in simulated milliseconds.
+const INJECTED_PANIC_AT_MILLIS: u64 = 30_000;
 
 impl Args {
     /// The run configuration for `seed` under these flags.
@@ -85,8 +102,12 @@ impl Args {
             sidecar_hang: self.sidecar_hang || self.all_faults,
             mysqld_freeze: self.mysqld_freeze || self.all_faults,
             held_connections: self.held_connections || self.all_faults,
+            restore: self.restore,
+            image_update: self.image_update,
             trace: self.trace,
             broken_promotion_rule: self.broken_promotion_rule,
+            no_agentless_kill: self.no_agentless_kill,
+            panic_at: (self.panic_seed == Some(seed)).then_some(SimTime(INJECTED_PANIC_AT_MILLIS)),
         }
     }
 }
@@ -135,13 +156,25 @@ pub struct SweepSummary {
     pub hold_polls_during_emergency: u64,
     /// Exact `lostTransactions` reports compared with the truth.
     pub exact_loss_checks: u64,
+    /// Restores whose recorded loss was compared with the truth.
+    pub restores_checked: u64,
     /// Acknowledged writes, summed over every seed.
     pub acked_writes: u64,
     /// mysqld processes killed by a sidecar's watchdog, summed over every seed.
     pub watchdog_kills: u64,
     /// mysqld processes fenced by their own write deadline, summed over every seed.
     pub deadline_fences: u64,
+    /// Ordered updates (`--image-update`): image changes, site recreations, updates completed,
+    /// refused inside the cooldown, left waiting for an unhealthy group at the end, and polls
+    /// deferred by a failover-hold.
+    pub updates: [u64; 7],
+    /// Seeds whose run panicked, with the time and the panic message (the first
+    /// [`PANICKED_SEEDS_LISTED_MAX`], in seed order).
+    pub panicked_seeds: Vec<(u64, String)>,
 }
+
+/// How many panicking seeds the table lists one by one.
+pub const PANICKED_SEEDS_LISTED_MAX: usize = 50;
 
 impl SweepSummary {
     /// Whether any non-inherent finding was seen.
@@ -156,9 +189,31 @@ impl SweepSummary {
         self.polls_with_hold += outcome.stats.polls_with_hold;
         self.hold_polls_during_emergency += outcome.stats.hold_polls_during_emergency;
         self.exact_loss_checks += outcome.stats.exact_loss_checks;
+        self.restores_checked += outcome.stats.restores_checked;
         self.acked_writes += outcome.stats.acked_writes;
         self.watchdog_kills += outcome.stats.watchdog_kills;
         self.deadline_fences += outcome.stats.deadline_fences;
+        for (sum, add) in self.updates.iter_mut().zip([
+            outcome.stats.image_changes,
+            outcome.stats.site_recreations,
+            outcome.stats.updates_completed,
+            outcome.stats.updates_rejected_in_cooldown,
+            outcome.stats.updates_failed_failover,
+            outcome.stats.updates_blocked_unhealthy,
+            outcome.stats.update_polls_deferred_by_hold,
+        ]) {
+            *sum += add;
+        }
+        if self.panicked_seeds.len() < PANICKED_SEEDS_LISTED_MAX {
+            if let Some(panic) = outcome
+                .findings
+                .iter()
+                .find(|f| f.class == FindingClass::Panicked)
+            {
+                self.panicked_seeds
+                    .push((outcome.seed, format!("t={} {}", panic.at, panic.detail)));
+            }
+        }
         for (&class, &violations) in &outcome.counts {
             let example = outcome
                 .findings
@@ -183,12 +238,14 @@ impl SweepSummary {
         let _ = writeln!(
             out,
             "{} seeds, {} promotions ({} emergency), {} acknowledged writes, {} exact loss reports \
-             checked, {} polls under a failover-hold ({} with the emergency path active)",
+             checked, {} restores' losses checked, {} polls under a failover-hold ({} with the \
+             emergency path active)",
             self.seeds_run,
             self.promotions,
             self.emergency_promotions,
             self.acked_writes,
             self.exact_loss_checks,
+            self.restores_checked,
             self.polls_with_hold,
             self.hold_polls_during_emergency
         );
@@ -197,6 +254,18 @@ impl SweepSummary {
             "{} watchdog kills of mysqld, {} fences by mysqld's own write deadline",
             self.watchdog_kills, self.deadline_fences
         );
+        if self.updates[0] > 0 {
+            let [changes, recreations, completed, rejected, failed, blocked, deferred] =
+                self.updates;
+            let _ = writeln!(
+                out,
+                "{changes} image changes: {recreations} site recreations, {completed} updates \
+                 completed, {rejected} refused inside the cooldown (onCooldown: reject), {failed} \
+                 stopped by a rejected or aborted planned failover, {blocked} \
+                 waiting at the end for an unhealthy group, {deferred} polls deferred by a \
+                 failover-hold"
+            );
+        }
         let _ = writeln!(
             out,
             "{:<38} {:>7} {:>10} {:>7} {:>9}",
@@ -222,6 +291,9 @@ impl SweepSummary {
                 summary.replay_seed,
                 summary.example
             );
+        }
+        for (seed, detail) in &self.panicked_seeds {
+            let _ = writeln!(out, "seed {seed} panicked: {detail}");
         }
         out
     }

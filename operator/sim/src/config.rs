@@ -32,12 +32,24 @@ pub struct SimConfig {
     pub mysqld_freeze: bool,
     /// Client connections held open across failovers, writing to the site they connected to.
     pub held_connections: bool,
+    /// Named backups and restores in place of the active site (`crate::restore`).
+    pub restore: bool,
+    /// A human changes `spec.image` once mid-run: the ordered update (issue 12).
+    pub image_update: bool,
     /// Record the step-by-step trace.
     pub trace: bool,
     /// Test-only: run core's deliberately broken promotion rule (promote without waiting for
     /// the old lease), to prove the invariants catch it.
     #[doc(hidden)]
     pub broken_promotion_rule: bool,
+    /// Test-only: never ask the kubelet to kill an agentless old primary (core's
+    /// `unsafe_skip_agentless_kill`), to show `SplitBrain(frozen+agentless)` comes back.
+    #[doc(hidden)]
+    pub no_agentless_kill: bool,
+    /// Test-only: the world panics at the first event at or after this time, to show that a
+    /// sweep reports a panicking seed as a finding and runs the others.
+    #[doc(hidden)]
+    pub panic_at: Option<SimTime>,
 }
 
 impl SimConfig {
@@ -52,8 +64,12 @@ impl SimConfig {
             sidecar_hang: false,
             mysqld_freeze: false,
             held_connections: false,
+            restore: false,
+            image_update: false,
             trace: false,
             broken_promotion_rule: false,
+            no_agentless_kill: false,
+            panic_at: None,
         }
     }
 }

@@ -226,6 +226,10 @@ impl World {
         sidecar.hung = true;
         sidecar.hang += 1;
         let (run, hang) = (sidecar.run, sidecar.hang);
+        let lag = self.rng.random_range(
+            crate::kubelet::READINESS_LAG_MILLIS_MIN..=crate::kubelet::READINESS_LAG_MILLIS_MAX,
+        );
+        self.sidecars[site].hung_since = Some((self.now, lag));
         let restart = self
             .rng
             .random_range(LIVENESS_RESTART_MILLIS_MIN..=LIVENESS_RESTART_MILLIS_MAX);
@@ -240,6 +244,7 @@ impl World {
             return;
         }
         sidecar.hung = false;
+        sidecar.hung_since = None;
         let queued = std::mem::take(&mut sidecar.queued);
         trace!(
             self.trace,

@@ -21,11 +21,17 @@ pub enum FindingClass {
     /// The same (or its effects: two writers at one instant, a loss), where a site involved
     /// had its mysqld frozen with its sidecar down or hung shortly before: the double fault
     /// nothing in the pod can fence (the write deadline runs inside the frozen process, the
-    /// watchdog inside the dead or hung one). Not inherent: an agent outside the pod (the
-    /// kubelet killing the container on the operator's request, a node watchdog) or a commit
-    /// that needs a replica's acknowledgement (semi-synchronous replication without fallback)
-    /// would avoid it. Counted apart because no rule in core can: it is a design decision.
+    /// watchdog inside the dead or hung one), while its kubelet could reach the API server.
+    /// Not inherent: the operator has that kubelet kill the pod before promoting
+    /// (`core::engine::agentless`); a finding here is a bug of that rule.
     SplitBrainFrozenAgentless,
+    /// The same, where the frozen, agentless site's kubelet was also cut from the API server
+    /// at some instant of the freeze: no agent in the pod and none outside it can act, and the
+    /// lease rule promotes on the lease (a node cut from the control plane looks exactly like
+    /// a partitioned one, whose live sidecar fences it). Inherent to a design whose agents are
+    /// the sidecar, mysqld and the kubelet; closing it takes a node watchdog (Patroni's
+    /// softdog) or semi-synchronous replication without fallback.
+    SplitBrainFrozenAgentlessNodeCut,
     /// Two sites accepted writes at the same instant (mysqld answering, `read_only` off),
     /// whether or not a client wrote.
     TwoWritable,
@@ -54,13 +60,30 @@ pub enum FindingClass {
     /// One decision names two different authorities, or labels two pods primary (STYLE.md
     /// point 4: "two primaries in one Decision").
     ConflictingDecision,
+    /// A restore in place fenced the active site while a failover-hold was live (seed 003:
+    /// it defers behind the hold as a planned failover does).
+    RestoreIgnoredHold,
+    /// What a restore discarded differs from what `status.restore` records
+    /// (`lostTransactions`, `lostGtidSet`, `exact`).
+    RestoreLossMismatch,
+    /// An ordered update recreated a site while the one it recreated before was not back
+    /// healthy on the new image, or recreated the active site.
+    UpdateNotOneAtATime,
+    /// A decision started a recreation or a planned failover under a live failover-hold.
+    UpdateIgnoredHold,
+    /// At the end of the run a healthy group still runs another image than `spec.image`.
+    UpdateIncomplete,
+    /// The run panicked (an assertion of core's, such as two authorities in one decision, or
+    /// of the simulator's): the seed's run ends there, the sweep goes on with the others.
+    Panicked,
 }
 
 impl FindingClass {
     /// Every class, in table order.
-    pub const ALL: [FindingClass; 13] = [
+    pub const ALL: [FindingClass; 20] = [
         FindingClass::SplitBrain,
         FindingClass::SplitBrainFrozenAgentless,
+        FindingClass::SplitBrainFrozenAgentlessNodeCut,
         FindingClass::TwoWritable,
         FindingClass::AuthorityUnexplained,
         FindingClass::UnexplainedLoss,
@@ -72,6 +95,12 @@ impl FindingClass {
         FindingClass::LeaseNotRevoked,
         FindingClass::NoWritableAfterHeal,
         FindingClass::ConflictingDecision,
+        FindingClass::RestoreIgnoredHold,
+        FindingClass::RestoreLossMismatch,
+        FindingClass::UpdateNotOneAtATime,
+        FindingClass::UpdateIgnoredHold,
+        FindingClass::UpdateIncomplete,
+        FindingClass::Panicked,
     ];
 
     /// Whether the class is an accepted property of the design rather than a bug: only where
@@ -79,7 +108,8 @@ impl FindingClass {
     /// both persisted copies lost, nothing remembers the cooldown.
     pub fn is_inherent(self) -> bool {
         match self {
-            FindingClass::CooldownViolatedRestartStateLost => true,
+            FindingClass::CooldownViolatedRestartStateLost
+            | FindingClass::SplitBrainFrozenAgentlessNodeCut => true,
             FindingClass::SplitBrain
             | FindingClass::SplitBrainFrozenAgentless
             | FindingClass::TwoWritable
@@ -91,7 +121,13 @@ impl FindingClass {
             | FindingClass::HoldDelayedEmergency
             | FindingClass::LeaseNotRevoked
             | FindingClass::NoWritableAfterHeal
-            | FindingClass::ConflictingDecision => false,
+            | FindingClass::ConflictingDecision
+            | FindingClass::RestoreIgnoredHold
+            | FindingClass::RestoreLossMismatch
+            | FindingClass::UpdateNotOneAtATime
+            | FindingClass::UpdateIgnoredHold
+            | FindingClass::UpdateIncomplete
+            | FindingClass::Panicked => false,
         }
     }
 
@@ -100,6 +136,9 @@ impl FindingClass {
         match self {
             FindingClass::SplitBrain => "SplitBrain",
             FindingClass::SplitBrainFrozenAgentless => "SplitBrain(frozen+agentless)",
+            FindingClass::SplitBrainFrozenAgentlessNodeCut => {
+                "SplitBrain(frozen+agentless+nodeCut)"
+            }
             FindingClass::TwoWritable => "TwoWritable",
             FindingClass::AuthorityUnexplained => "AuthorityUnexplained",
             FindingClass::UnexplainedLoss => "UnexplainedLoss",
@@ -111,6 +150,12 @@ impl FindingClass {
             FindingClass::LeaseNotRevoked => "LeaseNotRevoked",
             FindingClass::NoWritableAfterHeal => "NoWritableAfterHeal",
             FindingClass::ConflictingDecision => "ConflictingDecision",
+            FindingClass::RestoreIgnoredHold => "RestoreIgnoredHold",
+            FindingClass::RestoreLossMismatch => "RestoreLossMismatch",
+            FindingClass::UpdateNotOneAtATime => "UpdateNotOneAtATime",
+            FindingClass::UpdateIgnoredHold => "UpdateIgnoredHold",
+            FindingClass::UpdateIncomplete => "UpdateIncomplete",
+            FindingClass::Panicked => "Panicked",
         }
     }
 }
@@ -187,6 +232,26 @@ pub const EPOCH_SLACK_MILLIS: u64 = crate::clock::OPERATOR_SKEW_MILLIS_MAX.unsig
 /// agent stopped (detection, lease plus margin, drain) with room to spare.
 pub const AGENTLESS_LOOKBACK_MILLIS: u64 = 90_000;
 
+/// The class of a finding that agentless freezes may explain: none (`None`), one whose
+/// kubelet was cut at some instant (inherent), or one whose kubelet could have killed it.
+fn agentless_class(spans: &[AgentlessSpan]) -> Option<FindingClass> {
+    if spans.is_empty() {
+        None
+    } else if spans.iter().any(|span| span.kubelet_cut) {
+        Some(FindingClass::SplitBrainFrozenAgentlessNodeCut)
+    } else {
+        Some(FindingClass::SplitBrainFrozenAgentless)
+    }
+}
+
+/// A span in which a site's mysqld was frozen with no live agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AgentlessSpan {
+    start: SimTime,
+    end: Option<SimTime>,
+    kubelet_cut: bool,
+}
+
 /// The invariant checker of one run.
 #[derive(Debug)]
 pub struct Checker {
@@ -206,8 +271,9 @@ pub struct Checker {
     cooldown_tolerance_millis: u64,
     history: AuthorityHistory,
     /// Per site, the spans in which its mysqld was frozen with no live agent (sidecar down
-    /// or hung), closed or still open.
-    agentless_freezes: Vec<Vec<(SimTime, Option<SimTime>)>>,
+    /// or hung), closed or still open, and whether its kubelet was cut from the API server at
+    /// some instant of the span.
+    agentless_freezes: Vec<Vec<AgentlessSpan>>,
 }
 
 impl Checker {
@@ -260,6 +326,17 @@ impl Checker {
         &self.counts
     }
 
+    /// A restore in place discarded `discarded` on purpose: those acknowledged writes are
+    /// explained (whether the status records exactly them is `RestoreLossMismatch`'s check);
+    /// any other acknowledged write missing later is still an `UnexplainedLoss`.
+    pub fn explain_restore(&mut self, discarded: &TxnSet) {
+        self.acked = self.acked.subtract(discarded);
+        self.already_lost.union_with(discarded);
+        if let Some((_, set)) = self.last_writer.as_mut() {
+            *set = set.subtract(discarded);
+        }
+    }
+
     /// A client write sent to `site` at `sent_at` was acknowledged at `acked_at`.
     pub fn on_ack(&mut self, txn: Txn, site: usize, sent_at: SimTime, acked_at: SimTime) {
         self.acked.insert(txn);
@@ -282,19 +359,35 @@ impl Checker {
             .on_status(now, active_site, generation, last_failover);
     }
 
-    /// Whether `site`'s mysqld is frozen with no live agent, at `now`: opens or closes the
-    /// span that classifies split brain on it.
-    pub fn on_agentless_freeze(&mut self, now: SimTime, site: usize, agentless: bool) {
+    /// Whether `site`'s mysqld is frozen with no live agent, at `now`, and whether its
+    /// kubelet is cut from the API server: opens, marks or closes the span that classifies
+    /// split brain on it.
+    pub fn on_agentless_freeze(
+        &mut self,
+        now: SimTime,
+        site: usize,
+        agentless: bool,
+        kubelet_cut: bool,
+    ) {
         let spans = &mut self.agentless_freezes[site];
-        let open = spans.last().is_some_and(|(_, end)| end.is_none());
+        let open = spans.last().is_some_and(|span| span.end.is_none());
         match (open, agentless) {
-            (false, true) => spans.push((now, None)),
-            (true, false) => {
+            (false, true) => spans.push(AgentlessSpan {
+                start: now,
+                end: None,
+                kubelet_cut,
+            }),
+            (true, true) => {
                 if let Some(last) = spans.last_mut() {
-                    last.1 = Some(now);
+                    last.kubelet_cut |= kubelet_cut;
                 }
             }
-            (true, true) | (false, false) => {}
+            (true, false) => {
+                if let Some(last) = spans.last_mut() {
+                    last.end = Some(now);
+                }
+            }
+            (false, false) => {}
         }
     }
 
@@ -316,21 +409,26 @@ impl Checker {
         fallback: FindingClass,
     ) -> FindingClass {
         let since = SimTime(now.as_millis().saturating_sub(AGENTLESS_LOOKBACK_MILLIS));
-        if sites
+        let spans: Vec<AgentlessSpan> = sites
             .iter()
-            .any(|&site| self.agentless_frozen_within(site, since, now))
-        {
-            FindingClass::SplitBrainFrozenAgentless
-        } else {
-            fallback
-        }
+            .flat_map(|&site| self.agentless_frozen_within(site, since, now))
+            .collect();
+        agentless_class(&spans).unwrap_or(fallback)
     }
 
-    /// Whether `site`'s mysqld was frozen with no live agent at some instant of `from..=to`.
-    fn agentless_frozen_within(&self, site: usize, from: SimTime, to: SimTime) -> bool {
+    /// The spans in which `site`'s mysqld was frozen with no live agent that touch
+    /// `from..=to`.
+    fn agentless_frozen_within(
+        &self,
+        site: usize,
+        from: SimTime,
+        to: SimTime,
+    ) -> Vec<AgentlessSpan> {
         self.agentless_freezes[site]
             .iter()
-            .any(|&(start, end)| start <= to && end.is_none_or(|end| end >= from))
+            .filter(|span| span.start <= to && span.end.is_none_or(|end| end >= from))
+            .copied()
+            .collect()
     }
 
     /// End of the run: judges the acknowledged writes against the published status as the
@@ -353,13 +451,11 @@ impl Checker {
                         );
                         checker.agentless_frozen_within(w.site, since, w.acked_at)
                     };
-                    let class = if agentless(self, &write)
-                        || overlapped.is_some_and(|other| agentless(self, &other))
-                    {
-                        FindingClass::SplitBrainFrozenAgentless
-                    } else {
-                        FindingClass::SplitBrain
-                    };
+                    let mut spans = agentless(self, &write);
+                    if let Some(other) = overlapped {
+                        spans.extend(agentless(self, &other));
+                    }
+                    let class = agentless_class(&spans).unwrap_or(FindingClass::SplitBrain);
                     self.report(class, write.acked_at, detail);
                 }
                 Verdict::Inconsistent { at, detail } => {
@@ -586,28 +682,38 @@ mod tests {
             fenced_at: Some(SimTime(18_000)),
             promoted_at: Some(SimTime(18_000)),
         };
-        let run = |agentless: bool| {
+        let run = |agentless: bool, kubelet_cut: bool| {
             let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
             checker.on_status(SimTime(0), Some(0), 1, None);
             checker.on_ack(txn(1), 0, SimTime(5_000), SimTime(5_000));
             if agentless {
-                checker.on_agentless_freeze(SimTime(6_000), 0, true);
-                checker.on_agentless_freeze(SimTime(25_000), 0, false);
+                checker.on_agentless_freeze(SimTime(6_000), 0, true, false);
+                checker.on_agentless_freeze(SimTime(12_000), 0, true, kubelet_cut);
+                checker.on_agentless_freeze(SimTime(25_000), 0, false, false);
             }
             checker.on_status(SimTime(18_000), Some(1), 2, Some(failover));
             checker.on_ack(txn(2), 0, SimTime(25_000), SimTime(25_000));
             checker.judge_authority_history(SimTime(30_000));
             checker.counts().clone()
         };
-        let plain = run(false);
+        let plain = run(false, false);
         assert_eq!(plain.get(&FindingClass::SplitBrain), Some(&1), "{plain:?}");
-        let frozen = run(true);
+        let frozen = run(true, false);
         assert_eq!(frozen.get(&FindingClass::SplitBrain), None, "{frozen:?}");
         assert_eq!(
             frozen.get(&FindingClass::SplitBrainFrozenAgentless),
             Some(&1),
             "{frozen:?}"
         );
+        // Its kubelet cut from the API server during the freeze: nobody could act.
+        let cut = run(true, true);
+        assert_eq!(
+            cut.get(&FindingClass::SplitBrainFrozenAgentlessNodeCut),
+            Some(&1),
+            "{cut:?}"
+        );
+        assert!(FindingClass::SplitBrainFrozenAgentlessNodeCut.is_inherent());
+        assert!(!FindingClass::SplitBrainFrozenAgentless.is_inherent());
     }
 
     // bloodraven.md: acknowledged writes are lost only by an emergency failover.

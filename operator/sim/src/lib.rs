@@ -20,13 +20,16 @@ pub mod faults;
 pub mod fencing;
 pub mod gtid;
 pub mod invariants;
+pub mod kubelet;
 pub mod network;
 pub mod operator;
 pub mod pipeline;
+pub mod restore;
 pub mod sidecar;
 pub mod site;
 pub mod store;
 pub mod trace;
+pub mod update;
 pub mod world;
 
 pub use config::SimConfig;

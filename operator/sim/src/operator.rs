@@ -99,6 +99,12 @@ pub enum Mutation {
     Repoint(usize, RepointRequest),
     /// DNSEndpoint server-side apply.
     Dns(DNSEndpointSpec),
+    /// `POST /v1/backup`.
+    Backup(usize, bloodraven_api::sidecar::BackupRequest),
+    /// `POST /v1/restore`.
+    Restore(usize, bloodraven_api::sidecar::RestoreRequest),
+    /// `POST /v1/reseed`.
+    Reseed(usize, bloodraven_api::sidecar::ReseedRequest),
 }
 
 /// How a mutation turned out, as the world (not the operator) knows it.
@@ -283,6 +289,7 @@ impl World {
                 service_cluster_ip: Some(cluster_ip(site)),
                 sidecar_uptime: uptime,
                 pod_lease_terms: crate::sidecar::pod_lease_terms(site),
+                pod: self.pod_reading(site),
             });
         }
         let now = self.operator_now();
@@ -356,6 +363,7 @@ impl World {
         let now = self.operator_now();
         let options = DecideOptions {
             unsafe_skip_lease_wait: self.cfg.broken_promotion_rule,
+            unsafe_skip_agentless_kill: self.cfg.no_agentless_kill,
         };
         let decision =
             decide_with_options(&self.operator.spec, &memory, &observation, now, options);
@@ -369,6 +377,8 @@ impl World {
             self.check_hold_never_delays_emergency(&memory, &observation, now, options, &decision);
         }
         self.check_decision_consistent(&decision);
+        self.check_restore(&memory, observation.deploy_hold.is_some(), &decision);
+        self.check_update_hold(&memory, &observation, &decision);
         self.note_promotion(&memory, &decision);
         let outcomes = self.execute(&decision);
         self.store.write_status(decision.memory.to_status());
@@ -407,7 +417,8 @@ impl World {
         if emergency(with_hold) != emergency(&free) {
             let detail = format!(
                 "with hold: {:?}; without: {:?}",
-                with_hold.memory.emergency_failover, free.memory.emergency_failover
+                emergency(with_hold),
+                emergency(&free)
             );
             self.checker
                 .report(FindingClass::HoldDelayedEmergency, self.now, detail);
@@ -542,7 +553,10 @@ impl World {
             Mutation::PushAuthority(site, _)
             | Mutation::Fence(site, _)
             | Mutation::Promote(site, _)
-            | Mutation::Repoint(site, _) => *site,
+            | Mutation::Repoint(site, _)
+            | Mutation::Backup(site, _)
+            | Mutation::Restore(site, _)
+            | Mutation::Reseed(site, _) => *site,
             Mutation::Dns(_) => return self.dns_mutation(mutation),
         };
         if !self.net.connected(OPERATOR_NODE, site) || !self.sidecars[site].up() {
@@ -582,7 +596,10 @@ impl World {
             Mutation::PushAuthority(site, _)
             | Mutation::Fence(site, _)
             | Mutation::Promote(site, _)
-            | Mutation::Repoint(site, _) => Some(*site),
+            | Mutation::Repoint(site, _)
+            | Mutation::Backup(site, _)
+            | Mutation::Restore(site, _)
+            | Mutation::Reseed(site, _) => Some(*site),
             Mutation::Dns(_) => None,
         };
         if let Some(site) = sidecar.filter(|&site| self.sidecars[site].hung) {
@@ -623,6 +640,15 @@ impl World {
             }
             Mutation::Repoint(site, request) => {
                 self.sidecar_repoint(*site, request);
+            }
+            Mutation::Backup(site, request) => {
+                self.sidecar_backup(*site, request);
+            }
+            Mutation::Restore(site, request) => {
+                self.sidecar_restore(*site, request);
+            }
+            Mutation::Reseed(site, request) => {
+                self.sidecar_reseed(*site, request);
             }
             Mutation::Dns(spec) => {
                 let target = spec
@@ -697,7 +723,40 @@ impl World {
                 }
                 Outcome::Ok
             }
+            Action::DeletePod {
+                site, uid, grace, ..
+            } => match site_index(site) {
+                Some(index) if self.delete_pod(index, uid, *grace) => Outcome::Ok,
+                // A precondition failure (another uid) is done, as the operator takes it.
+                Some(_) => Outcome::Ok,
+                None => Outcome::Refused,
+            },
+            Action::RollSite {
+                site,
+                uid,
+                image,
+                grace,
+                ..
+            } => match site_index(site) {
+                Some(index) => {
+                    self.roll_site(index, uid, image, *grace);
+                    Outcome::Ok
+                }
+                None => Outcome::Refused,
+            },
             Action::ApplyService(_) | Action::Metric(_) => Outcome::Ok,
+            Action::Backup { site, request } => match site_index(site) {
+                Some(index) => self.sidecar_mutation(Mutation::Backup(index, request.clone())),
+                None => Outcome::Refused,
+            },
+            Action::Restore { site, request } => match site_index(site) {
+                Some(index) => self.sidecar_mutation(Mutation::Restore(index, request.clone())),
+                None => Outcome::Refused,
+            },
+            Action::Reseed { site, request } => match site_index(site) {
+                Some(index) => self.sidecar_mutation(Mutation::Reseed(index, request.clone())),
+                None => Outcome::Refused,
+            },
             Action::ApplyDnsEndpoint { spec, .. } => {
                 self.sidecar_mutation(Mutation::Dns(spec.clone()))
             }
@@ -757,6 +816,12 @@ impl World {
             }
             AnnotationChange::ClearRevokeDeploymentLeases => {
                 annotations.remove(names::ANNOTATION_REVOKE_DEPLOYMENT_LEASES);
+            }
+            AnnotationChange::ClearBackup => {
+                annotations.remove(names::ANNOTATION_BACKUP);
+            }
+            AnnotationChange::ClearRestore => {
+                annotations.remove(names::ANNOTATION_RESTORE);
             }
         }
     }

@@ -59,6 +59,8 @@ pub struct SimSidecar {
     pub queued: Vec<Mutation>,
     /// The mysqld run it last observed; a different one is a restart under it.
     pub last_mysqld_run: Option<u64>,
+    /// While hung: since when, and how long until its kubelet reads it not ready.
+    pub hung_since: crate::kubelet::HungSince,
 }
 
 impl SimSidecar {
@@ -75,6 +77,7 @@ impl SimSidecar {
             hang: 0,
             queued: Vec::new(),
             last_mysqld_run: None,
+            hung_since: None,
         }
     }
 
@@ -124,7 +127,7 @@ pub fn pod_lease_terms(site: usize) -> Option<LeaseTerms> {
 }
 
 /// Wall-clock timestamp of true time `now` (sidecar status times are informational).
-fn wall(now: SimTime) -> Timestamp {
+pub(crate) fn wall(now: SimTime) -> Timestamp {
     Timestamp::from_unix_millis(EPOCH_UNIX_MILLIS + i64::try_from(now.as_millis()).unwrap_or(0))
 }
 
@@ -140,6 +143,7 @@ impl World {
         sidecar.watchdog = Some(Watchdog::new(&config));
         sidecar.lease = Some(SiteLease::new(config));
         sidecar.hung = false;
+        sidecar.hung_since = None;
         sidecar.hang = 0;
         sidecar.queued.clear();
         sidecar.last_mysqld_run = None;
@@ -166,6 +170,7 @@ impl World {
         sidecar.lease = None;
         sidecar.watchdog = None;
         sidecar.hung = false;
+        sidecar.hung_since = None;
         sidecar.queued.clear();
     }
 
@@ -475,6 +480,12 @@ impl World {
             lease: lease.lease_state(mono),
             authority: lease.authority().cloned(),
             last_granted_ago_ms: lease.last_granted_ago_ms(mono),
+            backups: self.jobs[site]
+                .backups
+                .iter()
+                .map(|(info, _)| info.clone())
+                .collect(),
+            job: self.jobs[site].job.clone(),
             runtime: Some(SidecarRuntime {
                 uptime_ms: mono.millis_since(sidecar.mono(sidecar.started_at)),
                 lease: lease_terms(lease.config()),
@@ -596,7 +607,14 @@ impl World {
         site: usize,
         request: &RepointRequest,
     ) -> Option<RepointResponse> {
-        self.sidecars[site].lease.as_ref()?;
+        let lease = self.sidecars[site].lease.as_ref()?;
+        // The live sidecar's rule: the site its authority names never replicates (409).
+        if lease
+            .authority()
+            .is_some_and(|authority| authority.active_site.as_deref() == Some(SITE_NAMES[site]))
+        {
+            return None;
+        }
         let source = site_of_source_host(&request.source_host)?;
         if request.group != GROUP || !self.sites[site].answers() || source == site {
             return None;

@@ -99,6 +99,8 @@ impl ApiStore {
                 .annotations
                 .get(names::ANNOTATION_COOLDOWN_UNTIL)
                 .and_then(|text| text.parse::<Timestamp>().ok()),
+            backup: self.annotations.get(names::ANNOTATION_BACKUP).cloned(),
+            restore: self.annotations.get(names::ANNOTATION_RESTORE).cloned(),
         }
     }
 

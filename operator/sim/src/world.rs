@@ -95,6 +95,8 @@ pub enum Event {
         /// The operator run this poll belongs to.
         run: u64,
     },
+    /// A human changes `spec.image` (`--image-update`).
+    ImageChange,
     /// A mutation that returned an error or timed out lands after all (seed 001).
     LateMutation(crate::operator::Mutation),
     /// A fault starts or heals, or the deploy pipeline or a human acts.
@@ -112,6 +114,20 @@ pub enum Event {
         site: usize,
         /// The sidecar run.
         run: u64,
+    },
+    /// The kubelet kills the containers of a deleted pod (its grace period is over).
+    PodKill {
+        /// The site.
+        site: usize,
+        /// The pod's generation (a recreated pod makes this stale).
+        generation: u64,
+    },
+    /// The StatefulSet's new pod starts.
+    PodRecreate {
+        /// The site.
+        site: usize,
+        /// The generation of the pod it replaces.
+        generation: u64,
     },
     /// The kubelet restarts a mysqld the watchdog killed.
     MysqldRestart {
@@ -188,12 +204,28 @@ pub struct RunStats {
     pub hold_polls_during_emergency: u64,
     /// Exact `lostTransactions` reports compared with the truth.
     pub exact_loss_checks: u64,
+    /// Restores whose recorded loss was compared with the truth.
+    pub restores_checked: u64,
     /// Operator polls run.
     pub polls: u64,
     /// mysqld processes the sidecars' watchdogs killed.
     pub watchdog_kills: u64,
     /// Times a mysqld's write deadline fenced it.
     pub deadline_fences: u64,
+    /// `spec.image` changes (`--image-update`).
+    pub image_changes: u64,
+    /// Site pods an ordered update deleted.
+    pub site_recreations: u64,
+    /// Ordered updates completed by the end of the run.
+    pub updates_completed: u64,
+    /// Ordered updates refused inside the cooldown (onCooldown: reject).
+    pub updates_rejected_in_cooldown: u64,
+    /// Ordered updates stopped because their planned failover was rejected or aborted.
+    pub updates_failed_failover: u64,
+    /// Ordered updates still waiting at the end for a group that was not healthy.
+    pub updates_blocked_unhealthy: u64,
+    /// Polls whose update was deferred by a failover-hold.
+    pub update_polls_deferred_by_hold: u64,
 }
 
 /// The result of one run.
@@ -226,6 +258,10 @@ pub struct World {
     pub sites: Vec<Site>,
     /// The sites' sidecars.
     pub sidecars: Vec<SimSidecar>,
+    /// The ordered update's track (`--image-update`).
+    pub update: crate::update::UpdateTrack,
+    /// The site pods' API objects (the agentless rule's view of the kubelet).
+    pub pods: Vec<crate::kubelet::SimPod>,
     /// The network.
     pub net: Network,
     /// The Kubernetes API as the operator sees it.
@@ -244,6 +280,10 @@ pub struct World {
     pub trace: Trace,
     /// Counters.
     pub stats: RunStats,
+    /// The sites' backup volumes and jobs (`crate::restore`).
+    pub jobs: Vec<crate::restore::SiteJobs>,
+    /// What the restore in flight discarded.
+    pub restore_truth: Option<crate::restore::RestoreTruth>,
 }
 
 impl World {
@@ -293,15 +333,28 @@ impl World {
             queue: BinaryHeap::new(),
             sites,
             sidecars,
+            // The playground's pods predate the run (created at the Unix epoch, so before any
+            // move the operator announces).
+            pods: (0..SITE_NAMES.len())
+                .map(|_| {
+                    crate::kubelet::SimPod::new(
+                        0,
+                        bloodraven_core::time::Timestamp::from_unix_millis(0),
+                    )
+                })
+                .collect(),
             net: Network::new(),
             store,
             operator: SimOperator::new(operator_skew, playground_spec(on_cooldown)),
             faults: FaultState::default(),
             pipeline: PipelineState::default(),
+            jobs: vec![crate::restore::SiteJobs::default(); SITE_NAMES.len()],
+            restore_truth: None,
             clients: ClientState::new(SITE_NAMES.len()),
             checker,
             trace,
             stats: RunStats::default(),
+            update: crate::update::UpdateTrack::default(),
         };
         world.bootstrap();
         world
@@ -326,6 +379,7 @@ impl World {
         self.start_operator();
         self.start_clients();
         self.schedule_faults();
+        self.schedule_image_change();
         trace!(
             self.trace,
             self.now,
@@ -352,10 +406,22 @@ impl World {
     }
 
     /// Runs until the configured duration and returns the outcome.
+    ///
+    /// A panic inside the run (a core assertion, or the simulator's own) does not unwind past
+    /// here: it is reported as a [`FindingClass::Panicked`] finding at the simulated time it
+    /// happened, with its message, and the run ends there with the findings and trace it had.
     pub fn run(mut self) -> RunOutcome {
         let duration = self.cfg.duration;
-        self.run_until(duration);
-        self.finish();
+        let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_until(duration);
+            self.finish();
+        }));
+        if let Err(payload) = stepped {
+            let message = panic_message(payload.as_ref());
+            trace!(self.trace, self.now, "world", "panicked: {message}");
+            self.checker
+                .report(FindingClass::Panicked, self.now, message);
+        }
         RunOutcome {
             seed: self.cfg.seed,
             counts: self.checker.counts().clone(),
@@ -378,6 +444,9 @@ impl World {
             };
             self.now = next.at;
             self.stats.events += 1;
+            if self.cfg.panic_at.is_some_and(|at| self.now >= at) {
+                panic!("injected panic at {} (test-only panic_at)", self.now);
+            }
             self.dispatch(next.event);
             self.check_step();
         }
@@ -415,18 +484,23 @@ impl World {
             Event::DeadlineSwitch { site, run } => self.deadline_switch(site, run),
             Event::WatchdogCheck { site, run } => self.watchdog_check(site, run),
             Event::MysqldRestart { site, run } => self.mysqld_restart_after_kill(site, run),
+            Event::PodKill { site, generation } => self.pod_kill(site, generation),
+            Event::PodRecreate { site, generation } => self.pod_recreate(site, generation),
             Event::SidecarLivenessRestart { site, run, hang } => {
                 self.sidecar_liveness_restart(site, run, hang);
             }
             Event::HeldWrite { connection } => self.held_write(connection),
             Event::HeldReconnect { connection } => self.held_reconnect(connection),
+            Event::ImageChange => self.image_change(),
         }
     }
 
     fn check_step(&mut self) {
         for site in 0..self.sites.len() {
             let agentless = self.sites[site].frozen && !self.sidecars[site].serving();
-            self.checker.on_agentless_freeze(self.now, site, agentless);
+            let kubelet_cut = !self.kubelet_connected(site);
+            self.checker
+                .on_agentless_freeze(self.now, site, agentless, kubelet_cut);
         }
         let accepts: Vec<bool> = self.sites.iter().map(Site::accepts_writes).collect();
         let executed: Vec<&crate::gtid::TxnSet> = self.sites.iter().map(|s| &s.executed).collect();
@@ -487,6 +561,7 @@ impl World {
 
     fn finish(&mut self) {
         self.checker.judge_authority_history(self.now);
+        self.check_update_complete();
         trace!(
             self.trace,
             self.now,
@@ -498,6 +573,17 @@ impl World {
             self.stats.polls,
             self.stats.events
         );
+    }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or with format arguments).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a text payload".to_string()
     }
 }
 

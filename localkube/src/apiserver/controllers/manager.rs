@@ -27,11 +27,13 @@ fn all() -> Vec<Box<dyn Controller>> {
         Box::new(super::workloads::DeploymentController),
         Box::new(super::workloads::ReplicaSetController),
         Box::new(super::statefulset::StatefulSetController),
+        Box::new(super::job::JobController),
         Box::new(super::nodes::Scheduler),
         Box::new(super::endpoints::EndpointsController),
         Box::new(super::gc::GarbageCollector),
         Box::new(super::taints::TaintEviction::default()),
         Box::new(super::events::EventMirror::default()),
+        Box::new(super::apiservices::ApiServiceController),
     ]
 }
 

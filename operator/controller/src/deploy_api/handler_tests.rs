@@ -675,43 +675,24 @@ async fn seed_003_bad_bodies_are_400() {
     assert_eq!(stored, 0);
 }
 
-/// A `MakeWriter` into a shared buffer, to read the JSON log lines back.
-#[derive(Clone, Default)]
-struct Captured(Arc<StdMutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut buffer) = self.0.lock() {
-            buffer.extend_from_slice(bytes);
-        }
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 /// Seed 003: every request logs msg="deploy api" with handler, group, instance, operationId
 /// and status, all top-level keys of the JSON line.
 #[tokio::test(flavor = "current_thread")]
 async fn seed_003_every_request_logs_deploy_api() {
-    let captured = Captured::default();
-    // The operator's own formatter (run::init_tracing installs it).
-    let subscriber = crate::logging::json_lines()
-        .with_writer(captured.clone())
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
     let harness = harness();
+    let captured = crate::test_support::CapturedLogs::default();
+    let _guard = captured.install();
+    // Another thread, with no subscriber, reaches the handlers' log line first, as any other
+    // test of this binary may while this one runs: the capture must still see the line.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(harness.call(Method::GET, GROUP, Some(DEPLOYER_TOKEN), None))
+        });
+    });
     let (_, granted) = harness.post(DEPLOYER_TOKEN, migration("a1")).await;
     harness
         .renew(DEPLOYER_TOKEN, "migration", "a1", &granted["token"])
@@ -721,14 +702,10 @@ async fn seed_003_every_request_logs_deploy_api() {
         .call(Method::GET, GROUP, Some(DEPLOYER_TOKEN), None)
         .await;
 
-    let text = captured
-        .0
-        .lock()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let lines: Vec<Value> = text
+    let text = captured.text();
+    let lines: Vec<Value> = captured
         .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .into_iter()
         .filter(|line| line["msg"] == "deploy api")
         .collect();
     let fields: Vec<(Value, Value, Value, Value, Value)> = lines
@@ -899,6 +876,8 @@ mod hold_race {
                 },
                 authority: Some(authority.clone()),
                 last_granted_ago_ms: [("iad".to_string(), 500)].into_iter().collect(),
+                backups: Vec::new(),
+                job: None,
                 runtime: None,
             };
             SiteObservation {
@@ -908,6 +887,7 @@ mod hold_race {
                 service_cluster_ip: Some("10.96.0.10".into()),
                 sidecar_uptime: Some(Duration::from_secs(600)),
                 pod_lease_terms: None,
+                pod: bloodraven_core::engine::PodReading::Unknown,
             }
         };
         Observation {

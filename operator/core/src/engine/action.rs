@@ -17,7 +17,10 @@
 use std::collections::BTreeMap;
 
 use bloodraven_api::{
-    sidecar::{Authority, FenceRequest, PromoteRequest, RepointRequest},
+    sidecar::{
+        Authority, BackupRequest, FenceRequest, PromoteRequest, RepointRequest, ReseedRequest,
+        RestoreRequest,
+    },
     DNSEndpointSpec, FailoverKind,
 };
 
@@ -111,6 +114,62 @@ pub enum Action {
         /// The request body.
         request: RepointRequest,
     },
+    /// `POST /v1/backup` on `site`'s sidecar (the active site): a named backup
+    /// (`engine::restore`). Repeated every poll until its outcome is observed (idempotent).
+    Backup {
+        /// The active site.
+        site: String,
+        /// The request body.
+        request: BackupRequest,
+    },
+    /// `POST /v1/restore` on `site`'s sidecar: load a named backup (only while the site is
+    /// fenced; `engine::restore`). Repeated until the job's outcome is observed.
+    Restore {
+        /// The site restored in place.
+        site: String,
+        /// The request body.
+        request: RestoreRequest,
+    },
+    /// `POST /v1/reseed` on `site`'s sidecar: replace a replica's data with a dump of the
+    /// restored active site and replicate from it. Repeated until the job's outcome is observed.
+    Reseed {
+        /// The replica.
+        site: String,
+        /// The request body.
+        request: ReseedRequest,
+    },
+    /// Delete the site's pod, conditional on its uid, with `grace` as `gracePeriodSeconds`
+    /// (never 0: a force deletion does not wait for the kubelet): the kubelet kills its
+    /// containers, a frozen mysqld included. Emitted only for an agentless old primary during
+    /// an emergency failover (`engine::agentless`); a pod already gone, or recreated under
+    /// another uid, makes it a no-op.
+    DeletePod {
+        /// The site.
+        site: String,
+        /// The pod (`mysql-<group>-<site>-0`).
+        pod: String,
+        /// `metadata.uid` of the pod to delete (a precondition).
+        uid: String,
+        /// The grace period.
+        grace: Duration,
+    },
+    /// Ordered update (`engine::update`): set the `mysql` image of the site's StatefulSet
+    /// template to `image`, then delete the site's pod, conditional on `uid`, with `grace` as
+    /// `gracePeriodSeconds` (mysqld shuts down cleanly); the StatefulSet recreates it with the
+    /// new image. Never emitted for the active site. A pod already gone, or recreated under
+    /// another uid, makes the deletion a no-op; the template is still set.
+    RollSite {
+        /// The site.
+        site: String,
+        /// The pod (`mysql-<group>-<site>-0`).
+        pod: String,
+        /// `metadata.uid` of the pod to delete (a precondition).
+        uid: String,
+        /// The image to run.
+        image: String,
+        /// The grace period.
+        grace: Duration,
+    },
     /// Server-side apply the role and healthy labels on the site's pod.
     SetPodLabels {
         /// The site.
@@ -162,6 +221,10 @@ pub enum AnnotationChange {
     ClearPlannedFailover,
     /// Remove `bloodraven.shipstream.io/revoke-deployment-leases` (the leases were revoked).
     ClearRevokeDeploymentLeases,
+    /// Remove `bloodraven.shipstream.io/backup` (the backup completed or failed).
+    ClearBackup,
+    /// Remove `bloodraven.shipstream.io/restore` (the restore reached a final phase).
+    ClearRestore,
 }
 
 /// The four kinds of Service (seed 000: `2 × len(sites) + 2` objects).
@@ -289,9 +352,51 @@ pub enum EventReason {
     /// it) was not issued: the site it would name lacks transactions another site holds, or
     /// too few sites were readable to tell.
     AuthorityWithheld,
+    /// The old active site's sidecar is gone (unreachable, and its kubelet reports it not
+    /// ready): its pod is deleted so that the kubelet kills mysqld before the promotion.
+    AgentlessPrimaryKilled,
+    /// The agentless old primary's pod was not removed in time: the promotion went ahead on
+    /// the lease alone.
+    AgentlessPrimaryNotKilled,
     /// An authority no sidecar vouched for was issued to the site holding every readable
     /// site's transactions instead of the one memory (or `initialActiveSite`) named.
     AuthorityRecovered,
+    /// A named backup of the active site was asked of its sidecar.
+    BackupStarted,
+    /// A named backup is on the active site's volume.
+    BackupCompleted,
+    /// A named backup failed (the reason in the message).
+    BackupFailed,
+    /// A restore in place was requested and is being admitted.
+    RestoreAdmitting,
+    /// A restore in place was deferred by a live failover-hold.
+    RestoreDeferred,
+    /// The active site was fenced for a restore in place (`role=fenced`).
+    RestoreFencing,
+    /// The fenced site's sidecar loads the backup.
+    RestoreRestoring,
+    /// The restored site was re-promoted (generation bumped, deploy leases revoked).
+    RestorePromoted,
+    /// Replicas holding transactions the backup lacks are re-seeded.
+    RestoreReseeding,
+    /// A restore in place completed (what it lost in the message).
+    RestoreCompleted,
+    /// A restore in place stopped (why, in the message).
+    RestoreFailed,
+    /// A changed `spec.image` started an ordered update.
+    OrderedUpdateStarted,
+    /// An ordered update waits behind a live failover-hold or the cooldown (onCooldown: defer).
+    OrderedUpdateDeferred,
+    /// An ordered update recreates a site with the new image.
+    OrderedUpdateRollingSite,
+    /// A recreated site runs the new image and is healthy again.
+    OrderedUpdateSiteUpdated,
+    /// Every replica runs the new image: the update's planned failover starts.
+    OrderedUpdateFailingOver,
+    /// Every site runs the new image and is healthy.
+    OrderedUpdateCompleted,
+    /// A step of an ordered update failed; the update stopped (the message says why).
+    OrderedUpdateFailed,
 }
 
 impl EventReason {
@@ -332,6 +437,26 @@ impl EventReason {
             EventReason::LeaseTermsDiffer => "LeaseTermsDiffer",
             EventReason::AuthorityWithheld => "AuthorityWithheld",
             EventReason::AuthorityRecovered => "AuthorityRecovered",
+            EventReason::AgentlessPrimaryKilled => "AgentlessPrimaryKilled",
+            EventReason::AgentlessPrimaryNotKilled => "AgentlessPrimaryNotKilled",
+            EventReason::BackupStarted => "BackupStarted",
+            EventReason::BackupCompleted => "BackupCompleted",
+            EventReason::BackupFailed => "BackupFailed",
+            EventReason::RestoreAdmitting => "RestoreAdmitting",
+            EventReason::RestoreDeferred => "RestoreDeferred",
+            EventReason::RestoreFencing => "RestoreFencing",
+            EventReason::RestoreRestoring => "RestoreRestoring",
+            EventReason::RestorePromoted => "RestorePromoted",
+            EventReason::RestoreReseeding => "RestoreReseeding",
+            EventReason::RestoreCompleted => "RestoreCompleted",
+            EventReason::RestoreFailed => "RestoreFailed",
+            EventReason::OrderedUpdateStarted => "OrderedUpdateStarted",
+            EventReason::OrderedUpdateDeferred => "OrderedUpdateDeferred",
+            EventReason::OrderedUpdateRollingSite => "OrderedUpdateRollingSite",
+            EventReason::OrderedUpdateSiteUpdated => "OrderedUpdateSiteUpdated",
+            EventReason::OrderedUpdateFailingOver => "OrderedUpdateFailingOver",
+            EventReason::OrderedUpdateCompleted => "OrderedUpdateCompleted",
+            EventReason::OrderedUpdateFailed => "OrderedUpdateFailed",
         }
     }
 
@@ -357,7 +482,22 @@ impl EventReason {
             | EventReason::PlannedFailoverPromoting
             | EventReason::PlannedFailoverCompleted
             | EventReason::DeploymentLeaseRevoked
-            | EventReason::Repointed => EventType::Normal,
+            | EventReason::Repointed
+            | EventReason::BackupStarted
+            | EventReason::BackupCompleted
+            | EventReason::RestoreAdmitting
+            | EventReason::RestoreDeferred
+            | EventReason::RestoreFencing
+            | EventReason::RestoreRestoring
+            | EventReason::RestorePromoted
+            | EventReason::RestoreReseeding
+            | EventReason::RestoreCompleted
+            | EventReason::OrderedUpdateStarted
+            | EventReason::OrderedUpdateDeferred
+            | EventReason::OrderedUpdateRollingSite
+            | EventReason::OrderedUpdateSiteUpdated
+            | EventReason::OrderedUpdateFailingOver
+            | EventReason::OrderedUpdateCompleted => EventType::Normal,
             EventReason::AuthorityInvalid
             | EventReason::SiteFailed
             | EventReason::EmergencyFailoverStarted
@@ -371,7 +511,12 @@ impl EventReason {
             | EventReason::SpecInvalid
             | EventReason::LeaseTermsDiffer
             | EventReason::AuthorityWithheld
-            | EventReason::AuthorityRecovered => EventType::Warning,
+            | EventReason::AuthorityRecovered
+            | EventReason::AgentlessPrimaryKilled
+            | EventReason::AgentlessPrimaryNotKilled
+            | EventReason::BackupFailed
+            | EventReason::RestoreFailed
+            | EventReason::OrderedUpdateFailed => EventType::Warning,
         }
     }
 }

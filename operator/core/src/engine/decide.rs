@@ -14,8 +14,10 @@ use super::options::DecideOptions;
 use super::plan::{Context, Plan};
 use super::planned;
 use super::reading::{mysql_flavor, read_sites};
+use super::restore;
 use super::surfaces;
 use super::unvouched;
+use super::update;
 use crate::deploy::RevokeReason;
 use crate::time::Timestamp;
 
@@ -81,7 +83,10 @@ pub fn decide_with_options(
     let withheld = unvouched::settle(&context, &mut memory, &mut plan);
     revoke_on_annotation(&context, &memory, &mut plan);
     emergency_step(&context, &mut memory, &mut plan);
+    update::update_step(&context, &mut memory, &mut plan);
     planned::planned_step(&context, &mut memory, &mut plan);
+    restore::backup_step(&context, &mut memory, &mut plan);
+    restore::restore_step(&context, &mut memory, &mut plan);
     memory.authority = surfaces::authority_validity(&context, &memory, &previous_authority);
     if memory.authority.is_valid() {
         let promoting =

@@ -34,7 +34,8 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
     let floor = context.spec.detection_floor();
     let poll_interval = context.spec.poll_interval.get();
     let threshold = context.spec.failure_threshold.max(1);
-    let moving = memory.emergency_failover.is_some();
+    let moving =
+        memory.emergency_failover.is_some() || super::restore::holds_fenced(memory).is_some();
     let authority_settled = memory
         .authority_issued_at
         .is_some_and(|issued| now.saturating_duration_since(issued) >= floor);
@@ -90,6 +91,11 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
         site.reachable = view.is_up();
         if view.is_up() {
             site.last_seen = Some(now);
+        }
+        if view.sidecar_up {
+            site.sidecar_unreachable_since = None;
+        } else {
+            site.sidecar_unreachable_since.get_or_insert(read_at);
         }
         if view.sidecar_up {
             site.writable = view.is_writable();

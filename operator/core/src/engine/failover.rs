@@ -10,6 +10,7 @@ use bloodraven_api::{
 use bloodraven_mysql::{errant_transactions, lost_transactions, same_host, GtidSet};
 
 use super::action::{Action, AnnotationChange, EventReason, MetricObservation};
+use super::agentless::{kill_agentless_old_primary, promotion_held};
 use super::lease_wait::{lease_wait, terms_differ_from_spec};
 use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
 use super::options::{DRAIN_POLLS_MAX, DRAIN_TIMEOUT};
@@ -41,7 +42,7 @@ pub(super) fn moving(memory: &GroupMemory) -> bool {
             | PlannedFailoverPhase::Completed
             | PlannedFailoverPhase::Rejected => false,
         });
-    emergency || planned
+    emergency || planned || super::restore::holds_fenced(memory).is_some()
 }
 
 /// The authority naming the active site, as pushed every poll.
@@ -143,13 +144,22 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
     let Some(failover) = memory.emergency_failover.clone() else {
         return;
     };
+    // In every phase: a hang of the old sidecar may show at its kubelet only after the
+    // promotion, and the kill then still shortens what a thawing mysqld could serve.
+    let agent = kill_agentless_old_primary(context, memory, &failover, plan);
     match failover.phase {
         EmergencyPhase::AwaitingLeaseExpiry => {
             announce_move(context, memory, plan, failover.announced_at);
             let confirmed = old_site_confirmed_unwritable(context, memory, &failover.from);
             let wait = lease_wait(context, memory);
-            let lapsed = wait.lapsed();
             let skipped = context.options.unsafe_skip_lease_wait;
+            let lapsed = wait.lapsed();
+            if lapsed && !confirmed && !skipped {
+                if let Some(why) = promotion_held(context, &failover, agent, plan) {
+                    plan.event(EventReason::AwaitingLeaseExpiry, why);
+                    return;
+                }
+            }
             if !(confirmed || lapsed || skipped) {
                 if terms_differ_from_spec(context) {
                     plan.event(
@@ -880,7 +890,8 @@ pub(super) fn returning_primaries(
             continue;
         };
         let errant = errant_transactions(&gtid, &active_gtid);
-        make_lost_exact(memory, plan, &name, &active, &gtid, &active_gtid);
+        let baseline = super::restore::loss_baseline(context, memory, &active_gtid);
+        make_lost_exact(memory, plan, &name, &active, &gtid, &baseline);
         let previously = memory.site(&name).and_then(|site| site.errant.clone());
         if let Some(site) = memory.site_mut(&name) {
             site.errant = Some(errant.clone());
@@ -983,7 +994,10 @@ pub(super) fn converge(context: &Context<'_>, memory: &mut GroupMemory, plan: &m
         let Some(entry) = memory.site(name) else {
             continue;
         };
-        if name == active || entry.state != SiteState::Replica {
+        if name == active
+            || entry.state != SiteState::Replica
+            || super::restore::withholds(memory, name)
+        {
             continue;
         }
         let view = context.view(name);

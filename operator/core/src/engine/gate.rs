@@ -45,9 +45,16 @@ pub(super) fn planned_moving(phase: PlannedFailoverPhase) -> bool {
 }
 
 /// The deferrable disruption `decided` starts and `previous` had not: a planned failover
-/// entering `Draining` (its decision fences the old primary). `None` for every other
-/// decision, including the later polls of a drain already under way.
+/// entering `Draining` (its decision fences the old primary; an ordered update's failover
+/// included), or an ordered update starting to recreate a site. `None` for every other
+/// decision, including the later polls of a drain or a recreation already under way.
 pub fn gated_start(previous: &GroupMemory, decided: &GroupMemory) -> Option<GatedStart> {
+    if let Some(start) = super::restore::gated_start(previous, decided) {
+        return Some(start);
+    }
+    if let Some(start) = gated_roll(previous, decided) {
+        return Some(start);
+    }
     let planned = decided.planned_failover.as_ref()?;
     if !planned_moving(planned.phase) {
         return None;
@@ -72,13 +79,42 @@ pub fn gated_start(previous: &GroupMemory, decided: &GroupMemory) -> Option<Gate
     })
 }
 
+/// An ordered update starting to recreate a site (`engine::update`): a recreation it was not
+/// already under way in `previous`. The gate is closed for the poll that deletes the pod; a
+/// hold granted afterwards defers the update's next step (the recreation itself does not
+/// move the primary, so it does not keep the gate closed).
+fn gated_roll(previous: &GroupMemory, decided: &GroupMemory) -> Option<GatedStart> {
+    let update = decided.ordered_update.as_ref()?;
+    let site = update.rolling()?;
+    // The same site of the same update already being recreated is not a new start (its step
+    // clock may move: it stands still during an emergency failover).
+    let already = previous.ordered_update.as_ref().is_some_and(|before| {
+        before.rolling() == Some(site) && before.target_image == update.target_image
+    });
+    if already {
+        return None;
+    }
+    let kind = DisruptionKind::OrderedUpdate;
+    assert!(
+        kind.consults_deployment_hold(),
+        "the gate guards only disruptions a failover-hold defers"
+    );
+    Some(GatedStart {
+        kind,
+        from: decided.active_site.clone(),
+        target: site.to_string(),
+        topology_generation: previous.topology_generation,
+    })
+}
+
 /// Whether a deferrable disruption is in flight in `memory` (a planned failover `Draining` or
 /// `Promoting`): while it is, the gate closed by its [`gated_start`] stays closed.
 pub fn deferrable_disruption_in_flight(memory: &GroupMemory) -> bool {
-    memory
-        .planned_failover
-        .as_ref()
-        .is_some_and(|planned| planned_moving(planned.phase))
+    super::restore::in_flight(memory)
+        || memory
+            .planned_failover
+            .as_ref()
+            .is_some_and(|planned| planned_moving(planned.phase))
 }
 
 #[cfg(test)]

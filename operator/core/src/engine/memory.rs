@@ -52,6 +52,8 @@ pub struct GroupMemory {
     /// The emergency failover in flight. *Volatile*, recovered from the sidecars' cached
     /// move notice after a restart.
     pub emergency_failover: Option<EmergencyFailover>,
+    /// `status.orderedUpdate`: the ordered update in flight or last finished (`engine::update`).
+    pub ordered_update: Option<super::update::OrderedUpdate>,
     /// `status.lastFailover`: written when a promotion is issued, completed when the new
     /// active site is confirmed writable, made exact when the old primary is readable again.
     pub last_failover: Option<LastFailover>,
@@ -59,6 +61,11 @@ pub struct GroupMemory {
     /// every `decide` from the rest of this memory; kept here so a condition whose status
     /// does not flip keeps its `lastTransitionTime`.
     pub conditions: Vec<Condition>,
+    /// `status.restore`: the restore in place in flight or last finished
+    /// (`engine::restore`).
+    pub restore: Option<super::restore::RestoreMemory>,
+    /// `status.lastBackup`: the last named backup requested.
+    pub last_backup: Option<bloodraven_api::BackupStatus>,
 }
 
 impl GroupMemory {
@@ -85,8 +92,11 @@ impl GroupMemory {
             cooldown_until: None,
             planned_failover: None,
             emergency_failover: None,
+            ordered_update: None,
             last_failover: None,
             conditions: Vec::new(),
+            restore: None,
+            last_backup: None,
         }
     }
 
@@ -210,6 +220,10 @@ pub struct SiteMemory {
     pub failing_since: Option<Timestamp>,
     /// When the current failure streak was detected (`Detection::Failed`). *Volatile*.
     pub failed_at: Option<Timestamp>,
+    /// The first read of the current run of reads that did not reach the sidecar at all (a
+    /// hang shows at its kubelet only a probe window later: `engine::agentless`). *Volatile*:
+    /// a restarted operator counts again, which only waits longer.
+    pub sidecar_unreachable_since: Option<Timestamp>,
     /// `lastSeen`: time of the last poll that reached the sidecar and MySQL.
     pub last_seen: Option<Timestamp>,
     /// `gtidExecuted`: the last GTID set read (kept while the site is unreachable: for the old
@@ -250,6 +264,7 @@ impl SiteMemory {
             consecutive_failures: 0,
             failing_since: None,
             failed_at: None,
+            sidecar_unreachable_since: None,
             last_seen: None,
             gtid_executed: None,
             errant: None,

@@ -42,6 +42,7 @@
 //! acts on what was read (seed 001).
 
 mod action;
+mod agentless;
 mod cadence;
 mod conditions;
 mod decide;
@@ -56,9 +57,11 @@ mod persist;
 mod plan;
 mod planned;
 mod reading;
+mod restore;
 mod stability;
 mod surfaces;
 mod unvouched;
+mod update;
 
 pub use action::{
     Action, AnnotationChange, Decision, DesiredService, Event, EventReason, EventType,
@@ -75,9 +78,19 @@ pub use memory::{
     AuthorityValidity, Detection, EmergencyFailover, EmergencyPhase, GroupMemory, InvalidReason,
     PlannedFailover, PodRole, SiteMemory, SiteState,
 };
-pub use observation::{DnsReading, GroupAnnotations, Observation, SidecarReading, SiteObservation};
+pub use observation::{
+    DnsReading, GroupAnnotations, Observation, PodFacts, PodReading, SidecarReading,
+    SiteObservation,
+};
 pub use options::{
-    DecideOptions, CLOCK_DRIFT_MARGIN, DRAIN_POLLS_MAX, DRAIN_TIMEOUT, MYSQLD_START_JITTER,
-    PLANNED_ADMISSION_TIMEOUT, PLANNED_DRAIN_TIMEOUT,
+    DecideOptions, AGENTLESS_KILL_GRACE, AGENTLESS_KILL_PATIENCE, CLOCK_DRIFT_MARGIN,
+    DRAIN_POLLS_MAX, DRAIN_TIMEOUT, MYSQLD_START_JITTER, PLANNED_ADMISSION_TIMEOUT,
+    PLANNED_DRAIN_TIMEOUT, SIDECAR_NOT_READY_WITHIN, SIDECAR_READINESS_FAILURES,
+    SIDECAR_READINESS_PERIOD, SIDECAR_READINESS_TIMEOUT,
+};
+pub use restore::{
+    RestoreMemory, BACKUP_TIMEOUT, RESTORE_ADMISSION_TIMEOUT, RESTORE_FENCE_TIMEOUT,
+    RESTORE_LOAD_TIMEOUT, RESTORE_SETTLE_TIMEOUT,
 };
 pub use stability::{lease_stability, unstable_reason, UnstableReason};
+pub use update::{OrderedUpdate, UPDATE_POD_GRACE, UPDATE_STEP_TIMEOUT};

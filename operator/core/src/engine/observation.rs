@@ -73,6 +73,47 @@ pub struct SiteObservation {
     /// does not answer, which is when the old active site's terms matter. `None`: no pod, or
     /// the flags are not there.
     pub pod_lease_terms: Option<LeaseTerms>,
+    /// The site pod as the API server and its kubelet report it: the agent outside the pod,
+    /// which an emergency failover asks to kill an old primary whose sidecar is gone
+    /// (issue 10, `engine::agentless`).
+    pub pod: PodReading,
+}
+
+/// What was read of a site pod (`mysql-<group>-<site>-0`).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum PodReading {
+    /// The read failed: nothing is known (never taken as "gone").
+    #[default]
+    Unknown,
+    /// The API server answered that no such pod exists.
+    Absent,
+    /// The pod exists.
+    Present(PodFacts),
+}
+
+/// The facts about an existing site pod that the agentless rule reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodFacts {
+    /// `metadata.uid`: the deletion is made conditional on it, so a recreated pod of the same
+    /// name is never the one deleted.
+    pub uid: String,
+    /// `metadata.creationTimestamp` (the API server's clock, whole seconds).
+    pub created_at: Timestamp,
+    /// `metadata.deletionTimestamp` is set: the kubelet is stopping its containers.
+    pub terminating: bool,
+    /// The kubelet reports the sidecar container ready (running, and its `/healthz` probe
+    /// passing). A crashed, killed or hung sidecar reads `false`, a hung one only once the
+    /// readiness probe failed.
+    pub sidecar_ready: bool,
+    /// The kubelet reports the mysql container running (a frozen process is running; a
+    /// crashed one, waiting for its restart, is not, and restarts read-only).
+    pub mysql_running: bool,
+    /// The image of the pod's `mysql` container (`spec.containers[mysql].image`): what the
+    /// ordered update compares with `spec.image` (`engine::update`). `None`: not known.
+    pub mysql_image: Option<String>,
+    /// The pod's node reports `Ready=True`: its kubelet heartbeats, so it carries out a
+    /// deletion. `None`: no node, or the node could not be read.
+    pub node_ready: Option<bool>,
 }
 
 /// The outcome of reading a site's sidecar.
@@ -100,6 +141,10 @@ pub struct GroupAnnotations {
     /// end. `None` when absent or unparsable. It can be lost independently of the status copy
     /// (`GroupMemory::cooldown_until`); the later of the two is in force.
     pub cooldown_until: Option<Timestamp>,
+    /// `bloodraven.shipstream.io/backup`: the name of a backup to take of the active site.
+    pub backup: Option<String>,
+    /// `bloodraven.shipstream.io/restore`: the backup to restore the active site from.
+    pub restore: Option<String>,
 }
 
 /// The live `DNSEndpoint` as read back this poll.

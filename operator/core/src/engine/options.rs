@@ -39,7 +39,45 @@ pub struct DecideOptions {
     /// by the operator.
     #[doc(hidden)]
     pub unsafe_skip_lease_wait: bool,
+    /// TEST ONLY. Never ask the kubelet to kill an agentless old primary, and promote on the
+    /// lease alone (the rule before issue 10's agentless kill): the simulator turns it on to
+    /// show that its `SplitBrain(frozen+agentless)` finding comes back. Never set by the
+    /// operator.
+    #[doc(hidden)]
+    pub unsafe_skip_agentless_kill: bool,
 }
+
+/// `gracePeriodSeconds` of the deletion of an agentless old primary's pod: the kubelet sends
+/// SIGTERM, and SIGKILL (which ends a stopped, frozen process too) once it passes. Not 0: a
+/// zero grace period is a force deletion, which removes the object without waiting for the
+/// kubelet, and the object's disappearance is the proof the rule waits for.
+pub const AGENTLESS_KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// The sidecar container's readiness probe (`/healthz`), rendered by the operator's workloads
+/// from these: a period, a timeout and the failures in a row that make it not ready.
+pub const SIDECAR_READINESS_PERIOD: Duration = Duration::from_secs(2);
+/// See [`SIDECAR_READINESS_PERIOD`].
+pub const SIDECAR_READINESS_TIMEOUT: Duration = Duration::from_secs(1);
+/// See [`SIDECAR_READINESS_PERIOD`].
+pub const SIDECAR_READINESS_FAILURES: u32 = 3;
+
+/// How long after a sidecar stops answering its kubelet reports it not ready, at the latest:
+/// the probes' window (the last passing probe just before the hang, then `FAILURES` probes a
+/// period apart, the last one failing a timeout after it started) plus a second for the
+/// status to reach the API server. Until a silent sidecar has been silent this long, its
+/// kubelet's "ready" does not yet tell a partitioned sidecar (alive, fencing) from a hung one
+/// (`engine::agentless`).
+pub const SIDECAR_NOT_READY_WITHIN: Duration = Duration::from_secs(
+    SIDECAR_READINESS_PERIOD.as_secs() * SIDECAR_READINESS_FAILURES as u64
+        + SIDECAR_READINESS_TIMEOUT.as_secs()
+        + 1,
+);
+
+/// How long past the lease wait bound an emergency failover waits for the kubelet to carry
+/// out the deletion of an agentless old primary before it promotes on the lease alone (with a
+/// Warning Event): the kubelet, or the permission to delete pods, failed too, and holding the
+/// promotion for ever would turn one more failure into an outage without end.
+pub const AGENTLESS_KILL_PATIENCE: Duration = Duration::from_secs(30);
 
 /// How long a planned failover may wait in `Admitting` for its target to be a healthy,
 /// converged replica before it is rejected.

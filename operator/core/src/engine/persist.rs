@@ -62,10 +62,16 @@ impl GroupMemory {
                     admission: planned.admission.clone(),
                     requested_at: Some(planned.requested_at),
                 }),
+            ordered_update: self
+                .ordered_update
+                .as_ref()
+                .map(super::update::OrderedUpdate::to_status),
             last_failover: self.last_failover.clone(),
             health: Some(HealthStatus {
                 replication_lag_seconds,
             }),
+            restore: self.restore.as_ref().map(|restore| restore.status.clone()),
+            last_backup: self.last_backup.clone(),
             observed_generation: None,
         }
     }
@@ -133,7 +139,7 @@ impl GroupMemory {
                 annotation_cleared: false,
             }
         });
-        GroupMemory {
+        let mut memory = GroupMemory {
             active_site,
             topology_generation: status.topology_generation,
             authority_issued_at: None,
@@ -142,9 +148,26 @@ impl GroupMemory {
             cooldown_until: status.cooldown_until,
             planned_failover,
             emergency_failover: None,
+            ordered_update: status
+                .ordered_update
+                .as_ref()
+                .map(|update| super::update::OrderedUpdate::from_status(update, now)),
             last_failover: status.last_failover.clone(),
             conditions: status.conditions.clone(),
+            restore: status
+                .restore
+                .clone()
+                .map(|restore| super::restore::RestoreMemory::resumed(restore, now)),
+            last_backup: status.last_backup.clone(),
+        };
+        // A restore in place fences the active site itself (`role=fenced` on its pod): that
+        // site is still the active one, not a demoted site (`site_memory` reads fenced so).
+        if let Some(site) = super::restore::holds_fenced(&memory).map(str::to_owned) {
+            if let Some(entry) = memory.site_mut(&site) {
+                entry.state = SiteState::Active;
+            }
         }
+        memory
     }
 }
 
@@ -182,13 +205,14 @@ fn site_memory(
         Some(bloodraven_api::names::ROLE_FENCED) => PodRole::Fenced,
         Some(_) | None => PodRole::Replica,
     };
-    let state = if name == active_site {
-        SiteState::Active
-    } else {
-        match role {
-            PodRole::Fenced => SiteState::Demoted,
-            PodRole::Primary | PodRole::Replica => SiteState::Replica,
-        }
+    // `role=fenced` is decided for a demoted site, the active site included while a planned
+    // failover drains it: read back as Active, it would stay Active beside the new active site
+    // after the promotion and never rejoin. (A restore in place fences the active site too;
+    // `from_status` reads that one back as Active.)
+    let state = match role {
+        PodRole::Fenced => SiteState::Demoted,
+        PodRole::Primary | PodRole::Replica if name == active_site => SiteState::Active,
+        PodRole::Primary | PodRole::Replica => SiteState::Replica,
     };
     let mut site = SiteMemory::new(name, state);
     let Some(persisted) = persisted else {

@@ -200,6 +200,11 @@ fn assert_generation_floor(actions: &[Action], floor: u64) {
             | Action::Fence { .. }
             | Action::Promote { .. }
             | Action::Repoint { .. }
+            | Action::Backup { .. }
+            | Action::Restore { .. }
+            | Action::Reseed { .. }
+            | Action::DeletePod { .. }
+            | Action::RollSite { .. }
             | Action::SetPodLabels { .. }
             | Action::ApplyService(_)
             | Action::ApplyDnsEndpoint { .. }
@@ -290,10 +295,29 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
                 authority.active_site.is_none() && named.is_empty(),
                 "move notice mixed with an authority naming a site"
             ),
+            Action::DeletePod { site, .. } => assert!(
+                !named.iter().any(|(active, _)| active == site),
+                "pod of {site} deleted in the decision that pushes an authority naming it"
+            ),
+            Action::Restore { site, .. } => assert!(
+                named.is_empty()
+                    && !actions.iter().any(|other| matches!(
+                        other,
+                        Action::SetPodLabels { site: labelled, role: PodRole::Primary | PodRole::Replica, .. }
+                            if labelled == site
+                    )),
+                "restore of {site} in a decision that pushes an authority or does not fence its pod"
+            ),
+            Action::RollSite { site, .. } => assert!(
+                *site != memory.active_site && !named.iter().any(|(active, _)| active == site),
+                "ordered update recreates {site}, the active site"
+            ),
             Action::UntaintNode { .. }
             | Action::PushAuthority { .. }
             | Action::Fence { .. }
             | Action::Repoint { .. }
+            | Action::Backup { .. }
+            | Action::Reseed { .. }
             | Action::SetPodLabels { .. }
             | Action::ApplyService(_)
             | Action::RevokeDeployLeases { .. }
@@ -413,6 +437,22 @@ mod tests {
                 labels("iad", PodRole::Primary),
                 labels("pdx", PodRole::Primary),
             ],
+            ..Plan::default()
+        };
+        plan.finish(&spec(), valid_memory());
+    }
+
+    #[test]
+    #[should_panic(expected = "ordered update recreates iad, the active site")]
+    fn issue_12_recreating_the_active_site_is_an_assertion() {
+        let plan = Plan {
+            cross_site: vec![Action::RollSite {
+                site: "iad".to_string(),
+                pod: "mysql-playground-iad-0".to_string(),
+                uid: "u".to_string(),
+                image: "mariadb:new".to_string(),
+                grace: crate::time::Duration::from_secs(30),
+            }],
             ..Plan::default()
         };
         plan.finish(&spec(), valid_memory());

@@ -28,7 +28,13 @@ use crate::time::Timestamp;
 
 /// Takes a new request from the annotation and advances the one in flight.
 pub(super) fn planned_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
-    let annotation = context.observation.annotations.planned_failover.clone();
+    // The annotation, else the planned failover an ordered update requests (`engine::update`).
+    let annotation = context
+        .observation
+        .annotations
+        .planned_failover
+        .clone()
+        .or_else(|| super::update::failover_request(memory));
     let now = context.now;
     let new_request = match (memory.planned_failover.as_mut(), annotation) {
         (None, None) => return,

@@ -23,6 +23,8 @@ pub enum UnstableReason {
     /// A planned failover is in a non-final phase (`Admitting`, `Deferred`, `Draining`,
     /// `Promoting`): its automation hold stands.
     AutomaticFailoverHeld,
+    /// An ordered update is in a non-final phase (seed 003: "any operation phase").
+    OrderedUpdateInProgress,
     /// An emergency failover is in flight, or a promotion was issued and the new active site
     /// is not yet confirmed writable.
     RecoveryPending,
@@ -40,6 +42,7 @@ impl UnstableReason {
         match self {
             UnstableReason::SplitBrain => "SplitBrain",
             UnstableReason::AutomaticFailoverHeld => "AutomaticFailoverHeld",
+            UnstableReason::OrderedUpdateInProgress => "OrderedUpdateInProgress",
             UnstableReason::RecoveryPending => "RecoveryPending",
             UnstableReason::NoPrimary => "NoPrimary",
             UnstableReason::Degraded => "Degraded",
@@ -49,7 +52,8 @@ impl UnstableReason {
 }
 
 /// `None` when the group is stable, else the first reason that holds, in this order:
-/// `SplitBrain`, `AutomaticFailoverHeld`, `RecoveryPending`, `NoPrimary`, `Degraded`,
+/// `SplitBrain`, `AutomaticFailoverHeld`, `RecoveryPending`, `OrderedUpdateInProgress`,
+/// `NoPrimary`, `Degraded`,
 /// `ReplicationNotRunning`. Replication lag alone never makes a group unstable.
 pub fn unstable_reason(memory: &GroupMemory) -> Option<UnstableReason> {
     if writable_sites(memory).len() > 1 {
@@ -60,6 +64,13 @@ pub fn unstable_reason(memory: &GroupMemory) -> Option<UnstableReason> {
     }
     if recovery_pending(memory) {
         return Some(UnstableReason::RecoveryPending);
+    }
+    if memory
+        .ordered_update
+        .as_ref()
+        .is_some_and(|update| update.in_flight())
+    {
+        return Some(UnstableReason::OrderedUpdateInProgress);
     }
     if !memory.authority.is_valid() {
         return Some(UnstableReason::NoPrimary);

@@ -168,6 +168,7 @@ pub(super) fn replica_conjuncts(
 /// is valid; `fenced` on demoted sites; `healthy=yes` only under a valid authority.
 pub(super) fn labels(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let valid = memory.authority.is_valid();
+    let restoring = super::restore::holds_fenced(memory).map(str::to_owned);
     let decided: Vec<(String, PodRole, bool)> = context
         .spec
         .sites
@@ -175,6 +176,13 @@ pub(super) fn labels(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
         .filter_map(|spec| {
             let entry = memory.site(&spec.name)?;
             let (role, healthy) = match entry.state {
+                // Restore in place (seed 000): the pod leaves both shared Services at once.
+                SiteState::Active if restoring.as_deref() == Some(spec.name.as_str()) => {
+                    (PodRole::Fenced, false)
+                }
+                SiteState::Replica if super::restore::withholds(memory, &spec.name) => {
+                    (PodRole::Replica, false)
+                }
                 SiteState::Active if valid && spec.name == memory.active_site => {
                     (PodRole::Primary, true)
                 }

@@ -22,11 +22,11 @@
 //! be readable before anything is issued: fewer could not hold a lease anyway, and more sites
 //! compared is fewer transactions overlooked.
 
-use bloodraven_api::SiteRole;
+use bloodraven_api::{FailoverKind, SiteRole};
 use bloodraven_mysql::{lost_transactions, GtidSet};
 
 use super::action::{Action, EventReason};
-use super::failover::moving;
+use super::failover::{issue_promotion, moving};
 use super::memory::{GroupMemory, SiteState};
 use super::plan::{Context, Plan};
 use crate::deploy::RevokeReason;
@@ -64,19 +64,20 @@ pub(super) fn unvouched(context: &Context<'_>, memory: &GroupMemory) -> bool {
     !answering.is_empty() && answering.iter().all(|view| view.authority.is_none())
 }
 
-/// Transactions `site` holds that `holder` lacks, less what memory records as `site`'s errant
-/// set (a demoted old primary's, or a replica's that an emergency failover left behind) and
-/// what the last failover declared lost (`lastFailover.lostGtidSet`: the old primary's last
-/// transactions, which a replica killed before its errant set was computed may still hold):
-/// those are off the history by an earlier decision.
-fn unexplained_extra(
-    memory: &GroupMemory,
-    site: &str,
-    gtid: &GtidSet,
-    holder_gtid: &GtidSet,
-) -> GtidSet {
+/// Transactions a site holds (`gtid`) that `holder` lacks, less every errant set memory
+/// records (a demoted old primary's, or a replica's that an emergency failover left behind:
+/// a GTID names one transaction, so a copy the reader replicated from the old primary before
+/// it was repointed is that same off-history transaction) and what the last failover declared
+/// lost (`lastFailover.lostGtidSet`: the old primary's last transactions, which a replica
+/// killed before its errant set was computed may still hold): those are off the history by an
+/// earlier decision.
+fn unexplained_extra(memory: &GroupMemory, gtid: &GtidSet, holder_gtid: &GtidSet) -> GtidSet {
     let mut extra = lost_transactions(gtid, holder_gtid);
-    if let Some(errant) = memory.site(site).and_then(|entry| entry.errant.as_ref()) {
+    for errant in memory
+        .sites
+        .iter()
+        .filter_map(|entry| entry.errant.as_ref())
+    {
         extra = extra.subtract(errant);
     }
     let declared_lost = memory
@@ -121,7 +122,7 @@ pub(super) fn holder(context: &Context<'_>, memory: &GroupMemory) -> Holder {
             .map(|(name, gtid)| {
                 (
                     name.to_string(),
-                    unexplained_extra(memory, name, gtid, holder_gtid),
+                    unexplained_extra(memory, gtid, holder_gtid),
                 )
             })
             .filter(|(_, extra)| !extra.is_empty())
@@ -206,17 +207,34 @@ pub(super) fn settle(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
         }
         Holder::Recover { to, missing } => {
             let from = memory.active_site.clone();
-            for (name, state) in [
-                (from.as_str(), SiteState::Replica),
-                (to.as_str(), SiteState::Active),
-            ] {
-                if let Some(role) = context.role(name) {
-                    let node = context.view(name).node_name.clone();
-                    plan.transition(memory, name, role, node.as_deref(), state);
-                }
+            let cooldown_until = memory.cooldown_until.filter(|until| context.now < *until);
+            if let (false, Some(until)) = (bootstrap, cooldown_until) {
+                plan.event(
+                    EventReason::AuthorityWithheld,
+                    format!(
+                        "no authority issued to {to} (the site holding every transaction; {from}, the site memory names, lacks {missing} of them or is demoted): inside the failover cooldown until {until}"
+                    ),
+                );
+                return true;
             }
-            memory.active_site = to.clone();
-            issue(context, memory, plan);
+            if let Some(role) = context.role(&from) {
+                let node = context.view(&from).node_name.clone();
+                plan.transition(memory, &from, role, node.as_deref(), SiteState::Replica);
+            }
+            if bootstrap {
+                if let Some(role) = context.role(&to) {
+                    let node = context.view(&to).node_name.clone();
+                    plan.transition(memory, &to, role, node.as_deref(), SiteState::Active);
+                }
+                memory.active_site = to.clone();
+                issue(context, memory, plan);
+            } else {
+                // An authority that moves to another site is a promotion like any other
+                // (bloodraven.md: the cooldown "starts at every promotion"; the harness
+                // explains every active-site change by a failover): cooldown, lastFailover
+                // (kind emergency: nobody asked for it), leases revoked, `Promoted`.
+                issue_promotion(context, memory, plan, &to, FailoverKind::Emergency, &from);
+            }
             let whose = if bootstrap {
                 "initialActiveSite"
             } else {

@@ -57,22 +57,31 @@ impl SiteLease {
     /// Applies a pushed authority under the monotonic rule ([`Authority::decide_against`]).
     ///
     /// When the cached authority changes, the held lease is dropped (it was for the old
-    /// record), and an explicit fence lifts if the new generation is greater than the fence's.
+    /// record). An explicit fence lifts once the cached authority's generation is greater
+    /// than the fence's, whatever this push decided: a fence that arrived after the authority
+    /// that lifts it (a fence request delayed in flight past the promotion it preceded,
+    /// simulator seed 103 `--all-faults --restore`: the restore's fence of generation 4 landed
+    /// after the re-promotion at 5 and kept iad read-only for good, since every later push of
+    /// generation 5 was `Unchanged`) is lifted by the next push instead of holding forever.
     pub fn push_authority(&mut self, pushed: Authority) -> AuthorityDecision {
         let decision = pushed.decide_against(self.config.group(), self.authority.as_ref());
         match decision {
             AuthorityDecision::Accepted => {
-                if let Some(fence) = &self.fence {
-                    if pushed.topology_generation > fence.topology_generation {
-                        self.fence = None;
-                    }
-                }
                 self.requester.drop_lease();
                 self.authority = Some(pushed);
             }
             AuthorityDecision::Unchanged
             | AuthorityDecision::RefusedStale
             | AuthorityDecision::RefusedWrongGroup => {}
+        }
+        let cached_generation = self
+            .authority
+            .as_ref()
+            .map(|authority| authority.topology_generation);
+        if let (Some(fence), Some(generation)) = (&self.fence, cached_generation) {
+            if generation > fence.topology_generation {
+                self.fence = None;
+            }
         }
         decision
     }
@@ -370,6 +379,32 @@ mod tests {
         );
         assert!(iad.fence_state().is_none());
         assert!(!iad.lease_held(MonotonicMillis(1)));
+    }
+
+    #[test]
+    fn a_fence_landing_after_the_authority_that_lifts_it_is_lifted_by_the_next_push() {
+        // Simulator seed 103 (`--all-faults --restore`): a restore's fence of generation 4,
+        // delayed in flight, lands after the re-promotion at generation 5 was accepted.
+        let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
+        for s in [&mut iad, &mut pdx, &mut reader] {
+            s.push_authority(authority(Some("iad"), 5));
+        }
+        iad.fence(4, "restore in place from backup b2");
+        assert_eq!(
+            iad.desired(MonotonicMillis(1)),
+            WriteDecision::ReadOnly(ReadOnlyReason::ExplicitFence)
+        );
+        assert_eq!(
+            iad.push_authority(authority(Some("iad"), 5)),
+            AuthorityDecision::Unchanged
+        );
+        assert!(iad.fence_state().is_none(), "the stale fence still holds");
+        round(&mut iad, &mut [&mut pdx, &mut reader], 10);
+        assert_eq!(iad.desired(MonotonicMillis(11)), WriteDecision::Writable);
+        // A fence of the cached generation itself (a planned failover's drain) stays.
+        iad.fence(5, "planned failover draining");
+        iad.push_authority(authority(Some("iad"), 5));
+        assert!(iad.fence_state().is_some());
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use bloodraven_api::{
     names,
     sidecar::{
-        Authority, LeaseState, LeaseTerms, MysqlObservation, MysqldRun, ReplicationState,
-        SidecarRuntime, SidecarStatus,
+        Authority, BackupInfo, FenceState, JobKind, JobState, JobStatus, LeaseState, LeaseTerms,
+        MysqlObservation, MysqldRun, ReplicationState, SidecarRuntime, SidecarStatus,
     },
     DNSEndpointSpec, DnsSpec, GoDuration, MysqlFailoverGroupSpec, OnCooldown,
     PlannedFailoverPolicy, SiteRole, SiteSpec, WriteLeaseSpec,
@@ -21,10 +21,24 @@ use bloodraven_api::{
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
     decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading, Event,
-    EventReason, GroupAnnotations, GroupMemory, Observation, SidecarReading, SiteObservation,
+    EventReason, GroupAnnotations, GroupMemory, Observation, PodFacts, PodReading, SidecarReading,
+    SiteObservation,
 };
 use bloodraven_core::time::{Duration, Timestamp};
 use bloodraven_mysql::{Gtid, GtidSet};
+
+fn job(kind: JobKind, name: &str, restore_id: u64, state: JobState, now: Timestamp) -> JobStatus {
+    JobStatus {
+        kind,
+        name: name.to_string(),
+        restore_id,
+        state,
+        started_at: now,
+        finished_at: (state != JobState::Running).then_some(now),
+        gtid_set: None,
+        message: None,
+    }
+}
 
 /// The world's tick: lease renewals and replication run at this granularity.
 pub const TICK: Duration = Duration::from_millis(500);
@@ -109,6 +123,41 @@ pub struct FakeSite {
     /// The sidecar container's start as the pod status says it (`None`: the true start). The
     /// pod status lags a container restart.
     pub pod_started_at: Option<Timestamp>,
+    /// mysqld is frozen (SIGSTOP): it executes nothing, its `read_only` included, until
+    /// thawed or killed.
+    pub frozen: bool,
+    /// The site's node reports Ready and its kubelet carries out pod deletions.
+    pub kubelet_up: bool,
+    /// How many times the site pod was recreated (its uid is `<site>-<n>`).
+    pub pod_generation: u64,
+    /// When the current site pod was created.
+    pub pod_created_at: Timestamp,
+    /// Pod deletions the kubelet carried out (uids).
+    pub pods_deleted: Vec<String>,
+    /// Backups on the site's volume (`/v1/backup`).
+    pub backups: Vec<BackupInfo>,
+    /// The sidecar's backup job.
+    pub job: Option<JobStatus>,
+    /// A restore or re-seed here fails with this message.
+    pub job_fails: Option<String>,
+    /// A restore or re-seed here stays running.
+    pub job_hangs: bool,
+    /// The image the site pod's mysql container runs.
+    pub image: String,
+    /// The image of the site StatefulSet's template (a recreated pod runs it).
+    pub template_image: String,
+    /// A pod recreated by an ordered update does not come back (its mysqld and sidecar stay
+    /// down): the update must wait for it and fail after its bound.
+    pub recreation_stalls: bool,
+    /// `RollSite` actions executed on this site.
+    pub rolls: usize,
+}
+
+impl FakeSite {
+    /// `metadata.uid` of the current site pod.
+    pub fn pod_uid(&self) -> String {
+        format!("{}-{}", self.name, self.pod_generation)
+    }
 }
 
 /// The world.
@@ -127,6 +176,8 @@ pub struct World {
     pub hold: Option<HoldInfo>,
     pub dns: Option<DNSEndpointSpec>,
     pub dns_writes_denied: bool,
+    /// Pod deletions are refused (RBAC): the kubelet never hears of them.
+    pub pod_deletes_denied: bool,
     pub taints: BTreeSet<String>,
     pub revocations: Vec<(RevokeReason, u64)>,
     pub events: Vec<(Timestamp, Event)>,
@@ -183,6 +234,19 @@ impl World {
                     reports_runtime: true,
                     pod_lease_terms: None,
                     pod_started_at: None,
+                    frozen: false,
+                    kubelet_up: true,
+                    pod_generation: 0,
+                    pod_created_at: EPOCH.saturating_sub(Duration::from_secs(3600)),
+                    pods_deleted: Vec::new(),
+                    backups: Vec::new(),
+                    job: None,
+                    job_fails: None,
+                    job_hangs: false,
+                    image: spec.image.clone(),
+                    template_image: spec.image.clone(),
+                    recreation_stalls: false,
+                    rolls: 0,
                 }
             })
             .collect();
@@ -200,6 +264,7 @@ impl World {
             hold: None,
             dns: None,
             dns_writes_denied: false,
+            pod_deletes_denied: false,
             taints: BTreeSet::new(),
             revocations: Vec::new(),
             events: Vec::new(),
@@ -304,7 +369,10 @@ impl World {
                     }),
                 },
                 fenced: site.read_only,
-                fence: None,
+                fence: site.fence_generation.map(|topology_generation| FenceState {
+                    topology_generation,
+                    reason: "fenced by the operator".to_string(),
+                }),
                 lease: LeaseState {
                     held,
                     remaining_ms: site
@@ -323,6 +391,8 @@ impl World {
                         )
                     })
                     .collect(),
+                backups: site.backups.clone(),
+                job: site.job.clone(),
                 runtime: site.reports_runtime.then(|| SidecarRuntime {
                     uptime_ms: self
                         .now
@@ -343,6 +413,15 @@ impl World {
                 )
             }),
             pod_lease_terms: site.pod_lease_terms.clone(),
+            pod: PodReading::Present(PodFacts {
+                uid: site.pod_uid(),
+                created_at: site.pod_created_at,
+                terminating: false,
+                sidecar_ready: site.sidecar_alive,
+                mysql_running: site.mysql_up,
+                mysql_image: Some(site.image.clone()),
+                node_ready: Some(site.kubelet_up),
+            }),
         }
     }
 
@@ -463,7 +542,130 @@ impl World {
                     self.annotations.revoke_deployment_leases = false
                 }
                 AnnotationChange::SetLastFailover(_) => {}
+                AnnotationChange::ClearBackup => self.annotations.backup = None,
+                AnnotationChange::ClearRestore => self.annotations.restore = None,
             },
+            Action::Backup { site, request } => {
+                if !self.reachable_by_operator(site) || !self.site(site).mysql_up {
+                    return;
+                }
+                let target = self.site_mut(site);
+                if !target.backups.iter().any(|b| b.name == request.name) {
+                    target.backups.push(BackupInfo {
+                        name: request.name.clone(),
+                        site: site.clone(),
+                        created_at: now,
+                        gtid_set: target.gtid.to_string(),
+                        databases: vec!["app".to_string()],
+                        logical_bytes: 1,
+                        physical: false,
+                    });
+                }
+                target.job = Some(job(
+                    JobKind::Backup,
+                    &request.name,
+                    0,
+                    JobState::Succeeded,
+                    now,
+                ));
+            }
+            Action::Restore { site, request } => {
+                if !self.reachable_by_operator(site) || !self.site(site).mysql_up {
+                    return;
+                }
+                let target = self.site_mut(site);
+                // The sidecar's rule: only under an explicit fence, mysqld read-only.
+                if target.fence_generation.is_none() || !target.read_only {
+                    return;
+                }
+                let mut status = job(
+                    JobKind::Restore,
+                    &request.name,
+                    request.restore_id,
+                    JobState::Running,
+                    now,
+                );
+                if let Some(why) = target.job_fails.clone() {
+                    status.state = JobState::Failed;
+                    status.message = Some(why);
+                } else if !target.job_hangs {
+                    let Some(backup) = target.backups.iter().find(|b| b.name == request.name)
+                    else {
+                        return;
+                    };
+                    let gtid =
+                        GtidSet::parse(target.gtid.flavor(), &backup.gtid_set).expect("backup set");
+                    target.gtid = gtid;
+                    target.source = None;
+                    target.running = false;
+                    status.state = JobState::Succeeded;
+                    status.gtid_set = Some(target.gtid.to_string());
+                }
+                target.job = Some(status);
+            }
+            Action::Reseed { site, request } => {
+                if !self.reachable_by_operator(site) || !self.site(site).mysql_up {
+                    return;
+                }
+                let namespace = self.namespace.clone();
+                let Some(source) = self
+                    .sites
+                    .iter()
+                    .find(|s| {
+                        names::source_host(&group, &s.name, &namespace) == request.source_host
+                    })
+                    .map(|s| (s.name.clone(), s.gtid.clone()))
+                else {
+                    return;
+                };
+                let target = self.site_mut(site);
+                // The sidecar stops replication first.
+                target.source = None;
+                target.running = false;
+                let name = format!("{}:{}", request.source_host, request.source_port);
+                let mut status = job(
+                    JobKind::Reseed,
+                    &name,
+                    request.restore_id,
+                    JobState::Running,
+                    now,
+                );
+                if let Some(why) = target.job_fails.clone() {
+                    status.state = JobState::Failed;
+                    status.message = Some(why);
+                } else if !target.job_hangs {
+                    target.gtid = source.1;
+                    target.source = Some(source.0);
+                    target.running = true;
+                    status.state = JobState::Succeeded;
+                    status.gtid_set = Some(target.gtid.to_string());
+                }
+                target.job = Some(status);
+            }
+            Action::DeletePod { site, uid, .. } => {
+                let target = self.site(site);
+                if !self.pod_deletes_denied && target.kubelet_up && target.pod_uid() == *uid {
+                    self.site_mut(site).pods_deleted.push(uid.clone());
+                    self.recreate_pod(site);
+                }
+            }
+            Action::RollSite {
+                site, uid, image, ..
+            } => {
+                let denied = self.pod_deletes_denied;
+                let target = self.site_mut(site);
+                target.rolls += 1;
+                target.template_image = image.clone();
+                let deletes = !denied && target.kubelet_up;
+                if deletes && target.pod_uid() == *uid {
+                    target.pods_deleted.push(uid.clone());
+                    let stalls = target.recreation_stalls;
+                    self.recreate_pod(site);
+                    if stalls {
+                        self.kill(site);
+                    }
+                }
+            }
             Action::Event(event) => self.events.push((now, event.clone())),
             Action::SetPodLabels { .. } | Action::ApplyService(_) | Action::Metric(_) => {}
         }
@@ -560,7 +762,7 @@ impl World {
                 && held
                 && named
                 && site.fence_generation.is_none();
-            if site.mysql_up {
+            if site.mysql_up && !site.frozen {
                 site.read_only = !writable;
             }
         }
@@ -594,13 +796,31 @@ impl World {
     pub fn write(&mut self, site: &str) -> bool {
         let seq = self.next_seq;
         let target = self.site_mut(site);
-        if !target.mysql_up || target.read_only {
+        if !target.mysql_up || target.read_only || target.frozen {
             return false;
         }
         let server_id = target.server_id;
         target.gtid.insert(Gtid::mariadb(0, server_id, seq));
         self.next_seq += 1;
         true
+    }
+
+    /// Freezes (`true`) or thaws (`false`) a site's mysqld.
+    pub fn freeze(&mut self, name: &str, frozen: bool) {
+        self.site_mut(name).frozen = frozen;
+    }
+
+    /// The kubelet deleted the site pod and the StatefulSet recreated it (instantly here):
+    /// a new uid, mysqld restarted read-only, the sidecar without authority.
+    pub fn recreate_pod(&mut self, name: &str) {
+        self.restart(name);
+        let now = self.now;
+        let site = self.site_mut(name);
+        site.frozen = false;
+        site.pod_generation += 1;
+        site.pod_created_at = now;
+        site.pod_started_at = None;
+        site.image = site.template_image.clone();
     }
 
     /// Kills mysqld and the sidecar of a site (a dead pod).

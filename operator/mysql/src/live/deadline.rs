@@ -8,9 +8,18 @@ use super::{
     row::column_text,
 };
 use crate::deadline::{
-    arm_statement, event_scheduler_query, event_scheduler_runs, install_statements,
-    remaining_query, NO_BINLOG,
+    arm_statement, clock_query, event_scheduler_query, event_scheduler_runs, install_statements,
+    remaining_query, ClockReading, NO_BINLOG,
 };
+
+/// What [`LiveMysql::arm_write_deadline`] armed, and mysqld's clock read right after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Armed {
+    /// How far ahead of mysqld's `NOW(6)` the deadline was set.
+    pub writable_for: Duration,
+    /// mysqld's clock against the caller's monotonic clock, read on the same connection.
+    pub clock: ClockReading,
+}
 
 impl LiveMysql {
     /// Installs the write deadline's table and event (idempotent). Fails when the event
@@ -40,11 +49,15 @@ impl LiveMysql {
 
     /// Moves the write deadline to `writable_for()` from now (mysqld's clock). `writable_for`
     /// is asked once the connection is open, just before the statement that arms, so the time
-    /// spent connecting does not push the deadline later than meant. Returns what it armed.
+    /// spent connecting does not push the deadline later than meant. Then reads mysqld's clock
+    /// between two readings of `monotonic_ms` (the caller's monotonic clock, in milliseconds),
+    /// so the caller can tell whether mysqld's clock stepped since its last arm
+    /// ([`crate::deadline::clock_step`]). Returns what it armed and that reading.
     pub async fn arm_write_deadline(
         &self,
         writable_for: impl FnOnce() -> Duration,
-    ) -> LiveResult<Duration> {
+        monotonic_ms: impl Fn() -> u64,
+    ) -> LiveResult<Armed> {
         let mut conn = self.connect().await?;
         self.execute_within(&mut conn, NO_BINLOG, self.mutation_timeout())
             .await?;
@@ -55,7 +68,27 @@ impl LiveMysql {
             self.mutation_timeout(),
         )
         .await?;
-        Ok(writable_for)
+        let before_ms = monotonic_ms();
+        let rows = self
+            .rows_within(&mut conn, clock_query(), self.mutation_timeout())
+            .await?;
+        let after_ms = monotonic_ms();
+        let text = rows
+            .first()
+            .and_then(|row| column_text(row, "now_us"))
+            .unwrap_or_default();
+        let mysqld_us = text.trim().parse().map_err(|error| LiveError::Decode {
+            what: "mysqld clock now_us".to_owned(),
+            reason: format!("{text:?}: {error}"),
+        })?;
+        Ok(Armed {
+            writable_for,
+            clock: ClockReading {
+                before_ms,
+                after_ms,
+                mysqld_us,
+            },
+        })
     }
 
     /// Milliseconds until the write deadline (negative once passed); `None` when the switch is

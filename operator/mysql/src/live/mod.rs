@@ -6,6 +6,7 @@
 
 mod client;
 mod deadline;
+pub use deadline::Armed;
 mod error;
 mod mutate;
 mod observe;

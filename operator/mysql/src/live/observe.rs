@@ -27,6 +27,11 @@ pub struct ServerRun {
     pub server_id: String,
     /// The `Uptime` status variable, in seconds.
     pub uptime_seconds: u64,
+    /// When this run started by mysqld's own clock, in whole seconds since the Unix epoch:
+    /// `UNIX_TIMESTAMP()` minus `Uptime`, both read on mysqld's clock, so a step of that clock
+    /// moves neither this nor the run it names (`Uptime` itself jumps by the step). Two reads
+    /// of one run differ by at most a second (two statements across a second boundary).
+    pub started_at_unix_seconds: i64,
 }
 
 /// Everything observed of one server at one moment.
@@ -102,9 +107,19 @@ impl LiveMysql {
             what: "uptime".to_owned(),
             reason: format!("{uptime:?} is not a number of seconds"),
         })?;
+        let rows = self
+            .rows(conn, "SELECT CAST(UNIX_TIMESTAMP() AS SIGNED) AS now_s")
+            .await?;
+        let now = column_text(single_row(&rows, "unix timestamp")?, "now_s").unwrap_or_default();
+        let now_seconds: i64 = now.trim().parse().map_err(|_| LiveError::Decode {
+            what: "unix timestamp".to_owned(),
+            reason: format!("{now:?} is not a number of seconds"),
+        })?;
         Ok(ServerRun {
             server_id,
             uptime_seconds,
+            started_at_unix_seconds: now_seconds
+                .saturating_sub(i64::try_from(uptime_seconds).unwrap_or(i64::MAX)),
         })
     }
 }

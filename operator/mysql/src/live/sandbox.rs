@@ -70,6 +70,8 @@ pub struct MariaDbServer {
     address: SocketAddr,
     dir: PathBuf,
     child: Option<Child>,
+    /// Extra environment of the `mariadbd` process (e.g. libfaketime's, for clock tests).
+    env: Vec<(String, String)>,
 }
 
 /// Allocates `count` distinct loopback addresses sharing one free port.
@@ -247,6 +249,17 @@ impl MariaDbServer {
     /// `dbHost`) with `server_id`, read-only, listening on `address`, and waits until the
     /// admin user can connect.
     pub async fn start(name: &str, server_id: u32, address: SocketAddr) -> LiveResult<Self> {
+        Self::start_with_env(name, server_id, address, Vec::new()).await
+    }
+
+    /// [`MariaDbServer::start`] with `env` added to `mariadbd`'s environment (kept across
+    /// restarts): a test runs mysqld under libfaketime this way to step its wall clock.
+    pub async fn start_with_env(
+        name: &str,
+        server_id: u32,
+        address: SocketAddr,
+        env: Vec<(String, String)>,
+    ) -> LiveResult<Self> {
         let mariadbd = find_binary("mariadbd")?;
         let template = tokio::task::spawn_blocking(template_datadir)
             .await
@@ -279,6 +292,7 @@ impl MariaDbServer {
             address,
             dir,
             child: None,
+            env,
         };
         server.spawn(&mariadbd)?;
         server.wait_ready().await?;
@@ -314,7 +328,8 @@ impl MariaDbServer {
                 log.try_clone()
                     .map_err(|e| sandbox_error("open the server log", e))?,
             ))
-            .stderr(Stdio::from(log));
+            .stderr(Stdio::from(log))
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if running_as_root() {
             command.arg("--user=root");
         }
@@ -403,6 +418,11 @@ impl MariaDbServer {
             password: REPLICATION_PASSWORD.to_owned(),
             connect_retry_seconds: 1,
         }
+    }
+
+    /// The server's data directory.
+    pub fn datadir(&self) -> PathBuf {
+        self.dir.join("data")
     }
 
     /// mysqld's pid file (`--pid-file`), as a sidecar's watchdog reads it.

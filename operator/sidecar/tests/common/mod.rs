@@ -21,8 +21,8 @@ use bloodraven_mysql::{
     grants::{app_user_grant, create_app_user},
     live::{
         sandbox::{
-            loopback_addresses, MariaDbServer, Topology, REPLICATION_PASSWORD, REPLICATION_USER,
-            SIDECAR_PASSWORD, SIDECAR_USER,
+            loopback_addresses, MariaDbServer, Topology, ADMIN_PASSWORD, ADMIN_USER,
+            REPLICATION_PASSWORD, REPLICATION_USER, SIDECAR_PASSWORD, SIDECAR_USER,
         },
         LiveError, LiveMysql,
     },
@@ -127,6 +127,9 @@ pub struct Playground {
     pub http: reqwest::Client,
     /// The lease every sidecar runs with ([`LEASE`] unless started otherwise).
     pub lease: Duration,
+    /// With backups: each site's backup directory is `<this>/<site>`, and the backup jobs
+    /// run as the sandbox's admin user (the pods run them as `root`).
+    pub backups: Option<std::path::PathBuf>,
 }
 
 impl Playground {
@@ -136,6 +139,15 @@ impl Playground {
 
     /// A playground whose sidecars all run with a `lease` of their own.
     pub async fn start_with_lease(lease: Duration) -> Playground {
+        Self::start_with(lease, None).await
+    }
+
+    /// A playground whose sidecars run backup jobs, in directories under `backups`.
+    pub async fn start_with_backups(backups: std::path::PathBuf) -> Playground {
+        Self::start_with(LEASE, Some(backups)).await
+    }
+
+    async fn start_with(lease: Duration, backups: Option<std::path::PathBuf>) -> Playground {
         let topology = match Topology::start(&SITES).await {
             Ok(topology) => topology,
             Err(error) => {
@@ -163,6 +175,7 @@ impl Playground {
                 .build()
                 .expect("http client"),
             lease,
+            backups,
         };
         for index in 0..SITES.len() {
             let running = playground.start_sidecar(index).await;
@@ -193,6 +206,15 @@ impl Playground {
         settings.replication_user = REPLICATION_USER.to_owned();
         settings.replication_password = REPLICATION_PASSWORD.to_owned();
         settings.mysqld_pid_file = Some(server.pid_file());
+        settings.backup = self.backups.as_ref().map(|root| {
+            let mut admin = server.options(ADMIN_USER, ADMIN_PASSWORD);
+            admin.statement_timeout = Duration::from_secs(30);
+            bloodraven_sidecar::BackupSettings {
+                dir: root.join(SITES[index]),
+                datadir: Some(server.datadir()),
+                mysql: admin,
+            }
+        });
         settings
     }
 

@@ -1,0 +1,125 @@
+//! Status of restore-in-place and of named backups (issue 12 part 2): `status.restore` and
+//! `status.lastBackup` of a [`MysqlFailoverGroup`](crate::MysqlFailoverGroup).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{Admission, Timestamp};
+
+/// Phase of a restore in place.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RestorePhase {
+    /// Checking the backup, the authority and holds.
+    Admitting,
+    /// Parked behind a live failover-hold until `admission.retryTime`.
+    Deferred,
+    /// The active pod is `role=fenced`; waiting for its sidecar to confirm mysqld read-only.
+    Fencing,
+    /// The sidecar loads the backup.
+    Restoring,
+    /// The restored site was re-promoted (topology generation bumped, deploy leases revoked);
+    /// waiting to see it writable.
+    Promoting,
+    /// Replicas holding transactions the backup lacks are re-seeded from the restored site.
+    Reseeding,
+    /// Done; `lostTransactions` says what the restore discarded.
+    Completed,
+    /// Stopped; `message` says why, and whether the site stays fenced.
+    Failed,
+}
+
+/// A restore in place of the active site from a named backup.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    /// Current phase.
+    pub phase: RestorePhase,
+    /// The backup restored from.
+    pub backup: String,
+    /// The site restored (the active site when the request was admitted).
+    pub site: String,
+    /// Admission detail (a failover-hold deferring it).
+    #[serde(default)]
+    pub admission: Admission,
+    /// What happened last, or why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the request was first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<Timestamp>,
+    /// When the current phase was entered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since: Option<Timestamp>,
+    /// When mysqld was confirmed read-only under the fence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced_at: Option<Timestamp>,
+    /// When the sidecar reported the backup loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_at: Option<Timestamp>,
+    /// When the restored site was re-promoted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_at: Option<Timestamp>,
+    /// When the restore completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Timestamp>,
+    /// The topology generation of the re-promotion (also the sidecar job's restore id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_generation: Option<u64>,
+    /// The site's GTID set when it was fenced (everything it had committed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced_gtid_set: Option<String>,
+    /// The backup's GTID set (what the site holds after the restore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_gtid_set: Option<String>,
+    /// Transactions the site had committed that the backup lacks: what the restore discarded.
+    #[serde(default)]
+    pub lost_transactions: u64,
+    /// Those transactions as a GTID set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_gtid_set: Option<String>,
+    /// true: measured on the fenced site (it could commit nothing more).
+    #[serde(default)]
+    pub exact: bool,
+    /// Replicas still to re-seed (they hold transactions the restored site does not): never
+    /// repointed at the restored site until re-seeded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_reseed: Vec<String>,
+    /// Replicas re-seeded from the restored site.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reseeded: Vec<String>,
+}
+
+/// Phase of a named backup.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum BackupPhase {
+    /// The active site's sidecar is taking it.
+    Running,
+    /// On the active site's volume.
+    Completed,
+    /// Stopped; `message` says why.
+    Failed,
+}
+
+/// The last named backup requested (`bloodraven.shipstream.io/backup`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// The backup's name.
+    pub name: String,
+    /// The site it is taken on.
+    pub site: String,
+    /// Running, completed or failed.
+    pub phase: BackupPhase,
+    /// When the request was first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<Timestamp>,
+    /// When it completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Timestamp>,
+    /// Its GTID set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid_set: Option<String>,
+    /// Why it failed, or what it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

@@ -1,0 +1,1028 @@
+//! Named backups and restore-in-place of the active site (issue 12 part 2; bloodraven.md
+//! "Ordered update and restore-in-place"; seeds 000 and 003).
+//!
+//! # Backup
+//!
+//! The annotation `bloodraven.shipstream.io/backup=<name>` (`kubectl bloodraven backup`)
+//! asks the active site's sidecar for a named backup ([`Action::Backup`], every poll until
+//! its sidecar reports the backup on its volume or the job failed); `status.lastBackup`
+//! follows it and the annotation is removed at the end.
+//!
+//! # Restore in place
+//!
+//! The annotation `bloodraven.shipstream.io/restore=<backup>` (`kubectl bloodraven restore
+//! <group> --from <backup>`) restores the active site from a backup on its own volume:
+//!
+//! 1. **Admitting** (or **Deferred**): the backup must be listed by the active site's sidecar;
+//!    the authority must be valid with no failover in flight; a live failover-hold defers it
+//!    (`deferReason: DeploymentHold`, `retryTime` = the earliest hold expiry), as it defers a
+//!    planned failover (seed 003). The cooldown is not consulted: the active site does not
+//!    change.
+//! 2. **Fencing**: `Fence` (connections killed) on the active site, whose pod is stamped
+//!    `role=fenced` at once, so it leaves both shared Services (seed 000). No authority is
+//!    pushed while the restore holds the site (the fence lifts only at a greater generation).
+//!    Once its sidecar reports the fence in force and mysqld read-only, its GTID set is
+//!    everything it ever committed (`fencedGtidSet`). A fence not confirmed within
+//!    [`RESTORE_FENCE_TIMEOUT`] aborts: the site is re-asserted at a new generation, data
+//!    untouched.
+//! 3. **Restoring**: `Restore` on the fenced site until its sidecar reports the job. A failed
+//!    load stops the restore and the site **stays fenced** (its data may be partly
+//!    restored; a write accepted then would be on a state nobody chose): the message says so,
+//!    and a new restore request is the way on.
+//! 4. **Promoting**: once the site reads exactly the backup's GTID set, it is re-promoted:
+//!    `topologyGeneration += 1` (the restore id), every deploy lease revoked
+//!    (`TopologyChanged`), and what was lost recorded (`lostTransactions`, `lostGtidSet`: the
+//!    fenced set minus the backup's, exact). The authority push follows (convergence) and
+//!    lifts the fence.
+//! 5. **Reseeding**: once the authority is valid again, every other site whose GTID set is
+//!    not exactly the backup's is re-seeded from the restored site (`Reseed`): its binlog was
+//!    reset, so a replica behind cannot catch up and a replica ahead holds transactions under
+//!    GTIDs the restored site will reuse. A site holding exactly the backup's set is repointed.
+//!    Until re-seeded a site is never repointed at the restored site.
+//! 6. **Completed**, or **Failed** with the reason.
+//!
+//! An emergency failover started meanwhile takes precedence: the restore fails, saying so.
+
+use bloodraven_api::{
+    names,
+    sidecar::{
+        backup_name_problem, BackupInfo, BackupRequest, FenceRequest, JobKind, JobState, JobStatus,
+        RepointRequest, ReseedRequest, RestoreRequest, SidecarStatus,
+    },
+    Admission, BackupPhase, BackupStatus, DeferReason, OrderedUpdatePhase, PlannedFailoverPhase,
+    RestorePhase, RestoreStatus,
+};
+use bloodraven_mysql::{lost_transactions, GtidSet};
+
+use super::action::{Action, AnnotationChange, EventReason};
+use super::failover::source_host_of;
+use super::gate::GatedStart;
+use super::memory::{GroupMemory, SiteState};
+use super::observation::SidecarReading;
+use super::plan::{Context, Plan};
+use super::reading::mysql_flavor;
+use crate::deploy::{DisruptionKind, RevokeReason};
+use crate::time::{Duration, Timestamp};
+
+/// How long a restore may wait in `Admitting` for a valid authority and no failover in
+/// flight before it fails.
+pub const RESTORE_ADMISSION_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long `Fencing` may wait for the sidecar to confirm mysqld read-only before the site is
+/// re-asserted and the restore fails.
+pub const RESTORE_FENCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the sidecar's load may run before the restore fails (the site stays fenced).
+pub const RESTORE_LOAD_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long `Promoting` and `Reseeding` may each take before the restore fails.
+pub const RESTORE_SETTLE_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long a backup may run before it is reported failed.
+pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// `status.restore` plus what `decide` needs besides it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RestoreMemory {
+    /// The persisted status.
+    pub status: RestoreStatus,
+    /// Whether, after a final phase, a poll saw the annotation gone (until then the same
+    /// value is the request already handled, not a new one).
+    pub annotation_cleared: bool,
+}
+
+impl RestoreMemory {
+    /// The memory a restarted operator resumes from: the phase bound restarts at `now`.
+    pub fn resumed(mut status: RestoreStatus, now: Timestamp) -> RestoreMemory {
+        status.phase_since = Some(now);
+        RestoreMemory {
+            status,
+            annotation_cleared: false,
+        }
+    }
+
+    fn phase(&self) -> RestorePhase {
+        self.status.phase
+    }
+}
+
+/// Whether a restore holds the active site out of service: fenced and not re-promoted
+/// (`Fencing`, `Restoring`, or `Failed` after the load started). The active site's pod is
+/// `role=fenced`, its read-only mysqld is no failed poll, and no authority is pushed.
+pub(super) fn holds_fenced(memory: &GroupMemory) -> Option<&str> {
+    let restore = memory.restore.as_ref()?;
+    let status = &restore.status;
+    let reasserted = status
+        .topology_generation
+        .is_some_and(|generation| memory.topology_generation >= generation);
+    let holding = match status.phase {
+        RestorePhase::Fencing | RestorePhase::Restoring => true,
+        // After the load started and before a re-promotion or re-assertion (a failed load, or
+        // a new request to restore a site a failed load left fenced).
+        RestorePhase::Failed | RestorePhase::Admitting | RestorePhase::Deferred => {
+            status.fenced_at.is_some() && status.promoted_at.is_none() && !reasserted
+        }
+        RestorePhase::Promoting | RestorePhase::Reseeding | RestorePhase::Completed => false,
+    };
+    (holding && status.site == memory.active_site).then_some(status.site.as_str())
+}
+
+/// What the active site held as far as the last failover's loss is concerned: its GTID set,
+/// plus what a restore in place discarded after that failover's promotion (those are the
+/// restore's loss, recorded in `status.restore`, not the failover's).
+pub(super) fn loss_baseline(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    active: &GtidSet,
+) -> GtidSet {
+    let discarded = memory.restore.as_ref().and_then(|restore| {
+        let status = &restore.status;
+        let after_failover = memory.last_failover.as_ref().is_some_and(|failover| {
+            failover.to == status.site
+                && status
+                    .promoted_at
+                    .zip(failover.promoted_at)
+                    .is_some_and(|(restored, promoted)| restored >= promoted)
+        });
+        status
+            .lost_gtid_set
+            .as_deref()
+            .filter(|_| after_failover)
+            .and_then(|text| parse(context, text))
+    });
+    match discarded {
+        Some(discarded) => active.union(&discarded),
+        None => active.clone(),
+    }
+}
+
+/// Whether `site` holds transactions the restored active site does not and awaits its
+/// re-seed: it is never repointed at the active site meanwhile.
+pub(super) fn withholds(memory: &GroupMemory, site: &str) -> bool {
+    memory
+        .restore
+        .as_ref()
+        .is_some_and(|restore| restore.status.pending_reseed.iter().any(|s| s == site))
+}
+
+/// Whether a restore is a deferrable disruption in flight (the hold gate stays closed).
+pub(super) fn in_flight(memory: &GroupMemory) -> bool {
+    memory.restore.as_ref().is_some_and(|restore| {
+        matches!(
+            restore.phase(),
+            RestorePhase::Fencing
+                | RestorePhase::Restoring
+                | RestorePhase::Promoting
+                | RestorePhase::Reseeding
+        )
+    })
+}
+
+/// A restore was requested and is not over: admitting, deferred or in flight. The ordered
+/// update starts no step meanwhile (two planned disruptions never overlap).
+pub(super) fn pending(memory: &GroupMemory) -> bool {
+    in_flight(memory)
+        || memory.restore.as_ref().is_some_and(|restore| {
+            matches!(
+                restore.phase(),
+                RestorePhase::Admitting | RestorePhase::Deferred
+            )
+        })
+}
+
+/// The gated start of a restore: the decision that moves it into `Fencing`.
+pub(super) fn gated_start(previous: &GroupMemory, decided: &GroupMemory) -> Option<GatedStart> {
+    let restore = decided.restore.as_ref()?;
+    if restore.phase() != RestorePhase::Fencing || in_flight(previous) {
+        return None;
+    }
+    Some(GatedStart {
+        kind: DisruptionKind::RestoreInPlace,
+        from: restore.status.site.clone(),
+        target: restore.status.site.clone(),
+        topology_generation: previous.topology_generation,
+    })
+}
+
+fn status_of<'a>(context: &'a Context<'_>, site: &str) -> Option<&'a SidecarStatus> {
+    context
+        .observation
+        .sites
+        .iter()
+        .find(|observed| observed.site == site)
+        .and_then(|observed| match &observed.sidecar {
+            SidecarReading::Reachable(status) => Some(status.as_ref()),
+            SidecarReading::Unreachable { .. } => None,
+        })
+}
+
+fn job_of<'a>(
+    context: &'a Context<'_>,
+    site: &str,
+    kind: JobKind,
+    name: &str,
+    id: u64,
+) -> Option<&'a JobStatus> {
+    status_of(context, site)?
+        .job
+        .as_ref()
+        .filter(|job| job.is(kind, name, id))
+}
+
+fn backup_on<'a>(context: &'a Context<'_>, site: &str, name: &str) -> Option<&'a BackupInfo> {
+    status_of(context, site)?
+        .backups
+        .iter()
+        .find(|backup| backup.name == name)
+}
+
+fn parse(context: &Context<'_>, text: &str) -> Option<GtidSet> {
+    GtidSet::parse(mysql_flavor(context.spec.flavor), text).ok()
+}
+
+/// A named backup: started on the annotation, followed until the sidecar reports it.
+pub(super) fn backup_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let Some(name) = context.observation.annotations.backup.clone() else {
+        return;
+    };
+    let active = memory.active_site.clone();
+    let finished = |status: &BackupStatus| {
+        status.name == name && matches!(status.phase, BackupPhase::Completed | BackupPhase::Failed)
+    };
+    if memory.last_backup.as_ref().is_some_and(finished) {
+        // Handled; its removal may have failed.
+        plan.tail(Action::Annotate(AnnotationChange::ClearBackup));
+        return;
+    }
+    let fresh = memory
+        .last_backup
+        .as_ref()
+        .is_none_or(|status| status.name != name);
+    if fresh {
+        memory.last_backup = Some(BackupStatus {
+            name: name.clone(),
+            site: active.clone(),
+            phase: BackupPhase::Running,
+            requested_at: Some(now),
+            completed_at: None,
+            gtid_set: None,
+            message: None,
+        });
+    }
+    let Some(status) = memory.last_backup.as_mut() else {
+        return;
+    };
+    let site = status.site.clone();
+    let outcome = if let Some(problem) = backup_name_problem(&name) {
+        Some(Err(problem))
+    } else if let Some(info) = backup_on(context, &site, &name) {
+        Some(Ok(info.clone()))
+    } else if let Some(job) = job_of(context, &site, JobKind::Backup, &name, 0)
+        .filter(|job| job.state == JobState::Failed)
+    {
+        Some(Err(job.message.clone().unwrap_or_else(|| {
+            "the sidecar reported the backup failed".to_owned()
+        })))
+    } else if status
+        .requested_at
+        .is_some_and(|at| now.saturating_duration_since(at) > BACKUP_TIMEOUT)
+    {
+        Some(Err(format!(
+            "not reported on {site} within {BACKUP_TIMEOUT:?}"
+        )))
+    } else {
+        None
+    };
+    match outcome {
+        Some(Ok(info)) => {
+            status.phase = BackupPhase::Completed;
+            status.completed_at = Some(now);
+            status.gtid_set = Some(info.gtid_set.clone());
+            let message = format!(
+                "backup {name} of {site} taken at GTID set {:?}: schemas {:?}, {} bytes of logical dump{}",
+                info.gtid_set,
+                info.databases,
+                info.logical_bytes,
+                if info.physical { " and a mariadb-backup copy" } else { "" }
+            );
+            status.message = Some(message.clone());
+            plan.event(EventReason::BackupCompleted, message);
+            plan.tail(Action::Annotate(AnnotationChange::ClearBackup));
+        }
+        Some(Err(why)) => {
+            status.phase = BackupPhase::Failed;
+            let message = format!("backup {name} of {site} failed: {why}");
+            status.message = Some(message.clone());
+            plan.event(EventReason::BackupFailed, message);
+            plan.tail(Action::Annotate(AnnotationChange::ClearBackup));
+        }
+        None => {
+            if fresh {
+                plan.event(
+                    EventReason::BackupStarted,
+                    format!("backup {name} of {site} requested"),
+                );
+            }
+            plan.cross_site(Action::Backup {
+                site: site.clone(),
+                request: BackupRequest {
+                    group: context.group().to_string(),
+                    name: name.clone(),
+                },
+            });
+        }
+    }
+}
+
+/// Takes a new restore request from the annotation and advances the one in flight.
+pub(super) fn restore_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    intake(context, memory, plan);
+    let Some(phase) = memory.restore.as_ref().map(RestoreMemory::phase) else {
+        return;
+    };
+    if memory.emergency_failover.is_some() {
+        if in_flight(memory) || matches!(phase, RestorePhase::Admitting | RestorePhase::Deferred) {
+            fail(
+                memory,
+                plan,
+                context.now,
+                "an emergency failover took over the group".to_owned(),
+            );
+        }
+        return;
+    }
+    match phase {
+        RestorePhase::Admitting | RestorePhase::Deferred => admit(context, memory, plan),
+        RestorePhase::Fencing => fencing(context, memory, plan),
+        RestorePhase::Restoring => restoring(context, memory, plan),
+        RestorePhase::Promoting => promoting(context, memory, plan),
+        RestorePhase::Reseeding => reseeding(context, memory, plan),
+        RestorePhase::Completed => {}
+        RestorePhase::Failed => {
+            if let Some(site) = holds_fenced(memory).map(str::to_owned) {
+                // Still fenced after a failed load: keep it so (a restarted sidecar forgot
+                // the fence; without it an authority push would make it writable).
+                plan.cross_site(fence_action(context, memory, &site, false));
+            }
+        }
+    }
+}
+
+fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let annotation = context.observation.annotations.restore.clone();
+    let now = context.now;
+    let new_request = match (memory.restore.as_mut(), annotation) {
+        (None, None) => None,
+        (None, Some(name)) => Some(name),
+        (Some(restore), annotation) => match restore.phase() {
+            RestorePhase::Completed | RestorePhase::Failed => match annotation {
+                None => {
+                    restore.annotation_cleared = true;
+                    None
+                }
+                Some(name) if name == restore.status.backup && !restore.annotation_cleared => {
+                    plan.tail(Action::Annotate(AnnotationChange::ClearRestore));
+                    None
+                }
+                Some(name) => Some(name),
+            },
+            RestorePhase::Admitting | RestorePhase::Deferred => match annotation {
+                None => {
+                    let backup = restore.status.backup.clone();
+                    restore.annotation_cleared = true;
+                    fail(
+                        memory,
+                        plan,
+                        now,
+                        format!("request to restore {backup} withdrawn (annotation removed)"),
+                    );
+                    None
+                }
+                Some(name) if name != restore.status.backup => Some(name),
+                Some(_) => None,
+            },
+            RestorePhase::Fencing
+            | RestorePhase::Restoring
+            | RestorePhase::Promoting
+            | RestorePhase::Reseeding => None,
+        },
+    };
+    let Some(backup) = new_request else {
+        return;
+    };
+    // A failed restore that left the site fenced is retried on the same site, and keeps what
+    // the site held when it was first fenced (the basis of what is lost).
+    let carried = memory
+        .restore
+        .as_ref()
+        .filter(|_| holds_fenced(memory).is_some())
+        .map(|r| r.status.clone());
+    let site = carried
+        .as_ref()
+        .map_or_else(|| memory.active_site.clone(), |c| c.site.clone());
+    let message = format!("restore of {site} from backup {backup} requested");
+    memory.restore = Some(RestoreMemory {
+        status: RestoreStatus {
+            phase: RestorePhase::Admitting,
+            backup,
+            site,
+            admission: Admission::default(),
+            message: Some(message.clone()),
+            requested_at: Some(now),
+            phase_since: Some(now),
+            fenced_at: carried.as_ref().and_then(|c| c.fenced_at),
+            restored_at: None,
+            promoted_at: None,
+            completed_at: None,
+            topology_generation: carried.as_ref().and_then(|c| c.topology_generation),
+            fenced_gtid_set: carried.as_ref().and_then(|c| c.fenced_gtid_set.clone()),
+            backup_gtid_set: None,
+            lost_transactions: 0,
+            lost_gtid_set: None,
+            exact: false,
+            pending_reseed: Vec::new(),
+            reseeded: Vec::new(),
+        },
+        annotation_cleared: false,
+    });
+    plan.event(EventReason::RestoreAdmitting, message);
+}
+
+fn status_mut(memory: &mut GroupMemory) -> Option<&mut RestoreStatus> {
+    memory.restore.as_mut().map(|restore| &mut restore.status)
+}
+
+fn enter(status: &mut RestoreStatus, phase: RestorePhase, now: Timestamp, message: String) {
+    status.phase = phase;
+    status.phase_since = Some(now);
+    status.message = Some(message);
+}
+
+fn phase_age(status: &RestoreStatus, now: Timestamp) -> Duration {
+    status
+        .phase_since
+        .map(|since| now.saturating_duration_since(since))
+        .unwrap_or_default()
+}
+
+/// Ends the restore in `Failed` with `why` (an Event, the annotation removed).
+fn fail(memory: &mut GroupMemory, plan: &mut Plan, now: Timestamp, why: String) {
+    let stays_fenced = {
+        let Some(status) = status_mut(memory) else {
+            return;
+        };
+        status.phase = RestorePhase::Failed;
+        status.phase_since = Some(now);
+        status.admission = Admission::default();
+        status.fenced_at.is_some() && status.promoted_at.is_none()
+    };
+    let fenced = stays_fenced && holds_fenced(memory).is_some();
+    let Some(status) = status_mut(memory) else {
+        return;
+    };
+    let message = format!(
+        "restore of {} from {} failed: {why}{}",
+        status.site,
+        status.backup,
+        if fenced {
+            format!(
+                "; {} stays fenced (its data may be partly restored): request a restore again",
+                status.site
+            )
+        } else {
+            String::new()
+        }
+    );
+    status.message = Some(message.clone());
+    plan.event(EventReason::RestoreFailed, message);
+    plan.tail(Action::Annotate(AnnotationChange::ClearRestore));
+}
+
+fn fence_action(context: &Context<'_>, memory: &GroupMemory, site: &str, kill: bool) -> Action {
+    let backup = memory
+        .restore
+        .as_ref()
+        .map(|restore| restore.status.backup.clone())
+        .unwrap_or_default();
+    Action::Fence {
+        site: site.to_string(),
+        request: FenceRequest {
+            group: context.group().to_string(),
+            topology_generation: memory.topology_generation,
+            kill_connections: kill,
+            reason: format!("restore in place from backup {backup}"),
+        },
+    }
+}
+
+fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return;
+    };
+    let (site, backup) = (status.site.clone(), status.backup.clone());
+    if let Some(problem) = backup_name_problem(&backup) {
+        return fail(memory, plan, now, problem);
+    }
+    if site != memory.active_site {
+        return fail(
+            memory,
+            plan,
+            now,
+            format!(
+                "{site} is no longer the active site ({})",
+                memory.active_site
+            ),
+        );
+    }
+    if let Some(hold) = context.observation.deploy_hold.clone() {
+        let entering = status.phase != RestorePhase::Deferred;
+        let message = format!(
+            "restore of {site} deferred by the failover-hold of operationId {} (instance {}) until {}",
+            hold.operation_id, hold.instance, hold.earliest_expiry
+        );
+        if let Some(status) = status_mut(memory) {
+            status.phase = RestorePhase::Deferred;
+            status.admission = Admission {
+                defer_reason: Some(DeferReason::DeploymentHold),
+                retry_time: Some(hold.earliest_expiry),
+                message: Some(message.clone()),
+            };
+            status.message = Some(message.clone());
+            if entering {
+                status.phase_since = Some(now);
+                plan.event(EventReason::RestoreDeferred, message);
+            }
+        }
+        return;
+    }
+    if status.phase == RestorePhase::Deferred {
+        // The hold is gone: re-enter Admitting and revalidate (the bound restarts).
+        let message = format!(
+            "restore of {site} re-enters Admitting: the failover-hold was released or lapsed"
+        );
+        if let Some(status) = status_mut(memory) {
+            status.admission = Admission::default();
+            enter(status, RestorePhase::Admitting, now, message.clone());
+        }
+        plan.event(EventReason::RestoreAdmitting, message);
+        return;
+    }
+    let Some(info) = backup_on(context, &site, &backup).cloned() else {
+        if status_of(context, &site).is_some() {
+            let listed: Vec<String> = status_of(context, &site)
+                .map(|s| s.backups.iter().map(|b| b.name.clone()).collect())
+                .unwrap_or_default();
+            return fail(
+                memory,
+                plan,
+                now,
+                format!("backup {backup} is not on {site}'s volume (backups there: {listed:?})"),
+            );
+        }
+        return wait_admission(
+            memory,
+            plan,
+            now,
+            format!("waiting for {site}'s sidecar to answer"),
+        );
+    };
+    let Some(backup_set) = parse(context, &info.gtid_set) else {
+        return fail(
+            memory,
+            plan,
+            now,
+            format!(
+                "the GTID set of backup {backup} does not parse: {:?}",
+                info.gtid_set
+            ),
+        );
+    };
+    let planned_moving = memory.planned_failover.as_ref().is_some_and(|p| {
+        matches!(
+            p.phase,
+            PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting
+        )
+    });
+    let promotion_open = memory
+        .last_failover
+        .as_ref()
+        .is_some_and(|f| f.completed_at.is_none());
+    // The last failover's loss is made exact this poll (its old primary is readable again):
+    // that is measured first, against the data the restore is about to replace.
+    let active_gtid = context.view(&memory.active_site).gtid.clone();
+    let loss_pending = memory.last_failover.as_ref().is_some_and(|failover| {
+        let demoted = memory
+            .site(&failover.from)
+            .is_some_and(|site| site.state == SiteState::Demoted);
+        let remeasured = context
+            .view(&failover.from)
+            .gtid
+            .as_ref()
+            .zip(active_gtid.as_ref())
+            .map(|(old, active)| {
+                lost_transactions(old, &loss_baseline(context, memory, active)).count()
+            });
+        demoted
+            && remeasured.is_some_and(|count| !failover.exact || count > failover.lost_transactions)
+    });
+    if loss_pending {
+        return wait_admission(
+            memory,
+            plan,
+            now,
+            "waiting for the last failover's loss to be measured on its old primary".to_owned(),
+        );
+    }
+    // An ordered update's step in flight (a site being recreated, or its planned failover)
+    // is a planned disruption too: fencing the active site meanwhile would take a second
+    // site out of service at once (simulator seed 10, `--all-faults --restore
+    // --image-update`: iad recreated and pdx fenced in one decision). The update starts no
+    // step while a restore is pending, and it decides first in a poll, so one that started
+    // a step this poll is seen here.
+    let update_step_in_flight = memory.ordered_update.as_ref().is_some_and(|update| {
+        matches!(
+            update.phase,
+            OrderedUpdatePhase::RollingReplica
+                | OrderedUpdatePhase::RollingOldActive
+                | OrderedUpdatePhase::FailingOver
+        )
+    });
+    if update_step_in_flight {
+        return wait_admission(
+            memory,
+            plan,
+            now,
+            format!(
+                "waiting for the ordered update's step in flight to finish before fencing {site}"
+            ),
+        );
+    }
+    let refencing = holds_fenced(memory).is_some();
+    if !(memory.authority.is_valid() || refencing) || planned_moving || promotion_open {
+        return wait_admission(
+            memory,
+            plan,
+            now,
+            format!("waiting for a valid authority on {site} and no failover in flight"),
+        );
+    }
+    let generation = memory.topology_generation + 1;
+    let message = format!(
+        "restore of {site} from backup {backup}: {site} fenced (role=fenced, read_only, connections killed)"
+    );
+    if let Some(status) = status_mut(memory) {
+        status.admission = Admission::default();
+        status.topology_generation = Some(generation);
+        status.backup_gtid_set = Some(backup_set.to_string());
+        enter(status, RestorePhase::Fencing, now, message.clone());
+    }
+    plan.cross_site(fence_action(context, memory, &site, true));
+    plan.event(EventReason::RestoreFencing, message);
+}
+
+fn wait_admission(memory: &mut GroupMemory, plan: &mut Plan, now: Timestamp, message: String) {
+    let Some(status) = status_mut(memory) else {
+        return;
+    };
+    if phase_age(status, now) > RESTORE_ADMISSION_TIMEOUT {
+        return fail(
+            memory,
+            plan,
+            now,
+            format!("not admitted within {RESTORE_ADMISSION_TIMEOUT:?}: {message}"),
+        );
+    }
+    status.message = Some(message);
+}
+
+fn fencing(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return;
+    };
+    let site = status.site.clone();
+    let view = context.view(&site);
+    let fence_in_force = status_of(context, &site).is_some_and(|s| s.fence.is_some());
+    // Detached too: a site still applying a relay log under the fence would commit more after
+    // its set was read, and the recorded loss would miss those.
+    if fence_in_force && view.mysql_up && view.read_only == Some(true) && view.detached() {
+        if let Some(gtid) = view.gtid.clone() {
+            let id = status
+                .topology_generation
+                .unwrap_or(memory.topology_generation + 1);
+            let message = format!(
+                "restore of {site}: mysqld read-only under the fence at GTID set {gtid}; loading backup {}",
+                status.backup
+            );
+            if let Some(status) = status_mut(memory) {
+                status.fenced_at = status.fenced_at.or(Some(now));
+                status.fenced_gtid_set = status
+                    .fenced_gtid_set
+                    .clone()
+                    .or_else(|| Some(gtid.to_string()));
+                enter(status, RestorePhase::Restoring, now, message.clone());
+            }
+            plan.cross_site(restore_action(context, &site, &status.backup, id));
+            plan.event(EventReason::RestoreRestoring, message);
+            return;
+        }
+    }
+    if phase_age(&status, now) > RESTORE_FENCE_TIMEOUT {
+        // Nothing was loaded: give the site its authority back under a new generation (the
+        // fence lifts only at a greater one).
+        memory.topology_generation += 1;
+        memory.authority_issued_at = Some(now);
+        plan.cross_site(Action::RevokeDeployLeases {
+            reason: RevokeReason::TopologyChanged,
+            topology_generation: memory.topology_generation,
+        });
+        return fail(
+            memory,
+            plan,
+            now,
+            format!(
+                "{site} was not confirmed read-only under the fence within {RESTORE_FENCE_TIMEOUT:?}; nothing was loaded and {site} is re-asserted at generation {}",
+                memory.topology_generation
+            ),
+        );
+    }
+    plan.cross_site(fence_action(context, memory, &site, false));
+}
+
+fn restore_action(context: &Context<'_>, site: &str, backup: &str, id: u64) -> Action {
+    Action::Restore {
+        site: site.to_string(),
+        request: RestoreRequest {
+            group: context.group().to_string(),
+            name: backup.to_string(),
+            restore_id: id,
+        },
+    }
+}
+
+fn restoring(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return;
+    };
+    let site = status.site.clone();
+    let id = status
+        .topology_generation
+        .unwrap_or(memory.topology_generation + 1);
+    // Keep the fence (a restarted sidecar forgot it) without killing the load's connection.
+    plan.cross_site(fence_action(context, memory, &site, false));
+    let job = job_of(context, &site, JobKind::Restore, &status.backup, id).cloned();
+    match job.as_ref().map(|job| job.state) {
+        Some(JobState::Failed) => {
+            let why = job
+                .and_then(|job| job.message)
+                .unwrap_or_else(|| "the sidecar reported the load failed".to_owned());
+            return fail(memory, plan, now, why);
+        }
+        Some(JobState::Succeeded) => return restored(context, memory, plan),
+        Some(JobState::Running) => {}
+        None => plan.cross_site(restore_action(context, &site, &status.backup, id)),
+    }
+    if phase_age(&status, now) > RESTORE_LOAD_TIMEOUT {
+        fail(
+            memory,
+            plan,
+            now,
+            format!("the load did not finish within {RESTORE_LOAD_TIMEOUT:?}"),
+        );
+    }
+}
+
+/// The sidecar reports the load done: check the site holds exactly the backup's set, then
+/// re-promote it and record what was lost.
+fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return;
+    };
+    let site = status.site.clone();
+    let view = context.view(&site);
+    let backup_set = status
+        .backup_gtid_set
+        .as_deref()
+        .and_then(|t| parse(context, t));
+    let (Some(backup_set), Some(now_set)) = (backup_set, view.gtid.clone()) else {
+        return;
+    };
+    if now_set != backup_set || view.read_only != Some(true) {
+        return fail(
+            memory,
+            plan,
+            now,
+            format!(
+                "the sidecar reported the load done, but {site} reads GTID set {now_set} (read_only {:?}), not the backup's {backup_set}",
+                view.read_only
+            ),
+        );
+    }
+    let fenced = status
+        .fenced_gtid_set
+        .as_deref()
+        .and_then(|t| parse(context, t));
+    let lost = fenced
+        .as_ref()
+        .map(|fenced| lost_transactions(fenced, &backup_set));
+    let generation = status
+        .topology_generation
+        .unwrap_or(memory.topology_generation + 1)
+        .max(memory.topology_generation + 1);
+    memory.topology_generation = generation;
+    memory.authority_issued_at = Some(now);
+    plan.cross_site(Action::RevokeDeployLeases {
+        reason: RevokeReason::TopologyChanged,
+        topology_generation: generation,
+    });
+    let count = lost.as_ref().map_or(0, GtidSet::count);
+    // Every other site not holding exactly the backup's set is withheld from now on (never
+    // repointed, never healthy) until re-seeded; one holding it is repointed.
+    let mut pending = Vec::new();
+    // A demoted old primary is never re-seeded: its errant transactions and the loss of the
+    // failover that demoted it are measured on its own data (returning-primary fencing keeps
+    // it fenced while it holds transactions the restored site lacks).
+    let replicas: Vec<String> = memory
+        .sites
+        .iter()
+        .filter(|entry| entry.site != site && entry.state == SiteState::Replica)
+        .map(|entry| entry.site.clone())
+        .collect();
+    for name in replicas.iter().map(String::as_str) {
+        let holds_backup = context
+            .view(name)
+            .gtid
+            .as_ref()
+            .is_some_and(|gtid| *gtid == backup_set);
+        if holds_backup {
+            plan.cross_site(repoint_to(context, name, &site));
+        } else {
+            pending.push(name.to_string());
+        }
+    }
+    let message = format!(
+        "restore of {site} from {}: loaded; {site} re-promoted at topology generation {generation}; {count} transactions after the backup discarded{}",
+        status.backup,
+        lost.as_ref()
+            .filter(|l| !l.is_empty())
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default()
+    );
+    if let Some(status) = status_mut(memory) {
+        status.restored_at = Some(now);
+        status.promoted_at = Some(now);
+        status.topology_generation = Some(generation);
+        status.lost_transactions = count;
+        status.lost_gtid_set = lost.as_ref().map(ToString::to_string);
+        status.exact = lost.is_some();
+        status.pending_reseed = pending;
+        enter(status, RestorePhase::Promoting, now, message.clone());
+    }
+    plan.event(EventReason::RestorePromoted, message);
+    track_reseeds(context, memory, plan);
+}
+
+fn repoint_to(context: &Context<'_>, site: &str, active: &str) -> Action {
+    Action::Repoint {
+        site: site.to_string(),
+        request: RepointRequest {
+            group: context.group().to_string(),
+            source_host: source_host_of(context, active),
+            source_port: names::PORT_MYSQL,
+        },
+    }
+}
+
+fn promoting(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    if !track_reseeds(context, memory, plan) {
+        return;
+    }
+    let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return;
+    };
+    if !memory.authority.is_valid() {
+        if phase_age(&status, now) > RESTORE_SETTLE_TIMEOUT {
+            fail(
+                memory,
+                plan,
+                now,
+                format!(
+                    "{} was not writable again within {RESTORE_SETTLE_TIMEOUT:?}",
+                    status.site
+                ),
+            );
+        }
+        return;
+    }
+    if status.pending_reseed.is_empty() {
+        return complete(memory, plan, now);
+    }
+    let message = format!(
+        "restore of {}: writable again; re-seeding {:?} from it (their GTID sets are not the backup's)",
+        status.site, status.pending_reseed
+    );
+    if let Some(status) = status_mut(memory) {
+        enter(status, RestorePhase::Reseeding, now, message.clone());
+    }
+    plan.event(EventReason::RestoreReseeding, message);
+}
+
+fn reseeding(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    let now = context.now;
+    let Some(since) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return;
+    };
+    if !track_reseeds(context, memory, plan) {
+        return;
+    }
+    let pending_left = memory
+        .restore
+        .as_ref()
+        .is_some_and(|r| !r.status.pending_reseed.is_empty());
+    if !pending_left {
+        return complete(memory, plan, now);
+    }
+    if phase_age(&since, now) > RESTORE_SETTLE_TIMEOUT {
+        fail(
+            memory,
+            plan,
+            now,
+            format!("re-seeding did not finish within {RESTORE_SETTLE_TIMEOUT:?}"),
+        );
+    }
+}
+
+/// Asks every site awaiting its re-seed for it (from the restored site, also while that is
+/// still read-only: a dump needs no writes) and records the ones done. `false`: one failed
+/// and the restore stopped.
+fn track_reseeds(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) -> bool {
+    let now = context.now;
+    let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return false;
+    };
+    let active = status.site.clone();
+    let id = status
+        .topology_generation
+        .unwrap_or(memory.topology_generation);
+    let request = ReseedRequest {
+        group: context.group().to_string(),
+        restore_id: id,
+        source_host: source_host_of(context, &active),
+        source_port: names::PORT_MYSQL,
+    };
+    let job_name = format!("{}:{}", request.source_host, request.source_port);
+    let mut done = Vec::new();
+    for site in &status.pending_reseed {
+        match job_of(context, site, JobKind::Reseed, &job_name, id)
+            .map(|job| (job.state, job.message.clone()))
+        {
+            Some((JobState::Succeeded, _)) => done.push(site.clone()),
+            Some((JobState::Failed, why)) => {
+                let why = why.unwrap_or_else(|| "the sidecar reported it failed".to_owned());
+                fail(
+                    memory,
+                    plan,
+                    now,
+                    format!(
+                        "re-seeding {site} from {active} failed: {why}; {site} is not repointed"
+                    ),
+                );
+                return false;
+            }
+            Some((JobState::Running, _)) => {}
+            None => plan.cross_site(Action::Reseed {
+                site: site.clone(),
+                request: request.clone(),
+            }),
+        }
+    }
+    if let Some(status) = status_mut(memory) {
+        status.pending_reseed.retain(|site| !done.contains(site));
+        status.reseeded.extend(done);
+    }
+    true
+}
+
+fn complete(memory: &mut GroupMemory, plan: &mut Plan, now: Timestamp) {
+    let Some(status) = status_mut(memory) else {
+        return;
+    };
+    let message = format!(
+        "restore of {} from {} completed: {} transactions discarded{}; re-seeded {:?}",
+        status.site,
+        status.backup,
+        status.lost_transactions,
+        status
+            .lost_gtid_set
+            .as_deref()
+            .filter(|set| !set.is_empty())
+            .map(|set| format!(" ({set})"))
+            .unwrap_or_default(),
+        status.reseeded
+    );
+    status.completed_at = Some(now);
+    enter(status, RestorePhase::Completed, now, message.clone());
+    plan.event(EventReason::RestoreCompleted, message);
+    plan.tail(Action::Annotate(AnnotationChange::ClearRestore));
+}

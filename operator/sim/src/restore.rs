@@ -1,0 +1,241 @@
+//! Named backups and restore-in-place in the simulated world (issue 12 part 2, `--restore`):
+//! the sidecars' backup, restore and re-seed jobs over the sites' transaction sets, and the
+//! invariants: a live failover-hold defers a restore, and what a restore discards is exactly
+//! what the status records (`status.restore.lostTransactions`, `lostGtidSet`). Split brain
+//! is judged by the checker as for every other run.
+//!
+//! Jobs finish in the request that starts them (the simulated load is instant); a restore's
+//! preconditions are the real sidecar's: an explicit fence in force and mysqld read-only;
+//! a re-seed never runs on the site the cached authority names.
+
+use bloodraven_api::sidecar::{
+    BackupInfo, BackupRequest, JobKind, JobState, JobStatus, ReseedRequest, RestoreRequest,
+};
+use bloodraven_api::RestorePhase;
+use bloodraven_core::engine::{gated_start, Decision, GroupMemory};
+
+use crate::gtid::TxnSet;
+use crate::invariants::FindingClass;
+use crate::sidecar::wall;
+use crate::store::site_of_source_host;
+use crate::trace;
+use crate::world::{World, SITE_NAMES};
+
+/// What one site's volume holds: its backups (with their true transaction sets) and the last
+/// job.
+#[derive(Debug, Clone, Default)]
+pub struct SiteJobs {
+    /// Backups, oldest first.
+    pub backups: Vec<(BackupInfo, TxnSet)>,
+    /// The job that ran last.
+    pub job: Option<JobStatus>,
+}
+
+/// The truth of the restore in flight: what it discarded.
+#[derive(Debug, Clone)]
+pub struct RestoreTruth {
+    /// The restore id.
+    pub restore_id: u64,
+    /// Transactions the site had that the backup lacks.
+    pub discarded: TxnSet,
+    /// Whether the status's record was compared already.
+    pub checked: bool,
+}
+
+fn job(kind: JobKind, name: &str, id: u64, state: JobState, world: &World) -> JobStatus {
+    JobStatus {
+        kind,
+        name: name.to_string(),
+        restore_id: id,
+        state,
+        started_at: wall(world.now),
+        finished_at: Some(wall(world.now)),
+        gtid_set: None,
+        message: None,
+    }
+}
+
+impl World {
+    /// `POST /v1/backup` on the sidecar of `site`.
+    pub fn sidecar_backup(&mut self, site: usize, request: &BackupRequest) -> bool {
+        if !self.sites[site].answers() {
+            return false;
+        }
+        let executed = self.sites[site].executed.clone();
+        if !self.jobs[site]
+            .backups
+            .iter()
+            .any(|(info, _)| info.name == request.name)
+        {
+            let info = BackupInfo {
+                name: request.name.clone(),
+                site: SITE_NAMES[site].to_string(),
+                created_at: wall(self.now),
+                gtid_set: executed.server_text(),
+                databases: vec!["app".to_string()],
+                logical_bytes: executed.count(),
+                physical: false,
+            };
+            trace!(
+                self.trace,
+                self.now,
+                SITE_NAMES[site],
+                "backup {} at {}",
+                request.name,
+                executed.describe()
+            );
+            self.jobs[site].backups.push((info, executed));
+        }
+        let status = job(JobKind::Backup, &request.name, 0, JobState::Succeeded, self);
+        self.jobs[site].job = Some(status);
+        true
+    }
+
+    /// `POST /v1/restore` on the sidecar of `site`.
+    pub fn sidecar_restore(&mut self, site: usize, request: &RestoreRequest) -> bool {
+        let fenced = self.sidecars[site]
+            .lease
+            .as_ref()
+            .is_some_and(|lease| lease.fence_state().is_some());
+        if !fenced || !self.sites[site].answers() || !self.sites[site].read_only {
+            return false;
+        }
+        let Some((_, backup)) = self.jobs[site]
+            .backups
+            .iter()
+            .find(|(info, _)| info.name == request.name)
+            .cloned()
+        else {
+            return false;
+        };
+        if self.jobs[site]
+            .job
+            .as_ref()
+            .is_some_and(|job| job.is(JobKind::Restore, &request.name, request.restore_id))
+        {
+            return true;
+        }
+        let discarded = self.sites[site].executed.subtract(&backup);
+        trace!(
+            self.trace,
+            self.now,
+            SITE_NAMES[site],
+            "restore {}: discards {}",
+            request.name,
+            discarded.describe()
+        );
+        self.checker.explain_restore(&discarded);
+        self.restore_truth = Some(RestoreTruth {
+            restore_id: request.restore_id,
+            discarded,
+            checked: false,
+        });
+        let target = &mut self.sites[site];
+        target.executed = backup.clone();
+        target.relay = TxnSet::new();
+        target.source = None;
+        target.replication_enabled = false;
+        let mut status = job(
+            JobKind::Restore,
+            &request.name,
+            request.restore_id,
+            JobState::Succeeded,
+            self,
+        );
+        status.gtid_set = Some(backup.server_text());
+        self.jobs[site].job = Some(status);
+        true
+    }
+
+    /// `POST /v1/reseed` on the sidecar of `site`.
+    pub fn sidecar_reseed(&mut self, site: usize, request: &ReseedRequest) -> bool {
+        let names_itself = self.sidecars[site].lease.as_ref().is_some_and(|lease| {
+            lease
+                .authority()
+                .is_some_and(|a| a.active_site.as_deref() == Some(SITE_NAMES[site]))
+        });
+        let Some(source) = site_of_source_host(&request.source_host) else {
+            return false;
+        };
+        if names_itself
+            || source == site
+            || !self.sites[site].answers()
+            || !self.sites[source].answers()
+            || !self.net.connected(site, source)
+        {
+            return false;
+        }
+        let name = format!("{}:{}", request.source_host, request.source_port);
+        let executed = self.sites[source].executed.clone();
+        trace!(
+            self.trace,
+            self.now,
+            SITE_NAMES[site],
+            "re-seeded from {} at {}",
+            SITE_NAMES[source],
+            executed.describe()
+        );
+        let target = &mut self.sites[site];
+        target.executed = executed.clone();
+        target.relay = TxnSet::new();
+        target.source = Some(source);
+        target.replication_enabled = true;
+        target.replication_error = None;
+        let mut status = job(
+            JobKind::Reseed,
+            &name,
+            request.restore_id,
+            JobState::Succeeded,
+            self,
+        );
+        status.gtid_set = Some(executed.server_text());
+        self.jobs[site].job = Some(status);
+        true
+    }
+
+    /// The restore invariants after a poll: a decision that starts a restore (enters Fencing)
+    /// was decided without a live hold; once re-promoted, the recorded loss is the truth.
+    pub fn check_restore(&mut self, before: &GroupMemory, hold_live: bool, decision: &Decision) {
+        if hold_live {
+            if let Some(start) = gated_start(before, &decision.memory) {
+                if start.kind == bloodraven_core::deploy::DisruptionKind::RestoreInPlace {
+                    self.checker.report(
+                        FindingClass::RestoreIgnoredHold,
+                        self.now,
+                        format!(
+                            "restore of {} fenced it while a failover-hold was live",
+                            start.from
+                        ),
+                    );
+                }
+            }
+        }
+        let Some(restore) = decision.memory.restore.as_ref() else {
+            return;
+        };
+        let status = &restore.status;
+        let promoted = matches!(
+            status.phase,
+            RestorePhase::Promoting | RestorePhase::Reseeding | RestorePhase::Completed
+        );
+        let Some(truth) = self.restore_truth.as_mut() else {
+            return;
+        };
+        if !promoted || truth.checked || status.topology_generation != Some(truth.restore_id) {
+            return;
+        }
+        truth.checked = true;
+        self.stats.restores_checked += 1;
+        let really = truth.discarded.count();
+        let text = truth.discarded.server_text();
+        let recorded = status.lost_gtid_set.clone().unwrap_or_default();
+        if status.lost_transactions != really || !status.exact || recorded != text {
+            let detail = format!(
+                "restore of {} records lostTransactions={} ({recorded:?}, exact={}), really discarded {really} ({text:?})",
+                status.site, status.lost_transactions, status.exact
+            );
+            self.checker
+                .report(FindingClass::RestoreLossMismatch, self.now, detail);
+        }
+    }
+}
