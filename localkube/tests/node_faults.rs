@@ -57,6 +57,9 @@ while True:
     c, a = s.accept(); c.sendall((socket.gethostname() + \"\\n\").encode()); c.close()
 '";
 
+/// Four processes of one group that only spin (more than the CPUs a test machine has).
+const SPINNER: &str = "for i in 1 2 3 4; do (while :; do :; done) & done; wait";
+
 /// Connects from the client pod to `addr`; the greeting, or the error.
 async fn dial(runtime: &PodRuntime, addr: &str) -> String {
     let script = "import socket,sys
@@ -127,7 +130,11 @@ async fn partition_freeze_kill_and_node_stop() {
         .start_pod(pod("client", "pdx", "exec sleep 3600"))
         .await
         .unwrap();
-    for key in ["default/server", "default/client"] {
+    runtime
+        .start_pod(pod("spinner", "pdx", SPINNER))
+        .await
+        .unwrap();
+    for key in ["default/server", "default/client", "default/spinner"] {
         runtime
             .wait_for(key, Duration::from_secs(10), running)
             .await
@@ -209,6 +216,24 @@ async fn partition_freeze_kill_and_node_stop() {
     faults.end(freeze).unwrap();
     assert!(wait_stopped(pid, false).await, "thawed");
 
+    // A freeze has started when it returns: every thread of the container is stopped then,
+    // even threads busy on a CPU (SIGSTOP reaches each when it next leaves the kernel; the
+    // seed of s029's flake: a write sent 3 ms after the freeze returned was answered).
+    let spinner_pid = runtime.container_pid("default/spinner", "main").unwrap();
+    for _ in 0..5 {
+        let freeze = faults.freeze_container("default/spinner", "main").unwrap();
+        let running = localkube::node::state::running_threads_of_group(spinner_pid);
+        assert!(
+            running.is_empty(),
+            "threads {running:?} still run after the freeze returned"
+        );
+        faults.end(freeze).unwrap();
+    }
+    runtime
+        .stop_pod("default/spinner", Duration::from_secs(1))
+        .await
+        .unwrap();
+
     faults.kill_container("default/server", "main").unwrap();
     runtime
         .wait_for("default/server", Duration::from_secs(10), |s| {
@@ -249,7 +274,7 @@ async fn partition_freeze_kill_and_node_stop() {
     faults.end(external).unwrap();
 
     let log = faults.log();
-    assert_eq!(log.len(), 5);
+    assert_eq!(log.len(), 10, "5 faults and the spinner's 5 freezes");
     assert!(log
         .iter()
         .all(|r| r.ended_at.is_some_and(|end| end >= r.started_at)));
@@ -259,8 +284,8 @@ async fn partition_freeze_kill_and_node_stop() {
     let on_disk = std::fs::read_to_string(guard.dir.join("faults.jsonl")).unwrap();
     assert_eq!(
         on_disk.lines().count(),
-        9,
-        "4 reversible faults x start+end, 1 instant kill"
+        19,
+        "9 reversible faults x start+end, 1 instant kill"
     );
     dns.shutdown().await;
     runtime.shutdown(Duration::from_secs(1)).await;

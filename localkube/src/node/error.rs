@@ -69,6 +69,21 @@ pub enum Error {
     /// The container has no running process.
     #[error("signal container {0}: it has no running process")]
     NotRunning(String),
+    /// A frozen container's threads did not all stop (the freeze was undone).
+    #[error(
+        "freeze {target}: threads {running:?} of process group {group} still ran {waited:?} after \
+         SIGSTOP (thawed again)"
+    )]
+    NotStopped {
+        /// The pod key and container.
+        target: String,
+        /// The container's process group.
+        group: i32,
+        /// The threads that could still run.
+        running: Vec<i32>,
+        /// How long the freeze waited.
+        waited: std::time::Duration,
+    },
     /// The spec given is not valid.
     #[error("validate {0}")]
     Invalid(String),

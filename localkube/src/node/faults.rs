@@ -22,6 +22,10 @@ use super::error::{Error, Result};
 use super::partition::Partition;
 use super::runtime::PodRuntime;
 
+/// How long a freeze waits for every thread of the container to stop after SIGSTOP (a thread
+/// in uninterruptible sleep stops once its system call returns).
+const FREEZE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// File name of the fault log in the state dir.
 pub const FAULT_LOG: &str = "faults.jsonl";
 
@@ -209,6 +213,20 @@ impl Faults {
         let pid = self
             .runtime
             .signal_container(pod, container, Signal::SIGSTOP)?;
+        // The fault starts when the container can no longer run code, not when the signal was
+        // sent: a thread still running could answer one more query "after" the freeze.
+        let running = super::state::wait_group_stopped(pid, FREEZE_WAIT_MAX);
+        if !running.is_empty() {
+            let _ = self
+                .runtime
+                .signal_container(pod, container, Signal::SIGCONT);
+            return Err(Error::NotStopped {
+                target: format!("{pod}/{container}"),
+                group: pid,
+                running,
+                waited: FREEZE_WAIT_MAX,
+            });
+        }
         Ok(self.start(
             FaultKind::FreezeContainer {
                 pod: pod.into(),

@@ -118,6 +118,74 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
     after_comm.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The state letter (field 3) and process group (field 5) of a `/proc/PID/stat` or
+/// `/proc/PID/task/TID/stat` line; `None` for a line that does not parse.
+pub fn stat_state_and_group(stat: &str) -> Option<(char, i32)> {
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let group = fields.next()?.parse().ok()?;
+    Some((state, group))
+}
+
+/// Whether a thread in `state` can still run code: anything but stopped (`T`), traced (`t`),
+/// zombie (`Z`) or dead (`X`). A thread in uninterruptible sleep (`D`) counts as running: it
+/// finishes its system call before it stops.
+pub fn thread_can_run(state: char) -> bool {
+    !matches!(state, 'T' | 't' | 'Z' | 'X')
+}
+
+/// The threads (tids) of process group `group`'s processes that can still run code.
+pub fn running_threads_of_group(group: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut running = Vec::new();
+    for pid in entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+    {
+        let in_group = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat_state_and_group(&stat))
+            .is_some_and(|(_, g)| g == group);
+        if !in_group {
+            continue;
+        }
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for tid in tasks
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        {
+            let can_run = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+                .ok()
+                .and_then(|stat| stat_state_and_group(&stat))
+                .is_some_and(|(state, _)| thread_can_run(state));
+            if can_run {
+                running.push(tid);
+            }
+        }
+    }
+    running
+}
+
+/// Waits until no thread of process group `group` can run code (after a SIGSTOP to the
+/// group: the kernel stops each thread when it next leaves the kernel, so `killpg` returns
+/// while some still run and may, e.g., still answer a query). Returns the threads still
+/// running when `within` passed (empty: all stopped).
+pub fn wait_group_stopped(group: i32, within: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        let running = running_threads_of_group(group);
+        if running.is_empty() || Instant::now() >= deadline {
+            return running;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The inode of a network namespace file (what `/proc/PID/ns/net` links name).
 pub fn netns_inode(path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
@@ -283,6 +351,16 @@ pub fn cleanup(state_dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_lines_give_state_and_group_even_with_spaces_and_parens_in_comm() {
+        let line = "4242 (my (odd) name) T 1 4240 4240 0 -1 4194560 105 0 0 0";
+        assert_eq!(stat_state_and_group(line), Some(('T', 4240)));
+        assert_eq!(stat_state_and_group("4242 (mysqld) S 1"), None);
+        assert_eq!(stat_state_and_group("garbage"), None);
+        assert!(thread_can_run('R') && thread_can_run('S') && thread_can_run('D'));
+        assert!(!thread_can_run('T') && !thread_can_run('t') && !thread_can_run('Z'));
+    }
 
     // localkube.md: `down` finds leftovers by its own state file, also after a crash.
     #[test]
