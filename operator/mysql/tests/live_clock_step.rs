@@ -72,10 +72,45 @@ impl SteppedServer {
         self.server.admin_client()
     }
 
-    /// Steps mysqld's clock to `seconds` from the real one; waits until mysqld reads it.
+    /// Steps mysqld's clock to `seconds` from the real one; waits until mysqld's `NOW()` reads
+    /// it. libfaketime re-reads its control file only once its cache (whole seconds, compared
+    /// strictly) has expired, so a fixed sleep is not enough on a loaded machine: the test that
+    /// slept 1.5 s saw no step in CI.
     async fn step(&self, seconds: i64) {
         std::fs::write(&self.control, format!("{seconds:+}\n")).expect("step");
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let start = Instant::now();
+        loop {
+            let offset = self.mysqld_offset_seconds().await;
+            if (offset - seconds as f64).abs() < 1.0 {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "mysqld's clock is {offset:.1} s from the real one, 15 s after stepping it to {seconds:+} s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// mysqld's `NOW(6)` minus this process's wall clock, in seconds.
+    async fn mysqld_offset_seconds(&self) -> f64 {
+        let client = self.client();
+        let mut conn = client.connect().await.expect("connect");
+        let rows = client
+            .rows(&mut conn, "SELECT UNIX_TIMESTAMP(NOW(6)) AS now")
+            .await
+            .expect("NOW(6)");
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        let mysqld: f64 = rows
+            .first()
+            .and_then(|row| row.get("now"))
+            .and_then(Clone::clone)
+            .and_then(|value| value.parse().ok())
+            .expect("UNIX_TIMESTAMP(NOW(6)) is a number");
+        mysqld - real
     }
 
     fn monotonic_ms(&self) -> u64 {
@@ -138,7 +173,7 @@ async fn a_forward_step_of_mysqlds_clock_fires_the_switch_and_the_next_arm_sees_
     // run although no lease ran out (a sidecar's lease counts on its monotonic clock).
     server.step(20).await;
     assert!(
-        server.wait_fenced(Duration::from_secs(3)).await.is_some(),
+        server.wait_fenced(Duration::from_secs(5)).await.is_some(),
         "the switch fires on mysqld's stepped clock"
     );
     // The sidecar's next arm reads mysqld's clock, sees the step, and the deadline it writes is
@@ -197,7 +232,7 @@ async fn a_backward_step_stalls_the_switch_until_the_event_is_created_again() {
         .install_write_deadline()
         .await
         .expect("install again");
-    let fenced = server.wait_fenced(Duration::from_secs(3)).await;
+    let fenced = server.wait_fenced(Duration::from_secs(5)).await;
     assert!(
         fenced.is_some(),
         "the re-created event fences a passed deadline"
