@@ -28,12 +28,12 @@ sim seeds="0..1000" *flags="":
 # run one chaos scenario by number against a live cluster, e.g. `just chaos 38`
 chaos id *flags="":
     cargo build -q --release --workspace --bins
-    cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- "$(printf 's%03d' {{id}})" {{flags}}
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" "$(printf 's%03d' {{id}})" {{flags}}
 
 # the whole catalogue on one reused cluster, then a summary table (`--repeat N`: pass rates; `--ids 1,20`)
 conformance *flags="":
     cargo build -q --release --workspace --bins
-    cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- --reuse {{flags}}
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" --reuse {{flags}}
 
 # is operator build B safe to roll out over A? `just upgrade --from main~3 [--to REF] [--smoke 20,22]` (B: the working tree)
 upgrade *flags="":
