@@ -223,6 +223,12 @@ pub struct LeaseResponse {
     pub duration_ms: u64,
     /// Why the lease was refused; `None` when granted.
     pub reason: Option<LeaseRefusal>,
+    /// The topology generation of the answering peer's cached authority; `None` with nothing
+    /// cached, and from a sidecar older than this field (it is additive). A requester that
+    /// learns of a greater generation than its own stops writing: its authority was
+    /// superseded by one it never received (issue 10 case 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
 }
 
 /// Replication as the sidecar observed it on its mysqld.
@@ -309,6 +315,18 @@ pub struct SidecarStatus {
     pub lease: LeaseState,
     /// The cached authority; `None` until the operator pushes one (startup safety net).
     pub authority: Option<Authority>,
+    /// The greatest topology generation this sidecar process knows was issued: its cached
+    /// authority's, or a greater one a peer's lease request or answer named (then the cached
+    /// authority is superseded and this site stays read-only). `None` from a sidecar older
+    /// than this field, or one that knows none. The operator never issues a generation at or
+    /// below it for a new authority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_generation: Option<u64>,
+    /// The authority of the greatest generation this sidecar process accepted, kept when a
+    /// mysqld restart made it forget the cached one (then `authority` is `None`): evidence of
+    /// what the operator issued, which the sidecar never acts on. `None` from an older sidecar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_authority: Option<Authority>,
     /// Per site, milliseconds since this sidecar last granted it a lease, on the sidecar's own
     /// monotonic clock. A site never granted to is absent.
     pub last_granted_ago_ms: BTreeMap<String, u64>,

@@ -475,6 +475,8 @@ mod tests {
                 remaining_ms: 4_000,
             },
             authority: None,
+            known_generation: None,
+            latest_authority: None,
             last_granted_ago_ms: BTreeMap::new(),
             backups: Vec::new(),
             job: None,

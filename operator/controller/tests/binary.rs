@@ -64,6 +64,8 @@ fn one_site_sidecar() -> Router {
                             remaining_ms: 6_000,
                         },
                         authority,
+                        known_generation: None,
+                        latest_authority: None,
                         last_granted_ago_ms: Default::default(),
                         backups: Vec::new(),
                         job: None,

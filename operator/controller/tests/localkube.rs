@@ -619,6 +619,8 @@ impl FakeSidecars {
                 remaining_ms: if active { 600 } else { 0 },
             },
             authority,
+            known_generation: None,
+            latest_authority: None,
             last_granted_ago_ms: ["iad", "pdx", "reader"]
                 .into_iter()
                 .map(|site| (site.to_string(), 60_000))

@@ -284,6 +284,110 @@ fn issue_10_case_7_a_reverted_status_never_issues_a_generation_below_a_sidecars(
     assert!(world.split_brain_at.is_empty());
 }
 
+/// Every authority or move notice `world` issued from decision `first` on.
+fn issued_since(world: &World, first: usize) -> Vec<bloodraven_api::sidecar::Authority> {
+    world.decisions[first..]
+        .iter()
+        .flat_map(|(_, decision)| &decision.actions)
+        .filter_map(|action| match action {
+            Action::PushAuthority { authority, .. }
+            | Action::AnnounceAuthorityMove { authority, .. } => Some(authority.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn issue_10_case_7_a_reverted_status_adopts_the_authority_a_sidecar_forgot_when_mysqld_restarted() {
+    // Simulator seed 125 (`--state-loss --status-revert`): pdx was promoted at generation 2;
+    // its mysqld restarted, so its sidecar forgot the cached authority (the startup safety
+    // net), and the status reverted to iad at generation 1. The sidecar still reports the
+    // authority it accepted last: the operator adopts pdx at 2 instead of re-issuing iad at 1.
+    let mut world = World::bootstrapped();
+    let reverted = world.memory.clone();
+    world.annotations.planned_failover = Some("pdx".to_string());
+    world.run_polls_until_active("pdx", 30);
+    world.run_polls(5);
+    assert_eq!(world.memory.topology_generation, 2);
+    let issued = world.site("pdx").authority.clone();
+    assert_eq!(
+        issued.as_ref().and_then(|a| a.active_site.as_deref()),
+        Some("pdx")
+    );
+    for site in &mut world.sites {
+        site.latest_authority = site.authority.take();
+        site.known_generation = site
+            .latest_authority
+            .as_ref()
+            .map(|a| a.topology_generation);
+    }
+    world.site_mut("iad").latest_authority = None;
+    world.site_mut("reader").latest_authority = None;
+    world.memory = reverted;
+    let first = world.decisions.len();
+    world.run_polls(3);
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(world.memory.topology_generation, 2);
+    for authority in issued_since(&world, first) {
+        assert!(
+            authority.topology_generation >= 2,
+            "issued {authority:?} below the generation 2 a sidecar reports"
+        );
+    }
+    assert!(world.split_brain_at.is_empty());
+}
+
+#[test]
+fn issue_10_case_7_a_generation_known_but_cached_by_no_sidecar_that_answers_is_issued_above() {
+    // Simulator seed 496 (`--state-loss --status-revert`): the status reverted to iad at
+    // generation 1 while pdx, promoted at 2, is cut from the operator. iad's sidecar cached
+    // generation 1 but learned from pdx's lease answer that 2 was issued. Re-asserting iad at
+    // 1, or issuing a 2 of its own, would collide with pdx's authority: the operator takes 2 as
+    // its generation and fails over above it.
+    let mut world = World::bootstrapped();
+    let reverted = world.memory.clone();
+    world.annotations.planned_failover = Some("pdx".to_string());
+    world.run_polls_until_active("pdx", 30);
+    world.run_polls(5);
+    assert_eq!(world.memory.topology_generation, 2);
+    world.site_mut("pdx").operator_cut = true;
+    world.site_mut("pdx").read_only = true;
+    let stale = world.site("iad").authority.clone().map(|mut a| {
+        a.active_site = Some("iad".to_string());
+        a.topology_generation = 1;
+        a
+    });
+    for name in ["iad", "reader"] {
+        let site = world.site_mut(name);
+        site.authority = stale.clone();
+        site.latest_authority = stale.clone();
+        site.known_generation = Some(1);
+    }
+    world.site_mut("iad").known_generation = Some(2);
+    world.memory = reverted;
+    let first = world.decisions.len();
+    world.poll();
+    let adopted = world.events_of(EventReason::AuthorityAdopted);
+    assert!(
+        adopted
+            .iter()
+            .any(|event| event.message.contains("knows topology generation 2")),
+        "{adopted:?}"
+    );
+    assert_eq!(world.memory.topology_generation, 2);
+    assert!(world.memory.emergency_failover.is_some());
+    world.run_polls(40);
+    let issued = issued_since(&world, first);
+    assert!(!issued.is_empty());
+    for authority in issued {
+        assert!(
+            authority.topology_generation >= 3,
+            "issued {authority:?}: not above the generation 2 a sidecar knows of"
+        );
+    }
+    assert!(world.split_brain_at.is_empty());
+}
+
 #[test]
 fn issue_10_case_7_an_authority_recovered_to_another_site_is_a_promotion_with_cooldown_and_last_failover(
 ) {

@@ -800,6 +800,7 @@ fn polls_follow_up_while_a_failover_is_in_flight_and_the_outage_shrinks() {
         started_at: world.now,
         detected_at: world.now,
         fenced_at: None,
+        holder_unknown: false,
     });
     assert_eq!(next_poll_in(&world.spec, &stuck, world.now), follow_up);
     assert_eq!(

@@ -258,6 +258,8 @@ async fn status(State(shared): State<Arc<Shared>>) -> Json<SidecarStatus> {
         fence: lease.fence_state().cloned(),
         lease: lease.lease_state(now),
         authority: lease.authority().cloned(),
+        known_generation: lease.known_generation(),
+        latest_authority: lease.latest_authority().cloned(),
         last_granted_ago_ms: lease.last_granted_ago_ms(now),
         backups: shared.backups(),
         job: shared.job(),

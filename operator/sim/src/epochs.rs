@@ -114,6 +114,12 @@ pub struct AuthorityHistory {
     writes: Vec<AckedWrite>,
     runs: Vec<Run>,
     failovers: BTreeMap<Option<SimTime>, FailoverTimes>,
+    /// The greatest generation any recorded snapshot showed.
+    max_generation: u64,
+    /// After a store revert (`--status-revert`): snapshots below this generation show the
+    /// reverted status, not how authority moved, and are left out until the operator
+    /// publishes this generation again.
+    reverted_below: Option<u64>,
 }
 
 impl AuthorityHistory {
@@ -126,6 +132,18 @@ impl AuthorityHistory {
             writes: Vec::new(),
             runs: Vec::new(),
             failovers: BTreeMap::new(),
+            max_generation: 0,
+            reverted_below: None,
+        }
+    }
+
+    /// The store reverted the group's status to an older copy: until a snapshot shows the
+    /// greatest generation seen before the revert again, snapshots are the fault's work,
+    /// not evidence of how authority moved (the writes of that window are judged against
+    /// the epochs around it).
+    pub fn on_store_revert(&mut self) {
+        if self.max_generation > 0 {
+            self.reverted_below = Some(self.max_generation);
         }
     }
 
@@ -143,6 +161,13 @@ impl AuthorityHistory {
         generation: u64,
         last_failover: Option<FailoverTimes>,
     ) {
+        if let Some(floor) = self.reverted_below {
+            if generation < floor {
+                return;
+            }
+            self.reverted_below = None;
+        }
+        self.max_generation = self.max_generation.max(generation);
         if let Some(record) = last_failover {
             self.failovers.insert(record.started_at, record);
         }

@@ -359,6 +359,11 @@ impl Checker {
             .on_status(now, active_site, generation, last_failover);
     }
 
+    /// The store reverted the status (see [`AuthorityHistory::on_store_revert`]).
+    pub fn on_store_revert(&mut self) {
+        self.history.on_store_revert();
+    }
+
     /// Whether `site`'s mysqld is frozen with no live agent, at `now`, and whether its
     /// kubelet is cut from the API server: opens, marks or closes the span that classifies
     /// split brain on it.

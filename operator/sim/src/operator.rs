@@ -193,6 +193,7 @@ impl World {
                         "state loss: status reverts to before the cooldown write"
                     );
                     self.store.revert_status();
+                    self.checker.on_store_revert();
                 } else {
                     trace!(
                         self.trace,

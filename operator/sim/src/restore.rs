@@ -125,6 +125,17 @@ impl World {
             discarded.describe()
         );
         self.checker.explain_restore(&discarded);
+        // A run of the same restore again (the pod died mid-way and its job with it) discards
+        // what is left to discard; what the restore discarded is everything its runs did
+        // (seed 391 `--all-faults --restore --image-update`: the second run discarded nothing
+        // and replaced the first run's truth).
+        let discarded = match self.restore_truth.take() {
+            Some(mut earlier) if earlier.restore_id == request.restore_id => {
+                earlier.discarded.union_with(&discarded);
+                earlier.discarded
+            }
+            _ => discarded,
+        };
         self.restore_truth = Some(RestoreTruth {
             restore_id: request.restore_id,
             discarded,

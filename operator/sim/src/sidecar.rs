@@ -479,6 +479,8 @@ impl World {
             fence: lease.fence_state().cloned(),
             lease: lease.lease_state(mono),
             authority: lease.authority().cloned(),
+            known_generation: lease.known_generation(),
+            latest_authority: lease.latest_authority().cloned(),
             last_granted_ago_ms: lease.last_granted_ago_ms(mono),
             backups: self.jobs[site]
                 .backups

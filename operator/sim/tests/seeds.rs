@@ -192,3 +192,36 @@ fn panicking_seed_is_a_finding_and_the_sweep_goes_on() {
     assert!(summary.table().contains("seed 2 panicked: t="));
     assert!(summary.promotions > 0 || summary.acked_writes > 0);
 }
+
+// Issue 10 case 7, `--status-revert`: seed 179's reverted status re-issued iad at generation 1
+// while pdx held 2; iad became writable with the reader's grant and lost pdx's writes
+// (UnexplainedLoss, SplitBrain, DnsStale): a peer's answer naming generation 2 now supersedes
+// it. Seed 496 stayed without a writable site: the only sidecars that had seen generation 4
+// forgot it (mysqld restarts), so the operator withheld iad's reverted authority for good; the
+// forgotten authority is reported (and adopted) and a generation known but cached nowhere is
+// failed over above. Seed 391 (`--restore`) is the simulator's own truth: a restore run again
+// after its pod died discarded nothing the second time and replaced the first run's record.
+#[test]
+fn issue_10_case_7_status_revert_seeds_179_and_496_and_restore_seed_391() {
+    let revert = ["--state-loss", "--status-revert"];
+    for seed in [179, 496] {
+        let summary = sweep_of(&revert, seed..seed + 1);
+        let found: Vec<&FindingClass> = summary
+            .classes
+            .keys()
+            .filter(|class| {
+                matches!(
+                    class,
+                    FindingClass::SplitBrain
+                        | FindingClass::UnexplainedLoss
+                        | FindingClass::DnsStale
+                        | FindingClass::NoWritableAfterHeal
+                )
+            })
+            .collect();
+        assert!(found.is_empty(), "seed {seed}: {}", summary.table());
+    }
+    let summary = sweep_of(&["--all-faults", "--restore", "--image-update"], 391..392);
+    assert!(summary.restores_checked >= 1, "{}", summary.table());
+    assert!(!summary.has_bugs(), "{}", summary.table());
+}

@@ -557,6 +557,7 @@ async fn seed_003_unstable_renewal_is_423_and_extends_nothing() {
         started_at: Timestamp::from_unix_millis(0),
         detected_at: Timestamp::from_unix_millis(0),
         fenced_at: None,
+        holder_unknown: false,
     });
     harness.set_memory(moving);
     harness.advance(5);
@@ -875,6 +876,8 @@ mod hold_race {
                     remaining_ms: if active { 5_000 } else { 0 },
                 },
                 authority: Some(authority.clone()),
+                known_generation: None,
+                latest_authority: None,
                 last_granted_ago_ms: [("iad".to_string(), 500)].into_iter().collect(),
                 backups: Vec::new(),
                 job: None,

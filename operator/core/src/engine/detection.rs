@@ -149,10 +149,11 @@ pub(super) fn adopt_newer_authority(
     memory: &mut GroupMemory,
     plan: &mut Plan,
 ) {
+    // What a sidecar forgot when its mysqld restarted is still what the operator issued.
     let newest = context
         .views
         .values()
-        .filter_map(|view| view.authority.as_ref())
+        .flat_map(|view| view.authority.iter().chain(&view.latest_authority))
         .max_by_key(|authority| {
             (
                 authority.topology_generation,
@@ -160,6 +161,20 @@ pub(super) fn adopt_newer_authority(
             )
         })
         .cloned();
+    let cached_max = newest
+        .as_ref()
+        .map_or(0, |authority| authority.topology_generation);
+    if let Some(known) = context
+        .views
+        .values()
+        .filter_map(|view| view.known_generation)
+        .max()
+    {
+        if known > cached_max && known > memory.topology_generation {
+            recover_unknown_generation(context, memory, plan, known);
+            return;
+        }
+    }
     let Some(newest) = newest else {
         return;
     };
@@ -235,23 +250,7 @@ pub(super) fn adopt_newer_authority(
             // abort re-asserting its old site, seed 145 with --status-revert).
             drop_stale_planned(memory, plan, newest.topology_generation);
             memory.topology_generation = newest.topology_generation - 1;
-            let from = memory.active_site.clone();
-            let started = memory
-                .site(&from)
-                .and_then(|site| site.failing_since)
-                .unwrap_or(context.now);
-            memory.emergency_failover = Some(EmergencyFailover {
-                from: from.clone(),
-                phase: EmergencyPhase::AwaitingLeaseExpiry,
-                announced_at: context.now,
-                started_at: started,
-                detected_at: context.now,
-                fenced_at: None,
-            });
-            if let Some(role) = context.role(&from) {
-                let node = context.view(&from).node_name.clone();
-                plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
-            }
+            let from = start_lost_move(context, memory, plan);
             plan.event(
                 EventReason::AuthorityAdopted,
                 format!(
@@ -262,6 +261,64 @@ pub(super) fn adopt_newer_authority(
         }
         None => {}
     }
+}
+
+/// A sidecar knows generation `known` was issued (a peer asked a lease for it or answered
+/// with it), above memory's and above every authority the answering sidecars cache: memory
+/// lost that move (a reverted status) and no sidecar that answers holds its record, so
+/// neither its site nor its cooldown can be adopted. Re-issuing memory's own generation would
+/// collide with it (two authorities of one generation naming different sites; simulator seed
+/// 496 `--state-loss --status-revert`). Memory takes `known` as its generation, and an
+/// emergency failover from memory's active site issues the next authority above it, to the
+/// candidate the usual rules choose once the leases have lapsed.
+fn recover_unknown_generation(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    known: u64,
+) {
+    let in_flight = moving(memory) || memory.emergency_failover.is_some();
+    if in_flight && notice_generation(memory) >= known {
+        return;
+    }
+    let previous = memory.topology_generation;
+    drop_stale_planned(memory, plan, known);
+    memory.topology_generation = known;
+    memory.emergency_failover = None;
+    let from = start_lost_move(context, memory, plan);
+    if let Some(failover) = memory.emergency_failover.as_mut() {
+        failover.holder_unknown = true;
+    }
+    plan.event(
+        EventReason::AuthorityAdopted,
+        format!(
+            "a sidecar knows topology generation {known}, issued after memory's {previous} and cached by no sidecar that answers; an emergency failover from {from} issues authority above it"
+        ),
+    );
+}
+
+/// Starts an emergency failover from memory's active site for a move memory lost; returns
+/// that site.
+fn start_lost_move(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) -> String {
+    let from = memory.active_site.clone();
+    let started = memory
+        .site(&from)
+        .and_then(|site| site.failing_since)
+        .unwrap_or(context.now);
+    memory.emergency_failover = Some(EmergencyFailover {
+        from: from.clone(),
+        phase: EmergencyPhase::AwaitingLeaseExpiry,
+        announced_at: context.now,
+        started_at: started,
+        detected_at: context.now,
+        fenced_at: None,
+        holder_unknown: false,
+    });
+    if let Some(role) = context.role(&from) {
+        let node = context.view(&from).node_name.clone();
+        plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
+    }
+    from
 }
 
 /// A planned failover in `Draining` or `Promoting` under an older generation than the move

@@ -150,7 +150,8 @@ pub(super) fn emergency_step(context: &Context<'_>, memory: &mut GroupMemory, pl
     match failover.phase {
         EmergencyPhase::AwaitingLeaseExpiry => {
             announce_move(context, memory, plan, failover.announced_at);
-            let confirmed = old_site_confirmed_unwritable(context, memory, &failover.from);
+            let confirmed = !failover.holder_unknown
+                && old_site_confirmed_unwritable(context, memory, &failover.from);
             let wait = lease_wait(context, memory);
             let skipped = context.options.unsafe_skip_lease_wait;
             let lapsed = wait.lapsed();
@@ -363,6 +364,7 @@ fn take_over_failed_planned_drain(
         started_at,
         detected_at,
         fenced_at,
+        holder_unknown: false,
     });
     plan.event(
         EventReason::EmergencyFailoverStarted,
@@ -441,6 +443,7 @@ fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: 
         started_at,
         detected_at,
         fenced_at: None,
+        holder_unknown: false,
     });
     if let Some(role) = context.role(&from) {
         let node = context.view(&from).node_name.clone();

@@ -346,6 +346,10 @@ pub struct EmergencyFailover {
     pub detected_at: Timestamp,
     /// When the old site was known unable to write (`lastFailover.fencedAt`).
     pub fenced_at: Option<Timestamp>,
+    /// `from` is memory's guess, not the site the newest authority named (memory lost that
+    /// authority: a reverted status): `from` confirmed read-only then proves nothing about the
+    /// site that may hold a lease, so only the lease wait ends this move.
+    pub holder_unknown: bool,
 }
 
 /// Phases of an emergency failover.

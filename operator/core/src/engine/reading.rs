@@ -32,6 +32,11 @@ pub(super) struct SiteView {
     pub lease_held: bool,
     /// The sidecar's cached authority.
     pub authority: Option<Authority>,
+    /// The greatest generation the sidecar knows was issued (its cached one, or a greater one
+    /// a peer named).
+    pub known_generation: Option<u64>,
+    /// The authority of the greatest generation the sidecar accepted, also after it forgot it.
+    pub latest_authority: Option<Authority>,
     /// Per site, how long ago this sidecar last granted it a lease.
     pub last_granted_ago: BTreeMap<String, Duration>,
     /// Start of the mysqld run observed.
@@ -123,6 +128,11 @@ fn read_site(site: &SiteObservation, group: &str, flavor: bloodraven_mysql::Flav
     // An authority of another group is no authority of ours.
     view.authority = status
         .authority
+        .clone()
+        .filter(|authority| authority.group == group);
+    view.known_generation = status.known_generation;
+    view.latest_authority = status
+        .latest_authority
         .clone()
         .filter(|authority| authority.group == group);
     view.last_granted_ago = status

@@ -278,6 +278,7 @@ mod tests {
             started_at: Timestamp(0),
             detected_at: Timestamp(0),
             fenced_at: None,
+            holder_unknown: false,
         });
         assert_eq!(
             unstable_reason(&emergency),

@@ -61,6 +61,7 @@ impl GrantBook {
         duration_ms: u64,
         now: MonotonicMillis,
     ) -> LeaseResponse {
+        let generation = cached.map(|authority| authority.topology_generation);
         match should_grant(group, cached, request) {
             Ok(()) => {
                 self.record_grant(&request.site, now);
@@ -68,12 +69,14 @@ impl GrantBook {
                     granted: true,
                     duration_ms,
                     reason: None,
+                    generation,
                 }
             }
             Err(reason) => LeaseResponse {
                 granted: false,
                 duration_ms: 0,
                 reason: Some(reason),
+                generation,
             },
         }
     }

@@ -177,6 +177,7 @@ mod tests {
             granted: true,
             duration_ms,
             reason: None,
+            generation: None,
         }
     }
 
@@ -214,6 +215,7 @@ mod tests {
             granted: false,
             duration_ms: 0,
             reason: None,
+            generation: None,
         };
         assert!(!requester.record_response(round, "pdx", &refused, 3));
         requester.record_response(round, "pdx", &granted(3000), 3);

@@ -13,6 +13,9 @@ pub struct RuleInput<'a> {
     pub fenced_by_operator: bool,
     /// Whether an unexpired majority lease for the cached authority's generation is held now.
     pub lease_held: bool,
+    /// Whether a peer named a greater topology generation than the cached authority's: the
+    /// operator issued an authority this sidecar never received.
+    pub superseded: bool,
 }
 
 /// Why mysqld must be read-only.
@@ -25,6 +28,9 @@ pub enum ReadOnlyReason {
     /// The cached authority names another site (topology-mismatch rule when mysqld is
     /// writable).
     OtherSiteActive,
+    /// A peer holds (or asked a lease for) a greater topology generation than the cached
+    /// authority's: this site's authority was superseded by one it never received.
+    Superseded,
     /// The operator fenced this site explicitly (planned failover, in-place restore).
     ExplicitFence,
     /// No unexpired lease from a majority of all sites.
@@ -38,6 +44,7 @@ impl ReadOnlyReason {
             ReadOnlyReason::NoAuthority => "no_authority",
             ReadOnlyReason::AuthorityMoving => "authority_moving",
             ReadOnlyReason::OtherSiteActive => "other_site_active",
+            ReadOnlyReason::Superseded => "superseded",
             ReadOnlyReason::ExplicitFence => "explicit_fence",
             ReadOnlyReason::NoMajorityLease => "no_majority_lease",
         }
@@ -65,7 +72,7 @@ impl WriteDecision {
 
 /// The write rule: writable only with (a) a cached authority naming this site (for its
 /// generation; the lease is per generation) and (b) an unexpired majority lease, and no
-/// explicit fence. Otherwise read-only, with the first reason that applies.
+/// explicit fence, and no peer known to hold a greater generation. Otherwise read-only, with the first reason that applies.
 pub fn desired_read_only(input: RuleInput<'_>) -> WriteDecision {
     let Some(authority) = input.authority else {
         return WriteDecision::ReadOnly(ReadOnlyReason::NoAuthority);
@@ -75,6 +82,9 @@ pub fn desired_read_only(input: RuleInput<'_>) -> WriteDecision {
     };
     if active_site != input.site {
         return WriteDecision::ReadOnly(ReadOnlyReason::OtherSiteActive);
+    }
+    if input.superseded {
+        return WriteDecision::ReadOnly(ReadOnlyReason::Superseded);
     }
     if input.fenced_by_operator {
         return WriteDecision::ReadOnly(ReadOnlyReason::ExplicitFence);
@@ -155,6 +165,7 @@ mod tests {
             authority,
             fenced_by_operator: false,
             lease_held,
+            superseded: false,
         }
     }
 
@@ -220,6 +231,14 @@ mod tests {
         assert_eq!(
             desired_read_only(fenced),
             WriteDecision::ReadOnly(ReadOnlyReason::ExplicitFence)
+        );
+        let superseded = RuleInput {
+            superseded: true,
+            ..input(Some(&own), true)
+        };
+        assert_eq!(
+            desired_read_only(superseded),
+            WriteDecision::ReadOnly(ReadOnlyReason::Superseded)
         );
     }
 

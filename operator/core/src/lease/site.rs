@@ -25,6 +25,13 @@ pub struct SiteLease {
     fence: Option<FenceState>,
     grants: GrantBook,
     requester: Requester,
+    /// The greatest topology generation known to have been issued: pushed, or named by a
+    /// peer's lease request or answer (peers are authenticated). Above the cached authority's
+    /// generation, that authority is superseded.
+    known_generation: u64,
+    /// The accepted authority of the greatest generation, kept across
+    /// [`SiteLease::forget_authority`].
+    latest_authority: Option<Authority>,
 }
 
 impl SiteLease {
@@ -36,6 +43,8 @@ impl SiteLease {
             fence: None,
             grants: GrantBook::new(),
             requester: Requester::new(),
+            known_generation: 0,
+            latest_authority: None,
         }
     }
 
@@ -54,6 +63,39 @@ impl SiteLease {
         self.fence.as_ref()
     }
 
+    /// The greatest topology generation this sidecar knows was issued (`None`: none yet).
+    pub fn known_generation(&self) -> Option<u64> {
+        (self.known_generation > 0).then_some(self.known_generation)
+    }
+
+    /// The accepted authority of the greatest generation since this sidecar started, also
+    /// once a mysqld restart made it forget it: reported to the operator as evidence of what
+    /// was issued (a reverted status adopts it), never acted on here.
+    pub fn latest_authority(&self) -> Option<&Authority> {
+        self.latest_authority.as_ref()
+    }
+
+    /// Whether a greater generation than the cached authority's is known: the operator
+    /// issued an authority this sidecar never received (a status revert made it re-issue an
+    /// older one, simulator seed 179 `--state-loss --status-revert`), so the cached one must
+    /// not make mysqld writable.
+    pub fn superseded(&self) -> bool {
+        self.authority
+            .as_ref()
+            .is_some_and(|authority| self.known_generation > authority.topology_generation)
+    }
+
+    /// Records that `generation` was issued. Learning of one greater than the cached
+    /// authority's drops the held lease at once (it was for a superseded generation).
+    fn learn_generation(&mut self, generation: u64) {
+        if generation > self.known_generation {
+            self.known_generation = generation;
+        }
+        if self.superseded() {
+            self.requester.drop_lease();
+        }
+    }
+
     /// Applies a pushed authority under the monotonic rule ([`Authority::decide_against`]).
     ///
     /// When the cached authority changes, the held lease is dropped (it was for the old
@@ -65,14 +107,21 @@ impl SiteLease {
     /// generation 5 was `Unchanged`) is lifted by the next push instead of holding forever.
     pub fn push_authority(&mut self, pushed: Authority) -> AuthorityDecision {
         let decision = pushed.decide_against(self.config.group(), self.authority.as_ref());
+        let generation = pushed.topology_generation;
         match decision {
             AuthorityDecision::Accepted => {
                 self.requester.drop_lease();
+                if pushed.supersedes(self.latest_authority.as_ref()) {
+                    self.latest_authority = Some(pushed.clone());
+                }
                 self.authority = Some(pushed);
             }
             AuthorityDecision::Unchanged
             | AuthorityDecision::RefusedStale
             | AuthorityDecision::RefusedWrongGroup => {}
+        }
+        if decision != AuthorityDecision::RefusedWrongGroup {
+            self.learn_generation(generation);
         }
         let cached_generation = self
             .authority
@@ -112,7 +161,12 @@ impl SiteLease {
     }
 
     /// Answers a peer's lease request at `now` and records a grant.
+    /// A request for a greater generation than the cached one tells this sidecar its own
+    /// authority was superseded.
     pub fn answer_lease(&mut self, request: &LeaseRequest, now: MonotonicMillis) -> LeaseResponse {
+        if request.group == self.config.group() {
+            self.learn_generation(request.topology_generation);
+        }
         self.grants.answer(
             self.config.group(),
             self.authority.as_ref(),
@@ -126,6 +180,9 @@ impl SiteLease {
     /// sidecar's own cached authority grants it (it names this site). Returns the round and
     /// the request to send to every peer; the own vote is already counted and recorded.
     pub fn begin_round(&mut self, now: MonotonicMillis) -> Option<(RoundId, LeaseRequest)> {
+        if self.superseded() {
+            return None;
+        }
         let authority = self.authority.as_ref()?;
         let request = LeaseRequest {
             group: self.config.group().to_owned(),
@@ -159,6 +216,12 @@ impl SiteLease {
     ) -> bool {
         if !self.config.sites().iter().any(|s| s == peer) || peer == self.config.site() {
             return false;
+        }
+        if let Some(generation) = response.generation {
+            self.learn_generation(generation);
+            if self.superseded() {
+                return false;
+            }
         }
         self.requester
             .record_response(round, peer, response, self.config.majority())
@@ -198,6 +261,7 @@ impl SiteLease {
             authority: self.authority.as_ref(),
             fenced_by_operator: self.fence.is_some(),
             lease_held: self.lease_remaining_ms(now) > fence_lead_ms(&self.config),
+            superseded: self.superseded(),
         })
     }
 
@@ -278,6 +342,60 @@ mod tests {
     }
 
     #[test]
+    fn issue_10_case_7_a_peer_holding_a_greater_generation_supersedes_the_cached_authority() {
+        // Simulator seed 179 (`--state-loss --status-revert`): pdx was promoted at generation
+        // 2; the status reverted and the operator re-issued iad at 1 to iad (whose mysqld
+        // restart made it forget 2) and the reader (which never got 2). iad would hold a
+        // majority lease at 1 with the reader's grant and lose pdx's writes. pdx's answer names
+        // generation 2: iad is read-only from then on, and asks no more leases at 1.
+        let mut iad = sidecar("iad");
+        let mut pdx = sidecar("pdx");
+        let mut reader = sidecar("reader");
+        iad.push_authority(authority(Some("iad"), 1));
+        reader.push_authority(authority(Some("iad"), 1));
+        pdx.push_authority(authority(Some("pdx"), 2));
+        round(&mut iad, &mut [&mut reader], 1000);
+        assert!(
+            iad.lease_held(MonotonicMillis(1000)),
+            "a majority at 1 without pdx"
+        );
+        iad.requester.drop_lease();
+        round(&mut iad, &mut [&mut pdx, &mut reader], 4000);
+        assert!(iad.superseded());
+        assert_eq!(iad.known_generation(), Some(2));
+        assert!(!iad.lease_held(MonotonicMillis(4000)));
+        assert_eq!(
+            iad.desired(MonotonicMillis(4000)),
+            WriteDecision::ReadOnly(ReadOnlyReason::Superseded)
+        );
+        assert!(iad.begin_round(MonotonicMillis(8000)).is_none());
+        // The reader learns it too from a request of generation 2, and the operator's push of
+        // generation 2 (or greater) ends it: the cached authority is no longer behind.
+        let request = LeaseRequest {
+            group: "playground".to_owned(),
+            site: "pdx".to_owned(),
+            topology_generation: 2,
+        };
+        reader.answer_lease(&request, MonotonicMillis(5000));
+        assert_eq!(reader.known_generation(), Some(2));
+        assert!(reader.superseded());
+        iad.push_authority(authority(Some("iad"), 3));
+        assert!(!iad.superseded());
+        assert_eq!(iad.known_generation(), Some(3));
+        // What a mysqld restart made iad forget is still reported, never acted on.
+        iad.forget_authority();
+        assert_eq!(iad.authority(), None);
+        assert_eq!(
+            iad.latest_authority().map(|a| a.topology_generation),
+            Some(3)
+        );
+        assert_eq!(
+            iad.desired(MonotonicMillis(9000)),
+            WriteDecision::ReadOnly(ReadOnlyReason::NoAuthority)
+        );
+    }
+
+    #[test]
     fn write_rule_primary_with_authority_and_majority_lease_is_writable() {
         let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));
         for s in [&mut iad, &mut pdx, &mut reader] {
@@ -344,9 +462,30 @@ mod tests {
             pdx.answer_lease(&request, MonotonicMillis(2000)).reason,
             Some(LeaseRefusal::AuthorityMoving)
         );
-        round(&mut iad, &mut [&mut pdx, &mut reader], 2000);
+        // Peers older than `LeaseResponse::generation` refuse without naming theirs: the
+        // lease runs out at its expiry.
+        let (id, request) = iad
+            .begin_round(MonotonicMillis(2000))
+            .expect("a round is due");
+        for peer in [&mut pdx, &mut reader] {
+            let mut refusal = peer.answer_lease(&request, MonotonicMillis(2000));
+            refusal.generation = None;
+            let name = peer.config().site().to_owned();
+            iad.record_peer_response(id, &name, &refusal);
+        }
         assert!(iad.lease_held(MonotonicMillis(5999)));
         assert!(!iad.lease_held(MonotonicMillis(6000)));
+        // A refusal naming the notice's generation ends it at once: iad's authority is
+        // superseded.
+        let mut early = sidecar("iad");
+        early.push_authority(authority(Some("iad"), 1));
+        let mut granting = sidecar("pdx");
+        granting.push_authority(authority(Some("iad"), 1));
+        round(&mut early, &mut [&mut granting], 0);
+        assert!(early.lease_held(MonotonicMillis(2000)));
+        round(&mut early, &mut [&mut pdx, &mut reader], 2000);
+        assert!(early.superseded());
+        assert!(!early.lease_held(MonotonicMillis(2000)));
         // The operator learns from the peers how long ago they last granted to iad.
         assert_eq!(
             pdx.last_granted_ago_ms(MonotonicMillis(6000)).get("iad"),
@@ -514,6 +653,7 @@ mod tests {
             granted: true,
             duration_ms: 6000,
             reason: None,
+            generation: None,
         };
         assert!(!iad.record_peer_response(id, "iad", &granted));
         assert!(!iad.record_peer_response(id, "sfo", &granted));

@@ -103,6 +103,10 @@ pub struct FakeSite {
     pub running: bool,
     pub seconds_behind: u64,
     pub authority: Option<Authority>,
+    /// The greatest generation the sidecar reports knowing (`SidecarStatus::known_generation`).
+    pub known_generation: Option<u64>,
+    /// The authority the sidecar reports it accepted last, also after forgetting it.
+    pub latest_authority: Option<Authority>,
     pub fence_generation: Option<u64>,
     /// Requester side: the lease ends here (measured from the request's send time).
     pub lease_until: Option<Timestamp>,
@@ -222,6 +226,8 @@ impl World {
                     running: false,
                     seconds_behind: 0,
                     authority: None,
+                    known_generation: None,
+                    latest_authority: None,
                     fence_generation: None,
                     lease_until: None,
                     granted_at: BTreeMap::new(),
@@ -381,6 +387,8 @@ impl World {
                         .unwrap_or(0),
                 },
                 authority: site.authority.clone(),
+                known_generation: site.known_generation,
+                latest_authority: site.latest_authority.clone(),
                 last_granted_ago_ms: site
                     .granted_at
                     .iter()
