@@ -297,18 +297,25 @@ fn issued_since(world: &World, first: usize) -> Vec<bloodraven_api::sidecar::Aut
         .collect()
 }
 
-#[test]
-fn issue_10_case_7_a_reverted_status_adopts_the_authority_a_sidecar_forgot_when_mysqld_restarted() {
-    // Simulator seed 125 (`--state-loss --status-revert`): pdx was promoted at generation 2;
-    // its mysqld restarted, so its sidecar forgot the cached authority (the startup safety
-    // net), and the status reverted to iad at generation 1. The sidecar still reports the
-    // authority it accepted last: the operator adopts pdx at 2 instead of re-issuing iad at 1.
+/// A bootstrapped world after a planned failover to pdx (generation 2), and the memory from
+/// before it (what a status revert brings back: iad at generation 1).
+fn promoted_pdx_and_memory_before() -> (World, GroupMemory) {
     let mut world = World::bootstrapped();
     let reverted = world.memory.clone();
     world.annotations.planned_failover = Some("pdx".to_string());
     world.run_polls_until_active("pdx", 30);
     world.run_polls(5);
     assert_eq!(world.memory.topology_generation, 2);
+    (world, reverted)
+}
+
+#[test]
+fn issue_10_case_7_a_reverted_status_adopts_the_authority_a_sidecar_forgot_when_mysqld_restarted() {
+    // Simulator seed 125 (`--state-loss --status-revert`): pdx was promoted at generation 2;
+    // its mysqld restarted, so its sidecar forgot the cached authority (the startup safety
+    // net), and the status reverted to iad at generation 1. The sidecar still reports the
+    // authority it accepted last: the operator adopts pdx at 2 instead of re-issuing iad at 1.
+    let (mut world, reverted) = promoted_pdx_and_memory_before();
     let issued = world.site("pdx").authority.clone();
     assert_eq!(
         issued.as_ref().and_then(|a| a.active_site.as_deref()),
@@ -344,12 +351,7 @@ fn issue_10_case_7_a_generation_known_but_cached_by_no_sidecar_that_answers_is_i
     // generation 1 but learned from pdx's lease answer that 2 was issued. Re-asserting iad at
     // 1, or issuing a 2 of its own, would collide with pdx's authority: the operator takes 2 as
     // its generation and fails over above it.
-    let mut world = World::bootstrapped();
-    let reverted = world.memory.clone();
-    world.annotations.planned_failover = Some("pdx".to_string());
-    world.run_polls_until_active("pdx", 30);
-    world.run_polls(5);
-    assert_eq!(world.memory.topology_generation, 2);
+    let (mut world, reverted) = promoted_pdx_and_memory_before();
     world.site_mut("pdx").operator_cut = true;
     world.site_mut("pdx").read_only = true;
     let stale = world.site("iad").authority.clone().map(|mut a| {
