@@ -1036,6 +1036,52 @@ fn a_frozen_primary_whose_sidecar_died_is_killed_by_its_kubelet_before_the_promo
 }
 
 #[test]
+fn a_node_that_cannot_be_read_while_the_old_pod_terminates_does_not_release_the_promotion() {
+    // s029 live (a125cc9): the agentless old primary's pod was deleted (grace 1 s) and pdx was
+    // promoted 250 ms later, while the frozen mysqld still lived with its SIGTERM pending; the
+    // thaw after the promotion then let it acknowledge the held write. A node whose `Ready`
+    // could not be read this poll (a read that failed or outran the poll's budget) is no proof
+    // that nobody can carry the kill out: the promotion still waits for the pod to go.
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").deletion_lingers = true;
+    agentless_freeze(&mut world);
+    for _ in 0..40 {
+        world.poll();
+        world.advance(Duration::from_millis(250));
+        if world.site("iad").terminating {
+            break;
+        }
+    }
+    assert!(
+        world.site("iad").terminating,
+        "the kill was never asked for"
+    );
+    world.site_mut("iad").node_unreadable = true;
+    // 15 s: past the lease wait (7 s), within the kill's patience (30 s past it).
+    for _ in 0..60 {
+        world.poll();
+        world.advance(Duration::from_millis(250));
+    }
+    assert_eq!(
+        first_promotion(&world, "pdx"),
+        None,
+        "promoted while the old pod, mysqld running, was still terminating"
+    );
+    // The kubelet finishes: the pod goes, and the promotion follows.
+    world.site_mut("iad").node_unreadable = false;
+    world.site_mut("iad").deletion_lingers = false;
+    world.site_mut("iad").terminating = false;
+    world.site_mut("iad").pods_deleted.push("iad-0".to_string());
+    world.recreate_pod("iad");
+    world.run_polls_until_active("pdx", 20);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "{:?}",
+        world.split_brain_at
+    );
+}
+
+#[test]
 fn without_the_agentless_kill_the_frozen_primary_is_split_brain() {
     // The same double fault with the rule switched off (the rule before issue 10's kill):
     // the lease lapses, pdx is promoted, and iad's frozen mysqld is still writable.

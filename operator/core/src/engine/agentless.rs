@@ -19,7 +19,8 @@
 //! - the kubelet reports the mysql container running (a frozen process runs; a crashed one
 //!   restarts read-only) and the sidecar container not ready (crashed, killed, or hung and
 //!   failing its `/healthz` probe), and
-//! - its node reports `Ready` (a kubelet is there to carry the deletion out), and
+//! - its node does not report `NotReady` (a kubelet may be there to carry the deletion out;
+//!   a node that could not be read is no proof there is none), and
 //! - the move's candidate is not the old site itself (promoted back as the last resort, it is
 //!   the site being made writable, not an old primary to silence).
 //!
@@ -48,8 +49,8 @@ use super::plan::{Context, Plan};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum OldAgent<'a> {
     /// Nothing for this rule: the sidecar answers the operator, no pod of the old run with a
-    /// running mysql container is left, the pod could not be read, or its node does not
-    /// report Ready (nobody could carry a kill out: the lease rule alone).
+    /// running mysql container is left, the pod could not be read, or its node reports
+    /// NotReady (nobody could carry a kill out: the lease rule alone).
     NotApplicable,
     /// The kubelet reports the silent sidecar ready, but it has not been silent for
     /// [`SIDECAR_NOT_READY_WITHIN`] yet: a hang may not show yet.
@@ -82,10 +83,13 @@ pub(super) fn old_agent<'a>(
         return OldAgent::NotApplicable;
     };
     let pod = match &site.pod {
+        // A node that reports NotReady has nobody to carry a kill out; one whose condition
+        // could not be read this poll may well have (s029 live: pdx was promoted 250 ms into
+        // the old pod's grace period, its frozen mysqld alive with SIGTERM pending).
         PodReading::Present(pod)
             if pod.created_at < failover.announced_at
                 && pod.mysql_running
-                && pod.node_ready == Some(true) =>
+                && pod.node_ready != Some(false) =>
         {
             pod
         }

@@ -132,6 +132,13 @@ pub struct FakeSite {
     pub frozen: bool,
     /// The site's node reports Ready and its kubelet carries out pod deletions.
     pub kubelet_up: bool,
+    /// The operator cannot read the site's node (its `Ready` condition is unknown).
+    pub node_unreadable: bool,
+    /// A pod deletion takes the grace period: the pod stays, terminating, its containers
+    /// running, until the test clears this.
+    pub deletion_lingers: bool,
+    /// The site pod is terminating (a deletion that lingers).
+    pub terminating: bool,
     /// How many times the site pod was recreated (its uid is `<site>-<n>`).
     pub pod_generation: u64,
     /// When the current site pod was created.
@@ -242,6 +249,9 @@ impl World {
                     pod_started_at: None,
                     frozen: false,
                     kubelet_up: true,
+                    node_unreadable: false,
+                    deletion_lingers: false,
+                    terminating: false,
                     pod_generation: 0,
                     pod_created_at: EPOCH.saturating_sub(Duration::from_secs(3600)),
                     pods_deleted: Vec::new(),
@@ -424,11 +434,11 @@ impl World {
             pod: PodReading::Present(PodFacts {
                 uid: site.pod_uid(),
                 created_at: site.pod_created_at,
-                terminating: false,
+                terminating: site.terminating,
                 sidecar_ready: site.sidecar_alive,
                 mysql_running: site.mysql_up,
                 mysql_image: Some(site.image.clone()),
-                node_ready: Some(site.kubelet_up),
+                node_ready: (!site.node_unreadable).then_some(site.kubelet_up),
             }),
         }
     }
@@ -653,8 +663,12 @@ impl World {
             Action::DeletePod { site, uid, .. } => {
                 let target = self.site(site);
                 if !self.pod_deletes_denied && target.kubelet_up && target.pod_uid() == *uid {
-                    self.site_mut(site).pods_deleted.push(uid.clone());
-                    self.recreate_pod(site);
+                    if target.deletion_lingers {
+                        self.site_mut(site).terminating = true;
+                    } else {
+                        self.site_mut(site).pods_deleted.push(uid.clone());
+                        self.recreate_pod(site);
+                    }
                 }
             }
             Action::RollSite {
