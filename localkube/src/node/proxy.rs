@@ -86,6 +86,27 @@ impl Drop for ServiceProxy {
     }
 }
 
+/// A Service port already served on `listen` (or on its IP, when `listen` asks for any port)
+/// keeps its listener and only takes the new endpoints: returns its address. Otherwise hands
+/// the endpoints back for a new listener.
+fn reuse_listener(
+    listeners: &HashMap<ServicePortKey, Listener>,
+    key: &ServicePortKey,
+    listen: SocketAddr,
+    endpoints: Vec<SocketAddr>,
+) -> std::result::Result<SocketAddr, Vec<SocketAddr>> {
+    match listeners.get(key) {
+        Some(existing)
+            if existing.addr == listen
+                || listen.port() == 0 && existing.addr.ip() == listen.ip() =>
+        {
+            existing.endpoints.send_replace(endpoints);
+            Ok(existing.addr)
+        }
+        Some(_) | None => Err(endpoints),
+    }
+}
+
 impl ServiceProxy {
     /// A proxy without listeners; with `partitions`, it refuses cross-partition connections.
     pub fn new(partitions: Option<Arc<Partitions>>) -> Self {
@@ -111,17 +132,10 @@ impl ServiceProxy {
         listen: SocketAddr,
         endpoints: Vec<SocketAddr>,
     ) -> Result<SocketAddr> {
-        {
-            let listeners = self.lock_udp();
-            if let Some(existing) = listeners.get(&key) {
-                if existing.addr == listen
-                    || listen.port() == 0 && existing.addr.ip() == listen.ip()
-                {
-                    existing.endpoints.send_replace(endpoints);
-                    return Ok(existing.addr);
-                }
-            }
-        }
+        let endpoints = match reuse_listener(&self.lock_udp(), &key, listen, endpoints) {
+            Ok(addr) => return Ok(addr),
+            Err(endpoints) => endpoints,
+        };
         self.remove_udp_service_port(&key);
         let bind_error = |source| Error::ProxyBind {
             service: format!("{key}/UDP"),
@@ -177,17 +191,10 @@ impl ServiceProxy {
         listen: SocketAddr,
         endpoints: Vec<SocketAddr>,
     ) -> Result<SocketAddr> {
-        {
-            let listeners = self.lock();
-            if let Some(existing) = listeners.get(&key) {
-                if existing.addr == listen
-                    || listen.port() == 0 && existing.addr.ip() == listen.ip()
-                {
-                    existing.endpoints.send_replace(endpoints);
-                    return Ok(existing.addr);
-                }
-            }
-        }
+        let endpoints = match reuse_listener(&self.lock(), &key, listen, endpoints) {
+            Ok(addr) => return Ok(addr),
+            Err(endpoints) => endpoints,
+        };
         self.remove_service_port(&key);
         let listener = TcpListener::bind(listen)
             .await
