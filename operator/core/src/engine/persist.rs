@@ -109,12 +109,28 @@ impl GroupMemory {
             ),
             None => AuthorityValidity::Invalid(InvalidReason::NotIssued),
         };
+        let restore = status
+            .restore
+            .clone()
+            .map(|restore| super::restore::RestoreMemory::resumed(restore, now));
+        // A restore in place fences the active site itself (`role=fenced` on its pod): that
+        // site is still the active one, not a demoted site.
+        let restore_fenced = restore.as_ref().and_then(|restore| {
+            super::restore::restore_holds_fenced(restore, &active_site, status.topology_generation)
+        });
         let sites = spec
             .sites
             .iter()
             .map(|site| {
                 let persisted = status.sites.iter().find(|s| s.name == site.name);
-                site_memory(&site.name, &active_site, persisted, flavor)
+                let fenced_is_active = restore_fenced == Some(site.name.as_str());
+                site_memory(
+                    &site.name,
+                    &active_site,
+                    persisted,
+                    flavor,
+                    fenced_is_active,
+                )
             })
             .collect();
         let last_from = status.last_failover.as_ref().map(|f| f.from.clone());
@@ -139,7 +155,7 @@ impl GroupMemory {
                 annotation_cleared: false,
             }
         });
-        let mut memory = GroupMemory {
+        GroupMemory {
             active_site,
             topology_generation: status.topology_generation,
             authority_issued_at: None,
@@ -154,20 +170,9 @@ impl GroupMemory {
                 .map(|update| super::update::OrderedUpdate::from_status(update, now)),
             last_failover: status.last_failover.clone(),
             conditions: status.conditions.clone(),
-            restore: status
-                .restore
-                .clone()
-                .map(|restore| super::restore::RestoreMemory::resumed(restore, now)),
+            restore,
             last_backup: status.last_backup.clone(),
-        };
-        // A restore in place fences the active site itself (`role=fenced` on its pod): that
-        // site is still the active one, not a demoted site (`site_memory` reads fenced so).
-        if let Some(site) = super::restore::holds_fenced(&memory).map(str::to_owned) {
-            if let Some(entry) = memory.site_mut(&site) {
-                entry.state = SiteState::Active;
-            }
         }
-        memory
     }
 }
 
@@ -199,6 +204,7 @@ fn site_memory(
     active_site: &str,
     persisted: Option<&SiteStatus>,
     flavor: Flavor,
+    fenced_is_active: bool,
 ) -> SiteMemory {
     let role = match persisted.and_then(|s| s.role.as_deref()) {
         Some(bloodraven_api::names::ROLE_PRIMARY) => PodRole::Primary,
@@ -207,9 +213,10 @@ fn site_memory(
     };
     // `role=fenced` is decided for a demoted site, the active site included while a planned
     // failover drains it: read back as Active, it would stay Active beside the new active site
-    // after the promotion and never rejoin. (A restore in place fences the active site too;
-    // `from_status` reads that one back as Active.)
+    // after the promotion and never rejoin. A restore in place fences the active site too
+    // (`fenced_is_active`): that one is still Active.
     let state = match role {
+        PodRole::Fenced if fenced_is_active => SiteState::Active,
         PodRole::Fenced => SiteState::Demoted,
         PodRole::Primary | PodRole::Replica if name == active_site => SiteState::Active,
         PodRole::Primary | PodRole::Replica => SiteState::Replica,

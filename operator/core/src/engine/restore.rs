@@ -106,11 +106,24 @@ impl RestoreMemory {
 /// (`Fencing`, `Restoring`, or `Failed` after the load started). The active site's pod is
 /// `role=fenced`, its read-only mysqld is no failed poll, and no authority is pushed.
 pub(super) fn holds_fenced(memory: &GroupMemory) -> Option<&str> {
-    let restore = memory.restore.as_ref()?;
+    restore_holds_fenced(
+        memory.restore.as_ref()?,
+        &memory.active_site,
+        memory.topology_generation,
+    )
+}
+
+/// [`holds_fenced`] from its parts, for reading memory back from status before the
+/// [`GroupMemory`] exists (`persist::from_status`).
+pub(super) fn restore_holds_fenced<'a>(
+    restore: &'a RestoreMemory,
+    active_site: &str,
+    topology_generation: u64,
+) -> Option<&'a str> {
     let status = &restore.status;
     let reasserted = status
         .topology_generation
-        .is_some_and(|generation| memory.topology_generation >= generation);
+        .is_some_and(|generation| topology_generation >= generation);
     let holding = match status.phase {
         RestorePhase::Fencing | RestorePhase::Restoring => true,
         // After the load started and before a re-promotion or re-assertion (a failed load, or
@@ -120,7 +133,7 @@ pub(super) fn holds_fenced(memory: &GroupMemory) -> Option<&str> {
         }
         RestorePhase::Promoting | RestorePhase::Reseeding | RestorePhase::Completed => false,
     };
-    (holding && status.site == memory.active_site).then_some(status.site.as_str())
+    (holding && status.site == active_site).then_some(status.site.as_str())
 }
 
 /// What the active site held as far as the last failover's loss is concerned: its GTID set,
