@@ -284,7 +284,6 @@ fn recover_unknown_generation(
     let previous = memory.topology_generation;
     drop_stale_planned(memory, plan, known);
     memory.topology_generation = known;
-    memory.emergency_failover = None;
     let from = start_lost_move(context, memory, plan);
     if let Some(failover) = memory.emergency_failover.as_mut() {
         failover.holder_unknown = true;
