@@ -32,7 +32,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::PostParams;
 use kube::{Api, Client};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
@@ -65,9 +65,14 @@ impl Leadership {
     }
 }
 
-/// Whether this replica currently leads, and until when; cheap to clone and read.
+/// Whether this replica currently leads, and until when; cheap to clone and read. Becoming
+/// the leader is also signalled ([`LeaderFlag::acquired`]), so a loop that only works while
+/// leading starts at once instead of at its next periodic check.
 #[derive(Clone, Debug)]
-pub struct LeaderFlag(Arc<Mutex<Leadership>>);
+pub struct LeaderFlag {
+    leadership: Arc<Mutex<Leadership>>,
+    acquired: Arc<Notify>,
+}
 
 impl Default for LeaderFlag {
     fn default() -> Self {
@@ -79,7 +84,10 @@ impl LeaderFlag {
     /// A flag leading without an election when `leading` ([`Leadership::Unbounded`]), else
     /// a standby.
     pub fn new(leading: bool) -> Self {
-        Self(Arc::new(Mutex::new(Self::unelected(leading))))
+        Self {
+            leadership: Arc::new(Mutex::new(Self::unelected(leading))),
+            acquired: Arc::new(Notify::new()),
+        }
     }
 
     fn unelected(leading: bool) -> Leadership {
@@ -92,12 +100,36 @@ impl LeaderFlag {
 
     /// The leadership as last recorded (an [`Leadership::Until`] may have passed already).
     pub fn leadership(&self) -> Leadership {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        *self
+            .leadership
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Records `leadership`; returns what was recorded before. A standby becoming leader
+    /// wakes [`LeaderFlag::acquired`].
     fn replace(&self, leadership: Leadership) -> Leadership {
-        let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        std::mem::replace(&mut *held, leadership)
+        let now = Instant::now();
+        let previous = {
+            let mut held = self
+                .leadership
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            std::mem::replace(&mut *held, leadership)
+        };
+        if !previous.holds_for(now, Duration::ZERO) && leadership.holds_for(now, Duration::ZERO) {
+            self.acquired.notify_one();
+        }
+        previous
+    }
+
+    /// Resolves once this replica becomes the leader after having been a standby (at once
+    /// if that happened since the last call returned). For the one loop that waits on it
+    /// (the group list, [`crate::poll`]): after an election it starts the groups' poll
+    /// loops without waiting out its list interval, which would add up to that interval to
+    /// the detection of a site that failed while no operator ran (scenario 011).
+    pub async fn acquired(&self) {
+        self.acquired.notified().await;
     }
 
     /// Whether this replica leads now.

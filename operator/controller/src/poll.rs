@@ -365,15 +365,25 @@ impl Shell {
                     }
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(GROUP_LIST_INTERVAL) => {}
-                _ = stop.changed() => break,
+            if !wait_to_list_groups(&self.leader, &mut stop).await {
+                break;
             }
         }
         for (_, handle) in loops {
             let _ = handle.await;
         }
         Ok(())
+    }
+}
+
+/// Waits until the group list is due again: [`GROUP_LIST_INTERVAL`], or at once when this
+/// replica becomes the leader meanwhile (a standby's list interval would otherwise delay its
+/// first poll after winning the election by up to that interval). `false`: shut down.
+async fn wait_to_list_groups(leader: &LeaderFlag, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(GROUP_LIST_INTERVAL) => true,
+        _ = leader.acquired() => true,
+        _ = stop.changed() => false,
     }
 }
 
@@ -456,5 +466,51 @@ mod tests {
         });
         run_turns(&mut turns, shutdown).await;
         assert_eq!(turns.starts, vec![0, 1300, 3300]);
+    }
+
+    /// Scenario 011 (seed 001: the operator away while the primary dies): the replica that
+    /// starts wins the election milliseconds after its group list first ran as a standby.
+    /// The list is due again at once, not a whole list interval later (the live run's
+    /// detection came 5 s late).
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_lists_groups_as_soon_as_it_becomes_the_leader() {
+        let leader = LeaderFlag::new(false);
+        let (_stop, mut shutdown) = watch::channel(false);
+        let elected = leader.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            elected.lead_until(Instant::now() + Duration::from_secs(10));
+        });
+        let started = Instant::now();
+        assert!(wait_to_list_groups(&leader, &mut shutdown).await);
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+    }
+
+    /// A leader that renews does not list faster than the interval, and a standby that stays
+    /// one waits the interval; shutdown ends the wait.
+    #[tokio::test(start_paused = true)]
+    async fn renewals_do_not_hurry_the_group_list_and_shutdown_ends_its_wait() {
+        let leader = LeaderFlag::new(false);
+        leader.lead_until(Instant::now() + Duration::from_secs(10));
+        leader.acquired().await; // the acquisition above
+        let (stop, mut shutdown) = watch::channel(false);
+        let renewing = leader.clone();
+        tokio::spawn(async move {
+            for _ in 0..4 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                renewing.lead_until(Instant::now() + Duration::from_secs(10));
+            }
+        });
+        let started = Instant::now();
+        assert!(wait_to_list_groups(&leader, &mut shutdown).await);
+        assert_eq!(started.elapsed(), GROUP_LIST_INTERVAL);
+        let standby = LeaderFlag::new(false);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = stop.send(true);
+        });
+        let started = Instant::now();
+        assert!(!wait_to_list_groups(&standby, &mut shutdown).await);
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
     }
 }
