@@ -47,7 +47,7 @@ async fn scenario(c: &TestCluster) -> Result<()> {
         p.len() == 1 && p.iter().all(ready)
     })
     .await?;
-    let dir = c.dir().join("pvc/default/data");
+    let dir = claim_dir(c, "data").await?;
     ensure!(
         dir.join("marker").is_file(),
         "the claim's data is at {}",
@@ -68,5 +68,88 @@ async fn scenario(c: &TestCluster) -> Result<()> {
         ensure!(Instant::now() < deadline, "{} still exists", dir.display());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    Ok(())
+}
+
+/// The volume directory of claim `name` in `default`: by the claim's uid.
+async fn claim_dir(c: &TestCluster, name: &str) -> Result<std::path::PathBuf> {
+    let uid = c
+        .kubectl_ok(&["get", "pvc", name, "-o", "jsonpath={.metadata.uid}"])
+        .await?;
+    ensure!(!uid.trim().is_empty(), "claim {name} has a uid");
+    Ok(c.dir().join("pvc/default").join(name).join(uid.trim()))
+}
+
+const FRESH_CLAIM_AND_POD: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fresh, namespace: default, labels: {app: fresh}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+  containers:
+  - name: fresh
+    image: busybox:1.36
+    command: [sh, -c, "if test -e /data/marker; then echo found the data of the deleted claim; exit 1; fi; touch /data/seen; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+    readinessProbe:
+      exec: {command: [test, -f, /data/seen]}
+      periodSeconds: 1
+"#;
+
+/// The harness's `--reuse` (scenario 027 after 026): a namespace deleted and created again
+/// while its pods still terminate; the new claims of the same names opened the old sites'
+/// MariaDB data, and the operator rightly refused to bootstrap over the diverged histories.
+/// A claim created again under a deleted claim's name is a new, empty volume at once, and
+/// the old one is reclaimed once its pod is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_created_again_under_the_same_name_starts_empty() -> Result<()> {
+    let c = TestCluster::start(&["iad"]).await?;
+    let result = recreated(&c).await;
+    c.stop().await?;
+    result
+}
+
+async fn recreated(c: &TestCluster) -> Result<()> {
+    c.apply(CLAIM_AND_POD).await?;
+    c.wait_pods("app=writer", Duration::from_secs(60), |p| {
+        p.len() == 1 && p.iter().all(ready)
+    })
+    .await?;
+    let old = claim_dir(c, "data").await?;
+    c.kubectl_ok(&["delete", "pvc", "data", "--wait=false"])
+        .await?;
+    c.kubectl_ok(&["delete", "pod", "writer", "--wait=false"])
+        .await?;
+    c.apply(FRESH_CLAIM_AND_POD).await?;
+    c.wait_pods("app=fresh", Duration::from_secs(60), |p| {
+        p.len() == 1 && p.iter().all(ready)
+    })
+    .await?;
+    // The fresh pod is ready only if it found no marker: it got a volume of its own.
+    let new = claim_dir(c, "data").await?;
+    ensure!(
+        new != old,
+        "the new claim has its own volume ({})",
+        new.display()
+    );
+    ensure!(!new.join("marker").exists(), "the new claim starts empty");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while old.exists() {
+        ensure!(
+            Instant::now() < deadline,
+            "{} (the deleted claim's volume) still exists",
+            old.display()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure!(new.join("seen").is_file(), "the new claim's data stays");
     Ok(())
 }

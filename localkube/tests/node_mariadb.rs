@@ -117,6 +117,7 @@ fn mariadb_pod(name: &str, node: &str) -> PodSpec {
                 name: "data".into(),
                 source: VolumeSource::PersistentVolumeClaim {
                     claim_name: format!("data-{name}"),
+                    claim_uid: format!("uid-of-data-{name}"),
                 },
             },
             VolumeSpec {

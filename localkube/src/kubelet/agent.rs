@@ -353,54 +353,69 @@ impl Shared {
     }
 
     /// A deleted claim's data is deleted too, as a dynamically provisioned volume with
-    /// reclaimPolicy Delete (kind's local-path): once no pod still in the store mounts it,
-    /// its directory is removed, so a new claim of the same name starts empty (a reinstalled
-    /// group never opens the old group's data with new credentials). Bounded by
-    /// [`RECLAIM_WAIT_MAX`]; a claim re-created meanwhile keeps the data.
-    fn reclaim_volume(self: &Arc<Self>, namespace: &str, claim: &str) {
+    /// reclaimPolicy Delete (kind's local-path): once none of the pods that mounted the claim
+    /// when it was deleted is still in the store, its directory (by the claim's uid) is
+    /// removed. A claim created again under the same name is another volume, empty from the
+    /// start, whether or not the old one is gone yet (a reinstalled group never opens the old
+    /// group's data: the harness's `--reuse` found both). Bounded by [`RECLAIM_WAIT_MAX`]:
+    /// a pod that outlives it keeps the old volume on disk.
+    fn reclaim_volume(self: &Arc<Self>, claim: &Value) {
         let shared = Arc::clone(self);
-        let (namespace, claim) = (namespace.to_string(), claim.to_string());
+        let namespace = meta::namespace(claim).to_string();
+        let name = meta::name(claim).to_string();
+        let uid = meta::uid_of(claim).to_string();
+        let mounting = |pod: &Value| {
+            pod.pointer("/spec/volumes")
+                .and_then(Value::as_array)
+                .is_some_and(|volumes| {
+                    volumes
+                        .iter()
+                        .any(|v| meta::str_at(v, "/persistentVolumeClaim/claimName") == name)
+                })
+        };
+        let (pods, _) = shared.cluster.store.list(PODS, Some(&namespace));
+        let users: HashSet<String> = pods
+            .iter()
+            .filter(|pod| mounting(pod))
+            .map(|pod| meta::uid_of(pod).to_string())
+            .collect();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + RECLAIM_WAIT_MAX;
             loop {
-                let (claims, _) = shared
-                    .cluster
-                    .store
-                    .list("/persistentvolumeclaims", Some(&namespace));
-                if claims.iter().any(|c| meta::name(c) == claim) {
-                    return;
-                }
                 let (pods, _) = shared.cluster.store.list(PODS, Some(&namespace));
-                let mounted = pods.iter().any(|pod| {
-                    pod.pointer("/spec/volumes")
-                        .and_then(Value::as_array)
-                        .is_some_and(|volumes| {
-                            volumes.iter().any(|v| {
-                                meta::str_at(v, "/persistentVolumeClaim/claimName") == claim
-                            })
-                        })
-                });
+                let mounted = pods.iter().any(|pod| users.contains(meta::uid_of(pod)));
                 if !mounted {
                     let dir = crate::node::volumes::pvc_dir(
                         &shared.cluster.state_dir,
                         &namespace,
-                        &claim,
+                        &name,
+                        &uid,
                     );
                     match std::fs::remove_dir_all(&dir) {
                         Ok(()) => {
-                            tracing::info!(namespace, claim, "deleted claim's volume reclaimed")
+                            tracing::info!(
+                                namespace,
+                                claim = name,
+                                uid,
+                                "deleted claim's volume reclaimed"
+                            )
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                         Err(e) => {
-                            tracing::warn!(namespace, claim, error = %e, "could not reclaim the deleted claim's volume")
+                            tracing::warn!(namespace, claim = name, uid, error = %e, "could not reclaim the deleted claim's volume")
                         }
+                    }
+                    // The claim's name directory goes too once no volume of that name is left.
+                    if let Some(parent) = dir.parent() {
+                        let _ = std::fs::remove_dir(parent);
                     }
                     return;
                 }
                 if tokio::time::Instant::now() >= deadline {
                     tracing::warn!(
                         namespace,
-                        claim,
+                        claim = name,
+                        uid,
                         "deleted claim still mounted; its volume is kept"
                     );
                     return;
@@ -418,7 +433,7 @@ impl Shared {
                 self.pod_changed(meta::uid_of(&ev.object), obj);
             }
         } else if ev.key == "/persistentvolumeclaims" && ev.event_type == EventType::Deleted {
-            self.reclaim_volume(&ev.namespace, &ev.name);
+            self.reclaim_volume(&ev.object);
         } else if ev.key == "/services" || ev.key == "/endpoints" {
             self.sync_service(&ev.namespace, &ev.name).await;
         } else if ev.key.ends_with("/dnsendpoints") {
@@ -697,7 +712,7 @@ impl Shared {
             cluster: &self.cluster,
             kubernetes_ip: self.kubernetes_ip,
         };
-        let Ok(vols) = translate::volumes(&ctx, pod) else {
+        let Ok(vols) = translate::refreshed_volumes(&ctx, pod) else {
             return;
         };
         for v in vols {

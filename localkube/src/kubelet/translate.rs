@@ -562,8 +562,20 @@ fn volume(ctx: &Context<'_>, pod: &Value, v: &Value) -> Result<Option<VolumeSour
         return Ok(Some(VolumeSource::EmptyDir));
     }
     if let Some(p) = v.get("persistentVolumeClaim") {
+        let claim_name = meta::str_at(p, "/claimName").to_string();
+        // As the kubelet: a pod does not start on a claim that does not exist (or is being
+        // deleted); the volume is the claim's, by uid.
+        let claim = ctx
+            .cluster
+            .store
+            .get("/persistentvolumeclaims", ns, &claim_name)
+            .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
+            .ok_or_else(|| {
+                Error::Config(format!("persistentvolumeclaim \"{claim_name}\" not found"))
+            })?;
         return Ok(Some(VolumeSource::PersistentVolumeClaim {
-            claim_name: meta::str_at(p, "/claimName").to_string(),
+            claim_uid: meta::uid_of(&claim).to_string(),
+            claim_name,
         }));
     }
     if let Some(h) = v.get("hostPath") {
@@ -681,8 +693,21 @@ fn automount(ctx: &Context<'_>, pod: &Value) -> bool {
 
 /// The rendered volumes of a pod (with the injected service-account volume).
 pub fn volumes(ctx: &Context<'_>, pod: &Value) -> Result<Vec<VolumeSpec>> {
+    rendered_volumes(ctx, pod, true)
+}
+
+/// The volumes of a running pod whose files are refreshed (every volume but its claims: a
+/// claim deleted while the pod runs stays mounted and does not stop the refresh).
+pub fn refreshed_volumes(ctx: &Context<'_>, pod: &Value) -> Result<Vec<VolumeSpec>> {
+    rendered_volumes(ctx, pod, false)
+}
+
+fn rendered_volumes(ctx: &Context<'_>, pod: &Value, claims: bool) -> Result<Vec<VolumeSpec>> {
     let mut out = Vec::new();
     for v in arr(pod, "/spec/volumes") {
+        if !claims && v.get("persistentVolumeClaim").is_some() {
+            continue;
+        }
         if let Some(source) = volume(ctx, pod, v)? {
             out.push(VolumeSpec {
                 name: meta::str_at(v, "/name").to_string(),

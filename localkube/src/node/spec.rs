@@ -152,11 +152,14 @@ pub enum VolumeSource {
     /// `configMap`, `secret`, `downwardAPI` or `projected` (including the service-account
     /// token): files the caller rendered (keys, items and modes applied).
     Files(Vec<VolumeFile>),
-    /// `persistentVolumeClaim`: a directory in the state dir, named after the claim, that
-    /// survives pod deletion.
+    /// `persistentVolumeClaim`: a directory in the state dir, named after the claim and its
+    /// uid (one claim's volume), that survives pod deletion.
     PersistentVolumeClaim {
         /// `claimName`.
         claim_name: String,
+        /// The uid of the claim it named when the pod started: a claim deleted and created
+        /// again under the same name is another volume.
+        claim_uid: String,
     },
     /// `hostPath`.
     HostPath {

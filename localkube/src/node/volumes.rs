@@ -17,13 +17,16 @@ pub fn pod_dir(state_dir: &Path, pod: &PodSpec) -> PathBuf {
     state_dir.join("pods").join(sanitize(&pod.uid))
 }
 
-/// Where a PersistentVolumeClaim's data lives: `STATE/pvc/<namespace>/<claim>` (kept when
-/// the pod is deleted, as a bound PersistentVolume).
-pub fn pvc_dir(state_dir: &Path, namespace: &str, claim: &str) -> PathBuf {
+/// Where a PersistentVolumeClaim's data lives: `STATE/pvc/<namespace>/<claim>/<claim uid>`
+/// (kept when the pod is deleted, as a bound PersistentVolume). Keyed by the uid as a
+/// dynamically provisioned volume is: a claim re-created under the same name gets a new,
+/// empty volume, never the deleted claim's data.
+pub fn pvc_dir(state_dir: &Path, namespace: &str, claim: &str, claim_uid: &str) -> PathBuf {
     state_dir
         .join("pvc")
         .join(sanitize(namespace))
         .join(sanitize(claim))
+        .join(sanitize(claim_uid))
 }
 
 fn sanitize(name: &str) -> String {
@@ -125,8 +128,11 @@ pub fn materialize(
                     set_volume_ownership(&root, gid, true)?;
                 }
             }
-            VolumeSource::PersistentVolumeClaim { claim_name } => {
-                let path = pvc_dir(state_dir, &pod.namespace, claim_name);
+            VolumeSource::PersistentVolumeClaim {
+                claim_name,
+                claim_uid,
+            } => {
+                let path = pvc_dir(state_dir, &pod.namespace, claim_name, claim_uid);
                 fs::create_dir_all(&path).map_err(Error::io("create pvc dir", &path))?;
                 if let Some(gid) = pod.fs_group {
                     set_volume_ownership(&path, gid, false)?;
@@ -288,9 +294,10 @@ pub fn container_mounts(
             VolumeSource::EmptyDir | VolumeSource::Files(_) => {
                 dir.join("volumes").join(sanitize(&volume.name))
             }
-            VolumeSource::PersistentVolumeClaim { claim_name } => {
-                pvc_dir(state_dir, &pod.namespace, claim_name)
-            }
+            VolumeSource::PersistentVolumeClaim {
+                claim_name,
+                claim_uid,
+            } => pvc_dir(state_dir, &pod.namespace, claim_name, claim_uid),
             VolumeSource::HostPath { path } => path.clone(),
         };
         let source = match &mount.sub_path {
@@ -399,6 +406,7 @@ mod tests {
             return;
         }
         const GID: u32 = 4242;
+        const CLAIM_UID: &str = "6b1c0e1e-claim";
         let state = std::env::temp_dir().join(format!("lk-fsgroup-{}", std::process::id()));
         let _ = fs::remove_dir_all(&state);
         let volumes = vec![
@@ -410,6 +418,7 @@ mod tests {
                 name: "backups".into(),
                 source: VolumeSource::PersistentVolumeClaim {
                     claim_name: "backups-p-0".into(),
+                    claim_uid: CLAIM_UID.into(),
                 },
             },
             VolumeSpec {
@@ -422,7 +431,7 @@ mod tests {
             },
         ];
         // A claim that already holds data from an earlier pod (root's, 0644 / 0755).
-        let claim = pvc_dir(&state, "db", "backups-p-0");
+        let claim = pvc_dir(&state, "db", "backups-p-0", CLAIM_UID);
         fs::create_dir_all(claim.join("old")).expect("claim");
         fs::write(claim.join("old/dump.sql"), b"--").expect("old file");
         fs::set_permissions(
