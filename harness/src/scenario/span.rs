@@ -1,13 +1,43 @@
 //! Durations as scenario files spell them: `20s`, `500ms`, `2m`, `1m30s`, `1h`.
+//!
+//! # Over jiff
+//!
+//! What a spelling means is jiff's: every `<integer><unit>` component is read by jiff's
+//! friendly duration parser ([`SpanParser`]) and a span prints with jiff's friendly printer
+//! ([`SpanPrinter`]: compact designators, no spaces), so `h`, `m`, `s` and `ms` mean here what
+//! they mean everywhere else jiff is used. The grammar is this module's own: jiff's friendly
+//! format accepts far more than a scenario may say (`20 secs`, `1.5s`, `-5s`, `5s ago`,
+//! `1h, 30m`, `01:30:00`, days and weeks), and its errors do not say which part of a scenario's
+//! spelling is wrong (tests and scenario files rely on these messages). So [`Span::parse`]
+//! checks each component against the scenario grammar first, in order, with its own messages,
+//! and hands jiff only the component in its plain form.
+//!
+//! The value is a [`std::time::Duration`], what the runner sleeps and measures with, and what
+//! jiff's [`SpanParser::parse_unsigned_duration`] returns: a `jiff::Span` carries calendar units
+//! and compares field by field (no `Ord` or `Hash`), and a `jiff::SignedDuration` is signed where
+//! a scenario's span never is.
 
 use std::fmt;
 use std::time::Duration;
 
+use jiff::fmt::friendly::{Designator, Spacing, SpanParser, SpanPrinter};
+use jiff::fmt::StdFmtWrite;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 /// The longest duration a scenario may ask for; anything longer is a typo, not a test.
 pub const SPAN_MAX: Duration = Duration::from_secs(60 * 60);
+
+/// The units a scenario may write, largest first (the order they must appear in).
+const UNITS: [&str; 4] = ["h", "m", "s", "ms"];
+
+/// jiff's friendly duration parser: the value of each checked component.
+static PARSER: SpanParser = SpanParser::new();
+
+/// jiff's friendly printer as scenarios spell spans: `1m30s`, `500ms`, `0s`.
+static PRINTER: SpanPrinter = SpanPrinter::new()
+    .designator(Designator::Compact)
+    .spacing(Spacing::None);
 
 /// A duration written in a scenario file (`within: 20s`, `sleep: 500ms`).
 ///
@@ -30,79 +60,87 @@ impl Span {
 
     /// Parses the scenario spelling; the error is a sentence fragment naming the problem.
     pub fn parse(text: &str) -> Result<Self, String> {
-        const UNITS: [(&str, u64); 4] = [("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)];
         let text = text.trim();
         if text.is_empty() {
             return Err("empty duration, expected e.g. `20s`, `500ms`, `1m30s`".to_owned());
         }
+        let too_large = || format!("invalid duration `{text}`: too large");
         let mut rest = text;
-        let mut total_ms: u64 = 0;
+        let mut total = Duration::ZERO;
         let mut last_rank: Option<usize> = None;
         while !rest.is_empty() {
-            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 {
-                return Err(format!(
-                    "invalid duration `{text}`: expected a number at `{rest}`"
-                ));
-            }
-            let (number, after) = rest.split_at(digits);
-            let unit_len = after.bytes().take_while(u8::is_ascii_alphabetic).count();
-            let (unit, after_unit) = after.split_at(unit_len);
-            if unit.is_empty() {
-                return Err(format!(
-                    "invalid duration `{text}`: `{number}` has no unit (use h, m, s or ms)"
-                ));
-            }
-            let Some(rank) = UNITS.iter().position(|(name, _)| *name == unit) else {
-                return Err(format!(
-                    "invalid duration `{text}`: unknown unit `{unit}` (use h, m, s or ms)"
-                ));
-            };
-            if last_rank.is_some_and(|last| rank <= last) {
-                return Err(format!(
-                    "invalid duration `{text}`: units must go from largest to smallest, each once"
-                ));
-            }
-            last_rank = Some(rank);
-            let value: u64 = number
-                .parse()
-                .map_err(|_| format!("invalid duration `{text}`: `{number}` is too large"))?;
-            total_ms = value
-                .checked_mul(UNITS[rank].1)
-                .and_then(|ms| total_ms.checked_add(ms))
-                .ok_or_else(|| format!("invalid duration `{text}`: too large"))?;
-            rest = after_unit;
+            let (component, after) = next_component(text, rest, &mut last_rank)?;
+            // Jiff's duration holds more than a scenario's total may (milliseconds in a u64).
+            let value = PARSER
+                .parse_unsigned_duration(&component)
+                .map_err(|_| too_large())?;
+            total = total
+                .checked_add(value)
+                .filter(|total| u64::try_from(total.as_millis()).is_ok())
+                .ok_or_else(too_large)?;
+            rest = after;
         }
-        let duration = Duration::from_millis(total_ms);
-        if duration.is_zero() {
+        if total.is_zero() {
             return Err(format!(
                 "invalid duration `{text}`: must be longer than zero"
             ));
         }
-        if duration > SPAN_MAX {
+        if total > SPAN_MAX {
             return Err(format!(
                 "invalid duration `{text}`: longer than the 1h maximum"
             ));
         }
-        Ok(Self(duration))
+        Ok(Self(total))
     }
 }
 
+/// The scenario grammar's check of the component at the start of `rest` (of the whole
+/// `text`): a number, then a known unit smaller than the one before. Returns the component
+/// in plain form for jiff (`<u64><unit>`: no leading zeros past what jiff reads) and what
+/// follows it.
+fn next_component<'a>(
+    text: &str,
+    rest: &'a str,
+    last_rank: &mut Option<usize>,
+) -> Result<(String, &'a str), String> {
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(format!(
+            "invalid duration `{text}`: expected a number at `{rest}`"
+        ));
+    }
+    let (number, after) = rest.split_at(digits);
+    let unit_len = after.bytes().take_while(u8::is_ascii_alphabetic).count();
+    let (unit, after_unit) = after.split_at(unit_len);
+    if unit.is_empty() {
+        return Err(format!(
+            "invalid duration `{text}`: `{number}` has no unit (use h, m, s or ms)"
+        ));
+    }
+    let Some(rank) = UNITS.iter().position(|name| *name == unit) else {
+        return Err(format!(
+            "invalid duration `{text}`: unknown unit `{unit}` (use h, m, s or ms)"
+        ));
+    };
+    if last_rank.is_some_and(|last| rank <= last) {
+        return Err(format!(
+            "invalid duration `{text}`: units must go from largest to smallest, each once"
+        ));
+    }
+    *last_rank = Some(rank);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration `{text}`: `{number}` is too large"))?;
+    Ok((format!("{value}{unit}"), after_unit))
+}
+
 impl fmt::Display for Span {
+    /// The scenario spelling, to the millisecond (`2m5s250ms`; `0s` for zero).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut ms = u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX);
-        let mut wrote = false;
-        for (unit, size) in [("h", 3_600_000u64), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
-            if ms >= size {
-                write!(f, "{}{unit}", ms / size)?;
-                ms %= size;
-                wrote = true;
-            }
-        }
-        if !wrote {
-            f.write_str("0s")?;
-        }
-        Ok(())
+        let millis = u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX);
+        PRINTER
+            .print_unsigned_duration(&Duration::from_millis(millis), StdFmtWrite(f))
+            .map_err(|_| fmt::Error)
     }
 }
 
@@ -169,6 +207,16 @@ mod tests {
             ("0s", "longer than zero"),
             ("2h", "1h maximum"),
             ("", "empty"),
+            // The overflow boundaries: a number past u64, a total past u64 milliseconds.
+            (
+                "99999999999999999999s",
+                "`99999999999999999999` is too large",
+            ),
+            ("18446744073709551s616ms", ": too large"),
+            ("5124095576031h", ": too large"),
+            ("18446744073709551s615ms", "1h maximum"),
+            ("5124095576030h", "1h maximum"),
+            ("18446744073709551615ms", "1h maximum"),
         ] {
             let error = Span::parse(text).expect_err(text);
             assert!(error.contains(needle), "{text}: {error}");
@@ -181,5 +229,25 @@ mod tests {
             let span = Span::parse(text).expect(text);
             assert_eq!(span.to_string(), text);
         }
+    }
+
+    /// jiff's friendly format reads all of these; the scenario grammar reads none of them.
+    #[test]
+    fn rejects_what_only_the_friendly_format_accepts() {
+        for text in [
+            "20 s", "20secs", "1.5s", "-5s", "+5s", "5s ago", "1h, 30m", "1h 30m", "01:30:00",
+            "1d", "1w",
+        ] {
+            assert!(Span::parse(text).is_err(), "{text}");
+        }
+    }
+
+    /// Leading zeros past the 20 digits jiff's parser reads still parse.
+    #[test]
+    fn leading_zeros_still_parse() {
+        assert_eq!(
+            Span::parse("0000000000000000000000020s"),
+            Ok(Span::new(Duration::from_secs(20)))
+        );
     }
 }
