@@ -5,12 +5,15 @@
 //! `bloodraven.shipstream.io/revoke-deployment-leases`. It never talks to MySQL and needs a
 //! live operator to act on either. `backup` sets `bloodraven.shipstream.io/backup=<name>` (the
 //! operator asks the active site's sidecar for it) and `restore --from <backup>` sets
-//! `bloodraven.shipstream.io/restore=<backup>` (restore in place of the active site). `status`
-//! reads the group.
+//! `bloodraven.shipstream.io/restore=<backup>` (restore in place of the active site from the
+//! backup's logical dump; `--method physical` sets `<backup>,method=physical`: from its
+//! `mariadb-backup` copy). `status` reads the group.
 
 use std::fmt::Write as _;
 
-use bloodraven_api::{names, AuthorityState, MysqlFailoverGroup, SiteRole, Timestamp};
+use bloodraven_api::{
+    names, AuthorityState, MysqlFailoverGroup, RestoreMethod, RestoreSource, SiteRole, Timestamp,
+};
 use kube::api::{Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -97,6 +100,11 @@ pub enum Command {
         /// The backup to restore from (on the active site's volume).
         #[arg(long = "from")]
         from: String,
+        /// How: `logical` loads the backup's dump into the running mysqld; `physical` stops
+        /// mysqld and replaces its data directory with the backup's `mariadb-backup` copy (the
+        /// operator refuses it, saying so, for a backup without one).
+        #[arg(long, value_parser = ["logical", "physical"], default_value = "logical")]
+        method: String,
     },
 }
 
@@ -105,9 +113,15 @@ pub fn backup_patch(name: &str) -> Value {
     json!({"metadata": {"annotations": {names::ANNOTATION_BACKUP: name}}})
 }
 
-/// The merge patch `restore` writes: only the restore annotation.
-pub fn restore_patch(backup: &str) -> Value {
-    json!({"metadata": {"annotations": {names::ANNOTATION_RESTORE: backup}}})
+/// The merge patch `restore` writes: only the restore annotation, its value
+/// [`RestoreSource::annotation_value`] (the bare name for the logical default).
+pub fn restore_patch(backup: &str, method: RestoreMethod) -> Value {
+    let value = RestoreSource {
+        backup: backup.to_owned(),
+        method,
+    }
+    .annotation_value();
+    json!({"metadata": {"annotations": {names::ANNOTATION_RESTORE: value}}})
 }
 
 /// The default backup name: `<group>-<YYYYMMDD-HHMMSS>` (UTC).
@@ -261,10 +275,11 @@ pub fn format_status(group: &MysqlFailoverGroup) -> String {
     if let Some(restore) = &status.restore {
         let _ = writeln!(
             out,
-            "Restore:             {:?} {} from {}, lost {} transaction(s){}",
+            "Restore:             {:?} {} from {} ({}), lost {} transaction(s){}",
             restore.phase,
             restore.site,
             restore.backup,
+            restore.method.as_str(),
             restore.lost_transactions,
             restore
                 .message
@@ -383,13 +398,28 @@ pub async fn run(cli: &Cli, client: Client) -> Result<String> {
                 names::ANNOTATION_BACKUP
             ))
         }
-        Command::Restore { group, from } => {
+        Command::Restore {
+            group,
+            from,
+            method,
+        } => {
             checked_backup_name(from)?;
+            let method: RestoreMethod = method.parse().map_err(Error::InvalidBackup)?;
             get(group.clone()).await?;
-            annotate(group.clone(), restore_patch(from)).await?;
+            let patch = restore_patch(from, method);
+            annotate(group.clone(), patch.clone()).await?;
+            let how = match method {
+                RestoreMethod::Logical => "its logical dump",
+                RestoreMethod::Physical => {
+                    "its mariadb-backup copy (mysqld is stopped while its data directory is replaced)"
+                }
+            };
             Ok(format!(
-                "restore in place of {namespace}/{group}'s active site from {from} requested ({}={from}); it waits behind a live failover-hold; transactions after the backup are discarded — watch `kubectl bloodraven status {group} -n {namespace}`\n",
-                names::ANNOTATION_RESTORE
+                "restore in place of {namespace}/{group}'s active site from {from}, by {how}, requested ({}={}); it waits behind a live failover-hold; transactions after the backup are discarded — watch `kubectl bloodraven status {group} -n {namespace}`\n",
+                names::ANNOTATION_RESTORE,
+                patch["metadata"]["annotations"][names::ANNOTATION_RESTORE]
+                    .as_str()
+                    .unwrap_or_default()
             ))
         }
     }
@@ -442,8 +472,12 @@ mod tests {
             json!({"metadata": {"annotations": {"bloodraven.shipstream.io/backup": "b1"}}})
         );
         assert_eq!(
-            restore_patch("b1"),
+            restore_patch("b1", RestoreMethod::Logical),
             json!({"metadata": {"annotations": {"bloodraven.shipstream.io/restore": "b1"}}})
+        );
+        assert_eq!(
+            restore_patch("b1", RestoreMethod::Physical),
+            json!({"metadata": {"annotations": {"bloodraven.shipstream.io/restore": "b1,method=physical"}}})
         );
         let now: jiff::Timestamp = "2026-12-01T23:30:05Z".parse().expect("time");
         let name = default_backup_name("playground", now);
