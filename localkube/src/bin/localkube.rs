@@ -1,7 +1,7 @@
-//! `localkube up|down|status`: see `localkube::apiserver::cli`.
+//! `localkube up|down|status|fault`: see `localkube::cli`.
 
 use clap::Parser;
-use localkube::apiserver::cli::{self, Cli};
+use localkube::cli::{self, Cli};
 
 #[tokio::main]
 async fn main() {
