@@ -2,55 +2,28 @@
 //! through ClusterIP + proxy + DNS, `down` leaves nothing behind (needs root).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use localkube::node::dns::EndpointRecord;
 use localkube::node::services::{ServicePortSpec, ServiceSpec};
-use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, NodeAgent, PodSpec, RestartPolicy,
-    RuntimeConfig,
-};
+use localkube::node::{ContainerState, NodeAgent, PodSpec};
 
-struct ClusterGuard {
-    dir: PathBuf,
-}
-
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if let Err(err) = cleanup(&self.dir) {
-            eprintln!("cleanup of {} failed: {err}", self.dir.display());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use crate::support::{pod_spec, shell, ClusterGuard};
 
 fn pod(name: &str, node: &str, script: &str) -> PodSpec {
-    PodSpec {
-        namespace: "app".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        node_name: node.into(),
-        hostname: name.into(),
-        subdomain: None,
-        restart_policy: RestartPolicy::Always,
-        termination_grace_period: Duration::from_secs(1),
-        init_containers: vec![],
-        containers: vec![ContainerSpec {
-            name: "main".into(),
-            image: "busybox:1.36".into(),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            ..ContainerSpec::default()
-        }],
-        volumes: vec![],
-        fs_group: None,
-    }
+    pod_spec(
+        "app",
+        name,
+        node,
+        Duration::from_secs(1),
+        vec![shell("main", script)],
+    )
 }
 
 async fn agent(guard: &ClusterGuard) -> NodeAgent {
-    let mut config = RuntimeConfig::new(&guard.dir, &default_bin_dir());
-    config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
-    NodeAgent::up(config, &["iad", "pdx"]).await.unwrap()
+    NodeAgent::up(guard.runtime_config(), &["iad", "pdx"])
+        .await
+        .unwrap()
 }
 
 const SERVER: &str = "exec python3 -c '
@@ -70,12 +43,7 @@ async fn two_clusters_side_by_side_with_services() {
     }
     let guards: Vec<ClusterGuard> = ["one", "two"]
         .iter()
-        .map(|name| {
-            let dir =
-                std::env::temp_dir().join(format!("lk-node-agent-{name}-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            ClusterGuard { dir }
-        })
+        .map(|name| ClusterGuard::new(&format!("agent-{name}")))
         .collect();
     let mut agents = Vec::new();
     for guard in &guards {

@@ -2,51 +2,24 @@
 //! fault log; and a Service reached from a pod through its ClusterIP (needs root).
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use localkube::node::dns::{ClusterDns, DnsRecords, ServicePortRecord, ServiceRecord};
 use localkube::node::faults::{FaultKind, Faults};
 use localkube::node::proxy::{ServicePortKey, ServiceProxy};
-use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, PodRuntime, PodSpec, RestartPolicy,
-    RuntimeConfig,
-};
+use localkube::node::{ContainerState, PodRuntime, PodSpec};
 
-struct ClusterGuard {
-    dir: PathBuf,
-}
-
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if let Err(err) = cleanup(&self.dir) {
-            eprintln!("cleanup of {} failed: {err}", self.dir.display());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use crate::support::{pod_spec, shell, ClusterGuard};
 
 fn pod(name: &str, node: &str, script: &str) -> PodSpec {
-    PodSpec {
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        node_name: node.into(),
-        hostname: name.into(),
-        subdomain: None,
-        restart_policy: RestartPolicy::Always,
-        termination_grace_period: Duration::from_secs(1),
-        init_containers: vec![],
-        containers: vec![ContainerSpec {
-            name: "main".into(),
-            image: "busybox:1.36".into(),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            ..ContainerSpec::default()
-        }],
-        volumes: vec![],
-        fs_group: None,
-    }
+    pod_spec(
+        "default",
+        name,
+        node,
+        Duration::from_secs(1),
+        vec![shell("main", script)],
+    )
 }
 
 const SERVER: &str = "exec python3 -c '
@@ -113,11 +86,8 @@ async fn partition_freeze_kill_and_node_stop() {
     if !nix::unistd::geteuid().is_root() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("lk-node-faults-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let guard = ClusterGuard { dir };
-    let mut config = RuntimeConfig::new(&guard.dir, &default_bin_dir());
-    config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
+    let guard = ClusterGuard::new("faults");
+    let mut config = guard.runtime_config();
     config.backoff_initial = Duration::from_millis(100);
     let runtime = PodRuntime::new(config).unwrap();
     runtime.register_node("iad").unwrap();

@@ -1,44 +1,21 @@
 //! localkube node agent end-to-end: pods as processes in their own namespaces (needs root;
 //! without root the tests check the one-sentence refusal instead).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase,
-    PodRuntime, PodSpec, RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource,
-    VolumeSpec,
+    cleanup, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase, PodRuntime, PodSpec,
+    RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };
 
-/// Each test's own state dir; cleanup on drop (also when the test panics).
-struct ClusterGuard {
-    dir: PathBuf,
-}
+use crate::support::{pod_spec, shell, ClusterGuard};
 
-impl ClusterGuard {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("lk-node-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self { dir }
-    }
-
-    fn config(&self) -> RuntimeConfig {
-        let mut config = RuntimeConfig::new(&self.dir, &default_bin_dir());
-        config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
-        config.backoff_initial = Duration::from_millis(200);
-        config.backoff_max = Duration::from_secs(1);
-        config
-    }
-}
-
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if let Err(err) = cleanup(&self.dir) {
-            eprintln!("cleanup of {} failed: {err}", self.dir.display());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The guard's runtime config with short restart back-offs.
+fn config(guard: &ClusterGuard) -> RuntimeConfig {
+    let mut config = guard.runtime_config();
+    config.backoff_initial = Duration::from_millis(200);
+    config.backoff_max = Duration::from_secs(1);
+    config
 }
 
 /// The container log as `kubectl logs` prints it.
@@ -51,29 +28,7 @@ fn is_root() -> bool {
 }
 
 fn pod(name: &str, node: &str, containers: Vec<ContainerSpec>) -> PodSpec {
-    PodSpec {
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        node_name: node.into(),
-        hostname: name.into(),
-        subdomain: None,
-        restart_policy: RestartPolicy::Always,
-        termination_grace_period: Duration::from_secs(2),
-        init_containers: vec![],
-        containers,
-        volumes: vec![],
-        fs_group: None,
-    }
-}
-
-fn shell(name: &str, script: &str) -> ContainerSpec {
-    ContainerSpec {
-        name: name.into(),
-        image: "busybox:1.36".into(),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        ..ContainerSpec::default()
-    }
+    pod_spec("default", name, node, Duration::from_secs(2), containers)
 }
 
 fn running(status: &localkube::node::PodStatus) -> bool {
@@ -90,7 +45,7 @@ fn without_root_start_names_the_kind_backend() {
         return;
     }
     let guard = ClusterGuard::new("noroot");
-    let err = PodRuntime::new(guard.config()).unwrap_err().to_string();
+    let err = PodRuntime::new(config(&guard)).unwrap_err().to_string();
     assert!(err.contains("kind backend"), "{err}");
 }
 
@@ -103,7 +58,7 @@ async fn two_pods_on_two_nodes_talk_tcp() {
         return;
     }
     let guard = ClusterGuard::new("tcp");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     runtime.register_node("pdx").unwrap();
     let server_script = "exec python3 -c '
@@ -235,7 +190,7 @@ async fn restart_policy_backoff_and_unknown_image() {
         return;
     }
     let guard = ClusterGuard::new("restart");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let crasher = pod(
         "crasher",
@@ -329,7 +284,7 @@ async fn first_restart_is_immediate_then_backoff_doubles_to_the_cap() {
         return;
     }
     let guard = ClusterGuard::new("backoff");
-    let mut config = guard.config();
+    let mut config = config(&guard);
     config.backoff_initial = Duration::from_millis(300);
     config.backoff_max = Duration::from_millis(1200);
     let runtime = PodRuntime::new(config).unwrap();
@@ -354,7 +309,7 @@ async fn kubelet_backoff_first_restart_at_once_then_ten_seconds() {
         return;
     }
     let guard = ClusterGuard::new("backoff10");
-    let mut config = guard.config();
+    let mut config = config(&guard);
     config.backoff_initial = localkube::node::runtime::BACKOFF_INITIAL;
     config.backoff_max = localkube::node::runtime::BACKOFF_MAX;
     let runtime = PodRuntime::new(config).unwrap();
@@ -389,7 +344,7 @@ async fn backoff_resets_after_a_long_enough_run() {
         return;
     }
     let guard = ClusterGuard::new("backoffreset");
-    let mut config = guard.config();
+    let mut config = config(&guard);
     config.backoff_initial = Duration::from_secs(5);
     config.backoff_max = Duration::from_secs(20);
     config.backoff_reset_after = Duration::from_secs(1);
@@ -410,7 +365,7 @@ async fn stop_pod_kills_after_grace_period() {
         return;
     }
     let guard = ClusterGuard::new("grace");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let mut stubborn = pod(
         "stubborn",
@@ -468,7 +423,7 @@ async fn a_frozen_container_is_killed_at_the_grace_period_without_running_again(
     let guard = ClusterGuard::new("frozen-stop");
     // The ticks go to a file outside the pod: the container log goes with the pod.
     let ticks = guard.dir.join("ticks");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let mut ticker = pod(
         "ticker",
@@ -534,7 +489,7 @@ async fn cleanup_after_crash_removes_everything() {
     let prefix;
     let mut pids = Vec::new();
     {
-        let runtime = PodRuntime::new(guard.config()).unwrap();
+        let runtime = PodRuntime::new(config(&guard)).unwrap();
         prefix = format!("{}-", runtime.naming().prefix);
         runtime.register_node("iad").unwrap();
         runtime.register_node("pdx").unwrap();
@@ -601,7 +556,7 @@ async fn startup_readiness_and_liveness_probes() {
         return;
     }
     let guard = ClusterGuard::new("probes");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let script = "rm -f /state/die; sleep 1; touch /state/started; exec sleep 300";
     let mut spec = pod("probed", "iad", vec![shell("main", script)]);
@@ -684,7 +639,7 @@ async fn up_after_crash_cleans_leftovers_first() {
     let guard = ClusterGuard::new("reup");
     let old_pid;
     {
-        let runtime = PodRuntime::new(guard.config()).unwrap();
+        let runtime = PodRuntime::new(config(&guard)).unwrap();
         runtime.register_node("iad").unwrap();
         runtime
             .start_pod(pod("a", "iad", vec![shell("main", "exec sleep 300")]))
@@ -696,7 +651,7 @@ async fn up_after_crash_cleans_leftovers_first() {
             .unwrap();
         old_pid = runtime.container_pid("default/a", "main").unwrap();
     }
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     assert!(
         !localkube::node::state::process_alive(old_pid, 0),
         "the crashed run's container was killed"
@@ -723,7 +678,7 @@ async fn init_containers_run_first_and_can_fail_the_pod() {
         return;
     }
     let guard = ClusterGuard::new("init");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let mount = VolumeMount {
         name: "work".into(),
@@ -798,7 +753,7 @@ async fn service_account_files_at_the_in_cluster_path() {
         return;
     }
     let guard = ClusterGuard::new("sa");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let files = |token: &str| {
         vec![

@@ -1,9 +1,14 @@
-//! A localkube with the kubelet (needs root), driven through the real `kubectl`.
+//! Shared scaffolding of localkube's end-to-end tests: a localkube with the kubelet (needs
+//! root), driven through the real `kubectl` ([`TestCluster`]), and the node side alone: a
+//! state dir cleaned up on drop ([`ClusterGuard`]) and pod specs ([`pod_spec`], [`shell`]).
 #![allow(dead_code)]
 
 use anyhow::{bail, Context, Result};
 use localkube::apiserver::{Config, LocalKube};
 use localkube::kubelet::{self, Kubelet, KubeletConfig};
+use localkube::node::{
+    cleanup, default_bin_dir, ContainerSpec, PodSpec, RestartPolicy, RuntimeConfig,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -206,4 +211,74 @@ pub fn netns_list() -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A node-side test's own state dir, `<tmp>/lk-node-<name>-<pid>` (emptied when made); its
+/// namespaces, links and files are removed on drop (also when the test panics).
+pub struct ClusterGuard {
+    pub dir: PathBuf,
+}
+
+impl ClusterGuard {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("lk-node-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+
+    /// The runtime config of this state dir, with the `localkube-pod-exec` of this build.
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        let mut config = RuntimeConfig::new(&self.dir, &default_bin_dir());
+        config.pod_exec = pod_exec();
+        config
+    }
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        if let Err(err) = cleanup(&self.dir) {
+            eprintln!("cleanup of {} failed: {err}", self.dir.display());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The `localkube-pod-exec` of this build.
+pub fn pod_exec() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"))
+}
+
+/// A pod of `containers` on `node` (restartPolicy Always, hostname = name).
+pub fn pod_spec(
+    namespace: &str,
+    name: &str,
+    node: &str,
+    termination_grace_period: Duration,
+    containers: Vec<ContainerSpec>,
+) -> PodSpec {
+    PodSpec {
+        namespace: namespace.into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        node_name: node.into(),
+        hostname: name.into(),
+        subdomain: None,
+        restart_policy: RestartPolicy::Always,
+        termination_grace_period,
+        init_containers: vec![],
+        containers,
+        volumes: vec![],
+        fs_group: None,
+    }
+}
+
+/// A busybox container running `script` with `sh -c`.
+pub fn shell(name: &str, script: &str) -> ContainerSpec {
+    ContainerSpec {
+        name: name.into(),
+        image: "busybox:1.36".into(),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        ..ContainerSpec::default()
+    }
 }

@@ -1,9 +1,9 @@
 //! Issue 14 item 6: `batch/v1` Jobs through kube-rs and kubectl (no node agent: the tests
 //! finish the Job's pods by writing their status, as a kubelet would).
 
-use crate::support::{eventually, reason, start};
+use crate::support::{eventually, namespace, reason, start, Kubectl};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -15,16 +15,6 @@ fn job(name: &str, restart_policy: &str, extra: serde_json::Value) -> Job {
         s.extend(e.clone());
     }
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("job")
-}
-
-async fn namespace(client: &Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns"),
-    )
-    .await
-    .expect("create namespace");
 }
 
 async fn job_pods(client: &Client, ns: &str, job: &str) -> Vec<Pod> {
@@ -322,22 +312,8 @@ async fn kubectl_get_jobs_prints_the_real_columns() {
     )
     .await
     .expect("create");
-    let cache = tc.dir.path().join("kubectl-cache");
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(tc.lk.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(&cache)
-        .args(["get", "jobs", "-A"])
-        .output()
-        .await
-        .expect("kubectl");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let kubectl = Kubectl::of(&tc);
+    let stdout = kubectl.ok(&["get", "jobs", "-A"]).await;
     let mut lines = stdout.lines();
     let header: Vec<&str> = lines
         .next()
@@ -366,12 +342,8 @@ async fn kubectl_get_jobs_prints_the_real_columns() {
         "{stdout}"
     );
     // kubectl's typed `create job` (a protobuf body).
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(tc.lk.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(&cache)
-        .args([
+    kubectl
+        .ok(&[
             "create",
             "job",
             "made",
@@ -381,35 +353,13 @@ async fn kubectl_get_jobs_prints_the_real_columns() {
             "-c",
             "exit 0",
         ])
-        .output()
-        .await
-        .expect("kubectl");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .await;
     let made = jobs.get("made").await.expect("created by kubectl");
     let spec = made.spec.expect("spec").template.spec.expect("pod spec");
     assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
     let command: Vec<String> = spec.containers[0].command.clone().unwrap_or_default();
     assert_eq!(command, ["/bin/sh", "-c", "exit 0"]);
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(tc.lk.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(&cache)
-        .args(["describe", "job", "made"])
-        .output()
-        .await
-        .expect("kubectl");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = kubectl.ok(&["describe", "job", "made"]).await;
     assert!(
         stdout.contains("Pods Statuses:    1 Active (0 Ready) / 0 Succeeded / 0 Failed"),
         "{stdout}"

@@ -1,13 +1,13 @@
 //! kube-rs against localkube: every trap of `localkube.md` that kube-rs relies on.
 
-use crate::support::{eventually, reason, start, start_with, token_client};
+use crate::support::{eventually, namespace, reason, start, start_with, token_client};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{
     TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
@@ -25,16 +25,6 @@ fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
         json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
     )
     .expect("configmap")
-}
-
-async fn namespace(client: &Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns"),
-    )
-    .await
-    .expect("create namespace");
 }
 
 #[tokio::test]

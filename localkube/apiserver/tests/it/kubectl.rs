@@ -1,57 +1,9 @@
 //! Real `kubectl` 1.32 against localkube: the commands an operator on call and the harness
 //! use, each with an isolated `--cache-dir`.
 
-use crate::support::{start, start_with};
+use crate::support::{start, start_with, Kubectl};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-struct Kubectl {
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-}
-
-impl Kubectl {
-    async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-        use tokio::io::AsyncWriteExt;
-        let mut cmd = tokio::process::Command::new("kubectl");
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args);
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .expect("kubectl 1.32 must be installed at /usr/bin/kubectl");
-        let mut input = child.stdin.take().expect("stdin");
-        if let Some(s) = stdin {
-            input.write_all(s.as_bytes()).await.expect("write stdin");
-        }
-        drop(input);
-        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-            .await
-            .expect("kubectl finished")
-            .expect("kubectl output");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(args, None).await;
-        assert!(ok, "kubectl {args:?} failed: {err}{out}");
-        out
-    }
-    async fn apply(&self, args: &[&str], manifest: &str) -> (bool, String, String) {
-        let mut all = vec!["apply", "-f", "-"];
-        all.extend_from_slice(args);
-        self.run(&all, Some(manifest)).await
-    }
-}
 
 const DEPLOYMENT: &str = "apiVersion: apps/v1
 kind: Deployment

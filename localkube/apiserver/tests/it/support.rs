@@ -3,9 +3,13 @@
 
 #![allow(dead_code)]
 
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use localkube_apiserver::{Config as LkConfig, LocalKube};
+use serde_json::json;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A running test cluster; `stop` shuts it down (the temp dir goes with it).
@@ -88,5 +92,77 @@ pub fn reason(e: &kube::Error) -> (String, u16) {
     match e {
         kube::Error::Api(s) => (s.reason.clone(), s.code),
         other => (format!("{other}"), 0),
+    }
+}
+
+/// Creates namespace `name`.
+pub async fn namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns"),
+    )
+    .await
+    .expect("create namespace");
+}
+
+/// The real `kubectl` (1.32 at /usr/bin/kubectl) with a kubeconfig and its own
+/// `--cache-dir`.
+pub struct Kubectl {
+    pub kubeconfig: PathBuf,
+    pub cache: PathBuf,
+}
+
+impl Kubectl {
+    /// The admin kubeconfig of `tc`, cache in its state dir.
+    pub fn of(tc: &TestCluster) -> Kubectl {
+        Kubectl {
+            kubeconfig: tc.lk.kubeconfig_path(),
+            cache: tc.dir.path().join("kubectl-cache"),
+        }
+    }
+
+    /// Runs `kubectl ARGS` with `stdin`: (success, stdout, stderr).
+    pub async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        use tokio::io::AsyncWriteExt;
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .expect("kubectl 1.32 must be installed at /usr/bin/kubectl");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).await.expect("write stdin");
+        }
+        drop(input);
+        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .expect("kubectl finished")
+            .expect("kubectl output");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+    /// Runs `kubectl ARGS`, which must succeed: its stdout.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args, None).await;
+        assert!(ok, "kubectl {args:?} failed: {err}{out}");
+        out
+    }
+    /// `kubectl apply -f - ARGS` of `manifest`.
+    pub async fn apply(&self, args: &[&str], manifest: &str) -> (bool, String, String) {
+        let mut all = vec!["apply", "-f", "-"];
+        all.extend_from_slice(args);
+        self.run(&all, Some(manifest)).await
     }
 }

@@ -4,7 +4,7 @@
 //! and O as user and groups, certificates of another CA or expired ones are 401, and
 //! ServiceAccount token kubeconfigs still work.
 
-use crate::support::{reason, start, TestCluster};
+use crate::support::{reason, start, Kubectl, TestCluster};
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -62,20 +62,11 @@ async fn whoami(client: &Client) -> (String, Vec<String>) {
 }
 
 async fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args)
-        .output()
-        .await
-        .expect("kubectl 1.32 at /usr/bin/kubectl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let kubectl = Kubectl {
+        kubeconfig: kubeconfig.into(),
+        cache: cache.into(),
+    };
+    kubectl.run(args, None).await
 }
 
 /// Item 7: the admin kubeconfig carries a client certificate and no token; kube-rs and
