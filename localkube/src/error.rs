@@ -13,25 +13,15 @@ pub enum Error {
     /// The kubelet failed (setting up, or reaching the fault socket).
     #[error("{0}")]
     Kubelet(#[from] localkube_kubelet::Error),
-    /// A file, process or signal handler could not be set up.
-    #[error("access {path}: {source}")]
-    Io {
-        /// The path or thing that failed.
-        path: String,
-        /// The underlying error.
-        source: std::io::Error,
-    },
     /// The command line or the state dir is unusable, or the cleanup failed.
     #[error("{0}")]
     Config(String),
 }
 
 impl Error {
-    /// Wraps an I/O error with the path it concerned.
+    /// Wraps an I/O error with the path (or thing: a signal handler, a process) it
+    /// concerned, as the API server's [`localkube_apiserver::Error::Io`].
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.as_ref().display().to_string(),
-            source,
-        }
+        Error::ApiServer(localkube_apiserver::Error::io(path, source))
     }
 }

@@ -108,6 +108,7 @@ fn conversion(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StatusReason;
 
     #[test]
     fn issue14_first_supported_clause_wins() {
@@ -132,7 +133,7 @@ mod tests {
             Ok(Output::Object)
         );
         let e = negotiate(Some("application/yaml"), r).expect_err("406");
-        assert_eq!((e.code, e.reason), (406, "NotAcceptable"));
+        assert_eq!((e.code, e.reason), (406, StatusReason::NotAcceptable));
         let e = negotiate(Some("application/json;q=0"), r).expect_err("q=0");
         assert_eq!(e.code, 406);
         let d = Endpoint::Discovery;

@@ -355,6 +355,7 @@ pub fn ensure_metadata(obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StatusReason;
 
     fn schema() -> Schema {
         Schema {
@@ -388,7 +389,7 @@ mod tests {
         // Different value: conflict naming the other manager.
         let b_diff = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"y": "3"}});
         let e = apply(Some(&shared), &b_diff, false, &schema(), &w("b")).expect_err("conflict");
-        assert_eq!((e.code, e.reason), (409, "Conflict"));
+        assert_eq!((e.code, e.reason), (409, StatusReason::Conflict));
         assert_eq!(
             e.details
                 .as_ref()

@@ -221,6 +221,7 @@ pub fn validate_job(old: Option<&Value>, job: &Value) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StatusReason;
 
     fn job(spec: Value) -> Value {
         let mut j = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi", "namespace": "default", "uid": "u-1"}, "spec": spec});
@@ -268,7 +269,7 @@ mod tests {
             json!({"backoffLimit": -1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}),
         );
         let e = validate_job(None, &j).expect_err("invalid");
-        assert_eq!((e.code, e.reason), (422, "Invalid"));
+        assert_eq!((e.code, e.reason), (422, StatusReason::Invalid));
         assert_eq!(
             e.message,
             "Job.batch \"pi\" is invalid: [spec.backoffLimit: Invalid value: -1: must be greater than or equal to 0, spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"]"

@@ -53,13 +53,100 @@ impl From<ApiError> for Error {
     }
 }
 
+/// The machine-readable `reason` of a failure `Status` (apimachinery's `StatusReason`),
+/// spelled as the real server sends it; each goes with one HTTP code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatusReason {
+    /// 400.
+    BadRequest,
+    /// 401.
+    Unauthorized,
+    /// 403.
+    Forbidden,
+    /// 404.
+    NotFound,
+    /// 405.
+    MethodNotAllowed,
+    /// 406.
+    NotAcceptable,
+    /// 409: the object exists.
+    AlreadyExists,
+    /// 409: the resourceVersion is stale, or server-side apply conflicts.
+    Conflict,
+    /// 410: a watch resumed too far back (sent inside a watch ERROR event).
+    Expired,
+    /// 413.
+    RequestEntityTooLarge,
+    /// 415.
+    UnsupportedMediaType,
+    /// 422.
+    Invalid,
+    /// 500.
+    InternalError,
+    /// 504.
+    Timeout,
+}
+
+impl StatusReason {
+    /// The reason as it is written in a `Status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusReason::BadRequest => "BadRequest",
+            StatusReason::Unauthorized => "Unauthorized",
+            StatusReason::Forbidden => "Forbidden",
+            StatusReason::NotFound => "NotFound",
+            StatusReason::MethodNotAllowed => "MethodNotAllowed",
+            StatusReason::NotAcceptable => "NotAcceptable",
+            StatusReason::AlreadyExists => "AlreadyExists",
+            StatusReason::Conflict => "Conflict",
+            StatusReason::Expired => "Expired",
+            StatusReason::RequestEntityTooLarge => "RequestEntityTooLarge",
+            StatusReason::UnsupportedMediaType => "UnsupportedMediaType",
+            StatusReason::Invalid => "Invalid",
+            StatusReason::InternalError => "InternalError",
+            StatusReason::Timeout => "Timeout",
+        }
+    }
+
+    /// The HTTP status code of the reason.
+    pub fn code(self) -> u16 {
+        match self {
+            StatusReason::BadRequest => 400,
+            StatusReason::Unauthorized => 401,
+            StatusReason::Forbidden => 403,
+            StatusReason::NotFound => 404,
+            StatusReason::MethodNotAllowed => 405,
+            StatusReason::NotAcceptable => 406,
+            StatusReason::AlreadyExists | StatusReason::Conflict => 409,
+            StatusReason::Expired => 410,
+            StatusReason::RequestEntityTooLarge => 413,
+            StatusReason::UnsupportedMediaType => 415,
+            StatusReason::Invalid => 422,
+            StatusReason::InternalError => 500,
+            StatusReason::Timeout => 504,
+        }
+    }
+}
+
+impl std::fmt::Display for StatusReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for StatusReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 /// A Kubernetes `Status` failure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    /// HTTP status code.
+    /// HTTP status code (the reason's, [`StatusReason::code`]).
     pub code: u16,
-    /// The machine-readable reason (`NotFound`, `Conflict`, ...).
-    pub reason: &'static str,
+    /// The machine-readable reason.
+    pub reason: StatusReason,
     /// Human-readable message.
     pub message: String,
     /// Optional `details` (name, group, kind, causes).
@@ -75,9 +162,9 @@ impl std::fmt::Display for ApiError {
 impl std::error::Error for ApiError {}
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    fn new(reason: StatusReason, message: impl Into<String>) -> Self {
         ApiError {
-            code,
+            code: reason.code(),
             reason,
             message: message.into(),
             details: None,
@@ -95,14 +182,13 @@ impl ApiError {
         } else {
             format!("{plural}.{group}")
         };
-        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found"))
+        Self::new(StatusReason::NotFound, format!("{gr} \"{name}\" not found"))
             .with_details(group, plural, name)
     }
     /// 404 NotFound for a path that names nothing.
     pub fn path_not_found() -> Self {
         Self::new(
-            404,
-            "NotFound",
+            StatusReason::NotFound,
             "the server could not find the requested resource",
         )
     }
@@ -114,8 +200,7 @@ impl ApiError {
             format!("{plural}.{group}")
         };
         Self::new(
-            409,
-            "AlreadyExists",
+            StatusReason::AlreadyExists,
             format!("{gr} \"{name}\" already exists"),
         )
         .with_details(group, plural, name)
@@ -127,9 +212,7 @@ impl ApiError {
         } else {
             format!("{plural}.{group}")
         };
-        Self::new(
-            409,
-            "Conflict",
+        Self::new(StatusReason::Conflict,
             format!(
                 "Operation cannot be fulfilled on {gr} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
             ),
@@ -138,15 +221,15 @@ impl ApiError {
     }
     /// 409 Conflict with a free message (server-side apply).
     pub fn conflict_message(message: impl Into<String>) -> Self {
-        Self::new(409, "Conflict", message)
+        Self::new(StatusReason::Conflict, message)
     }
     /// 403 Forbidden.
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(403, "Forbidden", message)
+        Self::new(StatusReason::Forbidden, message)
     }
     /// 401 Unauthorized.
     pub fn unauthorized() -> Self {
-        Self::new(401, "Unauthorized", "Unauthorized")
+        Self::new(StatusReason::Unauthorized, "Unauthorized")
     }
     /// 422 Invalid.
     pub fn invalid(
@@ -163,8 +246,7 @@ impl ApiError {
             format!("{kind}.{group}")
         };
         let mut e = Self::new(
-            422,
-            "Invalid",
+            StatusReason::Invalid,
             format!("{gk} \"{name}\" is invalid: {field}: {message}"),
         );
         e.details = Some(json!({"name": name, "group": group, "kind": kind,
@@ -188,8 +270,7 @@ impl ApiError {
             many => format!("[{}]", many.join(", ")),
         };
         let mut e = Self::new(
-            422,
-            "Invalid",
+            StatusReason::Invalid,
             format!("{gk} \"{name}\" is invalid: {list}"),
         );
         e.details = Some(json!({"name": name, "group": group, "kind": kind,
@@ -198,48 +279,46 @@ impl ApiError {
     }
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(400, "BadRequest", message)
+        Self::new(StatusReason::BadRequest, message)
     }
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
-        Self::new(405, "MethodNotAllowed", message)
+        Self::new(StatusReason::MethodNotAllowed, message)
     }
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"))
+        Self::new(StatusReason::UnsupportedMediaType, format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"))
     }
     /// 406 NotAcceptable: no `Accept` clause names something this server produces.
     pub fn not_acceptable(accepted: &str) -> Self {
         Self::new(
-            406,
-            "NotAcceptable",
+            StatusReason::NotAcceptable,
             format!("only the following media types are accepted: {accepted}"),
         )
     }
     /// 406 NotAcceptable with the real server's own message (a conversion that does not
     /// fit the object, such as a list asked for as `PartialObjectMetadata`).
     pub fn not_acceptable_message(message: impl Into<String>) -> Self {
-        Self::new(406, "NotAcceptable", message)
+        Self::new(StatusReason::NotAcceptable, message)
     }
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
         Self::new(
-            413,
-            "RequestEntityTooLarge",
+            StatusReason::RequestEntityTooLarge,
             format!("Request entity too large: limit is {limit}"),
         )
     }
     /// 410 Expired (sent inside a watch ERROR event, never as the HTTP status).
     pub fn expired(message: impl Into<String>) -> Self {
-        Self::new(410, "Expired", message)
+        Self::new(StatusReason::Expired, message)
     }
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(500, "InternalError", message)
+        Self::new(StatusReason::InternalError, message)
     }
     /// 504 Timeout.
     pub fn timeout(message: impl Into<String>) -> Self {
-        Self::new(504, "Timeout", message)
+        Self::new(StatusReason::Timeout, message)
     }
     /// The `Status` object.
     pub fn to_status(&self) -> Value {

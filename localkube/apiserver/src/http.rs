@@ -101,7 +101,7 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     match serve(st, req).await {
         Ok(r) => r,
         Err(e) => {
-            tracing::debug!(%method, %path, code = e.code, reason = e.reason, message = %e.message, "request failed");
+            tracing::debug!(%method, %path, code = e.code, reason = e.reason.as_str(), message = %e.message, "request failed");
             error_response(&e)
         }
     }

@@ -5,7 +5,7 @@
 //! `/pods` storage key ([`PODS`]), and serves pods' streaming subresources
 //! ([`PodStreamRequest`], through [`super::server::Plugin::serve_pod_stream`]).
 
-use super::error::ApiError;
+use super::error::{ApiError, StatusReason};
 use super::meta;
 use super::ops::{Cluster, DeleteOptions};
 use super::store::StoreEvent;
@@ -105,7 +105,10 @@ impl Cluster {
         };
         match self.delete(&r, ns, name, &d) {
             Ok(_) => Ok(()),
-            Err(e) if e.reason == "NotFound" => Ok(()),
+            Err(ApiError {
+                reason: StatusReason::NotFound,
+                ..
+            }) => Ok(()),
             Err(e) => Err(e),
         }
     }

@@ -87,7 +87,7 @@ pub mod tls;
 pub mod validation;
 pub mod wire;
 
-pub use error::{ApiError, Error, FieldError, Result};
+pub use error::{ApiError, Error, FieldError, Result, StatusReason};
 pub use logs::log_path;
 pub use ops::Cluster;
 pub use server::{CleanupHook, ClientConfig, Config, LocalKube, Plugin, PluginContext};

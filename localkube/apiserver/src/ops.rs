@@ -6,7 +6,7 @@
 use super::apply::{self, Writer};
 use super::auth::Authenticator;
 use super::defaults::{self, IpRange};
-use super::error::{status_success, ApiError};
+use super::error::{status_success, ApiError, StatusReason};
 use super::fields::Scope;
 use super::meta;
 use super::patch;
@@ -780,7 +780,10 @@ impl Cluster {
                     created["metadata"]["managedFields"] = mf;
                 }
                 return match self.store_create(r, created, o.dry_run) {
-                    Err(e) if e.reason == "AlreadyExists" => continue,
+                    Err(ApiError {
+                        reason: StatusReason::AlreadyExists,
+                        ..
+                    }) => continue,
                     other => other,
                 };
             };
@@ -839,12 +842,11 @@ impl Cluster {
                 return Err(ApiError::conflict(&r.group, &r.plural, name));
             }
             match self.commit(r, &old, new, sub, o, old_rv, applied) {
-                Err(e)
-                    if e.reason == "Conflict"
-                        && e.details.as_ref().and_then(|d| d.get("causes")).is_none() =>
-                {
-                    continue
-                }
+                Err(ApiError {
+                    reason: StatusReason::Conflict,
+                    details,
+                    ..
+                }) if details.as_ref().and_then(|d| d.get("causes")).is_none() => continue,
                 other => return other,
             }
         }
@@ -1008,7 +1010,10 @@ impl Cluster {
         for i in &items {
             match self.delete(r, meta::namespace(i), meta::name(i), d) {
                 Ok(_) => {}
-                Err(e) if e.reason == "NotFound" => {}
+                Err(ApiError {
+                    reason: StatusReason::NotFound,
+                    ..
+                }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -1105,7 +1110,10 @@ impl Cluster {
             set_pointer(&mut new, &spec_p, json!(replicas));
             match self.commit(r, &obj, new, "", o, rv_of(&obj), None) {
                 Ok(stored) => return Ok(self.scale_of(r, &stored)),
-                Err(e) if e.reason == "Conflict" && want_rv.is_empty() => continue,
+                Err(ApiError {
+                    reason: StatusReason::Conflict,
+                    ..
+                }) if want_rv.is_empty() => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -1146,7 +1154,10 @@ impl Cluster {
                 None,
             ) {
                 Ok(v) => return Ok(Some(v)),
-                Err(e) if e.reason == "Conflict" => continue,
+                Err(ApiError {
+                    reason: StatusReason::Conflict,
+                    ..
+                }) => continue,
                 Err(e) => return Err(e),
             }
         }

@@ -180,6 +180,7 @@ fn smp_value(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StatusReason;
     use serde_json::json;
 
     #[test]
@@ -191,7 +192,7 @@ mod tests {
         assert_eq!(obj.pointer("/metadata/finalizers/0"), Some(&json!("f")));
         let failing = json!([{"op": "test", "path": "/metadata/name", "value": "y"}]);
         let e = json_patch(&mut obj, &failing).expect_err("test must fail");
-        assert_eq!(e.reason, "Invalid");
+        assert_eq!(e.reason, StatusReason::Invalid);
     }
 
     #[test]

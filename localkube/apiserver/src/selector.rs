@@ -473,6 +473,7 @@ fn scalar_at(obj: &Value, field: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StatusReason;
     use serde_json::json;
 
     fn labeled(l: Value) -> Value {
@@ -500,7 +501,7 @@ mod tests {
     fn trap8_invalid_selectors_are_bad_requests() {
         for s in ["a in b", "=b", "a b", "a=b c", "x in (a b)"] {
             let e = LabelSelector::parse(s).expect_err(s);
-            assert_eq!(e.reason, "BadRequest", "{s}");
+            assert_eq!(e.reason, StatusReason::BadRequest, "{s}");
         }
     }
 
@@ -512,7 +513,7 @@ mod tests {
         assert!(FieldSelector::parse("spec.nodeName=iad,status.phase!=Running", &pod).is_ok());
         let e =
             FieldSelector::parse("spec.nodeName=iad", &find("ConfigMap")).expect_err("unsupported");
-        assert_eq!((e.code, e.reason), (400, "BadRequest"));
+        assert_eq!((e.code, e.reason), (400, StatusReason::BadRequest));
         assert_eq!(
             e.message,
             "\"spec.nodeName\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""

@@ -5,7 +5,7 @@
 use super::auth::{self, Authenticator};
 use super::controllers;
 use super::defaults::IpRange;
-use super::error::{ApiError, Error, Result};
+use super::error::{ApiError, Error, Result, StatusReason};
 use super::http::{self, ServerState};
 use super::kubelet::{self, PodStreamRequest};
 use super::meta;
@@ -198,7 +198,10 @@ fn ensure(c: &Cluster, group: &str, plural: &str, obj: Value) -> Result<()> {
     }
     match c.create(&r, &ns, obj, &WriteOptions::manager("localkube")) {
         Ok(_) => Ok(()),
-        Err(e) if e.reason == "AlreadyExists" => Ok(()),
+        Err(ApiError {
+            reason: StatusReason::AlreadyExists,
+            ..
+        }) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -308,7 +311,7 @@ fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
                 {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
                 {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}});
     match ensure(c, "", "services", service) {
-        Err(Error::Api(e)) if e.reason == "Invalid" => {
+        Err(Error::Api(e)) if e.reason == StatusReason::Invalid => {
             tracing::warn!(%dns_ip, error = %e.message, "the cluster DNS address is held by another Service; no kube-dns Service");
             Ok(())
         }

@@ -101,6 +101,7 @@ pub fn decode_builtin(group: &str, kind: &str, obj: &Value, strict: bool) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StatusReason;
     use serde_json::json;
 
     #[test]
@@ -110,7 +111,7 @@ mod tests {
         let bad =
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "dta": {}});
         let e = strict_builtin("", "ConfigMap", &bad).expect_err("unknown field");
-        assert_eq!(e.reason, "BadRequest");
+        assert_eq!(e.reason, StatusReason::BadRequest);
         assert!(e.message.contains("unknown field \"dta\""));
         let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},

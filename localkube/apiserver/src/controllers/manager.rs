@@ -1,6 +1,7 @@
 //! The controller loop: level-triggered; every controller reconciles everything after a
 //! change (debounced) and on a periodic tick (for timers such as taint eviction).
 
+use super::super::error::{ApiError, StatusReason};
 use super::super::ops::Cluster;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
@@ -70,18 +71,13 @@ pub async fn run(cluster: Arc<Cluster>, mut shutdown: watch::Receiver<bool>) {
 }
 
 /// Logs a failed controller write.
-pub fn log_err<T>(
-    controller: &str,
-    what: &str,
-    r: Result<T, super::super::error::ApiError>,
-) -> Option<T> {
+pub fn log_err<T>(controller: &str, what: &str, r: Result<T, ApiError>) -> Option<T> {
     match r {
         Ok(v) => Some(v),
-        Err(e)
-            if e.reason == "NotFound" || e.reason == "AlreadyExists" || e.reason == "Conflict" =>
-        {
-            None
-        }
+        Err(ApiError {
+            reason: StatusReason::NotFound | StatusReason::AlreadyExists | StatusReason::Conflict,
+            ..
+        }) => None,
         Err(e) => {
             tracing::warn!(controller, what, error = %e, "controller write failed");
             None
