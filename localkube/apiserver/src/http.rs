@@ -5,11 +5,11 @@ use super::accept::{self, Endpoint, Output};
 use super::auth::{self, Attributes, ClientCertificate, UserInfo};
 use super::discovery;
 use super::error::ApiError;
-use super::kubelet::{self, PodStream, PodStreamRequest};
-use super::logs;
 use super::meta;
+use super::node_agent::{self, PodStream, PodStreamRequest};
 use super::openapi;
 use super::ops::{set_gvk, Cluster, DeleteOptions, PatchType, WriteOptions};
+use super::pod_logs;
 use super::registry::ResourceInfo;
 use super::reviews;
 use super::selector::{FieldSelector, LabelSelector};
@@ -671,7 +671,7 @@ async fn serve(st: Arc<ServerState>, req: Request) -> Result<Response, ApiError>
             };
             return match &st.pod_streams {
                 Some(plugin) => plugin.serve_pod_stream(cluster.clone(), request).await,
-                None => Err(kubelet::no_node_agent(&cluster, &request)),
+                None => Err(node_agent::no_node_agent(&cluster, &request)),
             };
         }
     }
@@ -1354,7 +1354,7 @@ async fn pod_log(
         )));
     }
     let previous = flag(q, "previous");
-    let path = logs::log_path(&cluster.state_dir, ns, name, &container, previous);
+    let path = pod_logs::log_path(&cluster.state_dir, ns, name, &container, previous);
     let tail: Option<usize> = q.get("tailLines").and_then(|s| s.parse().ok());
     let limit: Option<usize> = q.get("limitBytes").and_then(|s| s.parse().ok());
     let data = match tokio::fs::read(&path).await {
@@ -1371,7 +1371,7 @@ async fn pod_log(
         }
         Err(_) => Vec::new(),
     };
-    let first = logs::select(&data, tail, limit);
+    let first = pod_logs::select(&data, tail, limit);
     let text = |b: Vec<u8>| {
         Response::builder()
             .header(header::CONTENT_TYPE, "text/plain")

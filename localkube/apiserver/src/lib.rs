@@ -15,14 +15,14 @@
 //! negotiation), [`wire`] (response field order), [`discovery`] (discovery and OpenAPI v3),
 //! [`openapi`] (OpenAPI v2),
 //! [`table`], [`protobuf`] (the request bodies kubectl's typed clients send),
-//! [`controllers`], [`kubelet`] (what a node agent plugin uses, and the streaming
+//! [`controllers`], [`node_agent`] (what a node agent plugin uses, and the streaming
 //! subresources it serves), [`server`].
 //!
 //! A node agent plugs in as a [`Plugin`] whose `runs_pods()` is true: pod deletion then
 //! sets `deletionTimestamp` and waits for the agent's
 //! [`Cluster::finish_pod_deletion`](ops::Cluster); without one, pods are bound by the
 //! scheduler and stay Pending, deletes are immediate, and `pods/exec`, `pods/attach` and
-//! `pods/portforward` are 400 ([`kubelet::no_node_agent`]).
+//! `pods/portforward` are 400 ([`node_agent::no_node_agent`]).
 //!
 //! Documented subset (differences from kube-apiserver a client could notice):
 //! - Lists and watches always serve the latest state: `resourceVersion`/
@@ -69,12 +69,12 @@ pub mod discovery;
 pub mod error;
 pub mod fields;
 pub mod http;
-pub mod kubelet;
-pub mod logs;
 pub mod meta;
+pub mod node_agent;
 pub mod openapi;
 pub mod ops;
 pub mod patch;
+pub mod pod_logs;
 pub mod protobuf;
 pub mod registry;
 pub mod reviews;
@@ -88,6 +88,6 @@ pub mod validation;
 pub mod wire;
 
 pub use error::{ApiError, Error, FieldError, Result, StatusReason};
-pub use logs::log_path;
 pub use ops::Cluster;
+pub use pod_logs::log_path;
 pub use server::{CleanupHook, ClientConfig, Config, LocalKube, Plugin, PluginContext};

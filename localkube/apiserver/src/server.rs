@@ -7,8 +7,8 @@ use super::controllers;
 use super::defaults::IpRange;
 use super::error::{ApiError, Error, Result, StatusReason};
 use super::http::{self, ServerState};
-use super::kubelet::{self, PodStreamRequest};
 use super::meta;
+use super::node_agent::{self, PodStreamRequest};
 use super::ops::{Cluster, WriteOptions};
 use super::store::Store;
 use super::tls;
@@ -53,7 +53,7 @@ pub trait Plugin: Send + Sync + 'static {
         cluster: Arc<Cluster>,
         request: PodStreamRequest,
     ) -> BoxFuture<'static, std::result::Result<Response, ApiError>> {
-        Box::pin(async move { Err(kubelet::no_node_agent(&cluster, &request)) })
+        Box::pin(async move { Err(node_agent::no_node_agent(&cluster, &request)) })
     }
 }
 

@@ -5,10 +5,10 @@
 //! fault control socket ([`super::control`]).
 
 use super::error::{Error, Result};
-use super::{logs, services, status, translate};
+use super::{log_copier, service_specs, status, translate};
 use axum::response::Response;
 use futures::future::BoxFuture;
-use localkube_apiserver::kubelet::{PodStreamRequest, PODS};
+use localkube_apiserver::node_agent::{PodStreamRequest, PODS};
 use localkube_apiserver::store::{EventType, StoreEvent};
 use localkube_apiserver::{meta, ApiError, Cluster, Config, Plugin, PluginContext};
 use localkube_node::{ClusterNaming, NodeAgent, PodRuntime, PodStatus, RuntimeConfig};
@@ -91,7 +91,7 @@ pub fn prepare(config: &mut Config, kubelet: Kubelet) -> Result<()> {
     config.service_cidr = naming.service_range().to_string();
     config.dns_address = Some(SocketAddrV4::new(
         naming.dns_ip(),
-        localkube_node::agent::DNS_PORT,
+        localkube_node::node_agent::DNS_PORT,
     ));
     config.plugins.push(Arc::new(kubelet));
     Ok(())
@@ -112,7 +112,7 @@ pub struct Shared {
     workers: Mutex<HashMap<String, watch::Sender<Option<Arc<Value>>>>>,
     started: Mutex<HashMap<String, String>>,
     stopped_nodes: Mutex<HashSet<String>>,
-    copiers: Mutex<HashMap<String, logs::Copier>>,
+    copiers: Mutex<HashMap<String, log_copier::Copier>>,
 }
 
 static REGISTRY: Mutex<Vec<(PathBuf, Weak<Shared>)>> = Mutex::new(Vec::new());
@@ -444,7 +444,7 @@ impl Shared {
                     agent.dns_records.set_dns_endpoint(
                         &ev.namespace,
                         &ev.name,
-                        services::dns_endpoint_records(&ev.object),
+                        service_specs::dns_endpoint_records(&ev.object),
                     );
                 }
             }
@@ -510,7 +510,7 @@ impl Shared {
                     agent.dns_records.set_dns_endpoint(
                         meta::namespace(&obj),
                         meta::name(&obj),
-                        services::dns_endpoint_records(&obj),
+                        service_specs::dns_endpoint_records(&obj),
                     );
                 }
             }
@@ -534,7 +534,7 @@ impl Shared {
         let eps = self.cluster.store.get("/endpoints", ns, name);
         let result = match svc
             .as_ref()
-            .and_then(|s| services::service_spec(s, eps.as_ref()))
+            .and_then(|s| service_specs::service_spec(s, eps.as_ref()))
         {
             Some(spec) => agent.services.apply(spec).await,
             None => agent.services.remove(ns, name),
@@ -627,7 +627,7 @@ impl Shared {
         // Phase 2: running.
         lock(&self.copiers).insert(
             key.clone(),
-            logs::Copier::new(&self.cluster.state_dir, &ns, &name),
+            log_copier::Copier::new(&self.cluster.state_dir, &ns, &name),
         );
         let mut copy = tokio::time::interval(LOG_COPY);
         let mut refresh = tokio::time::interval(VOLUME_REFRESH);
@@ -689,7 +689,7 @@ impl Shared {
             self.finish(&ns, &name, &uid);
         } else {
             lock(&self.workers).remove(&uid);
-            logs::remove(&self.cluster.state_dir, &ns, &name);
+            log_copier::remove(&self.cluster.state_dir, &ns, &name);
         }
     }
 
@@ -699,7 +699,7 @@ impl Shared {
             tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "could not remove the pod");
         }
         if self.cluster.store.get(PODS, ns, name).is_none() {
-            logs::remove(&self.cluster.state_dir, ns, name);
+            log_copier::remove(&self.cluster.state_dir, ns, name);
         }
     }
 

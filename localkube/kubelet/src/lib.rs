@@ -9,9 +9,9 @@
 pub mod agent;
 pub mod control;
 pub mod error;
-pub mod logs;
+pub mod log_copier;
 pub mod portforward;
-pub mod services;
+pub mod service_specs;
 pub mod spdy_dictionary;
 pub mod status;
 pub mod stream;

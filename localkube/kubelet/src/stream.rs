@@ -16,7 +16,7 @@ use axum::http::{header, request::Parts, StatusCode};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
-use localkube_apiserver::kubelet::{PodStream, PodStreamRequest};
+use localkube_apiserver::node_agent::{PodStream, PodStreamRequest};
 use localkube_apiserver::{meta, ApiError, Cluster};
 use serde_json::{json, Value};
 use std::os::fd::OwnedFd;

@@ -6,7 +6,6 @@
 //! `localkube-mariadb-entrypoint`: [`mariadb::entrypoint_main`]) are built by the
 //! `localkube` crate, with the tests that run pods.
 
-pub mod agent;
 pub mod catalog;
 pub mod clock;
 pub mod dns;
@@ -18,6 +17,7 @@ pub mod logs;
 pub mod mariadb;
 pub mod naming;
 pub mod network;
+pub mod node_agent;
 pub mod partition;
 pub mod probe;
 pub mod proxy;
@@ -27,12 +27,12 @@ pub mod spec;
 pub mod state;
 pub mod volumes;
 
-pub use agent::NodeAgent;
 pub use catalog::ImageCatalog;
 pub use clock::{ClockFaults, ClockOffset};
 pub use error::{Error, Result};
 pub use naming::{ClusterNaming, Ipv4Cidr};
 pub use network::{ClusterNetwork, SandboxNet};
+pub use node_agent::NodeAgent;
 pub use partition::{Partition, Partitions};
 pub use runtime::{default_bin_dir, Attached, ExecOutput, PodRuntime, RuntimeConfig};
 pub use spec::*;

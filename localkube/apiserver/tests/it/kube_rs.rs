@@ -1794,7 +1794,7 @@ impl localkube_apiserver::Plugin for FakeAgent {
                 if !ctx
                     .nodes
                     .iter()
-                    .any(|n| localkube_apiserver::kubelet::is_pod_event_for_node(&ev, n))
+                    .any(|n| localkube_apiserver::node_agent::is_pod_event_for_node(&ev, n))
                 {
                     continue;
                 }
