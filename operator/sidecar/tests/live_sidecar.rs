@@ -575,6 +575,7 @@ async fn watchdog_frozen_primary_is_killed_when_its_lease_runs_out_and_never_ack
         i32::try_from(playground.server(0).pid().expect("mariadbd runs")).expect("pid"),
     );
     nix::sys::signal::kill(pid, Signal::SIGSTOP).expect("freeze mariadbd");
+    wait_until_stopped(pid.as_raw()).await;
     let frozen_at = tokio::time::Instant::now();
     let held = tokio::spawn(async move {
         app.execute(
@@ -815,4 +816,34 @@ async fn status_never_reports_read_only_while_an_unfence_is_in_flight() {
         Some(30_000),
         "the sidecar reports the lease it runs with"
     );
+}
+
+/// Waits until every thread of `pid` is stopped (`T` in `/proc/<pid>/task/*/stat`). kill(2)
+/// returns before a multi-threaded process has stopped: a statement sent meanwhile can be
+/// executed and acknowledged before the freeze takes effect, under a lease that is still
+/// valid, which is no fencing failure (on a loaded CI machine the held write was answered
+/// that way). localkube's freeze waits the same way (`wait_group_stopped`).
+async fn wait_until_stopped(pid: i32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks =
+            std::fs::read_dir(format!("/proc/{pid}/task")).expect("read mariadbd's threads");
+        let running = tasks.filter_map(Result::ok).any(|task| {
+            std::fs::read_to_string(task.path().join("stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    rest.trim_start().chars().next()
+                })
+                .is_some_and(|state| !matches!(state, 'T' | 't' | 'Z' | 'X'))
+        });
+        if !running {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "mariadbd {pid} still has running threads 10 s after SIGSTOP"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
