@@ -9,29 +9,48 @@ use anyhow::{ensure, Result};
 use kubelet_support::{ready, TestCluster};
 use std::time::{Duration, Instant};
 
-const CLAIM_AND_POD: &str = r#"
+/// The claim both tests create (again, in the second).
+const CLAIM: &str = r#"
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data, namespace: default}
 spec:
   accessModes: [ReadWriteOnce]
   resources: {requests: {storage: 1Gi}}
----
+"#;
+
+/// A pod on the claim named `data`: `name` (its `app` label too) runs `script`, and is
+/// ready once `ready_file` exists.
+fn pod_on_claim(name: &str, script: &str, ready_file: &str) -> String {
+    format!(
+        r#"
 apiVersion: v1
 kind: Pod
-metadata: {name: writer, namespace: default, labels: {app: writer}}
+metadata: {{name: {name}, namespace: default, labels: {{app: {name}}}}}
 spec:
   terminationGracePeriodSeconds: 1
-  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+  volumes: [{{name: data, persistentVolumeClaim: {{claimName: data}}}}]
   containers:
-  - name: writer
+  - name: {name}
     image: busybox:1.36
-    command: [sh, -c, "echo old > /data/marker; sleep 3600"]
-    volumeMounts: [{name: data, mountPath: /data}]
+    command: [sh, -c, "{script}"]
+    volumeMounts: [{{name: data, mountPath: /data}}]
     readinessProbe:
-      exec: {command: [test, -f, /data/marker]}
+      exec: {{command: [test, -f, {ready_file}]}}
       periodSeconds: 1
-"#;
+"#
+    )
+}
+
+/// The claim and a pod that writes `/data/marker` into it.
+fn claim_and_writer() -> String {
+    let writer = pod_on_claim(
+        "writer",
+        "echo old > /data/marker; sleep 3600",
+        "/data/marker",
+    );
+    format!("{CLAIM}---{writer}")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_claims_data_is_reclaimed_once_no_pod_mounts_it() -> Result<()> {
@@ -42,7 +61,7 @@ async fn a_deleted_claims_data_is_reclaimed_once_no_pod_mounts_it() -> Result<()
 }
 
 async fn scenario(c: &TestCluster) -> Result<()> {
-    c.apply(CLAIM_AND_POD).await?;
+    c.apply(&claim_and_writer()).await?;
     c.wait_pods("app=writer", Duration::from_secs(60), |p| {
         p.len() == 1 && p.iter().all(ready)
     })
@@ -80,30 +99,6 @@ async fn claim_dir(c: &TestCluster, name: &str) -> Result<std::path::PathBuf> {
     Ok(c.dir().join("pvc/default").join(name).join(uid.trim()))
 }
 
-const FRESH_CLAIM_AND_POD: &str = r#"
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: data, namespace: default}
-spec:
-  accessModes: [ReadWriteOnce]
-  resources: {requests: {storage: 1Gi}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: fresh, namespace: default, labels: {app: fresh}}
-spec:
-  terminationGracePeriodSeconds: 1
-  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
-  containers:
-  - name: fresh
-    image: busybox:1.36
-    command: [sh, -c, "if test -e /data/marker; then echo found the data of the deleted claim; exit 1; fi; touch /data/seen; sleep 3600"]
-    volumeMounts: [{name: data, mountPath: /data}]
-    readinessProbe:
-      exec: {command: [test, -f, /data/seen]}
-      periodSeconds: 1
-"#;
-
 /// The harness's `--reuse` (scenario 027 after 026): a namespace deleted and created again
 /// while its pods still terminate; the new claims of the same names opened the old sites'
 /// MariaDB data, and the operator rightly refused to bootstrap over the diverged histories.
@@ -118,7 +113,7 @@ async fn a_claim_created_again_under_the_same_name_starts_empty() -> Result<()> 
 }
 
 async fn recreated(c: &TestCluster) -> Result<()> {
-    c.apply(CLAIM_AND_POD).await?;
+    c.apply(&claim_and_writer()).await?;
     c.wait_pods("app=writer", Duration::from_secs(60), |p| {
         p.len() == 1 && p.iter().all(ready)
     })
@@ -128,7 +123,12 @@ async fn recreated(c: &TestCluster) -> Result<()> {
         .await?;
     c.kubectl_ok(&["delete", "pod", "writer", "--wait=false"])
         .await?;
-    c.apply(FRESH_CLAIM_AND_POD).await?;
+    let fresh = pod_on_claim(
+        "fresh",
+        "if test -e /data/marker; then echo found the data of the deleted claim; exit 1; fi; touch /data/seen; sleep 3600",
+        "/data/seen",
+    );
+    c.apply(&format!("{CLAIM}---{fresh}")).await?;
     c.wait_pods("app=fresh", Duration::from_secs(60), |p| {
         p.len() == 1 && p.iter().all(ready)
     })
