@@ -11,10 +11,11 @@ use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 /// harness.md "Catalogue": the ids, stable; plus 036 (seed 003's curl lines from a pod) and 037
 /// (seed 000's hold and reconnect counters), the live playground issue's acceptance tests, and
 /// 027, 028, 029 (the fencing issue's), not rows of harness.md's table.
-/// harness.md's rows, plus 041 (issue 14: the primary's wall clock stepped, not a row there).
-const CATALOGUE_IDS: [u16; 37] = [
+/// harness.md's rows, plus 041 (issue 14: the primary's wall clock stepped, not a row there)
+/// and 053 (issue 12: the restore from the mariadb-backup copy, after 052).
+const CATALOGUE_IDS: [u16; 38] = [
     1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
-    33, 34, 35, 36, 37, 38, 39, 40, 41, 50, 51, 52,
+    33, 34, 35, 36, 37, 38, 39, 40, 41, 50, 51, 52, 53,
 ];
 
 fn catalogue() -> Vec<LoadedScenario> {
@@ -496,5 +497,46 @@ fn s052_restores_in_place_fenced_then_re_promoted_at_a_new_generation() {
         "\"phase\":\"Completed\"",
     ] {
         assert!(text.contains(needle), "052 lacks {needle}: {text}");
+    }
+}
+
+/// Issue 12: 053 restores in place from the backup's mariadb-backup copy (annotation
+/// `<backup>,method=physical`), with 052's assertions plus the method and mysqld's restart.
+#[test]
+fn s053_restores_in_place_from_the_physical_copy() {
+    let loaded = scenario(53);
+    let text = serde_json::to_string(&loaded.scenario.steps).expect("steps serialise");
+    let annotated: Vec<(String, Option<String>)> = loaded
+        .scenario
+        .steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Fault(Fault::Annotate { key, value, .. }) => Some((key.clone(), value.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        annotated,
+        [
+            (
+                "bloodraven.shipstream.io/backup".to_owned(),
+                Some("b1".to_owned())
+            ),
+            (
+                "bloodraven.shipstream.io/restore".to_owned(),
+                Some("b1,method=physical".to_owned())
+            )
+        ]
+    );
+    for needle in [
+        "\"shipstream.io/role\":\"fenced\"",
+        "\"topologyGeneration\":2",
+        "\"reason\":\"TopologyChanged\"",
+        "\"phase\":\"Completed\"",
+        "\"method\":\"Physical\"",
+        "\"restartCount\"",
+        "\"lostGtidSet\"",
+    ] {
+        assert!(text.contains(needle), "053 lacks {needle}: {text}");
     }
 }

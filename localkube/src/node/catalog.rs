@@ -13,18 +13,24 @@
 //!     entrypoint: ["/path/to/localkube-mariadb-entrypoint"]
 //!     cmd: ["mariadbd"]
 //!     privateDirs: ["/var/lib/mysql", "/run/mysqld", "/tmp"]
+//!     pathPrograms: [["docker-entrypoint.sh", "/path/to/localkube-mariadb-entrypoint"]]
 //! ```
 //!
 //! `entrypoint`/`cmd` are the image's ENTRYPOINT/CMD and combine with a container's
 //! `command`/`args` exactly as on Kubernetes. `privateDirs` are directories the image has
 //! of its own: each container gets a fresh empty directory bound there (its "writable
 //! layer"), so two MariaDB pods never share the host's `/var/lib/mysql` or socket.
+//! `pathPrograms` are programs the image has on its PATH under its own names (the official
+//! `mariadb` image's `docker-entrypoint.sh`, which a container `command` may name as on
+//! Kubernetes): each is a symlink to a host program in a directory put first on the
+//! container's PATH ([`CatalogEntry::image_env`]).
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result};
+use super::exec::DEFAULT_PATH;
 
 /// One catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +50,42 @@ pub struct CatalogEntry {
     /// Directories private to each container.
     #[serde(default)]
     pub private_dirs: Vec<PathBuf>,
+    /// Programs on the image's PATH: (name, host program).
+    #[serde(default)]
+    pub path_programs: Vec<(String, PathBuf)>,
+}
+
+impl CatalogEntry {
+    /// The environment the image sets, with [`CatalogEntry::path_programs`] linked into a
+    /// directory under `programs_root` (one per image pattern) that leads the image's PATH.
+    pub fn image_env(&self, programs_root: &Path) -> Result<Vec<(String, String)>> {
+        if self.path_programs.is_empty() {
+            return Ok(self.env.clone());
+        }
+        let label: String = self
+            .image
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let dir = programs_root.join(label);
+        std::fs::create_dir_all(&dir).map_err(Error::io("create image programs dir", &dir))?;
+        for (name, target) in &self.path_programs {
+            let link = dir.join(name);
+            if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
+                let _ = std::fs::remove_file(&link);
+                std::os::unix::fs::symlink(target, &link)
+                    .map_err(Error::io("link image program", &link))?;
+            }
+        }
+        let mut env = self.env.clone();
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or_else(|| DEFAULT_PATH.to_string(), |(_, v)| v.clone());
+        env.retain(|(k, _)| k != "PATH");
+        env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+        Ok(env)
+    }
 }
 
 /// The catalog.
@@ -76,7 +118,16 @@ impl ImageCatalog {
             cmd,
             env: Vec::new(),
             private_dirs,
+            path_programs: Vec::new(),
         };
+        let mariadb_entrypoint = bin_dir.join("localkube-mariadb-entrypoint");
+        let mut mariadb = entry(
+            "mariadb:*",
+            vec![mariadb_entrypoint.to_string_lossy().into_owned()],
+            vec!["mariadbd".into()],
+            vec!["/var/lib/mysql".into(), "/run/mysqld".into(), "/tmp".into()],
+        );
+        mariadb.path_programs = vec![("docker-entrypoint.sh".into(), mariadb_entrypoint)];
         Self {
             images: vec![
                 entry(
@@ -86,15 +137,7 @@ impl ImageCatalog {
                     vec![],
                 ),
                 entry("busybox:*", vec![], vec!["sh".into()], vec![]),
-                entry(
-                    "mariadb:*",
-                    vec![bin_dir
-                        .join("localkube-mariadb-entrypoint")
-                        .to_string_lossy()
-                        .into_owned()],
-                    vec!["mariadbd".into()],
-                    vec!["/var/lib/mysql".into(), "/run/mysqld".into(), "/tmp".into()],
-                ),
+                mariadb,
             ],
         }
     }
@@ -160,6 +203,39 @@ mod tests {
         );
     }
 
+    // The official mariadb image has docker-entrypoint.sh on its PATH; a container command
+    // (Bloodraven's restore gate) names it.
+    #[test]
+    fn path_programs_lead_the_images_path() {
+        let root = std::env::temp_dir().join(format!(
+            "localkube-catalog-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        let catalog = ImageCatalog::builtin(Path::new("/bin-dir"));
+        let mariadb = catalog.resolve("mariadb:10.11").expect("mariadb");
+        let env = mariadb.image_env(&root).expect("env");
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .expect("PATH");
+        let dir = path.split(':').next().expect("first").to_string();
+        assert!(path.ends_with(DEFAULT_PATH), "{path}");
+        assert_eq!(
+            std::fs::read_link(Path::new(&dir).join("docker-entrypoint.sh")).expect("link"),
+            Path::new("/bin-dir/localkube-mariadb-entrypoint")
+        );
+        // Idempotent.
+        assert_eq!(mariadb.image_env(&root).expect("again"), env);
+        let pause = catalog.resolve("registry.k8s.io/pause:3.9").expect("pause");
+        assert_eq!(pause.image_env(&root).expect("env"), Vec::new());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn command_and_args_combine_as_on_kubernetes() {
         let entry = CatalogEntry {
@@ -168,6 +244,7 @@ mod tests {
             cmd: vec!["cmd".into()],
             env: vec![],
             private_dirs: vec![],
+            path_programs: vec![],
         };
         let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(container_argv(&entry, &[], &[]), s(&["ep", "cmd"]));

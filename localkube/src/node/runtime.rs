@@ -549,7 +549,7 @@ impl PodRuntime {
             .config
             .catalog
             .resolve(&spec.image)
-            .map(|e| e.env.clone())
+            .map(|e| image_env(&self.inner.config, e))
             .unwrap_or_default();
         let mut env = container_env(&pod, &spec, &image_env);
         let clock = self
@@ -977,7 +977,8 @@ async fn supervise(
             pull_backoff = (pull_backoff * 2).min(inner.config.backoff_max);
             continue;
         };
-        let mut env = container_env(&pod, &container, &entry.env);
+        let image_env = image_env(&inner.config, &entry);
+        let mut env = container_env(&pod, &container, &image_env);
         let clock = inner
             .config
             .clock_faults
@@ -1263,6 +1264,20 @@ async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child)
             }
         }
     }
+}
+
+/// The image's environment, its PATH programs linked under the state dir (a failure to link
+/// them is logged; the container then runs without them, as with a missing binary).
+fn image_env(
+    config: &RuntimeConfig,
+    entry: &super::catalog::CatalogEntry,
+) -> Vec<(String, String)> {
+    entry
+        .image_env(&config.state_dir.join("image-programs"))
+        .unwrap_or_else(|err| {
+            tracing::warn!(image = %entry.image, error = %err, "could not link the image's PATH programs");
+            entry.env.clone()
+        })
 }
 
 fn container_env(

@@ -28,5 +28,7 @@ pub use dns::{DNSEndpoint, DNSEndpointSpec, Endpoint};
 pub use duration::GoDuration;
 pub use error::{Error, Result};
 pub use group::*;
-pub use restore::{BackupPhase, BackupStatus, RestorePhase, RestoreStatus};
+pub use restore::{
+    BackupPhase, BackupStatus, RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
+};
 pub use time::Timestamp;

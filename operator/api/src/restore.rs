@@ -28,6 +28,99 @@ pub enum RestorePhase {
     Failed,
 }
 
+/// How a restore in place loads a backup.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RestoreMethod {
+    /// The logical dump (`dump.sql`) is loaded into the running, fenced mysqld (the default).
+    #[default]
+    Logical,
+    /// mysqld is stopped and its data directory replaced by the backup's prepared
+    /// `mariadb-backup` copy (`physical/`); only for a backup that has one.
+    Physical,
+}
+
+impl RestoreMethod {
+    /// The word the annotation and the plugin use: `logical` or `physical`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestoreMethod::Logical => "logical",
+            RestoreMethod::Physical => "physical",
+        }
+    }
+}
+
+impl std::str::FromStr for RestoreMethod {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "logical" => Ok(RestoreMethod::Logical),
+            "physical" => Ok(RestoreMethod::Physical),
+            other => Err(format!(
+                "restore method {other:?} is unknown; use logical or physical"
+            )),
+        }
+    }
+}
+
+/// The separator of the restore annotation's options: `<backup>,method=<method>`.
+pub const RESTORE_OPTION_SEPARATOR: char = ',';
+
+/// A restore request as the annotation `bloodraven.shipstream.io/restore` carries it:
+/// `<backup>` (the logical dump) or `<backup>,method=logical|physical`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreSource {
+    /// The backup's name.
+    pub backup: String,
+    /// How it is loaded.
+    pub method: RestoreMethod,
+}
+
+impl RestoreSource {
+    /// Reads an annotation value; the error names what is wrong with it. The backup name
+    /// itself is checked by `sidecar::backup_name_problem`, not here.
+    pub fn parse(value: &str) -> Result<RestoreSource, String> {
+        let mut parts = value.split(RESTORE_OPTION_SEPARATOR);
+        let backup = parts.next().unwrap_or_default().trim().to_owned();
+        let mut method = None;
+        for option in parts {
+            let option = option.trim();
+            match option.split_once('=') {
+                Some(("method", text)) => {
+                    if method.is_some() {
+                        return Err(format!(
+                            "restore request {value:?} names the method twice"
+                        ));
+                    }
+                    method = Some(text.trim().parse::<RestoreMethod>()?);
+                }
+                _ => {
+                    return Err(format!(
+                        "restore request {value:?}: option {option:?} is unknown; the form is <backup> or <backup>,method=logical|physical"
+                    ))
+                }
+            }
+        }
+        Ok(RestoreSource {
+            backup,
+            method: method.unwrap_or_default(),
+        })
+    }
+
+    /// The annotation value: the bare name for the logical default (what older plugins
+    /// write), `<backup>,method=physical` otherwise.
+    pub fn annotation_value(&self) -> String {
+        match self.method {
+            RestoreMethod::Logical => self.backup.clone(),
+            RestoreMethod::Physical => format!(
+                "{}{RESTORE_OPTION_SEPARATOR}method={}",
+                self.backup,
+                self.method.as_str()
+            ),
+        }
+    }
+}
+
 /// A restore in place of the active site from a named backup.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -36,6 +129,9 @@ pub struct RestoreStatus {
     pub phase: RestorePhase,
     /// The backup restored from.
     pub backup: String,
+    /// How the backup is loaded: its logical dump, or its `mariadb-backup` copy.
+    #[serde(default)]
+    pub method: RestoreMethod,
     /// The site restored (the active site when the request was admitted).
     pub site: String,
     /// Admission detail (a failover-hold deferring it).
@@ -122,4 +218,49 @@ pub struct BackupStatus {
     /// Why it failed, or what it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restore_requests_name_the_backup_and_optionally_the_method() {
+        let source = |backup: &str, method| RestoreSource {
+            backup: backup.to_owned(),
+            method,
+        };
+        assert_eq!(
+            RestoreSource::parse("b1"),
+            Ok(source("b1", RestoreMethod::Logical))
+        );
+        assert_eq!(
+            RestoreSource::parse("b1,method=physical"),
+            Ok(source("b1", RestoreMethod::Physical))
+        );
+        assert_eq!(
+            RestoreSource::parse("b1, method=logical"),
+            Ok(source("b1", RestoreMethod::Logical))
+        );
+        for (value, fragment) in [
+            ("b1,method=fast", "\"fast\" is unknown"),
+            ("b1,how=physical", "option \"how=physical\" is unknown"),
+            ("b1,method=physical,method=logical", "twice"),
+            ("b1,", "option \"\" is unknown"),
+        ] {
+            let problem = RestoreSource::parse(value).expect_err(value);
+            assert!(problem.contains(fragment), "{value:?}: {problem}");
+        }
+        for method in [RestoreMethod::Logical, RestoreMethod::Physical] {
+            let written = source("b1", method);
+            assert_eq!(
+                RestoreSource::parse(&written.annotation_value()),
+                Ok(written)
+            );
+        }
+        assert_eq!(
+            source("b1", RestoreMethod::Logical).annotation_value(),
+            "b1"
+        );
+    }
 }

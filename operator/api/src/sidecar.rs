@@ -37,8 +37,9 @@ use crate::Timestamp;
 
 pub mod backup;
 pub use backup::{
-    backup_name_problem, BackupInfo, BackupRequest, JobKind, JobState, JobStatus, ReseedRequest,
-    RestoreRequest, PATH_BACKUP, PATH_RESEED, PATH_RESTORE,
+    backup_name_problem, mysqld_gate_command, BackupInfo, BackupRequest, JobKind, JobState,
+    JobStatus, ReseedRequest, RestoreRequest, MYSQLD_GATE_NAME, MYSQLD_GATE_SCRIPT, PATH_BACKUP,
+    PATH_RESEED, PATH_RESTORE, RESTORE_JOURNAL,
 };
 
 /// Path of the status endpoint (`GET`).

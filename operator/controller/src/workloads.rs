@@ -23,7 +23,15 @@
 //!   graceful) and the StatefulSet recreates it from the new template.
 //! - Each site has a second volume claim, [`BACKUP_VOLUME`], mounted into the sidecar only: the
 //!   named backups it takes and restores from (issue 12 part 2). The sidecar also mounts the
-//!   data volume read-only, for `mariadb-backup`'s physical copy. The pod's `fsGroup` is
+//!   data volume, writable: `mariadb-backup` reads it for the physical copy, and a restore
+//!   from that copy replaces its contents while mysqld is down. For that restore the `mysql`
+//!   container starts mysqld through the restore gate
+//!   ([`bloodraven_api::sidecar::MYSQLD_GATE_SCRIPT`], then the image's `docker-entrypoint.sh`,
+//!   the official `mariadb` and `mysql` images' entrypoint): while the sidecar's restore
+//!   journal sits in the data directory the gate holds mysqld down and touches
+//!   [`MYSQLD_GATE_MARK`]; otherwise it `exec`s the entrypoint, so mysqld is the container's
+//!   process as before. The sidecar gets `--mysqld-gate-mark` only in the same template, so a
+//!   pod made before the gate existed is refused a physical restore. The pod's `fsGroup` is
 //!   mysqld's gid, so a volume the kubelet prepares is group-writable by the sidecar's user
 //!   (it runs as [`MYSQL_IMAGE_UID`]). `volumeClaimTemplates` cannot change on a live
 //!   StatefulSet (the API server refuses it), so a StatefulSet made before the backup volume
@@ -86,6 +94,12 @@ pub const RUN_MOUNT_PATH: &str = "/run/bloodraven";
 pub const MYSQL_IMAGE_UID: i64 = 999;
 /// mysqld's pid file, on [`RUN_VOLUME`].
 pub const MYSQLD_PID_FILE: &str = "/run/bloodraven/mysqld.pid";
+/// The mark mysqld's restore gate touches while it holds mysqld down, on [`RUN_VOLUME`] (the
+/// sidecar's `--mysqld-gate-mark`).
+pub const MYSQLD_GATE_MARK: &str = "/run/bloodraven/mysqld-gate-held";
+/// The entrypoint of the official `mariadb` and `mysql` images, which the restore gate
+/// `exec`s (a container `command` replaces the image's ENTRYPOINT).
+pub const IMAGE_ENTRYPOINT: &str = "docker-entrypoint.sh";
 /// Size requested by each site's data volume claim.
 pub const DATA_STORAGE: &str = "1Gi";
 /// Name of the volume claim template (and of the volume) holding the site's named backups.
@@ -207,8 +221,9 @@ pub fn mysqld_args(flavor: Flavor, server_id: usize, report_host: &str) -> Vec<S
 /// (`{site}` is substituted by the sidecar), and the request-signature keys mounted from
 /// [`sidecar_keys_secret`] (never `--insecure-allow-unauthenticated`).
 ///
-/// With `backups` (the pod has [`BACKUP_VOLUME`]), also `--backup-dir` and `--mysql-datadir`
-/// (the data volume, mounted read-only into the sidecar).
+/// With `backups` (the pod has [`BACKUP_VOLUME`]), also `--backup-dir`, `--mysql-datadir`
+/// (the data volume, mounted into the sidecar) and `--mysqld-gate-mark` (the `mysql`
+/// container starts mysqld through the restore gate).
 pub fn sidecar_args(
     spec: &MysqlFailoverGroupSpec,
     group: &str,
@@ -242,6 +257,7 @@ pub fn sidecar_args(
         args.extend([
             format!("--backup-dir={BACKUP_MOUNT_PATH}"),
             format!("--mysql-datadir={DATA_MOUNT_PATH}"),
+            format!("--mysqld-gate-mark={MYSQLD_GATE_MARK}"),
         ]);
     }
     args
@@ -308,6 +324,7 @@ pub fn statefulset(
     let mysql = Container {
         name: CONTAINER_MYSQL.to_string(),
         image: Some(mysql_image.to_string()),
+        command: backups.then(mysqld_gate_command),
         args: Some(mysqld_args(spec.flavor, server_id, &report_host)),
         env: Some(mysql_env(spec.flavor, &secret)),
         ports: Some(vec![ContainerPort {
@@ -466,8 +483,21 @@ fn claim(name: &str, storage: &str) -> PersistentVolumeClaim {
     }
 }
 
+/// The `mysql` container's command with backups: the restore gate, then the image's
+/// entrypoint (module docs).
+fn mysqld_gate_command() -> Vec<String> {
+    bloodraven_api::sidecar::mysqld_gate_command(
+        &format!(
+            "{DATA_MOUNT_PATH}/{}",
+            bloodraven_api::sidecar::RESTORE_JOURNAL
+        ),
+        MYSQLD_GATE_MARK,
+        &[IMAGE_ENTRYPOINT],
+    )
+}
+
 /// The sidecar's mounts: the run volume, its keys (read-only) and, with `backups`, the backup
-/// volume and the data volume (read-only: `mariadb-backup` only reads it).
+/// volume and the data volume (writable: a physical restore replaces its contents).
 fn sidecar_mounts(backups: bool) -> Vec<VolumeMount> {
     let mut mounts = vec![
         run_mount(),
@@ -488,7 +518,6 @@ fn sidecar_mounts(backups: bool) -> Vec<VolumeMount> {
             VolumeMount {
                 name: DATA_VOLUME.to_string(),
                 mount_path: DATA_MOUNT_PATH.to_string(),
-                read_only: Some(true),
                 ..VolumeMount::default()
             },
         ]);
@@ -1041,6 +1070,7 @@ mod tests {
                 "--peer-key-file=/etc/bloodraven/sidecar-keys/peer-key".to_string(),
                 "--backup-dir=/var/lib/bloodraven/backups".to_string(),
                 "--mysql-datadir=/var/lib/mysql".to_string(),
+                "--mysqld-gate-mark=/run/bloodraven/mysqld-gate-held".to_string(),
             ])
         );
         let port = &sidecar.ports.as_ref().expect("ports")[0];
@@ -1128,10 +1158,11 @@ mod tests {
     }
 
     /// Issue 12 part 2: a backup volume claim per site, mounted into the sidecar alone (its
-    /// `--backup-dir`), the data volume read-only into the sidecar (`--mysql-datadir`, for
-    /// `mariadb-backup`), and `fsGroup` = mysqld's gid so the sidecar's user may write the
-    /// volumes. A StatefulSet made without the claim (claim templates are immutable) keeps
-    /// that shape: no backup volume, no `--backup-dir`.
+    /// `--backup-dir`), the data volume writable into the sidecar (`--mysql-datadir`, for
+    /// `mariadb-backup` and the physical restore), mysqld started through the restore gate
+    /// (`--mysqld-gate-mark`), and `fsGroup` = mysqld's gid so the sidecar's user may write
+    /// the volumes. A StatefulSet made without the claim (claim templates are immutable) keeps
+    /// that shape: no backup volume, no `--backup-dir`, no gate.
     #[test]
     fn backups_live_on_their_own_claim_mounted_into_the_sidecar() {
         let set = render("iad");
@@ -1166,9 +1197,25 @@ mod tests {
             .expect("sidecar sees the datadir");
         assert_eq!(
             (data.mount_path.as_str(), data.read_only),
-            (DATA_MOUNT_PATH, Some(true))
+            (DATA_MOUNT_PATH, None)
         );
         assert!(!mounts("mysql").iter().any(|m| m.name == BACKUP_VOLUME));
+        // The gate: the journal on the data volume, the mark on the run volume both mount,
+        // then the image's entrypoint with mysqld's args after it.
+        let mysql = container(&set, "mysql");
+        let command = mysql.command.clone().expect("the gate");
+        assert_eq!(command[..2], ["/bin/sh", "-c"]);
+        assert_eq!(command[2], bloodraven_api::sidecar::MYSQLD_GATE_SCRIPT);
+        assert_eq!(
+            command[4..],
+            [
+                "/var/lib/mysql/bloodraven-restore.json",
+                MYSQLD_GATE_MARK,
+                "docker-entrypoint.sh"
+            ]
+        );
+        assert!(MYSQLD_GATE_MARK.starts_with(RUN_MOUNT_PATH));
+        assert!(mysql.args.as_ref().expect("args")[0].starts_with("--log-bin"));
 
         let old = statefulset(
             &spec(),
@@ -1181,6 +1228,11 @@ mod tests {
         )
         .expect("iad");
         assert!(!live_has_backups(&old));
+        assert_eq!(
+            container(&old, "mysql").command,
+            None,
+            "no gate without the volume"
+        );
         let old_claims = old
             .spec
             .as_ref()

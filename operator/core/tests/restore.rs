@@ -336,3 +336,171 @@ fn a_replica_ahead_of_the_backup_is_never_repointed_before_its_reseed() {
     let last = &world.decisions.last().expect("decision").1;
     assert_eq!(labels_of(last, "pdx"), Some((PodRole::Replica, false)));
 }
+
+/// [`backed_up`] with a `mariadb-backup` copy in the backup, whose GTID set is one
+/// transaction ahead of the dump's (a write acknowledged while the dump ran).
+fn backed_up_with_a_copy() -> (World, GtidSet) {
+    let mut world = World::bootstrapped();
+    world.backups_have_copies = true;
+    for _ in 0..3 {
+        assert!(world.write("iad"));
+    }
+    world.run_polls(1);
+    world.annotations.backup = Some("b1".to_string());
+    world.run_polls(3);
+    assert!(world.write("iad"));
+    let copy_set = world.site("iad").gtid.clone();
+    let backup = world
+        .site_mut("iad")
+        .backups
+        .iter_mut()
+        .find(|b| b.name == "b1")
+        .expect("b1");
+    assert!(backup.physical);
+    backup.physical_gtid_set = Some(copy_set.to_string());
+    (world, copy_set)
+}
+
+#[test]
+fn issue_12_a_physical_restore_keeps_exactly_the_copys_set_and_records_its_method() {
+    let (mut world, copy_set) = backed_up_with_a_copy();
+    // Two more after the copy: what the restore discards (not the one inside the copy).
+    assert!(world.write("iad"));
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let fenced_set = world.site("iad").gtid.clone();
+    let generation = world.memory.topology_generation;
+    world.annotations.restore = Some("b1,method=physical".to_string());
+    let from = world.decisions.len();
+    let phases = run_to_final(&mut world);
+    assert_eq!(phases.last(), Some(&RestorePhase::Completed), "{phases:?}");
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.method, bloodraven_api::RestoreMethod::Physical);
+    assert_eq!(status.backup, "b1");
+    assert_eq!(status.backup_gtid_set, Some(copy_set.to_string()));
+    assert_eq!(world.site("iad").gtid, copy_set);
+    let lost = bloodraven_mysql::lost_transactions(&fenced_set, &copy_set);
+    assert_eq!(lost.count(), 2);
+    assert_eq!(status.lost_transactions, 2);
+    assert_eq!(status.lost_gtid_set, Some(lost.to_string()));
+    assert!(status.exact);
+    assert_eq!(world.memory.topology_generation, generation + 1);
+    // Every Restore the operator sent asked for the copy.
+    let requests: Vec<_> = world.decisions[from..]
+        .iter()
+        .flat_map(|(_, d)| d.actions.iter())
+        .filter_map(|a| match a {
+            Action::Restore { request, .. } => Some(request.method),
+            _ => None,
+        })
+        .collect();
+    assert!(!requests.is_empty());
+    assert!(requests
+        .iter()
+        .all(|m| *m == bloodraven_api::RestoreMethod::Physical));
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("completed"), "{message}");
+    assert_eq!(world.annotations.restore, None);
+}
+
+#[test]
+fn issue_12_a_physical_request_for_a_backup_without_a_copy_fails_naming_it() {
+    let mut world = backed_up();
+    world.annotations.restore = Some("b1,method=physical".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Failed);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("no mariadb-backup copy") && message.contains("method=logical"),
+        "{message}"
+    );
+    assert!(!world
+        .decisions
+        .iter()
+        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::Fence { .. }))));
+    assert!(world.memory.authority.is_valid());
+    assert_eq!(world.annotations.restore, None);
+}
+
+#[test]
+fn issue_12_a_restore_request_of_another_form_fails_naming_what_is_wrong() {
+    let mut world = backed_up();
+    world.annotations.restore = Some("b1,method=fast".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Failed);
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("\"fast\" is unknown") && message.contains("logical or physical"),
+        "{message}"
+    );
+    assert_eq!(world.annotations.restore, None);
+    assert_eq!(world.events_of(EventReason::RestoreFailed).len(), 1);
+    assert!(!world
+        .decisions
+        .iter()
+        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::Fence { .. }))));
+    // The explicit default is the logical restore, and is a new request.
+    world.annotations.restore = Some("b1,method=logical".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Completed, "{status:?}");
+    assert_eq!(status.method, bloodraven_api::RestoreMethod::Logical);
+}
+
+// Issue 12: a physical restore stops the active site's mysqld (its sidecar answers). That
+// is the restore holding the site, not a failed active site: no emergency failover however
+// long it takes, the site stays fenced, and it is re-promoted once the copy is in place.
+#[test]
+fn issue_12_mysqld_down_during_a_physical_restore_is_no_reason_to_fail_over() {
+    let (mut world, copy_set) = backed_up_with_a_copy();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let generation = world.memory.topology_generation;
+    world.site_mut("iad").job_hangs = true;
+    world.annotations.restore = Some("b1,method=physical".to_string());
+    for _ in 0..6 {
+        world.run_polls(1);
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Restoring));
+    // mysqld stopped for the swap: many detection floors.
+    world.site_mut("iad").mysql_up = false;
+    let from = world.decisions.len();
+    for _ in 0..30 {
+        world.run_polls(1);
+        let decision = &world.decisions.last().expect("decision").1;
+        assert_eq!(labels_of(decision, "iad"), Some((PodRole::Fenced, false)));
+        assert!(!pushes_naming(decision, "pdx") && !pushes_naming(decision, "iad"));
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Restoring));
+    assert!(world
+        .events_of(EventReason::EmergencyFailoverStarted)
+        .is_empty());
+    assert!(world.events_of(EventReason::Promoted).is_empty());
+    assert!(world.memory.emergency_failover.is_none());
+    assert_eq!(world.memory.active_site, "iad");
+    assert_eq!(world.memory.topology_generation, generation);
+    assert!(world.writable_sites().is_empty());
+    assert!(!world.decisions[from..].iter().any(|(_, d)| d
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Promote { .. }))));
+    // mysqld is back on the copy, read-only; the sidecar reports the job done.
+    let iad = world.site_mut("iad");
+    iad.mysql_up = true;
+    iad.read_only = true;
+    iad.gtid = copy_set.clone();
+    let job = iad.job.as_mut().expect("the running job");
+    job.state = bloodraven_api::sidecar::JobState::Succeeded;
+    job.gtid_set = Some(copy_set.to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Completed, "{status:?}");
+    assert_eq!(world.memory.topology_generation, generation + 1);
+    assert_eq!(world.memory.active_site, "iad");
+    assert!(world.memory.authority.is_valid());
+    assert!(world
+        .events_of(EventReason::EmergencyFailoverStarted)
+        .is_empty());
+}

@@ -45,6 +45,7 @@ pub(crate) async fn run(groups: &Groups, group: &str, name: Option<&str>) -> Res
 mod tests {
     use super::*;
     use crate::restore::restore_patch;
+    use bloodraven_api::RestoreMethod;
 
     /// Issue 12: `backup` and `restore` write only their annotation; names are checked.
     #[test]
@@ -54,8 +55,12 @@ mod tests {
             json!({"metadata": {"annotations": {"bloodraven.shipstream.io/backup": "b1"}}})
         );
         assert_eq!(
-            restore_patch("b1"),
+            restore_patch("b1", RestoreMethod::Logical),
             json!({"metadata": {"annotations": {"bloodraven.shipstream.io/restore": "b1"}}})
+        );
+        assert_eq!(
+            restore_patch("b1", RestoreMethod::Physical),
+            json!({"metadata": {"annotations": {"bloodraven.shipstream.io/restore": "b1,method=physical"}}})
         );
         let now: jiff::Timestamp = "2026-12-01T23:30:05Z".parse().expect("time");
         let name = default_backup_name("playground", now);

@@ -5,8 +5,9 @@
 //! `bloodraven.shipstream.io/revoke-deployment-leases`. It never talks to MySQL and needs a
 //! live operator to act on either. `backup` sets `bloodraven.shipstream.io/backup=<name>` (the
 //! operator asks the active site's sidecar for it) and `restore --from <backup>` sets
-//! `bloodraven.shipstream.io/restore=<backup>` (restore in place of the active site). `status`
-//! reads the group.
+//! `bloodraven.shipstream.io/restore=<backup>` (restore in place of the active site from the
+//! backup's logical dump; `--method physical` sets `<backup>,method=physical`: from its
+//! `mariadb-backup` copy). `status` reads the group.
 //!
 //! This file is the command tree and its dispatch only; each subcommand is its own module
 //! ([`promote`], [`status`], [`revoke_leases`], [`backup`], [`restore`]), over the client and
@@ -87,6 +88,11 @@ pub enum Command {
         /// The backup to restore from (on the active site's volume).
         #[arg(long = "from")]
         from: String,
+        /// How: `logical` loads the backup's dump into the running mysqld; `physical` stops
+        /// mysqld and replaces its data directory with the backup's `mariadb-backup` copy (the
+        /// operator refuses it, saying so, for a backup without one).
+        #[arg(long, value_parser = ["logical", "physical"], default_value = "logical")]
+        method: String,
     },
 }
 
@@ -102,6 +108,10 @@ pub async fn run(cli: &Cli, client: Client) -> Result<String> {
         Command::Status { group } => status::run(&groups, group).await,
         Command::RevokeLeases { group } => revoke_leases::run(&groups, group).await,
         Command::Backup { group, name } => backup::run(&groups, group, name.as_deref()).await,
-        Command::Restore { group, from } => restore::run(&groups, group, from).await,
+        Command::Restore {
+            group,
+            from,
+            method,
+        } => restore::run(&groups, group, from, method).await,
     }
 }

@@ -145,10 +145,11 @@ fn write_last_operations(out: &mut String, status: &MysqlFailoverGroupStatus) {
     if let Some(restore) = &status.restore {
         let _ = writeln!(
             out,
-            "Restore:             {:?} {} from {}, lost {} transaction(s){}",
+            "Restore:             {:?} {} from {} ({}), lost {} transaction(s){}",
             restore.phase,
             restore.site,
             restore.backup,
+            restore.method.as_str(),
             restore.lost_transactions,
             restore
                 .message

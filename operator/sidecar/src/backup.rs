@@ -7,8 +7,10 @@
 //! --master-data=2 --gtid` of every schema but the system ones and the sidecar's own),
 //! `manifest.json` ([`BackupInfo`]: the GTID set of the dump's snapshot, its schemas) and,
 //! where `mariadb-backup` is installed and the data directory is mounted, `physical/`: a
-//! prepared `mariadb-backup` copy. A backup is written under `.<name>.partial` and renamed
-//! when complete, so a crash mid-way never leaves a backup that looks whole.
+//! prepared `mariadb-backup` copy, taken right after the dump, with its own GTID set
+//! (`BackupInfo::physical_gtid_set`, found the same way from the position the copy recorded).
+//! A backup is written under `.<name>.partial` and renamed when complete, so a crash mid-way
+//! never leaves a backup that looks whole.
 //!
 //! The GTID set of the snapshot is MariaDB's `gtid_binlog_state` (what the operator compares,
 //! `bloodraven_mysql::Dialect::gtid_executed_query`): the state read just before the dump,
@@ -18,11 +20,22 @@
 //!
 //! # A restore
 //!
-//! Only while an explicit operator fence is in force and mysqld reads read-only: schemas the
-//! backup does not hold are dropped, the dump is loaded with `sql_log_bin = 0`, and the binlog
-//! is reset to the backup's GTID set (`RESET MASTER`, `gtid_binlog_state`, `gtid_slave_pos`),
-//! so the site holds exactly the backup's transactions. Transactions after it are gone from
-//! this site; replicas that hold any of them are re-seeded (the operator decides which).
+//! Only while an explicit operator fence is in force and mysqld reads read-only, by the
+//! request's method ([`RestoreMethod`]):
+//!
+//! - **logical** (the default): schemas the backup does not hold are dropped, the dump is
+//!   loaded with `sql_log_bin = 0` into the running mysqld, and the binlog is reset to the
+//!   backup's GTID set (`RESET MASTER`, `gtid_binlog_state`, `gtid_slave_pos`);
+//! - **physical**: mysqld is stopped and held down by the restore gate of its container, the
+//!   data directory is replaced by the `mariadb-backup` copy under a journal that makes a
+//!   cut-off restore roll back, mysqld starts again (read-only, still under the fence), and
+//!   the binlog is reset to the copy's GTID set the same way (`crate::physical` has the
+//!   mechanism and why). Refused, saying why, for a backup without a copy or a pod without
+//!   the gate.
+//!
+//! Either way the site then holds exactly the backup's transactions. Transactions after it
+//! are gone from this site; replicas that hold any of them are re-seeded (the operator
+//! decides which).
 //!
 //! # A re-seed
 //!
@@ -46,9 +59,12 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
-use bloodraven_api::sidecar::{
-    backup_name_problem, BackupInfo, BackupRequest, ErrorBody, JobKind, JobState, JobStatus,
-    ReseedRequest, RestoreRequest,
+use bloodraven_api::{
+    sidecar::{
+        backup_name_problem, BackupInfo, BackupRequest, ErrorBody, JobKind, JobState, JobStatus,
+        ReseedRequest, RestoreRequest,
+    },
+    RestoreMethod,
 };
 use bloodraven_mysql::{
     deadline::DEADLINE_SCHEMA,
@@ -65,7 +81,7 @@ const MANIFEST: &str = "manifest.json";
 /// The logical dump's file.
 const DUMP: &str = "dump.sql";
 /// The last restore or re-seed outcome.
-const LAST_JOB: &str = "last-job.json";
+pub(crate) const LAST_JOB: &str = "last-job.json";
 /// The dump trailer line carrying the snapshot's GTID position.
 const GTID_TRAILER: &str = "-- SET GLOBAL gtid_slave_pos='";
 
@@ -74,7 +90,7 @@ const GTID_TRAILER: &str = "-- SET GLOBAL gtid_slave_pos='";
 #[error("{0}")]
 pub(crate) struct JobError(String);
 
-fn fail(message: impl Into<String>) -> JobError {
+pub(crate) fn fail(message: impl Into<String>) -> JobError {
     JobError(message.into())
 }
 
@@ -92,7 +108,7 @@ pub(crate) async fn backup(
         JobKind::Backup,
         request.name,
         0,
-        None,
+        Extra::None,
     )
     .await
 }
@@ -111,7 +127,7 @@ pub(crate) async fn restore(
         JobKind::Restore,
         request.name,
         request.restore_id,
-        None,
+        Extra::Method(request.method),
     )
     .await
 }
@@ -135,9 +151,20 @@ pub(crate) async fn reseed(
         JobKind::Reseed,
         name,
         request.restore_id,
-        Some(source),
+        Extra::Source(source),
     )
     .await
+}
+
+/// What a job needs beyond its kind and name.
+#[derive(Debug, Clone)]
+enum Extra {
+    /// Nothing (a backup).
+    None,
+    /// A restore's method.
+    Method(RestoreMethod),
+    /// A re-seed's source host and port.
+    Source((String, u16)),
 }
 
 fn refusal(status: StatusCode, error: String) -> Response {
@@ -152,7 +179,7 @@ async fn start(
     kind: JobKind,
     name: String,
     restore_id: u64,
-    source: Option<(String, u16)>,
+    extra: Extra,
 ) -> Response {
     if group != shared.group() {
         return refusal(
@@ -172,7 +199,11 @@ async fn start(
             ),
         );
     };
-    if let Err(error) = preconditions(&shared, &settings, kind, &name) {
+    let method = match &extra {
+        Extra::Method(method) => *method,
+        Extra::None | Extra::Source(_) => RestoreMethod::Logical,
+    };
+    if let Err(error) = preconditions(&shared, &settings, kind, &name, method) {
         tracing::warn!(site = shared.site(), ?kind, name, %error, "backup job refused");
         return refusal(StatusCode::CONFLICT, error.to_string());
     }
@@ -218,10 +249,14 @@ async fn start(
             JobKind::Backup => run_backup(&task_shared, &settings, &name)
                 .await
                 .map(|info| (info.gtid_set.clone(), format!("backup {name} taken"))),
-            JobKind::Restore => run_restore(&task_shared, &settings, &name).await,
-            JobKind::Reseed => match source {
-                Some((host, port)) => run_reseed(&task_shared, &settings, &host, port).await,
-                None => Err(fail("reseed without a source")),
+            JobKind::Restore => {
+                run_restore(&task_shared, &settings, &name, restore_id, method).await
+            }
+            JobKind::Reseed => match extra {
+                Extra::Source((host, port)) => {
+                    run_reseed(&task_shared, &settings, &host, port).await
+                }
+                Extra::None | Extra::Method(_) => Err(fail("reseed without a source")),
             },
         };
         finish(&task_shared, &settings, kind, &name, restore_id, outcome);
@@ -235,6 +270,7 @@ fn preconditions(
     settings: &BackupSettings,
     kind: JobKind,
     name: &str,
+    method: RestoreMethod,
 ) -> Result<(), JobError> {
     if shared.settings.flavor != Flavor::MariaDb {
         return Err(fail(format!(
@@ -253,7 +289,19 @@ fn preconditions(
                     settings.dir.display()
                 )));
             }
-            Ok(())
+            match method {
+                RestoreMethod::Logical => Ok(()),
+                RestoreMethod::Physical => {
+                    let info = manifest(settings, name)?;
+                    match crate::physical::unavailable(settings, &info) {
+                        Some(why) => Err(fail(format!(
+                            "restore {name} on {} from its mariadb-backup copy: {why}",
+                            shared.site()
+                        ))),
+                        None => Ok(()),
+                    }
+                }
+            }
         }
         JobKind::Reseed => {
             let named_active = shared
@@ -273,7 +321,7 @@ fn preconditions(
 
 /// A restore needs an explicit operator fence in force (the enforcer keeps mysqld read-only
 /// until an authority of a greater generation lifts it).
-fn fenced_for_restore(shared: &Shared) -> Result<(), JobError> {
+pub(crate) fn fenced_for_restore(shared: &Shared) -> Result<(), JobError> {
     if shared.lease().fence_state().is_none() {
         return Err(fail(format!(
             "restore on {}: no explicit fence is in force (POST /v1/fence first)",
@@ -355,7 +403,7 @@ pub(crate) fn list(settings: &BackupSettings) -> Vec<BackupInfo> {
     backups
 }
 
-fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), JobError> {
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), JobError> {
     let text = serde_json::to_vec_pretty(value).map_err(|error| fail(error.to_string()))?;
     let partial = path.with_extension("partial");
     std::fs::write(&partial, text)
@@ -379,7 +427,7 @@ async fn run_backup(
         .map_err(|error| fail(format!("create {}: {error}", partial.display())))?;
     let created_at = wall_now();
     let dump = dump(&settings.mysql, &partial.join(DUMP)).await?;
-    let physical = physical_copy(settings, &partial).await?;
+    let physical_gtid_set = physical_copy(settings, &partial).await?;
     let info = BackupInfo {
         name: name.to_owned(),
         site: shared.site().to_owned(),
@@ -387,7 +435,8 @@ async fn run_backup(
         gtid_set: dump.gtid_set,
         databases: dump.databases,
         logical_bytes: dump.bytes,
-        physical,
+        physical: physical_gtid_set.is_some(),
+        physical_gtid_set,
     };
     write_json(&partial.join(MANIFEST), &info)?;
     std::fs::rename(&partial, &target)
@@ -395,17 +444,33 @@ async fn run_backup(
     Ok(info)
 }
 
+fn manifest(settings: &BackupSettings, name: &str) -> Result<BackupInfo, JobError> {
+    let text = std::fs::read_to_string(settings.dir.join(name).join(MANIFEST))
+        .map_err(|error| fail(format!("read the manifest of backup {name}: {error}")))?;
+    serde_json::from_str(&text)
+        .map_err(|error| fail(format!("read the manifest of backup {name}: {error}")))
+}
+
 async fn run_restore(
     shared: &Shared,
     settings: &BackupSettings,
     name: &str,
+    restore_id: u64,
+    method: RestoreMethod,
 ) -> Result<(String, String), JobError> {
     let directory = settings.dir.join(name);
-    let text = std::fs::read_to_string(directory.join(MANIFEST))
-        .map_err(|error| fail(format!("read the manifest of backup {name}: {error}")))?;
-    let info: BackupInfo = serde_json::from_str(&text)
-        .map_err(|error| fail(format!("read the manifest of backup {name}: {error}")))?;
+    let info = manifest(settings, name)?;
     fenced_for_restore(shared)?;
+    if method == RestoreMethod::Physical {
+        let gtid_set = crate::physical::restore(shared, settings, &info, restore_id).await?;
+        return Ok((
+            gtid_set,
+            format!(
+                "restored backup {name} from its mariadb-backup copy (taken on {} at {}); mysqld was stopped and its data directory replaced",
+                info.site, info.created_at
+            ),
+        ));
+    }
     load(
         &settings.mysql,
         &directory.join(DUMP),
@@ -484,7 +549,7 @@ struct Dumped {
     bytes: u64,
 }
 
-fn client(options: &ConnectOptions) -> LiveMysql {
+pub(crate) fn client(options: &ConnectOptions) -> LiveMysql {
     LiveMysql::new(Flavor::MariaDb, options.clone())
 }
 
@@ -659,7 +724,8 @@ async fn load(
     gtid_set: &str,
 ) -> Result<(), JobError> {
     let mysql = client(options);
-    let position = position_of(gtid_set)?;
+    // Checked before anything is dropped.
+    position_of(gtid_set)?;
     let stale: Vec<String> = user_databases(&mysql)
         .await?
         .into_iter()
@@ -707,6 +773,29 @@ async fn load(
             String::from_utf8_lossy(&output.stderr).trim()
         )));
     }
+    drop(conn);
+    reset_gtid_state(options, gtid_set).await
+}
+
+/// Resets mysqld at `options` (read-only, not replicating) to hold exactly `gtid_set`: no
+/// replication, the binlog emptied and its state set, `gtid_slave_pos` to match.
+pub(crate) async fn reset_gtid_state(
+    options: &ConnectOptions,
+    gtid_set: &str,
+) -> Result<(), JobError> {
+    let mysql = client(options);
+    let position = position_of(gtid_set)?;
+    let mut conn = mysql.connect().await.map_err(|e| fail(e.to_string()))?;
+    let read_only = mysql
+        .read_only_on(&mut conn)
+        .await
+        .map_err(|e| fail(format!("read read_only: {e}")))?;
+    if !read_only.read_only {
+        return Err(fail(format!(
+            "reset the binlog of {}: mysqld is writable; it must be fenced first",
+            options.address()
+        )));
+    }
     for statement in [
         "STOP ALL SLAVES".to_owned(),
         "RESET SLAVE ALL".to_owned(),
@@ -745,7 +834,7 @@ fn tool(name: &str, options: &ConnectOptions) -> Result<tokio::process::Command,
 
 /// Runs `command` to its end with the stdio it was given (`output()` would capture stdout and
 /// close stdin over them).
-async fn run(
+pub(crate) async fn run(
     command: &mut tokio::process::Command,
     what: &str,
 ) -> Result<std::process::Output, JobError> {
@@ -757,7 +846,7 @@ async fn run(
         .map_err(|error| fail(format!("run {what}: {error}")))
 }
 
-fn find_tool(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_tool(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/bin", "/usr/local/bin", "/usr/sbin"].map(PathBuf::from))
@@ -766,17 +855,27 @@ fn find_tool(name: &str) -> Option<PathBuf> {
 }
 
 /// A prepared `mariadb-backup` copy in `<partial>/physical`, when the tool is installed and
-/// the data directory is mounted; `false` (logged) otherwise.
-async fn physical_copy(settings: &BackupSettings, partial: &Path) -> Result<bool, JobError> {
+/// the data directory is mounted: its GTID set (`None`, logged, otherwise).
+///
+/// The set is found as the dump's is: the binlog state read just before the copy, advanced
+/// by the position `mariadb-backup` recorded at the copy's consistent point
+/// (`xtrabackup_binlog_info`, its third column). On the active site only its own writes
+/// land in between, so that is exact; it differs from the dump's set by the writes
+/// acknowledged while the dump ran.
+async fn physical_copy(
+    settings: &BackupSettings,
+    partial: &Path,
+) -> Result<Option<String>, JobError> {
     let Some(datadir) = settings.datadir.as_ref() else {
         tracing::info!("no data directory mounted: logical dump only");
-        return Ok(false);
+        return Ok(None);
     };
     if find_tool("mariadb-backup").is_none() {
         tracing::info!("mariadb-backup is not installed: logical dump only");
-        return Ok(false);
+        return Ok(None);
     }
-    let target = partial.join("physical");
+    let target = partial.join(crate::physical::PHYSICAL_DIR);
+    let before = binlog_state(&client(&settings.mysql)).await?;
     let backup = run(
         tool("mariadb-backup", &settings.mysql)?
             .arg("--backup")
@@ -794,6 +893,19 @@ async fn physical_copy(settings: &BackupSettings, partial: &Path) -> Result<bool
             last_lines(&backup.stderr)
         )));
     }
+    let info_file = ["mariadb_backup_binlog_info", "xtrabackup_binlog_info"]
+        .iter()
+        .map(|name| target.join(name))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            fail(format!(
+                "find the binlog position mariadb-backup recorded in {}",
+                target.display()
+            ))
+        })?;
+    let recorded = std::fs::read_to_string(&info_file)
+        .map_err(|error| fail(format!("read {}: {error}", info_file.display())))?;
+    let gtid_set = advance_state(&before, &copy_position(&recorded))?;
     let prepare = run(
         tokio::process::Command::new(find_tool("mariadb-backup").unwrap_or_default())
             .arg("--no-defaults")
@@ -812,10 +924,21 @@ async fn physical_copy(settings: &BackupSettings, partial: &Path) -> Result<bool
             last_lines(&prepare.stderr)
         )));
     }
-    Ok(true)
+    Ok(Some(gtid_set))
 }
 
-fn last_lines(stderr: &[u8]) -> String {
+/// The GTID position in `xtrabackup_binlog_info` (`<file>\t<offset>\t<gtid list>`; no third
+/// column when nothing was ever binlogged).
+fn copy_position(recorded: &str) -> String {
+    recorded
+        .lines()
+        .next()
+        .and_then(|line| line.split_whitespace().nth(2))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+pub(crate) fn last_lines(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(3)..].join(" / ")
@@ -844,6 +967,17 @@ mod tests {
         assert_eq!(advance_state("", "0-1-2").expect("ok"), "0-1-2");
         assert_eq!(advance_state("0-1-9", "0-1-8").expect("ok"), "0-1-9");
         assert!(advance_state("0-1", "0-1-2").is_err());
+    }
+
+    #[test]
+    fn the_physical_copys_position_is_the_third_column_of_its_binlog_info() {
+        assert_eq!(copy_position("mysql-bin.000003\t385\t0-1-42\n"), "0-1-42");
+        assert_eq!(
+            copy_position("mysql-bin.000003\t385\t0-1-42,1-2-7\n"),
+            "0-1-42,1-2-7"
+        );
+        assert_eq!(copy_position("mysql-bin.000001\t4\n"), "");
+        assert_eq!(copy_position(""), "");
     }
 
     #[test]

@@ -110,6 +110,13 @@ pub struct Config {
     /// `mariadb-backup` installed, a backup also holds a prepared physical copy.
     #[arg(long, env = "BLOODRAVEN_MYSQL_DATADIR", requires = "backup_dir")]
     pub mysql_datadir: Option<PathBuf>,
+    /// The mark mysqld's restore gate touches while it holds mysqld down
+    /// (`bloodraven_api::sidecar::MYSQLD_GATE_SCRIPT`; on a volume both containers mount).
+    /// Given only when the `mysql` container starts mysqld through that gate and the data
+    /// directory is mounted writable here: it enables restores from the `mariadb-backup` copy
+    /// (`crate::physical`). Without it such a restore is refused, saying why.
+    #[arg(long, env = "BLOODRAVEN_MYSQLD_GATE_MARK", requires = "mysql_datadir")]
+    pub mysqld_gate_mark: Option<PathBuf>,
     /// A file holding the operator's verifying key (hex Ed25519 public key; the mounted Secret
     /// `mysql-<group>-sidecar-keys`). Authority pushes, fence, promote, repoint and database
     /// requests must be signed by the operator's key (issue 10 case 8).
@@ -184,6 +191,9 @@ pub struct BackupSettings {
     pub dir: PathBuf,
     /// mysqld's data directory, for a physical copy with `mariadb-backup`.
     pub datadir: Option<PathBuf>,
+    /// The mark of mysqld's restore gate; with it (and `datadir` writable) a restore from
+    /// the physical copy is offered (`crate::physical`).
+    pub mysqld_gate_mark: Option<PathBuf>,
     /// The MySQL account the dump and the restore use (on every site: a re-seed dumps the
     /// source with it).
     pub mysql: ConnectOptions,
@@ -318,6 +328,7 @@ impl Config {
         let backup = self.backup_dir.map(|dir| BackupSettings {
             dir,
             datadir: self.mysql_datadir,
+            mysqld_gate_mark: self.mysqld_gate_mark,
             mysql: mysql.clone(),
         });
         Ok(Settings {

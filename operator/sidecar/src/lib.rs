@@ -14,6 +14,9 @@
 //!   fenced (frozen), so a lapsed lease means "cannot write" (`bloodraven_core::lease::watchdog`).
 //! - `deadline`: arms mysqld's write deadline, a dead man's switch inside mysqld that fences
 //!   it when this sidecar is killed or hangs (`bloodraven_mysql::deadline`).
+//! - `backup`: the backup, restore-in-place and re-seed jobs; `physical`: the restore from a
+//!   backup's `mariadb-backup` copy (mysqld stopped through its restore gate, the data
+//!   directory swapped under a journal that a restarted sidecar rolls back).
 //! - `testing` (feature `testing`): an in-process DNS server for tests.
 
 mod backup;
@@ -28,6 +31,7 @@ mod http;
 mod metrics;
 mod observation;
 mod peers;
+mod physical;
 pub mod server;
 mod state;
 #[cfg(feature = "testing")]

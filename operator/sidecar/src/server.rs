@@ -87,6 +87,11 @@ impl Sidecar {
                 None
             }
         };
+        // A physical restore cut off by a crash is rolled back before anything else runs, and
+        // recorded as failed where the job state below is read from (`crate::physical`).
+        if let Some(backup) = settings.backup.as_ref() {
+            crate::physical::recover(backup);
+        }
         let shared = Shared::new(settings, mysql, discovery, http_client, Metrics::new());
         let timers = vec![
             tokio::spawn(enforcer::run(shared.clone())),

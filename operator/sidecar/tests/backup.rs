@@ -9,11 +9,12 @@ use bloodraven_api::sidecar::{
     BackupInfo, BackupRequest, FenceRequest, JobKind, JobState, JobStatus, ReseedRequest,
     RestoreRequest, PATH_BACKUP, PATH_FENCE, PATH_RESEED, PATH_RESTORE,
 };
+use bloodraven_api::RestoreMethod;
 use bloodraven_mysql::live::LiveMysql;
 use common::{Playground, GROUP, LEASE};
 
 const SLACK: Duration = Duration::from_millis(1500);
-const JOB_WITHIN: Duration = Duration::from_secs(90);
+const JOB_WITHIN: Duration = Duration::from_secs(120);
 
 struct Dir(std::path::PathBuf);
 
@@ -165,6 +166,7 @@ async fn backup_restore_in_place_and_reseed_keep_exactly_the_backups_transaction
         group: GROUP.to_owned(),
         name: "b1".to_owned(),
         restore_id: 2,
+        method: RestoreMethod::Logical,
     };
     let (status, body) = post(&playground, 0, PATH_RESTORE, &restore).await;
     assert_eq!(status, reqwest::StatusCode::CONFLICT, "{body}");
@@ -296,4 +298,200 @@ async fn backup_jobs_refuse_bad_names_and_a_sidecar_without_a_backup_directory()
             .contains("--backup-dir"),
         "{body}"
     );
+}
+
+/// iad with `app.items` 1..3, a backup `b1` of it (dump and copy at the same GTID set: no
+/// writes in between), then rows 4 and 5 and a schema `later` after it. Returns the backup's
+/// set and the set iad then holds.
+async fn backed_up_then_written(playground: &Playground) -> (String, String) {
+    sql(playground, 0, "CREATE DATABASE app").await;
+    sql(
+        playground,
+        0,
+        "CREATE TABLE app.items (id INT PRIMARY KEY) ENGINE=InnoDB",
+    )
+    .await;
+    sql(playground, 0, "INSERT INTO app.items VALUES (1), (2), (3)").await;
+    let iad = playground.server(0).admin_client();
+    let at_backup = binlog_state(&iad).await;
+    let request = BackupRequest {
+        group: GROUP.to_owned(),
+        name: "b1".to_owned(),
+    };
+    let (status, body) = post(playground, 0, PATH_BACKUP, &request).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
+    let job = finished(playground, 0, JobKind::Backup, "b1", 0).await;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    let backup = playground.status(0).await.backups.remove(0);
+    assert!(backup.physical, "mariadb-backup is installed by ./setup");
+    assert_eq!(backup.gtid_set, at_backup);
+    assert_eq!(
+        backup.physical_gtid_set.as_deref(),
+        Some(at_backup.as_str()),
+        "the copy's own GTID set is recorded"
+    );
+    sql(playground, 0, "INSERT INTO app.items VALUES (4), (5)").await;
+    sql(playground, 0, "CREATE DATABASE later").await;
+    let before = binlog_state(&iad).await;
+    assert_ne!(before, at_backup);
+    (at_backup, before)
+}
+
+async fn fence_iad(playground: &Playground) {
+    let fence = FenceRequest {
+        group: GROUP.to_owned(),
+        topology_generation: 1,
+        kill_connections: true,
+        reason: "restore in place".to_owned(),
+    };
+    let (status, body) = post(playground, 0, PATH_FENCE, &fence).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    playground.wait_read_only(0, true, SLACK).await;
+}
+
+fn datadir_leftovers(playground: &Playground) -> Vec<String> {
+    std::fs::read_dir(playground.server(0).datadir())
+        .expect("datadir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("bloodraven-restore"))
+        .collect()
+}
+
+// Issue 12: restore in place from the mariadb-backup copy. mysqld is stopped (its gate holds
+// it down while the data directory is replaced), comes back read-only under the fence, and
+// holds exactly the backup's rows and GTID set; what was written after the backup is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_physical_restore_replaces_the_data_directory_with_the_copy_and_its_gtid_set() {
+    let root = backup_root("physical");
+    let playground = writable(&root).await;
+    let (at_backup, before_restore) = backed_up_then_written(&playground).await;
+    let iad = playground.server(0).admin_client();
+    let after_backup = bloodraven_mysql::lost_transactions(
+        &bloodraven_mysql::GtidSet::parse(bloodraven_mysql::Flavor::MariaDb, &before_restore)
+            .expect("set"),
+        &bloodraven_mysql::GtidSet::parse(bloodraven_mysql::Flavor::MariaDb, &at_backup)
+            .expect("set"),
+    );
+    assert_eq!(
+        after_backup.count(),
+        2,
+        "rows 4-5 and the schema: {after_backup}"
+    );
+
+    let restore = RestoreRequest {
+        group: GROUP.to_owned(),
+        name: "b1".to_owned(),
+        restore_id: 2,
+        method: RestoreMethod::Physical,
+    };
+    // Refused while not fenced.
+    let (status, body) = post(&playground, 0, PATH_RESTORE, &restore).await;
+    assert_eq!(status, reqwest::StatusCode::CONFLICT, "{body}");
+    fence_iad(&playground).await;
+    let restarts_before = playground.server(0).gate_restarts();
+    let (status, body) = post(&playground, 0, PATH_RESTORE, &restore).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
+    let job = finished(&playground, 0, JobKind::Restore, "b1", 2).await;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    assert_eq!(job.gtid_set.as_deref(), Some(at_backup.as_str()));
+    assert!(
+        job.message
+            .as_deref()
+            .is_some_and(|m| m.contains("mariadb-backup copy")),
+        "{job:?}"
+    );
+    assert!(
+        playground.server(0).gate_restarts() > restarts_before,
+        "mysqld was stopped and started again through its gate"
+    );
+    assert_eq!(ids(&playground, 0).await, ["1", "2", "3"]);
+    assert_eq!(binlog_state(&iad).await, at_backup);
+    assert!(!playground.schemas(0).await.contains(&"later".to_owned()));
+    assert!(
+        playground.read_only(0).await,
+        "still fenced after the restore"
+    );
+    assert_eq!(datadir_leftovers(&playground), Vec::<String>::new());
+    assert!(!playground.server(0).gate_mark().exists());
+    // The outcome survives a sidecar restart.
+    let mut playground = playground;
+    playground.restart_sidecar(0).await;
+    let job = playground.status(0).await.job.expect("recorded job");
+    assert!(job.is(JobKind::Restore, "b1", 2) && job.state == JobState::Succeeded);
+    // Re-promoted at a new generation: writable again on top of the backup.
+    playground.push_authority_to_all(Some("iad"), 2).await;
+    playground.wait_read_only(0, false, LEASE + SLACK).await;
+    sql(&playground, 0, "INSERT INTO app.items VALUES (6)").await;
+    assert_eq!(ids(&playground, 0).await, ["1", "2", "3", "6"]);
+}
+
+// Issue 12: a physical restore cut off half-way (its sidecar died while the old directory was
+// being put aside) never lets mysqld start on the half-replaced directory: the journal holds
+// it down until the restarted sidecar has rolled the directory back, and the job is recorded
+// as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_physical_restore_cut_off_half_way_rolls_back_before_mysqld_starts() {
+    let root = backup_root("cut-off");
+    let mut playground = writable(&root).await;
+    let (_, before_restore) = backed_up_then_written(&playground).await;
+    fence_iad(&playground).await;
+    playground.stop_sidecar(0).await;
+    // What the sidecar had done when it died: the journal at step Emptying, mysqld shut
+    // down and held by its gate, part of the old directory put aside.
+    let datadir = playground.server(0).datadir();
+    let journal = serde_json::json!({
+        "backup": "b1",
+        "restoreId": 2,
+        "step": "Emptying",
+        "startedAt": "2026-12-02T00:00:00Z"
+    });
+    std::fs::write(
+        datadir.join(bloodraven_api::sidecar::RESTORE_JOURNAL),
+        journal.to_string(),
+    )
+    .expect("journal");
+    let admin = playground.server(0).admin_client();
+    let mut conn = admin.connect().await.expect("connects");
+    let _ = admin.execute(&mut conn, "SHUTDOWN").await;
+    drop(conn);
+    let mark = playground.server(0).gate_mark();
+    let started = tokio::time::Instant::now();
+    while !mark.exists() {
+        assert!(started.elapsed() < JOB_WITHIN, "the gate holds mysqld down");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let aside = datadir.join(".bloodraven-restore-old");
+    std::fs::create_dir_all(&aside).expect("aside");
+    for name in ["app", "ibdata1"] {
+        std::fs::rename(datadir.join(name), aside.join(name)).expect("put aside");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        admin.connect().await.is_err(),
+        "no mysqld starts while the journal is there"
+    );
+    // The sidecar comes back: rolled back, mysqld starts on the old data, the job failed.
+    let running = playground.start_sidecar(0).await;
+    playground.sidecars[0] = Some(running);
+    let started = tokio::time::Instant::now();
+    while admin.connect().await.is_err() {
+        assert!(started.elapsed() < JOB_WITHIN, "mysqld starts again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ids(&playground, 0).await, ["1", "2", "3", "4", "5"]);
+    assert!(playground.schemas(0).await.contains(&"later".to_owned()));
+    assert_eq!(datadir_leftovers(&playground), Vec::<String>::new());
+    let iad = playground.server(0).admin_client();
+    assert_eq!(binlog_state(&iad).await, before_restore);
+    let job = playground.status(0).await.job.expect("recorded job");
+    assert!(job.is(JobKind::Restore, "b1", 2), "{job:?}");
+    assert_eq!(job.state, JobState::Failed);
+    assert!(
+        job.message
+            .as_deref()
+            .is_some_and(|m| m.contains("rolled back")),
+        "{job:?}"
+    );
+    assert!(playground.read_only(0).await);
 }

@@ -135,10 +135,12 @@ pub enum FaultEvent {
         /// The backup's name.
         name: String,
     },
-    /// `kubectl bloodraven restore <group> --from <name>` (`--restore`).
+    /// `kubectl bloodraven restore <group> --from <name> [--method physical]` (`--restore`).
     RestoreRequest {
         /// The backup to restore from.
         name: String,
+        /// Logical or physical (the annotation's `,method=`).
+        method: bloodraven_api::RestoreMethod,
     },
     /// The deploy pipeline starts a migration: takes the mutex, then the failover-hold.
     PipelineStart,
@@ -261,9 +263,16 @@ impl World {
                     Event::Fault(FaultEvent::PipelineStart),
                 );
             }
+            // The second round restores from the copy: no draw from the generator, so the
+            // schedule of every seed stays what it was.
+            let method = if round == 2 {
+                bloodraven_api::RestoreMethod::Physical
+            } else {
+                bloodraven_api::RestoreMethod::Logical
+            };
             self.schedule_at(
                 SimTime(restore_at),
-                Event::Fault(FaultEvent::RestoreRequest { name }),
+                Event::Fault(FaultEvent::RestoreRequest { name, method }),
             );
             at = restore_at;
         }
@@ -679,11 +688,16 @@ impl World {
                     .annotations
                     .insert(bloodraven_api::names::ANNOTATION_BACKUP.to_string(), name);
             }
-            FaultEvent::RestoreRequest { name } => {
-                trace!(self.trace, self.now, "human", "annotates restore={name}");
+            FaultEvent::RestoreRequest { name, method } => {
+                let value = bloodraven_api::RestoreSource {
+                    backup: name,
+                    method,
+                }
+                .annotation_value();
+                trace!(self.trace, self.now, "human", "annotates restore={value}");
                 self.store
                     .annotations
-                    .insert(bloodraven_api::names::ANNOTATION_RESTORE.to_string(), name);
+                    .insert(bloodraven_api::names::ANNOTATION_RESTORE.to_string(), value);
             }
             FaultEvent::RevokeAnnotation => {
                 trace!(

@@ -74,7 +74,9 @@ impl World {
                 gtid_set: executed.server_text(),
                 databases: vec!["app".to_string()],
                 logical_bytes: executed.count(),
-                physical: false,
+                // The simulated backup is instant: the copy holds what the dump holds.
+                physical: true,
+                physical_gtid_set: Some(executed.server_text()),
             };
             trace!(
                 self.trace,
@@ -100,7 +102,7 @@ impl World {
         if !fenced || !self.sites[site].answers() || !self.sites[site].read_only {
             return false;
         }
-        let Some((_, backup)) = self.jobs[site]
+        let Some((info, backup)) = self.jobs[site]
             .backups
             .iter()
             .find(|(info, _)| info.name == request.name)
@@ -108,6 +110,10 @@ impl World {
         else {
             return false;
         };
+        // The real sidecar refuses a method the backup cannot be restored by (409).
+        if info.gtid_set_for(request.method).is_err() {
+            return false;
+        }
         if self.jobs[site]
             .job
             .as_ref()

@@ -20,7 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Timestamp;
+use crate::{RestoreMethod, Timestamp};
 
 /// Path of the backup endpoint (`POST`).
 pub const PATH_BACKUP: &str = "/v1/backup";
@@ -81,6 +81,10 @@ pub struct RestoreRequest {
     pub name: String,
     /// Identifies this restore: the topology generation its re-promotion will carry.
     pub restore_id: u64,
+    /// The logical dump (the default, also for a request without the field) or the
+    /// `mariadb-backup` copy.
+    #[serde(default)]
+    pub method: RestoreMethod,
 }
 
 /// Request of `POST /v1/reseed`: replace this replica's data with a fresh logical dump of
@@ -119,6 +123,74 @@ pub struct BackupInfo {
     /// Whether a prepared `mariadb-backup` copy sits next to the dump (the flavor has the
     /// tool and the sidecar can read the data directory).
     pub physical: bool,
+    /// The GTID set of that copy (same form as `gtid_set`; the copy is taken after the dump,
+    /// so on a site taking writes it holds more). A restore from the copy keeps exactly these
+    /// transactions. `None` for a backup without a copy, and for one written before this
+    /// field existed: such a copy cannot be restored from (its set is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_gtid_set: Option<String>,
+}
+
+impl BackupInfo {
+    /// The GTID set a restore by `method` leaves the site with, or why this backup cannot
+    /// be restored that way.
+    pub fn gtid_set_for(&self, method: RestoreMethod) -> Result<&str, String> {
+        match method {
+            RestoreMethod::Logical => Ok(&self.gtid_set),
+            RestoreMethod::Physical => match (&self.physical_gtid_set, self.physical) {
+                (Some(set), true) => Ok(set),
+                (None, true) => Err(format!(
+                    "backup {} has a mariadb-backup copy whose GTID set was not recorded (taken by an older sidecar); restore it with method=logical",
+                    self.name
+                )),
+                (_, false) => Err(format!(
+                    "backup {} has no mariadb-backup copy (only its logical dump: mariadb-backup or the data directory was not available on {} when it was taken); restore it with method=logical",
+                    self.name, self.site
+                )),
+            },
+        }
+    }
+}
+
+/// The restore journal's file name, at the top of mysqld's data directory. While it exists a
+/// physical restore is replacing the directory, and [`MYSQLD_GATE_SCRIPT`] does not start
+/// mysqld.
+pub const RESTORE_JOURNAL: &str = "bloodraven-restore.json";
+
+/// The `mysql` container's command prefix in a pod that offers physical restores (`sh -c`
+/// with this script, then its `$0`, the journal path, the gate's mark and the image's own
+/// entrypoint, then the container's args): while the restore journal exists it does not
+/// start mysqld and touches the mark every second, so the sidecar can see mysqld is down and
+/// stays down; once the journal is gone it removes the mark and `exec`s the entrypoint, so
+/// mysqld is the container's process as without the gate (a kill, a freeze, a crash work as
+/// before; a crash restarts the container into the gate again).
+///
+/// The journal lives on the data volume, so it outlives the pod: a pod recreated while a
+/// restore was cut off does not start mysqld on a half-replaced directory either, until its
+/// sidecar has rolled the directory back and removed the journal.
+pub const MYSQLD_GATE_SCRIPT: &str = r#"journal="$1"; mark="$2"; shift 2
+while [ -e "$journal" ]; do : > "$mark"; sleep 1; done
+rm -f "$mark"
+exec "$@""#;
+
+/// `$0` of [`MYSQLD_GATE_SCRIPT`] (what `ps` shows for the waiting gate).
+pub const MYSQLD_GATE_NAME: &str = "bloodraven-mysqld-gate";
+
+/// The argv prefix that runs `entrypoint` through [`MYSQLD_GATE_SCRIPT`] with the journal at
+/// `journal` and the mark at `mark`; the container's args follow it.
+pub fn mysqld_gate_command(journal: &str, mark: &str, entrypoint: &[&str]) -> Vec<String> {
+    [
+        "/bin/sh",
+        "-c",
+        MYSQLD_GATE_SCRIPT,
+        MYSQLD_GATE_NAME,
+        journal,
+        mark,
+    ]
+    .iter()
+    .chain(entrypoint)
+    .map(|part| (*part).to_owned())
+    .collect()
 }
 
 /// The kind of a sidecar job.
@@ -175,6 +247,60 @@ impl JobStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(physical: bool, physical_gtid_set: Option<&str>) -> BackupInfo {
+        BackupInfo {
+            name: "b1".to_owned(),
+            site: "iad".to_owned(),
+            created_at: Timestamp::from_unix_millis(0),
+            gtid_set: "0-1-5".to_owned(),
+            databases: vec!["app".to_owned()],
+            logical_bytes: 10,
+            physical,
+            physical_gtid_set: physical_gtid_set.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_restore_method_picks_its_gtid_set_or_names_why_the_backup_lacks_it() {
+        let both = info(true, Some("0-1-7"));
+        assert_eq!(both.gtid_set_for(RestoreMethod::Logical), Ok("0-1-5"));
+        assert_eq!(both.gtid_set_for(RestoreMethod::Physical), Ok("0-1-7"));
+        let dump_only = info(false, None);
+        assert_eq!(dump_only.gtid_set_for(RestoreMethod::Logical), Ok("0-1-5"));
+        let why = dump_only
+            .gtid_set_for(RestoreMethod::Physical)
+            .expect_err("no copy");
+        assert!(
+            why.contains("no mariadb-backup copy") && why.contains("method=logical"),
+            "{why}"
+        );
+        let older = info(true, None);
+        let why = older
+            .gtid_set_for(RestoreMethod::Physical)
+            .expect_err("no recorded set");
+        assert!(why.contains("not recorded"), "{why}");
+        // A manifest written before the field existed still reads.
+        let text = r#"{"name":"b1","site":"iad","createdAt":"2026-12-01T00:00:00Z","gtidSet":"0-1-5","databases":[],"logicalBytes":0,"physical":true}"#;
+        let old: BackupInfo = serde_json::from_str(text).expect("old manifest");
+        assert_eq!(old.physical_gtid_set, None);
+        // A restore request without the field is the logical one.
+        let request: RestoreRequest =
+            serde_json::from_str(r#"{"group":"g","name":"b1","restoreId":2}"#).expect("request");
+        assert_eq!(request.method, RestoreMethod::Logical);
+    }
+
+    #[test]
+    fn the_gate_runs_the_entrypoint_after_its_own_arguments() {
+        let argv = mysqld_gate_command("/d/j", "/r/m", &["docker-entrypoint.sh"]);
+        assert_eq!(argv[..3], ["/bin/sh", "-c", MYSQLD_GATE_SCRIPT]);
+        assert_eq!(
+            argv[3..],
+            [MYSQLD_GATE_NAME, "/d/j", "/r/m", "docker-entrypoint.sh"]
+        );
+        // kubelet expands $(NAME) in command and args: the script must hold none.
+        assert!(!MYSQLD_GATE_SCRIPT.contains("$("));
+    }
 
     #[test]
     fn backup_names_are_checked_and_the_problem_named() {

@@ -11,7 +11,13 @@
 //! # Restore in place
 //!
 //! The annotation `bloodraven.shipstream.io/restore=<backup>` (`kubectl bloodraven restore
-//! <group> --from <backup>`) restores the active site from a backup on its own volume:
+//! <group> --from <backup>`) restores the active site from a backup on its own volume, by its
+//! logical dump; `<backup>,method=physical` (`--method physical`) by its `mariadb-backup`
+//! copy instead, and `method=logical` says the default explicitly ([`RestoreSource`]; a value
+//! of another form fails the request, naming what is wrong). The method only changes what the
+//! sidecar does in `Restoring` and which of the backup's two GTID sets the site must hold
+//! after it (`BackupInfo::gtid_set_for`: the copy is taken after the dump, so it has its own);
+//! a backup without a copy fails a physical request in admission, saying so.
 //!
 //! 1. **Admitting** (or **Deferred**): the backup must be listed by the active site's sidecar;
 //!    the authority must be valid with no failover in flight; a live failover-hold defers it
@@ -28,7 +34,11 @@
 //! 3. **Restoring**: `Restore` on the fenced site until its sidecar reports the job. A failed
 //!    load stops the restore and the site **stays fenced** (its data may be partly
 //!    restored; a write accepted then would be on a state nobody chose): the message says so,
-//!    and a new restore request is the way on.
+//!    and a new restore request is the way on. A physical restore stops mysqld for the swap
+//!    (its sidecar keeps answering): the site's polls fail meanwhile and it may be detected
+//!    `Failed`, but a restore holding the site ([`holds_fenced`]) is an authority move in
+//!    flight (`failover::moving`), so no emergency failover starts from it, and the site
+//!    recovers its detection once mysqld answers again.
 //! 4. **Promoting**: once the site reads exactly the backup's GTID set, it is re-promoted:
 //!    `topologyGeneration += 1` (the restore id), every deploy lease revoked
 //!    (`TopologyChanged`), and what was lost recorded (`lostTransactions`, `lostGtidSet`: the
@@ -50,7 +60,7 @@ use bloodraven_api::{
         RepointRequest, ReseedRequest, RestoreRequest, SidecarStatus,
     },
     Admission, BackupPhase, BackupStatus, DeferReason, OrderedUpdatePhase, PlannedFailoverPhase,
-    RestorePhase, RestoreStatus,
+    RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
 };
 use bloodraven_mysql::{lost_transactions, GtidSet};
 
@@ -378,6 +388,28 @@ pub(super) fn restore_step(context: &Context<'_>, memory: &mut GroupMemory, plan
     }
 }
 
+/// The annotation's request: the backup and the method, or (the raw value, why it is
+/// unusable). The raw value stands in for the backup's name then, so the request fails in
+/// admission naming the problem, and the same bad value is not taken up twice.
+fn requested(value: &str) -> (RestoreSource, Option<String>) {
+    match RestoreSource::parse(value) {
+        Ok(source) => (source, None),
+        Err(problem) => (
+            RestoreSource {
+                backup: value.to_string(),
+                method: RestoreMethod::Logical,
+            },
+            Some(problem),
+        ),
+    }
+}
+
+/// Whether the annotation's `value` is the request `status` records.
+fn same_request(value: &str, status: &RestoreStatus) -> bool {
+    let (source, _) = requested(value);
+    source.backup == status.backup && source.method == status.method
+}
+
 fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let annotation = context.observation.annotations.restore.clone();
     let now = context.now;
@@ -390,7 +422,9 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
                     restore.annotation_cleared = true;
                     None
                 }
-                Some(name) if name == restore.status.backup && !restore.annotation_cleared => {
+                Some(name)
+                    if same_request(&name, &restore.status) && !restore.annotation_cleared =>
+                {
                     plan.tail(Action::Annotate(AnnotationChange::ClearRestore));
                     None
                 }
@@ -408,7 +442,7 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
                     );
                     None
                 }
-                Some(name) if name != restore.status.backup => Some(name),
+                Some(name) if !same_request(&name, &restore.status) => Some(name),
                 Some(_) => None,
             },
             RestorePhase::Fencing
@@ -417,9 +451,10 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             | RestorePhase::Reseeding => None,
         },
     };
-    let Some(backup) = new_request else {
+    let Some(value) = new_request else {
         return;
     };
+    let (RestoreSource { backup, method }, problem) = requested(&value);
     // A failed restore that left the site fenced is retried on the same site, and keeps what
     // the site held when it was first fenced (the basis of what is lost).
     let carried = memory
@@ -430,11 +465,15 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let site = carried
         .as_ref()
         .map_or_else(|| memory.active_site.clone(), |c| c.site.clone());
-    let message = format!("restore of {site} from backup {backup} requested");
+    let message = format!(
+        "restore of {site} from backup {backup} ({}) requested",
+        method_words(method)
+    );
     memory.restore = Some(RestoreMemory {
         status: RestoreStatus {
             phase: RestorePhase::Admitting,
             backup,
+            method,
             site,
             admission: Admission::default(),
             message: Some(message.clone()),
@@ -456,6 +495,17 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         annotation_cleared: false,
     });
     plan.event(EventReason::RestoreAdmitting, message);
+    if let Some(problem) = problem {
+        fail(memory, plan, now, problem);
+    }
+}
+
+/// How a method loads the backup, for messages.
+fn method_words(method: RestoreMethod) -> &'static str {
+    match method {
+        RestoreMethod::Logical => "its logical dump",
+        RestoreMethod::Physical => "its mariadb-backup copy",
+    }
 }
 
 fn status_mut(memory: &mut GroupMemory) -> Option<&mut RestoreStatus> {
@@ -597,15 +647,16 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             format!("waiting for {site}'s sidecar to answer"),
         );
     };
-    let Some(backup_set) = parse(context, &info.gtid_set) else {
+    let backup_text = match info.gtid_set_for(status.method) {
+        Ok(text) => text.to_string(),
+        Err(why) => return fail(memory, plan, now, why),
+    };
+    let Some(backup_set) = parse(context, &backup_text) else {
         return fail(
             memory,
             plan,
             now,
-            format!(
-                "the GTID set of backup {backup} does not parse: {:?}",
-                info.gtid_set
-            ),
+            format!("the GTID set of backup {backup} does not parse: {backup_text:?}"),
         );
     };
     let planned_moving = memory.planned_failover.as_ref().is_some_and(|p| {
@@ -679,7 +730,8 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     }
     let generation = memory.topology_generation + 1;
     let message = format!(
-        "restore of {site} from backup {backup}: {site} fenced (role=fenced, read_only, connections killed)"
+        "restore of {site} from backup {backup} ({}): {site} fenced (role=fenced, read_only, connections killed)",
+        method_words(status.method)
     );
     if let Some(status) = status_mut(memory) {
         status.admission = Admission::default();
@@ -733,7 +785,7 @@ fn fencing(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
                     .or_else(|| Some(gtid.to_string()));
                 enter(status, RestorePhase::Restoring, now, message.clone());
             }
-            plan.cross_site(restore_action(context, &site, &status.backup, id));
+            plan.cross_site(restore_action(context, &site, &status, id));
             plan.event(EventReason::RestoreRestoring, message);
             return;
         }
@@ -760,13 +812,14 @@ fn fencing(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     plan.cross_site(fence_action(context, memory, &site, false));
 }
 
-fn restore_action(context: &Context<'_>, site: &str, backup: &str, id: u64) -> Action {
+fn restore_action(context: &Context<'_>, site: &str, status: &RestoreStatus, id: u64) -> Action {
     Action::Restore {
         site: site.to_string(),
         request: RestoreRequest {
             group: context.group().to_string(),
-            name: backup.to_string(),
+            name: status.backup.clone(),
             restore_id: id,
+            method: status.method,
         },
     }
 }
@@ -792,7 +845,7 @@ fn restoring(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         }
         Some(JobState::Succeeded) => return restored(context, memory, plan),
         Some(JobState::Running) => {}
-        None => plan.cross_site(restore_action(context, &site, &status.backup, id)),
+        None => plan.cross_site(restore_action(context, &site, &status, id)),
     }
     if phase_age(&status, now) > RESTORE_LOAD_TIMEOUT {
         fail(
@@ -874,8 +927,9 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         }
     }
     let message = format!(
-        "restore of {site} from {}: loaded; {site} re-promoted at topology generation {generation}; {count} transactions after the backup discarded{}",
+        "restore of {site} from {} ({}): loaded; {site} re-promoted at topology generation {generation}; {count} transactions after the backup discarded{}",
         status.backup,
+        method_words(status.method),
         lost.as_ref()
             .filter(|l| !l.is_empty())
             .map(|l| format!(" ({l})"))
@@ -1022,9 +1076,10 @@ fn complete(memory: &mut GroupMemory, plan: &mut Plan, now: Timestamp) {
         return;
     };
     let message = format!(
-        "restore of {} from {} completed: {} transactions discarded{}; re-seeded {:?}",
+        "restore of {} from {} ({}) completed: {} transactions discarded{}; re-seeded {:?}",
         status.site,
         status.backup,
+        method_words(status.method),
         status.lost_transactions,
         status
             .lost_gtid_set

@@ -187,6 +187,8 @@ pub struct World {
     pub hold: Option<HoldInfo>,
     pub dns: Option<DNSEndpointSpec>,
     pub dns_writes_denied: bool,
+    /// Backups taken from now on have a `mariadb-backup` copy (a physical restore is possible).
+    pub backups_have_copies: bool,
     /// Pod deletions are refused (RBAC): the kubelet never hears of them.
     pub pod_deletes_denied: bool,
     pub taints: BTreeSet<String>,
@@ -280,6 +282,7 @@ impl World {
             hold: None,
             dns: None,
             dns_writes_denied: false,
+            backups_have_copies: false,
             pod_deletes_denied: false,
             taints: BTreeSet::new(),
             revocations: Vec::new(),
@@ -567,6 +570,7 @@ impl World {
                 if !self.reachable_by_operator(site) || !self.site(site).mysql_up {
                     return;
                 }
+                let copies = self.backups_have_copies;
                 let target = self.site_mut(site);
                 if !target.backups.iter().any(|b| b.name == request.name) {
                     target.backups.push(BackupInfo {
@@ -576,7 +580,8 @@ impl World {
                         gtid_set: target.gtid.to_string(),
                         databases: vec!["app".to_string()],
                         logical_bytes: 1,
-                        physical: false,
+                        physical: copies,
+                        physical_gtid_set: copies.then(|| target.gtid.to_string()),
                     });
                 }
                 target.job = Some(job(
@@ -611,8 +616,11 @@ impl World {
                     else {
                         return;
                     };
-                    let gtid =
-                        GtidSet::parse(target.gtid.flavor(), &backup.gtid_set).expect("backup set");
+                    let Ok(text) = backup.gtid_set_for(request.method) else {
+                        // The real sidecar refuses it (409): nothing runs.
+                        return;
+                    };
+                    let gtid = GtidSet::parse(target.gtid.flavor(), text).expect("backup set");
                     target.gtid = gtid;
                     target.source = None;
                     target.running = false;

@@ -12,8 +12,8 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{
-        atomic::{AtomicU32, Ordering},
-        Mutex, OnceLock,
+        atomic::{AtomicBool, AtomicU32, Ordering},
+        Arc, Mutex, OnceLock,
     },
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
@@ -72,7 +72,27 @@ pub struct MariaDbServer {
     child: Option<Child>,
     /// Extra environment of the `mariadbd` process (e.g. libfaketime's, for clock tests).
     env: Vec<(String, String)>,
+    /// Started through a gate command and restarted whenever it exits, as a kubelet restarts
+    /// a container ([`MariaDbServer::start_gated`]).
+    gate: Option<Gate>,
 }
+
+/// The argv prefix a gated server runs `mariadbd` behind: given the data directory and the
+/// gate's mark ([`MariaDbServer::gate_mark`]).
+pub type GateCommand = fn(datadir: &Path, mark: &Path) -> Vec<String>;
+
+/// A gated server's supervisor: a thread that restarts the gate command whenever it exits.
+#[derive(Debug)]
+struct Gate {
+    command: GateCommand,
+    child: Arc<Mutex<Option<Child>>>,
+    stop: Arc<AtomicBool>,
+    restarts: Arc<AtomicU32>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How often the supervisor looks at the gated process.
+const SUPERVISE_POLL: Duration = Duration::from_millis(50);
 
 /// Allocates `count` distinct loopback addresses sharing one free port.
 ///
@@ -108,6 +128,12 @@ pub fn loopback_addresses(count: u8) -> LiveResult<Vec<SocketAddr>> {
         what: "find a port free on every sandbox address".to_owned(),
         reason: format!("{ATTEMPTS_MAX} attempts failed"),
     })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn sandbox_error(what: &str, error: impl std::fmt::Display) -> LiveError {
@@ -293,36 +319,161 @@ impl MariaDbServer {
             dir,
             child: None,
             env,
+            gate: None,
         };
         server.spawn(&mariadbd)?;
         server.wait_ready().await?;
         Ok(server)
     }
 
+    /// [`MariaDbServer::start`] through `gate` (`gate(datadir, mark)` is the argv before
+    /// `mariadbd` and its arguments): the process is restarted at once whenever it exits,
+    /// as the kubelet restarts a pod's container. Bloodraven's restore gate holds it down while
+    /// a restore journal is in the data directory.
+    pub async fn start_gated(
+        name: &str,
+        server_id: u32,
+        address: SocketAddr,
+        gate: GateCommand,
+    ) -> LiveResult<Self> {
+        let mut server = Self::start(name, server_id, address).await?;
+        server.kill();
+        server.gate = Some(Gate {
+            command: gate,
+            child: Arc::new(Mutex::new(None)),
+            stop: Arc::new(AtomicBool::new(false)),
+            restarts: Arc::new(AtomicU32::new(0)),
+            thread: None,
+        });
+        server.supervise()?;
+        server.wait_ready().await?;
+        Ok(server)
+    }
+
+    /// The mark a gated server's gate touches while it holds mysqld down.
+    pub fn gate_mark(&self) -> PathBuf {
+        self.dir.join("mysqld-gate-held")
+    }
+
+    /// How many times a gated server's process was restarted after it exited.
+    pub fn gate_restarts(&self) -> u32 {
+        self.gate
+            .as_ref()
+            .map_or(0, |gate| gate.restarts.load(Ordering::Relaxed))
+    }
+
+    fn supervise(&mut self) -> LiveResult<()> {
+        let mariadbd = find_binary("mariadbd")?;
+        let Some(gate) = self.gate.as_mut() else {
+            return Ok(());
+        };
+        let mut argv = (gate.command)(&self.dir.join("data"), &self.dir.join("mysqld-gate-held"));
+        argv.push(mariadbd.display().to_string());
+        argv.extend(Self::mariadbd_args(
+            &self.dir,
+            self.address,
+            self.server_id,
+            &self.name,
+        ));
+        let log_path = self.dir.join("stdout.log");
+        let env = self.env.clone();
+        let (child, stop, restarts) = (
+            Arc::clone(&gate.child),
+            Arc::clone(&gate.stop),
+            Arc::clone(&gate.restarts),
+        );
+        stop.store(false, Ordering::Relaxed);
+        let name = self.name.clone();
+        let spawn = move || -> std::io::Result<Child> {
+            let log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)?;
+            Command::new(&argv[0])
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(log.try_clone()?))
+                .stderr(Stdio::from(log))
+                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .spawn()
+        };
+        let first = spawn().map_err(|e| sandbox_error("spawn the gated mariadbd", e))?;
+        *lock(&child) = Some(first);
+        gate.thread = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(SUPERVISE_POLL);
+                let mut slot = lock(&child);
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let exited = match slot.as_mut().map(Child::try_wait) {
+                    Some(Ok(Some(_)) | Err(_)) | None => true,
+                    Some(Ok(None)) => false,
+                };
+                if exited {
+                    match spawn() {
+                        Ok(next) => {
+                            restarts.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(server = %name, pid = next.id(), "gated mariadbd restarted");
+                            *slot = Some(next);
+                        }
+                        Err(error) => {
+                            tracing::warn!(server = %name, %error, "restart the gated mariadbd")
+                        }
+                    }
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    fn mariadbd_args(dir: &Path, address: SocketAddr, server_id: u32, name: &str) -> Vec<String> {
+        let mut args = vec![
+            "--no-defaults".to_owned(),
+            format!("--datadir={}", dir.join("data").display()),
+            format!("--socket={}", dir.join("mysqld.sock").display()),
+            format!("--pid-file={}", dir.join("mysqld.pid").display()),
+            format!("--log-error={}", dir.join("error.log").display()),
+            format!("--init-file={}", dir.join("init.sql").display()),
+            format!("--log-bin={}", dir.join("binlog").display()),
+            format!("--bind-address={}", address.ip()),
+            format!("--port={}", address.port()),
+            format!("--server-id={server_id}"),
+            format!("--report-host={name}"),
+        ];
+        args.extend(
+            [
+                "--log-slave-updates",
+                "--read-only",
+                "--event-scheduler=ON",
+                "--skip-name-resolve",
+                "--innodb-buffer-pool-size=16M",
+                "--innodb-log-file-size=8M",
+                "--max-connections=200",
+            ]
+            .map(str::to_owned),
+        );
+        if running_as_root() {
+            args.push("--user=root".to_owned());
+        }
+        args
+    }
+
     fn spawn(&mut self, mariadbd: &Path) -> LiveResult<()> {
+        if self.gate.is_some() {
+            return self.supervise();
+        }
         let dir = &self.dir;
         let log = fs::File::create(dir.join("stdout.log"))
             .map_err(|e| sandbox_error("create the server log", e))?;
         let mut command = Command::new(mariadbd);
         command
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.join("data").display()))
-            .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
-            .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
-            .arg(format!("--log-error={}", dir.join("error.log").display()))
-            .arg(format!("--init-file={}", dir.join("init.sql").display()))
-            .arg(format!("--log-bin={}", dir.join("binlog").display()))
-            .arg(format!("--bind-address={}", self.address.ip()))
-            .arg(format!("--port={}", self.address.port()))
-            .arg(format!("--server-id={}", self.server_id))
-            .arg(format!("--report-host={}", self.name))
-            .arg("--log-slave-updates")
-            .arg("--read-only")
-            .arg("--event-scheduler=ON")
-            .arg("--skip-name-resolve")
-            .arg("--innodb-buffer-pool-size=16M")
-            .arg("--innodb-log-file-size=8M")
-            .arg("--max-connections=200")
+            .args(Self::mariadbd_args(
+                dir,
+                self.address,
+                self.server_id,
+                &self.name,
+            ))
             .stdin(Stdio::null())
             .stdout(Stdio::from(
                 log.try_clone()
@@ -330,9 +481,6 @@ impl MariaDbServer {
             ))
             .stderr(Stdio::from(log))
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        if running_as_root() {
-            command.arg("--user=root");
-        }
         let child = command
             .spawn()
             .map_err(|e| sandbox_error("spawn mariadbd", e))?;
@@ -444,8 +592,19 @@ impl MariaDbServer {
         }
     }
 
-    /// Kills mysqld (SIGKILL) and waits for it; the data directory stays until drop.
+    /// Kills mysqld (SIGKILL) and waits for it; the data directory stays until drop. A gated
+    /// server's supervisor is stopped first (nothing restarts it).
     pub fn kill(&mut self) {
+        if let Some(gate) = self.gate.as_mut() {
+            gate.stop.store(true, Ordering::Relaxed);
+            if let Some(mut child) = lock(&gate.child).take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            if let Some(thread) = gate.thread.take() {
+                let _ = thread.join();
+            }
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -483,13 +642,25 @@ impl Topology {
     /// Starts `names.len()` servers (server ids 1..) and points every one after the first at
     /// the first.
     pub async fn start(names: &[&str]) -> LiveResult<Self> {
+        Self::start_with(names, None).await
+    }
+
+    /// [`Topology::start`] with every server behind `gate` ([`MariaDbServer::start_gated`]).
+    pub async fn start_gated(names: &[&str], gate: GateCommand) -> LiveResult<Self> {
+        Self::start_with(names, Some(gate)).await
+    }
+
+    async fn start_with(names: &[&str], gate: Option<GateCommand>) -> LiveResult<Self> {
         let count = u8::try_from(names.len()).map_err(|e| sandbox_error("count servers", e))?;
         let addresses = loopback_addresses(count)?;
         let mut servers = Vec::new();
         for (index, (name, address)) in names.iter().zip(addresses).enumerate() {
             let server_id =
                 u32::try_from(index + 1).map_err(|e| sandbox_error("number servers", e))?;
-            servers.push(MariaDbServer::start(name, server_id, address).await?);
+            servers.push(match gate {
+                Some(gate) => MariaDbServer::start_gated(name, server_id, address, gate).await?,
+                None => MariaDbServer::start(name, server_id, address).await?,
+            });
         }
         let topology = Self { servers };
         if let Some((source, replicas)) = topology.servers.split_first() {

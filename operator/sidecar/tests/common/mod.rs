@@ -119,6 +119,19 @@ pub fn signed_request(
     builder
 }
 
+/// The pods' restore gate in front of the sandbox's `mariadbd` (the journal in its data
+/// directory, as the operator renders it with `/var/lib/mysql`).
+pub fn gate_command(datadir: &std::path::Path, mark: &std::path::Path) -> Vec<String> {
+    bloodraven_api::sidecar::mysqld_gate_command(
+        &datadir
+            .join(bloodraven_api::sidecar::RESTORE_JOURNAL)
+            .display()
+            .to_string(),
+        &mark.display().to_string(),
+        &[],
+    )
+}
+
 pub struct Playground {
     pub topology: Topology,
     pub dns: TestDns,
@@ -148,7 +161,13 @@ impl Playground {
     }
 
     async fn start_with(lease: Duration, backups: Option<std::path::PathBuf>) -> Playground {
-        let topology = match Topology::start(&SITES).await {
+        // With backups, mysqld runs behind the pods' restore gate and is restarted when it
+        // exits (a physical restore stops it), as the kubelet restarts the mysql container.
+        let started = match backups {
+            Some(_) => Topology::start_gated(&SITES, gate_command).await,
+            None => Topology::start(&SITES).await,
+        };
+        let topology = match started {
             Ok(topology) => topology,
             Err(error) => {
                 panic!("failed to start three mariadbd (CI installs mariadb-server): {error}")
@@ -169,8 +188,11 @@ impl Playground {
             dns,
             sidecar_addresses,
             sidecars: Vec::new(),
+            // No pooled connections: a sidecar restarted on the same address would otherwise
+            // be asked over the old one's closed keep-alive connection (IncompleteMessage).
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
+                .pool_max_idle_per_host(0)
                 .no_proxy()
                 .build()
                 .expect("http client"),
@@ -212,6 +234,7 @@ impl Playground {
             bloodraven_sidecar::BackupSettings {
                 dir: root.join(SITES[index]),
                 datadir: Some(server.datadir()),
+                mysqld_gate_mark: Some(server.gate_mark()),
                 mysql: admin,
             }
         });
