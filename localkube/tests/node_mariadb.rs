@@ -262,3 +262,47 @@ async fn mariadb_without_root_password_fails() {
     assert!(log.contains("MARIADB_ROOT_PASSWORD"), "{log}");
     runtime.shutdown(Duration::from_secs(1)).await;
 }
+
+// The official image has docker-entrypoint.sh on its PATH, and a container command that
+// replaces the ENTRYPOINT (Bloodraven's mysqld gate) names it. The state dir here lies under
+// /tmp, which the image's private /tmp hides from the container: the programs must still be
+// found (a fresh clone in /tmp failed every install with "docker-entrypoint.sh: not found").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_finds_the_images_entrypoint_on_its_path() {
+    if !usable() {
+        return;
+    }
+    let guard = ClusterGuard::new("mariadb-path");
+    assert!(guard.dir.starts_with("/tmp"), "{}", guard.dir.display());
+    let runtime = runtime(&guard);
+    let mut pod = mariadb_pod("path", "iad");
+    pod.restart_policy = RestartPolicy::Never;
+    pod.containers[0].command = vec![
+        "sh".into(),
+        "-c".into(),
+        "command -v docker-entrypoint.sh && test -x \"$(command -v docker-entrypoint.sh)\" && ls /tmp".into(),
+    ];
+    pod.containers[0].args.clear();
+    pod.containers[0].readiness_probe = None;
+    runtime.start_pod(pod).await.unwrap();
+    let status = runtime
+        .wait_for("db/path", Duration::from_secs(30), |s| {
+            matches!(
+                s.phase,
+                localkube::node::PodPhase::Succeeded | localkube::node::PodPhase::Failed
+            )
+        })
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap();
+    assert_eq!(
+        status.phase,
+        localkube::node::PodPhase::Succeeded,
+        "the container's log: {log}"
+    );
+    assert!(
+        log.contains("/opt/localkube/image-programs/docker-entrypoint.sh"),
+        "{log}"
+    );
+    runtime.shutdown(Duration::from_secs(1)).await;
+}

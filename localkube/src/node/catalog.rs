@@ -22,8 +22,8 @@
 //! layer"), so two MariaDB pods never share the host's `/var/lib/mysql` or socket.
 //! `pathPrograms` are programs the image has on its PATH under its own names (the official
 //! `mariadb` image's `docker-entrypoint.sh`, which a container `command` may name as on
-//! Kubernetes): each is a symlink to a host program in a directory put first on the
-//! container's PATH ([`CatalogEntry::image_env`]).
+//! Kubernetes): each is a symlink to a host program in a directory bound at
+//! [`IMAGE_PROGRAMS_MOUNT`], which leads the container's PATH ([`CatalogEntry::image_env`]).
 
 use std::path::{Path, PathBuf};
 
@@ -55,12 +55,34 @@ pub struct CatalogEntry {
     pub path_programs: Vec<(String, PathBuf)>,
 }
 
+/// Where a container sees its image's PATH programs: a fixed path bound from the state dir,
+/// because the state dir itself may lie under one of the image's private dirs (a clone in
+/// `/tmp` under the `mariadb:*` image's private `/tmp`) and be hidden from the container.
+pub const IMAGE_PROGRAMS_MOUNT: &str = "/opt/localkube/image-programs";
+
 impl CatalogEntry {
-    /// The environment the image sets, with [`CatalogEntry::path_programs`] linked into a
-    /// directory under `programs_root` (one per image pattern) that leads the image's PATH.
-    pub fn image_env(&self, programs_root: &Path) -> Result<Vec<(String, String)>> {
+    /// The environment the image sets; with [`CatalogEntry::path_programs`],
+    /// [`IMAGE_PROGRAMS_MOUNT`] leads the image's PATH.
+    pub fn image_env(&self) -> Vec<(String, String)> {
+        let mut env = self.env.clone();
         if self.path_programs.is_empty() {
-            return Ok(self.env.clone());
+            return env;
+        }
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or_else(|| DEFAULT_PATH.to_string(), |(_, v)| v.clone());
+        env.retain(|(k, _)| k != "PATH");
+        env.push(("PATH".into(), format!("{IMAGE_PROGRAMS_MOUNT}:{path}")));
+        env
+    }
+
+    /// Links [`CatalogEntry::path_programs`] into a directory under `programs_root` (one per
+    /// image pattern) and returns it, to be bound at [`IMAGE_PROGRAMS_MOUNT`]; `None` for an
+    /// image without PATH programs.
+    pub fn link_path_programs(&self, programs_root: &Path) -> Result<Option<PathBuf>> {
+        if self.path_programs.is_empty() {
+            return Ok(None);
         }
         let label: String = self
             .image
@@ -77,14 +99,7 @@ impl CatalogEntry {
                     .map_err(Error::io("link image program", &link))?;
             }
         }
-        let mut env = self.env.clone();
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or_else(|| DEFAULT_PATH.to_string(), |(_, v)| v.clone());
-        env.retain(|(k, _)| k != "PATH");
-        env.push(("PATH".into(), format!("{}:{path}", dir.display())));
-        Ok(env)
+        Ok(Some(dir))
     }
 }
 
@@ -217,22 +232,27 @@ mod tests {
         ));
         let catalog = ImageCatalog::builtin(Path::new("/bin-dir"));
         let mariadb = catalog.resolve("mariadb:10.11").expect("mariadb");
-        let env = mariadb.image_env(&root).expect("env");
+        let env = mariadb.image_env();
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.clone())
             .expect("PATH");
-        let dir = path.split(':').next().expect("first").to_string();
-        assert!(path.ends_with(DEFAULT_PATH), "{path}");
+        assert_eq!(path, format!("{IMAGE_PROGRAMS_MOUNT}:{DEFAULT_PATH}"));
+        let dir = mariadb
+            .link_path_programs(&root)
+            .expect("link")
+            .expect("a dir");
+        assert!(dir.starts_with(&root), "{}", dir.display());
         assert_eq!(
-            std::fs::read_link(Path::new(&dir).join("docker-entrypoint.sh")).expect("link"),
+            std::fs::read_link(dir.join("docker-entrypoint.sh")).expect("link"),
             Path::new("/bin-dir/localkube-mariadb-entrypoint")
         );
         // Idempotent.
-        assert_eq!(mariadb.image_env(&root).expect("again"), env);
+        assert_eq!(mariadb.link_path_programs(&root).expect("again"), Some(dir));
         let pause = catalog.resolve("registry.k8s.io/pause:3.9").expect("pause");
-        assert_eq!(pause.image_env(&root).expect("env"), Vec::new());
+        assert_eq!(pause.image_env(), Vec::new());
+        assert_eq!(pause.link_path_programs(&root).expect("none"), None);
         let _ = std::fs::remove_dir_all(&root);
     }
 

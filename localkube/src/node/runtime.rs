@@ -21,9 +21,9 @@ use nix::unistd::Pid;
 use tokio::process::ChildStdin;
 use tokio::sync::{broadcast, watch, Notify};
 
-use super::catalog::{container_argv, ImageCatalog};
+use super::catalog::{container_argv, CatalogEntry, ImageCatalog, IMAGE_PROGRAMS_MOUNT};
 use super::error::{Error, Result};
-use super::exec::{ExecSpec, DEFAULT_PATH};
+use super::exec::{BindMount, ExecSpec, DEFAULT_PATH};
 use super::logs::Stream;
 use super::naming::ClusterNaming;
 use super::network::{ClusterNetwork, SandboxNet};
@@ -549,7 +549,7 @@ impl PodRuntime {
             .config
             .catalog
             .resolve(&spec.image)
-            .map(|e| image_env(&self.inner.config, e))
+            .map(|e| e.image_env())
             .unwrap_or_default();
         let mut env = container_env(&pod, &spec, &image_env);
         let clock = self
@@ -977,8 +977,7 @@ async fn supervise(
             pull_backoff = (pull_backoff * 2).min(inner.config.backoff_max);
             continue;
         };
-        let image_env = image_env(&inner.config, &entry);
-        let mut env = container_env(&pod, &container, &image_env);
+        let mut env = container_env(&pod, &container, &entry.image_env());
         let clock = inner
             .config
             .clock_faults
@@ -1006,7 +1005,7 @@ async fn supervise(
             &inner,
             &pod,
             &container,
-            &entry.private_dirs,
+            &entry,
             argv,
             env.clone(),
             &log_path,
@@ -1266,18 +1265,21 @@ async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child)
     }
 }
 
-/// The image's environment, its PATH programs linked under the state dir (a failure to link
-/// them is logged; the container then runs without them, as with a missing binary).
-fn image_env(
-    config: &RuntimeConfig,
-    entry: &super::catalog::CatalogEntry,
-) -> Vec<(String, String)> {
-    entry
-        .image_env(&config.state_dir.join("image-programs"))
-        .unwrap_or_else(|err| {
+/// The bind of the image's PATH programs, linked under the state dir, at
+/// [`IMAGE_PROGRAMS_MOUNT`] (a failure to link them is logged; the container then runs
+/// without them, as with a missing binary).
+fn image_programs_mount(state_dir: &Path, entry: &CatalogEntry) -> Option<BindMount> {
+    match entry.link_path_programs(&state_dir.join("image-programs")) {
+        Ok(dir) => dir.map(|source| BindMount {
+            source,
+            target: IMAGE_PROGRAMS_MOUNT.into(),
+            read_only: true,
+        }),
+        Err(err) => {
             tracing::warn!(image = %entry.image, error = %err, "could not link the image's PATH programs");
-            entry.env.clone()
-        })
+            None
+        }
+    }
 }
 
 fn container_env(
@@ -1331,7 +1333,7 @@ fn spawn_instance(
     inner: &Inner,
     pod: &Pod,
     container: &ContainerSpec,
-    private_dirs: &[PathBuf],
+    image: &CatalogEntry,
     argv: Vec<String>,
     env: Vec<(String, String)>,
     log_path: &Path,
@@ -1347,7 +1349,9 @@ fn spawn_instance(
         std::fs::rename(log_path, previous_log_path)
             .map_err(Error::io("keep previous log", previous_log_path))?;
     }
-    let mounts = volumes::container_mounts(state_dir, &pod.spec, container, private_dirs)?;
+    let mut mounts =
+        volumes::container_mounts(state_dir, &pod.spec, container, &image.private_dirs)?;
+    mounts.extend(image_programs_mount(state_dir, image));
     let staging = volumes::pod_dir(state_dir, &pod.spec)
         .join("containers")
         .join(&container.name)
