@@ -33,6 +33,18 @@ use super::error::{Error, Result};
 /// The PATH used to find a program when the container's env has none (as containerd).
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// Sends `signal` to the process group of a container whose helper is `pid`, or to `pid`
+/// itself while the helper has not yet made its session (it calls `setsid` first, but a
+/// stop or kill just after the spawn may come before it: `killpg` then fails with ESRCH and
+/// the container would be left running, e.g. through a node's power cut).
+pub fn signal_container_group(pid: i32, signal: nix::sys::signal::Signal) -> nix::Result<()> {
+    let pid = nix::unistd::Pid::from_raw(pid);
+    match nix::sys::signal::killpg(pid, signal) {
+        Err(nix::errno::Errno::ESRCH) => nix::sys::signal::kill(pid, signal),
+        other => other,
+    }
+}
+
 /// One bind mount into the container's mount namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BindMount {

@@ -23,7 +23,7 @@ use tokio::sync::{broadcast, watch, Notify};
 
 use super::catalog::{container_argv, CatalogEntry, ImageCatalog, IMAGE_PROGRAMS_MOUNT};
 use super::error::{Error, Result};
-use super::exec::{BindMount, ExecSpec, DEFAULT_PATH};
+use super::exec::{signal_container_group, BindMount, ExecSpec, DEFAULT_PATH};
 use super::logs::Stream;
 use super::naming::ClusterNaming;
 use super::network::{ClusterNetwork, SandboxNet};
@@ -436,7 +436,7 @@ impl PodRuntime {
     /// Sends `signal` to a container's process group.
     pub fn signal_container(&self, key: &str, container: &str, signal: Signal) -> Result<i32> {
         let pid = self.container_pid(key, container)?;
-        killpg(Pid::from_raw(pid), signal)
+        signal_container_group(pid, signal)
             .map_err(Error::sys(format!("send {signal} to {key}/{container}")))?;
         Ok(pid)
     }
@@ -492,7 +492,7 @@ impl PodRuntime {
         pod.held.send_modify(|held| {
             held.insert(container.to_string());
         });
-        if let Err(err) = killpg(Pid::from_raw(pid), Signal::SIGKILL) {
+        if let Err(err) = signal_container_group(pid, Signal::SIGKILL) {
             pod.held.send_modify(|held| {
                 held.remove(container);
             });
@@ -1084,7 +1084,7 @@ async fn supervise(
                 terminate(pid, grace, &mut child).await
             }
             _ = node_is(&mut node_stopped, true) => {
-                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = signal_container_group(pid, Signal::SIGKILL);
                 match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed }
             }
             _ = liveness_failed.notified() => {
@@ -1095,7 +1095,8 @@ async fn supervise(
         for probe in probes {
             probe.abort();
         }
-        // The container's process group goes with its main process (as a cgroup would).
+        // The container's process group goes with its main process (as a cgroup would). Only
+        // the group: the main process is reaped, and its pid may already be another's.
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
         lock(&pod.pids).remove(&name);
         // As kubelet: the container is reported terminated only once its output is in the
@@ -1251,12 +1252,12 @@ async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child)
     // over. A frozen (SIGSTOPped) process is never continued: its SIGTERM stays pending and
     // SIGKILL ends it where it stopped. Continuing it would let a frozen, fenced-by-nobody
     // mysqld serve its held connections for the whole grace period (issue 10).
-    let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
+    let _ = signal_container_group(pid, Signal::SIGTERM);
     match tokio::time::timeout(grace, child.wait()).await {
         Ok(Ok(status)) => Exit::Exited(status),
         Ok(Err(_)) => Exit::WaitFailed,
         Err(_) => {
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = signal_container_group(pid, Signal::SIGKILL);
             match child.wait().await {
                 Ok(status) => Exit::Exited(status),
                 Err(_) => Exit::WaitFailed,
