@@ -222,14 +222,8 @@ mod tests {
     // (Bloodraven's restore gate) names it.
     #[test]
     fn path_programs_lead_the_images_path() {
-        let root = std::env::temp_dir().join(format!(
-            "localkube-catalog-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
+        let temp = tempfile::tempdir().expect("tempdir");
+        let root = temp.path().join("image-programs");
         let catalog = ImageCatalog::builtin(Path::new("/bin-dir"));
         let mariadb = catalog.resolve("mariadb:10.11").expect("mariadb");
         let env = mariadb.image_env();
@@ -253,7 +247,6 @@ mod tests {
         let pause = catalog.resolve("registry.k8s.io/pause:3.9").expect("pause");
         assert_eq!(pause.image_env(), Vec::new());
         assert_eq!(pause.link_path_programs(&root).expect("none"), None);
-        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
