@@ -239,6 +239,8 @@ fn every_row_asserts_what_it_claims() {
                 "set-read-only",
                 "\"value\":false",
                 "\"site\":\"pdx\",\"readOnly\":true",
+                "SET GLOBAL event_scheduler = OFF",
+                "bloodraven_sidecar_topology_mismatches_total",
             ],
         ),
         (
@@ -400,7 +402,7 @@ fn every_row_asserts_what_it_claims() {
         (
             34,
             &[
-                "\"audience\":\"kubernetes\"",
+                "\"audience\":\"\"",
                 "outsider",
                 "\"port\":\"plain\"",
                 "\"replica\":\"follower\"",

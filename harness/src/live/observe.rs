@@ -795,7 +795,10 @@ impl LiveCluster {
             return self.observe_connection(&connection.name).await;
         }
         if let Some(metric) = &expect.metric {
-            return self.observe_metric(&metric.name, &metric.labels).await;
+            return match metric.site {
+                Some(site) => self.observe_sidecar_metric(site, &metric.name, &metric.labels).await,
+                None => self.observe_metric(&metric.name, &metric.labels).await,
+            };
         }
         if let Some(deploy) = &expect.deploy_api {
             return self.observe_deploy_api(&deploy.request).await;
@@ -974,6 +977,31 @@ impl LiveCluster {
         Ok(json!({"value": metric_value(&text, name, labels)}))
     }
 
+    /// A sample of a site's sidecar's metrics (`{"value": null}` while its pod has no IP).
+    async fn observe_sidecar_metric(
+        &self,
+        site: Site,
+        name: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Value> {
+        let Some(ip) = super::topology::site_pod_ip(&self.client, site).await? else {
+            return Ok(json!({"value": null}));
+        };
+        let scrape = format!("scrape {}'s sidecar", site.name());
+        let text = reqwest::get(format!(
+            "http://{ip}:{}{}",
+            names::PORT_SIDECAR,
+            bloodraven_api::sidecar::PATH_METRICS
+        ))
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| cluster_error(&scrape, e))?
+        .text()
+        .await
+        .map_err(|e| cluster_error(&scrape, e))?;
+        Ok(json!({"value": metric_value(&text, name, labels)}))
+    }
+
     /// Seed 003 from a client's point of view: a projected-style token for the caller's
     /// ServiceAccount (TokenRequest with the audience, `bloodraven-deploy` by default), the
     /// request to the leader's (or a follower's) :8443 over TLS verified against the escrow
@@ -992,9 +1020,11 @@ impl LiveCluster {
             .audience
             .clone()
             .unwrap_or_else(|| names::DEPLOY_AUDIENCE.to_owned());
+        // An empty audience: none asked for, the API server's default (seed 003: not accepted).
+        let audiences = if audience.is_empty() { Vec::new() } else { vec![audience] };
         let token_request = TokenRequest {
             spec: TokenRequestSpec {
-                audiences: vec![audience],
+                audiences,
                 expiration_seconds: Some(600),
                 ..TokenRequestSpec::default()
             },

@@ -733,7 +733,8 @@ pub struct DeployClient {
     pub namespace: String,
     /// ServiceAccount name.
     pub service_account: String,
-    /// Token audience (default `bloodraven-deploy`).
+    /// Token audience (default `bloodraven-deploy`); `""` asks for none, so the token carries
+    /// the Kubernetes API's default audience, as a pod's own ServiceAccount token does.
     #[serde(default)]
     pub audience: Option<String>,
 }
@@ -781,10 +782,14 @@ pub struct DeployApiExpect {
     pub save: BTreeMap<String, String>,
 }
 
-/// A Prometheus sample from the operator's :8082/metrics.
+/// A Prometheus sample from the operator leader's :8082/metrics, or with `site` from that
+/// site's sidecar (:8086/metrics).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MetricExpect {
+    /// Scrape this site's sidecar instead of the operator.
+    #[serde(default)]
+    pub site: Option<Site>,
     /// Metric name.
     pub name: String,
     /// Labels the sample must carry.

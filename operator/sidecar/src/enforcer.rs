@@ -103,6 +103,7 @@ pub(crate) async fn enforce(shared: &Shared) {
             topology_mismatch,
         } => {
             if topology_mismatch {
+                shared.metrics.topology_mismatch();
                 tracing::warn!(
                     site = shared.site(),
                     generation,

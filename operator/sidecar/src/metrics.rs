@@ -41,6 +41,7 @@ pub(crate) struct Metrics {
     lease_remaining_seconds: Gauge<f64, AtomicU64>,
     authority_generation: Gauge,
     fences: Family<ReasonLabels, Counter>,
+    topology_mismatches: Counter,
     unfences: Counter,
     answers: Family<AnswerLabels, Counter>,
     peer_results: Family<PeerLabels, Counter>,
@@ -60,6 +61,7 @@ impl Metrics {
         let lease_remaining_seconds = Gauge::<f64, AtomicU64>::default();
         let authority_generation = Gauge::default();
         let fences = Family::<ReasonLabels, Counter>::default();
+        let topology_mismatches = Counter::default();
         let unfences = Counter::default();
         let answers = Family::<AnswerLabels, Counter>::default();
         let peer_results = Family::<PeerLabels, Counter>::default();
@@ -93,6 +95,11 @@ impl Metrics {
             "bloodraven_sidecar_fences",
             "times this sidecar set mysqld read-only, by reason",
             fences.clone(),
+        );
+        registry.register(
+            "bloodraven_sidecar_topology_mismatches",
+            "times mysqld was seen writable while the cached authority names another site, and the topology-mismatch rule set it read-only",
+            topology_mismatches.clone(),
         );
         registry.register(
             "bloodraven_sidecar_unfences",
@@ -149,6 +156,7 @@ impl Metrics {
             lease_remaining_seconds,
             authority_generation,
             fences,
+            topology_mismatches,
             unfences,
             answers,
             peer_results,
@@ -185,6 +193,12 @@ impl Metrics {
                 reason: reason.to_owned(),
             })
             .inc();
+    }
+
+    /// The topology-mismatch rule fired: mysqld was writable while the cached authority names
+    /// another site.
+    pub(crate) fn topology_mismatch(&self) {
+        self.topology_mismatches.inc();
     }
 
     pub(crate) fn unfenced(&self) {

@@ -112,13 +112,33 @@ async fn startup_safety_net_restarted_sidecar_without_authority_keeps_mysql_read
 async fn topology_mismatch_rule_read_only_cleared_by_hand_on_replica_is_set_again_within_one_tick()
 {
     let playground = writable_playground().await;
+    let before = playground.metrics(1).await;
+    assert!(
+        before.contains("bloodraven_sidecar_topology_mismatches_total 0"),
+        "{before}"
+    );
     let pdx = playground.server(1).admin_client();
     let mut conn = pdx.connect().await.expect("connect");
+    // mysqld's write deadline would fence pdx too, within its switch period (pdx never armed
+    // one), and usually first: with its event stopped, only the rule can.
+    pdx.execute(&mut conn, "SET GLOBAL event_scheduler = OFF")
+        .await
+        .expect("stop the write deadline's event");
     pdx.execute(&mut conn, "SET GLOBAL read_only = OFF")
         .await
         .expect("clear read_only by hand");
     let took = playground.wait_read_only(1, true, LEASE / 3 + SLACK).await;
     assert!(took <= LEASE / 3 + SLACK, "re-fenced after {took:?}");
+    // The rule fenced it: the sidecar saw it writable under iad's authority.
+    let after = playground.metrics(1).await;
+    assert!(
+        after.contains("bloodraven_sidecar_topology_mismatches_total 1"),
+        "{after}"
+    );
+    assert!(
+        after.contains("bloodraven_sidecar_fences_total{reason=\"other_site_active\"} 1"),
+        "{after}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
