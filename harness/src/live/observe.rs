@@ -796,7 +796,10 @@ impl LiveCluster {
         }
         if let Some(metric) = &expect.metric {
             return match metric.site {
-                Some(site) => self.observe_sidecar_metric(site, &metric.name, &metric.labels).await,
+                Some(site) => {
+                    self.observe_sidecar_metric(site, &metric.name, &metric.labels)
+                        .await
+                }
                 None => self.observe_metric(&metric.name, &metric.labels).await,
             };
         }
@@ -1021,7 +1024,11 @@ impl LiveCluster {
             .clone()
             .unwrap_or_else(|| names::DEPLOY_AUDIENCE.to_owned());
         // An empty audience: none asked for, the API server's default (seed 003: not accepted).
-        let audiences = if audience.is_empty() { Vec::new() } else { vec![audience] };
+        let audiences = if audience.is_empty() {
+            Vec::new()
+        } else {
+            vec![audience]
+        };
         let token_request = TokenRequest {
             spec: TokenRequestSpec {
                 audiences,
