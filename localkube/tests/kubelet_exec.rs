@@ -46,8 +46,12 @@ spec:
 "#;
 
 /// The shell the tests run: its terminal, its size, then (after a line of input) the size
-/// again.
-const SCRIPT: &str = "tty; stty size; read line; stty size";
+/// again. The client sends the resize and the input line on separate channels (kube-rs
+/// multiplexes them in no fixed order, as a kubelet handles them apart), so the line may
+/// arrive first: after it the shell waits up to 5 s for the new size before printing it.
+const SCRIPT: &str = "tty; stty size; read line; i=0; \
+    while [ \"$(stty size)\" != '50 132' ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; \
+    stty size";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_with_a_tty_gets_a_sized_terminal() -> Result<()> {
