@@ -19,7 +19,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use localkube::apiserver::{Config as LocalKubeConfig, LocalKube};
+use localkube_apiserver::{Config as LocalKubeConfig, LocalKube};
 use serde_json::json;
 
 /// A loopback port that was free a moment ago.

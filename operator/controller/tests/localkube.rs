@@ -1,5 +1,5 @@
 //! End-to-end tests of the operator shell against localkube's embedded API server
-//! (`localkube::apiserver::LocalKube::start`): the real kube TokenReview path, the deploy API
+//! (`localkube_apiserver::LocalKube::start`): the real kube TokenReview path, the deploy API
 //! over TLS with leases stored as Lease objects and tombstones in a ConfigMap, leader
 //! election with resourceVersion conflicts, and polls that bootstrap a group through fake
 //! sidecars (Services, status, DNSEndpoint by SSA, pod labels).
@@ -40,7 +40,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::Reporter;
 use kube::{Client, Config};
-use localkube::apiserver::{Config as LocalKubeConfig, LocalKube};
+use localkube_apiserver::{Config as LocalKubeConfig, LocalKube};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 

@@ -77,7 +77,7 @@ async fn kube_rs_client_in_a_pod_uses_in_cluster_config() {
         .tempdir_in("/tmp")
         .expect("tempdir");
     std::fs::write(
-        tmp.path().join(kubelet::agent::CATALOG_FILE),
+        tmp.path().join(kubelet::plugin::CATALOG_FILE),
         format!(
             "images:\n  - image: \"bloodraven/plugin:*\"\n    entrypoint: [\"{}\"]\n",
             plugin.display()

@@ -1,0 +1,428 @@
+//! Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`; `/api` and `/apis` in
+//! the aggregated form `apidiscovery.k8s.io` v2 and v2beta1 when the client asks for it,
+//! else the legacy form) and OpenAPI v3
+//! (index and per group-version documents with PATCH operations carrying the
+//! `fieldValidation` parameter, which kubectl's validation looks for).
+
+use super::registry::{ResourceInfo, Subresource};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+/// The version this server reports.
+pub const VERSION: (&str, &str) = ("1", "32");
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({"major": VERSION.0, "minor": VERSION.1, "gitVersion": "v1.32.0-localkube", "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0", "compiler": "gc", "platform": "linux/amd64"})
+}
+
+const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+fn sub_entry(r: &ResourceInfo, sub: Subresource) -> Value {
+    let (kind, group, version, verbs): (&str, &str, &str, &[&str]) = match sub {
+        Subresource::Status => (&r.kind, "", "", &["get", "patch", "update"]),
+        Subresource::Scale => ("Scale", "autoscaling", "v1", &["get", "patch", "update"]),
+        Subresource::Log => ("Pod", "", "", &["get"]),
+        Subresource::Eviction => ("Eviction", "policy", "v1", &["create"]),
+        Subresource::Binding => ("Binding", "", "", &["create"]),
+        Subresource::Token => ("TokenRequest", "authentication.k8s.io", "v1", &["create"]),
+        Subresource::Finalize => (&r.kind, "", "", &["update"]),
+    };
+    let mut e = json!({"name": format!("{}/{}", r.plural, sub.as_str()), "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs});
+    if !group.is_empty() {
+        e["group"] = json!(group);
+        e["version"] = json!(version);
+    }
+    e
+}
+
+/// The verbs of a resource.
+fn verbs_of(r: &ResourceInfo) -> &'static [&'static str] {
+    if r.create_only {
+        &["create"]
+    } else {
+        ALL_VERBS
+    }
+}
+
+/// One `APISubresourceDiscovery` of `r`.
+fn aggregated_sub(r: &ResourceInfo, sub: Subresource) -> Value {
+    let legacy = sub_entry(r, sub);
+    let kind = legacy.get("kind").cloned().unwrap_or(Value::Null);
+    let group = legacy
+        .get("group")
+        .cloned()
+        .unwrap_or_else(|| json!(r.group));
+    let version = legacy
+        .get("version")
+        .cloned()
+        .unwrap_or_else(|| json!(r.version));
+    json!({"subresource": sub.as_str(), "responseKind": {"group": group, "version": version, "kind": kind},
+        "verbs": legacy.get("verbs").cloned().unwrap_or_else(|| json!([]))})
+}
+
+/// One `APIResourceDiscovery` (`apidiscovery.k8s.io`) of `r`.
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let scope = if r.namespaced {
+        "Namespaced"
+    } else {
+        "Cluster"
+    };
+    let mut e = json!({"resource": r.plural,
+        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+        "scope": scope, "singularResource": r.singular, "verbs": verbs_of(r)});
+    if !r.short_names.is_empty() {
+        e["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        e["categories"] = json!(r.categories);
+    }
+    if !r.subresources.is_empty() {
+        let subs: Vec<Value> = r
+            .subresources
+            .iter()
+            .map(|s| aggregated_sub(r, *s))
+            .collect();
+        e["subresources"] = json!(subs);
+    }
+    e
+}
+
+/// One `APIGroupDiscovery`: the group's versions (preferred first), each `Current`.
+fn aggregated_group(resources: &[ResourceInfo], group: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let rs: Vec<Value> = resources
+                .iter()
+                .filter(|r| r.group == group && &r.version == v)
+                .map(aggregated_resource)
+                .collect();
+            json!({"version": v, "resources": rs, "freshness": "Current"})
+        })
+        .collect();
+    let mut metadata = json!({"creationTimestamp": null});
+    if !group.is_empty() {
+        metadata["name"] = json!(group);
+    }
+    json!({"metadata": metadata, "versions": vs})
+}
+
+/// Aggregated discovery (`APIGroupDiscoveryList` of `apidiscovery.k8s.io/<version>`): of
+/// the core group for `/api` (`core`), else of every named group for `/apis`.
+pub fn aggregated(resources: &[ResourceInfo], core: bool, version: &str) -> Value {
+    let items: Vec<Value> = if core {
+        vec![aggregated_group(resources, "", &["v1".to_string()])]
+    } else {
+        groups(resources)
+            .iter()
+            .map(|(g, vs)| aggregated_group(resources, g, vs))
+            .collect()
+    };
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {}, "items": items})
+}
+
+/// The `Content-Type` of an aggregated discovery response, which clients check to tell it
+/// from the legacy form.
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
+/// `APIResourceList` of one group version.
+pub fn resource_list(gv: &str, resources: &[ResourceInfo]) -> Value {
+    let mut list = Vec::new();
+    for r in resources {
+        let mut e = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs_of(r)});
+        if !r.short_names.is_empty() {
+            e["shortNames"] = json!(r.short_names);
+        }
+        if !r.categories.is_empty() {
+            e["categories"] = json!(r.categories);
+        }
+        list.push(e);
+        for s in &r.subresources {
+            list.push(sub_entry(r, *s));
+        }
+    }
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list})
+}
+
+/// Group name -> versions, in a stable order (built-in groups first).
+pub fn groups(resources: &[ResourceInfo]) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for r in resources.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, vs)) => {
+                if !vs.contains(&r.version) {
+                    vs.push(r.version.clone());
+                }
+            }
+            None => out.push((r.group.clone(), vec![r.version.clone()])),
+        }
+    }
+    out
+}
+
+fn group_entry(g: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+        .collect();
+    json!({"name": g, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
+}
+
+/// `APIGroupList`.
+pub fn group_list(resources: &[ResourceInfo]) -> Value {
+    let gs: Vec<Value> = groups(resources)
+        .iter()
+        .map(|(g, vs)| group_entry(g, vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})
+}
+
+/// `APIGroup` of one group.
+pub fn group(resources: &[ResourceInfo], name: &str) -> Option<Value> {
+    groups(resources)
+        .into_iter()
+        .find(|(g, _)| g == name)
+        .map(|(g, vs)| {
+            let mut e = group_entry(&g, &vs);
+            e["kind"] = json!("APIGroup");
+            e["apiVersion"] = json!("v1");
+            e
+        })
+}
+
+/// `/api`.
+pub fn api_versions(addr: &str) -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]})
+}
+
+fn schema_name(r: &ResourceInfo) -> String {
+    let g = if r.group.is_empty() {
+        "core".to_string()
+    } else {
+        r.group.clone()
+    };
+    if r.crd.is_some() {
+        let rev: Vec<&str> = r.group.split('.').rev().collect();
+        format!("{}.{}.{}", rev.join("."), r.version, r.kind)
+    } else {
+        format!(
+            "io.k8s.api.{}.{}.{}",
+            g.split('.').next().unwrap_or("core"),
+            r.version,
+            r.kind
+        )
+    }
+}
+
+fn gvk_ext(r: &ResourceInfo) -> Value {
+    json!({"group": r.group, "version": r.version, "kind": r.kind})
+}
+
+fn q(name: &str, ty: &str) -> Value {
+    json!({"name": name, "in": "query", "description": name, "schema": {"type": ty, "uniqueItems": true}})
+}
+
+fn op(
+    r: &ResourceInfo,
+    action: &str,
+    id: &str,
+    params: Vec<Value>,
+    body: Option<Value>,
+    resp: &str,
+) -> Value {
+    let mut o = json!({"operationId": format!("{id}{}", r.kind), "description": format!("{action} {}", r.kind),
+        "tags": [r.api_version()], "parameters": params,
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": resp}}}},
+            "401": {"description": "Unauthorized"}},
+        "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk_ext(r)});
+    if let Some(b) = body {
+        o["requestBody"] = b;
+    }
+    o
+}
+
+/// The OpenAPI v3 document of one group version.
+pub fn openapi_gv(resources: &[ResourceInfo]) -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    schemas.insert(
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(),
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    );
+    schemas.insert(
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Patch".into(),
+        json!({"type": "object", "description": "a patch"}),
+    );
+    schemas.insert(
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Status"}]}),
+    );
+    for r in resources {
+        let name = schema_name(r);
+        let reference = format!("#/components/schemas/{name}");
+        let mut s = match r.crd.as_ref().and_then(|c| c.schema.clone()) {
+            Some(s) => s,
+            None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        };
+        if let Some(m) = s.as_object_mut() {
+            let props = m.entry("properties").or_insert_with(|| json!({}));
+            if let Some(p) = props.as_object_mut() {
+                p.entry("apiVersion").or_insert_with(
+                    || json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}),
+                );
+                p.entry("kind").or_insert_with(
+                    || json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}),
+                );
+                p.insert(
+                    "metadata".into(),
+                    json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "default": {}}),
+                );
+                if r.crd.is_none() {
+                    for f in ["spec", "status"] {
+                        p.entry(f).or_insert_with(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": format!("{f} of the {}", r.kind)}));
+                    }
+                }
+            }
+            m.insert(
+                "x-kubernetes-group-version-kind".into(),
+                json!([gvk_ext(r)]),
+            );
+            m.entry("description")
+                .or_insert_with(|| json!(format!("{} ({})", r.kind, r.api_version())));
+        }
+        schemas.insert(name.clone(), s);
+        let list_name = format!("{name}List");
+        schemas.insert(
+            list_name.clone(),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-group-version-kind": [{"group": r.group, "version": r.version, "kind": format!("{}List", r.kind)}]}),
+        );
+        let base = if r.group.is_empty() {
+            format!("/api/{}", r.version)
+        } else {
+            format!("/apis/{}/{}", r.group, r.version)
+        };
+        let (coll, item) = if r.namespaced {
+            (
+                format!("{base}/namespaces/{{namespace}}/{}", r.plural),
+                format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural),
+            )
+        } else {
+            (
+                format!("{base}/{}", r.plural),
+                format!("{base}/{}/{{name}}", r.plural),
+            )
+        };
+        let json_body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": reference}}, "application/yaml": {"schema": {"$ref": reference}}}});
+        let patch_ref =
+            json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"});
+        // Strategic merge patch is served but not advertised: the schemas here are permissive,
+        // so kubectl must compute its patches from its compiled-in types (their
+        // patchMergeKeys) rather than from this document.
+        let patch_body = json!({"required": true, "content": {"application/apply-patch+yaml": {"schema": patch_ref}, "application/json-patch+json": {"schema": patch_ref},
+            "application/merge-patch+json": {"schema": patch_ref}}});
+        let write_params = || {
+            vec![
+                q("dryRun", "string"),
+                q("fieldManager", "string"),
+                q("fieldValidation", "string"),
+            ]
+        };
+        let mut path_params = vec![
+            json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string", "uniqueItems": true}}),
+        ];
+        let mut coll_params = Vec::new();
+        if r.namespaced {
+            let ns = json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string", "uniqueItems": true}});
+            path_params.push(ns.clone());
+            coll_params.push(ns);
+        }
+        let list_params = vec![
+            q("labelSelector", "string"),
+            q("fieldSelector", "string"),
+            q("limit", "integer"),
+            q("continue", "string"),
+            q("resourceVersion", "string"),
+            q("watch", "boolean"),
+            q("timeoutSeconds", "integer"),
+            q("allowWatchBookmarks", "boolean"),
+            q("sendInitialEvents", "boolean"),
+        ];
+        let mut c = json!({"parameters": coll_params,
+            "post": op(r, "post", "create", write_params(), Some(json_body.clone()), &reference)});
+        if !r.create_only {
+            c["get"] = op(
+                r,
+                "list",
+                "list",
+                list_params,
+                None,
+                &format!("#/components/schemas/{list_name}"),
+            );
+            c["delete"] = op(
+                r,
+                "deletecollection",
+                "deleteCollection",
+                vec![q("labelSelector", "string"), q("fieldSelector", "string")],
+                None,
+                "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+            );
+            let mut patch_params = write_params();
+            patch_params.push(q("force", "boolean"));
+            paths.insert(item.clone(), json!({"parameters": path_params,
+                "get": op(r, "get", "read", vec![], None, &reference),
+                "put": op(r, "put", "replace", write_params(), Some(json_body.clone()), &reference),
+                "patch": op(r, "patch", "patch", patch_params.clone(), Some(patch_body.clone()), &reference),
+                "delete": op(r, "delete", "delete", vec![q("gracePeriodSeconds", "integer"), q("propagationPolicy", "string"), q("dryRun", "string")], None, "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status")}));
+            if r.has_subresource(Subresource::Status) {
+                paths.insert(
+                    format!("{item}/status"),
+                    json!({"parameters": path_params,
+                    "get": op(r, "get", "read", vec![], None, &reference),
+                    "put": op(r, "put", "replace", write_params(), Some(json_body.clone()), &reference),
+                    "patch": op(r, "patch", "patch", patch_params, Some(patch_body.clone()), &reference)}),
+                );
+            }
+        }
+        paths.insert(coll, c);
+    }
+    json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths, "components": {"schemas": schemas}})
+}
+
+/// A stable hash of a document (the `hash` kubectl caches by).
+pub fn doc_hash(v: &Value) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    format!("{:016X}", h.finish())
+}
+
+/// Group versions served, with the resources of each, keyed by OpenAPI path (`api/v1`,
+/// `apis/apps/v1`).
+pub fn by_openapi_path(resources: &[ResourceInfo]) -> BTreeMap<String, Vec<ResourceInfo>> {
+    let mut m: BTreeMap<String, Vec<ResourceInfo>> = BTreeMap::new();
+    for r in resources {
+        let key = if r.group.is_empty() {
+            format!("api/{}", r.version)
+        } else {
+            format!("apis/{}/{}", r.group, r.version)
+        };
+        m.entry(key).or_default().push(r.clone());
+    }
+    m
+}

@@ -1,0 +1,1434 @@
+//! The verbs on the store with the API server's semantics: create (generateName, defaults,
+//! namespace must exist), update (resourceVersion conflicts), patch (merge, JSON,
+//! strategic, apply), delete (grace, finalizers, propagation), scale, generation (trap 6)
+//! and status subresource rules. Used by the HTTP layer and by the controllers.
+
+use super::apply::{self, Writer};
+use super::auth::Authenticator;
+use super::defaults::{self, IpRange};
+use super::error::{status_success, ApiError, Reason};
+use super::fields::Scope;
+use super::meta;
+use super::patch;
+use super::registry::{Registry, ResourceInfo, Subresource};
+use super::schema::{self, Schema};
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::Store;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The NodePort range (the real default).
+const NODE_PORT_MIN: i64 = 30000;
+/// Last port of the NodePort range.
+const NODE_PORT_MAX: i64 = 32767;
+/// Retries of a patch whose base object changed underneath it.
+const PATCH_RETRIES_MAX: usize = 5;
+
+/// Everything the verbs and controllers share.
+pub struct Cluster {
+    /// The object store.
+    pub store: Arc<Store>,
+    /// Served resources.
+    pub registry: Registry,
+    /// Token authority.
+    pub auth: Authenticator,
+    /// ClusterIP range.
+    pub service_range: IpRange,
+    /// The state dir.
+    pub state_dir: PathBuf,
+    /// PEM of the cluster CA (for `kube-root-ca.crt` and tokens' `ca.crt`).
+    pub ca_pem: String,
+    /// When true a node agent runs pods: pod deletion is graceful (deletionTimestamp, the
+    /// agent finishes it). When false pods are removed at once.
+    pub node_agent_attached: AtomicBool,
+    alloc: Mutex<()>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("state_dir", &self.state_dir)
+            .finish()
+    }
+}
+
+/// How a write is made.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Field manager.
+    pub manager: String,
+    /// `dryRun=All`: validate and return, store nothing.
+    pub dry_run: bool,
+    /// `fieldValidation=Strict`.
+    pub strict: bool,
+    /// Server-side apply `force`.
+    pub force: bool,
+}
+
+impl WriteOptions {
+    /// Options for an internal controller write.
+    pub fn manager(m: &str) -> WriteOptions {
+        WriteOptions {
+            manager: m.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Patch flavours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+    /// `application/apply-patch+yaml`.
+    Apply,
+}
+
+/// `DeleteOptions` that matter here.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy` (Orphan, Background, Foreground).
+    pub propagation: Option<String>,
+    /// `preconditions.uid`.
+    pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub precondition_rv: Option<String>,
+    /// `dryRun`.
+    pub dry_run: bool,
+}
+
+fn uses_generation(r: &ResourceInfo) -> bool {
+    r.crd.is_some()
+        || matches!(
+            r.group.as_str(),
+            "apps" | "batch" | "policy" | "networking.k8s.io" | "apiextensions.k8s.io"
+        )
+}
+
+fn spec_of(r: &ResourceInfo, obj: &Value) -> Value {
+    if r.crd.is_some() {
+        let mut v = obj.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("metadata");
+            m.remove("status");
+        }
+        v
+    } else {
+        obj.get("spec").cloned().unwrap_or(Value::Null)
+    }
+}
+
+fn parse_rv(s: &str) -> Result<u64, ApiError> {
+    s.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+}
+
+impl Cluster {
+    /// A cluster over a store.
+    pub fn new(
+        store: Arc<Store>,
+        auth: Authenticator,
+        service_range: IpRange,
+        state_dir: PathBuf,
+        ca_pem: String,
+    ) -> Cluster {
+        let registry = Registry::new();
+        let (crds, _) = store.list("apiextensions.k8s.io/customresourcedefinitions", None);
+        for crd in &crds {
+            registry.register_crd(crd);
+        }
+        Cluster {
+            store,
+            registry,
+            auth,
+            service_range,
+            state_dir,
+            ca_pem,
+            node_agent_attached: AtomicBool::new(false),
+            alloc: Mutex::new(()),
+        }
+    }
+
+    /// The list semantics of a resource.
+    pub fn schema(&self, r: &ResourceInfo) -> Schema {
+        Schema {
+            kind: r.kind.clone(),
+            builtin: r.crd.is_none(),
+            openapi: r.crd.as_ref().and_then(|c| c.schema.clone()),
+        }
+    }
+
+    /// Resolves a kind's resource (first served version) by group and plural.
+    pub fn resource(&self, group: &str, plural: &str) -> Option<ResourceInfo> {
+        self.registry
+            .all()
+            .into_iter()
+            .find(|r| r.group == group && r.plural == plural)
+    }
+
+    fn resource_or_internal(&self, group: &str, plural: &str) -> Result<ResourceInfo, ApiError> {
+        self.resource(group, plural)
+            .ok_or_else(|| ApiError::internal(format!("resource {plural}.{group} is not served")))
+    }
+
+    /// Gets one object.
+    pub fn get(&self, r: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+        let ns = if r.namespaced { ns } else { "" };
+        let mut obj = self
+            .store
+            .get(&r.storage_key(), ns, name)
+            .ok_or_else(|| ApiError::not_found(&r.group, &r.plural, name))?;
+        set_gvk(r, &mut obj);
+        Ok(obj)
+    }
+
+    /// Lists objects matching selectors; returns items and the list's resourceVersion.
+    pub fn list(
+        &self,
+        r: &ResourceInfo,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> (Vec<Value>, u64) {
+        let ns = if r.namespaced { ns } else { None };
+        let (items, rv) = self.store.list(&r.storage_key(), ns);
+        let items = items
+            .into_iter()
+            .filter(|o| labels.matches(o) && fields.matches(o))
+            .map(|mut o| {
+                set_gvk(r, &mut o);
+                o
+            })
+            .collect();
+        (items, rv)
+    }
+
+    fn check_namespace(&self, r: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
+        if !r.namespaced {
+            return Ok(());
+        }
+        let nso = self
+            .store
+            .get("/namespaces", "", ns)
+            .ok_or_else(|| ApiError::not_found("", "namespaces", ns))?;
+        if nso.pointer("/metadata/deletionTimestamp").is_some() {
+            let mut e = ApiError::forbidden(format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                r.plural, ""
+            ));
+            e.details = Some(
+                json!({"group": r.group, "kind": r.plural, "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]}),
+            );
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Prunes undeclared fields of a custom resource and validates it against its schema
+    /// (422 Invalid listing every violation).
+    fn prune_and_validate_custom(&self, r: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+        let Some(schema) = r.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
+            return Ok(());
+        };
+        schema::prune(schema, obj, true);
+        let mut errors = Vec::new();
+        schema::validate(schema, obj, "", &mut errors);
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let name = meta::name(obj).to_string();
+        let gk = format!("{}.{}", r.kind, r.group);
+        let lines: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let message = if lines.len() == 1 {
+            format!("{gk} \"{name}\" is invalid: {}", lines[0])
+        } else {
+            format!("{gk} \"{name}\" is invalid: [{}]", lines.join(", "))
+        };
+        let mut e = ApiError::invalid(&r.group, &r.kind, &name, "", "");
+        e.message = message;
+        e.details = Some(json!({"name": name, "group": r.group, "kind": r.kind,
+            "causes": errors.iter().map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f})).collect::<Vec<_>>()}));
+        Err(e)
+    }
+
+    fn validate_strict(&self, r: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+        let Some(schema) = r.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
+            return super::validation::strict_builtin(&r.group, &r.kind, obj);
+        };
+        let mut unknown = Vec::new();
+        schema::unknown_fields(schema, obj, "", &mut unknown);
+        if unknown.is_empty() {
+            Ok(())
+        } else {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|u| format!("unknown field \"{u}\""))
+                .collect();
+            Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                list.join(", ")
+            )))
+        }
+    }
+
+    fn check_type(&self, r: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(
+                "the object provided is not a JSON object",
+            ));
+        }
+        let want = r.api_version();
+        match obj.get("apiVersion").and_then(Value::as_str) {
+            Some(av) if av != want => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({want})"
+                )));
+            }
+            _ => {}
+        }
+        match obj.get("kind").and_then(Value::as_str) {
+            Some(k) if k != r.kind => {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    r.kind
+                )))
+            }
+            _ => {}
+        }
+        set_gvk(r, obj);
+        apply::ensure_metadata(obj);
+        if !obj["metadata"].is_object() {
+            return Err(ApiError::bad_request("metadata must be an object"));
+        }
+        Ok(())
+    }
+
+    fn allocate_cluster_ip(&self, obj: &mut Value) -> Result<(), ApiError> {
+        let headless = obj.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None");
+        let svc_type = meta::str_at(obj, "/spec/type").to_string();
+        if headless || svc_type == "ExternalName" {
+            if headless {
+                obj["spec"]["clusterIPs"] = json!(["None"]);
+            }
+            return Ok(());
+        }
+        let (services, _) = self.store.list("/services", None);
+        let used: HashSet<Ipv4Addr> = services
+            .iter()
+            .filter_map(|s| meta::str_at(s, "/spec/clusterIP").parse().ok())
+            .collect();
+        let requested = meta::str_at(obj, "/spec/clusterIP").to_string();
+        let ip = if requested.is_empty() {
+            self.service_range.allocate(&used).ok_or_else(|| {
+                ApiError::internal("failed to allocate a serviceIP: range is full")
+            })?
+        } else {
+            let ip: Ipv4Addr = requested.parse().map_err(|_| {
+                ApiError::invalid(
+                    "",
+                    "Service",
+                    meta::name(obj),
+                    "spec.clusterIPs",
+                    format!("Invalid value: {requested:?}: must be a valid IP address"),
+                )
+            })?;
+            if !self.service_range.contains(ip) || used.contains(&ip) {
+                return Err(ApiError::invalid(
+                    "",
+                    "Service",
+                    meta::name(obj),
+                    "spec.clusterIPs",
+                    format!("Invalid value: [\"{ip}\"]: failed to allocate IP {ip}: provided IP is already allocated or not in the valid range"),
+                ));
+            }
+            ip
+        };
+        obj["spec"]["clusterIP"] = json!(ip.to_string());
+        obj["spec"]["clusterIPs"] = json!([ip.to_string()]);
+        if matches!(svc_type.as_str(), "NodePort" | "LoadBalancer") {
+            let mut used_ports: HashSet<i64> = services
+                .iter()
+                .flat_map(|s| {
+                    s.pointer("/spec/ports")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+                .collect();
+            if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+                for p in ports {
+                    if p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+                        continue;
+                    }
+                    let free = (NODE_PORT_MIN..=NODE_PORT_MAX)
+                        .find(|n| !used_ports.contains(n))
+                        .ok_or_else(|| {
+                            ApiError::internal("failed to allocate a nodePort: range is full")
+                        })?;
+                    used_ports.insert(free);
+                    p["nodePort"] = json!(free);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates an object.
+    pub fn create(
+        &self,
+        r: &ResourceInfo,
+        ns: &str,
+        mut obj: Value,
+        o: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        if r.create_only {
+            return Err(ApiError::method_not_allowed(
+                "create is served by the review endpoint",
+            ));
+        }
+        self.check_type(r, &mut obj)?;
+        if o.strict {
+            self.validate_strict(r, &obj)?;
+        } else if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
+        }
+        self.prepare_create(r, ns, &mut obj)?;
+        if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
+        } else {
+            self.prune_and_validate_custom(r, &mut obj)?;
+        }
+        let w = Writer {
+            manager: &o.manager,
+            api_version: &r.api_version(),
+            subresource: "",
+            scope: scope_of(r, None),
+            now: &meta::now(),
+        };
+        let schema = self.schema(r);
+        apply::track_update(None, &mut obj, &schema, &w);
+        self.store_create(r, obj, o.dry_run)
+    }
+
+    fn prepare_create(&self, r: &ResourceInfo, ns: &str, obj: &mut Value) -> Result<(), ApiError> {
+        let m = &mut obj["metadata"];
+        if r.namespaced {
+            match m.get("namespace").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() && n != ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => m["namespace"] = json!(ns),
+            }
+        } else if let Some(mm) = m.as_object_mut() {
+            mm.remove("namespace");
+        }
+        let mut name = meta::str_at(m, "/name").to_string();
+        if name.is_empty() {
+            let gen = meta::str_at(m, "/generateName").to_string();
+            if gen.is_empty() {
+                return Err(ApiError::invalid(
+                    &r.group,
+                    &r.kind,
+                    "",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                ));
+            }
+            name = format!("{gen}{}", meta::random_suffix());
+            m["name"] = json!(name);
+        }
+        // APIServices are named `<version>.<group>` (`v1.` for the core group): the real
+        // server asks only for a valid path segment there.
+        let api_service = r.kind == "APIService" && !name.contains('/') && name.contains('.');
+        if !(meta::valid_subdomain(&name)
+            || api_service
+            || r.kind.ends_with("Role")
+            || r.kind.ends_with("RoleBinding"))
+        {
+            return Err(ApiError::invalid(&r.group, &r.kind, &name, "metadata.name", format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
+        }
+        self.check_namespace(r, ns)?;
+        if let Some(mm) = m.as_object_mut() {
+            for k in [
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+            ] {
+                mm.remove(k);
+            }
+            mm.insert("uid".into(), json!(meta::uid()));
+            mm.insert("creationTimestamp".into(), json!(meta::now()));
+            if uses_generation(r) {
+                mm.insert("generation".into(), json!(1));
+            } else {
+                mm.remove("generation");
+            }
+        }
+        match &r.crd {
+            Some(c) => {
+                if r.has_subresource(Subresource::Status) {
+                    if let Some(mm) = obj.as_object_mut() {
+                        mm.remove("status");
+                    }
+                }
+                if let Some(s) = &c.schema {
+                    schema::apply_defaults(s, obj);
+                }
+            }
+            None => defaults::builtin_defaults(&r.group, &r.kind, obj),
+        }
+        match (r.group.as_str(), r.kind.as_str()) {
+            ("", "Secret") => defaults::merge_secret_string_data(obj),
+            ("", "Service") => {
+                let _guard = self.alloc.lock();
+                self.allocate_cluster_ip(obj)?;
+            }
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_status(obj),
+            ("batch", "Job") => super::batch::validate_job(None, obj)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn store_create(&self, r: &ResourceInfo, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+        if dry_run {
+            return Ok(obj);
+        }
+        let mut created = {
+            let _guard = if r.kind == "Service" {
+                Some(self.alloc.lock())
+            } else {
+                None
+            };
+            self.store.create(&r.storage_key(), obj)?
+        };
+        if r.kind == "CustomResourceDefinition" {
+            self.registry.register_crd(&created);
+        }
+        set_gvk(r, &mut created);
+        tracing::debug!(resource = %r.plural, namespace = meta::namespace(&created), name = meta::name(&created), "created");
+        Ok(created)
+    }
+
+    /// Replaces an object (PUT), on the main resource or the `status` subresource.
+    pub fn update(
+        &self,
+        r: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        sub: Option<Subresource>,
+        o: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        self.check_type(r, &mut obj)?;
+        if o.strict {
+            self.validate_strict(r, &obj)?;
+        }
+        let body_name = meta::name(&obj).to_string();
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        obj["metadata"]["name"] = json!(name);
+        let ns = if r.namespaced { ns } else { "" };
+        let Some(old) = self.store.get(&r.storage_key(), ns, name) else {
+            if r.kind == "Endpoints" && sub.is_none() {
+                return self.create(r, ns, obj, o);
+            }
+            return Err(ApiError::not_found(&r.group, &r.plural, name));
+        };
+        let expected = match meta::str_at(&obj, "/metadata/resourceVersion") {
+            "" => None,
+            s => Some(parse_rv(s)?),
+        };
+        self.commit(r, &old, obj, sub, o, expected, None)
+    }
+
+    /// Turns a requested new state into the stored one and writes it.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        r: &ResourceInfo,
+        old: &Value,
+        requested: Value,
+        sub: Option<Subresource>,
+        o: &WriteOptions,
+        expected_rv: Option<u64>,
+        applied: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &requested, false)?;
+        }
+        let mut new = if sub == Some(Subresource::Status) {
+            let mut n = old.clone();
+            n["status"] = requested.get("status").cloned().unwrap_or(Value::Null);
+            if let Some(mf) = requested.pointer("/metadata/managedFields") {
+                n["metadata"]["managedFields"] = mf.clone();
+            }
+            n
+        } else {
+            let mut n = requested;
+            if r.has_subresource(Subresource::Status) && r.kind != "Namespace" {
+                match old.get("status") {
+                    Some(s) => n["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = n.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            n
+        };
+        set_gvk(r, &mut new);
+        // Server-owned metadata comes from the stored object.
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+        ] {
+            match old["metadata"].get(k) {
+                Some(v) => new["metadata"][k] = v.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(k);
+                    }
+                }
+            }
+        }
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+        if old.pointer("/metadata/deletionTimestamp").is_some() {
+            let before: HashSet<&str> = finalizers(old).into_iter().collect();
+            if let Some(added) = finalizers(&new).into_iter().find(|f| !before.contains(f)) {
+                return Err(ApiError::invalid(
+                    &r.group,
+                    &r.kind,
+                    meta::name(old),
+                    "metadata.finalizers",
+                    format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{added}\"}}"),
+                ));
+            }
+        }
+        match (r.group.as_str(), r.kind.as_str()) {
+            ("", "Service") => {
+                for k in ["clusterIP", "clusterIPs"] {
+                    if let Some(v) = old.pointer(&format!("/spec/{k}")) {
+                        if new
+                            .get("spec")
+                            .map(|s| s.get(k).map(Value::is_null).unwrap_or(true))
+                            .unwrap_or(false)
+                        {
+                            new["spec"][k] = v.clone();
+                        }
+                    }
+                }
+            }
+            ("", "Namespace") if sub != Some(Subresource::Finalize) => {
+                if let Some(f) = old.pointer("/spec/finalizers") {
+                    new["spec"]["finalizers"] = f.clone();
+                }
+            }
+            ("apiextensions.k8s.io", "CustomResourceDefinition") if sub.is_none() => {
+                crd_status(&mut new)
+            }
+            ("", "Pod") if sub.is_none() => {
+                defaults::pod_update_defaults(old, &mut new);
+                check_pod_update(old, &new)?
+            }
+            ("", "Secret") => defaults::merge_secret_string_data(&mut new),
+            ("batch", "Job") if sub.is_none() => super::batch::validate_job(Some(old), &new)?,
+            _ => {}
+        }
+        for p in [
+            "/spec/renewTime",
+            "/spec/acquireTime",
+            "/eventTime",
+            "/series/lastObservedTime",
+        ] {
+            meta::normalize_micro_time(&mut new, p);
+        }
+        if uses_generation(r) && sub.is_none() && spec_of(r, old) != spec_of(r, &new) {
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            new["metadata"]["generation"] = json!(g + 1);
+        }
+        let schema = self.schema(r);
+        let w = Writer {
+            manager: &o.manager,
+            api_version: &r.api_version(),
+            subresource: if sub == Some(Subresource::Status) {
+                "status"
+            } else {
+                ""
+            },
+            scope: scope_of(r, sub),
+            now: &meta::now(),
+        };
+        if applied.is_none() {
+            apply::track_update(Some(old), &mut new, &schema, &w);
+        }
+        if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &new, false)?;
+        }
+        if r.crd.is_some() {
+            self.prune_and_validate_custom(r, &mut new)?;
+        }
+        if without_managed_time(old) == without_managed_time(&new) {
+            let mut same = old.clone();
+            set_gvk(r, &mut same);
+            return Ok(same);
+        }
+        if o.dry_run {
+            return Ok(new);
+        }
+        let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
+        if deleting && finalizers(&new).is_empty() && namespace_finalizers(r, &new).is_empty() {
+            let (ns, name) = (
+                meta::namespace(old).to_string(),
+                meta::name(old).to_string(),
+            );
+            let mut gone = self.store.delete(
+                &r.storage_key(),
+                &ns,
+                &name,
+                expected_rv.or_else(|| rv_of(old)),
+            )?;
+            self.after_delete(r, &gone);
+            set_gvk(r, &mut gone);
+            return Ok(gone);
+        }
+        let mut stored = self.store.update(&r.storage_key(), new, expected_rv)?;
+        if r.kind == "CustomResourceDefinition" {
+            self.registry.register_crd(&stored);
+        }
+        set_gvk(r, &mut stored);
+        Ok(stored)
+    }
+
+    /// Patches an object (or, for apply, creates it when missing).
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &self,
+        r: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        pt: PatchType,
+        body: &Value,
+        sub: Option<Subresource>,
+        o: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let ns = if r.namespaced { ns } else { "" };
+        if pt == PatchType::Strategic && r.crd.is_some() {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json",
+            ));
+        }
+        if pt == PatchType::Apply && o.manager.is_empty() {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+        let schema = self.schema(r);
+        for _ in 0..PATCH_RETRIES_MAX {
+            let old = self.store.get(&r.storage_key(), ns, name);
+            let Some(old) = old else {
+                if pt != PatchType::Apply || sub == Some(Subresource::Status) {
+                    return Err(ApiError::not_found(&r.group, &r.plural, name));
+                }
+                let mut obj = body.clone();
+                self.check_type(r, &mut obj)?;
+                // The real server applies onto an empty object here, so an apply body without
+                // a name cannot create (its checkName sees "").
+                check_name(&obj, name, ns)?;
+                if o.strict {
+                    self.validate_strict(r, &obj)?;
+                }
+                let w = Writer {
+                    manager: &o.manager,
+                    api_version: &r.api_version(),
+                    subresource: "",
+                    scope: scope_of(r, None),
+                    now: &meta::now(),
+                };
+                let mut created = apply::apply(None, &obj, o.force, &schema, &w)?;
+                let managed = created.pointer("/metadata/managedFields").cloned();
+                if r.crd.is_none() {
+                    super::validation::decode_builtin(&r.group, &r.kind, &created, false)?;
+                }
+                self.prepare_create(r, ns, &mut created)?;
+                if r.crd.is_some() {
+                    self.prune_and_validate_custom(r, &mut created)?;
+                }
+                if let Some(mf) = managed {
+                    created["metadata"]["managedFields"] = mf;
+                }
+                return match self.store_create(r, created, o.dry_run) {
+                    Err(ApiError {
+                        reason: Reason::AlreadyExists,
+                        ..
+                    }) => continue,
+                    other => other,
+                };
+            };
+            let old_rv = rv_of(&old);
+            let mut base = old.clone();
+            set_gvk(r, &mut base);
+            let (new, applied) = match pt {
+                PatchType::Merge => {
+                    let mut n = base.clone();
+                    patch::merge_patch(&mut n, body);
+                    (n, None)
+                }
+                PatchType::Json => {
+                    let mut n = base.clone();
+                    patch::json_patch(&mut n, body)?;
+                    (n, None)
+                }
+                PatchType::Strategic => (patch::strategic_merge(&base, body, &schema)?, None),
+                PatchType::Apply => {
+                    let mut a = body.clone();
+                    self.check_type(r, &mut a)?;
+                    // Applied onto the live object, a body without a name keeps the live one
+                    // (issue 14 item 1); only a different name or namespace is rejected.
+                    if meta::name(&a).is_empty() {
+                        a["metadata"]["name"] = json!(name);
+                    }
+                    check_name(&a, name, ns)?;
+                    if o.strict {
+                        self.validate_strict(r, &a)?;
+                    }
+                    let w = Writer {
+                        manager: &o.manager,
+                        api_version: &r.api_version(),
+                        subresource: if sub == Some(Subresource::Status) {
+                            "status"
+                        } else {
+                            ""
+                        },
+                        scope: scope_of(r, sub),
+                        now: &meta::now(),
+                    };
+                    (
+                        apply::apply(Some(&base), &a, o.force, &schema, &w)?,
+                        Some(body),
+                    )
+                }
+            };
+            if !new.is_object() || !new.get("metadata").map(Value::is_object).unwrap_or(false) {
+                return Err(ApiError::bad_request(
+                    "the patch produced an object without metadata",
+                ));
+            }
+            if o.strict && pt != PatchType::Apply {
+                self.validate_strict(r, &new)?;
+            }
+            let requested_rv = meta::str_at(&new, "/metadata/resourceVersion").to_string();
+            let explicit = !requested_rv.is_empty()
+                && Some(requested_rv.as_str()) != old_rv.map(|v| v.to_string()).as_deref();
+            if explicit {
+                return Err(ApiError::conflict(&r.group, &r.plural, name));
+            }
+            match self.commit(r, &old, new, sub, o, old_rv, applied) {
+                Err(ApiError {
+                    reason: Reason::Conflict,
+                    details,
+                    ..
+                }) if details.as_ref().and_then(|d| d.get("causes")).is_none() => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::conflict(&r.group, &r.plural, name))
+    }
+
+    /// Deletes an object: at once, or by setting deletionTimestamp when finalizers (or a
+    /// graceful pod termination) hold it.
+    pub fn delete(
+        &self,
+        r: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        d: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let ns = if r.namespaced { ns } else { "" };
+        let key = r.storage_key();
+        let old = self
+            .store
+            .get(&key, ns, name)
+            .ok_or_else(|| ApiError::not_found(&r.group, &r.plural, name))?;
+        if let Some(uid) = &d.precondition_uid {
+            if uid != meta::uid_of(&old) {
+                return Err(ApiError::conflict_message(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta::uid_of(&old)
+                )));
+            }
+        }
+        if let Some(rv) = &d.precondition_rv {
+            if Some(rv.as_str())
+                != old
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+            {
+                return Err(ApiError::conflict_message(format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta::str_at(&old, "/metadata/resourceVersion")
+                )));
+            }
+        }
+        let mut new = old.clone();
+        let mut fins: Vec<String> = finalizers(&old).into_iter().map(String::from).collect();
+        let propagation = d
+            .propagation
+            .clone()
+            .unwrap_or_else(|| default_propagation(r).to_string());
+        let policy_finalizer = match propagation.as_str() {
+            "Orphan" => Some("orphan"),
+            "Foreground" => Some("foregroundDeletion"),
+            _ => None,
+        };
+        let has_dependents = policy_finalizer.is_some() && self.has_dependents(meta::uid_of(&old));
+        if let Some(f) = policy_finalizer {
+            if has_dependents
+                && !fins.iter().any(|x| x == f)
+                && old.pointer("/metadata/deletionTimestamp").is_none()
+            {
+                fins.push(f.into());
+            }
+        }
+        let graceful_pod = r.kind == "Pod"
+            && r.group.is_empty()
+            && self.node_agent_attached.load(Ordering::SeqCst)
+            && !meta::str_at(&old, "/spec/nodeName").is_empty()
+            && !matches!(meta::str_at(&old, "/status/phase"), "Succeeded" | "Failed")
+            && d.grace_period_seconds.unwrap_or(1) > 0;
+        let ns_fins = namespace_finalizers(r, &old);
+        if fins.is_empty() && ns_fins.is_empty() && !graceful_pod {
+            if d.dry_run {
+                return Ok(old);
+            }
+            let gone = self.store.delete(&key, ns, name, None)?;
+            self.after_delete(r, &gone);
+            tracing::debug!(resource = %r.plural, namespace = ns, name, "deleted");
+            if r.kind == "Pod" {
+                let mut g = gone;
+                set_gvk(r, &mut g);
+                return Ok(g);
+            }
+            return Ok(status_success(
+                &r.group,
+                &r.plural,
+                name,
+                meta::uid_of(&gone),
+            ));
+        }
+        if old.pointer("/metadata/deletionTimestamp").is_some() {
+            let mut o = old;
+            set_gvk(r, &mut o);
+            return Ok(o);
+        }
+        let grace = if graceful_pod {
+            d.grace_period_seconds.unwrap_or_else(|| {
+                old.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(30)
+            })
+        } else {
+            0
+        };
+        new["metadata"]["deletionTimestamp"] = json!(meta::time(
+            chrono::Utc::now() + chrono::Duration::seconds(grace)
+        ));
+        new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+        if !fins.is_empty() {
+            new["metadata"]["finalizers"] = json!(fins);
+        }
+        if let Some(g) = old.pointer("/metadata/generation").and_then(Value::as_i64) {
+            new["metadata"]["generation"] = json!(g + 1);
+        }
+        if r.kind == "Namespace" && r.group.is_empty() {
+            new["status"]["phase"] = json!("Terminating");
+        }
+        if d.dry_run {
+            return Ok(new);
+        }
+        let mut stored = self.store.update(&key, new, rv_of(&old))?;
+        set_gvk(r, &mut stored);
+        Ok(stored)
+    }
+
+    fn has_dependents(&self, uid: &str) -> bool {
+        self.store.all_objects().iter().any(|(_, o)| {
+            o.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|r| meta::str_at(r, "/uid") == uid)
+        })
+    }
+
+    fn after_delete(&self, r: &ResourceInfo, gone: &Value) {
+        if r.kind == "CustomResourceDefinition" {
+            let crd_name = meta::name(gone);
+            let key = format!(
+                "{}/{}",
+                meta::str_at(gone, "/spec/group"),
+                meta::str_at(gone, "/spec/names/plural")
+            );
+            self.registry.unregister_crd(crd_name);
+            let (items, _) = self.store.list(&key, None);
+            for i in items {
+                let _ = self
+                    .store
+                    .delete(&key, meta::namespace(&i), meta::name(&i), None);
+            }
+        }
+    }
+
+    /// Deletes every object matching the selectors.
+    pub fn delete_collection(
+        &self,
+        r: &ResourceInfo,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        d: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let (items, _) = self.list(r, ns, labels, fields);
+        for i in &items {
+            match self.delete(r, meta::namespace(i), meta::name(i), d) {
+                Ok(_) => {}
+                Err(ApiError {
+                    reason: Reason::NotFound,
+                    ..
+                }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}))
+    }
+
+    /// The `autoscaling/v1` Scale of an object.
+    pub fn get_scale(&self, r: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+        let obj = self.get(r, ns, name)?;
+        Ok(self.scale_of(r, &obj))
+    }
+
+    fn scale_paths(r: &ResourceInfo) -> (String, String, String) {
+        match r.crd.as_ref().and_then(|c| c.scale.as_ref()) {
+            Some(s) => (
+                json_path_to_pointer(meta::str_at(s, "/specReplicasPath")),
+                json_path_to_pointer(meta::str_at(s, "/statusReplicasPath")),
+                json_path_to_pointer(meta::str_at(s, "/labelSelectorPath")),
+            ),
+            None => (
+                "/spec/replicas".into(),
+                "/status/replicas".into(),
+                String::new(),
+            ),
+        }
+    }
+
+    fn scale_of(&self, r: &ResourceInfo, obj: &Value) -> Value {
+        let (spec_p, status_p, sel_p) = Self::scale_paths(r);
+        let selector = if sel_p.is_empty() {
+            obj.pointer("/spec/selector")
+                .map(selector_string)
+                .unwrap_or_default()
+        } else {
+            obj.pointer(&sel_p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": meta::name(obj), "namespace": meta::namespace(obj), "uid": meta::uid_of(obj),
+                "resourceVersion": meta::str_at(obj, "/metadata/resourceVersion"), "creationTimestamp": meta::str_at(obj, "/metadata/creationTimestamp")},
+            "spec": {"replicas": obj.pointer(&spec_p).and_then(Value::as_i64).unwrap_or(0)},
+            "status": {"replicas": obj.pointer(&status_p).and_then(Value::as_i64).unwrap_or(0), "selector": selector}})
+    }
+
+    /// Writes a Scale (PUT or patch of the scale subresource): changes the spec's replicas.
+    pub fn write_scale(
+        &self,
+        r: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        pt: Option<PatchType>,
+        body: &Value,
+        o: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        for _ in 0..PATCH_RETRIES_MAX {
+            let obj = self.get(r, ns, name)?;
+            let mut scale = self.scale_of(r, &obj);
+            match pt {
+                None => scale = body.clone(),
+                Some(PatchType::Merge) | Some(PatchType::Strategic) | Some(PatchType::Apply) => {
+                    patch::merge_patch(&mut scale, body)
+                }
+                Some(PatchType::Json) => patch::json_patch(&mut scale, body)?,
+            }
+            let replicas = scale
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "autoscaling",
+                        "Scale",
+                        name,
+                        "spec.replicas",
+                        "Required value",
+                    )
+                })?;
+            if replicas < 0 {
+                return Err(ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    "spec.replicas",
+                    format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                ));
+            }
+            let want_rv = meta::str_at(&scale, "/metadata/resourceVersion").to_string();
+            if !want_rv.is_empty() && want_rv != meta::str_at(&obj, "/metadata/resourceVersion") {
+                return Err(ApiError::conflict(&r.group, &r.plural, name));
+            }
+            let (spec_p, _, _) = Self::scale_paths(r);
+            let mut new = obj.clone();
+            set_pointer(&mut new, &spec_p, json!(replicas));
+            match self.commit(r, &obj, new, None, o, rv_of(&obj), None) {
+                Ok(stored) => return Ok(self.scale_of(r, &stored)),
+                Err(ApiError {
+                    reason: Reason::Conflict,
+                    ..
+                }) if want_rv.is_empty() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::conflict(&r.group, &r.plural, name))
+    }
+
+    /// Internal write helper for controllers: gets, mutates, updates with retries.
+    #[allow(clippy::too_many_arguments)]
+    pub fn modify(
+        &self,
+        group: &str,
+        plural: &str,
+        ns: &str,
+        name: &str,
+        sub: Option<Subresource>,
+        manager: &str,
+        f: impl Fn(&mut Value) -> bool,
+    ) -> Result<Option<Value>, ApiError> {
+        let r = self.resource_or_internal(group, plural)?;
+        for _ in 0..PATCH_RETRIES_MAX {
+            let Some(old) =
+                self.store
+                    .get(&r.storage_key(), if r.namespaced { ns } else { "" }, name)
+            else {
+                return Ok(None);
+            };
+            let mut new = old.clone();
+            if !f(&mut new) {
+                return Ok(Some(old));
+            }
+            match self.commit(
+                &r,
+                &old,
+                new,
+                sub,
+                &WriteOptions::manager(manager),
+                rv_of(&old),
+                None,
+            ) {
+                Ok(v) => return Ok(Some(v)),
+                Err(ApiError {
+                    reason: Reason::Conflict,
+                    ..
+                }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::conflict(group, plural, name))
+    }
+
+    /// Internal create for controllers.
+    pub fn create_internal(
+        &self,
+        group: &str,
+        plural: &str,
+        ns: &str,
+        obj: Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let r = self.resource_or_internal(group, plural)?;
+        self.create(&r, ns, obj, &WriteOptions::manager(manager))
+    }
+
+    /// Internal delete for controllers.
+    pub fn delete_internal(
+        &self,
+        group: &str,
+        plural: &str,
+        ns: &str,
+        name: &str,
+        propagation: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let r = self.resource_or_internal(group, plural)?;
+        self.delete(
+            &r,
+            ns,
+            name,
+            &DeleteOptions {
+                propagation: propagation.map(String::from),
+                ..Default::default()
+            },
+        )
+    }
+}
+
+/// Pod specs are immutable but for images, activeDeadlineSeconds, added tolerations and
+/// terminationGracePeriodSeconds; the node is set once, through binding (422 otherwise).
+fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
+    let strip = |spec: Option<&Value>, keep_tolerations: Option<&Value>| -> Value {
+        let mut s = spec.cloned().unwrap_or(Value::Null);
+        if let Some(m) = s.as_object_mut() {
+            m.remove("activeDeadlineSeconds");
+            m.remove("terminationGracePeriodSeconds");
+            if let Some(t) = keep_tolerations {
+                m.insert("tolerations".into(), t.clone());
+            }
+            for key in ["containers", "initContainers"] {
+                if let Some(cs) = m.get_mut(key).and_then(Value::as_array_mut) {
+                    for c in cs {
+                        if let Some(cm) = c.as_object_mut() {
+                            cm.remove("image");
+                        }
+                    }
+                }
+            }
+        }
+        s
+    };
+    let old_tol: Vec<Value> = old
+        .pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let new_tol: Vec<Value> = new
+        .pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let additions_only = old_tol.iter().all(|t| new_tol.contains(t));
+    let before = strip(old.get("spec"), None);
+    let after = strip(
+        new.get("spec"),
+        if additions_only {
+            old.pointer("/spec/tolerations")
+        } else {
+            None
+        },
+    );
+    let mut before_cmp = before.clone();
+    let mut after_cmp = after.clone();
+    for v in [&mut before_cmp, &mut after_cmp] {
+        if let Some(m) = v.as_object_mut() {
+            if additions_only {
+                m.remove("tolerations");
+            }
+        }
+    }
+    if before_cmp != after_cmp {
+        return Err(ApiError::invalid("", "Pod", meta::name(old), "spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"));
+    }
+    Ok(())
+}
+
+/// The real server's `checkName` on the object a patch produced: the name must equal the
+/// URL's, and a non-empty namespace must equal the request's.
+fn check_name(obj: &Value, name: &str, ns: &str) -> Result<(), ApiError> {
+    let obj_name = meta::name(obj);
+    if obj_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({obj_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let obj_ns = meta::namespace(obj);
+    if !ns.is_empty() && !obj_ns.is_empty() && obj_ns != ns {
+        return Err(ApiError::bad_request(format!(
+            "the namespace of the object ({obj_ns}) does not match the namespace on the request ({ns})"
+        )));
+    }
+    Ok(())
+}
+
+/// The default propagation when none is given (the kind's strategy default): `batch/v1`
+/// Jobs orphan their pods (kubectl sends Background), everything else is Background.
+fn default_propagation(r: &ResourceInfo) -> &'static str {
+    match (r.group.as_str(), r.kind.as_str()) {
+        ("batch", "Job") => "Orphan",
+        _ => "Background",
+    }
+}
+
+/// Which fields a write through `sub` covers.
+pub fn scope_of(r: &ResourceInfo, sub: Option<Subresource>) -> Scope {
+    if sub == Some(Subresource::Status) {
+        Scope::StatusOnly
+    } else if r.has_subresource(Subresource::Status) && r.kind != "Namespace" {
+        Scope::NoStatus
+    } else {
+        Scope::All
+    }
+}
+
+fn rv_of(obj: &Value) -> Option<u64> {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+}
+
+fn finalizers(obj: &Value) -> Vec<&str> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+fn namespace_finalizers<'a>(r: &ResourceInfo, obj: &'a Value) -> Vec<&'a str> {
+    if r.kind == "Namespace" && r.group.is_empty() {
+        obj.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect()
+    } else {
+        vec![]
+    }
+}
+
+fn without_managed_time(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(mf) = v
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    {
+        for e in mf {
+            if let Some(m) = e.as_object_mut() {
+                m.remove("time");
+            }
+        }
+    }
+    v
+}
+
+/// Sets `apiVersion` and `kind` of a resource on an object.
+pub fn set_gvk(r: &ResourceInfo, obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), json!(r.api_version()));
+        m.insert("kind".into(), json!(r.kind));
+    }
+}
+
+fn crd_status(obj: &mut Value) {
+    let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let stored: Vec<Value> = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    let now = meta::now();
+    obj["status"] = json!({
+        "acceptedNames": names,
+        "storedVersions": stored,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ],
+    });
+}
+
+/// `.spec.replicas` -> `/spec/replicas`.
+pub fn json_path_to_pointer(p: &str) -> String {
+    p.trim_start_matches('.')
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .fold(String::new(), |acc, s| format!("{acc}/{s}"))
+}
+
+fn set_pointer(obj: &mut Value, pointer: &str, v: Value) {
+    let mut cur = obj;
+    let parts: Vec<&str> = pointer.split('/').skip(1).collect();
+    for (i, p) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            if let Some(m) = cur.as_object_mut() {
+                m.insert(p.to_string(), v);
+            }
+            return;
+        }
+        if !cur.get(*p).map(Value::is_object).unwrap_or(false) {
+            cur[*p] = json!({});
+        }
+        cur = &mut cur[*p];
+    }
+}
+
+/// A `metav1.LabelSelector` object as the selector string.
+pub fn selector_string(sel: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+        }
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let k = meta::str_at(e, "/key");
+        let vals: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        match meta::str_at(e, "/operator") {
+            "In" => parts.push(format!("{k} in ({})", vals.join(","))),
+            "NotIn" => parts.push(format!("{k} notin ({})", vals.join(","))),
+            "Exists" => parts.push(k.to_string()),
+            "DoesNotExist" => parts.push(format!("!{k}")),
+            _ => {}
+        }
+    }
+    parts.join(",")
+}

@@ -1,0 +1,216 @@
+//! The runtime's [`PodStatus`] as a Pod's `status`: phase, IPs, startTime, the conditions
+//! PodScheduled/Initialized/ContainersReady/Ready, and container statuses with state,
+//! lastState, ready, started, restartCount and exit codes.
+
+use chrono::{DateTime, Utc};
+use localkube_apiserver::meta;
+use localkube_node::{ContainerState, ContainerStatus, PodPhase, PodStatus};
+use serde_json::{json, Value};
+use std::time::SystemTime;
+
+fn time(t: SystemTime) -> String {
+    meta::time(DateTime::<Utc>::from(t))
+}
+
+fn state(s: &ContainerState) -> Value {
+    match s {
+        ContainerState::Waiting { reason, message } => {
+            let mut w = json!({"reason": reason});
+            if !message.is_empty() {
+                w["message"] = json!(message);
+            }
+            json!({"waiting": w})
+        }
+        ContainerState::Running { started_at } => {
+            json!({"running": {"startedAt": time(*started_at)}})
+        }
+        ContainerState::Terminated {
+            exit_code,
+            signal,
+            reason,
+            started_at,
+            finished_at,
+        } => {
+            let mut t = json!({"exitCode": exit_code, "reason": reason,
+                "startedAt": time(*started_at), "finishedAt": time(*finished_at)});
+            if let Some(sig) = signal {
+                t["signal"] = json!(sig);
+            }
+            json!({"terminated": t})
+        }
+    }
+}
+
+fn container_status(c: &ContainerStatus, uid: &str) -> Value {
+    let mut v = json!({
+        "name": c.name,
+        "image": c.image,
+        "imageID": format!("localkube://{}", c.image),
+        "ready": c.ready,
+        "started": c.started,
+        "restartCount": c.restart_count,
+        "state": state(&c.state),
+        "lastState": c.last_state.as_ref().map(state).unwrap_or_else(|| json!({})),
+    });
+    if !matches!(c.state, ContainerState::Waiting { .. }) {
+        v["containerID"] = json!(format!("localkube://{uid}/{}/{}", c.name, c.restart_count));
+    }
+    v
+}
+
+fn phase(p: PodPhase) -> &'static str {
+    match p {
+        PodPhase::Pending => "Pending",
+        PodPhase::Running => "Running",
+        PodPhase::Succeeded => "Succeeded",
+        PodPhase::Failed => "Failed",
+    }
+}
+
+/// Sets a condition, keeping its lastTransitionTime while its status stays the same.
+fn set_condition(conds: &mut Vec<Value>, ty: &str, ok: bool, reason: Option<&str>) {
+    let status = if ok { "True" } else { "False" };
+    if let Some(c) = conds.iter_mut().find(|c| meta::str_at(c, "/type") == ty) {
+        if meta::str_at(c, "/status") != status {
+            c["status"] = json!(status);
+            c["lastTransitionTime"] = json!(meta::now());
+        }
+        match reason {
+            Some(r) => c["reason"] = json!(r),
+            None => {
+                if let Some(o) = c.as_object_mut() {
+                    o.remove("reason");
+                }
+            }
+        }
+        return;
+    }
+    let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": meta::now()});
+    if let Some(r) = reason {
+        c["reason"] = json!(r);
+    }
+    conds.push(c);
+}
+
+/// Writes the runtime's status into a Pod; returns whether anything changed.
+pub fn apply(pod: &mut Value, s: &PodStatus) -> bool {
+    let before = pod.get("status").cloned().unwrap_or(Value::Null);
+    let uid = meta::uid_of(pod).to_string();
+    let mut st = before.clone();
+    if !st.is_object() {
+        st = json!({});
+    }
+    st["phase"] = json!(phase(s.phase));
+    if let Some(ip) = s.pod_ip {
+        st["podIP"] = json!(ip.to_string());
+        st["podIPs"] = json!([{"ip": ip.to_string()}]);
+    }
+    if let Some(ip) = s.host_ip {
+        st["hostIP"] = json!(ip.to_string());
+        st["hostIPs"] = json!([{"ip": ip.to_string()}]);
+    }
+    if st.get("startTime").is_none() {
+        st["startTime"] = json!(meta::now());
+    }
+    st["qosClass"] = json!("BestEffort");
+    let initialized = s
+        .init_container_statuses
+        .iter()
+        .all(|c| matches!(&c.state, ContainerState::Terminated { exit_code: 0, .. }));
+    let containers_ready = s.ready && !s.stopped;
+    let mut conds: Vec<Value> = st
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let done = matches!(s.phase, PodPhase::Succeeded | PodPhase::Failed);
+    let not_ready = (!containers_ready).then_some(if done {
+        "PodCompleted"
+    } else {
+        "ContainersNotReady"
+    });
+    set_condition(&mut conds, "PodReadyToStartContainers", !s.stopped, None);
+    set_condition(
+        &mut conds,
+        "Initialized",
+        initialized,
+        (!initialized).then_some("ContainersNotInitialized"),
+    );
+    set_condition(&mut conds, "Ready", containers_ready, not_ready);
+    set_condition(&mut conds, "ContainersReady", containers_ready, not_ready);
+    set_condition(&mut conds, "PodScheduled", true, None);
+    st["conditions"] = json!(conds);
+    st["containerStatuses"] = json!(s
+        .container_statuses
+        .iter()
+        .map(|c| container_status(c, &uid))
+        .collect::<Vec<_>>());
+    if !s.init_container_statuses.is_empty() {
+        st["initContainerStatuses"] = json!(s
+            .init_container_statuses
+            .iter()
+            .map(|c| container_status(c, &uid))
+            .collect::<Vec<_>>());
+    }
+    if let Some(o) = st.as_object_mut() {
+        o.remove("reason");
+        o.remove("message");
+    }
+    // Timestamps of unchanged conditions are kept, so this compares content.
+    if st == before {
+        return false;
+    }
+    pod["status"] = st;
+    true
+}
+
+/// A pod whose containers could not be configured (`CreateContainerConfigError`): Pending,
+/// each container waiting with the reason and message.
+pub fn config_error(pod: &mut Value, message: &str) -> bool {
+    let names: Vec<(String, String)> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    (
+                        meta::str_at(c, "/name").to_string(),
+                        meta::str_at(c, "/image").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let statuses: Vec<Value> = names
+        .iter()
+        .map(|(n, i)| json!({"name": n, "image": i, "imageID": "", "ready": false, "started": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "CreateContainerConfigError", "message": message}}, "lastState": {}}))
+        .collect();
+    let before = pod.get("status").cloned().unwrap_or(Value::Null);
+    let mut st = if before.is_object() {
+        before.clone()
+    } else {
+        json!({})
+    };
+    st["phase"] = json!("Pending");
+    st["containerStatuses"] = json!(statuses);
+    let mut conds: Vec<Value> = st
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    set_condition(&mut conds, "Ready", false, Some("ContainersNotReady"));
+    set_condition(
+        &mut conds,
+        "ContainersReady",
+        false,
+        Some("ContainersNotReady"),
+    );
+    set_condition(&mut conds, "PodScheduled", true, None);
+    st["conditions"] = json!(conds);
+    if st == before {
+        return false;
+    }
+    pod["status"] = st;
+    true
+}
