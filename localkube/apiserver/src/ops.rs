@@ -46,7 +46,14 @@ pub struct Cluster {
     /// agent finishes it). When false pods are removed at once.
     pub node_agent_attached: AtomicBool,
     alloc: Mutex<()>,
+    /// Runs once between a delete's read and its write: tests interleave a concurrent
+    /// write there.
+    #[cfg(test)]
+    delete_interleave: DeleteInterleave,
 }
+
+#[cfg(test)]
+type DeleteInterleave = Mutex<Option<Box<dyn FnOnce(&Cluster) + Send>>>;
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -128,6 +135,14 @@ fn spec_of(r: &ResourceInfo, obj: &Value) -> Value {
     }
 }
 
+/// How one attempt of a delete ended.
+enum DeleteAttempt {
+    /// What the delete answers.
+    Done(Value),
+    /// The object was written between the read and the write.
+    Stale,
+}
+
 fn parse_rv(s: &str) -> Result<u64, ApiError> {
     s.parse()
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
@@ -156,6 +171,8 @@ impl Cluster {
             ca_pem,
             node_agent_attached: AtomicBool::new(false),
             alloc: Mutex::new(()),
+            #[cfg(test)]
+            delete_interleave: Mutex::new(None),
         }
     }
 
@@ -870,6 +887,26 @@ impl Cluster {
         name: &str,
         d: &DeleteOptions,
     ) -> Result<Value, ApiError> {
+        // A controller may write the object between this read and the write (a
+        // Deployment's status right after `kubectl scale`): read again and decide again, as
+        // `modify` and the scale and patch paths do, instead of answering 409 Conflict.
+        for _ in 0..PATCH_RETRIES_MAX {
+            match self.delete_attempt(r, ns, name, d)? {
+                DeleteAttempt::Done(result) => return Ok(result),
+                DeleteAttempt::Stale => continue,
+            }
+        }
+        Err(ApiError::conflict(&r.group, &r.plural, name))
+    }
+
+    /// One read-decide-write of [`Cluster::delete`].
+    fn delete_attempt(
+        &self,
+        r: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        d: &DeleteOptions,
+    ) -> Result<DeleteAttempt, ApiError> {
         let ns = if r.namespaced { ns } else { "" };
         let key = r.storage_key();
         let old = self
@@ -925,7 +962,7 @@ impl Cluster {
         let ns_fins = namespace_finalizers(r, &old);
         if fins.is_empty() && ns_fins.is_empty() && !graceful_pod {
             if d.dry_run {
-                return Ok(old);
+                return Ok(DeleteAttempt::Done(old));
             }
             let gone = self.store.delete(&key, ns, name, None)?;
             self.after_delete(r, &gone);
@@ -933,19 +970,19 @@ impl Cluster {
             if r.kind == "Pod" {
                 let mut g = gone;
                 set_gvk(r, &mut g);
-                return Ok(g);
+                return Ok(DeleteAttempt::Done(g));
             }
-            return Ok(status_success(
+            return Ok(DeleteAttempt::Done(status_success(
                 &r.group,
                 &r.plural,
                 name,
                 meta::uid_of(&gone),
-            ));
+            )));
         }
         if old.pointer("/metadata/deletionTimestamp").is_some() {
             let mut o = old;
             set_gvk(r, &mut o);
-            return Ok(o);
+            return Ok(DeleteAttempt::Done(o));
         }
         let grace = if graceful_pod {
             d.grace_period_seconds.unwrap_or_else(|| {
@@ -970,11 +1007,31 @@ impl Cluster {
             new["status"]["phase"] = json!("Terminating");
         }
         if d.dry_run {
-            return Ok(new);
+            return Ok(DeleteAttempt::Done(new));
         }
-        let mut stored = self.store.update(&key, new, rv_of(&old))?;
-        set_gvk(r, &mut stored);
-        Ok(stored)
+        #[cfg(test)]
+        {
+            let interleave = self
+                .delete_interleave
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(write) = interleave {
+                write(self);
+            }
+        }
+        match self.store.update(&key, new, rv_of(&old)) {
+            Ok(mut stored) => {
+                set_gvk(r, &mut stored);
+                Ok(DeleteAttempt::Done(stored))
+            }
+            // Written since the read: the caller reads again.
+            Err(ApiError {
+                reason: Reason::Conflict,
+                ..
+            }) => Ok(DeleteAttempt::Stale),
+            Err(e) => Err(e),
+        }
     }
 
     fn has_dependents(&self, uid: &str) -> bool {
@@ -1431,4 +1488,98 @@ pub fn selector_string(sel: &Value) -> String {
         }
     }
     parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(dir: &std::path::Path) -> Cluster {
+        let store = Arc::new(Store::open(None, 100).expect("store"));
+        let auth = Authenticator::load(dir).expect("authenticator");
+        let range = IpRange::parse("10.96.0.0/16").expect("range");
+        Cluster::new(store, auth, range, dir.to_path_buf(), String::new())
+    }
+
+    fn create(c: &Cluster, group: &str, plural: &str, object: Value) -> Value {
+        let r = c.resource(group, plural).expect("resource");
+        let ns = if r.namespaced { "default" } else { "" };
+        c.create(&r, ns, object, &WriteOptions::manager("test"))
+            .expect("create")
+    }
+
+    /// `kubectl delete deploy web --cascade=foreground` right after `kubectl scale`: the
+    /// Deployment controller's status write lands between the delete's read and its write.
+    /// The delete re-reads and applies again instead of answering 409 Conflict.
+    #[test]
+    fn foreground_delete_retries_over_a_concurrent_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = cluster(dir.path());
+        create(
+            &c,
+            "",
+            "namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+        );
+        let labels = json!({"app": "web"});
+        let deployment = create(
+            &c,
+            "apps",
+            "deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+        );
+        create(
+            &c,
+            "apps",
+            "replicasets",
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web-1", "namespace": "default",
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                        "name": "web", "uid": meta::uid_of(&deployment), "controller": true}]},
+                "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+        );
+        *c.delete_interleave.lock().expect("lock") = Some(Box::new(|c: &Cluster| {
+            c.modify(
+                "apps",
+                "deployments",
+                "default",
+                "web",
+                Some(Subresource::Status),
+                "deployment-controller",
+                |d| {
+                    d["status"]["replicas"] = json!(2);
+                    true
+                },
+            )
+            .expect("concurrent status write");
+        }));
+        let r = c.resource("apps", "deployments").expect("deployments");
+        let options = DeleteOptions {
+            propagation: Some("Foreground".into()),
+            ..Default::default()
+        };
+        let deleted = c
+            .delete(&r, "default", "web", &options)
+            .expect("the delete wins over the concurrent write");
+        assert!(
+            c.delete_interleave.lock().expect("lock").is_none(),
+            "the write was interleaved"
+        );
+        assert!(deleted.pointer("/metadata/deletionTimestamp").is_some());
+        assert_eq!(
+            deleted["metadata"]["finalizers"],
+            json!(["foregroundDeletion"])
+        );
+        assert_eq!(
+            deleted["status"]["replicas"],
+            json!(2),
+            "the concurrent write is kept"
+        );
+    }
 }
