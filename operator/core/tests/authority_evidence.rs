@@ -439,3 +439,36 @@ fn issue_10_case_7_an_authority_recovered_to_another_site_is_a_promotion_with_co
     assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
     assert!(world.split_brain_at.is_empty());
 }
+
+#[test]
+fn issue_10_case_7_a_poll_no_sidecar_answers_vouches_for_nothing() {
+    // Simulator seed 693 (`--all-faults --state-loss --status-revert`): pdx was promoted at
+    // generation 2; the status reverted to iad at generation 1; iad and the reader are down
+    // and pdx's sidecar restarted, so nothing answering caches an authority and the operator
+    // withholds memory's. One poll's every read then fails while its pushes land. Taking "no
+    // sidecar answers" for "no sidecar contradicts memory" pushed iad at 1 to pdx; pdx cached
+    // it, vouched for memory on the next poll, and was repointed to iad with its own
+    // generation-2 writes off the history.
+    let (mut world, reverted) = promoted_pdx_and_memory_before();
+    world.kill("iad");
+    world.kill("reader");
+    world.restart_sidecar("pdx");
+    world.memory = reverted;
+    world.run_polls(3);
+    assert!(
+        world.site("pdx").authority.is_none(),
+        "an authority was issued on memory's word alone: {:?}",
+        world.site("pdx").authority
+    );
+    assert!(!world.events_of(EventReason::AuthorityWithheld).is_empty());
+    let first = world.decisions.len();
+    world.poll_with_failed_reads();
+    world.run_polls(3);
+    assert_eq!(
+        issued_since(&world, first),
+        Vec::new(),
+        "authority issued with no sidecar vouching for it"
+    );
+    assert!(world.site("pdx").authority.is_none());
+    assert!(world.split_brain_at.is_empty());
+}
