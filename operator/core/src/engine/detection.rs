@@ -170,7 +170,8 @@ pub(super) fn adopt_newer_authority(
         .filter_map(|view| view.known_generation)
         .max()
     {
-        if known > cached_max && known > memory.topology_generation {
+        if known > cached_max && known > memory.topology_generation.max(memory.unadopted_generation)
+        {
             recover_unknown_generation(context, memory, plan, known);
             return;
         }
@@ -187,10 +188,16 @@ pub(super) fn adopt_newer_authority(
                 // A site no longer in the spec: its generation is taken all the same, so
                 // nothing issued from here on is lower than what a sidecar caches.
                 memory.topology_generation = newest.topology_generation;
+                if memory.unadopted_generation <= newest.topology_generation {
+                    memory.unadopted_generation = 0;
+                }
                 return;
             }
             let previous = memory.active_site.clone();
             memory.topology_generation = newest.topology_generation;
+            if memory.unadopted_generation <= newest.topology_generation {
+                memory.unadopted_generation = 0;
+            }
             memory.active_site = site.clone();
             memory.authority_issued_at = Some(newest.issued_at);
             memory.emergency_failover = None;
@@ -249,7 +256,12 @@ pub(super) fn adopt_newer_authority(
             // with it would issue a generation lower than a sidecar caches (a planned
             // abort re-asserting its old site, seed 145 with --status-revert).
             drop_stale_planned(memory, plan, newest.topology_generation);
-            memory.topology_generation = newest.topology_generation - 1;
+            // The generation before the notice's was issued to a site memory cannot name:
+            // nothing is issued at or below it, and memory keeps naming what it did issue
+            // (claiming its own site at that generation would be a status no history explains).
+            memory.unadopted_generation = memory
+                .unadopted_generation
+                .max(newest.topology_generation - 1);
             let from = start_lost_move(context, memory, plan);
             plan.event(
                 EventReason::AuthorityAdopted,
@@ -283,7 +295,10 @@ fn recover_unknown_generation(
     }
     let previous = memory.topology_generation;
     drop_stale_planned(memory, plan, known);
-    memory.topology_generation = known;
+    // Memory keeps naming the authority it issued (its status claims nothing about `known`,
+    // whose holder is unknown: simulator seed 0 with `--status-revert` published the old
+    // active site at `known`); nothing is issued at or below `known`.
+    memory.unadopted_generation = known;
     let from = start_lost_move(context, memory, plan);
     if let Some(failover) = memory.emergency_failover.as_mut() {
         failover.holder_unknown = true;

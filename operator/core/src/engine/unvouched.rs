@@ -271,7 +271,7 @@ pub(super) fn settle(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
 /// A new generation for memory's active site: every deploy lease is revoked
 /// (`TopologyChanged`, seed 003).
 fn issue(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
-    memory.topology_generation += 1;
+    memory.advance_generation();
     memory.authority_issued_at = Some(context.now);
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,

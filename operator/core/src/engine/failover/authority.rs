@@ -59,7 +59,7 @@ fn move_notice(context: &Context<'_>, memory: &GroupMemory, announced_at: Timest
 
 /// The generation of the move notice: the one the move ends in.
 pub(in crate::engine) fn notice_generation(memory: &GroupMemory) -> u64 {
-    memory.topology_generation + 1
+    memory.next_generation()
 }
 
 /// Sends the move notice to every site's sidecar (idempotent; reaches the ones that missed it).
