@@ -41,6 +41,7 @@ pub(super) fn current_authority(context: &Context<'_>, memory: &GroupMemory) -> 
         active_site: Some(memory.active_site.clone()),
         topology_generation: memory.topology_generation,
         issued_at: memory.authority_issued_at.unwrap_or(context.now),
+        moving_from: None,
     }
 }
 
@@ -54,6 +55,7 @@ fn move_notice(context: &Context<'_>, memory: &GroupMemory, announced_at: Timest
         active_site: None,
         topology_generation: notice_generation(memory),
         issued_at: announced_at,
+        moving_from: Some(memory.active_site.clone()),
     }
 }
 
