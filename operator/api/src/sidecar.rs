@@ -83,6 +83,14 @@ pub struct Authority {
     /// When the operator issued this record (wall clock, informational only: no sidecar
     /// decision reads it).
     pub issued_at: Timestamp,
+    /// On the "authority is moving" notice (`active_site: None`): the site the move is away
+    /// from, so that an operator whose memory lost the move (a status restored from an older
+    /// copy) resumes it from the site that really held the authority, and the failover it
+    /// records explains the change (simulator seed 28 with `--status-revert`). `None` on an
+    /// authority naming a site, and from operators that predate it. No sidecar decision reads
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving_from: Option<String>,
 }
 
 impl Authority {
@@ -590,6 +598,7 @@ mod tests {
             active_site: active_site.map(str::to_owned),
             topology_generation,
             issued_at: Timestamp::from_unix_millis(0),
+            moving_from: None,
         }
     }
 

@@ -739,6 +739,7 @@ mod tests {
             active_site: site.map(str::to_string),
             topology_generation: 2,
             issued_at: Timestamp::from_unix_millis(1_000),
+            moving_from: None,
         }
     }
 

@@ -629,6 +629,7 @@ mod tests {
             active_site: Some("pdx".into()),
             topology_generation: 4,
             issued_at: Timestamp::from_unix_millis(1_000),
+            moving_from: None,
         };
         let unsigned = client
             .push_authority("pdx", "ns", &authority, STATUS_TIMEOUT)

@@ -349,8 +349,9 @@ fn issue_10_case_7_a_generation_known_but_cached_by_no_sidecar_that_answers_is_i
     // Simulator seed 496 (`--state-loss --status-revert`): the status reverted to iad at
     // generation 1 while pdx, promoted at 2, is cut from the operator. iad's sidecar cached
     // generation 1 but learned from pdx's lease answer that 2 was issued. Re-asserting iad at
-    // 1, or issuing a 2 of its own, would collide with pdx's authority: the operator takes 2 as
-    // its generation and fails over above it.
+    // 1, or issuing a 2 of its own, would collide with pdx's authority: the operator fails over
+    // above 2. Its status keeps naming what memory did issue (iad at 1), never iad at 2 (whose
+    // holder it cannot know: seed 0 published exactly that).
     let (mut world, reverted) = promoted_pdx_and_memory_before();
     world.site_mut("pdx").operator_cut = true;
     world.site_mut("pdx").read_only = true;
@@ -376,9 +377,17 @@ fn issue_10_case_7_a_generation_known_but_cached_by_no_sidecar_that_answers_is_i
             .any(|event| event.message.contains("knows topology generation 2")),
         "{adopted:?}"
     );
-    assert_eq!(world.memory.topology_generation, 2);
+    assert_eq!(
+        (
+            world.memory.topology_generation,
+            world.memory.unadopted_generation,
+            world.memory.active_site.as_str()
+        ),
+        (1, 2, "iad")
+    );
     assert!(world.memory.emergency_failover.is_some());
     world.run_polls(40);
+    assert!(world.memory.topology_generation >= 3);
     let issued = issued_since(&world, first);
     assert!(!issued.is_empty());
     for authority in issued {
@@ -437,5 +446,38 @@ fn issue_10_case_7_an_authority_recovered_to_another_site_is_a_promotion_with_co
     assert!(!world.events_of(EventReason::Promoted).is_empty());
     world.run_polls(3);
     assert_eq!(world.writable_sites(), vec!["pdx".to_string()]);
+    assert!(world.split_brain_at.is_empty());
+}
+
+#[test]
+fn issue_10_case_7_a_poll_no_sidecar_answers_vouches_for_nothing() {
+    // Simulator seed 693 (`--all-faults --state-loss --status-revert`): pdx was promoted at
+    // generation 2; the status reverted to iad at generation 1; iad and the reader are down
+    // and pdx's sidecar restarted, so nothing answering caches an authority and the operator
+    // withholds memory's. One poll's every read then fails while its pushes land. Taking "no
+    // sidecar answers" for "no sidecar contradicts memory" pushed iad at 1 to pdx; pdx cached
+    // it, vouched for memory on the next poll, and was repointed to iad with its own
+    // generation-2 writes off the history.
+    let (mut world, reverted) = promoted_pdx_and_memory_before();
+    world.kill("iad");
+    world.kill("reader");
+    world.restart_sidecar("pdx");
+    world.memory = reverted;
+    world.run_polls(3);
+    assert!(
+        world.site("pdx").authority.is_none(),
+        "an authority was issued on memory's word alone: {:?}",
+        world.site("pdx").authority
+    );
+    assert!(!world.events_of(EventReason::AuthorityWithheld).is_empty());
+    let first = world.decisions.len();
+    world.poll_with_failed_reads();
+    world.run_polls(3);
+    assert_eq!(
+        issued_since(&world, first),
+        Vec::new(),
+        "authority issued with no sidecar vouching for it"
+    );
+    assert!(world.site("pdx").authority.is_none());
     assert!(world.split_brain_at.is_empty());
 }

@@ -85,6 +85,7 @@ fn authority(active_site: Option<&str>, topology_generation: u64) -> Authority {
         active_site: active_site.map(str::to_owned),
         topology_generation,
         issued_at: Timestamp::from_unix_millis(0),
+        moving_from: None,
     }
 }
 

@@ -843,6 +843,7 @@ mod hold_race {
             active_site: Some("iad".into()),
             topology_generation: GENERATION,
             issued_at: now.saturating_sub(Duration::from_secs(60)),
+            moving_from: None,
         };
         let site = |name: &str| {
             let active = name == "iad";

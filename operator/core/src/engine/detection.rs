@@ -8,6 +8,7 @@ use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, S
 use super::plan::{Context, Plan};
 use super::MYSQLD_START_JITTER;
 use bloodraven_api::PlannedFailoverPhase;
+use bloodraven_mysql::GtidSet;
 
 /// A failure streak may fall short of the detection floor by `pollInterval /
 /// POLL_JITTER_TOLERANCE` (a quarter poll) and still count as spanning it: real polls'
@@ -170,7 +171,8 @@ pub(super) fn adopt_newer_authority(
         .filter_map(|view| view.known_generation)
         .max()
     {
-        if known > cached_max && known > memory.topology_generation {
+        if known > cached_max && known > memory.topology_generation.max(memory.unadopted_generation)
+        {
             recover_unknown_generation(context, memory, plan, known);
             return;
         }
@@ -187,10 +189,16 @@ pub(super) fn adopt_newer_authority(
                 // A site no longer in the spec: its generation is taken all the same, so
                 // nothing issued from here on is lower than what a sidecar caches.
                 memory.topology_generation = newest.topology_generation;
+                if memory.unadopted_generation <= newest.topology_generation {
+                    memory.unadopted_generation = 0;
+                }
                 return;
             }
             let previous = memory.active_site.clone();
             memory.topology_generation = newest.topology_generation;
+            if memory.unadopted_generation <= newest.topology_generation {
+                memory.unadopted_generation = 0;
+            }
             memory.active_site = site.clone();
             memory.authority_issued_at = Some(newest.issued_at);
             memory.emergency_failover = None;
@@ -249,8 +257,19 @@ pub(super) fn adopt_newer_authority(
             // with it would issue a generation lower than a sidecar caches (a planned
             // abort re-asserting its old site, seed 145 with --status-revert).
             drop_stale_planned(memory, plan, newest.topology_generation);
-            memory.topology_generation = newest.topology_generation - 1;
-            let from = start_lost_move(context, memory, plan);
+            // The generation before the notice's was issued to a site memory cannot name:
+            // nothing is issued at or below it, and memory keeps naming what it did issue
+            // (claiming its own site at that generation would be a status no history explains).
+            memory.unadopted_generation = memory
+                .unadopted_generation
+                .max(newest.topology_generation - 1);
+            // The notice names the site the move is away from (operators that predate the
+            // field: memory's active site).
+            let moving_from = newest
+                .moving_from
+                .as_deref()
+                .filter(|site| context.spec.site(site).is_some());
+            let from = start_lost_move(context, memory, plan, moving_from);
             plan.event(
                 EventReason::AuthorityAdopted,
                 format!(
@@ -283,8 +302,11 @@ fn recover_unknown_generation(
     }
     let previous = memory.topology_generation;
     drop_stale_planned(memory, plan, known);
-    memory.topology_generation = known;
-    let from = start_lost_move(context, memory, plan);
+    // Memory keeps naming the authority it issued (its status claims nothing about `known`,
+    // whose holder is unknown: simulator seed 0 with `--status-revert` published the old
+    // active site at `known`); nothing is issued at or below `known`.
+    memory.unadopted_generation = known;
+    let from = start_lost_move(context, memory, plan, None);
     if let Some(failover) = memory.emergency_failover.as_mut() {
         failover.holder_unknown = true;
     }
@@ -296,9 +318,32 @@ fn recover_unknown_generation(
     );
 }
 
-/// Starts an emergency failover from memory's active site for a move memory lost; returns
-/// that site.
-fn start_lost_move(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) -> String {
+/// Starts an emergency failover for a move memory lost, from `moving_from` (the site the
+/// cached move notice names) or else memory's active site; returns that site.
+fn start_lost_move(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    moving_from: Option<&str>,
+) -> String {
+    if let Some(site) = moving_from.filter(|site| *site != memory.active_site) {
+        // Memory's site did not hold the authority the move is away from: it is no longer
+        // taken for the active one, `site` is. Memory's states are from before that move (a
+        // planned drain that demoted it, say): unless memory recorded errant transactions of
+        // it, it is a replica again, and a candidate by the usual GTID rules.
+        let previous = std::mem::replace(&mut memory.active_site, site.to_string());
+        let stale = memory
+            .site(&previous)
+            .is_some_and(|entry| match entry.state {
+                SiteState::Active => true,
+                SiteState::Demoted => entry.errant.as_ref().is_none_or(GtidSet::is_empty),
+                SiteState::Replica => false,
+            });
+        if let (true, Some(role)) = (stale, context.role(&previous)) {
+            let node = context.view(&previous).node_name.clone();
+            plan.transition(memory, &previous, role, node.as_deref(), SiteState::Replica);
+        }
+    }
     let from = memory.active_site.clone();
     let started = memory
         .site(&from)

@@ -37,6 +37,12 @@ pub struct GroupMemory {
     /// (bootstrap, emergency and planned promotion). Every bump revokes every deploy lease
     /// with `TopologyChanged` (seed 003). `0`: no authority was ever issued.
     pub topology_generation: u64,
+    /// A generation a sidecar reports was issued, above `topology_generation`, whose authority
+    /// memory could not adopt (no sidecar that answers caches it: a reverted status, say): its
+    /// holder is unknown, so memory keeps naming the authority it did issue and issues nothing
+    /// at or below this one ([`GroupMemory::next_generation`]). `0`: none. *Volatile*: the
+    /// sidecars report it again after a restart.
+    pub unadopted_generation: u64,
     /// When the authority `(active_site, topology_generation)` was first issued; the
     /// `issuedAt` pushed to the sidecars. *Volatile*: re-stamped after a restart.
     pub authority_issued_at: Option<Timestamp>,
@@ -69,12 +75,27 @@ pub struct GroupMemory {
 }
 
 impl GroupMemory {
+    /// The generation the next authority (or move notice) is issued at: above memory's own
+    /// and above every generation a sidecar reported issued that memory could not adopt.
+    pub fn next_generation(&self) -> u64 {
+        self.topology_generation.max(self.unadopted_generation) + 1
+    }
+
+    /// Moves memory to [`GroupMemory::next_generation`] (an authority is being issued now)
+    /// and returns it.
+    pub fn advance_generation(&mut self) -> u64 {
+        self.topology_generation = self.next_generation();
+        self.unadopted_generation = 0;
+        self.topology_generation
+    }
+
     /// The memory of a group never polled: the spec's initial active site, generation 0 (no
     /// authority issued yet), every site a replica except the initial active one.
     pub fn initial(spec: &MysqlFailoverGroupSpec) -> GroupMemory {
         GroupMemory {
             active_site: spec.initial_active_site.clone(),
             topology_generation: 0,
+            unadopted_generation: 0,
             authority_issued_at: None,
             authority: AuthorityValidity::Invalid(InvalidReason::NotIssued),
             sites: spec

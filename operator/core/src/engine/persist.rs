@@ -158,6 +158,7 @@ impl GroupMemory {
         GroupMemory {
             active_site,
             topology_generation: status.topology_generation,
+            unadopted_generation: 0,
             authority_issued_at: None,
             authority,
             sites,

@@ -505,6 +505,7 @@ mod tests {
                     active_site: Some("pdx".to_string()),
                     topology_generation: 1,
                     issued_at: crate::time::Timestamp(0),
+                    moving_from: None,
                 },
             }],
             ..Plan::default()

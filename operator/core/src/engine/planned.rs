@@ -410,7 +410,7 @@ fn abort(
     target: &str,
     target_failed: bool,
 ) {
-    memory.topology_generation += 1;
+    memory.advance_generation();
     memory.active_site = from.to_string();
     memory.authority_issued_at = Some(context.now);
     if let Some(role) = context.role(from) {

@@ -728,7 +728,7 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             format!("waiting for a valid authority on {site} and no failover in flight"),
         );
     }
-    let generation = memory.topology_generation + 1;
+    let generation = memory.next_generation();
     let message = format!(
         "restore of {site} from backup {backup} ({}): {site} fenced (role=fenced, read_only, connections killed)",
         method_words(status.method)
@@ -772,7 +772,7 @@ fn fencing(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         if let Some(gtid) = view.gtid.clone() {
             let id = status
                 .topology_generation
-                .unwrap_or(memory.topology_generation + 1);
+                .unwrap_or(memory.next_generation());
             let message = format!(
                 "restore of {site}: mysqld read-only under the fence at GTID set {gtid}; loading backup {}",
                 status.backup
@@ -793,7 +793,7 @@ fn fencing(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     if phase_age(&status, now) > RESTORE_FENCE_TIMEOUT {
         // Nothing was loaded: give the site its authority back under a new generation (the
         // fence lifts only at a greater one).
-        memory.topology_generation += 1;
+        memory.advance_generation();
         memory.authority_issued_at = Some(now);
         plan.cross_site(Action::RevokeDeployLeases {
             reason: RevokeReason::TopologyChanged,
@@ -832,7 +832,7 @@ fn restoring(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let site = status.site.clone();
     let id = status
         .topology_generation
-        .unwrap_or(memory.topology_generation + 1);
+        .unwrap_or(memory.next_generation());
     // Keep the fence (a restarted sidecar forgot it) without killing the load's connection.
     plan.cross_site(fence_action(context, memory, &site, false));
     let job = job_of(context, &site, JobKind::Restore, &status.backup, id).cloned();
@@ -893,9 +893,10 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         .map(|fenced| lost_transactions(fenced, &backup_set));
     let generation = status
         .topology_generation
-        .unwrap_or(memory.topology_generation + 1)
-        .max(memory.topology_generation + 1);
+        .unwrap_or(memory.next_generation())
+        .max(memory.next_generation());
     memory.topology_generation = generation;
+    memory.unadopted_generation = 0;
     memory.authority_issued_at = Some(now);
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,

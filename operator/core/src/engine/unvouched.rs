@@ -47,8 +47,13 @@ pub(super) enum Holder {
     Withhold(String),
 }
 
-/// Whether memory's authority is unvouched: never issued, or every sidecar that answers
-/// caches no authority of this group (and no move is in flight, which has its own proof).
+/// Whether memory's authority is unvouched: never issued, or no sidecar that answers caches
+/// an authority of this group (and no move is in flight, which has its own proof). A poll in
+/// which no sidecar answers vouches for nothing: pushing memory's authority then would let the
+/// first sidecar it lands on (a read that timed out, a push that did not) cache it and vouch
+/// for memory on the next poll, its own word coming back (simulator seed 693 with
+/// `--status-revert`: a reverted status re-issued the generation a lost promotion had
+/// superseded).
 pub(super) fn unvouched(context: &Context<'_>, memory: &GroupMemory) -> bool {
     if memory.topology_generation == 0 {
         return true;
@@ -61,7 +66,7 @@ pub(super) fn unvouched(context: &Context<'_>, memory: &GroupMemory) -> bool {
         .values()
         .filter(|view| view.sidecar_up)
         .collect();
-    !answering.is_empty() && answering.iter().all(|view| view.authority.is_none())
+    answering.iter().all(|view| view.authority.is_none())
 }
 
 /// Transactions a site holds (`gtid`) that `holder` lacks, less every errant set memory
@@ -266,7 +271,7 @@ pub(super) fn settle(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
 /// A new generation for memory's active site: every deploy lease is revoked
 /// (`TopologyChanged`, seed 003).
 fn issue(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
-    memory.topology_generation += 1;
+    memory.advance_generation();
     memory.authority_issued_at = Some(context.now);
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,

@@ -156,6 +156,7 @@ mod tests {
             active_site: active_site.map(str::to_owned),
             topology_generation: 1,
             issued_at: Timestamp::from_unix_millis(0),
+            moving_from: None,
         }
     }
 

@@ -326,6 +326,7 @@ mod tests {
             active_site: active_site.map(str::to_owned),
             topology_generation,
             issued_at: Timestamp::from_unix_millis(0),
+            moving_from: None,
         }
     }
 

@@ -449,10 +449,29 @@ impl World {
     /// One operator poll: observe, decide, execute, persist.
     pub fn poll(&mut self) -> Decision {
         let observation = self.observe();
+        self.decide_and_execute(&observation)
+    }
+
+    /// One poll in which every sidecar read failed (timed out, say) while the mutations it
+    /// decides still land wherever the operator reaches: a read that timed out, a push that
+    /// did not (simulator seed 693 with `--status-revert`).
+    pub fn poll_with_failed_reads(&mut self) -> Decision {
+        let cut: Vec<bool> = self.sites.iter().map(|site| site.operator_cut).collect();
+        for site in &mut self.sites {
+            site.operator_cut = true;
+        }
+        let observation = self.observe();
+        for (site, was_cut) in self.sites.iter_mut().zip(cut) {
+            site.operator_cut = was_cut;
+        }
+        self.decide_and_execute(&observation)
+    }
+
+    fn decide_and_execute(&mut self, observation: &Observation) -> Decision {
         let decision = decide_with_options(
             &self.spec,
             &self.memory,
-            &observation,
+            observation,
             self.now,
             self.options,
         );

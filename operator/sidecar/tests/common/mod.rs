@@ -314,6 +314,7 @@ impl Playground {
             active_site: active_site.map(str::to_owned),
             topology_generation: generation,
             issued_at: Timestamp::from_unix_millis(0),
+            moving_from: None,
         };
         signed_request(
             &self.http,

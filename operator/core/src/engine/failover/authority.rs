@@ -41,6 +41,7 @@ pub(super) fn current_authority(context: &Context<'_>, memory: &GroupMemory) -> 
         active_site: Some(memory.active_site.clone()),
         topology_generation: memory.topology_generation,
         issued_at: memory.authority_issued_at.unwrap_or(context.now),
+        moving_from: None,
     }
 }
 
@@ -54,12 +55,13 @@ fn move_notice(context: &Context<'_>, memory: &GroupMemory, announced_at: Timest
         active_site: None,
         topology_generation: notice_generation(memory),
         issued_at: announced_at,
+        moving_from: Some(memory.active_site.clone()),
     }
 }
 
 /// The generation of the move notice: the one the move ends in.
 pub(in crate::engine) fn notice_generation(memory: &GroupMemory) -> u64 {
-    memory.topology_generation + 1
+    memory.next_generation()
 }
 
 /// Sends the move notice to every site's sidecar (idempotent; reaches the ones that missed it).

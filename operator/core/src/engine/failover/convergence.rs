@@ -155,8 +155,11 @@ pub(in crate::engine) fn converge(
     }
     // A sidecar caches a newer generation than memory (a move announced by a planned failover
     // this poll found stale and dropped): pushing memory's would issue a lower generation than
-    // a sidecar reports. The next poll adopts or resumes what the sidecars cache.
-    if memory.topology_generation < plan.generation_floor() {
+    // a sidecar reports. The next poll adopts or resumes what the sidecars cache. Likewise
+    // while a generation memory could not adopt lies above its own.
+    if memory.topology_generation < plan.generation_floor()
+        || memory.unadopted_generation > memory.topology_generation
+    {
         return;
     }
     push_authority(context, memory, plan);

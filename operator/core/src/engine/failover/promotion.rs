@@ -68,7 +68,7 @@ pub(in crate::engine) fn issue_promotion(
 /// (status and annotation copies); `to` becomes `Active`.
 fn take_authority(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, to: &str) {
     let now = context.now;
-    memory.topology_generation += 1;
+    memory.advance_generation();
     memory.active_site = to.to_string();
     memory.authority_issued_at = Some(now);
     let cooldown = now + context.spec.failover_cooldown.get();
