@@ -277,6 +277,16 @@ fn issue_10_case_7_a_reverted_status_never_issues_a_generation_below_a_sidecars(
         "{:?}",
         world.memory.topology_generation
     );
+    // The move notice names pdx as the site the move is away from: the failover resumed from
+    // it, not from the iad the reverted memory names (simulator seed 28 recorded iad -> iad).
+    assert_eq!(
+        world
+            .memory
+            .last_failover
+            .as_ref()
+            .map(|f| (f.from.as_str(), f.to.as_str())),
+        Some(("pdx", "iad"))
+    );
     assert_eq!(
         world.memory.planned_failover.as_ref().map(|p| p.phase),
         Some(PlannedFailoverPhase::Rejected)

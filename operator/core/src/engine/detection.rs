@@ -188,17 +188,11 @@ pub(super) fn adopt_newer_authority(
             if context.spec.site(site).is_none() {
                 // A site no longer in the spec: its generation is taken all the same, so
                 // nothing issued from here on is lower than what a sidecar caches.
-                memory.topology_generation = newest.topology_generation;
-                if memory.unadopted_generation <= newest.topology_generation {
-                    memory.unadopted_generation = 0;
-                }
+                memory.take_generation(newest.topology_generation);
                 return;
             }
             let previous = memory.active_site.clone();
-            memory.topology_generation = newest.topology_generation;
-            if memory.unadopted_generation <= newest.topology_generation {
-                memory.unadopted_generation = 0;
-            }
+            memory.take_generation(newest.topology_generation);
             memory.active_site = site.clone();
             memory.authority_issued_at = Some(newest.issued_at);
             memory.emergency_failover = None;

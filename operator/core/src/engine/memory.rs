@@ -81,12 +81,18 @@ impl GroupMemory {
         self.topology_generation.max(self.unadopted_generation) + 1
     }
 
-    /// Moves memory to [`GroupMemory::next_generation`] (an authority is being issued now)
-    /// and returns it.
-    pub fn advance_generation(&mut self) -> u64 {
-        self.topology_generation = self.next_generation();
-        self.unadopted_generation = 0;
-        self.topology_generation
+    /// Moves memory to [`GroupMemory::next_generation`]: an authority is being issued now.
+    pub fn advance_generation(&mut self) {
+        self.take_generation(self.next_generation());
+    }
+
+    /// Memory's generation becomes `generation` (issued or adopted); an unadopted generation
+    /// it reaches is no longer a floor above it.
+    pub fn take_generation(&mut self, generation: u64) {
+        self.topology_generation = generation;
+        if self.unadopted_generation <= generation {
+            self.unadopted_generation = 0;
+        }
     }
 
     /// The memory of a group never polled: the spec's initial active site, generation 0 (no

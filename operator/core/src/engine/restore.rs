@@ -895,8 +895,7 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         .topology_generation
         .unwrap_or(memory.next_generation())
         .max(memory.next_generation());
-    memory.topology_generation = generation;
-    memory.unadopted_generation = 0;
+    memory.take_generation(generation);
     memory.authority_issued_at = Some(now);
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,
