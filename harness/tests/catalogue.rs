@@ -231,7 +231,15 @@ fn every_row_asserts_what_it_claims() {
         ),
         (
             12,
-            &["delete-pod", "\"readOnly\":true", "PrimaryReasserted"],
+            &[
+                "delete-pod",
+                "\"readOnly\":true",
+                "PrimaryReasserted",
+                "set-read-only",
+                "SET GLOBAL event_scheduler = OFF",
+                "bloodraven_sidecar_writable_fences_total",
+                "\"reason\":\"no_authority\"",
+            ],
         ),
         (
             13,

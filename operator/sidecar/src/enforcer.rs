@@ -114,6 +114,9 @@ pub(crate) async fn enforce(shared: &Shared) {
             }
             let outcome = fence_now(shared).await;
             shared.metrics.fenced(reason.as_str());
+            if observed_read_only == Some(false) {
+                shared.metrics.fenced_writable(reason.as_str());
+            }
             if let Some(error) = &outcome.error {
                 shared.metrics.mysql_error();
                 tracing::warn!(site = shared.site(), %error, "set read_only returned an error; re-read");

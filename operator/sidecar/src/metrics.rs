@@ -41,6 +41,7 @@ pub(crate) struct Metrics {
     lease_remaining_seconds: Gauge<f64, AtomicU64>,
     authority_generation: Gauge,
     fences: Family<ReasonLabels, Counter>,
+    writable_fences: Family<ReasonLabels, Counter>,
     topology_mismatches: Counter,
     unfences: Counter,
     answers: Family<AnswerLabels, Counter>,
@@ -61,6 +62,7 @@ impl Metrics {
         let lease_remaining_seconds = Gauge::<f64, AtomicU64>::default();
         let authority_generation = Gauge::default();
         let fences = Family::<ReasonLabels, Counter>::default();
+        let writable_fences = Family::<ReasonLabels, Counter>::default();
         let topology_mismatches = Counter::default();
         let unfences = Counter::default();
         let answers = Family::<AnswerLabels, Counter>::default();
@@ -95,6 +97,11 @@ impl Metrics {
             "bloodraven_sidecar_fences",
             "times this sidecar set mysqld read-only, by reason",
             fences.clone(),
+        );
+        registry.register(
+            "bloodraven_sidecar_writable_fences",
+            "times this sidecar saw mysqld writable and the rule set it read-only, by reason (no_authority: the startup safety net undid a writable mysqld)",
+            writable_fences.clone(),
         );
         registry.register(
             "bloodraven_sidecar_topology_mismatches",
@@ -156,6 +163,7 @@ impl Metrics {
             lease_remaining_seconds,
             authority_generation,
             fences,
+            writable_fences,
             topology_mismatches,
             unfences,
             answers,
@@ -189,6 +197,17 @@ impl Metrics {
 
     pub(crate) fn fenced(&self, reason: &str) {
         self.fences
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The rule set read-only on a mysqld it had just seen writable: the fences that undid a
+    /// write-enabled mysqld, as opposed to re-asserting read-only on one that already was or
+    /// could not be read (those count in `fences` only).
+    pub(crate) fn fenced_writable(&self, reason: &str) {
+        self.writable_fences
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
             })

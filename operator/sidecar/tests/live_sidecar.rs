@@ -103,6 +103,16 @@ async fn startup_safety_net_restarted_sidecar_without_authority_keeps_mysql_read
     let status = playground.status(0).await;
     assert!(status.authority.is_none());
     assert!(status.fenced);
+    // The safety net itself undid the writable mysqld (scenario 012 asserts this counter).
+    let metrics = playground.metrics(0).await;
+    assert!(
+        metrics.contains("bloodraven_sidecar_writable_fences_total{reason=\"no_authority\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("bloodraven_sidecar_authority_generation -1"),
+        "{metrics}"
+    );
     // Primary reassertion: the operator re-issues authority, it becomes writable again.
     playground.push_authority(0, Some("iad"), 1).await;
     playground.wait_read_only(0, false, LEASE).await;
