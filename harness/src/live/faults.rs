@@ -55,6 +55,31 @@ pub trait FaultDriver: Send + Sync {
     fn fault_log(&self) -> Option<String> {
         None
     }
+    /// The control plane's own log (the API server, kubelet, DNS and proxy), for the
+    /// artifacts: the last [`CLUSTER_LOG_BYTES_MAX`] of it (None when the backend's control
+    /// plane is not this machine's).
+    fn cluster_log(&self) -> Option<String> {
+        None
+    }
+}
+
+/// How much of the end of a control plane's log goes into a failed scenario's artifacts.
+pub const CLUSTER_LOG_BYTES_MAX: u64 = 8 << 20;
+
+/// The last `bytes_max` of the file at `path` (from the first whole line within them).
+pub fn file_tail(path: &std::path::Path, bytes_max: u64) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let length = file.metadata()?.len();
+    let start = length.saturating_sub(bytes_max);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(match (start, text.find('\n')) {
+        (0, _) | (_, None) => text.into_owned(),
+        (_, Some(newline)) => text[newline + 1..].to_owned(),
+    })
 }
 
 /// A fault that is in effect and how to end it.
@@ -204,6 +229,14 @@ impl FaultDriver for LocalkubeDriver {
     fn fault_log(&self) -> Option<String> {
         std::fs::read_to_string(self.config.state_dir.join("faults.jsonl")).ok()
     }
+
+    fn cluster_log(&self) -> Option<String> {
+        file_tail(
+            &self.config.state_dir.join("localkube.log"),
+            CLUSTER_LOG_BYTES_MAX,
+        )
+        .ok()
+    }
 }
 
 /// The operator ClusterRole's rules with `verbs` removed on `resource` (rules naming other
@@ -251,6 +284,20 @@ pub fn deny_verbs(rules: &Value, resource: &str, verbs: &[&str]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_tail_keeps_whole_lines_of_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("localkube.log");
+        std::fs::write(&path, "first line\nsecond line\nthird\n").unwrap();
+        assert_eq!(
+            file_tail(&path, 1024).unwrap(),
+            "first line\nsecond line\nthird\n"
+        );
+        // The last 12 bytes start inside "second line": that partial line is dropped.
+        assert_eq!(file_tail(&path, 12).unwrap(), "third\n");
+        assert!(file_tail(&dir.path().join("absent.log"), 10).is_err());
+    }
 
     #[test]
     fn denying_verbs_keeps_the_others_and_other_resources() {

@@ -1218,6 +1218,11 @@ impl LiveCluster {
         if let Some(log) = self.driver.fault_log() {
             write("faults.jsonl", &log)?;
         }
+        // The control plane's view (e.g. a Service its kubelet could not apply to DNS): a
+        // localkube cluster's state dir goes with the cluster.
+        if let Some(log) = self.driver.cluster_log() {
+            write("cluster.log", &log)?;
+        }
         Ok(())
     }
 }
