@@ -64,6 +64,7 @@ pub mod discovery;
 pub mod error;
 pub mod fields;
 pub mod http;
+pub mod kind_rules;
 pub mod meta;
 pub mod node_pods;
 pub mod openapi;

@@ -8,6 +8,7 @@ use super::auth::Authenticator;
 use super::defaults::{self, IpRange};
 use super::error::{status_success, ApiError, Reason};
 use super::fields::Scope;
+use super::kind_rules;
 use super::meta;
 use super::patch;
 use super::registry::{Registry, ResourceInfo, Subresource};
@@ -16,15 +17,10 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::store::Store;
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, LockResult, Mutex, MutexGuard};
 
-/// The NodePort range (the real default).
-const NODE_PORT_MIN: i64 = 30000;
-/// Last port of the NodePort range.
-const NODE_PORT_MAX: i64 = 32767;
 /// Retries of a patch whose base object changed underneath it.
 const PATCH_RETRIES_MAX: usize = 5;
 
@@ -135,6 +131,18 @@ fn spec_of(r: &ResourceInfo, obj: &Value) -> Value {
     }
 }
 
+/// One patch request, as [`Cluster::patch`] got it.
+struct PatchRequest<'a> {
+    r: &'a ResourceInfo,
+    ns: &'a str,
+    name: &'a str,
+    pt: PatchType,
+    body: &'a Value,
+    sub: Option<Subresource>,
+    o: &'a WriteOptions,
+    schema: Schema,
+}
+
 /// How one attempt of a delete ended.
 enum DeleteAttempt {
     /// What the delete answers.
@@ -174,6 +182,11 @@ impl Cluster {
             #[cfg(test)]
             delete_interleave: Mutex::new(None),
         }
+    }
+
+    /// The lock held while Service addresses are allocated and Services stored.
+    pub(crate) fn lock_allocations(&self) -> LockResult<MutexGuard<'_, ()>> {
+        self.alloc.lock()
     }
 
     /// The list semantics of a resource.
@@ -330,77 +343,6 @@ impl Cluster {
         Ok(())
     }
 
-    fn allocate_cluster_ip(&self, obj: &mut Value) -> Result<(), ApiError> {
-        let headless = obj.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None");
-        let svc_type = meta::str_at(obj, "/spec/type").to_string();
-        if headless || svc_type == "ExternalName" {
-            if headless {
-                obj["spec"]["clusterIPs"] = json!(["None"]);
-            }
-            return Ok(());
-        }
-        let (services, _) = self.store.list("/services", None);
-        let used: HashSet<Ipv4Addr> = services
-            .iter()
-            .filter_map(|s| meta::str_at(s, "/spec/clusterIP").parse().ok())
-            .collect();
-        let requested = meta::str_at(obj, "/spec/clusterIP").to_string();
-        let ip = if requested.is_empty() {
-            self.service_range.allocate(&used).ok_or_else(|| {
-                ApiError::internal("failed to allocate a serviceIP: range is full")
-            })?
-        } else {
-            let ip: Ipv4Addr = requested.parse().map_err(|_| {
-                ApiError::invalid(
-                    "",
-                    "Service",
-                    meta::name(obj),
-                    "spec.clusterIPs",
-                    format!("Invalid value: {requested:?}: must be a valid IP address"),
-                )
-            })?;
-            if !self.service_range.contains(ip) || used.contains(&ip) {
-                return Err(ApiError::invalid(
-                    "",
-                    "Service",
-                    meta::name(obj),
-                    "spec.clusterIPs",
-                    format!("Invalid value: [\"{ip}\"]: failed to allocate IP {ip}: provided IP is already allocated or not in the valid range"),
-                ));
-            }
-            ip
-        };
-        obj["spec"]["clusterIP"] = json!(ip.to_string());
-        obj["spec"]["clusterIPs"] = json!([ip.to_string()]);
-        if matches!(svc_type.as_str(), "NodePort" | "LoadBalancer") {
-            let mut used_ports: HashSet<i64> = services
-                .iter()
-                .flat_map(|s| {
-                    s.pointer("/spec/ports")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                })
-                .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
-                .collect();
-            if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
-                for p in ports {
-                    if p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
-                        continue;
-                    }
-                    let free = (NODE_PORT_MIN..=NODE_PORT_MAX)
-                        .find(|n| !used_ports.contains(n))
-                        .ok_or_else(|| {
-                            ApiError::internal("failed to allocate a nodePort: range is full")
-                        })?;
-                    used_ports.insert(free);
-                    p["nodePort"] = json!(free);
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Creates an object.
     pub fn create(
         &self,
@@ -426,13 +368,8 @@ impl Cluster {
         } else {
             self.prune_and_validate_custom(r, &mut obj)?;
         }
-        let w = Writer {
-            manager: &o.manager,
-            api_version: &r.api_version(),
-            subresource: "",
-            scope: scope_of(r, None),
-            now: &meta::now(),
-        };
+        let (api_version, now) = (r.api_version(), meta::now());
+        let w = writer(o, r, None, &api_version, &now);
         let schema = self.schema(r);
         apply::track_update(None, &mut obj, &schema, &w);
         self.store_create(r, obj, o.dry_run)
@@ -467,14 +404,7 @@ impl Cluster {
             name = format!("{gen}{}", meta::random_suffix());
             m["name"] = json!(name);
         }
-        // APIServices are named `<version>.<group>` (`v1.` for the core group): the real
-        // server asks only for a valid path segment there.
-        let api_service = r.kind == "APIService" && !name.contains('/') && name.contains('.');
-        if !(meta::valid_subdomain(&name)
-            || api_service
-            || r.kind.ends_with("Role")
-            || r.kind.ends_with("RoleBinding"))
-        {
+        if !kind_rules::valid_name(r, &name) {
             return Err(ApiError::invalid(&r.group, &r.kind, &name, "metadata.name", format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
         }
         self.check_namespace(r, ns)?;
@@ -508,17 +438,7 @@ impl Cluster {
             }
             None => defaults::builtin_defaults(&r.group, &r.kind, obj),
         }
-        match (r.group.as_str(), r.kind.as_str()) {
-            ("", "Secret") => defaults::merge_secret_string_data(obj),
-            ("", "Service") => {
-                let _guard = self.alloc.lock();
-                self.allocate_cluster_ip(obj)?;
-            }
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_status(obj),
-            ("batch", "Job") => super::batch::validate_job(None, obj)?,
-            _ => {}
-        }
-        Ok(())
+        kind_rules::prepare_create(self, r, obj)
     }
 
     fn store_create(&self, r: &ResourceInfo, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
@@ -526,16 +446,10 @@ impl Cluster {
             return Ok(obj);
         }
         let mut created = {
-            let _guard = if r.kind == "Service" {
-                Some(self.alloc.lock())
-            } else {
-                None
-            };
+            let _guard = kind_rules::store_lock(self, r);
             self.store.create(&r.storage_key(), obj)?
         };
-        if r.kind == "CustomResourceDefinition" {
-            self.registry.register_crd(&created);
-        }
+        kind_rules::after_store(self, r, &created);
         set_gvk(r, &mut created);
         tracing::debug!(resource = %r.plural, namespace = meta::namespace(&created), name = meta::name(&created), "created");
         Ok(created)
@@ -564,7 +478,7 @@ impl Cluster {
         obj["metadata"]["name"] = json!(name);
         let ns = if r.namespaced { ns } else { "" };
         let Some(old) = self.store.get(&r.storage_key(), ns, name) else {
-            if r.kind == "Endpoints" && sub.is_none() {
+            if kind_rules::update_creates(r, sub) {
                 return self.create(r, ns, obj, o);
             }
             return Err(ApiError::not_found(&r.group, &r.plural, name));
@@ -591,90 +505,11 @@ impl Cluster {
         if r.crd.is_none() {
             super::validation::decode_builtin(&r.group, &r.kind, &requested, false)?;
         }
-        let mut new = if sub == Some(Subresource::Status) {
-            let mut n = old.clone();
-            n["status"] = requested.get("status").cloned().unwrap_or(Value::Null);
-            if let Some(mf) = requested.pointer("/metadata/managedFields") {
-                n["metadata"]["managedFields"] = mf.clone();
-            }
-            n
-        } else {
-            let mut n = requested;
-            if r.has_subresource(Subresource::Status) && r.kind != "Namespace" {
-                match old.get("status") {
-                    Some(s) => n["status"] = s.clone(),
-                    None => {
-                        if let Some(m) = n.as_object_mut() {
-                            m.remove("status");
-                        }
-                    }
-                }
-            }
-            n
-        };
+        let mut new = written_fields(r, old, requested, sub);
         set_gvk(r, &mut new);
-        // Server-owned metadata comes from the stored object.
-        for k in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-            "namespace",
-            "name",
-        ] {
-            match old["metadata"].get(k) {
-                Some(v) => new["metadata"][k] = v.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
-            }
-        }
-        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-        if old.pointer("/metadata/deletionTimestamp").is_some() {
-            let before: HashSet<&str> = finalizers(old).into_iter().collect();
-            if let Some(added) = finalizers(&new).into_iter().find(|f| !before.contains(f)) {
-                return Err(ApiError::invalid(
-                    &r.group,
-                    &r.kind,
-                    meta::name(old),
-                    "metadata.finalizers",
-                    format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{added}\"}}"),
-                ));
-            }
-        }
-        match (r.group.as_str(), r.kind.as_str()) {
-            ("", "Service") => {
-                for k in ["clusterIP", "clusterIPs"] {
-                    if let Some(v) = old.pointer(&format!("/spec/{k}")) {
-                        if new
-                            .get("spec")
-                            .map(|s| s.get(k).map(Value::is_null).unwrap_or(true))
-                            .unwrap_or(false)
-                        {
-                            new["spec"][k] = v.clone();
-                        }
-                    }
-                }
-            }
-            ("", "Namespace") if sub != Some(Subresource::Finalize) => {
-                if let Some(f) = old.pointer("/spec/finalizers") {
-                    new["spec"]["finalizers"] = f.clone();
-                }
-            }
-            ("apiextensions.k8s.io", "CustomResourceDefinition") if sub.is_none() => {
-                crd_status(&mut new)
-            }
-            ("", "Pod") if sub.is_none() => {
-                defaults::pod_update_defaults(old, &mut new);
-                check_pod_update(old, &new)?
-            }
-            ("", "Secret") => defaults::merge_secret_string_data(&mut new),
-            ("batch", "Job") if sub.is_none() => super::batch::validate_job(Some(old), &new)?,
-            _ => {}
-        }
+        keep_server_metadata(old, &mut new);
+        check_no_new_finalizers(r, old, &new)?;
+        kind_rules::prepare_update(r, old, &mut new, sub)?;
         for p in [
             "/spec/renewTime",
             "/spec/acquireTime",
@@ -691,17 +526,8 @@ impl Cluster {
             new["metadata"]["generation"] = json!(g + 1);
         }
         let schema = self.schema(r);
-        let w = Writer {
-            manager: &o.manager,
-            api_version: &r.api_version(),
-            subresource: if sub == Some(Subresource::Status) {
-                "status"
-            } else {
-                ""
-            },
-            scope: scope_of(r, sub),
-            now: &meta::now(),
-        };
+        let (api_version, now) = (r.api_version(), meta::now());
+        let w = writer(o, r, sub, &api_version, &now);
         if applied.is_none() {
             apply::track_update(Some(old), &mut new, &schema, &w);
         }
@@ -711,16 +537,32 @@ impl Cluster {
         if r.crd.is_some() {
             self.prune_and_validate_custom(r, &mut new)?;
         }
+        self.store_update(r, old, new, o.dry_run, expected_rv)
+    }
+
+    /// Stores the new state of `old` (unless it is the same but for managed-fields times,
+    /// or `dry_run`); a deleted object without finalizers left is gone instead.
+    fn store_update(
+        &self,
+        r: &ResourceInfo,
+        old: &Value,
+        new: Value,
+        dry_run: bool,
+        expected_rv: Option<u64>,
+    ) -> Result<Value, ApiError> {
         if without_managed_time(old) == without_managed_time(&new) {
             let mut same = old.clone();
             set_gvk(r, &mut same);
             return Ok(same);
         }
-        if o.dry_run {
+        if dry_run {
             return Ok(new);
         }
         let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
-        if deleting && finalizers(&new).is_empty() && namespace_finalizers(r, &new).is_empty() {
+        if deleting
+            && finalizers(&new).is_empty()
+            && kind_rules::kind_finalizers(r, &new).is_empty()
+        {
             let (ns, name) = (
                 meta::namespace(old).to_string(),
                 meta::name(old).to_string(),
@@ -731,14 +573,12 @@ impl Cluster {
                 &name,
                 expected_rv.or_else(|| rv_of(old)),
             )?;
-            self.after_delete(r, &gone);
+            kind_rules::after_delete(self, r, &gone);
             set_gvk(r, &mut gone);
             return Ok(gone);
         }
         let mut stored = self.store.update(&r.storage_key(), new, expected_rv)?;
-        if r.kind == "CustomResourceDefinition" {
-            self.registry.register_crd(&stored);
-        }
+        kind_rules::after_store(self, r, &stored);
         set_gvk(r, &mut stored);
         Ok(stored)
     }
@@ -766,40 +606,23 @@ impl Cluster {
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
             ));
         }
-        let schema = self.schema(r);
+        let request = PatchRequest {
+            r,
+            ns,
+            name,
+            pt,
+            body,
+            sub,
+            o,
+            schema: self.schema(r),
+        };
         for _ in 0..PATCH_RETRIES_MAX {
             let old = self.store.get(&r.storage_key(), ns, name);
             let Some(old) = old else {
                 if pt != PatchType::Apply || sub == Some(Subresource::Status) {
                     return Err(ApiError::not_found(&r.group, &r.plural, name));
                 }
-                let mut obj = body.clone();
-                self.check_type(r, &mut obj)?;
-                // The real server applies onto an empty object here, so an apply body without
-                // a name cannot create (its checkName sees "").
-                check_name(&obj, name, ns)?;
-                if o.strict {
-                    self.validate_strict(r, &obj)?;
-                }
-                let w = Writer {
-                    manager: &o.manager,
-                    api_version: &r.api_version(),
-                    subresource: "",
-                    scope: scope_of(r, None),
-                    now: &meta::now(),
-                };
-                let mut created = apply::apply(None, &obj, o.force, &schema, &w)?;
-                let managed = created.pointer("/metadata/managedFields").cloned();
-                if r.crd.is_none() {
-                    super::validation::decode_builtin(&r.group, &r.kind, &created, false)?;
-                }
-                self.prepare_create(r, ns, &mut created)?;
-                if r.crd.is_some() {
-                    self.prune_and_validate_custom(r, &mut created)?;
-                }
-                if let Some(mf) = managed {
-                    created["metadata"]["managedFields"] = mf;
-                }
+                let created = self.apply_create(&request)?;
                 return match self.store_create(r, created, o.dry_run) {
                     Err(ApiError {
                         reason: Reason::AlreadyExists,
@@ -808,65 +631,8 @@ impl Cluster {
                     other => other,
                 };
             };
-            let old_rv = rv_of(&old);
-            let mut base = old.clone();
-            set_gvk(r, &mut base);
-            let (new, applied) = match pt {
-                PatchType::Merge => {
-                    let mut n = base.clone();
-                    patch::merge_patch(&mut n, body);
-                    (n, None)
-                }
-                PatchType::Json => {
-                    let mut n = base.clone();
-                    patch::json_patch(&mut n, body)?;
-                    (n, None)
-                }
-                PatchType::Strategic => (patch::strategic_merge(&base, body, &schema)?, None),
-                PatchType::Apply => {
-                    let mut a = body.clone();
-                    self.check_type(r, &mut a)?;
-                    // Applied onto the live object, a body without a name keeps the live one
-                    // (issue 14 item 1); only a different name or namespace is rejected.
-                    if meta::name(&a).is_empty() {
-                        a["metadata"]["name"] = json!(name);
-                    }
-                    check_name(&a, name, ns)?;
-                    if o.strict {
-                        self.validate_strict(r, &a)?;
-                    }
-                    let w = Writer {
-                        manager: &o.manager,
-                        api_version: &r.api_version(),
-                        subresource: if sub == Some(Subresource::Status) {
-                            "status"
-                        } else {
-                            ""
-                        },
-                        scope: scope_of(r, sub),
-                        now: &meta::now(),
-                    };
-                    (
-                        apply::apply(Some(&base), &a, o.force, &schema, &w)?,
-                        Some(body),
-                    )
-                }
-            };
-            if !new.is_object() || !new.get("metadata").map(Value::is_object).unwrap_or(false) {
-                return Err(ApiError::bad_request(
-                    "the patch produced an object without metadata",
-                ));
-            }
-            if o.strict && pt != PatchType::Apply {
-                self.validate_strict(r, &new)?;
-            }
-            let requested_rv = meta::str_at(&new, "/metadata/resourceVersion").to_string();
-            let explicit = !requested_rv.is_empty()
-                && Some(requested_rv.as_str()) != old_rv.map(|v| v.to_string()).as_deref();
-            if explicit {
-                return Err(ApiError::conflict(&r.group, &r.plural, name));
-            }
-            match self.commit(r, &old, new, sub, o, old_rv, applied) {
+            let (new, applied) = self.patch_existing(&request, &old)?;
+            match self.commit(r, &old, new, sub, o, rv_of(&old), applied) {
                 Err(ApiError {
                     reason: Reason::Conflict,
                     details,
@@ -876,6 +642,114 @@ impl Cluster {
             }
         }
         Err(ApiError::conflict(&r.group, &r.plural, name))
+    }
+
+    /// The object an apply of a missing object creates.
+    fn apply_create(&self, request: &PatchRequest) -> Result<Value, ApiError> {
+        let PatchRequest { r, ns, name, o, .. } = *request;
+        let mut obj = request.body.clone();
+        self.check_type(r, &mut obj)?;
+        // The real server applies onto an empty object here, so an apply body without
+        // a name cannot create (its checkName sees "").
+        check_name(&obj, name, ns)?;
+        if o.strict {
+            self.validate_strict(r, &obj)?;
+        }
+        let (api_version, now) = (r.api_version(), meta::now());
+        let w = writer(o, r, None, &api_version, &now);
+        let mut created = apply::apply(None, &obj, o.force, &request.schema, &w)?;
+        let managed = created.pointer("/metadata/managedFields").cloned();
+        if r.crd.is_none() {
+            super::validation::decode_builtin(&r.group, &r.kind, &created, false)?;
+        }
+        self.prepare_create(r, ns, &mut created)?;
+        if r.crd.is_some() {
+            self.prune_and_validate_custom(r, &mut created)?;
+        }
+        if let Some(mf) = managed {
+            created["metadata"]["managedFields"] = mf;
+        }
+        Ok(created)
+    }
+
+    /// The stored `old` patched, and for an apply the applied configuration: what to
+    /// commit.
+    fn patch_existing<'a>(
+        &self,
+        request: &PatchRequest<'a>,
+        old: &Value,
+    ) -> Result<(Value, Option<&'a Value>), ApiError> {
+        let PatchRequest { r, name, pt, o, .. } = *request;
+        let old_rv = rv_of(old);
+        let mut base = old.clone();
+        set_gvk(r, &mut base);
+        let (new, applied) = self.patched(request, &base)?;
+        if !new.is_object() || !new.get("metadata").map(Value::is_object).unwrap_or(false) {
+            return Err(ApiError::bad_request(
+                "the patch produced an object without metadata",
+            ));
+        }
+        if o.strict && pt != PatchType::Apply {
+            self.validate_strict(r, &new)?;
+        }
+        let requested_rv = meta::str_at(&new, "/metadata/resourceVersion").to_string();
+        let explicit = !requested_rv.is_empty()
+            && Some(requested_rv.as_str()) != old_rv.map(|v| v.to_string()).as_deref();
+        if explicit {
+            return Err(ApiError::conflict(&r.group, &r.plural, name));
+        }
+        Ok((new, applied))
+    }
+
+    /// `base` with the patch applied, by patch type; for an apply also the applied
+    /// configuration.
+    fn patched<'a>(
+        &self,
+        request: &PatchRequest<'a>,
+        base: &Value,
+    ) -> Result<(Value, Option<&'a Value>), ApiError> {
+        let PatchRequest {
+            r,
+            ns,
+            name,
+            body,
+            sub,
+            o,
+            ..
+        } = *request;
+        let schema = &request.schema;
+        Ok(match request.pt {
+            PatchType::Merge => {
+                let mut n = base.clone();
+                patch::merge_patch(&mut n, body);
+                (n, None)
+            }
+            PatchType::Json => {
+                let mut n = base.clone();
+                patch::json_patch(&mut n, body)?;
+                (n, None)
+            }
+            PatchType::Strategic => (patch::strategic_merge(base, body, schema)?, None),
+            PatchType::Apply => {
+                let mut a = body.clone();
+                self.check_type(r, &mut a)?;
+                // Applied onto the live object, a body without a name keeps the live one
+                // (issue 14 item 1); only a different name or namespace is rejected.
+                if meta::name(&a).is_empty() {
+                    a["metadata"]["name"] = json!(name);
+                }
+                check_name(&a, name, ns)?;
+                if o.strict {
+                    self.validate_strict(r, &a)?;
+                }
+                let (api_version, now) = (r.api_version(), meta::now());
+                let w = writer(o, r, sub, &api_version, &now);
+                (
+                    apply::apply(Some(base), &a, o.force, schema, &w)?,
+                    Some(body),
+                )
+            }
+        })
     }
 
     /// Deletes an object: at once, or by setting deletionTimestamp when finalizers (or a
@@ -913,71 +787,16 @@ impl Cluster {
             .store
             .get(&key, ns, name)
             .ok_or_else(|| ApiError::not_found(&r.group, &r.plural, name))?;
-        if let Some(uid) = &d.precondition_uid {
-            if uid != meta::uid_of(&old) {
-                return Err(ApiError::conflict_message(format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta::uid_of(&old)
-                )));
-            }
-        }
-        if let Some(rv) = &d.precondition_rv {
-            if Some(rv.as_str())
-                != old
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-            {
-                return Err(ApiError::conflict_message(format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta::str_at(&old, "/metadata/resourceVersion")
-                )));
-            }
-        }
+        check_preconditions(&old, d)?;
         let mut new = old.clone();
-        let mut fins: Vec<String> = finalizers(&old).into_iter().map(String::from).collect();
-        let propagation = d
-            .propagation
-            .clone()
-            .unwrap_or_else(|| default_propagation(r).to_string());
-        let policy_finalizer = match propagation.as_str() {
-            "Orphan" => Some("orphan"),
-            "Foreground" => Some("foregroundDeletion"),
-            _ => None,
-        };
-        let has_dependents = policy_finalizer.is_some() && self.has_dependents(meta::uid_of(&old));
-        if let Some(f) = policy_finalizer {
-            if has_dependents
-                && !fins.iter().any(|x| x == f)
-                && old.pointer("/metadata/deletionTimestamp").is_none()
-            {
-                fins.push(f.into());
-            }
-        }
-        let graceful_pod = r.kind == "Pod"
-            && r.group.is_empty()
-            && self.node_agent_attached.load(Ordering::SeqCst)
-            && !meta::str_at(&old, "/spec/nodeName").is_empty()
-            && !matches!(meta::str_at(&old, "/status/phase"), "Succeeded" | "Failed")
-            && d.grace_period_seconds.unwrap_or(1) > 0;
-        let ns_fins = namespace_finalizers(r, &old);
+        let fins = self.deletion_finalizers(r, &old, d);
+        let graceful_pod = kind_rules::graceful_delete(self, r, &old, d);
+        let ns_fins = kind_rules::kind_finalizers(r, &old);
         if fins.is_empty() && ns_fins.is_empty() && !graceful_pod {
             if d.dry_run {
                 return Ok(DeleteAttempt::Done(old));
             }
-            let gone = self.store.delete(&key, ns, name, None)?;
-            self.after_delete(r, &gone);
-            tracing::debug!(resource = %r.plural, namespace = ns, name, "deleted");
-            if r.kind == "Pod" {
-                let mut g = gone;
-                set_gvk(r, &mut g);
-                return Ok(DeleteAttempt::Done(g));
-            }
-            return Ok(DeleteAttempt::Done(status_success(
-                &r.group,
-                &r.plural,
-                name,
-                meta::uid_of(&gone),
-            )));
+            return self.delete_now(r, ns, name).map(DeleteAttempt::Done);
         }
         if old.pointer("/metadata/deletionTimestamp").is_some() {
             let mut o = old;
@@ -1003,9 +822,7 @@ impl Cluster {
         if let Some(g) = old.pointer("/metadata/generation").and_then(Value::as_i64) {
             new["metadata"]["generation"] = json!(g + 1);
         }
-        if r.kind == "Namespace" && r.group.is_empty() {
-            new["status"]["phase"] = json!("Terminating");
-        }
+        kind_rules::mark_deleting(r, &mut new);
         if d.dry_run {
             return Ok(DeleteAttempt::Done(new));
         }
@@ -1034,6 +851,51 @@ impl Cluster {
         }
     }
 
+    /// The finalizers that hold `old` once deleted: its own, plus `orphan` or
+    /// `foregroundDeletion` when the propagation asks for it and it has dependents (not
+    /// added again to an object already being deleted).
+    fn deletion_finalizers(&self, r: &ResourceInfo, old: &Value, d: &DeleteOptions) -> Vec<String> {
+        let mut fins: Vec<String> = finalizers(old).into_iter().map(String::from).collect();
+        let propagation = d
+            .propagation
+            .clone()
+            .unwrap_or_else(|| kind_rules::default_propagation(r).to_string());
+        let policy_finalizer = match propagation.as_str() {
+            "Orphan" => Some("orphan"),
+            "Foreground" => Some("foregroundDeletion"),
+            _ => None,
+        };
+        let has_dependents = policy_finalizer.is_some() && self.has_dependents(meta::uid_of(old));
+        if let Some(f) = policy_finalizer {
+            if has_dependents
+                && !fins.iter().any(|x| x == f)
+                && old.pointer("/metadata/deletionTimestamp").is_none()
+            {
+                fins.push(f.into());
+            }
+        }
+        fins
+    }
+
+    /// Removes the object now; answers a Status, or the object for the kinds that answer
+    /// with it.
+    fn delete_now(&self, r: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+        let gone = self.store.delete(&r.storage_key(), ns, name, None)?;
+        kind_rules::after_delete(self, r, &gone);
+        tracing::debug!(resource = %r.plural, namespace = ns, name, "deleted");
+        if kind_rules::delete_answers_object(r) {
+            let mut g = gone;
+            set_gvk(r, &mut g);
+            return Ok(g);
+        }
+        Ok(status_success(
+            &r.group,
+            &r.plural,
+            name,
+            meta::uid_of(&gone),
+        ))
+    }
+
     fn has_dependents(&self, uid: &str) -> bool {
         self.store.all_objects().iter().any(|(_, o)| {
             o.pointer("/metadata/ownerReferences")
@@ -1042,24 +904,6 @@ impl Cluster {
                 .flatten()
                 .any(|r| meta::str_at(r, "/uid") == uid)
         })
-    }
-
-    fn after_delete(&self, r: &ResourceInfo, gone: &Value) {
-        if r.kind == "CustomResourceDefinition" {
-            let crd_name = meta::name(gone);
-            let key = format!(
-                "{}/{}",
-                meta::str_at(gone, "/spec/group"),
-                meta::str_at(gone, "/spec/names/plural")
-            );
-            self.registry.unregister_crd(crd_name);
-            let (items, _) = self.store.list(&key, None);
-            for i in items {
-                let _ = self
-                    .store
-                    .delete(&key, meta::namespace(&i), meta::name(&i), None);
-            }
-        }
     }
 
     /// Deletes every object matching the selectors.
@@ -1264,64 +1108,6 @@ impl Cluster {
     }
 }
 
-/// Pod specs are immutable but for images, activeDeadlineSeconds, added tolerations and
-/// terminationGracePeriodSeconds; the node is set once, through binding (422 otherwise).
-fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
-    let strip = |spec: Option<&Value>, keep_tolerations: Option<&Value>| -> Value {
-        let mut s = spec.cloned().unwrap_or(Value::Null);
-        if let Some(m) = s.as_object_mut() {
-            m.remove("activeDeadlineSeconds");
-            m.remove("terminationGracePeriodSeconds");
-            if let Some(t) = keep_tolerations {
-                m.insert("tolerations".into(), t.clone());
-            }
-            for key in ["containers", "initContainers"] {
-                if let Some(cs) = m.get_mut(key).and_then(Value::as_array_mut) {
-                    for c in cs {
-                        if let Some(cm) = c.as_object_mut() {
-                            cm.remove("image");
-                        }
-                    }
-                }
-            }
-        }
-        s
-    };
-    let old_tol: Vec<Value> = old
-        .pointer("/spec/tolerations")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let new_tol: Vec<Value> = new
-        .pointer("/spec/tolerations")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let additions_only = old_tol.iter().all(|t| new_tol.contains(t));
-    let before = strip(old.get("spec"), None);
-    let after = strip(
-        new.get("spec"),
-        if additions_only {
-            old.pointer("/spec/tolerations")
-        } else {
-            None
-        },
-    );
-    let mut before_cmp = before.clone();
-    let mut after_cmp = after.clone();
-    for v in [&mut before_cmp, &mut after_cmp] {
-        if let Some(m) = v.as_object_mut() {
-            if additions_only {
-                m.remove("tolerations");
-            }
-        }
-    }
-    if before_cmp != after_cmp {
-        return Err(ApiError::invalid("", "Pod", meta::name(old), "spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"));
-    }
-    Ok(())
-}
-
 /// The real server's `checkName` on the object a patch produced: the name must equal the
 /// URL's, and a non-empty namespace must equal the request's.
 fn check_name(obj: &Value, name: &str, ns: &str) -> Result<(), ApiError> {
@@ -1340,12 +1126,121 @@ fn check_name(obj: &Value, name: &str, ns: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The default propagation when none is given (the kind's strategy default): `batch/v1`
-/// Jobs orphan their pods (kubectl sends Background), everything else is Background.
-fn default_propagation(r: &ResourceInfo) -> &'static str {
-    match (r.group.as_str(), r.kind.as_str()) {
-        ("batch", "Job") => "Orphan",
-        _ => "Background",
+/// The object an update through `sub` asks for: through `status`, the stored object with
+/// the requested status (and managed fields); through the main resource, the requested
+/// object with the stored status when the status subresource owns it.
+fn written_fields(
+    r: &ResourceInfo,
+    old: &Value,
+    requested: Value,
+    sub: Option<Subresource>,
+) -> Value {
+    if sub == Some(Subresource::Status) {
+        let mut n = old.clone();
+        n["status"] = requested.get("status").cloned().unwrap_or(Value::Null);
+        if let Some(mf) = requested.pointer("/metadata/managedFields") {
+            n["metadata"]["managedFields"] = mf.clone();
+        }
+        return n;
+    }
+    let mut n = requested;
+    if kind_rules::status_subresource_owns_status(r) {
+        match old.get("status") {
+            Some(s) => n["status"] = s.clone(),
+            None => {
+                if let Some(m) = n.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+    }
+    n
+}
+
+/// Server-owned metadata comes from the stored object.
+fn keep_server_metadata(old: &Value, new: &mut Value) {
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+    ] {
+        match old["metadata"].get(k) {
+            Some(v) => new["metadata"][k] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+}
+
+/// An object being deleted takes no new finalizers (422).
+fn check_no_new_finalizers(r: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
+    if old.pointer("/metadata/deletionTimestamp").is_none() {
+        return Ok(());
+    }
+    let before: HashSet<&str> = finalizers(old).into_iter().collect();
+    if let Some(added) = finalizers(new).into_iter().find(|f| !before.contains(f)) {
+        return Err(ApiError::invalid(
+            &r.group,
+            &r.kind,
+            meta::name(old),
+            "metadata.finalizers",
+            format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{added}\"}}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A delete's preconditions (uid, resourceVersion) hold for `old` (409 otherwise).
+fn check_preconditions(old: &Value, d: &DeleteOptions) -> Result<(), ApiError> {
+    if let Some(uid) = &d.precondition_uid {
+        if uid != meta::uid_of(old) {
+            return Err(ApiError::conflict_message(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta::uid_of(old)
+            )));
+        }
+    }
+    if let Some(rv) = &d.precondition_rv {
+        if Some(rv.as_str())
+            != old
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+        {
+            return Err(ApiError::conflict_message(format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                meta::str_at(old, "/metadata/resourceVersion")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The field manager's view of a write by `o` through `sub` at `now`.
+fn writer<'a>(
+    o: &'a WriteOptions,
+    r: &ResourceInfo,
+    sub: Option<Subresource>,
+    api_version: &'a str,
+    now: &'a str,
+) -> Writer<'a> {
+    Writer {
+        manager: &o.manager,
+        api_version,
+        subresource: if sub == Some(Subresource::Status) {
+            "status"
+        } else {
+            ""
+        },
+        scope: scope_of(r, sub),
+        now,
     }
 }
 
@@ -1353,7 +1248,7 @@ fn default_propagation(r: &ResourceInfo) -> &'static str {
 pub fn scope_of(r: &ResourceInfo, sub: Option<Subresource>) -> Scope {
     if sub == Some(Subresource::Status) {
         Scope::StatusOnly
-    } else if r.has_subresource(Subresource::Status) && r.kind != "Namespace" {
+    } else if kind_rules::status_subresource_owns_status(r) {
         Scope::NoStatus
     } else {
         Scope::All
@@ -1367,25 +1262,17 @@ fn rv_of(obj: &Value) -> Option<u64> {
 }
 
 fn finalizers(obj: &Value) -> Vec<&str> {
-    obj.pointer("/metadata/finalizers")
+    strings_at(obj, "/metadata/finalizers")
+}
+
+/// The strings of the array at `pointer` (none when it is missing).
+pub(crate) fn strings_at<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
+    obj.pointer(pointer)
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
         .collect()
-}
-
-fn namespace_finalizers<'a>(r: &ResourceInfo, obj: &'a Value) -> Vec<&'a str> {
-    if r.kind == "Namespace" && r.group.is_empty() {
-        obj.pointer("/spec/finalizers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect()
-    } else {
-        vec![]
-    }
 }
 
 fn without_managed_time(obj: &Value) -> Value {
@@ -1409,27 +1296,6 @@ pub fn set_gvk(r: &ResourceInfo, obj: &mut Value) {
         m.insert("apiVersion".into(), json!(r.api_version()));
         m.insert("kind".into(), json!(r.kind));
     }
-}
-
-fn crd_status(obj: &mut Value) {
-    let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
-    let stored: Vec<Value> = obj
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .filter_map(|v| v.get("name").cloned())
-        .collect();
-    let now = meta::now();
-    obj["status"] = json!({
-        "acceptedNames": names,
-        "storedVersions": stored,
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
-        ],
-    });
 }
 
 /// `.spec.replicas` -> `/spec/replicas`.

@@ -8,6 +8,7 @@ pub mod error;
 pub mod exec;
 pub mod faults;
 pub mod ip;
+pub mod lifecycle;
 pub mod mariadb;
 pub mod naming;
 pub mod network;

@@ -25,13 +25,16 @@ use super::catalog::{container_argv, CatalogEntry, ImageCatalog, IMAGE_PROGRAMS_
 use super::cri_logs::Stream;
 use super::error::{Error, Result};
 use super::exec::{signal_container_group, BindMount, ExecSpec, DEFAULT_PATH};
+use super::lifecycle::{
+    self, status as step, AfterExit, BackOff, BackOffSchedule, ContainerKind, Exited, ProbeRole,
+    ProbeStep, ProbeTally, RestartDelay, START_ERROR_EXIT_CODE,
+};
 use super::naming::ClusterNaming;
 use super::network::{ClusterNetwork, SandboxNet};
 use super::partition::{Partition, Partitions};
 use super::probe::{probe_once, ProbeTarget};
 use super::spec::{
     ContainerSpec, ContainerState, ContainerStatus, EnvValue, PodPhase, PodSpec, PodStatus,
-    RestartPolicy,
 };
 use super::volumes;
 
@@ -89,6 +92,15 @@ impl RuntimeConfig {
             backoff_max: BACKOFF_MAX,
             backoff_reset_after: BACKOFF_RESET_AFTER,
             clock_faults: super::clock::ClockFaults::default(),
+        }
+    }
+
+    /// The restart back-off numbers.
+    fn back_off_schedule(&self) -> BackOffSchedule {
+        BackOffSchedule {
+            initial: self.backoff_initial,
+            max: self.backoff_max,
+            reset_after: self.backoff_reset_after,
         }
     }
 }
@@ -284,19 +296,12 @@ impl PodRuntime {
             init_container_statuses: spec
                 .init_containers
                 .iter()
-                .map(|c| waiting_status(&state_dir, &spec, c, "PodInitializing"))
+                .map(|c| waiting_status(&state_dir, &spec, c, ContainerKind::Init))
                 .collect(),
             container_statuses: spec
                 .containers
                 .iter()
-                .map(|c| {
-                    let reason = if spec.init_containers.is_empty() {
-                        "ContainerCreating"
-                    } else {
-                        "PodInitializing"
-                    };
-                    waiting_status(&state_dir, &spec, c, reason)
-                })
+                .map(|c| waiting_status(&state_dir, &spec, c, ContainerKind::Regular))
                 .collect(),
             ready: false,
             stopped: false,
@@ -777,9 +782,10 @@ fn waiting_status(
     state_dir: &Path,
     spec: &PodSpec,
     c: &ContainerSpec,
-    reason: &str,
+    kind: ContainerKind,
 ) -> ContainerStatus {
     let (log_path, previous_log_path) = log_paths(state_dir, spec, &c.name);
+    let reason = lifecycle::initial_waiting_reason(kind, !spec.init_containers.is_empty());
     ContainerStatus {
         name: c.name.clone(),
         image: c.image.clone(),
@@ -797,32 +803,17 @@ fn waiting_status(
     }
 }
 
-/// Which list a container's status is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Init,
-    Regular,
-}
-
 impl Pod {
     fn update(
         &self,
         inner: &Inner,
-        kind: Kind,
+        kind: ContainerKind,
         name: &str,
         change: impl FnOnce(&mut ContainerStatus),
     ) {
+        let policy = self.spec.restart_policy;
         self.status.send_modify(|status| {
-            let list = match kind {
-                Kind::Init => &mut status.init_container_statuses,
-                Kind::Regular => &mut status.container_statuses,
-            };
-            if let Some(c) = list.iter_mut().find(|c| c.name == name) {
-                change(c);
-            }
-            status.ready = !status.container_statuses.is_empty()
-                && status.container_statuses.iter().all(|c| c.ready);
-            status.phase = compute_phase(status, self.spec.restart_policy);
+            lifecycle::update_container(status, policy, kind, name, change);
         });
         let _ = inner.events.send(self.status.borrow().clone());
     }
@@ -832,60 +823,6 @@ impl Pod {
     }
 }
 
-/// `status.phase` from the container states, as kubelet's `getPhase`.
-fn compute_phase(status: &PodStatus, policy: RestartPolicy) -> PodPhase {
-    let init_done = status
-        .init_container_statuses
-        .iter()
-        .all(|c| matches!(c.state, ContainerState::Terminated { exit_code: 0, .. }));
-    let init_failed = status
-        .init_container_statuses
-        .iter()
-        .any(|c| matches!(c.state, ContainerState::Terminated { exit_code, .. } if exit_code != 0));
-    if init_failed && policy == RestartPolicy::Never {
-        return PodPhase::Failed;
-    }
-    if !init_done {
-        return PodPhase::Pending;
-    }
-    let containers = &status.container_statuses;
-    let running = containers
-        .iter()
-        .filter(|c| matches!(c.state, ContainerState::Running { .. }))
-        .count();
-    let waiting = containers
-        .iter()
-        .filter(|c| matches!(c.state, ContainerState::Waiting { .. }))
-        .count();
-    let terminated: Vec<i32> = containers
-        .iter()
-        .filter_map(|c| match c.state {
-            ContainerState::Terminated { exit_code, .. } => Some(exit_code),
-            _ => None,
-        })
-        .collect();
-    let never_started = containers
-        .iter()
-        .filter(|c| !c.started && c.last_state.is_none())
-        .count();
-    if waiting > 0 && never_started > 0 && running == 0 && terminated.is_empty() {
-        return PodPhase::Pending;
-    }
-    if running > 0 || waiting > 0 {
-        return PodPhase::Running;
-    }
-    if terminated.len() == containers.len() {
-        let failed = terminated.iter().any(|code| *code != 0);
-        return match (policy, failed) {
-            (RestartPolicy::Always, _) => PodPhase::Running,
-            (RestartPolicy::OnFailure, true) => PodPhase::Running,
-            (_, true) => PodPhase::Failed,
-            (_, false) => PodPhase::Succeeded,
-        };
-    }
-    PodPhase::Pending
-}
-
 async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<bool>) {
     let mut init_ok = true;
     for container in pod.spec.init_containers.clone() {
@@ -893,7 +830,7 @@ async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<b
             inner.clone(),
             pod.clone(),
             container,
-            Kind::Init,
+            ContainerKind::Init,
             stopped_rx.clone(),
         )
         .await;
@@ -909,7 +846,7 @@ async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<b
                 inner.clone(),
                 pod.clone(),
                 container,
-                Kind::Regular,
+                ContainerKind::Regular,
                 stopped_rx.clone(),
             )));
         }
@@ -927,61 +864,157 @@ enum Exit {
     WaitFailed,
 }
 
+impl Exit {
+    /// The exit code and signal the container reports.
+    fn code_and_signal(&self) -> (i32, Option<i32>) {
+        lifecycle::exit_code_and_signal(match self {
+            Exit::Exited(status) => Some((status.code(), status.signal())),
+            Exit::WaitFailed => None,
+        })
+    }
+}
+
 /// Supervises one container until it should no longer run; returns the last exit code.
 async fn supervise(
     inner: Arc<Inner>,
     pod: Arc<Pod>,
     container: ContainerSpec,
-    kind: Kind,
-    mut node_stopped: watch::Receiver<bool>,
+    kind: ContainerKind,
+    node_stopped: watch::Receiver<bool>,
 ) -> Option<i32> {
-    let key = pod.spec.key();
-    let name = container.name.clone();
-    let mut stop_rx = pod.stop.subscribe();
-    let mut held_rx = pod.held.subscribe();
-    // Kubelet's per-container restart back-off: `None` until the first restart.
-    let mut backoff: Option<Duration> = None;
-    let mut pull_backoff = inner.config.backoff_initial;
-    let mut last_exit: Option<i32> = None;
     let state_dir = inner.network.state_dir().to_path_buf();
-    let (log_path, previous_log_path) = log_paths(&state_dir, &pod.spec, &name);
-    let mut first = true;
-    loop {
-        if pod.stopping().is_some() {
-            return last_exit;
-        }
-        // A stopped node runs nothing; wait for it (or for the pod to be stopped).
-        if *node_stopped.borrow() {
-            tokio::select! {
-                _ = node_is(&mut node_stopped, false) => {}
-                _ = stop_requested(&mut stop_rx) => return last_exit,
+    let (log_path, previous_log_path) = log_paths(&state_dir, &pod.spec, &container.name);
+    let supervisor = Supervisor {
+        key: pod.spec.key(),
+        stop_rx: pod.stop.subscribe(),
+        held_rx: pod.held.subscribe(),
+        node_stopped,
+        backoff: BackOff::default(),
+        pull_backoff: inner.config.backoff_initial,
+        last_exit: None,
+        log_path,
+        previous_log_path,
+        first: true,
+        inner,
+        pod,
+        container,
+        kind,
+    };
+    supervisor.run().await
+}
+
+/// One container's supervision: the processes, signals and waits that carry out
+/// [`lifecycle`]'s rules.
+struct Supervisor {
+    inner: Arc<Inner>,
+    pod: Arc<Pod>,
+    container: ContainerSpec,
+    kind: ContainerKind,
+    key: String,
+    stop_rx: watch::Receiver<Option<Duration>>,
+    held_rx: watch::Receiver<BTreeSet<String>>,
+    node_stopped: watch::Receiver<bool>,
+    /// Kubelet's per-container restart back-off.
+    backoff: BackOff,
+    pull_backoff: Duration,
+    last_exit: Option<i32>,
+    log_path: PathBuf,
+    previous_log_path: PathBuf,
+    /// No instance has been spawned yet (the log file is not the previous instance's).
+    first: bool,
+}
+
+/// One running container instance.
+struct Instance {
+    child: tokio::process::Child,
+    pid: i32,
+    log_writer: Option<tokio::task::JoinHandle<()>>,
+    started_at: SystemTime,
+    started_instant: Instant,
+    probes: Vec<tokio::task::JoinHandle<()>>,
+    liveness_failed: Arc<Notify>,
+}
+
+impl Supervisor {
+    fn update(&self, change: impl FnOnce(&mut ContainerStatus)) {
+        self.pod
+            .update(&self.inner, self.kind, &self.container.name, change);
+    }
+
+    async fn run(mut self) -> Option<i32> {
+        loop {
+            if self.pod.stopping().is_some() {
+                return self.last_exit;
             }
-            continue;
-        }
-        let Some(entry) = inner.config.catalog.resolve(&container.image).cloned() else {
-            let message = format!(
-                "image {:?} is not in the localkube image catalog (add it to the catalog file)",
-                container.image
-            );
-            tracing::warn!(pod = %key, container = %name, image = %container.image, "unknown image");
-            pod.update(&inner, kind, &name, |c| {
-                c.state = ContainerState::Waiting {
-                    reason: "ErrImagePull".into(),
-                    message: message.clone(),
-                };
-            });
-            tokio::select! {
-                _ = tokio::time::sleep(pull_backoff) => {}
-                _ = stop_requested(&mut stop_rx) => return last_exit,
+            // A stopped node runs nothing; wait for it (or for the pod to be stopped).
+            if *self.node_stopped.borrow() {
+                tokio::select! {
+                    _ = node_is(&mut self.node_stopped, false) => {}
+                    _ = stop_requested(&mut self.stop_rx) => return self.last_exit,
+                }
+                continue;
             }
-            pull_backoff = (pull_backoff * 2).min(inner.config.backoff_max);
-            continue;
-        };
-        let mut env = container_env(&pod, &container, &entry.image_env());
-        let clock = inner
+            let image = &self.container.image;
+            let Some(entry) = self.inner.config.catalog.resolve(image).cloned() else {
+                if !self.image_pull_failed().await {
+                    return self.last_exit;
+                }
+                continue;
+            };
+            let again = match self.start(&entry) {
+                Ok(mut instance) => {
+                    let exit = self.wait(&mut instance).await;
+                    let (exit_code, started) = self.reap(instance, exit).await;
+                    self.after_exit(exit_code, started).await
+                }
+                Err(err) => self.start_failed(err).await,
+            };
+            if !again {
+                return self.last_exit;
+            }
+        }
+    }
+
+    /// The image is not in the catalog: waiting in ErrImagePull, retried after a doubling
+    /// back-off. `false` when the pod was stopped meanwhile.
+    async fn image_pull_failed(&mut self) -> bool {
+        let (key, name, image) = (&self.key, &self.container.name, &self.container.image);
+        let message = format!(
+            "image {image:?} is not in the localkube image catalog (add it to the catalog file)"
+        );
+        tracing::warn!(pod = %key, container = %name, image = %image, "unknown image");
+        self.update(|c| step::image_pull_failed(c, message));
+        tokio::select! {
+            _ = tokio::time::sleep(self.pull_backoff) => {}
+            _ = stop_requested(&mut self.stop_rx) => return false,
+        }
+        let schedule = self.inner.config.back_off_schedule();
+        self.pull_backoff = schedule.doubled(self.pull_backoff);
+        true
+    }
+
+    /// The container could not be started: terminated with StartError, restarted after the
+    /// back-off as its policy allows. `false` when it is done.
+    async fn start_failed(&mut self, err: Error) -> bool {
+        tracing::warn!(pod = %self.key, container = %self.container.name, error = %err, "container failed to start");
+        let now = SystemTime::now();
+        self.update(|c| step::start_failed(c, now));
+        self.last_exit = Some(START_ERROR_EXIT_CODE);
+        let policy = self.pod.spec.restart_policy;
+        lifecycle::restart_allowed(self.kind, policy, START_ERROR_EXIT_CODE)
+            && self.back_off().await
+    }
+
+    /// The environment (image's, then the container's, then a fake clock's) and the argv
+    /// with `$(VAR)` expanded in command and args.
+    fn argv_and_env(&self, entry: &CatalogEntry) -> (Vec<String>, Vec<(String, String)>) {
+        let container = &self.container;
+        let mut env = container_env(&self.pod, container, &entry.image_env());
+        let clock = self
+            .inner
             .config
             .clock_faults
-            .env_for(&key, &container.name, &env);
+            .env_for(&self.key, &container.name, &env);
         env.extend(clock);
         let lookup = |var: &str| {
             env.iter()
@@ -989,252 +1022,181 @@ async fn supervise(
                 .find(|(k, _)| k == var)
                 .map(|(_, v)| v.clone())
         };
-        let command: Vec<String> = container
-            .command
-            .iter()
-            .map(|s| volumes::expand(s, &lookup))
-            .collect();
-        let args: Vec<String> = container
-            .args
-            .iter()
-            .map(|s| volumes::expand(s, &lookup))
-            .collect();
-        let argv = container_argv(&entry, &command, &args);
+        let expand = |list: &[String]| -> Vec<String> {
+            list.iter().map(|s| volumes::expand(s, &lookup)).collect()
+        };
+        let argv = container_argv(entry, &expand(&container.command), &expand(&container.args));
+        (argv, env)
+    }
+
+    /// Spawns an instance, makes it reachable (pid, attach) and starts its probes.
+    fn start(&mut self, entry: &CatalogEntry) -> Result<Instance> {
+        let (argv, env) = self.argv_and_env(entry);
         let (tap, _) = broadcast::channel(ATTACH_LINES);
         let spawned = spawn_instance(
-            &inner,
-            &pod,
-            &container,
-            &entry,
+            &self.inner,
+            &self.pod,
+            &self.container,
+            entry,
             argv,
             env.clone(),
-            &log_path,
-            &previous_log_path,
-            first,
+            &self.log_path,
+            &self.previous_log_path,
+            self.first,
             tap.clone(),
         );
-        first = false;
-        let (mut child, log_writer) = match spawned {
-            Ok(spawned) => spawned,
-            Err(err) => {
-                tracing::warn!(pod = %key, container = %name, error = %err, "container failed to start");
-                let now = SystemTime::now();
-                pod.update(&inner, kind, &name, |c| {
-                    c.state = ContainerState::Terminated {
-                        exit_code: 128,
-                        signal: None,
-                        reason: "StartError".into(),
-                        started_at: now,
-                        finished_at: now,
-                    };
-                });
-                last_exit = Some(128);
-                if !restart_allowed(kind, pod.spec.restart_policy, 128) {
-                    return last_exit;
-                }
-                if !back_off(&inner, &pod, kind, &name, &mut backoff, &mut stop_rx).await {
-                    return last_exit;
-                }
-                continue;
-            }
-        };
+        self.first = false;
+        let (mut child, log_writer) = spawned?;
+        let (key, name) = (&self.key, &self.container.name);
         let pid = child.id().map_or(0, |p| p as i32);
-        if let Err(err) = inner.network.state().record_process(pid) {
+        if let Err(err) = self.inner.network.state().record_process(pid) {
             tracing::warn!(pod = %key, container = %name, pid, error = %err, "could not record process");
         }
-        lock(&pod.pids).insert(name.clone(), pid);
+        lock(&self.pod.pids).insert(name.clone(), pid);
         let stdin = child
             .stdin
             .take()
             .map(|w| Arc::new(tokio::sync::Mutex::new(Some(w))));
-        lock(&pod.attach_points).insert(
-            name.clone(),
-            AttachPoint {
-                output: tap,
-                stdin,
-                stdin_once: container.stdin_once,
-            },
-        );
+        let point = AttachPoint {
+            output: tap,
+            stdin,
+            stdin_once: self.container.stdin_once,
+        };
+        lock(&self.pod.attach_points).insert(name.clone(), point);
         let started_at = SystemTime::now();
         let started_instant = Instant::now();
         tracing::info!(pod = %key, container = %name, pid, "container started");
-        pod.update(&inner, kind, &name, |c| {
-            c.state = ContainerState::Running { started_at };
-            // Kubelet: `started` (and readiness without a probe) once the startup probe,
-            // if any, succeeded; the probe task sets them.
-            c.started = kind == Kind::Init;
-            c.pid = Some(pid);
-            c.ready = false;
-        });
+        let kind = self.kind;
+        self.update(|c| step::running(c, kind, started_at, pid));
         let liveness_failed = Arc::new(Notify::new());
         let probes = start_probes(
-            &inner,
-            &pod,
-            &container,
-            kind,
+            &self.inner,
+            &self.pod,
+            &self.container,
+            self.kind,
             pid,
             env,
             liveness_failed.clone(),
         );
+        Ok(Instance {
+            child,
+            pid,
+            log_writer,
+            started_at,
+            started_instant,
+            probes,
+            liveness_failed,
+        })
+    }
 
-        let exit = tokio::select! {
+    /// Waits until the instance exits, or ends it: SIGTERM then SIGKILL after the grace
+    /// period when the pod stops or a liveness or startup probe fails, SIGKILL when its
+    /// node loses power.
+    async fn wait(&mut self, instance: &mut Instance) -> Exit {
+        let (pid, child) = (instance.pid, &mut instance.child);
+        tokio::select! {
             status = child.wait() => match status { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed },
-            _ = stop_requested(&mut stop_rx) => {
-                let grace = pod.stopping().unwrap_or_default();
-                terminate(pid, grace, &mut child).await
+            _ = stop_requested(&mut self.stop_rx) => {
+                let grace = self.pod.stopping().unwrap_or_default();
+                terminate(pid, grace, child).await
             }
-            _ = node_is(&mut node_stopped, true) => {
+            _ = node_is(&mut self.node_stopped, true) => {
                 let _ = signal_container_group(pid, Signal::SIGKILL);
                 match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed }
             }
-            _ = liveness_failed.notified() => {
-                tracing::info!(pod = %key, container = %name, "liveness or startup probe failed, killing container");
-                terminate(pid, pod.spec.termination_grace_period, &mut child).await
+            _ = instance.liveness_failed.notified() => {
+                tracing::info!(pod = %self.key, container = %self.container.name, "liveness or startup probe failed, killing container");
+                terminate(pid, self.pod.spec.termination_grace_period, child).await
             }
-        };
-        for probe in probes {
+        }
+    }
+
+    /// Clears up after an instance that ended and reports its termination. Returns its exit
+    /// code and when it started.
+    async fn reap(&mut self, instance: Instance, exit: Exit) -> (i32, Instant) {
+        let (key, name, pid) = (&self.key, &self.container.name, instance.pid);
+        for probe in instance.probes {
             probe.abort();
         }
         // The container's process group goes with its main process (as a cgroup would). Only
         // the group: the main process is reaped, and its pid may already be another's.
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        lock(&pod.pids).remove(&name);
+        lock(&self.pod.pids).remove(name);
         // As kubelet: the container is reported terminated only once its output is in the
         // log, so `kubectl logs` right after termination shows the last lines. Bounded: a
         // daemon that escaped the process group may hold the pipes open.
-        if let Some(writer) = log_writer {
+        if let Some(writer) = instance.log_writer {
             let _ = tokio::time::timeout(LOG_DRAIN_TIMEOUT, writer).await;
         }
         // The last sender of the output tap: attach sessions see the end after the output.
-        lock(&pod.attach_points).remove(&name);
+        lock(&self.pod.attach_points).remove(name);
         let finished_at = SystemTime::now();
-        let (exit_code, signal) = match exit {
-            Exit::Exited(status) => match (status.code(), status.signal()) {
-                (Some(code), _) => (code, None),
-                (None, Some(sig)) => (128 + sig, Some(sig)),
-                (None, None) => (255, None),
-            },
-            Exit::WaitFailed => (255, None),
-        };
-        last_exit = Some(exit_code);
+        let (exit_code, signal) = exit.code_and_signal();
+        self.last_exit = Some(exit_code);
         tracing::info!(pod = %key, container = %name, pid, exit_code, "container terminated");
-        pod.update(&inner, kind, &name, |c| {
-            c.state = ContainerState::Terminated {
-                exit_code,
-                signal,
-                reason: if exit_code == 0 {
-                    "Completed".into()
-                } else {
-                    "Error".into()
-                },
-                started_at,
-                finished_at,
-            };
-            c.ready = false;
-            c.pid = None;
-        });
-        if pod.stopping().is_some() {
-            return last_exit;
-        }
-        if held_rx.borrow().contains(&name) {
-            // Killed and kept down by a fault: held back as in CrashLoopBackOff until released.
-            if !restart_allowed(kind, pod.spec.restart_policy, exit_code) {
-                return last_exit;
-            }
-            pod.update(&inner, kind, &name, |c| {
-                c.last_state = Some(c.state.clone());
-                c.state = ContainerState::Waiting {
-                    reason: "CrashLoopBackOff".into(),
-                    message: format!(
-                        "kept down by a localkube fault until healed: restarting failed container={name} pod={}",
-                        pod.spec.name
-                    ),
-                };
-                c.started = false;
-            });
-            tokio::select! {
-                _ = held_rx.wait_for(|held| !held.contains(&name)) => {}
-                _ = stop_requested(&mut stop_rx) => return last_exit,
-            }
-            tracing::info!(pod = %key, container = %name, "container released, restarting");
-            pod.update(&inner, kind, &name, |c| c.restart_count += 1);
-            continue;
-        }
-        if *node_stopped.borrow() {
-            // Power cut: restart (per policy) once the node is back, without back-off.
-            if !restart_allowed(kind, pod.spec.restart_policy, exit_code) {
-                return last_exit;
-            }
-            pod.update(&inner, kind, &name, |c| {
-                c.last_state = Some(c.state.clone());
-                c.restart_count += 1;
-            });
-            continue;
-        }
-        if kind == Kind::Init && exit_code == 0 {
-            return last_exit;
-        }
-        if !restart_allowed(kind, pod.spec.restart_policy, exit_code) {
-            return last_exit;
-        }
-        if started_instant.elapsed() >= inner.config.backoff_reset_after {
-            backoff = None;
-        }
-        if !back_off(&inner, &pod, kind, &name, &mut backoff, &mut stop_rx).await {
-            return last_exit;
-        }
+        let started_at = instance.started_at;
+        self.update(|c| step::terminated(c, (exit_code, signal), started_at, finished_at));
+        (exit_code, instance.started_instant)
     }
-}
 
-fn restart_allowed(kind: Kind, policy: RestartPolicy, exit_code: i32) -> bool {
-    match (kind, policy) {
-        (Kind::Init, RestartPolicy::Never) => false,
-        (Kind::Init, _) => exit_code != 0,
-        (Kind::Regular, RestartPolicy::Always) => true,
-        (Kind::Regular, RestartPolicy::OnFailure) => exit_code != 0,
-        (Kind::Regular, RestartPolicy::Never) => false,
-    }
-}
-
-/// Kubelet's restart back-off (`doBackOff`): without a back-off entry (`None`: the first
-/// restart, or the container ran `backoff_reset_after`) the container restarts at once and
-/// the back-off starts at `backoff_initial`; otherwise it waits the back-off in
-/// CrashLoopBackOff, which then doubles up to `backoff_max`. `false` when the pod was
-/// stopped meanwhile.
-async fn back_off(
-    inner: &Inner,
-    pod: &Pod,
-    kind: Kind,
-    name: &str,
-    backoff: &mut Option<Duration>,
-    stop_rx: &mut watch::Receiver<Option<Duration>>,
-) -> bool {
-    let Some(wait) = *backoff else {
-        *backoff = Some(inner.config.backoff_initial);
-        pod.update(inner, kind, name, |c| {
-            c.last_state = Some(c.state.clone());
-            c.restart_count += 1;
-        });
-        return true;
-    };
-    let message = format!(
-        "back-off {wait:?} restarting failed container={name} pod={}",
-        pod.spec.name
-    );
-    pod.update(inner, kind, name, |c| {
-        c.last_state = Some(c.state.clone());
-        c.state = ContainerState::Waiting {
-            reason: "CrashLoopBackOff".into(),
-            message,
+    /// Carries out [`lifecycle::after_exit`]; `false` when the container is done.
+    async fn after_exit(&mut self, exit_code: i32, started: Instant) -> bool {
+        let exited = Exited {
+            exit_code,
+            pod_stopping: self.pod.stopping().is_some(),
+            held: self.held_rx.borrow().contains(&self.container.name),
+            node_stopped: *self.node_stopped.borrow(),
         };
-    });
-    *backoff = Some((wait * 2).min(inner.config.backoff_max));
-    tokio::select! {
-        _ = tokio::time::sleep(wait) => {
-            pod.update(inner, kind, name, |c| c.restart_count += 1);
-            true
+        match lifecycle::after_exit(self.kind, self.pod.spec.restart_policy, exited) {
+            AfterExit::Finish => false,
+            AfterExit::HoldUntilReleased => self.hold().await,
+            AfterExit::RestartWhenPowered => {
+                self.update(step::restarting_now);
+                true
+            }
+            AfterExit::RestartAfterBackOff => {
+                let schedule = self.inner.config.back_off_schedule();
+                self.backoff.instance_ran(started.elapsed(), &schedule);
+                self.back_off().await
+            }
         }
-        _ = stop_requested(stop_rx) => false,
+    }
+
+    /// Killed and kept down by a fault: held back as in CrashLoopBackOff until released.
+    /// `false` when the pod was stopped meanwhile.
+    async fn hold(&mut self) -> bool {
+        let pod_name = &self.pod.spec.name;
+        self.update(|c| step::held_down(c, pod_name));
+        let name = &self.container.name;
+        tokio::select! {
+            _ = self.held_rx.wait_for(|held| !held.contains(name)) => {}
+            _ = stop_requested(&mut self.stop_rx) => return false,
+        }
+        tracing::info!(pod = %self.key, container = %name, "container released, restarting");
+        self.update(step::restarting_after_wait);
+        true
+    }
+
+    /// Restarts after kubelet's back-off ([`BackOff::next_restart`]): at once, or after
+    /// waiting in CrashLoopBackOff. `false` when the pod was stopped meanwhile.
+    async fn back_off(&mut self) -> bool {
+        let schedule = self.inner.config.back_off_schedule();
+        let wait = match self.backoff.next_restart(&schedule) {
+            RestartDelay::Now => {
+                self.update(step::restarting_now);
+                return true;
+            }
+            RestartDelay::After(wait) => wait,
+        };
+        let pod_name = &self.pod.spec.name;
+        self.update(|c| step::backing_off(c, wait, pod_name));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {
+                self.update(step::restarting_after_wait);
+                true
+            }
+            _ = stop_requested(&mut self.stop_rx) => false,
+        }
     }
 }
 
@@ -1398,20 +1360,12 @@ fn spawn_instance(
     Ok((child, log_writer))
 }
 
-/// What one probe loop does with its results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ProbeRole {
-    Startup,
-    Readiness,
-    Liveness,
-}
-
 /// Everything a probe loop of one container instance needs.
 struct ProbeContext {
     inner: Arc<Inner>,
     pod: Arc<Pod>,
     name: String,
-    kind: Kind,
+    kind: ContainerKind,
     pid: i32,
     ports: Vec<super::spec::ContainerPort>,
     env: Vec<(String, String)>,
@@ -1435,7 +1389,7 @@ impl ProbeContext {
     /// Readiness never returns (it flips the ready flag).
     async fn run(&self, probe: &super::spec::Probe, role: ProbeRole) -> bool {
         tokio::time::sleep(probe.initial_delay).await;
-        let (mut successes, mut failures) = (0u32, 0u32);
+        let mut tally = ProbeTally::default();
         loop {
             let target = ProbeTarget {
                 pod_ip: self.pod.sandbox.ip,
@@ -1446,21 +1400,10 @@ impl ProbeContext {
                 scratch: &self.scratch,
             };
             let ok = probe_once(&probe.handler, &target, probe.timeout).await;
-            if ok {
-                successes += 1;
-                failures = 0;
-            } else {
-                failures += 1;
-                successes = 0;
-            }
-            let succeeded = ok && successes >= probe.success_threshold.max(1);
-            let failed = !ok && failures >= probe.failure_threshold.max(1);
-            match role {
-                ProbeRole::Startup if succeeded => return true,
-                ProbeRole::Startup | ProbeRole::Liveness if failed => return false,
-                ProbeRole::Readiness if succeeded => self.set(|c| c.ready = true),
-                ProbeRole::Readiness if failed => self.set(|c| c.ready = false),
-                ProbeRole::Startup | ProbeRole::Readiness | ProbeRole::Liveness => {}
+            match tally.record(ok, probe, role) {
+                ProbeStep::Done(decided) => return decided,
+                ProbeStep::SetReady(ready) => self.set(|c| c.ready = ready),
+                ProbeStep::Continue => {}
             }
             tokio::time::sleep(probe.period).await;
         }
@@ -1476,12 +1419,12 @@ fn start_probes(
     inner: &Arc<Inner>,
     pod: &Arc<Pod>,
     container: &ContainerSpec,
-    kind: Kind,
+    kind: ContainerKind,
     pid: i32,
     env: Vec<(String, String)>,
     liveness_failed: Arc<Notify>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    if kind == Kind::Init {
+    if kind == ContainerKind::Init {
         return Vec::new();
     }
     let context = ProbeContext {
@@ -1508,10 +1451,7 @@ fn start_probes(
                 return;
             }
         }
-        context.set(|c| {
-            c.started = true;
-            c.ready = readiness.is_none();
-        });
+        context.set(|c| step::probe_started(c, readiness.is_some()));
         let ready_loop = async {
             if let Some(probe) = &readiness {
                 context.run(probe, ProbeRole::Readiness).await;
