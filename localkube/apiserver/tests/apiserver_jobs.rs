@@ -40,7 +40,7 @@ async fn job_pods(client: &Client, ns: &str, job: &str) -> Vec<Pod> {
 /// Finishes a pod as the kubelet would: phase and a terminated container.
 async fn finish(client: &Client, ns: &str, pod: &str, phase: &str, exit_code: i32) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let now = localkube_apiserver::meta::now();
     let status = json!({"status": {"phase": phase, "containerStatuses": [{"name": "main", "image": "busybox:1.36", "imageID": "",
         "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": exit_code, "startedAt": now, "finishedAt": now}}}]}});
     pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))

@@ -7,6 +7,7 @@
 mod apiserver_support;
 
 use apiserver_support::{reason, start, TestCluster};
+use jiff::SignedDuration;
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -136,10 +137,10 @@ async fn admin_kubeconfig_authenticates_with_its_client_certificate() {
 #[tokio::test]
 async fn foreign_and_expired_certificates_are_unauthorized() {
     let tc = start().await;
-    let now = chrono::Utc::now();
+    let now = jiff::Timestamp::now();
     let valid = (
-        now - chrono::Duration::hours(1),
-        now + chrono::Duration::hours(1),
+        now - SignedDuration::from_hours(1),
+        now + SignedDuration::from_hours(1),
     );
     let other_dir = tempfile::tempdir().expect("tempdir");
     let (other_ca, other_key, _) = tls::load_ca(other_dir.path()).expect("another CA");
@@ -163,8 +164,8 @@ async fn foreign_and_expired_certificates_are_unauthorized() {
 
     let (ca, ca_key, _) = tls::load_ca(tc.dir.path()).expect("cluster CA");
     let expired = (
-        now - chrono::Duration::days(2),
-        now - chrono::Duration::days(1),
+        now - SignedDuration::from_hours(48),
+        now - SignedDuration::from_hours(24),
     );
     let (cert, key) = tls::issue_client_cert(&ca, &ca_key, "admin", &["system:masters"], expired)
         .expect("expired certificate");
@@ -182,10 +183,10 @@ async fn foreign_and_expired_certificates_are_unauthorized() {
 #[tokio::test]
 async fn rbac_sees_the_certificate_user_and_groups() {
     let tc = start().await;
-    let now = chrono::Utc::now();
+    let now = jiff::Timestamp::now();
     let valid = (
-        now - chrono::Duration::hours(1),
-        now + chrono::Duration::hours(1),
+        now - SignedDuration::from_hours(1),
+        now + SignedDuration::from_hours(1),
     );
     let (ca, ca_key, _) = tls::load_ca(tc.dir.path()).expect("cluster CA");
     let (cert, key) =
@@ -287,10 +288,10 @@ async fn service_account_token_kubeconfigs_still_work() {
 #[tokio::test]
 async fn a_certificate_expiring_on_an_open_connection_stops_authenticating() {
     let tc = start().await;
-    let now = chrono::Utc::now();
+    let now = jiff::Timestamp::now();
     let short = (
-        now - chrono::Duration::hours(1),
-        now + chrono::Duration::seconds(3),
+        now - SignedDuration::from_hours(1),
+        now + SignedDuration::from_secs(3),
     );
     let (ca, ca_key, _) = tls::load_ca(tc.dir.path()).expect("cluster CA");
     let (cert, key) = tls::issue_client_cert(&ca, &ca_key, "admin", &["system:masters"], short)
