@@ -1,8 +1,6 @@
 //! Shared setup of the API server tests: a localkube on an ephemeral loopback port in a
 //! temp state dir, and kube-rs clients for it.
 
-#![allow(dead_code)]
-
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use localkube_apiserver::{Config as LkConfig, LocalKube};

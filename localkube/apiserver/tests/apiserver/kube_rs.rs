@@ -1,8 +1,6 @@
 //! kube-rs against localkube: every trap of `localkube.md` that kube-rs relies on.
 
-mod apiserver_support;
-
-use apiserver_support::{eventually, reason, start, start_with, token_client};
+use crate::support::{eventually, reason, start, start_with, token_client};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{
@@ -1601,12 +1599,12 @@ async fn noexecute_taint_evicts_untolerating_pods_now_and_tolerating_pods_after_
 
 #[tokio::test]
 async fn objects_survive_a_restart_of_the_same_state_dir() {
-    apiserver_support::crypto();
+    crate::support::crypto();
     let dir = tempfile::tempdir().expect("tempdir");
     let lk = localkube_apiserver::LocalKube::start(localkube_apiserver::Config::new(dir.path()))
         .await
         .expect("start");
-    let client = apiserver_support::admin_client(&lk).await;
+    let client = crate::support::admin_client(&lk).await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let before = cms
         .create(&PostParams::default(), &cm("keep", json!({})))
@@ -1616,7 +1614,7 @@ async fn objects_survive_a_restart_of_the_same_state_dir() {
     let lk = localkube_apiserver::LocalKube::start(localkube_apiserver::Config::new(dir.path()))
         .await
         .expect("restart");
-    let client = apiserver_support::admin_client(&lk).await;
+    let client = crate::support::admin_client(&lk).await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let after = cms.get("keep").await.expect("kept");
     assert_eq!(after.metadata.uid, before.metadata.uid);

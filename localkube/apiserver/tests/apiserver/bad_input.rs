@@ -1,9 +1,7 @@
 //! Bad input gets a proper Status error (trap 4 reasons), never a panic or a hang: each
 //! malformed request below, then the server still answers.
 
-mod apiserver_support;
-
-use apiserver_support::start;
+use crate::support::start;
 use axum::http::{Method, Request};
 use kube::Client;
 use std::time::Duration;

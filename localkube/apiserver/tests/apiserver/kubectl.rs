@@ -1,9 +1,7 @@
 //! Real `kubectl` 1.32 against localkube: the commands an operator on call and the harness
 //! use, each with an isolated `--cache-dir`.
 
-mod apiserver_support;
-
-use apiserver_support::{start, start_with};
+use crate::support::{start, start_with};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -1,9 +1,7 @@
 //! Verbs and subresources beyond the traps: pagination, dry run, deletecollection, orphan
 //! propagation, eviction, pod logs, list-map apply on custom resources, namespace deletion.
 
-mod apiserver_support;
-
-use apiserver_support::{eventually, reason, start};
+use crate::support::{eventually, reason, start};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{

@@ -1,9 +1,7 @@
 //! Performance figures (printed, not asserted as timings): time from start to a ready
 //! API, create+get latency percentiles, and one update fanned out to 1,000 watchers. The
 //! assertions are about correctness: every watcher receives the update.
-//! Run with `cargo test -p localkube-apiserver --test apiserver_bench -- --nocapture`.
-
-mod apiserver_support;
+//! Run with `cargo test -p localkube-apiserver --release --test apiserver bench:: -- --nocapture`.
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -20,13 +18,13 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_startup_create_get_and_watch_fan_out() {
-    apiserver_support::crypto();
+    crate::support::crypto();
     let dir = tempfile::tempdir().expect("tempdir");
     let t0 = Instant::now();
     let lk = localkube_apiserver::LocalKube::start(localkube_apiserver::Config::new(dir.path()))
         .await
         .expect("start");
-    let client = apiserver_support::admin_client(&lk).await;
+    let client = crate::support::admin_client(&lk).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     cms.list(&Default::default()).await.expect("first list");
     let ready = t0.elapsed();

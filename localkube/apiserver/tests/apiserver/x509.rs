@@ -4,9 +4,7 @@
 //! and O as user and groups, certificates of another CA or expired ones are 401, and
 //! ServiceAccount token kubeconfigs still work.
 
-mod apiserver_support;
-
-use apiserver_support::{reason, start, TestCluster};
+use crate::support::{reason, start, TestCluster};
 use jiff::SignedDuration;
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};

@@ -1,9 +1,7 @@
 //! Issue 14 item 6: `batch/v1` Jobs through kube-rs and kubectl (no node agent: the tests
 //! finish the Job's pods by writing their status, as a kubelet would).
 
-mod apiserver_support;
-
-use apiserver_support::{eventually, reason, start};
+use crate::support::{eventually, reason, start};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
