@@ -3,6 +3,7 @@
 //! cluster, `down` stops it and leaves no network namespace behind (localkube node-agent
 //! issue; needs root).
 
+use crate::support::netns_with;
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
 use std::path::Path;
@@ -52,20 +53,6 @@ fn kubectl(dir: &Path, args: &[&str]) -> Result<String> {
         bail!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn netns_with(prefix: &str) -> Vec<String> {
-    Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| l.starts_with(prefix))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The A records of `name` from the DNS server at `ip:port`.

@@ -1,10 +1,8 @@
 //! Taint eviction with real processes, and faults through `localkube fault` (partition,
 //! heal, kill) against a running cluster (localkube node-agent issue; needs root).
 
-mod kubelet_support;
-
+use crate::support::{name, ready, TestCluster};
 use anyhow::{bail, ensure, Result};
-use kubelet_support::{name, ready, TestCluster};
 use std::time::{Duration, Instant};
 
 const PODS: &str = r#"
@@ -85,10 +83,7 @@ async fn taint_evicts_and_faults_partition_heal_kill() -> Result<()> {
     let result = scenario(&c).await;
     c.stop().await?;
     result?;
-    let left: Vec<String> = kubelet_support::netns_list()
-        .into_iter()
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
+    let left = crate::support::netns_with(&prefix);
     ensure!(left.is_empty(), "netns left behind: {left:?}");
     Ok(())
 }
@@ -242,10 +237,7 @@ async fn kill_keep_down_holds_the_container_until_healed_or_revived() -> Result<
     let result = keep_down_scenario(&c).await;
     c.stop().await?;
     result?;
-    let left: Vec<String> = kubelet_support::netns_list()
-        .into_iter()
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
+    let left = crate::support::netns_with(&prefix);
     ensure!(left.is_empty(), "netns left behind: {left:?}");
     Ok(())
 }

@@ -2,80 +2,39 @@
 //! through ClusterIP + proxy + DNS, `down` leaves nothing behind (needs root).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use localkube::node::dns::EndpointRecord;
 use localkube::node::service_wiring::{ServicePortSpec, ServiceSpec};
-use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, NodeAgent, PodSpec, RestartPolicy,
-    RuntimeConfig,
-};
+use localkube::node::{ContainerState, NodeAgent, PodSpec};
 
-struct ClusterGuard {
-    dir: PathBuf,
-}
+use crate::support::node::{exec_in, greeting_server, is_root, shell, ClusterGuard};
 
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if let Err(err) = cleanup(&self.dir) {
-            eprintln!("cleanup of {} failed: {err}", self.dir.display());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
+/// A pod `app/<name>` of one busybox shell, 1 s grace.
 fn pod(name: &str, node: &str, script: &str) -> PodSpec {
     PodSpec {
         namespace: "app".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        node_name: node.into(),
-        hostname: name.into(),
-        subdomain: None,
-        restart_policy: RestartPolicy::Always,
         termination_grace_period: Duration::from_secs(1),
-        init_containers: vec![],
-        containers: vec![ContainerSpec {
-            name: "main".into(),
-            image: "busybox:1.36".into(),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            ..ContainerSpec::default()
-        }],
-        volumes: vec![],
-        fs_group: None,
+        ..crate::support::node::pod(name, node, vec![shell("main", script)])
     }
 }
 
 async fn agent(guard: &ClusterGuard) -> NodeAgent {
-    let mut config = RuntimeConfig::new(&guard.dir, &default_bin_dir());
-    config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
-    NodeAgent::up(config, &["iad", "pdx"]).await.unwrap()
+    NodeAgent::up(guard.config(), &["iad", "pdx"])
+        .await
+        .unwrap()
 }
-
-const SERVER: &str = "exec python3 -c '
-import socket, os
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((\"0.0.0.0\", 8080)); s.listen(16)
-while True:
-    c, a = s.accept(); c.sendall((os.environ[\"CLUSTER\"] + \"\\n\").encode()); c.close()
-'";
 
 // localkube.md: two clusters (two tests) run side by side with their own names and ranges;
 // a pod reaches a Service by name; `down` removes every namespace, veth, bridge and process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_side_by_side_with_services() {
-    if !nix::unistd::geteuid().is_root() {
+    if !is_root() {
         return;
     }
     let guards: Vec<ClusterGuard> = ["one", "two"]
         .iter()
-        .map(|name| {
-            let dir =
-                std::env::temp_dir().join(format!("lk-node-agent-{name}-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            ClusterGuard { dir }
-        })
+        .map(|name| ClusterGuard::new(&format!("agent-{name}")))
         .collect();
     let mut agents = Vec::new();
     for guard in &guards {
@@ -92,7 +51,7 @@ async fn two_clusters_side_by_side_with_services() {
     assert_ne!(agents[0].dns_addr(), agents[1].dns_addr());
 
     for (i, agent) in agents.iter().enumerate() {
-        let mut server = pod("server", "iad", SERVER);
+        let mut server = pod("server", "iad", &greeting_server("os.environ[\"CLUSTER\"]"));
         server.containers[0].env = vec![localkube::node::EnvVar::literal(
             "CLUSTER",
             format!("cluster-{i}"),
@@ -146,15 +105,14 @@ for attempt in range(50):
                 .await
                 .unwrap();
         }
-        let argv: Vec<String> = ["python3", "-c", script]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let out = agent
-            .runtime
-            .exec_in_container("app/client", "main", &argv, Duration::from_secs(20))
-            .await
-            .unwrap();
+        let out = exec_in(
+            &agent.runtime,
+            "app/client",
+            "main",
+            &["python3", "-c", script],
+            Duration::from_secs(20),
+        )
+        .await;
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
             format!("cluster-{i}"),

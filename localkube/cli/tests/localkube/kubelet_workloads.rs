@@ -2,10 +2,8 @@
 //! processes, report status, scale 2 -> 0 -> 2, serve `kubectl logs`, reach each other
 //! through Service DNS names and the proxy, and talk to the API in-cluster (needs root).
 
-mod kubelet_support;
-
+use crate::support::{name, ready, TestCluster};
 use anyhow::{ensure, Result};
-use kubelet_support::{name, ready, TestCluster};
 use std::time::Duration;
 
 const WEB: &str = r#"

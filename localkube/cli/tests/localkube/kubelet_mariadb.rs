@@ -2,10 +2,8 @@
 //! replication configured through Service DNS names; measures `up` to one Ready MariaDB pod
 //! per node (localkube node-agent issue; needs root and Debian's mariadb-server).
 
-mod kubelet_support;
-
+use crate::support::{ready, TestCluster};
 use anyhow::{ensure, Result};
-use kubelet_support::{ready, TestCluster};
 use std::time::{Duration, Instant};
 
 const SITES: [&str; 3] = ["iad", "pdx", "reader"];

@@ -2,10 +2,8 @@
 //! events, and a stopped external-dns keeps serving the old answer; unknown images are
 //! ErrImagePull (localkube node-agent issue; needs root).
 
-mod kubelet_support;
-
+use crate::support::{ready, TestCluster};
 use anyhow::{bail, ensure, Result};
-use kubelet_support::{ready, TestCluster};
 use std::time::{Duration, Instant};
 
 const CRD: &str = r#"

@@ -1,5 +1,8 @@
-//! A localkube with the kubelet (needs root), driven through the real `kubectl`.
-#![allow(dead_code)]
+//! The scaffolding the end-to-end tests share: [`TestCluster`], a localkube with the kubelet
+//! (needs root) driven through the real `kubectl` and kube-rs, for the `kubelet_*` tests;
+//! [`node`], the node agent alone, for the `node_*` tests.
+
+pub mod node;
 
 use anyhow::{bail, Context, Result};
 use localkube::apiserver::{Config, LocalKube};
@@ -194,8 +197,9 @@ pub fn name(p: &Value) -> String {
         .to_string()
 }
 
-/// Netns names on this machine.
-pub fn netns_list() -> Vec<String> {
+/// The names of this machine's network namespaces that start with `prefix` (a cluster's
+/// `ClusterNaming::prefix_for`: what it leaves behind).
+pub fn netns_with(prefix: &str) -> Vec<String> {
     std::process::Command::new("ip")
         .args(["netns", "list"])
         .output()
@@ -203,6 +207,7 @@ pub fn netns_list() -> Vec<String> {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+                .filter(|name| name.starts_with(prefix))
                 .collect()
         })
         .unwrap_or_default()

@@ -1,87 +1,27 @@
 //! localkube node agent end-to-end: pods as processes in their own namespaces (needs root;
 //! without root the tests check the one-sentence refusal instead).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase,
-    PodRuntime, PodSpec, RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource,
-    VolumeSpec,
+    cleanup, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase, PodRuntime, RestartPolicy,
+    RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };
 
-/// Each test's own state dir; cleanup on drop (also when the test panics).
-struct ClusterGuard {
-    dir: PathBuf,
-}
+use crate::support::node::{exec_in, is_root, pod, running, shell, ClusterGuard};
 
-impl ClusterGuard {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("lk-node-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self { dir }
-    }
-
-    fn config(&self) -> RuntimeConfig {
-        let mut config = RuntimeConfig::new(&self.dir, &default_bin_dir());
-        config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
-        config.backoff_initial = Duration::from_millis(200);
-        config.backoff_max = Duration::from_secs(1);
-        config
-    }
-}
-
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if let Err(err) = cleanup(&self.dir) {
-            eprintln!("cleanup of {} failed: {err}", self.dir.display());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The runtime's config for these tests: restart back-off from 200 ms to 1 s.
+fn config(guard: &ClusterGuard) -> RuntimeConfig {
+    let mut config = guard.config();
+    config.backoff_initial = Duration::from_millis(200);
+    config.backoff_max = Duration::from_secs(1);
+    config
 }
 
 /// The container log as `kubectl logs` prints it.
 fn kubectl_logs(path: &std::path::Path) -> String {
     localkube::node::cri_logs::read(path, &localkube::node::cri_logs::LogOptions::default())
         .unwrap()
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-fn pod(name: &str, node: &str, containers: Vec<ContainerSpec>) -> PodSpec {
-    PodSpec {
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        node_name: node.into(),
-        hostname: name.into(),
-        subdomain: None,
-        restart_policy: RestartPolicy::Always,
-        termination_grace_period: Duration::from_secs(2),
-        init_containers: vec![],
-        containers,
-        volumes: vec![],
-        fs_group: None,
-    }
-}
-
-fn shell(name: &str, script: &str) -> ContainerSpec {
-    ContainerSpec {
-        name: name.into(),
-        image: "busybox:1.36".into(),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        ..ContainerSpec::default()
-    }
-}
-
-fn running(status: &localkube::node::PodStatus) -> bool {
-    status
-        .container_statuses
-        .iter()
-        .all(|c| matches!(c.state, ContainerState::Running { .. }))
 }
 
 // localkube.md Node agent: without root, starting fails with one sentence naming kind.
@@ -91,7 +31,7 @@ fn without_root_start_names_the_kind_backend() {
         return;
     }
     let guard = ClusterGuard::new("noroot");
-    let err = PodRuntime::new(guard.config()).unwrap_err().to_string();
+    let err = PodRuntime::new(config(&guard)).unwrap_err().to_string();
     assert!(err.contains("kind backend"), "{err}");
 }
 
@@ -104,7 +44,7 @@ async fn two_pods_on_two_nodes_talk_tcp() {
         return;
     }
     let guard = ClusterGuard::new("tcp");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     runtime.register_node("pdx").unwrap();
     let server_script = "exec python3 -c '
@@ -206,14 +146,14 @@ while True:
             }],
         )
         .unwrap();
-    let cat: Vec<String> = ["cat", "/etc/demo/greeting"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let out = runtime
-        .exec_in_container("default/server", "server", &cat, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let out = exec_in(
+        &runtime,
+        "default/server",
+        "server",
+        &["cat", "/etc/demo/greeting"],
+        Duration::from_secs(5),
+    )
+    .await;
     assert_eq!(String::from_utf8_lossy(&out.stdout), "updated");
     // Nothing was created on the host for the mount paths.
     assert!(!std::path::Path::new("/etc/demo").exists());
@@ -236,7 +176,7 @@ async fn restart_policy_backoff_and_unknown_image() {
         return;
     }
     let guard = ClusterGuard::new("restart");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let crasher = pod(
         "crasher",
@@ -330,7 +270,7 @@ async fn first_restart_is_immediate_then_backoff_doubles_to_the_cap() {
         return;
     }
     let guard = ClusterGuard::new("backoff");
-    let mut config = guard.config();
+    let mut config = config(&guard);
     config.backoff_initial = Duration::from_millis(300);
     config.backoff_max = Duration::from_millis(1200);
     let runtime = PodRuntime::new(config).unwrap();
@@ -355,7 +295,7 @@ async fn kubelet_backoff_first_restart_at_once_then_ten_seconds() {
         return;
     }
     let guard = ClusterGuard::new("backoff10");
-    let mut config = guard.config();
+    let mut config = config(&guard);
     config.backoff_initial = localkube::node::runtime::BACKOFF_INITIAL;
     config.backoff_max = localkube::node::runtime::BACKOFF_MAX;
     let runtime = PodRuntime::new(config).unwrap();
@@ -390,7 +330,7 @@ async fn backoff_resets_after_a_long_enough_run() {
         return;
     }
     let guard = ClusterGuard::new("backoffreset");
-    let mut config = guard.config();
+    let mut config = config(&guard);
     config.backoff_initial = Duration::from_secs(5);
     config.backoff_max = Duration::from_secs(20);
     config.backoff_reset_after = Duration::from_secs(1);
@@ -411,7 +351,7 @@ async fn stop_pod_kills_after_grace_period() {
         return;
     }
     let guard = ClusterGuard::new("grace");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let mut stubborn = pod(
         "stubborn",
@@ -469,7 +409,7 @@ async fn a_frozen_container_is_killed_at_the_grace_period_without_running_again(
     let guard = ClusterGuard::new("frozen-stop");
     // The ticks go to a file outside the pod: the container log goes with the pod.
     let ticks = guard.dir.join("ticks");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let mut ticker = pod(
         "ticker",
@@ -535,7 +475,7 @@ async fn cleanup_after_crash_removes_everything() {
     let prefix;
     let mut pids = Vec::new();
     {
-        let runtime = PodRuntime::new(guard.config()).unwrap();
+        let runtime = PodRuntime::new(config(&guard)).unwrap();
         prefix = format!("{}-", runtime.naming().prefix);
         runtime.register_node("iad").unwrap();
         runtime.register_node("pdx").unwrap();
@@ -602,7 +542,7 @@ async fn startup_readiness_and_liveness_probes() {
         return;
     }
     let guard = ClusterGuard::new("probes");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let script = "rm -f /state/die; sleep 1; touch /state/started; exec sleep 300";
     let mut spec = pod("probed", "iad", vec![shell("main", script)]);
@@ -647,14 +587,14 @@ async fn startup_readiness_and_liveness_probes() {
         })
         .await
         .unwrap();
-    let touch: Vec<String> = ["touch", "/state/die"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let out = runtime
-        .exec_in_container("default/probed", "main", &touch, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let out = exec_in(
+        &runtime,
+        "default/probed",
+        "main",
+        &["touch", "/state/die"],
+        Duration::from_secs(5),
+    )
+    .await;
     assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
     let status = runtime
         .wait_for("default/probed", Duration::from_secs(15), |s| {
@@ -685,7 +625,7 @@ async fn up_after_crash_cleans_leftovers_first() {
     let guard = ClusterGuard::new("reup");
     let old_pid;
     {
-        let runtime = PodRuntime::new(guard.config()).unwrap();
+        let runtime = PodRuntime::new(config(&guard)).unwrap();
         runtime.register_node("iad").unwrap();
         runtime
             .start_pod(pod("a", "iad", vec![shell("main", "exec sleep 300")]))
@@ -697,7 +637,7 @@ async fn up_after_crash_cleans_leftovers_first() {
             .unwrap();
         old_pid = runtime.container_pid("default/a", "main").unwrap();
     }
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     assert!(
         !localkube::node::state::process_alive(old_pid, 0),
         "the crashed run's container was killed"
@@ -724,7 +664,7 @@ async fn init_containers_run_first_and_can_fail_the_pod() {
         return;
     }
     let guard = ClusterGuard::new("init");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let mount = VolumeMount {
         name: "work".into(),
@@ -799,7 +739,7 @@ async fn service_account_files_at_the_in_cluster_path() {
         return;
     }
     let guard = ClusterGuard::new("sa");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     let files = |token: &str| {
         vec![
@@ -838,14 +778,15 @@ async fn service_account_files_at_the_in_cluster_path() {
         .await
         .unwrap();
     let read = |runtime: PodRuntime| async move {
-        let argv: Vec<String> = ["sh", "-c", "cd /var/run/secrets/kubernetes.io/serviceaccount && cat token ca.crt namespace && ls /run/netns >/dev/null && echo ok"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let out = runtime
-            .exec_in_container("default/sa", "main", &argv, Duration::from_secs(5))
-            .await
-            .unwrap();
+        let script = "cd /var/run/secrets/kubernetes.io/serviceaccount && cat token ca.crt namespace && ls /run/netns >/dev/null && echo ok";
+        let out = exec_in(
+            &runtime,
+            "default/sa",
+            "main",
+            &["sh", "-c", script],
+            Duration::from_secs(5),
+        )
+        .await;
         format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -880,7 +821,7 @@ async fn a_node_stopped_just_after_a_container_started_kills_it() {
         return;
     }
     let guard = ClusterGuard::new("early-stop");
-    let runtime = PodRuntime::new(guard.config()).unwrap();
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     runtime
         .start_pod(pod("early", "iad", vec![shell("main", "exec sleep 1000")]))

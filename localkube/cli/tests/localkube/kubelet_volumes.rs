@@ -3,10 +3,8 @@
 //! Found by the harness's `--reuse`: a reinstalled group opened the old group's MariaDB data
 //! with freshly generated credentials (needs root).
 
-mod kubelet_support;
-
+use crate::support::{ready, TestCluster};
 use anyhow::{ensure, Result};
-use kubelet_support::{ready, TestCluster};
 use std::time::{Duration, Instant};
 
 /// The claim both tests create (again, in the second).

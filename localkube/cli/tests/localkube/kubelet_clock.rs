@@ -4,10 +4,8 @@
 //! refused, and healing sets the offset back (issue 14 item 8; needs root and Debian's
 //! libfaketime).
 
-mod kubelet_support;
-
+use crate::support::{ready, TestCluster};
 use anyhow::{bail, ensure, Context, Result};
-use kubelet_support::{ready, TestCluster};
 use std::time::Duration;
 
 const PODS: &str = r#"

@@ -1,10 +1,8 @@
 //! Issue 14 item 8: UDP Service ports are proxied (they were in DNS only): a client pod
 //! reaches a UDP echo pod through the Service's name and ClusterIP (needs root).
 
-mod kubelet_support;
-
+use crate::support::{ready, TestCluster};
 use anyhow::{ensure, Result};
-use kubelet_support::{ready, TestCluster};
 use std::time::{Duration, Instant};
 
 const ECHO: &str = r#"

@@ -2,60 +2,23 @@
 //! fault log; and a Service reached from a pod through its ClusterIP (needs root).
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use localkube::node::dns::{ClusterDns, DnsRecords, ServicePortRecord, ServiceRecord};
 use localkube::node::faults::{FaultKind, Faults};
 use localkube::node::proxy::{ServicePortKey, ServiceProxy};
-use localkube::node::{
-    cleanup, default_bin_dir, ContainerSpec, ContainerState, PodRuntime, PodSpec, RestartPolicy,
-    RuntimeConfig,
-};
+use localkube::node::{ContainerState, PodRuntime, PodSpec};
 
-struct ClusterGuard {
-    dir: PathBuf,
-}
+use crate::support::node::{exec_in, greeting_server, is_root, running, shell, ClusterGuard};
 
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if let Err(err) = cleanup(&self.dir) {
-            eprintln!("cleanup of {} failed: {err}", self.dir.display());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
+/// A pod `default/<name>` of one busybox shell, 1 s grace.
 fn pod(name: &str, node: &str, script: &str) -> PodSpec {
     PodSpec {
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        node_name: node.into(),
-        hostname: name.into(),
-        subdomain: None,
-        restart_policy: RestartPolicy::Always,
         termination_grace_period: Duration::from_secs(1),
-        init_containers: vec![],
-        containers: vec![ContainerSpec {
-            name: "main".into(),
-            image: "busybox:1.36".into(),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            ..ContainerSpec::default()
-        }],
-        volumes: vec![],
-        fs_group: None,
+        ..crate::support::node::pod(name, node, vec![shell("main", script)])
     }
 }
-
-const SERVER: &str = "exec python3 -c '
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((\"0.0.0.0\", 8080)); s.listen(16)
-while True:
-    c, a = s.accept(); c.sendall((socket.gethostname() + \"\\n\").encode()); c.close()
-'";
 
 /// Four processes of one group that only spin (more than the CPUs a test machine has).
 const SPINNER: &str = "for i in 1 2 3 4; do (while :; do :; done) & done; wait";
@@ -70,14 +33,14 @@ try:
 except Exception as e:
     print('error', type(e).__name__)";
     let (host, port) = addr.rsplit_once(':').unwrap();
-    let argv: Vec<String> = ["python3", "-c", script, host, port]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let out = runtime
-        .exec_in_container("default/client", "main", &argv, Duration::from_secs(10))
-        .await
-        .unwrap();
+    let out = exec_in(
+        runtime,
+        "default/client",
+        "main",
+        &["python3", "-c", script, host, port],
+        Duration::from_secs(10),
+    )
+    .await;
     assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
@@ -98,32 +61,27 @@ async fn wait_stopped(pid: i32, stopped: bool) -> bool {
     false
 }
 
-fn running(s: &localkube::node::PodStatus) -> bool {
-    s.container_statuses
-        .iter()
-        .all(|c| matches!(c.state, ContainerState::Running { .. }))
-}
-
 // localkube.md Faults: partition = prohibit routes in the pods' namespaces + the proxy
 // refusing cross-site connections; freeze/kill/node stop; each recorded with start and end.
 // localkube.md Services: a pod reaches a Service on its ClusterIP through the proxy, and
 // resolves it through the cluster DNS at the address in its resolv.conf.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_freeze_kill_and_node_stop() {
-    if !nix::unistd::geteuid().is_root() {
+    if !is_root() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("lk-node-faults-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let guard = ClusterGuard { dir };
-    let mut config = RuntimeConfig::new(&guard.dir, &default_bin_dir());
-    config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
+    let guard = ClusterGuard::new("faults");
+    let mut config = guard.config();
     config.backoff_initial = Duration::from_millis(100);
     let runtime = PodRuntime::new(config).unwrap();
     runtime.register_node("iad").unwrap();
     runtime.register_node("pdx").unwrap();
     let server_ip = runtime
-        .start_pod(pod("server", "iad", SERVER))
+        .start_pod(pod(
+            "server",
+            "iad",
+            &greeting_server("socket.gethostname()"),
+        ))
         .await
         .unwrap();
     runtime

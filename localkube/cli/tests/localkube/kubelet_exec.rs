@@ -2,13 +2,11 @@
 //! printed "not a tty"), sized by the client's resize channel; `kubectl attach` reaches a
 //! running container's output and, with `stdin: true`, its stdin (it was 400). Needs root.
 
-mod kubelet_support;
-
+use crate::support::{ready, TestCluster};
 use anyhow::{ensure, Context, Result};
 use futures::SinkExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams, TerminalSize};
-use kubelet_support::{ready, TestCluster};
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

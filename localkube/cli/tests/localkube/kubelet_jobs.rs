@@ -1,13 +1,11 @@
 //! Issue 14 item 6: a Job's pods run as real processes: `exit 0` completes the Job, `exit 1`
 //! with backoffLimit 1 fails it after one replacement (needs root).
 
-mod kubelet_support;
-
+use crate::support::TestCluster;
 use anyhow::{ensure, Context, Result};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use kubelet_support::TestCluster;
 use std::time::Duration;
 
 const JOBS: &str = r#"

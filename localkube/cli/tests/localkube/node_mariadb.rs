@@ -1,36 +1,16 @@
 //! localkube node agent: the `mariadb:*` image from the catalog honours the official image's
 //! contract and answers over its pod IP (needs root and Debian's mariadb-server).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use localkube::node::{
-    cleanup, ContainerPort, ContainerSpec, EnvVar, PodRuntime, PodSpec, Probe, ProbeHandler,
-    ProbePort, RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
+    ContainerPort, ContainerSpec, EnvVar, PodRuntime, PodSpec, Probe, ProbeHandler, ProbePort,
+    RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };
 
-struct ClusterGuard {
-    dir: PathBuf,
-}
-
-impl ClusterGuard {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("lk-node-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self { dir }
-    }
-}
-
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if let Err(err) = cleanup(&self.dir) {
-            eprintln!("cleanup of {} failed: {err}", self.dir.display());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use crate::support::node::{is_root, pod_exec, ClusterGuard};
 
 fn usable() -> bool {
     let has_mariadb = [
@@ -48,7 +28,7 @@ fn usable() -> bool {
         );
         eprintln!("skipping: Debian's mariadb-server is not installed");
     }
-    nix::unistd::geteuid().is_root() && has_mariadb
+    is_root() && has_mariadb
 }
 
 fn runtime(guard: &ClusterGuard) -> PodRuntime {
@@ -56,7 +36,7 @@ fn runtime(guard: &ClusterGuard) -> PodRuntime {
         .parent()
         .unwrap();
     let mut config = RuntimeConfig::new(&guard.dir, bin_dir);
-    config.pod_exec = PathBuf::from(env!("CARGO_BIN_EXE_localkube-pod-exec"));
+    config.pod_exec = pod_exec();
     let runtime = PodRuntime::new(config).unwrap();
     for node in ["iad", "pdx", "reader"] {
         runtime.register_node(node).unwrap();
