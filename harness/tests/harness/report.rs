@@ -1,8 +1,7 @@
 //! Report rendering on synthetic results: well-formed HTML with the expected numbers,
 //! results.json, junit.xml, history.jsonl, trend.jsonl and trends.html.
 
-mod support;
-
+use crate::support::{emergency, epoch};
 use bloodraven_harness::check::expectations::{ExpectMode, ExpectationResult, MeasureResult};
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::report::html::{render_index, render_trends};
@@ -12,7 +11,6 @@ use bloodraven_harness::report::svg::{fault_intervals, write_buckets};
 use bloodraven_harness::report::trend::{read_trend, TrendEntry};
 use bloodraven_harness::report::write::{render_trends_file, write_report};
 use bloodraven_harness::scenario::model::Quantity;
-use support::{emergency, epoch};
 
 /// HTML void elements (no end tag).
 const VOID: [&str; 6] = ["meta", "br", "hr", "img", "input", "link"];
@@ -105,7 +103,7 @@ fn sample_run() -> (RunResults, Vec<History>) {
     let results = RunResults {
         run_id: "20261130T000000Z".to_owned(),
         started_at: epoch(),
-        finished_at: support::wall(120_000),
+        finished_at: crate::support::wall(120_000),
         backend: "localkube".to_owned(),
         commit: Some("abc1234".to_owned()),
         repeat: 1,

@@ -2,13 +2,11 @@
 //! (`check::converged`): one writable site, replicas healthy (or a returning old primary kept
 //! fenced for errant GTIDs), DNS = active site, one acknowledged write after the heal.
 
-mod support;
-
+use crate::support::Builder;
 use bloodraven_harness::check::converged::converged;
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::Site;
 use serde_json::{json, Value};
-use support::Builder;
 
 fn site(name: &str, writable: bool, healthy: bool) -> Value {
     json!({"name": name, "reachable": true, "writable": writable, "fenced": false, "healthy": healthy})

@@ -1,6 +1,4 @@
-//! Hand-built histories for checker and report tests.
-
-#![allow(dead_code)]
+//! Hand-built histories for the checker, convergence and report tests.
 
 use std::collections::BTreeMap;
 

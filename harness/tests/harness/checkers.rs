@@ -1,8 +1,7 @@
 //! Checkers over hand-built histories (Jepsen's model), including histories that must fail
 //! each checker (harness.md "History and checkers").
 
-mod support;
-
+use crate::support::{emergency, failover, Builder};
 use bloodraven_harness::check::expectations::{
     check_expectations, ExpectMode, ExpectationResult, MeasureResult,
 };
@@ -15,7 +14,6 @@ use bloodraven_harness::history::event::{
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::{Quantity, Site};
 use proptest::prelude::*;
-use support::{emergency, failover, Builder};
 
 // ---- no split brain ----
 
@@ -319,8 +317,8 @@ proptest! {
 
 // ---- RPO ----
 
+use crate::support::{emergency_with, gtid_of, gtid_set, Reported};
 use bloodraven_harness::check::rpo::RpoSummary;
-use support::{emergency_with, gtid_of, gtid_set, Reported};
 
 fn lost_lines(verdict: &bloodraven_harness::check::verdict::Verdict, needle: &str) -> bool {
     verdict
@@ -370,7 +368,7 @@ fn sealed(lost_ids: &[u64], held: &[u64]) -> History {
         process: "seal".to_owned(),
         kind,
         op: Op::Sealed { sites },
-        wall: support::wall(15_000),
+        wall: crate::support::wall(15_000),
         mono_ns: 15_000_000_000,
     };
     let survivors: std::collections::BTreeMap<Site, Vec<u64>> =
@@ -1271,11 +1269,11 @@ fn restored(named: &[u64], final_ids: &[u64]) -> History {
         site: Site::Iad,
         backup: "b1".to_owned(),
         phase: "Completed".to_owned(),
-        requested_at: support::wall(20_000),
-        fenced_at: Some(support::wall(21_000)),
-        promoted_at: Some(support::wall(24_000)),
+        requested_at: crate::support::wall(20_000),
+        fenced_at: Some(crate::support::wall(21_000)),
+        promoted_at: Some(crate::support::wall(24_000)),
         lost_transactions: Some(u64::try_from(named.len()).unwrap_or(0)),
-        lost_gtid_set: Some(support::gtid_set(Site::Iad, named, 0)),
+        lost_gtid_set: Some(crate::support::gtid_set(Site::Iad, named, 0)),
         exact: true,
     };
     let mut on_iad: Vec<u64> = final_ids.to_vec();
