@@ -2,11 +2,9 @@
 //! denied (038), operator restarted inside the cooldown (016), primary dying while the
 //! operator is down (011) — seeds 000 and 001.
 
-mod support;
-
+use crate::support::World;
 use bloodraven_core::engine::Action;
 use bloodraven_core::GroupMemory;
-use support::World;
 
 #[test]
 fn scenario_038_dns_write_denied_promotion_right_dns_stale_then_healed_by_a_later_poll() {

@@ -5,8 +5,6 @@
 //! It is deliberately simpler than `bloodraven-sim` (no message loss, instant replication):
 //! just enough to drive `decide` over many polls and check what a seed rule says.
 
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use bloodraven_api::{

@@ -1,8 +1,7 @@
 //! Core scenarios: failure detection, emergency failover with the lease wait, returning
 //! primary, primary reassertion, cooldown (seeds 000, 001, 003; bloodraven.md).
 
-mod support;
-
+use crate::support::{labels_of, position, World};
 use bloodraven_api::sidecar::PromoteDrain;
 use bloodraven_api::FailoverKind;
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
@@ -11,7 +10,6 @@ use bloodraven_core::engine::{
     AGENTLESS_KILL_PATIENCE, CLOCK_DRIFT_MARGIN, SIDECAR_NOT_READY_WITHIN,
 };
 use bloodraven_core::time::Duration;
-use support::{labels_of, position, World};
 
 fn promoted_at(world: &World) -> Option<bloodraven_core::time::Timestamp> {
     world
@@ -606,7 +604,7 @@ fn transactions_only_a_direct_replica_received_are_fetched_not_lost() {
     for _ in 0..3 {
         assert!(world.write("iad"));
     }
-    world.advance(support::TICK);
+    world.advance(crate::support::TICK);
     assert!(world.site("reader").gtid.count() > world.site("pdx").gtid.count());
     world.kill("iad");
     world.site_mut("pdx").peer_cut = false;
@@ -692,7 +690,7 @@ fn a_promoted_site_dying_before_it_is_confirmed_writable_is_failed_over_after_th
     // bloodraven.md: emergency failover for a failed active site; the cooldown gates it. A
     // new active site that dies in the poll after its promotion (never confirmed writable)
     // must not leave the engine waiting for a confirmation that cannot come.
-    let mut spec = support::playground_spec();
+    let mut spec = crate::support::playground_spec();
     spec.sites.insert(
         2,
         bloodraven_api::SiteSpec {

@@ -6,8 +6,7 @@
 //! - case 7: a peer's uptime is what its sidecar reports, bootstrap compares GTID sets, and no
 //!   authority is issued below a generation a sidecar reports.
 
-mod support;
-
+use crate::support::{playground_spec, World};
 use bloodraven_api::sidecar::LeaseTerms;
 use bloodraven_api::{
     FailoverKind, GoDuration, PlannedFailoverPhase, SiteRole, SiteSpec, WriteLeaseSpec,
@@ -15,7 +14,6 @@ use bloodraven_api::{
 use bloodraven_core::engine::{Action, EventReason, GroupMemory, CLOCK_DRIFT_MARGIN};
 use bloodraven_core::time::{Duration, Timestamp};
 use bloodraven_mysql::Gtid;
-use support::{playground_spec, World};
 
 /// When the first move notice of the run was announced.
 fn announced_at(world: &World) -> Timestamp {

@@ -1,10 +1,8 @@
 //! Core scenarios: bootstrap, labels, Services and the DNSEndpoint (seed 000).
 
-mod support;
-
+use crate::support::{labels_of, World};
 use bloodraven_api::names;
 use bloodraven_core::engine::{Action, DnsReading, EventReason, PodRole, ServiceKind};
-use support::{labels_of, World};
 
 #[test]
 fn bootstrap_issues_generation_1_and_iad_becomes_primary() {

@@ -1,8 +1,7 @@
 //! Core scenarios: planned failover phases, admission (cooldown reject/defer, deployment
 //! hold), zero lost transactions (bloodraven.md "Planned failover"; seeds 001, 003).
 
-mod support;
-
+use crate::support::{labels_of, World};
 use bloodraven_api::sidecar::PromoteDrain;
 use bloodraven_api::{DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase};
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
@@ -11,7 +10,6 @@ use bloodraven_core::engine::{
     MetricObservation, PodRole, SiteState,
 };
 use bloodraven_core::time::Duration;
-use support::{labels_of, World};
 
 fn phase(world: &World) -> Option<PlannedFailoverPhase> {
     world.memory.planned_failover.as_ref().map(|p| p.phase)
@@ -171,7 +169,7 @@ fn planned_inside_cooldown_with_reject_is_rejected() {
 #[test]
 fn planned_inside_cooldown_with_defer_waits_until_cooldown_until_then_proceeds() {
     // Seed 001: onCooldown: defer parks the request in Deferred until cooldownUntil.
-    let mut spec = support::playground_spec();
+    let mut spec = crate::support::playground_spec();
     spec.planned_failover.on_cooldown = OnCooldown::Defer;
     let mut world = World::with_spec(spec);
     world.poll();

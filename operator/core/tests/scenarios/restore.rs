@@ -1,8 +1,7 @@
 //! Core scenarios: named backups and restore-in-place of the active site (issue 12 part 2;
 //! bloodraven.md "Ordered update and restore-in-place"; seeds 000 and 003).
 
-mod support;
-
+use crate::support::{labels_of, World};
 use bloodraven_api::{BackupPhase, DeferReason, RestorePhase};
 use bloodraven_core::deploy::{DisruptionKind, HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
@@ -10,7 +9,6 @@ use bloodraven_core::engine::{
 };
 use bloodraven_core::time::Duration;
 use bloodraven_mysql::GtidSet;
-use support::{labels_of, World};
 
 fn phase(world: &World) -> Option<RestorePhase> {
     world.memory.restore.as_ref().map(|r| r.status.phase)

@@ -2,8 +2,7 @@
 //! restore-in-place"; seed 003's table: "Ordered update ... wait behind the hold in the same
 //! way"; "the failover inside an ordered update" bumps topologyGeneration).
 
-mod support;
-
+use crate::support::World;
 use bloodraven_api::{DeferReason, FailoverKind, OnCooldown, OrderedUpdatePhase, RestorePhase};
 use bloodraven_core::deploy::{DisruptionKind, HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
@@ -11,7 +10,6 @@ use bloodraven_core::engine::{
     UPDATE_STEP_TIMEOUT,
 };
 use bloodraven_core::time::Duration;
-use support::World;
 
 const NEW: &str = "mariadb:10.11-new";
 
@@ -342,7 +340,7 @@ fn issue_12_inside_the_cooldown_reject_fails_the_update_and_defer_waits() {
     assert!(roll_order(&world).is_empty());
 
     // onCooldown: defer.
-    let mut spec = support::playground_spec();
+    let mut spec = crate::support::playground_spec();
     spec.planned_failover.on_cooldown = OnCooldown::Defer;
     let mut world = World::with_spec(spec);
     world.poll();
@@ -420,7 +418,7 @@ fn issue_12_an_operator_restart_mid_update_resumes_from_status() {
 
 #[test]
 fn issue_12_an_emergency_failover_during_the_update_takes_precedence_and_the_update_resumes() {
-    let mut spec = support::playground_spec();
+    let mut spec = crate::support::playground_spec();
     spec.planned_failover.on_cooldown = OnCooldown::Defer;
     let mut world = World::with_spec(spec);
     world.poll();

@@ -1,10 +1,8 @@
 //! Core scenarios: `healthy` of read-write replicas and of the read-only reader (seed 000's
 //! five conjuncts, EffectiveReadOnlyMaxLagSeconds).
 
-mod support;
-
+use crate::support::{labels_of, playground_spec, World};
 use bloodraven_core::engine::PodRole;
-use support::{labels_of, playground_spec, World};
 
 fn reader_healthy(world: &mut World) -> bool {
     let decision = world.poll();

@@ -1,10 +1,8 @@
 //! Properties of `decide` over random fault schedules in the test world: no split brain,
 //! never two primaries (asserted inside `decide`), determinism, and recovery after heal.
 
-mod support;
-
+use crate::support::World;
 use proptest::prelude::*;
-use support::World;
 
 /// Polls per generated schedule.
 const POLLS_MAX: usize = 40;
