@@ -164,7 +164,7 @@ impl Authenticator {
         expiration_seconds: i64,
         bound: Option<(&str, &str, &str)>,
     ) -> Result<(String, i64)> {
-        let now = chrono::Utc::now().timestamp();
+        let now = jiff::Timestamp::now().as_second();
         let exp = now + expiration_seconds;
         let mut k8s = json!({"namespace": ns, "serviceaccount": {"name": sa, "uid": sa_uid}});
         if let Some((kind, name, uid)) = bound {
@@ -303,7 +303,7 @@ impl Authenticator {
                     .and_then(Value::as_str)
                     .and_then(meta::parse_time)
                 {
-                    if t <= chrono::Utc::now() {
+                    if t <= jiff::Timestamp::now() {
                         return Err(format!("{kind} {ns}/{name} is being deleted"));
                     }
                 }

@@ -1,29 +1,55 @@
 //! Object metadata helpers: timestamps (Time and MicroTime, trap 10), names, uids.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use jiff::{SignedDuration, Timestamp};
 use rand::Rng;
 use serde_json::Value;
 
-/// A `metav1.Time` string (RFC 3339, seconds).
-pub fn time(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+/// A `metav1.Time` string: RFC 3339 in UTC, whole seconds (truncated), `Z`.
+pub fn time(t: Timestamp) -> String {
+    format!("{t:.0}")
 }
 
 /// The current time as `metav1.Time`.
 pub fn now() -> String {
-    time(Utc::now())
+    time(Timestamp::now())
 }
 
-/// A `metav1.MicroTime` string: exactly 6 fractional digits (trap 10).
-pub fn micro_time(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+/// A `metav1.MicroTime` string: exactly 6 fractional digits (truncated), `Z` (trap 10).
+pub fn micro_time(t: Timestamp) -> String {
+    format!("{t:.6}")
 }
 
-/// Parses a Time or MicroTime.
-pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
+/// Parses a Time or MicroTime (RFC 3339, any offset; `t` or a space may separate date and
+/// time). Fractional digits past the ninth are ignored, as Go's and chrono's parsers do.
+pub fn parse_time(s: &str) -> Option<Timestamp> {
+    s.parse()
         .ok()
-        .map(|t| t.with_timezone(&Utc))
+        .or_else(|| nanosecond_precision(s)?.parse().ok())
+}
+
+/// `s` with its fractional seconds cut to 9 digits, if it has more.
+fn nanosecond_precision(s: &str) -> Option<String> {
+    let dot = s.find('.')?;
+    let digits = s[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
+    (digits > 9).then(|| format!("{}{}", &s[..dot + 10], &s[dot + 1 + digits..]))
+}
+
+/// `t` moved by `seconds` (negative: earlier), saturating at jiff's range (years -9999 to
+/// 9999) where a Kubernetes duration field is absurdly large.
+pub fn add_seconds(t: Timestamp, seconds: i64) -> Timestamp {
+    t.saturating_add(SignedDuration::from_secs(seconds))
+        .unwrap_or(t)
+}
+
+/// Whole seconds from `earlier` to `later`, truncated towards zero (negative if `later` is
+/// before `earlier`).
+pub fn seconds_between(earlier: Timestamp, later: Timestamp) -> i64 {
+    later.duration_since(earlier).as_secs()
+}
+
+/// Whole seconds from `t` until now (an age).
+pub fn seconds_since(t: Timestamp) -> i64 {
+    seconds_between(t, Timestamp::now())
 }
 
 /// Rewrites the MicroTime field at `pointer` to exactly 6 fractional digits.
@@ -128,7 +154,7 @@ pub fn human_duration(secs: i64) -> String {
 /// Age of an object from its creationTimestamp.
 pub fn age(obj: &Value) -> String {
     match parse_time(str_at(obj, "/metadata/creationTimestamp")) {
-        Some(t) => human_duration((Utc::now() - t).num_seconds()),
+        Some(t) => human_duration(seconds_since(t)),
         None => "<unknown>".into(),
     }
 }
@@ -151,6 +177,70 @@ mod tests {
             w.pointer("/spec/acquireTime").and_then(Value::as_str),
             Some("2026-01-02T03:04:05.000000Z")
         );
+    }
+
+    fn at(text: &str) -> Timestamp {
+        parse_time(text).expect(text)
+    }
+
+    #[test]
+    fn time_is_rfc3339_whole_seconds_in_utc() {
+        assert_eq!(
+            time(at("2026-01-02T03:04:05.999999999Z")),
+            "2026-01-02T03:04:05Z"
+        );
+        assert_eq!(
+            time(at("2026-01-02T04:04:05+01:00")),
+            "2026-01-02T03:04:05Z"
+        );
+        assert_eq!(time(at("1999-12-31T23:59:59Z")), "1999-12-31T23:59:59Z");
+        let now = now();
+        assert_eq!(now.len(), "2026-01-02T03:04:05Z".len(), "{now}");
+        assert!(now.ends_with('Z') && !now.contains('.'), "{now}");
+    }
+
+    #[test]
+    fn micro_time_truncates_to_six_digits_in_utc() {
+        assert_eq!(
+            micro_time(at("2026-01-02T03:04:05.123456789Z")),
+            "2026-01-02T03:04:05.123456Z"
+        );
+        assert_eq!(
+            micro_time(at("2026-01-02T01:04:05.5-02:00")),
+            "2026-01-02T03:04:05.500000Z"
+        );
+        let now = micro_time(Timestamp::now());
+        assert_eq!(now.len(), "2026-01-02T03:04:05.123456Z".len(), "{now}");
+    }
+
+    #[test]
+    fn parse_time_takes_what_rfc3339_parsers_take() {
+        let t = at("2026-01-02T03:04:05Z");
+        assert_eq!(at("2026-01-02t03:04:05z"), t);
+        assert_eq!(at("2026-01-02 03:04:05Z"), t);
+        assert_eq!(
+            micro_time(at("2026-01-02T03:04:05.1234567891234Z")),
+            "2026-01-02T03:04:05.123456Z"
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2026-01-02T03:04:05",
+            "2026-13-02T03:04:05Z",
+        ] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn seconds_arithmetic_truncates_and_saturates() {
+        let t = at("2026-01-02T03:04:05Z");
+        assert_eq!(seconds_between(t, at("2026-01-02T03:05:06.9Z")), 61);
+        assert_eq!(seconds_between(t, at("2026-01-02T03:04:03.5Z")), -1);
+        assert_eq!(time(add_seconds(t, 3600)), "2026-01-02T04:04:05Z");
+        assert_eq!(time(add_seconds(t, -5)), "2026-01-02T03:04:00Z");
+        assert_eq!(add_seconds(t, i64::MAX), Timestamp::MAX);
+        assert_eq!(add_seconds(t, i64::MIN), Timestamp::MIN);
     }
 
     #[test]

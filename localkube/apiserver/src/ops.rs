@@ -812,9 +812,8 @@ impl Cluster {
         } else {
             0
         };
-        new["metadata"]["deletionTimestamp"] = json!(meta::time(
-            chrono::Utc::now() + chrono::Duration::seconds(grace)
-        ));
+        new["metadata"]["deletionTimestamp"] =
+            json!(meta::time(meta::add_seconds(jiff::Timestamp::now(), grace)));
         new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
         if !fins.is_empty() {
             new["metadata"]["finalizers"] = json!(fins);

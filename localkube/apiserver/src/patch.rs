@@ -3,27 +3,12 @@
 
 use super::error::ApiError;
 use super::schema::{item_key, Schema};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// Applies a JSON merge patch.
+/// Applies a JSON merge patch (RFC 7386: `null` deletes a member, an object merges into an
+/// object, anything else replaces the target whole, arrays included).
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            if let Some(t) = target.as_object_mut() {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                    }
-                }
-            }
-        }
-        _ => *target = patch.clone(),
-    }
+    json_patch::merge(target, patch);
 }
 
 /// Applies a JSON patch. A `test` of a path that does not exist against `null` succeeds,
@@ -193,6 +178,69 @@ mod tests {
         let failing = json!([{"op": "test", "path": "/metadata/name", "value": "y"}]);
         let e = json_patch(&mut obj, &failing).expect_err("test must fail");
         assert_eq!(e.reason, Reason::Invalid);
+    }
+
+    /// RFC 7386 appendix A, every example, plus a nested merge into a Kubernetes object.
+    #[test]
+    fn merge_patch_follows_rfc7386() {
+        let cases = [
+            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
+            (
+                json!({"a": "b"}),
+                json!({"b": "c"}),
+                json!({"a": "b", "b": "c"}),
+            ),
+            (json!({"a": "b"}), json!({"a": null}), json!({})),
+            (
+                json!({"a": "b", "b": "c"}),
+                json!({"a": null}),
+                json!({"b": "c"}),
+            ),
+            (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "c"}), json!({"a": ["b"]}), json!({"a": ["b"]})),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d", "c": null}}),
+                json!({"a": {"b": "d"}}),
+            ),
+            (
+                json!({"a": [{"b": "c"}]}),
+                json!({"a": [1]}),
+                json!({"a": [1]}),
+            ),
+            (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
+            (json!({"a": "b"}), json!(["c"]), json!(["c"])),
+            (json!({"a": "foo"}), json!(null), json!(null)),
+            (json!({"a": "foo"}), json!("bar"), json!("bar")),
+            (
+                json!({"e": null}),
+                json!({"a": 1}),
+                json!({"e": null, "a": 1}),
+            ),
+            (
+                json!([1, 2]),
+                json!({"a": "b", "c": null}),
+                json!({"a": "b"}),
+            ),
+            (
+                json!({}),
+                json!({"a": {"bb": {"ccc": null}}}),
+                json!({"a": {"bb": {}}}),
+            ),
+            (
+                json!({"metadata": {"name": "x", "labels": {"app": "db", "tier": "1"}},
+                    "spec": {"ports": [{"port": 80}, {"port": 443}]}}),
+                json!({"metadata": {"labels": {"tier": null, "zone": "pdx"}},
+                    "spec": {"ports": [{"port": 3306}]}}),
+                json!({"metadata": {"name": "x", "labels": {"app": "db", "zone": "pdx"}},
+                    "spec": {"ports": [{"port": 3306}]}}),
+            ),
+        ];
+        for (original, patch, expected) in cases {
+            let mut target = original.clone();
+            merge_patch(&mut target, &patch);
+            assert_eq!(target, expected, "{original} + {patch}");
+        }
     }
 
     #[test]

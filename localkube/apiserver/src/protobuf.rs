@@ -394,7 +394,7 @@ fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
                 let t = decode("Time", r.bytes()?)?;
                 let secs = t.get("seconds").and_then(Value::as_i64).unwrap_or(0);
                 if secs != 0 {
-                    let when = chrono::DateTime::from_timestamp(secs, 0)
+                    let when = jiff::Timestamp::from_second(secs)
                         .map(super::meta::time)
                         .unwrap_or_default();
                     out.insert(name, json!(when));

@@ -227,7 +227,7 @@ pub fn token_request(
                 .map(|(k, n, u)| (k.as_str(), n.as_str(), u.as_str())),
         )
         .map_err(|e| ApiError::internal(format!("failed to sign the token: {e}")))?;
-    let exp_time = chrono::DateTime::from_timestamp(exp, 0)
+    let exp_time = jiff::Timestamp::from_second(exp)
         .map(meta::time)
         .unwrap_or_default();
     let mut out = body.clone();

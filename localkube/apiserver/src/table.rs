@@ -269,8 +269,8 @@ fn job_duration(obj: &Value) -> String {
     };
     match (at("/status/startTime"), at("/status/completionTime")) {
         (None, _) => String::new(),
-        (Some(start), None) => meta::human_duration((chrono::Utc::now() - start).num_seconds()),
-        (Some(start), Some(end)) => meta::human_duration((end - start).num_seconds()),
+        (Some(start), None) => meta::human_duration(meta::seconds_since(start)),
+        (Some(start), Some(end)) => meta::human_duration(meta::seconds_between(start, end)),
     }
 }
 
@@ -485,7 +485,7 @@ fn cells(r: &ResourceInfo, obj: &Value) -> Vec<Value> {
                     .and_then(Value::as_str)
                     .and_then(meta::parse_time)
             })
-            .map(|t| meta::human_duration((chrono::Utc::now() - t).num_seconds()))
+            .map(|t| meta::human_duration(meta::seconds_since(t)))
             .unwrap_or_else(|| "<unknown>".into());
             let io = if obj.get("regarding").is_some() {
                 "/regarding"
@@ -594,9 +594,7 @@ fn cells(r: &ResourceInfo, obj: &Value) -> Vec<Value> {
                     let val = json_path(obj, meta::str_at(pc, "/jsonPath"));
                     let cell = match (pc.get("type").and_then(Value::as_str), &val) {
                         (Some("date"), Value::String(t)) => meta::parse_time(t)
-                            .map(|t| {
-                                json!(meta::human_duration((chrono::Utc::now() - t).num_seconds()))
-                            })
+                            .map(|t| json!(meta::human_duration(meta::seconds_since(t))))
                             .unwrap_or(Value::Null),
                         (_, Value::Array(a)) => json!(a
                             .iter()

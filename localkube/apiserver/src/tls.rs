@@ -7,6 +7,7 @@
 
 use super::auth::{self, ClientCertificate, MASTERS};
 use super::error::{Error, Result};
+use jiff::{SignedDuration, Timestamp};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject;
@@ -108,15 +109,15 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Certs> {
     p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let key = KeyPair::generate()?;
     let cert = p.signed_by(&key, &ca_cert, &ca_key)?;
-    let now = chrono::Utc::now();
+    let now = Timestamp::now();
     let (admin_cert_pem, admin_key_pem) = issue_client_cert(
         &ca_cert,
         &ca_key,
         ADMIN_USER,
         &[MASTERS],
         (
-            now - chrono::Duration::hours(1),
-            now + chrono::Duration::days(CLIENT_CERT_VALIDITY_DAYS),
+            now - SignedDuration::from_hours(1),
+            now + SignedDuration::from_hours(24 * CLIENT_CERT_VALIDITY_DAYS),
         ),
     )?;
     let certs = Certs {
@@ -140,7 +141,7 @@ pub fn issue_client_cert(
     ca_key: &KeyPair,
     user: &str,
     groups: &[&str],
-    validity: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+    validity: (Timestamp, Timestamp),
 ) -> Result<(String, String)> {
     let mut p = CertificateParams::new(Vec::<String>::new())?;
     p.distinguished_name.push(DnType::CommonName, user);
@@ -155,9 +156,7 @@ pub fn issue_client_cert(
     p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
     // rcgen's times are `time` values: the epoch plus the seconds since.
     let epoch = rcgen::date_time_ymd(1970, 1, 1);
-    let since_epoch = |t: chrono::DateTime<chrono::Utc>| {
-        std::time::Duration::from_secs(t.timestamp().max(0) as u64)
-    };
+    let since_epoch = |t: Timestamp| std::time::Duration::from_secs(t.as_second().max(0) as u64);
     p.not_before = epoch + since_epoch(validity.0);
     p.not_after = epoch + since_epoch(validity.1);
     let key = KeyPair::generate()?;

@@ -320,7 +320,7 @@ impl Shared {
     fn renew_leases(&self) {
         let stopped = lock(&self.stopped_nodes).clone();
         for node in self.nodes.iter().filter(|n| !stopped.contains(*n)) {
-            let now = meta::micro_time(chrono::Utc::now());
+            let now = meta::micro_time(jiff::Timestamp::now());
             let exists = self
                 .cluster
                 .store

@@ -2,14 +2,15 @@
 //! PodScheduled/Initialized/ContainersReady/Ready, and container statuses with state,
 //! lastState, ready, started, restartCount and exit codes.
 
-use chrono::{DateTime, Utc};
 use localkube_apiserver::meta;
 use localkube_node::{ContainerState, ContainerStatus, PodPhase, PodStatus};
 use serde_json::{json, Value};
 use std::time::SystemTime;
 
 fn time(t: SystemTime) -> String {
-    meta::time(DateTime::<Utc>::from(t))
+    jiff::Timestamp::try_from(t)
+        .map(meta::time)
+        .unwrap_or_default()
 }
 
 fn state(s: &ContainerState) -> Value {

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use jiff::Timestamp;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{broadcast, mpsc};
 
@@ -31,7 +31,7 @@ pub enum Stream {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogLine {
     /// When it was written.
-    pub time: DateTime<Utc>,
+    pub time: Timestamp,
     /// Its stream.
     pub stream: Stream,
     /// Whether the line continues in the next record (`P`).
@@ -46,7 +46,7 @@ pub struct LogOptions {
     /// `--timestamps`: prefix each line with its RFC3339Nano time.
     pub timestamps: bool,
     /// `--since-time` (`--since` is now minus a duration): only lines at or after it.
-    pub since: Option<DateTime<Utc>>,
+    pub since: Option<Timestamp>,
     /// `--tail`: only the last N lines.
     pub tail_lines: Option<usize>,
     /// `--limit-bytes`: at most this many bytes of output.
@@ -54,10 +54,9 @@ pub struct LogOptions {
 }
 
 /// Formats one record.
-pub fn format_line(time: DateTime<Utc>, stream: Stream, partial: bool, content: &[u8]) -> Vec<u8> {
+pub fn format_line(time: Timestamp, stream: Stream, partial: bool, content: &[u8]) -> Vec<u8> {
     let mut line = format!(
-        "{} {} {} ",
-        time.to_rfc3339_opts(SecondsFormat::Nanos, true),
+        "{time:.9} {} {} ",
         match stream {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
@@ -73,9 +72,7 @@ pub fn format_line(time: DateTime<Utc>, stream: Stream, partial: bool, content: 
 /// Parses one record (without its newline); `None` for anything else.
 pub fn parse_line(line: &str) -> Option<LogLine> {
     let mut parts = line.splitn(4, ' ');
-    let time = DateTime::parse_from_rfc3339(parts.next()?)
-        .ok()?
-        .with_timezone(&Utc);
+    let time = parts.next()?.parse().ok()?;
     let stream = match parts.next()? {
         "stdout" => Stream::Stdout,
         "stderr" => Stream::Stderr,
@@ -98,7 +95,7 @@ pub fn parse_line(line: &str) -> Option<LogLine> {
 pub fn render_line(line: &LogLine, timestamps: bool) -> String {
     let mut out = String::new();
     if timestamps {
-        out.push_str(&line.time.to_rfc3339_opts(SecondsFormat::Nanos, true));
+        out.push_str(&format!("{:.9}", line.time));
         out.push(' ');
     }
     out.push_str(&line.content);
@@ -213,7 +210,7 @@ async fn pump(
         // A line cut at MAX_LINE_BYTES continues in the next record; so does a last line
         // without newline, which then simply ends partial.
         if tx
-            .send(format_line(Utc::now(), stream, !complete, content))
+            .send(format_line(Timestamp::now(), stream, !complete, content))
             .await
             .is_err()
         {
@@ -226,10 +223,10 @@ async fn pump(
 mod tests {
     use super::*;
 
-    fn at(second: u32) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(&format!("2026-11-30T04:00:{second:02}.000000001Z"))
+    fn at(second: u32) -> Timestamp {
+        format!("2026-11-30T04:00:{second:02}.000000001Z")
+            .parse()
             .unwrap()
-            .with_timezone(&Utc)
     }
 
     fn log() -> String {

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
@@ -96,9 +96,43 @@ pub struct FaultRecord {
     /// What.
     pub fault: FaultKind,
     /// When it was injected.
-    pub started_at: DateTime<Utc>,
+    #[serde(serialize_with = "log_time::serialize")]
+    pub started_at: Timestamp,
     /// When it was reverted (`None` while active).
-    pub ended_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "log_time::serialize_option")]
+    pub ended_at: Option<Timestamp>,
+}
+
+/// The fault log's times: RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits, the fewest
+/// that are exact (the format the log has always had, chrono's serde format).
+mod log_time {
+    use jiff::Timestamp;
+    use serde::Serializer;
+
+    pub(super) fn format(t: Timestamp) -> String {
+        let nanos = t.subsec_nanosecond();
+        let digits = match nanos {
+            0 => 0,
+            _ if nanos % 1_000_000 == 0 => 3,
+            _ if nanos % 1_000 == 0 => 6,
+            _ => 9,
+        };
+        format!("{t:.digits$}")
+    }
+
+    pub(super) fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format(*t))
+    }
+
+    pub(super) fn serialize_option<S: Serializer>(
+        t: &Option<Timestamp>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => serialize(t, s),
+            None => s.serialize_none(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -157,7 +191,7 @@ impl Faults {
     }
 
     fn start(&self, fault: FaultKind, undo: Undo, instant: bool) -> u64 {
-        let now = Utc::now();
+        let now = Timestamp::now();
         let mut records = self.lock();
         let id = records.len() as u64 + 1;
         let record = FaultRecord {
@@ -342,7 +376,7 @@ impl Faults {
             records[index].1 = Some(undo);
             return Err(err);
         }
-        records[index].0.ended_at = Some(Utc::now());
+        records[index].0.ended_at = Some(Timestamp::now());
         tracing::info!(fault_id = id, "fault reverted");
         self.append(&records[index].0);
         Ok(())
@@ -368,5 +402,48 @@ impl Faults {
             .iter()
             .map(|(record, _)| record.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn log_times_have_the_fewest_exact_fractional_digits() {
+        for (input, logged) in [
+            ("2026-11-30T04:00:01Z", "2026-11-30T04:00:01Z"),
+            ("2026-11-30T04:00:01.5Z", "2026-11-30T04:00:01.500Z"),
+            ("2026-11-30T04:00:01.000123Z", "2026-11-30T04:00:01.000123Z"),
+            (
+                "2026-11-30T04:00:01.123456789Z",
+                "2026-11-30T04:00:01.123456789Z",
+            ),
+        ] {
+            assert_eq!(log_time::format(at(input)), logged);
+        }
+    }
+
+    #[test]
+    fn a_fault_record_round_trips_through_its_json_line() {
+        let record = FaultRecord {
+            id: 3,
+            fault: FaultKind::StopExternalDns,
+            started_at: at("2026-11-30T04:00:01.25Z"),
+            ended_at: None,
+        };
+        let line = serde_json::to_string(&record).expect("json");
+        assert!(
+            line.contains(r#""startedAt":"2026-11-30T04:00:01.250Z","endedAt":null"#),
+            "{line}"
+        );
+        assert_eq!(
+            serde_json::from_str::<FaultRecord>(&line).expect("parse"),
+            record
+        );
     }
 }

@@ -8,7 +8,7 @@ use super::super::meta;
 use super::super::ops::Cluster;
 use super::super::registry::ResourceInfo;
 use super::manager::{log_err, Controller};
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -46,7 +46,7 @@ impl Controller for ApiServiceController {
     fn name(&self) -> &'static str {
         "apiservices"
     }
-    fn reconcile(&mut self, c: &Cluster, now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, now: Timestamp) {
         let want = wanted(&c.registry.all());
         for (name, (group, version, managed)) in &want {
             if c.store.get(KEY, "", name).is_some() {

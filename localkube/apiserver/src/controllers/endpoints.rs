@@ -7,7 +7,7 @@ use super::super::ops::Cluster;
 use super::super::selector::LabelSelector;
 use super::manager::{log_err, Controller};
 use super::workloads::pod_ready;
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -43,7 +43,7 @@ impl Controller for EndpointsController {
     fn name(&self) -> &'static str {
         "endpoints"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (services, _) = c.store.list("/services", None);
         let (pods, _) = c.store.list("/pods", None);
         let (nodes, _) = c.store.list("/nodes", None);

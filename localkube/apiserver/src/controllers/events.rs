@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Map, Value};
 
 use super::super::meta;
@@ -38,7 +38,7 @@ impl Controller for EventMirror {
         "event-mirror"
     }
 
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (sources, _) = c.store.list(SOURCE_KEY, None);
         let mut seen = HashMap::with_capacity(sources.len());
         for source in &sources {

@@ -5,7 +5,7 @@
 use super::super::meta;
 use super::super::ops::{Cluster, DeleteOptions};
 use super::manager::{log_err, Controller};
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -65,7 +65,7 @@ impl Controller for GarbageCollector {
     fn name(&self) -> &'static str {
         "garbage-collector"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let all = c.store.all_objects();
         let by_uid: HashMap<&str, (&str, &Value)> = all
             .iter()
@@ -172,7 +172,7 @@ impl Controller for GarbageCollector {
             }
         }
         // Events expire after an hour, as with the real server's event TTL.
-        let expired = Utc::now() - chrono::Duration::seconds(EVENT_TTL_SECONDS);
+        let expired = meta::add_seconds(Timestamp::now(), -EVENT_TTL_SECONDS);
         for (key, o) in all
             .iter()
             .filter(|(k, _)| k == "/events" || k == "events.k8s.io/events")

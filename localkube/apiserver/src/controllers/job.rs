@@ -17,7 +17,7 @@ use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
 use super::manager::{log_err, record_event, Controller};
 use super::workloads::{controlled_by, controller_ref, pod_ready, set_count};
-use chrono::{DateTime, Duration, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 
 const COMPONENT: &str = "job-controller";
@@ -98,11 +98,11 @@ struct Pods<'a> {
     restarts: i64,
     /// Failed pods that finished after the last succeeded one, and when the last did.
     failures_since_success: i64,
-    last_failure: Option<DateTime<Utc>>,
+    last_failure: Option<Timestamp>,
 }
 
 /// When a finished pod finished: its containers' finishedAt, else its Ready transition.
-fn finished_at(p: &Value) -> Option<DateTime<Utc>> {
+fn finished_at(p: &Value) -> Option<Timestamp> {
     let containers = p
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)
@@ -180,10 +180,10 @@ fn condition_true(job: &Value, ty: &str) -> bool {
     condition(job, ty).map(|c| meta::str_at(c, "/status") == "True") == Some(true)
 }
 
-/// The back-off before replacing the `n`th consecutive failed pod.
-fn backoff(n: i64) -> Duration {
+/// The back-off in seconds before replacing the `n`th consecutive failed pod.
+fn backoff_seconds(n: i64) -> i64 {
     let exponent = (n - 1).clamp(0, 16) as u32;
-    Duration::seconds((BACKOFF_INITIAL_SECONDS << exponent).min(BACKOFF_MAX_SECONDS))
+    (BACKOFF_INITIAL_SECONDS << exponent).min(BACKOFF_MAX_SECONDS)
 }
 
 /// The ending a Job has reached, if any: one already recorded in an interim condition,
@@ -195,7 +195,7 @@ fn ending(
     succeeded: i64,
     failed: i64,
     suspended: bool,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Option<Ending> {
     for ty in ["SuccessCriteriaMet", "FailureTarget"] {
         if let Some(c) = condition(job, ty).filter(|c| meta::str_at(c, "/status") == "True") {
@@ -218,7 +218,7 @@ fn ending(
     if let (false, Some(start), Some(deadline)) =
         (suspended, start, int(job, "/spec/activeDeadlineSeconds"))
     {
-        if now >= start + Duration::seconds(deadline) {
+        if now >= meta::add_seconds(start, deadline) {
             return Some(Ending::DeadlineExceeded);
         }
     }
@@ -271,7 +271,7 @@ struct Draft {
 }
 
 impl Draft {
-    fn new(job: &Value, now: DateTime<Utc>) -> Draft {
+    fn new(job: &Value, now: Timestamp) -> Draft {
         let status = job
             .get("status")
             .cloned()
@@ -365,7 +365,7 @@ fn finish(e: Ending, remaining: i64, d: &mut Draft) {
 }
 
 /// Decides one pass for a Job that is not finished (pure).
-fn decide(job: &Value, owned: &[&Value], now: DateTime<Utc>) -> Plan {
+fn decide(job: &Value, owned: &[&Value], now: Timestamp) -> Plan {
     let pods = count(owned);
     let succeeded = pods
         .succeeded
@@ -387,7 +387,7 @@ fn decide(job: &Value, owned: &[&Value], now: DateTime<Utc>) -> Plan {
     let backing_off = pods.failures_since_success > 0
         && pods
             .last_failure
-            .map(|t| now < t + backoff(pods.failures_since_success))
+            .map(|t| now < meta::add_seconds(t, backoff_seconds(pods.failures_since_success)))
             .unwrap_or(false);
     let create = if backing_off {
         0
@@ -494,7 +494,7 @@ fn act(c: &Cluster, job: &Value, plan: &Plan) {
 }
 
 /// When a finished Job finished (completionTime, else its Failed condition).
-fn finish_time(job: &Value) -> Option<DateTime<Utc>> {
+fn finish_time(job: &Value) -> Option<Timestamp> {
     job.pointer("/status/completionTime")
         .and_then(Value::as_str)
         .and_then(meta::parse_time)
@@ -506,12 +506,12 @@ fn finish_time(job: &Value) -> Option<DateTime<Utc>> {
 
 /// The TTL-after-finished controller: deletes a finished Job (and its pods) `ttl` seconds
 /// after it finished.
-fn expire(c: &Cluster, job: &Value, now: DateTime<Utc>) {
+fn expire(c: &Cluster, job: &Value, now: Timestamp) {
     let (Some(ttl), Some(done)) = (int(job, "/spec/ttlSecondsAfterFinished"), finish_time(job))
     else {
         return;
     };
-    if now < done + Duration::seconds(ttl) {
+    if now < meta::add_seconds(done, ttl) {
         return;
     }
     let Some(r) = c.resource("batch", "jobs") else {
@@ -542,7 +542,7 @@ impl Controller for JobController {
     fn name(&self) -> &'static str {
         "job"
     }
-    fn reconcile(&mut self, c: &Cluster, now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, now: Timestamp) {
         let (jobs, _) = c.store.list("batch/jobs", None);
         if jobs.is_empty() {
             return;
@@ -581,7 +581,7 @@ mod tests {
             "status": {"phase": phase, "containerStatuses": [{"restartCount": 0, "state": {"terminated": {"finishedAt": finished}}}]}})
     }
 
-    fn at(s: &str) -> DateTime<Utc> {
+    fn at(s: &str) -> Timestamp {
         meta::parse_time(s).expect("time")
     }
 
@@ -663,8 +663,8 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_six_minutes() {
-        assert_eq!(backoff(1), Duration::seconds(10));
-        assert_eq!(backoff(3), Duration::seconds(40));
-        assert_eq!(backoff(20), Duration::seconds(360));
+        assert_eq!(backoff_seconds(1), 10);
+        assert_eq!(backoff_seconds(3), 40);
+        assert_eq!(backoff_seconds(20), 360);
     }
 }

@@ -3,7 +3,7 @@
 
 use super::super::error::{ApiError, Reason};
 use super::super::ops::Cluster;
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -18,7 +18,7 @@ pub trait Controller: Send {
     /// Name for logs.
     fn name(&self) -> &'static str;
     /// One pass over every object it manages.
-    fn reconcile(&mut self, c: &Cluster, now: DateTime<Utc>);
+    fn reconcile(&mut self, c: &Cluster, now: Timestamp);
 }
 
 fn all() -> Vec<Box<dyn Controller>> {
@@ -55,7 +55,7 @@ pub async fn run(cluster: Arc<Cluster>, mut shutdown: watch::Receiver<bool>) {
             _ = ticker.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let now = Utc::now();
+        let now = Timestamp::now();
         for c in controllers.iter_mut() {
             // A bug in one controller must not stop the others: log and go on.
             let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -105,7 +105,7 @@ pub fn record_event(
     component: &str,
 ) {
     use super::super::meta;
-    let now = Utc::now();
+    let now = Timestamp::now();
     let ns = match meta::namespace(obj) {
         "" => "default",
         ns => ns,
@@ -113,7 +113,7 @@ pub fn record_event(
     let name = format!(
         "{}.{:x}",
         meta::name(obj),
-        now.timestamp_nanos_opt().unwrap_or(0)
+        i64::try_from(now.as_nanosecond()).unwrap_or(0)
     );
     let ev = serde_json::json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": ns},
         "involvedObject": {"kind": meta::str_at(obj, "/kind"), "apiVersion": meta::str_at(obj, "/apiVersion"), "namespace": meta::namespace(obj),

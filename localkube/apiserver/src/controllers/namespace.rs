@@ -5,7 +5,7 @@ use super::super::meta;
 use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
 use super::manager::{log_err, Controller};
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 
 /// Finalizes terminating namespaces.
@@ -15,7 +15,7 @@ impl Controller for NamespaceController {
     fn name(&self) -> &'static str {
         "namespace"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (nss, _) = c.store.list("/namespaces", None);
         for ns in nss
             .iter()

@@ -6,7 +6,7 @@ use super::super::ops::Cluster;
 use super::super::registry::Subresource;
 use super::manager::{log_err, record_event, Controller};
 use super::taints::tolerates;
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -111,7 +111,7 @@ impl Controller for Scheduler {
     fn name(&self) -> &'static str {
         "scheduler"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (pods, _) = c.store.list("/pods", None);
         let pending: Vec<&Value> = pods
             .iter()

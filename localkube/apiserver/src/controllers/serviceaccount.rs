@@ -5,7 +5,7 @@ use super::super::meta;
 use super::super::ops::Cluster;
 use super::manager::{log_err, Controller};
 use base64::Engine;
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::json;
 
 /// Keeps service accounts and their tokens.
@@ -15,7 +15,7 @@ impl Controller for ServiceAccountController {
     fn name(&self) -> &'static str {
         "serviceaccount"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (nss, _) = c.store.list("/namespaces", None);
         for ns in nss
             .iter()

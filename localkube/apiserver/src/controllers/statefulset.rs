@@ -7,7 +7,7 @@ use super::super::ops::Cluster;
 use super::super::registry::Subresource;
 use super::manager::{log_err, record_event, Controller};
 use super::workloads::{controlled_by, controller_ref, pod_ready, set_count, template_hash};
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -127,7 +127,7 @@ impl Controller for StatefulSetController {
     fn name(&self) -> &'static str {
         "statefulset"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (sets, _) = c.store.list("apps/statefulsets", None);
         let (pods, _) = c.store.list("/pods", None);
         for sts in sets

@@ -6,7 +6,7 @@
 use super::super::meta;
 use super::super::ops::Cluster;
 use super::manager::{log_err, record_event, Controller};
-use chrono::{DateTime, Duration, Utc};
+use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -57,14 +57,14 @@ type PodKey = (String, String, String);
 /// The eviction queue: pod (namespace, name, uid) -> (noticed at, evict at).
 #[derive(Default)]
 pub struct TaintEviction {
-    scheduled: HashMap<PodKey, (DateTime<Utc>, DateTime<Utc>)>,
+    scheduled: HashMap<PodKey, (Timestamp, Timestamp)>,
 }
 
 impl Controller for TaintEviction {
     fn name(&self) -> &'static str {
         "taint-eviction"
     }
-    fn reconcile(&mut self, c: &Cluster, now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, now: Timestamp) {
         let (nodes, _) = c.store.list("/nodes", None);
         let taints: HashMap<String, Vec<Value>> = nodes
             .iter()
@@ -115,7 +115,7 @@ impl Controller for TaintEviction {
                     let entry = self
                         .scheduled
                         .entry(key.clone())
-                        .or_insert((now, now + Duration::seconds(secs)));
+                        .or_insert((now, meta::add_seconds(now, secs)));
                     Some(entry.1)
                 }
             };

@@ -7,7 +7,7 @@ use super::super::registry::Subresource;
 use super::super::selector::LabelSelector;
 use super::manager::{log_err, record_event, Controller};
 use super::nodes::set_condition;
-use chrono::{DateTime, Utc};
+use jiff::Timestamp;
 use serde_json::{json, Value};
 
 const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -77,7 +77,7 @@ impl Controller for ReplicaSetController {
     fn name(&self) -> &'static str {
         "replicaset"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (sets, _) = c.store.list("apps/replicasets", None);
         let (pods, _) = c.store.list("/pods", None);
         for rs in &sets {
@@ -247,7 +247,7 @@ impl Controller for DeploymentController {
     fn name(&self) -> &'static str {
         "deployment"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: DateTime<Utc>) {
+    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
         let (deps, _) = c.store.list("apps/deployments", None);
         for d in deps
             .iter()

@@ -1,0 +1,16 @@
+//! The harness's tests that need no cluster, one test binary (linking one per file cost
+//! minutes on 2 cores): the scenario catalogue and its validation, expectation evaluation, the
+//! checkers and the liveness condition over hand-built histories, reports, the runner against
+//! a scripted fake cluster, and the nightly workflow's structure. The catalogue's trials are
+//! the separate `scenarios` target (`harness = false`).
+
+mod support;
+
+mod catalogue;
+mod checkers;
+mod converged;
+mod evaluate;
+mod nightly_workflow;
+mod report;
+mod runner;
+mod validation;

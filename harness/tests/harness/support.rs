@@ -1,0 +1,467 @@
+//! Hand-built histories for the checker, convergence and report tests.
+
+use std::collections::BTreeMap;
+
+use bloodraven_harness::history::event::{
+    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, Op, RestoreRecord,
+};
+use bloodraven_harness::history::store::History;
+use bloodraven_harness::scenario::model::Site;
+
+/// The wall-clock time of monotonic 0.
+pub fn epoch() -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_800_000_000).expect("valid timestamp")
+}
+
+/// The wall time `ms` after the epoch.
+pub fn wall(ms: u64) -> jiff::Timestamp {
+    epoch() + jiff::SignedDuration::from_millis(i64::try_from(ms).expect("small"))
+}
+
+/// The server id the support histories give a site (MariaDB GTIDs `0-<server>-<seq>`).
+pub fn server_of(site: Site) -> u32 {
+    match site {
+        Site::Iad => 1,
+        Site::Pdx => 2,
+        Site::Reader => 3,
+    }
+}
+
+/// The GTID the support histories give write `id` acknowledged by `site` (MariaDB text
+/// form: domain 0, the site's server id, sequence id + 1).
+pub fn gtid_of(site: Site, id: u64) -> String {
+    format!("0-{}-{}", server_of(site), id + 1)
+}
+
+/// A MariaDB GTID set holding the GTIDs of writes `ids` by `site`, plus `others` GTIDs of
+/// other writers (the counter app) on the same server, after every write id.
+pub fn gtid_set(site: Site, ids: &[u64], others: u64) -> String {
+    let server = server_of(site);
+    let mut items: Vec<String> = ids
+        .iter()
+        .map(|id| format!("0-{server}-{seq}..{seq}", seq = id + 1))
+        .collect();
+    if others > 0 {
+        items.push(format!("0-{server}-900001..{}", 900_000 + others));
+    }
+    items.join(",")
+}
+
+/// Builds a history from operations given at millisecond offsets; events are sorted by time.
+#[derive(Default)]
+pub struct Builder {
+    events: Vec<Event>,
+}
+
+impl Builder {
+    fn push(&mut self, process: &str, kind: EventType, op: Op, ms: u64) {
+        self.events.push(Event {
+            process: process.to_owned(),
+            kind,
+            op,
+            wall: wall(ms),
+            mono_ns: ms * 1_000_000,
+        });
+    }
+
+    /// A write of `id` by `process` from `start` to `end` ms with `outcome`; `site` (and the
+    /// GTID of [`gtid_of`]) on ok.
+    pub fn write(
+        self,
+        process: &str,
+        id: u64,
+        start: u64,
+        end: u64,
+        outcome: EventType,
+        site: Option<Site>,
+    ) -> Self {
+        let gtid = site
+            .filter(|_| outcome == EventType::Ok)
+            .map(|site| gtid_of(site, id));
+        self.raw_write(process, id, start, end, outcome, site, gtid)
+    }
+
+    /// A write with an explicit GTID (or none).
+    #[allow(clippy::too_many_arguments)]
+    pub fn raw_write(
+        mut self,
+        process: &str,
+        id: u64,
+        start: u64,
+        end: u64,
+        outcome: EventType,
+        site: Option<Site>,
+        gtid: Option<String>,
+    ) -> Self {
+        self.push(
+            process,
+            EventType::Invoke,
+            Op::Write {
+                id,
+                site: None,
+                gtid: None,
+                error: None,
+            },
+            start,
+        );
+        let error = (outcome != EventType::Ok).then(|| "timeout".to_owned());
+        self.push(
+            process,
+            outcome,
+            Op::Write {
+                id,
+                site,
+                gtid,
+                error,
+            },
+            end,
+        );
+        self
+    }
+
+    /// An acknowledged write.
+    pub fn ok(self, process: &str, id: u64, start: u64, end: u64, site: Site) -> Self {
+        self.write(process, id, start, end, EventType::Ok, Some(site))
+    }
+
+    /// A sequence of acknowledged writes by `writer-0` every `step` ms from `from` to `to`
+    /// (exclusive), each taking `latency` ms, ids from `first_id`.
+    pub fn writes(
+        mut self,
+        first_id: u64,
+        from: u64,
+        to: u64,
+        step: u64,
+        latency: u64,
+        site: Site,
+    ) -> Self {
+        let mut id = first_id;
+        let mut at = from;
+        while at < to {
+            self = self.ok("writer-0", id, at, at + latency, site);
+            id += 1;
+            at += step;
+        }
+        self
+    }
+
+    /// A group status snapshot (pollInterval 2s, failureThreshold 3).
+    pub fn status(
+        self,
+        ms: u64,
+        active: Site,
+        generation: u64,
+        last_failover: Option<FailoverRecord>,
+    ) -> Self {
+        self.status_with(ms, active, generation, last_failover, Some((2_000, 3)))
+    }
+
+    /// A group status snapshot reporting a restore in place (no failover).
+    pub fn restore_status(
+        self,
+        ms: u64,
+        active: Site,
+        generation: u64,
+        restore: RestoreRecord,
+    ) -> Self {
+        self.push_status(
+            ms,
+            Op::Status {
+                active_site: Some(active),
+                topology_generation: generation,
+                authority: Some("Valid".to_owned()),
+                last_failover: None,
+                restore: Some(Box::new(restore)),
+                poll_interval_ms: Some(2_000),
+                failure_threshold: Some(3),
+            },
+        )
+    }
+
+    /// A group status snapshot with the spec's (pollInterval ms, failureThreshold), if known.
+    pub fn status_with(
+        self,
+        ms: u64,
+        active: Site,
+        generation: u64,
+        last_failover: Option<FailoverRecord>,
+        detection: Option<(u64, u32)>,
+    ) -> Self {
+        self.push_status(
+            ms,
+            Op::Status {
+                active_site: Some(active),
+                topology_generation: generation,
+                authority: Some("Valid".to_owned()),
+                last_failover,
+                restore: None,
+                poll_interval_ms: detection.map(|(interval, _)| interval),
+                failure_threshold: detection.map(|(_, threshold)| threshold),
+            },
+        )
+    }
+
+    /// The status reader's invoke, then its completion `read`, at `ms`.
+    fn push_status(mut self, ms: u64, read: Op) -> Self {
+        self.push(
+            "status",
+            EventType::Invoke,
+            Op::Status {
+                active_site: None,
+                topology_generation: 0,
+                authority: None,
+                last_failover: None,
+                restore: None,
+                poll_interval_ms: None,
+                failure_threshold: None,
+            },
+            ms,
+        );
+        self.push("status", EventType::Ok, read, ms);
+        self
+    }
+
+    fn fault_event(&mut self, name: &str, sites: &[Site], phase: FaultPhase, ms: u64) {
+        self.fault_event_detailed(name, sites, phase, ms, "");
+    }
+
+    fn fault_event_detailed(
+        &mut self,
+        name: &str,
+        sites: &[Site],
+        phase: FaultPhase,
+        ms: u64,
+        detail: &str,
+    ) {
+        for kind in [EventType::Invoke, EventType::Ok] {
+            self.push(
+                "nemesis",
+                kind,
+                Op::Fault {
+                    name: name.to_owned(),
+                    phase,
+                    detail: detail.to_owned(),
+                    sites: sites.to_vec(),
+                },
+                ms,
+            );
+        }
+    }
+
+    /// A fault started at `start` whose step is `detail` (the scenario's JSON).
+    pub fn fault_detailed(mut self, name: &str, sites: &[Site], start: u64, detail: &str) -> Self {
+        self.fault_event_detailed(name, sites, FaultPhase::Start, start, detail);
+        self
+    }
+
+    /// A fault on `sites` from `start` (its effective start) until `end` (if healed).
+    pub fn fault(mut self, name: &str, sites: &[Site], start: u64, end: Option<u64>) -> Self {
+        self.fault_event(name, sites, FaultPhase::Start, start);
+        if let Some(end) = end {
+            self.fault_event(name, sites, FaultPhase::End, end);
+        }
+        self
+    }
+
+    /// A fault whose injection was invoked at `invoke` and took effect (its start completed)
+    /// at `effective`.
+    pub fn fault_taking(mut self, name: &str, sites: &[Site], invoke: u64, effective: u64) -> Self {
+        for (kind, at) in [(EventType::Invoke, invoke), (EventType::Ok, effective)] {
+            self.push(
+                "nemesis",
+                kind,
+                Op::Fault {
+                    name: name.to_owned(),
+                    phase: FaultPhase::Start,
+                    detail: String::new(),
+                    sites: sites.to_vec(),
+                },
+                at,
+            );
+        }
+        self
+    }
+
+    /// An endpoints observation of `-primary`.
+    pub fn primary_endpoints(mut self, ms: u64, sites: Vec<Site>) -> Self {
+        self.push(
+            "endpoints",
+            EventType::Invoke,
+            Op::Endpoints {
+                service: "primary".to_owned(),
+                sites: Vec::new(),
+            },
+            ms,
+        );
+        self.push(
+            "endpoints",
+            EventType::Ok,
+            Op::Endpoints {
+                service: "primary".to_owned(),
+                sites,
+            },
+            ms,
+        );
+        self
+    }
+
+    /// A DNS answer.
+    pub fn dns(mut self, ms: u64, site: Site) -> Self {
+        self.push(
+            "dns",
+            EventType::Invoke,
+            Op::Dns {
+                addresses: Vec::new(),
+                site: None,
+            },
+            ms,
+        );
+        self.push(
+            "dns",
+            EventType::Ok,
+            Op::Dns {
+                addresses: vec!["10.96.0.1".to_owned()],
+                site: Some(site),
+            },
+            ms,
+        );
+        self
+    }
+
+    /// The final read: the ids present per site read.
+    pub fn final_state(mut self, ms: u64, sites: &[(Site, Vec<u64>)]) -> Self {
+        self.push(
+            "final",
+            EventType::Invoke,
+            Op::FinalState {
+                sites: BTreeMap::new(),
+            },
+            ms,
+        );
+        self.push(
+            "final",
+            EventType::Ok,
+            Op::FinalState {
+                sites: sites.iter().cloned().collect(),
+            },
+            ms,
+        );
+        self
+    }
+
+    /// The history, events in time order (stable for equal times).
+    pub fn build(mut self) -> History {
+        self.events.sort_by_key(|event| event.mono_ns);
+        History::new(self.events)
+    }
+}
+
+/// A failover record with phases [started, detected, fenced, promoted] at ms offsets.
+pub fn failover(
+    kind: FailoverKind,
+    from: Site,
+    to: Site,
+    phases_ms: [u64; 4],
+    lost: Option<u64>,
+    exact: bool,
+) -> FailoverRecord {
+    let [started, detected, fenced, promoted] = phases_ms;
+    FailoverRecord {
+        kind,
+        from,
+        to,
+        started_at: wall(started),
+        detected_at: Some(wall(detected)),
+        fenced_at: Some(wall(fenced)),
+        promoted_at: Some(wall(promoted)),
+        completed_at: Some(wall(promoted + 500)),
+        lost_transactions: lost,
+        lost_gtid_set: None,
+        exact,
+    }
+}
+
+/// What the operator reports of the emergency failover in [`emergency_with`].
+#[derive(Debug, Clone, Default)]
+pub struct Reported {
+    /// The acknowledged iad writes its lostGtidSet names.
+    pub writes: Vec<u64>,
+    /// GTIDs of other writers (the counter app) in it.
+    pub others: u64,
+    /// `exact`.
+    pub exact: bool,
+}
+
+/// The emergency failover iad -> pdx of [`emergency`]: the kill at 10 s, first failed poll
+/// 11 s, detected 16 s (6 s after: the window of pollInterval 2 s x failureThreshold 3),
+/// fenced 17 s, promoted 18 s.
+pub fn emergency_record(reported: &Reported) -> FailoverRecord {
+    let mut record = failover(
+        FailoverKind::Emergency,
+        Site::Iad,
+        Site::Pdx,
+        [11_000, 16_000, 17_000, 18_000],
+        None,
+        reported.exact,
+    );
+    record.lost_gtid_set = Some(gtid_set(Site::Iad, &reported.writes, reported.others));
+    record.lost_transactions =
+        Some(u64::try_from(reported.writes.len()).unwrap_or(u64::MAX) + reported.others);
+    record
+}
+
+/// A typical emergency failover, valid for every checker when the operator reports the
+/// lost writes exactly: iad acknowledges ids 0..100 until it is killed at 10 s (kept down
+/// until 40 s); an info write (500) and a failed one (501) during the outage; pdx promoted
+/// at 18 s acknowledges ids 1000..1100 from 20 s and ids 2000..2050 after the heal. The
+/// final read finds every acknowledged write but `lost_ids` on pdx and the reader, and, when
+/// the report is exact, iad readable again with its own 0..100.
+pub fn emergency_with(lost_ids: &[u64], reported: &Reported) -> History {
+    let record = emergency_record(reported);
+    let first = FailoverRecord {
+        exact: false,
+        ..record.clone()
+    };
+    let survived: Vec<u64> = (0..100)
+        .chain(1000..1100)
+        .chain(2000..2050)
+        .filter(|id| !lost_ids.contains(id))
+        .collect();
+    let mut sites = vec![(Site::Pdx, survived.clone()), (Site::Reader, survived)];
+    if reported.exact {
+        sites.push((Site::Iad, (0..100).collect()));
+    }
+    Builder::default()
+        .status(500, Site::Iad, 1, None)
+        .writes(0, 0, 10_000, 100, 20, Site::Iad)
+        .fault("kill", &[Site::Iad], 10_000, Some(40_000))
+        .write("writer-1", 500, 10_000, 12_000, EventType::Info, None)
+        .write("writer-1", 501, 12_100, 14_100, EventType::Fail, None)
+        .status(18_500, Site::Pdx, 2, Some(first))
+        .primary_endpoints(19_000, vec![Site::Pdx])
+        .dns(25_000, Site::Pdx)
+        .writes(1000, 20_000, 30_000, 100, 20, Site::Pdx)
+        .writes(2000, 41_000, 46_000, 100, 20, Site::Pdx)
+        .status(45_000, Site::Pdx, 2, Some(record))
+        .dns(46_000, Site::Pdx)
+        .final_state(50_000, &sites)
+        .build()
+}
+
+/// [`emergency_with`] where the operator names the first `reported` of `lost_ids` (and, past
+/// them, `reported - lost_ids.len()` other writers' transactions).
+pub fn emergency(lost_ids: &[u64], reported: Option<u64>, exact: bool) -> History {
+    let count = usize::try_from(reported.unwrap_or(0)).unwrap_or(usize::MAX);
+    let writes: Vec<u64> = lost_ids.iter().copied().take(count).collect();
+    let others = reported
+        .unwrap_or(0)
+        .saturating_sub(u64::try_from(lost_ids.len()).unwrap_or(u64::MAX));
+    emergency_with(
+        lost_ids,
+        &Reported {
+            writes,
+            others,
+            exact,
+        },
+    )
+}

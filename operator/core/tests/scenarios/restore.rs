@@ -1,0 +1,504 @@
+//! Core scenarios: named backups and restore-in-place of the active site (issue 12 part 2;
+//! bloodraven.md "Ordered update and restore-in-place"; seeds 000 and 003).
+
+use crate::support::{labels_of, World};
+use bloodraven_api::{BackupPhase, DeferReason, RestorePhase};
+use bloodraven_core::deploy::{DisruptionKind, HoldInfo, RevokeReason};
+use bloodraven_core::engine::{
+    deferrable_disruption_in_flight, gated_start, Action, EventReason, GroupMemory, PodRole,
+};
+use bloodraven_core::time::Duration;
+use bloodraven_mysql::GtidSet;
+
+fn phase(world: &World) -> Option<RestorePhase> {
+    world.memory.restore.as_ref().map(|r| r.status.phase)
+}
+
+/// A bootstrapped world with three writes on iad, then a backup `b1` of iad.
+fn backed_up() -> World {
+    let mut world = World::bootstrapped();
+    for _ in 0..3 {
+        assert!(world.write("iad"));
+    }
+    world.run_polls(1);
+    world.annotations.backup = Some("b1".to_string());
+    for _ in 0..3 {
+        world.run_polls(1);
+    }
+    let backup = world.memory.last_backup.clone().expect("backup status");
+    assert_eq!(backup.phase, BackupPhase::Completed, "{backup:?}");
+    assert_eq!(backup.site, "iad");
+    assert_eq!(
+        backup.gtid_set.as_deref(),
+        Some(world.site("iad").gtid.to_string().as_str())
+    );
+    assert_eq!(world.annotations.backup, None, "the annotation is removed");
+    assert_eq!(world.events_of(EventReason::BackupCompleted).len(), 1);
+    world
+}
+
+fn run_to_final(world: &mut World) -> Vec<RestorePhase> {
+    let mut phases = Vec::new();
+    for _ in 0..40 {
+        world.run_polls(1);
+        if let Some(current) = phase(world) {
+            if phases.last() != Some(&current) {
+                phases.push(current);
+            }
+            if matches!(current, RestorePhase::Completed | RestorePhase::Failed) {
+                break;
+            }
+        }
+    }
+    phases
+}
+
+fn pushes_naming(decision: &bloodraven_core::engine::Decision, site: &str) -> bool {
+    decision.actions.iter().any(|action| {
+        matches!(action, Action::PushAuthority { authority, .. }
+            if authority.active_site.as_deref() == Some(site))
+    })
+}
+
+#[test]
+fn restore_in_place_fences_restores_repromotes_bumps_generation_and_revokes_leases() {
+    let mut world = backed_up();
+    let backup_set = world.site("iad").gtid.clone();
+    // Two transactions after the backup: what the restore discards.
+    assert!(world.write("iad"));
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let fenced_set = world.site("iad").gtid.clone();
+    let generation = world.memory.topology_generation;
+    let revocations_before = world.revocations.len();
+    world.annotations.restore = Some("b1".to_string());
+
+    let phases = run_to_final(&mut world);
+    assert_eq!(
+        phases,
+        vec![
+            RestorePhase::Fencing,
+            RestorePhase::Restoring,
+            RestorePhase::Promoting,
+            RestorePhase::Completed
+        ],
+        "the re-seeds finish while the site becomes writable again (instant in this world)"
+    );
+    let status = world.memory.restore.clone().expect("restore status").status;
+    // Re-promoted at generation + 1, every deploy lease revoked with TopologyChanged.
+    assert_eq!(world.memory.topology_generation, generation + 1);
+    assert_eq!(status.topology_generation, Some(generation + 1));
+    assert!(world.revocations[revocations_before..]
+        .contains(&(RevokeReason::TopologyChanged, generation + 1)));
+    assert_eq!(world.memory.active_site, "iad");
+    assert!(world.memory.authority.is_valid());
+    // What was lost: exactly the two transactions after the backup.
+    let lost = bloodraven_mysql::lost_transactions(&fenced_set, &backup_set);
+    assert_eq!(lost.count(), 2);
+    assert_eq!(status.lost_transactions, 2);
+    assert_eq!(status.lost_gtid_set, Some(lost.to_string()));
+    assert!(status.exact);
+    // The replicas held those two: re-seeded, now holding exactly iad's set, replicating.
+    assert_eq!(
+        status.reseeded,
+        vec!["pdx".to_string(), "reader".to_string()]
+    );
+    assert!(status.pending_reseed.is_empty());
+    world.run_polls(2);
+    for replica in ["pdx", "reader"] {
+        assert_eq!(
+            world.site(replica).gtid,
+            world.site("iad").gtid,
+            "{replica}"
+        );
+        assert_eq!(world.site(replica).source.as_deref(), Some("iad"));
+    }
+    assert!(world.split_brain_at.is_empty());
+    assert_eq!(world.annotations.restore, None);
+    assert_eq!(world.events_of(EventReason::RestoreCompleted).len(), 1);
+    assert!(world.write("iad"), "iad takes writes again");
+    assert!(
+        !world.site("iad").gtid.contains(&lost),
+        "the discarded ones stay gone"
+    );
+}
+
+#[test]
+fn seed_000_the_restored_pod_is_fenced_at_once_and_no_authority_is_pushed_while_it_is() {
+    let mut world = backed_up();
+    world.annotations.restore = Some("b1".to_string());
+    let mut saw_restore = false;
+    for _ in 0..40 {
+        world.run_polls(1);
+        let decision = world.decisions.last().expect("decision").1.clone();
+        let current = phase(&world).expect("phase");
+        match current {
+            RestorePhase::Fencing | RestorePhase::Restoring => {
+                assert_eq!(
+                    labels_of(&decision, "iad"),
+                    Some((PodRole::Fenced, false)),
+                    "{current:?}: iad leaves both shared Services"
+                );
+                assert!(
+                    !pushes_naming(&decision, "iad"),
+                    "{current:?}: no authority pushed"
+                );
+                saw_restore |= decision
+                    .actions
+                    .iter()
+                    .any(|action| matches!(action, Action::Restore { .. }));
+            }
+            RestorePhase::Completed => break,
+            _ => {}
+        }
+    }
+    assert!(saw_restore);
+    assert_eq!(phase(&world), Some(RestorePhase::Completed));
+    let last = world.decisions.last().expect("decision").1.clone();
+    assert_eq!(labels_of(&last, "iad"), Some((PodRole::Primary, true)));
+}
+
+#[test]
+fn seed_003_a_live_failover_hold_defers_the_restore_until_it_lapses() {
+    let mut world = backed_up();
+    let expiry = world.now + Duration::from_secs(20);
+    world.hold = Some(HoldInfo {
+        operation_id: "a1c3f0e2".to_string(),
+        instance: "counter-app".to_string(),
+        earliest_expiry: expiry,
+    });
+    world.annotations.restore = Some("b1".to_string());
+    for _ in 0..4 {
+        let before = world.memory.clone();
+        let decision = world.poll();
+        world.advance(world.spec.poll_interval.get());
+        assert_eq!(gated_start(&before, &decision.memory), None);
+        assert!(!decision
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::Fence { .. } | Action::Restore { .. })));
+    }
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Deferred);
+    assert_eq!(
+        status.admission.defer_reason,
+        Some(DeferReason::DeploymentHold)
+    );
+    assert_eq!(status.admission.retry_time, Some(expiry));
+    assert!(status
+        .admission
+        .message
+        .as_deref()
+        .is_some_and(|m| m.contains("a1c3f0e2") && m.contains("counter-app")));
+    assert_eq!(world.events_of(EventReason::RestoreDeferred).len(), 1);
+    // The hold lapses: admitted again, and the decision that fences is the gated start.
+    world.hold = None;
+    let mut started = None;
+    for _ in 0..4 {
+        let before = world.memory.clone();
+        let decision = world.poll();
+        world.advance(world.spec.poll_interval.get());
+        if let Some(start) = gated_start(&before, &decision.memory) {
+            started = Some(start);
+            break;
+        }
+    }
+    let start = started.expect("a gated start");
+    assert_eq!(start.kind, DisruptionKind::RestoreInPlace);
+    assert_eq!(start.from, "iad");
+    assert!(deferrable_disruption_in_flight(&world.memory));
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(RestorePhase::Completed));
+    assert!(!deferrable_disruption_in_flight(&world.memory));
+}
+
+#[test]
+fn a_backup_that_is_not_on_the_active_site_fails_the_restore_and_nothing_is_fenced() {
+    let mut world = World::bootstrapped();
+    world.annotations.restore = Some("nope".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Failed);
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("nope is not on iad's volume"), "{message}");
+    assert!(!world
+        .decisions
+        .iter()
+        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::Fence { .. }))));
+    assert!(world.memory.authority.is_valid());
+    assert_eq!(world.annotations.restore, None);
+    assert_eq!(world.events_of(EventReason::RestoreFailed).len(), 1);
+}
+
+#[test]
+fn a_failed_load_stops_the_restore_and_the_site_stays_fenced_until_a_new_restore() {
+    let mut world = backed_up();
+    let generation = world.memory.topology_generation;
+    world.site_mut("iad").job_fails = Some("load dump.sql: ERROR 1064".to_string());
+    world.annotations.restore = Some("b1".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Failed);
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("ERROR 1064") && message.contains("stays fenced"),
+        "{message}"
+    );
+    // Many polls later: still fenced, nobody promoted, no authority naming iad pushed.
+    for _ in 0..15 {
+        world.run_polls(1);
+        let decision = &world.decisions.last().expect("decision").1;
+        assert_eq!(labels_of(decision, "iad"), Some((PodRole::Fenced, false)));
+        assert!(!pushes_naming(decision, "iad"));
+    }
+    assert!(
+        world.events_of(EventReason::Promoted).is_empty(),
+        "no failover on top"
+    );
+    assert_eq!(world.memory.topology_generation, generation);
+    assert!(world.writable_sites().is_empty());
+    // A sidecar restart forgets the fence: it is fenced again, still no authority.
+    world.restart_sidecar("iad");
+    world.run_polls(2);
+    assert!(world.site("iad").fence_generation.is_some());
+    assert!(world.writable_sites().is_empty());
+    // The way on: request the restore again (the load works now).
+    world.site_mut("iad").job_fails = None;
+    world.run_polls(1);
+    world.annotations.restore = Some("b1".to_string());
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(RestorePhase::Completed));
+    assert_eq!(world.memory.topology_generation, generation + 1);
+    assert!(world.memory.authority.is_valid());
+}
+
+#[test]
+fn a_replica_holding_exactly_the_backup_is_repointed_not_reseeded() {
+    let mut world = backed_up();
+    world.annotations.restore = Some("b1".to_string());
+    let phases = run_to_final(&mut world);
+    assert_eq!(phases.last(), Some(&RestorePhase::Completed));
+    assert!(!phases.contains(&RestorePhase::Reseeding), "{phases:?}");
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.lost_transactions, 0);
+    assert!(status.reseeded.is_empty());
+    assert!(!world
+        .decisions
+        .iter()
+        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::Reseed { .. }))));
+}
+
+#[test]
+fn a_restore_resumes_from_status_after_an_operator_restart() {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    world.site_mut("iad").job_hangs = true;
+    world.annotations.restore = Some("b1".to_string());
+    for _ in 0..4 {
+        world.run_polls(1);
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Restoring));
+    // Restart: memory from the persisted status only.
+    let status = world.memory.to_status();
+    world.memory = GroupMemory::from_status(&world.spec, Some(&status), world.now);
+    assert_eq!(phase(&world), Some(RestorePhase::Restoring));
+    world.site_mut("iad").job_hangs = false;
+    world.site_mut("iad").job = None;
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Completed, "{status:?}");
+    assert_eq!(status.lost_transactions, 1);
+}
+
+#[test]
+fn a_replica_ahead_of_the_backup_is_never_repointed_before_its_reseed() {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    world.site_mut("pdx").job_hangs = true;
+    world.annotations.restore = Some("b1".to_string());
+    let from = world.decisions.len();
+    for _ in 0..12 {
+        world.run_polls(1);
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Reseeding));
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert!(status.pending_reseed.contains(&"pdx".to_string()));
+    let backup_set: GtidSet = world.site("iad").gtid.clone();
+    assert!(!backup_set.contains(&world.site("pdx").gtid));
+    for (_, decision) in &world.decisions[from..] {
+        assert!(!decision.actions.iter().any(|a| matches!(a,
+            Action::Repoint { site, .. } if site == "pdx")));
+    }
+    let last = &world.decisions.last().expect("decision").1;
+    assert_eq!(labels_of(last, "pdx"), Some((PodRole::Replica, false)));
+}
+
+/// [`backed_up`] with a `mariadb-backup` copy in the backup, whose GTID set is one
+/// transaction ahead of the dump's (a write acknowledged while the dump ran).
+fn backed_up_with_a_copy() -> (World, GtidSet) {
+    let mut world = World::bootstrapped();
+    world.backups_have_copies = true;
+    for _ in 0..3 {
+        assert!(world.write("iad"));
+    }
+    world.run_polls(1);
+    world.annotations.backup = Some("b1".to_string());
+    world.run_polls(3);
+    assert!(world.write("iad"));
+    let copy_set = world.site("iad").gtid.clone();
+    let backup = world
+        .site_mut("iad")
+        .backups
+        .iter_mut()
+        .find(|b| b.name == "b1")
+        .expect("b1");
+    assert!(backup.physical);
+    backup.physical_gtid_set = Some(copy_set.to_string());
+    (world, copy_set)
+}
+
+#[test]
+fn issue_12_a_physical_restore_keeps_exactly_the_copys_set_and_records_its_method() {
+    let (mut world, copy_set) = backed_up_with_a_copy();
+    // Two more after the copy: what the restore discards (not the one inside the copy).
+    assert!(world.write("iad"));
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let fenced_set = world.site("iad").gtid.clone();
+    let generation = world.memory.topology_generation;
+    world.annotations.restore = Some("b1,method=physical".to_string());
+    let from = world.decisions.len();
+    let phases = run_to_final(&mut world);
+    assert_eq!(phases.last(), Some(&RestorePhase::Completed), "{phases:?}");
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.method, bloodraven_api::RestoreMethod::Physical);
+    assert_eq!(status.backup, "b1");
+    assert_eq!(status.backup_gtid_set, Some(copy_set.to_string()));
+    assert_eq!(world.site("iad").gtid, copy_set);
+    let lost = bloodraven_mysql::lost_transactions(&fenced_set, &copy_set);
+    assert_eq!(lost.count(), 2);
+    assert_eq!(status.lost_transactions, 2);
+    assert_eq!(status.lost_gtid_set, Some(lost.to_string()));
+    assert!(status.exact);
+    assert_eq!(world.memory.topology_generation, generation + 1);
+    // Every Restore the operator sent asked for the copy.
+    let requests: Vec<_> = world.decisions[from..]
+        .iter()
+        .flat_map(|(_, d)| d.actions.iter())
+        .filter_map(|a| match a {
+            Action::Restore { request, .. } => Some(request.method),
+            _ => None,
+        })
+        .collect();
+    assert!(!requests.is_empty());
+    assert!(requests
+        .iter()
+        .all(|m| *m == bloodraven_api::RestoreMethod::Physical));
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("completed"), "{message}");
+    assert_eq!(world.annotations.restore, None);
+}
+
+#[test]
+fn issue_12_a_physical_request_for_a_backup_without_a_copy_fails_naming_it() {
+    let mut world = backed_up();
+    world.annotations.restore = Some("b1,method=physical".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Failed);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("no mariadb-backup copy") && message.contains("method=logical"),
+        "{message}"
+    );
+    assert!(!world
+        .decisions
+        .iter()
+        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::Fence { .. }))));
+    assert!(world.memory.authority.is_valid());
+    assert_eq!(world.annotations.restore, None);
+}
+
+#[test]
+fn issue_12_a_restore_request_of_another_form_fails_naming_what_is_wrong() {
+    let mut world = backed_up();
+    world.annotations.restore = Some("b1,method=fast".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Failed);
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("\"fast\" is unknown") && message.contains("logical or physical"),
+        "{message}"
+    );
+    assert_eq!(world.annotations.restore, None);
+    assert_eq!(world.events_of(EventReason::RestoreFailed).len(), 1);
+    assert!(!world
+        .decisions
+        .iter()
+        .any(|(_, d)| d.actions.iter().any(|a| matches!(a, Action::Fence { .. }))));
+    // The explicit default is the logical restore, and is a new request.
+    world.annotations.restore = Some("b1,method=logical".to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Completed, "{status:?}");
+    assert_eq!(status.method, bloodraven_api::RestoreMethod::Logical);
+}
+
+// Issue 12: a physical restore stops the active site's mysqld (its sidecar answers). That
+// is the restore holding the site, not a failed active site: no emergency failover however
+// long it takes, the site stays fenced, and it is re-promoted once the copy is in place.
+#[test]
+fn issue_12_mysqld_down_during_a_physical_restore_is_no_reason_to_fail_over() {
+    let (mut world, copy_set) = backed_up_with_a_copy();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let generation = world.memory.topology_generation;
+    world.site_mut("iad").job_hangs = true;
+    world.annotations.restore = Some("b1,method=physical".to_string());
+    for _ in 0..6 {
+        world.run_polls(1);
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Restoring));
+    // mysqld stopped for the swap: many detection floors.
+    world.site_mut("iad").mysql_up = false;
+    let from = world.decisions.len();
+    for _ in 0..30 {
+        world.run_polls(1);
+        let decision = &world.decisions.last().expect("decision").1;
+        assert_eq!(labels_of(decision, "iad"), Some((PodRole::Fenced, false)));
+        assert!(!pushes_naming(decision, "pdx") && !pushes_naming(decision, "iad"));
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Restoring));
+    assert!(world
+        .events_of(EventReason::EmergencyFailoverStarted)
+        .is_empty());
+    assert!(world.events_of(EventReason::Promoted).is_empty());
+    assert!(world.memory.emergency_failover.is_none());
+    assert_eq!(world.memory.active_site, "iad");
+    assert_eq!(world.memory.topology_generation, generation);
+    assert!(world.writable_sites().is_empty());
+    assert!(!world.decisions[from..].iter().any(|(_, d)| d
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Promote { .. }))));
+    // mysqld is back on the copy, read-only; the sidecar reports the job done.
+    let iad = world.site_mut("iad");
+    iad.mysql_up = true;
+    iad.read_only = true;
+    iad.gtid = copy_set.clone();
+    let job = iad.job.as_mut().expect("the running job");
+    job.state = bloodraven_api::sidecar::JobState::Succeeded;
+    job.gtid_set = Some(copy_set.to_string());
+    run_to_final(&mut world);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.phase, RestorePhase::Completed, "{status:?}");
+    assert_eq!(world.memory.topology_generation, generation + 1);
+    assert_eq!(world.memory.active_site, "iad");
+    assert!(world.memory.authority.is_valid());
+    assert!(world
+        .events_of(EventReason::EmergencyFailoverStarted)
+        .is_empty());
+}
