@@ -161,6 +161,12 @@ impl Counter {
         result
     }
 
+    /// The server-side id of the held connection (`CONNECTION_ID()`, from its handshake),
+    /// `None` while none is held.
+    pub async fn connection_id(&self) -> Option<u32> {
+        self.held.lock().await.as_ref().map(|held| held.conn.id())
+    }
+
     /// Increments the counter. With [`Policy::Reconnect`], an ERROR 1290 drops the
     /// connection, re-resolves the host and retries once.
     pub async fn increment(&self) -> Result<CounterView> {

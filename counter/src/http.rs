@@ -16,6 +16,12 @@ use crate::app::{Counter, CounterView};
 /// Path of the counter.
 pub(crate) const PATH_COUNTER: &str = "/api/counter";
 
+/// The response header naming the server-side id of the connection that answered (MySQL's
+/// `CONNECTION_ID()`), absent when none is held: whether a `hold` counter still talks over the
+/// socket it opened (seed 000) or was disconnected and reconnected shows here, not in the
+/// body, which stays seed 001's `{"value","dbHost","readOnly"}`.
+pub const HEADER_CONNECTION_ID: &str = "x-counter-connection-id";
+
 #[derive(Debug, Serialize)]
 struct ErrorBody {
     error: String,
@@ -48,9 +54,21 @@ fn answer(result: crate::Result<CounterView>) -> Response {
 }
 
 async fn read(State(counter): State<Arc<Counter>>) -> Response {
-    answer(counter.read().await)
+    let result = counter.read().await;
+    with_connection_id(answer(result), counter.connection_id().await)
 }
 
 async fn increment(State(counter): State<Arc<Counter>>) -> Response {
-    answer(counter.increment().await)
+    let result = counter.increment().await;
+    with_connection_id(answer(result), counter.connection_id().await)
+}
+
+/// Adds [`HEADER_CONNECTION_ID`] when a connection is held (a refused write keeps it).
+fn with_connection_id(mut response: Response, connection_id: Option<u32>) -> Response {
+    if let Some(id) = connection_id {
+        response
+            .headers_mut()
+            .insert(HEADER_CONNECTION_ID, axum::http::HeaderValue::from(id));
+    }
+    response
 }

@@ -23,4 +23,5 @@ pub mod server;
 pub use app::{Counter, CounterView, Policy};
 pub use config::Config;
 pub use error::{Error, Result};
+pub use http::HEADER_CONNECTION_ID;
 pub use server::{CounterServer, RunningCounter};

@@ -11,7 +11,7 @@ use std::{
 use bloodraven_counter::{
     app::{Policy, Settings},
     schema::bootstrap_statements,
-    CounterServer, CounterView, RunningCounter,
+    CounterServer, CounterView, RunningCounter, HEADER_CONNECTION_ID,
 };
 use bloodraven_mysql::{
     live::sandbox::{MariaDbServer, Topology},
@@ -142,6 +142,16 @@ impl Fixture {
     }
 }
 
+/// The answering connection's id ([`HEADER_CONNECTION_ID`]).
+fn connection_id(response: &reqwest::Response) -> u32 {
+    response
+        .headers()
+        .get(HEADER_CONNECTION_ID)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("no {HEADER_CONNECTION_ID} header: {:?}", response.headers()))
+}
+
 async fn view(response: reqwest::Response) -> CounterView {
     assert!(
         response.status().is_success(),
@@ -157,7 +167,9 @@ async fn seed_000_hold_policy_keeps_talking_to_the_demoted_site_and_gets_error_1
     let counter = fixture
         .counter(Policy::Hold, Duration::from_millis(200))
         .await;
-    let first = view(fixture.post(&counter).await).await;
+    let first = fixture.post(&counter).await;
+    let held = connection_id(&first);
+    let first = view(first).await;
     assert_eq!(first.value, 1);
     // dbHost is @@hostname: the sandbox servers share this machine's, so the server is told
     // apart by read_only (only the active one is writable) and the value.
@@ -174,9 +186,13 @@ async fn seed_000_hold_policy_keeps_talking_to_the_demoted_site_and_gets_error_1
     tokio::time::sleep(Duration::from_millis(800)).await;
     let refused = fixture.post(&counter).await;
     assert_eq!(refused.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    // Refused over the very socket it opened before the failover.
+    assert_eq!(connection_id(&refused), held);
     let error: serde_json::Value = refused.json().await.expect("error body");
     assert_eq!(error["code"], 1290, "{error}");
-    let stale = view(fixture.get(&counter).await).await;
+    let stale = fixture.get(&counter).await;
+    assert_eq!(connection_id(&stale), held);
+    let stale = view(stale).await;
     assert!(stale.read_only, "still reading from the demoted site");
     assert_eq!(stale.value, 1);
 }
@@ -220,7 +236,10 @@ async fn reconnect_policy_reconnects_on_error_1290() {
         .await;
     assert!(!view(fixture.post(&counter).await).await.read_only);
     fixture.fail_over_to_pdx().await;
-    let after = view(fixture.post(&counter).await).await;
+    let after = fixture.post(&counter).await;
+    // The new connection (to pdx) is named too.
+    connection_id(&after);
+    let after = view(after).await;
     assert!(!after.read_only);
     assert_eq!(after.value, 2);
 }

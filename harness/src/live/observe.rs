@@ -872,10 +872,19 @@ impl LiveCluster {
             .await
             .map_err(|e| cluster_error(format!("call {url}"), e))?;
         let ok = response.status().is_success();
+        let connection_id = response
+            .headers()
+            .get(COUNTER_CONNECTION_ID_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.parse::<u64>().ok());
         let body: Value = response.json().await.unwrap_or(Value::Null);
         let db_site = body["dbHost"].as_str().and_then(topology::site_of_hostname);
-        let mut out =
-            json!({"value": body["value"], "readOnly": body["readOnly"], "dbSite": db_site});
+        let mut out = json!({
+            "value": body["value"],
+            "readOnly": body["readOnly"],
+            "dbSite": db_site,
+            "connectionId": connection_id,
+        });
         if write {
             out["write"] = json!(if ok { "ok" } else { "fail" });
             out["writeError"] = body["code"].clone();
@@ -1286,6 +1295,10 @@ fn expires_in_seconds(date: Option<&str>, body: &Value) -> Option<f64> {
     #[allow(clippy::cast_precision_loss)] // lease lengths are far below 2^52 ms
     Some(millis as f64 / 1000.0)
 }
+
+/// The counter's header naming the connection that answered (`bloodraven_counter::HEADER_CONNECTION_ID`;
+/// the harness does not link the counter).
+const COUNTER_CONNECTION_ID_HEADER: &str = "x-counter-connection-id";
 
 /// How long a write `send-write` left in flight waits for its answer: longer than any outage
 /// a scenario provokes, so a frozen server that thaws can still answer it.

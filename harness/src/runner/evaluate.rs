@@ -9,7 +9,7 @@
 //! | endpoints | `{"sites": ["pdx"]}`; with `recorded`, the probe's readings since the step's window start (`check::endpoint_history`) |
 //! | dns-endpoint | `{"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}` (the managers of `spec.endpoints`) |
 //! | dns | `{"site": "pdx"}` (`null` site: answered no site's ClusterIP) |
-//! | counter | `{"value": 7, "readOnly": false, "dbSite": "iad", "write": "ok"}` |
+//! | counter | `{"value": 7, "readOnly": false, "dbSite": "iad", "connectionId": 12, "write": "ok"}` (`connectionId`: the answering connection, `null` when none is held) |
 //! | deploy-api | `{"status": 409, "body": {...}, "expiresIn": 119.6}` (`expiresAt` minus the `Date` header, s; `null` without either) |
 //! | metric | `{"value": 1.0}` (`null`: no such sample) |
 //! | event | `{"events": [{"reason": "PrimaryReasserted", "type": "Normal", "message": "...", "time": "2026-01-01T00:00:07Z"}]}`: every event of the group's namespace with that reason (more are fine); `time` is the latest occurrence (`lastTimestamp`, else `eventTime`, else `firstTimestamp`) |
@@ -166,7 +166,10 @@ pub fn evaluate(
         if let Some(code) = counter.write_error {
             expected.insert("writeError".to_owned(), json!(code));
         }
-        matches(&Value::Object(expected), Some(observed), None)
+        if let Some(connection_id) = &counter.connection_id {
+            expected.insert("connectionId".to_owned(), connection_id.clone());
+        }
+        matches(&Value::Object(expected), Some(observed), baseline)
             .map_err(|why| format!("counter {why}"))?;
         if counter.increasing == Some(true) {
             let now = observed.get("value").and_then(Value::as_i64);

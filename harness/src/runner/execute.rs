@@ -325,6 +325,10 @@ pub fn uses_baseline(expect: &Expect) -> bool {
         expect.group.as_ref(),
         expect.object.as_ref().map(|object| &object.match_),
         expect.metric.as_ref().map(|metric| &metric.value),
+        expect
+            .counter
+            .as_ref()
+            .and_then(|counter| counter.connection_id.as_ref()),
         expect.pods.as_ref().and_then(|pods| pods.restarts.as_ref()),
         expect
             .deploy_api

@@ -687,6 +687,12 @@ pub struct CounterExpect {
     /// read-only).
     #[serde(default)]
     pub write_error: Option<u16>,
+    /// The server-side id of the connection that answered (the counter's
+    /// `x-counter-connection-id` header), partial match: `{$unchanged: true}` asserts a `hold`
+    /// counter still talks over the socket it had before the step's fault (seed 000), not a
+    /// new one to the same site after a disconnect.
+    #[serde(default)]
+    pub connection_id: Option<Value>,
 }
 
 /// HTTP methods the deploy API serves.

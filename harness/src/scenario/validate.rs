@@ -622,8 +622,12 @@ impl StepState {
                 && counter.read_only.is_none()
                 && counter.db_site.is_none()
                 && counter.write.is_none()
+                && counter.connection_id.is_none()
             {
                 return Err("counter: asserts nothing".to_owned());
+            }
+            if let Some(connection_id) = &counter.connection_id {
+                check_operators(connection_id, "counter.connectionId")?;
             }
             if counter.increasing == Some(true) && expect.for_.is_none() {
                 return Err(

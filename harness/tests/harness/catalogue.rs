@@ -318,6 +318,7 @@ fn every_row_asserts_what_it_claims() {
                 "counter-reconnect",
                 "\"write\":\"fail\",\"writeError\":1290",
                 "\"readOnly\":true,\"dbSite\":\"iad\"",
+                "\"connectionId\":{\"$unchanged\":true}",
             ],
         ),
         (
@@ -353,6 +354,8 @@ fn every_row_asserts_what_it_claims() {
             &[
                 "\"partition\":{\"sites\":[\"iad\"]}",
                 "\"site\":\"iad\",\"readOnly\":true",
+                "SET GLOBAL event_scheduler = OFF",
+                "\"reason\":\"no_majority_lease\"",
             ],
         ),
         (

@@ -149,6 +149,24 @@ fn counter_increasing_is_judged_against_the_first_poll() {
     assert!(evaluate_at(&write, &json!({"write": "ok"}), None).is_err());
 }
 
+// Seed 000: the hold counter is refused over the socket it had before the promotion, not
+// over a new one to the same demoted site after a disconnect.
+#[test]
+fn counter_connection_id_unchanged_is_judged_against_the_baseline() {
+    let held = expect(
+        "{within: 1s, counter: {write: fail, writeError: 1290, connectionId: {$unchanged: true}}}",
+    );
+    let before = json!({"value": 5, "readOnly": false, "dbSite": "iad", "connectionId": 41, "write": "ok"});
+    let same = json!({"value": null, "readOnly": null, "dbSite": null, "connectionId": 41, "write": "fail", "writeError": 1290});
+    assert_eq!(evaluate_at(&held, &same, Some(&before)), Ok(()));
+    let reconnected = json!({"connectionId": 57, "write": "fail", "writeError": 1290});
+    let why = evaluate_at(&held, &reconnected, Some(&before)).unwrap_err();
+    assert!(why.contains("connectionId"), "{why}");
+    // No connection held (the counter could not connect) is not "the same socket".
+    let none = json!({"connectionId": null, "write": "fail", "writeError": 1290});
+    assert!(evaluate_at(&held, &none, Some(&before)).is_err());
+}
+
 // seed 003: status codes and body fields.
 #[test]
 fn deploy_api_status_and_body() {
