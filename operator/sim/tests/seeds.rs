@@ -225,3 +225,20 @@ fn issue_10_case_7_status_revert_seeds_179_and_496_and_restore_seed_391() {
     assert!(summary.restores_checked >= 1, "{}", summary.table());
     assert!(!summary.has_bugs(), "{}", summary.table());
 }
+
+// Issue 10, `--all-faults --restore --image-update`: seed 2928 panicked at core's restore
+// assertion (a restart lost the emergency failover that took over a failed planned drain; the
+// demoted active site was never failed over and rejoined as a replica of itself). Seed 4162
+// reported an emergency failover's lower bound of the loss above the loss: a replica awaiting
+// its re-seed after a restore held what the restore discarded. Core scenarios pin both
+// (operator_outage.rs, restore.rs); these are the seeds themselves.
+#[test]
+fn issue_10_restore_seeds_2928_and_4162() {
+    for seed in [2928, 4162] {
+        let summary = sweep_of(
+            &["--all-faults", "--restore", "--image-update"],
+            seed..seed + 1,
+        );
+        assert!(!summary.has_bugs(), "seed {seed}: {}", summary.table());
+    }
+}

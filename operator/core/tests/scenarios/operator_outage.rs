@@ -125,3 +125,90 @@ fn scenario_011_primary_dies_while_operator_is_down_no_promotion_until_it_return
         promoted.saturating_duration_since(back)
     );
 }
+
+/// Simulator seed 2928 (`--all-faults --restore --image-update`): an emergency failover is
+/// volatile memory, but the site it demoted is `role=fenced` in the status. An operator
+/// restart that lost the emergency, with no sidecar still caching its move notice, read the
+/// active site back as demoted with no move in flight: no failover ever started from it (it
+/// was not `Active`), and once it came back it "rejoined as a replica of" itself, the active
+/// site labelled a replica (the sim's restore then tripped the fenced-pod assertion).
+#[test]
+fn sim_seed_2928_restart_that_lost_an_emergency_resumes_it_from_the_demoted_active_site() {
+    let mut world = World::bootstrapped();
+    // The operator cannot reach the reader: the move notice lands on pdx only, and the lease
+    // wait cannot count a majority.
+    world.site_mut("reader").operator_cut = true;
+    world.kill("iad");
+    for _ in 0..12 {
+        world.run_polls(1);
+        if world.memory.emergency_failover.is_some() {
+            break;
+        }
+    }
+    assert!(
+        world.memory.emergency_failover.is_some(),
+        "the emergency failover from iad started"
+    );
+    assert_eq!(world.memory.active_site, "iad", "not promoted yet");
+    // The operator restarts from its status (the emergency is not in it), and pdx's sidecar
+    // restarts too, forgetting the move notice: no sidecar caches it.
+    let status = world.memory.to_status();
+    world.memory = GroupMemory::from_status(&world.spec, Some(&status), world.now);
+    world.restart_sidecar("pdx");
+    world.run_polls(2);
+    world.site_mut("reader").operator_cut = false;
+    world.run_polls_until_active("pdx", 20);
+    world.run_polls(3);
+    assert!(world.memory.authority.is_valid(), "pdx confirmed writable");
+    // iad comes back: a returning primary of pdx, never a replica of itself.
+    world.restart("iad");
+    world.run_polls(3);
+    let rejoined: Vec<&str> = world
+        .events_of(bloodraven_core::engine::EventReason::ReturningPrimaryRejoined)
+        .iter()
+        .map(|event| event.message.as_str())
+        .collect();
+    assert!(
+        rejoined
+            .iter()
+            .all(|message| !message.contains("replica of iad")),
+        "{rejoined:?}"
+    );
+    let active = world.memory.site("pdx").unwrap().state;
+    assert_eq!(active, bloodraven_core::engine::SiteState::Active);
+}
+
+/// Simulator seed 298 (`--all-faults --state-loss --status-revert`): a status reverted to a
+/// snapshot taken while a move was in flight also reads back a demoted active site. With no
+/// sidecar vouching for memory, that stale move is not resumed (it would issue a generation
+/// another site may hold): the unvouched rule compares the GTID sets first.
+#[test]
+fn sim_seed_298_a_demoted_active_site_no_sidecar_vouches_for_is_not_failed_over_blindly() {
+    let mut world = World::bootstrapped();
+    world.site_mut("reader").operator_cut = true;
+    world.kill("iad");
+    for _ in 0..12 {
+        world.run_polls(1);
+        if world.memory.emergency_failover.is_some() {
+            break;
+        }
+    }
+    assert!(world.memory.emergency_failover.is_some());
+    let status = world.memory.to_status();
+    world.memory = GroupMemory::from_status(&world.spec, Some(&status), world.now);
+    // Every sidecar restarts: none caches an authority, so nothing vouches for memory.
+    world.restart_sidecar("pdx");
+    world.restart_sidecar("reader");
+    world.site_mut("reader").operator_cut = false;
+    world.run_polls(10);
+    let resumed = world
+        .events_of(bloodraven_core::engine::EventReason::EmergencyFailoverStarted)
+        .iter()
+        .filter(|event| event.message.contains("demoted with no authority move"))
+        .count();
+    assert_eq!(resumed, 0, "a move nobody vouches for was resumed");
+    assert_eq!(
+        world.memory.topology_generation, 1,
+        "nothing issued blindly"
+    );
+}

@@ -30,6 +30,9 @@ pub(in crate::engine) fn emergency_step(
         take_over_failed_planned_drain(context, memory, plan);
     }
     if memory.emergency_failover.is_none() {
+        resume_lost_emergency(context, memory, plan);
+    }
+    if memory.emergency_failover.is_none() {
         maybe_start_emergency(context, memory, plan);
     }
     let Some(failover) = memory.emergency_failover.clone() else {
@@ -313,6 +316,61 @@ fn take_over_failed_planned_drain(
         EventReason::EmergencyFailoverStarted,
         format!(
             "{from} failed while a planned failover drained it; authority move already announced"
+        ),
+    );
+}
+
+/// An active site memory holds `Demoted` with no move in flight: only a move demotes the
+/// active site, and the one that did is lost. An emergency failover is volatile memory, but the
+/// site it demoted is `role=fenced` in the status, so an operator restart reads it back demoted
+/// (a planned drain taken over by an emergency included: the planned failover is over in the
+/// status); no sidecar that answers caches its move notice, or `adopt_newer_authority` would
+/// have resumed it. Left alone, no failover ever starts from that site (it is not `Active`) and,
+/// once readable, it would rejoin as a replica of itself (simulator seed 2928 with
+/// `--all-faults --restore --image-update`). The emergency resumes at the lease wait, which
+/// re-sends the notice and still ends on evidence only. The cooldown was checked when the move
+/// began; a deploy hold is never read (seed 003).
+fn resume_lost_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
+    if moving(memory) || memory.topology_generation == 0 {
+        return;
+    }
+    let from = memory.active_site.clone();
+    let Some(site) = memory.site(&from) else {
+        return;
+    };
+    if site.state != SiteState::Demoted {
+        return;
+    }
+    // Only on evidence that memory is current: a sidecar that answers caches memory's own
+    // authority. A status reverted to a snapshot taken while an older move was in flight also
+    // reads back a demoted active site; resuming that move without evidence would issue a
+    // generation another site may hold (simulator seed 298 with `--status-revert`: pdx
+    // re-promoted at the generation iad held). Without it, the unvouched rule decides.
+    let vouched = context.views.values().any(|view| {
+        view.sidecar_up
+            && view.authority.as_ref().is_some_and(|authority| {
+                authority.topology_generation == memory.topology_generation
+                    && authority.active_site.as_deref() == Some(from.as_str())
+            })
+    });
+    if !vouched {
+        return;
+    }
+    let started_at = site.failing_since.unwrap_or(context.now);
+    let detected_at = site.failed_at.unwrap_or(context.now);
+    memory.emergency_failover = Some(EmergencyFailover {
+        from: from.clone(),
+        phase: EmergencyPhase::AwaitingLeaseExpiry,
+        announced_at: context.now,
+        started_at,
+        detected_at,
+        fenced_at: None,
+        holder_unknown: false,
+    });
+    plan.event(
+        EventReason::EmergencyFailoverStarted,
+        format!(
+            "active site {from} is demoted with no authority move in memory (a restart lost the failover that demoted it); authority move announced again"
         ),
     );
 }

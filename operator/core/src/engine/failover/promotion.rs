@@ -143,8 +143,9 @@ fn record_last_failover(
 /// Known to have committed there: the old site's last observed GTID set, plus whatever a
 /// direct replica of it (memory: replicating straight from the old site's internal Service,
 /// no errant transactions at its last check) holds now: it received those from the old site,
-/// possibly after the operator last read the old site. Ignoring them would under-report the
-/// loss while the old site is unreadable. Still a lower bound: the old site may have
+/// possibly after the operator last read the old site (not one still awaiting its re-seed
+/// after a restore). Ignoring them would under-report the loss while the old site is
+/// unreadable. Still a lower bound: the old site may have
 /// committed more that nobody received. `None` when nothing is known of the old site.
 fn lost_lower_bound(
     context: &Context<'_>,
@@ -161,6 +162,10 @@ fn lost_lower_bound(
         .filter(|site| site.site != from && site.site != to)
         .filter(|site| site.state == SiteState::Replica)
         .filter(|site| site.errant.as_ref().is_some_and(GtidSet::is_empty))
+        // A replica awaiting its re-seed after a restore of the old site holds what the
+        // restore discarded, not what the old site committed since (simulator seed 4162 with
+        // `--all-faults --restore --image-update`: 1,245 reported lost, none lost).
+        .filter(|site| !crate::engine::restore::withholds(memory, &site.site))
         .filter(|site| {
             site.source_host
                 .as_deref()
