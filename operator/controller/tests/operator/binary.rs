@@ -2,9 +2,7 @@
 //! listener (metrics, probes, never /deploy/v1), the :8443 TLS deploy API, and the poll loop
 //! bootstrapping a group through a fake sidecar.
 
-mod common;
-
-use common::eventually;
+use crate::support::{eventually, Cluster};
 use std::time::Duration;
 
 use axum::routing::{get, put};
@@ -14,12 +12,7 @@ use bloodraven_api::sidecar::{
 };
 use bloodraven_api::{names, MysqlFailoverGroup, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
-use localkube_apiserver::{Config as LocalKubeConfig, LocalKube};
 use serde_json::json;
 
 /// A loopback port that was free a moment ago.
@@ -99,47 +92,14 @@ fn one_site_sidecar() -> Router {
 /// polls; seed 003: 8082 never serves /deploy/v1.
 #[tokio::test]
 async fn the_binary_elects_itself_polls_and_serves_both_listeners() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let localkube = LocalKube::start(LocalKubeConfig::new(dir.path().join("cluster")))
-        .await
-        .expect("localkube");
-    let kubeconfig = Kubeconfig::read_from(localkube.kubeconfig_path()).expect("kubeconfig");
-    let client = Client::try_from(
-        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("config"),
-    )
-    .expect("client");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let cluster = Cluster::start().await;
     for name in [names::OPERATOR_NAMESPACE, "apps"] {
-        let namespace: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
-        namespaces
-            .create(&PostParams::default(), &namespace)
-            .await
-            .expect("namespace");
+        cluster.namespace(name).await;
     }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/crds");
-    for file in [
-        "mysqlfailovergroups.yaml",
-        "mysqldatabases.yaml",
-        "dnsendpoints.yaml",
-    ] {
-        let crd: CustomResourceDefinition =
-            serde_yaml::from_str(&std::fs::read_to_string(fixtures.join(file)).expect("read"))
-                .expect("crd");
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("create crd");
-    }
+    cluster.crds().await;
+    let client = cluster.client.clone();
+    let dir = tempfile::tempdir().expect("tempdir");
     let groups: Api<MysqlFailoverGroup> = Api::namespaced(client.clone(), "apps");
-    assert!(
-        eventually(10, || async { groups.list(&Default::default()).await.ok() })
-            .await
-            .is_some()
-    );
     let group: MysqlFailoverGroup = serde_json::from_value(json!({
         "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
         "metadata": {"name": "single", "namespace": "apps"},
@@ -168,7 +128,7 @@ async fn the_binary_elects_itself_polls_and_serves_both_listeners() {
     std::fs::write(&key_path, certified.key_pair.serialize_pem()).expect("write key");
     let (http_port, tls_port) = (free_port(), free_port());
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bloodraven"))
-        .env("KUBECONFIG", localkube.kubeconfig_path())
+        .env("KUBECONFIG", cluster.kubeconfig_path())
         .env("RUST_LOG", "info")
         .args([
             format!("--http-address=127.0.0.1:{http_port}"),
@@ -269,5 +229,5 @@ async fn the_binary_elects_itself_polls_and_serves_both_listeners() {
     );
 
     sidecar.abort();
-    localkube.shutdown().await.expect("shutdown");
+    cluster.stop().await;
 }

@@ -1,7 +1,6 @@
 //! The live client against real MariaDB (Debian's mariadb-server): three `mariadbd` on
 //! loopback addresses with GTID replication. A missing `mariadbd` fails these tests with a
 //! message naming the package; nothing is skipped.
-#![cfg(feature = "live")]
 
 use std::time::Duration;
 

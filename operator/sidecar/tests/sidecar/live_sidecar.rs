@@ -2,17 +2,15 @@
 //! in-process sidecars finding each other through an in-process DNS zone. A missing
 //! `mariadbd` fails these tests with a message naming the package; nothing is skipped.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::support::{self, Playground, GROUP, LEASE};
 use bloodraven_api::sidecar::{
     AuthorityDecision, FenceRequest, FenceResponse, LeaseRefusal, LeaseRequest, LeaseResponse,
     PromoteDrain, PromoteRequest, PromoteResponse, RepointRequest, RepointResponse, PATH_FENCE,
     PATH_LEASE, PATH_PROMOTE, PATH_REPOINT,
 };
 use bloodraven_mysql::{Flavor, GtidSet};
-use common::{Playground, GROUP, LEASE};
 
 /// Slack for statement round trips and scheduling on a loaded CI machine.
 const SLACK: Duration = Duration::from_millis(1500);
@@ -437,7 +435,7 @@ async fn lease_rule_a_client_table_lock_does_not_keep_a_partitioned_primary_writ
         bloodraven_mysql::Flavor::MariaDb,
         playground
             .server(0)
-            .options(common::APP_USER, common::APP_PASSWORD),
+            .options(support::APP_USER, support::APP_PASSWORD),
     );
     let mut locker = app.connect().await.expect("app connects");
     app.execute(&mut locker, "LOCK TABLES app.counter WRITE")
@@ -597,7 +595,7 @@ async fn watchdog_frozen_primary_is_killed_when_its_lease_runs_out_and_never_ack
     // A client connected before the freeze that waits as long as it takes.
     let mut options = playground
         .server(0)
-        .options(common::APP_USER, common::APP_PASSWORD);
+        .options(support::APP_USER, support::APP_PASSWORD);
     options.statement_timeout = Duration::from_secs(60);
     let app = bloodraven_mysql::live::LiveMysql::new(Flavor::MariaDb, options);
     let mut conn = app.connect().await.expect("the app connects");
@@ -660,7 +658,7 @@ async fn dead_sidecar_primary_mysqld_fences_itself_at_its_write_deadline_before_
         Flavor::MariaDb,
         playground
             .server(0)
-            .options(common::APP_USER, common::APP_PASSWORD),
+            .options(support::APP_USER, support::APP_PASSWORD),
     );
     let mut held = app.connect().await.expect("the app connects");
     let increment =

@@ -1,17 +1,15 @@
 //! Backup, restore in place and re-seed against real MariaDB (issue 12 part 2): three
-//! `mariadbd` with GTID replication and three in-process sidecars, as in `live_sidecar.rs`.
-
-mod common;
+//! `mariadbd` with GTID replication and three in-process sidecars, as in `live_sidecar`.
 
 use std::time::Duration;
 
+use crate::support::{Playground, GROUP, LEASE};
 use bloodraven_api::sidecar::{
     BackupInfo, BackupRequest, FenceRequest, JobKind, JobState, JobStatus, ReseedRequest,
     RestoreRequest, PATH_BACKUP, PATH_FENCE, PATH_RESEED, PATH_RESTORE,
 };
 use bloodraven_api::RestoreMethod;
 use bloodraven_mysql::live::LiveMysql;
-use common::{Playground, GROUP, LEASE};
 
 const SLACK: Duration = Duration::from_millis(1500);
 const JOB_WITHIN: Duration = Duration::from_secs(120);

@@ -3,7 +3,6 @@
 //! does to the switch, and what the sidecar's rule (`deadline::clock_step`,
 //! `deadline::reinstall_after`) sees and does about it. A missing libfaketime fails these
 //! tests with a message naming the package; nothing is skipped.
-#![cfg(feature = "live")]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -2,7 +2,6 @@
 //! (nothing listens on the port) reads as `refused`; a mysqld that accepts and never answers
 //! (frozen) times out, which proves nothing. No mysqld needed: a closed port and a silent
 //! listener on loopback.
-#![cfg(feature = "live")]
 
 use std::time::Duration;
 

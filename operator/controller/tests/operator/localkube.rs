@@ -4,9 +4,7 @@
 //! election with resourceVersion conflicts, and polls that bootstrap a group through fake
 //! sidecars (Services, status, DNSEndpoint by SSA, pod labels).
 
-mod common;
-
-use common::eventually;
+use crate::support::{eventually, Cluster};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,24 +32,16 @@ use bloodraven_operator::workloads::live_mysql_image;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service, ServiceAccount};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::Reporter;
 use kube::{Client, Config};
-use localkube_apiserver::{Config as LocalKubeConfig, LocalKube};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
 const NAMESPACE: &str = "bloodraven-playground";
 const GROUP: &str = "playground";
-
-struct Cluster {
-    localkube: LocalKube,
-    _dir: tempfile::TempDir,
-    client: Client,
-}
 
 /// Authority valid on iad and all three sites healthy.
 fn bootstrapped_and_healthy(group: &MysqlFailoverGroup) -> bool {
@@ -76,57 +66,6 @@ impl Cluster {
         cluster.namespace(NAMESPACE).await;
         cluster.group(None, interval).await;
         cluster
-    }
-
-    async fn start() -> Cluster {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let localkube = LocalKube::start(LocalKubeConfig::new(dir.path()))
-            .await
-            .expect("start localkube");
-        let kubeconfig = Kubeconfig::read_from(localkube.kubeconfig_path()).expect("kubeconfig");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("client config");
-        let client = Client::try_from(config).expect("client");
-        Cluster {
-            localkube,
-            _dir: dir,
-            client,
-        }
-    }
-
-    async fn stop(self) {
-        self.localkube.shutdown().await.expect("shutdown localkube");
-    }
-
-    async fn namespace(&self, name: &str) {
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        let namespace: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
-        api.create(&PostParams::default(), &namespace)
-            .await
-            .expect("create namespace");
-    }
-
-    /// Installs the committed CRDs (fixtures/crds) and waits until they are served.
-    async fn crds(&self) {
-        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/crds");
-        for file in [
-            "mysqlfailovergroups.yaml",
-            "mysqldatabases.yaml",
-            "dnsendpoints.yaml",
-        ] {
-            let text = std::fs::read_to_string(dir.join(file)).expect("read crd");
-            let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("parse crd");
-            api.create(&PostParams::default(), &crd)
-                .await
-                .expect("create crd");
-        }
-        let groups: Api<MysqlFailoverGroup> = Api::all(self.client.clone());
-        let served = eventually(10, || async { groups.list(&Default::default()).await.ok() }).await;
-        assert!(served.is_some(), "CRDs are served");
     }
 
     async fn token(&self, namespace: &str, service_account: &str, audience: &str) -> String {
@@ -1365,8 +1304,7 @@ async fn operator_client(cluster: &Cluster) -> Client {
         .status
         .expect("token status")
         .token;
-    let kubeconfig =
-        Kubeconfig::read_from(cluster.localkube.kubeconfig_path()).expect("kubeconfig");
+    let kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .expect("config");

@@ -2,10 +2,9 @@
 //! reports the unknown, and nothing waits on the dead server longer than its timeouts; only
 //! signed requests change anything (issue 10 case 8).
 
-mod common;
-
 use std::{net::SocketAddr, time::Duration};
 
+use crate::support::{self, signed_auth, signed_request, Signer};
 use bloodraven_api::{
     sidecar::{
         Authority, AuthorityDecision, AuthorityResponse, ErrorBody, FenceRequest, LeaseRefusal,
@@ -19,7 +18,6 @@ use bloodraven_mysql::{live::ConnectOptions, Flavor};
 use bloodraven_sidecar::{
     discovery::PeerQuery, testing::TestDns, RequestAuth, RunningSidecar, Settings, Sidecar,
 };
-use common::{signed_auth, signed_request, Signer};
 
 const GROUP: &str = "playground";
 /// The site of [`sidecar_without_mysql`].
@@ -426,7 +424,7 @@ async fn case_8_only_the_operator_may_push_authority() {
     };
     let impostor = OperatorKey::from_seed(&[0x66; 32]).expect("key");
     let error = refused(
-        send(impostor.sign(&request, &common::stamp()), body.clone())
+        send(impostor.sign(&request, &support::stamp()), body.clone())
             .await
             .expect("push"),
     )
@@ -434,16 +432,16 @@ async fn case_8_only_the_operator_may_push_authority() {
     assert!(error.contains("bad signature"), "{error}");
 
     // Signed by the operator, then the body changed on the way.
-    let headers = common::operator_key().sign(&request, &common::stamp());
+    let headers = support::operator_key().sign(&request, &support::stamp());
     let tampered = serde_json::to_vec(&authority(Some("reader"), 9)).expect("encode");
     let error = refused(send(headers, tampered).await.expect("push")).await;
     assert!(error.contains("bad signature"), "{error}");
 
     // Signed by the operator long ago.
-    let mut old = common::stamp();
+    let mut old = support::stamp();
     old.timestamp = old.timestamp.saturating_sub(Duration::from_secs(120));
     let error = refused(
-        send(common::operator_key().sign(&request, &old), body.clone())
+        send(support::operator_key().sign(&request, &old), body.clone())
             .await
             .expect("push"),
     )
@@ -456,7 +454,7 @@ async fn case_8_only_the_operator_may_push_authority() {
     );
 
     // Signed by the operator: accepted once; the same request again is a replay.
-    let headers = common::operator_key().sign(&request, &common::stamp());
+    let headers = support::operator_key().sign(&request, &support::stamp());
     let accepted: AuthorityResponse = send(headers.clone(), body.clone())
         .await
         .expect("push")

@@ -2,8 +2,6 @@
 //! (iad the source), an in-process DNS zone, and one in-process sidecar per site on its own
 //! loopback address, discovered through A records plus a shared port.
 
-#![allow(dead_code)]
-
 use std::{
     net::{IpAddr, SocketAddr},
     time::Duration,
