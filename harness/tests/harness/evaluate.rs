@@ -156,7 +156,8 @@ fn counter_connection_id_unchanged_is_judged_against_the_baseline() {
     let held = expect(
         "{within: 1s, counter: {write: fail, writeError: 1290, connectionId: {$unchanged: true}}}",
     );
-    let before = json!({"value": 5, "readOnly": false, "dbSite": "iad", "connectionId": 41, "write": "ok"});
+    let before =
+        json!({"value": 5, "readOnly": false, "dbSite": "iad", "connectionId": 41, "write": "ok"});
     let same = json!({"value": null, "readOnly": null, "dbSite": null, "connectionId": 41, "write": "fail", "writeError": 1290});
     assert_eq!(evaluate_at(&held, &same, Some(&before)), Ok(()));
     let reconnected = json!({"connectionId": 57, "write": "fail", "writeError": 1290});
