@@ -15,6 +15,15 @@ pub(crate) struct ReasonLabels {
     pub(crate) reason: String,
 }
 
+/// One more of `family` for `reason`.
+fn count_reason(family: &Family<ReasonLabels, Counter>, reason: &str) {
+    family
+        .get_or_create(&ReasonLabels {
+            reason: reason.to_owned(),
+        })
+        .inc();
+}
+
 /// Labels of a lease answer given to a peer.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct AnswerLabels {
@@ -196,22 +205,14 @@ impl Metrics {
     }
 
     pub(crate) fn fenced(&self, reason: &str) {
-        self.fences
-            .get_or_create(&ReasonLabels {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        count_reason(&self.fences, reason);
     }
 
     /// The rule set read-only on a mysqld it had just seen writable: the fences that undid a
     /// write-enabled mysqld, as opposed to re-asserting read-only on one that already was or
     /// could not be read (those count in `fences` only).
     pub(crate) fn fenced_writable(&self, reason: &str) {
-        self.writable_fences
-            .get_or_create(&ReasonLabels {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        count_reason(&self.writable_fences, reason);
     }
 
     /// The topology-mismatch rule fired: mysqld was writable while the cached authority names
@@ -256,19 +257,11 @@ impl Metrics {
     }
 
     pub(crate) fn mysqld_clock_stepped(&self, reason: &str) {
-        self.mysqld_clock_steps
-            .get_or_create(&ReasonLabels {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        count_reason(&self.mysqld_clock_steps, reason);
     }
 
     pub(crate) fn unauthenticated(&self, reason: &str) {
-        self.unauthenticated
-            .get_or_create(&ReasonLabels {
-                reason: reason.to_owned(),
-            })
-            .inc();
+        count_reason(&self.unauthenticated, reason);
     }
 
     pub(crate) fn mysql_error(&self) {
