@@ -210,6 +210,10 @@ fn every_row_asserts_what_it_claims() {
                 "\"state\":\"Invalid\"",
                 "\"service\":\"primary\",\"sites\":[]",
                 "\"service\":\"replicas\",\"sites\":[]",
+                // The active site stays readable and the reader's own conjuncts hold while
+                // it is shed: only the invalid authority can empty -replicas.
+                "\"peers\":[\"iad\"]",
+                "\"name\":\"reader\",\"reachable\":true,\"replicating\":true,\"secondsBehindSource\":0",
             ],
         ),
         (
