@@ -19,8 +19,8 @@ use bloodraven_api::{
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
     decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading, Event,
-    EventReason, GroupAnnotations, GroupMemory, Observation, PodFacts, PodReading, SidecarReading,
-    SiteObservation,
+    EventReason, FailoverNote, GroupAnnotations, GroupMemory, Observation, PodFacts, PodReading,
+    SidecarReading, SiteObservation,
 };
 use bloodraven_core::time::{Duration, Timestamp};
 use bloodraven_mysql::{Gtid, GtidSet};
@@ -579,7 +579,9 @@ impl World {
                 AnnotationChange::ClearRevokeDeploymentLeases => {
                     self.annotations.revoke_deployment_leases = false
                 }
-                AnnotationChange::SetLastFailover(_) => {}
+                AnnotationChange::SetLastFailover(text) => {
+                    self.annotations.last_failover = Some(FailoverNote::parse(text))
+                }
                 AnnotationChange::ClearBackup => self.annotations.backup = None,
                 AnnotationChange::ClearRestore => self.annotations.restore = None,
             },

@@ -242,3 +242,19 @@ fn issue_10_restore_seeds_2928_and_4162() {
         assert!(!summary.has_bugs(), "seed {seed}: {}", summary.table());
     }
 }
+
+// `--all-faults --state-loss --status-revert`: in seeds 131, 343, 412, 779 and 917
+// (AuthorityUnexplained) and 298, 595, 693, 744 and 946 (NoWritableAfterHeal) the status
+// reverted to a copy older than the last failover while the `last-failover` annotation, which
+// core did not read, still named it: seed 131 re-ran a planned failover to iad that had
+// already promoted iad (re-issuing its generation as a new failover), seed 298 withheld the
+// reverted authority of a site lacking what the annotation's site wrote since, for good. Core
+// adopts the failover the annotation names (core scenarios: failover_note.rs).
+#[test]
+fn issue_10_case_7_status_revert_seeds_with_a_newer_last_failover_annotation() {
+    let flags = ["--all-faults", "--state-loss", "--status-revert"];
+    for seed in [131, 343, 412, 779, 917, 298, 595, 693, 744, 946] {
+        let summary = sweep_of(&flags, seed..seed + 1);
+        assert!(!summary.has_bugs(), "seed {seed}: {}", summary.table());
+    }
+}
