@@ -854,6 +854,21 @@ impl World {
         true
     }
 
+    /// Commits one transaction on `site` numbered as MariaDB numbers it, after the highest
+    /// number the site holds in domain 0, under `server_id` (the site's own, or another's
+    /// whose transaction it applied). After a restore rewound the site, this reuses the
+    /// numbers the restore discarded ([`World::write`] never reuses one).
+    pub fn write_numbered_after_own(&mut self, site: &str, server_id: u32) -> bool {
+        let target = self.site_mut(site);
+        if !target.mysql_up || target.read_only || target.frozen {
+            return false;
+        }
+        let seq = target.gtid.domain_last_seq(0).unwrap_or(0) + 1;
+        target.gtid.insert(Gtid::mariadb(0, server_id, seq));
+        self.next_seq = self.next_seq.max(seq + 1);
+        true
+    }
+
     /// Freezes (`true`) or thaws (`false`) a site's mysqld.
     pub fn freeze(&mut self, name: &str, frozen: bool) {
         self.site_mut(name).frozen = frozen;
