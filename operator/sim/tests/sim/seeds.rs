@@ -276,3 +276,29 @@ fn issue_12_restore_history_seeds_3822_3181_and_9979() {
         assert!(summary.restores_checked >= 1, "{}", summary.table());
     }
 }
+
+// The simulator's own restore truth, `--all-faults --state-loss --status-revert --restore
+// --image-update`: seed 153 reverted the status past a restore of pdx from b1 re-promoted at
+// generation 3, and a later restore from b2 was re-promoted at 3 again. The truth took the
+// same id for the same restore run again and judged b2's restore (nothing discarded) against
+// b1's 3,501 discards (RestoreLossMismatch). The same restore is the same sidecar job: same id
+// and same backup.
+#[test]
+fn sim_restore_truth_tells_two_restores_at_one_generation_apart_seed_153() {
+    let flags = [
+        "--all-faults",
+        "--state-loss",
+        "--status-revert",
+        "--restore",
+        "--image-update",
+    ];
+    let summary = sweep_of(&flags, 153..154);
+    assert!(summary.restores_checked >= 2, "{}", summary.table());
+    assert!(
+        !summary
+            .classes
+            .contains_key(&FindingClass::RestoreLossMismatch),
+        "{}",
+        summary.table()
+    );
+}
