@@ -29,6 +29,7 @@ pub use duration::GoDuration;
 pub use error::{Error, Result};
 pub use group::*;
 pub use restore::{
-    BackupPhase, BackupStatus, RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
+    BackupPhase, BackupStatus, DiscardedSinceFailover, RestoreMethod, RestorePhase, RestoreSource,
+    RestoreStatus,
 };
 pub use time::Timestamp;

@@ -183,6 +183,31 @@ pub struct RestoreStatus {
     /// Replicas re-seeded from the restored site.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reseeded: Vec<String>,
+    /// Every GTID the restores this record replaced discarded (carried from record to record,
+    /// merged): the history written since each of them may have reused these numbers for
+    /// other transactions, so they vouch for no shared history when what this restore
+    /// discards is measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_discarded_gtid_set: Option<String>,
+    /// What the restores this record replaced discarded from the last failover's new active
+    /// site after that failover's promotion: like this restore's own `lostGtidSet`, part of
+    /// the baseline that failover's `lostTransactions` is measured against (the restores'
+    /// loss, not the failover's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discarded_since_failover: Option<DiscardedSinceFailover>,
+}
+
+/// GTIDs restores in place discarded after one failover's promotion (`RestoreStatus::
+/// discarded_since_failover`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscardedSinceFailover {
+    /// The `lastFailover.promotedAt` of that failover: the set counts only for it.
+    pub failover_promoted_at: Timestamp,
+    /// The site the failover promoted, which the restores discarded from.
+    pub site: String,
+    /// The discarded transactions, merged.
+    pub gtid_set: String,
 }
 
 /// Phase of a named backup.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use bloodraven_api::{names, MysqlFailoverGroup, MysqlFailoverGroupStatus};
-use bloodraven_core::engine::GroupAnnotations;
+use bloodraven_core::engine::{FailoverNote, GroupAnnotations};
 use bloodraven_core::GroupMemory;
 
 /// The group's annotations that `decide` reads.
@@ -39,6 +39,9 @@ pub fn annotations_of(group: &MysqlFailoverGroup) -> GroupAnnotations {
             .get(names::ANNOTATION_RESTORE)
             .map(|name| name.trim().to_string())
             .filter(|name| !name.is_empty()),
+        last_failover: annotations
+            .get(names::ANNOTATION_LAST_FAILOVER)
+            .map(|text| FailoverNote::parse(text)),
     }
 }
 
@@ -393,6 +396,37 @@ mod tests {
             .collect(),
         );
         assert_eq!(annotations_of(&group).cooldown_until, None);
+        assert_eq!(annotations_of(&group).last_failover, None);
+    }
+
+    /// Simulator seed 131 with `--status-revert`: the `last-failover` annotation is the copy of
+    /// a promotion that survives a reverted status, so core must be handed what it wrote
+    /// there, and a value it cannot read as an error that says why.
+    #[test]
+    fn the_last_failover_annotation_reads_back_as_the_note_core_wrote() {
+        let note = FailoverNote {
+            kind: FailoverKind::Planned,
+            from: "pdx".to_string(),
+            to: "iad".to_string(),
+            promoted_at: at(12),
+            topology_generation: 3,
+        };
+        let mut group = MysqlFailoverGroup::new("g", spec());
+        let annotate = |group: &mut MysqlFailoverGroup, value: String| {
+            group.metadata.annotations = Some(
+                [(names::ANNOTATION_LAST_FAILOVER.to_string(), value)]
+                    .into_iter()
+                    .collect(),
+            );
+        };
+        annotate(&mut group, note.to_string());
+        assert_eq!(annotations_of(&group).last_failover, Some(Ok(note)));
+        annotate(&mut group, format!("planned pdx->iad {}", at(12)));
+        let error = annotations_of(&group)
+            .last_failover
+            .expect("present")
+            .expect_err("no generation");
+        assert_eq!(error.reason, "3 words, not 5");
     }
 
     /// Conditions are written from memory and restored by a load, so their transition times

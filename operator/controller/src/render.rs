@@ -223,9 +223,10 @@ pub fn event_action(reason: EventReason) -> &'static str {
         | EventReason::PrimaryReasserted
         | EventReason::AuthorityWithheld
         | EventReason::AuthorityRecovered => "Authority",
-        EventReason::SiteFailed | EventReason::SiteRecovered | EventReason::GtidUnreadable => {
-            "Observe"
-        }
+        EventReason::SiteFailed
+        | EventReason::SiteRecovered
+        | EventReason::GtidUnreadable
+        | EventReason::AnnotationUnreadable => "Observe",
         EventReason::EmergencyFailoverStarted
         | EventReason::EmergencyFailoverBlockedByCooldown
         | EventReason::NoFailoverCandidate

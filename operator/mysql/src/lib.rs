@@ -32,7 +32,9 @@ pub mod live;
 pub use dialect::{Dialect, MariaDbDialect, MySqlDialect, ReplicationSource, WaitOutcome};
 pub use error::{Error, Result};
 pub use flavor::Flavor;
-pub use gtid::{errant_transactions, lost_transactions, Gtid, GtidSet};
+pub use gtid::{
+    errant_transactions, lost_transactions, lost_transactions_across_rewind, Gtid, GtidSet,
+};
 pub use host::{canonical_host, canonical_host_in, same_host};
 pub use sql::{quote_identifier, quote_string};
 pub use status::{

@@ -36,6 +36,8 @@ pub struct SiteJobs {
 pub struct RestoreTruth {
     /// The restore id.
     pub restore_id: u64,
+    /// The backup restored from: with the id, the sidecar's identity of the restore job.
+    pub backup: String,
     /// Transactions the site had that the backup lacks.
     pub discarded: TxnSet,
     /// Whether the status's record was compared already.
@@ -134,9 +136,16 @@ impl World {
         // A run of the same restore again (the pod died mid-way and its job with it) discards
         // what is left to discard; what the restore discarded is everything its runs did
         // (seed 391 `--all-faults --restore --image-update`: the second run discarded nothing
-        // and replaced the first run's truth).
+        // and replaced the first run's truth). The same restore is the same job to the
+        // sidecar: same id and same backup. An id alone is not: after a status revert the
+        // operator may re-promote a second restore at the generation the first one had
+        // (seed 153 with `--all-faults --state-loss --status-revert --restore
+        // --image-update`: the second restore, of b2, discarded nothing, and was judged
+        // against the first one's 3,501 discards).
         let discarded = match self.restore_truth.take() {
-            Some(mut earlier) if earlier.restore_id == request.restore_id => {
+            Some(mut earlier)
+                if earlier.restore_id == request.restore_id && earlier.backup == request.name =>
+            {
                 earlier.discarded.union_with(&discarded);
                 earlier.discarded
             }
@@ -144,6 +153,7 @@ impl World {
         };
         self.restore_truth = Some(RestoreTruth {
             restore_id: request.restore_id,
+            backup: request.name.clone(),
             discarded,
             checked: false,
         });
@@ -238,7 +248,11 @@ impl World {
         let Some(truth) = self.restore_truth.as_mut() else {
             return;
         };
-        if !promoted || truth.checked || status.topology_generation != Some(truth.restore_id) {
+        if !promoted
+            || truth.checked
+            || status.topology_generation != Some(truth.restore_id)
+            || status.backup != truth.backup
+        {
             return;
         }
         truth.checked = true;

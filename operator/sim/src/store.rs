@@ -12,7 +12,7 @@ use crate::world::SITE_NAMES;
 use bloodraven_api::names;
 use bloodraven_api::{DNSEndpointSpec, MysqlFailoverGroupStatus};
 use bloodraven_core::deploy::DeployLeases;
-use bloodraven_core::engine::{GroupAnnotations, PodRole};
+use bloodraven_core::engine::{FailoverNote, GroupAnnotations, PodRole};
 use bloodraven_core::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,6 +101,10 @@ impl ApiStore {
                 .and_then(|text| text.parse::<Timestamp>().ok()),
             backup: self.annotations.get(names::ANNOTATION_BACKUP).cloned(),
             restore: self.annotations.get(names::ANNOTATION_RESTORE).cloned(),
+            last_failover: self
+                .annotations
+                .get(names::ANNOTATION_LAST_FAILOVER)
+                .map(|text| FailoverNote::parse(text)),
         }
     }
 

@@ -215,7 +215,8 @@ pub enum Action {
 pub enum AnnotationChange {
     /// Set `bloodraven.shipstream.io/cooldown-until` (RFC 3339): the second cooldown copy.
     SetCooldownUntil(Timestamp),
-    /// Set `bloodraven.shipstream.io/last-failover` to `"<kind> <from>-><to> <RFC 3339>"`.
+    /// Set `bloodraven.shipstream.io/last-failover` to
+    /// `"<kind> <from>-><to> <RFC 3339> generation <N>"` (a `FailoverNote`).
     SetLastFailover(String),
     /// Remove `bloodraven.shipstream.io/planned-failover` (the request reached a final phase).
     ClearPlannedFailover,
@@ -342,6 +343,10 @@ pub enum EventReason {
     Repointed,
     /// A site's GTID text could not be parsed (flavor mismatch or garbage).
     GtidUnreadable,
+    /// One of the group's annotations that `decide` reads has a value it cannot parse
+    /// (`bloodraven.shipstream.io/last-failover` not in the `FailoverNote` format); it is
+    /// ignored.
+    AnnotationUnreadable,
     /// The spec is unusable (`MysqlFailoverGroupSpec::validate`); nothing else is decided.
     SpecInvalid,
     /// Sidecars run with lease terms (duration or site set) that differ from each other or
@@ -433,6 +438,7 @@ impl EventReason {
             EventReason::DeploymentLeaseRevoked => "DeploymentLeaseRevoked",
             EventReason::Repointed => "Repointed",
             EventReason::GtidUnreadable => "GtidUnreadable",
+            EventReason::AnnotationUnreadable => "AnnotationUnreadable",
             EventReason::SpecInvalid => "SpecInvalid",
             EventReason::LeaseTermsDiffer => "LeaseTermsDiffer",
             EventReason::AuthorityWithheld => "AuthorityWithheld",
@@ -508,6 +514,7 @@ impl EventReason {
             | EventReason::PlannedFailoverRejected
             | EventReason::PlannedFailoverAborted
             | EventReason::GtidUnreadable
+            | EventReason::AnnotationUnreadable
             | EventReason::SpecInvalid
             | EventReason::LeaseTermsDiffer
             | EventReason::AuthorityWithheld

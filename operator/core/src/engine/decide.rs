@@ -4,7 +4,7 @@ use bloodraven_api::MysqlFailoverGroupSpec;
 
 use super::action::{Action, AnnotationChange, Decision, EventReason};
 use super::conditions::conditions;
-use super::detection::{adopt_newer_authority, observe_sites};
+use super::detection::{adopt_newer_authority, adopt_noted_failover, observe_sites};
 use super::failover::{
     complete_promotion, converge, emergency_step, keep_cooldown_copies, returning_primaries,
 };
@@ -73,8 +73,10 @@ pub fn decide_with_options(
         plan.floor_generations(highest);
     }
 
-    // 1. Per-site state: detection, status mirror, restarts; newer authority adopted.
+    // 1. Per-site state: detection, status mirror, restarts; a newer authority adopted, the
+    // operator's own note of its last failover first, then what the sidecars cache.
     observe_sites(&context, &mut memory, &mut plan);
+    adopt_noted_failover(&context, &mut memory, &mut plan);
     adopt_newer_authority(&context, &mut memory, &mut plan);
     keep_demoted_taints(&context, &memory, &mut plan);
 

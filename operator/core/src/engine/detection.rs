@@ -5,9 +5,11 @@
 use super::action::EventReason;
 use super::failover::{moving, notice_generation};
 use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
+use super::note::{kind_name, FailoverNote};
 use super::plan::{Context, Plan};
 use super::MYSQLD_START_JITTER;
-use bloodraven_api::PlannedFailoverPhase;
+use crate::time::Timestamp;
+use bloodraven_api::{names, FailoverKind, PlannedFailoverPhase};
 use bloodraven_mysql::GtidSet;
 
 /// A failure streak may fall short of the detection floor by `pollInterval /
@@ -137,6 +139,180 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
     }
 }
 
+/// Adopts the failover the `last-failover` annotation names ([`FailoverNote`]) when it issued
+/// a generation above memory's: the status that recorded it was lost (reverted to an older
+/// copy, or its write failed while the annotation's succeeded) and memory resumed from before
+/// it. The note is the operator's own record of that promotion, so memory takes it as the
+/// authority it issued: the note's site at the note's generation, issued at its `promotedAt`,
+/// with the cooldown that promotion started. Going on from the reverted status instead
+/// re-ran a failover that had already happened (simulator seed 131 with `--all-faults
+/// --state-loss --status-revert`: the reverted status still drained pdx for a planned
+/// failover to iad that the note shows promoted, and an emergency failover re-issued iad's
+/// generation, a failover the status history cannot explain), or withheld the reverted
+/// authority from a site lacking what the note's site wrote since, for good (seed 298: no
+/// writable site after the faults healed).
+///
+/// A newer authority the sidecars cache is adopted after this
+/// ([`adopt_newer_authority`]), so nothing issued from here on is below one they know. A note
+/// naming a site no longer in the spec only raises the floor of what is issued
+/// (`unadopted_generation`). A malformed note is reported (`AnnotationUnreadable`) and
+/// ignored.
+pub(super) fn adopt_noted_failover(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+) {
+    let note = match &context.observation.annotations.last_failover {
+        None => return,
+        Some(Err(error)) => {
+            plan.event(EventReason::AnnotationUnreadable, error.to_string());
+            return;
+        }
+        Some(Ok(note)) => note,
+    };
+    let generation = note.topology_generation;
+    if generation <= memory.topology_generation {
+        return;
+    }
+    if context.spec.site(&note.to).is_none() {
+        memory.unadopted_generation = memory.unadopted_generation.max(generation);
+        return;
+    }
+    let previous = memory.active_site.clone();
+    let previous_generation = memory.topology_generation;
+    settle_planned_with_note(memory, plan, note);
+    adopt_authority(
+        context,
+        memory,
+        plan,
+        &note.to,
+        generation,
+        note.promoted_at,
+    );
+    rejoin_drained_site(context, memory, plan, note);
+    let implied_cooldown = note.promoted_at + context.spec.failover_cooldown.get();
+    if memory
+        .cooldown_until
+        .is_none_or(|until| until < implied_cooldown)
+    {
+        memory.cooldown_until = Some(implied_cooldown);
+    }
+    plan.event(
+        EventReason::AuthorityAdopted,
+        format!(
+            "annotation {} names the {} failover {}->{} at generation {generation}, newer than memory's {previous_generation} ({previous} active); adopted",
+            names::ANNOTATION_LAST_FAILOVER,
+            kind_name(note.kind),
+            note.from,
+            note.to,
+        ),
+    );
+}
+
+/// A planned failover memory still drains (or promotes) when a note newer than memory is
+/// adopted: the note's own planned failover is `Promoting` (its promotion was issued; it
+/// completes once the note's site is confirmed writable); any other is stale and aborted.
+fn settle_planned_with_note(memory: &mut GroupMemory, plan: &mut Plan, note: &FailoverNote) {
+    let Some(planned) = memory.planned_failover.as_mut() else {
+        return;
+    };
+    match planned.phase {
+        PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting => {}
+        PlannedFailoverPhase::Admitting
+        | PlannedFailoverPhase::Deferred
+        | PlannedFailoverPhase::Completed
+        | PlannedFailoverPhase::Rejected => return,
+    }
+    let same = match note.kind {
+        FailoverKind::Planned => planned.from == note.from && planned.target == note.to,
+        FailoverKind::Emergency => false,
+    };
+    if same {
+        planned.phase = PlannedFailoverPhase::Promoting;
+        planned.phase_since = note.promoted_at;
+        return;
+    }
+    let message = format!(
+        "planned failover {} -> {} dropped: annotation {} names a newer {} failover {}->{} at generation {}",
+        planned.from,
+        planned.target,
+        names::ANNOTATION_LAST_FAILOVER,
+        kind_name(note.kind),
+        note.from,
+        note.to,
+        note.topology_generation
+    );
+    super::planned::end(planned, plan, EventReason::PlannedFailoverAborted, message);
+}
+
+/// The site a noted planned failover drained is a replica again: a planned promotion is
+/// issued only once its target holds every transaction of the fenced old site, so that site
+/// has nothing the new history lacks. Memory's `Demoted` for it is the drain the reverted
+/// status still shows (the rejoin after it was lost with the rest); kept, it would be no
+/// failover candidate, and a later failover from the note's site would find none (a move
+/// notice the sidecars cache, issue 10 case 7). Unless memory recorded errant transactions of
+/// it. An emergency failover's old site stays demoted: what it wrote last is unknown.
+fn rejoin_drained_site(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    note: &FailoverNote,
+) {
+    match note.kind {
+        FailoverKind::Planned => {}
+        FailoverKind::Emergency => return,
+    }
+    let drained = memory.site(&note.from).is_some_and(|site| {
+        site.state == SiteState::Demoted && site.errant.as_ref().is_none_or(GtidSet::is_empty)
+    });
+    if !drained || note.from == note.to {
+        return;
+    }
+    if let Some(role) = context.role(&note.from) {
+        let node = context.view(&note.from).node_name.clone();
+        plan.transition(
+            memory,
+            &note.from,
+            role,
+            node.as_deref(),
+            SiteState::Replica,
+        );
+    }
+}
+
+/// Memory takes the authority `(site, generation)` issued at `issued_at` that it lost: `site`
+/// is active, every other site memory held active is demoted (it rejoins as a replica only
+/// with no errant transactions), and any emergency failover memory had in flight is over.
+fn adopt_authority(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    site: &str,
+    generation: u64,
+    issued_at: Timestamp,
+) {
+    memory.take_generation(generation);
+    memory.active_site = site.to_string();
+    memory.authority_issued_at = Some(issued_at);
+    memory.emergency_failover = None;
+    for name in context.site_names() {
+        let state = memory.site(name).map(|s| s.state);
+        let to = if name == site {
+            SiteState::Active
+        } else {
+            match state {
+                Some(SiteState::Active) => SiteState::Demoted,
+                Some(other) => other,
+                None => continue,
+            }
+        };
+        if let Some(role) = context.role(name) {
+            let node = context.view(name).node_name.clone();
+            plan.transition(memory, name, role, node.as_deref(), to);
+        }
+    }
+}
+
 /// Adopts the newest authority the sidecars cache when memory is behind it (a status write
 /// that failed after a promotion, or memory lost with the operator), and recovers an
 /// emergency failover whose move notice the sidecars cache but memory forgot.
@@ -192,10 +368,14 @@ pub(super) fn adopt_newer_authority(
                 return;
             }
             let previous = memory.active_site.clone();
-            memory.take_generation(newest.topology_generation);
-            memory.active_site = site.clone();
-            memory.authority_issued_at = Some(newest.issued_at);
-            memory.emergency_failover = None;
+            adopt_authority(
+                context,
+                memory,
+                plan,
+                site,
+                newest.topology_generation,
+                newest.issued_at,
+            );
             let implied_cooldown = newest.issued_at + context.spec.failover_cooldown.get();
             if memory
                 .cooldown_until
@@ -203,25 +383,6 @@ pub(super) fn adopt_newer_authority(
                 && previous != *site
             {
                 memory.cooldown_until = Some(implied_cooldown);
-            }
-            for name in context.site_names() {
-                let role = context.role(name);
-                let node = context.view(name).node_name.clone();
-                let state = memory.site(name).map(|s| s.state);
-                let to = if name == site {
-                    SiteState::Active
-                } else if name == previous && state == Some(SiteState::Active) {
-                    SiteState::Demoted
-                } else {
-                    match state {
-                        Some(SiteState::Active) => SiteState::Demoted,
-                        Some(other) => other,
-                        None => continue,
-                    }
-                };
-                if let Some(role) = role {
-                    plan.transition(memory, name, role, node.as_deref(), to);
-                }
             }
             plan.event(
                 EventReason::AuthorityAdopted,

@@ -9,6 +9,14 @@
 //! - a newer authority than memory knows (a status write that failed after a promotion) is
 //!   adopted from the sidecars' cached authority with the highest generation.
 //!
+//! The last promotion is also noted apart from the status, in the annotation
+//! `bloodraven.shipstream.io/last-failover` (`FailoverNote`: kind, sites, `promotedAt` and the
+//! generation issued). A status reverted to a copy from before that promotion resumes memory
+//! from before it; the note then names a generation above memory's, and memory adopts its
+//! authority and the cooldown it started (`detection::adopt_noted_failover`) before it
+//! consults the sidecars. `status.lastFailover` keeps the older record (the note carries
+//! neither the failover's other times nor its loss).
+//!
 //! The anti-flap cooldown is persisted twice: [`GroupMemory::cooldown_until`] is the status
 //! copy, and the annotation `bloodraven.shipstream.io/cooldown-until` is the other (read back as
 //! [`GroupAnnotations::cooldown_until`], written by

@@ -51,6 +51,7 @@ mod failover;
 mod gate;
 mod lease_wait;
 mod memory;
+mod note;
 mod observation;
 mod options;
 mod persist;
@@ -78,6 +79,7 @@ pub use memory::{
     AuthorityValidity, Detection, EmergencyFailover, EmergencyPhase, GroupMemory, InvalidReason,
     PlannedFailover, PodRole, SiteMemory, SiteState,
 };
+pub use note::{FailoverNote, FailoverNoteError, FAILOVER_NOTE_FORMAT};
 pub use observation::{
     DnsReading, GroupAnnotations, Observation, PodFacts, PodReading, SidecarReading,
     SiteObservation,

@@ -21,6 +21,7 @@ use bloodraven_api::{
     DNSEndpointSpec,
 };
 
+use super::note::{FailoverNote, FailoverNoteError};
 use crate::deploy::HoldInfo;
 use crate::time::{Duration, Timestamp};
 
@@ -145,6 +146,10 @@ pub struct GroupAnnotations {
     pub backup: Option<String>,
     /// `bloodraven.shipstream.io/restore`: the backup to restore the active site from.
     pub restore: Option<String>,
+    /// `bloodraven.shipstream.io/last-failover`: the failover last issued, a copy of the
+    /// promotion kept apart from the status (`FailoverNote`). `None` when absent; an error
+    /// when the value is not the note's format (reported, not used).
+    pub last_failover: Option<Result<FailoverNote, FailoverNoteError>>,
 }
 
 /// The live `DNSEndpoint` as read back this poll.

@@ -52,6 +52,22 @@
 //! 6. **Completed**, or **Failed** with the reason.
 //!
 //! An emergency failover started meanwhile takes precedence: the restore fails, saying so.
+//!
+//! # Restore history
+//!
+//! `status.restore` records one restore; a new request replaces it. What earlier restores
+//! discarded still matters after that, so each new record carries it forward:
+//!
+//! - `earlierDiscardedGtidSet`: every GTID the restores it replaced discarded. A restore
+//!   rewinds the site, and the history written since reuses those numbers for other
+//!   transactions: restoring to a backup taken before such a restore, those numbers vouch for
+//!   no shared history, so they are no agreement point when this restore's discards are
+//!   measured (`lost_transactions_across_rewind`).
+//! - `discardedSinceFailover`: what the restores it replaced discarded from the last
+//!   failover's new active site after that failover's promotion. With the record's own
+//!   discards it is the part of the baseline of that failover's loss that the old primary's
+//!   data is compared against when it is readable again ([`loss_baseline`]); it is dropped
+//!   once another failover is the last one.
 
 use bloodraven_api::{
     names,
@@ -59,10 +75,10 @@ use bloodraven_api::{
         backup_name_problem, BackupInfo, BackupRequest, FenceRequest, JobKind, JobState, JobStatus,
         RepointRequest, ReseedRequest, RestoreRequest, SidecarStatus,
     },
-    Admission, BackupPhase, BackupStatus, DeferReason, OrderedUpdatePhase, PlannedFailoverPhase,
-    RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
+    Admission, BackupPhase, BackupStatus, DeferReason, DiscardedSinceFailover, OrderedUpdatePhase,
+    PlannedFailoverPhase, RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
 };
-use bloodraven_mysql::{lost_transactions, GtidSet};
+use bloodraven_mysql::{lost_transactions, lost_transactions_across_rewind, GtidSet};
 
 use super::action::{Action, AnnotationChange, EventReason};
 use super::failover::source_host_of;
@@ -147,32 +163,93 @@ pub(super) fn restore_holds_fenced<'a>(
 }
 
 /// What the active site held as far as the last failover's loss is concerned: its GTID set,
-/// plus what a restore in place discarded after that failover's promotion (those are the
-/// restore's loss, recorded in `status.restore`, not the failover's).
+/// plus what restores in place discarded from it after that failover's promotion: the one
+/// `status.restore` records, and the ones it replaced (`discardedSinceFailover`; a second
+/// restore requested before the old primary was readable again, simulator seed 3822
+/// `--all-faults --restore --image-update`: the first restore's discards counted as the
+/// failover's, 81 reported lost and exact, 5 lost). Those are the restores' loss, recorded
+/// with them, not the failover's.
 pub(super) fn loss_baseline(
     context: &Context<'_>,
     memory: &GroupMemory,
     active: &GtidSet,
 ) -> GtidSet {
-    let discarded = memory.restore.as_ref().and_then(|restore| {
-        let status = &restore.status;
-        let after_failover = memory.last_failover.as_ref().is_some_and(|failover| {
-            failover.to == status.site
-                && status
-                    .promoted_at
-                    .zip(failover.promoted_at)
-                    .is_some_and(|(restored, promoted)| restored >= promoted)
-        });
-        status
-            .lost_gtid_set
-            .as_deref()
-            .filter(|_| after_failover)
-            .and_then(|text| parse(context, text))
+    let Some(restore) = memory.restore.as_ref() else {
+        return active.clone();
+    };
+    let status = &restore.status;
+    let own = status
+        .lost_gtid_set
+        .as_deref()
+        .filter(|_| discarded_after_failover(memory, status))
+        .and_then(|text| parse(context, text));
+    let earlier = status
+        .discarded_since_failover
+        .as_ref()
+        .filter(|earlier| counts_for_last_failover(memory, earlier))
+        .and_then(|earlier| parse(context, &earlier.gtid_set));
+    [own, earlier]
+        .into_iter()
+        .flatten()
+        .fold(active.clone(), |all, discarded| all.union(&discarded))
+}
+
+/// Whether the restore `status` records discarded from the last failover's new active site
+/// after that failover's promotion.
+fn discarded_after_failover(memory: &GroupMemory, status: &RestoreStatus) -> bool {
+    memory.last_failover.as_ref().is_some_and(|failover| {
+        failover.to == status.site
+            && status
+                .promoted_at
+                .zip(failover.promoted_at)
+                .is_some_and(|(restored, promoted)| restored >= promoted)
+    })
+}
+
+/// Whether carried discards are of the last failover (its promotion and new active site).
+fn counts_for_last_failover(memory: &GroupMemory, earlier: &DiscardedSinceFailover) -> bool {
+    memory.last_failover.as_ref().is_some_and(|failover| {
+        failover.promoted_at == Some(earlier.failover_promoted_at) && failover.to == earlier.site
+    })
+}
+
+/// The restore history a new record carries from the one it replaces (`replaced`): every
+/// GTID earlier restores discarded (`earlierDiscardedGtidSet`), and what they discarded from
+/// the last failover's new active site after its promotion (`discardedSinceFailover`).
+fn carried_history(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    replaced: Option<&RestoreStatus>,
+) -> (Option<String>, Option<DiscardedSinceFailover>) {
+    let Some(replaced) = replaced else {
+        return (None, None);
+    };
+    let merged = |sets: Vec<Option<&str>>| -> Option<GtidSet> {
+        sets.into_iter()
+            .flatten()
+            .filter_map(|text| parse(context, text))
+            .reduce(|all, more| all.union(&more))
+    };
+    let own = replaced.lost_gtid_set.as_deref();
+    let earlier_discarded = merged(vec![replaced.earlier_discarded_gtid_set.as_deref(), own])
+        .filter(|set| !set.is_empty())
+        .map(|set| set.to_string());
+    let since_failover = memory.last_failover.as_ref().and_then(|failover| {
+        let promoted_at = failover.promoted_at?;
+        let carried = replaced
+            .discarded_since_failover
+            .as_ref()
+            .filter(|earlier| counts_for_last_failover(memory, earlier))
+            .map(|earlier| earlier.gtid_set.as_str());
+        let own = own.filter(|_| discarded_after_failover(memory, replaced));
+        let set = merged(vec![carried, own]).filter(|set| !set.is_empty())?;
+        Some(DiscardedSinceFailover {
+            failover_promoted_at: promoted_at,
+            site: failover.to.clone(),
+            gtid_set: set.to_string(),
+        })
     });
-    match discarded {
-        Some(discarded) => active.union(&discarded),
-        None => active.clone(),
-    }
+    (earlier_discarded, since_failover)
 }
 
 /// Whether `site` holds transactions the restored active site does not and awaits its
@@ -465,6 +542,11 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let site = carried
         .as_ref()
         .map_or_else(|| memory.active_site.clone(), |c| c.site.clone());
+    let (earlier_discarded_gtid_set, discarded_since_failover) = carried_history(
+        context,
+        memory,
+        memory.restore.as_ref().map(|restore| &restore.status),
+    );
     let message = format!(
         "restore of {site} from backup {backup} ({}) requested",
         method_words(method)
@@ -491,6 +573,8 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             exact: false,
             pending_reseed: Vec::new(),
             reseeded: Vec::new(),
+            earlier_discarded_gtid_set,
+            discarded_since_failover,
         },
         annotation_cleared: false,
     });
@@ -888,9 +972,16 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         .fenced_gtid_set
         .as_deref()
         .and_then(|t| parse(context, t));
-    let lost = fenced
-        .as_ref()
-        .map(|fenced| lost_transactions(fenced, &backup_set));
+    // Numbers an earlier restore discarded may have been reused since: they vouch for no
+    // shared history with a backup taken before that restore (simulator seeds 3181, 9979).
+    let reused = status
+        .earlier_discarded_gtid_set
+        .as_deref()
+        .and_then(|t| parse(context, t));
+    let lost = fenced.as_ref().map(|fenced| match &reused {
+        Some(reused) => lost_transactions_across_rewind(fenced, &backup_set, reused),
+        None => lost_transactions(fenced, &backup_set),
+    });
     let generation = status
         .topology_generation
         .unwrap_or(memory.next_generation())

@@ -7,6 +7,7 @@ mod support;
 mod authority_evidence;
 mod bootstrap_and_surfaces;
 mod emergency;
+mod failover_note;
 mod operator_outage;
 mod ordered_update;
 mod planned;

@@ -542,3 +542,149 @@ fn sim_seed_4162_a_replica_awaiting_its_reseed_is_no_evidence_of_what_the_old_pr
         record.lost_gtid_set
     );
 }
+
+/// Takes the named backup of the active site (polls until it completed).
+fn take_backup(world: &mut World, name: &str) {
+    world.annotations.backup = Some(name.to_string());
+    for _ in 0..5 {
+        world.run_polls(1);
+        if world.annotations.backup.is_none() {
+            break;
+        }
+    }
+    let backup = world.memory.last_backup.clone().expect("backup status");
+    assert_eq!(
+        (backup.name.as_str(), backup.phase),
+        (name, BackupPhase::Completed)
+    );
+}
+
+/// Simulator seed 3822 (`--all-faults --restore --image-update`): after an emergency failover
+/// pdx -> iad whose old primary stayed unreadable, a restore of iad discarded transactions
+/// iad had received from pdx, and a second restore request replaced `status.restore` before
+/// pdx was readable again. Its loss was then made exact against iad without the first
+/// restore's discards: 81 reported lost (exact), 5 lost. The restore history the new record
+/// carries (`discardedSinceFailover`) keeps them in the baseline.
+#[test]
+fn sim_seed_3822_a_second_restore_request_keeps_the_first_ones_discards_out_of_the_failovers_loss()
+{
+    let mut world = backed_up();
+    world.annotations.planned_failover = Some("pdx".to_string());
+    world.run_polls_until_active("pdx", 20);
+    // Past the cooldown of that promotion.
+    world.run_polls(20);
+    // pdx writes four transactions iad and the reader receive, then two nobody receives.
+    for _ in 0..4 {
+        assert!(world.write("pdx"));
+    }
+    world.run_polls(1);
+    assert!(world.write("pdx"));
+    assert!(world.write("pdx"));
+    world.kill("pdx");
+    world.run_polls_until_active("iad", 30);
+    world.run_polls(3);
+    let record = world.memory.last_failover.clone().expect("lastFailover");
+    assert_eq!((record.from.as_str(), record.to.as_str()), ("pdx", "iad"));
+    // iad writes, then is restored to b1 (taken before pdx's four): the restore discards
+    // pdx's four and iad's three.
+    for _ in 0..3 {
+        assert!(world.write("iad"));
+    }
+    world.run_polls(1);
+    world.annotations.restore = Some("b1".to_string());
+    assert_eq!(
+        run_to_final(&mut world).last(),
+        Some(&RestorePhase::Completed)
+    );
+    let first = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(first.lost_transactions, 7);
+    // A second request replaces the record (this one fails: no such backup).
+    world.annotations.restore = Some("b9".to_string());
+    world.run_polls(2);
+    let second = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(
+        (second.backup.as_str(), second.phase),
+        ("b9", RestorePhase::Failed)
+    );
+    // pdx is readable again: the failover lost exactly its two unreplicated transactions.
+    world.restart("pdx");
+    world.run_polls(3);
+    let record = world.memory.last_failover.clone().expect("lastFailover");
+    assert!(record.exact, "{record:?}");
+    assert_eq!(
+        record.lost_transactions, 2,
+        "the first restore's discards counted as the failover's: {:?}",
+        record.lost_gtid_set
+    );
+}
+
+/// Simulator seeds 3181 and 9979 (`--all-faults --restore --image-update`): a restore to a
+/// backup taken before an earlier restore of the same site. The earlier restore rewound the
+/// site and the history it wrote since reused the numbers it discarded; the backup holds some
+/// of those numbers under another server id. The agreement point (the highest number both
+/// hold under one server id) was a reused number, so everything below it was forgiven: 0
+/// discarded recorded, exact. The numbers the earlier restores discarded
+/// (`earlierDiscardedGtidSet`) vouch for no shared history.
+#[test]
+fn sim_seeds_3181_and_9979_a_restore_to_a_backup_older_than_an_earlier_restore_records_its_discards(
+) {
+    let mut world = backed_up();
+    let iad = world.site("iad").server_id;
+    let pdx = world.site("pdx").server_id;
+    // iad holds five transactions pdx wrote while it was active, then five of its own.
+    for _ in 0..5 {
+        assert!(world.write_numbered_after_own("iad", pdx));
+    }
+    for _ in 0..5 {
+        assert!(world.write_numbered_after_own("iad", iad));
+    }
+    world.run_polls(1);
+    take_backup(&mut world, "b2");
+    // Restored to b1: those ten are discarded.
+    world.annotations.restore = Some("b1".to_string());
+    assert_eq!(
+        run_to_final(&mut world).last(),
+        Some(&RestorePhase::Completed)
+    );
+    assert_eq!(
+        world
+            .memory
+            .restore
+            .as_ref()
+            .map(|r| r.status.lost_transactions),
+        Some(10)
+    );
+    world.run_polls(2);
+    // iad writes eight more, reusing the ten numbers' first eight under its own server id.
+    let before = world.site("iad").gtid.clone();
+    for _ in 0..8 {
+        assert!(world.write_numbered_after_own("iad", iad));
+    }
+    let rewritten = world.site("iad").gtid.subtract(&before);
+    world.run_polls(1);
+    // Restored to b2 (taken before the first restore): of the eight, the five numbered as
+    // pdx's transactions in b2 are discarded; the three numbered as iad's own in b2 are not
+    // (by GTID, which is all either side can tell).
+    world.annotations.restore = Some("b2".to_string());
+    assert_eq!(
+        run_to_final(&mut world).last(),
+        Some(&RestorePhase::Completed)
+    );
+    let status = world.memory.restore.clone().expect("restore").status;
+    let b2 = world
+        .site("iad")
+        .backups
+        .iter()
+        .find(|backup| backup.name == "b2")
+        .map(|backup| GtidSet::parse(before.flavor(), &backup.gtid_set).expect("b2 set"))
+        .expect("b2");
+    let discarded = rewritten.subtract(&b2);
+    assert_eq!(discarded.count(), 5);
+    assert!(status.exact);
+    assert_eq!(
+        (status.lost_transactions, status.lost_gtid_set.clone()),
+        (5, Some(discarded.to_string())),
+        "{status:?}"
+    );
+    assert!(status.earlier_discarded_gtid_set.is_some());
+}

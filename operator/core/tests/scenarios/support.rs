@@ -19,8 +19,8 @@ use bloodraven_api::{
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
     decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading, Event,
-    EventReason, GroupAnnotations, GroupMemory, Observation, PodFacts, PodReading, SidecarReading,
-    SiteObservation,
+    EventReason, FailoverNote, GroupAnnotations, GroupMemory, Observation, PodFacts, PodReading,
+    SidecarReading, SiteObservation,
 };
 use bloodraven_core::time::{Duration, Timestamp};
 use bloodraven_mysql::{Gtid, GtidSet};
@@ -579,7 +579,9 @@ impl World {
                 AnnotationChange::ClearRevokeDeploymentLeases => {
                     self.annotations.revoke_deployment_leases = false
                 }
-                AnnotationChange::SetLastFailover(_) => {}
+                AnnotationChange::SetLastFailover(text) => {
+                    self.annotations.last_failover = Some(FailoverNote::parse(text))
+                }
                 AnnotationChange::ClearBackup => self.annotations.backup = None,
                 AnnotationChange::ClearRestore => self.annotations.restore = None,
             },
@@ -849,6 +851,21 @@ impl World {
         let server_id = target.server_id;
         target.gtid.insert(Gtid::mariadb(0, server_id, seq));
         self.next_seq += 1;
+        true
+    }
+
+    /// Commits one transaction on `site` numbered as MariaDB numbers it, after the highest
+    /// number the site holds in domain 0, under `server_id` (the site's own, or another's
+    /// whose transaction it applied). After a restore rewound the site, this reuses the
+    /// numbers the restore discarded ([`World::write`] never reuses one).
+    pub fn write_numbered_after_own(&mut self, site: &str, server_id: u32) -> bool {
+        let target = self.site_mut(site);
+        if !target.mysql_up || target.read_only || target.frozen {
+            return false;
+        }
+        let seq = target.gtid.domain_last_seq(0).unwrap_or(0) + 1;
+        target.gtid.insert(Gtid::mariadb(0, server_id, seq));
+        self.next_seq = self.next_seq.max(seq + 1);
         true
     }
 

@@ -38,8 +38,41 @@ pub fn lost_transactions(old_primary: &GtidSet, new_primary: &GtidSet) -> GtidSe
     history_difference(old_primary, new_primary)
 }
 
+/// [`lost_transactions`] across a rewind: `reused` are GTIDs a restore in place discarded,
+/// whose numbers the history written since may have reused for other transactions. Two sets
+/// holding such a GTID under the same server id do not share the history before it (one of
+/// them may be from before the rewind, the other from after), so the agreement point is
+/// taken over the other GTIDs only. With the whole rewound range as one agreement (simulator
+/// seed 3181 `--all-faults --restore --image-update`: a backup taken before an earlier
+/// restore of the same site held the numbers that site reused after it), everything the
+/// site wrote since was forgiven and a restore that discarded 324 transactions recorded 0.
+pub fn lost_transactions_across_rewind(
+    old_primary: &GtidSet,
+    new_primary: &GtidSet,
+    reused: &GtidSet,
+) -> GtidSet {
+    difference_with_agreement(
+        old_primary,
+        new_primary,
+        &old_primary.subtract(reused),
+        &new_primary.subtract(reused),
+    )
+}
+
 /// `ours - theirs` with MariaDB's agreement-point rule (see [`errant_transactions`]).
 fn history_difference(ours: &GtidSet, theirs: &GtidSet) -> GtidSet {
+    difference_with_agreement(ours, theirs, ours, theirs)
+}
+
+/// `ours - theirs`, forgiving per MariaDB domain what `theirs` holds (under any server id) at
+/// or below the agreement point of `ours_agreeing` and `theirs_agreeing` (subsets of the two
+/// whose shared GTIDs vouch for a shared history).
+fn difference_with_agreement(
+    ours: &GtidSet,
+    theirs: &GtidSet,
+    ours_agreeing: &GtidSet,
+    theirs_agreeing: &GtidSet,
+) -> GtidSet {
     let exact = ours.subtract(theirs);
     // Per MariaDB domain: every number `theirs` holds (any server) and the agreement point.
     let mut their_numbers: BTreeMap<u32, Intervals> = BTreeMap::new();
@@ -50,9 +83,9 @@ fn history_difference(ours: &GtidSet, theirs: &GtidSet) -> GtidSet {
         }
     }
     let mut agreement: BTreeMap<u32, u64> = BTreeMap::new();
-    for (source, intervals) in &ours.sources {
+    for (source, intervals) in &ours_agreeing.sources {
         if let (Source::MariaDb { domain, .. }, Some(their_intervals)) =
-            (source, theirs.sources.get(source))
+            (source, theirs_agreeing.sources.get(source))
         {
             if let Some(last) = intervals.intersect(their_intervals).last() {
                 let point = agreement.entry(*domain).or_default();
@@ -89,6 +122,46 @@ mod tests {
 
     fn mariadb(text: &str) -> GtidSet {
         GtidSet::parse(Flavor::MariaDb, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    // Simulator seed 3181: iad (server 1) was restored to 2693, discarding 2694..2772 of its
+    // own, pdx's 2773..3096 and its own 3097..3632; it then wrote 2694..3260 again (reused
+    // numbers). Restoring it to a backup taken before that restore (server 1 to 2772, pdx's
+    // 2773..3096, server 1 to 3538) discards what it holds under numbers the backup credits to
+    // pdx: the agreement point is not the reused 3260.
+    #[test]
+    fn a_rewind_reused_numbers_are_no_agreement_point() {
+        let fenced = mariadb("0-1-3260");
+        let backup = backup_set();
+        assert_eq!(lost_transactions(&fenced, &backup).count(), 0, "forgiven");
+        let reused = earlier_discarded();
+        let lost = lost_transactions_across_rewind(&fenced, &backup, &reused);
+        assert_eq!(lost.count(), 324);
+        assert_eq!(lost, fenced.subtract(&backup));
+        // Nothing reused: the usual rule.
+        let empty = GtidSet::empty(Flavor::MariaDb);
+        assert_eq!(
+            lost_transactions_across_rewind(&fenced, &backup, &empty),
+            lost_transactions(&fenced, &backup)
+        );
+    }
+
+    fn backup_set() -> GtidSet {
+        let mut set = GtidSet::empty(Flavor::MariaDb);
+        for seq in 1..=3538 {
+            let server = if (2773..=3096).contains(&seq) { 2 } else { 1 };
+            set.insert(Gtid::mariadb(0, server, seq));
+        }
+        set
+    }
+
+    fn earlier_discarded() -> GtidSet {
+        let mut set = GtidSet::empty(Flavor::MariaDb);
+        for seq in 2694..=3632 {
+            let server = if (2773..=3096).contains(&seq) { 2 } else { 1 };
+            set.insert(Gtid::mariadb(0, server, seq));
+        }
+        set
     }
 
     // bloodraven.md emergency failover: lostTransactions = old primary's last observed set

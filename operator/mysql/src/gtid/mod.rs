@@ -9,7 +9,7 @@ mod set;
 mod text;
 mod transaction;
 
-pub use divergence::{errant_transactions, lost_transactions};
+pub use divergence::{errant_transactions, lost_transactions, lost_transactions_across_rewind};
 pub use set::GtidSet;
 pub use transaction::Gtid;
 pub(crate) use transaction::Source;

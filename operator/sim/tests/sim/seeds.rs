@@ -242,3 +242,63 @@ fn issue_10_restore_seeds_2928_and_4162() {
         assert!(!summary.has_bugs(), "seed {seed}: {}", summary.table());
     }
 }
+
+// `--all-faults --state-loss --status-revert`: in seeds 131, 343, 412, 779 and 917
+// (AuthorityUnexplained) and 298, 595, 693, 744 and 946 (NoWritableAfterHeal) the status
+// reverted to a copy older than the last failover while the `last-failover` annotation, which
+// core did not read, still named it: seed 131 re-ran a planned failover to iad that had
+// already promoted iad (re-issuing its generation as a new failover), seed 298 withheld the
+// reverted authority of a site lacking what the annotation's site wrote since, for good. Core
+// adopts the failover the annotation names (core scenarios: failover_note.rs).
+#[test]
+fn issue_10_case_7_status_revert_seeds_with_a_newer_last_failover_annotation() {
+    let flags = ["--all-faults", "--state-loss", "--status-revert"];
+    for seed in [131, 343, 412, 779, 917, 298, 595, 693, 744, 946] {
+        let summary = sweep_of(&flags, seed..seed + 1);
+        assert!(!summary.has_bugs(), "seed {seed}: {}", summary.table());
+    }
+}
+
+// `--all-faults --restore --image-update`: seed 3822 (LostMismatch) made an emergency
+// failover's loss exact against a baseline without the discards of a restore whose record a
+// second restore request had replaced (81 reported exact, 5 lost); seeds 3181 and 9979
+// (RestoreLossMismatch) restored to a backup taken before an earlier restore of the same site,
+// and the numbers the site reused since forgave its divergence (0 recorded, exact). The
+// restore history a new record carries fixes both (core scenarios: restore.rs).
+#[test]
+fn issue_12_restore_history_seeds_3822_3181_and_9979() {
+    for seed in [3822, 3181, 9979] {
+        let summary = sweep_of(
+            &["--all-faults", "--restore", "--image-update"],
+            seed..seed + 1,
+        );
+        assert!(!summary.has_bugs(), "seed {seed}: {}", summary.table());
+        assert!(summary.restores_checked >= 1, "{}", summary.table());
+    }
+}
+
+// The simulator's own restore truth, `--all-faults --state-loss --status-revert --restore
+// --image-update`: seed 153 reverted the status past a restore of pdx from b1 re-promoted at
+// generation 3, and a later restore from b2 was re-promoted at 3 again. The truth took the
+// same id for the same restore run again and judged b2's restore (nothing discarded) against
+// b1's 3,501 discards (RestoreLossMismatch). The same restore is the same sidecar job: same id
+// and same backup.
+#[test]
+fn sim_restore_truth_tells_two_restores_at_one_generation_apart_seed_153() {
+    let flags = [
+        "--all-faults",
+        "--state-loss",
+        "--status-revert",
+        "--restore",
+        "--image-update",
+    ];
+    let summary = sweep_of(&flags, 153..154);
+    assert!(summary.restores_checked >= 2, "{}", summary.table());
+    assert!(
+        !summary
+            .classes
+            .contains_key(&FindingClass::RestoreLossMismatch),
+        "{}",
+        summary.table()
+    );
+}

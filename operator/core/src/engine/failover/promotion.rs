@@ -13,6 +13,7 @@ use super::authority::source_host_of;
 use crate::deploy::RevokeReason;
 use crate::engine::action::{Action, AnnotationChange, EventReason, MetricObservation};
 use crate::engine::memory::{GroupMemory, SiteState};
+use crate::engine::note::{kind_name, FailoverNote};
 use crate::engine::options::DRAIN_TIMEOUT;
 use crate::engine::plan::{Context, Plan};
 use crate::engine::reading::mysql_flavor;
@@ -82,7 +83,8 @@ fn take_authority(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Pl
     }
 }
 
-/// `lastFailover` of the promotion of `to` (status and annotation): its times from the
+/// `lastFailover` of the promotion of `to` (status, and the annotation's `FailoverNote` with the
+/// generation `take_authority` issued): its times from the
 /// failover in flight, and the lower bound of what it lost (exact for a planned failover,
 /// which drained every transaction of the old site).
 fn record_last_failover(
@@ -132,8 +134,15 @@ fn record_last_failover(
         lost_gtid_set: lost.as_ref().map(ToString::to_string),
         exact,
     });
+    let note = FailoverNote {
+        kind,
+        from: from.to_string(),
+        to: to.to_string(),
+        promoted_at: now,
+        topology_generation: memory.topology_generation,
+    };
     plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(
-        format!("{} {from}->{to} {now}", kind_name(kind)),
+        note.to_string(),
     )));
 }
 
@@ -185,14 +194,6 @@ fn lost_lower_bound(
         .chain(received_from_old)
         .reduce(|all, more| all.union(&more))?;
     Some(lost_transactions(&basis, new))
-}
-
-/// How events and the `lastFailover` annotation name a failover kind.
-fn kind_name(kind: FailoverKind) -> &'static str {
-    match kind {
-        FailoverKind::Emergency => "emergency",
-        FailoverKind::Planned => "planned",
-    }
 }
 
 /// Completes a promotion once the new active site is confirmed writable: `completedAt`,

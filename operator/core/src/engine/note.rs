@@ -1,0 +1,198 @@
+//! The `bloodraven.shipstream.io/last-failover` annotation: the failover last issued, written
+//! on the group with every promotion (`AnnotationChange::SetLastFailover`) beside
+//! `status.lastFailover`, and read back into [`GroupAnnotations::last_failover`].
+//!
+//! Its value is `"<kind> <from>-><to> <RFC 3339> generation <N>"`: the kind (`emergency` or
+//! `planned`), the old and new active sites, `promotedAt` (the `issuedAt` of the authority the
+//! promotion pushed) and the topology generation it issued. It is a persisted copy of the
+//! promotion independent of the status: when the status is reverted to an older copy (or its
+//! write failed while the annotation's succeeded), the annotation still names the newest
+//! failover, and `decide` adopts it (`detection::adopt_noted_failover`).
+//!
+//! [`GroupAnnotations::last_failover`]: super::GroupAnnotations::last_failover
+
+use std::fmt;
+
+use bloodraven_api::{names, FailoverKind};
+
+use crate::time::Timestamp;
+
+/// The annotation's expected shape, for error messages.
+pub const FAILOVER_NOTE_FORMAT: &str = "<kind> <from>-><to> <RFC 3339> generation <N>";
+
+/// A failover as the `last-failover` annotation records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailoverNote {
+    /// Emergency or planned.
+    pub kind: FailoverKind,
+    /// The old active site.
+    pub from: String,
+    /// The site the authority was issued to.
+    pub to: String,
+    /// When the authority was issued (`lastFailover.promotedAt`, the authority's `issuedAt`).
+    pub promoted_at: Timestamp,
+    /// The topology generation the promotion issued.
+    pub topology_generation: u64,
+}
+
+/// A `last-failover` annotation value that is not [`FAILOVER_NOTE_FORMAT`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "read annotation {annotation} = {value:?}: {reason} (expected \"{format}\")",
+    annotation = names::ANNOTATION_LAST_FAILOVER,
+    format = FAILOVER_NOTE_FORMAT
+)]
+pub struct FailoverNoteError {
+    /// The annotation's text.
+    pub value: String,
+    /// What is wrong with it (a lowercase fragment).
+    pub reason: String,
+}
+
+/// The annotation's word for a failover kind (also how events name it).
+pub(in crate::engine) fn kind_name(kind: FailoverKind) -> &'static str {
+    match kind {
+        FailoverKind::Emergency => "emergency",
+        FailoverKind::Planned => "planned",
+    }
+}
+
+impl FailoverNote {
+    /// Parses an annotation value written by [`FailoverNote`]'s `Display`.
+    pub fn parse(value: &str) -> Result<FailoverNote, FailoverNoteError> {
+        let error = |reason: String| FailoverNoteError {
+            value: value.to_string(),
+            reason,
+        };
+        let words: Vec<&str> = value.split_whitespace().collect();
+        let [kind, sites, promoted_at, generation_word, generation] = words[..] else {
+            return Err(error(format!("{} words, not 5", words.len())));
+        };
+        let kind = match kind {
+            "emergency" => FailoverKind::Emergency,
+            "planned" => FailoverKind::Planned,
+            other => return Err(error(format!("unknown failover kind {other:?}"))),
+        };
+        let Some((from, to)) = sites
+            .split_once("->")
+            .filter(|(from, to)| !from.is_empty() && !to.is_empty())
+        else {
+            return Err(error(format!("{sites:?} is not <from>-><to>")));
+        };
+        let promoted_at: Timestamp = promoted_at
+            .parse()
+            .map_err(|e| error(format!("promotion time: {e}")))?;
+        if generation_word != "generation" {
+            return Err(error(format!(
+                "{generation_word:?} where \"generation\" belongs"
+            )));
+        }
+        let topology_generation: u64 = generation
+            .parse()
+            .ok()
+            .filter(|generation| *generation > 0)
+            .ok_or_else(|| {
+                error(format!(
+                    "topology generation {generation:?} is not a positive integer"
+                ))
+            })?;
+        Ok(FailoverNote {
+            kind,
+            from: from.to_string(),
+            to: to.to_string(),
+            promoted_at,
+            topology_generation,
+        })
+    }
+}
+
+impl fmt::Display for FailoverNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}->{} {} generation {}",
+            kind_name(self.kind),
+            self.from,
+            self.to,
+            self.promoted_at,
+            self.topology_generation
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note() -> FailoverNote {
+        FailoverNote {
+            kind: FailoverKind::Planned,
+            from: "pdx".to_string(),
+            to: "iad".to_string(),
+            promoted_at: Timestamp::from_unix_millis(1_767_225_769_476),
+            topology_generation: 3,
+        }
+    }
+
+    #[test]
+    fn written_value_reads_back() {
+        let text = note().to_string();
+        assert_eq!(
+            text,
+            "planned pdx->iad 2026-01-01T00:02:49.476Z generation 3"
+        );
+        assert_eq!(FailoverNote::parse(&text), Ok(note()));
+        let emergency = FailoverNote {
+            kind: FailoverKind::Emergency,
+            ..note()
+        };
+        assert_eq!(FailoverNote::parse(&emergency.to_string()), Ok(emergency));
+    }
+
+    #[test]
+    fn malformed_values_name_what_is_wrong() {
+        for (value, reason) in [
+            // The value before the generation was recorded.
+            (
+                "planned pdx->iad 2026-01-01T00:02:49.476Z",
+                "3 words, not 5",
+            ),
+            (
+                "manual pdx->iad 2026-01-01T00:02:49.476Z generation 3",
+                "unknown failover kind \"manual\"",
+            ),
+            (
+                "planned pdx-iad 2026-01-01T00:02:49.476Z generation 3",
+                "\"pdx-iad\" is not <from>-><to>",
+            ),
+            (
+                "planned ->iad 2026-01-01T00:02:49.476Z generation 3",
+                "\"->iad\" is not <from>-><to>",
+            ),
+            (
+                "planned pdx->iad 2026-01-01T00:02:49.476Z gen 3",
+                "\"gen\" where \"generation\" belongs",
+            ),
+            (
+                "planned pdx->iad 2026-01-01T00:02:49.476Z generation 0",
+                "topology generation \"0\" is not a positive integer",
+            ),
+        ] {
+            let error = FailoverNote::parse(value).expect_err(value);
+            assert_eq!(error.reason, reason, "{value}");
+            assert!(
+                error
+                    .to_string()
+                    .starts_with("read annotation bloodraven.shipstream.io/last-failover = "),
+                "{error}"
+            );
+        }
+        let error =
+            FailoverNote::parse("planned pdx->iad yesterday generation 3").expect_err("time");
+        assert!(
+            error.reason.starts_with("promotion time: "),
+            "{}",
+            error.reason
+        );
+    }
+}
