@@ -104,7 +104,7 @@ impl ApiStore {
             last_failover: self
                 .annotations
                 .get(names::ANNOTATION_LAST_FAILOVER)
-                .map(|text| FailoverNote::parse(text)),
+                .and_then(|text| FailoverNote::read(text)),
         }
     }
 

@@ -1,5 +1,5 @@
 //! When the next poll starts (pure): every `pollInterval`, or sooner while a failover is in
-//! flight.
+//! flight or an issued authority is invalid.
 //!
 //! Each phase of a failover (lease wait, drain, promotion, confirmation of the new primary)
 //! advances at a poll. At the spec's rhythm every phase costs a whole interval, so a write
@@ -7,6 +7,13 @@
 //! 5.5 s detection, then 2 s each for the fence, the promotion and the confirmation) where
 //! bloodraven.md promises "detection floor + margin + promotion". Once a failover has
 //! started, polls follow up every [`FOLLOW_UP_DIVISOR`]th of the interval until it is over.
+//!
+//! An invalid authority sheds both shared Services on purpose, so its end is a write outage
+//! until the poll that confirms the active site writable again. A fence that outlives it by
+//! a few hundred milliseconds (mysqld's write deadline run by a stepped clock, scenario 041;
+//! a restarted mysqld the sidecar unfences) would otherwise keep the primary shed for a whole
+//! interval more; polls follow up while an issued authority is invalid too, within the same
+//! window from the moment it turned invalid.
 //!
 //! Safety never rests on the rhythm: the detection floor is judged on the failure streak's
 //! span, not its count ([`super::detection`]), the lease wait on the sidecars' reported
@@ -44,11 +51,21 @@ pub fn next_poll_in(
 
 /// When the failover in flight started: an emergency failover from its detection, a planned
 /// one from its request while it is admitted, draining or promoting (not while deferred or
-/// once over).
+/// once over); with none, when an issued authority turned invalid.
 fn in_flight_since(memory: &GroupMemory) -> Option<Timestamp> {
     if let Some(emergency) = &memory.emergency_failover {
         return Some(emergency.detected_at);
     }
+    planned_in_flight_since(memory).or_else(|| {
+        memory
+            .authority_invalid_since
+            .filter(|_| memory.topology_generation > 0 && !memory.authority.is_valid())
+    })
+}
+
+/// When the planned failover in flight was requested, while it is admitted, draining or
+/// promoting.
+fn planned_in_flight_since(memory: &GroupMemory) -> Option<Timestamp> {
     memory
         .planned_failover
         .as_ref()

@@ -8,7 +8,7 @@ use super::detection::{adopt_newer_authority, adopt_noted_failover, observe_site
 use super::failover::{
     complete_promotion, converge, emergency_step, keep_cooldown_copies, returning_primaries,
 };
-use super::memory::{EmergencyPhase, GroupMemory, SiteMemory, SiteState};
+use super::memory::{AuthorityValidity, EmergencyPhase, GroupMemory, SiteMemory, SiteState};
 use super::observation::Observation;
 use super::options::DecideOptions;
 use super::plan::{Context, Plan};
@@ -90,6 +90,13 @@ pub fn decide_with_options(
     restore::backup_step(&context, &mut memory, &mut plan);
     restore::restore_step(&context, &mut memory, &mut plan);
     memory.authority = surfaces::authority_validity(&context, &memory, &previous_authority);
+    memory.authority_invalid_since = match (&memory.authority, &previous_authority) {
+        (AuthorityValidity::Valid, _) => None,
+        (AuthorityValidity::Invalid(_), AuthorityValidity::Valid) => Some(context.now),
+        (AuthorityValidity::Invalid(_), AuthorityValidity::Invalid(_)) => {
+            memory.authority_invalid_since.or(Some(context.now))
+        }
+    };
     if memory.authority.is_valid() {
         let promoting =
             memory

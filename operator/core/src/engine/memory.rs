@@ -56,6 +56,9 @@ pub struct GroupMemory {
     pub authority_issued_at: Option<Timestamp>,
     /// `status.authority`: whether there is a confirmed writable active site.
     pub authority: AuthorityValidity,
+    /// When the authority last turned invalid (`None` while it is valid): polls follow up
+    /// while it stays invalid ([`super::cadence`]). *Volatile*: a restart starts the count again.
+    pub authority_invalid_since: Option<Timestamp>,
     /// Per-site memory, one per `spec.sites[]`, in spec order (`status.sites[]`).
     pub sites: Vec<SiteMemory>,
     /// `status.cooldownUntil`: the status copy of the anti-flap cooldown end (see the module
@@ -112,6 +115,7 @@ impl GroupMemory {
             unadopted_generation: 0,
             authority_issued_at: None,
             authority: AuthorityValidity::Invalid(InvalidReason::NotIssued),
+            authority_invalid_since: None,
             sites: spec
                 .sites
                 .iter()

@@ -58,6 +58,15 @@ pub(in crate::engine) fn kind_name(kind: FailoverKind) -> &'static str {
 }
 
 impl FailoverNote {
+    /// Reads the annotation's value as an observation carries it. `None` for the value an
+    /// operator wrote before the note carried its generation (`<kind> <from>-><to> <RFC
+    /// 3339>`): it stays on a group after an upgrade until the next promotion rewrites it, and
+    /// names no generation, so there is nothing to adopt and nothing wrong to report. Anything
+    /// else is [`FailoverNote::parse`]d.
+    pub fn read(value: &str) -> Option<Result<FailoverNote, FailoverNoteError>> {
+        (!is_pre_generation(value)).then(|| FailoverNote::parse(value))
+    }
+
     /// Parses an annotation value written by [`FailoverNote`]'s `Display`.
     pub fn parse(value: &str) -> Result<FailoverNote, FailoverNoteError> {
         let error = |reason: String| FailoverNoteError {
@@ -106,6 +115,20 @@ impl FailoverNote {
     }
 }
 
+/// Whether `value` is the annotation as operators wrote it before the generation was
+/// recorded: `<kind> <from>-><to> <RFC 3339>`, every part well-formed.
+fn is_pre_generation(value: &str) -> bool {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let [kind, sites, promoted_at] = words[..] else {
+        return false;
+    };
+    matches!(kind, "emergency" | "planned")
+        && sites
+            .split_once("->")
+            .is_some_and(|(from, to)| !from.is_empty() && !to.is_empty())
+        && promoted_at.parse::<Timestamp>().is_ok()
+}
+
 impl fmt::Display for FailoverNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -147,6 +170,29 @@ mod tests {
             ..note()
         };
         assert_eq!(FailoverNote::parse(&emergency.to_string()), Ok(emergency));
+    }
+
+    #[test]
+    fn a_value_from_before_the_generation_reads_as_no_note() {
+        // An older operator's value, still on the group after an upgrade: no generation, so
+        // nothing to adopt, and no warning on every poll until the next promotion.
+        assert_eq!(
+            FailoverNote::read("planned pdx->iad 2026-01-01T00:02:49.476Z"),
+            None
+        );
+        assert_eq!(
+            FailoverNote::read("emergency iad->pdx 2026-01-01T00:02:49.476Z"),
+            None
+        );
+        // Only a well-formed old value: a malformed three-word one is still reported.
+        for value in [
+            "manual pdx->iad 2026-01-01T00:02:49.476Z",
+            "planned pdx-iad 2026-01-01T00:02:49.476Z",
+            "planned pdx->iad yesterday",
+        ] {
+            assert!(matches!(FailoverNote::read(value), Some(Err(_))), "{value}");
+        }
+        assert_eq!(FailoverNote::read(&note().to_string()), Some(Ok(note())));
     }
 
     #[test]

@@ -161,6 +161,7 @@ impl GroupMemory {
             unadopted_generation: 0,
             authority_issued_at: None,
             authority,
+            authority_invalid_since: None,
             sites,
             cooldown_until: status.cooldown_until,
             planned_failover,

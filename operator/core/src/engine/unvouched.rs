@@ -153,10 +153,27 @@ pub(super) fn holder(context: &Context<'_>, memory: &GroupMemory) -> Holder {
     if named_lacks.is_empty() && eligible(named) {
         return Holder::Keep;
     }
+    // The named site holds every readable site's transactions but is demoted: the move that
+    // demoted it is lost and no sidecar vouches for memory's authority (or the move would have
+    // resumed). When no other site holds them all, it is the last resort, as an emergency
+    // failover that finds no other candidate promotes its old site back: it takes the
+    // authority again at a new generation. Withholding instead kept every site read-only for
+    // good (simulator seed 1468 with `--all-faults`: pdx, demoted by an emergency failover the
+    // operator's crash lost, held every transaction; iad lacked two).
+    let demoted_holder = named_lacks.is_empty()
+        && context.role(named) == Some(SiteRole::ReadWrite)
+        && memory.site(named).is_some_and(|site| {
+            site.state == SiteState::Demoted && site.errant.as_ref().is_none_or(GtidSet::is_empty)
+        });
     let recovery = readable
         .iter()
         .filter(|(name, _)| *name != named && eligible(name))
-        .find(|(name, gtid)| lacking(name, gtid).is_empty());
+        .find(|(name, gtid)| lacking(name, gtid).is_empty())
+        .or_else(|| {
+            readable
+                .iter()
+                .find(|(name, _)| demoted_holder && *name == named)
+        });
     let describe = |lacks: &[(String, GtidSet)]| -> String {
         lacks
             .iter()
@@ -170,6 +187,11 @@ pub(super) fn holder(context: &Context<'_>, memory: &GroupMemory) -> Holder {
                 .site_names()
                 .filter(|name| name != to)
                 .all(|name| context.view(name).confirmed_not_writable());
+            if !others_fenced && *to == named {
+                return Holder::Withhold(format!(
+                    "{named} is demoted by a move memory lost and holds every readable site's transactions, but another site is not yet confirmed read-only or down"
+                ));
+            }
             if !others_fenced {
                 return Holder::Withhold(format!(
                     "{named} lacks transactions: {}; {to} holds them all but another site is not yet confirmed read-only or down",
@@ -181,6 +203,9 @@ pub(super) fn holder(context: &Context<'_>, memory: &GroupMemory) -> Holder {
                 missing: lost_transactions(to_gtid, named_gtid).count(),
             }
         }
+        None if named_lacks.is_empty() => Holder::Withhold(format!(
+            "{named} holds every readable site's transactions but is demoted with errant transactions or not read-write, and no other read-write site holds them all (a human's choice)"
+        )),
         None => Holder::Withhold(format!(
             "{named} lacks transactions: {}; no read-write site holds every readable site's transactions (diverged histories need a human's choice)",
             describe(&named_lacks)

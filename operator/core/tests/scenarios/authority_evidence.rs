@@ -492,3 +492,39 @@ fn issue_10_case_7_a_poll_no_sidecar_answers_vouches_for_nothing() {
     assert!(world.site("pdx").authority.is_none());
     assert!(world.split_brain_at.is_empty());
 }
+
+#[test]
+fn a_demoted_active_site_holding_every_transaction_takes_the_authority_back() {
+    // Simulator seed 1468 (`--all-faults`): an operator crash lost the emergency failover
+    // that demoted the active site; it reads back demoted (`role=fenced` in the status), no
+    // sidecar caches an authority to vouch for memory, and the other read-write site lacks a
+    // transaction it holds. No other site can take over without losing it: the demoted site
+    // takes the authority back at a new generation, the last resort an emergency failover
+    // with no other candidate also takes. Withholding kept every site read-only for good.
+    use bloodraven_core::engine::SiteState;
+    let mut world = World::bootstrapped();
+    world.site_mut("pdx").running = false;
+    world.site_mut("reader").running = false;
+    assert!(world.write("iad"));
+    world.site_mut("iad").read_only = true;
+    for site in ["iad", "pdx", "reader"] {
+        world.restart_sidecar(site);
+    }
+    world.memory.emergency_failover = None;
+    world.memory.site_mut("iad").expect("iad").state = SiteState::Demoted;
+    let generation = world.memory.topology_generation;
+    world.advance(world.spec.failover_cooldown.get());
+    world.run_polls(10);
+    assert_eq!(world.memory.active_site, "iad");
+    assert!(
+        world.memory.topology_generation > generation,
+        "{:?}",
+        world.memory.topology_generation
+    );
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+    assert!(
+        world.memory.authority.is_valid(),
+        "{:?}",
+        world.memory.authority
+    );
+}

@@ -1248,3 +1248,62 @@ fn an_emergency_failover_back_to_the_old_site_never_deletes_the_pod_it_promotes(
         .is_empty());
     assert!(world.split_brain_at.is_empty());
 }
+
+#[test]
+fn polls_follow_up_while_an_issued_authority_is_invalid_and_the_shed_primary_returns_sooner() {
+    // Scenario 041: mysqld's write deadline, run early by a clock stepped forward, fences the
+    // healthy primary for under a second. A poll that lands in that fence reads iad read-only
+    // and sheds both shared Services; at the spec's rhythm they came back a whole interval
+    // later (a 3.07 s write gap on the playground). Following up, a quarter second later.
+    use bloodraven_core::engine::{next_poll_in, AuthorityValidity, FOLLOW_UP_WINDOW};
+    let mut world = World::bootstrapped();
+    let interval = world.spec.poll_interval.get();
+    assert_eq!(world.memory.authority_invalid_since, None);
+    assert_eq!(
+        next_poll_in(&world.spec, &world.memory, world.now),
+        interval
+    );
+    world.site_mut("iad").read_only = true;
+    world.poll();
+    assert!(
+        matches!(world.memory.authority, AuthorityValidity::Invalid(_)),
+        "{:?}",
+        world.memory.authority
+    );
+    let shed_at = world.now;
+    assert_eq!(world.memory.authority_invalid_since, Some(shed_at));
+    let follow_up = next_poll_in(&world.spec, &world.memory, world.now);
+    assert_eq!(follow_up, Duration::from_millis(250));
+    // Still invalid at the follow-up: the window counts from when it turned invalid.
+    world.advance(follow_up);
+    world.poll();
+    assert_eq!(world.memory.authority_invalid_since, Some(shed_at));
+    // The sidecar unfenced: the next follow-up confirms it and the rhythm is the spec's again.
+    world.site_mut("iad").read_only = false;
+    world.advance(next_poll_in(&world.spec, &world.memory, world.now));
+    world.poll();
+    assert!(
+        world.memory.authority.is_valid(),
+        "{:?}",
+        world.memory.authority
+    );
+    assert_eq!(world.memory.authority_invalid_since, None);
+    assert!(world.now.saturating_duration_since(shed_at) <= Duration::from_millis(500));
+    assert_eq!(
+        next_poll_in(&world.spec, &world.memory, world.now),
+        interval
+    );
+    // An authority invalid for longer than the window: the spec's rhythm.
+    let mut stale = world.memory.clone();
+    stale.authority =
+        AuthorityValidity::Invalid(bloodraven_core::engine::InvalidReason::ActiveNotWritable);
+    stale.authority_invalid_since = Some(world.now);
+    assert_eq!(
+        next_poll_in(&world.spec, &stale, world.now + FOLLOW_UP_WINDOW),
+        interval
+    );
+    // Never issued (bootstrap): nothing to bring back, the spec's rhythm.
+    let mut never = stale.clone();
+    never.topology_generation = 0;
+    assert_eq!(next_poll_in(&world.spec, &never, world.now), interval);
+}

@@ -580,7 +580,7 @@ impl World {
                     self.annotations.revoke_deployment_leases = false
                 }
                 AnnotationChange::SetLastFailover(text) => {
-                    self.annotations.last_failover = Some(FailoverNote::parse(text))
+                    self.annotations.last_failover = FailoverNote::read(text)
                 }
                 AnnotationChange::ClearBackup => self.annotations.backup = None,
                 AnnotationChange::ClearRestore => self.annotations.restore = None,

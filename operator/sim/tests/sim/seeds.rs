@@ -264,7 +264,10 @@ fn issue_10_case_7_status_revert_seeds_with_a_newer_last_failover_annotation() {
 // second restore request had replaced (81 reported exact, 5 lost); seeds 3181 and 9979
 // (RestoreLossMismatch) restored to a backup taken before an earlier restore of the same site,
 // and the numbers the site reused since forgave its divergence (0 recorded, exact). The
-// restore history a new record carries fixes both (core scenarios: restore.rs).
+// restore history a new record carries fixes both (core scenarios: restore.rs, which hold
+// the regression deterministically). Since polls follow up while an issued authority is
+// invalid (cadence.rs), these seeds take other paths and 3822 no longer reaches a restore's
+// loss check: what stays here is that they find nothing.
 #[test]
 fn issue_12_restore_history_seeds_3822_3181_and_9979() {
     for seed in [3822, 3181, 9979] {
@@ -273,7 +276,6 @@ fn issue_12_restore_history_seeds_3822_3181_and_9979() {
             seed..seed + 1,
         );
         assert!(!summary.has_bugs(), "seed {seed}: {}", summary.table());
-        assert!(summary.restores_checked >= 1, "{}", summary.table());
     }
 }
 
@@ -292,8 +294,11 @@ fn sim_restore_truth_tells_two_restores_at_one_generation_apart_seed_153() {
         "--restore",
         "--image-update",
     ];
+    // Since polls follow up while an issued authority is invalid (cadence.rs), seed 153 takes
+    // another path and checks one restore, not two (the truth is keyed by job identity in
+    // `World::sidecar_restore`); here, that the seed finds no mismatch.
     let summary = sweep_of(&flags, 153..154);
-    assert!(summary.restores_checked >= 2, "{}", summary.table());
+    assert!(summary.restores_checked >= 1, "{}", summary.table());
     assert!(
         !summary
             .classes
@@ -301,4 +306,16 @@ fn sim_restore_truth_tells_two_restores_at_one_generation_apart_seed_153() {
         "{}",
         summary.table()
     );
+}
+
+// `--all-faults` seed 1468, once polls followed up while an issued authority is invalid: pdx,
+// demoted by an emergency failover that an operator crash lost, held every transaction, no
+// sidecar vouched for memory's authority, and iad lacked two of pdx's transactions. The
+// unvouched rule withheld the authority for good (NoWritableAfterHeal). pdx now takes it back
+// at a new generation, as the last resort.
+#[test]
+fn a_demoted_site_holding_every_transaction_takes_the_authority_back_seed_1468() {
+    let summary = sweep_of(&["--all-faults"], 1468..1469);
+    assert!(!summary.has_bugs(), "{}", summary.table());
+    assert!(summary.promotions >= 1, "{}", summary.table());
 }
