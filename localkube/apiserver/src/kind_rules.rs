@@ -42,10 +42,8 @@ pub(crate) fn prepare_create(
 ) -> Result<(), ApiError> {
     match (r.group.as_str(), r.kind.as_str()) {
         ("", "Secret") => defaults::merge_secret_string_data(obj),
-        ("", "Service") => {
-            let _guard = cluster.lock_allocations();
-            allocate_cluster_ip(cluster, obj)?;
-        }
+        // The caller holds the allocation lock until the Service is stored ([`store_lock`]).
+        ("", "Service") => allocate_cluster_ip(cluster, obj)?,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_status(obj),
         ("batch", "Job") => batch::validate_job(None, obj)?,
         _ => {}
@@ -99,8 +97,8 @@ pub(crate) fn status_subresource_owns_status(r: &ResourceInfo) -> bool {
     r.has_subresource(Subresource::Status) && r.kind != "Namespace"
 }
 
-/// The lock a write of `r` holds while it stores: Services (by kind name), whose cluster
-/// IPs are allocated from what is stored.
+/// The lock a create of `r` holds from the allocation of its addresses until it is stored:
+/// Services (by kind name), whose cluster IPs are allocated from what is stored.
 pub(crate) fn store_lock<'a>(
     cluster: &'a Cluster,
     r: &ResourceInfo,

@@ -362,6 +362,10 @@ impl Cluster {
         } else if r.crd.is_none() {
             super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
         }
+        // A Service's address is allocated and stored under one hold of the allocation lock:
+        // taken twice, two creates could both allocate the first free address before either
+        // was stored (seen live: the reader's and iad's Services both got 10.96.0.3).
+        let _allocations = kind_rules::store_lock(self, r);
         self.prepare_create(r, ns, &mut obj)?;
         if r.crd.is_none() {
             super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
@@ -445,10 +449,8 @@ impl Cluster {
         if dry_run {
             return Ok(obj);
         }
-        let mut created = {
-            let _guard = kind_rules::store_lock(self, r);
-            self.store.create(&r.storage_key(), obj)?
-        };
+        // The caller holds the allocation lock for a Service (`kind_rules::store_lock`).
+        let mut created = self.store.create(&r.storage_key(), obj)?;
         kind_rules::after_store(self, r, &created);
         set_gvk(r, &mut created);
         tracing::debug!(resource = %r.plural, namespace = meta::namespace(&created), name = meta::name(&created), "created");
@@ -622,6 +624,8 @@ impl Cluster {
                 if pt != PatchType::Apply || sub == Some(Subresource::Status) {
                     return Err(ApiError::not_found(&r.group, &r.plural, name));
                 }
+                // Allocated and stored under one hold of the allocation lock (see `create`).
+                let _allocations = kind_rules::store_lock(self, r);
                 let created = self.apply_create(&request)?;
                 return match self.store_create(r, created, o.dry_run) {
                     Err(ApiError {
@@ -1446,5 +1450,50 @@ mod tests {
             json!(2),
             "the concurrent write is kept"
         );
+    }
+
+    /// Services created at once never share a cluster IP: the first free address is taken
+    /// and stored under one hold of the allocation lock (seen live: after a reinstall, the
+    /// reader's and iad's Services both got 10.96.0.3, the proxy could not listen for the
+    /// second, and its name never resolved).
+    #[test]
+    fn services_created_at_once_get_distinct_cluster_ips() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = Arc::new(cluster(dir.path()));
+        create(
+            &c,
+            "",
+            "namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+        );
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let c = Arc::clone(&c);
+                std::thread::spawn(move || {
+                    (0..8)
+                        .map(|i| {
+                            let created = create(
+                                &c,
+                                "",
+                                "services",
+                                json!({"apiVersion": "v1", "kind": "Service",
+                                       "metadata": {"name": format!("s-{t}-{i}")},
+                                       "spec": {"ports": [{"port": 3306}]}}),
+                            );
+                            created["spec"]["clusterIP"]
+                                .as_str()
+                                .expect("clusterIP")
+                                .to_string()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let ips: Vec<String> = threads
+            .into_iter()
+            .flat_map(|thread| thread.join().expect("thread"))
+            .collect();
+        let distinct: std::collections::BTreeSet<&String> = ips.iter().collect();
+        assert_eq!(distinct.len(), ips.len(), "{ips:?}");
     }
 }
