@@ -1331,4 +1331,55 @@ fn rpo_attributes_a_restores_loss_to_its_lost_gtid_set() {
     let (_, verdict) = check_rpo(&restored(&discarded, &survived));
     assert!(!verdict.valid);
     assert!(lost_lines(&verdict, "names write 80"), "{verdict:?}");
+
+    // A quick restore: writes on the rewound history, invoked within the cross-clock slack
+    // of the fence (21 s), reuse the discarded GTIDs (write 200 gets write 80's). They are
+    // not what the set names: the earlier write with that GTID is.
+    let mut on_iad = kept.clone();
+    on_iad.extend([200, 201]);
+    let record = RestoreRecord {
+        site: Site::Iad,
+        backup: "b1".to_owned(),
+        phase: "Completed".to_owned(),
+        requested_at: crate::support::wall(20_000),
+        fenced_at: Some(crate::support::wall(21_000)),
+        promoted_at: Some(crate::support::wall(21_250)),
+        lost_transactions: Some(20),
+        lost_gtid_set: Some(crate::support::gtid_set(Site::Iad, &discarded, 0)),
+        exact: true,
+    };
+    let quick = Builder::default()
+        .status(0, Site::Iad, 1, None)
+        .writes(0, 0, 20_000, 200, 5, Site::Iad)
+        .restore_status(21_300, Site::Iad, 2, record)
+        .raw_write(
+            "writer-0",
+            200,
+            21_400,
+            21_410,
+            EventType::Ok,
+            Some(Site::Iad),
+            Some(crate::support::gtid_of(Site::Iad, 80)),
+        )
+        .raw_write(
+            "writer-1",
+            201,
+            21_500,
+            21_510,
+            EventType::Ok,
+            Some(Site::Iad),
+            Some(crate::support::gtid_of(Site::Iad, 81)),
+        )
+        .final_state(
+            30_000,
+            &[
+                (Site::Iad, on_iad.clone()),
+                (Site::Pdx, on_iad.clone()),
+                (Site::Reader, on_iad),
+            ],
+        )
+        .build();
+    let (summary, verdict) = check_rpo(&quick);
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(summary.restores[0].operator_lost_writes, 20);
 }
