@@ -1334,9 +1334,11 @@ fn rpo_attributes_a_restores_loss_to_its_lost_gtid_set() {
 
     // A quick restore: writes on the rewound history, invoked within the cross-clock slack
     // of the fence (21 s), reuse the discarded GTIDs (write 200 gets write 80's). They are
-    // not what the set names: the earlier write with that GTID is.
+    // not what the set names: the earlier write with that GTID is; one that reuses the
+    // number of a discarded transaction no acknowledged write held (the counter app's) is
+    // not judged within the slack.
     let mut on_iad = kept.clone();
-    on_iad.extend([200, 201]);
+    on_iad.extend([200, 201, 202]);
     let record = RestoreRecord {
         site: Site::Iad,
         backup: "b1".to_owned(),
@@ -1344,8 +1346,8 @@ fn rpo_attributes_a_restores_loss_to_its_lost_gtid_set() {
         requested_at: crate::support::wall(20_000),
         fenced_at: Some(crate::support::wall(21_000)),
         promoted_at: Some(crate::support::wall(21_250)),
-        lost_transactions: Some(20),
-        lost_gtid_set: Some(crate::support::gtid_set(Site::Iad, &discarded, 0)),
+        lost_transactions: Some(21),
+        lost_gtid_set: Some(crate::support::gtid_set(Site::Iad, &discarded, 1)),
         exact: true,
     };
     let quick = Builder::default()
@@ -1369,6 +1371,16 @@ fn rpo_attributes_a_restores_loss_to_its_lost_gtid_set() {
             EventType::Ok,
             Some(Site::Iad),
             Some(crate::support::gtid_of(Site::Iad, 81)),
+        )
+        // The counter app's discarded transaction's number, no acknowledged write's.
+        .raw_write(
+            "writer-0",
+            202,
+            21_600,
+            21_610,
+            EventType::Ok,
+            Some(Site::Iad),
+            Some("0-1-900001".to_owned()),
         )
         .final_state(
             30_000,
