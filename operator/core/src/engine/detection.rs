@@ -4,7 +4,9 @@
 
 use super::action::EventReason;
 use super::failover::{moving, notice_generation};
-use super::memory::{Detection, EmergencyFailover, EmergencyPhase, GroupMemory, SiteState};
+use super::memory::{
+    Detection, EmergencyFailover, EmergencyPhase, GroupMemory, PlannedFailover, SiteState,
+};
 use super::note::{kind_name, FailoverNote};
 use super::plan::{Context, Plan};
 use super::MYSQLD_START_JITTER;
@@ -213,16 +215,9 @@ pub(super) fn adopt_noted_failover(
 /// adopted: the note's own planned failover is `Promoting` (its promotion was issued; it
 /// completes once the note's site is confirmed writable); any other is stale and aborted.
 fn settle_planned_with_note(memory: &mut GroupMemory, plan: &mut Plan, note: &FailoverNote) {
-    let Some(planned) = memory.planned_failover.as_mut() else {
+    let Some(planned) = draining_or_promoting(memory) else {
         return;
     };
-    match planned.phase {
-        PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting => {}
-        PlannedFailoverPhase::Admitting
-        | PlannedFailoverPhase::Deferred
-        | PlannedFailoverPhase::Completed
-        | PlannedFailoverPhase::Rejected => return,
-    }
     let same = match note.kind {
         FailoverKind::Planned => planned.from == note.from && planned.target == note.to,
         FailoverKind::Emergency => false,
@@ -268,16 +263,7 @@ fn rejoin_drained_site(
     if !drained || note.from == note.to {
         return;
     }
-    if let Some(role) = context.role(&note.from) {
-        let node = context.view(&note.from).node_name.clone();
-        plan.transition(
-            memory,
-            &note.from,
-            role,
-            node.as_deref(),
-            SiteState::Replica,
-        );
-    }
+    plan.transition_site(context, memory, &note.from, SiteState::Replica);
 }
 
 /// Memory takes the authority `(site, generation)` issued at `issued_at` that it lost: `site`
@@ -306,10 +292,7 @@ fn adopt_authority(
                 None => continue,
             }
         };
-        if let Some(role) = context.role(name) {
-            let node = context.view(name).node_name.clone();
-            plan.transition(memory, name, role, node.as_deref(), to);
-        }
+        plan.transition_site(context, memory, name, to);
     }
 }
 
@@ -494,9 +477,8 @@ fn start_lost_move(
                 SiteState::Demoted => entry.errant.as_ref().is_none_or(GtidSet::is_empty),
                 SiteState::Replica => false,
             });
-        if let (true, Some(role)) = (stale, context.role(&previous)) {
-            let node = context.view(&previous).node_name.clone();
-            plan.transition(memory, &previous, role, node.as_deref(), SiteState::Replica);
+        if stale {
+            plan.transition_site(context, memory, &previous, SiteState::Replica);
         }
     }
     let from = memory.active_site.clone();
@@ -513,10 +495,7 @@ fn start_lost_move(
         fenced_at: None,
         holder_unknown: false,
     });
-    if let Some(role) = context.role(&from) {
-        let node = context.view(&from).node_name.clone();
-        plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
-    }
+    plan.transition_site(context, memory, &from, SiteState::Demoted);
     from
 }
 
@@ -524,19 +503,23 @@ fn start_lost_move(
 /// notice the sidecars cache is stale: it is rejected (and its annotation cleared) without
 /// touching the authority.
 fn drop_stale_planned(memory: &mut GroupMemory, plan: &mut Plan, notice_generation: u64) {
-    let Some(planned) = memory.planned_failover.as_mut() else {
+    let Some(planned) = draining_or_promoting(memory) else {
         return;
     };
-    match planned.phase {
-        PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting => {}
-        PlannedFailoverPhase::Admitting
-        | PlannedFailoverPhase::Deferred
-        | PlannedFailoverPhase::Completed
-        | PlannedFailoverPhase::Rejected => return,
-    }
     let message = format!(
         "planned failover {} -> {} dropped: the sidecars cache an authority move to generation {notice_generation}, newer than memory's",
         planned.from, planned.target
     );
     super::planned::end(planned, plan, EventReason::PlannedFailoverAborted, message);
+}
+
+/// The planned failover memory has in `Draining` or `Promoting`: one whose fence or promotion
+/// was issued, which a newer authority record supersedes.
+fn draining_or_promoting(memory: &mut GroupMemory) -> Option<&mut PlannedFailover> {
+    memory.planned_failover.as_mut().filter(|planned| {
+        matches!(
+            planned.phase,
+            PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting
+        )
+    })
 }

@@ -104,6 +104,21 @@ impl Plan {
         }
     }
 
+    /// [`Plan::transition`] of `site` with its spec role and its pod's node as this poll read
+    /// them (nothing for a site not in the spec).
+    pub fn transition_site(
+        &mut self,
+        context: &Context<'_>,
+        memory: &mut GroupMemory,
+        site: &str,
+        to: SiteState,
+    ) {
+        if let Some(role) = context.role(site) {
+            let node = context.view(site).node_name.clone();
+            self.transition(memory, site, role, node.as_deref(), to);
+        }
+    }
+
     /// Moves `site` to `to`, records the transition and emits the taint action it implies.
     pub fn transition(
         &mut self,

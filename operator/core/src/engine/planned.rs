@@ -280,10 +280,7 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         request: fence_request(context, memory.topology_generation, &target),
     });
     announce_move(context, memory, plan, now);
-    if let Some(role) = context.role(&active) {
-        let node = context.view(&active).node_name.clone();
-        plan.transition(memory, &active, role, node.as_deref(), SiteState::Demoted);
-    }
+    plan.transition_site(context, memory, &active, SiteState::Demoted);
     plan.event(
         EventReason::PlannedFailoverDraining,
         format!("planned failover {active} -> {target}: {active} fenced (read_only, connections killed)"),
@@ -413,10 +410,7 @@ fn abort(
     memory.advance_generation();
     memory.active_site = from.to_string();
     memory.authority_issued_at = Some(context.now);
-    if let Some(role) = context.role(from) {
-        let node = context.view(from).node_name.clone();
-        plan.transition(memory, from, role, node.as_deref(), SiteState::Active);
-    }
+    plan.transition_site(context, memory, from, SiteState::Active);
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,
         topology_generation: memory.topology_generation,

@@ -247,15 +247,9 @@ pub(super) fn settle(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
                 );
                 return true;
             }
-            if let Some(role) = context.role(&from) {
-                let node = context.view(&from).node_name.clone();
-                plan.transition(memory, &from, role, node.as_deref(), SiteState::Replica);
-            }
+            plan.transition_site(context, memory, &from, SiteState::Replica);
             if bootstrap {
-                if let Some(role) = context.role(&to) {
-                    let node = context.view(&to).node_name.clone();
-                    plan.transition(memory, &to, role, node.as_deref(), SiteState::Active);
-                }
+                plan.transition_site(context, memory, &to, SiteState::Active);
                 memory.active_site = to.clone();
                 issue(context, memory, plan);
             } else {

@@ -414,10 +414,7 @@ fn maybe_start_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: 
         fenced_at: None,
         holder_unknown: false,
     });
-    if let Some(role) = context.role(&from) {
-        let node = context.view(&from).node_name.clone();
-        plan.transition(memory, &from, role, node.as_deref(), SiteState::Demoted);
-    }
+    plan.transition_site(context, memory, &from, SiteState::Demoted);
     plan.event(
         EventReason::EmergencyFailoverStarted,
         if read_only_by_spec {

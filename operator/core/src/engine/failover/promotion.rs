@@ -77,10 +77,7 @@ fn take_authority(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Pl
     plan.tail(Action::Annotate(AnnotationChange::SetCooldownUntil(
         cooldown,
     )));
-    if let Some(role) = context.role(to) {
-        let node = context.view(to).node_name.clone();
-        plan.transition(memory, to, role, node.as_deref(), SiteState::Active);
-    }
+    plan.transition_site(context, memory, to, SiteState::Active);
 }
 
 /// `lastFailover` of the promotion of `to` (status, and the annotation's `FailoverNote` with the
