@@ -209,6 +209,16 @@ impl OperatorKey {
         OperatorVerifyingKey(bytes)
     }
 
+    /// The signature of `annotation`: `ed25519:<hex>`.
+    pub fn sign_annotation(&self, annotation: &SignedAnnotation<'_>) -> String {
+        let signature = self.pair.sign(&annotation_message(annotation));
+        format!(
+            "{}:{}",
+            Principal::Operator.scheme(),
+            to_hex(signature.as_ref())
+        )
+    }
+
     /// The headers of `request` signed under `stamp`.
     pub fn sign(&self, request: &SignedRequest<'_>, stamp: &Stamp) -> AuthHeaders {
         let message = canonical_message(Principal::Operator, request, stamp);
@@ -218,6 +228,49 @@ impl OperatorKey {
             self.pair.sign(&message).as_ref(),
         )
     }
+}
+
+/// Domain separation: the first line of every signed annotation message (never a request's
+/// [`MESSAGE_PREFIX`], so neither signature can be passed off as the other).
+const ANNOTATION_MESSAGE_PREFIX: &str = "bloodraven-group-annotation-v1";
+
+/// An annotation value the operator signs: which object, which annotation, and the text.
+/// The signature binds all three, so a value signed for one group (or one annotation) does
+/// not verify on another.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedAnnotation<'a> {
+    /// The group's namespace.
+    pub namespace: &'a str,
+    /// The group's name.
+    pub group: &'a str,
+    /// The annotation's key (`bloodraven.shipstream.io/last-failover`).
+    pub key: &'a str,
+    /// The annotation's text as signed (without the signature).
+    pub text: &'a str,
+}
+
+/// The bytes signed for `annotation`: one line each for the prefix, the namespace, the group,
+/// the annotation key and the text.
+pub fn annotation_message(annotation: &SignedAnnotation<'_>) -> Vec<u8> {
+    format!(
+        "{ANNOTATION_MESSAGE_PREFIX}\n{}\n{}\n{}\n{}",
+        annotation.namespace, annotation.group, annotation.key, annotation.text
+    )
+    .into_bytes()
+}
+
+/// Why a signed annotation's signature was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationSignatureError {
+    /// Not `ed25519:<hex>`.
+    #[error("signature {presented:?} is not \"ed25519:<hex>\"")]
+    Malformed {
+        /// The text presented.
+        presented: String,
+    },
+    /// Well formed, but made with another key or over other text, group or annotation.
+    #[error("signature does not verify against the group's operator key (written by someone else, or the text was changed after signing)")]
+    BadSignature,
 }
 
 /// The verifying half of [`OperatorKey`] (public: it may be shown and logged).
@@ -239,6 +292,29 @@ impl OperatorVerifyingKey {
     /// Its hex text.
     pub fn to_hex(&self) -> String {
         to_hex(&self.0)
+    }
+
+    /// Accepts `signature` (`ed25519:<hex>`, as [`OperatorKey::sign_annotation`] wrote it)
+    /// over `annotation`, or says why not.
+    pub fn verify_annotation(
+        &self,
+        annotation: &SignedAnnotation<'_>,
+        signature: &str,
+    ) -> std::result::Result<(), AnnotationSignatureError> {
+        let malformed = || AnnotationSignatureError::Malformed {
+            presented: signature.to_owned(),
+        };
+        let hex = signature
+            .trim()
+            .strip_prefix(Principal::Operator.scheme())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .ok_or_else(malformed)?;
+        let bytes = from_hex("signature", hex).map_err(|_| malformed())?;
+        if self.verify(&annotation_message(annotation), &bytes) {
+            Ok(())
+        } else {
+            Err(AnnotationSignatureError::BadSignature)
+        }
     }
 
     fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
@@ -590,6 +666,78 @@ mod tests {
             method: "PUT",
             path: PATH_AUTHORITY,
             body,
+        }
+    }
+
+    fn note(group: &'static str, text: &'static str) -> SignedAnnotation<'static> {
+        SignedAnnotation {
+            namespace: "default",
+            group,
+            key: crate::names::ANNOTATION_LAST_FAILOVER,
+            text,
+        }
+    }
+
+    const NOTE: &str = "emergency iad->pdx 2026-12-05T07:00:00Z generation 3";
+
+    #[test]
+    fn an_annotation_signed_with_the_operator_key_verifies_and_nothing_else_does() {
+        let key = operator_key(1);
+        let verifying = key.verifying_key();
+        let signature = key.sign_annotation(&note("playground", NOTE));
+        assert!(signature.starts_with("ed25519:"), "{signature}");
+        assert_eq!(
+            verifying.verify_annotation(&note("playground", NOTE), &signature),
+            Ok(())
+        );
+        // Another text (a site or generation changed after signing), group, annotation key
+        // or signer: refused.
+        let bad = Err(AnnotationSignatureError::BadSignature);
+        let edited = "emergency iad->pdx 2026-12-05T07:00:00Z generation 9";
+        assert_eq!(
+            verifying.verify_annotation(&note("playground", edited), &signature),
+            bad
+        );
+        assert_eq!(
+            verifying.verify_annotation(&note("other", NOTE), &signature),
+            bad
+        );
+        let other_key = SignedAnnotation {
+            key: crate::names::ANNOTATION_COOLDOWN_UNTIL,
+            ..note("playground", NOTE)
+        };
+        assert_eq!(verifying.verify_annotation(&other_key, &signature), bad);
+        let forged = operator_key(2).sign_annotation(&note("playground", NOTE));
+        assert_eq!(
+            verifying.verify_annotation(&note("playground", NOTE), &forged),
+            bad
+        );
+        // A request signature over the same bytes is not an annotation signature.
+        let request_message = canonical_message(
+            Principal::Operator,
+            &request(NOTE.as_bytes()),
+            &stamp(NOW, 1),
+        );
+        assert_ne!(
+            request_message,
+            annotation_message(&note("playground", NOTE))
+        );
+    }
+
+    #[test]
+    fn a_malformed_annotation_signature_names_what_it_got() {
+        let verifying = operator_key(1).verifying_key();
+        for presented in ["", "ed25519", "ed25519:zz", "hmac-sha256:00ff", "00ff"] {
+            let error = verifying
+                .verify_annotation(&note("playground", NOTE), presented)
+                .expect_err(presented);
+            assert_eq!(
+                error,
+                AnnotationSignatureError::Malformed {
+                    presented: presented.to_owned()
+                }
+            );
+            assert!(error.to_string().contains("ed25519:<hex>"), "{error}");
         }
     }
 

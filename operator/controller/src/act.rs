@@ -12,6 +12,7 @@
 //! [`crate::leader::ACTION_MARGIN`] ([`LeaderFlag::may_act`]). Leadership can lapse mid-poll
 //! (a stalled renewal); the rest of the poll's actions are then skipped, not sent.
 
+use bloodraven_api::auth::OperatorKey;
 use bloodraven_api::{names, sidecar, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, Tombstone};
 use bloodraven_core::engine::{Action, AnnotationChange};
@@ -168,14 +169,33 @@ pub fn batches(actions: &[Action]) -> Vec<std::ops::Range<usize>> {
     batches
 }
 
-/// The annotation key and value (`None`: remove) of an annotation change (pure).
-pub fn annotation_write(change: &AnnotationChange) -> (&'static str, Option<String>) {
-    match change {
+/// The annotation key and value (`None`: remove) of an annotation change (pure). The
+/// `last-failover` note is signed with `key`, the group's operator key
+/// ([`crate::memory::signed_last_failover`]); without it the note is not written (an unsigned
+/// note would never be adopted, and writing it would hide the previous signed one).
+pub fn annotation_write(
+    change: &AnnotationChange,
+    key: Option<&OperatorKey>,
+    namespace: &str,
+    group: &str,
+) -> Result<(&'static str, Option<String>)> {
+    Ok(match change {
         AnnotationChange::SetCooldownUntil(until) => {
             (names::ANNOTATION_COOLDOWN_UNTIL, Some(until.to_string()))
         }
         AnnotationChange::SetLastFailover(text) => {
-            (names::ANNOTATION_LAST_FAILOVER, Some(text.clone()))
+            let key = key.ok_or_else(|| {
+                Error::SigningKey(format!(
+                    "sign annotation {}: no signing key loaded for group {namespace}/{group}; not written",
+                    names::ANNOTATION_LAST_FAILOVER
+                ))
+            })?;
+            (
+                names::ANNOTATION_LAST_FAILOVER,
+                Some(crate::memory::signed_last_failover(
+                    key, namespace, group, text,
+                )),
+            )
         }
         AnnotationChange::ClearPlannedFailover => (names::ANNOTATION_PLANNED_FAILOVER, None),
         AnnotationChange::ClearRevokeDeploymentLeases => {
@@ -183,7 +203,7 @@ pub fn annotation_write(change: &AnnotationChange) -> (&'static str, Option<Stri
         }
         AnnotationChange::ClearBackup => (names::ANNOTATION_BACKUP, None),
         AnnotationChange::ClearRestore => (names::ANNOTATION_RESTORE, None),
-    }
+    })
 }
 
 impl Executor<'_> {
@@ -460,7 +480,9 @@ impl Executor<'_> {
                 Ok(())
             }
             Action::Annotate(change) => {
-                let (key, value) = annotation_write(change);
+                let signing_key = self.sidecars.signing_keys().get(&namespace, &group);
+                let (key, value) =
+                    annotation_write(change, signing_key.as_deref(), &namespace, &group)?;
                 self.annotate(key, value.as_deref()).await
             }
             Action::Event(event) => {

@@ -282,12 +282,17 @@ pub async fn gather(
         }
     };
 
+    let verifying = sidecars
+        .signing_keys()
+        .get(&namespace, &name)
+        .map(|key| key.verifying_key());
+    let annotations = annotations_of(group, verifying.as_ref());
     Gathered {
         observation: Observation {
             group: name,
             namespace,
             sites,
-            annotations: annotations_of(group),
+            annotations,
             deploy_hold,
             dns,
             polled_at: Some(polled_at),

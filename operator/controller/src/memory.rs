@@ -13,12 +13,22 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use bloodraven_api::auth::{OperatorKey, OperatorVerifyingKey, SignedAnnotation};
 use bloodraven_api::{names, MysqlFailoverGroup, MysqlFailoverGroupStatus};
-use bloodraven_core::engine::{FailoverNote, GroupAnnotations};
+use bloodraven_core::engine::{
+    signed_value, split_signature, FailoverNote, FailoverNoteError, GroupAnnotations, NoteReading,
+    NoteSignature,
+};
 use bloodraven_core::GroupMemory;
 
-/// The group's annotations that `decide` reads.
-pub fn annotations_of(group: &MysqlFailoverGroup) -> GroupAnnotations {
+/// The group's annotations that `decide` reads. `verifying` is the group's operator key
+/// (`None` before the shell loaded it): the `last-failover` note is checked against it.
+pub fn annotations_of(
+    group: &MysqlFailoverGroup,
+    verifying: Option<&OperatorVerifyingKey>,
+) -> GroupAnnotations {
+    let namespace = group.metadata.namespace.as_deref().unwrap_or_default();
+    let name = group.metadata.name.as_deref().unwrap_or_default();
     let empty = BTreeMap::new();
     let annotations = group.metadata.annotations.as_ref().unwrap_or(&empty);
     GroupAnnotations {
@@ -41,8 +51,53 @@ pub fn annotations_of(group: &MysqlFailoverGroup) -> GroupAnnotations {
             .filter(|name| !name.is_empty()),
         last_failover: annotations
             .get(names::ANNOTATION_LAST_FAILOVER)
-            .and_then(|text| FailoverNote::read(text)),
+            .and_then(|value| read_last_failover(value, namespace, name, verifying)),
     }
+}
+
+/// The `last-failover` value to write for core's note `text`: the text signed with the
+/// group's operator key (core's `signed_value`), so that only this operator's notes are
+/// adopted when a reverted status is behind them.
+pub fn signed_last_failover(key: &OperatorKey, namespace: &str, group: &str, text: &str) -> String {
+    let signature = key.sign_annotation(&SignedAnnotation {
+        namespace,
+        group,
+        key: names::ANNOTATION_LAST_FAILOVER,
+        text,
+    });
+    signed_value(text, &signature)
+}
+
+/// Reads a `last-failover` value of `namespace/group`: the note (core's
+/// [`FailoverNote::read`]: `None` for an older operator's value without a generation) and
+/// whether its signature verifies with `verifying`.
+pub fn read_last_failover(
+    value: &str,
+    namespace: &str,
+    group: &str,
+    verifying: Option<&OperatorVerifyingKey>,
+) -> Option<Result<NoteReading, FailoverNoteError>> {
+    let (text, signature) = split_signature(value);
+    let note = FailoverNote::read(text)?;
+    let signature = match (signature, verifying) {
+        (None, _) => NoteSignature::Rejected("the value carries no signature".to_string()),
+        (Some(_), None) => NoteSignature::Rejected(
+            "the group's operator key is not loaded (its Secret was not read yet)".to_string(),
+        ),
+        (Some(signature), Some(verifying)) => {
+            let annotation = SignedAnnotation {
+                namespace,
+                group,
+                key: names::ANNOTATION_LAST_FAILOVER,
+                text,
+            };
+            match verifying.verify_annotation(&annotation, signature) {
+                Ok(()) => NoteSignature::Verified,
+                Err(error) => NoteSignature::Rejected(error.to_string()),
+            }
+        }
+    };
+    Some(note.map(|note| NoteReading { note, signature }))
 }
 
 /// The status to write for `memory` (core's [`GroupMemory::to_status`]) with
@@ -382,7 +437,7 @@ mod tests {
             .into_iter()
             .collect(),
         );
-        let read = annotations_of(&group);
+        let read = annotations_of(&group, None);
         assert_eq!(read.planned_failover.as_deref(), Some("pdx"));
         assert!(read.revoke_deployment_leases);
         assert_eq!(read.cooldown_until, Some(at(30)));
@@ -395,14 +450,14 @@ mod tests {
             .into_iter()
             .collect(),
         );
-        assert_eq!(annotations_of(&group).cooldown_until, None);
-        assert_eq!(annotations_of(&group).last_failover, None);
+        assert_eq!(annotations_of(&group, None).cooldown_until, None);
+        assert_eq!(annotations_of(&group, None).last_failover, None);
     }
 
     /// Simulator seed 131 with `--status-revert`: the `last-failover` annotation is the copy of
     /// a promotion that survives a reverted status, so core must be handed what it wrote
-    /// there, an older operator's value as nothing, and a value it cannot read as an error
-    /// that says why.
+    /// there (verified, once signed with the group's key), an older operator's value as
+    /// nothing, and a value it cannot read as an error that says why.
     #[test]
     fn the_last_failover_annotation_reads_back_as_the_note_core_wrote() {
         let note = FailoverNote {
@@ -412,7 +467,10 @@ mod tests {
             promoted_at: at(12),
             topology_generation: 3,
         };
+        let key = OperatorKey::from_seed(&[7; 32]).expect("key");
+        let verifying = key.verifying_key();
         let mut group = MysqlFailoverGroup::new("g", spec());
+        group.metadata.namespace = Some("ns".to_string());
         let annotate = |group: &mut MysqlFailoverGroup, value: String| {
             group.metadata.annotations = Some(
                 [(names::ANNOTATION_LAST_FAILOVER.to_string(), value)]
@@ -420,21 +478,76 @@ mod tests {
                     .collect(),
             );
         };
-        annotate(&mut group, note.to_string());
-        assert_eq!(annotations_of(&group).last_failover, Some(Ok(note)));
+        let value = signed_last_failover(&key, "ns", "g", &note.to_string());
+        annotate(&mut group, value);
+        assert_eq!(
+            annotations_of(&group, Some(&verifying)).last_failover,
+            Some(Ok(NoteReading::verified(note.clone())))
+        );
         // What an operator wrote before the note carried its generation: still on a group
         // after an upgrade, nothing to adopt and nothing to warn about.
         annotate(&mut group, format!("planned pdx->iad {}", at(12)));
-        assert_eq!(annotations_of(&group).last_failover, None);
+        assert_eq!(annotations_of(&group, Some(&verifying)).last_failover, None);
         annotate(
             &mut group,
             format!("planned pdx->iad {} generation", at(12)),
         );
-        let error = annotations_of(&group)
+        let error = annotations_of(&group, Some(&verifying))
             .last_failover
             .expect("present")
             .expect_err("no generation number");
         assert_eq!(error.reason, "4 words, not 5");
+    }
+
+    /// The hole an unsigned note left (README "Known wrong" until this test): anyone allowed
+    /// to annotate the group could name a site at a higher generation and have it adopted.
+    /// Only the value this operator signed for this group verifies; a hand-written one,
+    /// one signed with another key, one edited after signing or copied from another group
+    /// reads back rejected, with why.
+    #[test]
+    fn only_a_note_signed_with_the_group_key_for_this_group_verifies() {
+        let key = OperatorKey::from_seed(&[7; 32]).expect("key");
+        let verifying = key.verifying_key();
+        let text = "emergency iad->pdx 2026-12-05T07:00:00Z generation 9";
+        let signed = signed_last_failover(&key, "ns", "g", text);
+        assert!(
+            signed.starts_with(&format!("{text} signature ed25519:")),
+            "{signed}"
+        );
+        let signature_of = |value: &str, namespace: &str, group: &str| {
+            read_last_failover(value, namespace, group, Some(&verifying))
+                .expect("present")
+                .expect("well formed")
+                .signature
+        };
+        assert_eq!(signature_of(&signed, "ns", "g"), NoteSignature::Verified);
+        let rejected = |why: &str| NoteSignature::Rejected(why.to_string());
+        assert_eq!(
+            signature_of(text, "ns", "g"),
+            rejected("the value carries no signature")
+        );
+        let bad = "signature does not verify against the group's operator key (written by someone else, or the text was changed after signing)";
+        let other_key = OperatorKey::from_seed(&[8; 32]).expect("key");
+        let forged = signed_last_failover(&other_key, "ns", "g", text);
+        assert_eq!(signature_of(&forged, "ns", "g"), rejected(bad));
+        let edited = signed.replace("generation 9", "generation 10");
+        assert_eq!(signature_of(&edited, "ns", "g"), rejected(bad));
+        let retargeted = signed.replace("iad->pdx", "iad->reader");
+        assert_eq!(signature_of(&retargeted, "ns", "g"), rejected(bad));
+        assert_eq!(signature_of(&signed, "ns", "other"), rejected(bad));
+        assert_eq!(signature_of(&signed, "other", "g"), rejected(bad));
+        let garbled = format!("{text} signature ed25519:not-hex");
+        assert_eq!(
+            signature_of(&garbled, "ns", "g"),
+            rejected("signature \"ed25519:not-hex\" is not \"ed25519:<hex>\"")
+        );
+        let no_key = read_last_failover(&signed, "ns", "g", None)
+            .expect("present")
+            .expect("well formed");
+        assert!(
+            matches!(&no_key.signature, NoteSignature::Rejected(why) if why.contains("not loaded")),
+            "{no_key:?}"
+        );
     }
 
     /// Conditions are written from memory and restored by a load, so their transition times

@@ -226,7 +226,8 @@ pub fn event_action(reason: EventReason) -> &'static str {
         EventReason::SiteFailed
         | EventReason::SiteRecovered
         | EventReason::GtidUnreadable
-        | EventReason::AnnotationUnreadable => "Observe",
+        | EventReason::AnnotationUnreadable
+        | EventReason::AnnotationUnverified => "Observe",
         EventReason::EmergencyFailoverStarted
         | EventReason::EmergencyFailoverBlockedByCooldown
         | EventReason::NoFailoverCandidate

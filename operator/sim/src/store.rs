@@ -12,7 +12,7 @@ use crate::world::SITE_NAMES;
 use bloodraven_api::names;
 use bloodraven_api::{DNSEndpointSpec, MysqlFailoverGroupStatus};
 use bloodraven_core::deploy::DeployLeases;
-use bloodraven_core::engine::{FailoverNote, GroupAnnotations, PodRole};
+use bloodraven_core::engine::{FailoverNote, GroupAnnotations, NoteReading, PodRole};
 use bloodraven_core::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -104,7 +104,11 @@ impl ApiStore {
             last_failover: self
                 .annotations
                 .get(names::ANNOTATION_LAST_FAILOVER)
-                .and_then(|text| FailoverNote::read(text)),
+                // Only the simulated operator writes it, and the live shell signs what it
+                // writes with the group's key: it reads back verified.
+                .and_then(|text| {
+                    FailoverNote::read(text).map(|read| read.map(NoteReading::verified))
+                }),
         }
     }
 

@@ -1115,6 +1115,66 @@ async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
         .contains("bloodraven_failovers_total{kind=\"emergency\"} 1"));
     assert!(valid_on(&group, "pdx"));
 
+    // The `last-failover` note the promotion wrote is signed with the group's operator key
+    // (the verifying half the sidecars mount verifies it) ...
+    let generation_after = generation + 1;
+    let value = group
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .get(names::ANNOTATION_LAST_FAILOVER)
+        .cloned()
+        .expect("last-failover annotation written with the promotion");
+    let verifying = published(&cluster).await.expect("published verifying key");
+    let reading =
+        bloodraven_operator::memory::read_last_failover(&value, NAMESPACE, GROUP, Some(&verifying))
+            .expect("a note")
+            .expect("well formed");
+    assert_eq!(
+        reading.signature,
+        bloodraven_core::engine::NoteSignature::Verified,
+        "{value}"
+    );
+    assert_eq!(
+        (reading.note.to.as_str(), reading.note.topology_generation),
+        ("pdx", generation_after)
+    );
+    // ... and a hand-written note naming a newer failover back to iad (what anyone allowed
+    // to annotate the group could write) is reported and not adopted: pdx stays active at
+    // the same generation.
+    let forged = format!("emergency pdx->iad {} generation 99", wall_clock());
+    let groups: Api<MysqlFailoverGroup> = Api::namespaced(cluster.client.clone(), NAMESPACE);
+    groups
+        .patch(
+            GROUP,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "metadata": {"annotations": {names::ANNOTATION_LAST_FAILOVER: forged}}
+            })),
+        )
+        .await
+        .expect("annotate");
+    let group = poll_until(&cluster, &shell, &mut memory, 4, interval, |_| false).await;
+    assert!(valid_on(&group, "pdx"), "{:?}", group.status);
+    assert_eq!(
+        group.status.as_ref().map(|s| s.topology_generation),
+        Some(generation_after)
+    );
+    let unverified = eventually(5, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|event| event.reason.as_deref() == Some("AnnotationUnverified"))
+    })
+    .await
+    .expect("AnnotationUnverified event for the forged note");
+    let note = unverified.note.unwrap_or_default();
+    assert!(
+        note.contains("generation 99") && note.contains("carries no signature"),
+        "{note}"
+    );
+
     sidecar_server.abort();
     cluster.stop().await;
 }

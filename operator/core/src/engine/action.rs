@@ -347,6 +347,10 @@ pub enum EventReason {
     /// (`bloodraven.shipstream.io/last-failover` not in the `FailoverNote` format); it is
     /// ignored.
     AnnotationUnreadable,
+    /// The `bloodraven.shipstream.io/last-failover` annotation names a failover newer than
+    /// memory, but its signature did not verify with the group's operator key (absent, made
+    /// with another key, or the text changed after signing); it is not adopted.
+    AnnotationUnverified,
     /// The spec is unusable (`MysqlFailoverGroupSpec::validate`); nothing else is decided.
     SpecInvalid,
     /// Sidecars run with lease terms (duration or site set) that differ from each other or
@@ -439,6 +443,7 @@ impl EventReason {
             EventReason::Repointed => "Repointed",
             EventReason::GtidUnreadable => "GtidUnreadable",
             EventReason::AnnotationUnreadable => "AnnotationUnreadable",
+            EventReason::AnnotationUnverified => "AnnotationUnverified",
             EventReason::SpecInvalid => "SpecInvalid",
             EventReason::LeaseTermsDiffer => "LeaseTermsDiffer",
             EventReason::AuthorityWithheld => "AuthorityWithheld",
@@ -515,6 +520,7 @@ impl EventReason {
             | EventReason::PlannedFailoverAborted
             | EventReason::GtidUnreadable
             | EventReason::AnnotationUnreadable
+            | EventReason::AnnotationUnverified
             | EventReason::SpecInvalid
             | EventReason::LeaseTermsDiffer
             | EventReason::AuthorityWithheld

@@ -7,7 +7,7 @@ use super::failover::{moving, notice_generation};
 use super::memory::{
     Detection, EmergencyFailover, EmergencyPhase, GroupMemory, PlannedFailover, SiteState,
 };
-use super::note::{kind_name, FailoverNote};
+use super::note::{kind_name, FailoverNote, NoteSignature};
 use super::plan::{Context, Plan};
 use super::MYSQLD_START_JITTER;
 use crate::time::Timestamp;
@@ -158,22 +158,41 @@ pub(super) fn observe_sites(context: &Context<'_>, memory: &mut GroupMemory, pla
 /// ([`adopt_newer_authority`]), so nothing issued from here on is below one they know. A note
 /// naming a site no longer in the spec only raises the floor of what is issued
 /// (`unadopted_generation`). A malformed note is reported (`AnnotationUnreadable`) and
-/// ignored.
+/// ignored; so is a newer note whose signature the shell did not verify with the group's
+/// operator key (`AnnotationUnverified`): anyone allowed to annotate the group could have
+/// written it, and adopting it would make its site active without a GTID comparison. An
+/// unverified note no newer than memory is ignored silently (it changes nothing).
 pub(super) fn adopt_noted_failover(
     context: &Context<'_>,
     memory: &mut GroupMemory,
     plan: &mut Plan,
 ) {
-    let note = match &context.observation.annotations.last_failover {
+    let reading = match &context.observation.annotations.last_failover {
         None => return,
         Some(Err(error)) => {
             plan.event(EventReason::AnnotationUnreadable, error.to_string());
             return;
         }
-        Some(Ok(note)) => note,
+        Some(Ok(reading)) => reading,
     };
+    let note = &reading.note;
     let generation = note.topology_generation;
     if generation <= memory.topology_generation {
+        return;
+    }
+    if let NoteSignature::Rejected(why) = &reading.signature {
+        plan.event(
+            EventReason::AnnotationUnverified,
+            format!(
+                "annotation {} names the {} failover {}->{} at generation {generation}, newer than memory's {} ({} active), but {why}; not adopted: only a note signed with the group's operator key is",
+                names::ANNOTATION_LAST_FAILOVER,
+                kind_name(note.kind),
+                note.from,
+                note.to,
+                memory.topology_generation,
+                memory.active_site,
+            ),
+        );
         return;
     }
     if context.spec.site(&note.to).is_none() {

@@ -79,7 +79,10 @@ pub use memory::{
     AuthorityValidity, Detection, EmergencyFailover, EmergencyPhase, GroupMemory, InvalidReason,
     PlannedFailover, PodRole, SiteMemory, SiteState,
 };
-pub use note::{FailoverNote, FailoverNoteError, FAILOVER_NOTE_FORMAT};
+pub use note::{
+    signed_value, split_signature, FailoverNote, FailoverNoteError, NoteReading, NoteSignature,
+    FAILOVER_NOTE_FORMAT, SIGNATURE_WORD,
+};
 pub use observation::{
     DnsReading, GroupAnnotations, Observation, PodFacts, PodReading, SidecarReading,
     SiteObservation,

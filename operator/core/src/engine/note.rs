@@ -9,6 +9,15 @@
 //! write failed while the annotation's succeeded), the annotation still names the newest
 //! failover, and `decide` adopts it (`detection::adopt_noted_failover`).
 //!
+//! The operator signs the value with the group's operator key (the Ed25519 key whose
+//! verifying half the sidecars hold): the written value is `"<note> signature
+//! ed25519:<hex>"` ([`signed_value`]). Anyone allowed to annotate the group (as `kubectl
+//! bloodraven` users are, for a planned failover) could otherwise write a note naming a site
+//! at a higher generation and have it adopted as the active site without the GTID comparison
+//! a failover makes. Core is pure and holds no key: the shell splits the value
+//! ([`split_signature`]), verifies it, and hands `decide` a [`NoteReading`] saying whether it
+//! verified; only a [`NoteSignature::Verified`] note is adopted.
+//!
 //! [`GroupAnnotations::last_failover`]: super::GroupAnnotations::last_failover
 
 use std::fmt;
@@ -33,6 +42,59 @@ pub struct FailoverNote {
     pub promoted_at: Timestamp,
     /// The topology generation the promotion issued.
     pub topology_generation: u64,
+}
+
+/// The word between the note and its signature in a signed value.
+pub const SIGNATURE_WORD: &str = "signature";
+
+/// The value the operator writes: the note's `text`, then [`SIGNATURE_WORD`] and `signature`
+/// (`ed25519:<hex>`, made by the shell over `text`).
+pub fn signed_value(text: &str, signature: &str) -> String {
+    format!("{text} {SIGNATURE_WORD} {signature}")
+}
+
+/// An annotation value split into the note's text and its signature, if it carries one
+/// (pure: the shell verifies the signature over the text).
+pub fn split_signature(value: &str) -> (&str, Option<&str>) {
+    let trimmed = value.trim();
+    if let Some((rest, signature)) = trimmed.rsplit_once(char::is_whitespace) {
+        if let Some(text) = rest.trim_end().strip_suffix(SIGNATURE_WORD) {
+            if text.is_empty() || text.ends_with(char::is_whitespace) {
+                return (text.trim(), Some(signature));
+            }
+        }
+    }
+    (trimmed, None)
+}
+
+/// What the shell found of a note's signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoteSignature {
+    /// It verifies with the group's operator key over the note's text: an operator holding
+    /// the group's key wrote it.
+    Verified,
+    /// Absent, malformed, made with another key, or over other text: anyone allowed to
+    /// annotate the group could have written it. Why, a lowercase fragment.
+    Rejected(String),
+}
+
+/// A well-formed note and what its signature showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoteReading {
+    /// The note.
+    pub note: FailoverNote,
+    /// Whether the operator's key signed it.
+    pub signature: NoteSignature,
+}
+
+impl NoteReading {
+    /// A note whose signature verified.
+    pub fn verified(note: FailoverNote) -> Self {
+        Self {
+            note,
+            signature: NoteSignature::Verified,
+        }
+    }
 }
 
 /// A `last-failover` annotation value that is not [`FAILOVER_NOTE_FORMAT`].
@@ -155,6 +217,24 @@ mod tests {
             promoted_at: Timestamp::from_unix_millis(1_767_225_769_476),
             topology_generation: 3,
         }
+    }
+
+    #[test]
+    fn a_signed_value_splits_into_the_note_and_its_signature() {
+        let text = note().to_string();
+        let value = signed_value(&text, "ed25519:00ff");
+        assert_eq!(value, format!("{text} signature ed25519:00ff"));
+        assert_eq!(
+            split_signature(&value),
+            (text.as_str(), Some("ed25519:00ff"))
+        );
+        assert_eq!(split_signature(&text), (text.as_str(), None));
+        // The note is read from the text alone; a signature never makes it parse differently.
+        let (unsigned_text, _) = split_signature(&value);
+        assert_eq!(FailoverNote::read(unsigned_text), Some(Ok(note())));
+        // A value ending in the word with nothing after it carries no signature.
+        let dangling = format!("{text} signature");
+        assert_eq!(split_signature(&dangling), (dangling.as_str(), None));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use bloodraven_api::{
     DNSEndpointSpec,
 };
 
-use super::note::{FailoverNote, FailoverNoteError};
+use super::note::{FailoverNoteError, NoteReading};
 use crate::deploy::HoldInfo;
 use crate::time::{Duration, Timestamp};
 
@@ -147,9 +147,10 @@ pub struct GroupAnnotations {
     /// `bloodraven.shipstream.io/restore`: the backup to restore the active site from.
     pub restore: Option<String>,
     /// `bloodraven.shipstream.io/last-failover`: the failover last issued, a copy of the
-    /// promotion kept apart from the status (`FailoverNote`). `None` when absent; an error
-    /// when the value is not the note's format (reported, not used).
-    pub last_failover: Option<Result<FailoverNote, FailoverNoteError>>,
+    /// promotion kept apart from the status (`FailoverNote`), with what the shell found of
+    /// its signature (`NoteReading`; only a verified note is adopted). `None` when absent; an
+    /// error when the value is not the note's format (reported, not used).
+    pub last_failover: Option<Result<NoteReading, FailoverNoteError>>,
 }
 
 /// The live `DNSEndpoint` as read back this poll.

@@ -7,7 +7,9 @@
 use crate::support::World;
 use bloodraven_api::sidecar::Authority;
 use bloodraven_api::{FailoverKind, PlannedFailoverPhase};
-use bloodraven_core::engine::{Action, EventReason, FailoverNote, SiteState};
+use bloodraven_core::engine::{
+    Action, EventReason, FailoverNote, NoteReading, NoteSignature, SiteState,
+};
 
 /// Every pod restarts (mysqld read-only, sidecars without authority) and no sidecar remembers
 /// any authority or generation: nothing vouches for memory, as in the simulator's seeds.
@@ -68,13 +70,13 @@ fn sim_seed_131_a_reverted_status_adopts_the_planned_failover_the_note_names() {
         .expect("promoted");
     assert_eq!(
         world.annotations.last_failover,
-        Some(Ok(FailoverNote {
+        Some(Ok(NoteReading::verified(FailoverNote {
             kind: FailoverKind::Planned,
             from: "iad".to_string(),
             to: "pdx".to_string(),
             promoted_at,
             topology_generation: 2,
-        }))
+        })))
     );
     every_pod_restarts(&mut world);
     world.annotations.cooldown_until = None;
@@ -172,13 +174,13 @@ fn sim_seed_298_a_reverted_status_adopts_the_emergency_failover_the_note_names()
 fn a_note_memory_is_not_behind_or_of_an_unknown_site_moves_no_authority() {
     let mut world = World::bootstrapped();
     let promoted_at = world.now;
-    world.annotations.last_failover = Some(Ok(FailoverNote {
+    world.annotations.last_failover = Some(Ok(NoteReading::verified(FailoverNote {
         kind: FailoverKind::Emergency,
         from: "pdx".to_string(),
         to: "iad".to_string(),
         promoted_at,
         topology_generation: 1,
-    }));
+    })));
     let first_event = world.events.len();
     world.run_polls(2);
     assert!(events_since(&world, first_event, EventReason::AuthorityAdopted).is_empty());
@@ -189,13 +191,13 @@ fn a_note_memory_is_not_behind_or_of_an_unknown_site_moves_no_authority() {
         ),
         ("iad", 1)
     );
-    world.annotations.last_failover = Some(Ok(FailoverNote {
+    world.annotations.last_failover = Some(Ok(NoteReading::verified(FailoverNote {
         kind: FailoverKind::Planned,
         from: "iad".to_string(),
         to: "sfo".to_string(),
         promoted_at,
         topology_generation: 5,
-    }));
+    })));
     world.run_polls(1);
     assert_eq!(
         (
@@ -212,7 +214,7 @@ fn a_note_memory_is_not_behind_or_of_an_unknown_site_moves_no_authority() {
 fn a_malformed_note_is_reported_and_ignored() {
     let mut world = World::bootstrapped();
     let value = "planned iad->pdx 2026-01-01T00:00:00Z";
-    world.annotations.last_failover = Some(FailoverNote::parse(value));
+    world.annotations.last_failover = Some(FailoverNote::parse(value).map(NoteReading::verified));
     let first_event = world.events.len();
     world.run_polls(1);
     let unreadable = events_since(&world, first_event, EventReason::AnnotationUnreadable);
@@ -230,4 +232,81 @@ fn a_malformed_note_is_reported_and_ignored() {
         ("iad", 1)
     );
     assert!(world.memory.authority.is_valid());
+}
+
+/// A note newer than memory whose signature did not verify with the group's operator key (a
+/// hand-written annotation: unsigned, signed with another key, or edited after signing) is
+/// reported and not adopted: iad stays active at its generation and pdx is not made writable
+/// without a GTID comparison. The same note verified is adopted, so the signature is what
+/// decides. One no newer than memory is ignored without a word.
+#[test]
+fn a_newer_note_that_does_not_verify_is_reported_and_not_adopted() {
+    let forged = |world: &World, generation: u64, signature: NoteSignature| NoteReading {
+        note: FailoverNote {
+            kind: FailoverKind::Emergency,
+            from: "iad".to_string(),
+            to: "pdx".to_string(),
+            promoted_at: world.now,
+            topology_generation: generation,
+        },
+        signature,
+    };
+    for why in [
+        "the value carries no signature",
+        "signature does not verify against the group's operator key",
+    ] {
+        let mut world = World::bootstrapped();
+        world.annotations.last_failover = Some(Ok(forged(
+            &world,
+            7,
+            NoteSignature::Rejected(why.to_string()),
+        )));
+        let first_event = world.events.len();
+        world.run_polls(3);
+        assert!(events_since(&world, first_event, EventReason::AuthorityAdopted).is_empty());
+        let unverified = events_since(&world, first_event, EventReason::AnnotationUnverified);
+        assert!(!unverified.is_empty(), "no AnnotationUnverified event");
+        assert_eq!(
+            unverified[0],
+            format!(
+                "annotation bloodraven.shipstream.io/last-failover names the emergency failover iad->pdx at generation 7, newer than memory's 1 (iad active), but {why}; not adopted: only a note signed with the group's operator key is"
+            )
+        );
+        assert_eq!(
+            (
+                world.memory.active_site.as_str(),
+                world.memory.topology_generation,
+                world.memory.next_generation()
+            ),
+            ("iad", 1, 2)
+        );
+        assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+        assert!(world.memory.authority.is_valid());
+    }
+
+    let mut world = World::bootstrapped();
+    world.annotations.last_failover = Some(Ok(forged(
+        &world,
+        1,
+        NoteSignature::Rejected("the value carries no signature".to_string()),
+    )));
+    let first_event = world.events.len();
+    world.run_polls(2);
+    assert!(events_since(&world, first_event, EventReason::AnnotationUnverified).is_empty());
+
+    let mut world = World::bootstrapped();
+    world.annotations.last_failover = Some(Ok(forged(&world, 7, NoteSignature::Verified)));
+    let first_event = world.events.len();
+    world.run_polls(3);
+    assert!(
+        !events_since(&world, first_event, EventReason::AuthorityAdopted).is_empty(),
+        "the verified note was not adopted"
+    );
+    assert_eq!(
+        (
+            world.memory.active_site.as_str(),
+            world.memory.topology_generation
+        ),
+        ("pdx", 7)
+    );
 }

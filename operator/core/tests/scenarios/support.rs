@@ -19,8 +19,8 @@ use bloodraven_api::{
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
     decide_with_options, Action, AnnotationChange, DecideOptions, Decision, DnsReading, Event,
-    EventReason, FailoverNote, GroupAnnotations, GroupMemory, Observation, PodFacts, PodReading,
-    SidecarReading, SiteObservation,
+    EventReason, FailoverNote, GroupAnnotations, GroupMemory, NoteReading, Observation, PodFacts,
+    PodReading, SidecarReading, SiteObservation,
 };
 use bloodraven_core::time::{Duration, Timestamp};
 use bloodraven_mysql::{Gtid, GtidSet};
@@ -579,8 +579,11 @@ impl World {
                 AnnotationChange::ClearRevokeDeploymentLeases => {
                     self.annotations.revoke_deployment_leases = false
                 }
+                // The shell signs the note it writes with the group's key, so it reads back
+                // verified.
                 AnnotationChange::SetLastFailover(text) => {
-                    self.annotations.last_failover = FailoverNote::read(text)
+                    self.annotations.last_failover =
+                        FailoverNote::read(text).map(|read| read.map(NoteReading::verified))
                 }
                 AnnotationChange::ClearBackup => self.annotations.backup = None,
                 AnnotationChange::ClearRestore => self.annotations.restore = None,
