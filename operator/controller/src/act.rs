@@ -12,6 +12,7 @@
 //! [`crate::leader::ACTION_MARGIN`] ([`LeaderFlag::may_act`]). Leadership can lapse mid-poll
 //! (a stalled renewal); the rest of the poll's actions are then skipped, not sent.
 
+use crate::events::Recorder;
 use bloodraven_api::auth::OperatorKey;
 use bloodraven_api::{names, sidecar, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, Tombstone};
@@ -19,7 +20,7 @@ use bloodraven_core::engine::{Action, AnnotationChange};
 use bloodraven_core::{Decision, GroupMemory};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, Recorder};
+use kube::runtime::events::Event;
 use kube::{Api, Client, Resource};
 use serde_json::json;
 

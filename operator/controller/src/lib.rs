@@ -14,6 +14,7 @@ pub mod act;
 pub mod databases;
 pub mod deploy_api;
 mod error;
+pub mod events;
 pub mod gather;
 pub mod hold_gate;
 pub mod http;

@@ -10,8 +10,9 @@ use bloodraven_core::{decide, GroupMemory};
 use kube::api::ListParams;
 use std::sync::Arc;
 
+use crate::events::Recorder;
 use futures::FutureExt;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::events::Recorder;
 use bloodraven_api::{MysqlDatabase, MysqlFailoverGroup, Timestamp};
 use bloodraven_core::deploy::{authorized_clients, AuthorizedClient, DeployLeases, Tombstone};
 use bloodraven_core::GroupMemory;
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ListParams;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Api, Client, Resource};
 
 use super::store::LeaseStore;

@@ -809,6 +809,7 @@ async fn seed_003_deploy_api_is_served_over_tls_only() {
 // fencing through a fake sidecar).
 
 mod hold_race {
+    use crate::events::Recorder;
     use axum::extract::State;
     use bloodraven_api::sidecar::{
         Authority, LeaseState, MysqlObservation, MysqldRun, ReplicationState, SidecarStatus,
@@ -819,7 +820,7 @@ mod hold_race {
         SiteState,
     };
     use bloodraven_core::{decide, Decision};
-    use kube::runtime::events::{Recorder, Reporter};
+    use kube::runtime::events::Reporter;
 
     use super::*;
     use crate::act::Executor;

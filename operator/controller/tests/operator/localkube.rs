@@ -1808,3 +1808,68 @@ async fn case_8_workloads_create_and_realign_the_signature_keys() {
     );
     cluster.stop().await;
 }
+
+/// The recorder keys a series on the note as well (`bloodraven_operator::events`): two
+/// failures of different sites within six minutes are two Events, each with its own message,
+/// and only a repeat of the same message counts on its Event. kube-runtime's recorder made
+/// the second a series of the first, showing iad's message at pdx's time.
+#[tokio::test]
+async fn events_with_another_message_are_new_events_and_repeats_a_series() {
+    use bloodraven_operator::events::Recorder;
+    use kube::runtime::events::{Event, EventType};
+
+    let cluster = Cluster::start().await;
+    cluster.namespace(NAMESPACE).await;
+    let recorder = Recorder::new(
+        cluster.client.clone(),
+        Reporter {
+            controller: "bloodraven".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let regarding = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("bloodraven.shipstream.io/v1alpha1".into()),
+        kind: Some("MysqlFailoverGroup".into()),
+        namespace: Some(NAMESPACE.into()),
+        name: Some(GROUP.into()),
+        ..Default::default()
+    };
+    let failed = |site: &str| Event {
+        type_: EventType::Warning,
+        reason: "SiteFailed".into(),
+        note: Some(format!("{site} failed 3 consecutive polls")),
+        action: "Observe".into(),
+        secondary: None,
+    };
+    for site in ["iad", "pdx", "iad"] {
+        recorder
+            .publish(&failed(site), &regarding)
+            .await
+            .expect("publish");
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), NAMESPACE);
+    let mut seen: Vec<(String, i32)> = events
+        .list(&Default::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|event| event.reason.as_deref() == Some("SiteFailed"))
+        .map(|event| {
+            (
+                event.note.unwrap_or_default(),
+                event.series.map_or(1, |series| series.count),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            ("iad failed 3 consecutive polls".to_string(), 2),
+            ("pdx failed 3 consecutive polls".to_string(), 1),
+        ]
+    );
+    cluster.stop().await;
+}
