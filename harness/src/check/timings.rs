@@ -243,6 +243,27 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
     let (poll_interval_ms, failure_threshold, spec_known) = detection_spec(history);
     let to_mono =
         |time: Option<jiff::Timestamp>| time.and_then(|time| history.wall_to_mono_ns(time));
+    // The triggering fault of failover `index`: the latest that took effect before it started
+    // (with slack) and after the previous failover's promotion.
+    let triggering_fault = |index: usize| {
+        let record = failovers.get(index)?;
+        let started_ns = history.wall_to_mono_ns(record.started_at)?;
+        let previous_ns = index
+            .checked_sub(1)
+            .and_then(|back| failovers.get(back))
+            .and_then(|previous| {
+                to_mono(previous.promoted_at).or_else(|| to_mono(Some(previous.started_at)))
+            })
+            .unwrap_or(0);
+        faults
+            .iter()
+            .filter(|fault| {
+                fault.at_ns <= started_ns + CROSS_CLOCK_SLACK_NS
+                    && fault.at_ns >= previous_ns
+                    && can_trigger(fault, record)
+            })
+            .max_by_key(|fault| fault.at_ns)
+    };
     for (index, record) in failovers.iter().enumerate() {
         let Some(started_ns) = history.wall_to_mono_ns(record.started_at) else {
             continue;
@@ -252,23 +273,16 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
             record.kind, record.from, record.to
         )
         .to_lowercase();
-        // The triggering fault: the latest that took effect before this failover started
-        // (with slack) and after the previous failover's promotion.
-        let previous_ns = index
-            .checked_sub(1)
-            .and_then(|back| failovers.get(back))
-            .and_then(|previous| {
-                to_mono(previous.promoted_at).or_else(|| to_mono(Some(previous.started_at)))
-            })
-            .unwrap_or(0);
-        let fault = faults
-            .iter()
-            .filter(|fault| {
-                fault.at_ns <= started_ns + CROSS_CLOCK_SLACK_NS
-                    && fault.at_ns >= previous_ns
-                    && can_trigger(fault, record)
-            })
-            .max_by_key(|fault| fault.at_ns);
+        let fault = triggering_fault(index);
+        // The new site's tenure ends where the next failover's trigger took it away (or the
+        // next failover started): a write invoked after that is the next failover's to judge,
+        // and an acknowledgement after it is not this failover's first write.
+        let tenure_end_ns = failovers.get(index + 1).map_or(u64::MAX, |next| {
+            triggering_fault(index + 1)
+                .map(|fault| fault.at_ns)
+                .or_else(|| history.wall_to_mono_ns(next.started_at))
+                .unwrap_or(u64::MAX)
+        });
         if fault.is_none() && record.kind == FailoverKind::Emergency {
             findings.push(format!(
                 "{label}: no fault that can trigger it ({} of {}) took effect before it started at {:.3}s",
@@ -302,7 +316,9 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
         });
         let first_write_ns = operations
             .iter()
-            .filter(|operation| operation.invoke.mono_ns >= fault_ns)
+            .filter(|operation| {
+                operation.invoke.mono_ns >= fault_ns && operation.invoke.mono_ns < tenure_end_ns
+            })
             .filter_map(|operation| match operation.completion {
                 Some(completion) if completion.kind == EventType::Ok => match completion.op {
                     Op::Write {
@@ -437,10 +453,17 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
                 }
             }
         }
+        // Only a tenure long enough for the operator to confirm the new site and move the
+        // primary Service (two polls after the promotion) can be expected to show a write.
+        let switch_grace_ns = 2 * poll_interval_ms * 1_000_000;
+        let judged = promoted_ns
+            .is_none_or(|promoted| tenure_end_ns.saturating_sub(promoted) >= switch_grace_ns);
         let writes_after = operations.iter().any(|operation| {
-            matches!(operation.invoke.op, Op::Write { .. }) && operation.invoke.mono_ns >= fault_ns
+            matches!(operation.invoke.op, Op::Write { .. })
+                && operation.invoke.mono_ns >= fault_ns
+                && operation.invoke.mono_ns < tenure_end_ns
         });
-        if writes_after && first_write_ns.is_none() {
+        if judged && writes_after && first_write_ns.is_none() {
             findings.push(format!(
                 "{label}: the workload kept writing but {} never acknowledged a write",
                 record.to

@@ -1092,6 +1092,82 @@ fn timings_fail_when_the_new_primary_never_acknowledges() {
     );
 }
 
+/// s016 in the conformance run at 2be9af1: a planned failover iad -> pdx, then pdx's node
+/// stopped 0.3 s after its promotion (before the primary Service could move to it), and the
+/// emergency failover back to iad. The workload's writes after the stop belong to that second
+/// failover's tenure, and 0.3 s is too short a tenure to expect a write (the operator confirms
+/// the new site and moves the Service within two polls): "pdx never acknowledged a write" was
+/// judged on them. The same history with pdx left serving for 6 s and never acknowledging
+/// still fails.
+#[test]
+fn timings_judge_the_new_primary_only_within_its_tenure() {
+    let planned = failover(
+        FailoverKind::Planned,
+        Site::Iad,
+        Site::Pdx,
+        [1_000, 1_000, 1_700, 2_000],
+        Some(0),
+        true,
+    );
+    let back = |stopped: u64| {
+        failover(
+            FailoverKind::Emergency,
+            Site::Pdx,
+            Site::Iad,
+            [
+                stopped + 20_000,
+                stopped + 20_000,
+                stopped + 40_000,
+                stopped + 40_300,
+            ],
+            Some(0),
+            true,
+        )
+    };
+    let history = |stopped: u64| {
+        let mut builder = Builder::default()
+            .fault("annotate", &[Site::Pdx], 1_000, None)
+            .status(2_100, Site::Pdx, 2, Some(planned.clone()))
+            .fault("stop-node", &[Site::Pdx], stopped, None);
+        let mut id = 1;
+        let mut at = 1_000;
+        while at < stopped + 40_400 {
+            builder = builder.write("writer-0", id, at, at + 100, EventType::Info, None);
+            id += 1;
+            at += 200;
+        }
+        builder
+            .primary_endpoints(stopped + 40_500, vec![Site::Iad])
+            .ok(
+                "writer-0",
+                id,
+                stopped + 40_600,
+                stopped + 40_650,
+                Site::Iad,
+            )
+            .status(stopped + 41_000, Site::Iad, 3, Some(back(stopped)))
+            .build()
+    };
+    let (timings, verdict) = check_timings(&history(2_300));
+    assert_eq!(timings.len(), 2, "{timings:?}");
+    assert!(
+        !verdict
+            .findings
+            .iter()
+            .any(|finding| finding.contains("pdx never acknowledged")),
+        "{verdict:?}"
+    );
+    assert_eq!(timings[1].first_write_ms, Some(40_650));
+    let (_, verdict) = check_timings(&history(8_000));
+    assert!(
+        verdict
+            .findings
+            .iter()
+            .any(|finding| finding.contains("planned failover iad -> pdx: the workload kept writing but pdx never acknowledged a write")),
+        "{verdict:?}"
+    );
+}
+
 #[test]
 fn no_failover_is_valid_for_timings() {
     let (timings, verdict) = check_timings(&History::default());
