@@ -161,7 +161,8 @@ mod tests {
     use bloodraven_core::decide;
     use bloodraven_core::engine::{
         conditions, Action, AnnotationChange, AuthorityValidity, Detection, DnsReading,
-        InvalidReason, Observation, PlannedFailover, PodRole, SiteState, CONDITION_READY,
+        InvalidReason, Observation, PlannedFailover, PodRole, PromotionKind, SiteState,
+        CONDITION_READY,
     };
     use bloodraven_mysql::{Flavor, GtidSet};
 
@@ -461,7 +462,7 @@ mod tests {
     #[test]
     fn the_last_failover_annotation_reads_back_as_the_note_core_wrote() {
         let note = FailoverNote {
-            kind: FailoverKind::Planned,
+            kind: PromotionKind::Planned,
             from: "pdx".to_string(),
             to: "iad".to_string(),
             promoted_at: at(12),

@@ -7,11 +7,11 @@ use super::failover::{moving, notice_generation};
 use super::memory::{
     Detection, EmergencyFailover, EmergencyPhase, GroupMemory, PlannedFailover, SiteState,
 };
-use super::note::{kind_name, FailoverNote, NoteSignature};
+use super::note::{FailoverNote, NoteSignature, PromotionKind};
 use super::plan::{Context, Plan};
 use super::MYSQLD_START_JITTER;
 use crate::time::Timestamp;
-use bloodraven_api::{names, FailoverKind, PlannedFailoverPhase};
+use bloodraven_api::{names, PlannedFailoverPhase};
 use bloodraven_mysql::GtidSet;
 
 /// A failure streak may fall short of the detection floor by `pollInterval /
@@ -184,11 +184,9 @@ pub(super) fn adopt_noted_failover(
         plan.event(
             EventReason::AnnotationUnverified,
             format!(
-                "annotation {} names the {} failover {}->{} at generation {generation}, newer than memory's {} ({} active), but {why}; not adopted: only a note signed with the group's operator key is",
+                "annotation {} names {} at generation {generation}, newer than memory's {} ({} active), but {why}; not adopted: only a note signed with the group's operator key is",
                 names::ANNOTATION_LAST_FAILOVER,
-                kind_name(note.kind),
-                note.from,
-                note.to,
+                note.describe(),
                 memory.topology_generation,
                 memory.active_site,
             ),
@@ -211,21 +209,24 @@ pub(super) fn adopt_noted_failover(
         note.promoted_at,
     );
     rejoin_drained_site(context, memory, plan, note);
-    let implied_cooldown = note.promoted_at + context.spec.failover_cooldown.get();
-    if memory
-        .cooldown_until
-        .is_none_or(|until| until < implied_cooldown)
-    {
-        memory.cooldown_until = Some(implied_cooldown);
+    // A failover started the cooldown; a restore's re-promotion did not.
+    let implied_cooldown = match note.kind {
+        PromotionKind::Emergency | PromotionKind::Planned => {
+            Some(note.promoted_at + context.spec.failover_cooldown.get())
+        }
+        PromotionKind::Restore => None,
+    };
+    if let Some(implied) = implied_cooldown {
+        if memory.cooldown_until.is_none_or(|until| until < implied) {
+            memory.cooldown_until = Some(implied);
+        }
     }
     plan.event(
         EventReason::AuthorityAdopted,
         format!(
-            "annotation {} names the {} failover {}->{} at generation {generation}, newer than memory's {previous_generation} ({previous} active); adopted",
+            "annotation {} names {} at generation {generation}, newer than memory's {previous_generation} ({previous} active); adopted",
             names::ANNOTATION_LAST_FAILOVER,
-            kind_name(note.kind),
-            note.from,
-            note.to,
+            note.describe(),
         ),
     );
 }
@@ -238,8 +239,8 @@ fn settle_planned_with_note(memory: &mut GroupMemory, plan: &mut Plan, note: &Fa
         return;
     };
     let same = match note.kind {
-        FailoverKind::Planned => planned.from == note.from && planned.target == note.to,
-        FailoverKind::Emergency => false,
+        PromotionKind::Planned => planned.from == note.from && planned.target == note.to,
+        PromotionKind::Emergency | PromotionKind::Restore => false,
     };
     if same {
         planned.phase = PlannedFailoverPhase::Promoting;
@@ -247,13 +248,11 @@ fn settle_planned_with_note(memory: &mut GroupMemory, plan: &mut Plan, note: &Fa
         return;
     }
     let message = format!(
-        "planned failover {} -> {} dropped: annotation {} names a newer {} failover {}->{} at generation {}",
+        "planned failover {} -> {} dropped: annotation {} names {} at generation {}, newer",
         planned.from,
         planned.target,
         names::ANNOTATION_LAST_FAILOVER,
-        kind_name(note.kind),
-        note.from,
-        note.to,
+        note.describe(),
         note.topology_generation
     );
     super::planned::end(planned, plan, EventReason::PlannedFailoverAborted, message);
@@ -273,8 +272,8 @@ fn rejoin_drained_site(
     note: &FailoverNote,
 ) {
     match note.kind {
-        FailoverKind::Planned => {}
-        FailoverKind::Emergency => return,
+        PromotionKind::Planned => {}
+        PromotionKind::Emergency | PromotionKind::Restore => return,
     }
     let drained = memory.site(&note.from).is_some_and(|site| {
         site.state == SiteState::Demoted && site.errant.as_ref().is_none_or(GtidSet::is_empty)

@@ -1,9 +1,10 @@
-//! The `bloodraven.shipstream.io/last-failover` annotation: the failover last issued, written
-//! on the group with every promotion (`AnnotationChange::SetLastFailover`) beside
-//! `status.lastFailover`, and read back into [`GroupAnnotations::last_failover`].
+//! The `bloodraven.shipstream.io/last-failover` annotation: the promotion last issued, written
+//! on the group with every failover's promotion (`AnnotationChange::SetLastFailover`) beside
+//! `status.lastFailover`, and with every restore's re-promotion beside `status.restore`; read
+//! back into [`GroupAnnotations::last_failover`].
 //!
-//! Its value is `"<kind> <from>-><to> <RFC 3339> generation <N>"`: the kind (`emergency` or
-//! `planned`), the old and new active sites, `promotedAt` (the `issuedAt` of the authority the
+//! Its value is `"<kind> <from>-><to> <RFC 3339> generation <N>"`: the kind (`emergency`,
+//! `planned`, or `restore`, whose two sites are the one restored), the old and new active sites, `promotedAt` (the `issuedAt` of the authority the
 //! promotion pushed) and the topology generation it issued. It is a persisted copy of the
 //! promotion independent of the status: when the status is reverted to an older copy (or its
 //! write failed while the annotation's succeeded), the annotation still names the newest
@@ -29,11 +30,35 @@ use crate::time::Timestamp;
 /// The annotation's expected shape, for error messages.
 pub const FAILOVER_NOTE_FORMAT: &str = "<kind> <from>-><to> <RFC 3339> generation <N>";
 
-/// A failover as the `last-failover` annotation records it.
+/// What issued the noted authority at a new generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromotionKind {
+    /// An emergency failover.
+    Emergency,
+    /// A planned failover.
+    Planned,
+    /// A restore in place re-promoting the active site (`from` and `to` are that site): not a
+    /// failover (no cooldown starts), but a new generation all the same, which a reverted
+    /// status must not issue again (simulator seed 779 with every fault mode: a restore's
+    /// generation 5 was lost with the status and re-issued to another site).
+    Restore,
+}
+
+impl From<FailoverKind> for PromotionKind {
+    fn from(kind: FailoverKind) -> Self {
+        match kind {
+            FailoverKind::Emergency => PromotionKind::Emergency,
+            FailoverKind::Planned => PromotionKind::Planned,
+        }
+    }
+}
+
+/// A promotion as the `last-failover` annotation records it: a failover, or a restore's
+/// re-promotion.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailoverNote {
-    /// Emergency or planned.
-    pub kind: FailoverKind,
+    /// Emergency, planned, or a restore's re-promotion.
+    pub kind: PromotionKind,
     /// The old active site.
     pub from: String,
     /// The site the authority was issued to.
@@ -113,9 +138,31 @@ pub struct FailoverNoteError {
 
 /// The annotation's word for a failover kind (also how events name it).
 pub(in crate::engine) fn kind_name(kind: FailoverKind) -> &'static str {
+    promotion_name(kind.into())
+}
+
+/// The annotation's word for a promotion kind.
+pub(in crate::engine) fn promotion_name(kind: PromotionKind) -> &'static str {
     match kind {
-        FailoverKind::Emergency => "emergency",
-        FailoverKind::Planned => "planned",
+        PromotionKind::Emergency => "emergency",
+        PromotionKind::Planned => "planned",
+        PromotionKind::Restore => "restore",
+    }
+}
+
+impl FailoverNote {
+    /// How events name what the note records: `the planned failover iad->pdx`, `the restore
+    /// re-promotion of iad`.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            PromotionKind::Restore => format!("the restore re-promotion of {}", self.to),
+            kind => format!(
+                "the {} failover {}->{}",
+                promotion_name(kind),
+                self.from,
+                self.to
+            ),
+        }
     }
 }
 
@@ -140,8 +187,9 @@ impl FailoverNote {
             return Err(error(format!("{} words, not 5", words.len())));
         };
         let kind = match kind {
-            "emergency" => FailoverKind::Emergency,
-            "planned" => FailoverKind::Planned,
+            "emergency" => PromotionKind::Emergency,
+            "planned" => PromotionKind::Planned,
+            "restore" => PromotionKind::Restore,
             other => return Err(error(format!("unknown failover kind {other:?}"))),
         };
         let Some((from, to)) = sites
@@ -196,7 +244,7 @@ impl fmt::Display for FailoverNote {
         write!(
             f,
             "{} {}->{} {} generation {}",
-            kind_name(self.kind),
+            promotion_name(self.kind),
             self.from,
             self.to,
             self.promoted_at,
@@ -211,7 +259,7 @@ mod tests {
 
     fn note() -> FailoverNote {
         FailoverNote {
-            kind: FailoverKind::Planned,
+            kind: PromotionKind::Planned,
             from: "pdx".to_string(),
             to: "iad".to_string(),
             promoted_at: Timestamp::from_unix_millis(1_767_225_769_476),
@@ -246,7 +294,7 @@ mod tests {
         );
         assert_eq!(FailoverNote::parse(&text), Ok(note()));
         let emergency = FailoverNote {
-            kind: FailoverKind::Emergency,
+            kind: PromotionKind::Emergency,
             ..note()
         };
         assert_eq!(FailoverNote::parse(&emergency.to_string()), Ok(emergency));

@@ -84,6 +84,7 @@ use super::action::{Action, AnnotationChange, EventReason};
 use super::failover::source_host_of;
 use super::gate::GatedStart;
 use super::memory::{GroupMemory, SiteState};
+use super::note::{FailoverNote, PromotionKind};
 use super::observation::SidecarReading;
 use super::plan::{Context, Plan};
 use super::reading::mysql_flavor;
@@ -988,6 +989,19 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         .max(memory.next_generation());
     memory.take_generation(generation);
     memory.authority_issued_at = Some(now);
+    // The generation is noted beside the status (`last-failover`, kind `restore`): a status
+    // reverted to before this restore adopts it rather than issue it again to another site
+    // (simulator seed 779 with every fault mode on).
+    let note = FailoverNote {
+        kind: PromotionKind::Restore,
+        from: site.clone(),
+        to: site.clone(),
+        promoted_at: now,
+        topology_generation: generation,
+    };
+    plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(
+        note.to_string(),
+    )));
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,
         topology_generation: generation,

@@ -6,9 +6,9 @@
 
 use crate::support::World;
 use bloodraven_api::sidecar::Authority;
-use bloodraven_api::{FailoverKind, PlannedFailoverPhase};
+use bloodraven_api::PlannedFailoverPhase;
 use bloodraven_core::engine::{
-    Action, EventReason, FailoverNote, NoteReading, NoteSignature, SiteState,
+    Action, EventReason, FailoverNote, NoteReading, NoteSignature, PromotionKind, SiteState,
 };
 
 /// Every pod restarts (mysqld read-only, sidecars without authority) and no sidecar remembers
@@ -71,7 +71,7 @@ fn sim_seed_131_a_reverted_status_adopts_the_planned_failover_the_note_names() {
     assert_eq!(
         world.annotations.last_failover,
         Some(Ok(NoteReading::verified(FailoverNote {
-            kind: FailoverKind::Planned,
+            kind: PromotionKind::Planned,
             from: "iad".to_string(),
             to: "pdx".to_string(),
             promoted_at,
@@ -175,7 +175,7 @@ fn a_note_memory_is_not_behind_or_of_an_unknown_site_moves_no_authority() {
     let mut world = World::bootstrapped();
     let promoted_at = world.now;
     world.annotations.last_failover = Some(Ok(NoteReading::verified(FailoverNote {
-        kind: FailoverKind::Emergency,
+        kind: PromotionKind::Emergency,
         from: "pdx".to_string(),
         to: "iad".to_string(),
         promoted_at,
@@ -192,7 +192,7 @@ fn a_note_memory_is_not_behind_or_of_an_unknown_site_moves_no_authority() {
         ("iad", 1)
     );
     world.annotations.last_failover = Some(Ok(NoteReading::verified(FailoverNote {
-        kind: FailoverKind::Planned,
+        kind: PromotionKind::Planned,
         from: "iad".to_string(),
         to: "sfo".to_string(),
         promoted_at,
@@ -243,7 +243,7 @@ fn a_malformed_note_is_reported_and_ignored() {
 fn a_newer_note_that_does_not_verify_is_reported_and_not_adopted() {
     let forged = |world: &World, generation: u64, signature: NoteSignature| NoteReading {
         note: FailoverNote {
-            kind: FailoverKind::Emergency,
+            kind: PromotionKind::Emergency,
             from: "iad".to_string(),
             to: "pdx".to_string(),
             promoted_at: world.now,

@@ -6,6 +6,7 @@ use bloodraven_api::{BackupPhase, DeferReason, RestorePhase};
 use bloodraven_core::deploy::{DisruptionKind, HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
     deferrable_disruption_in_flight, gated_start, Action, EventReason, GroupMemory, PodRole,
+    PromotionKind,
 };
 use bloodraven_core::time::Duration;
 use bloodraven_mysql::GtidSet;
@@ -687,4 +688,80 @@ fn sim_seeds_3181_and_9979_a_restore_to_a_backup_older_than_an_earlier_restore_r
         "{status:?}"
     );
     assert!(status.earlier_discarded_gtid_set.is_some());
+}
+
+/// Simulator seed 779 with every fault mode on: a restore re-promoted iad at a new
+/// generation, the status then reverted to a copy from before the restore while every sidecar
+/// forgot its authority, and the next failover issued that same generation to pdx (a
+/// generation the status history cannot explain). The re-promotion is noted in the
+/// `last-failover` annotation (kind `restore`), so the reverted memory adopts its generation
+/// (without starting a failover cooldown) and the failover issues the next one.
+#[test]
+fn sim_seed_779_a_reverted_status_adopts_the_generation_a_restore_issued() {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let reverted = world.memory.clone();
+    let generation = world.memory.topology_generation;
+    world.annotations.restore = Some("b1".to_string());
+    let phases = run_to_final(&mut world);
+    assert_eq!(phases.last(), Some(&RestorePhase::Completed), "{phases:?}");
+    assert_eq!(world.memory.topology_generation, generation + 1);
+    let note = world
+        .annotations
+        .last_failover
+        .clone()
+        .expect("noted")
+        .expect("well formed")
+        .note;
+    assert_eq!(
+        (
+            note.kind,
+            note.from.as_str(),
+            note.to.as_str(),
+            note.topology_generation
+        ),
+        (PromotionKind::Restore, "iad", "iad", generation + 1)
+    );
+    assert_eq!(note.to_string().split_whitespace().next(), Some("restore"));
+
+    // The status reverts to before the restore; every pod restarts and forgets.
+    for name in ["iad", "pdx", "reader"] {
+        world.restart(name);
+        let site = world.site_mut(name);
+        site.latest_authority = None;
+        site.known_generation = None;
+    }
+    world.memory = reverted;
+    let cooldown_before = world.memory.cooldown_until;
+    let first_event = world.events.len();
+    world.run_polls(6);
+    assert_eq!(
+        (
+            world.memory.active_site.as_str(),
+            world.memory.topology_generation
+        ),
+        ("iad", generation + 1)
+    );
+    assert_eq!(
+        world.memory.cooldown_until, cooldown_before,
+        "a restore starts no cooldown"
+    );
+    assert!(world.events[first_event..].iter().any(|(_, event)| {
+        event.reason == EventReason::AuthorityAdopted
+            && event.message.contains(&format!(
+                "names the restore re-promotion of iad at generation {}",
+                generation + 1
+            ))
+    }));
+
+    world.kill("iad");
+    world.run_polls_until_active("pdx", 40);
+    assert_eq!(world.memory.active_site, "pdx");
+    assert_eq!(
+        world.memory.topology_generation,
+        generation + 2,
+        "the failover issues a generation after the restore's, never the restore's again"
+    );
+    assert!(world.split_brain_at.is_empty());
 }

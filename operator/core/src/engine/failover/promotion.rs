@@ -132,7 +132,7 @@ fn record_last_failover(
         exact,
     });
     let note = FailoverNote {
-        kind,
+        kind: kind.into(),
         from: from.to_string(),
         to: to.to_string(),
         promoted_at: now,
