@@ -43,7 +43,10 @@
 //!    `topologyGeneration += 1` (the restore id), every deploy lease revoked
 //!    (`TopologyChanged`), and what was lost recorded (`lostTransactions`, `lostGtidSet`: the
 //!    fenced set minus the backup's, exact). The authority push follows (convergence) and
-//!    lifts the fence.
+//!    lifts the fence. The re-promotion is noted in the `last-failover` annotation (kind
+//!    `restore`) and the `restore` annotation is removed: the request is spent, and a status
+//!    reverted to before it adopts its generation instead of issuing it again, and finds no
+//!    request to run a second time over the writes taken since.
 //! 5. **Reseeding**: once the authority is valid again, every other site whose GTID set is
 //!    not exactly the backup's is re-seeded from the restored site (`Reseed`): its binlog was
 //!    reset, so a replica behind cannot catch up and a replica ahead holds transactions under
@@ -1002,6 +1005,12 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(
         note.to_string(),
     )));
+    // The request is spent once the site is re-promoted: removed now rather than at
+    // completion, so that a status reverted to before this restore (which forgets it ran)
+    // finds no request to run again over the writes taken since (simulator seed 763 with
+    // every fault mode: the same request ran three times and the last left pdx fenced for
+    // good). Intake still removes it at completion if this write was lost.
+    plan.tail(Action::Annotate(AnnotationChange::ClearRestore));
     plan.cross_site(Action::RevokeDeployLeases {
         reason: RevokeReason::TopologyChanged,
         topology_generation: generation,

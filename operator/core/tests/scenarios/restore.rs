@@ -765,3 +765,53 @@ fn sim_seed_779_a_reverted_status_adopts_the_generation_a_restore_issued() {
     );
     assert!(world.split_brain_at.is_empty());
 }
+
+/// Simulator seed 763 with every fault mode on: the status reverted to a copy from before a
+/// restore that had re-promoted pdx, and the `restore` annotation, removed only at completion,
+/// was still there: the reverted memory took it as a new request and restored again over the
+/// writes acknowledged since the re-promotion (then a third time, which left pdx fenced). The
+/// request is spent at the re-promotion: the annotation is removed then, and the reverted
+/// memory runs nothing again.
+#[test]
+fn sim_seed_763_a_reverted_status_does_not_run_a_restore_again() {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let reverted = world.memory.clone();
+    world.annotations.restore = Some("b1".to_string());
+    for _ in 0..40 {
+        world.run_polls(1);
+        if phase(&world) == Some(RestorePhase::Promoting) {
+            break;
+        }
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Promoting));
+    assert_eq!(world.annotations.restore, None, "spent at the re-promotion");
+    let admitted = world.events_of(EventReason::RestoreAdmitting).len();
+
+    // The status reverts to before the restore, right after the re-promotion.
+    world.memory = reverted;
+    world.run_polls(4);
+    assert_eq!(
+        world.events_of(EventReason::RestoreAdmitting).len(),
+        admitted,
+        "the request was not taken up again"
+    );
+    for _ in 0..3 {
+        assert!(
+            world.write("iad"),
+            "iad takes writes after its re-promotion"
+        );
+    }
+    let written = world.site("iad").gtid.clone();
+    world.run_polls(10);
+    assert_eq!(
+        world.events_of(EventReason::RestoreAdmitting).len(),
+        admitted
+    );
+    assert!(
+        world.site("iad").gtid.contains(&written),
+        "the writes since the re-promotion are kept"
+    );
+    assert!(world.write("iad"));
+}
