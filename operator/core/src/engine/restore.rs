@@ -816,7 +816,18 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             format!("waiting for a valid authority on {site} and no failover in flight"),
         );
     }
-    let generation = memory.next_generation();
+    // The restore id (the generation the re-promotion takes) must be one the site's sidecar
+    // has no job under: the sidecar answers a request for the job it has with that job, run
+    // or not, so an id an earlier attempt used would hand this attempt that attempt's outcome.
+    // Such an attempt is one that failed (its generation was never taken), or one memory
+    // forgot (a status reverted while it ran: simulator seed 880 with every fault mode, where
+    // the forgotten load's success was taken for this one's over the writes taken since, and
+    // the restore failed leaving the site fenced for good).
+    let spent = status_of(context, &site)
+        .and_then(|reading| reading.job.as_ref())
+        .filter(|job| job.kind == JobKind::Restore)
+        .map_or(0, |job| job.restore_id.saturating_add(1));
+    let generation = memory.next_generation().max(spent);
     let message = format!(
         "restore of {site} from backup {backup} ({}): {site} fenced (role=fenced, read_only, connections killed)",
         method_words(status.method)

@@ -263,13 +263,15 @@ fn a_failed_load_stops_the_restore_and_the_site_stays_fenced_until_a_new_restore
     world.run_polls(2);
     assert!(world.site("iad").fence_generation.is_some());
     assert!(world.writable_sites().is_empty());
-    // The way on: request the restore again (the load works now).
+    // The way on: request the restore again (the load works now). The sidecar keeps the
+    // failed job under its restore id and answers a request for that id with it, so the new
+    // attempt takes the next id: the load runs, and the re-promotion takes that generation.
     world.site_mut("iad").job_fails = None;
     world.run_polls(1);
     world.annotations.restore = Some("b1".to_string());
     run_to_final(&mut world);
     assert_eq!(phase(&world), Some(RestorePhase::Completed));
-    assert_eq!(world.memory.topology_generation, generation + 1);
+    assert_eq!(world.memory.topology_generation, generation + 2);
     assert!(world.memory.authority.is_valid());
 }
 
@@ -813,5 +815,63 @@ fn sim_seed_763_a_reverted_status_does_not_run_a_restore_again() {
         world.site("iad").gtid.contains(&written),
         "the writes since the re-promotion are kept"
     );
+    assert!(world.write("iad"));
+}
+
+/// Simulator seed 880 with every fault mode on: a restore's load finished, then the status
+/// reverted to before the restore (memory forgot it ran) and the pod restarted, so iad took
+/// writes again. The request, still annotated, ran again under the same restore id: the
+/// sidecar's finished job of the forgotten attempt was taken for the new one's, iad's set
+/// (the backup plus the new writes) was not the backup's, and the restore failed leaving iad
+/// fenced for good. A restore id the site's sidecar already reports is spent: the new attempt
+/// takes the next one, its load runs, and iad is writable again.
+#[test]
+fn sim_seed_880_a_forgotten_restore_job_is_not_taken_for_a_new_attempt() {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let reverted = world.memory.clone();
+    world.annotations.restore = Some("b1".to_string());
+    for _ in 0..40 {
+        world.run_polls(1);
+        if world.site("iad").job.as_ref().is_some_and(|job| {
+            job.kind == bloodraven_api::sidecar::JobKind::Restore
+                && job.state == bloodraven_api::sidecar::JobState::Succeeded
+        }) {
+            break;
+        }
+    }
+    assert_eq!(
+        phase(&world),
+        Some(RestorePhase::Restoring),
+        "the load is done, not yet re-promoted"
+    );
+    let forgotten_id = world.site("iad").job.as_ref().map(|job| job.restore_id);
+
+    world.memory = reverted;
+    world.restart("iad");
+    let mut wrote = false;
+    for _ in 0..20 {
+        world.run_polls(1);
+        if world.write("iad") {
+            wrote = true;
+            break;
+        }
+    }
+    assert!(
+        wrote,
+        "iad takes writes again before the request runs again"
+    );
+    let phases = run_to_final(&mut world);
+    assert_eq!(
+        phases.last(),
+        Some(&RestorePhase::Completed),
+        "{phases:?}: {:?}",
+        world.memory.restore
+    );
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_ne!(status.topology_generation, forgotten_id, "a new restore id");
+    world.run_polls(3);
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
     assert!(world.write("iad"));
 }

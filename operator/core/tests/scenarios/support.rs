@@ -623,6 +623,13 @@ impl World {
                 if target.fence_generation.is_none() || !target.read_only {
                     return;
                 }
+                // The sidecar answers a request for the job it already has (same kind, backup
+                // and restore id) with that job, run or not: it never runs it twice.
+                if target.job.as_ref().is_some_and(|current| {
+                    current.is(JobKind::Restore, &request.name, request.restore_id)
+                }) {
+                    return;
+                }
                 let mut status = job(
                     JobKind::Restore,
                     &request.name,
