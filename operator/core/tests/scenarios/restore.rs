@@ -692,6 +692,17 @@ fn sim_seeds_3181_and_9979_a_restore_to_a_backup_older_than_an_earlier_restore_r
     assert!(status.earlier_discarded_gtid_set.is_some());
 }
 
+/// A world after `backed_up` and one more write, the memory it holds then (what a status
+/// reverted to before the restore reads back), and the restore of b1 requested.
+fn restore_requested() -> (World, GroupMemory) {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let reverted = world.memory.clone();
+    world.annotations.restore = Some("b1".to_string());
+    (world, reverted)
+}
+
 /// Simulator seed 779 with every fault mode on: a restore re-promoted iad at a new
 /// generation, the status then reverted to a copy from before the restore while every sidecar
 /// forgot its authority, and the next failover issued that same generation to pdx (a
@@ -700,12 +711,8 @@ fn sim_seeds_3181_and_9979_a_restore_to_a_backup_older_than_an_earlier_restore_r
 /// (without starting a failover cooldown) and the failover issues the next one.
 #[test]
 fn sim_seed_779_a_reverted_status_adopts_the_generation_a_restore_issued() {
-    let mut world = backed_up();
-    assert!(world.write("iad"));
-    world.run_polls(1);
-    let reverted = world.memory.clone();
+    let (mut world, reverted) = restore_requested();
     let generation = world.memory.topology_generation;
-    world.annotations.restore = Some("b1".to_string());
     let phases = run_to_final(&mut world);
     assert_eq!(phases.last(), Some(&RestorePhase::Completed), "{phases:?}");
     assert_eq!(world.memory.topology_generation, generation + 1);
@@ -776,11 +783,7 @@ fn sim_seed_779_a_reverted_status_adopts_the_generation_a_restore_issued() {
 /// memory runs nothing again.
 #[test]
 fn sim_seed_763_a_reverted_status_does_not_run_a_restore_again() {
-    let mut world = backed_up();
-    assert!(world.write("iad"));
-    world.run_polls(1);
-    let reverted = world.memory.clone();
-    world.annotations.restore = Some("b1".to_string());
+    let (mut world, reverted) = restore_requested();
     for _ in 0..40 {
         world.run_polls(1);
         if phase(&world) == Some(RestorePhase::Promoting) {
@@ -827,11 +830,7 @@ fn sim_seed_763_a_reverted_status_does_not_run_a_restore_again() {
 /// takes the next one, its load runs, and iad is writable again.
 #[test]
 fn sim_seed_880_a_forgotten_restore_job_is_not_taken_for_a_new_attempt() {
-    let mut world = backed_up();
-    assert!(world.write("iad"));
-    world.run_polls(1);
-    let reverted = world.memory.clone();
-    world.annotations.restore = Some("b1".to_string());
+    let (mut world, reverted) = restore_requested();
     for _ in 0..40 {
         world.run_polls(1);
         if world.site("iad").job.as_ref().is_some_and(|job| {
