@@ -404,7 +404,27 @@ impl Installer {
         self.apply_file(&self.fixtures.playground("counter.yaml"))
             .await?;
         self.wait_deployment(NAMESPACE, "counter", DEPLOYMENT_WAIT_MAX)
-            .await
+            .await?;
+        // The operator creates the schema (MysqlDatabase `counter-app`) on a poll after the
+        // object is applied; the counter cannot create it. A scenario whose first fault stops
+        // the operator (017) or the active site (016) right after the install otherwise ran
+        // with a counter answering "Unknown database 'counter'" (conformance at 2be9af1 and
+        // 578faff).
+        let query = format!(
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '{COUNTER_DATABASE}'"
+        );
+        wait_for(
+            DEPLOYMENT_WAIT_MAX,
+            &format!("schema {COUNTER_DATABASE} created by the operator on {pod}"),
+            || async {
+                self.sql_as_root(&pod, &query)
+                    .await
+                    .ok()
+                    .filter(|out| out.trim() == COUNTER_DATABASE)
+            },
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn counter_password(&self) -> Result<String> {
