@@ -50,7 +50,11 @@ fn vertical_rows(text: &str) -> Vec<StatusRow> {
 }
 
 fn fixture(name: &str) -> Vec<StatusRow> {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    // Read at run time (cargo sets it for the test process): a test binary reused from a
+    // target directory shared with a checkout elsewhere (CI's clone) must read this one's.
+    let root = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let path = format!("{root}/tests/fixtures/{name}");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     vertical_rows(&text)
 }
