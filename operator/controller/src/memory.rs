@@ -467,6 +467,7 @@ mod tests {
             to: "iad".to_string(),
             promoted_at: at(12),
             topology_generation: 3,
+            restore: None,
         };
         let key = OperatorKey::from_seed(&[7; 32]).expect("key");
         let verifying = key.verifying_key();
@@ -497,7 +498,7 @@ mod tests {
             .last_failover
             .expect("present")
             .expect_err("no generation number");
-        assert_eq!(error.reason, "4 words, not 5");
+        assert_eq!(error.reason, "4 words, not 5 (or 9 for a restore)");
     }
 
     /// The hole an unsigned note left (README "Known wrong" until this test): anyone allowed

@@ -89,6 +89,9 @@ pub fn decide_with_options(
     planned::planned_step(&context, &mut memory, &mut plan);
     restore::backup_step(&context, &mut memory, &mut plan);
     restore::restore_step(&context, &mut memory, &mut plan);
+    if !withheld {
+        restore::release_forgotten_fence(&context, &mut memory, &mut plan);
+    }
     memory.authority = surfaces::authority_validity(&context, &memory, &previous_authority);
     memory.authority_invalid_since = match (&memory.authority, &previous_authority) {
         (AuthorityValidity::Valid, _) => None,

@@ -209,6 +209,7 @@ pub(super) fn adopt_noted_failover(
         note.promoted_at,
     );
     rejoin_drained_site(context, memory, plan, note);
+    super::restore::rebuild_from_note(context, memory, plan, note);
     // A failover started the cooldown; a restore's re-promotion did not.
     let implied_cooldown = match note.kind {
         PromotionKind::Emergency | PromotionKind::Planned => {

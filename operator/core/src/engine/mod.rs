@@ -81,7 +81,7 @@ pub use memory::{
 };
 pub use note::{
     signed_value, split_signature, FailoverNote, FailoverNoteError, NoteReading, NoteSignature,
-    PromotionKind, FAILOVER_NOTE_FORMAT, SIGNATURE_WORD,
+    PromotionKind, RestoreNote, FAILOVER_NOTE_FORMAT, SIGNATURE_WORD,
 };
 pub use observation::{
     DnsReading, GroupAnnotations, Observation, PodFacts, PodReading, SidecarReading,

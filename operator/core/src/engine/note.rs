@@ -4,8 +4,14 @@
 //! back into [`GroupAnnotations::last_failover`].
 //!
 //! Its value is `"<kind> <from>-><to> <RFC 3339> generation <N>"`: the kind (`emergency`,
-//! `planned`, or `restore`, whose two sites are the one restored), the old and new active sites, `promotedAt` (the `issuedAt` of the authority the
-//! promotion pushed) and the topology generation it issued. It is a persisted copy of the
+//! `planned`, or `restore`, whose two sites are the one restored), the old and new active
+//! sites, `promotedAt` (the `issuedAt` of the authority the promotion pushed) and the
+//! topology generation it issued. A restore's note goes on with `" backup <request>
+//! discarded <GTID set>"`: the backup and method as the restore annotation named them, and
+//! what the restore discarded (`none`, or `unknown` when its fenced set was never read), so
+//! that a status reverted to before the restore can rebuild its record: what it discarded
+//! is off the history, and the sites still holding it are re-seeded
+//! ([`RestoreNote`]). It is a persisted copy of the
 //! promotion independent of the status: when the status is reverted to an older copy (or its
 //! write failed while the annotation's succeeded), the annotation still names the newest
 //! failover, and `decide` adopts it (`detection::adopt_noted_failover`).
@@ -23,12 +29,13 @@
 
 use std::fmt;
 
-use bloodraven_api::{names, FailoverKind};
+use bloodraven_api::{names, FailoverKind, RestoreSource};
 
 use crate::time::Timestamp;
 
 /// The annotation's expected shape, for error messages.
-pub const FAILOVER_NOTE_FORMAT: &str = "<kind> <from>-><to> <RFC 3339> generation <N>";
+pub const FAILOVER_NOTE_FORMAT: &str =
+    "<kind> <from>-><to> <RFC 3339> generation <N>[ backup <request> discarded <GTID set>]";
 
 /// What issued the noted authority at a new generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +74,29 @@ pub struct FailoverNote {
     pub promoted_at: Timestamp,
     /// The topology generation the promotion issued.
     pub topology_generation: u64,
+    /// A restore's re-promotion: what it restored and discarded (`None` for a failover, and
+    /// for a restore noted by an operator from before this was written).
+    pub restore: Option<RestoreNote>,
 }
+
+/// What a restore's note records besides the re-promotion: enough to rebuild its
+/// `status.restore` after the status lost it (simulator seed 3085 with every fault mode: the
+/// status reverted to before a restore that was still re-seeding the reader; the reader's
+/// copy of what the restore discarded then read as transactions the restored site lacks, and
+/// no authority was issued again).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreNote {
+    /// The backup and method, as the restore annotation named them.
+    pub source: RestoreSource,
+    /// The GTID set the restore discarded (its text); `None` when unknown (the site's fenced
+    /// set was never read).
+    pub discarded: Option<String>,
+}
+
+/// The note's word for a discarded set that is unknown.
+const DISCARDED_UNKNOWN: &str = "unknown";
+/// The note's word for an empty discarded set.
+const DISCARDED_NONE: &str = "none";
 
 /// The word between the note and its signature in a signed value.
 pub const SIGNATURE_WORD: &str = "signature";
@@ -183,8 +212,35 @@ impl FailoverNote {
             reason,
         };
         let words: Vec<&str> = value.split_whitespace().collect();
-        let [kind, sites, promoted_at, generation_word, generation] = words[..] else {
-            return Err(error(format!("{} words, not 5", words.len())));
+        let (kind, sites, promoted_at, generation_word, generation, restore) = match words[..] {
+            [kind, sites, promoted_at, generation_word, generation] => {
+                (kind, sites, promoted_at, generation_word, generation, None)
+            }
+            [kind, sites, promoted_at, generation_word, generation, backup_word, request, discarded_word, discarded] =>
+            {
+                if kind != "restore" {
+                    return Err(error(format!(
+                        "a {kind:?} note carries no backup (9 words are a restore's)"
+                    )));
+                }
+                (
+                    kind,
+                    sites,
+                    promoted_at,
+                    generation_word,
+                    generation,
+                    Some(
+                        RestoreNote::parse(backup_word, request, discarded_word, discarded)
+                            .map_err(error)?,
+                    ),
+                )
+            }
+            _ => {
+                return Err(error(format!(
+                    "{} words, not 5 (or 9 for a restore)",
+                    words.len()
+                )))
+            }
         };
         let kind = match kind {
             "emergency" => PromotionKind::Emergency,
@@ -221,7 +277,47 @@ impl FailoverNote {
             to: to.to_string(),
             promoted_at,
             topology_generation,
+            restore,
         })
+    }
+}
+
+impl RestoreNote {
+    /// Reads the four words after a restore's generation.
+    fn parse(
+        backup_word: &str,
+        request: &str,
+        discarded_word: &str,
+        discarded: &str,
+    ) -> Result<RestoreNote, String> {
+        if backup_word != "backup" {
+            return Err(format!("{backup_word:?} where \"backup\" belongs"));
+        }
+        if discarded_word != "discarded" {
+            return Err(format!("{discarded_word:?} where \"discarded\" belongs"));
+        }
+        let source = RestoreSource::parse(request)?;
+        let discarded = match discarded {
+            DISCARDED_UNKNOWN => None,
+            DISCARDED_NONE => Some(String::new()),
+            set => Some(set.to_string()),
+        };
+        Ok(RestoreNote { source, discarded })
+    }
+}
+
+impl fmt::Display for RestoreNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let discarded = match self.discarded.as_deref() {
+            None => DISCARDED_UNKNOWN,
+            Some("") => DISCARDED_NONE,
+            Some(set) => set,
+        };
+        write!(
+            f,
+            "backup {} discarded {discarded}",
+            self.source.annotation_value()
+        )
     }
 }
 
@@ -249,7 +345,11 @@ impl fmt::Display for FailoverNote {
             self.to,
             self.promoted_at,
             self.topology_generation
-        )
+        )?;
+        match &self.restore {
+            Some(restore) => write!(f, " {restore}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -264,6 +364,7 @@ mod tests {
             to: "iad".to_string(),
             promoted_at: Timestamp::from_unix_millis(1_767_225_769_476),
             topology_generation: 3,
+            restore: None,
         }
     }
 
@@ -301,6 +402,64 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_note_carries_its_backup_and_what_it_discarded() {
+        let restore = |method, discarded: Option<&str>| FailoverNote {
+            kind: PromotionKind::Restore,
+            from: "pdx".to_string(),
+            to: "pdx".to_string(),
+            restore: Some(RestoreNote {
+                source: RestoreSource {
+                    backup: "b2".to_string(),
+                    method,
+                },
+                discarded: discarded.map(str::to_string),
+            }),
+            ..note()
+        };
+        use bloodraven_api::RestoreMethod::{Logical, Physical};
+        for (note, text) in [
+            (
+                restore(Physical, Some("0-2-7478..7554")),
+                "restore pdx->pdx 2026-01-01T00:02:49.476Z generation 3 backup b2,method=physical discarded 0-2-7478..7554",
+            ),
+            (
+                restore(Logical, Some("")),
+                "restore pdx->pdx 2026-01-01T00:02:49.476Z generation 3 backup b2 discarded none",
+            ),
+            (
+                restore(Logical, None),
+                "restore pdx->pdx 2026-01-01T00:02:49.476Z generation 3 backup b2 discarded unknown",
+            ),
+        ] {
+            assert_eq!(note.to_string(), text);
+            assert_eq!(FailoverNote::parse(text), Ok(note));
+        }
+        // A restore noted by an operator from before the backup was written still reads.
+        let bare = "restore pdx->pdx 2026-01-01T00:02:49.476Z generation 3";
+        assert_eq!(FailoverNote::parse(bare).map(|n| n.restore), Ok(None));
+        for (value, reason) in [
+            (
+                "planned pdx->iad 2026-01-01T00:02:49.476Z generation 3 backup b2 discarded none",
+                "a \"planned\" note carries no backup (9 words are a restore's)",
+            ),
+            (
+                "restore pdx->pdx 2026-01-01T00:02:49.476Z generation 3 from b2 discarded none",
+                "\"from\" where \"backup\" belongs",
+            ),
+            (
+                "restore pdx->pdx 2026-01-01T00:02:49.476Z generation 3 backup b2 lost none",
+                "\"lost\" where \"discarded\" belongs",
+            ),
+            (
+                "restore pdx->pdx 2026-01-01T00:02:49.476Z generation 3 backup b2,method=fast discarded none",
+                "restore method \"fast\" is unknown; use logical or physical",
+            ),
+        ] {
+            assert_eq!(FailoverNote::parse(value).expect_err(value).reason, reason);
+        }
+    }
+
+    #[test]
     fn a_value_from_before_the_generation_reads_as_no_note() {
         // An older operator's value, still on the group after an upgrade: no generation, so
         // nothing to adopt, and no warning on every poll until the next promotion.
@@ -329,7 +488,7 @@ mod tests {
             // The value before the generation was recorded.
             (
                 "planned pdx->iad 2026-01-01T00:02:49.476Z",
-                "3 words, not 5",
+                "3 words, not 5 (or 9 for a restore)",
             ),
             (
                 "manual pdx->iad 2026-01-01T00:02:49.476Z generation 3",

@@ -328,6 +328,9 @@ fn target_is_ready(context: &Context<'_>, memory: &GroupMemory, target: &str) ->
         && no_errant
         && lag_within_limit
         && state == Some(SiteState::Replica)
+        // Awaiting a restore's re-seed: it holds what the restore discarded, under GTIDs the
+        // restored site reuses, so "no errant transactions" proves nothing of it.
+        && !super::restore::withholds(memory, target)
 }
 
 fn drain(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {

@@ -48,13 +48,18 @@
 //!    reverted to before it adopts its generation instead of issuing it again, and finds no
 //!    request to run a second time over the writes taken since.
 //! 5. **Reseeding**: once the authority is valid again, every other site whose GTID set is
-//!    not exactly the backup's is re-seeded from the restored site (`Reseed`): its binlog was
+//!    not exactly the backup's is re-seeded from the active site (`Reseed`): its binlog was
 //!    reset, so a replica behind cannot catch up and a replica ahead holds transactions under
 //!    GTIDs the restored site will reuse. A site holding exactly the backup's set is repointed.
 //!    Until re-seeded a site is never repointed at the restored site.
 //! 6. **Completed**, or **Failed** with the reason.
 //!
-//! An emergency failover started meanwhile takes precedence: the restore fails, saying so.
+//! An emergency failover started before the re-promotion takes precedence: the restore
+//! fails, saying so. One started after it (`Promoting`, `Reseeding`) does not undo the
+//! restore: the sites awaiting their re-seed are no candidate for it (they hold what the
+//! restore discarded, under GTIDs the restored site reuses), re-seeds already done are
+//! recorded, and once the authority is valid again the rest are re-seeded from the site
+//! active then.
 //!
 //! # Restore history
 //!
@@ -81,13 +86,13 @@ use bloodraven_api::{
     Admission, BackupPhase, BackupStatus, DeferReason, DiscardedSinceFailover, OrderedUpdatePhase,
     PlannedFailoverPhase, RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
 };
-use bloodraven_mysql::{lost_transactions, lost_transactions_across_rewind, GtidSet};
+use bloodraven_mysql::{lost_transactions, lost_transactions_across_rewind, Flavor, GtidSet};
 
 use super::action::{Action, AnnotationChange, EventReason};
 use super::failover::source_host_of;
 use super::gate::GatedStart;
 use super::memory::{GroupMemory, SiteState};
-use super::note::{FailoverNote, PromotionKind};
+use super::note::{FailoverNote, PromotionKind, RestoreNote};
 use super::observation::SidecarReading;
 use super::plan::{Context, Plan};
 use super::reading::mysql_flavor;
@@ -178,10 +183,18 @@ pub(super) fn loss_baseline(
     memory: &GroupMemory,
     active: &GtidSet,
 ) -> GtidSet {
-    let Some(restore) = memory.restore.as_ref() else {
-        return active.clone();
-    };
-    let status = &restore.status;
+    match discarded_since_last_failover(context, memory) {
+        Some(discarded) => active.union(&discarded),
+        None => active.clone(),
+    }
+}
+
+/// What restores in place discarded from the last failover's new active site after that
+/// failover's promotion: the one `status.restore` records and the ones it replaced
+/// (`discardedSinceFailover`).
+
+fn discarded_since_last_failover(context: &Context<'_>, memory: &GroupMemory) -> Option<GtidSet> {
+    let status = &memory.restore.as_ref()?.status;
     let own = status
         .lost_gtid_set
         .as_deref()
@@ -195,7 +208,34 @@ pub(super) fn loss_baseline(
     [own, earlier]
         .into_iter()
         .flatten()
-        .fold(active.clone(), |all, discarded| all.union(&discarded))
+        .reduce(|all, discarded| all.union(&discarded))
+}
+
+/// What the demoted site `site` (read at `gtid`) holds of what the restore `status.restore`
+/// records discarded: errant, whatever the restored site wrote under those GTIDs since. A
+/// site neither re-seeded by the restore nor awaiting its re-seed was demoted when the
+/// restore re-promoted its site (a replica then holding exactly the backup holds none of it),
+/// and a demoted site replicates from nobody: its copy is from before the restore (simulator
+/// seed 1663 with every fault mode: iad's 74 errant transactions shrank to none as pdx reused
+/// their numbers, iad rejoined holding the discarded writes, and the next failover promoted
+/// it). Conservative for a site that rejoined, became active and was demoted again under the
+/// same record: it stays fenced, a human's call.
+pub(super) fn pre_restore_copy(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    site: &str,
+    gtid: &GtidSet,
+) -> Option<GtidSet> {
+    let status = &memory.restore.as_ref()?.status;
+    if status.promoted_at.is_none()
+        || status.site == site
+        || status.reseeded.iter().any(|s| s == site)
+        || status.pending_reseed.iter().any(|s| s == site)
+    {
+        return None;
+    }
+    let discarded = parse(context, status.lost_gtid_set.as_deref()?)?;
+    Some(gtid.intersect(&discarded)).filter(|copy| !copy.is_empty())
 }
 
 /// Whether the restore `status` records discarded from the last failover's new active site
@@ -435,6 +475,225 @@ pub(super) fn backup_step(context: &Context<'_>, memory: &mut GroupMemory, plan:
     }
 }
 
+/// A restore's re-promotion read back from the `last-failover` annotation, newer than
+/// memory: the status lost the restore's record (reverted to a copy from before it), so it
+/// is rebuilt from the note (simulator seed 3085 with every fault mode: the reader still held
+/// what the restore discarded, and without the record that read as transactions the restored
+/// site lacks; no authority was issued again). The record resumes in `Promoting`: what the
+/// restore discarded is off the history again, and every replica not known re-seeded for
+/// this restore (its sidecar reports no finished re-seed under the restore's id) awaits its
+/// re-seed, withheld meanwhile; a re-seed of one that needed none costs a dump, nothing else.
+pub(super) fn rebuild_from_note(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+    note: &FailoverNote,
+) {
+    let Some(restored) = note.restore.as_ref() else {
+        return;
+    };
+    let generation = note.topology_generation;
+    if memory
+        .restore
+        .as_ref()
+        .is_some_and(|restore| restore.status.topology_generation == Some(generation))
+    {
+        return;
+    }
+    let site = note.to.clone();
+    let (earlier_discarded_gtid_set, discarded_since_failover) = carried_history(
+        context,
+        memory,
+        memory.restore.as_ref().map(|restore| &restore.status),
+    );
+    let pending: Vec<String> = memory
+        .sites
+        .iter()
+        .filter(|entry| entry.site != site && entry.state == SiteState::Replica)
+        .filter(|entry| !reseeded_for(context, &entry.site, generation))
+        .map(|entry| entry.site.clone())
+        .collect();
+    let discarded = restored
+        .discarded
+        .as_deref()
+        .and_then(|text| parse(context, text));
+    let count = discarded.as_ref().map_or(0, GtidSet::count);
+    let message = format!(
+        "restore of {site} from {} ({}) re-promoted it at topology generation {generation}; its record rebuilt from annotation {} after the status lost it: {count} transactions discarded{}; awaiting re-seed: {pending:?}",
+        restored.source.backup,
+        method_words(restored.source.method),
+        names::ANNOTATION_LAST_FAILOVER,
+        discarded
+            .as_ref()
+            .filter(|set| !set.is_empty())
+            .map(|set| format!(" ({set})"))
+            .unwrap_or_default(),
+    );
+    memory.restore = Some(RestoreMemory {
+        status: RestoreStatus {
+            phase: RestorePhase::Promoting,
+            backup: restored.source.backup.clone(),
+            method: restored.source.method,
+            site,
+            admission: Admission::default(),
+            message: Some(message.clone()),
+            requested_at: None,
+            phase_since: Some(context.now),
+            fenced_at: None,
+            restored_at: Some(note.promoted_at),
+            promoted_at: Some(note.promoted_at),
+            completed_at: None,
+            topology_generation: Some(generation),
+            fenced_gtid_set: None,
+            backup_gtid_set: None,
+            lost_transactions: count,
+            lost_gtid_set: discarded.as_ref().map(ToString::to_string),
+            exact: discarded.is_some(),
+            pending_reseed: pending,
+            reseeded: Vec::new(),
+            earlier_discarded_gtid_set,
+            discarded_since_failover,
+        },
+        annotation_cleared: false,
+    });
+    plan.event(EventReason::RestorePromoted, message);
+}
+
+/// Whether `site`'s sidecar reports a finished re-seed under restore id `generation` (from
+/// any source).
+fn reseeded_for(context: &Context<'_>, site: &str, generation: u64) -> bool {
+    status_of(context, site)
+        .and_then(|status| status.job.as_ref())
+        .is_some_and(|job| {
+            job.kind == JobKind::Reseed
+                && job.restore_id == generation
+                && job.state == JobState::Succeeded
+        })
+}
+
+/// What restores discarded, by the record in memory: its own discards and every earlier
+/// restore's it carries. Off the history by an earlier decision, as a failover's declared
+/// loss is: a site still holding some of it awaits its re-seed, and it is no transaction the
+/// active site lacks.
+pub(super) fn discarded_by_restores(memory: &GroupMemory, flavor: Flavor) -> Option<GtidSet> {
+    let status = &memory.restore.as_ref()?.status;
+    [
+        status.lost_gtid_set.as_deref(),
+        status.earlier_discarded_gtid_set.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|text| GtidSet::parse(flavor, text).ok())
+    .reduce(|all, more| all.union(&more))
+}
+
+/// The active site's sidecar holds a fence at memory's generation that nothing in memory
+/// accounts for: no restore holds or fences the site, no planned failover drains it, no
+/// emergency failover is under way. The decision that fenced it was lost with the status
+/// (simulator seed 4593 with every fault mode: a restore fenced iad, the operator crashed
+/// before the status recorded it, and the reverted memory's restore request then waited for
+/// a valid authority that the fence, lifted only at a greater generation, never allowed; no
+/// site was writable again). Nothing was loaded under such a fence unless the sidecar reports
+/// a restore job under an id memory never issued: then the site's data may be partly
+/// restored and it stays fenced (a new restore request is the way on, as after a failed
+/// load). Otherwise the site is re-asserted at a new generation, data untouched, as a fence
+/// that times out is.
+pub(super) fn release_forgotten_fence(
+    context: &Context<'_>,
+    memory: &mut GroupMemory,
+    plan: &mut Plan,
+) {
+    let site = memory.active_site.clone();
+    let Some(status) = status_of(context, &site) else {
+        return;
+    };
+    let Some(fence) = status.fence.as_ref() else {
+        return;
+    };
+    let generation = memory.topology_generation;
+    let restore_fencing = memory.restore.as_ref().is_some_and(|restore| {
+        matches!(
+            restore.phase(),
+            RestorePhase::Fencing | RestorePhase::Restoring
+        )
+    });
+    let planned_fencing = memory.planned_failover.as_ref().is_some_and(|planned| {
+        matches!(
+            planned.phase,
+            PlannedFailoverPhase::Draining | PlannedFailoverPhase::Promoting
+        )
+    });
+    if generation == 0
+        || fence.topology_generation < generation
+        || memory.emergency_failover.is_some()
+        || super::failover::moving(memory)
+        || restore_fencing
+        || planned_fencing
+    {
+        return;
+    }
+    let unexplained_load = status
+        .job
+        .as_ref()
+        .filter(|job| job.kind == JobKind::Restore && job.restore_id > generation);
+    if let Some(job) = unexplained_load {
+        // Recorded as the failed load it may be: the site stays fenced (`holds_fenced`), and
+        // a restore requested again (the annotation, still there or set anew) is admitted on
+        // it without a valid authority, as a retry after a failed load is.
+        let message = format!(
+            "{site} is fenced ({}) and its sidecar reports restore job {} {:?} under id {}, which no restore in memory accounts for (the status lost it): its data may be partly restored, so {site} stays fenced: request a restore again",
+            fence.reason, job.name, job.state, job.restore_id
+        );
+        let (earlier_discarded_gtid_set, discarded_since_failover) = carried_history(
+            context,
+            memory,
+            memory.restore.as_ref().map(|restore| &restore.status),
+        );
+        memory.restore = Some(RestoreMemory {
+            status: RestoreStatus {
+                phase: RestorePhase::Failed,
+                backup: job.name.clone(),
+                method: RestoreMethod::default(),
+                site: site.clone(),
+                admission: Admission::default(),
+                message: Some(message.clone()),
+                requested_at: None,
+                phase_since: Some(context.now),
+                fenced_at: Some(context.now),
+                restored_at: None,
+                promoted_at: None,
+                completed_at: None,
+                topology_generation: None,
+                fenced_gtid_set: None,
+                backup_gtid_set: None,
+                lost_transactions: 0,
+                lost_gtid_set: None,
+                exact: false,
+                pending_reseed: Vec::new(),
+                reseeded: Vec::new(),
+                earlier_discarded_gtid_set,
+                discarded_since_failover,
+            },
+            annotation_cleared: true,
+        });
+        plan.event(EventReason::RestoreFailed, message);
+        return;
+    }
+    memory.advance_generation();
+    memory.authority_issued_at = Some(context.now);
+    plan.cross_site(Action::RevokeDeployLeases {
+        reason: RevokeReason::TopologyChanged,
+        topology_generation: memory.topology_generation,
+    });
+    plan.event(
+        EventReason::PrimaryReasserted,
+        format!(
+            "{site}'s sidecar holds a fence at generation {} ({}) that no operation in memory accounts for (the status lost the decision that fenced it); nothing was loaded: {site} re-asserted at generation {}",
+            fence.topology_generation, fence.reason, memory.topology_generation
+        ),
+    );
+}
+
 /// Takes a new restore request from the annotation and advances the one in flight.
 pub(super) fn restore_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     intake(context, memory, plan);
@@ -442,6 +701,17 @@ pub(super) fn restore_step(context: &Context<'_>, memory: &mut GroupMemory, plan
         return;
     };
     if memory.emergency_failover.is_some() {
+        if matches!(phase, RestorePhase::Promoting | RestorePhase::Reseeding) {
+            // Re-promoted already: the restore's data is in place and an emergency failover
+            // does not undo it. What the sites awaiting their re-seed hold is still what the
+            // restore discarded, so the restore goes on once the authority is valid again,
+            // re-seeding them from whichever site is active then; meanwhile only re-seeds
+            // already done are recorded (simulator seed 8103 with every fault mode: failed
+            // here, the restore left iad withheld for good although its re-seed had just
+            // finished).
+            record_reseeds(context, memory);
+            return;
+        }
         if in_flight(memory) || matches!(phase, RestorePhase::Admitting | RestorePhase::Deferred) {
             fail(
                 memory,
@@ -1012,6 +1282,13 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         to: site.clone(),
         promoted_at: now,
         topology_generation: generation,
+        restore: Some(RestoreNote {
+            source: RestoreSource {
+                backup: status.backup.clone(),
+                method: status.method,
+            },
+            discarded: lost.as_ref().map(ToString::to_string),
+        }),
     };
     plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(
         note.to_string(),
@@ -1145,7 +1422,64 @@ fn reseeding(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     }
 }
 
-/// Asks every site awaiting its re-seed for it (from the restored site, also while that is
+/// The re-seed request for the sites awaiting theirs: from the active site (the restored
+/// one, unless an emergency failover moved the authority since), under the restore's id.
+fn reseed_request(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    status: &RestoreStatus,
+) -> ReseedRequest {
+    ReseedRequest {
+        group: context.group().to_string(),
+        restore_id: status
+            .topology_generation
+            .unwrap_or(memory.topology_generation),
+        source_host: source_host_of(context, &memory.active_site),
+        source_port: names::PORT_MYSQL,
+    }
+}
+
+/// The re-seed job `site`'s sidecar reports for `request`, if any.
+fn reseed_job<'a>(
+    context: &'a Context<'_>,
+    site: &str,
+    request: &ReseedRequest,
+) -> Option<&'a JobStatus> {
+    let job_name = format!("{}:{}", request.source_host, request.source_port);
+    job_of(
+        context,
+        site,
+        JobKind::Reseed,
+        &job_name,
+        request.restore_id,
+    )
+}
+
+/// Records the sites whose re-seed the observation shows done, asking for nothing.
+fn record_reseeds(context: &Context<'_>, memory: &mut GroupMemory) {
+    let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
+        return;
+    };
+    let request = reseed_request(context, memory, &status);
+    let done: Vec<String> = status
+        .pending_reseed
+        .iter()
+        .filter(|site| {
+            reseed_job(context, site, &request).is_some_and(|job| job.state == JobState::Succeeded)
+        })
+        .cloned()
+        .collect();
+    mark_reseeded(memory, done);
+}
+
+fn mark_reseeded(memory: &mut GroupMemory, done: Vec<String>) {
+    if let Some(status) = status_mut(memory) {
+        status.pending_reseed.retain(|site| !done.contains(site));
+        status.reseeded.extend(done);
+    }
+}
+
+/// Asks every site awaiting its re-seed for it (from the active site, also while that is
 /// still read-only: a dump needs no writes) and records the ones done. `false`: one failed
 /// and the restore stopped.
 fn track_reseeds(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) -> bool {
@@ -1153,22 +1487,11 @@ fn track_reseeds(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Pla
     let Some(status) = memory.restore.as_ref().map(|r| r.status.clone()) else {
         return false;
     };
-    let active = status.site.clone();
-    let id = status
-        .topology_generation
-        .unwrap_or(memory.topology_generation);
-    let request = ReseedRequest {
-        group: context.group().to_string(),
-        restore_id: id,
-        source_host: source_host_of(context, &active),
-        source_port: names::PORT_MYSQL,
-    };
-    let job_name = format!("{}:{}", request.source_host, request.source_port);
+    let active = memory.active_site.clone();
+    let request = reseed_request(context, memory, &status);
     let mut done = Vec::new();
     for site in &status.pending_reseed {
-        match job_of(context, site, JobKind::Reseed, &job_name, id)
-            .map(|job| (job.state, job.message.clone()))
-        {
+        match reseed_job(context, site, &request).map(|job| (job.state, job.message.clone())) {
             Some((JobState::Succeeded, _)) => done.push(site.clone()),
             Some((JobState::Failed, why)) => {
                 let why = why.unwrap_or_else(|| "the sidecar reported it failed".to_owned());
@@ -1189,10 +1512,7 @@ fn track_reseeds(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Pla
             }),
         }
     }
-    if let Some(status) = status_mut(memory) {
-        status.pending_reseed.retain(|site| !done.contains(site));
-        status.reseeded.extend(done);
-    }
+    mark_reseeded(memory, done);
     true
 }
 

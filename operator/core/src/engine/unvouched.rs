@@ -74,8 +74,9 @@ pub(super) fn unvouched(context: &Context<'_>, memory: &GroupMemory) -> bool {
 /// a GTID names one transaction, so a copy the reader replicated from the old primary before
 /// it was repointed is that same off-history transaction) and what the last failover declared
 /// lost (`lastFailover.lostGtidSet`: the old primary's last transactions, which a replica
-/// killed before its errant set was computed may still hold): those are off the history by an
-/// earlier decision.
+/// killed before its errant set was computed may still hold), and what restores discarded
+/// (`status.restore`: a replica not yet re-seeded still holds it, simulator seed 3085 with
+/// every fault mode): those are off the history by an earlier decision.
 fn unexplained_extra(memory: &GroupMemory, gtid: &GtidSet, holder_gtid: &GtidSet) -> GtidSet {
     let mut extra = lost_transactions(gtid, holder_gtid);
     for errant in memory
@@ -90,8 +91,11 @@ fn unexplained_extra(memory: &GroupMemory, gtid: &GtidSet, holder_gtid: &GtidSet
         .as_ref()
         .and_then(|failover| failover.lost_gtid_set.as_deref())
         .and_then(|text| GtidSet::parse(gtid.flavor(), text).ok());
-    match declared_lost {
-        Some(lost) => extra.subtract(&lost),
+    if let Some(lost) = declared_lost {
+        extra = extra.subtract(&lost);
+    }
+    match super::restore::discarded_by_restores(memory, gtid.flavor()) {
+        Some(discarded) => extra.subtract(&discarded),
         None => extra,
     }
 }
@@ -133,11 +137,14 @@ pub(super) fn holder(context: &Context<'_>, memory: &GroupMemory) -> Holder {
             .filter(|(_, extra)| !extra.is_empty())
             .collect()
     };
+    // A site awaiting a restore's re-seed holds what the restore discarded: never the one
+    // that holds "every transaction".
     let eligible = |name: &str| {
         context.role(name) == Some(SiteRole::ReadWrite)
             && memory
                 .site(name)
                 .is_some_and(|site| site.state != SiteState::Demoted)
+            && !super::restore::withholds(memory, name)
     };
     let named = memory.active_site.as_str();
     let named_gtid = readable

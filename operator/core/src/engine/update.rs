@@ -56,7 +56,7 @@ use super::failover::cooldown_until;
 use super::memory::{Detection, GroupMemory, SiteState};
 use super::observation::{PodFacts, PodReading};
 use super::plan::{Context, Plan};
-use super::surfaces::replica_conjuncts;
+use super::surfaces::replica_healthy;
 use crate::time::{Duration, Timestamp};
 
 /// How long a recreated site may take to be healthy again before the update fails. Time
@@ -217,12 +217,9 @@ fn healthy_now(context: &Context<'_>, memory: &GroupMemory, site: &str) -> bool 
     if entry.state != SiteState::Replica {
         return false;
     }
-    let conjuncts = replica_conjuncts(context, memory, site);
-    match context.role(site) {
-        Some(SiteRole::ReadOnly) => conjuncts.reader_healthy(),
-        Some(SiteRole::ReadWrite) => conjuncts.read_write_healthy(),
-        None => false,
-    }
+    context
+        .role(site)
+        .is_some_and(|role| replica_healthy(context, memory, site, role))
 }
 
 /// Sites of the spec, in order, whose pod runs another image than `target` (a pod not read,

@@ -76,6 +76,7 @@ fn sim_seed_131_a_reverted_status_adopts_the_planned_failover_the_note_names() {
             to: "pdx".to_string(),
             promoted_at,
             topology_generation: 2,
+            restore: None,
         })))
     );
     every_pod_restarts(&mut world);
@@ -180,6 +181,7 @@ fn a_note_memory_is_not_behind_or_of_an_unknown_site_moves_no_authority() {
         to: "iad".to_string(),
         promoted_at,
         topology_generation: 1,
+        restore: None,
     })));
     let first_event = world.events.len();
     world.run_polls(2);
@@ -197,6 +199,7 @@ fn a_note_memory_is_not_behind_or_of_an_unknown_site_moves_no_authority() {
         to: "sfo".to_string(),
         promoted_at,
         topology_generation: 5,
+        restore: None,
     })));
     world.run_polls(1);
     assert_eq!(
@@ -221,7 +224,7 @@ fn a_malformed_note_is_reported_and_ignored() {
     assert_eq!(
         unreadable,
         vec![format!(
-            "read annotation bloodraven.shipstream.io/last-failover = {value:?}: 3 words, not 5 (expected \"<kind> <from>-><to> <RFC 3339> generation <N>\")"
+            "read annotation bloodraven.shipstream.io/last-failover = {value:?}: 3 words, not 5 (or 9 for a restore) (expected \"<kind> <from>-><to> <RFC 3339> generation <N>[ backup <request> discarded <GTID set>]\")"
         )]
     );
     assert_eq!(
@@ -248,6 +251,7 @@ fn a_newer_note_that_does_not_verify_is_reported_and_not_adopted() {
             to: "pdx".to_string(),
             promoted_at: world.now,
             topology_generation: generation,
+            restore: None,
         },
         signature,
     };

@@ -561,3 +561,61 @@ fn issue_12_a_restore_requested_meanwhile_never_overlaps_a_step_of_the_update() 
     assert_eq!(phase(&world), Some(OrderedUpdatePhase::Completed));
     assert!(world.split_brain_at.is_empty());
 }
+
+/// Simulator seed 8103 with every fault mode on: a reverted status brought back a failed
+/// restore whose record still withholds pdx awaiting its re-seed (labelled unhealthy). The
+/// update recreated pdx, took it for healthy again on its replication conjuncts alone, and
+/// recreated the reader while pdx's pod was labelled unhealthy. "Healthy" is now the labels'
+/// own judgement: the update does not even start while pdx is withheld.
+#[test]
+fn sim_seed_8103_a_replica_a_restore_withholds_is_not_healthy_again() {
+    let mut world = World::bootstrapped();
+    world.run_polls(1);
+    let status = bloodraven_api::RestoreStatus {
+        phase: RestorePhase::Failed,
+        backup: "b1".to_string(),
+        method: bloodraven_api::RestoreMethod::Logical,
+        site: "iad".to_string(),
+        admission: bloodraven_api::Admission::default(),
+        message: Some("restore of iad from b1 failed: re-seeding did not finish".to_string()),
+        requested_at: Some(world.now),
+        phase_since: Some(world.now),
+        fenced_at: Some(world.now),
+        restored_at: Some(world.now),
+        promoted_at: Some(world.now),
+        completed_at: None,
+        topology_generation: Some(world.memory.topology_generation),
+        fenced_gtid_set: None,
+        backup_gtid_set: None,
+        lost_transactions: 0,
+        lost_gtid_set: None,
+        exact: false,
+        pending_reseed: vec!["pdx".to_string()],
+        reseeded: vec!["reader".to_string()],
+        earlier_discarded_gtid_set: None,
+        discarded_since_failover: None,
+    };
+    world.memory.restore = Some(bloodraven_core::engine::RestoreMemory {
+        status,
+        annotation_cleared: true,
+    });
+    world.spec.image = NEW.to_string();
+    world.run_polls(20);
+    assert_eq!(
+        roll_order(&world),
+        Vec::<String>::new(),
+        "no site is recreated while pdx is withheld: {:?}",
+        world.memory.ordered_update
+    );
+    let last = &world.decisions.last().expect("decision").1;
+    assert_eq!(
+        crate::support::labels_of(last, "pdx"),
+        Some((bloodraven_core::engine::PodRole::Replica, false))
+    );
+    let update = world.memory.ordered_update.clone().expect("update");
+    assert_eq!(update.phase, OrderedUpdatePhase::Admitting);
+    assert!(
+        update.message.as_deref().is_some_and(|m| m.contains("pdx")),
+        "{update:?}"
+    );
+}

@@ -874,3 +874,339 @@ fn sim_seed_880_a_forgotten_restore_job_is_not_taken_for_a_new_attempt() {
     assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
     assert!(world.write("iad"));
 }
+
+/// [`backed_up`], then two transactions replicated everywhere (what the restore discards),
+/// and a restore of iad whose re-seed of pdx hangs: returned in `Reseeding`, the reader
+/// re-seeded, pdx still awaiting its re-seed.
+fn reseeding_with_pdx_pending() -> World {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    world.site_mut("pdx").job_hangs = true;
+    world.annotations.restore = Some("b1".to_string());
+    for _ in 0..20 {
+        world.run_polls(1);
+        if phase(&world) == Some(RestorePhase::Reseeding) {
+            break;
+        }
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Reseeding));
+    world.run_polls(2);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.pending_reseed, vec!["pdx".to_string()]);
+    assert_eq!(status.reseeded, vec!["reader".to_string()]);
+    world
+}
+
+/// Simulator seed 8103 with every fault mode on (the half about failover): a site awaiting
+/// its re-seed holds what the restore discarded, under GTIDs the restored site reuses, so
+/// "no errant transactions" proves nothing of it. It is no emergency candidate: promoted, it
+/// would bring the discarded writes back. The restore is not failed by the emergency
+/// either: it goes on, and completes once the site's re-seed is done.
+#[test]
+fn sim_seed_8103_a_site_awaiting_its_reseed_is_no_emergency_candidate_and_the_restore_goes_on() {
+    let mut world = reseeding_with_pdx_pending();
+    let generation = world.memory.topology_generation;
+    world.site_mut("iad").mysql_up = false;
+    world.run_polls(15);
+    assert_eq!(world.memory.active_site, "iad", "pdx is never promoted");
+    assert_eq!(world.memory.topology_generation, generation);
+    assert!(!world.decisions.iter().any(|(_, d)| d
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Promote { .. }))));
+    assert!(!world.events_of(EventReason::NoFailoverCandidate).is_empty());
+    assert_eq!(phase(&world), Some(RestorePhase::Reseeding));
+    // iad answers again; pdx's sidecar restarts, forgetting the hung job: it is re-seeded.
+    world.site_mut("iad").mysql_up = true;
+    let pdx = world.site_mut("pdx");
+    pdx.job_hangs = false;
+    pdx.job = None;
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(RestorePhase::Completed));
+    assert_eq!(world.site("pdx").gtid, world.site("iad").gtid);
+    assert!(world.events_of(EventReason::RestoreFailed).is_empty());
+}
+
+/// Simulator seed 8103 (continued): an emergency failover after the re-promotion moves the
+/// authority to a site already re-seeded; the restore is not failed by it, records the
+/// re-seeds done, and re-seeds the rest from the new active site once it is writable.
+#[test]
+fn sim_seed_8103_after_an_emergency_failover_the_restore_reseeds_the_rest_from_the_new_active_site()
+{
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    // The reader dies holding the discarded transactions.
+    world.kill("reader");
+    world.annotations.restore = Some("b1".to_string());
+    for _ in 0..20 {
+        world.run_polls(1);
+        if phase(&world) == Some(RestorePhase::Reseeding) {
+            break;
+        }
+    }
+    world.run_polls(2);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.pending_reseed, vec!["reader".to_string()]);
+    world.site_mut("iad").mysql_up = false;
+    world.run_polls_until_active("pdx", 20);
+    assert_eq!(
+        phase(&world),
+        Some(RestorePhase::Reseeding),
+        "the emergency failover does not fail the restore"
+    );
+    assert!(world.events_of(EventReason::RestoreFailed).is_empty());
+    let from = world.decisions.len();
+    world.restart("reader");
+    run_to_final(&mut world);
+    assert_eq!(phase(&world), Some(RestorePhase::Completed));
+    let sources: Vec<String> = world.decisions[from..]
+        .iter()
+        .flat_map(|(_, d)| d.actions.iter())
+        .filter_map(|a| match a {
+            Action::Reseed { site, request } if site == "reader" => {
+                Some(request.source_host.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !sources.is_empty() && sources.iter().all(|host| host.contains("pdx")),
+        "the reader is re-seeded from pdx, the active site: {sources:?}"
+    );
+    assert_eq!(world.site("reader").gtid, world.site("pdx").gtid);
+}
+
+/// Simulator seed 3085 with every fault mode on: a restore of iad re-promoted it while the
+/// reader, dead, still held what the restore discarded; then every pod restarted (no sidecar
+/// vouched for any authority) and the status reverted to a copy from before the restore. The
+/// reverted memory adopted the restore's generation from the `last-failover` note, but with
+/// no record of the restore the reader's copy of the discarded transactions read as
+/// transactions iad lacks: no authority was issued again, for good ("diverged histories need
+/// a human's choice"). The note now carries the backup and what the restore discarded; the
+/// reverted memory rebuilds the record, iad is named again, and the reader is re-seeded.
+#[test]
+fn sim_seed_3085_a_reverted_status_rebuilds_the_restore_from_its_note() {
+    let (mut world, reverted) = restore_requested();
+    world.kill("reader");
+    for _ in 0..40 {
+        world.run_polls(1);
+        if phase(&world) == Some(RestorePhase::Reseeding) {
+            break;
+        }
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Reseeding));
+    let record = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(record.pending_reseed, vec!["reader".to_string()]);
+    let discarded = record.lost_gtid_set.clone().expect("discarded");
+    let generation = world.memory.topology_generation;
+    let note = world
+        .annotations
+        .last_failover
+        .clone()
+        .expect("noted")
+        .expect("well formed")
+        .note;
+    assert!(
+        note.to_string()
+            .ends_with(&format!(" backup b1 discarded {discarded}")),
+        "{note}"
+    );
+    assert!(!world.site("iad").gtid.contains(&world.site("reader").gtid));
+
+    // Every pod restarts and forgets its authority; the status reverts to before the restore.
+    for name in ["iad", "pdx", "reader"] {
+        world.restart(name);
+        let site = world.site_mut(name);
+        site.latest_authority = None;
+        site.known_generation = None;
+    }
+    world.memory = reverted;
+    world.run_polls(10);
+    assert_eq!(
+        (
+            world.memory.active_site.as_str(),
+            world.memory.topology_generation
+        ),
+        ("iad", generation)
+    );
+    assert!(
+        world.writable_sites() == vec!["iad".to_string()],
+        "iad is writable again: {:?}",
+        world.events_of(EventReason::AuthorityWithheld).last()
+    );
+    let rebuilt = world.memory.restore.clone().expect("rebuilt").status;
+    assert_eq!(rebuilt.topology_generation, Some(generation));
+    assert_eq!(rebuilt.lost_gtid_set.as_deref(), Some(discarded.as_str()));
+    run_to_final(&mut world);
+    let rebuilt = world.memory.restore.clone().expect("rebuilt").status;
+    assert_eq!(rebuilt.phase, RestorePhase::Completed, "{rebuilt:?}");
+    assert!(rebuilt.reseeded.contains(&"reader".to_string()));
+    assert_eq!(world.site("reader").gtid, world.site("iad").gtid);
+    assert!(world.split_brain_at.is_empty());
+}
+
+/// Simulator seed 1663 with every fault mode on: after an emergency failover iad -> pdx, iad
+/// rejoined as pdx's replica and copied pdx's writes; a reverted status then named iad
+/// demoted again (the failover's old site, from the note), and iad died. A restore of pdx
+/// discarded those writes, and pdx wrote new ones under the same GTIDs. When iad answered
+/// again, its copy of the discarded writes read as no errant transaction at all: iad rejoined
+/// holding them, and the next failover promoted it (266 reported lost, 314 lost). A demoted
+/// site has not replicated since its demotion, so what it holds of a restore's discards since
+/// the last failover is errant, whatever the restored site wrote under those GTIDs since.
+#[test]
+fn sim_seed_1663_a_demoted_sites_copy_of_what_a_restore_discarded_is_errant_though_the_gtids_were_reused(
+) {
+    let mut world = World::bootstrapped();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    world.kill("iad");
+    world.run_polls_until_active("pdx", 40);
+    world.run_polls(2);
+    // What the reverted status will say: iad demoted by the failover.
+    let reverted = world.memory.clone();
+    world.restart("iad");
+    world.run_polls(4);
+    assert_eq!(
+        world.memory.site("iad").map(|s| s.state),
+        Some(bloodraven_core::engine::SiteState::Replica),
+        "iad rejoined"
+    );
+    take_backup(&mut world, "b1");
+    for _ in 0..3 {
+        assert!(world.write("pdx"));
+    }
+    world.run_polls(2);
+    let discarded = world.site("pdx").gtid.subtract(
+        &world
+            .memory
+            .last_backup
+            .clone()
+            .unwrap()
+            .gtid_set
+            .unwrap()
+            .parse()
+            .unwrap(),
+    );
+    assert_eq!(discarded.count(), 3);
+    assert!(
+        world.site("iad").gtid.contains(&discarded),
+        "iad copied them"
+    );
+    world.kill("iad");
+    world.memory = reverted;
+    world.annotations.restore = Some("b1".to_string());
+    let phases = run_to_final(&mut world);
+    assert_eq!(phases.last(), Some(&RestorePhase::Completed), "{phases:?}");
+    // pdx writes new transactions under the discarded GTIDs.
+    for _ in 0..3 {
+        assert!(world.write_numbered_after_own("pdx", world.site("pdx").server_id));
+    }
+    assert!(world.site("pdx").gtid.contains(&world.site("iad").gtid));
+    let rejoined = world.events_of(EventReason::ReturningPrimaryRejoined).len();
+    world.restart("iad");
+    world.run_polls(4);
+    let iad = world.memory.site("iad").cloned().expect("iad");
+    assert_eq!(
+        iad.state,
+        bloodraven_core::engine::SiteState::Demoted,
+        "iad stays fenced"
+    );
+    assert_eq!(iad.errant, Some(discarded));
+    assert_eq!(
+        world.events_of(EventReason::ReturningPrimaryRejoined).len(),
+        rejoined
+    );
+}
+
+/// Simulator seed 4593 with every fault mode on: a restore fenced iad and the operator
+/// crashed before the status recorded it; the reverted status took the still-annotated
+/// request up again and waited for a valid authority, which iad's fence (lifted only at a
+/// greater generation) never allowed: no site was writable again. A fence at memory's
+/// generation that no operation in memory accounts for, with nothing loaded under it, is
+/// released by re-asserting the site at a new generation; the restore then runs.
+#[test]
+fn sim_seed_4593_a_fence_the_status_forgot_is_released_and_the_restore_runs() {
+    let (mut world, reverted) = restore_requested();
+    let generation = world.memory.topology_generation;
+    for _ in 0..5 {
+        world.run_polls(1);
+        if phase(&world) == Some(RestorePhase::Fencing) {
+            break;
+        }
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Fencing));
+    assert_eq!(world.site("iad").fence_generation, Some(generation));
+    // The status write of that decision is lost: memory is from before the request, which is
+    // still annotated, and from a poll that saw iad not writable (as seed 4593's was).
+    world.memory = reverted;
+    world.memory.authority = bloodraven_core::engine::AuthorityValidity::Invalid(
+        bloodraven_core::engine::InvalidReason::ActiveNotWritable,
+    );
+    let first_event = world.events.len();
+    let phases = run_to_final(&mut world);
+    assert_eq!(phases.last(), Some(&RestorePhase::Completed), "{phases:?}");
+    assert!(
+        world.events[first_event..].iter().any(|(_, event)| {
+            event.reason == EventReason::PrimaryReasserted
+                && event
+                    .message
+                    .contains("that no operation in memory accounts for")
+        }),
+        "{:#?}",
+        &world.events[first_event..]
+    );
+    assert!(world.memory.topology_generation >= generation + 2);
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+}
+
+/// Seed 4593's fence, but a load had started under it when the status lost the restore: the
+/// site's data may be partly restored, so it is not re-asserted. It stays fenced, recorded as
+/// a failed load, and a restore requested again runs on it as a retry.
+#[test]
+fn sim_seed_4593_a_forgotten_fence_with_a_load_under_it_keeps_the_site_fenced_until_a_retry() {
+    let (mut world, reverted) = restore_requested();
+    world.site_mut("iad").job_hangs = true;
+    for _ in 0..8 {
+        world.run_polls(1);
+        if phase(&world) == Some(RestorePhase::Restoring) {
+            break;
+        }
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Restoring));
+    world.run_polls(1);
+    assert!(world.site("iad").job.is_some(), "the load started");
+    world.memory = reverted;
+    world.memory.authority = bloodraven_core::engine::AuthorityValidity::Invalid(
+        bloodraven_core::engine::InvalidReason::ActiveNotWritable,
+    );
+    let generation = world.memory.topology_generation;
+    // The request was withdrawn meanwhile (the annotation removed).
+    world.annotations.restore = None;
+    world.run_polls(3);
+    assert_eq!(
+        world.memory.topology_generation, generation,
+        "not re-asserted"
+    );
+    assert!(world.writable_sites().is_empty());
+    assert!(world
+        .events_of(EventReason::RestoreFailed)
+        .iter()
+        .any(|event| event.message.contains("its data may be partly restored")));
+    assert_eq!(phase(&world), Some(RestorePhase::Failed));
+    // Requested again, the retry loads the backup (a new job id) and re-promotes iad.
+    world.site_mut("iad").job_hangs = false;
+    world.annotations.restore = Some("b1".to_string());
+    let phases = run_to_final(&mut world);
+    assert_eq!(
+        phases.last(),
+        Some(&RestorePhase::Completed),
+        "{phases:?} {:?} {:?}",
+        world.memory.restore,
+        world.annotations.restore
+    );
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+}

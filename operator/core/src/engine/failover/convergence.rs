@@ -66,7 +66,12 @@ fn returning_primary(
     let Some(gtid) = view.gtid.clone() else {
         return;
     };
-    let errant = errant_transactions(&gtid, active_gtid);
+    let mut errant = errant_transactions(&gtid, active_gtid);
+    // Its copy of what a restore discarded after its demotion is errant, also under GTIDs
+    // the restored site has reused since (simulator seed 1663 with every fault mode).
+    if let Some(copy) = crate::engine::restore::pre_restore_copy(context, memory, name, &gtid) {
+        errant = errant.union(&copy);
+    }
     let baseline = crate::engine::restore::loss_baseline(context, memory, active_gtid);
     make_lost_exact(memory, plan, name, active, &gtid, &baseline);
     let previously = memory.site(name).and_then(|site| site.errant.clone());

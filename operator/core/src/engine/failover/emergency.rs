@@ -614,7 +614,7 @@ pub(in crate::engine) fn old_site_confirmed_unwritable(
 }
 
 /// The emergency candidate: a reachable read-write site other than `from`, not failed, not
-/// demoted, with no errant transactions, holding the most advanced GTID set (one containing
+/// demoted, not awaiting a restore's re-seed, with no errant transactions, holding the most advanced GTID set (one containing
 /// every other candidate's when there is one, else the largest; spec order breaks ties).
 fn select_candidate(
     context: &Context<'_>,
@@ -632,10 +632,15 @@ fn select_candidate(
             let name = site.name.as_str();
             let view = context.view(name);
             let entry = memory.site(name)?;
+            // A site awaiting its re-seed after a restore holds what the restore discarded,
+            // under GTIDs the restored site reuses: "no errant transactions" proves nothing
+            // of it, and promoting it would bring the discarded writes back and drop the ones
+            // taken since.
             let eligible = view.is_up()
                 && entry.state == SiteState::Replica
                 && entry.detection != Detection::Failed
-                && entry.errant.as_ref().is_none_or(GtidSet::is_empty);
+                && entry.errant.as_ref().is_none_or(GtidSet::is_empty)
+                && !crate::engine::restore::withholds(memory, name);
             if eligible {
                 view.gtid.as_ref().map(|gtid| (name, gtid))
             } else {

@@ -137,6 +137,7 @@ fn record_last_failover(
         to: to.to_string(),
         promoted_at: now,
         topology_generation: memory.topology_generation,
+        restore: None,
     };
     plan.tail(Action::Annotate(AnnotationChange::SetLastFailover(
         note.to_string(),
