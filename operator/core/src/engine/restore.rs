@@ -501,11 +501,6 @@ pub(super) fn rebuild_from_note(
         return;
     }
     let site = note.to.clone();
-    let (earlier_discarded_gtid_set, discarded_since_failover) = carried_history(
-        context,
-        memory,
-        memory.restore.as_ref().map(|restore| &restore.status),
-    );
     let pending: Vec<String> = memory
         .sites
         .iter()
@@ -529,31 +524,25 @@ pub(super) fn rebuild_from_note(
             .map(|set| format!(" ({set})"))
             .unwrap_or_default(),
     );
-    memory.restore = Some(RestoreMemory {
-        status: RestoreStatus {
-            phase: RestorePhase::Promoting,
-            backup: restored.source.backup.clone(),
-            method: restored.source.method,
+    let status = RestoreStatus {
+        restored_at: Some(note.promoted_at),
+        promoted_at: Some(note.promoted_at),
+        topology_generation: Some(generation),
+        lost_transactions: count,
+        lost_gtid_set: discarded.as_ref().map(ToString::to_string),
+        exact: discarded.is_some(),
+        pending_reseed: pending,
+        ..new_record(
+            context,
+            memory,
+            RestorePhase::Promoting,
             site,
-            admission: Admission::default(),
-            message: Some(message.clone()),
-            requested_at: None,
-            phase_since: Some(context.now),
-            fenced_at: None,
-            restored_at: Some(note.promoted_at),
-            promoted_at: Some(note.promoted_at),
-            completed_at: None,
-            topology_generation: Some(generation),
-            fenced_gtid_set: None,
-            backup_gtid_set: None,
-            lost_transactions: count,
-            lost_gtid_set: discarded.as_ref().map(ToString::to_string),
-            exact: discarded.is_some(),
-            pending_reseed: pending,
-            reseeded: Vec::new(),
-            earlier_discarded_gtid_set,
-            discarded_since_failover,
-        },
+            restored.source.clone(),
+            &message,
+        )
+    };
+    memory.restore = Some(RestoreMemory {
+        status,
         annotation_cleared: false,
     });
     plan.event(EventReason::RestorePromoted, message);
@@ -644,36 +633,23 @@ pub(super) fn release_forgotten_fence(
             "{site} is fenced ({}) and its sidecar reports restore job {} {:?} under id {}, which no restore in memory accounts for (the status lost it): its data may be partly restored, so {site} stays fenced: request a restore again",
             fence.reason, job.name, job.state, job.restore_id
         );
-        let (earlier_discarded_gtid_set, discarded_since_failover) = carried_history(
-            context,
-            memory,
-            memory.restore.as_ref().map(|restore| &restore.status),
-        );
+        let source = RestoreSource {
+            backup: job.name.clone(),
+            method: RestoreMethod::default(),
+        };
+        let status = RestoreStatus {
+            fenced_at: Some(context.now),
+            ..new_record(
+                context,
+                memory,
+                RestorePhase::Failed,
+                site,
+                source,
+                &message,
+            )
+        };
         memory.restore = Some(RestoreMemory {
-            status: RestoreStatus {
-                phase: RestorePhase::Failed,
-                backup: job.name.clone(),
-                method: RestoreMethod::default(),
-                site: site.clone(),
-                admission: Admission::default(),
-                message: Some(message.clone()),
-                requested_at: None,
-                phase_since: Some(context.now),
-                fenced_at: Some(context.now),
-                restored_at: None,
-                promoted_at: None,
-                completed_at: None,
-                topology_generation: None,
-                fenced_gtid_set: None,
-                backup_gtid_set: None,
-                lost_transactions: 0,
-                lost_gtid_set: None,
-                exact: false,
-                pending_reseed: Vec::new(),
-                reseeded: Vec::new(),
-                earlier_discarded_gtid_set,
-                discarded_since_failover,
-            },
+            status,
             annotation_cleared: true,
         });
         plan.event(EventReason::RestoreFailed, message);
@@ -692,6 +668,47 @@ pub(super) fn release_forgotten_fence(
             fence.topology_generation, fence.reason, memory.topology_generation
         ),
     );
+}
+
+/// A new `status.restore` record replacing memory's (`phase` from `now`, nothing done yet):
+/// it carries the restore history of the record it replaces ([`carried_history`]).
+fn new_record(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    phase: RestorePhase,
+    site: String,
+    source: RestoreSource,
+    message: &str,
+) -> RestoreStatus {
+    let (earlier_discarded_gtid_set, discarded_since_failover) = carried_history(
+        context,
+        memory,
+        memory.restore.as_ref().map(|restore| &restore.status),
+    );
+    RestoreStatus {
+        phase,
+        backup: source.backup,
+        method: source.method,
+        site,
+        admission: Admission::default(),
+        message: Some(message.to_owned()),
+        requested_at: None,
+        phase_since: Some(context.now),
+        fenced_at: None,
+        restored_at: None,
+        promoted_at: None,
+        completed_at: None,
+        topology_generation: None,
+        fenced_gtid_set: None,
+        backup_gtid_set: None,
+        lost_transactions: 0,
+        lost_gtid_set: None,
+        exact: false,
+        pending_reseed: Vec::new(),
+        reseeded: Vec::new(),
+        earlier_discarded_gtid_set,
+        discarded_since_failover,
+    }
 }
 
 /// Takes a new restore request from the annotation and advances the one in flight.
@@ -816,40 +833,26 @@ fn intake(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     let site = carried
         .as_ref()
         .map_or_else(|| memory.active_site.clone(), |c| c.site.clone());
-    let (earlier_discarded_gtid_set, discarded_since_failover) = carried_history(
-        context,
-        memory,
-        memory.restore.as_ref().map(|restore| &restore.status),
-    );
     let message = format!(
         "restore of {site} from backup {backup} ({}) requested",
         method_words(method)
     );
-    memory.restore = Some(RestoreMemory {
-        status: RestoreStatus {
-            phase: RestorePhase::Admitting,
-            backup,
-            method,
+    let status = RestoreStatus {
+        requested_at: Some(now),
+        fenced_at: carried.as_ref().and_then(|c| c.fenced_at),
+        topology_generation: carried.as_ref().and_then(|c| c.topology_generation),
+        fenced_gtid_set: carried.as_ref().and_then(|c| c.fenced_gtid_set.clone()),
+        ..new_record(
+            context,
+            memory,
+            RestorePhase::Admitting,
             site,
-            admission: Admission::default(),
-            message: Some(message.clone()),
-            requested_at: Some(now),
-            phase_since: Some(now),
-            fenced_at: carried.as_ref().and_then(|c| c.fenced_at),
-            restored_at: None,
-            promoted_at: None,
-            completed_at: None,
-            topology_generation: carried.as_ref().and_then(|c| c.topology_generation),
-            fenced_gtid_set: carried.as_ref().and_then(|c| c.fenced_gtid_set.clone()),
-            backup_gtid_set: None,
-            lost_transactions: 0,
-            lost_gtid_set: None,
-            exact: false,
-            pending_reseed: Vec::new(),
-            reseeded: Vec::new(),
-            earlier_discarded_gtid_set,
-            discarded_since_failover,
-        },
+            RestoreSource { backup, method },
+            &message,
+        )
+    };
+    memory.restore = Some(RestoreMemory {
+        status,
         annotation_cleared: false,
     });
     plan.event(EventReason::RestoreAdmitting, message);

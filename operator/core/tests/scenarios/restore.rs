@@ -54,6 +54,23 @@ fn run_to_final(world: &mut World) -> Vec<RestorePhase> {
     phases
 }
 
+/// Requests the restore from `b1` and polls until it is `Reseeding`.
+fn restore_until_reseeding(world: &mut World) {
+    world.annotations.restore = Some("b1".to_string());
+    poll_until_reseeding(world);
+}
+
+/// Polls (at most 40) until the restore is `Reseeding`.
+fn poll_until_reseeding(world: &mut World) {
+    for _ in 0..40 {
+        world.run_polls(1);
+        if phase(world) == Some(RestorePhase::Reseeding) {
+            return;
+        }
+    }
+    assert_eq!(phase(world), Some(RestorePhase::Reseeding));
+}
+
 fn pushes_naming(decision: &bloodraven_core::engine::Decision, site: &str) -> bool {
     decision.actions.iter().any(|action| {
         matches!(action, Action::PushAuthority { authority, .. }
@@ -519,13 +536,7 @@ fn sim_seed_4162_a_replica_awaiting_its_reseed_is_no_evidence_of_what_the_old_pr
     world.run_polls(1);
     // The reader dies holding them: it is never re-seeded.
     world.kill("reader");
-    world.annotations.restore = Some("b1".to_string());
-    for _ in 0..20 {
-        world.run_polls(1);
-        if phase(&world) == Some(RestorePhase::Reseeding) {
-            break;
-        }
-    }
+    restore_until_reseeding(&mut world);
     assert_eq!(phase(&world), Some(RestorePhase::Reseeding));
     world.run_polls(2);
     assert_eq!(
@@ -884,13 +895,7 @@ fn reseeding_with_pdx_pending() -> World {
     assert!(world.write("iad"));
     world.run_polls(1);
     world.site_mut("pdx").job_hangs = true;
-    world.annotations.restore = Some("b1".to_string());
-    for _ in 0..20 {
-        world.run_polls(1);
-        if phase(&world) == Some(RestorePhase::Reseeding) {
-            break;
-        }
-    }
+    restore_until_reseeding(&mut world);
     assert_eq!(phase(&world), Some(RestorePhase::Reseeding));
     world.run_polls(2);
     let status = world.memory.restore.clone().expect("restore").status;
@@ -941,13 +946,7 @@ fn sim_seed_8103_after_an_emergency_failover_the_restore_reseeds_the_rest_from_t
     world.run_polls(1);
     // The reader dies holding the discarded transactions.
     world.kill("reader");
-    world.annotations.restore = Some("b1".to_string());
-    for _ in 0..20 {
-        world.run_polls(1);
-        if phase(&world) == Some(RestorePhase::Reseeding) {
-            break;
-        }
-    }
+    restore_until_reseeding(&mut world);
     world.run_polls(2);
     let status = world.memory.restore.clone().expect("restore").status;
     assert_eq!(status.pending_reseed, vec!["reader".to_string()]);
@@ -992,12 +991,7 @@ fn sim_seed_8103_after_an_emergency_failover_the_restore_reseeds_the_rest_from_t
 fn sim_seed_3085_a_reverted_status_rebuilds_the_restore_from_its_note() {
     let (mut world, reverted) = restore_requested();
     world.kill("reader");
-    for _ in 0..40 {
-        world.run_polls(1);
-        if phase(&world) == Some(RestorePhase::Reseeding) {
-            break;
-        }
-    }
+    poll_until_reseeding(&mut world);
     assert_eq!(phase(&world), Some(RestorePhase::Reseeding));
     let record = world.memory.restore.clone().expect("restore").status;
     assert_eq!(record.pending_reseed, vec!["reader".to_string()]);
