@@ -192,7 +192,6 @@ pub(super) fn loss_baseline(
 /// What restores in place discarded from the last failover's new active site after that
 /// failover's promotion: the one `status.restore` records and the ones it replaced
 /// (`discardedSinceFailover`).
-
 fn discarded_since_last_failover(context: &Context<'_>, memory: &GroupMemory) -> Option<GtidSet> {
     let status = &memory.restore.as_ref()?.status;
     let own = status
