@@ -688,7 +688,7 @@ mod tests {
 
     #[test]
     fn the_smoke_set_is_the_ci_smoke_set() {
-        let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/run"))
+        let ci = std::fs::read_to_string(crate::backend::workspace_root().join(".ci/run"))
             .expect(".ci/run");
         let line = ci
             .lines()
@@ -705,7 +705,8 @@ mod tests {
 
     #[test]
     fn refs_that_name_no_commit_are_refused_by_name() {
-        let repo = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let root = crate::backend::workspace_root();
+        let repo = root.as_path();
         let error = resolve_ref(repo, "no-such-ref-xyz").expect_err("no such ref");
         assert!(error.to_string().contains("`no-such-ref-xyz`"), "{error}");
         assert!(resolve_ref(repo, "--help").is_err());

@@ -489,10 +489,7 @@ mod tests {
     use super::*;
 
     fn workspace_root() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("the harness is in the workspace")
-            .to_path_buf()
+        crate::backend::workspace_root()
     }
 
     fn read_workspace_file(path: &str) -> String {

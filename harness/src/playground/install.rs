@@ -728,7 +728,7 @@ mod tests {
     #[test]
     fn a_scenario_fixture_path_is_relative_to_the_repository_root() {
         // It was joined under fixtures/ a second time: fixtures/fixtures/scenarios/... (s037).
-        let fixtures = Fixtures::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let fixtures = Fixtures::new(crate::backend::workspace_root());
         let path = fixtures.path("fixtures/scenarios/counter-reconnect.yaml");
         assert!(path.is_file(), "{}", path.display());
         assert!(!read_manifests(&path).expect("parse").is_empty());
@@ -736,7 +736,7 @@ mod tests {
 
     #[test]
     fn the_playground_fixtures_parse() {
-        let fixtures = Fixtures::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let fixtures = Fixtures::new(crate::backend::workspace_root());
         for file in ["group.yaml", "database.yaml", "counter.yaml"] {
             let docs = read_manifests(&fixtures.playground(file)).expect("parse");
             assert!(!docs.is_empty(), "{file}");

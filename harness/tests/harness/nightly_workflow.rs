@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml::Value;
 
 fn root() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+    bloodraven_harness::backend::workspace_root()
 }
 
 fn workflow() -> Value {

@@ -600,8 +600,11 @@ mod tests {
     /// them).
     #[test]
     fn playground_values_render_the_network_policy() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures/playground/operator-values.yaml");
+        // Read at run time (a binary reused from a target directory another checkout shares).
+        let root = std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+        let path =
+            std::path::Path::new(&root).join("../../fixtures/playground/operator-values.yaml");
         let values = values_from_file(&path).expect("playground values");
         let objects = render(&values).expect("render");
         assert_eq!(

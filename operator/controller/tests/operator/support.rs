@@ -76,7 +76,11 @@ impl Cluster {
     /// Installs the committed CRDs (fixtures/crds) and waits until they are served.
     pub async fn crds(&self) {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/crds");
+        // Read at run time: a test binary reused from a target directory shared with another
+        // checkout (CI's clone) must install this checkout's CRDs.
+        let root = std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+        let dir = std::path::Path::new(&root).join("../../fixtures/crds");
         for file in [
             "mysqlfailovergroups.yaml",
             "mysqldatabases.yaml",

@@ -49,12 +49,17 @@ fn vertical_rows(text: &str) -> Vec<StatusRow> {
     rows
 }
 
-fn fixture(name: &str) -> Vec<StatusRow> {
-    // Read at run time (cargo sets it for the test process): a test binary reused from a
-    // target directory shared with a checkout elsewhere (CI's clone) must read this one's.
+/// This checkout's `tests/fixtures`, read at run time (cargo sets `CARGO_MANIFEST_DIR` for
+/// the test process): a test binary reused from a target directory shared with a checkout
+/// elsewhere (CI's clone) must read this one's.
+fn fixtures_dir() -> String {
     let root = std::env::var("CARGO_MANIFEST_DIR")
         .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
-    let path = format!("{root}/tests/fixtures/{name}");
+    format!("{root}/tests/fixtures")
+}
+
+fn fixture(name: &str) -> Vec<StatusRow> {
+    let path = format!("{}/{name}", fixtures_dir());
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     vertical_rows(&text)
 }
@@ -299,7 +304,7 @@ fn recorded_variable(name: &str) -> GtidSet {
 
 /// `name=value` lines of a recorded GTID variables fixture.
 fn recorded_in(file: &str, name: &str) -> GtidSet {
-    let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/{file}", fixtures_dir());
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let value = text
         .lines()
