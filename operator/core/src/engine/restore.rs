@@ -500,20 +500,21 @@ pub(super) fn rebuild_from_note(
         return;
     }
     let site = note.to.clone();
-    let pending: Vec<String> = memory
+    // Replicas whose sidecar shows this restore's re-seed done are recorded as re-seeded
+    // (their copies of the reused GTIDs are the restored site's, `pre_restore_copy`).
+    let (reseeded, pending): (Vec<String>, Vec<String>) = memory
         .sites
         .iter()
         .filter(|entry| entry.site != site && entry.state == SiteState::Replica)
-        .filter(|entry| !reseeded_for(context, &entry.site, generation))
         .map(|entry| entry.site.clone())
-        .collect();
+        .partition(|replica| reseeded_for(context, replica, generation));
     let discarded = restored
         .discarded
         .as_deref()
         .and_then(|text| parse(context, text));
     let count = discarded.as_ref().map_or(0, GtidSet::count);
     let message = format!(
-        "restore of {site} from {} ({}) re-promoted it at topology generation {generation}; its record rebuilt from annotation {} after the status lost it: {count} transactions discarded{}; awaiting re-seed: {pending:?}",
+        "restore of {site} from {} ({}) re-promoted it at topology generation {generation}; its record rebuilt from annotation {} after the status lost it: {count} transactions discarded{}; re-seeded already: {reseeded:?}; awaiting re-seed: {pending:?}",
         restored.source.backup,
         method_words(restored.source.method),
         names::ANNOTATION_LAST_FAILOVER,
@@ -531,6 +532,7 @@ pub(super) fn rebuild_from_note(
         lost_gtid_set: discarded.as_ref().map(ToString::to_string),
         exact: discarded.is_some(),
         pending_reseed: pending,
+        reseeded,
         ..new_record(
             context,
             memory,

@@ -1035,6 +1035,11 @@ fn sim_seed_3085_a_reverted_status_rebuilds_the_restore_from_its_note() {
     let rebuilt = world.memory.restore.clone().expect("rebuilt").status;
     assert_eq!(rebuilt.topology_generation, Some(generation));
     assert_eq!(rebuilt.lost_gtid_set.as_deref(), Some(discarded.as_str()));
+    assert_eq!(
+        rebuilt.reseeded.first().map(String::as_str),
+        Some("pdx"),
+        "pdx's sidecar shows the restore's re-seed done: {rebuilt:?}"
+    );
     run_to_final(&mut world);
     let rebuilt = world.memory.restore.clone().expect("rebuilt").status;
     assert_eq!(rebuilt.phase, RestorePhase::Completed, "{rebuilt:?}");
