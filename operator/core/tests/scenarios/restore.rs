@@ -54,6 +54,28 @@ fn run_to_final(world: &mut World) -> Vec<RestorePhase> {
     phases
 }
 
+/// Every pod restarts and forgets its authority, and the status reverts to `reverted`.
+fn restart_all_and_revert(world: &mut World, reverted: GroupMemory) {
+    for name in ["iad", "pdx", "reader"] {
+        world.restart(name);
+        let site = world.site_mut(name);
+        site.latest_authority = None;
+        site.known_generation = None;
+    }
+    world.memory = reverted;
+}
+
+/// The `last-failover` note the operator wrote last (well formed).
+fn noted(world: &World) -> bloodraven_core::engine::FailoverNote {
+    world
+        .annotations
+        .last_failover
+        .clone()
+        .expect("noted")
+        .expect("well formed")
+        .note
+}
+
 /// Requests the restore from `b1` and polls until it is `Reseeding`.
 fn restore_until_reseeding(world: &mut World) {
     world.annotations.restore = Some("b1".to_string());
@@ -727,13 +749,7 @@ fn sim_seed_779_a_reverted_status_adopts_the_generation_a_restore_issued() {
     let phases = run_to_final(&mut world);
     assert_eq!(phases.last(), Some(&RestorePhase::Completed), "{phases:?}");
     assert_eq!(world.memory.topology_generation, generation + 1);
-    let note = world
-        .annotations
-        .last_failover
-        .clone()
-        .expect("noted")
-        .expect("well formed")
-        .note;
+    let note = noted(&world);
     assert_eq!(
         (
             note.kind,
@@ -746,13 +762,7 @@ fn sim_seed_779_a_reverted_status_adopts_the_generation_a_restore_issued() {
     assert_eq!(note.to_string().split_whitespace().next(), Some("restore"));
 
     // The status reverts to before the restore; every pod restarts and forgets.
-    for name in ["iad", "pdx", "reader"] {
-        world.restart(name);
-        let site = world.site_mut(name);
-        site.latest_authority = None;
-        site.known_generation = None;
-    }
-    world.memory = reverted;
+    restart_all_and_revert(&mut world, reverted);
     let cooldown_before = world.memory.cooldown_until;
     let first_event = world.events.len();
     world.run_polls(6);
@@ -997,13 +1007,7 @@ fn sim_seed_3085_a_reverted_status_rebuilds_the_restore_from_its_note() {
     assert_eq!(record.pending_reseed, vec!["reader".to_string()]);
     let discarded = record.lost_gtid_set.clone().expect("discarded");
     let generation = world.memory.topology_generation;
-    let note = world
-        .annotations
-        .last_failover
-        .clone()
-        .expect("noted")
-        .expect("well formed")
-        .note;
+    let note = noted(&world);
     assert!(
         note.to_string()
             .ends_with(&format!(" backup b1 discarded {discarded}")),
@@ -1012,13 +1016,7 @@ fn sim_seed_3085_a_reverted_status_rebuilds_the_restore_from_its_note() {
     assert!(!world.site("iad").gtid.contains(&world.site("reader").gtid));
 
     // Every pod restarts and forgets its authority; the status reverts to before the restore.
-    for name in ["iad", "pdx", "reader"] {
-        world.restart(name);
-        let site = world.site_mut(name);
-        site.latest_authority = None;
-        site.known_generation = None;
-    }
-    world.memory = reverted;
+    restart_all_and_revert(&mut world, reverted);
     world.run_polls(10);
     assert_eq!(
         (
