@@ -22,15 +22,23 @@
 //! layer"), so two MariaDB pods never share the host's `/var/lib/mysql` or socket.
 //! `pathPrograms` are programs the image has on its PATH under its own names (the official
 //! `mariadb` image's `docker-entrypoint.sh`, which a container `command` may name as on
-//! Kubernetes): each is a symlink to a host program in a directory bound at
-//! [`IMAGE_PROGRAMS_MOUNT`], which leads the container's PATH ([`CatalogEntry::image_env`]).
+//! Kubernetes).
+//!
+//! Host programs reach a container only through [`IMAGE_PROGRAMS_MOUNT`]: the PATH programs
+//! under their own names and an absolute `entrypoint` program under its file name, each bound
+//! (the file itself, not a symlink to it) onto a placeholder in a directory bound there
+//! ([`CatalogEntry::program_mounts`]), and an argv naming the entrypoint's host path is
+//! rewritten to that path ([`CatalogEntry::in_container_argv`]). The host path of a build may
+//! lie under a directory the container sees another way: a checkout under `/tmp` is hidden by
+//! the `mariadb:*` image's private `/tmp`, and a volume may be mounted over any path. Nothing
+//! the container resolves after its mounts names a host path.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result};
-use super::exec::DEFAULT_PATH;
+use super::exec::{BindMount, DEFAULT_PATH};
 
 /// One catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,17 +63,17 @@ pub struct CatalogEntry {
     pub path_programs: Vec<(String, PathBuf)>,
 }
 
-/// Where a container sees its image's PATH programs: a fixed path bound from the state dir,
-/// because the state dir itself may lie under one of the image's private dirs (a clone in
-/// `/tmp` under the `mariadb:*` image's private `/tmp`) and be hidden from the container.
+/// Where a container sees its image's host programs: a fixed path no image or volume uses,
+/// because a host path may lie under a directory the container sees another way (a clone in
+/// `/tmp` under the `mariadb:*` image's private `/tmp`).
 pub const IMAGE_PROGRAMS_MOUNT: &str = "/opt/localkube/image-programs";
 
 impl CatalogEntry {
-    /// The environment the image sets; with [`CatalogEntry::path_programs`],
+    /// The environment the image sets; with host programs ([`CatalogEntry::programs`]),
     /// [`IMAGE_PROGRAMS_MOUNT`] leads the image's PATH.
     pub fn image_env(&self) -> Vec<(String, String)> {
         let mut env = self.env.clone();
-        if self.path_programs.is_empty() {
+        if self.programs().is_empty() {
             return env;
         }
         let path = env
@@ -77,12 +85,56 @@ impl CatalogEntry {
         env
     }
 
-    /// Links [`CatalogEntry::path_programs`] into a directory under `programs_root` (one per
-    /// image pattern) and returns it, to be bound at [`IMAGE_PROGRAMS_MOUNT`]; `None` for an
-    /// image without PATH programs.
-    pub fn link_path_programs(&self, programs_root: &Path) -> Result<Option<PathBuf>> {
-        if self.path_programs.is_empty() {
-            return Ok(None);
+    /// The host programs the container sees under [`IMAGE_PROGRAMS_MOUNT`]: (name, host
+    /// path) for each PATH program, then the entrypoint's program under its file name when it
+    /// is an absolute host path and no PATH program already has that name.
+    pub fn programs(&self) -> Vec<(String, PathBuf)> {
+        let mut programs = self.path_programs.clone();
+        if let Some((name, path)) = self.entrypoint_program() {
+            if !programs.iter().any(|(existing, _)| *existing == name) {
+                programs.push((name, path));
+            }
+        }
+        programs
+    }
+
+    /// The entrypoint's program when it is an absolute host path: (file name, host path).
+    fn entrypoint_program(&self) -> Option<(String, PathBuf)> {
+        let program = Path::new(self.entrypoint.first()?);
+        if !program.is_absolute() {
+            return None;
+        }
+        let name = program.file_name()?.to_string_lossy().into_owned();
+        Some((name, program.to_path_buf()))
+    }
+
+    /// `argv` as the container runs it: an `argv[0]` naming the entrypoint's host program
+    /// becomes its path under [`IMAGE_PROGRAMS_MOUNT`].
+    pub fn in_container_argv(&self, mut argv: Vec<String>) -> Vec<String> {
+        let Some((name, host)) = self.entrypoint_program() else {
+            return argv;
+        };
+        let bound_there = self
+            .programs()
+            .iter()
+            .any(|(program, path)| *program == name && *path == host);
+        if let Some(first) = argv.first_mut() {
+            if bound_there && Path::new(first.as_str()) == host {
+                *first = format!("{IMAGE_PROGRAMS_MOUNT}/{name}");
+            }
+        }
+        argv
+    }
+
+    /// The bind mounts that put [`CatalogEntry::programs`] at [`IMAGE_PROGRAMS_MOUNT`]: a
+    /// directory under `programs_root` (one per image pattern) holding an empty placeholder
+    /// per program, bound there, then each host program bound onto its placeholder. The
+    /// container resolves no host path: the helper opens every source before it mounts
+    /// anything. Empty for an image without host programs.
+    pub fn program_mounts(&self, programs_root: &Path) -> Result<Vec<BindMount>> {
+        let programs = self.programs();
+        if programs.is_empty() {
+            return Ok(Vec::new());
         }
         let label: String = self
             .image
@@ -91,15 +143,27 @@ impl CatalogEntry {
             .collect();
         let dir = programs_root.join(label);
         std::fs::create_dir_all(&dir).map_err(Error::io("create image programs dir", &dir))?;
-        for (name, target) in &self.path_programs {
-            let link = dir.join(name);
-            if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
-                let _ = std::fs::remove_file(&link);
-                std::os::unix::fs::symlink(target, &link)
-                    .map_err(Error::io("link image program", &link))?;
+        let mut mounts = vec![BindMount {
+            source: dir.clone(),
+            target: IMAGE_PROGRAMS_MOUNT.into(),
+            read_only: true,
+        }];
+        for (name, host) in programs {
+            let placeholder = dir.join(&name);
+            // An older localkube left a symlink here: a placeholder is a plain empty file.
+            let is_file = std::fs::symlink_metadata(&placeholder).is_ok_and(|m| m.is_file());
+            if !is_file {
+                let _ = std::fs::remove_file(&placeholder);
+                std::fs::File::create(&placeholder)
+                    .map_err(Error::io("create image program placeholder", &placeholder))?;
             }
+            mounts.push(BindMount {
+                source: host,
+                target: Path::new(IMAGE_PROGRAMS_MOUNT).join(&name),
+                read_only: true,
+            });
         }
-        Ok(Some(dir))
+        Ok(mounts)
     }
 }
 
@@ -219,12 +283,13 @@ mod tests {
     }
 
     // The official mariadb image has docker-entrypoint.sh on its PATH; a container command
-    // (Bloodraven's restore gate) names it.
+    // (Bloodraven's restore gate) names it. The programs are bound files, never symlinks into
+    // the host's build directory (a checkout under /tmp is hidden by the image's private /tmp).
     #[test]
-    fn path_programs_lead_the_images_path() {
+    fn host_programs_are_bound_at_a_fixed_path_that_leads_the_images_path() {
         let temp = tempfile::tempdir().expect("tempdir");
         let root = temp.path().join("image-programs");
-        let catalog = ImageCatalog::builtin(Path::new("/bin-dir"));
+        let catalog = ImageCatalog::builtin(Path::new("/tmp/clone/target/release"));
         let mariadb = catalog.resolve("mariadb:10.11").expect("mariadb");
         let env = mariadb.image_env();
         let path = env
@@ -233,20 +298,54 @@ mod tests {
             .map(|(_, v)| v.clone())
             .expect("PATH");
         assert_eq!(path, format!("{IMAGE_PROGRAMS_MOUNT}:{DEFAULT_PATH}"));
-        let dir = mariadb
-            .link_path_programs(&root)
-            .expect("link")
-            .expect("a dir");
+        let host = PathBuf::from("/tmp/clone/target/release/localkube-mariadb-entrypoint");
+        let mounts = mariadb.program_mounts(&root).expect("mounts");
+        let dir = &mounts[0].source;
         assert!(dir.starts_with(&root), "{}", dir.display());
+        assert_eq!(mounts[0].target, Path::new(IMAGE_PROGRAMS_MOUNT));
+        let targets: Vec<(&Path, &Path)> = mounts[1..]
+            .iter()
+            .map(|m| (m.source.as_path(), m.target.as_path()))
+            .collect();
         assert_eq!(
-            std::fs::read_link(dir.join("docker-entrypoint.sh")).expect("link"),
-            Path::new("/bin-dir/localkube-mariadb-entrypoint")
+            targets,
+            vec![
+                (
+                    host.as_path(),
+                    Path::new("/opt/localkube/image-programs/docker-entrypoint.sh")
+                ),
+                (
+                    host.as_path(),
+                    Path::new("/opt/localkube/image-programs/localkube-mariadb-entrypoint")
+                ),
+            ]
         );
-        // Idempotent.
-        assert_eq!(mariadb.link_path_programs(&root).expect("again"), Some(dir));
+        assert!(mounts.iter().all(|m| m.read_only));
+        for name in ["docker-entrypoint.sh", "localkube-mariadb-entrypoint"] {
+            let meta = std::fs::symlink_metadata(dir.join(name)).expect("placeholder");
+            assert!(meta.is_file() && meta.len() == 0, "{name}: {meta:?}");
+        }
+        // The argv names the bound program, not the host path.
+        let argv = container_argv(mariadb, &[], &[]);
+        assert_eq!(
+            mariadb.in_container_argv(argv),
+            vec![
+                "/opt/localkube/image-programs/localkube-mariadb-entrypoint".to_string(),
+                "mariadbd".to_string()
+            ]
+        );
+        let own = vec!["sh".to_string(), "-c".to_string()];
+        assert_eq!(mariadb.in_container_argv(own.clone()), own);
+        // Idempotent, and an older localkube's symlink becomes a placeholder.
+        std::fs::remove_file(dir.join("docker-entrypoint.sh")).expect("rm");
+        std::os::unix::fs::symlink(&host, dir.join("docker-entrypoint.sh")).expect("symlink");
+        assert_eq!(mariadb.program_mounts(&root).expect("again"), mounts);
+        assert!(std::fs::symlink_metadata(dir.join("docker-entrypoint.sh"))
+            .expect("placeholder")
+            .is_file());
         let pause = catalog.resolve("registry.k8s.io/pause:3.9").expect("pause");
         assert_eq!(pause.image_env(), Vec::new());
-        assert_eq!(pause.link_path_programs(&root).expect("none"), None);
+        assert_eq!(pause.program_mounts(&root).expect("none"), Vec::new());
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //! reads the new offset within [`CACHE_SECONDS`]. The monotonic clock is left alone
 //! (`FAKETIME_DONT_FAKE_MONOTONIC`), as on a host whose wall clock is stepped.
 //!
+//! The control files reach a container at [`CLOCK_MOUNT`], a directory bound from the state
+//! dir, never at their host path: a state dir under `/tmp` is hidden by the `mariadb:*`
+//! image's private `/tmp`, and libfaketime that cannot read its control file runs on the real
+//! clock without a word (a checkout under `/tmp` once made the fault a silent no-op).
+//!
 //! Limits: a statically linked program ignores `LD_PRELOAD`; libfaketime is not loaded into
 //! setuid programs. The offset is relative to the real clock, so a step back and forth is a
 //! control-file write each.
@@ -19,6 +24,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::{Error, Result};
+use super::exec::BindMount;
 
 /// Where Debian puts libfaketime (the single-threaded build is fine for mariadbd: its
 /// interception is per call, not per thread).
@@ -26,6 +32,9 @@ pub const LIBFAKETIME_PATHS: [&str; 2] = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
     "/usr/lib/faketime/libfaketime.so.1",
 ];
+
+/// Where an opted-in container sees the control files' directory.
+pub const CLOCK_MOUNT: &str = "/opt/localkube/clock";
 
 /// How often a faked process re-reads its control file, in seconds.
 pub const CACHE_SECONDS: u32 = 1;
@@ -135,7 +144,23 @@ impl ClockFaults {
 
     /// The control file of pod `key` (`namespace/name`).
     pub fn control_file(&self, key: &str) -> PathBuf {
-        self.dir.join(key.replace('/', "_"))
+        self.dir.join(control_file_name(key))
+    }
+
+    /// The bind of the control files' directory at [`CLOCK_MOUNT`] for a container that gets
+    /// libfaketime (created when missing); `None` for every other container.
+    pub fn mount_for(&self, container: &str) -> Option<BindMount> {
+        if !self.applies_to(container) {
+            return None;
+        }
+        if let Err(error) = std::fs::create_dir_all(&self.dir) {
+            tracing::warn!(%error, path = %self.dir.display(), "could not create the clock control dir");
+        }
+        Some(BindMount {
+            source: self.dir.clone(),
+            target: CLOCK_MOUNT.into(),
+            read_only: true,
+        })
     }
 
     /// The environment an opted-in container of pod `key` gets on top of its own (with an
@@ -167,7 +192,10 @@ impl ClockFaults {
         };
         vec![
             ("LD_PRELOAD".into(), preload),
-            ("FAKETIME_TIMESTAMP_FILE".into(), file.display().to_string()),
+            (
+                "FAKETIME_TIMESTAMP_FILE".into(),
+                format!("{CLOCK_MOUNT}/{}", control_file_name(key)),
+            ),
             ("FAKETIME_CACHE_DURATION".into(), CACHE_SECONDS.to_string()),
             ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
         ]
@@ -179,7 +207,7 @@ impl ClockFaults {
             .map_err(Error::io("create the clock control dir", &self.dir))?;
         let file = self.control_file(key);
         // Written beside and renamed, so a reader never sees a half-written offset.
-        let staging = self.dir.join(format!(".{}.new", key.replace('/', "_")));
+        let staging = self.dir.join(format!(".{}.new", control_file_name(key)));
         std::fs::write(&staging, offset.control_text())
             .map_err(Error::io("write a clock offset", &staging))?;
         std::fs::rename(&staging, &file).map_err(Error::io("install a clock offset", &file))
@@ -193,6 +221,11 @@ impl ClockFaults {
             millis: (seconds * 1000.0).round() as i64,
         }
     }
+}
+
+/// The control file's name of pod `key` (`namespace/name`).
+fn control_file_name(key: &str) -> String {
+    key.replace('/', "_")
 }
 
 #[cfg(test)]
@@ -237,6 +270,21 @@ mod tests {
         let env = faults.env_for("ns/p", "mysql", &[("LD_PRELOAD".into(), "/x.so".into())]);
         assert!(env.contains(&("LD_PRELOAD".into(), "/lib/libfaketime.so.1:/x.so".into())));
         assert!(env.contains(&("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into())));
+        // The container reads its control file at the fixed mount, never at the host path
+        // (a state dir under /tmp is hidden by the mariadb image's private /tmp).
+        assert!(env.contains(&(
+            "FAKETIME_TIMESTAMP_FILE".into(),
+            "/opt/localkube/clock/ns_p".into()
+        )));
+        assert_eq!(
+            faults.mount_for("mysql"),
+            Some(BindMount {
+                source: dir.path().join("clock"),
+                target: CLOCK_MOUNT.into(),
+                read_only: true,
+            })
+        );
+        assert_eq!(faults.mount_for("sidecar"), None);
         assert_eq!(faults.offset("ns/p"), ClockOffset { millis: 0 });
         faults
             .set_offset("ns/p", ClockOffset { millis: -20_000 })

@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 use tokio::process::ChildStdin;
 use tokio::sync::{broadcast, watch, Notify};
 
-use super::catalog::{container_argv, CatalogEntry, ImageCatalog, IMAGE_PROGRAMS_MOUNT};
+use super::catalog::{container_argv, CatalogEntry, ImageCatalog};
 use super::cri_logs::Stream;
 use super::error::{Error, Result};
 use super::exec::{signal_container_group, BindMount, ExecSpec, DEFAULT_PATH};
@@ -1026,7 +1026,7 @@ impl Supervisor {
             list.iter().map(|s| volumes::expand(s, &lookup)).collect()
         };
         let argv = container_argv(entry, &expand(&container.command), &expand(&container.args));
-        (argv, env)
+        (entry.in_container_argv(argv), env)
     }
 
     /// Spawns an instance, makes it reachable (pid, attach) and starts its probes.
@@ -1228,19 +1228,15 @@ async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child)
     }
 }
 
-/// The bind of the image's PATH programs, linked under the state dir, at
-/// [`IMAGE_PROGRAMS_MOUNT`] (a failure to link them is logged; the container then runs
-/// without them, as with a missing binary).
-fn image_programs_mount(state_dir: &Path, entry: &CatalogEntry) -> Option<BindMount> {
-    match entry.link_path_programs(&state_dir.join("image-programs")) {
-        Ok(dir) => dir.map(|source| BindMount {
-            source,
-            target: IMAGE_PROGRAMS_MOUNT.into(),
-            read_only: true,
-        }),
+/// The binds of the image's host programs at [`super::catalog::IMAGE_PROGRAMS_MOUNT`]
+/// ([`CatalogEntry::program_mounts`]; a failure to prepare them is logged, and the container
+/// then runs without them, as with a missing binary).
+fn image_program_mounts(state_dir: &Path, entry: &CatalogEntry) -> Vec<BindMount> {
+    match entry.program_mounts(&state_dir.join("image-programs")) {
+        Ok(mounts) => mounts,
         Err(err) => {
-            tracing::warn!(image = %entry.image, error = %err, "could not link the image's PATH programs");
-            None
+            tracing::warn!(image = %entry.image, error = %err, "could not prepare the image's programs");
+            Vec::new()
         }
     }
 }
@@ -1314,7 +1310,8 @@ fn spawn_instance(
     }
     let mut mounts =
         volumes::container_mounts(state_dir, &pod.spec, container, &image.private_dirs)?;
-    mounts.extend(image_programs_mount(state_dir, image));
+    mounts.extend(image_program_mounts(state_dir, image));
+    mounts.extend(inner.config.clock_faults.mount_for(&container.name));
     let staging = volumes::pod_dir(state_dir, &pod.spec)
         .join("containers")
         .join(&container.name)

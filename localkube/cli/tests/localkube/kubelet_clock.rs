@@ -26,6 +26,14 @@ spec:
   nodeName: iad
   terminationGracePeriodSeconds: 1
   containers: [{name: main, image: busybox:1.36, command: ["sh", "-c", "exec sleep 3600"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: private, namespace: default, labels: {role: clock}}
+spec:
+  nodeName: iad
+  terminationGracePeriodSeconds: 1
+  containers: [{name: faked, image: "mariadb:10.11", command: ["sh", "-c", "exec sleep 3600"]}]
 "#;
 
 async fn fault(c: &TestCluster, args: &[&str]) -> Result<std::process::Output> {
@@ -95,7 +103,7 @@ async fn clock_offset_steps_only_the_named_containers_wall_clock_and_heals() -> 
 async fn scenario(c: &TestCluster) -> Result<()> {
     c.apply(PODS).await?;
     c.wait_pods("role=clock", Duration::from_secs(60), |p| {
-        p.len() == 2 && p.iter().all(ready)
+        p.len() == 3 && p.iter().all(ready)
     })
     .await?;
     wait_offset(c, "stepped", "faked", 0).await?;
@@ -122,6 +130,15 @@ async fn scenario(c: &TestCluster) -> Result<()> {
         offset(c, "stepped", "plain").await?.abs() <= 2,
         "plain moved"
     );
+
+    // The mariadb image's private /tmp hides this cluster's state dir (under /tmp): the
+    // control file is read at its fixed mount, so the step reaches this container too (it was
+    // a silent no-op there, and scenario 041 failed on a checkout under /tmp).
+    wait_offset(c, "private", "faked", 0).await?;
+    fault_ok(c, &["clock-offset", "default/private", "+600s"]).await?;
+    wait_offset(c, "private", "faked", 600).await?;
+    fault_ok(c, &["clock-offset", "default/private", "reset"]).await?;
+    wait_offset(c, "private", "faked", 0).await?;
 
     // A pod with no named container is refused, and nothing is recorded for it.
     let refused = fault(c, &["clock-offset", "default/untouched", "+10s"]).await?;
@@ -152,7 +169,7 @@ async fn scenario(c: &TestCluster) -> Result<()> {
         .iter()
         .filter_map(|r| r["fault"]["offsetMs"].as_i64())
         .collect();
-    ensure!(offsets == vec![3_600_000, -20_000], "{log}");
+    ensure!(offsets == vec![3_600_000, 600_000, -20_000], "{log}");
     ensure!(
         records.iter().all(|r| !r["endedAt"].is_null()),
         "every clock fault ended: {log}"

@@ -243,18 +243,34 @@ async fn mariadb_without_root_password_fails() {
     runtime.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A runtime whose `mariadb:*` entrypoint binary lies under the state dir (so under /tmp,
+/// which the image's private /tmp hides from the container), as in a checkout under /tmp.
+fn runtime_with_binaries_under_tmp(guard: &ClusterGuard) -> PodRuntime {
+    let built = Path::new(env!("CARGO_BIN_EXE_localkube-mariadb-entrypoint"));
+    let bin_dir = guard.dir.join("clone/target/release");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::copy(built, bin_dir.join("localkube-mariadb-entrypoint")).unwrap();
+    let mut config = RuntimeConfig::new(&guard.dir, &bin_dir);
+    config.pod_exec = pod_exec();
+    let runtime = PodRuntime::new(config).unwrap();
+    runtime.register_node("iad").unwrap();
+    runtime
+}
+
 // The official image has docker-entrypoint.sh on its PATH, and a container command that
-// replaces the ENTRYPOINT (Bloodraven's mysqld gate) names it. The state dir here lies under
-// /tmp, which the image's private /tmp hides from the container: the programs must still be
-// found (a fresh clone in /tmp failed every install with "docker-entrypoint.sh: not found").
+// replaces the ENTRYPOINT (Bloodraven's mysqld gate) names it. The state dir and the
+// binaries here lie under /tmp, which the image's private /tmp hides from the container: the
+// programs must still be found and run (a fresh clone in /tmp failed every install with
+// "docker-entrypoint.sh: not found", the PATH program being a symlink into the hidden build
+// directory), and mariadbd must start through them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_command_finds_the_images_entrypoint_on_its_path() {
+async fn the_images_programs_run_with_binaries_and_state_under_tmp() {
     if !usable() {
         return;
     }
     let guard = ClusterGuard::new("mariadb-path");
     assert!(guard.dir.starts_with("/tmp"), "{}", guard.dir.display());
-    let runtime = runtime(&guard);
+    let runtime = runtime_with_binaries_under_tmp(&guard);
     let mut pod = mariadb_pod("path", "iad");
     pod.restart_policy = RestartPolicy::Never;
     pod.containers[0].command = vec![
@@ -284,5 +300,42 @@ async fn a_command_finds_the_images_entrypoint_on_its_path() {
         log.contains("/opt/localkube/image-programs/docker-entrypoint.sh"),
         "{log}"
     );
+    // The image's own ENTRYPOINT (its host path under /tmp) and a command that execs
+    // docker-entrypoint.sh, as the mysqld gate does: both start a mariadbd that answers.
+    for (name, command) in [
+        ("entry", vec![]),
+        (
+            "gated",
+            vec![
+                "sh".to_string(),
+                "-c".to_string(),
+                "exec docker-entrypoint.sh \"$@\"".to_string(),
+                "gate".to_string(),
+                "mariadbd".to_string(),
+            ],
+        ),
+    ] {
+        let mut pod = mariadb_pod(name, "iad");
+        pod.containers[0].command = command;
+        let ip = runtime.start_pod(pod).await.unwrap();
+        let key = format!("db/{name}");
+        if let Err(err) = runtime
+            .wait_for(&key, Duration::from_secs(120), |s| s.ready)
+            .await
+        {
+            let status = runtime.pod_status(&key).unwrap();
+            let log =
+                std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap_or_default();
+            panic!("{name}: {err}: {status:?}\n{log}");
+        }
+        assert_eq!(
+            query(ip, "root", "rootpw", "SELECT id FROM app.seeded"),
+            "42"
+        );
+        runtime
+            .stop_pod(&key, Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
     runtime.shutdown(Duration::from_secs(1)).await;
 }
