@@ -25,19 +25,16 @@ crdgen:
 sim seeds="0..1000" *flags="":
     cargo run -q -p bloodraven-sim --release -- --seeds {{seeds}} {{flags}}
 
-# run one chaos scenario by number against a live cluster, e.g. `just chaos 38`
-chaos id *flags="":
-    cargo build -q --release --workspace --bins
-    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" "$(printf 's%03d' {{id}})" {{flags}}
+# run exactly one chaos scenario, by number, against a live cluster, e.g. `just chaos 38`
+chaos id *flags="": _release-build
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" --ids {{id}} {{flags}}
 
 # the whole catalogue on one reused cluster, then a summary table (`--repeat N`: pass rates; `--ids 1,20`)
-conformance *flags="":
-    cargo build -q --release --workspace --bins
+conformance *flags="": _release-build
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" --reuse {{flags}}
 
 # is operator build B safe to roll out over A? `just upgrade --from main~3 [--to REF] [--smoke 20,22]` (B: the working tree)
-upgrade *flags="":
-    cargo build -q --release --workspace --bins
+upgrade *flags="": _release-build
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-upgrade" {{flags}}
 
 # render the trends page from reports/trend.jsonl
@@ -45,10 +42,24 @@ report:
     cargo run -q -p bloodraven-harness --bin bloodraven-harness --release -- --trends
 
 # start the live playground on localkube (builds what is missing; state in .localkube/)
-up:
-    cargo build -q --release --workspace --bins
+up: _release-build
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-playground" up
 
 # stop the playground: every process, namespace, link and port-forward it made
 down:
     target_dir="${CARGO_TARGET_DIR:-target}"; if [ -x "$target_dir/release/bloodraven-playground" ]; then "$target_dir/release/bloodraven-playground" down; else echo "nothing to stop (not built)"; fi
+
+# the release binaries the live commands run; a cold build says what it builds and shows
+# cargo's progress (BLOODRAVEN_QUIET=1: cargo -q)
+[private]
+_release-build:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    target_dir="${CARGO_TARGET_DIR:-target}"
+    quiet=(); if [ -n "${BLOODRAVEN_QUIET:-}" ] && [ "${BLOODRAVEN_QUIET}" != 0 ]; then quiet=(-q); fi
+    if [ ! -x "$target_dir/release/bloodraven-harness" ]; then
+      echo "just: building the workspace's release binaries (operator, sidecar, counter, harness, localkube) into $target_dir/release; the first build takes 10-15 minutes on 2 cores" >&2
+      cargo build "${quiet[@]}" --release --workspace --bins
+    else
+      cargo build -q --release --workspace --bins
+    fi

@@ -13,6 +13,7 @@ pub mod error;
 pub mod history;
 pub mod live;
 pub mod playground;
+pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod scenario;

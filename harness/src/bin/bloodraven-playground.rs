@@ -26,6 +26,9 @@ struct Cli {
     /// Directory of the workspace's binaries (default: this program's own directory).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// No progress lines on stderr (also `BLOODRAVEN_QUIET=1`).
+    #[arg(long, short)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -44,6 +47,10 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    bloodraven_harness::progress::enable(
+        "playground",
+        cli.quiet || bloodraven_harness::progress::quiet_from_env(),
+    );
     let root = match cli.root {
         Some(root) => std::fs::canonicalize(&root).unwrap_or(root),
         None => bloodraven_harness::backend::workspace_root(),

@@ -60,6 +60,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    bloodraven_harness::progress::enable(
+        "bloodraven-upgrade",
+        bloodraven_harness::progress::quiet_from_env(),
+    );
     match upgrade(&cli) {
         Ok(Verdict::Safe) => ExitCode::SUCCESS,
         Ok(Verdict::NotSafe) => ExitCode::from(1),

@@ -456,6 +456,17 @@ impl LiveCluster {
                     .map_err(|why| cluster_error("step a clock", why))?;
                 let offset = format!("{ms:+}ms");
                 let handle = self.driver(|d| d.clock_offset(NAMESPACE, &pod, "mysql", &offset))?;
+                if let Err(why) = self.wait_clock_moved(&pod, ms).await {
+                    // The step did nothing the target can see: undo it, and fail the step.
+                    let undone = self.driver(|d| d.end("clock-offset", &handle, &pod));
+                    return Err(cluster_error(
+                        format!("step the clock of {pod}'s mysqld by {offset}"),
+                        match undone {
+                            Ok(()) => why,
+                            Err(end) => format!("{why}; undoing it failed too: {end}"),
+                        },
+                    ));
+                }
                 (
                     Some(Undo::Driver {
                         kind: "clock-offset".into(),
@@ -611,6 +622,55 @@ impl LiveCluster {
             .map_err(|e| cluster_error(format!("open connection {name} to {host}"), e))?;
         connections.insert(name.to_owned(), (client, conn));
         Ok(())
+    }
+
+    /// Waits until `pod`'s mysqld reads its wall clock `wanted_ms` from the harness's (within
+    /// [`CLOCK_STEP_TOLERANCE_MS`]), or says that the clock-offset fault did not take effect:
+    /// a fake clock that mysqld never reads (libfaketime not loaded, or its control file out
+    /// of the container's sight) makes every later clock expectation meaningless.
+    async fn wait_clock_moved(&self, pod: &str, wanted_ms: i64) -> std::result::Result<(), String> {
+        let deadline = std::time::Instant::now() + CLOCK_STEP_WAIT;
+        let mut seen = Vec::new();
+        loop {
+            match self.mysqld_clock_offset_ms(pod).await {
+                Ok(found) if (found - wanted_ms).abs() <= CLOCK_STEP_TOLERANCE_MS => return Ok(()),
+                Ok(found) => seen.push(found.to_string()),
+                Err(err) => seen.push(format!("unreadable ({err})")),
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "the fault did not take effect: mysqld's clock stayed {} ms off the \
+                     harness's within {} s, wanted {wanted_ms} ms",
+                    seen.join(", "),
+                    CLOCK_STEP_WAIT.as_secs()
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
+    /// `pod`'s mysqld wall clock minus the harness's, in milliseconds (mysqld read it
+    /// somewhere in the exec's round trip: its middle is taken).
+    async fn mysqld_clock_offset_ms(&self, pod: &str) -> Result<i64> {
+        let sent = std::time::SystemTime::now();
+        let out = self
+            .installer
+            .sql_as_root(
+                pod,
+                "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)",
+            )
+            .await?;
+        let answered = std::time::SystemTime::now();
+        let midpoint = (unix_ms(sent) + unix_ms(answered)) / 2;
+        out.trim()
+            .parse::<i64>()
+            .map(|mysqld| mysqld - midpoint)
+            .map_err(|_| {
+                cluster_error(
+                    format!("read the clock of {pod}'s mysqld"),
+                    format!("answer {out:?}"),
+                )
+            })
     }
 
     pub(super) async fn observe_expect(&self, expect: &Expect) -> Result<Value> {
@@ -771,11 +831,6 @@ impl LiveCluster {
                 .await?;
             let answered = std::time::SystemTime::now();
             let fields: Vec<&str> = out.trim().split('\t').collect();
-            let unix_ms = |t: std::time::SystemTime| {
-                t.duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-                    .unwrap_or(0)
-            };
             // mysqld read its clock somewhere in the exec's round trip: take the middle.
             let midpoint = (unix_ms(sent) + unix_ms(answered)) / 2;
             let clock_offset_ms = fields
@@ -1322,6 +1377,19 @@ pub const CR_SERVER_LOST: u16 = 2013;
 /// out: mysqld died). Never `null`, which means the write committed.
 fn write_error_code(error: &bloodraven_mysql::live::LiveError) -> u16 {
     error.server_code().unwrap_or(CR_SERVER_LOST)
+}
+
+/// How long a clock-offset fault may take to reach mysqld (libfaketime re-reads its control
+/// file every second) before the step fails as not taken effect.
+const CLOCK_STEP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How far mysqld's stepped clock may be from the wanted offset (the exec's round trip).
+const CLOCK_STEP_TOLERANCE_MS: i64 = 1_000;
+
+/// Milliseconds since the Unix epoch (0 before it).
+fn unix_ms(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

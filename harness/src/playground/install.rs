@@ -131,13 +131,17 @@ impl Installer {
     /// deploy API (and its escrow TLS) only when the scenario asks, and fields merged into the
     /// group's `spec` (JSON merge patch).
     pub async fn install_with(&self, overrides: &crate::scenario::model::Install) -> Result<Value> {
+        use crate::progress::say;
+        say("installing: the CRDs");
         self.install_crds().await?;
         let values = bloodraven_operator::install::values_from_file(
             &self.fixtures.playground("operator-values.yaml"),
         )
         .map_err(|e| cluster_error("read operator values", e))?;
         let values = operator_values(values, overrides);
+        say("installing: the operator (waiting for its Deployment)");
         self.install_operator_values(&values).await?;
+        say("installing: the group's MariaDB sites and sidecars");
         for mut object in read_manifests(&self.fixtures.playground("group.yaml"))? {
             if object["kind"] == "MysqlFailoverGroup" {
                 if let Some(patch) = &overrides.group_spec {
@@ -146,7 +150,12 @@ impl Installer {
             }
             apply(&self.client, &object).await?;
         }
+        say(format!(
+            "installing: waiting up to {} s for the group's authority to be Valid with every site healthy",
+            BOOTSTRAP_WAIT_MAX.as_secs()
+        ));
         let group = self.wait_bootstrapped(BOOTSTRAP_WAIT_MAX).await?;
+        say("installing: the counter's database and the counter");
         self.apply_file(&self.fixtures.playground("database.yaml"))
             .await?;
         self.install_counter().await?;

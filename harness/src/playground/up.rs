@@ -54,6 +54,10 @@ impl Playground {
     /// counter to localhost:8090 and prints how to use it.
     pub fn up(&self) -> Result<()> {
         let started = Instant::now();
+        crate::progress::say(format!(
+            "starting localkube ({})",
+            self.localkube.state_dir.display()
+        ));
         let fresh = self.localkube.up()?;
         eprintln!(
             "playground: localkube {} ({})",

@@ -15,6 +15,7 @@ use crate::check::timings::check_timings;
 use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::recorder::Recorder;
 use crate::history::store::History;
+use crate::progress;
 use crate::scenario::model::{Expect, HealTarget, Quantity, Step};
 use crate::scenario::validate::{collect_variables_in_str, LoadedScenario};
 
@@ -99,12 +100,26 @@ fn run_steps(
 ) -> Result<(), String> {
     let scenario = &loaded.scenario;
     let scenario_wall_start = jiff::Timestamp::now();
-    cluster
+    let phase = progress::Phase::start(
+        "installing the playground and waiting for its authority to be Valid",
+    );
+    let installed = cluster
         .install(&scenario.install)
-        .map_err(|error| format!("failed to install: {error}"))?;
+        .map_err(|error| format!("failed to install: {error}"));
+    phase.end(&installed);
+    installed?;
+    let phase = progress::Phase::start("starting the workload and waiting for its first write");
     let workload = cluster
         .start_workload(Arc::clone(recorder))
-        .map_err(|error| format!("failed to start the workload: {error}"))?;
+        .map_err(|error| format!("failed to start the workload: {error}"));
+    let workload = match workload {
+        Ok(workload) => workload,
+        Err(error) => {
+            let failed: Result<(), &String> = Err(&error);
+            phase.end(&failed);
+            return Err(error);
+        }
+    };
     // Warm-up: the steps start once the workload has an acknowledged write, so the first
     // fault never precedes the workload (the liveness checker's "before the first fault").
     let warmed = poll_until(
@@ -114,11 +129,16 @@ fn run_steps(
     );
     if warmed.is_none() {
         let _ = workload.stop();
-        return Err(format!(
+        let error = format!(
             "the workload acknowledged no write within {} s of starting",
             WARMUP_MAX.as_secs()
-        ));
+        );
+        let failed: Result<(), &String> = Err(&error);
+        phase.end(&failed);
+        return Err(error);
     }
+    phase.end(&Ok::<(), String>(()));
+    let total_steps = scenario.steps.len();
     let mut variables: BTreeMap<String, Value> = BTreeMap::new();
     // Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
     let mut baselines: BTreeMap<usize, Result<Value, String>> = BTreeMap::new();
@@ -146,6 +166,11 @@ fn run_steps(
         if matches!(step, Step::Fault(_) | Step::Heal(_) | Step::Apply(_)) {
             fault_started = jiff::Timestamp::now();
         }
+        let phase = progress::Phase::start(format!(
+            "step {}/{total_steps} {}",
+            index + 1,
+            step_label(step)
+        ));
         let result = match step {
             Step::Apply(apply) => cluster
                 .apply(apply)
@@ -222,11 +247,15 @@ fn run_steps(
                 Ok(())
             }
         };
+        phase.end(&result);
         if let Err(error) = result {
             outcome = Err(error);
             break;
         }
     }
+    let phase = progress::Phase::start(
+        "healing every fault, waiting for convergence, reading the final state",
+    );
     // Heal everything, then the liveness phase and the final read, even after a failure:
     // the history needs its final state and the cluster must be left converged for reuse.
     let heal = cluster
@@ -267,11 +296,37 @@ fn run_steps(
             Err(format!("final read: failed to {error}"))
         }
     };
-    outcome
-        .and(heal)
-        .and(converged)
-        .and(stopped)
-        .and(final_read)
+    let closing = heal.and(converged).and(stopped).and(final_read);
+    phase.end(&closing);
+    outcome.and(closing)
+}
+
+/// A step as the progress line names it: its kind and target (`fault {"kill":{"site":"iad"}}`,
+/// `expect within 30s: group activeSite pdx`), at most about a line.
+pub fn step_label(step: &Step) -> String {
+    let label = match step {
+        Step::Expect(expect) => {
+            let window = match (&expect.within, &expect.for_) {
+                (Some(within), _) => format!(" within {within}"),
+                (None, Some(hold)) => format!(" for {hold}"),
+                (None, None) => String::new(),
+            };
+            format!("expect{window}: {}", describe(expect))
+        }
+        other => {
+            let body = serde_json::to_value(other)
+                .ok()
+                .and_then(|value| value.as_object()?.values().next().cloned())
+                .map(|value| value.to_string())
+                .unwrap_or_default();
+            format!("{} {body}", other.kind())
+        }
+    };
+    if label.chars().count() > 120 {
+        format!("{}...", label.chars().take(117).collect::<String>())
+    } else {
+        label
+    }
 }
 
 /// What an expectation is judged against besides the live observation.

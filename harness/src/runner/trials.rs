@@ -10,6 +10,7 @@ use super::execute::{execute, Pacing};
 use crate::backend::{select_backend, Backend, Cluster, ClusterKind};
 use crate::error::Result;
 use crate::history::store::History;
+use crate::progress;
 use crate::report::results::{judge, RunResults, ScenarioIdentity, ScenarioResult};
 use crate::report::write::write_report;
 use crate::scenario::validate::LoadedScenario;
@@ -71,20 +72,32 @@ pub fn build_trials(
     context: &Arc<RunContext>,
     ignored: bool,
 ) -> Vec<Trial> {
+    let total = catalogue.len();
     catalogue
         .iter()
-        .map(|loaded| {
+        .enumerate()
+        .map(|(index, loaded)| {
             let context = Arc::clone(context);
             let scenario = loaded.clone();
-            Trial::test(loaded.trial_name(), move || run_trial(&context, &scenario))
-                .with_ignored_flag(ignored)
+            let scope = format!("{}/{total} s{:03}", index + 1, loaded.scenario.id);
+            Trial::test(loaded.trial_name(), move || {
+                progress::scoped(scope, || run_trial(&context, &scenario))
+            })
+            .with_ignored_flag(ignored)
         })
         .collect()
 }
 
 fn cluster_for(context: &RunContext, backend: &dyn Backend) -> Result<Arc<dyn Cluster>> {
+    let create = || {
+        let phase =
+            progress::Phase::start(format!("creating the cluster ({})", backend.kind().name()));
+        let created = backend.create();
+        phase.end(&created);
+        created
+    };
     if !context.reuse {
-        return backend.create();
+        return create();
     }
     let mut shared = context
         .shared_cluster
@@ -93,7 +106,7 @@ fn cluster_for(context: &RunContext, backend: &dyn Backend) -> Result<Arc<dyn Cl
     if let Some(cluster) = shared.as_ref() {
         return Ok(Arc::clone(cluster));
     }
-    let cluster = backend.create()?;
+    let cluster = create()?;
     *shared = Some(Arc::clone(&cluster));
     Ok(cluster)
 }
@@ -102,13 +115,13 @@ fn cluster_for(context: &RunContext, backend: &dyn Backend) -> Result<Arc<dyn Cl
 /// there is none, else runs it, judges each run's history and keeps every result for the
 /// report. The trial fails when any run failed, naming how many passed.
 pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Failed> {
-    let backend = match &context.backend {
-        Ok(backend) => backend,
-        Err(sentence) => return Err(Failed::from(sentence.as_str())),
-    };
     let mut failures = Vec::new();
     for attempt in 1..=context.repeat {
-        if let Some(failure) = run_once(context, backend.as_ref(), loaded, attempt)? {
+        let failure = match &context.backend {
+            Ok(backend) => run_once(context, backend.as_ref(), loaded, attempt),
+            Err(sentence) => Some(record_unrun(context, loaded, attempt, sentence.clone())),
+        };
+        if let Some(failure) = failure {
             failures.push((attempt, failure));
         }
     }
@@ -123,16 +136,60 @@ pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Fa
     }
 }
 
-/// One run of a scenario; `Some(reason)` when it failed. `Err` only when no cluster could
-/// be had (nothing ran).
+/// A run that could not start (no backend, or no cluster could be had): a failed result
+/// with no history, kept for the report, JUnit and the trend line like any other, so a run
+/// whose clusters all failed is never an empty, green report. Returns the failure.
+fn record_unrun(
+    context: &RunContext,
+    loaded: &LoadedScenario,
+    attempt: u32,
+    reason: String,
+) -> String {
+    let trial = loaded.trial_name();
+    let mut result = judge(
+        ScenarioIdentity {
+            id: loaded.scenario.id,
+            trial: &trial,
+            title: &loaded.scenario.title,
+            seed: &loaded.scenario.seed,
+        },
+        &History::new(Vec::new()),
+        Vec::new(),
+        Vec::new(),
+        Some(reason.clone()),
+        0,
+    );
+    result.attempt = attempt;
+    context
+        .results
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((result, History::new(Vec::new())));
+    reason
+}
+
+/// One run of a scenario; `Some(reason)` when it failed, including when no cluster could be
+/// had (then nothing ran, and the result says so).
 fn run_once(
     context: &RunContext,
     backend: &dyn Backend,
     loaded: &LoadedScenario,
     attempt: u32,
-) -> Result<Option<String>, Failed> {
-    let cluster = cluster_for(context, backend)
-        .map_err(|error| Failed::from(format!("failed to {error}")))?;
+) -> Option<String> {
+    if context.repeat > 1 {
+        progress::say(format!("run {attempt} of {}", context.repeat));
+    }
+    let cluster = match cluster_for(context, backend) {
+        Ok(cluster) => cluster,
+        Err(error) => {
+            return Some(record_unrun(
+                context,
+                loaded,
+                attempt,
+                format!("failed to {error}"),
+            ))
+        }
+    };
     let trial = loaded.trial_name();
     let dir_name = if attempt <= 1 {
         trial.clone()
@@ -201,7 +258,7 @@ fn run_once(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push((result, run.history));
-    Ok(failure)
+    failure
 }
 
 /// After the trials: tears down a reused cluster and writes the report when any scenario
@@ -336,11 +393,30 @@ pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
         }
         None => started_at.strftime("%Y%m%dT%H%M%SZ").to_string(),
     };
+    progress::enable(
+        "bloodraven-harness",
+        cli.test.quiet || progress::quiet_from_env(),
+    );
     let kind = cli.cluster_kind();
     let context = Arc::new(RunContext::new(&cli, run_id));
     let ignored = ignored_by_default && cli.cluster.is_none();
     let trials = build_trials(&catalogue, &context, ignored);
     let conclusion = libtest_mimic::run(&cli.test, trials);
+    // A run asked for scenarios on a cluster and executed none (a filter or `--skip` that
+    // matched nothing): never a green run.
+    if !cli.test.list && !ignored && executed_nothing(&conclusion) {
+        eprintln!(
+            "bloodraven-harness: failed to run any scenario: {} matched, {} filtered out{}",
+            conclusion.num_passed + conclusion.num_failed + conclusion.num_ignored,
+            conclusion.num_filtered_out,
+            if conclusion.num_ignored > 0 {
+                " (the rest ignored)"
+            } else {
+                ""
+            }
+        );
+        return std::process::ExitCode::from(2);
+    }
     if !cli.test.list {
         match finish_run(&context, started_at, kind.name()) {
             Ok(Some(dir)) => eprintln!(
@@ -355,4 +431,9 @@ pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
         }
     }
     conclusion.exit_code()
+}
+
+/// Whether a run executed no trial at all (none passed, none failed).
+pub fn executed_nothing(conclusion: &libtest_mimic::Conclusion) -> bool {
+    conclusion.num_passed == 0 && conclusion.num_failed == 0
 }

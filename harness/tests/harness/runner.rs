@@ -702,9 +702,11 @@ fn failure_message(result: std::result::Result<(), libtest_mimic::Failed>) -> Op
         .map(|failed| failed.message().unwrap_or_default().to_owned())
 }
 
-// The brief: a trial run without a backend must fail with one clear sentence, never pass.
+// The brief: a trial run without a backend must fail with one clear sentence, never pass,
+// and the scenario is a FAIL row in results.json, the report, JUnit and the trend line (it
+// was missing from all four, so a run whose clusters all failed wrote no report at all).
 #[test]
-fn trials_without_a_backend_fail_and_write_no_report() {
+fn trials_without_a_backend_fail_and_are_reported_as_failed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sentence = bloodraven_harness::backend::unavailable_sentence(ClusterKind::Localkube);
     assert!(
@@ -718,10 +720,10 @@ fn trials_without_a_backend_fail_and_write_no_report() {
         failure_message(run_trial(&context, &loaded)),
         Some(sentence)
     );
-    assert_eq!(
-        finish_run(&context, support_epoch(), "localkube").expect("finish"),
-        None
-    );
+    let written = finish_run(&context, support_epoch(), "localkube")
+        .expect("finish")
+        .expect("a report of the failed run");
+    assert_unrun_is_a_fail_row(&written, dir.path(), "failed to find a cluster");
     // Trials are named sNNN_slug; the cargo test target marks them ignored (not passed).
     let trials = build_trials(std::slice::from_ref(&loaded), &context, false);
     assert_eq!(
@@ -729,6 +731,71 @@ fn trials_without_a_backend_fail_and_write_no_report() {
         ("s038_test", false)
     );
     assert!(build_trials(&[loaded], &context, true)[0].has_ignored_flag());
+}
+
+/// results.json, index.html, junit.xml and the trend line of a run with one scenario that
+/// never ran all show it failed, with `reason` in the failure.
+fn assert_unrun_is_a_fail_row(written: &Path, report_dir: &Path, reason: &str) {
+    let results: bloodraven_harness::report::results::RunResults = serde_json::from_str(
+        &std::fs::read_to_string(written.join("results.json")).expect("results.json"),
+    )
+    .expect("parses");
+    assert_eq!(results.scenarios.len(), 1);
+    let row = &results.scenarios[0];
+    assert!(!row.passed, "{row:?}");
+    assert!(
+        row.failure.as_deref().is_some_and(|f| f.contains(reason)),
+        "{:?}",
+        row.failure
+    );
+    let html = std::fs::read_to_string(written.join("index.html")).expect("index.html");
+    assert!(
+        html.contains("s038_test") && html.contains(">FAIL<"),
+        "report row"
+    );
+    let junit = std::fs::read_to_string(written.join("junit.xml")).expect("junit.xml");
+    assert!(
+        junit.contains("<failure") && junit.contains("s038_test"),
+        "{junit}"
+    );
+    let trend = bloodraven_harness::report::trend::read_trend(&report_dir.join("trend.jsonl"))
+        .expect("trend");
+    assert_eq!(trend[0].scenarios.len(), 1);
+    assert!(!trend[0].scenarios[0].passed);
+}
+
+/// A backend whose clusters cannot be created.
+struct BrokenBackend;
+
+impl Backend for BrokenBackend {
+    fn kind(&self) -> ClusterKind {
+        ClusterKind::Kubeconfig
+    }
+    fn create(&self) -> Result<Arc<dyn Cluster>> {
+        Err(bloodraven_harness::error::Error::Cluster {
+            action: "create the cluster".to_owned(),
+            reason: "the API server never answered".to_owned(),
+        })
+    }
+    fn teardown(&self, _cluster: Arc<dyn Cluster>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_scenario_whose_cluster_could_not_be_created_is_a_fail_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let context = context(Ok(Box::new(BrokenBackend)), dir.path());
+    let loaded = scenario("- expect: {within: 1s, group: {activeSite: iad}}\n");
+    let message = failure_message(run_trial(&context, &loaded)).expect("fails");
+    assert!(
+        message.contains("the API server never answered"),
+        "{message}"
+    );
+    let written = finish_run(&context, support_epoch(), "kubeconfig")
+        .expect("finish")
+        .expect("a report of the failed run");
+    assert_unrun_is_a_fail_row(&written, dir.path(), "the API server never answered");
 }
 
 #[test]
