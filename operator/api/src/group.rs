@@ -51,6 +51,7 @@ fn default_dns_ttl() -> u32 {
     printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.activeSite"}"#,
     printcolumn = r#"{"name":"Generation","type":"integer","jsonPath":".status.topologyGeneration"}"#,
     printcolumn = r#"{"name":"Authority","type":"string","jsonPath":".status.authority.state"}"#,
+    printcolumn = r#"{"name":"SpecValid","type":"string","jsonPath":".status.conditions[?(@.type==\"SpecValid\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

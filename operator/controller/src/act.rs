@@ -14,7 +14,7 @@
 
 use crate::events::Recorder;
 use bloodraven_api::auth::OperatorKey;
-use bloodraven_api::{names, sidecar, MysqlFailoverGroup, Timestamp};
+use bloodraven_api::{names, sidecar, MysqlFailoverGroup, MysqlFailoverGroupStatus, Timestamp};
 use bloodraven_core::deploy::{DeployLeases, Tombstone};
 use bloodraven_core::engine::{Action, AnnotationChange};
 use bloodraven_core::{Decision, GroupMemory};
@@ -713,10 +713,16 @@ impl Executor<'_> {
     /// annotation copy is kept by `decide` itself (an `Annotate` action when it is missing or
     /// older, seed 001).
     pub async fn persist(&self, memory: &GroupMemory) -> Result<()> {
+        self.persist_status(status_of(memory, self.group.metadata.generation))
+            .await
+    }
+
+    /// Writes `status` as the group's whole status (server-side apply, as
+    /// [`Executor::persist`]).
+    pub async fn persist_status(&self, status: MysqlFailoverGroupStatus) -> Result<()> {
         let namespace = self.namespace();
         let name = self.name();
         self.gate("WriteStatus")?;
-        let status = status_of(memory, self.group.metadata.generation);
         let api: Api<MysqlFailoverGroup> = Api::namespaced(self.client.clone(), &namespace);
         let body = json!({
             "apiVersion": MysqlFailoverGroup::api_version(&()),

@@ -15,6 +15,10 @@
 //! the next poll; the first failure under an authority raises a Warning Event on the
 //! `MysqlDatabase`. A schema dropped by hand is not re-created until the authority changes or
 //! the operator restarts.
+//!
+//! The `MysqlDatabase`s are listed as objects decoded one by one: one that does not decode is
+//! reported on itself (`SpecUndecodable`, [`crate::decode`]) and skipped, and the schemas of
+//! the others are ensured.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,8 +29,9 @@ use bloodraven_api::{MysqlDatabase, MysqlFailoverGroup};
 use bloodraven_core::GroupMemory;
 use kube::api::ListParams;
 use kube::runtime::events::{Event, EventType};
-use kube::{Api, Resource};
+use kube::Resource;
 
+use crate::decode::{list_decoded, Undecodable};
 use crate::error::Error;
 use crate::poll::Shell;
 use crate::sidecar::MUTATION_TIMEOUT;
@@ -177,9 +182,19 @@ pub async fn ensure(shell: &Shell, group: &MysqlFailoverGroup, memory: &GroupMem
         topology_generation: memory.topology_generation,
         active_site: memory.active_site.clone(),
     };
-    let api: Api<MysqlDatabase> = Api::namespaced(shell.client.clone(), &namespace);
-    let listed = match api.list(&ListParams::default()).await {
-        Ok(listed) => listed.items,
+    // Decoded one by one: a `MysqlDatabase` that does not decode is reported and skipped, the
+    // others of the namespace are ensured (issue 32 item 1).
+    let listed = match list_decoded::<MysqlDatabase>(
+        &shell.client,
+        Some(&namespace),
+        &ListParams::default(),
+    )
+    .await
+    {
+        Ok(decoded) => {
+            report_undecodable(shell, &namespace, &decoded.undecodable).await;
+            decoded.objects
+        }
         Err(error) => {
             let error = Error::kube(format!("list mysqldatabases in {namespace}"), error);
             tracing::warn!(group = %name, namespace = %namespace, %error, "failed to list databases; retried next poll");
@@ -252,6 +267,24 @@ pub async fn ensure(shell: &Shell, group: &MysqlFailoverGroup, memory: &GroupMem
             }
         }
     }
+}
+
+/// Reports the `MysqlDatabase`s of `namespace` that do not decode; those reported before that
+/// decode again (or are gone) are resolved.
+async fn report_undecodable(shell: &Shell, namespace: &str, undecodable: &[Undecodable]) {
+    for object in undecodable {
+        shell
+            .undecodable
+            .report(&shell.recorder, &shell.metrics, object)
+            .await;
+    }
+    let still: BTreeSet<String> = undecodable
+        .iter()
+        .map(|object| object.name.clone())
+        .collect();
+    shell
+        .undecodable
+        .resolved_except(&shell.metrics, &MysqlDatabase::kind(&()), namespace, &still);
 }
 
 /// Raises an Event on each `MysqlDatabase` naming the schema; a failed publish is logged.

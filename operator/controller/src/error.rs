@@ -75,6 +75,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A stored custom resource does not decode (issue 32; [`crate::decode`]).
+    #[error("{0}")]
+    Undecodable(Box<crate::decode::Undecodable>),
     /// Stored deploy-lease state could not be decoded.
     #[error("{0}")]
     DeployState(#[from] bloodraven_core::deploy::Error),

@@ -1,8 +1,10 @@
 //! bloodraven-operator: the kube-rs shell around `bloodraven-core`.
 //!
-//! One poll per group (gather -> decide -> act, STYLE.md 1): [`workloads`] first ensures the
-//! per-site StatefulSets and the credentials Secret (a shell concern), [`gather`] reads the sidecars
-//! and cluster objects into core's `Observation`, `bloodraven_core::decide` decides, [`act`]
+//! One poll per group (gather -> decide -> act, STYLE.md 1), its object read on its own
+//! through [`decode`] (one that does not decode is reported and skipped; a spec core finds
+//! invalid builds nothing): [`workloads`] first ensures the per-site StatefulSets and the
+//! credentials Secret (a shell concern), [`gather`] reads the sidecars and cluster objects
+//! into core's `Observation`, `bloodraven_core::decide` decides, [`act`]
 //! executes the actions in order and persists memory ([`memory`]); a decision that starts a
 //! planned failover passes the [`hold_gate`] first (no failover-hold granted since gather). [`leader`] elects the one
 //! replica that polls, writes and serves; [`http`] serves :8082 (metrics, probes);
@@ -12,6 +14,7 @@
 
 pub mod act;
 pub mod databases;
+pub mod decode;
 pub mod deploy_api;
 mod error;
 pub mod events;

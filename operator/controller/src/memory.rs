@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use bloodraven_api::auth::{OperatorKey, OperatorVerifyingKey, SignedAnnotation};
-use bloodraven_api::{names, MysqlFailoverGroup, MysqlFailoverGroupStatus};
+use bloodraven_api::{names, Condition, MysqlFailoverGroup, MysqlFailoverGroupStatus};
 use bloodraven_core::engine::{
     signed_value, split_signature, FailoverNote, FailoverNoteError, GroupAnnotations, NoteReading,
     NoteSignature,
@@ -109,6 +109,33 @@ pub fn status_of(
     MysqlFailoverGroupStatus {
         observed_generation,
         ..memory.to_status()
+    }
+}
+
+/// The status to write after a poll of a group whose spec is invalid (issue 32 item 4): the
+/// carried memory's status when a valid spec left one in this process, else the stored
+/// status, with `conditions` (the decision's: the previous ones and `SpecValid=False`) and
+/// `observedGeneration`.
+///
+/// Never the status of memory rebuilt from the stored status under the invalid spec:
+/// [`GroupMemory::from_status`] needs the spec's sites and falls back to the initial memory
+/// when the active site is not one of them, and writing that would reset
+/// `topologyGeneration` and `activeSite` of a group that was edited invalid while the
+/// operator was away.
+pub fn status_while_invalid(
+    carried: Option<&GroupMemory>,
+    stored: Option<&MysqlFailoverGroupStatus>,
+    conditions: &[Condition],
+    observed_generation: Option<i64>,
+) -> MysqlFailoverGroupStatus {
+    let status = match carried {
+        Some(memory) => memory.to_status(),
+        None => stored.cloned().unwrap_or_default(),
+    };
+    MysqlFailoverGroupStatus {
+        conditions: conditions.to_vec(),
+        observed_generation,
+        ..status
     }
 }
 
@@ -251,6 +278,85 @@ mod tests {
             cooldown_until: cooldown,
             ..GroupAnnotations::default()
         }
+    }
+
+    /// Issue 32 item 4: a group edited invalid while the operator was away (its restart
+    /// carries no memory) keeps its status as stored, with SpecValid=False added: memory
+    /// rebuilt under the invalid spec (pdx no longer one of its sites) is the initial one,
+    /// and writing it would have reset the generation and the active site.
+    #[test]
+    fn an_invalid_spec_writes_the_stored_status_with_its_spec_valid_condition() {
+        let valid = after_failover();
+        let stored = status_of(&valid, Some(4));
+        let mut invalid = spec();
+        invalid.sites.retain(|site| site.name != "pdx");
+        invalid.failure_threshold = 0;
+        invalid.initial_active_site = "pdx".into();
+        let rebuilt = GroupMemory::from_status(&invalid, Some(&stored), at(5));
+        assert_eq!(
+            (rebuilt.topology_generation, rebuilt.active_site.as_str()),
+            (0, "pdx"),
+            "the hazard: initial memory"
+        );
+
+        let base = GroupMemory {
+            conditions: stored.conditions.clone(),
+            ..rebuilt
+        };
+        let decision = bloodraven_core::decide(
+            &invalid,
+            &base,
+            &observation(GroupAnnotations::default()),
+            at(5),
+        );
+        let status =
+            status_while_invalid(None, Some(&stored), &decision.memory.conditions, Some(5));
+        assert_eq!(
+            (
+                status.active_site.as_deref(),
+                status.topology_generation,
+                status.observed_generation
+            ),
+            (Some("pdx"), 3, Some(5))
+        );
+        assert_eq!(status.last_failover, stored.last_failover);
+        assert_eq!(status.sites, stored.sites);
+        let find = |type_: &str| {
+            status
+                .conditions
+                .iter()
+                .find(|condition| condition.type_ == type_)
+                .cloned()
+                .unwrap_or_else(|| panic!("{type_} in {:?}", status.conditions))
+        };
+        let spec_valid = find(bloodraven_core::engine::CONDITION_SPEC_VALID);
+        assert_eq!(
+            (spec_valid.status.as_str(), spec_valid.reason.as_str()),
+            ("False", "SpecInvalid")
+        );
+        assert!(
+            spec_valid
+                .message
+                .contains("spec.initialActiveSite: \"pdx\" is not one of spec.sites")
+                && spec_valid
+                    .message
+                    .contains("spec.failureThreshold: must be at least 1"),
+            "{}",
+            spec_valid.message
+        );
+        assert_eq!(
+            find(bloodraven_core::engine::CONDITION_READY),
+            stored.conditions[0],
+            "the other conditions as stored"
+        );
+
+        // A memory carried from a valid spec in this process is the one written.
+        let status = status_while_invalid(Some(&valid), None, &decision.memory.conditions, Some(5));
+        assert_eq!(
+            (status.active_site.as_deref(), status.topology_generation),
+            (Some("pdx"), 3)
+        );
+        assert_eq!(status.conditions, decision.memory.conditions);
     }
 
     /// bloodraven.md: status carries activeSite, topologyGeneration, authority, conditions,

@@ -55,6 +55,17 @@ pub struct SiteLabels {
     pub site: String,
 }
 
+/// Labels `{kind, namespace, name}` of one stored object.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectLabels {
+    /// The object's kind (`MysqlFailoverGroup`, `MysqlDatabase`).
+    pub kind: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
 /// Every metric the operator exports.
 #[derive(Clone)]
 pub struct Metrics {
@@ -75,6 +86,10 @@ pub struct Metrics {
     pub replication_lag: Family<SiteLabels, Gauge>,
     /// `bloodraven_is_leader` (1 on the leader).
     pub is_leader: Gauge,
+    /// `bloodraven_undecodable_objects{kind, namespace, name}`: 1 while a stored object the
+    /// operator needs does not decode (it is skipped); the series goes once it decodes again
+    /// or is deleted ([`crate::decode`]).
+    pub undecodable_objects: Family<ObjectLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -137,6 +152,12 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             is_leader.clone(),
         );
+        let undecodable_objects = Family::<ObjectLabels, Gauge>::default();
+        registry.register(
+            "undecodable_objects",
+            "Stored objects the operator cannot decode and skips (1 each)",
+            undecodable_objects.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             failovers,
@@ -147,6 +168,7 @@ impl Metrics {
             planned_failovers_deferred,
             replication_lag,
             is_leader,
+            undecodable_objects,
         }
     }
 

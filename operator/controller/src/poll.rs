@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bloodraven_api::{MysqlFailoverGroup, Timestamp};
+use bloodraven_core::engine::{DnsReading, GroupAnnotations, Observation};
 use bloodraven_core::{decide, GroupMemory};
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
+use kube::Resource;
 use std::sync::Arc;
 
 use crate::events::Recorder;
@@ -19,12 +21,13 @@ use tokio::task::JoinHandle;
 use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
 
 use crate::act::Executor;
+use crate::decode::{decode, get_api, DecodeReports};
 use crate::deploy_api::store::LeaseStore;
 use crate::error::{Error, Result};
 use crate::gather::gather;
 use crate::hold_gate::{confirm_no_hold, reopen, reopen_when_settled, GroupKey};
 use crate::leader::LeaderFlag;
-use crate::memory::MemoryBoard;
+use crate::memory::{status_while_invalid, MemoryBoard};
 use crate::metrics::Metrics;
 use crate::sidecar::SidecarClient;
 
@@ -37,6 +40,9 @@ pub const READ_RETRY_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The shortest period between two polls of a group, whatever its `pollInterval` says.
 pub const POLL_INTERVAL_MIN: Duration = Duration::from_millis(100);
+/// The shortest period between two reads of a group whose spec is invalid (its
+/// `pollInterval` may be the problem, e.g. `0`).
+pub const SPEC_INVALID_RECHECK_MIN: Duration = Duration::from_secs(2);
 
 /// What one turn of a group's poll loop did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +71,7 @@ pub trait Turns {
 /// The loop of one group: its memory carried from poll to poll.
 struct GroupLoop<'a> {
     shell: &'a Shell,
-    api: Api<MysqlFailoverGroup>,
+    api: Api<DynamicObject>,
     namespace: &'a str,
     name: &'a str,
     memory: Option<GroupMemory>,
@@ -145,6 +151,8 @@ pub struct Shell {
     pub board: MemoryBoard,
     /// The `MysqlDatabase` schemas each group's polls ensured ([`crate::databases`]).
     pub databases: crate::databases::EnsuredDatabases,
+    /// The stored objects reported as undecodable ([`crate::decode`]).
+    pub undecodable: DecodeReports,
 }
 
 impl Shell {
@@ -154,8 +162,89 @@ impl Shell {
     }
 
     /// One poll of `group`, starting from `memory` (loaded from status when `None`). Returns
-    /// the memory to carry to the next poll.
+    /// the memory to carry to the next poll: `None` only while the spec is invalid and no
+    /// valid spec left a memory in this process ([`Shell::poll_invalid`]).
     pub async fn poll(
+        &self,
+        group: &MysqlFailoverGroup,
+        memory: Option<GroupMemory>,
+    ) -> Option<GroupMemory> {
+        let problems = group.spec.validate();
+        if problems.is_empty() {
+            Some(self.poll_valid(group, memory).await)
+        } else {
+            self.poll_invalid(group, memory, &problems).await
+        }
+    }
+
+    /// One poll of a group whose spec is invalid (issue 32 item 4): nothing is built (no
+    /// StatefulSet, Secret, Service or DNSEndpoint), no sidecar is called, and core decides
+    /// nothing but its `SpecInvalid` Event (when the problem is new) and the `SpecValid=False`
+    /// condition naming every field, which the status carries ([`status_while_invalid`]).
+    /// What runs keeps running, as when the operator is away.
+    ///
+    /// A memory carried from a valid spec is carried on (with the condition), so that the
+    /// poll after the fix resumes from it; none is made up under the invalid spec
+    /// (`from_status` needs its sites): the first valid poll loads one from status.
+    async fn poll_invalid(
+        &self,
+        group: &MysqlFailoverGroup,
+        carried: Option<GroupMemory>,
+        problems: &[String],
+    ) -> Option<GroupMemory> {
+        let _timer = self.metrics.poll_timer();
+        let name = group.metadata.name.clone().unwrap_or_default();
+        let namespace = group.metadata.namespace.clone().unwrap_or_default();
+        let now = wall_clock();
+        let stored = group.status.as_ref();
+        let base = carried.clone().unwrap_or_else(|| GroupMemory {
+            conditions: stored
+                .map(|status| status.conditions.clone())
+                .unwrap_or_default(),
+            ..GroupMemory::from_status(&group.spec, stored, now)
+        });
+        let observation = Observation {
+            group: name.clone(),
+            namespace: namespace.clone(),
+            sites: Vec::new(),
+            annotations: GroupAnnotations::default(),
+            deploy_hold: None,
+            dns: DnsReading::Unknown {
+                error: "not read: the spec is invalid".to_string(),
+            },
+            polled_at: None,
+        };
+        let decision = decide(&group.spec, &base, &observation, now);
+        if !self.leader.may_act() {
+            return carried;
+        }
+        if !decision.actions.is_empty() {
+            tracing::warn!(group = %name, namespace = %namespace, problems = %problems.join("; "), "spec invalid: nothing built and no failover decided until it is fixed");
+        }
+        let executor = Executor {
+            client: &self.client,
+            sidecars: &self.sidecars,
+            store: &self.store,
+            recorder: &self.recorder,
+            metrics: &self.metrics,
+            group,
+            leader: &self.leader,
+        };
+        executor.execute(&decision, now).await;
+        let status = status_while_invalid(
+            carried.as_ref(),
+            stored,
+            &decision.memory.conditions,
+            group.metadata.generation,
+        );
+        if let Err(error) = executor.persist_status(status).await {
+            tracing::warn!(group = %name, namespace = %namespace, action = "WriteStatus", outcome = "unknown", %error, "status write failed; retried next poll");
+        }
+        carried.map(|_| decision.memory)
+    }
+
+    /// One poll of `group`, whose spec is valid.
+    async fn poll_valid(
         &self,
         group: &MysqlFailoverGroup,
         memory: Option<GroupMemory>,
@@ -272,7 +361,7 @@ impl Shell {
     async fn poll_group(&self, namespace: &str, name: &str, shutdown: watch::Receiver<bool>) {
         let mut group = GroupLoop {
             shell: self,
-            api: Api::namespaced(self.client.clone(), namespace),
+            api: get_api::<MysqlFailoverGroup>(&self.client, Some(namespace)),
             namespace,
             name,
             memory: None,
@@ -280,10 +369,12 @@ impl Shell {
         run_turns(&mut group, shutdown).await;
     }
 
-    /// One turn of a group's loop: a poll while leader, else nothing.
+    /// One turn of a group's loop: a poll while leader, else nothing. The group is read on
+    /// its own and decoded here: one that does not decode is reported and waited on, its
+    /// memory kept ([`crate::decode`]).
     async fn turn(
         &self,
-        api: &Api<MysqlFailoverGroup>,
+        api: &Api<DynamicObject>,
         namespace: &str,
         name: &str,
         memory: &mut Option<GroupMemory>,
@@ -301,37 +392,63 @@ impl Shell {
                 after: STANDBY_INTERVAL,
             };
         }
-        match api.get_opt(name).await {
+        let kind = MysqlFailoverGroup::kind(&());
+        let object = match api.get_opt(name).await {
             Ok(None) => {
                 tracing::info!(group = %name, namespace = %namespace, "group deleted; stopping its poll loop");
-                Turn::Stop
+                self.undecodable
+                    .resolved(&self.metrics, &kind, namespace, name);
+                return Turn::Stop;
             }
-            Ok(Some(group)) if group.metadata.deletion_timestamp.is_some() => {
+            Ok(Some(object)) if object.metadata.deletion_timestamp.is_some() => {
                 tracing::info!(group = %name, namespace = %namespace, "group terminating; stopping its poll loop");
-                Turn::Stop
+                self.undecodable
+                    .resolved(&self.metrics, &kind, namespace, name);
+                return Turn::Stop;
             }
-            Ok(Some(group)) => {
-                // An invalid spec is core's to judge (it raises SpecInvalid and decides
-                // nothing else).
-                let polled = self.poll(&group, memory.take()).await;
-                self.board.publish(namespace, name, &polled);
-                // pollInterval, or a follow-up while a failover is in flight (core).
-                let period =
-                    bloodraven_core::engine::next_poll_in(&group.spec, &polled, wall_clock())
-                        .max(POLL_INTERVAL_MIN);
-                *memory = Some(polled);
-                Turn::Polled { period }
-            }
+            Ok(Some(object)) => object,
             Err(error) => {
                 tracing::warn!(group = %name, namespace = %namespace, %error, "failed to read group");
-                Turn::Waited {
+                return Turn::Waited {
                     after: READ_RETRY_INTERVAL,
-                }
+                };
             }
+        };
+        let group = match decode::<MysqlFailoverGroup>(object) {
+            Ok(group) => group,
+            Err(undecodable) => {
+                self.undecodable
+                    .report(&self.recorder, &self.metrics, &undecodable)
+                    .await;
+                return Turn::Waited {
+                    after: READ_RETRY_INTERVAL,
+                };
+            }
+        };
+        self.undecodable
+            .resolved(&self.metrics, &kind, namespace, name);
+        let valid = group.spec.validate().is_empty();
+        let polled = self.poll(&group, memory.take()).await;
+        match &polled {
+            Some(polled) => self.board.publish(namespace, name, polled),
+            None => self.board.forget(namespace, name),
         }
+        let period = match &polled {
+            // pollInterval, or a follow-up while a failover is in flight (core).
+            Some(polled) if valid => {
+                bloodraven_core::engine::next_poll_in(&group.spec, polled, wall_clock())
+                    .max(POLL_INTERVAL_MIN)
+            }
+            // Nothing is decided while the spec is invalid: no follow-ups.
+            Some(_) | None => group.spec.poll_interval.get().max(SPEC_INVALID_RECHECK_MIN),
+        };
+        *memory = polled;
+        Turn::Polled { period }
     }
 
-    /// Keeps one poll loop per group (all namespaces) until `shutdown` flips.
+    /// Keeps one poll loop per group (all namespaces) until `shutdown` flips. Groups are
+    /// discovered by their metadata only: a stored group that does not decode cannot fail
+    /// the list (issue 32 item 1); its own loop reports it.
     pub async fn run_groups(&self, shutdown: watch::Receiver<bool>) -> Result<()> {
         let api: Api<MysqlFailoverGroup> = Api::all(self.client.clone());
         let mut loops: BTreeMap<(String, String), JoinHandle<()>> = BTreeMap::new();
@@ -339,7 +456,7 @@ impl Shell {
         loop {
             loops.retain(|_, handle| !handle.is_finished());
             if self.leader.is_leader() {
-                match api.list(&ListParams::default()).await {
+                match api.list_metadata(&ListParams::default()).await {
                     Ok(groups) => {
                         for group in groups.items {
                             let key = (

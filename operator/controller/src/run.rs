@@ -115,6 +115,7 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
         leader: leader.clone(),
         board: MemoryBoard::new(),
         databases: Default::default(),
+        undecodable: Default::default(),
     };
     let ready = Arc::new(AtomicBool::new(false));
     let mut tasks = tokio::task::JoinSet::new();

@@ -12,9 +12,10 @@ use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ListParams;
 use kube::runtime::events::{Event, EventType, Reporter};
-use kube::{Api, Client, Resource};
+use kube::{Client, Resource};
 
 use super::store::LeaseStore;
+use crate::decode::list_decoded;
 use crate::error::{Error, Result};
 use crate::memory::MemoryBoard;
 use crate::poll::wall_clock;
@@ -135,17 +136,20 @@ impl DeployBackend for KubeBackend {
         namespace: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<GroupRef>>> {
         Box::pin(async move {
-            let api: Api<MysqlFailoverGroup> = match namespace {
-                Some(namespace) => Api::namespaced(self.client.clone(), namespace),
-                None => Api::all(self.client.clone()),
-            };
             let params = ListParams::default().fields(&format!("metadata.name={name}"));
-            let groups = api.list(&params).await.map_err(|error| {
-                Error::kube(format!("list mysqlfailovergroups named {name}"), error)
-            })?;
+            let groups = list_decoded::<MysqlFailoverGroup>(&self.client, namespace, &params)
+                .await
+                .map_err(|error| {
+                    Error::kube(format!("list mysqlfailovergroups named {name}"), error)
+                })?;
+            // A group of this name that does not decode may be the one asked about: say so
+            // rather than answer without it (the poll loop reports it on the object).
+            if let Some(undecodable) = groups.undecodable.into_iter().next() {
+                return Err(Error::Undecodable(Box::new(undecodable)));
+            }
             let now = wall_clock();
             Ok(groups
-                .items
+                .objects
                 .iter()
                 .map(|group| GroupRef::of(group, &self.board, now))
                 .collect())
@@ -157,14 +161,24 @@ impl DeployBackend for KubeBackend {
         group: &'a GroupRef,
     ) -> BoxFuture<'a, Result<Vec<AuthorizedClient>>> {
         Box::pin(async move {
-            let api: Api<MysqlDatabase> = Api::namespaced(self.client.clone(), &group.namespace);
-            let databases = api.list(&ListParams::default()).await.map_err(|error| {
+            let databases = list_decoded::<MysqlDatabase>(
+                &self.client,
+                Some(&group.namespace),
+                &ListParams::default(),
+            )
+            .await
+            .map_err(|error| {
                 Error::kube(format!("list mysqldatabases in {}", group.namespace), error)
             })?;
+            // One that does not decode authorizes nobody; the others still do (the poll loop
+            // reports it on the object).
+            for undecodable in &databases.undecodable {
+                tracing::warn!(kind = %undecodable.kind, namespace = %undecodable.namespace, name = %undecodable.name, field = %undecodable.field, error = %undecodable.error, "object does not decode; its deployment clients are not authorized");
+            }
             Ok(authorized_clients(
                 &group.namespace,
                 &group.name,
-                &databases.items,
+                &databases.objects,
             ))
         })
     }

@@ -717,6 +717,7 @@ fn shell(cluster: &Cluster, template: &str) -> Shell {
         leader: LeaderFlag::new(true),
         board: MemoryBoard::new(),
         databases: Default::default(),
+        undecodable: Default::default(),
     }
 }
 
@@ -734,7 +735,7 @@ async fn poll_until(
         if done(&group) {
             return group;
         }
-        *memory = Some(shell.poll(&group, memory.take()).await);
+        *memory = shell.poll(&group, memory.take()).await;
         tokio::time::sleep(interval).await;
         group = cluster.group_object().await;
     }
@@ -770,7 +771,7 @@ async fn seed_000_polls_bootstrap_the_group_on_localkube() {
     let mut memory = None;
     for _ in 0..4 {
         let group = cluster.group_object().await;
-        memory = Some(shell.poll(&group, memory.take()).await);
+        memory = shell.poll(&group, memory.take()).await;
     }
 
     let services: Api<Service> = Api::namespaced(cluster.client.clone(), NAMESPACE);
@@ -1871,5 +1872,303 @@ async fn events_with_another_message_are_new_events_and_repeats_a_series() {
             ("pdx failed 3 consecutive polls".to_string(), 1),
         ]
     );
+    cluster.stop().await;
+}
+
+/// The Event with `reason` regarding the `kind` `namespace/name`, once raised.
+async fn event_on(
+    cluster: &Cluster,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+    reason: &str,
+) -> Option<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), namespace);
+    eventually(10, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|event| {
+            let regarding = event.regarding.as_ref();
+            event.reason.as_deref() == Some(reason)
+                && regarding.and_then(|r| r.kind.as_deref()) == Some(kind)
+                && regarding.and_then(|r| r.name.as_deref()) == Some(name)
+        })
+    })
+    .await
+}
+
+/// Issue 32 items 1 and 4 on localkube, through the operator's own group loop
+/// (`run_groups`, started as after a restart, with the rendered RBAC): stored next to the
+/// playground, bypassing validation, a group with `spec.pollInterval: fast` and a
+/// `MysqlDatabase` with no `spec.database`; created normally, a group whose spec
+/// `validate()` refuses. The playground is still managed: bootstrapped, its schema ensured,
+/// failed over when iad dies. The undecodable objects get a `SpecUndecodable` Warning naming
+/// the field and the gauge, until fixed; the invalid group gets `SpecValid=False` naming its
+/// fields and no StatefulSet, Secret or Service.
+#[tokio::test]
+async fn issue_32_malformed_objects_do_not_stop_the_operator_managing_the_playground() {
+    let cluster = Cluster::with_group("100ms").await;
+    site_pods(&cluster).await;
+    mysql_database(&cluster, "counter-app", GROUP, "counter").await;
+    let team = "team-b";
+    cluster.namespace(team).await;
+    let stored = |kind: &str, namespace: &str, name: &str, spec: Value| {
+        json!({
+            "apiVersion": "bloodraven.shipstream.io/v1", "kind": kind,
+            "metadata": {
+                "name": name, "namespace": namespace, "uid": format!("uid-{name}"),
+                "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"
+            },
+            "spec": spec
+        })
+    };
+    cluster.store_unvalidated(
+        "bloodraven.shipstream.io",
+        "mysqlfailovergroups",
+        stored(
+            "MysqlFailoverGroup",
+            team,
+            "fast",
+            json!({
+                "image": "mariadb:10.11", "sites": [], "initialActiveSite": "iad",
+                "pollInterval": "fast"
+            }),
+        ),
+    );
+    cluster.store_unvalidated(
+        "bloodraven.shipstream.io",
+        "mysqldatabases",
+        stored(
+            "MysqlDatabase",
+            NAMESPACE,
+            "broken",
+            json!({"failoverGroupRef": {"name": GROUP}}),
+        ),
+    );
+    let invalid: MysqlFailoverGroup = serde_json::from_value(json!({
+        "apiVersion": "bloodraven.shipstream.io/v1", "kind": "MysqlFailoverGroup",
+        "metadata": {"name": "invalid", "namespace": team},
+        "spec": {
+            "image": "mariadb:10.11",
+            "sites": [
+                {"name": "iad", "role": "read-write"},
+                {"name": "iad", "role": "read-write"},
+                {"name": "reader", "role": "read-only"}
+            ],
+            "initialActiveSite": "reader",
+            "failureThreshold": 0
+        }
+    }))
+    .expect("group");
+    let team_groups: Api<MysqlFailoverGroup> = Api::namespaced(cluster.client.clone(), team);
+    team_groups
+        .create(&PostParams::default(), &invalid)
+        .await
+        .expect("the schema takes it");
+    // A typed list fails as a whole: what the operator did before issue 32.
+    let all: Api<MysqlFailoverGroup> = Api::all(cluster.client.clone());
+    assert!(all.list(&Default::default()).await.is_err());
+
+    let (fake, template, sidecar_server) = fake_sidecars().await;
+    let mut shell = shell(&cluster, &template);
+    shell.client = operator_client(&cluster).await;
+    shell.store = LeaseStore::new(shell.client.clone());
+    shell.recorder = Shell::recorder(
+        &shell.client,
+        Reporter {
+            controller: "bloodraven".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let (stop, shutdown) = watch::channel(false);
+    let running = shell.clone();
+    let operator = tokio::spawn(async move { running.run_groups(shutdown).await });
+
+    let bootstrapped = eventually(30, || async {
+        let group = cluster.group_object().await;
+        valid_on(&group, "iad").then_some(group)
+    })
+    .await;
+    assert!(
+        bootstrapped.is_some(),
+        "the playground bootstraps: {:?}",
+        cluster.group_object().await.status
+    );
+    let ensured = eventually(10, || async {
+        fake.database_requests()
+            .contains(&("iad".to_string(), "counter".to_string()))
+            .then_some(())
+    })
+    .await;
+    assert!(ensured.is_some(), "{:?}", fake.database_requests());
+
+    // The undecodable ones are reported on themselves, by field, and in the gauge.
+    let warning = event_on(
+        &cluster,
+        team,
+        "MysqlFailoverGroup",
+        "fast",
+        "SpecUndecodable",
+    )
+    .await
+    .expect("a SpecUndecodable Warning on team-b/fast");
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    let note = warning.note.unwrap_or_default();
+    assert!(
+        note.contains("team-b/fast") && note.contains("spec.pollInterval: parse duration \"fast\""),
+        "{note}"
+    );
+    assert_eq!(
+        warning.regarding.and_then(|r| r.uid).as_deref(),
+        Some("uid-fast")
+    );
+    let warning = event_on(
+        &cluster,
+        NAMESPACE,
+        "MysqlDatabase",
+        "broken",
+        "SpecUndecodable",
+    )
+    .await
+    .expect("a SpecUndecodable Warning on the MysqlDatabase");
+    assert!(
+        warning
+            .note
+            .unwrap_or_default()
+            .contains("spec: missing field `database`"),
+        "names the field"
+    );
+    let metrics = shell.metrics.encode();
+    for series in [
+        "bloodraven_undecodable_objects{kind=\"MysqlFailoverGroup\",namespace=\"team-b\",name=\"fast\"} 1",
+        "bloodraven_undecodable_objects{kind=\"MysqlDatabase\",namespace=\"bloodraven-playground\",name=\"broken\"} 1",
+    ] {
+        assert!(metrics.contains(series), "{series} in\n{metrics}");
+    }
+
+    // The invalid group says so in its status and has nothing built.
+    let said = eventually(10, || async {
+        let group = team_groups.get("invalid").await.ok()?;
+        let condition = group
+            .status?
+            .conditions
+            .into_iter()
+            .find(|condition| condition.type_ == "SpecValid")?;
+        Some(condition)
+    })
+    .await
+    .expect("SpecValid on team-b/invalid");
+    assert_eq!(
+        (said.status.as_str(), said.reason.as_str()),
+        ("False", "SpecInvalid")
+    );
+    assert!(
+        said.message
+            .contains("spec.sites[1].name: duplicate site \"iad\"")
+            && said
+                .message
+                .contains("spec.initialActiveSite: \"reader\" is a read-only site")
+            && said
+                .message
+                .contains("spec.failureThreshold: must be at least 1"),
+        "{}",
+        said.message
+    );
+    assert!(
+        event_on(
+            &cluster,
+            team,
+            "MysqlFailoverGroup",
+            "invalid",
+            "SpecInvalid"
+        )
+        .await
+        .is_some(),
+        "and a SpecInvalid Event"
+    );
+
+    // The playground still fails over.
+    fake.set_down("iad", true);
+    let failed_over = eventually(30, || async {
+        let group = cluster.group_object().await;
+        valid_on(&group, "pdx").then_some(group)
+    })
+    .await;
+    assert!(
+        failed_over.is_some(),
+        "the playground fails over to pdx: {:?}",
+        cluster.group_object().await.status
+    );
+
+    // Nothing was ever built for the invalid group (nor for the undecodable one).
+    let statefulsets: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), team);
+    let services: Api<Service> = Api::namespaced(cluster.client.clone(), team);
+    let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), team);
+    assert!(statefulsets
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .is_empty());
+    assert!(services
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .is_empty());
+    assert!(
+        secrets
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .all(|secret| !secret
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or_default()
+                .contains("invalid")),
+        "no credentials or keys for the invalid group"
+    );
+
+    // Fixed so that it decodes (its spec still invalid: no sites): reported no more.
+    team_groups
+        .patch(
+            "fast",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"pollInterval": "1s"}})),
+        )
+        .await
+        .expect("fix pollInterval");
+    let resolved = eventually(10, || async {
+        (!shell.metrics.encode().contains("name=\"fast\"")).then_some(())
+    })
+    .await;
+    assert!(resolved.is_some(), "{}", shell.metrics.encode());
+    let spec_valid = eventually(10, || async {
+        let group = team_groups.get("fast").await.ok()?;
+        group
+            .status?
+            .conditions
+            .into_iter()
+            .find(|condition| condition.type_ == "SpecValid")
+    })
+    .await
+    .expect("SpecValid on team-b/fast once it decodes");
+    assert!(
+        spec_valid
+            .message
+            .contains("spec.sites: at least one site is required"),
+        "{}",
+        spec_valid.message
+    );
+
+    let _ = stop.send(true);
+    operator
+        .await
+        .expect("operator task")
+        .expect("run_groups ends cleanly");
+    sidecar_server.abort();
     cluster.stop().await;
 }

@@ -7,6 +7,10 @@
 //! | `Degraded` | two sites writable, a site unreachable or failed, a former primary kept fenced, or a replica not replicating | `SplitBrain`, `SitesUnreachable`, `ReturningPrimaryFenced`, `ReplicationNotRunning`; `AllSitesHealthy` |
 //! | `FailoverInProgress` | an emergency failover, a promotion not yet confirmed, or a planned failover in a non-final phase | `EmergencyFailover`, `PromotionUnconfirmed`, `PlannedFailover<Phase>`; `NoFailover` |
 //! | `Stable` | the deploy API would answer `stable: true` ([`unstable_reason`]) | `Stable`; else the `unstableReason` |
+//! | `SpecValid` | `MysqlFailoverGroupSpec::validate` finds no problem ([`spec_valid`]) | `SpecValid`; `SpecInvalid`, the message naming every field |
+//!
+//! While the spec is invalid `decide` decides nothing and keeps memory as it was: the first
+//! four conditions stay as the last valid spec left them, and only `SpecValid` changes.
 //!
 //! `lastTransitionTime` changes only when a condition's `status` flips; a new reason or
 //! message under the same status keeps it.
@@ -25,6 +29,10 @@ pub const CONDITION_DEGRADED: &str = "Degraded";
 pub const CONDITION_FAILOVER_IN_PROGRESS: &str = "FailoverInProgress";
 /// Condition type: the deploy API's `stable` (seed 003).
 pub const CONDITION_STABLE: &str = "Stable";
+/// Condition type: the spec is usable (issue 32 item 4); `kubectl get mfg` shows its status.
+pub const CONDITION_SPEC_VALID: &str = "SpecValid";
+/// Reason of `SpecValid=False` (also the reason of the Warning Event raised with it).
+pub const REASON_SPEC_INVALID: &str = "SpecInvalid";
 
 /// The conditions of `memory` at `now`, in a fixed order (Ready, Degraded,
 /// FailoverInProgress, Stable). `previous` supplies the transition times to keep: a
@@ -38,16 +46,55 @@ pub fn conditions(memory: &GroupMemory, previous: &[Condition], now: Timestamp) 
     ]
     .into_iter()
     .map(|mut condition| {
-        let before = previous.iter().find(|c| c.type_ == condition.type_);
-        condition.last_transition_time = match before {
-            Some(before) if before.status == condition.status => {
-                before.last_transition_time.or(Some(now))
-            }
-            Some(_) | None => Some(now),
-        };
+        condition.last_transition_time = transition_time(&condition, previous, now);
         condition
     })
     .collect()
+}
+
+/// The `SpecValid` condition for the problems `MysqlFailoverGroupSpec::validate` found
+/// (none: `True`), its `lastTransitionTime` kept from `previous` when its status is unchanged.
+pub fn spec_valid(problems: &[String], previous: &[Condition], now: Timestamp) -> Condition {
+    let mut condition = if problems.is_empty() {
+        condition(
+            CONDITION_SPEC_VALID,
+            true,
+            "SpecValid",
+            "every field of the spec is usable".to_string(),
+        )
+    } else {
+        condition(
+            CONDITION_SPEC_VALID,
+            false,
+            REASON_SPEC_INVALID,
+            problems.join("; "),
+        )
+    };
+    condition.last_transition_time = transition_time(&condition, previous, now);
+    condition
+}
+
+/// `condition` in `conditions`: replaces the one of its type, or is appended.
+pub fn set_condition(conditions: &mut Vec<Condition>, condition: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(slot) => *slot = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// The `lastTransitionTime` of `condition` at `now`: kept from `previous` when its status is
+/// unchanged.
+fn transition_time(
+    condition: &Condition,
+    previous: &[Condition],
+    now: Timestamp,
+) -> Option<Timestamp> {
+    match previous.iter().find(|c| c.type_ == condition.type_) {
+        Some(before) if before.status == condition.status => {
+            before.last_transition_time.or(Some(now))
+        }
+        Some(_) | None => Some(now),
+    }
 }
 
 fn condition(type_: &str, status: bool, reason: &str, message: String) -> Condition {

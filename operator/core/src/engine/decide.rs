@@ -3,7 +3,7 @@
 use bloodraven_api::MysqlFailoverGroupSpec;
 
 use super::action::{Action, AnnotationChange, Decision, EventReason};
-use super::conditions::conditions;
+use super::conditions::{conditions, set_condition, spec_valid};
 use super::detection::{adopt_newer_authority, adopt_noted_failover, observe_sites};
 use super::failover::{
     complete_promotion, converge, emergency_step, keep_cooldown_copies, returning_primaries,
@@ -47,10 +47,7 @@ pub fn decide_with_options(
 ) -> Decision {
     let problems = spec.validate();
     if !problems.is_empty() {
-        // An unusable spec decides nothing: no authority, no surfaces, memory unchanged.
-        let mut plan = Plan::default();
-        plan.event(EventReason::SpecInvalid, problems.join("; "));
-        return plan.finish(spec, memory.clone());
+        return spec_invalid(spec, memory, &problems, now);
     }
     let site_names: Vec<String> = spec.sites.iter().map(|site| site.name.clone()).collect();
     let context = Context {
@@ -133,8 +130,40 @@ pub fn decide_with_options(
     surfaces::labels(&context, &mut memory, &mut plan);
     surfaces::services(&context, &mut plan);
     surfaces::dns(&context, &memory, &mut plan);
-    memory.conditions = conditions(&memory, &memory.conditions, now);
+    let previous_conditions = std::mem::take(&mut memory.conditions);
+    memory.conditions = conditions(&memory, &previous_conditions, now);
+    set_condition(
+        &mut memory.conditions,
+        spec_valid(&[], &previous_conditions, now),
+    );
 
+    plan.finish(spec, memory)
+}
+
+/// An unusable spec decides nothing (issue 32 item 4): no authority, no surfaces, no
+/// failover, whatever the sites do. Memory stays as the last valid spec left it, but for the
+/// `SpecValid=False` condition naming every problem; what runs keeps running, and the shell
+/// builds nothing for the group. The `SpecInvalid` Warning Event is raised when the
+/// condition says something new (the spec turned invalid, or other problems), not at every
+/// poll: the condition is where the problem stays visible.
+fn spec_invalid(
+    spec: &MysqlFailoverGroupSpec,
+    memory: &GroupMemory,
+    problems: &[String],
+    now: Timestamp,
+) -> Decision {
+    let mut plan = Plan::default();
+    let condition = spec_valid(problems, &memory.conditions, now);
+    let already_said = memory.conditions.iter().any(|said| {
+        said.type_ == condition.type_
+            && said.status == condition.status
+            && said.message == condition.message
+    });
+    if !already_said {
+        plan.event(EventReason::SpecInvalid, condition.message.clone());
+    }
+    let mut memory = memory.clone();
+    set_condition(&mut memory.conditions, condition);
     plan.finish(spec, memory)
 }
 

@@ -70,8 +70,8 @@ pub use action::{
 };
 pub use cadence::{next_poll_in, FOLLOW_UP_DIVISOR, FOLLOW_UP_MIN, FOLLOW_UP_WINDOW};
 pub use conditions::{
-    conditions, CONDITION_DEGRADED, CONDITION_FAILOVER_IN_PROGRESS, CONDITION_READY,
-    CONDITION_STABLE,
+    conditions, set_condition, spec_valid, CONDITION_DEGRADED, CONDITION_FAILOVER_IN_PROGRESS,
+    CONDITION_READY, CONDITION_SPEC_VALID, CONDITION_STABLE, REASON_SPEC_INVALID,
 };
 pub use decide::{decide, decide_with_options};
 pub use gate::{deferrable_disruption_in_flight, gated_start, GatedStart};

@@ -8,6 +8,7 @@ mod authority_evidence;
 mod bootstrap_and_surfaces;
 mod emergency;
 mod failover_note;
+mod invalid_spec;
 mod operator_outage;
 mod ordered_update;
 mod planned;
