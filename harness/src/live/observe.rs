@@ -733,7 +733,15 @@ impl LiveCluster {
                 ));
             }
             let sites = topology::endpoint_sites(&self.client, &endpoints.service).await?;
-            return Ok(json!({"sites": sites}));
+            let name = topology::service_name(&endpoints.service);
+            let services: Api<k8s_openapi::api::core::v1::Service> =
+                Api::namespaced(self.client.clone(), NAMESPACE);
+            let exists = services
+                .get_opt(&name)
+                .await
+                .map_err(|e| cluster_error(format!("read Service {name}"), e))?
+                .is_some();
+            return Ok(json!({"sites": sites, "serviceExists": exists}));
         }
         if expect.dns_endpoint.is_some() {
             return self.observe_dns_endpoint().await;

@@ -385,13 +385,7 @@ impl Installer {
             None => None,
         };
         let _ = attached.join().await;
-        match status {
-            Some(status) if status.status.as_deref() != Some("Success") => Err(cluster_error(
-                format!("run SQL as root in {pod}"),
-                format!("{} {}", status.message.unwrap_or_default(), stderr.trim()),
-            )),
-            _ => Ok(stdout),
-        }
+        exec_outcome(pod, status, stdout, &stderr)
     }
 
     /// Creates the counter's password Secret (when missing), its app user with only its
@@ -686,8 +680,60 @@ pub fn operator_values(
     values
 }
 
+/// What an exec's final status says of its output: the output when the status is
+/// `Success`; an error naming the pod and the reason otherwise, including when the exec
+/// reported no status at all (a stream cut before the status frame: an empty answer must not
+/// pass for `read_only = 0`, or for any other value a scenario reads).
+pub fn exec_outcome(
+    pod: &str,
+    status: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>,
+    stdout: String,
+    stderr: &str,
+) -> Result<String> {
+    match status {
+        Some(status) if status.status.as_deref() == Some("Success") => Ok(stdout),
+        Some(status) => Err(cluster_error(
+            format!("run SQL as root in {pod}"),
+            format!("{} {}", status.message.unwrap_or_default(), stderr.trim()),
+        )),
+        None => Err(cluster_error(
+            format!("run SQL as root in {pod}"),
+            format!(
+                "the exec reported no status (stdout {:?}, stderr {:?}): its outcome is unknown",
+                stdout.trim(),
+                stderr.trim()
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+
+    #[test]
+    fn an_exec_without_a_status_is_an_error_not_an_empty_answer() {
+        let status = |word: &str, message: &str| Status {
+            status: Some(word.to_owned()),
+            message: Some(message.to_owned()),
+            ..Status::default()
+        };
+        assert_eq!(
+            super::exec_outcome("p", Some(status("Success", "")), "1\n".into(), "").ok(),
+            Some("1\n".to_owned())
+        );
+        let failed = super::exec_outcome(
+            "p",
+            Some(status("Failure", "command terminated with exit code 1")),
+            String::new(),
+            "ERROR 2002",
+        )
+        .expect_err("a failed exec");
+        assert!(failed.to_string().contains("exit code 1"), "{failed}");
+        let unknown = super::exec_outcome("p", None, String::new(), "").expect_err("no status");
+        assert!(unknown.to_string().contains("no status"), "{unknown}");
+    }
+
     use super::*;
 
     #[test]

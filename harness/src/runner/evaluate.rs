@@ -6,7 +6,7 @@
 //! |---|---|
 //! | group | the group's `.status` |
 //! | pods | a list of Pod objects (empty when none), each with `nodeLabels`: its node's labels (absent when unscheduled) |
-//! | endpoints | `{"sites": ["pdx"]}`; with `recorded`, the probe's readings since the step's window start (`check::endpoint_history`) |
+//! | endpoints | `{"sites": ["pdx"], "serviceExists": true}`; with `recorded`, the probe's readings since the step's window start (`check::endpoint_history`) |
 //! | dns-endpoint | `{"site": "iad", "recordTTL": 10, "fieldManagers": ["bloodraven"]}` (the managers of `spec.endpoints`) |
 //! | dns | `{"site": "pdx"}` (`null` site: answered no site's ClusterIP) |
 //! | counter | `{"value": 7, "readOnly": false, "dbSite": "iad", "connectionId": 12, "write": "ok"}` (`connectionId`: the answering connection, `null` when none is held) |
@@ -113,6 +113,13 @@ pub fn evaluate(
                 observed,
                 since,
             );
+        }
+        // No endpoint of a Service that is not there is no evidence of anything.
+        if observed.get("serviceExists") == Some(&Value::Bool(false)) {
+            return Err(format!(
+                "{} endpoints: the Service does not exist",
+                endpoints.service
+            ));
         }
         let mut want: Vec<&str> = endpoints.sites.iter().map(|site| site.name()).collect();
         let mut found: Vec<&str> = observed

@@ -144,6 +144,8 @@ fn run_steps(
     let mut baselines: BTreeMap<usize, Result<Value, String>> = BTreeMap::new();
     // When the latest fault, heal or apply started: events are matched only since then.
     let mut fault_started = scenario_wall_start;
+    // Pods seen by this run's observations (`phase: absent` needs one it saw).
+    let mut seen_pods = std::collections::BTreeSet::new();
     let mut outcome = Ok(());
     for (index, step) in scenario.steps.iter().enumerate() {
         tracing::info!(
@@ -159,6 +161,9 @@ fn run_steps(
                     let observed = cluster.observe(&expect).map_err(|error| {
                         format!("failed to observe the baseline before step {index}: {error}")
                     });
+                    if let Ok(observed) = &observed {
+                        seen_pods.extend(pods_in(&expect, observed));
+                    }
                     baselines.insert(next, observed);
                 }
             }
@@ -193,9 +198,13 @@ fn run_steps(
                         let window = Window {
                             baseline: baseline.and_then(Result::ok),
                             since: fault_started,
+                            seen_pods: seen_pods.clone(),
                         };
                         let (mut result, last) =
                             run_expect(cluster, &expect, index, pacing, started, window);
+                        if let Some(observed) = &last {
+                            seen_pods.extend(pods_in(&expect, observed));
+                        }
                         if result.satisfied {
                             if let (Some(deploy), Some(observed)) = (&expect.deploy_api, &last) {
                                 save_variables(deploy, observed, &mut variables);
@@ -338,6 +347,8 @@ pub struct Window {
     /// Events count only from this instant: the start of the latest `fault`, `heal` or
     /// `apply` step before the expectation, else the scenario's start.
     pub since: jiff::Timestamp,
+    /// Every pod (`namespace/name`) a `pods` observation of this run has held so far.
+    pub seen_pods: std::collections::BTreeSet<String>,
 }
 
 /// Whether a step changes the cluster: a fault, heal or apply, or a deploy API request.
@@ -465,9 +476,13 @@ pub fn run_expect(
     let mut baseline: Option<Value> = window.baseline;
     let mut last = None;
     loop {
+        // An observation counts for the moment it was taken (its request sent), not for when
+        // its answer came back.
+        let taken = start.elapsed();
         let verdict = match cluster.observe(expect) {
             Ok(observed) => {
-                let verdict = evaluate(expect, &observed, baseline.as_ref(), window.since);
+                let verdict = evaluate(expect, &observed, baseline.as_ref(), window.since)
+                    .and_then(|()| pod_was_seen(expect, &window.seen_pods));
                 if baseline.is_none() {
                     baseline = Some(observed.clone());
                 }
@@ -478,6 +493,10 @@ pub fn run_expect(
         };
         let elapsed = start.elapsed();
         match (mode, verdict) {
+            (ExpectMode::Within, Ok(())) if late(taken, span).is_some() => {
+                result.failure = late(taken, span);
+                return (result, last);
+            }
             (ExpectMode::Within, Ok(())) => {
                 result.satisfied = true;
                 result.time_to_satisfy_ms = Some(millis(elapsed));
@@ -506,13 +525,92 @@ pub fn run_expect(
                 }
             }
         }
+        // The last observation of a `within` is taken just before its bound, not after it.
+        let remaining = span.saturating_sub(elapsed);
+        let before_bound = match mode {
+            ExpectMode::Within => remaining.saturating_sub(LAST_OBSERVATION_MARGIN),
+            ExpectMode::For => remaining,
+        };
         std::thread::sleep(
             pacing
                 .poll_interval
-                .min(span.saturating_sub(elapsed))
+                .min(before_bound)
                 .max(Duration::from_millis(1)),
         );
     }
+}
+
+/// Why an observation taken `taken` after a `within` step started cannot satisfy its `span`
+/// bound, or `None` when it was taken in time.
+pub fn late(taken: Duration, span: Duration) -> Option<String> {
+    (taken > span).then(|| {
+        format!(
+            "satisfied only by an observation taken {} ms after the step started, past its {} ms bound",
+            millis(taken),
+            millis(span)
+        )
+    })
+}
+
+/// How long before a `within` bound its last observation is sent.
+const LAST_OBSERVATION_MARGIN: Duration = Duration::from_millis(5);
+
+/// `pods: {phase: absent}` holds only for a pod this run has seen: a pod that never existed
+/// (a misspelt name, a pod that was never created) is absent too, and would pass.
+pub fn pod_was_seen(
+    expect: &Expect,
+    seen: &std::collections::BTreeSet<String>,
+) -> Result<(), String> {
+    let Some(pods) = &expect.pods else {
+        return Ok(());
+    };
+    if pods.phase.as_deref() != Some("absent") {
+        return Ok(());
+    }
+    match pod_subject(pods) {
+        Some(name) if !seen.contains(&name) => Err(format!(
+            "pod {name} is absent, but this run never saw it: `phase: absent` asserts that a pod \
+             that existed is gone (observe it before the step that removes it)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The pod an expectation names: `namespace/name`.
+fn pod_subject(pods: &crate::scenario::model::PodsExpect) -> Option<String> {
+    let namespace = pods
+        .namespace
+        .as_deref()
+        .unwrap_or(crate::playground::install::NAMESPACE);
+    let name = match (&pods.name, pods.site) {
+        (Some(name), _) => name.clone(),
+        (None, Some(site)) => {
+            bloodraven_api::names::pod(crate::playground::install::GROUP, site.name())
+        }
+        (None, None) => return None,
+    };
+    Some(format!("{namespace}/{name}"))
+}
+
+/// Every pod an observation of a `pods` expectation holds, as `namespace/name`.
+pub fn pods_in(expect: &Expect, observed: &Value) -> Vec<String> {
+    let Some(pods) = &expect.pods else {
+        return Vec::new();
+    };
+    observed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|pod| {
+            let name = pod.pointer("/metadata/name")?.as_str()?;
+            let namespace = pod
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .or(pods.namespace.as_deref())
+                .unwrap_or(crate::playground::install::NAMESPACE);
+            Some(format!("{namespace}/{name}"))
+        })
+        .collect()
 }
 
 /// Polls the liveness condition. The duration is measured from the last fault end (or from

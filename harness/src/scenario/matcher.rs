@@ -11,7 +11,7 @@
 //! | `$ne` | is present and differs |
 //! | `$exists: false` / `true` | is absent or null / present |
 //! | `$unchanged: true` | is present and equals the baseline (present too) |
-//! | `$changed: true` | is present and differs from the baseline (or the baseline had none) |
+//! | `$changed: true` | is present and differs from the baseline (present too) |
 //! | `$contains` | is a string containing it |
 //! | `$len` | is a list or map with that many entries |
 //! | `$exact: [..]` | is a list of exactly these elements, each matching one (any order) |
@@ -36,9 +36,29 @@ pub const OPERATORS: [&str; 11] = [
     "$exact",
 ];
 
-/// Checks that every `$` key in `expected` is a known operator used correctly.
+/// Checks that every `$` key in `expected` is a known operator used correctly, and that
+/// nothing in it matches vacuously: an empty map or list matches anything (only `$exact: []`
+/// says "exactly empty"), and `$changed`/`$unchanged` inside a list element without `name`
+/// has no baseline element to compare with.
 pub fn check_operators(expected: &Value, path: &str) -> Result<(), String> {
+    check_operators_in(expected, path, None)
+}
+
+/// [`check_operators`]; `unnamed_element` is the path of the nearest enclosing list element
+/// that has no `name` (its baseline cannot be found).
+fn check_operators_in(
+    expected: &Value,
+    path: &str,
+    unnamed_element: Option<&str>,
+) -> Result<(), String> {
+    let shown = if path.is_empty() { "(root)" } else { path };
     match expected {
+        Value::Object(map) if map.is_empty() => Err(format!(
+            "{shown}: an empty map matches anything; name the fields it must have"
+        )),
+        Value::Array(items) if items.is_empty() => Err(format!(
+            "{shown}: an empty list matches any list; use `{{$exact: []}}` for \"no element\" or `{{$len: 0}}`"
+        )),
         Value::Object(map) => {
             let operator_keys = map.keys().filter(|key| key.starts_with('$')).count();
             if operator_keys > 0 && operator_keys != map.len() {
@@ -49,17 +69,37 @@ pub fn check_operators(expected: &Value, path: &str) -> Result<(), String> {
             for (key, value) in map {
                 let child = join(path, key);
                 if key.starts_with('$') {
+                    if let (Some(element), "$changed" | "$unchanged") = (unnamed_element, key.as_str())
+                    {
+                        return Err(format!(
+                            "{shown}: `{key}` inside the list element {element}, which has no `name`: \
+                             its baseline element cannot be found, so it would compare with nothing"
+                        ));
+                    }
                     check_operator(key, value, &child)?;
+                    if key == "$exact" {
+                        // `$exact: []` is the explicit "no element"; its elements are checked.
+                        for (index, item) in value.as_array().into_iter().flatten().enumerate() {
+                            let element = format!("{child}[{index}]");
+                            let unnamed = unnamed_element.or_else(|| {
+                                item.get("name").is_none().then_some(element.as_str())
+                            });
+                            check_operators_in(item, &element, unnamed)?;
+                        }
+                    }
                 } else {
-                    check_operators(value, &child)?;
+                    check_operators_in(value, &child, unnamed_element)?;
                 }
             }
             Ok(())
         }
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .try_for_each(|(index, item)| check_operators(item, &format!("{path}[{index}]"))),
+        Value::Array(items) => items.iter().enumerate().try_for_each(|(index, item)| {
+            let element = format!("{path}[{index}]");
+            let unnamed = unnamed_element
+                .map(str::to_owned)
+                .or_else(|| item.get("name").is_none().then(|| element.clone()));
+            check_operators_in(item, &element, unnamed.as_deref())
+        }),
         Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => Ok(()),
     }
 }
@@ -322,6 +362,10 @@ fn apply_operator(
                 (true, None, Some(found)) => Err(format!(
                     "expected it unchanged, but it had no value at the baseline (now {found})"
                 )),
+                // Nothing to compare with is not a change: `$exists` says "it appeared".
+                (false, None, Some(found)) => Err(format!(
+                    "expected a change, but it had no value at the baseline to change from (now {found})"
+                )),
                 (true, Some(before), Some(found)) if !scalar_equal(before, found) => Err(format!(
                     "expected it unchanged from {before}, found {found}"
                 )),
@@ -566,7 +610,46 @@ mod tests {
         let changed = json!({"sites": [{"name": "iad", "lastSeen": {"$changed": true}}]});
         assert!(matches(&changed, Some(&never_seen), Some(&seen)).is_err());
         assert!(matches(&changed, Some(&never_seen), Some(&never_seen)).is_err());
-        assert_eq!(matches(&changed, Some(&seen), Some(&never_seen)), Ok(()));
+        // No baseline value: nothing to change from (it passed, so any appearance or a
+        // baseline taken at the wrong place read as a change). `$exists` says "appeared".
+        let error = matches(&changed, Some(&seen), Some(&never_seen)).expect_err("no baseline");
+        assert!(error.contains("no value at the baseline"), "{error}");
+        let later = json!({"sites": [{"name": "iad", "lastSeen": "t2"}]});
+        assert_eq!(matches(&changed, Some(&later), Some(&seen)), Ok(()));
+    }
+
+    // Vacuous expectations are refused when the file is validated, naming where.
+    #[test]
+    fn empty_values_and_unnamed_baselines_are_refused() {
+        let error = check_operators(&json!({"status": {}}), "group").expect_err("empty map");
+        assert!(error.starts_with("group.status: an empty map"), "{error}");
+        let error = check_operators(&json!({"sites": []}), "group").expect_err("empty list");
+        assert!(error.starts_with("group.sites: an empty list"), "{error}");
+        assert!(check_operators(&json!({}), "object.match").is_err());
+        assert!(check_operators(&json!({"sites": {"$exact": []}}), "group").is_ok());
+        assert!(check_operators(&json!({"sites": {"$len": 0}}), "group").is_ok());
+        let error = check_operators(
+            &json!({"sites": [{"role": "primary", "lastSeen": {"$changed": true}}]}),
+            "group",
+        )
+        .expect_err("no name");
+        assert!(
+            error.starts_with(
+                "group.sites[0].lastSeen: `$changed` inside the list element group.sites[0]"
+            ),
+            "{error}"
+        );
+        let error = check_operators(
+            &json!({"sites": {"$exact": [{"role": "primary", "x": {"$unchanged": true}}]}}),
+            "group",
+        )
+        .expect_err("no name in $exact");
+        assert!(error.contains("`$unchanged`"), "{error}");
+        assert!(check_operators(
+            &json!({"sites": [{"name": "iad", "lastSeen": {"$changed": true}}]}),
+            "group"
+        )
+        .is_ok());
     }
 
     // A plain list is a partial match (extra elements are ignored); `$exact` matches every

@@ -472,3 +472,58 @@ fn recorded_endpoints_are_judged_from_the_history() {
     let error = evaluate(&recorded, &history(&[]), None, since).expect_err("a flap");
     assert!(error.contains("flapped"), "{error}");
 }
+
+// An observation satisfies a `within` only if it was taken before the bound, whenever its
+// answer came back.
+#[test]
+fn within_judges_an_observation_by_when_it_was_taken() {
+    use bloodraven_harness::runner::execute::late;
+    use std::time::Duration;
+    let span = Duration::from_secs(30);
+    assert_eq!(late(Duration::from_millis(29_990), span), None);
+    assert_eq!(late(span, span), None);
+    let why = late(Duration::from_millis(30_001), span).expect("late");
+    assert!(
+        why.contains("30001 ms") && why.contains("30000 ms bound"),
+        "{why}"
+    );
+}
+
+// `phase: absent` holds only for a pod the run saw: a never-created or misspelt pod is absent
+// too.
+#[test]
+fn absent_needs_a_pod_the_run_saw() {
+    use bloodraven_harness::runner::execute::{pod_was_seen, pods_in};
+    use std::collections::BTreeSet;
+    let absent = expect("{within: 30s, pods: {name: canary-plain, phase: absent}}");
+    let running = expect("{within: 30s, pods: {name: canary-plain, phase: Running}}");
+    let never: BTreeSet<String> = BTreeSet::new();
+    let error = pod_was_seen(&absent, &never).expect_err("never seen");
+    assert!(
+        error.contains("bloodraven-playground/canary-plain") && error.contains("never saw"),
+        "{error}"
+    );
+    let observed = json!([pod("canary-plain", "Running", json!({}), 0)]);
+    let seen: BTreeSet<String> = pods_in(&running, &observed).into_iter().collect();
+    assert_eq!(pod_was_seen(&absent, &seen), Ok(()));
+    assert_eq!(
+        pod_was_seen(&running, &never),
+        Ok(()),
+        "only `absent` needs it"
+    );
+    let by_site = expect("{within: 30s, pods: {site: iad, phase: absent}}");
+    assert!(pod_was_seen(&by_site, &seen).is_err());
+}
+
+// `endpoints: {sites: []}` on a Service that does not exist is not "no endpoint".
+#[test]
+fn no_endpoints_of_a_missing_service_is_a_failure() {
+    let none = expect("{within: 5s, endpoints: {service: primary, sites: []}}");
+    assert_eq!(
+        evaluate_at(&none, &json!({"sites": [], "serviceExists": true}), None),
+        Ok(())
+    );
+    let error = evaluate_at(&none, &json!({"sites": [], "serviceExists": false}), None)
+        .expect_err("no Service");
+    assert!(error.contains("does not exist"), "{error}");
+}
