@@ -29,7 +29,8 @@ pub const ER_NO_SUCH_TABLE: u16 = 1146;
 #[serde(rename_all = "camelCase")]
 pub enum Policy {
     /// One connection forever (replaced only when it breaks): after a failover it keeps
-    /// talking to the demoted site, and writes get ERROR 1290 (seed 000).
+    /// talking to the demoted site, and writes get ERROR 1290 (docs/design/requirements.md
+    /// R000.20).
     Hold,
     /// Reconnect on ERROR 1290 and when the host name resolves to another address.
     Reconnect,
@@ -70,8 +71,8 @@ pub struct Settings {
 pub struct CounterView {
     /// The counter's value.
     pub value: i64,
-    /// The server that answered: its `@@hostname`, on Kubernetes the pod name (seed 001:
-    /// `"dbHost":"mysql-playground-iad-…"`).
+    /// The server that answered: its `@@hostname`, on Kubernetes the pod name
+    /// (docs/design/requirements.md R001.2: `"dbHost":"mysql-playground-iad-…"`).
     pub db_host: String,
     /// Whether that server is read-only.
     pub read_only: bool,

@@ -43,8 +43,9 @@ pub struct Config {
     /// A file holding its password; wins over `--db-password`.
     #[arg(long, env = "COUNTER_DB_PASSWORD_FILE")]
     pub db_password_file: Option<PathBuf>,
-    /// Connection policy: `hold` keeps one connection forever (seed 000's story), `reconnect`
-    /// reconnects on ERROR 1290 and when the host resolves elsewhere.
+    /// Connection policy: `hold` keeps one connection forever (the story of
+    /// docs/design/requirements.md R000.20), `reconnect` reconnects on ERROR 1290 and when the
+    /// host resolves elsewhere.
     #[arg(long, env = "COUNTER_POLICY", value_enum, default_value = "hold")]
     pub policy: Policy,
     /// Background poll interval in milliseconds.

@@ -18,8 +18,9 @@ pub(crate) const PATH_COUNTER: &str = "/api/counter";
 
 /// The response header naming the server-side id of the connection that answered (MySQL's
 /// `CONNECTION_ID()`), absent when none is held: whether a `hold` counter still talks over the
-/// socket it opened (seed 000) or was disconnected and reconnected shows here, not in the
-/// body, which stays seed 001's `{"value","dbHost","readOnly"}`.
+/// socket it opened (docs/design/requirements.md R000.20) or was disconnected and reconnected
+/// shows here, not in the body, which stays the `{"value","dbHost","readOnly"}` of
+/// docs/design/requirements.md R001.2.
 pub const HEADER_CONNECTION_ID: &str = "x-counter-connection-id";
 
 #[derive(Debug, Serialize)]

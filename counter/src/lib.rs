@@ -1,10 +1,10 @@
 //! The counter demo app: `GET /api/counter` reads, `POST /api/counter` increments, through
 //! the group's primary Service host; a background poller reads on a timer.
 //!
-//! Its connection policy is the point of the demo (seed 000): with [`Policy::Hold`] it keeps
-//! one connection forever, so after a failover it keeps talking to the demoted site and every
-//! write comes back ERROR 1290; with [`Policy::Reconnect`] it reconnects on ERROR 1290 and
-//! whenever the host name resolves elsewhere.
+//! Its connection policy is the point of the demo (docs/design/requirements.md R000.20): with
+//! [`Policy::Hold`] it keeps one connection forever, so after a failover it keeps talking to
+//! the demoted site and every write comes back ERROR 1290; with [`Policy::Reconnect`] it
+//! reconnects on ERROR 1290 and whenever the host name resolves elsewhere.
 //!
 //! - [`config`]: flags and environment.
 //! - [`app`]: the counter and its connection.

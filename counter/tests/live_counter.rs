@@ -1,7 +1,8 @@
-//! The counter app against real MariaDB, in both connection policies (seed 000: the `hold`
-//! app keeps talking to the demoted site and gets ERROR 1290; `reconnect` follows the
-//! primary). Three `mariadbd` with GTID replication and an in-process DNS zone for the
-//! primary host. A missing `mariadbd` fails these tests; nothing is skipped.
+//! The counter app against real MariaDB, in both connection policies
+//! (docs/design/requirements.md R000.20: the `hold` app keeps talking to the demoted site and
+//! gets ERROR 1290; `reconnect` follows the primary). Three `mariadbd` with GTID replication
+//! and an in-process DNS zone for the primary host. A missing `mariadbd` fails these tests;
+//! nothing is skipped.
 
 use std::{
     net::{IpAddr, SocketAddr},

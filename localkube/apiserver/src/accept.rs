@@ -1,8 +1,8 @@
-//! Content negotiation of the `Accept` header (issue 14 items 4 and 5), as the real
-//! server's `NegotiateOutputMediaType`: the first clause this server can produce wins, in
-//! the client's order (clauses with `q=0` are skipped); an `Accept` whose every clause is
-//! unsupported is 406 NotAcceptable. Only JSON is produced; `as`/`g`/`v` select a
-//! conversion: `Table`, `PartialObjectMetadata(List)` on resources,
+//! Content negotiation of the `Accept` header (items 4 and 5 of
+//! docs/design/history.md#issue-14), as the real server's `NegotiateOutputMediaType`: the first
+//! clause this server can produce wins, in the client's order (clauses with `q=0` are skipped);
+//! an `Accept` whose every clause is unsupported is 406 NotAcceptable. Only JSON is produced;
+//! `as`/`g`/`v` select a conversion: `Table`, `PartialObjectMetadata(List)` on resources,
 //! `APIGroupDiscoveryList` on `/api` and `/apis`.
 
 use super::error::ApiError;

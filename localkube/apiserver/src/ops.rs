@@ -738,7 +738,8 @@ impl Cluster {
                 let mut a = body.clone();
                 self.check_type(r, &mut a)?;
                 // Applied onto the live object, a body without a name keeps the live one
-                // (issue 14 item 1); only a different name or namespace is rejected.
+                // (docs/design/history.md#issue-14-item-1); only a different name or namespace
+                // is rejected.
                 if meta::name(&a).is_empty() {
                     a["metadata"]["name"] = json!(name);
                 }

@@ -1,4 +1,5 @@
-//! The JSON encoding of responses in the real server's field order (issue 14 item 3).
+//! The JSON encoding of responses in the real server's field order
+//! (docs/design/history.md#issue-14-item-3).
 //!
 //! Objects are held as `serde_json::Value`, whose maps are sorted by key. The real server
 //! encodes built-in kinds from Go structs: `kind`, `apiVersion`, `metadata`, then the

@@ -1,5 +1,5 @@
 //! localkube: an embedded single-machine Kubernetes control plane whose pods are real
-//! processes. See `../shared/design/localkube.md`.
+//! processes. See `docs/design/localkube.md`.
 //!
 //! The crates, along the seams of the system:
 //! - [`apiserver`] (`localkube-apiserver`): the API server, store, verbs, controllers, auth;

@@ -265,7 +265,8 @@ pub fn container_argv(entry: &CatalogEntry, command: &[String], args: &[String])
 mod tests {
     use super::*;
 
-    // localkube.md: images map to programs through an image catalog with wildcards.
+    // docs/design/localkube.md#node-agent: images map to programs through an image catalog with
+    // wildcards.
     #[test]
     fn wildcards_and_normalisation() {
         let catalog = ImageCatalog::builtin(Path::new("/bin-dir"));

@@ -242,7 +242,8 @@ mod tests {
         .collect()
     }
 
-    // localkube.md Node agent: stdout/stderr are kept for `kubectl logs` (CRI format as kubelet).
+    // docs/design/localkube.md#node-agent: stdout/stderr are kept for `kubectl logs` (CRI
+    // format as kubelet).
     #[test]
     fn renders_as_kubectl_logs() {
         assert_eq!(

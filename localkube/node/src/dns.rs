@@ -6,8 +6,8 @@
 //! - `<hostname>.<svc>.<ns>.svc.cluster.local` A (pods with `hostname` and `subdomain`), and
 //!   `<a-b-c-d>.<svc>.<ns>.svc.cluster.local` for endpoints without a hostname;
 //! - `_<port>._<proto>.<svc>.<ns>.svc.cluster.local` SRV for named ports: one per endpoint
-//!   with the endpoint's own port for headless Services (seed 004), one with the Service port
-//!   for ClusterIP Services;
+//!   with the endpoint's own port for headless Services (docs/design/requirements.md R004.8),
+//!   one with the Service port for ClusterIP Services;
 //! - `<a-b-c-d>.<ns>.pod.cluster.local` A;
 //! - the names of DNSEndpoint records (A, CNAME, TXT) published by the external-dns
 //!   stand-in, which can be stopped: while stopped, what it published stays as it was;
@@ -567,7 +567,8 @@ mod tests {
         }
     }
 
-    // seed 004: a headless service publishes ready pods only unless publishNotReadyAddresses.
+    // docs/design/requirements.md R004.9: a headless service publishes ready pods only unless
+    // publishNotReadyAddresses.
     #[test]
     fn headless_publishes_ready_endpoints_only() {
         let records = DnsRecords::new();
@@ -583,12 +584,14 @@ mod tests {
             ips(records.answer("tellus.ns.svc.cluster.local", RecordType::A)).len(),
             2
         );
-        // seed 004: SingleStack IPv4: AAAA is empty, never a second address.
+        // docs/design/requirements.md R004.10: SingleStack IPv4: AAAA is empty, never a second
+        // address.
         assert_eq!(
             ips(records.answer("tellus.ns.svc.cluster.local", RecordType::AAAA)),
             Vec::<String>::new()
         );
-        // seed 004: the named port yields one SRV per pod with the pod's own port.
+        // docs/design/requirements.md R004.8: the named port yields one SRV per pod with the
+        // pod's own port.
         let srv = ips(records.answer("_tellus._udp.tellus.ns.svc.cluster.local", RecordType::SRV));
         assert_eq!(srv.len(), 2);
         assert!(
@@ -615,7 +618,8 @@ mod tests {
         );
     }
 
-    // localkube.md: external-dns can be stopped; while stopped its answers stay what they were.
+    // docs/design/localkube.md#controllers: external-dns can be stopped; while stopped its
+    // answers stay what they were.
     #[test]
     fn stopped_external_dns_freezes_answers() {
         let records = DnsRecords::new();

@@ -448,8 +448,8 @@ mod tests {
     }
 
     // Official image contract: MARIADB_REPLICATION_USER/_PASSWORD create a replication user
-    // (issue 8: the operator's StatefulSets replicate with it; without it every replica's IO
-    // thread was refused with "Access denied for user 'replication'").
+    // (docs/design/history.md#issue-8: the operator's StatefulSets replicate with it; without
+    // it every replica's IO thread was refused with "Access denied for user 'replication'").
     #[test]
     fn setup_sql_creates_the_replication_user() {
         let sql = setup_sql("x", "%", None, None, Some(("replication", "r'pw")));

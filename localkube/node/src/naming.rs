@@ -273,7 +273,8 @@ fn slot_path(registry: &Path, slot: usize) -> PathBuf {
 mod tests {
     use super::*;
 
-    // localkube.md: two clusters (two tests) run side by side with their own names and ranges.
+    // docs/design/localkube.md#node-agent: two clusters (two tests) run side by side with their
+    // own names and ranges.
     #[test]
     fn two_state_dirs_get_distinct_prefixes_and_ranges() {
         let registry = std::env::temp_dir().join(format!("lk-slots-{}", std::process::id()));

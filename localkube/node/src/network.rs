@@ -350,8 +350,8 @@ mod tests {
         super::super::state::cleanup(dir.path()).expect("cleanup");
     }
 
-    // localkube.md: without root, `localkube up` fails with one clear sentence naming the
-    // kind backend as the alternative.
+    // docs/design/localkube.md#node-agent: without root, `localkube up` fails with one clear
+    // sentence naming the kind backend as the alternative.
     #[test]
     fn without_root_the_error_is_one_sentence_naming_kind() {
         assert!(require_root(nix::unistd::Uid::from_raw(0)).is_ok());

@@ -110,7 +110,7 @@ pub fn pod_ip(naming: &ClusterNaming, node: u8, host: u8) -> Ipv4Addr {
 mod tests {
     use super::*;
 
-    // localkube.md Faults: the proxy refuses cross-site connections during a partition.
+    // docs/design/localkube.md#faults: the proxy refuses cross-site connections during a partition.
     #[test]
     fn partition_blocks_only_across_sides() {
         let naming = ClusterNaming {

@@ -3,10 +3,10 @@
 //! One listener per Service port on `ClusterIP:port` (a local address of the root
 //! namespace). Each NEW connection goes to the next current endpoint (round robin); an
 //! established connection keeps its endpoint whatever happens to the endpoint set later
-//! (seed 000: moving a Service must not cut established connections; fencing does that).
-//! During a partition, a connection whose client and chosen endpoint are on opposite sides
-//! is refused (closed at once), and established connections across it stall (no bytes move)
-//! until the partition heals, as a real network partition would.
+//! (docs/design/requirements.md R000.20: moving a Service must not cut established connections;
+//! fencing does that). During a partition, a connection whose client and chosen endpoint are on
+//! opposite sides is refused (closed at once), and established connections across it stall (no
+//! bytes move) until the partition heals, as a real network partition would.
 //!
 //! UDP Service ports are proxied the userspace way too: one socket on `ClusterIP:port`; the
 //! first datagram of a client address opens a session to the next current endpoint (its

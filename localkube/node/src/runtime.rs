@@ -1213,7 +1213,8 @@ async fn terminate(pid: i32, grace: Duration, child: &mut tokio::process::Child)
     // As a container runtime does: the stop signal, then SIGKILL once the grace period is
     // over. A frozen (SIGSTOPped) process is never continued: its SIGTERM stays pending and
     // SIGKILL ends it where it stopped. Continuing it would let a frozen, fenced-by-nobody
-    // mysqld serve its held connections for the whole grace period (issue 10).
+    // mysqld serve its held connections for the whole grace period
+    // (docs/design/history.md#issue-10-the-agentless-primary).
     let _ = signal_container_group(pid, Signal::SIGTERM);
     match tokio::time::timeout(grace, child.wait()).await {
         Ok(Ok(status)) => Exit::Exited(status),

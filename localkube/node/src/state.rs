@@ -362,7 +362,8 @@ mod tests {
         assert!(!thread_can_run('T') && !thread_can_run('t') && !thread_can_run('Z'));
     }
 
-    // localkube.md: `down` finds leftovers by its own state file, also after a crash.
+    // docs/design/localkube.md#shape: `down` finds leftovers by its own state file, also after
+    // a crash.
     #[test]
     fn records_survive_a_torn_last_line() {
         let dir = std::env::temp_dir().join(format!("lk-state-{}", std::process::id()));

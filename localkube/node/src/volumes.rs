@@ -361,7 +361,8 @@ pub fn expand(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
 mod tests {
     use super::*;
 
-    // seed 004: "$(POD_IP):7878" expands an earlier env entry, as Kubernetes does.
+    // docs/design/requirements.md R004.11: "$(POD_IP):7878" expands an earlier env entry, as
+    // Kubernetes does.
     #[test]
     fn expand_follows_kubernetes_rules() {
         let lookup = |name: &str| (name == "POD_IP").then(|| "10.244.0.2".to_string());
@@ -395,10 +396,10 @@ mod tests {
         (meta.gid(), meta.mode() & 0o7777)
     }
 
-    // Kubelet volume ownership (issue 12 part 2: the sidecar, a non-root user in mysqld's
-    // group, writes its backups on a PVC): with fsGroup every volume the node prepares is
-    // group-owned by it, writable volumes group-rw with setgid directories, rendered files
-    // group-readable; without fsGroup nothing changes.
+    // Kubelet volume ownership (docs/design/history.md#issue-12-part-2: the sidecar, a non-root
+    // user in mysqld's group, writes its backups on a PVC): with fsGroup every volume the node
+    // prepares is group-owned by it, writable volumes group-rw with setgid directories,
+    // rendered files group-readable; without fsGroup nothing changes.
     #[test]
     fn fs_group_owns_the_volumes_the_node_prepares() {
         use super::super::spec::{VolumeFile, VolumeSpec};

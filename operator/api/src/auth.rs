@@ -1,4 +1,4 @@
-//! Request signatures of the sidecar API (feature `auth`; issue 10 case 8).
+//! Request signatures of the sidecar API (feature `auth`; docs/design/history.md#issue-10-case-8).
 //!
 //! Only the operator may push authority or ask a sidecar to fence, promote, repoint or
 //! create a database, and only a sidecar of the same group may ask for a write lease. Every
@@ -40,8 +40,9 @@ pub const HEADER_NONCE: &str = "x-bloodraven-nonce";
 /// Header carrying `<scheme> <hex signature>`.
 pub const HEADER_SIGNATURE: &str = "x-bloodraven-signature";
 /// How far a request's timestamp may lie from the verifier's wall clock, either way. Sites'
-/// clocks are NTP-synchronised (bloodraven.md's `CLOCK_DRIFT_MARGIN` is far smaller); a
-/// request is sent within a poll of being signed.
+/// clocks are NTP-synchronised (the clock-drift margin of
+/// docs/design/operator.md#authority-sidecars-and-fencing, `CLOCK_DRIFT_MARGIN`, is far
+/// smaller); a request is sent within a poll of being signed.
 pub const SIGNATURE_SKEW_MAX: Duration = Duration::from_secs(30);
 /// Random bytes in a nonce.
 pub const NONCE_BYTES: usize = 16;
@@ -762,8 +763,8 @@ mod tests {
 
     const BODY: &[u8] = br#"{"group":"playground","activeSite":"pdx","topologyGeneration":9}"#;
 
-    /// Issue 10 case 8: a request signed by the operator's key verifies; the same with
-    /// another key, a changed body, path or group does not.
+    /// docs/design/history.md#issue-10-case-8: a request signed by the operator's key verifies;
+    /// the same with another key, a changed body, path or group does not.
     #[test]
     fn case_8_only_the_operator_key_over_the_exact_request_verifies() {
         let mut verifier = verifier();
@@ -849,8 +850,8 @@ mod tests {
         assert!(error.starts_with("bad signature"), "{error}");
     }
 
-    /// Issue 10 case 8: the peer key cannot sign an operator command, neither as HMAC (wrong
-    /// scheme) nor by claiming the operator's scheme (bad signature).
+    /// docs/design/history.md#issue-10-case-8: the peer key cannot sign an operator command,
+    /// neither as HMAC (wrong scheme) nor by claiming the operator's scheme (bad signature).
     #[test]
     fn case_8_peer_key_cannot_sign_operator_commands() {
         let mut verifier = verifier();
@@ -903,8 +904,8 @@ mod tests {
         );
     }
 
-    /// Issue 10 case 8: a timestamp outside the window either way is refused, and the same
-    /// timestamp and nonce are accepted once only.
+    /// docs/design/history.md#issue-10-case-8: a timestamp outside the window either way is
+    /// refused, and the same timestamp and nonce are accepted once only.
     #[test]
     fn case_8_stale_timestamps_and_replays_are_refused() {
         let mut verifier = verifier();
@@ -984,7 +985,7 @@ mod tests {
         assert_eq!(verifier.remembered(), 2, "the edge entry was forgotten");
     }
 
-    /// Issue 10 case 8: every missing or malformed header is named.
+    /// docs/design/history.md#issue-10-case-8: every missing or malformed header is named.
     #[test]
     fn case_8_missing_and_malformed_headers_are_named() {
         let mut verifier = verifier();
@@ -1063,8 +1064,8 @@ mod tests {
         assert_eq!(verifier.remembered(), 0, "nothing unverified is remembered");
     }
 
-    /// Issue 10 case 8: reads stay open (probes), the lease takes a peer, every other
-    /// request (the mutations, and any path added later) takes the operator.
+    /// docs/design/history.md#issue-10-case-8: reads stay open (probes), the lease takes a
+    /// peer, every other request (the mutations, and any path added later) takes the operator.
     #[test]
     fn case_8_endpoint_principals() {
         for path in [PATH_STATUS, PATH_HEALTHZ, PATH_METRICS] {

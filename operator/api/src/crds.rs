@@ -1,7 +1,8 @@
 //! The generated CustomResourceDefinition YAML committed under `fixtures/crds/`.
 //!
 //! `cargo run -p bloodraven-api --bin crdgen` writes them; a test fails when the committed
-//! files differ from what the types generate (STYLE.md 6).
+//! files differ from what the types generate
+//! (docs/design/style.md#6-generated-files-are-committed-and-checked).
 
 use kube::CustomResourceExt;
 
@@ -32,7 +33,8 @@ mod tests {
 
     use super::*;
 
-    /// STYLE.md 6: generated files are committed and checked.
+    /// docs/design/style.md#6-generated-files-are-committed-and-checked: generated files are
+    /// committed and checked.
     #[test]
     fn committed_crds_match_the_types() {
         // Read at run time: a test binary reused from a target directory shared with another
@@ -49,7 +51,8 @@ mod tests {
         }
     }
 
-    /// bloodraven.md defaults are in the schema, so the API server applies them.
+    /// The defaults of docs/design/operator.md#mysqlfailovergroup are in the schema, so the API
+    /// server applies them.
     #[test]
     fn schema_carries_the_design_defaults() {
         let crd = serde_json::to_value(MysqlFailoverGroup::crd()).expect("crd to json");

@@ -1,8 +1,8 @@
 //! The `MysqlFailoverGroup` custom resource (short name `mfg`): spec, defaults and status.
 //!
-//! Defaults (bloodraven.md): pollInterval 2s, failureThreshold 3, maxLagSeconds 300,
-//! failoverCooldown 5m, plannedFailover.onCooldown reject, dns.ttl 60, writeLease.duration
-//! = pollInterval × failureThreshold when unset.
+//! Defaults (docs/design/operator.md#mysqlfailovergroup): pollInterval 2s, failureThreshold 3,
+//! maxLagSeconds 300, failoverCooldown 5m, plannedFailover.onCooldown reject, dns.ttl 60,
+//! writeLease.duration = pollInterval × failureThreshold when unset.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -426,7 +426,7 @@ pub struct PlannedFailoverStatus {
     pub requested_at: Option<Timestamp>,
 }
 
-/// Phase of an ordered update (bloodraven.md "Ordered update and restore-in-place").
+/// Phase of an ordered update (docs/design/operator.md#ordered-update-and-restore-in-place).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum OrderedUpdatePhase {
     /// A changed `spec.image` was seen, or a step finished: the next step waits for the
@@ -568,8 +568,8 @@ failoverCooldown: 30s
 dns: {hostname: playground-db.example.local, ttl: 10}
 "#;
 
-    /// bloodraven.md: defaults pollInterval 2s, failureThreshold 3 -> detection floor 6s,
-    /// write lease defaults to the detection floor, onCooldown reject.
+    /// docs/design/operator.md#mysqlfailovergroup: defaults pollInterval 2s, failureThreshold 3
+    /// -> detection floor 6s, write lease defaults to the detection floor, onCooldown reject.
     #[test]
     fn playground_spec_takes_the_design_defaults() {
         let spec: MysqlFailoverGroupSpec = serde_yaml::from_str(PLAYGROUND).expect("parse");
@@ -582,7 +582,8 @@ dns: {hostname: playground-db.example.local, ttl: 10}
         assert!(spec.validate().is_empty(), "{:?}", spec.validate());
     }
 
-    /// Seed 000: nil readOnlyMaxLagSeconds inherits maxLagSeconds; an explicit 0 demands zero.
+    /// docs/design/requirements.md R000.8: nil readOnlyMaxLagSeconds inherits maxLagSeconds; an
+    /// explicit 0 demands zero.
     #[test]
     fn effective_read_only_max_lag_inherits_or_is_explicit() {
         let mut spec: MysqlFailoverGroupSpec = serde_yaml::from_str(PLAYGROUND).expect("parse");

@@ -2,9 +2,10 @@
 //!
 //! - [`MysqlFailoverGroup`] and [`MysqlDatabase`]: the CRDs (`bloodraven.shipstream.io/v1`).
 //! - [`DNSEndpoint`]: external-dns's `externaldns.k8s.io/v1alpha1` record object.
-//! - [`names`]: labels, annotations, ports and object names (ARCHITECTURE.md "Names").
+//! - [`names`]: labels, annotations, ports and object names (docs/design/architecture.md#names).
 //! - [`sidecar`]: the wire types of the sidecar HTTP API.
-//! - `auth` (feature `auth`): request signatures of the sidecar API (issue 10 case 8).
+//! - `auth` (feature `auth`): request signatures of the sidecar API
+//!   (docs/design/history.md#issue-10-case-8).
 //! - [`Timestamp`] and [`GoDuration`]: the time types the CRDs serialise.
 //!
 //! No I/O lives here.

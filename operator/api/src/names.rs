@@ -1,4 +1,5 @@
-//! Every label, annotation, port and object name Bloodraven uses (ARCHITECTURE.md "Names").
+//! Every label, annotation, port and object name Bloodraven uses
+//! (docs/design/architecture.md#names).
 //!
 //! Object names are functions of the group and site so nothing formats them twice.
 

@@ -1,5 +1,6 @@
-//! Status of restore-in-place and of named backups (issue 12 part 2): `status.restore` and
-//! `status.lastBackup` of a [`MysqlFailoverGroup`](crate::MysqlFailoverGroup).
+//! Status of restore-in-place and of named backups (docs/design/history.md#issue-12-part-2):
+//! `status.restore` and `status.lastBackup` of a
+//! [`MysqlFailoverGroup`](crate::MysqlFailoverGroup).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -235,7 +235,7 @@ pub struct LeaseResponse {
     /// The topology generation of the answering peer's cached authority; `None` with nothing
     /// cached, and from a sidecar older than this field (it is additive). A requester that
     /// learns of a greater generation than its own stops writing: its authority was
-    /// superseded by one it never received (issue 10 case 7).
+    /// superseded by one it never received (docs/design/history.md#issue-10-case-7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<u64>,
 }
@@ -353,7 +353,8 @@ pub struct SidecarStatus {
     pub job: Option<JobStatus>,
 }
 
-/// What one sidecar process runs with, fixed when it started (issue 10 cases 4 and 7).
+/// What one sidecar process runs with, fixed when it started
+/// (docs/design/history.md#issue-10-case-4 and #issue-10-case-7).
 ///
 /// A sidecar's lease terms come from the flags its pod was created with, and site pods are
 /// never changed in place (StatefulSets are `OnDelete`), so they can differ from today's
@@ -416,7 +417,8 @@ pub struct FenceRequest {
 }
 
 /// A mutation's outcome as re-read afterwards: an error or timeout is an unknown, never "did
-/// not happen" (seed 001), so the state is always observed again before answering.
+/// not happen" (docs/design/requirements.md R001.15), so the state is always observed again
+/// before answering.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MutationReport {
@@ -638,8 +640,9 @@ mod tests {
         );
     }
 
-    /// bloodraven.md (`spec.database`, created on the primary): a name is refused before any
-    /// statement when empty, with NUL, or longer than 64 characters (not bytes).
+    /// docs/design/operator.md#mysqldatabase (`spec.database`, created on the primary): a name
+    /// is refused before any statement when empty, with NUL, or longer than 64 characters (not
+    /// bytes).
     #[test]
     fn database_names_are_checked_before_any_statement() {
         let problem = |database: &str| {
@@ -672,8 +675,8 @@ mod tests {
         assert_eq!(json["readOnly"], false);
     }
 
-    /// Issue 8: the promotion's drain is explicit on the wire: a GTID set to reach (planned)
-    /// or everything received (emergency), never "nothing".
+    /// docs/design/history.md#issue-8: the promotion's drain is explicit on the wire: a GTID
+    /// set to reach (planned) or everything received (emergency), never "nothing".
     #[test]
     fn promote_request_names_its_drain() {
         let request = |drain| PromoteRequest {
@@ -694,8 +697,8 @@ mod tests {
         assert!(missing.is_err(), "a drain is required");
     }
 
-    /// Issue 10 case 4: the runtime block is additive; a status from an older sidecar, which
-    /// does not send it, still parses (as `None`).
+    /// docs/design/history.md#issue-10-case-4: the runtime block is additive; a status from an
+    /// older sidecar, which does not send it, still parses (as `None`).
     #[test]
     fn sidecar_status_without_runtime_from_an_older_sidecar_still_parses() {
         let old = serde_json::json!({

@@ -2,15 +2,17 @@
 //! concurrently, see [`batches`]), then persists memory (status through the status
 //! subresource, the cooldown annotation copy).
 //!
-//! Seed 001: an error from a mutation is an unknown, never "did not happen". Nothing here
-//! retries or rolls back; each outcome is logged (group, site, action, generation, outcome)
-//! and the next poll re-reads the state. The remaining actions of the poll still run (core
-//! never makes a later action's safety depend on an earlier one of the same poll).
+//! docs/design/requirements.md R001.15: an error from a mutation is an unknown, never "did not
+//! happen". Nothing here retries or rolls back; each outcome is logged (group, site, action,
+//! generation, outcome) and the next poll re-reads the state. The remaining actions of the poll
+//! still run (core never makes a later action's safety depend on an earlier one of the same
+//! poll).
 //!
-//! Issue 10 case 5: every side effect here passes one gate, [`Executor::gate`], right before
-//! it is issued: an action is not issued unless this replica still leads for
-//! [`crate::leader::ACTION_MARGIN`] ([`LeaderFlag::may_act`]). Leadership can lapse mid-poll
-//! (a stalled renewal); the rest of the poll's actions are then skipped, not sent.
+//! docs/design/history.md#issue-10-case-5: every side effect here passes one gate,
+//! [`Executor::gate`], right before it is issued: an action is not issued unless this replica
+//! still leads for [`crate::leader::ACTION_MARGIN`] ([`LeaderFlag::may_act`]). Leadership can
+//! lapse mid-poll (a stalled renewal); the rest of the poll's actions are then skipped, not
+//! sent.
 
 use crate::events::Recorder;
 use bloodraven_api::auth::OperatorKey;
@@ -143,8 +145,8 @@ fn concurrent_kind(action: &Action) -> Option<(Concurrent, &str)> {
 
 /// Splits `actions` into consecutive batches, in order (pure): a batch is a run of actions of
 /// one concurrent kind, each on a different site (or pod, or Service), or one action alone.
-/// ARCHITECTURE.md "One poll": the phases keep their order (core emits them in order and a
-/// batch never spans two kinds); within a phase, per-site requests are independent (core
+/// docs/design/architecture.md#one-poll: the phases keep their order (core emits them in order
+/// and a batch never spans two kinds); within a phase, per-site requests are independent (core
 /// never makes one action's safety depend on another of the same poll).
 pub fn batches(actions: &[Action]) -> Vec<std::ops::Range<usize>> {
     let mut batches: Vec<std::ops::Range<usize>> = Vec::new();
@@ -539,9 +541,9 @@ impl Executor<'_> {
     }
 
     /// Raises the `DeploymentLeaseRevoked` Event on the group for leases this poll revoked
-    /// (seed 003: a generation change revokes every lease with `TopologyChanged` and raises
-    /// the Event). The leases are revoked whether or not the Event is published, so a failed
-    /// publish is logged, never retried as a revocation.
+    /// (docs/design/requirements.md R003.20: a generation change revokes every lease with
+    /// `TopologyChanged` and raises the Event). The leases are revoked whether or not the Event
+    /// is published, so a failed publish is logged, never retried as a revocation.
     async fn publish_leases_revoked(&self, revoked: &[Tombstone]) {
         let Some(event) = render::leases_revoked_event(revoked) else {
             return;
@@ -711,7 +713,7 @@ impl Executor<'_> {
     /// Persists memory: the status (core's [`GroupMemory::to_status`], by server-side apply
     /// on the status subresource, so fields memory no longer has are removed). The cooldown's
     /// annotation copy is kept by `decide` itself (an `Annotate` action when it is missing or
-    /// older, seed 001).
+    /// older, docs/design/requirements.md R001.10).
     pub async fn persist(&self, memory: &GroupMemory) -> Result<()> {
         self.persist_status(status_of(memory, self.group.metadata.generation))
             .await
@@ -791,10 +793,10 @@ mod tests {
         })
     }
 
-    /// ARCHITECTURE "One poll": phases keep core's order and a batch never spans two kinds;
-    /// within a phase the per-site requests of one kind form one concurrent batch; a repeated
-    /// site starts a new batch; taints, promotion, DNS, revocation, annotations, events run
-    /// alone.
+    /// docs/design/architecture.md#one-poll: phases keep core's order and a batch never spans
+    /// two kinds; within a phase the per-site requests of one kind form one concurrent batch; a
+    /// repeated site starts a new batch; taints, promotion, DNS, revocation, annotations,
+    /// events run alone.
     #[test]
     fn batches_group_per_site_requests_of_one_kind_and_keep_the_order() {
         let event = Action::Event(CoreEvent {
@@ -834,10 +836,11 @@ mod tests {
         assert_eq!(batches(&[]), Vec::<std::ops::Range<usize>>::new());
     }
 
-    /// Issue 8 (detection at the seeds' 6 s floor): the authority pushes of one poll reach
-    /// every sidecar concurrently. Each fake sidecar answers only once all three requests are
-    /// in flight (or after a pause much longer than the test needs); one by one, no request
-    /// would ever see another in flight.
+    /// docs/design/history.md#issue-8 (detection at the 6 s floor of
+    /// docs/design/requirements.md R001.9): the authority pushes of one poll reach every
+    /// sidecar concurrently. Each fake sidecar answers only once all three requests are in
+    /// flight (or after a pause much longer than the test needs); one by one, no request would
+    /// ever see another in flight.
     #[tokio::test]
     async fn authority_pushes_of_one_poll_run_concurrently() {
         const SITES: usize = 3;
@@ -923,10 +926,10 @@ mod tests {
         server.abort();
     }
 
-    /// Issue 10 case 5: the act step re-checks leadership before each action. With less
-    /// than ACTION_MARGIN of the term left (a renewal stalled), neither the authority pushes
-    /// nor the status write are issued: the sidecar sees no request. With a live term the
-    /// same push goes out.
+    /// docs/design/history.md#issue-10-case-5: the act step re-checks leadership before each
+    /// action. With less than ACTION_MARGIN of the term left (a renewal stalled), neither the
+    /// authority pushes nor the status write are issued: the sidecar sees no request. With a
+    /// live term the same push goes out.
     #[tokio::test]
     async fn actions_are_not_issued_once_leadership_no_longer_holds() {
         let hits = Arc::new(Mutex::new(0usize));

@@ -1,5 +1,6 @@
-//! Each `MysqlDatabase`'s schema, created on the group's primary (bloodraven.md:
-//! "`spec.database` (SQL schema, created on the primary)").
+//! Each `MysqlDatabase`'s schema, created on the group's primary
+//! (docs/design/operator.md#mysqldatabase: "`spec.database` is an SQL schema, which the
+//! operator creates on the primary").
 //!
 //! After a poll's actions, while the group's authority is Valid, the `MysqlDatabase`s of the
 //! group's namespace whose `spec.failoverGroupRef.name` is the group are ensured through the
@@ -183,7 +184,8 @@ pub async fn ensure(shell: &Shell, group: &MysqlFailoverGroup, memory: &GroupMem
         active_site: memory.active_site.clone(),
     };
     // Decoded one by one: a `MysqlDatabase` that does not decode is reported and skipped, the
-    // others of the namespace are ensured (issue 32 item 1).
+    // others of the namespace are ensured (docs/design/operator.md#mysqlfailovergroup, "An
+    // object that does not decode is skipped and reported").
     let listed = match list_decoded::<MysqlDatabase>(
         &shell.client,
         Some(&namespace),
@@ -329,10 +331,10 @@ mod tests {
         list.iter().map(|name| name.to_string()).collect()
     }
 
-    /// bloodraven.md (schema created on the primary) / issue 8: a schema is asked for once
-    /// per authority; a steady state asks for nothing; a new active site, a new generation, a
-    /// re-created group or a schema that left and came back asks again; a failure is asked
-    /// again next poll.
+    /// docs/design/operator.md#mysqldatabase (schema created on the primary) /
+    /// docs/design/history.md#issue-8: a schema is asked for once per authority; a steady state
+    /// asks for nothing; a new active site, a new generation, a re-created group or a schema
+    /// that left and came back asks again; a failure is asked again next poll.
     #[test]
     fn which_databases_need_ensuring() {
         let mut book = GroupBook::default();
@@ -377,8 +379,9 @@ mod tests {
         );
     }
 
-    /// Every loop has a named bound (STYLE.md 4): one poll asks for at most
-    /// DATABASES_PER_POLL_MAX schemas; the next poll asks for the rest.
+    /// Every loop has a named bound
+    /// (docs/design/style.md#4-assertions-for-invariants-result-for-the-world): one poll asks
+    /// for at most DATABASES_PER_POLL_MAX schemas; the next poll asks for the rest.
     #[test]
     fn one_poll_asks_for_a_bounded_number_of_schemas() {
         let mut book = GroupBook::default();

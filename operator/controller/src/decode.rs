@@ -1,6 +1,7 @@
 //! Reading the operator's custom resources one object at a time, so that one stored object
-//! that does not decode is reported and skipped instead of stopping everything (issue 32
-//! item 1).
+//! that does not decode is reported and skipped instead of stopping everything
+//! (docs/design/operator.md#mysqlfailovergroup, "An object that does not decode is skipped and
+//! reported").
 //!
 //! A typed LIST decodes every item or fails as a whole: one `MysqlFailoverGroup` with
 //! `spec.pollInterval: fast` (stored by an API server that does not check the schema's
@@ -109,7 +110,7 @@ impl Undecodable {
     }
 }
 
-/// Completes "failed to ..." (STYLE.md 5).
+/// Completes "failed to ..." (docs/design/style.md#5-one-error-enum-per-crate).
 impl fmt::Display for Undecodable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -352,8 +353,9 @@ mod tests {
         })
     }
 
-    /// Issue 32 item 1: what does not decode is named by its field path (the typed list's
-    /// error, `parse duration "fast"`, named no object and no field).
+    /// docs/design/operator.md#mysqlfailovergroup (an object that does not decode): what does
+    /// not decode is named by its field path (the typed list's error, `parse duration "fast"`,
+    /// named no object and no field).
     #[test]
     fn an_undecodable_group_names_its_namespace_name_and_field() {
         let mut spec = playground_spec();
@@ -421,8 +423,8 @@ mod tests {
         assert_eq!(fine.metadata.uid.as_deref(), Some("u-7"));
     }
 
-    /// Issue 32 item 1: one `MysqlDatabase` that does not decode is set apart; the others of
-    /// the same list are kept.
+    /// docs/design/operator.md#mysqlfailovergroup (an object that does not decode): one
+    /// `MysqlDatabase` that does not decode is set apart; the others of the same list are kept.
     #[test]
     fn a_list_keeps_every_object_that_decodes() {
         let database = |name: &str, spec: serde_json::Value| {

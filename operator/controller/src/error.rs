@@ -1,5 +1,5 @@
-//! The crate's error type (STYLE.md 5): messages are lowercase fragments that read after
-//! "failed to".
+//! The crate's error type (docs/design/style.md#5-one-error-enum-per-crate): messages are
+//! lowercase fragments that read after "failed to".
 
 /// Everything the operator shell can fail at.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +75,8 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    /// A stored custom resource does not decode (issue 32; [`crate::decode`]).
+    /// A stored custom resource does not decode (docs/design/operator.md#mysqlfailovergroup;
+    /// [`crate::decode`]).
     #[error("{0}")]
     Undecodable(Box<crate::decode::Undecodable>),
     /// Stored deploy-lease state could not be decoded.

@@ -302,8 +302,9 @@ pub async fn gather(
 }
 
 /// The live failover-hold as `decide` must see it (pure): a hold stamped with another
-/// topology generation than the current one is already revoked by the fence (seed 003), even
-/// if the write of its tombstone has not happened yet.
+/// topology generation than the current one is already revoked by the fence
+/// (docs/design/requirements.md R003.20), even if the write of its tombstone has not happened
+/// yet.
 pub fn hold_after_fence(
     leases: &DeployLeases,
     topology_generation: u64,
@@ -530,9 +531,9 @@ mod tests {
         );
     }
 
-    /// Issue 10 case 4: the lease terms of a site pod are read back from the flags the
-    /// operator rendered for its sidecar, so the old primary's terms are known while its
-    /// sidecar does not answer; a pod without them has none.
+    /// docs/design/history.md#issue-10-case-4: the lease terms of a site pod are read back from
+    /// the flags the operator rendered for its sidecar, so the old primary's terms are known
+    /// while its sidecar does not answer; a pod without them has none.
     #[test]
     fn pod_lease_terms_are_the_rendered_sidecar_flags() {
         use k8s_openapi::api::core::v1::{Container, EnvVar};
@@ -584,7 +585,8 @@ mod tests {
         assert_eq!(pod_lease_terms(&Pod::default()), None);
     }
 
-    /// Seed 000: the DNS record is read back every poll; a failed read is an unknown.
+    /// docs/design/requirements.md R000.13: the DNS record is read back every poll; a failed
+    /// read is an unknown.
     #[test]
     fn dns_reading_distinguishes_absent_present_and_unknown() {
         assert_eq!(dns_reading(Ok(None)), DnsReading::Absent);
@@ -600,10 +602,10 @@ mod tests {
         ));
     }
 
-    /// Issue 8 / seed 001 (detection floor pollInterval x failureThreshold): with every
-    /// sidecar hanging, a gather still ends within the poll interval (two sequential rounds of
-    /// status reads, each bounded by the interval's round-trip budget), and every site reads
-    /// as unreachable, not skipped.
+    /// docs/design/history.md#issue-8 / docs/design/requirements.md R001.9 (detection floor
+    /// pollInterval x failureThreshold): with every sidecar hanging, a gather still ends within
+    /// the poll interval (two sequential rounds of status reads, each bounded by the interval's
+    /// round-trip budget), and every site reads as unreachable, not skipped.
     #[tokio::test]
     async fn a_gather_of_hanging_sidecars_ends_within_the_poll_interval() {
         let (address, silent) = crate::test_support::silent_listener().await;
@@ -638,8 +640,8 @@ mod tests {
         silent.abort();
     }
 
-    /// Seed 003: the generation is the fence; a hold granted under an older generation
-    /// defers nothing, even before its tombstone is written.
+    /// docs/design/requirements.md R003.19-R003.20: the generation is the fence; a hold granted
+    /// under an older generation defers nothing, even before its tombstone is written.
     #[test]
     fn seed_003_a_hold_of_an_older_generation_defers_nothing() {
         use bloodraven_core::deploy::{LeaseKind, LeaseRecord, LeaseToken};

@@ -1,8 +1,9 @@
-//! The failover-hold gate (seed 003; issue 10 case 6): a failover-hold the deploy API granted
-//! between a poll's read of the deploy leases and the Fence that starts a planned failover
-//! must still defer that failover. Core decides which decisions start a deferrable disruption
-//! ([`gated_start`]) and how long one stays in flight
-//! ([`deferrable_disruption_in_flight`]); this module is the atomic step.
+//! The failover-hold gate (docs/design/requirements.md R003.16;
+//! docs/design/history.md#issue-10-case-6): a failover-hold the deploy API granted between a
+//! poll's read of the deploy leases and the Fence that starts a planned failover must still
+//! defer that failover. Core decides which decisions start a deferrable disruption
+//! ([`gated_start`]) and how long one stays in flight ([`deferrable_disruption_in_flight`]);
+//! this module is the atomic step.
 //!
 //! The gate lives inside the lock the deploy API and the poll loop already share for every
 //! lease load-modify-save ([`GateLock`]), so closing it and granting a hold exclude each
@@ -10,9 +11,9 @@
 //! [`confirm_no_hold`] takes the lock and re-reads the leases:
 //!
 //! - no live hold: it closes the gate, and from then on the API treats the group as between
-//!   confirmed states (a hold POST, or any grant or renewal, answers seed 003's
-//!   `423 {"error":"unstable","retryAfterSeconds"}`, as it does once the poll has published
-//!   the Draining memory); the decision is executed;
+//!   confirmed states (a hold POST, or any grant or renewal, answers the
+//!   `423 {"error":"unstable","retryAfterSeconds"}`, as it does once the poll has published the
+//!   Draining memory, docs/design/requirements.md R003.13); the decision is executed;
 //! - a live hold (granted after gather's read) or unreadable leases: the gate stays open and
 //!   the poll is decided again with that hold in the observation; core defers the planned
 //!   failover (`Deferred`, `DeploymentHold`) and nothing is fenced.

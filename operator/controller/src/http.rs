@@ -1,5 +1,6 @@
 //! The plain HTTP listener on :8082: `/metrics`, `/healthz`, `/readyz`. It never serves
-//! `/deploy/v1` (seed 003: the deploy API is TLS-only on :8443); such paths are 404 here.
+//! `/deploy/v1` (docs/design/requirements.md R003.2: the deploy API is TLS-only on :8443); such
+//! paths are 404 here.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,7 +100,7 @@ mod tests {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
-    /// Seed 003: the plain HTTP port 8082 never serves /deploy/v1.
+    /// docs/design/requirements.md R003.2: the plain HTTP port 8082 never serves /deploy/v1.
     #[tokio::test]
     async fn seed_003_port_8082_never_serves_deploy_v1() {
         let probes = Probes {

@@ -1,11 +1,12 @@
 //! Install manifests of the operator rendered from a values struct (the harness applies them;
 //! `operator/deploy/` renders its files from the same function).
 //!
-//! Values mirror the chart keys of the seeds: `replicaCount` (default 1),
-//! `leaderElection.enabled` (default true), `auxiliary.deployAPI.enabled` (default false; needs
-//! `auxiliary.escrowTLS.enabled` with a certificate Secret, because the deploy API is served
-//! only on the TLS listener :8443), `auxiliary.escrowTLS.secretName`, and
-//! `networkPolicy.{enabled, groupNamespaces, mysqlFrom}` (see [`network_policy`]).
+//! Values mirror the chart keys of the requirements (docs/design/requirements.md R001.9,
+//! R003.2): `replicaCount` (default 1), `leaderElection.enabled` (default true),
+//! `auxiliary.deployAPI.enabled` (default false; needs `auxiliary.escrowTLS.enabled` with a
+//! certificate Secret, because the deploy API is served only on the TLS listener :8443),
+//! `auxiliary.escrowTLS.secretName`, and `networkPolicy.{enabled, groupNamespaces, mysqlFrom}`
+//! (see [`network_policy`]).
 //!
 //! # RBAC (ClusterRole `bloodraven`)
 //!
@@ -16,8 +17,8 @@
 //! | `bloodraven.shipstream.io` | `mysqldatabases` | get, list, watch | deploymentClients |
 //! | `externaldns.k8s.io` | `dnsendpoints` | get, list, watch, create, update, patch | the DNS record (SSA); a rule of its own so chaos scenario 38 can deny create/update/patch |
 //! | core | `services` | get, list, watch, create, update, patch | the 4 Service kinds (SSA) |
-//! | core | `pods` | get, list, watch, patch, delete | role/healthy labels, node, sidecar start; delete: the agentless old primary (issue 10) |
-//! | core | `nodes` | get, list, watch, patch, update | the NoExecute demotion taint; the `Ready` condition of the old primary's node (issue 10) |
+//! | core | `pods` | get, list, watch, patch, delete | role/healthy labels, node, sidecar start; delete: the agentless old primary (docs/design/history.md#issue-10) |
+//! | core | `nodes` | get, list, watch, patch, update | the NoExecute demotion taint; the `Ready` condition of the old primary's node (docs/design/history.md#issue-10) |
 //! | core | `configmaps` | get, list, watch, create, update, patch | deploy-lease tombstones |
 //! | `apps` | `statefulsets` | get, list, watch, create, update, patch | the per-site workloads (SSA) |
 //! | core | `secrets` | get, create, patch | the group's credentials and request-signature key Secrets, created when missing; patch only to realign the sidecars' verifying key with the signing key |
@@ -66,7 +67,8 @@ pub struct InstallValues {
     pub network_policy: NetworkPolicyValues,
 }
 
-/// `networkPolicy`: who may connect to the MySQL pods of the groups (issue 10 case 8).
+/// `networkPolicy`: who may connect to the MySQL pods of the groups
+/// (docs/design/history.md#issue-10-case-8).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct NetworkPolicyValues {
@@ -227,9 +229,10 @@ fn operator_labels() -> Value {
     json!({"app.kubernetes.io/name": names::OPERATOR_DEPLOYMENT, "app.kubernetes.io/component": "operator"})
 }
 
-/// The NetworkPolicy [`NETWORK_POLICY`] of `namespace` (issue 10 case 8). It selects every
-/// Bloodraven MySQL pod there (labels `app.kubernetes.io/instance` and `shipstream.io/site`
-/// present) and admits, ingress only:
+/// The NetworkPolicy [`NETWORK_POLICY`] of `namespace`
+/// (docs/design/history.md#issue-10-case-8). It selects every Bloodraven MySQL pod there
+/// (labels `app.kubernetes.io/instance` and `shipstream.io/site` present) and admits, ingress
+/// only:
 ///
 /// - to the sidecar port 8086: the operator's pods (in `values.namespace`) and the MySQL
 ///   pods of the namespace (peers' lease requests);
@@ -391,7 +394,8 @@ mod tests {
             .unwrap_or_else(|| panic!("no {kind} rendered"))
     }
 
-    /// Seed 003: the deploy API needs escrowTLS: there is no plaintext fallback.
+    /// docs/design/requirements.md R003.2: the deploy API needs escrowTLS: there is no
+    /// plaintext fallback.
     #[test]
     fn seed_003_deploy_api_without_escrow_tls_is_refused() {
         let mut values = InstallValues::default();
@@ -425,8 +429,8 @@ mod tests {
         assert_eq!(ports[1]["port"], 8443);
     }
 
-    /// Seed 001: replicaCount 1 with leader election by default; more replicas are standbys,
-    /// which needs leader election.
+    /// docs/design/requirements.md R001.9: replicaCount 1 with leader election by default; more
+    /// replicas are standbys, which needs leader election.
     #[test]
     fn seed_001_defaults_and_replica_count() {
         let values: InstallValues =
@@ -451,8 +455,9 @@ mod tests {
         assert_eq!(text.matches("---\n").count(), 6);
     }
 
-    /// Seed 000 scenario 38 denies exactly create/update/patch on dnsendpoints: the rule
-    /// exists on its own and carries those verbs; tokenreviews create for seed 003.
+    /// Chaos scenario 38 (docs/design/requirements.md R000.16) denies exactly
+    /// create/update/patch on dnsendpoints: the rule exists on its own and carries those verbs;
+    /// tokenreviews create for the deploy API (docs/design/requirements.md R003.4).
     #[test]
     fn rbac_documents_the_verbs_the_operator_uses() {
         let rules = cluster_role_rules();
@@ -489,9 +494,10 @@ mod tests {
             .is_some_and(|v| v.iter().any(|x| x == "update")));
     }
 
-    /// Issue 10 case 8: in each group namespace the install renders a NetworkPolicy that
-    /// admits 8086 only from the operator's pods and the MySQL pods, and 3306 from the MySQL
-    /// pods and where applications run; nothing without group namespaces, nothing when off.
+    /// docs/design/history.md#issue-10-case-8: in each group namespace the install renders a
+    /// NetworkPolicy that admits 8086 only from the operator's pods and the MySQL pods, and
+    /// 3306 from the MySQL pods and where applications run; nothing without group namespaces,
+    /// nothing when off.
     #[test]
     fn case_8_network_policy_limits_who_reaches_the_sidecar() {
         use k8s_openapi::api::networking::v1::NetworkPolicy;

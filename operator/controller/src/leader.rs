@@ -1,11 +1,12 @@
 //! Leader election with the `coordination.k8s.io/v1` Lease `bloodraven-leader` in the
-//! operator namespace (seed 001: extra replicas are idle standbys). Only the leader polls,
-//! writes status, DNS, labels and taints, or serves the deploy API.
+//! operator namespace (docs/design/requirements.md R001.9: extra replicas are idle standbys).
+//! Only the leader polls, writes status, DNS, labels and taints, or serves the deploy API.
 //!
 //! Every write is an update guarded by the Lease's `resourceVersion`: two candidates racing
 //! for an expired lease cannot both win (the loser gets 409 Conflict and stays a standby).
 //!
-//! Issue 10 case 5, the timing rules (client-go's `leaderelection` keeps the same ones):
+//! docs/design/history.md#issue-10-case-5, the timing rules (client-go's `leaderelection` keeps
+//! the same ones):
 //! - Leadership is a term, valid until the start of the last successful renewal plus
 //!   `renew_deadline` ([`Leadership::Until`]). [`LeaderFlag::is_leader`] reads the clock, so
 //!   it turns false at that instant whatever the election loop is doing; the loop also wakes
@@ -542,9 +543,10 @@ mod tests {
         lease
     }
 
-    /// Seed 001: one replica holds the lease; the others are standbys until it expires.
-    /// Issue 10 case 5: expiry is lease_duration of the standby's own time since it saw the
-    /// Lease change, whatever renewTime says (an hour ahead, an hour behind, or the epoch).
+    /// docs/design/requirements.md R001.9: one replica holds the lease; the others are standbys
+    /// until it expires. docs/design/history.md#issue-10-case-5: expiry is lease_duration of
+    /// the standby's own time since it saw the Lease change, whatever renewTime says (an hour
+    /// ahead, an hour behind, or the epoch).
     #[test]
     fn seed_001_standbys_wait_for_lease_duration_since_the_lease_last_changed() {
         let t0 = Instant::now();
@@ -595,8 +597,8 @@ mod tests {
         );
     }
 
-    /// Issue 10 case 5: a term holds strictly before its end; `may_act` wants ACTION_MARGIN
-    /// of it left; without an election the flag leads unconditionally.
+    /// docs/design/history.md#issue-10-case-5: a term holds strictly before its end; `may_act`
+    /// wants ACTION_MARGIN of it left; without an election the flag leads unconditionally.
     #[test]
     fn leadership_holds_until_the_end_of_its_term() {
         let t0 = Instant::now();
@@ -612,9 +614,9 @@ mod tests {
         assert!(!LeaderFlag::new(false).is_leader());
     }
 
-    /// Issue 10 case 5: `is_leader()` turns false when the term ends, with no call on the
-    /// flag in between (nothing has to run for the step-down to take effect); a term shorter
-    /// than ACTION_MARGIN allows no action.
+    /// docs/design/history.md#issue-10-case-5: `is_leader()` turns false when the term ends,
+    /// with no call on the flag in between (nothing has to run for the step-down to take
+    /// effect); a term shorter than ACTION_MARGIN allows no action.
     #[tokio::test(start_paused = true)]
     async fn the_flag_drops_at_the_end_of_the_term_by_itself() {
         let flag = LeaderFlag::new(false);
@@ -630,9 +632,9 @@ mod tests {
         assert_eq!(flag.leadership(), Leadership::Standby);
     }
 
-    /// Issue 10 case 5: an attempt never outlasts the renew deadline since the start of the
-    /// last successful renewal; a standby's (or a lapsed leader's) attempt gets a full
-    /// renew_deadline.
+    /// docs/design/history.md#issue-10-case-5: an attempt never outlasts the renew deadline
+    /// since the start of the last successful renewal; a standby's (or a lapsed leader's)
+    /// attempt gets a full renew_deadline.
     #[test]
     fn attempts_end_by_the_renew_deadline_since_the_last_renewal() {
         let timings = ElectionTimings::default();
@@ -835,10 +837,10 @@ mod tests {
         ))
     }
 
-    /// Issue 10 case 5: a renewal the API server accepts and never answers (kube's client
-    /// has no read timeout) must not keep `is_leader()` true: it turns false when
-    /// renew_deadline has passed since the last successful renewal started, while the
-    /// renewal still hangs, well before lease_duration lets a standby take over. Shutdown
+    /// docs/design/history.md#issue-10-case-5: a renewal the API server accepts and never
+    /// answers (kube's client has no read timeout) must not keep `is_leader()` true: it turns
+    /// false when renew_deadline has passed since the last successful renewal started, while
+    /// the renewal still hangs, well before lease_duration lets a standby take over. Shutdown
     /// does not hang on the stalled API either.
     #[tokio::test(start_paused = true)]
     async fn issue_10_a_stalled_renewal_drops_leadership_at_the_renew_deadline() {
@@ -863,8 +865,9 @@ mod tests {
         assert!(stopped.is_ok(), "shutdown is bounded on a stalled API");
     }
 
-    /// Issue 10 case 5: a leader stopping while the API is stalled steps down at once and
-    /// gives up releasing the Lease after renew_deadline instead of hanging its shutdown.
+    /// docs/design/history.md#issue-10-case-5: a leader stopping while the API is stalled steps
+    /// down at once and gives up releasing the Lease after renew_deadline instead of hanging
+    /// its shutdown.
     #[tokio::test(start_paused = true)]
     async fn issue_10_shutdown_of_a_leader_is_bounded_on_a_stalled_api() {
         let api = FakeLeaseApi::default();
@@ -881,10 +884,11 @@ mod tests {
         assert!(api.state().unanswered >= 1, "the release was sent and hung");
     }
 
-    /// Issue 10 case 5: a standby judges the holder's lease by its own monotonic time since
-    /// the Lease last changed, never by the holder's renewTime against its own wall clock.
-    /// A holder whose clock is an hour behind keeps its lease while it renews; once it stops,
-    /// the standby takes over after lease_duration of local time without change, not before.
+    /// docs/design/history.md#issue-10-case-5: a standby judges the holder's lease by its own
+    /// monotonic time since the Lease last changed, never by the holder's renewTime against its
+    /// own wall clock. A holder whose clock is an hour behind keeps its lease while it renews;
+    /// once it stops, the standby takes over after lease_duration of local time without change,
+    /// not before.
     #[tokio::test(start_paused = true)]
     async fn issue_10_a_standby_takes_over_after_lease_duration_of_local_time_without_change() {
         let api = FakeLeaseApi::default();
@@ -925,8 +929,9 @@ mod tests {
         let _ = election.await;
     }
 
-    /// Issue 10 case 5: a holder whose clock runs an hour ahead and that then stops renewing
-    /// loses its lease after lease_duration of the standby's time, not an hour later.
+    /// docs/design/history.md#issue-10-case-5: a holder whose clock runs an hour ahead and that
+    /// then stops renewing loses its lease after lease_duration of the standby's time, not an
+    /// hour later.
     #[tokio::test(start_paused = true)]
     async fn issue_10_a_holder_clock_ahead_does_not_stretch_its_lease() {
         let api = FakeLeaseApi::default();

@@ -1,10 +1,10 @@
 //! The operator's log lines: one JSON object per event, with the message under a top-level
 //! `msg` next to `timestamp`, `level`, `target` and the event's own fields, all at the top
-//! level (seed 003: every deploy API request logs `msg="deploy api"` with handler, group,
-//! instance, operationId and status, which an operator greps for).
+//! level (docs/design/requirements.md R003.25: every deploy API request logs `msg="deploy api"`
+//! with handler, group, instance, operationId and status, which an operator greps for).
 //!
 //! tracing-subscriber's JSON formatter puts the message under `fields.message` (or, with
-//! `flatten_event`, under `message`); neither is the `msg` key the seeds read, and it has no
+//! `flatten_event`, under `message`); neither is the `msg` key the requirements read, and it has no
 //! option to rename it, hence this formatter.
 
 use std::fmt;
@@ -122,9 +122,9 @@ mod tests {
     use super::*;
     use crate::test_support::CapturedLogs;
 
-    /// Seed 003 (`msg="deploy api"` with its fields): the message is a top-level `msg`, the
-    /// fields sit beside it with their JSON types, `%` fields as their Display text, and a
-    /// field named like a fixed key does not overwrite it.
+    /// docs/design/requirements.md R003.25 (`msg="deploy api"` with its fields): the message is
+    /// a top-level `msg`, the fields sit beside it with their JSON types, `%` fields as their
+    /// Display text, and a field named like a fixed key does not overwrite it.
     #[test]
     fn a_line_carries_msg_and_the_fields_at_the_top_level() {
         let captured = CapturedLogs::default();

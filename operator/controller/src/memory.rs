@@ -7,8 +7,8 @@
 //! `GroupMemory::conditions`) and the anti-flap cooldown's second copy: the annotation
 //! `bloodraven.shipstream.io/cooldown-until` is read here into
 //! [`GroupAnnotations::cooldown_until`], `decide` takes the later of the two copies and
-//! emits the annotation rewrite when that copy is missing or older (seed 001: losing the
-//! cooldown takes both copies lost).
+//! emits the annotation rewrite when that copy is missing or older (docs/design/requirements.md
+//! R001.10: losing the cooldown takes both copies lost).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -112,7 +112,8 @@ pub fn status_of(
     }
 }
 
-/// The status to write after a poll of a group whose spec is invalid (issue 32 item 4): the
+/// The status to write after a poll of a group whose spec is invalid
+/// (docs/design/operator.md#mysqlfailovergroup, "An invalid spec builds nothing and says so"): the
 /// carried memory's status when a valid spec left one in this process, else the stored
 /// status, with `conditions` (the decision's: the previous ones and `SpecValid=False`) and
 /// `observedGeneration`.
@@ -280,10 +281,11 @@ mod tests {
         }
     }
 
-    /// Issue 32 item 4: a group edited invalid while the operator was away (its restart
-    /// carries no memory) keeps its status as stored, with SpecValid=False added: memory
-    /// rebuilt under the invalid spec (pdx no longer one of its sites) is the initial one,
-    /// and writing it would have reset the generation and the active site.
+    /// docs/design/operator.md#mysqlfailovergroup (an invalid spec): a group edited invalid
+    /// while the operator was away (its restart carries no memory) keeps its status as stored,
+    /// with SpecValid=False added: memory rebuilt under the invalid spec (pdx no longer one of
+    /// its sites) is the initial one, and writing it would have reset the generation and the
+    /// active site.
     #[test]
     fn an_invalid_spec_writes_the_stored_status_with_its_spec_valid_condition() {
         let valid = after_failover();
@@ -359,10 +361,10 @@ mod tests {
         assert_eq!(status.conditions, decision.memory.conditions);
     }
 
-    /// bloodraven.md: status carries activeSite, topologyGeneration, authority, conditions,
-    /// sites[], cooldownUntil, lastFailover; loading it back (core's `from_status`) gives the
-    /// same memory, except what core marks volatile (authority_issued_at, re-adopted from the
-    /// sidecars).
+    /// docs/design/operator.md#mysqlfailovergroup: status carries activeSite,
+    /// topologyGeneration, authority, conditions, sites[], cooldownUntil, lastFailover; loading
+    /// it back (core's `from_status`) gives the same memory, except what core marks volatile
+    /// (authority_issued_at, re-adopted from the sidecars).
     #[test]
     fn memory_round_trips_through_the_written_status() {
         let spec = spec();
@@ -393,8 +395,9 @@ mod tests {
         assert_eq!(loaded, expected);
     }
 
-    /// Seed 001: the cooldown is persisted twice; losing either copy alone keeps it. The
-    /// annotation copy reaches core through the Observation; `decide` keeps the later.
+    /// docs/design/requirements.md R001.10: the cooldown is persisted twice; losing either copy
+    /// alone keeps it. The annotation copy reaches core through the Observation; `decide` keeps
+    /// the later.
     #[test]
     fn seed_001_losing_one_cooldown_copy_keeps_the_cooldown() {
         let spec = spec();
@@ -459,10 +462,11 @@ mod tests {
         assert_eq!(iad.consecutive_failures, 5);
     }
 
-    /// Seed 003: a Deferred planned failover keeps its admission (deferReason, retryTime,
-    /// message) across a restart, its phase re-timed from the load (core's `from_status`); a
-    /// finished request whose annotation is still present is not a new one: the next poll
-    /// clears the annotation, and without it the request is marked cleared.
+    /// docs/design/requirements.md R003.16: a Deferred planned failover keeps its admission
+    /// (deferReason, retryTime, message) across a restart, its phase re-timed from the load
+    /// (core's `from_status`); a finished request whose annotation is still present is not a
+    /// new one: the next poll clears the annotation, and without it the request is marked
+    /// cleared.
     #[test]
     fn planned_failover_round_trips_with_admission() {
         let spec = spec();

@@ -1,5 +1,6 @@
-//! Prometheus metrics (bloodraven.md "Deploy lease API" and seed 003), with a drop-guard poll
-//! timer (STYLE.md 10, controller-rs `metrics.rs`).
+//! Prometheus metrics (docs/design/operator.md#metrics and docs/design/requirements.md
+//! R003.25), with a drop-guard poll timer
+//! (docs/design/style.md#10-observability-is-part-of-the-feature, controller-rs `metrics.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -251,7 +252,8 @@ mod tests {
 
     use super::*;
 
-    /// bloodraven.md / seed 003: the exported metric names.
+    /// docs/design/operator.md#metrics / docs/design/requirements.md R003.25: the exported
+    /// metric names.
     #[test]
     fn exports_the_seed_metric_names() {
         let metrics = Metrics::new();

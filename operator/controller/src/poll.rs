@@ -1,6 +1,6 @@
 //! The poll loop: per `MysqlFailoverGroup`, every `pollInterval` at a fixed rate
-//! ([`run_turns`]), gather -> decide -> act (STYLE.md 1). Only the leader polls; a standby
-//! keeps no memory and loads it from status when it becomes leader.
+//! ([`run_turns`]), gather -> decide -> act (docs/design/style.md#1-gather-decide-act). Only
+//! the leader polls; a standby keeps no memory and loads it from status when it becomes leader.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -89,10 +89,10 @@ impl Turns for GroupLoop<'_> {
 ///
 /// Polls are fixed-rate: a poll starts `pollInterval` after the previous one *started*, not
 /// after it ended, so failure detection keeps its floor of pollInterval x failureThreshold
-/// (seed 001: 2 s x 3 = 6 s) however long each poll takes. A poll that overran its interval
-/// is followed by the next one at once, and the rhythm restarts from there
-/// ([`MissedTickBehavior::Delay`]): never a burst of catch-up polls. A changed interval takes
-/// effect from the poll that read it; a turn that did not poll drops the rhythm.
+/// (docs/design/requirements.md R001.9: 2 s x 3 = 6 s) however long each poll takes. A poll
+/// that overran its interval is followed by the next one at once, and the rhythm restarts from
+/// there ([`MissedTickBehavior::Delay`]): never a burst of catch-up polls. A changed interval
+/// takes effect from the poll that read it; a turn that did not poll drops the rhythm.
 pub async fn run_turns(turns: &mut (impl Turns + Send), mut shutdown: watch::Receiver<bool>) {
     let mut ticker: Option<(Duration, Interval)> = None;
     loop {
@@ -177,11 +177,12 @@ impl Shell {
         }
     }
 
-    /// One poll of a group whose spec is invalid (issue 32 item 4): nothing is built (no
-    /// StatefulSet, Secret, Service or DNSEndpoint), no sidecar is called, and core decides
-    /// nothing but its `SpecInvalid` Event (when the problem is new) and the `SpecValid=False`
-    /// condition naming every field, which the status carries ([`status_while_invalid`]).
-    /// What runs keeps running, as when the operator is away.
+    /// One poll of a group whose spec is invalid (docs/design/operator.md#mysqlfailovergroup,
+    /// "An invalid spec builds nothing and says so"): nothing is built (no StatefulSet, Secret,
+    /// Service or DNSEndpoint), no sidecar is called, and core decides nothing but its
+    /// `SpecInvalid` Event (when the problem is new) and the `SpecValid=False` condition naming
+    /// every field, which the status carries ([`status_while_invalid`]). What runs keeps
+    /// running, as when the operator is away.
     ///
     /// A memory carried from a valid spec is carried on (with the condition), so that the
     /// poll after the fix resumes from it; none is made up under the invalid spec
@@ -287,7 +288,7 @@ impl Shell {
             name: &name,
         };
         // A decision that starts a planned failover is executed only once no failover-hold
-        // was granted since gather read the leases (issue 10 case 6).
+        // was granted since gather read the leases (docs/design/history.md#issue-10-case-6).
         let decision = confirm_no_hold(
             self.store.gate_lock(),
             key,
@@ -448,7 +449,8 @@ impl Shell {
 
     /// Keeps one poll loop per group (all namespaces) until `shutdown` flips. Groups are
     /// discovered by their metadata only: a stored group that does not decode cannot fail
-    /// the list (issue 32 item 1); its own loop reports it.
+    /// the list (docs/design/operator.md#mysqlfailovergroup, "An object that does not decode is
+    /// skipped and reported"); its own loop reports it.
     pub async fn run_groups(&self, shutdown: watch::Receiver<bool>) -> Result<()> {
         let api: Api<MysqlFailoverGroup> = Api::all(self.client.clone());
         let mut loops: BTreeMap<(String, String), JoinHandle<()>> = BTreeMap::new();
@@ -535,9 +537,10 @@ mod tests {
         }
     }
 
-    /// Seed 001 (detection floor pollInterval x failureThreshold) / issue 8: polls start at a
-    /// fixed rate, `pollInterval` after the previous poll started, whatever it took; an
-    /// overrun is followed at once by the next poll (no burst), and the rhythm restarts there.
+    /// docs/design/requirements.md R001.9 (detection floor pollInterval x failureThreshold) /
+    /// docs/design/history.md#issue-8: polls start at a fixed rate, `pollInterval` after the
+    /// previous poll started, whatever it took; an overrun is followed at once by the next poll
+    /// (no burst), and the rhythm restarts there.
     #[tokio::test(start_paused = true)]
     async fn polls_start_at_a_fixed_rate_not_an_interval_after_the_previous_ended() {
         let period = Duration::from_secs(2);
@@ -586,10 +589,10 @@ mod tests {
         assert_eq!(turns.starts, vec![0, 1300, 3300]);
     }
 
-    /// Scenario 011 (seed 001: the operator away while the primary dies): the replica that
-    /// starts wins the election milliseconds after its group list first ran as a standby.
-    /// The list is due again at once, not a whole list interval later (the live run's
-    /// detection came 5 s late).
+    /// Scenario 011 (docs/design/requirements.md R001.6: the operator away while the primary
+    /// dies): the replica that starts wins the election milliseconds after its group list first
+    /// ran as a standby. The list is due again at once, not a whole list interval later (the
+    /// live run's detection came 5 s late).
     #[tokio::test(start_paused = true)]
     async fn a_standby_lists_groups_as_soon_as_it_becomes_the_leader() {
         let leader = LeaderFlag::new(false);

@@ -16,11 +16,12 @@ use serde_json::{json, Value};
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`].
 pub const MANAGED_BY: &str = "bloodraven";
-/// `spec.ipFamilyPolicy` of every Service (seed 004): a dual-stack Service answers both A and
-/// AAAA for every pod, so peer discovery by DNS would count each sidecar twice towards its
-/// majority, and only one of the two addresses is the one the pod advertises.
+/// `spec.ipFamilyPolicy` of every Service (docs/design/requirements.md R004.10, R004.14): a
+/// dual-stack Service answers both A and AAAA for every pod, so peer discovery by DNS would
+/// count each sidecar twice towards its majority, and only one of the two addresses is the one
+/// the pod advertises.
 pub const IP_FAMILY_POLICY: &str = "SingleStack";
-/// The one entry of `spec.ipFamilies` of every Service (seed 004).
+/// The one entry of `spec.ipFamilies` of every Service (docs/design/requirements.md R004.14).
 pub const IP_FAMILY: &str = "IPv4";
 
 /// The owner reference that ties an object to its group (garbage-collected with it).
@@ -38,8 +39,9 @@ fn managed_labels(group: &str) -> BTreeMap<String, String> {
 }
 
 /// The server-side apply body of one of the `2 × sites + 2` Services: exactly the selector,
-/// ports and `publishNotReadyAddresses` core decided (seed 000), headless when asked, single
-/// stack IPv4 (seed 004).
+/// ports and `publishNotReadyAddresses` core decided (docs/design/requirements.md
+/// R000.2-R000.5), headless when asked, single stack IPv4 (docs/design/requirements.md
+/// R004.14).
 pub fn service(
     desired: &DesiredService,
     group: &str,
@@ -187,9 +189,9 @@ pub fn event_fields(
     (event_type, reason.as_str(), event_action(reason))
 }
 
-/// The `DeploymentLeaseRevoked` Event of one revocation (seed 003): one Event on the group
-/// naming every lease revoked (kind, operationId, instance, reason); `None` when nothing was
-/// revoked (a revocation that found no live lease raises nothing).
+/// The `DeploymentLeaseRevoked` Event of one revocation (docs/design/requirements.md R003.20):
+/// one Event on the group naming every lease revoked (kind, operationId, instance, reason);
+/// `None` when nothing was revoked (a revocation that found no live lease raises nothing).
 pub fn leases_revoked_event(revoked: &[Tombstone]) -> Option<kube::runtime::events::Event> {
     if revoked.is_empty() {
         return None;
@@ -355,8 +357,9 @@ mod tests {
             .collect()
     }
 
-    /// Seed 000: 2 × len(sites) + 2 Services; -primary selects exactly 2 labels and is not
-    /// publishNotReady; -replicas exactly 3; per-site Services publish not-ready addresses.
+    /// docs/design/requirements.md R000.2-R000.5: 2 × len(sites) + 2 Services; -primary selects
+    /// exactly 2 labels and is not publishNotReady; -replicas exactly 3; per-site Services
+    /// publish not-ready addresses.
     #[test]
     fn seed_000_service_selectors_are_exact() {
         let services = rendered_services();
@@ -409,9 +412,9 @@ mod tests {
         }
     }
 
-    /// Seed 004: every Service is single stack IPv4 (`ipFamilyPolicy: SingleStack`,
-    /// `ipFamilies: [IPv4]`), so DNS answers one address per pod and discovery counts each
-    /// sidecar once.
+    /// docs/design/requirements.md R004.10, R004.14: every Service is single stack IPv4
+    /// (`ipFamilyPolicy: SingleStack`, `ipFamilies: [IPv4]`), so DNS answers one address per
+    /// pod and discovery counts each sidecar once.
     #[test]
     fn seed_004_every_service_is_single_stack_ipv4() {
         let services = rendered_services();
@@ -427,8 +430,9 @@ mod tests {
         }
     }
 
-    /// Seed 000: the DNSEndpoint is one server-side apply of an A record with recordTTL from
-    /// spec.dns.ttl, on externaldns.k8s.io/v1alpha1, named bloodraven-<group>.
+    /// docs/design/requirements.md R000.11-R000.12: the DNSEndpoint is one server-side apply of
+    /// an A record with recordTTL from spec.dns.ttl, on externaldns.k8s.io/v1alpha1, named
+    /// bloodraven-<group>.
     #[test]
     fn seed_000_dns_endpoint_apply_body() {
         let spec = DNSEndpointSpec::a_record("playground-db.example.local", "10.96.100.20", 10);
@@ -450,8 +454,9 @@ mod tests {
         assert!(body.get("status").is_none_or(Value::is_null), "{body}");
     }
 
-    /// Seed 000: the NoExecute taint `bloodraven.shipstream.io/demoted=<group>`; adding it
-    /// keeps every other taint and is idempotent; removal takes only ours.
+    /// docs/design/requirements.md R000.17-R000.18: the NoExecute taint
+    /// `bloodraven.shipstream.io/demoted=<group>`; adding it keeps every other taint and is
+    /// idempotent; removal takes only ours.
     #[test]
     fn seed_000_demotion_taint_patch() {
         let other = Taint {
@@ -485,7 +490,7 @@ mod tests {
         assert_eq!(taints_without_demotion(&existing, "playground"), None);
     }
 
-    /// ARCHITECTURE "Names": role and healthy pod labels.
+    /// docs/design/architecture.md#names: role and healthy pod labels.
     #[test]
     fn pod_label_patch_sets_role_and_healthy() {
         assert_eq!(
@@ -502,7 +507,8 @@ mod tests {
         );
     }
 
-    /// Seed 003: the revocation event is named DeploymentLeaseRevoked in the catalogue.
+    /// docs/design/requirements.md R003.20: the revocation event is named
+    /// DeploymentLeaseRevoked in the catalogue.
     #[test]
     fn event_catalogue_keeps_core_reasons_and_types() {
         let (event_type, reason, action) = event_fields(EventReason::DeploymentLeaseRevoked);
@@ -519,8 +525,9 @@ mod tests {
         ));
     }
 
-    /// Seed 003: a revocation raises one DeploymentLeaseRevoked Event naming each revoked
-    /// lease's kind, operationId, instance and reason; revoking nothing raises nothing.
+    /// docs/design/requirements.md R003.20: a revocation raises one DeploymentLeaseRevoked
+    /// Event naming each revoked lease's kind, operationId, instance and reason; revoking
+    /// nothing raises nothing.
     #[test]
     fn seed_003_revocation_event_names_every_revoked_lease() {
         use bloodraven_core::deploy::{LeaseKind, LeaseToken, RevokeReason};

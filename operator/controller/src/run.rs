@@ -127,7 +127,7 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
             retry_period: Duration::from_secs(args.retry_period_seconds),
         };
         // A new candidate per process: a restarted container must not re-take at once the
-        // lease its previous process held (issue 10 case 5; scenario 014).
+        // lease its previous process held (docs/design/history.md#issue-10-case-5; scenario 014).
         let identity = names::leader_identity(&args.identity, rand::random());
         tracing::info!(pod = %args.identity, %identity, "leader election identity");
         let (client, namespace, identity, flag, receiver) = (

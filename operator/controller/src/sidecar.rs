@@ -2,13 +2,15 @@
 //! `bloodraven_api::sidecar`), and the pure translation of an answer into a
 //! [`SidecarReading`].
 //!
-//! Every call has a timeout. A mutation that errored or timed out is an unknown (seed 001):
-//! the caller logs it and the next poll re-reads the status; nothing here retries.
+//! Every call has a timeout. A mutation that errored or timed out is an unknown
+//! (docs/design/requirements.md R001.15): the caller logs it and the next poll re-reads the
+//! status; nothing here retries.
 //!
-//! Every call but the status read is signed with the group's operator key (issue 10 case 8,
-//! [`bloodraven_api::auth`]): [`SigningKeys`] holds the key of each group, loaded by
-//! [`crate::workloads`] from the group's Secret before each poll gathers. A group whose key
-//! is not loaded yet gets no request at all: the call fails before anything is sent.
+//! Every call but the status read is signed with the group's operator key
+//! (docs/design/history.md#issue-10-case-8, [`bloodraven_api::auth`]): [`SigningKeys`] holds
+//! the key of each group, loaded by [`crate::workloads`] from the group's Secret before each
+//! poll gathers. A group whose key is not loaded yet gets no request at all: the call fails
+//! before anything is sent.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -45,7 +47,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// a [`POLL_ROUNDS`]th of the interval, within [`ROUND_TRIP_MIN`]..=[`STATUS_TIMEOUT`]. A poll
 /// whose rounds all time out then still ends within its interval, so a site that hangs costs
 /// one failed poll per interval and detection keeps its floor of pollInterval x
-/// failureThreshold (seed 001: 2 s x 3 = 6 s).
+/// failureThreshold (docs/design/requirements.md R001.9: 2 s x 3 = 6 s).
 pub fn round_trip_budget(poll_interval: Duration) -> Duration {
     (poll_interval / POLL_ROUNDS).clamp(ROUND_TRIP_MIN, STATUS_TIMEOUT)
 }
@@ -484,7 +486,8 @@ mod tests {
         }
     }
 
-    /// ARCHITECTURE "One poll" step 1: a sidecar answer becomes the site's reading verbatim.
+    /// docs/design/architecture.md#one-poll step 1: a sidecar answer becomes the site's reading
+    /// verbatim.
     #[test]
     fn a_2xx_status_of_the_right_site_is_reachable_verbatim() {
         let body = serde_json::to_vec(&status("playground", "iad")).expect("encode");
@@ -533,7 +536,8 @@ mod tests {
         );
     }
 
-    /// Seed 001: a timed-out status read is an unknown, reported as Unreachable, not an Err.
+    /// docs/design/requirements.md R001.15: a timed-out status read is an unknown, reported as
+    /// Unreachable, not an Err.
     #[tokio::test]
     async fn an_unanswered_status_read_is_unreachable_within_the_timeout() {
         let (address, silent) = crate::test_support::silent_listener().await;
@@ -574,10 +578,10 @@ mod tests {
         );
     }
 
-    /// Seed 001 (detection floor pollInterval x failureThreshold): a status read or push gets
-    /// a third of the poll interval, so the three sequential rounds of a poll (others' status,
-    /// the active site's, the pushes) fit in it; never less than the floor, never more than
-    /// the one-second ceiling.
+    /// docs/design/requirements.md R001.9 (detection floor pollInterval x failureThreshold): a
+    /// status read or push gets a third of the poll interval, so the three sequential rounds of
+    /// a poll (others' status, the active site's, the pushes) fit in it; never less than the
+    /// floor, never more than the one-second ceiling.
     #[test]
     fn round_trip_budget_is_a_third_of_the_poll_interval_within_bounds() {
         let budget = |millis| round_trip_budget(Duration::from_millis(millis));
@@ -587,9 +591,9 @@ mod tests {
         assert_eq!(budget(10_000), STATUS_TIMEOUT);
     }
 
-    /// Issue 10 case 8: every mutation the operator sends is signed with the group's key over
-    /// the exact body and path, and verifies at a sidecar holding the verifying half; without
-    /// a loaded key nothing is sent.
+    /// docs/design/history.md#issue-10-case-8: every mutation the operator sends is signed with
+    /// the group's key over the exact body and path, and verifies at a sidecar holding the
+    /// verifying half; without a loaded key nothing is sent.
     #[tokio::test]
     async fn case_8_mutations_are_signed_with_the_group_key() {
         use axum::{body::Bytes, extract::State, http::HeaderMap, routing::put, Router};

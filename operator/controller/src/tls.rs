@@ -1,5 +1,5 @@
 //! The TLS listener on :8443 (rustls, ring provider): certificate and key from PEM files (the
-//! mounted escrowTLS Secret). There is no plaintext fallback (seed 003).
+//! mounted escrowTLS Secret). There is no plaintext fallback (docs/design/requirements.md R003.2).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

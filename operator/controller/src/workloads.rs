@@ -1,10 +1,11 @@
-//! The per-site workloads (ARCHITECTURE.md "Names"): per site a StatefulSet
+//! The per-site workloads (docs/design/architecture.md#names): per site a StatefulSet
 //! `mysql-<group>-<site>` (one pod `-0`) governed by the headless Service
 //! `mysql-<group>-<site>-hl`, the group's credentials Secret `mysql-<group>-credentials`, and
-//! the two Secrets of the sidecar API's request signatures (issue 10 case 8):
-//! `mysql-<group>-operator-key` (the operator's Ed25519 signing seed; no pod mounts it, so no
-//! kubelet ever fetches it) and `mysql-<group>-sidecar-keys` (the verifying half and the
-//! group's peer key, mounted into every sidecar).
+//! the two Secrets of the sidecar API's request signatures
+//! (docs/design/history.md#issue-10-case-8): `mysql-<group>-operator-key` (the operator's
+//! Ed25519 signing seed; no pod mounts it, so no kubelet ever fetches it) and
+//! `mysql-<group>-sidecar-keys` (the verifying half and the group's peer key, mounted into
+//! every sidecar).
 //!
 //! A shell concern, done in the act phase before each poll's gather ("ensure workloads"):
 //! `decide` never sees it (core stays pure). The Services themselves, the `-hl` one included,
@@ -15,28 +16,28 @@
 //!   force). SSA is idempotent: an unchanged body changes nothing (no new resourceVersion, no
 //!   rollout), so no diff is computed here.
 //! - A running site's pod spec is never changed except through the ordered update
-//!   (bloodraven.md, `bloodraven_core::engine` `update`): the StatefulSet uses
-//!   `updateStrategy: OnDelete` (a template change never replaces a running pod), and when
-//!   `spec.image` differs from the live StatefulSet's `mysql` image this ensure keeps the
-//!   live image. Core's `RollSite` moves one site at a time: [`set_site_image`] applies the
-//!   template with the new image, then the act phase deletes the pod (uid precondition,
-//!   graceful) and the StatefulSet recreates it from the new template.
+//!   (docs/design/operator.md#ordered-update-and-restore-in-place, `bloodraven_core::engine`
+//!   `update`): the StatefulSet uses `updateStrategy: OnDelete` (a template change never
+//!   replaces a running pod), and when `spec.image` differs from the live StatefulSet's `mysql`
+//!   image this ensure keeps the live image. Core's `RollSite` moves one site at a time:
+//!   [`set_site_image`] applies the template with the new image, then the act phase deletes the
+//!   pod (uid precondition, graceful) and the StatefulSet recreates it from the new template.
 //! - Each site has a second volume claim, [`BACKUP_VOLUME`], mounted into the sidecar only: the
-//!   named backups it takes and restores from (issue 12 part 2). The sidecar also mounts the
-//!   data volume, writable: `mariadb-backup` reads it for the physical copy, and a restore
-//!   from that copy replaces its contents while mysqld is down. For that restore the `mysql`
-//!   container starts mysqld through the restore gate
+//!   named backups it takes and restores from (docs/design/history.md#issue-12-part-2). The
+//!   sidecar also mounts the data volume, writable: `mariadb-backup` reads it for the physical
+//!   copy, and a restore from that copy replaces its contents while mysqld is down. For that
+//!   restore the `mysql` container starts mysqld through the restore gate
 //!   ([`bloodraven_api::sidecar::MYSQLD_GATE_SCRIPT`], then the image's `docker-entrypoint.sh`,
 //!   the official `mariadb` and `mysql` images' entrypoint): while the sidecar's restore
 //!   journal sits in the data directory the gate holds mysqld down and touches
 //!   [`MYSQLD_GATE_MARK`]; otherwise it `exec`s the entrypoint, so mysqld is the container's
 //!   process as before. The sidecar gets `--mysqld-gate-mark` only in the same template, so a
 //!   pod made before the gate existed is refused a physical restore. The pod's `fsGroup` is
-//!   mysqld's gid, so a volume the kubelet prepares is group-writable by the sidecar's user
-//!   (it runs as [`MYSQL_IMAGE_UID`]). `volumeClaimTemplates` cannot change on a live
-//!   StatefulSet (the API server refuses it), so a StatefulSet made before the backup volume
-//!   existed keeps its shape: no backup volume, and its sidecar runs without `--backup-dir`
-//!   (the backup and restore jobs answer 409 there, saying so) until it is recreated.
+//!   mysqld's gid, so a volume the kubelet prepares is group-writable by the sidecar's user (it
+//!   runs as [`MYSQL_IMAGE_UID`]). `volumeClaimTemplates` cannot change on a live StatefulSet
+//!   (the API server refuses it), so a StatefulSet made before the backup volume existed keeps
+//!   its shape: no backup volume, and its sidecar runs without `--backup-dir` (the backup and
+//!   restore jobs answer 409 there, saying so) until it is recreated.
 //! - The Secret is created only when missing (never rewritten), with random passwords
 //!   generated here and never logged. It has no owner reference: like the volumes it outlives
 //!   the group, so a recreated group still opens its old data.
@@ -921,7 +922,7 @@ mod tests {
             .expect("container")
     }
 
-    /// ARCHITECTURE.md "Names": StatefulSet mysql-<group>-<site> governed by
+    /// docs/design/architecture.md#names: StatefulSet mysql-<group>-<site> governed by
     /// mysql-<group>-<site>-hl, one replica, pods labelled instance + site.
     #[test]
     fn names_statefulset_governing_service_and_labels() {
@@ -971,8 +972,9 @@ mod tests {
         );
     }
 
-    /// bloodraven.md: the demotion taint (demoted=<group>:NoExecute) must not evict the
-    /// demoted site's own pod; the site's nodeSelector is the pod's.
+    /// docs/design/operator.md#surfaces-moved-on-promotion: the demotion taint
+    /// (demoted=<group>:NoExecute) must not evict the demoted site's own pod; the site's
+    /// nodeSelector is the pod's.
     #[test]
     fn tolerates_the_demotion_taint_and_keeps_the_node_selector() {
         let set = render("iad");
@@ -1157,12 +1159,12 @@ mod tests {
         assert!(MYSQLD_PID_FILE.starts_with(RUN_MOUNT_PATH));
     }
 
-    /// Issue 12 part 2: a backup volume claim per site, mounted into the sidecar alone (its
-    /// `--backup-dir`), the data volume writable into the sidecar (`--mysql-datadir`, for
-    /// `mariadb-backup` and the physical restore), mysqld started through the restore gate
-    /// (`--mysqld-gate-mark`), and `fsGroup` = mysqld's gid so the sidecar's user may write
-    /// the volumes. A StatefulSet made without the claim (claim templates are immutable) keeps
-    /// that shape: no backup volume, no `--backup-dir`, no gate.
+    /// docs/design/history.md#issue-12-part-2: a backup volume claim per site, mounted into the
+    /// sidecar alone (its `--backup-dir`), the data volume writable into the sidecar
+    /// (`--mysql-datadir`, for `mariadb-backup` and the physical restore), mysqld started
+    /// through the restore gate (`--mysqld-gate-mark`), and `fsGroup` = mysqld's gid so the
+    /// sidecar's user may write the volumes. A StatefulSet made without the claim (claim
+    /// templates are immutable) keeps that shape: no backup volume, no `--backup-dir`, no gate.
     #[test]
     fn backups_live_on_their_own_claim_mounted_into_the_sidecar() {
         let set = render("iad");
@@ -1279,9 +1281,10 @@ mod tests {
         assert_eq!(data.get("replication-password"), Some(&second));
     }
 
-    /// Issue 10 case 8: the sidecar mounts only the verifying key and the peer key (from
-    /// `mysql-<group>-sidecar-keys`, read-only, the sidecar container alone) and is never told
-    /// to run unauthenticated; no pod references the operator's signing-key Secret.
+    /// docs/design/history.md#issue-10-case-8: the sidecar mounts only the verifying key and
+    /// the peer key (from `mysql-<group>-sidecar-keys`, read-only, the sidecar container alone)
+    /// and is never told to run unauthenticated; no pod references the operator's signing-key
+    /// Secret.
     #[test]
     fn case_8_sidecar_mounts_the_verifying_and_peer_keys_only() {
         let set = render("iad");
@@ -1330,8 +1333,9 @@ mod tests {
         );
     }
 
-    /// Issue 10 case 8: the key Secrets: the signing seed alone in one, the verifying half
-    /// (matching it) and a peer key in the other; hex that the sidecar and operator parse.
+    /// docs/design/history.md#issue-10-case-8: the key Secrets: the signing seed alone in one,
+    /// the verifying half (matching it) and a peer key in the other; hex that the sidecar and
+    /// operator parse.
     #[test]
     fn case_8_key_secrets_split_the_signing_seed_from_what_sidecars_mount() {
         let seed = [4u8; KEY_BYTES];

@@ -2,18 +2,20 @@
 //!
 //! The sidecar fences mysqld when its write lease stops counting, but a sidecar that was
 //! killed and kept down, or that hangs, fences nothing; mysqld would go on acknowledging
-//! writes while the majority grants the lease to another site (issue 10, case 2). So the
-//! sidecar also leaves the rule in mysqld itself: a table holding the instant until which the
-//! server may be writable, and an event that every [`SWITCH_PERIOD`] fences the server once
-//! that instant has passed. The sidecar pushes the instant forward with every enforcement while
-//! its lease counts ([`arm_statement`]) and sets it before it ever unfences; if it stops doing
-//! so for any reason, mysqld fences itself.
+//! writes while the majority grants the lease to another site
+//! (docs/design/history.md#issue-10-case-2). So the sidecar also leaves the rule in mysqld
+//! itself: a table holding the instant until which the server may be writable, and an event
+//! that every [`SWITCH_PERIOD`] fences the server once that instant has passed. The sidecar
+//! pushes the instant forward with every enforcement while its lease counts ([`arm_statement`])
+//! and sets it before it ever unfences; if it stops doing so for any reason, mysqld fences
+//! itself.
 //!
 //! The instant is written relative to mysqld's own clock (`NOW(6) + INTERVAL`, computed when
 //! the statement runs), so the sidecar's and mysqld's clocks never meet. mysqld's clock is a
-//! wall clock, and the lease (bloodraven.md: "lease expiry is measured on the requester's
-//! monotonic clock") is not: a step of mysqld's wall clock moves the switch against the lease.
-//! What each direction does, and why the sidecar's rule ([`clock_step`]) bounds it:
+//! wall clock, and the lease (docs/design/operator.md#authority-sidecars-and-fencing: "The
+//! requester measures expiry on its own monotonic clock") is not: a step of mysqld's wall clock
+//! moves the switch against the lease. What each direction does, and why the sidecar's rule
+//! ([`clock_step`]) bounds it:
 //!
 //! - **Forward** by `S`: the deadline passes `S` early, and if `S` exceeds what is left of it
 //!   the switch fences a primary whose lease still counts. Inside mysqld that cannot be told
@@ -34,20 +36,22 @@
 //!   which schedules it again from mysqld's new now. From then on the switch fires within the
 //!   bound [`writable_for`] gives, measured on the clock mysqld has after the step.
 //!
-//! The bound that matters is bloodraven.md's: the operator promotes another site only once
-//! the old primary's last grant is older than the lease duration plus the clock-drift margin
-//! (on the peers' monotonic clocks), so a dead sidecar's mysqld must be read-only by then.
-//! [`writable_for`] places the deadline so it is, measured on mysqld's clock at the last arm;
-//! each arm re-bases it on mysqld's clock as it is then, and re-creating the event after a
-//! backward step makes the scheduler honour it. So a step that happens while the sidecar
-//! lives costs at most one enforcement period of it being unseen, and then the bound holds.
+//! The bound that matters is the one of docs/design/operator.md#authority-sidecars-and-fencing:
+//! the operator promotes another site only once the old primary's last grant is older than the
+//! lease duration plus the clock-drift margin (on the peers' monotonic clocks), so a dead
+//! sidecar's mysqld must be read-only by then. [`writable_for`] places the deadline so it is,
+//! measured on mysqld's clock at the last arm; each arm re-bases it on mysqld's clock as it is
+//! then, and re-creating the event after a backward step makes the scheduler honour it. So a
+//! step that happens while the sidecar lives costs at most one enforcement period of it being
+//! unseen, and then the bound holds.
 //!
 //! What remains: a step that happens after the sidecar's last arm (the sidecar is dead or hung
 //! at the time of the step, a second fault on the same host) is not seen by anyone, and a
 //! backward one delays the switch by `S`. Nothing inside mysqld can see it either: the only
 //! clock the event has is the stepped one, and the scheduler does not run while it waits.
 //! (A forward one fences early, which is safe.) Keeping a primary's host clock from stepping
-//! backwards (slewing NTP) is the deployment's part, as seed 003 asks of the operator's nodes.
+//! backwards (slewing NTP) is the deployment's part, as docs/design/requirements.md R003.15
+//! asks of the operator's nodes.
 //!
 //! Everything here runs with `sql_log_bin = 0`: the table, its row and the event are each
 //! server's own, never replicated and never given a GTID (a fenced server writing its deadline

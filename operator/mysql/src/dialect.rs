@@ -1,7 +1,8 @@
 //! The statements each flavor needs, behind one trait.
 //!
 //! Every method returns statement text only; executing it (and re-reading state after an
-//! error, seed 001: "an error from a mutation is an unknown: re-read") is the caller's job.
+//! error, docs/design/requirements.md R001.15: an error from a mutation is an unknown, so
+//! re-read) is the caller's job.
 
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ const MYSQL_WAIT_TIMEOUT_SECONDS_MIN: u64 = 1;
 #[serde(rename_all = "camelCase")]
 pub struct ReplicationSource {
     /// The source's host: the active site's internal Service name (`mysql-<group>-<site>`,
-    /// the canonical replication source host, ARCHITECTURE.md "Names"). Used as given.
+    /// the canonical replication source host, docs/design/architecture.md#names). Used as given.
     pub host: String,
     /// The source's MySQL port (3306).
     pub port: u16,
@@ -489,7 +490,7 @@ mod tests {
         GtidSet::parse(flavor, text).unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 
-    // ARCHITECTURE.md "MySQL": fencing is read_only on MariaDB, super_read_only on MySQL.
+    // docs/design/architecture.md#mysql: fencing is read_only on MariaDB, super_read_only on MySQL.
     #[test]
     fn fence_and_unfence_per_flavor() {
         assert_eq!(MariaDbDialect.fence(), ["SET GLOBAL read_only = ON"]);
@@ -533,7 +534,8 @@ mod tests {
         );
     }
 
-    // Issue 8: an emergency promotion stops receiving, keeps applying, then detaches.
+    // docs/design/history.md#issue-8: an emergency promotion stops receiving, keeps applying,
+    // then detaches.
     #[test]
     fn receiving_and_applying_threads_per_flavor() {
         assert_eq!(MariaDbDialect.stop_receiving(), "STOP SLAVE IO_THREAD");
@@ -672,8 +674,8 @@ mod tests {
         }
     }
 
-    // bloodraven.md planned failover Draining: connections killed, but not the replicas'
-    // binlog dump threads (they must keep draining) nor excluded users.
+    // docs/design/operator.md#planned-failover (Draining): connections killed, but not the
+    // replicas' binlog dump threads (they must keep draining) nor excluded users.
     #[test]
     fn client_connections_skip_replication_and_excluded_users() {
         let query = MariaDbDialect.client_connections_query(&["bloodraven", "re'pl"]);

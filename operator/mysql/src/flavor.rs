@@ -52,7 +52,8 @@ impl FromStr for Flavor {
 mod tests {
     use super::*;
 
-    // bloodraven.md: spec.flavor is `mariadb | mysql`, default mariadb.
+    // docs/design/operator.md#mysqlfailovergroup: spec.flavor is `mariadb | mysql`, default
+    // mariadb.
     #[test]
     fn flavor_names_round_trip_through_serde_display_and_from_str() {
         for (flavor, name) in [(Flavor::MariaDb, "mariadb"), (Flavor::MySql, "mysql")] {

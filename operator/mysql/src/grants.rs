@@ -1,5 +1,5 @@
-//! Application users never get privileges that bypass read_only (ARCHITECTURE.md "MySQL"):
-//! otherwise fencing is a lie.
+//! Application users never get privileges that bypass read_only
+//! (docs/design/architecture.md#mysql): otherwise fencing is a lie.
 //!
 //! [`app_user_grant`] builds the only GRANT an application user gets: database-level
 //! privileges on its own schema, nothing global. [`read_only_bypasses`] checks a

@@ -1,5 +1,5 @@
-//! Canonical host names: the rule behind "source host canonically equal to the active site's
-//! internal Service" (seed 000).
+//! Canonical host names: the rule behind "the reported source host canonically matches the
+//! active site's internal per-site Service" (docs/design/requirements.md R000.7).
 //!
 //! # Rule
 //!
@@ -64,8 +64,8 @@ mod tests {
 
     const NAMESPACE: &str = "bloodraven-playground";
 
-    // Seed 000: the reader's source host must canonically equal the active site's internal
-    // Service; every spelling of that Service is the same host.
+    // docs/design/requirements.md R000.7: the reader's source host must canonically equal the
+    // active site's internal Service; every spelling of that Service is the same host.
     #[test]
     fn seed_000_spellings_of_the_internal_service_are_canonically_equal() {
         let spellings = [
@@ -88,8 +88,9 @@ mod tests {
         }
     }
 
-    // Seed 000: "a direct source, so a replication chain does not count": another site's
-    // Service, the pod's headless name, or another namespace are different hosts.
+    // docs/design/requirements.md R000.7: "the source must be direct, so a replication chain
+    // does not count": another site's Service, the pod's headless name, or another namespace
+    // are different hosts.
     #[test]
     fn seed_000_other_sites_pods_and_namespaces_are_different_hosts() {
         let active = "mysql-playground-iad.bloodraven-playground.svc.cluster.local";

@@ -9,8 +9,8 @@
 //! - [`deadline`]: the write deadline, a dead man's switch inside mysqld that fences it when
 //!   the sidecar stops arming it.
 //! - [`grants`]: the application user's GRANT statement and the read_only bypass check.
-//! - [`canonical_host`]: the host-name rule behind "source host canonically equal to the active
-//!   site's internal Service" (seed 000).
+//! - [`canonical_host`]: the host-name rule behind "the reported source host canonically
+//!   matches the active site's internal per-site Service" (docs/design/requirements.md R000.7).
 //!
 //! The optional `live` feature adds the `live` module (a mysql_async client); the default
 //! build has no tokio and no mysql_async.

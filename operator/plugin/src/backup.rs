@@ -47,7 +47,8 @@ mod tests {
     use crate::restore::restore_patch;
     use bloodraven_api::RestoreMethod;
 
-    /// Issue 12: `backup` and `restore` write only their annotation; names are checked.
+    /// docs/design/history.md#issue-12: `backup` and `restore` write only their annotation;
+    /// names are checked.
     #[test]
     fn backup_and_restore_write_only_their_annotation() {
         assert_eq!(

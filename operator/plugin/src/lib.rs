@@ -1,13 +1,13 @@
 //! kubectl-bloodraven: `kubectl bloodraven promote|status|revoke-leases|backup|restore`.
 //!
-//! The plugin only writes resources the operator already reads (seed 001): `promote` sets the
-//! `bloodraven.shipstream.io/planned-failover` annotation and returns; `revoke-leases` sets
-//! `bloodraven.shipstream.io/revoke-deployment-leases`. It never talks to MySQL and needs a
-//! live operator to act on either. `backup` sets `bloodraven.shipstream.io/backup=<name>` (the
-//! operator asks the active site's sidecar for it) and `restore --from <backup>` sets
-//! `bloodraven.shipstream.io/restore=<backup>` (restore in place of the active site from the
-//! backup's logical dump; `--method physical` sets `<backup>,method=physical`: from its
-//! `mariadb-backup` copy). `status` reads the group.
+//! The plugin only writes resources the operator already reads (docs/design/requirements.md
+//! R001.12): `promote` sets the `bloodraven.shipstream.io/planned-failover` annotation and
+//! returns; `revoke-leases` sets `bloodraven.shipstream.io/revoke-deployment-leases`. It never
+//! talks to MySQL and needs a live operator to act on either. `backup` sets
+//! `bloodraven.shipstream.io/backup=<name>` (the operator asks the active site's sidecar for
+//! it) and `restore --from <backup>` sets `bloodraven.shipstream.io/restore=<backup>` (restore
+//! in place of the active site from the backup's logical dump; `--method physical` sets
+//! `<backup>,method=physical`: from its `mariadb-backup` copy). `status` reads the group.
 //!
 //! This file is the command tree and its dispatch only; each subcommand is its own module
 //! ([`promote`], [`status`], [`revoke_leases`], [`backup`], [`restore`]), over the client and

@@ -51,7 +51,8 @@ mod tests {
     use super::*;
     use crate::test_support::playground;
 
-    /// Seed 001: `promote` writes only the planned-failover annotation (nothing else).
+    /// docs/design/requirements.md R001.12: `promote` writes only the planned-failover
+    /// annotation (nothing else).
     #[test]
     fn seed_001_promote_writes_only_the_planned_failover_annotation() {
         assert_eq!(
@@ -60,7 +61,8 @@ mod tests {
         );
     }
 
-    /// bloodraven.md: a read-only site is never writable, so it is never a promotion target.
+    /// docs/design/operator.md#emergency-failover: a read-only site is never writable, so it is
+    /// never a promotion target.
     #[test]
     fn promote_refuses_unknown_and_read_only_sites() {
         let group = playground();

@@ -28,7 +28,8 @@ pub(crate) async fn run(groups: &Groups, group: &str) -> Result<String> {
 mod tests {
     use super::*;
 
-    /// Seed 003: revoking by hand is the revoke-deployment-leases annotation.
+    /// docs/design/requirements.md R003.24: revoking by hand is the revoke-deployment-leases
+    /// annotation.
     #[test]
     fn seed_003_revoke_leases_writes_the_revoke_annotation() {
         let patch = revoke_patch(Timestamp::from_unix_millis(0));

@@ -223,7 +223,8 @@ mod tests {
         );
     }
 
-    /// Issue 12: the ordered update's phase, current site and per-site image are shown.
+    /// docs/design/history.md#issue-12: the ordered update's phase, current site and per-site
+    /// image are shown.
     #[test]
     fn status_shows_the_ordered_update() {
         let mut group = playground();

@@ -119,7 +119,7 @@ pub struct Config {
     pub mysqld_gate_mark: Option<PathBuf>,
     /// A file holding the operator's verifying key (hex Ed25519 public key; the mounted Secret
     /// `mysql-<group>-sidecar-keys`). Authority pushes, fence, promote, repoint and database
-    /// requests must be signed by the operator's key (issue 10 case 8).
+    /// requests must be signed by the operator's key (docs/design/history.md#issue-10-case-8).
     #[arg(long, env = "BLOODRAVEN_OPERATOR_KEY_FILE", requires = "peer_key_file")]
     pub operator_key_file: Option<PathBuf>,
     /// A file holding the group's peer key (hex, at least 32 bytes; same Secret): lease
@@ -411,8 +411,9 @@ mod tests {
         ));
     }
 
-    /// Issue 10 case 8: without both key files the sidecar does not start, unless the
-    /// insecure flag says so explicitly; a key file that does not hold a key is named.
+    /// docs/design/history.md#issue-10-case-8: without both key files the sidecar does not
+    /// start, unless the insecure flag says so explicitly; a key file that does not hold a key
+    /// is named.
     #[test]
     fn config_case_8_keys_are_required_unless_explicitly_insecure() {
         let base = [

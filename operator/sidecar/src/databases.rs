@@ -1,9 +1,10 @@
-//! `POST /v1/databases`: a `MysqlDatabase`'s schema created on the active site (bloodraven.md:
-//! "`spec.database` (SQL schema, created on the primary)"). It is the one write the sidecar
-//! makes for the operator, so it is taken under the same rule that makes mysqld writable: the
-//! cached authority names this site, the majority lease is held, no explicit fence is in
-//! force, and mysqld reads writable. Anything else is a refusal (a fenced site never takes a
-//! write); replication carries the schema to the other sites.
+//! `POST /v1/databases`: a `MysqlDatabase`'s schema created on the active site
+//! (docs/design/operator.md#mysqldatabase: "`spec.database` is an SQL schema, which the
+//! operator creates on the primary"). It is the one write the sidecar makes for the operator,
+//! so it is taken under the same rule that makes mysqld writable: the cached authority names
+//! this site, the majority lease is held, no explicit fence is in force, and mysqld reads
+//! writable. Anything else is a refusal (a fenced site never takes a write); replication
+//! carries the schema to the other sites.
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ const SERVER_CODE_WRONG_DB_NAME: u16 = 1102;
 /// and the statement run under the mutation lock the enforcer takes, so no fence decided
 /// meanwhile is overtaken; the statement's client timeout is cut to the lease left. After a
 /// failed or timed-out statement the schema is looked for again on a fresh connection (an
-/// error is an unknown, ARCHITECTURE.md).
+/// error is an unknown, docs/design/architecture.md#one-poll).
 pub(crate) async fn ensure(
     shared: &Shared,
     request: &EnsureDatabaseRequest,

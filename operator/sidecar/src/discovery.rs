@@ -1,4 +1,5 @@
-//! Peer discovery by DNS, with the semantics of seed 004 (`tellus-bootstrap-dns`):
+//! Peer discovery by DNS, with the semantics of `tellus-bootstrap-dns`
+//! (docs/design/requirements.md R004.1-R004.4, R004.13):
 //!
 //! - A site's sidecar is found from SRV records, which carry address and port (the named
 //!   `sidecar` port of the site's internal Service), or from A records paired with a
@@ -105,7 +106,8 @@ impl Discovery {
     /// Resolves `site`'s sidecar addresses. An empty view is [`Error::EmptyView`].
     pub async fn resolve_site(&self, site: &str) -> Result<Vec<SocketAddr>> {
         let name = self.query.name_for(&self.group, site);
-        // No response cache (seed 004): whatever a previous round saw is forgotten.
+        // No response cache (docs/design/requirements.md R004.3): whatever a previous round saw
+        // is forgotten.
         self.resolver.clear_cache();
         let addresses = match &self.query {
             PeerQuery::Srv { .. } => self.resolve_srv(&name).await?,

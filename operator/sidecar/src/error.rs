@@ -53,7 +53,8 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// A site's discovery view resolved no address at all (seed 004: an error to retry).
+    /// A site's discovery view resolved no address at all (docs/design/requirements.md R004.2:
+    /// an error to retry).
     #[error("discover site {site}: {name} resolved no address")]
     EmptyView {
         /// The site.

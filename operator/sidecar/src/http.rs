@@ -85,10 +85,10 @@ pub(crate) fn router(shared: Arc<Shared>, gate: Arc<Gate>) -> Router {
         .with_state(shared)
 }
 
-/// Issue 10 case 8: a request [`required_principal`] names a signer for is served only if
-/// its signature verifies ([`Verifier::verify`]); otherwise it is answered 401 (503 when the
-/// replay memory is full) with an [`ErrorBody`] naming what was wrong, before any handler
-/// runs, so nothing changes. Reads pass untouched.
+/// docs/design/history.md#issue-10-case-8: a request [`required_principal`] names a signer for
+/// is served only if its signature verifies ([`Verifier::verify`]); otherwise it is answered
+/// 401 (503 when the replay memory is full) with an [`ErrorBody`] naming what was wrong, before
+/// any handler runs, so nothing changes. Reads pass untouched.
 async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let method = request.method().as_str().to_owned();
     let path = request.uri().path().to_owned();

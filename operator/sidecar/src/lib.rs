@@ -3,13 +3,15 @@
 //! It makes mysqld writable only while it holds an authority record naming its own site and
 //! an unexpired write lease from a majority of all sites' sidecars, renewed every
 //! `duration / 3`; it applies the startup safety net and the topology-mismatch rule on its own
-//! timers, with the operator down or not (bloodraven.md "Authority, sidecars and fencing").
+//! timers, with the operator down or not (docs/design/operator.md#authority-sidecars-and-fencing).
 //! The rule itself is [`bloodraven_core::lease`]; this crate is its I/O shell.
 //!
 //! - [`config`]: flags and environment, validated into [`Settings`].
-//! - [`discovery`]: peer discovery by DNS with seed 004's semantics.
+//! - [`discovery`]: peer discovery by DNS with the semantics of docs/design/requirements.md
+//!   R004.13.
 //! - [`server`]: the HTTP API on 8086 and the timers, [`Sidecar::start`]. Mutations and lease
-//!   requests are signed ([`bloodraven_api::auth`], issue 10 case 8; see [`RequestAuth`]).
+//!   requests are signed ([`bloodraven_api::auth`], docs/design/history.md#issue-10-case-8; see
+//!   [`RequestAuth`]).
 //! - `watchdog`: SIGKILLs a mysqld that must be read-only, has no lease and cannot be
 //!   fenced (frozen), so a lapsed lease means "cannot write" (`bloodraven_core::lease::watchdog`).
 //! - `deadline`: arms mysqld's write deadline, a dead man's switch inside mysqld that fences

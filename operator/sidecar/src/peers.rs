@@ -106,7 +106,7 @@ async fn run_round(shared: Arc<Shared>, round: RoundId, request: LeaseRequest) {
 }
 
 /// The body of a lease request to `peer_site` and, unless unauthenticated, its signature
-/// headers (the group's peer key; issue 10 case 8).
+/// headers (the group's peer key; docs/design/history.md#issue-10-case-8).
 fn signed_lease_request(
     shared: &Shared,
     peer_site: &str,

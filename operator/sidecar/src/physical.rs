@@ -706,8 +706,8 @@ mod tests {
         );
     }
 
-    // Issue 12: a restore cut off at any step never leaves mysqld a half-replaced directory:
-    // rolled back, the directory holds exactly what it held before.
+    // docs/design/history.md#issue-12: a restore cut off at any step never leaves mysqld a
+    // half-replaced directory: rolled back, the directory holds exactly what it held before.
     #[test]
     fn a_restore_cut_off_at_any_step_rolls_back_to_the_old_contents() {
         for (step, moved_aside, moved_in) in [

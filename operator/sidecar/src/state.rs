@@ -397,9 +397,9 @@ mod tests {
         }
     }
 
-    /// Issue 10 case 7: a read-only observed while an unfence was in flight (or began during
-    /// the read) is reported unknown, never as read-only; quiet reads and writable reads are
-    /// reported as seen.
+    /// docs/design/history.md#issue-10-case-7: a read-only observed while an unfence was in
+    /// flight (or began during the read) is reported unknown, never as read-only; quiet reads
+    /// and writable reads are reported as seen.
     #[test]
     fn a_read_only_seen_during_an_unfence_is_reported_unknown() {
         assert_eq!(

@@ -1,6 +1,7 @@
-//! An in-process DNS server on an ephemeral loopback port, for tests (seed 004: discovery is
-//! tested against an in-process hickory-server, never real DNS). Records can be changed while
-//! it runs; it is stopped when dropped.
+//! An in-process DNS server on an ephemeral loopback port, for tests
+//! (docs/design/requirements.md R004.4: discovery is tested against an in-process
+//! hickory-server, never real DNS). Records can be changed while it runs; it is stopped when
+//! dropped.
 
 use std::{
     net::{Ipv4Addr, SocketAddr},

@@ -58,10 +58,11 @@ pub struct Args {
     #[arg(long)]
     pub held_connections: bool,
     /// Also take named backups of the active site and restore it in place from them, some
-    /// behind a live failover-hold (issue 12).
+    /// behind a live failover-hold (docs/design/history.md#issue-12).
     #[arg(long)]
     pub restore: bool,
-    /// A human changes spec.image once mid-run: the ordered update (issue 12).
+    /// A human changes spec.image once mid-run: the ordered update
+    /// (docs/design/history.md#issue-12).
     #[arg(long)]
     pub image_update: bool,
     /// Every fault mode within the design's durability assumption: --sidecar-crash,

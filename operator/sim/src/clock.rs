@@ -1,8 +1,8 @@
 //! Simulated time: the world's one true clock and the skewed, drifting clocks its processes read.
 //!
-//! Nothing here reads a real clock (STYLE.md point 3). The world advances [`SimTime`] from event to
-//! event; each sidecar reads a [`DriftClock`] (bounded offset and drift, monotonic) and the operator
-//! reads a wall clock with a bounded skew.
+//! Nothing here reads a real clock (docs/design/style.md#3-time-and-randomness-are-inputs). The
+//! world advances [`SimTime`] from event to event; each sidecar reads a [`DriftClock`] (bounded
+//! offset and drift, monotonic) and the operator reads a wall clock with a bounded skew.
 
 use std::fmt;
 
@@ -100,8 +100,9 @@ pub fn neg_ln_fixed(u: u64) -> u64 {
 mod tests {
     use super::*;
 
-    // STYLE.md point 3: waiting times replay bit-for-bit on every platform; the fixed-point
-    // -ln stays close to the real one and its mean matches an exponential's.
+    // docs/design/style.md#3-time-and-randomness-are-inputs: waiting times replay bit-for-bit
+    // on every platform; the fixed-point -ln stays close to the real one and its mean matches
+    // an exponential's.
     #[test]
     fn neg_ln_fixed_approximates_exponential() {
         assert_eq!(neg_ln_fixed(UNIT_FIXED), 0);
@@ -117,7 +118,8 @@ mod tests {
         );
     }
 
-    // STYLE.md point 3: a sidecar clock is monotonic and its drift is bounded.
+    // docs/design/style.md#3-time-and-randomness-are-inputs: a sidecar clock is monotonic and
+    // its drift is bounded.
     #[test]
     fn drift_clock_is_monotonic_and_bounded() {
         let fast = DriftClock::new(1_000_000, 10_000);

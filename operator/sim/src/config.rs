@@ -13,7 +13,8 @@ pub struct SimConfig {
     /// Simulated duration.
     pub duration: SimTime,
     /// Operator restarts may lose the status copy and the annotation copy of its memory,
-    /// independently of each other (seed 001: `CooldownViolated(restart+stateLost)`).
+    /// independently of each other (docs/design/requirements.md R001.10:
+    /// `CooldownViolated(restart+stateLost)`).
     pub state_loss: bool,
     /// With `state_loss`: a lost status copy may also be the whole status reverting to before
     /// the write that set the cooldown (every status write since was rejected), which loses
@@ -34,7 +35,8 @@ pub struct SimConfig {
     pub held_connections: bool,
     /// Named backups and restores in place of the active site (`crate::restore`).
     pub restore: bool,
-    /// A human changes `spec.image` once mid-run: the ordered update (issue 12).
+    /// A human changes `spec.image` once mid-run: the ordered update
+    /// (docs/design/history.md#issue-12).
     pub image_update: bool,
     /// Record the step-by-step trace.
     pub trace: bool,

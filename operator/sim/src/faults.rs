@@ -201,7 +201,7 @@ pub struct FaultState {
     sidecar_faulted: BTreeSet<usize>,
 }
 
-/// The deploy pipeline's own state (the client side of seed 003).
+/// The deploy pipeline's own state (the client side of docs/design/requirements.md R003).
 #[derive(Debug, Default)]
 pub struct PipelineState {
     /// The current operation number; zero when idle.
@@ -372,8 +372,9 @@ impl World {
 
     /// A cascade: the active site dies, the operator restarts soon after the failover, and the
     /// new active site dies inside the cooldown. With `--state-loss` this is where a restart
-    /// that lost both cooldown copies promotes early (seed 001's inherent finding); without it
-    /// the cooldown must hold the second failover back.
+    /// that lost both cooldown copies promotes early (the inherent finding of
+    /// docs/design/requirements.md R001.10); without it the cooldown must hold the second
+    /// failover back.
     fn schedule_cascade(&mut self, at: u64, id: u64) {
         let base = id * 1_000;
         if self.rng.random_bool(0.5) {

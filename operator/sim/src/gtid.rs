@@ -122,8 +122,9 @@ mod tests {
         s
     }
 
-    // bloodraven.md: lostTransactions = old primary's set minus the new primary's; MariaDB
-    // divergence at the same sequence numbers under different server ids.
+    // docs/design/operator.md#emergency-failover: lostTransactions = old primary's set minus
+    // the new primary's; MariaDB divergence at the same sequence numbers under different server
+    // ids.
     #[test]
     fn subtract_counts_unreplicated_tail_and_divergence() {
         let old = set(&[(1, 1), (1, 2), (1, 3), (1, 4)]);

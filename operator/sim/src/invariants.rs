@@ -46,8 +46,8 @@ pub enum FindingClass {
     LostMismatch,
     /// A promotion inside the cooldown while a persisted copy of it survived.
     CooldownViolated,
-    /// A promotion inside the cooldown after a restart lost both persisted copies (seed 001):
-    /// understood, bounded by the GTID gates, accepted.
+    /// A promotion inside the cooldown after a restart lost both persisted copies
+    /// (docs/design/requirements.md R001.10): understood, bounded by the GTID gates, accepted.
     CooldownViolatedRestartStateLost,
     /// After a poll that moved authority, DNS still (or again) targets a non-active site.
     DnsStale,
@@ -57,11 +57,13 @@ pub enum FindingClass {
     LeaseNotRevoked,
     /// The world healed and stayed healed, yet no site was writable within the bound.
     NoWritableAfterHeal,
-    /// One decision names two different authorities, or labels two pods primary (STYLE.md
-    /// point 4: "two primaries in one Decision").
+    /// One decision names two different authorities, or labels two pods primary
+    /// (docs/design/style.md#4-assertions-for-invariants-result-for-the-world: "two primaries
+    /// in one Decision").
     ConflictingDecision,
-    /// A restore in place fenced the active site while a failover-hold was live (seed 003:
-    /// it defers behind the hold as a planned failover does).
+    /// A restore in place fenced the active site while a failover-hold was live
+    /// (docs/design/requirements.md R003.17: it defers behind the hold as a planned failover
+    /// does).
     RestoreIgnoredHold,
     /// What a restore discarded differs from what `status.restore` records
     /// (`lostTransactions`, `lostGtidSet`, `exact`).
@@ -104,8 +106,9 @@ impl FindingClass {
     ];
 
     /// Whether the class is an accepted property of the design rather than a bug: only where
-    /// no system could avoid it. `CooldownViolated(restart+stateLost)` is seed 001's: with
-    /// both persisted copies lost, nothing remembers the cooldown.
+    /// no system could avoid it. `CooldownViolated(restart+stateLost)` is that of
+    /// docs/design/requirements.md R001.10: with both persisted copies lost, nothing remembers
+    /// the cooldown.
     pub fn is_inherent(self) -> bool {
         match self {
             FindingClass::CooldownViolatedRestartStateLost
@@ -199,7 +202,7 @@ struct LossTruth {
     /// What this move lost that no earlier move had lost.
     lost: TxnSet,
     /// Everything of the old writer missing on the new one, including what an earlier move
-    /// lost (the literal `old - new` of bloodraven.md).
+    /// lost (the literal `old - new` of docs/design/operator.md#emergency-failover).
     literal: TxnSet,
     checked_exact: bool,
 }
@@ -721,7 +724,8 @@ mod tests {
         assert!(!FindingClass::SplitBrainFrozenAgentless.is_inherent());
     }
 
-    // bloodraven.md: acknowledged writes are lost only by an emergency failover.
+    // docs/design/operator.md#emergency-failover and #planned-failover: acknowledged writes are
+    // lost only by an emergency failover.
     #[test]
     fn loss_without_emergency_promotion_is_unexplained() {
         let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
@@ -743,8 +747,8 @@ mod tests {
         );
     }
 
-    // Seed 001: an emergency failover may lose what replication had not carried, and the exact
-    // report must then equal it.
+    // docs/design/requirements.md R001.8: an emergency failover may lose what replication had
+    // not carried, and the exact report must then equal it.
     #[test]
     fn emergency_loss_is_explained_and_exact_report_is_compared() {
         let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
@@ -765,8 +769,8 @@ mod tests {
         assert_eq!(checker.counts().get(&FindingClass::LostMismatch), Some(&1));
     }
 
-    // bloodraven.md lastFailover: a second failover between the same two sites is compared with
-    // its own truth, never with the previous one's.
+    // docs/design/operator.md#mysqlfailovergroup (lastFailover): a second failover between the
+    // same two sites is compared with its own truth, never with the previous one's.
     #[test]
     fn report_of_a_new_failover_is_not_compared_with_the_previous_truth() {
         let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 0, 0);
@@ -786,7 +790,8 @@ mod tests {
         assert!(checker.counts().is_empty());
     }
 
-    // Seed 001: a promotion inside the cooldown is a bug unless both persisted copies were lost.
+    // docs/design/requirements.md R001.10: a promotion inside the cooldown is a bug unless both
+    // persisted copies were lost.
     #[test]
     fn cooldown_violation_is_inherent_only_after_both_copies_were_lost() {
         let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);

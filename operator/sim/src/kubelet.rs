@@ -1,6 +1,7 @@
 //! The kubelet and the site pods' API objects, as core's agentless rule reads and uses them
-//! (issue 10): a pod's uid and creation, whether it is terminating, the sidecar container's
-//! readiness, and the node's `Ready` condition; and the deletion the operator asks for.
+//! (docs/design/history.md#issue-10): a pod's uid and creation, whether it is terminating, the
+//! sidecar container's readiness, and the node's `Ready` condition; and the deletion the
+//! operator asks for.
 //!
 //! - **Node readiness**: the control plane sits with the operator, so a site's kubelet
 //!   reaches the API server exactly when the operator reaches the site

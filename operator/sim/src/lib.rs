@@ -3,8 +3,9 @@
 //! One seeded ChaCha PRNG drives a discrete-event world of three MySQL sites (GTID logs,
 //! asynchronous replication, crashes, freezes, write deadlines), sidecars running core's real
 //! lease rule and watchdog on drifting clocks (crashing and hanging), network partitions, a Kubernetes API store, an operator calling core's real `decide`
-//! every pollInterval, a deploy pipeline holding seed 003's leases, and planned failover
-//! requests. Invariants are checked after every event; each violation is a finding class.
+//! every pollInterval, a deploy pipeline holding the leases of docs/design/requirements.md
+//! R003, and planned failover requests. Invariants are checked after every event; each
+//! violation is a finding class.
 //!
 //! A run is a pure function of (seed, commit): `--seed N --trace` replays it byte for byte.
 

@@ -2,9 +2,10 @@
 //! calls core's real `decide`, and executes the decision's actions against the simulated world.
 //!
 //! Mutations may fail: refused outright, errored after they applied, or timed out and landing
-//! later (seed 001: "an error from a mutation is an unknown: re-read"). The operator never
-//! interprets an error; the next poll re-reads. It keeps its memory in process and persists it
-//! to the store's status every poll; a restart reloads it from the store.
+//! later (docs/design/requirements.md R001.15: an error from a mutation is an unknown, so
+//! re-read). The operator never interprets an error; the next poll re-reads. It keeps its
+//! memory in process and persists it to the store's status every poll; a restart reloads it
+//! from the store.
 
 use crate::clock::{SimTime, EPOCH_UNIX_MILLIS, OPERATOR_SKEW_MILLIS_MAX};
 use crate::epochs::FailoverTimes;
@@ -388,8 +389,9 @@ impl World {
         self.check_after_poll(&decision, &outcomes);
     }
 
-    /// Seed 003: a live failover-hold never changes what the emergency path decides. `decide`
-    /// is pure, so the same poll is decided again without the hold and compared.
+    /// docs/design/requirements.md R003.18: a live failover-hold never changes what the
+    /// emergency path decides. `decide` is pure, so the same poll is decided again without the
+    /// hold and compared.
     fn check_hold_never_delays_emergency(
         &mut self,
         memory: &GroupMemory,
@@ -426,8 +428,9 @@ impl World {
         }
     }
 
-    /// STYLE.md point 4, "two primaries in one Decision": every authority pushed in one
-    /// decision is the same, and at most one pod is labelled primary.
+    /// docs/design/style.md#4-assertions-for-invariants-result-for-the-world, "two primaries in
+    /// one Decision": every authority pushed in one decision is the same, and at most one pod
+    /// is labelled primary.
     fn check_decision_consistent(&mut self, decision: &Decision) {
         let mut authorities = std::collections::BTreeSet::new();
         let mut primaries = std::collections::BTreeSet::new();

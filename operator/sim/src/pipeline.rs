@@ -1,5 +1,6 @@
-//! The simulated deploy pipeline: a client of seed 003's lease API that takes the migration
-//! mutex, then the failover-hold, heartbeats every ttl/3, and releases both when done.
+//! The simulated deploy pipeline: a client of the lease API of docs/design/requirements.md R003
+//! that takes the migration mutex, then the failover-hold, heartbeats every ttl/3, and releases
+//! both when done.
 //!
 //! Requests are decided by core's deploy module ([`DeployLeases`]) on the operator's clock, and
 //! only while the operator runs (only the leader serves `/deploy/v1`). On every successful
@@ -187,7 +188,8 @@ impl World {
                     kept.push((credentials, granted_generation))
                 }
                 RenewOutcome::Refused(refusal) => {
-                    // 409 revoked, 404, 403 token_mismatch: authority lost; stop (seed 003).
+                    // 409 revoked, 404, 403 token_mismatch: authority lost; stop
+                    // (docs/design/requirements.md R003.21-R003.22).
                     trace!(
                         self.trace,
                         self.now,

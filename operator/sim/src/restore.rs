@@ -1,8 +1,9 @@
-//! Named backups and restore-in-place in the simulated world (issue 12 part 2, `--restore`):
-//! the sidecars' backup, restore and re-seed jobs over the sites' transaction sets, and the
-//! invariants: a live failover-hold defers a restore, and what a restore discards is exactly
-//! what the status records (`status.restore.lostTransactions`, `lostGtidSet`). Split brain
-//! is judged by the checker as for every other run.
+//! Named backups and restore-in-place in the simulated world
+//! (docs/design/history.md#issue-12-part-2, `--restore`): the sidecars' backup, restore and
+//! re-seed jobs over the sites' transaction sets, and the invariants: a live failover-hold
+//! defers a restore, and what a restore discards is exactly what the status records
+//! (`status.restore.lostTransactions`, `lostGtidSet`). Split brain is judged by the checker as
+//! for every other run.
 //!
 //! Jobs finish in the request that starts them (the simulated load is instant); a restore's
 //! preconditions are the real sidecar's: an explicit fence in force and mysqld read-only;

@@ -657,8 +657,9 @@ impl World {
 mod tests {
     use super::*;
 
-    // bloodraven.md: lease expiry is measured on the requester's own monotonic clock; the
-    // simulator's wake-up must land no earlier than the moment that clock reads the deadline.
+    // docs/design/operator.md#authority-sidecars-and-fencing: lease expiry is measured on the
+    // requester's own monotonic clock; the simulator's wake-up must land no earlier than the
+    // moment that clock reads the deadline.
     #[test]
     fn expiry_wakeup_is_never_early_on_a_drifting_clock() {
         for drift in [-500, -37, 0, 211, 500] {

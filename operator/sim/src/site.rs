@@ -245,7 +245,8 @@ mod tests {
         Site::new(name, role, server_id, DriftClock::new(1_000_000, 0))
     }
 
-    // bloodraven.md: mysqld always starts read-only; a crash loses nothing committed.
+    // docs/design/operator.md#authority-sidecars-and-fencing: mysqld always starts read-only; a
+    // crash loses nothing committed.
     #[test]
     fn crash_keeps_committed_data_and_restarts_read_only() {
         let mut iad = site("iad", SiteRole::ReadWrite, 1);
@@ -305,8 +306,9 @@ mod tests {
         assert!(!iad.run_deadline_event(SimTime(14_000)));
     }
 
-    // Issue 10: a frozen mysqld executes nothing, its own deadline event included, and resumes
-    // with the read_only it had; a kill ends the freeze and it restarts read-only.
+    // docs/design/history.md#issue-10: a frozen mysqld executes nothing, its own deadline event
+    // included, and resumes with the read_only it had; a kill ends the freeze and it restarts
+    // read-only.
     #[test]
     fn frozen_mysqld_runs_no_event_and_thaws_as_it_was() {
         let mut iad = site("iad", SiteRole::ReadWrite, 1);

@@ -3,10 +3,11 @@
 //! `DNSEndpoint`, pod labels, node taints, and the deploy-lease objects.
 //!
 //! With `--state-loss`, an operator restart may lose the status copy and the annotation copy
-//! of the cooldown, each independently (seed 001: "losing it across a restart takes both paths
-//! rejecting writes at once"). The status copy is lost in one of two ways, drawn per loss:
-//! the whole status reverts to what it was before the write that set the current cooldown
-//! (that write and every later one were rejected), or only the `cooldownUntil` field is gone.
+//! of the cooldown, each independently (docs/design/requirements.md R001.10: only when both
+//! writes are lost across a restart can a restarted operator promote early). The status copy is
+//! lost in one of two ways, drawn per loss: the whole status reverts to what it was before the
+//! write that set the current cooldown (that write and every later one were rejected), or only
+//! the `cooldownUntil` field is gone.
 
 use crate::world::SITE_NAMES;
 use bloodraven_api::names;
@@ -164,7 +165,7 @@ impl ApiStore {
 mod tests {
     use super::*;
 
-    // bloodraven.md "Surfaces moved on promotion": the A record targets the active site's
+    // docs/design/operator.md#surfaces-moved-on-promotion: the A record targets the active site's
     // internal Service ClusterIP; the client follows it back to the site.
     #[test]
     fn dns_target_maps_back_to_its_site() {
@@ -174,7 +175,8 @@ mod tests {
         assert_eq!(store.dns_target_site(), Some(1));
     }
 
-    // Seed 000: the canonical replication source host is the site's internal Service.
+    // docs/design/requirements.md R000.3: the canonical replication source host is the site's
+    // internal Service.
     #[test]
     fn canonical_source_host_maps_back_to_its_site() {
         let host = names::source_host(GROUP, "reader", NAMESPACE);
@@ -182,7 +184,8 @@ mod tests {
         assert_eq!(site_of_source_host("mysql-other-iad"), None);
     }
 
-    // Seed 001: the two cooldown copies are lost independently; the later surviving one counts.
+    // docs/design/requirements.md R001.10: the two cooldown copies are lost independently; the
+    // later surviving one counts.
     #[test]
     fn cooldown_copies_are_lost_independently() {
         let mut store = ApiStore::new();

@@ -1,8 +1,8 @@
-//! The ordered update in the simulated world (issue 12 part 1, `--image-update`): a human
-//! changes `spec.image` once, at a random time before the quiet tail; the operator's
-//! `RollSite` sets the site StatefulSet's template image and deletes its pod (mysqld stops
-//! cleanly within the grace period, the new pod starts 1-3 s later with the template's
-//! image). The other fault modes keep running meanwhile.
+//! The ordered update in the simulated world (docs/design/history.md#issue-12-part-1,
+//! `--image-update`): a human changes `spec.image` once, at a random time before the quiet
+//! tail; the operator's `RollSite` sets the site StatefulSet's template image and deletes its
+//! pod (mysqld stops cleanly within the grace period, the new pod starts 1-3 s later with the
+//! template's image). The other fault modes keep running meanwhile.
 //!
 //! Invariants (besides every other class, which keeps judging split brain and loss):
 //! - `UpdateNotOneAtATime`: a site is recreated while the one recreated before it does not
@@ -149,8 +149,8 @@ impl World {
         }
     }
 
-    /// Seed 003: no decision starts a recreation or a planned failover while the observation
-    /// it was decided from holds a live failover-hold.
+    /// docs/design/requirements.md R003.17: no decision starts a recreation or a planned
+    /// failover while the observation it was decided from holds a live failover-hold.
     pub fn check_update_hold(
         &mut self,
         memory: &GroupMemory,

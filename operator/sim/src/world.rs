@@ -97,7 +97,8 @@ pub enum Event {
     },
     /// A human changes `spec.image` (`--image-update`).
     ImageChange,
-    /// A mutation that returned an error or timed out lands after all (seed 001).
+    /// A mutation that returned an error or timed out lands after all
+    /// (docs/design/requirements.md R001.15).
     LateMutation(crate::operator::Mutation),
     /// A fault starts or heals, or the deploy pipeline or a human acts.
     Fault(crate::faults::FaultEvent),

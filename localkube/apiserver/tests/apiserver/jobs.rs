@@ -1,5 +1,5 @@
-//! Issue 14 item 6: `batch/v1` Jobs through kube-rs and kubectl (no node agent: the tests
-//! finish the Job's pods by writing their status, as a kubelet would).
+//! docs/design/history.md#issue-14-item-6: `batch/v1` Jobs through kube-rs and kubectl (no node
+//! agent: the tests finish the Job's pods by writing their status, as a kubelet would).
 
 use crate::support::{eventually, reason, start};
 use k8s_openapi::api::batch::v1::Job;

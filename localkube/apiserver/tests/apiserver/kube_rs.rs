@@ -1,4 +1,5 @@
-//! kube-rs against localkube: every trap of `localkube.md` that kube-rs relies on.
+//! kube-rs against localkube: every trap of docs/design/localkube.md#traps-clients-rely-on
+//! that kube-rs relies on.
 
 use crate::support::{eventually, reason, start, start_with, token_client};
 use futures::{StreamExt, TryStreamExt};
@@ -478,8 +479,8 @@ async fn trap7_and_trap8_field_and_label_selectors() {
     tc.stop().await;
 }
 
-/// Issue 14 item 2: the field labels of the real conversion functions, absent booleans
-/// selected as `false`, and the real server's two refusal messages.
+/// docs/design/history.md#issue-14-item-2: the field labels of the real conversion functions,
+/// absent booleans selected as `false`, and the real server's two refusal messages.
 #[tokio::test]
 async fn issue14_node_and_pod_field_selectors_match_the_real_server() {
     let tc = start().await;
@@ -647,9 +648,10 @@ async fn trap9_server_side_apply_conflicts_force_prune_and_shared_ownership() {
     tc.stop().await;
 }
 
-/// Issue 14 item 1: an apply body without `metadata.name` is applied onto the live object
-/// (its name is the URL's); only a different name or namespace is a 400. Creating through
-/// apply still needs the name, as the real server applies onto an empty object then.
+/// docs/design/history.md#issue-14-item-1: an apply body without `metadata.name` is applied
+/// onto the live object (its name is the URL's); only a different name or namespace is a 400.
+/// Creating through apply still needs the name, as the real server applies onto an empty object
+/// then.
 #[tokio::test]
 async fn issue14_apply_without_metadata_name_uses_the_live_object() {
     let tc = start().await;
@@ -749,9 +751,9 @@ async fn raw_get(client: &Client, path: &str, accept: &str) -> String {
     client.request_text(req).await.expect(path)
 }
 
-/// Issue 14 item 3: built-in objects, lists, Status errors and watch events are written in
-/// the real server's field order; custom resources keep the sorted order of unstructured
-/// maps, as a real server writes them.
+/// docs/design/history.md#issue-14-item-3: built-in objects, lists, Status errors and watch
+/// events are written in the real server's field order; custom resources keep the sorted order
+/// of unstructured maps, as a real server writes them.
 #[tokio::test]
 async fn issue14_responses_are_written_in_the_real_field_order() {
     let tc = start().await;
@@ -849,9 +851,9 @@ async fn issue14_responses_are_written_in_the_real_field_order() {
     tc.stop().await;
 }
 
-/// Issue 14 item 4: metadata-only requests (`as=PartialObjectMetadata[List]`) get
-/// `meta.k8s.io/v1` metadata objects, on get, list, patch and watch; an `Accept` with no
-/// supported clause is 406.
+/// docs/design/history.md#issue-14-item-4: metadata-only requests
+/// (`as=PartialObjectMetadata[List]`) get `meta.k8s.io/v1` metadata objects, on get, list,
+/// patch and watch; an `Accept` with no supported clause is 406.
 #[tokio::test]
 async fn issue14_metadata_only_requests_get_partial_object_metadata() {
     use kube::core::PartialObjectMeta;
@@ -944,9 +946,10 @@ async fn issue14_metadata_only_requests_get_partial_object_metadata() {
     tc.stop().await;
 }
 
-/// Issue 14 item 5: aggregated discovery (`apidiscovery.k8s.io` v2 and v2beta1) on `/api`
-/// and `/apis`, with the media type in `Content-Type`; `apiregistration.k8s.io` serves an
-/// APIService per served group version, custom resource groups included.
+/// docs/design/history.md#issue-14-item-5: aggregated discovery (`apidiscovery.k8s.io` v2 and
+/// v2beta1) on `/api` and `/apis`, with the media type in `Content-Type`;
+/// `apiregistration.k8s.io` serves an APIService per served group version, custom resource
+/// groups included.
 #[tokio::test]
 async fn issue14_aggregated_discovery_and_api_services() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -1918,8 +1921,9 @@ async fn events_published_as_events_k8s_io_are_listed_as_core_events() {
     tc.stop().await;
 }
 
-/// Bloodraven's install carries a NetworkPolicy (issue 10 case 8): localkube serves the kind
-/// (discovery, server-side apply, get) so the install applies, and enforces nothing.
+/// Bloodraven's install carries a NetworkPolicy (docs/design/history.md#issue-10-case-8):
+/// localkube serves the kind (discovery, server-side apply, get) so the install applies, and
+/// enforces nothing.
 #[tokio::test]
 async fn network_policies_are_served_for_server_side_apply_and_not_enforced() {
     use k8s_openapi::api::networking::v1::NetworkPolicy;

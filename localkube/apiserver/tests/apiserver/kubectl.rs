@@ -459,8 +459,9 @@ async fn kubectl_typed_create_commands_send_protobuf_that_is_understood() {
     tc.stop().await;
 }
 
-/// Issue 14 item 5: kubectl 1.32 reads aggregated discovery (`/api` and `/apis` only, no
-/// per-group-version documents) and its cache holds the same resources, custom ones too.
+/// docs/design/history.md#issue-14-item-5: kubectl 1.32 reads aggregated discovery (`/api` and
+/// `/apis` only, no per-group-version documents) and its cache holds the same resources, custom
+/// ones too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_uses_aggregated_discovery() {
     let tc = start().await;
@@ -524,9 +525,10 @@ async fn kubectl_uses_aggregated_discovery() {
     tc.stop().await;
 }
 
-/// Issue 14 item 8: the cluster DNS address is held by `kube-system/kube-dns`, as kubeadm
-/// and kind clusters hold it, so the allocator never gives it to another Service (before,
-/// the ninth Service got 10.96.0.10 and pods' resolv.conf pointed at it).
+/// docs/design/history.md#issue-14-item-8: the cluster DNS address is held by
+/// `kube-system/kube-dns`, as kubeadm and kind clusters hold it, so the allocator never gives
+/// it to another Service (before, the ninth Service got 10.96.0.10 and pods' resolv.conf
+/// pointed at it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_never_gets_the_cluster_dns_address_for_a_service() {
     let dns_ip = "10.96.0.10";
@@ -591,8 +593,9 @@ async fn kubectl_never_gets_the_cluster_dns_address_for_a_service() {
     tc.stop().await;
 }
 
-/// Issue 14 item 8: `/openapi/v2` is served (it was 404). kubectl's v2 explain asks for the
-/// gnostic protobuf form; kube-rs reads the JSON form; an Accept with neither is 406.
+/// docs/design/history.md#issue-14-item-8: `/openapi/v2` is served (it was 404). kubectl's v2
+/// explain asks for the gnostic protobuf form; kube-rs reads the JSON form; an Accept with
+/// neither is 406.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_explain_reads_openapi_v2() {
     let tc = start().await;

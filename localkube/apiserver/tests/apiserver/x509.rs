@@ -1,8 +1,8 @@
-//! Issue 14 item 7: x509 client-certificate authentication, as kind and kubeadm clusters
-//! write their admin kubeconfigs: the written kubeconfig's admin has a client certificate
-//! and no token, kube-rs and kubectl authenticate with it, RBAC sees the certificate's CN
-//! and O as user and groups, certificates of another CA or expired ones are 401, and
-//! ServiceAccount token kubeconfigs still work.
+//! docs/design/history.md#issue-14-item-7: x509 client-certificate authentication, as kind and
+//! kubeadm clusters write their admin kubeconfigs: the written kubeconfig's admin has a client
+//! certificate and no token, kube-rs and kubectl authenticate with it, RBAC sees the
+//! certificate's CN and O as user and groups, certificates of another CA or expired ones are
+//! 401, and ServiceAccount token kubeconfigs still work.
 
 use crate::support::{reason, start, TestCluster};
 use jiff::SignedDuration;

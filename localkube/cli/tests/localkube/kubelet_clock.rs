@@ -1,8 +1,8 @@
 //! The clock-offset fault with real processes, read through the real `kubectl exec`: only
 //! the containers `--clock-faults` names get libfaketime, `localkube fault clock-offset`
 //! steps their wall clock forward and back while they run, a pod without such a container is
-//! refused, and healing sets the offset back (issue 14 item 8; needs root and Debian's
-//! libfaketime).
+//! refused, and healing sets the offset back (docs/design/history.md#issue-14-item-8; needs
+//! root and Debian's libfaketime).
 
 use crate::support::{ready, TestCluster};
 use anyhow::{bail, ensure, Context, Result};

@@ -1,6 +1,6 @@
 //! DNSEndpoint objects (external-dns stand-in) feed the cluster DNS, kept current from store
 //! events, and a stopped external-dns keeps serving the old answer; unknown images are
-//! ErrImagePull (localkube node-agent issue; needs root).
+//! ErrImagePull (docs/design/history.md#issue-4; needs root).
 
 use crate::support::{ready, TestCluster};
 use anyhow::{bail, ensure, Result};

@@ -1,6 +1,7 @@
-//! Issue 14 item 8: `kubectl exec -it` gets a pseudo-terminal (it was piped, so `tty`
-//! printed "not a tty"), sized by the client's resize channel; `kubectl attach` reaches a
-//! running container's output and, with `stdin: true`, its stdin (it was 400). Needs root.
+//! docs/design/history.md#issue-14-item-8: `kubectl exec -it` gets a pseudo-terminal (it was
+//! piped, so `tty` printed "not a tty"), sized by the client's resize channel; `kubectl attach`
+//! reaches a running container's output and, with `stdin: true`, its stdin (it was 400). Needs
+//! root.
 
 use crate::support::{ready, TestCluster};
 use anyhow::{ensure, Context, Result};

@@ -1,5 +1,5 @@
 //! Taint eviction with real processes, and faults through `localkube fault` (partition,
-//! heal, kill) against a running cluster (localkube node-agent issue; needs root).
+//! heal, kill) against a running cluster (docs/design/history.md#issue-4; needs root).
 
 use crate::support::{name, ready, TestCluster};
 use anyhow::{bail, ensure, Result};

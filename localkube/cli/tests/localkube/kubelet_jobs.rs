@@ -1,5 +1,5 @@
-//! Issue 14 item 6: a Job's pods run as real processes: `exit 0` completes the Job, `exit 1`
-//! with backoffLimit 1 fails it after one replacement (needs root).
+//! docs/design/history.md#issue-14-item-6: a Job's pods run as real processes: `exit 0`
+//! completes the Job, `exit 1` with backoffLimit 1 fails it after one replacement (needs root).
 
 use crate::support::TestCluster;
 use anyhow::{ensure, Context, Result};

@@ -1,6 +1,6 @@
 //! Three nodes, one MariaDB StatefulSet per node (`mariadb:10.11` from the catalog),
 //! replication configured through Service DNS names; measures `up` to one Ready MariaDB pod
-//! per node (localkube node-agent issue; needs root and Debian's mariadb-server).
+//! per node (docs/design/history.md#issue-4; needs root and Debian's mariadb-server).
 
 use crate::support::{ready, TestCluster};
 use anyhow::{ensure, Result};

@@ -1,5 +1,6 @@
-//! Issue 14 item 8: UDP Service ports are proxied (they were in DNS only): a client pod
-//! reaches a UDP echo pod through the Service's name and ClusterIP (needs root).
+//! docs/design/history.md#issue-14-item-8: UDP Service ports are proxied (they were in DNS
+//! only): a client pod reaches a UDP echo pod through the Service's name and ClusterIP (needs
+//! root).
 
 use crate::support::{ready, TestCluster};
 use anyhow::{ensure, Result};

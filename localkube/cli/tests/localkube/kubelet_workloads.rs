@@ -1,4 +1,4 @@
-//! The localkube node-agent issue ("pods as real processes"): a Deployment's pods run as
+//! docs/design/history.md#issue-4 ("pods as real processes"): a Deployment's pods run as
 //! processes, report status, scale 2 -> 0 -> 2, serve `kubectl logs`, reach each other
 //! through Service DNS names and the proxy, and talk to the API in-cluster (needs root).
 
@@ -83,8 +83,9 @@ fn finished(pods: &[serde_json::Value]) -> bool {
         && (pods[0]["status"]["phase"] == "Succeeded" || pods[0]["status"]["phase"] == "Failed")
 }
 
-/// Issue "pods as real processes": Deployment 2 -> 0 -> 2, logs, Service DNS + proxy,
-/// fieldRef and $(VAR) env (seed 004: `$(POD_IP):7878`), in-cluster config.
+/// docs/design/history.md#issue-4 ("pods as real processes"): Deployment 2 -> 0 -> 2, logs,
+/// Service DNS + proxy, fieldRef and $(VAR) env (docs/design/requirements.md R004.11:
+/// `$(POD_IP):7878`), in-cluster config.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployment_scales_serves_logs_dns_and_in_cluster_api() -> Result<()> {
     let c = TestCluster::start(&["iad", "pdx"]).await?;

@@ -25,8 +25,9 @@ async fn agent(guard: &ClusterGuard) -> NodeAgent {
         .unwrap()
 }
 
-// localkube.md: two clusters (two tests) run side by side with their own names and ranges;
-// a pod reaches a Service by name; `down` removes every namespace, veth, bridge and process.
+// docs/design/localkube.md#node-agent and #shape: two clusters (two tests) run side by side
+// with their own names and ranges; a pod reaches a Service by name; `down` removes every
+// namespace, veth, bridge and process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_side_by_side_with_services() {
     if !is_root() {

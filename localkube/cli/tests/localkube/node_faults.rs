@@ -61,10 +61,10 @@ async fn wait_stopped(pid: i32, stopped: bool) -> bool {
     false
 }
 
-// localkube.md Faults: partition = prohibit routes in the pods' namespaces + the proxy
-// refusing cross-site connections; freeze/kill/node stop; each recorded with start and end.
-// localkube.md Services: a pod reaches a Service on its ClusterIP through the proxy, and
-// resolves it through the cluster DNS at the address in its resolv.conf.
+// docs/design/localkube.md#faults: partition = prohibit routes in the pods' namespaces + the
+// proxy refusing cross-site connections; freeze/kill/node stop; each recorded with start and
+// end. docs/design/localkube.md#services-and-dns: a pod reaches a Service on its ClusterIP
+// through the proxy, and resolves it through the cluster DNS at the address in its resolv.conf.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_freeze_kill_and_node_stop() {
     if !is_root() {

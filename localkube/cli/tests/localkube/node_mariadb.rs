@@ -137,8 +137,9 @@ fn query(ip: std::net::Ipv4Addr, user: &str, password: &str, sql: &str) -> Strin
     String::from_utf8(output.stdout).unwrap().trim().to_string()
 }
 
-// localkube.md Node agent: `mariadb:*` runs the host's MariaDB; the official image contract
-// (root password, database, user, initdb scripts) holds; PVC data survives pod deletion.
+// docs/design/localkube.md#node-agent: `mariadb:*` runs the host's MariaDB; the official image
+// contract (root password, database, user, initdb scripts) holds; PVC data survives pod
+// deletion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_pods_start_and_answer_over_pod_ip() {
     if !usable() {

@@ -24,7 +24,7 @@ fn kubectl_logs(path: &std::path::Path) -> String {
         .unwrap()
 }
 
-// localkube.md Node agent: without root, starting fails with one sentence naming kind.
+// docs/design/localkube.md#node-agent: without root, starting fails with one sentence naming kind.
 #[test]
 fn without_root_start_names_the_kind_backend() {
     if is_root() {
@@ -35,9 +35,9 @@ fn without_root_start_names_the_kind_backend() {
     assert!(err.contains("kind backend"), "{err}");
 }
 
-// localkube.md Node agent: pods on different nodes reach each other by pod IP (one bridge,
-// no forwarding); volumes are bound at their mountPaths, /etc/hosts and /etc/resolv.conf are
-// the pod's own; env $(VAR) and status.podIP resolve.
+// docs/design/localkube.md#node-agent: pods on different nodes reach each other by pod IP (one
+// bridge, no forwarding); volumes are bound at their mountPaths, /etc/hosts and
+// /etc/resolv.conf are the pod's own; env $(VAR) and status.podIP resolve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_pods_on_two_nodes_talk_tcp() {
     if !is_root() {
@@ -168,7 +168,7 @@ while True:
         .unwrap();
 }
 
-// localkube.md Node agent: restartPolicy and restart counts are honoured; logs keep the
+// docs/design/localkube.md#node-agent: restartPolicy and restart counts are honoured; logs keep the
 // previous instance; an unknown image waits with ErrImagePull.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_policy_backoff_and_unknown_image() {
@@ -261,9 +261,9 @@ async fn backoffs_until(
     }
 }
 
-// localkube.md Node agent (kubelet's doBackOff): the first restart of a crashing container
-// is immediate; only then does CrashLoopBackOff wait the initial back-off, doubling up to
-// the cap.
+// docs/design/localkube.md#node-agent (kubelet's doBackOff): the first restart of a crashing
+// container is immediate; only then does CrashLoopBackOff wait the initial back-off, doubling
+// up to the cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_restart_is_immediate_then_backoff_doubles_to_the_cap() {
     if !is_root() {
@@ -344,7 +344,7 @@ async fn backoff_resets_after_a_long_enough_run() {
     runtime.shutdown(Duration::from_secs(1)).await;
 }
 
-// localkube.md Node agent: SIGTERM then SIGKILL after the grace period.
+// docs/design/localkube.md#node-agent: SIGTERM then SIGKILL after the grace period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_pod_kills_after_grace_period() {
     if !is_root() {
@@ -400,7 +400,8 @@ async fn stop_pod_kills_after_grace_period() {
 
 // A container runtime signals a stopped (SIGSTOPped) process and waits out the grace period;
 // it never continues it. A frozen mysqld that ran again for the grace period would serve its
-// held connections (issue 10: the kubelet is the agent that kills a frozen, agentless primary).
+// held connections (docs/design/history.md#issue-10-the-agentless-primary: the kubelet is the
+// agent that kills a frozen, agentless primary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_container_is_killed_at_the_grace_period_without_running_again() {
     if !is_root() {
@@ -464,8 +465,8 @@ async fn a_frozen_container_is_killed_at_the_grace_period_without_running_again(
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
 }
 
-// localkube.md: `down` removes every namespace, veth, bridge and process it made, also after
-// a crash (a dropped runtime without cleanup stands for SIGKILL).
+// docs/design/localkube.md#shape: `down` removes every namespace, veth, bridge and process it
+// made, also after a crash (a dropped runtime without cleanup stands for SIGKILL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_after_crash_removes_everything() {
     if !is_root() {
@@ -534,8 +535,8 @@ async fn cleanup_after_crash_removes_everything() {
     }
 }
 
-// localkube.md Node agent: probes (exec) drive Ready; startupProbe gates `started` and the
-// other probes; a failing livenessProbe restarts the container.
+// docs/design/localkube.md#node-agent: probes (exec) drive Ready; startupProbe gates `started`
+// and the other probes; a failing livenessProbe restarts the container.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn startup_readiness_and_liveness_probes() {
     if !is_root() {
@@ -615,8 +616,8 @@ async fn startup_readiness_and_liveness_probes() {
     runtime.shutdown(Duration::from_secs(1)).await;
 }
 
-// localkube.md: `up` after a crash on the same state dir first removes the leftovers (their
-// names and addresses would collide), then runs as usual.
+// docs/design/localkube.md#shape: `up` after a crash on the same state dir first removes the
+// leftovers (their names and addresses would collide), then runs as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_after_crash_cleans_leftovers_first() {
     if !is_root() {
@@ -655,7 +656,7 @@ async fn up_after_crash_cleans_leftovers_first() {
     runtime.shutdown(Duration::from_secs(1)).await;
 }
 
-// localkube.md Node agent: init containers run in order, each to success, before the
+// docs/design/localkube.md#node-agent: init containers run in order, each to success, before the
 // containers (sharing the pod's volumes); a failed init container with restartPolicy Never
 // fails the pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -730,9 +731,9 @@ async fn init_containers_run_first_and_can_fail_the_pod() {
     runtime.shutdown(Duration::from_secs(1)).await;
 }
 
-// localkube.md Node agent: in-cluster config works unchanged: token, ca.crt and namespace at
-// /var/run/secrets/kubernetes.io/serviceaccount/ (through the /var/run -> /run symlink),
-// without creating anything on the host.
+// docs/design/localkube.md#node-agent: in-cluster config works unchanged: token, ca.crt and
+// namespace at /var/run/secrets/kubernetes.io/serviceaccount/ (through the /var/run -> /run
+// symlink), without creating anything on the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_account_files_at_the_in_cluster_path() {
     if !is_root() {

@@ -1,6 +1,6 @@
 //! Cluster DNS (hickory-server) queried with hickory-resolver on a loopback ephemeral port,
-//! as seed 004's tests do ("resolves against an in-process hickory-server on an ephemeral
-//! local port, so the tests never touch real DNS").
+//! as the tests of docs/design/requirements.md R004.4 do ("resolves against an in-process
+//! hickory-server on an ephemeral local port, so the tests never touch real DNS").
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -20,7 +20,8 @@ fn resolver(addr: SocketAddr) -> Resolver<TokioRuntimeProvider> {
     let server = NameServerConfig::new(addr.ip(), true, vec![udp, tcp]);
     let config = ResolverConfig::from_parts(None, vec![], vec![server]);
     let mut opts = ResolverOpts::default();
-    // seed 004: no response cache, so a pod registered later is seen at once.
+    // docs/design/requirements.md R004.3: no response cache, so a pod registered later is seen
+    // at once.
     opts.cache_size = 0;
     Resolver::builder_with_config(config, TokioRuntimeProvider::default())
         .with_options(opts)
@@ -68,9 +69,10 @@ fn tellus(publish_not_ready: bool) -> ServiceRecord {
     }
 }
 
-// seed 004: a headless Service with publishNotReadyAddresses resolves to every pod (A and one
-// SRV per pod for the named port); without it only ready pods; SingleStack IPv4 means AAAA is
-// empty; the resolver keeps no cache, so changes show at once.
+// docs/design/requirements.md R004.8-R004.10 and R004.3: a headless Service with
+// publishNotReadyAddresses resolves to every pod (A and one SRV per pod for the named port);
+// without it only ready pods; SingleStack IPv4 means AAAA is empty; the resolver keeps no
+// cache, so changes show at once.
 #[tokio::test]
 async fn headless_service_a_srv_and_publish_not_ready() {
     let records = DnsRecords::new();
@@ -131,8 +133,9 @@ async fn headless_service_a_srv_and_publish_not_ready() {
     dns.shutdown().await;
 }
 
-// localkube.md: ClusterIP Services answer their ClusterIP; DNSEndpoint zones are served and
-// freeze while the external-dns stand-in is stopped; TCP works as well as UDP.
+// docs/design/localkube.md#services-and-dns: ClusterIP Services answer their ClusterIP;
+// DNSEndpoint zones are served and freeze while the external-dns stand-in is stopped; TCP works
+// as well as UDP.
 #[tokio::test]
 async fn cluster_ip_and_external_dns_zone() {
     let records = DnsRecords::new();

@@ -76,8 +76,8 @@ fn key() -> ServicePortKey {
     }
 }
 
-// seed 000: an established proxied connection survives an endpoint change; new connections
-// go to the new endpoint.
+// docs/design/requirements.md R000.20: an established proxied connection survives an endpoint
+// change; new connections go to the new endpoint.
 #[tokio::test]
 async fn established_connection_survives_endpoint_change() {
     let iad = backend("iad", "127.0.0.2").await;
@@ -167,9 +167,9 @@ async fn udp_ask(
     (String::from_utf8_lossy(&buf[..n]).into_owned(), from)
 }
 
-// Issue 14 item 8: UDP Service ports; a client's session keeps its endpoint while it is
-// active, replies come from the Service address, an idle session's client starts a new one
-// on the current endpoints.
+// docs/design/history.md#issue-14-item-8: UDP Service ports; a client's session keeps its
+// endpoint while it is active, replies come from the Service address, an idle session's client
+// starts a new one on the current endpoints.
 #[tokio::test]
 async fn udp_sessions_keep_their_endpoint_until_idle() {
     let iad = udp_backend("iad", "127.0.0.2").await;

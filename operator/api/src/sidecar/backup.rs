@@ -1,5 +1,5 @@
 //! Wire types of the sidecar's backup jobs: a named backup of the site, its restore in place,
-//! and the re-seed of a replica from the active site (issue 12 part 2).
+//! and the re-seed of a replica from the active site (docs/design/history.md#issue-12-part-2).
 //!
 //! | method | path | request | response |
 //! |---|---|---|---|

@@ -1,6 +1,6 @@
 //! Handler tests of `/deploy/v1` with the real axum router and core's deploy state machine
-//! over an in-memory backend (seed 003). The TokenReview is a test double here; the real
-//! TokenReview path is exercised against localkube in `tests/`.
+//! over an in-memory backend (docs/design/requirements.md R003). The TokenReview is a test
+//! double here; the real TokenReview path is exercised against localkube in `tests/`.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -331,9 +331,9 @@ fn credentials(kind: &str, operation_id: &str, token: &Value) -> Value {
     json!({"kind": kind, "operationId": operation_id, "token": token})
 }
 
-/// Issue 10 case 5: leadership is re-checked right before a grant is stored. A leader whose
-/// term ends while the request is handled (after the first check) answers 503 not_leader
-/// and stores nothing.
+/// docs/design/history.md#issue-10-case-5: leadership is re-checked right before a grant is
+/// stored. A leader whose term ends while the request is handled (after the first check)
+/// answers 503 not_leader and stores nothing.
 #[tokio::test]
 async fn a_grant_is_not_stored_once_leadership_lapsed_during_the_request() {
     let harness = harness_with(|leader| Arc::new(LapsingReviewer(leader.clone())));
@@ -345,7 +345,8 @@ async fn a_grant_is_not_stored_once_leadership_lapsed_during_the_request() {
     assert_eq!(stored.ok(), Some(DeployLeases::new()), "nothing stored");
 }
 
-/// Seed 003: only the leader answers; a follower returns 503 {"error":"not_leader"}.
+/// docs/design/requirements.md R003.3: only the leader answers; a follower returns 503
+/// {"error":"not_leader"}.
 #[tokio::test]
 async fn seed_003_followers_answer_503_not_leader() {
     let harness = harness();
@@ -364,8 +365,8 @@ async fn seed_003_followers_answer_503_not_leader() {
     }
 }
 
-/// Seed 003: authentication by TokenReview (no or bad token: 401), authorization from
-/// deploymentClients (an unlisted ServiceAccount: 403).
+/// docs/design/requirements.md R003.4-R003.5: authentication by TokenReview (no or bad token:
+/// 401), authorization from deploymentClients (an unlisted ServiceAccount: 403).
 #[tokio::test]
 async fn seed_003_unauthenticated_and_unauthorized_callers_are_refused() {
     let harness = harness();
@@ -396,8 +397,9 @@ async fn seed_003_unauthenticated_and_unauthorized_callers_are_refused() {
     assert_eq!(body["error"], "group_not_found");
 }
 
-/// Seed 003 walkthrough: GET, migration 201, second pipeline 409 held, hold only for the
-/// migration holder (403 otherwise), hold 201, renewals 200, re-POST 200 rotating the token.
+/// docs/design/requirements.md R003.7-R003.14 walkthrough: GET, migration 201, second pipeline
+/// 409 held, hold only for the migration holder (403 otherwise), hold 201, renewals 200,
+/// re-POST 200 rotating the token.
 #[tokio::test]
 async fn seed_003_two_leases_in_one_order() {
     let harness = harness();
@@ -481,9 +483,10 @@ async fn seed_003_two_leases_in_one_order() {
     assert_eq!(status, StatusCode::CREATED);
 }
 
-/// Seed 003: a generation change revokes every lease (TopologyChanged, 409 revoked with the
-/// new generation) and raises DeploymentLeaseRevoked; the tombstone keeps refusing the same
-/// operation even after another took the mutex; an expired lease is 404.
+/// docs/design/requirements.md R003.20-R003.23: a generation change revokes every lease
+/// (TopologyChanged, 409 revoked with the new generation) and raises DeploymentLeaseRevoked;
+/// the tombstone keeps refusing the same operation even after another took the mutex; an
+/// expired lease is 404.
 #[tokio::test]
 async fn seed_003_generation_is_the_fence() {
     let harness = harness();
@@ -539,8 +542,8 @@ async fn seed_003_generation_is_the_fence() {
     assert_eq!(body, json!({"error": "not_found"}));
 }
 
-/// Seed 003: between confirmed states a renewal is 423 unstable with retryAfterSeconds and
-/// never extends the deadline; GET reports stable=false with the reason.
+/// docs/design/requirements.md R003.13: between confirmed states a renewal is 423 unstable with
+/// retryAfterSeconds and never extends the deadline; GET reports stable=false with the reason.
 #[tokio::test]
 async fn seed_003_unstable_renewal_is_423_and_extends_nothing() {
     let harness = harness();
@@ -577,7 +580,7 @@ async fn seed_003_unstable_renewal_is_423_and_extends_nothing() {
     );
 }
 
-/// Seed 003 "Two leases, in one order": stable is false during any operation phase
+/// docs/design/requirements.md R003.9 and R003.13: stable is false during any operation phase
 /// (Deferred included: AutomaticFailoverHeld), on SplitBrain, NoPrimary, Degraded and
 /// stopped replication; lag alone never makes it false; a grant is refused (423) only between
 /// confirmed states. Judged by core's `unstable_reason` / `lease_stability` over the memory.
@@ -657,7 +660,8 @@ async fn seed_003_stable_unstable_reason_and_lease_stability_come_from_core() {
     }
 }
 
-/// Seed 003: malformed bodies are 400 invalid_request, and nothing is stored.
+/// docs/design/requirements.md R003.7-R003.14: malformed bodies are 400 invalid_request, and
+/// nothing is stored.
 #[tokio::test]
 async fn seed_003_bad_bodies_are_400() {
     let harness = harness();
@@ -676,8 +680,8 @@ async fn seed_003_bad_bodies_are_400() {
     assert_eq!(stored, 0);
 }
 
-/// Seed 003: every request logs msg="deploy api" with handler, group, instance, operationId
-/// and status, all top-level keys of the JSON line.
+/// docs/design/requirements.md R003.25: every request logs msg="deploy api" with handler,
+/// group, instance, operationId and status, all top-level keys of the JSON line.
 #[tokio::test(flavor = "current_thread")]
 async fn seed_003_every_request_logs_deploy_api() {
     let harness = harness();
@@ -750,8 +754,9 @@ async fn seed_003_every_request_logs_deploy_api() {
     );
 }
 
-/// Seed 003: /deploy/v1 is TLS only. The router served by the TLS listener answers over
-/// HTTPS (here a follower's 503 not_leader); plain HTTP to the same port gets no answer.
+/// docs/design/requirements.md R003.2: /deploy/v1 is TLS only. The router served by the TLS
+/// listener answers over HTTPS (here a follower's 503 not_leader); plain HTTP to the same port
+/// gets no answer.
 #[tokio::test]
 async fn seed_003_deploy_api_is_served_over_tls_only() {
     let harness = harness();
@@ -803,10 +808,10 @@ async fn seed_003_deploy_api_is_served_over_tls_only() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue 10 case 6 (seed 003): a failover-hold granted between the poll's read of the leases
-// and the Fence. The poll is driven by hand: gather's read of the stored leases, core's
-// decide, the grant through the real router, then act (the gate step and the executor,
-// fencing through a fake sidecar).
+// docs/design/history.md#issue-10-case-6 (docs/design/requirements.md R003.16): a failover-hold
+// granted between the poll's read of the leases and the Fence. The poll is driven by hand:
+// gather's read of the stored leases, core's decide, the grant through the real router, then
+// act (the gate step and the executor, fencing through a fake sidecar).
 
 mod hold_race {
     use crate::events::Recorder;
@@ -1074,10 +1079,11 @@ mod hold_race {
         (memory, read, decision)
     }
 
-    /// Issue 10 case 6 (seed 003: a live failover-hold defers a planned failover): the API
-    /// grants the hold after the poll read the leases and before act; act must not fence, and
-    /// the planned failover is Deferred with DeploymentHold naming the holder. Without the gate
-    /// step the decision made from the read fences iad under the hold just promised.
+    /// docs/design/history.md#issue-10-case-6 (docs/design/requirements.md R003.16: a live
+    /// failover-hold defers a planned failover): the API grants the hold after the poll read
+    /// the leases and before act; act must not fence, and the planned failover is Deferred with
+    /// DeploymentHold naming the holder. Without the gate step the decision made from the read
+    /// fences iad under the hold just promised.
     #[tokio::test]
     async fn issue_10_case_6_a_hold_granted_after_the_polls_read_is_never_fenced_through() {
         let harness = harness();
@@ -1117,11 +1123,12 @@ mod hold_race {
         assert_eq!(status, StatusCode::OK);
     }
 
-    /// Issue 10 case 6: once act closed the gate (no hold at its re-check) and fenced, a hold
-    /// asked for before the poll published its Draining memory gets seed 003's refusal
-    /// between confirmed states, `423 {"error":"unstable","retryAfterSeconds"}`, not a 201
-    /// the drain would break. The gate stays closed while the failover drains and reopens
-    /// when it ends (here: aborted, Rejected), and when leadership is lost.
+    /// docs/design/history.md#issue-10-case-6: once act closed the gate (no hold at its
+    /// re-check) and fenced, a hold asked for before the poll published its Draining memory
+    /// gets the refusal between confirmed states of docs/design/requirements.md R003.13,
+    /// `423 {"error":"unstable","retryAfterSeconds"}`, not a 201 the drain would break. The
+    /// gate stays closed while the failover drains and reopens when it ends (here: aborted,
+    /// Rejected), and when leadership is lost.
     #[tokio::test]
     async fn issue_10_case_6_a_hold_asked_after_the_gate_closed_is_refused_423_until_it_reopens() {
         let harness = harness();

@@ -1,4 +1,4 @@
-//! The `/deploy/v1` router (seed 003): `GET /deploy/v1/groups/{group}` and
+//! The `/deploy/v1` router (docs/design/requirements.md R003): `GET /deploy/v1/groups/{group}` and
 //! `POST|PUT|DELETE /deploy/v1/groups/{group}/leases`, decided by `bloodraven_core::deploy`.
 //!
 //! Order of checks on every request: leader (followers answer `503 {"error":"not_leader"}`),
@@ -411,8 +411,8 @@ async fn lease_request(
 
     let gates = api.lock.lock().await;
     // Judged under the lock: a planned failover that closed the gate after `found` was read
-    // is already between confirmed states (issue 10 case 6: no hold granted after the gate
-    // closed can be promised).
+    // is already between confirmed states (docs/design/history.md#issue-10-case-6: no hold
+    // granted after the gate closed can be promised).
     let stability = gates.stability(
         &found.namespace,
         &found.name,
@@ -482,8 +482,9 @@ async fn lease_request(
         }
     };
     if after != before {
-        // Issue 10 case 5: the review, reads and lock wait since `admit` took time; a grant
-        // is a side effect of the leader's, so leadership is re-checked right before it.
+        // docs/design/history.md#issue-10-case-5: the review, reads and lock wait since `admit`
+        // took time; a grant is a side effect of the leader's, so leadership is re-checked
+        // right before it.
         if !api.leader.may_act() {
             tracing::warn!(group = %found.name, instance = %outcome.instance, operation_id = %operation_id, "deploy api: leadership lost while handling the request; nothing stored");
             return Outcome::refusal(&Refusal::NotLeader)

@@ -1,4 +1,5 @@
-//! The deploy lease API `/deploy/v1` of seed 003, served on the TLS listener by the leader.
+//! The deploy lease API `/deploy/v1` (docs/design/requirements.md R003), served on the TLS
+//! listener by the leader.
 
 pub mod backend;
 pub mod handlers;

@@ -1,5 +1,5 @@
 //! Authentication of deploy clients: a projected ServiceAccount token whose audience is
-//! `bloodraven-deploy`, checked with a TokenReview (seed 003 "Who is allowed to ask").
+//! `bloodraven-deploy`, checked with a TokenReview (docs/design/requirements.md R003.4).
 
 use bloodraven_api::names;
 use bloodraven_core::deploy::Caller;
@@ -129,8 +129,8 @@ mod tests {
         }
     }
 
-    /// Seed 003: the review asks for audience bloodraven-deploy; the default API audience is
-    /// not accepted.
+    /// docs/design/requirements.md R003.4: the review asks for audience bloodraven-deploy; the
+    /// default API audience is not accepted.
     #[test]
     fn seed_003_review_requires_the_bloodraven_deploy_audience() {
         assert_eq!(

@@ -1,7 +1,8 @@
-//! Deploy leases persisted in the cluster (bloodraven.md "Deploy lease API"): one
+//! Deploy leases persisted in the cluster (docs/design/operator.md#deploy-lease-api): one
 //! `coordination.k8s.io/v1` Lease per kind, `bloodraven-deploy-<group>-<kind>`, carrying the
 //! record in annotations (token hashes, never tokens), and one ConfigMap of tombstones per
-//! group. Restarting the operator releases nothing and resets nothing (seed 003).
+//! group. Restarting the operator releases nothing and resets nothing
+//! (docs/design/requirements.md R003.15).
 //!
 //! Every load-modify-save runs under one process-wide lock shared by the deploy API and the
 //! poll loop; only the leader does either. The lock also guards the failover-hold gates
@@ -223,8 +224,9 @@ mod tests {
         }
     }
 
-    /// bloodraven.md: leases are Lease objects `bloodraven-deploy-<group>-<kind>` with the
-    /// operation in annotations and the token only as a hash.
+    /// docs/design/operator.md#deploy-lease-api: leases are Lease objects
+    /// `bloodraven-deploy-<group>-<kind>` with the operation in annotations and the token only
+    /// as a hash.
     #[test]
     fn lease_object_carries_the_record_and_never_the_token() {
         let lease = lease_object("ns", "playground", &record(), None);
@@ -244,7 +246,8 @@ mod tests {
         assert_eq!(body["kind"], "Lease");
     }
 
-    /// Seed 003: tombstones live in a ConfigMap per group and load back.
+    /// docs/design/operator.md#deploy-lease-api, docs/design/requirements.md R003.23:
+    /// tombstones live in a ConfigMap per group and load back.
     #[test]
     fn tombstones_round_trip_through_the_config_map() {
         let mut leases = DeployLeases::from_parts([record()], []).expect("state");

@@ -87,9 +87,10 @@ fn one_site_sidecar() -> Router {
         )
 }
 
-/// ARCHITECTURE: the operator Deployment `bloodraven` serves 8082 (HTTP: /metrics, /healthz,
-/// /readyz) and 8443 (TLS: /deploy/v1); seed 001: the leader holds `bloodraven-leader` and
-/// polls; seed 003: 8082 never serves /deploy/v1.
+/// docs/design/architecture.md#names: the operator Deployment `bloodraven` serves 8082 (HTTP:
+/// /metrics, /healthz, /readyz) and 8443 (TLS: /deploy/v1); docs/design/requirements.md R001.9:
+/// the leader holds `bloodraven-leader` and polls; docs/design/requirements.md R003.2: 8082
+/// never serves /deploy/v1.
 #[tokio::test]
 async fn the_binary_elects_itself_polls_and_serves_both_listeners() {
     let cluster = Cluster::start().await;

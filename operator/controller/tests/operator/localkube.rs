@@ -142,9 +142,9 @@ impl Cluster {
     }
 }
 
-/// Seed 003: the operator checks a projected token with a real TokenReview: audience
-/// `bloodraven-deploy` authenticates the ServiceAccount; the API server's default audience
-/// (or any other) does not.
+/// docs/design/requirements.md R003.4: the operator checks a projected token with a real
+/// TokenReview: audience `bloodraven-deploy` authenticates the ServiceAccount; the API server's
+/// default audience (or any other) does not.
 #[tokio::test]
 async fn seed_003_token_review_against_localkube() {
     let cluster = Cluster::start().await;
@@ -178,10 +178,10 @@ async fn seed_003_token_review_against_localkube() {
     cluster.stop().await;
 }
 
-/// Seed 003 end to end over TLS: a MysqlDatabase authorizes ci/deployer; POST stores a Lease
-/// `bloodraven-deploy-playground-migration` (token hash only); a topologyGeneration bump
-/// revokes it (409 revoked, TopologyChanged), deletes the Lease, writes the tombstone
-/// ConfigMap and raises DeploymentLeaseRevoked.
+/// docs/design/requirements.md R003 end to end over TLS: a MysqlDatabase authorizes
+/// ci/deployer; POST stores a Lease `bloodraven-deploy-playground-migration` (token hash only);
+/// a topologyGeneration bump revokes it (409 revoked, TopologyChanged), deletes the Lease,
+/// writes the tombstone ConfigMap and raises DeploymentLeaseRevoked.
 #[tokio::test]
 async fn seed_003_deploy_api_end_to_end_on_localkube() {
     let cluster = Cluster::start().await;
@@ -346,8 +346,8 @@ async fn seed_003_deploy_api_end_to_end_on_localkube() {
     cluster.stop().await;
 }
 
-/// Seed 001: with leader election, exactly one replica leads; when it stops (releasing the
-/// Lease) a standby takes over.
+/// docs/design/requirements.md R001.9: with leader election, exactly one replica leads; when it
+/// stops (releasing the Lease) a standby takes over.
 #[tokio::test]
 async fn seed_001_one_leader_and_a_standby_takes_over() {
     let cluster = Cluster::start().await;
@@ -758,10 +758,11 @@ fn selector(service: &Service) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Seed 000 + ARCHITECTURE "One poll": polls against localkube and fake sidecars bootstrap
-/// the group: 8 Services with exact selectors, authority Valid at generation 1, the active
-/// pod labelled primary, the DNSEndpoint applied by SSA (field manager bloodraven) with the
-/// active site's ClusterIP; a hand-edited target is corrected by a later poll.
+/// docs/design/requirements.md R000.2-R000.13 + docs/design/architecture.md#one-poll: polls
+/// against localkube and fake sidecars bootstrap the group: 8 Services with exact selectors,
+/// authority Valid at generation 1, the active pod labelled primary, the DNSEndpoint applied by
+/// SSA (field manager bloodraven) with the active site's ClusterIP; a hand-edited target is
+/// corrected by a later poll.
 #[tokio::test]
 async fn seed_000_polls_bootstrap_the_group_on_localkube() {
     let cluster = Cluster::with_group("2s").await;
@@ -825,7 +826,7 @@ async fn seed_000_polls_bootstrap_the_group_on_localkube() {
         .expect("cluster ip");
 
     // Ensure workloads: per site a StatefulSet governed by its -hl Service, and the
-    // credentials Secret (ARCHITECTURE.md "Names").
+    // credentials Secret (docs/design/architecture.md#names).
     let sets: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), NAMESPACE);
     for site in ["iad", "pdx", "reader"] {
         let set = sets
@@ -928,9 +929,9 @@ async fn seed_000_polls_bootstrap_the_group_on_localkube() {
     assert_eq!(record.spec.endpoints[0].targets, vec![iad_ip]);
 
     // Last, as it recreates pdx's pod (which then has no labels until the next poll):
-    // a changed spec.image starts the ordered update (core, issue 12), replicas first: the
-    // active site's StatefulSet keeps its live image, and a poll re-applies it unchanged,
-    // without a new resourceVersion.
+    // a changed spec.image starts the ordered update (core, docs/design/history.md#issue-12),
+    // replicas first: the active site's StatefulSet keeps its live image, and a poll re-applies
+    // it unchanged, without a new resourceVersion.
     let groups: Api<MysqlFailoverGroup> = Api::namespaced(cluster.client.clone(), NAMESPACE);
     groups
         .patch(
@@ -972,11 +973,12 @@ async fn taints(cluster: &Cluster, node: &str) -> Vec<k8s_openapi::api::core::v1
     node.spec.and_then(|spec| spec.taints).unwrap_or_default()
 }
 
-/// Seed 001/003 + ARCHITECTURE "One poll": the active site dies; after the detection floor
-/// the poll loop announces the move, waits for the peers' lease evidence, drains and promotes
-/// pdx, bumps topologyGeneration (revoking every deploy lease, TopologyChanged, with a
-/// DeploymentLeaseRevoked Event), taints iad's node NoExecute (never the reader's), stamps
-/// iad's pod fenced, moves the DNS record to pdx's ClusterIP and records lastFailover.
+/// docs/design/requirements.md R001.9, R003.20 + docs/design/architecture.md#one-poll: the
+/// active site dies; after the detection floor the poll loop announces the move, waits for the
+/// peers' lease evidence, drains and promotes pdx, bumps topologyGeneration (revoking every
+/// deploy lease, TopologyChanged, with a DeploymentLeaseRevoked Event), taints iad's node
+/// NoExecute (never the reader's), stamps iad's pod fenced, moves the DNS record to pdx's
+/// ClusterIP and records lastFailover.
 #[tokio::test]
 async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
     let cluster = Cluster::with_group("100ms").await;
@@ -1075,8 +1077,8 @@ async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
         .cloned()
         .unwrap_or_default();
     assert!(tombstone.contains("TopologyChanged"), "{tombstone}");
-    // Seed 003: the bump that revoked it raises DeploymentLeaseRevoked on the group, naming
-    // the lease.
+    // docs/design/requirements.md R003.20: the bump that revoked it raises
+    // DeploymentLeaseRevoked on the group, naming the lease.
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(cluster.client.clone(), NAMESPACE);
     let revoked_event = eventually(5, || async {
@@ -1180,10 +1182,10 @@ async fn seed_001_emergency_failover_through_the_poll_loop_on_localkube() {
     cluster.stop().await;
 }
 
-/// Seed 001: `kubectl bloodraven promote playground pdx` only writes the planned-failover
-/// annotation; the operator's poll loop then runs the planned failover (Draining fences iad,
-/// Promoting, Completed) with zero lost transactions and removes the annotation.
-/// `revoke-leases` writes the revoke annotation, which the next poll consumes.
+/// docs/design/requirements.md R001.12: `kubectl bloodraven promote playground pdx` only writes
+/// the planned-failover annotation; the operator's poll loop then runs the planned failover
+/// (Draining fences iad, Promoting, Completed) with zero lost transactions and removes the
+/// annotation. `revoke-leases` writes the revoke annotation, which the next poll consumes.
 #[tokio::test]
 async fn seed_001_plugin_promote_is_a_request_the_poll_loop_executes() {
     let cluster = Cluster::with_group("100ms").await;
@@ -1397,10 +1399,10 @@ async fn dns_verbs(cluster: &Cluster, verbs: &[&str]) {
         .expect("replace role");
 }
 
-/// Seed 000 chaos scenario 38, through the poll loop running with the rendered RBAC: deny the
-/// operator create/update/patch on dnsendpoints and kill the primary: the group promotes
-/// correctly while the DNS target stays stale; give the verbs back and a later poll heals
-/// the record (nothing replayed from memory, never a superseded target).
+/// Chaos scenario 38 (docs/design/requirements.md R000.16), through the poll loop running with
+/// the rendered RBAC: deny the operator create/update/patch on dnsendpoints and kill the
+/// primary: the group promotes correctly while the DNS target stays stale; give the verbs back
+/// and a later poll heals the record (nothing replayed from memory, never a superseded target).
 #[tokio::test]
 async fn seed_000_scenario_38_denied_dns_write_heals_on_a_later_poll() {
     let cluster = Cluster::with_group("100ms").await;
@@ -1494,8 +1496,8 @@ async fn seed_000_scenario_38_denied_dns_write_heals_on_a_later_poll() {
     cluster.stop().await;
 }
 
-/// Seed 001: a standby keeps no memory and writes nothing: its group loop idles until it
-/// leads, then the first poll writes status.
+/// docs/design/requirements.md R001.9: a standby keeps no memory and writes nothing: its group
+/// loop idles until it leads, then the first poll writes status.
 #[tokio::test]
 async fn seed_001_a_standby_writes_nothing_until_it_leads() {
     let cluster = Cluster::with_group("100ms").await;
@@ -1523,9 +1525,9 @@ async fn seed_001_a_standby_writes_nothing_until_it_leads() {
     cluster.stop().await;
 }
 
-/// Seed 003: a planned failover requested while a failover-hold is live lands in Deferred
-/// with deferReason DeploymentHold, retryTime = the hold's expiry and a message naming the
-/// operation and instance; once the hold is released it proceeds on its own.
+/// docs/design/requirements.md R003.16: a planned failover requested while a failover-hold is
+/// live lands in Deferred with deferReason DeploymentHold, retryTime = the hold's expiry and a
+/// message naming the operation and instance; once the hold is released it proceeds on its own.
 #[tokio::test]
 async fn seed_003_a_live_hold_defers_the_planned_failover_until_released() {
     use bloodraven_core::deploy::{DeployLeases, LeaseKind, LeaseRecord, LeaseToken};
@@ -1665,12 +1667,12 @@ async fn database_event(
     .await
 }
 
-/// bloodraven.md ("`spec.database` (SQL schema, created on the primary)") / issue 8 (the
-/// playground's counter needs database `counter`), through the poll loop with the rendered
-/// RBAC: once authority is Valid, the active site's sidecar is asked for the group's schemas
-/// (not another group's); a failure is retried by the next poll with a Warning Event on the
-/// MysqlDatabase; a steady state asks nothing more; after a failover the new active site is
-/// asked once.
+/// docs/design/operator.md#mysqldatabase ("`spec.database` is an SQL schema, which the operator
+/// creates on the primary") / docs/design/history.md#issue-8 (the playground's counter needs
+/// database `counter`), through the poll loop with the rendered RBAC: once authority is Valid,
+/// the active site's sidecar is asked for the group's schemas (not another group's); a failure
+/// is retried by the next poll with a Warning Event on the MysqlDatabase; a steady state asks
+/// nothing more; after a failover the new active site is asked once.
 #[tokio::test]
 async fn mysql_database_schema_is_ensured_on_the_active_site_once_per_authority() {
     let cluster = Cluster::with_group("100ms").await;
@@ -1763,10 +1765,10 @@ async fn published(cluster: &Cluster) -> Option<bloodraven_api::auth::OperatorVe
     .and_then(|text| bloodraven_api::auth::OperatorVerifyingKey::from_hex(&text).ok())
 }
 
-/// Issue 10 case 8: the workloads step creates the group's key Secrets (the signing seed, and
-/// the verifying half with a peer key for the sidecars) and loads the key the sidecar client
-/// signs with; a lost seed is replaced and the sidecars' verifying key realigned (peer key
-/// kept), so restarted sidecars trust the operator again.
+/// docs/design/history.md#issue-10-case-8: the workloads step creates the group's key Secrets
+/// (the signing seed, and the verifying half with a peer key for the sidecars) and loads the
+/// key the sidecar client signs with; a lost seed is replaced and the sidecars' verifying key
+/// realigned (peer key kept), so restarted sidecars trust the operator again.
 #[tokio::test]
 async fn case_8_workloads_create_and_realign_the_signature_keys() {
     use bloodraven_operator::workloads::{
@@ -1897,14 +1899,15 @@ async fn event_on(
     .await
 }
 
-/// Issue 32 items 1 and 4 on localkube, through the operator's own group loop
-/// (`run_groups`, started as after a restart, with the rendered RBAC): stored next to the
-/// playground, bypassing validation, a group with `spec.pollInterval: fast` and a
-/// `MysqlDatabase` with no `spec.database`; created normally, a group whose spec
-/// `validate()` refuses. The playground is still managed: bootstrapped, its schema ensured,
-/// failed over when iad dies. The undecodable objects get a `SpecUndecodable` Warning naming
-/// the field and the gauge, until fixed; the invalid group gets `SpecValid=False` naming its
-/// fields and no StatefulSet, Secret or Service.
+/// docs/design/operator.md#mysqlfailovergroup (an object that does not decode is skipped and
+/// reported; an invalid spec builds nothing and says so) on localkube, through the operator's
+/// own group loop (`run_groups`, started as after a restart, with the rendered RBAC): stored
+/// next to the playground, bypassing validation, a group with `spec.pollInterval: fast` and a
+/// `MysqlDatabase` with no `spec.database`; created normally, a group whose spec `validate()`
+/// refuses. The playground is still managed: bootstrapped, its schema ensured, failed over when
+/// iad dies. The undecodable objects get a `SpecUndecodable` Warning naming the field and the
+/// gauge, until fixed; the invalid group gets `SpecValid=False` naming its fields and no
+/// StatefulSet, Secret or Service.
 #[tokio::test]
 async fn issue_32_malformed_objects_do_not_stop_the_operator_managing_the_playground() {
     let cluster = Cluster::with_group("100ms").await;
@@ -1965,7 +1968,8 @@ async fn issue_32_malformed_objects_do_not_stop_the_operator_managing_the_playgr
         .create(&PostParams::default(), &invalid)
         .await
         .expect("the schema takes it");
-    // A typed list fails as a whole: what the operator did before issue 32.
+    // A typed list fails as a whole: what the operator did before it skipped undecodable
+    // objects (docs/design/operator.md#mysqlfailovergroup).
     let all: Api<MysqlFailoverGroup> = Api::all(cluster.client.clone());
     assert!(all.list(&Default::default()).await.is_err());
 

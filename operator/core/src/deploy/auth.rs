@@ -1,4 +1,4 @@
-//! Who may coordinate a group (seed 003 "Who is allowed to ask").
+//! Who may coordinate a group (docs/design/requirements.md R003.5).
 //!
 //! Authentication (a projected ServiceAccount token with audience `bloodraven-deploy`, checked by
 //! a TokenReview) is the shell's job; it hands core the authenticated [`Caller`]. Authorization

@@ -1,5 +1,5 @@
 //! Which planned disruptions a live failover-hold defers, and which paths never read a lease
-//! (seed 003 "What a hold holds, and what it never touches").
+//! (docs/design/requirements.md R003.16-R003.18).
 
 use crate::time::Timestamp;
 
@@ -30,8 +30,9 @@ pub enum DisruptionKind {
 }
 
 impl DisruptionKind {
-    /// Whether this disruption waits behind a live failover-hold (seed 003's table:
-    /// "Defers until the hold is gone" vs "Never consults a lease").
+    /// Whether this disruption waits behind a live failover-hold (the table of
+    /// docs/design/requirements.md R003.18: "Defers until the hold is gone" vs "Never consults
+    /// a lease").
     pub const fn consults_deployment_hold(self) -> bool {
         match self {
             DisruptionKind::PlannedFailover

@@ -1,4 +1,4 @@
-//! The deploy-lease API of seed 003 (`/deploy/v1`) as a pure state machine.
+//! The deploy-lease API (`/deploy/v1`, docs/design/requirements.md R003) as a pure state machine.
 //!
 //! A deployment pipeline gets exactly two things per group: the `migration` mutex and a
 //! renewable `failover-hold` that defers planned disruption (planned failover, ordered update,

@@ -1,5 +1,5 @@
-//! The nouns of the deploy-lease API (seed 003): lease kinds, requests, records, tombstones,
-//! tokens and their hashes, and the TTL clamp.
+//! The nouns of the deploy-lease API (docs/design/requirements.md R003): lease kinds, requests,
+//! records, tombstones, tokens and their hashes, and the TTL clamp.
 
 use std::{fmt, str::FromStr, time::Duration};
 
@@ -8,17 +8,21 @@ use sha2::{Digest, Sha256};
 
 use crate::time::Timestamp;
 
-/// Shortest lease a client can get: a smaller `ttlSeconds` is raised to this (seed 003: "clamped to [5, 120]").
+/// Shortest lease a client can get: a smaller `ttlSeconds` is raised to this
+/// (docs/design/requirements.md R003.12: "clamped to [5, 120]").
 pub const TTL_SECONDS_MIN: u64 = 5;
-/// Longest lease a client can get: a larger `ttlSeconds` is lowered to this (seed 003: "clamped to [5, 120]").
+/// Longest lease a client can get: a larger `ttlSeconds` is lowered to this
+/// (docs/design/requirements.md R003.12: "clamped to [5, 120]").
 pub const TTL_SECONDS_MAX: u64 = 120;
-/// Longest accepted `operationId`. The seed's examples are UUIDs (36 characters); the bound keeps
-/// tombstone ConfigMap keys well inside Kubernetes' 253-character key limit.
+/// Longest accepted `operationId`. The examples of docs/design/requirements.md R003.7 are UUIDs (36
+/// characters); the bound keeps tombstone ConfigMap keys well inside Kubernetes' 253-character
+/// key limit.
 pub const OPERATION_ID_LENGTH_MAX: usize = 128;
 /// Longest accepted `instance`: a `MysqlDatabase` name is a DNS subdomain (RFC 1123).
 pub const INSTANCE_LENGTH_MAX: usize = 253;
 
-/// Clamps a requested `ttlSeconds` to [[`TTL_SECONDS_MIN`], [`TTL_SECONDS_MAX`]] (seed 003).
+/// Clamps a requested `ttlSeconds` to [[`TTL_SECONDS_MIN`], [`TTL_SECONDS_MAX`]]
+/// (docs/design/requirements.md R003.12).
 ///
 /// Negative and zero requests become the minimum; nothing is rejected for its TTL.
 pub fn clamp_ttl(ttl_seconds: i64) -> Duration {
@@ -82,7 +86,8 @@ impl fmt::Display for UnknownLeaseKind {
 }
 
 /// Why a lease was revoked; reported in `409 revoked` bodies and the `DeploymentLeaseRevoked`
-/// event. Wire names are the seed's: `TopologyChanged`, `OperatorRevoked`.
+/// event. Wire names are those of docs/design/requirements.md R003.20 and R003.24:
+/// `TopologyChanged`, `OperatorRevoked`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum RevokeReason {
     /// `status.topologyGeneration` changed (any authoritative change of active site).
@@ -183,7 +188,8 @@ impl fmt::Debug for TokenHash {
 pub struct LeaseRequest {
     /// Which lease: `migration` first, then `failover-hold`.
     pub kind: LeaseKind,
-    /// The client's identifier for this deploy operation (a UUID in the seed's examples).
+    /// The client's identifier for this deploy operation (a UUID in the examples of
+    /// docs/design/requirements.md R003.7).
     pub operation_id: String,
     /// The `MysqlDatabase` resource name the operation migrates (not the SQL schema name).
     pub instance: String,
@@ -227,14 +233,16 @@ pub struct LeaseRecord {
 
 impl LeaseRecord {
     /// Whether the lease still holds at `now`: expiry is exclusive, so at `now == expires_at`
-    /// the lease is gone (seed 003: "expiry is judged on the operator's clock").
+    /// the lease is gone (docs/design/requirements.md R003.15: "Expiry is judged on the
+    /// operator's clock").
     pub fn is_live(&self, now: Timestamp) -> bool {
         now < self.expires_at
     }
 }
 
 /// A revoked lease, kept until the group is deleted so that a client that survived the
-/// revocation still gets `409 revoked` (seed 003). Holds the token hash, never the token.
+/// revocation still gets `409 revoked` (docs/design/requirements.md R003.23). Holds the token
+/// hash, never the token.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tombstone {
     /// The revoked operation; a POST naming it is answered `409 revoked` forever.

@@ -1,5 +1,6 @@
-//! Outcomes of the deploy-lease operations and their HTTP form (seed 003): a status code and a
-//! serde body per outcome. The shell serialises [`ResponseBody`] with `serde_json` and sends it.
+//! Outcomes of the deploy-lease operations and their HTTP form (docs/design/requirements.md
+//! R003.10-R003.24): a status code and a serde body per outcome. The shell serialises
+//! [`ResponseBody`] with `serde_json` and sends it.
 
 use std::time::Duration;
 
@@ -67,7 +68,8 @@ pub enum ForbiddenReason {
     /// `instance` in this group.
     NotAuthorized,
     /// A failover-hold was asked for by someone other than the live migration holder with
-    /// the same `operationId` and `instance` (seed 003: "anyone else gets 403").
+    /// the same `operationId` and `instance` (docs/design/requirements.md R003.11: every other
+    /// caller receives `403`).
     NotMigrationHolder,
 }
 

@@ -1,8 +1,8 @@
-//! Property test of seed 003's deploy-lease rules against an independent model: random
-//! sequences of POST/PUT/DELETE, clock advances, generation bumps (announced or found after a
-//! restart), operator revocations, instability and reloads from stored form never yield two
-//! migration holders, never renew or re-grant a revoked operation, and never move a deadline
-//! on a refusal.
+//! Property test of the deploy-lease rules of docs/design/requirements.md R003 against an
+//! independent model: random sequences of POST/PUT/DELETE, clock advances, generation bumps
+//! (announced or found after a restart), operator revocations, instability and reloads from
+//! stored form never yield two migration holders, never renew or re-grant a revoked operation,
+//! and never move a deadline on a refusal.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -506,9 +506,10 @@ impl Harness {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// seed 003: one migration lease per group, full stop; a revoked operation never renews or
-    /// re-acquires; 423 and every other refusal never extend a deadline; a hold only for the
-    /// migration holder; live_hold/active_count agree with what clients were confirmed.
+    /// docs/design/requirements.md R003.10-R003.14, R003.21-R003.23: one migration lease per
+    /// group, full stop; a revoked operation never renews or re-acquires; 423 and every other
+    /// refusal never extend a deadline; a hold only for the migration holder;
+    /// live_hold/active_count agree with what clients were confirmed.
     #[test]
     fn seed_003_random_sequences_keep_the_mutex_and_the_fence(
         steps in proptest::collection::vec(step(), 1..STEPS_MAX)

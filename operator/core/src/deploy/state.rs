@@ -1,5 +1,6 @@
-//! The per-group deploy-lease state machine (seed 003): acquire, renew, release, expiry,
-//! revocation, and the admission question "does a live failover-hold defer this?".
+//! The per-group deploy-lease state machine (docs/design/requirements.md R003.10-R003.24):
+//! acquire, renew, release, expiry, revocation, and the admission question "does a live
+//! failover-hold defer this?".
 //!
 //! Every operation takes the time and the group's topology generation as inputs and mutates
 //! [`DeployLeases`] in place; the shell persists the result (Lease objects, tombstone
@@ -28,7 +29,7 @@ pub enum Stability {
     /// The topology is confirmed: leases may be granted and renewed.
     Confirmed,
     /// The group is between confirmed states (a failover or promotion in flight): grants and
-    /// renewals answer `423 unstable` and no deadline moves (seed 003).
+    /// renewals answer `423 unstable` and no deadline moves (docs/design/requirements.md R003.13).
     BetweenConfirmedStates {
         /// When the client should try again; sent as `retryAfterSeconds`.
         retry_after: Duration,
@@ -135,7 +136,8 @@ impl DeployLeases {
         self.tombstones_of(operation_id).next()
     }
 
-    /// `POST .../leases`: take the migration mutex or the failover-hold (seed 003).
+    /// `POST .../leases`: take the migration mutex or the failover-hold
+    /// (docs/design/requirements.md R003.10-R003.11, R003.14).
     ///
     /// In order: 400 for an invalid `operationId`/`instance`; 403 unless the caller is a
     /// deployment client of `instance`; 409 revoked for a tombstoned operation (even after
@@ -240,7 +242,8 @@ impl DeployLeases {
         })
     }
 
-    /// `PUT`: renew a lease the caller holds (seed 003).
+    /// `PUT`: renew a lease the caller holds (docs/design/requirements.md R003.12-R003.13,
+    /// R003.21).
     ///
     /// In order: 400 for an invalid `operationId`; 403 unless the caller is a deployment
     /// client of the group; for a revoked operation, 409 revoked (with the reason and the new
@@ -282,8 +285,8 @@ impl DeployLeases {
         })
     }
 
-    /// `DELETE`: release a lease the caller holds (seed 003: release the hold on every failure
-    /// path, the mutex once the deploy's outcome is recorded).
+    /// `DELETE`: release a lease the caller holds (docs/design/requirements.md R003.22: release
+    /// the hold on every failure path, the mutex once the deploy's outcome is recorded).
     ///
     /// The same checks as [`Self::renew`] up to the token (400, 403, 409 revoked, 404, 403
     /// token_mismatch); a release is never refused as unstable, because it only removes a

@@ -4,15 +4,16 @@
 //!
 //! The shell (operator or simulator) executes `actions` **in order** and then persists
 //! `memory` (status, plus the annotation changes among the actions). The order is the one of
-//! ARCHITECTURE.md "One poll": node taints first, then cross-site actions (authority,
+//! docs/design/architecture.md#one-poll: node taints first, then cross-site actions (authority,
 //! fencing, promotion, repointing, lease revocation), then pod labels, Services, the
 //! DNSEndpoint, annotations, events and metrics.
 //!
 //! Every action is idempotent, and the shell never interprets an error: a mutation that
 //! errored or timed out is an *unknown*, and the next poll's `Observation` re-reads what
-//! actually happened (seed 001). The shell carries on with the remaining actions of the
-//! poll; `decide` never emits, in one poll, an action whose safety depends on an earlier one
-//! of the same poll having succeeded (a promotion is split across polls for that reason).
+//! actually happened (docs/design/requirements.md R001.15). The shell carries on with the
+//! remaining actions of the poll; `decide` never emits, in one poll, an action whose safety
+//! depends on an earlier one of the same poll having succeeded (a promotion is split across
+//! polls for that reason).
 
 use std::collections::BTreeMap;
 
@@ -228,7 +229,7 @@ pub enum AnnotationChange {
     ClearRestore,
 }
 
-/// The four kinds of Service (seed 000: `2 × len(sites) + 2` objects).
+/// The four kinds of Service (docs/design/requirements.md R000.2: `2 × len(sites) + 2` objects).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServiceKind {
     /// `mysql-<group>-<site>`: MySQL + sidecar ports, `publishNotReadyAddresses: true`,
@@ -336,8 +337,9 @@ pub enum EventReason {
     PlannedFailoverCompleted,
     /// A planned failover was aborted and the old site re-asserted.
     PlannedFailoverAborted,
-    /// A deploy lease was revoked (seed 003's event name). Raised by the shell when it
-    /// executes [`Action::RevokeDeployLeases`], once per revoked lease; never by `decide`.
+    /// A deploy lease was revoked (the event name of docs/design/requirements.md R003.20).
+    /// Raised by the shell when it executes [`Action::RevokeDeployLeases`], once per revoked
+    /// lease; never by `decide`.
     DeploymentLeaseRevoked,
     /// A site's replication was pointed at the active site.
     Repointed,

@@ -1,5 +1,5 @@
 //! The agent outside the pod: an old primary whose sidecar is gone is killed by its kubelet
-//! before the promotion (issue 10, the frozen and agentless primary).
+//! before the promotion (docs/design/history.md#issue-10-the-agentless-primary).
 //!
 //! Inside the pod, two agents keep a demoted primary from acknowledging writes: the sidecar
 //! (its enforcer fences, its watchdog kills a mysqld it cannot fence) and mysqld's own write

@@ -5,8 +5,9 @@
 //! advances at a poll. At the spec's rhythm every phase costs a whole interval, so a write
 //! outage would be detection + one interval per phase (about 11.5 s on the playground:
 //! 5.5 s detection, then 2 s each for the fence, the promotion and the confirmation) where
-//! bloodraven.md promises "detection floor + margin + promotion". Once a failover has
-//! started, polls follow up every [`FOLLOW_UP_DIVISOR`]th of the interval until it is over.
+//! docs/design/operator.md#authority-sidecars-and-fencing promises "detection floor + margin +
+//! promotion". Once a failover has started, polls follow up every [`FOLLOW_UP_DIVISOR`]th of
+//! the interval until it is over.
 //!
 //! An invalid authority sheds both shared Services on purpose, so its end is a write outage
 //! until the poll that confirms the active site writable again. A fence that outlives it by

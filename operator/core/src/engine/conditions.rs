@@ -1,4 +1,4 @@
-//! The group's standard `status.conditions` (bloodraven.md "Status carries ... conditions"),
+//! The group's standard `status.conditions` (docs/design/operator.md#mysqlfailovergroup),
 //! derived purely from [`GroupMemory`] after each decision.
 //!
 //! | type | `True` when | reasons |
@@ -27,9 +27,10 @@ pub const CONDITION_READY: &str = "Ready";
 pub const CONDITION_DEGRADED: &str = "Degraded";
 /// Condition type: an authority move (emergency or planned failover) is under way.
 pub const CONDITION_FAILOVER_IN_PROGRESS: &str = "FailoverInProgress";
-/// Condition type: the deploy API's `stable` (seed 003).
+/// Condition type: the deploy API's `stable` (docs/design/requirements.md R003.9).
 pub const CONDITION_STABLE: &str = "Stable";
-/// Condition type: the spec is usable (issue 32 item 4); `kubectl get mfg` shows its status.
+/// Condition type: the spec is usable (docs/design/operator.md#mysqlfailovergroup, "An invalid
+/// spec builds nothing and says so"); `kubectl get mfg` shows its status.
 pub const CONDITION_SPEC_VALID: &str = "SpecValid";
 /// Reason of `SpecValid=False` (also the reason of the Warning Event raised with it).
 pub const REASON_SPEC_INVALID: &str = "SpecInvalid";

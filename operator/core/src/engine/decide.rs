@@ -34,10 +34,10 @@ pub fn decide(
 
 /// [`decide`] with explicit [`DecideOptions`].
 ///
-/// One poll, in the order ARCHITECTURE.md requires: per-site state and transitions first
-/// (their taints lead the action list), then cross-site decisions (emergency failover,
-/// planned failover, returning-primary fencing, primary reassertion, repointing), then
-/// pod labels, Services, the DNSEndpoint, annotations, events and metrics.
+/// One poll, in the order docs/design/architecture.md#one-poll requires: per-site state and
+/// transitions first (their taints lead the action list), then cross-site decisions (emergency
+/// failover, planned failover, returning-primary fencing, primary reassertion, repointing),
+/// then pod labels, Services, the DNSEndpoint, annotations, events and metrics.
 pub fn decide_with_options(
     spec: &MysqlFailoverGroupSpec,
     memory: &GroupMemory,
@@ -140,12 +140,13 @@ pub fn decide_with_options(
     plan.finish(spec, memory)
 }
 
-/// An unusable spec decides nothing (issue 32 item 4): no authority, no surfaces, no
-/// failover, whatever the sites do. Memory stays as the last valid spec left it, but for the
-/// `SpecValid=False` condition naming every problem; what runs keeps running, and the shell
-/// builds nothing for the group. The `SpecInvalid` Warning Event is raised when the
-/// condition says something new (the spec turned invalid, or other problems), not at every
-/// poll: the condition is where the problem stays visible.
+/// An unusable spec decides nothing (docs/design/operator.md#mysqlfailovergroup, "An invalid
+/// spec builds nothing and says so"): no authority, no surfaces, no failover, whatever the
+/// sites do. Memory stays as the last valid spec left it, but for the `SpecValid=False`
+/// condition naming every problem; what runs keeps running, and the shell builds nothing for
+/// the group. The `SpecInvalid` Warning Event is raised when the condition says something new
+/// (the spec turned invalid, or other problems), not at every poll: the condition is where the
+/// problem stays visible.
 fn spec_invalid(
     spec: &MysqlFailoverGroupSpec,
     memory: &GroupMemory,

@@ -264,8 +264,9 @@ fn settle_planned_with_note(memory: &mut GroupMemory, plan: &mut Plan, note: &Fa
 /// has nothing the new history lacks. Memory's `Demoted` for it is the drain the reverted
 /// status still shows (the rejoin after it was lost with the rest); kept, it would be no
 /// failover candidate, and a later failover from the note's site would find none (a move
-/// notice the sidecars cache, issue 10 case 7). Unless memory recorded errant transactions of
-/// it. An emergency failover's old site stays demoted: what it wrote last is unknown.
+/// notice the sidecars cache, docs/design/history.md#issue-10-case-7). Unless memory recorded
+/// errant transactions of it. An emergency failover's old site stays demoted: what it wrote
+/// last is unknown.
 fn rejoin_drained_site(
     context: &Context<'_>,
     memory: &mut GroupMemory,

@@ -1,14 +1,15 @@
-//! The failover-hold gate's rule (seed 003; issue 10 case 6), pure.
+//! The failover-hold gate's rule (docs/design/requirements.md R003.16;
+//! docs/design/history.md#issue-10-case-6), pure.
 //!
 //! A live failover-hold defers planned disruption, and the deploy API answers a hold POST
 //! `201` as a promise that no planned failover will drain the primary while the hold is
 //! unexpired. The poll reads the holds when it gathers and the API may grant one before the
 //! poll's Fence runs, so the shell must re-check, atomically with the API's grants, before it
 //! executes a decision that *starts* a deferrable disruption ([`gated_start`]); from then on
-//! the gate stays closed (new grants and renewals answer `423 unstable`, the seed's answer
-//! between confirmed states) while the disruption is in flight
-//! ([`deferrable_disruption_in_flight`]), and it reopens once the decided memory no longer
-//! has one (completed, rejected, aborted or dropped).
+//! the gate stays closed (new grants and renewals answer `423 unstable`, the answer between
+//! confirmed states of docs/design/requirements.md R003.13) while the disruption is in flight
+//! ([`deferrable_disruption_in_flight`]), and it reopens once the decided memory no longer has
+//! one (completed, rejected, aborted or dropped).
 //!
 //! A decision that starts a drain is decided from an observation without a hold; deciding the
 //! same poll again with the hold the re-check found defers it (phase `Deferred`, deferReason
@@ -161,9 +162,10 @@ mod tests {
         Some(PlannedFailoverPhase::Rejected),
     ];
 
-    /// Seed 003 / issue 10 case 6: exactly the decision that moves a planned failover into
-    /// Draining (from no request, Admitting, Deferred or a finished one) starts a disruption
-    /// the gate must be closed for; a drain already under way does not start again.
+    /// docs/design/requirements.md R003.16 / docs/design/history.md#issue-10-case-6: exactly
+    /// the decision that moves a planned failover into Draining (from no request, Admitting,
+    /// Deferred or a finished one) starts a disruption the gate must be closed for; a drain
+    /// already under way does not start again.
     #[test]
     fn seed_003_only_the_decision_entering_draining_starts_a_gated_disruption() {
         for before in ALL {
@@ -184,8 +186,9 @@ mod tests {
         }
     }
 
-    /// Issue 10 case 6: the gate stays closed while the planned failover drains or promotes
-    /// and reopens once it completed, was rejected or aborted (no hold refused forever).
+    /// docs/design/history.md#issue-10-case-6: the gate stays closed while the planned failover
+    /// drains or promotes and reopens once it completed, was rejected or aborted (no hold
+    /// refused forever).
     #[test]
     fn seed_003_gate_stays_closed_only_while_draining_or_promoting() {
         for phase in ALL {

@@ -1,4 +1,5 @@
-//! The emergency lease wait, judged by the lease terms the sidecars run with (issue 10 case 4).
+//! The emergency lease wait, judged by the lease terms the sidecars run with
+//! (docs/design/history.md#issue-10-case-4).
 //!
 //! A sidecar's lease duration and site list come from the flags its pod was created with, and
 //! site pods are never changed in place (StatefulSets are `OnDelete`): after a spec edit the

@@ -22,8 +22,8 @@
 //! [`GroupAnnotations::cooldown_until`], written by
 //! [`AnnotationChange::SetCooldownUntil`]). Either can be lost independently; the later one is
 //! in force. Losing both across a restart lets a restarted operator promote early: the
-//! simulator's inherent finding `CooldownViolated(restart+stateLost)` (seed 001). `decide`
-//! cannot know, by construction.
+//! simulator's inherent finding `CooldownViolated(restart+stateLost)`
+//! (docs/design/requirements.md R001.10). `decide` cannot know, by construction.
 //!
 //! [`GroupAnnotations::cooldown_until`]: super::GroupAnnotations::cooldown_until
 //! [`AnnotationChange::SetCooldownUntil`]: super::AnnotationChange::SetCooldownUntil
@@ -43,7 +43,8 @@ pub struct GroupMemory {
     pub active_site: String,
     /// `status.topologyGeneration`: increments on every authoritative change of active site
     /// (bootstrap, emergency and planned promotion). Every bump revokes every deploy lease
-    /// with `TopologyChanged` (seed 003). `0`: no authority was ever issued.
+    /// with `TopologyChanged` (docs/design/requirements.md R003.20). `0`: no authority was ever
+    /// issued.
     pub topology_generation: u64,
     /// A generation a sidecar reports was issued, above `topology_generation`, whose authority
     /// memory could not adopt (no sidecar that answers caches it: a reverted status, say): its
@@ -158,7 +159,7 @@ pub enum AuthorityValidity {
     /// any replica `healthy=yes`.
     Valid,
     /// No confirmed writable active site: no pod is primary, no replica is healthy, both
-    /// shared Services select nothing, on purpose (seed 000).
+    /// shared Services select nothing, on purpose (docs/design/requirements.md R000.10).
     Invalid(InvalidReason),
 }
 

@@ -1,11 +1,11 @@
 //! The decision engine: `decide(spec, memory, observation, now) -> Decision`.
 //!
-//! Gather -> decide -> act (STYLE.md 1): the shell gathers an [`Observation`], [`decide`] is
-//! pure and deterministic over it and the persisted [`GroupMemory`], and the shell executes
-//! the [`Decision`]'s [`Action`]s in order and persists its memory
-//! ([`GroupMemory::to_status`], plus the annotation changes among the actions).
+//! Gather -> decide -> act (docs/design/style.md#1-gather-decide-act): the shell gathers an
+//! [`Observation`], [`decide`] is pure and deterministic over it and the persisted
+//! [`GroupMemory`], and the shell executes the [`Decision`]'s [`Action`]s in order and persists
+//! its memory ([`GroupMemory::to_status`], plus the annotation changes among the actions).
 //!
-//! # One poll (ARCHITECTURE.md order)
+//! # One poll (docs/design/architecture.md#one-poll order)
 //!
 //! 1. Per-site state: failure detection (`failureThreshold` consecutive failed polls spanning
 //!    the detection floor `pollInterval × failureThreshold`), the status mirror, mysqld
@@ -39,7 +39,7 @@
 //!
 //! `decide` never sees an action's result. After a mutation that errored or timed out the
 //! shell does nothing special: the next [`Observation`] re-reads the state, and `decide`
-//! acts on what was read (seed 001).
+//! acts on what was read (docs/design/requirements.md R001.15).
 
 mod action;
 mod agentless;

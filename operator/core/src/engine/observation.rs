@@ -11,8 +11,9 @@
 //! - **Errors are unknowns.** A sidecar that did not answer, answered with a non-2xx status or
 //!   timed out is [`SidecarReading::Unreachable`]. After any mutation (an [`Action`]) that
 //!   returned an error or timed out, the shell does not guess its outcome: the next
-//!   `Observation` re-reads the state, and `decide` only ever acts on what was read (seed 001:
-//!   "an error from a mutation is an unknown: re-read").
+//!   `Observation` re-reads the state, and `decide` only ever acts on what was read
+//!   (docs/design/requirements.md R001.15: "The only correct response to a failed or cancelled
+//!   mutation is to re-read the state").
 //!
 //! [`Action`]: super::Action
 
@@ -39,7 +40,8 @@ pub struct Observation {
     pub annotations: GroupAnnotations,
     /// The live failover-hold, if any (from the deploy module's lease store, judged on the
     /// operator's clock). Only planned failover consults it; emergency failover,
-    /// returning-primary fencing and primary reassertion never do (seed 003).
+    /// returning-primary fencing and primary reassertion never do (docs/design/requirements.md
+    /// R003.18).
     pub deploy_hold: Option<HoldInfo>,
     /// The group's `DNSEndpoint` (`bloodraven-<group>`) as read back this poll.
     pub dns: DnsReading,
@@ -76,7 +78,7 @@ pub struct SiteObservation {
     pub pod_lease_terms: Option<LeaseTerms>,
     /// The site pod as the API server and its kubelet report it: the agent outside the pod,
     /// which an emergency failover asks to kill an old primary whose sidecar is gone
-    /// (issue 10, `engine::agentless`).
+    /// (docs/design/history.md#issue-10-the-agentless-primary, `engine::agentless`).
     pub pod: PodReading,
 }
 

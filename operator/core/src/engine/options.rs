@@ -40,7 +40,8 @@ pub struct DecideOptions {
     #[doc(hidden)]
     pub unsafe_skip_lease_wait: bool,
     /// TEST ONLY. Never ask the kubelet to kill an agentless old primary, and promote on the
-    /// lease alone (the rule before issue 10's agentless kill): the simulator turns it on to
+    /// lease alone (the rule before the agentless kill of
+    /// docs/design/history.md#issue-10-the-agentless-primary): the simulator turns it on to
     /// show that its `SplitBrain(frozen+agentless)` finding comes back. Never set by the
     /// operator.
     #[doc(hidden)]

@@ -51,7 +51,7 @@ impl Context<'_> {
     }
 }
 
-/// Actions by execution bucket (ARCHITECTURE.md "One poll" order).
+/// Actions by execution bucket (docs/design/architecture.md#one-poll order).
 #[derive(Default)]
 pub(super) struct Plan {
     taints: Vec<Action>,
@@ -60,7 +60,7 @@ pub(super) struct Plan {
     tail: Vec<Action>,
     transitions: Vec<SiteTransition>,
     /// The highest topology generation a sidecar reported this poll: no authority or move
-    /// notice of this decision may carry a lower one (issue 10 case 7).
+    /// notice of this decision may carry a lower one (docs/design/history.md#issue-10-case-7).
     generation_floor: u64,
 }
 
@@ -176,7 +176,7 @@ impl Plan {
     }
 }
 
-/// The node taint as a pure function of one site transition (seed 000 "The taint"):
+/// The node taint as a pure function of one site transition (docs/design/requirements.md R000.17):
 /// entering `Demoted` taints a read-write site's node, leaving it removes the taint; a
 /// read-only site is never tainted; nothing else taints.
 pub(super) fn taint_for_transition(
@@ -204,7 +204,8 @@ pub(super) fn taint_for_transition(
 
 /// The operator never issues a topology generation lower than one a sidecar reports: such an
 /// authority would be refused, and memory acting on it would believe a site holds what the
-/// sidecars know it does not (a reverted status re-asserting an old site, issue 10 case 7).
+/// sidecars know it does not (a reverted status re-asserting an old site,
+/// docs/design/history.md#issue-10-case-7).
 fn assert_generation_floor(actions: &[Action], floor: u64) {
     for action in actions {
         let authority = match action {
@@ -237,7 +238,9 @@ fn assert_generation_floor(actions: &[Action], floor: u64) {
     }
 }
 
-/// What must never happen in one decision (STYLE.md 4: assert the negative space too).
+/// What must never happen in one decision
+/// (docs/design/style.md#4-assertions-for-invariants-result-for-the-world: assert the negative
+/// space too).
 fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: &GroupMemory) {
     let primaries: Vec<&str> = actions
         .iter()

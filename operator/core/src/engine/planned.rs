@@ -4,10 +4,10 @@
 //! Admission: inside the cooldown, `onCooldown: reject` rejects and `defer` parks the request
 //! in `Deferred` until `cooldownUntil`; a live failover-hold defers it with `DeploymentHold`,
 //! `retryTime` = the earliest hold expiry and a message naming the blocking operation and
-//! instance (seed 003). Draining fences the old primary (`role=fenced`, read_only,
-//! connections killed) and announces the authority move; the target is promoted only once
-//! the old primary is confirmed read-only and the target holds every one of its
-//! transactions: zero lost transactions.
+//! instance (docs/design/requirements.md R003.16). Draining fences the old primary
+//! (`role=fenced`, read_only, connections killed) and announces the authority move; the target
+//! is promoted only once the old primary is confirmed read-only and the target holds every one
+//! of its transactions: zero lost transactions.
 
 use bloodraven_api::{
     sidecar::PromoteDrain, Admission, DeferReason, FailoverKind, OnCooldown, PlannedFailoverPhase,
@@ -143,9 +143,9 @@ fn defer(planned: &mut PlannedFailover, plan: &mut Plan, admission: Admission, n
 }
 
 /// Leaves `Deferred` once nothing defers the request any more: it re-enters `Admitting`
-/// (seed 003: "re-enters Admitting, revalidates and proceeds on its own") for this poll, and
-/// the admission bound restarts, since time spent deferred is not time spent failing
-/// admission.
+/// (docs/design/requirements.md R003.16: it "goes back to `Admitting`, is validated again, and
+/// continues without help") for this poll, and the admission bound restarts, since time spent
+/// deferred is not time spent failing admission.
 fn readmit(planned: &mut PlannedFailover, plan: &mut Plan, now: Timestamp) {
     let cleared = match planned.admission.defer_reason {
         Some(DeferReason::Cooldown) => "the failover cooldown ended",

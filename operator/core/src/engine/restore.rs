@@ -1,5 +1,7 @@
-//! Named backups and restore-in-place of the active site (issue 12 part 2; bloodraven.md
-//! "Ordered update and restore-in-place"; seeds 000 and 003).
+//! Named backups and restore-in-place of the active site
+//! (docs/design/history.md#issue-12-part-2;
+//! docs/design/operator.md#ordered-update-and-restore-in-place; docs/design/requirements.md
+//! R000.9 and R003.17).
 //!
 //! # Backup
 //!
@@ -22,15 +24,15 @@
 //! 1. **Admitting** (or **Deferred**): the backup must be listed by the active site's sidecar;
 //!    the authority must be valid with no failover in flight; a live failover-hold defers it
 //!    (`deferReason: DeploymentHold`, `retryTime` = the earliest hold expiry), as it defers a
-//!    planned failover (seed 003). The cooldown is not consulted: the active site does not
-//!    change.
+//!    planned failover (docs/design/requirements.md R003.17). The cooldown is not consulted:
+//!    the active site does not change.
 //! 2. **Fencing**: `Fence` (connections killed) on the active site, whose pod is stamped
-//!    `role=fenced` at once, so it leaves both shared Services (seed 000). No authority is
-//!    pushed while the restore holds the site (the fence lifts only at a greater generation).
-//!    Once its sidecar reports the fence in force and mysqld read-only, its GTID set is
-//!    everything it ever committed (`fencedGtidSet`). A fence not confirmed within
-//!    [`RESTORE_FENCE_TIMEOUT`] aborts: the site is re-asserted at a new generation, data
-//!    untouched.
+//!    `role=fenced` at once, so it leaves both shared Services (docs/design/requirements.md
+//!    R000.9). No authority is pushed while the restore holds the site (the fence lifts only at
+//!    a greater generation). Once its sidecar reports the fence in force and mysqld read-only,
+//!    its GTID set is everything it ever committed (`fencedGtidSet`). A fence not confirmed
+//!    within [`RESTORE_FENCE_TIMEOUT`] aborts: the site is re-asserted at a new generation,
+//!    data untouched.
 //! 3. **Restoring**: `Restore` on the fenced site until its sidecar reports the job. A failed
 //!    load stops the restore and the site **stays fenced** (its data may be partly
 //!    restored; a write accepted then would be on a state nobody chose): the message says so,

@@ -1,11 +1,12 @@
 //! `stable` / `unstableReason` of the deploy API's `GET /deploy/v1/groups/{group}`, as a pure
-//! function of [`GroupMemory`] (seed 003 "Two leases, in one order").
+//! function of [`GroupMemory`] (docs/design/requirements.md R003.8-R003.9).
 //!
-//! Seed 003: "stable is false during any operation phase — including a planned failover
-//! sitting in Deferred — while a planned failover's automation hold still stands
-//! (unstableReason: AutomaticFailoverHeld), and whenever the group is Degraded, SplitBrain or
-//! NoPrimary, recovery is pending, or replication is not running. Lag alone does not make it
-//! false." Lag is never read here: the caller reads `health.replicationLagSeconds`.
+//! docs/design/requirements.md R003.9: "`stable` is false during any operation phase (a planned
+//! failover waiting in `Deferred` included); while a planned failover's automation hold still
+//! stands (`unstableReason: AutomaticFailoverHeld`); whenever the group is `Degraded`,
+//! `SplitBrain` or `NoPrimary`; while recovery is pending; and while replication is not
+//! running. Lag alone never makes it false." Lag is never read here: the caller reads
+//! `health.replicationLagSeconds`.
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::gate::deferrable_disruption_in_flight;
 use super::memory::{Detection, GroupMemory, SiteMemory, SiteState};
 use crate::deploy::Stability;
 
-/// Why a group is not stable (the `unstableReason` strings of seed 003).
+/// Why a group is not stable (the `unstableReason` strings of docs/design/requirements.md R003.9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnstableReason {
     /// More than one site was read writable in the last poll.
@@ -23,7 +24,8 @@ pub enum UnstableReason {
     /// A planned failover is in a non-final phase (`Admitting`, `Deferred`, `Draining`,
     /// `Promoting`): its automation hold stands.
     AutomaticFailoverHeld,
-    /// An ordered update is in a non-final phase (seed 003: "any operation phase").
+    /// An ordered update is in a non-final phase (docs/design/requirements.md R003.9: "any
+    /// operation phase").
     OrderedUpdateInProgress,
     /// An emergency failover is in flight, or a promotion was issued and the new active site
     /// is not yet confirmed writable.
@@ -84,8 +86,9 @@ pub fn unstable_reason(memory: &GroupMemory) -> Option<UnstableReason> {
     None
 }
 
-/// Whether deploy leases may be granted and renewed now (seed 003: between confirmed states
-/// a renewal answers `423 unstable` with `retryAfterSeconds`, and no deadline moves).
+/// Whether deploy leases may be granted and renewed now (docs/design/requirements.md R003.13:
+/// between confirmed states a renewal answers `423 unstable` with `retryAfterSeconds`, and no
+/// deadline moves).
 ///
 /// Between confirmed states: split brain, an emergency failover or unconfirmed promotion,
 /// no confirmed writable active site, or a planned failover in `Draining`/`Promoting`. A

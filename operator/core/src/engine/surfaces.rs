@@ -1,5 +1,6 @@
-//! The surfaces a promotion moves (seed 000): authority validity, pod labels behind the
-//! four Service kinds, the Services themselves, and the DNSEndpoint.
+//! The surfaces a promotion moves (docs/design/requirements.md R000.1-R000.13): authority
+//! validity, pod labels behind the four Service kinds, the Services themselves, and the
+//! DNSEndpoint.
 
 use std::collections::BTreeMap;
 
@@ -95,7 +96,7 @@ pub(super) fn report_validity(memory: &GroupMemory, previous: &AuthorityValidity
     }
 }
 
-/// The five conjuncts of a healthy replica (seed 000).
+/// The five conjuncts of a healthy replica (docs/design/requirements.md R000.7).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct ReplicaConjuncts {
     /// Source convergence: no transaction the active site lacks.
@@ -197,7 +198,8 @@ pub(super) fn labels(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
         .filter_map(|spec| {
             let entry = memory.site(&spec.name)?;
             let (role, healthy) = match entry.state {
-                // Restore in place (seed 000): the pod leaves both shared Services at once.
+                // Restore in place (docs/design/requirements.md R000.9): the pod leaves both
+                // shared Services at once.
                 SiteState::Active if restoring.as_deref() == Some(spec.name.as_str()) => {
                     (PodRole::Fenced, false)
                 }
@@ -234,7 +236,8 @@ pub(super) fn labels(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
     }
 }
 
-/// The `2 × sites + 2` Services, every poll (selectors exactly as seed 000).
+/// The `2 × sites + 2` Services, every poll (selectors exactly as docs/design/requirements.md
+/// R000.2-R000.5).
 pub(super) fn services(context: &Context<'_>, plan: &mut Plan) {
     let group = context.group();
     let instance = (names::LABEL_INSTANCE.to_string(), group.to_string());
@@ -311,7 +314,7 @@ pub(super) fn services(context: &Context<'_>, plan: &mut Plan) {
 /// The DNSEndpoint: re-derived from live topology every poll, applied only when the read-back
 /// record differs, and only while the authority is valid, so it never publishes a target that
 /// is not the confirmed active site. Nothing is memoised: a rejected apply heals on a later
-/// poll (seed 000).
+/// poll (docs/design/requirements.md R000.12-R000.13).
 pub(super) fn dns(context: &Context<'_>, memory: &GroupMemory, plan: &mut Plan) {
     let Some(dns) = &context.spec.dns else {
         return;

@@ -1,4 +1,5 @@
-//! An authority no sidecar vouches for: compare GTID sets before issuing it (issue 10 case 7).
+//! An authority no sidecar vouches for: compare GTID sets before issuing it
+//! (docs/design/history.md#issue-10-case-7).
 //!
 //! Normally the sidecars are the proof of who holds the authority: they cache it, and a newer
 //! one than memory knows is adopted (`adopt_newer_authority`). Two situations have no such
@@ -261,9 +262,10 @@ pub(super) fn settle(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
                 issue(context, memory, plan);
             } else {
                 // An authority that moves to another site is a promotion like any other
-                // (bloodraven.md: the cooldown "starts at every promotion"; the harness
-                // explains every active-site change by a failover): cooldown, lastFailover
-                // (kind emergency: nobody asked for it), leases revoked, `Promoted`.
+                // (docs/design/operator.md#cooldown: "Every promotion starts a
+                // `failoverCooldown`"; the harness explains every active-site change by a
+                // failover): cooldown, lastFailover (kind emergency: nobody asked for it),
+                // leases revoked, `Promoted`.
                 issue_promotion(context, memory, plan, &to, FailoverKind::Emergency, &from);
             }
             let whose = if bootstrap {
@@ -295,7 +297,7 @@ pub(super) fn settle(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
 }
 
 /// A new generation for memory's active site: every deploy lease is revoked
-/// (`TopologyChanged`, seed 003).
+/// (`TopologyChanged`, docs/design/requirements.md R003.20).
 fn issue(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     memory.advance_generation();
     memory.authority_issued_at = Some(context.now);

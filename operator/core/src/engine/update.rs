@@ -1,6 +1,6 @@
-//! Ordered update (bloodraven.md "Ordered update and restore-in-place", seed 003's table): a
-//! change of `spec.image` moves every site to the new image, one site at a time, without a
-//! lost write.
+//! Ordered update (docs/design/operator.md#ordered-update-and-restore-in-place;
+//! docs/design/requirements.md R003.17-R003.18): a change of `spec.image` moves every site to
+//! the new image, one site at a time, without a lost write.
 //!
 //! # Order
 //!
@@ -8,7 +8,8 @@
 //!    ([`Action::RollSite`]: the StatefulSet template's image is set, then the pod deleted with
 //!    a grace period so mysqld shuts down cleanly) and the update waits until it is healthy
 //!    again before it touches the next one: reachable, replicating directly from the active
-//!    site and converged, and for a read-only site all five conjuncts of seed 000.
+//!    site and converged, and for a read-only site all five conjuncts of
+//!    docs/design/requirements.md R000.7.
 //! 2. **A planned failover** away from the active site to a read-write replica that already
 //!    runs the new image, through the planned-failover path itself (`engine::planned`:
 //!    Draining fences the old primary, the target is promoted only once it holds every one of

@@ -1,5 +1,5 @@
 //! The sidecar write-lease rule as a pure state machine, shared by the real sidecar and the
-//! simulator (bloodraven.md "Authority, sidecars and fencing").
+//! simulator (docs/design/operator.md#authority-sidecars-and-fencing).
 //!
 //! Time is an input: every function takes `now` as a [`MonotonicMillis`] read from the
 //! sidecar's own monotonic clock (the real sidecar reads `tokio::time::Instant`, the simulator

@@ -599,9 +599,10 @@ mod tests {
         assert!(pdx.begin_round(MonotonicMillis(2000)).is_some());
     }
 
-    /// Issue 10 case 7: a read-only mysqld is unfenced only with more than the fence lead plus
-    /// the unfence's bound (1.5 s + 0.75 s of the 6 s lease) left, although the lease counts
-    /// for writability down to the fence lead; a writable one is left writable until the lead.
+    /// docs/design/history.md#issue-10-case-7: a read-only mysqld is unfenced only with more
+    /// than the fence lead plus the unfence's bound (1.5 s + 0.75 s of the 6 s lease) left,
+    /// although the lease counts for writability down to the fence lead; a writable one is left
+    /// writable until the lead.
     #[test]
     fn unfence_needs_the_fence_lead_plus_the_unfence_bound_of_lease_left() {
         let (mut iad, mut pdx, mut reader) = (sidecar("iad"), sidecar("pdx"), sidecar("reader"));

@@ -1,5 +1,6 @@
-//! Core scenarios of issue 10 cases 4 and 7: the evidence the operator acts on is what the
-//! sidecars run with and report, not today's spec or its own (possibly reverted) memory.
+//! Core scenarios of docs/design/history.md#issue-10-case-4 and #issue-10-case-7: the evidence
+//! the operator acts on is what the sidecars run with and report, not today's spec or its own
+//! (possibly reverted) memory.
 //!
 //! - case 4: the lease wait waits out the longest lease a sidecar grants and counts a majority
 //!   of every site set in play;

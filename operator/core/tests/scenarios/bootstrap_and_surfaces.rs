@@ -1,4 +1,5 @@
-//! Core scenarios: bootstrap, labels, Services and the DNSEndpoint (seed 000).
+//! Core scenarios: bootstrap, labels, Services and the DNSEndpoint (docs/design/requirements.md
+//! R000.1-R000.13).
 
 use crate::support::{labels_of, World};
 use bloodraven_api::names;
@@ -6,7 +7,9 @@ use bloodraven_core::engine::{Action, DnsReading, EventReason, PodRole, ServiceK
 
 #[test]
 fn bootstrap_issues_generation_1_and_iad_becomes_primary() {
-    // Seed 003: bootstrap completion is an authoritative change (topologyGeneration 0 -> 1); bloodraven.md: role=primary only on the active site while authority is valid.
+    // docs/design/requirements.md R003.19: bootstrap completion is an authoritative change
+    // (topologyGeneration 0 -> 1); docs/design/operator.md#per-site-health-and-labels:
+    // role=primary only on the active site while authority is valid.
     let world = World::bootstrapped();
     assert_eq!(world.memory.topology_generation, 1);
     assert_eq!(world.memory.active_site, "iad");
@@ -174,7 +177,9 @@ fn seed_000_invalid_authority_sheds_every_endpoint_no_primary_no_healthy_reader(
 
 #[test]
 fn an_invalid_spec_decides_nothing_but_a_spec_invalid_event() {
-    // Issue 2 item 4 / STYLE 4: an unusable spec is a typed operating error, never a guess at authority.
+    // docs/design/history.md#issue-2 /
+    // docs/design/style.md#4-assertions-for-invariants-result-for-the-world: an unusable spec
+    // is a typed operating error, never a guess at authority.
     let mut world = World::playground();
     world.spec.initial_active_site = "reader".to_string();
     let decision = world.poll();

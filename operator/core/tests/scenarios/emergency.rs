@@ -1,5 +1,6 @@
 //! Core scenarios: failure detection, emergency failover with the lease wait, returning
-//! primary, primary reassertion, cooldown (seeds 000, 001, 003; bloodraven.md).
+//! primary, primary reassertion, cooldown (docs/design/requirements.md R000, R001, R003;
+//! docs/design/operator.md).
 
 use crate::support::{labels_of, position, World};
 use bloodraven_api::sidecar::PromoteDrain;
@@ -21,7 +22,8 @@ fn promoted_at(world: &World) -> Option<bloodraven_core::time::Timestamp> {
 
 #[test]
 fn detection_needs_failure_threshold_consecutive_failed_polls() {
-    // Seed 001 / bloodraven.md: a site failing failureThreshold (3) consecutive polls is failed.
+    // docs/design/requirements.md R001.9 / docs/design/operator.md#per-site-health-and-labels:
+    // a site failing failureThreshold (3) consecutive polls is failed.
     let mut world = World::bootstrapped();
     world.kill("pdx");
     world.run_polls(2);
@@ -63,7 +65,8 @@ fn detection_floor_is_poll_interval_times_threshold_even_with_faster_polls() {
 fn polls_landing_a_little_early_still_detect_at_the_threshold_th_failed_poll() {
     // A fixed-rate poller's readings jitter by milliseconds: failed polls 1.999 s apart span
     // 3.998 s + one interval, a hair under the 6 s floor. Detection must still land at the
-    // third failed poll (seed 001: 2 s x 3 = 6 s), not a whole poll later (it did: 8 s, s020).
+    // third failed poll (docs/design/requirements.md R001.9: 2 s x 3 = 6 s), not a whole poll
+    // later (it did: 8 s, s020).
     let detection = pdx_detection_per_poll(3, Duration::from_millis(1_999));
     assert_eq!(
         detection,
@@ -73,7 +76,8 @@ fn polls_landing_a_little_early_still_detect_at_the_threshold_th_failed_poll() {
 
 #[test]
 fn a_recovered_poll_resets_the_failure_count() {
-    // bloodraven.md: failures must be consecutive; one answered poll resets consecutiveFailures.
+    // docs/design/operator.md#per-site-health-and-labels: failures must be consecutive; one
+    // answered poll resets consecutiveFailures.
     let mut world = World::bootstrapped();
     world.site_mut("pdx").operator_cut = true;
     world.run_polls(2);
@@ -85,7 +89,9 @@ fn a_recovered_poll_resets_the_failure_count() {
 
 #[test]
 fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
-    // bloodraven.md "Emergency failover" + seed 003: detection floor, lease wait, topologyGeneration += 1, every lease revoked (TopologyChanged), lastFailover as a lower bound.
+    // docs/design/operator.md#emergency-failover + docs/design/requirements.md R003.20:
+    // detection floor, lease wait, topologyGeneration += 1, every lease revoked
+    // (TopologyChanged), lastFailover as a lower bound.
     let mut world = World::bootstrapped();
     for _ in 0..5 {
         assert!(world.write("iad"));
@@ -128,8 +134,9 @@ fn emergency_failover_promotes_pdx_after_detection_and_lease_wait() {
 
 #[test]
 fn emergency_promote_drains_everything_the_candidate_received() {
-    // Issue 8 / seed 001 (the RPO is what had replicated): the emergency candidate is told to
-    // apply everything it received before detaching, never to discard its relay log.
+    // docs/design/history.md#issue-8 / docs/design/requirements.md R001.8 (the RPO is what had
+    // replicated): the emergency candidate is told to apply everything it received before
+    // detaching, never to discard its relay log.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls_until_active("pdx", 20);
@@ -151,7 +158,8 @@ fn emergency_promote_drains_everything_the_candidate_received() {
 
 #[test]
 fn emergency_failover_taints_old_primary_node_before_any_cross_site_action() {
-    // Seed 000 "The taint": a pure function of a per-site transition, applied earlier in the same poll than any cross-site action.
+    // docs/design/requirements.md R000.17-R000.18: a pure function of a per-site transition,
+    // applied earlier in the same poll than any cross-site action.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(3);
@@ -239,7 +247,8 @@ fn promotion_waits_for_a_majority_of_peers_last_grant_older_than_lease_plus_marg
 
 #[test]
 fn unsafe_skip_lease_wait_promotes_early_and_split_brain_becomes_visible() {
-    // bloodraven.md: "never promotes while the old active site might still be writable" -- the test-only switch proves the wait is what prevents split brain.
+    // docs/design/operator.md#authority-sidecars-and-fencing: "Never promote while the old site
+    // could still write" -- the test-only switch proves the wait is what prevents split brain.
     let mut world = World::bootstrapped();
     world.options.unsafe_skip_lease_wait = true;
     world.site_mut("iad").operator_cut = true;
@@ -273,7 +282,8 @@ fn old_sidecar_confirming_read_only_ends_the_wait_early() {
 
 #[test]
 fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exact() {
-    // bloodraven.md "Returning primary": kept role=fenced, errant set reported; lostTransactions made exact once the old primary is readable.
+    // docs/design/operator.md#returning-primary: kept role=fenced, errant set reported;
+    // lostTransactions made exact once the old primary is readable.
     let mut world = World::bootstrapped();
     // iad commits 3 transactions pdx never receives, then dies.
     world.site_mut("pdx").peer_cut = true;
@@ -343,7 +353,8 @@ fn returning_primary_with_errant_transactions_stays_fenced_and_lost_becomes_exac
 
 #[test]
 fn returning_primary_without_errant_transactions_rejoins_as_replica_and_is_untainted() {
-    // bloodraven.md "Returning primary": rejoins as a replica only with no errant transactions.
+    // docs/design/operator.md#returning-primary: rejoins as a replica only with no errant
+    // transactions.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -360,7 +371,8 @@ fn returning_primary_without_errant_transactions_rejoins_as_replica_and_is_untai
 
 #[test]
 fn primary_reassertion_after_mysqld_restart_without_failover() {
-    // bloodraven.md "Primary reassertion": authority re-issued, writable again without a failover.
+    // docs/design/operator.md#primary-reassertion: authority re-issued, writable again without
+    // a failover.
     let mut world = World::bootstrapped();
     world.poll();
     // mysqld restarts between polls and comes back read-only; the sidecar keeps its cache.
@@ -381,7 +393,8 @@ fn primary_reassertion_after_mysqld_restart_without_failover() {
 
 #[test]
 fn cooldown_gates_emergency_failover() {
-    // Seed 001 / bloodraven.md: the anti-flap cooldown gates emergency failover too.
+    // docs/design/requirements.md R001.10 / docs/design/operator.md#cooldown: the anti-flap
+    // cooldown gates emergency failover too.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -407,7 +420,8 @@ fn cooldown_gates_emergency_failover() {
 
 #[test]
 fn cooldown_in_force_when_only_one_copy_survives() {
-    // Seed 001: the cooldown is persisted twice (status and annotation); either copy alone keeps it in force.
+    // docs/design/requirements.md R001.10: the cooldown is persisted twice (status and
+    // annotation); either copy alone keeps it in force.
     for lose_status in [true, false] {
         let mut world = World::bootstrapped();
         world.kill("iad");
@@ -486,7 +500,8 @@ fn seed_003_revoke_annotation_revokes_every_lease_with_operator_revoked() {
 
 #[test]
 fn cooldown_starts_at_promotion_in_both_copies() {
-    // Seed 001: the cooldown starts at every promotion and is persisted in status and the cooldown-until annotation.
+    // docs/design/requirements.md R001.10: the cooldown starts at every promotion and is
+    // persisted in status and the cooldown-until annotation.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -498,7 +513,8 @@ fn cooldown_starts_at_promotion_in_both_copies() {
 
 #[test]
 fn status_write_lost_after_promotion_is_recovered_from_the_sidecars() {
-    // Seed 001: "an error from a mutation is an unknown: re-read" -- a lost status write is re-read from the sidecars.
+    // docs/design/requirements.md R001.15: an error from a mutation is an unknown, re-read -- a
+    // lost status write is re-read from the sidecars.
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -564,9 +580,10 @@ fn old_primary_returning_while_no_candidate_remains_gets_the_authority_back() {
 
 #[test]
 fn seed_001_cooldown_copy_lost_alone_is_rewritten_from_the_surviving_one() {
-    // Seed 001: the cooldown is persisted twice, "so losing it across a restart takes both
-    // paths rejecting writes at once". A copy lost on its own is healed while the cooldown
-    // runs, so two separate losses never add up to CooldownViolated(restart+stateLost).
+    // docs/design/requirements.md R001.10: the cooldown is persisted twice, so only when both
+    // writes are lost across a restart can a restarted operator promote early. A copy lost on
+    // its own is healed while the cooldown runs, so two separate losses never add up to
+    // CooldownViolated(restart+stateLost).
     let mut world = World::bootstrapped();
     world.kill("iad");
     world.run_polls(10);
@@ -594,10 +611,11 @@ fn seed_001_cooldown_copy_lost_alone_is_rewritten_from_the_surviving_one() {
 
 #[test]
 fn transactions_only_a_direct_replica_received_are_fetched_not_lost() {
-    // bloodraven.md: lostTransactions is what the new primary lacks of the old one's history.
-    // Transactions the reader received from iad after pdx stopped receiving are known to
-    // exist: pdx fetches them from the reader before it is promoted (it used to be promoted
-    // without them: 3 lost, and the reader left with 3 errant transactions).
+    // docs/design/operator.md#emergency-failover: lostTransactions is what the new primary
+    // lacks of the old one's history. Transactions the reader received from iad after pdx
+    // stopped receiving are known to exist: pdx fetches them from the reader before it is
+    // promoted (it used to be promoted without them: 3 lost, and the reader left with 3 errant
+    // transactions).
     let mut world = World::bootstrapped();
     world.site_mut("pdx").peer_cut = true;
     world.poll();
@@ -687,9 +705,10 @@ fn bloodraven_md_status_conditions_follow_an_emergency_failover() {
 
 #[test]
 fn a_promoted_site_dying_before_it_is_confirmed_writable_is_failed_over_after_the_cooldown() {
-    // bloodraven.md: emergency failover for a failed active site; the cooldown gates it. A
-    // new active site that dies in the poll after its promotion (never confirmed writable)
-    // must not leave the engine waiting for a confirmation that cannot come.
+    // docs/design/operator.md#emergency-failover: emergency failover for a failed active site;
+    // the cooldown gates it. A new active site that dies in the poll after its promotion (never
+    // confirmed writable) must not leave the engine waiting for a confirmation that cannot
+    // come.
     let mut spec = crate::support::playground_spec();
     spec.sites.insert(
         2,
@@ -736,9 +755,10 @@ fn a_promoted_site_dying_before_it_is_confirmed_writable_is_failed_over_after_th
 
 #[test]
 fn an_active_site_edited_to_read_only_loses_the_authority_through_the_lease_wait() {
-    // bloodraven.md / seed 000: a read-only site is never writable. A spec edit that makes the
-    // active site read-only moves the authority to a read-write site the safe way (move
-    // notice, lease wait), and the now read-only site's node is never tainted.
+    // docs/design/operator.md#emergency-failover / docs/design/requirements.md R000.17: a
+    // read-only site is never writable. A spec edit that makes the active site read-only moves
+    // the authority to a read-write site the safe way (move notice, lease wait), and the now
+    // read-only site's node is never tainted.
     let mut world = World::bootstrapped();
     world.spec.sites[0].role = bloodraven_api::SiteRole::ReadOnly;
     // validate(): the initial active site must stay read-write.
@@ -752,8 +772,9 @@ fn an_active_site_edited_to_read_only_loses_the_authority_through_the_lease_wait
 
 #[test]
 fn polls_follow_up_while_a_failover_is_in_flight_and_the_outage_shrinks() {
-    // bloodraven.md: "write outage ~ detection floor + margin + promotion". At the spec's
-    // rhythm each phase after detection (fence, promote, confirm) waits a whole interval.
+    // docs/design/operator.md#authority-sidecars-and-fencing: "write outage ~ detection floor +
+    // margin + promotion". At the spec's rhythm each phase after detection (fence, promote,
+    // confirm) waits a whole interval.
     use bloodraven_core::engine::{next_poll_in, AuthorityValidity, FOLLOW_UP_WINDOW};
     let mut world = World::bootstrapped();
     let interval = world.spec.poll_interval.get();
@@ -891,9 +912,10 @@ fn a_first_failed_read_that_took_its_timeout_does_not_delay_detection() {
 
 #[test]
 fn primary_reassertion_is_seen_by_an_operator_that_restarted_during_the_outage() {
-    // Seed 001 / scenario 012: the active site's mysqld restarts while the operator is away;
-    // the operator that comes back (memory from status) still tells a restart from the run
-    // it last saw, and reasserts with the event (it never did: the start was not persisted).
+    // docs/design/requirements.md R001.5 / scenario 012: the active site's mysqld restarts
+    // while the operator is away; the operator that comes back (memory from status) still tells
+    // a restart from the run it last saw, and reasserts with the event (it never did: the start
+    // was not persisted).
     let mut world = World::bootstrapped();
     world.poll();
     let status = world.memory.to_status();
@@ -960,8 +982,8 @@ fn candidate_behind_the_reader_catches_up_from_it_before_it_is_promoted() {
     assert!(world.split_brain_at.is_empty());
 }
 
-/// iad's mysqld freezes writable and its sidecar dies at the same moment (issue 10, the
-/// agentless primary): nothing in the pod can fence it.
+/// iad's mysqld freezes writable and its sidecar dies at the same moment
+/// (docs/design/history.md#issue-10-the-agentless-primary): nothing in the pod can fence it.
 fn agentless_freeze(world: &mut World) {
     for _ in 0..5 {
         assert!(world.write("iad"));
@@ -1081,8 +1103,9 @@ fn a_node_that_cannot_be_read_while_the_old_pod_terminates_does_not_release_the_
 
 #[test]
 fn without_the_agentless_kill_the_frozen_primary_is_split_brain() {
-    // The same double fault with the rule switched off (the rule before issue 10's kill):
-    // the lease lapses, pdx is promoted, and iad's frozen mysqld is still writable.
+    // The same double fault with the rule switched off (the rule before the agentless kill,
+    // docs/design/history.md#issue-10-the-agentless-primary): the lease lapses, pdx is
+    // promoted, and iad's frozen mysqld is still writable.
     let mut world = World::bootstrapped();
     world.options.unsafe_skip_agentless_kill = true;
     agentless_freeze(&mut world);
@@ -1108,7 +1131,8 @@ fn an_agentless_primary_on_a_node_that_is_not_ready_fails_over_on_the_lease() {
 #[test]
 fn a_partitioned_primary_whose_sidecar_is_ready_is_not_killed() {
     // The kubelet's probe is local: a partitioned sidecar is ready, alive, and fences mysqld
-    // itself within the lease. Seed 000's established connection gets 1290, not a reset.
+    // itself within the lease. The established connection of docs/design/requirements.md
+    // R000.20 gets 1290, not a reset.
     let mut world = World::bootstrapped();
     world.site_mut("iad").operator_cut = true;
     world.site_mut("iad").peer_cut = true;

@@ -1,5 +1,6 @@
 //! Core scenarios: a spec `MysqlFailoverGroupSpec::validate` refuses decides nothing and says
-//! so in the `SpecValid` condition (issue 32 item 4, docs/design/operator.md "Status").
+//! so in the `SpecValid` condition (docs/design/operator.md#mysqlfailovergroup, "An invalid
+//! spec builds nothing and says so").
 
 use crate::support::{playground_spec, World};
 use bloodraven_api::{Condition, SiteRole};

@@ -1,6 +1,6 @@
 //! The core scenario tests, one test binary (linking one per file cost time on 2 cores):
 //! `decide` driven over many polls in a small deterministic world (`support`), one module per
-//! part of bloodraven.md's rules, and properties over random fault schedules.
+//! part of the rules of docs/design/operator.md, and properties over random fault schedules.
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! Core scenarios of the harness catalogue that involve the operator itself: DNS writes
 //! denied (038), operator restarted inside the cooldown (016), primary dying while the
-//! operator is down (011) — seeds 000 and 001.
+//! operator is down (011) — docs/design/requirements.md R000 and R001.
 
 use crate::support::World;
 use bloodraven_core::engine::Action;

@@ -1,6 +1,7 @@
-//! Core scenarios: ordered update (issue 12 part 1; bloodraven.md "Ordered update and
-//! restore-in-place"; seed 003's table: "Ordered update ... wait behind the hold in the same
-//! way"; "the failover inside an ordered update" bumps topologyGeneration).
+//! Core scenarios: ordered update (docs/design/history.md#issue-12-part-1;
+//! docs/design/operator.md#ordered-update-and-restore-in-place; docs/design/requirements.md
+//! R003.17: ordered updates "wait behind the same hold in the same way"; R003.19: "the failover
+//! that is part of an ordered update" bumps topologyGeneration).
 
 use crate::support::World;
 use bloodraven_api::{DeferReason, FailoverKind, OnCooldown, OrderedUpdatePhase, RestorePhase};
@@ -211,8 +212,8 @@ fn issue_12_a_recreated_site_must_be_healthy_again_before_the_next_one_and_a_stu
 
 #[test]
 fn issue_12_the_readers_five_conjuncts_gate_the_next_step() {
-    // Seed 000: a reader lagging beyond EffectiveReadOnlyMaxLagSeconds is not healthy: the
-    // update does not move past it.
+    // docs/design/requirements.md R000.7-R000.8: a reader lagging beyond
+    // EffectiveReadOnlyMaxLagSeconds is not healthy: the update does not move past it.
     let mut world = World::bootstrapped();
     world.spec.image = NEW.to_string();
     for _ in 0..20 {

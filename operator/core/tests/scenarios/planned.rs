@@ -1,5 +1,6 @@
 //! Core scenarios: planned failover phases, admission (cooldown reject/defer, deployment
-//! hold), zero lost transactions (bloodraven.md "Planned failover"; seeds 001, 003).
+//! hold), zero lost transactions (docs/design/operator.md#planned-failover;
+//! docs/design/requirements.md R001.12, R003.16).
 
 use crate::support::{labels_of, World};
 use bloodraven_api::sidecar::PromoteDrain;
@@ -35,7 +36,8 @@ fn run_to_final(world: &mut World) {
 
 #[test]
 fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost() {
-    // bloodraven.md "Planned failover": Admitting -> Draining -> Promoting -> Completed with zero lost transactions.
+    // docs/design/operator.md#planned-failover: Admitting -> Draining -> Promoting -> Completed
+    // with zero lost transactions.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     let mut phases = Vec::new();
@@ -102,8 +104,9 @@ fn planned_failover_goes_admitting_draining_promoting_completed_with_zero_lost()
 
 #[test]
 fn planned_promote_drains_up_to_the_old_primarys_gtid_set() {
-    // bloodraven.md "Planned failover" / issue 8: the target applies everything the fenced
-    // old primary committed before it detaches (replication running: the old primary sends).
+    // docs/design/operator.md#planned-failover / docs/design/history.md#issue-8: the target
+    // applies everything the fenced old primary committed before it detaches (replication
+    // running: the old primary sends).
     let mut world = World::bootstrapped();
     for _ in 0..5 {
         assert!(world.write("iad"));
@@ -129,7 +132,8 @@ fn planned_promote_drains_up_to_the_old_primarys_gtid_set() {
 
 #[test]
 fn planned_draining_fences_old_primary_role_fenced_read_only_connections_killed() {
-    // Seed 000 "fenced pods" / bloodraven.md: Draining stamps role=fenced, read_only, connections killed.
+    // docs/design/requirements.md R000.9 / docs/design/operator.md#planned-failover: Draining
+    // stamps role=fenced, read_only, connections killed.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     world.run_polls(1);
@@ -150,7 +154,8 @@ fn planned_draining_fences_old_primary_role_fenced_read_only_connections_killed(
 
 #[test]
 fn planned_inside_cooldown_with_reject_is_rejected() {
-    // Seed 001: inside the cooldown, onCooldown: reject (default) fails the request (phase Rejected).
+    // docs/design/requirements.md R001.12: inside the cooldown, onCooldown: reject (default)
+    // fails the request (phase Rejected).
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     run_to_final(&mut world);
@@ -168,7 +173,8 @@ fn planned_inside_cooldown_with_reject_is_rejected() {
 
 #[test]
 fn planned_inside_cooldown_with_defer_waits_until_cooldown_until_then_proceeds() {
-    // Seed 001: onCooldown: defer parks the request in Deferred until cooldownUntil.
+    // docs/design/requirements.md R001.12: onCooldown: defer parks the request in Deferred
+    // until cooldownUntil.
     let mut spec = crate::support::playground_spec();
     spec.planned_failover.on_cooldown = OnCooldown::Defer;
     let mut world = World::with_spec(spec);
@@ -272,7 +278,8 @@ fn seed_003_live_hold_defers_planned_failover_with_deployment_hold_and_earliest_
 
 #[test]
 fn planned_to_a_read_only_or_unknown_or_active_site_is_rejected() {
-    // bloodraven.md: planned failover moves the authority to another read-write site only.
+    // docs/design/operator.md#planned-failover: planned failover moves the authority to another
+    // read-write site only.
     for target in ["reader", "nowhere", "iad"] {
         let mut world = World::bootstrapped();
         request(&mut world, target);
@@ -289,7 +296,8 @@ fn planned_to_a_read_only_or_unknown_or_active_site_is_rejected() {
 
 #[test]
 fn a_handled_request_whose_annotation_removal_failed_is_not_repeated() {
-    // Seed 001: a failed mutation (the annotation removal) is an unknown, re-read; never replayed as a new request.
+    // docs/design/requirements.md R001.15: a failed mutation (the annotation removal) is an
+    // unknown, re-read; never replayed as a new request.
     let mut world = World::bootstrapped();
     request(&mut world, "reader");
     world.run_polls(1);
@@ -309,7 +317,8 @@ fn a_handled_request_whose_annotation_removal_failed_is_not_repeated() {
 
 #[test]
 fn planned_draining_aborts_and_reasserts_old_site_when_target_cannot_catch_up() {
-    // bloodraven.md: zero lost transactions -- a target that cannot hold every transaction of the old primary is never promoted.
+    // docs/design/operator.md#planned-failover: zero lost transactions -- a target that cannot
+    // hold every transaction of the old primary is never promoted.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     world.run_polls(1);
@@ -332,10 +341,11 @@ fn planned_draining_aborts_and_reasserts_old_site_when_target_cannot_catch_up() 
 
 #[test]
 fn seed_003_hold_outliving_the_admission_bound_re_enters_admitting_and_revalidates() {
-    // Seed 003: "When the hold is released or lapses, the switchover re-enters Admitting,
-    // revalidates and proceeds on its own." Time spent Deferred is not time spent failing
-    // admission: a hold renewed for longer than the admission bound must not get the
-    // request rejected the first poll its target is briefly not ready.
+    // docs/design/requirements.md R003.16: "Once the hold is released or runs out, the
+    // switchover goes back to `Admitting`, is validated again, and continues without help."
+    // Time spent Deferred is not time spent failing admission: a hold renewed for longer than
+    // the admission bound must not get the request rejected the first poll its target is
+    // briefly not ready.
     let mut world = World::bootstrapped();
     let expiry = world.now + Duration::from_secs(400);
     world.hold = Some(HoldInfo {
@@ -367,7 +377,8 @@ fn seed_003_hold_outliving_the_admission_bound_re_enters_admitting_and_revalidat
 
 #[test]
 fn seed_003_released_hold_shows_admitting_before_draining() {
-    // Seed 003: the switchover re-enters Admitting when the hold lapses, then proceeds.
+    // docs/design/requirements.md R003.16: the switchover re-enters Admitting when the hold
+    // lapses, then proceeds.
     let mut world = World::bootstrapped();
     world.hold = Some(HoldInfo {
         earliest_expiry: world.now + Duration::from_secs(30),
@@ -398,8 +409,9 @@ fn seed_003_released_hold_shows_admitting_before_draining() {
 
 #[test]
 fn planned_draining_longer_than_the_detection_floor_does_not_fail_the_fenced_old_primary() {
-    // bloodraven.md: failure detection is for a site whose sidecar or MySQL fails; a primary
-    // read-only because planned failover's Draining fenced it on purpose is not failing.
+    // docs/design/operator.md#per-site-health-and-labels: failure detection is for a site whose
+    // sidecar or MySQL fails; a primary read-only because planned failover's Draining fenced it
+    // on purpose is not failing.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     world.run_polls(1);
@@ -552,10 +564,10 @@ fn planned_admission_waits_for_the_target_lag_within_max_lag_seconds() {
 
 #[test]
 fn stale_draining_planned_failover_is_dropped_not_reasserted() {
-    // Seed 001 (authority is never handed to a site that might not be the writer) and the
-    // simulator's --status-revert finding (seed 450): a planned failover restored in
-    // Draining whose `from` is no longer the active site is dropped; `from` is never
-    // re-asserted and no authority moves because of it.
+    // docs/design/requirements.md R001.4 (authority is never handed to a site that might not be
+    // the writer) and the simulator's --status-revert finding (seed 450): a planned failover
+    // restored in Draining whose `from` is no longer the active site is dropped; `from` is
+    // never re-asserted and no authority moves because of it.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     world.run_polls(1);
@@ -579,10 +591,10 @@ fn stale_draining_planned_failover_is_dropped_not_reasserted() {
 
 #[test]
 fn seed_003_a_hold_granted_after_the_read_defers_the_poll_that_would_fence() {
-    // Issue 10 case 6: the poll that enters Draining is the one the shell gates
-    // (`gated_start`); deciding that same poll again with the hold the shell's re-check found
-    // defers it with DeploymentHold and fences nothing. Over a whole run without a hold only
-    // that poll is gated, and the gate may reopen once the failover completed.
+    // docs/design/history.md#issue-10-case-6: the poll that enters Draining is the one the
+    // shell gates (`gated_start`); deciding that same poll again with the hold the shell's
+    // re-check found defers it with DeploymentHold and fences nothing. Over a whole run without
+    // a hold only that poll is gated, and the gate may reopen once the failover completed.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     let before = world.memory.clone();
@@ -640,9 +652,10 @@ fn seed_003_a_hold_granted_after_the_read_defers_the_poll_that_would_fence() {
 
 #[test]
 fn planned_failover_resumed_after_a_restart_mid_drain_lets_the_old_primary_rejoin() {
-    // Found by issue 12's restart test: a restart while Draining read the old primary
-    // (still status.activeSite, its pod role=fenced) back as Active, so after the promotion
-    // two sites were Active in memory and the old primary never rejoined as a replica.
+    // Found by the restart test of docs/design/history.md#issue-12: a restart while Draining
+    // read the old primary (still status.activeSite, its pod role=fenced) back as Active, so
+    // after the promotion two sites were Active in memory and the old primary never rejoined as
+    // a replica.
     let mut world = World::bootstrapped();
     request(&mut world, "pdx");
     world.run_polls(1);

@@ -67,9 +67,10 @@ fn heal_all(world: &mut World) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
-    /// bloodraven.md "no split brain" + seed 001 "availability returns with the operator":
-    /// whatever the faults, no two sites are ever writable at once, and after healing the
-    /// group converges to exactly one writable site under a valid authority.
+    /// docs/design/operator.md#authority-sidecars-and-fencing + docs/design/requirements.md
+    /// R001.6 (availability returns with the operator): whatever the faults, no two sites are
+    /// ever writable at once, and after healing the group converges to exactly one writable
+    /// site under a valid authority.
     #[test]
     fn no_split_brain_and_recovery_after_heal(schedule in proptest::collection::vec(fault(), POLLS_MAX)) {
         let mut world = World::bootstrapped();
@@ -96,7 +97,8 @@ proptest! {
             world.memory.planned_failover.as_ref().map(|p| p.phase));
     }
 
-    /// STYLE.md 3: decide is a pure function: the same inputs give the same decision.
+    /// docs/design/style.md#3-time-and-randomness-are-inputs: decide is a pure function: the
+    /// same inputs give the same decision.
     #[test]
     fn decide_is_deterministic(schedule in proptest::collection::vec(fault(), 12)) {
         let mut world = World::bootstrapped();

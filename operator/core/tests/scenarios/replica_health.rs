@@ -1,5 +1,5 @@
-//! Core scenarios: `healthy` of read-write replicas and of the read-only reader (seed 000's
-//! five conjuncts, EffectiveReadOnlyMaxLagSeconds).
+//! Core scenarios: `healthy` of read-write replicas and of the read-only reader (the five
+//! conjuncts of docs/design/requirements.md R000.7, EffectiveReadOnlyMaxLagSeconds of R000.8).
 
 use crate::support::{labels_of, playground_spec, World};
 use bloodraven_core::engine::PodRole;
@@ -87,7 +87,8 @@ fn seed_000_explicit_read_only_max_lag_overrides_max_lag_seconds() {
 
 #[test]
 fn read_write_replica_needs_running_replication_from_the_active_site() {
-    // bloodraven.md: healthy=yes for a read-write replica needs replication running and source converged.
+    // docs/design/operator.md#per-site-health-and-labels: healthy=yes for a read-write replica
+    // needs replication running and source converged.
     let mut world = World::bootstrapped();
     world.site_mut("pdx").seconds_behind = 1000;
     let decision = world.poll();

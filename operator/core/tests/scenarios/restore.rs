@@ -1,5 +1,7 @@
-//! Core scenarios: named backups and restore-in-place of the active site (issue 12 part 2;
-//! bloodraven.md "Ordered update and restore-in-place"; seeds 000 and 003).
+//! Core scenarios: named backups and restore-in-place of the active site
+//! (docs/design/history.md#issue-12-part-2;
+//! docs/design/operator.md#ordered-update-and-restore-in-place; docs/design/requirements.md
+//! R000.9 and R003.17).
 
 use crate::support::{labels_of, World};
 use bloodraven_api::{BackupPhase, DeferReason, RestorePhase};
@@ -489,9 +491,10 @@ fn issue_12_a_restore_request_of_another_form_fails_naming_what_is_wrong() {
     assert_eq!(status.method, bloodraven_api::RestoreMethod::Logical);
 }
 
-// Issue 12: a physical restore stops the active site's mysqld (its sidecar answers). That
-// is the restore holding the site, not a failed active site: no emergency failover however
-// long it takes, the site stays fenced, and it is re-promoted once the copy is in place.
+// docs/design/history.md#issue-12: a physical restore stops the active site's mysqld (its
+// sidecar answers). That is the restore holding the site, not a failed active site: no
+// emergency failover however long it takes, the site stays fenced, and it is re-promoted once
+// the copy is in place.
 #[test]
 fn issue_12_mysqld_down_during_a_physical_restore_is_no_reason_to_fail_over() {
     let (mut world, copy_set) = backed_up_with_a_copy();

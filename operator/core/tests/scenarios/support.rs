@@ -3,7 +3,7 @@
 //! their source's GTID set, and an API store for annotations, taints and the DNSEndpoint.
 //!
 //! It is deliberately simpler than `bloodraven-sim` (no message loss, instant replication):
-//! just enough to drive `decide` over many polls and check what a seed rule says.
+//! just enough to drive `decide` over many polls and check what a rule of docs/design says.
 
 use std::collections::{BTreeMap, BTreeSet};
 

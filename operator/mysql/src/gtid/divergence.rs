@@ -164,8 +164,8 @@ mod tests {
         set
     }
 
-    // bloodraven.md emergency failover: lostTransactions = old primary's last observed set
-    // minus the new primary's; iad (server 1) died at 105 with pdx at 100.
+    // docs/design/operator.md#emergency-failover: lostTransactions = old primary's last
+    // observed set minus the new primary's; iad (server 1) died at 105 with pdx at 100.
     #[test]
     fn emergency_failover_loses_the_unreplicated_tail() {
         let lost = lost_transactions(&mariadb("0-1-105"), &mariadb("0-1-100"));
@@ -173,8 +173,9 @@ mod tests {
         assert_eq!(lost.count(), 5);
     }
 
-    // bloodraven.md: lostTransactions is made exact once the old primary's data is readable
-    // again, by which time the new primary (server 2) wrote 101..=103 of its own.
+    // docs/design/operator.md#emergency-failover: lostTransactions is made exact once the old
+    // primary's data is readable again, by which time the new primary (server 2) wrote
+    // 101..=103 of its own.
     #[test]
     fn lost_transactions_stay_exact_after_the_new_primary_diverged() {
         let old_primary = mariadb("0-1-105");
@@ -184,7 +185,7 @@ mod tests {
             "0-1-101..105"
         );
         // The returning primary's errant set is the same five transactions; it must not
-        // rejoin as a replica (bloodraven.md "Returning primary").
+        // rejoin as a replica (docs/design/operator.md#returning-primary).
         assert_eq!(errant_transactions(&old_primary, &new_primary).count(), 5);
         // Neither set contains the other: they diverged at 101.
         assert!(!new_primary.contains(&old_primary));

@@ -1,8 +1,8 @@
 //! The live MySQL client (feature `live`): mysql_async over the statements of [`crate::Dialect`].
 //!
-//! Every mutation re-reads the server afterwards and reports what it found (seed 001: an error
-//! or a timeout from a mutation is an unknown, never "did not happen"): see
-//! [`MutationOutcome`].
+//! Every mutation re-reads the server afterwards and reports what it found
+//! (docs/design/requirements.md R001.15: an error or a timeout from a mutation is an unknown,
+//! never "did not happen"): see [`MutationOutcome`].
 
 mod client;
 mod deadline;

@@ -1,4 +1,5 @@
-//! Mutations, each followed by a re-read: an error or a timeout is an unknown (seed 001).
+//! Mutations, each followed by a re-read: an error or a timeout is an unknown
+//! (docs/design/requirements.md R001.15).
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! Real MariaDB servers in temporary directories on loopback addresses, for tests of the live
-//! client, the sidecar and the counter app (STYLE.md rule 7: tests against real MariaDB).
+//! client, the sidecar and the counter app (docs/design/style.md#test-tiers: tests against real
+//! MariaDB).
 //!
 //! Each [`MariaDbServer`] is one `mariadbd` process with binary logging and GTIDs
 //! (`log_bin`, `log_slave_updates`), started read-only like every Bloodraven mysqld, listening

@@ -1,4 +1,4 @@
-//! Application users never get privileges that bypass read_only (ARCHITECTURE.md "MySQL":
+//! Application users never get privileges that bypass read_only (docs/design/architecture.md#mysql:
 //! no global ALL, no SUPER, no READ_ONLY ADMIN; otherwise fencing is a lie).
 
 use bloodraven_mysql::grants::{

@@ -174,7 +174,8 @@ async fn seed_001_timed_out_set_global_is_reread_not_assumed_failed() {
         outcome.error
     );
     // The client timed out, the server applied it, and the outcome reports what the re-read
-    // found: applied. Treating the error as "did not happen" is the bug seed 001 describes.
+    // found: applied. Treating the error as "did not happen" is the bug
+    // docs/design/requirements.md R001.15 describes.
     assert_eq!(outcome.applied, Observed::Known(true));
     assert!(admin.observe().await.expect("observe").read_only.fenced);
 }

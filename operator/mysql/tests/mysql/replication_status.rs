@@ -75,8 +75,9 @@ fn set(flavor: Flavor, text: &str) -> Option<GtidSet> {
     Some(GtidSet::parse(flavor, text).unwrap_or_else(|e| panic!("{text}: {e}")))
 }
 
-// Seed 000 reader conjuncts read from this row: replicating, secondsBehindSource non-nil,
-// source host canonically equal to the active site's internal Service.
+// The reader conjuncts of docs/design/requirements.md R000.7 read from this row: replicating,
+// secondsBehindSource non-nil, source host canonically equal to the active site's internal
+// Service.
 #[test]
 fn mariadb_all_slaves_status_running_replica() {
     let status = status(Flavor::MariaDb, "mariadb-10.11-all-slaves-running.txt");
@@ -98,7 +99,7 @@ fn mariadb_all_slaves_status_running_replica() {
     ));
 }
 
-// Seed 000: secondsBehindSource must be non-nil; NULL is not zero.
+// docs/design/requirements.md R000.7: secondsBehindSource must be non-nil; NULL is not zero.
 #[test]
 fn mariadb_slave_status_connecting_has_no_lag_and_an_io_error() {
     let status = status(Flavor::MariaDb, "mariadb-10.11-slave-io-connecting.txt");
@@ -206,7 +207,8 @@ fn mysql_replica_status_running_with_multi_line_executed_set() {
     ));
 }
 
-// Seed 000: a source host that is not the active site's Service fails the conjunct.
+// docs/design/requirements.md R000.7: a source host that is not the active site's Service fails
+// the conjunct.
 #[test]
 fn mysql_replica_io_error_with_timestamp_and_wrong_host() {
     let status = status(Flavor::MySql, "mysql-8.4-replica-io-error.txt");
@@ -280,8 +282,8 @@ fn recorded_mariadb_running_replica() {
 }
 
 // Recorded MariaDB 10.11.19: the old primary repointed to the new one after both wrote
-// (bloodraven.md "Returning primary": it must not rejoin). MariaDB refuses with 1236 and the
-// IO thread stops; the row says so.
+// (docs/design/operator.md#returning-primary: it must not rejoin). MariaDB refuses with 1236
+// and the IO thread stops; the row says so.
 #[test]
 fn recorded_mariadb_diverged_old_primary_reports_error_1236() {
     let status = status(Flavor::MariaDb, "mariadb-10.11.19-recorded-diverged.txt");
@@ -313,7 +315,7 @@ fn recorded_in(file: &str, name: &str) -> GtidSet {
     GtidSet::parse(Flavor::MariaDb, value).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-// bloodraven.md emergency failover (lostTransactions, exact once the old primary is
+// docs/design/operator.md#emergency-failover (lostTransactions, exact once the old primary is
 // readable) and returning primary (errant set), on recorded MariaDB 10.11.19 values: the
 // gtid_binlog_state the Dialect reads gives the exact five transactions; the one-position
 // variables cannot tell.
@@ -348,7 +350,7 @@ fn recorded_mariadb_failover_lost_and_errant_sets() {
     }
 }
 
-// bloodraven.md planned failover: zero lost transactions; the old primary rejoins as a
+// docs/design/operator.md#planned-failover: zero lost transactions; the old primary rejoins as a
 // replica of the new one (recorded MariaDB 10.11.19, repoint without re-applying its own
 // transactions).
 #[test]

@@ -1,5 +1,6 @@
-//! Backup, restore in place and re-seed against real MariaDB (issue 12 part 2): three
-//! `mariadbd` with GTID replication and three in-process sidecars, as in `live_sidecar`.
+//! Backup, restore in place and re-seed against real MariaDB
+//! (docs/design/history.md#issue-12-part-2): three `mariadbd` with GTID replication and three
+//! in-process sidecars, as in `live_sidecar`.
 
 use std::time::Duration;
 
@@ -356,9 +357,10 @@ fn datadir_leftovers(playground: &Playground) -> Vec<String> {
         .collect()
 }
 
-// Issue 12: restore in place from the mariadb-backup copy. mysqld is stopped (its gate holds
-// it down while the data directory is replaced), comes back read-only under the fence, and
-// holds exactly the backup's rows and GTID set; what was written after the backup is gone.
+// docs/design/history.md#issue-12: restore in place from the mariadb-backup copy. mysqld is
+// stopped (its gate holds it down while the data directory is replaced), comes back read-only
+// under the fence, and holds exactly the backup's rows and GTID set; what was written after the
+// backup is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_physical_restore_replaces_the_data_directory_with_the_copy_and_its_gtid_set() {
     let root = backup_root("physical");
@@ -424,10 +426,10 @@ async fn a_physical_restore_replaces_the_data_directory_with_the_copy_and_its_gt
     assert_eq!(ids(&playground, 0).await, ["1", "2", "3", "6"]);
 }
 
-// Issue 12: a physical restore cut off half-way (its sidecar died while the old directory was
-// being put aside) never lets mysqld start on the half-replaced directory: the journal holds
-// it down until the restarted sidecar has rolled the directory back, and the job is recorded
-// as failed.
+// docs/design/history.md#issue-12: a physical restore cut off half-way (its sidecar died while
+// the old directory was being put aside) never lets mysqld start on the half-replaced
+// directory: the journal holds it down until the restarted sidecar has rolled the directory
+// back, and the job is recorded as failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_physical_restore_cut_off_half_way_rolls_back_before_mysqld_starts() {
     let root = backup_root("cut-off");

@@ -34,8 +34,8 @@ fn invalid_configuration_exits_with_code_2() {
     assert!(stderr.contains("a third of the lease"), "{stderr}");
 }
 
-/// Issue 10 case 8: a sidecar without request-signature keys does not start (exit 2, naming
-/// the flags) unless told `--insecure-allow-unauthenticated`.
+/// docs/design/history.md#issue-10-case-8: a sidecar without request-signature keys does not
+/// start (exit 2, naming the flags) unless told `--insecure-allow-unauthenticated`.
 #[test]
 fn without_keys_the_sidecar_refuses_to_start() {
     let mut child = Command::new(BINARY)

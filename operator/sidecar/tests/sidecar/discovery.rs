@@ -1,5 +1,5 @@
 //! Peer discovery against an in-process hickory-server on an ephemeral loopback port
-//! (seed 004's test design: never real DNS).
+//! (the test design of docs/design/requirements.md R004.4: never real DNS).
 
 use std::net::{Ipv4Addr, SocketAddr};
 

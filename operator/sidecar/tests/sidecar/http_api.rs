@@ -1,6 +1,6 @@
 //! The sidecar's HTTP API with mysqld unreachable: the lease rule keeps answering, status
 //! reports the unknown, and nothing waits on the dead server longer than its timeouts; only
-//! signed requests change anything (issue 10 case 8).
+//! signed requests change anything (docs/design/history.md#issue-10-case-8).
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -327,10 +327,11 @@ async fn a_repoint_of_the_active_site_is_refused() {
     sidecar.stop().await.expect("stops");
 }
 
-/// Issue 10 case 8: an unsigned authority push at a higher generation is answered 401 with a
-/// body naming what is missing and changes nothing; neither does one signed by the peer key,
-/// by another operator key, with a tampered body, a stale timestamp, or replayed. A signed
-/// one is accepted. Reads stay open; an unsigned lease request is refused too.
+/// docs/design/history.md#issue-10-case-8: an unsigned authority push at a higher generation is
+/// answered 401 with a body naming what is missing and changes nothing; neither does one signed
+/// by the peer key, by another operator key, with a tampered body, a stale timestamp, or
+/// replayed. A signed one is accepted. Reads stay open; an unsigned lease request is refused
+/// too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_8_only_the_operator_may_push_authority() {
     use bloodraven_api::auth::{OperatorKey, SignedRequest, HEADER_SIGNATURE};

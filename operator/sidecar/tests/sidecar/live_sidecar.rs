@@ -296,11 +296,12 @@ async fn applied(playground: &Playground, index: usize) -> GtidSet {
     GtidSet::parse(Flavor::MariaDb, &snapshot.gtid_executed).expect("gtid set")
 }
 
-/// Issue 8 / seed 001 (the RPO is what had replicated): an emergency promotion applies what
-/// the candidate received but had not applied yet before it detaches. pdx's applier is
-/// stopped while iad commits, so pdx has received iad's last transactions (its relay log)
-/// without applying them; iad then dies. `Received` stops receiving, applies the relay log
-/// and detaches: nothing pdx had received is lost (detaching at once would discard it).
+/// docs/design/history.md#issue-8 / docs/design/requirements.md R001.8 (the RPO is what had
+/// replicated): an emergency promotion applies what the candidate received but had not applied
+/// yet before it detaches. pdx's applier is stopped while iad commits, so pdx has received
+/// iad's last transactions (its relay log) without applying them; iad then dies. `Received`
+/// stops receiving, applies the relay log and detaches: nothing pdx had received is lost
+/// (detaching at once would discard it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
     let mut playground = writable_playground().await;
@@ -478,10 +479,11 @@ async fn wait_schema(playground: &Playground, index: usize, database: &str) {
     }
 }
 
-/// bloodraven.md (`MysqlDatabase.spec.database`, created on the primary) / issue 8: the
-/// sidecar creates a schema only as the writable active site; a replica, a fenced primary and
-/// a bad name are refused before any write, a statement error is re-read and reported, and
-/// replication carries the schema to the other sites.
+/// docs/design/operator.md#mysqldatabase (`MysqlDatabase.spec.database`, created on the
+/// primary) / docs/design/history.md#issue-8: the sidecar creates a schema only as the writable
+/// active site; a replica, a fenced primary and a bad name are refused before any write, a
+/// statement error is re-read and reported, and replication carries the schema to the other
+/// sites.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensure_database_creates_the_schema_only_on_the_writable_active_site() {
     use reqwest::StatusCode;
@@ -577,10 +579,10 @@ async fn ensure_database_creates_the_schema_only_on_the_writable_active_site() {
         .contains(&"after_fence".to_owned()));
 }
 
-/// Issue 10 case 3: a frozen mysqld cannot be fenced, and when it thaws it resumes writable
-/// and answers the connections it held. The watchdog kills it when the lease runs out (here:
-/// cut off from both peers, so no renewal), before any operator could promote elsewhere, so
-/// the write a client sent into the freeze is never acknowledged.
+/// docs/design/history.md#issue-10-case-3: a frozen mysqld cannot be fenced, and when it thaws
+/// it resumes writable and answers the connections it held. The watchdog kills it when the
+/// lease runs out (here: cut off from both peers, so no renewal), before any operator could
+/// promote elsewhere, so the write a client sent into the freeze is never acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_frozen_primary_is_killed_when_its_lease_runs_out_and_never_acknowledges_a_held_write(
 ) {
@@ -645,11 +647,11 @@ async fn watchdog_frozen_primary_is_killed_when_its_lease_runs_out_and_never_ack
     assert!(playground.read_only(0).await);
 }
 
-/// Issue 10, case 2: the primary's sidecar killed and kept down. Nobody is left to fence
-/// mysqld, so mysqld fences itself: its write deadline (a dead man's switch the sidecar kept
-/// ahead of the lease) passes before the lease the peers granted could run out, and both a
-/// connection held from before and a new one get ERROR 1290. Without the switch mysqld stays
-/// writable for ever.
+/// docs/design/history.md#issue-10-case-2: the primary's sidecar killed and kept down. Nobody
+/// is left to fence mysqld, so mysqld fences itself: its write deadline (a dead man's switch
+/// the sidecar kept ahead of the lease) passes before the lease the peers granted could run
+/// out, and both a connection held from before and a new one get ERROR 1290. Without the switch
+/// mysqld stays writable for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_sidecar_primary_mysqld_fences_itself_at_its_write_deadline_before_the_lease_ends() {
     let mut playground = writable_playground().await;
@@ -734,12 +736,12 @@ async fn write_deadline_is_armed_on_the_primary_only_and_never_reaches_the_binlo
     }
 }
 
-/// Issue 10 case 7: the status endpoint never reports a read-only it saw while an unfence was
-/// in flight. The operator skips the lease wait when the old primary's sidecar reports
-/// read-only under an authority that no longer names it; a status read between the enforcer's
-/// decision to unfence (under the old authority) and the `SET` would be exactly that report,
-/// just before mysqld turns writable. The unfence is held in flight here by a table lock on
-/// the write deadline, which the enforcer arms before it clears read_only.
+/// docs/design/history.md#issue-10-case-7: the status endpoint never reports a read-only it saw
+/// while an unfence was in flight. The operator skips the lease wait when the old primary's
+/// sidecar reports read-only under an authority that no longer names it; a status read between
+/// the enforcer's decision to unfence (under the old authority) and the `SET` would be exactly
+/// that report, just before mysqld turns writable. The unfence is held in flight here by a
+/// table lock on the write deadline, which the enforcer arms before it clears read_only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_never_reports_read_only_while_an_unfence_is_in_flight() {
     // A long lease: the deadline arm's bound (the fence bound, at most the 2 s statement

@@ -1,6 +1,6 @@
-//! Scenario tests of the fencing mechanisms (operator README "Fencing", issue 10): a world with
-//! no scheduled faults, one fault injected by hand, and the world stepped to see what fences
-//! the old primary and when.
+//! Scenario tests of the fencing mechanisms (operator/controller/README.md#fencing,
+//! docs/design/history.md#issue-10): a world with no scheduled faults, one fault injected by
+//! hand, and the world stepped to see what fences the old primary and when.
 //!
 //! Each test fails if its mechanism is removed: without mysqld's write deadline nothing fences
 //! a primary whose sidecar crashed or hangs; without the watchdog a frozen primary is never
@@ -95,9 +95,10 @@ fn findings_text(outcome: &RunOutcome) -> String {
         .join("\n")
 }
 
-// Issue 10 case 2 (scenario 027): the active site's sidecar is killed and kept down. mysqld's
-// write deadline, armed by the sidecar to the lease left minus 1.1 s, fences it before the
-// lease the peers granted runs out, so the promotion that follows finds it read-only.
+// docs/design/history.md#issue-10-case-2 (scenario 027): the active site's sidecar is killed
+// and kept down. mysqld's write deadline, armed by the sidecar to the lease left minus 1.1 s,
+// fences it before the lease the peers granted runs out, so the promotion that follows finds it
+// read-only.
 #[test]
 fn issue_10_sidecar_crash_write_deadline_fences_mysqld_before_the_lease_ends() {
     for seed in [1, 2, 3] {
@@ -135,9 +136,9 @@ fn issue_10_sidecar_crash_write_deadline_fences_mysqld_before_the_lease_ends() {
     }
 }
 
-// Issue 10: a hung sidecar renews nothing and fences nothing; its mysqld's write deadline keeps
-// running and fences it before the lease ends. When it resumes, it is fenced at once by the
-// authority that moved while it hung.
+// docs/design/history.md#issue-10: a hung sidecar renews nothing and fences nothing; its
+// mysqld's write deadline keeps running and fences it before the lease ends. When it resumes,
+// it is fenced at once by the authority that moved while it hung.
 #[test]
 fn issue_10_sidecar_hang_stops_renewals_and_the_deadline_fences_mysqld() {
     for seed in [1, 2, 3] {
@@ -188,10 +189,10 @@ fn issue_10_sidecar_hang_stops_renewals_and_the_deadline_fences_mysqld() {
     }
 }
 
-// Issue 10 case 3 (scenarios 021, 028): the active site's mysqld is frozen while writable.
-// Its sidecar's watchdog kills it once no lease covers it (the moving notice drops the
-// lease), before the operator promotes pdx; the writes sent into the freeze die with it, and
-// the thaw finds nothing left to thaw.
+// docs/design/history.md#issue-10-case-3 (scenarios 021, 028): the active site's mysqld is
+// frozen while writable. Its sidecar's watchdog kills it once no lease covers it (the moving
+// notice drops the lease), before the operator promotes pdx; the writes sent into the freeze
+// die with it, and the thaw finds nothing left to thaw.
 #[test]
 fn issue_10_frozen_primary_is_killed_by_the_watchdog_before_the_promotion() {
     for seed in [1, 2, 3] {
@@ -230,8 +231,8 @@ fn issue_10_frozen_primary_is_killed_by_the_watchdog_before_the_promotion() {
     }
 }
 
-/// The double fault of issue 10: mysqld of iad frozen while writable, then its sidecar
-/// killed and kept down; both healed long after the promotion (70 s, 75 s).
+/// The double fault of docs/design/history.md#issue-10: mysqld of iad frozen while writable,
+/// then its sidecar killed and kept down; both healed long after the promotion (70 s, 75 s).
 fn double_fault(no_agentless_kill: bool) -> (World, Option<SimTime>) {
     let config = SimConfig {
         duration: SimTime(120_000),
@@ -270,11 +271,11 @@ fn double_fault(no_agentless_kill: bool) -> (World, Option<SimTime>) {
     (world, promoted)
 }
 
-// Issue 10, the double fault, with the operator's agentless kill switched off (the rule
-// before it): nothing in the pod can fence iad (the switch runs inside the frozen process,
-// the watchdog inside the dead one), the writes sent into the freeze commit at the thaw,
-// after pdx's first. The simulator must find it, as the harness would, and classify it by
-// its cause.
+// docs/design/history.md#issue-10, the double fault, with the operator's agentless kill
+// switched off (the rule before it): nothing in the pod can fence iad (the switch runs inside
+// the frozen process, the watchdog inside the dead one), the writes sent into the freeze commit
+// at the thaw, after pdx's first. The simulator must find it, as the harness would, and
+// classify it by its cause.
 #[test]
 fn issue_10_frozen_mysqld_without_its_agent_is_split_brain_frozen_agentless() {
     let (world, promoted) = double_fault(true);
@@ -299,10 +300,10 @@ fn issue_10_frozen_mysqld_without_its_agent_is_split_brain_frozen_agentless() {
     );
 }
 
-// Issue 10, the double fault with the operator's rule on (core `engine::agentless`): the
-// kubelet reports iad's sidecar not ready, the operator deletes the pod, the kubelet
-// SIGKILLs the frozen mysqld where it stopped, and only then is pdx promoted. The writes sent
-// into the freeze are never acknowledged; no finding.
+// docs/design/history.md#issue-10, the double fault with the operator's rule on (core
+// `engine::agentless`): the kubelet reports iad's sidecar not ready, the operator deletes the
+// pod, the kubelet SIGKILLs the frozen mysqld where it stopped, and only then is pdx promoted.
+// The writes sent into the freeze are never acknowledged; no finding.
 #[test]
 fn issue_10_the_kubelet_kills_the_frozen_agentless_primary_before_the_promotion() {
     let (world, promoted) = double_fault(false);

@@ -1,7 +1,7 @@
-//! Simulator seed tests (STYLE.md point 7, third tier): determinism, a clean seed range, the
-//! inherent cooldown finding under state loss, the fencing fault modes (sidecar crash and hang
-//! closed by mysqld's write deadline, mysqld freeze by the watchdog, every mode at once), and
-//! the deliberately broken promotion rule caught as split brain.
+//! Simulator seed tests (docs/design/style.md#test-tiers, third tier): determinism, a clean
+//! seed range, the inherent cooldown finding under state loss, the fencing fault modes (sidecar
+//! crash and hang closed by mysqld's write deadline, mysqld freeze by the watchdog, every mode
+//! at once), and the deliberately broken promotion rule caught as split brain.
 
 use bloodraven_sim::cli::{sweep, Args, SweepSummary};
 use bloodraven_sim::clock::SimTime;
@@ -41,8 +41,9 @@ fn sweep_of(flags: &[&str], seeds: std::ops::Range<u64>) -> SweepSummary {
     }
 }
 
-// STYLE.md point 3: "a failure reproduces from (seed, commit)". The same seed gives a
-// byte-identical trace; a different seed gives a different one (so the check can fail).
+// docs/design/style.md#3-time-and-randomness-are-inputs: "Given the pair (seed, commit), any
+// failure can be replayed". The same seed gives a byte-identical trace; a different seed gives
+// a different one (so the check can fail).
 #[test]
 fn style_3_same_seed_gives_byte_identical_trace() {
     let first = trace_of(7, 600);
@@ -70,9 +71,9 @@ fn sweep_summary_is_independent_of_thread_count() {
     assert_eq!(one, two);
 }
 
-// bloodraven.md "Authority, sidecars and fencing" and seed 001: with the real lease rule and
-// the real decide, a range of seeds (crashes, partitions, operator outages, ambiguous
-// mutations, planned failovers, deploy holds) has no non-inherent finding.
+// docs/design/operator.md#authority-sidecars-and-fencing and docs/design/requirements.md R001:
+// with the real lease rule and the real decide, a range of seeds (crashes, partitions, operator
+// outages, ambiguous mutations, planned failovers, deploy holds) has no non-inherent finding.
 #[test]
 fn seed_001_small_seed_range_has_no_non_inherent_finding() {
     let summary = sweep_of(&[], 0..60);
@@ -86,9 +87,9 @@ fn seed_001_small_seed_range_has_no_non_inherent_finding() {
     assert!(!summary.has_bugs(), "{}", summary.table());
 }
 
-// Seed 001: "losing it across a restart takes both paths rejecting writes at once. Then a
-// restarted operator can promote earlier than you configured. The deterministic simulator
-// names this CooldownViolated(restart+stateLost) and classifies it as an inherent finding".
+// docs/design/requirements.md R001.10: "Only when both writes are lost across a restart can a
+// restarted operator promote earlier than configured. In the deterministic simulator this case
+// is called `CooldownViolated(restart+stateLost)`; it is an inherent class of finding".
 #[test]
 fn seed_001_state_loss_shows_inherent_cooldown_violation() {
     let summary = sweep_of(&["--state-loss"], 0..80);
@@ -97,10 +98,10 @@ fn seed_001_state_loss_shows_inherent_cooldown_violation() {
     assert!(summary.classes.contains_key(&class), "{}", summary.table());
 }
 
-// bloodraven.md: "The operator never promotes while the old active site might still be
-// writable". Core's test-only switch skips that wait; the simulator must catch the result
-// within a few dozen seeds: as two sites writable at one instant, and, with clients in the
-// sites holding connections, as the harness judges split brain (acknowledged writes outside
+// docs/design/operator.md#authority-sidecars-and-fencing: "Never promote while the old site
+// could still write". Core's test-only switch skips that wait; the simulator must catch the
+// result within a few dozen seeds: as two sites writable at one instant, and, with clients in
+// the sites holding connections, as the harness judges split brain (acknowledged writes outside
 // their site's authority epoch or overlapping another site's).
 #[test]
 fn broken_promotion_rule_is_caught_as_split_brain() {
@@ -114,9 +115,9 @@ fn broken_promotion_rule_is_caught_as_split_brain() {
     assert!(!correct.has_bugs(), "{}", correct.table());
 }
 
-// Issue 10 case 2: a sidecar crashed while its mysqld was writable used to leave it writable
-// through the next promotion (SplitBrain in 63 of 300 seeds). mysqld's write deadline fences
-// it before the lease the peers granted runs out.
+// docs/design/history.md#issue-10-case-2: a sidecar crashed while its mysqld was writable used
+// to leave it writable through the next promotion (SplitBrain in 63 of 300 seeds). mysqld's
+// write deadline fences it before the lease the peers granted runs out.
 #[test]
 fn issue_10_sidecar_crash_is_closed_by_the_write_deadline() {
     let summary = sweep_of(&["--sidecar-crash", "--held-connections"], 0..30);
@@ -124,7 +125,8 @@ fn issue_10_sidecar_crash_is_closed_by_the_write_deadline() {
     assert!(!summary.has_bugs(), "{}", summary.table());
 }
 
-// Issue 10: a hung sidecar renews, fences and kills nothing; the write deadline still runs.
+// docs/design/history.md#issue-10: a hung sidecar renews, fences and kills nothing; the write
+// deadline still runs.
 #[test]
 fn issue_10_sidecar_hang_is_closed_by_the_write_deadline() {
     let summary = sweep_of(&["--sidecar-hang", "--held-connections"], 0..30);
@@ -132,8 +134,8 @@ fn issue_10_sidecar_hang_is_closed_by_the_write_deadline() {
     assert!(!summary.has_bugs(), "{}", summary.table());
 }
 
-// Issue 10 case 3: a frozen primary thawed after the promotion would acknowledge the writes
-// sent into its freeze; its sidecar's watchdog kills it first.
+// docs/design/history.md#issue-10-case-3: a frozen primary thawed after the promotion would
+// acknowledge the writes sent into its freeze; its sidecar's watchdog kills it first.
 #[test]
 fn issue_10_mysqld_freeze_is_closed_by_the_watchdog() {
     let summary = sweep_of(&["--mysqld-freeze", "--held-connections"], 0..30);
@@ -141,8 +143,8 @@ fn issue_10_mysqld_freeze_is_closed_by_the_watchdog() {
     assert!(!summary.has_bugs(), "{}", summary.table());
 }
 
-// Issue 10, every fault mode on: no non-inherent finding (the double fault nothing in the pod
-// can fence is the kubelet's to kill: core `engine::agentless`).
+// docs/design/history.md#issue-10, every fault mode on: no non-inherent finding (the double
+// fault nothing in the pod can fence is the kubelet's to kill: core `engine::agentless`).
 #[test]
 fn issue_10_all_faults_leave_no_non_inherent_finding() {
     let summary = sweep_of(&["--all-faults"], 0..30);
@@ -156,10 +158,10 @@ fn issue_10_all_faults_leave_no_non_inherent_finding() {
     assert!(summary.deadline_fences > 0, "{}", summary.table());
 }
 
-// Issue 12 (restore in place): backups and restores of the active site, some behind a live
-// failover-hold, among the usual faults: no split brain, no loss the status does not record
-// (every restore's recorded loss compared with what it really discarded), and no restore
-// fenced while a hold was live.
+// docs/design/history.md#issue-12 (restore in place): backups and restores of the active site,
+// some behind a live failover-hold, among the usual faults: no split brain, no loss the status
+// does not record (every restore's recorded loss compared with what it really discarded), and
+// no restore fenced while a hold was live.
 #[test]
 fn issue_12_restores_lose_only_what_the_status_records_and_wait_for_holds() {
     let summary = sweep_of(&["--restore"], 0..60);
@@ -193,14 +195,15 @@ fn panicking_seed_is_a_finding_and_the_sweep_goes_on() {
     assert!(summary.promotions > 0 || summary.acked_writes > 0);
 }
 
-// Issue 10 case 7, `--status-revert`: seed 179's reverted status re-issued iad at generation 1
-// while pdx held 2; iad became writable with the reader's grant and lost pdx's writes
-// (UnexplainedLoss, SplitBrain, DnsStale): a peer's answer naming generation 2 now supersedes
-// it. Seed 496 stayed without a writable site: the only sidecars that had seen generation 4
-// forgot it (mysqld restarts), so the operator withheld iad's reverted authority for good; the
-// forgotten authority is reported (and adopted) and a generation known but cached nowhere is
-// failed over above. Seed 391 (`--restore`) is the simulator's own truth: a restore run again
-// after its pod died discarded nothing the second time and replaced the first run's record.
+// docs/design/history.md#issue-10-case-7, `--status-revert`: seed 179's reverted status
+// re-issued iad at generation 1 while pdx held 2; iad became writable with the reader's grant
+// and lost pdx's writes (UnexplainedLoss, SplitBrain, DnsStale): a peer's answer naming
+// generation 2 now supersedes it. Seed 496 stayed without a writable site: the only sidecars
+// that had seen generation 4 forgot it (mysqld restarts), so the operator withheld iad's
+// reverted authority for good; the forgotten authority is reported (and adopted) and a
+// generation known but cached nowhere is failed over above. Seed 391 (`--restore`) is the
+// simulator's own truth: a restore run again after its pod died discarded nothing the second
+// time and replaced the first run's record.
 #[test]
 fn issue_10_case_7_status_revert_seeds_179_and_496_and_restore_seed_391() {
     let revert = ["--state-loss", "--status-revert"];
@@ -226,12 +229,12 @@ fn issue_10_case_7_status_revert_seeds_179_and_496_and_restore_seed_391() {
     assert!(!summary.has_bugs(), "{}", summary.table());
 }
 
-// Issue 10, `--all-faults --restore --image-update`: seed 2928 panicked at core's restore
-// assertion (a restart lost the emergency failover that took over a failed planned drain; the
-// demoted active site was never failed over and rejoined as a replica of itself). Seed 4162
-// reported an emergency failover's lower bound of the loss above the loss: a replica awaiting
-// its re-seed after a restore held what the restore discarded. Core scenarios pin both
-// (operator_outage.rs, restore.rs); these are the seeds themselves.
+// docs/design/history.md#issue-10, `--all-faults --restore --image-update`: seed 2928 panicked
+// at core's restore assertion (a restart lost the emergency failover that took over a failed
+// planned drain; the demoted active site was never failed over and rejoined as a replica of
+// itself). Seed 4162 reported an emergency failover's lower bound of the loss above the loss: a
+// replica awaiting its re-seed after a restore held what the restore discarded. Core scenarios
+// pin both (operator_outage.rs, restore.rs); these are the seeds themselves.
 #[test]
 fn issue_10_restore_seeds_2928_and_4162() {
     for seed in [2928, 4162] {

@@ -99,10 +99,11 @@ pub(in crate::engine) fn cooldown_until(
     }
 }
 
-/// Keeps both persisted copies of a running cooldown (seed 001: "persisted twice"): a copy
-/// lost on its own (a status write that failed or was reverted, an annotation removed) is
-/// rewritten from the surviving one, the later of the two, so only both lost at once can
-/// produce `CooldownViolated(restart+stateLost)`. An expired cooldown is left alone.
+/// Keeps both persisted copies of a running cooldown (docs/design/requirements.md R001.10:
+/// "persisted twice"): a copy lost on its own (a status write that failed or was reverted, an
+/// annotation removed) is rewritten from the surviving one, the later of the two, so only both
+/// lost at once can produce `CooldownViolated(restart+stateLost)`. An expired cooldown is left
+/// alone.
 pub(in crate::engine) fn keep_cooldown_copies(
     context: &Context<'_>,
     memory: &mut GroupMemory,

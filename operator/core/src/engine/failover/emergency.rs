@@ -253,7 +253,8 @@ fn abandon_failed_promotion(memory: &mut GroupMemory) {
 /// writable site: the old primary is already fenced (`Demoted`, tainted) and the move notice
 /// of the same generation is already out, so the emergency resumes at the lease wait, which
 /// still ends on evidence only. The cooldown was checked when the planned failover was
-/// admitted and no promotion happened since; a deploy hold is never read (seed 003).
+/// admitted and no promotion happened since; a deploy hold is never read
+/// (docs/design/requirements.md R003.18).
 ///
 /// [`PLANNED_DRAIN_TIMEOUT`]: crate::engine::options::PLANNED_DRAIN_TIMEOUT
 fn take_over_failed_planned_drain(
@@ -329,7 +330,7 @@ fn take_over_failed_planned_drain(
 /// once readable, it would rejoin as a replica of itself (simulator seed 2928 with
 /// `--all-faults --restore --image-update`). The emergency resumes at the lease wait, which
 /// re-sends the notice and still ends on evidence only. The cooldown was checked when the move
-/// began; a deploy hold is never read (seed 003).
+/// began; a deploy hold is never read (docs/design/requirements.md R003.18).
 fn resume_lost_emergency(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     if moving(memory) || memory.topology_generation == 0 {
         return;

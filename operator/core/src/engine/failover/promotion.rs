@@ -20,9 +20,10 @@ use crate::engine::reading::mysql_flavor;
 use crate::time::Timestamp;
 
 /// `POST /v1/promote` for `site`, applying `drain` first within [`DRAIN_TIMEOUT`]: an
-/// emergency drains everything the candidate received ([`PromoteDrain::Received`], seed 001:
-/// the RPO is what had replicated, so a received but unapplied transaction is not given up),
-/// a planned failover the old primary's GTID set ([`PromoteDrain::UntilGtidSet`]).
+/// emergency drains everything the candidate received ([`PromoteDrain::Received`],
+/// docs/design/requirements.md R001.8: the RPO is what had replicated, so a received but
+/// unapplied transaction is not given up), a planned failover the old primary's GTID set
+/// ([`PromoteDrain::UntilGtidSet`]).
 pub(in crate::engine) fn promote_action(
     context: &Context<'_>,
     site: &str,

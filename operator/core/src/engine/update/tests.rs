@@ -45,8 +45,8 @@ fn planned(phase: PlannedFailoverPhase, requested_at: i64, cleared: bool) -> Pla
     }
 }
 
-/// Issue 12: the update survives an operator restart: every field it resumes from is in the
-/// status, the step clock included.
+/// docs/design/history.md#issue-12: the update survives an operator restart: every field it
+/// resumes from is in the status, the step clock included.
 #[test]
 fn issue_12_status_round_trip_keeps_the_update() {
     let mut memory = GroupMemory::initial(&spec());
