@@ -21,6 +21,10 @@ test:
 crdgen:
     cargo run -q -p bloodraven-api --bin crdgen
 
+# regenerate scenarios/schema.json (the scenario files' JSON Schema) from the scenario model
+scenario-schema:
+    cargo run -q -p bloodraven-harness --bin scenario-schema
+
 # run the deterministic simulator over a seed range, e.g. `just sim 0..10000`
 sim seeds="0..1000" *flags="":
     cargo run -q -p bloodraven-sim --release -- --seeds {{seeds}} {{flags}}

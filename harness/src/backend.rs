@@ -61,7 +61,8 @@ pub trait Cluster: Send + Sync {
     /// The kubeconfig file for kubectl and kube-rs.
     fn kubeconfig(&self) -> &Path;
     /// Installs the operator, the playground group and the counter app, and waits until the
-    /// group's authority is Valid.
+    /// group's authority is Valid on its `initialActiveSite` with every site healthy: where a
+    /// scenario's steps start (docs/scenarios.md, "Where the steps start").
     fn install(&self, install: &Install) -> Result<()>;
     /// Removes what `install` created, so the cluster can be reused (`--reuse`).
     fn uninstall(&self) -> Result<()>;

@@ -119,18 +119,31 @@ impl Installer {
     /// Installs everything and waits until the group's authority is Valid with every site
     /// healthy and the counter available. Returns the group as JSON.
     /// The playground of the seeds (`just up`): the deploy API on, as the values file says.
+    /// Any active site will do: `just up` again on a playground that failed over since keeps
+    /// the site it failed over to.
     pub async fn install(&self) -> Result<Value> {
-        self.install_with(&crate::scenario::model::Install {
+        let playground = crate::scenario::model::Install {
             deploy_api: true,
             ..crate::scenario::model::Install::default()
-        })
-        .await
+        };
+        self.install_waiting_for(&playground, ActiveSite::Any).await
     }
 
     /// [`Installer::install`] with a scenario's overrides: the operator's `replicaCount`, the
     /// deploy API (and its escrow TLS) only when the scenario asks, and fields merged into the
-    /// group's `spec` (JSON merge patch).
+    /// group's `spec` (JSON merge patch). It returns once the authority is Valid on the
+    /// group's `initialActiveSite` with every site healthy: where every scenario's steps start
+    /// (docs/scenarios.md, "Where the steps start"), so no scenario repeats that wait as a step.
     pub async fn install_with(&self, overrides: &crate::scenario::model::Install) -> Result<Value> {
+        self.install_waiting_for(overrides, ActiveSite::Initial)
+            .await
+    }
+
+    async fn install_waiting_for(
+        &self,
+        overrides: &crate::scenario::model::Install,
+        active: ActiveSite,
+    ) -> Result<Value> {
         use crate::progress::say;
         say("installing: the CRDs");
         self.install_crds().await?;
@@ -151,10 +164,14 @@ impl Installer {
             apply(&self.client, &object).await?;
         }
         say(format!(
-            "installing: waiting up to {} s for the group's authority to be Valid with every site healthy",
-            BOOTSTRAP_WAIT_MAX.as_secs()
+            "installing: waiting up to {} s for the group's authority to be Valid{} with every site healthy",
+            BOOTSTRAP_WAIT_MAX.as_secs(),
+            match active {
+                ActiveSite::Any => "",
+                ActiveSite::Initial => " on its initial active site",
+            }
         ));
-        let group = self.wait_bootstrapped(BOOTSTRAP_WAIT_MAX).await?;
+        let group = self.wait_bootstrapped(BOOTSTRAP_WAIT_MAX, active).await?;
         say("installing: the counter's database and the counter");
         self.apply_file(&self.fixtures.playground("database.yaml"))
             .await?;
@@ -318,10 +335,11 @@ impl Installer {
             .map_err(|e| cluster_error("read the group", e))
     }
 
-    /// Waits until the group's authority is Valid and every site healthy, in a status the
-    /// operator wrote after this wait began (a status left by an earlier run, e.g. a
-    /// localkube restarted on its old store, says nothing about the pods running now).
-    pub async fn wait_bootstrapped(&self, bound: Duration) -> Result<Value> {
+    /// Waits until the group's authority is Valid (on the `active` site) and every site
+    /// healthy, in a status the operator wrote after this wait began (a status left by an
+    /// earlier run, e.g. a localkube restarted on its old store, says nothing about the pods
+    /// running now).
+    pub async fn wait_bootstrapped(&self, bound: Duration, active: ActiveSite) -> Result<Value> {
         let since = jiff::Timestamp::now();
         let api = group_api(&self.client);
         let mut last = String::from("no status yet");
@@ -329,7 +347,7 @@ impl Installer {
         loop {
             if let Ok(group) = api.get(GROUP).await {
                 let value = serde_json::to_value(&group).unwrap_or_default();
-                match bootstrapped(&value, since) {
+                match bootstrapped(&value, since, active) {
                     Ok(()) => return Ok(value),
                     Err(reason) => last = reason,
                 }
@@ -593,9 +611,23 @@ pub fn group_api(client: &Client) -> Api<bloodraven_api::MysqlFailoverGroup> {
     Api::namespaced(client.clone(), NAMESPACE)
 }
 
-/// `Ok` when the group's authority is Valid on an active site and every site is healthy;
-/// otherwise why not.
-pub fn bootstrapped(group: &Value, since: jiff::Timestamp) -> std::result::Result<(), String> {
+/// Which active site a bootstrapped group must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveSite {
+    /// Any site (the playground of `just up`, which may have failed over since it was first
+    /// installed).
+    Any,
+    /// The group's `spec.initialActiveSite`: where a scenario starts.
+    Initial,
+}
+
+/// `Ok` when the group's authority is Valid on an active site (the initial one, with
+/// [`ActiveSite::Initial`]) and every site is healthy; otherwise why not.
+pub fn bootstrapped(
+    group: &Value,
+    since: jiff::Timestamp,
+    active: ActiveSite,
+) -> std::result::Result<(), String> {
     let status = &group["status"];
     let authority = status["authority"]["state"].as_str().unwrap_or("none");
     if authority != "Valid" {
@@ -605,6 +637,20 @@ pub fn bootstrapped(group: &Value, since: jiff::Timestamp) -> std::result::Resul
                 .as_str()
                 .unwrap_or("no reason")
         ));
+    }
+    if active == ActiveSite::Initial {
+        let initial = group["spec"]["initialActiveSite"]
+            .as_str()
+            .unwrap_or("none");
+        match status["activeSite"].as_str() {
+            Some(site) if site == initial => {}
+            Some(site) => {
+                return Err(format!(
+                    "the active site is {site}, not the group's initialActiveSite {initial}"
+                ))
+            }
+            None => return Err(format!("no active site yet (initialActiveSite {initial})")),
+        }
     }
     let sites = status["sites"].as_array().cloned().unwrap_or_default();
     let spec_sites = group["spec"]["sites"].as_array().map_or(0, Vec::len);
@@ -746,18 +792,50 @@ mod tests {
                       {"name": "pdx", "healthy": true, "lastSeen": seen},
                       {"name": "reader", "healthy": false, "lastSeen": seen}]}});
         assert_eq!(
-            bootstrapped(&group, since),
+            bootstrapped(&group, since, ActiveSite::Any),
             Err("sites not healthy: reader".to_owned())
         );
         group["status"]["sites"][2]["healthy"] = json!(true);
-        assert_eq!(bootstrapped(&group, since), Ok(()));
+        assert_eq!(bootstrapped(&group, since, ActiveSite::Any), Ok(()));
         group["status"]["authority"] = json!({"state": "Invalid", "reason": "NoPrimary"});
-        assert!(bootstrapped(&group, since)
+        assert!(bootstrapped(&group, since, ActiveSite::Any)
             .unwrap_err()
             .contains("NoPrimary"));
         group["status"]["authority"] = json!({"state": "Valid"});
         group["status"]["sites"].as_array_mut().map(Vec::pop);
-        assert!(bootstrapped(&group, since).unwrap_err().contains("2 of 3"));
+        assert!(bootstrapped(&group, since, ActiveSite::Any)
+            .unwrap_err()
+            .contains("2 of 3"));
+    }
+
+    // A scenario starts where its first step used to wait for: authority Valid on the
+    // group's initialActiveSite (docs/scenarios.md "Where the steps start").
+    #[test]
+    fn a_scenario_install_waits_for_the_initial_active_site() {
+        let since: jiff::Timestamp = "2026-12-01T11:00:00Z".parse().expect("since");
+        let seen = "2026-12-01T11:00:02Z";
+        let mut group = json!({"spec": {"initialActiveSite": "iad", "sites": [{}, {}]}, "status": {
+            "authority": {"state": "Valid"},
+            "sites": [{"name": "iad", "healthy": true, "lastSeen": seen},
+                      {"name": "pdx", "healthy": true, "lastSeen": seen}]}});
+        assert_eq!(
+            bootstrapped(&group, since, ActiveSite::Initial),
+            Err("no active site yet (initialActiveSite iad)".to_owned())
+        );
+        group["status"]["activeSite"] = json!("pdx");
+        assert_eq!(
+            bootstrapped(&group, since, ActiveSite::Initial),
+            Err("the active site is pdx, not the group's initialActiveSite iad".to_owned())
+        );
+        // The playground (`just up` again after a failover) takes any active site.
+        assert_eq!(bootstrapped(&group, since, ActiveSite::Any), Ok(()));
+        group["status"]["activeSite"] = json!("iad");
+        assert_eq!(bootstrapped(&group, since, ActiveSite::Initial), Ok(()));
+        // Valid comes first: an invalid authority on the right site is no bootstrap.
+        group["status"]["authority"] = json!({"state": "Invalid", "reason": "NotIssued"});
+        assert!(bootstrapped(&group, since, ActiveSite::Initial)
+            .unwrap_err()
+            .contains("NotIssued"));
     }
 
     #[test]
@@ -769,15 +847,17 @@ mod tests {
             "authority": {"state": "Valid"},
             "sites": [{"name": "iad", "healthy": true, "lastSeen": "2026-12-01T11:33:36Z"},
                       {"name": "pdx", "healthy": true, "lastSeen": "2026-12-01T09:31:00Z"}]}});
-        assert!(bootstrapped(&group, since)
+        assert!(bootstrapped(&group, since, ActiveSite::Any)
             .unwrap_err()
             .contains("not seen since 2026-12-01T11:33:35Z: pdx"));
         group["status"]["sites"][1]
             .as_object_mut()
             .map(|site| site.remove("lastSeen"));
-        assert!(bootstrapped(&group, since).unwrap_err().contains(": pdx"));
+        assert!(bootstrapped(&group, since, ActiveSite::Any)
+            .unwrap_err()
+            .contains(": pdx"));
         group["status"]["sites"][1]["lastSeen"] = json!("2026-12-01T11:33:37Z");
-        assert_eq!(bootstrapped(&group, since), Ok(()));
+        assert_eq!(bootstrapped(&group, since, ActiveSite::Any), Ok(()));
     }
 
     #[test]

@@ -101,7 +101,7 @@ fn run_steps(
     let scenario = &loaded.scenario;
     let scenario_wall_start = jiff::Timestamp::now();
     let phase = progress::Phase::start(
-        "installing the playground and waiting for its authority to be Valid",
+        "installing the playground and waiting for its authority to be Valid on its initial active site",
     );
     let installed = cluster
         .install(&scenario.install)

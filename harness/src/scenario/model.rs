@@ -4,9 +4,11 @@
 //! sites) is checked while parsing, so the error carries serde_yaml's line and column and
 //! the field path. Rules across fields and steps live in [`crate::scenario::validate`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -14,7 +16,9 @@ use serde_json::Value;
 use super::span::Span;
 
 /// One site of the playground group (bloodraven.md: iad and pdx read-write, reader read-only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Site {
     /// Read-write site, the initial active site.
@@ -51,7 +55,9 @@ impl fmt::Display for Site {
 }
 
 /// A container of a site pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Container {
     /// mysqld.
@@ -61,7 +67,7 @@ pub enum Container {
 }
 
 /// A scenario file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Scenario {
     /// The catalogue id; equals the `NNN` of the file name.
@@ -79,7 +85,7 @@ pub struct Scenario {
 }
 
 /// Install-time settings that differ from the playground defaults.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Install {
     /// The operator chart's `replicaCount` (default 1, leader election always on).
@@ -99,7 +105,7 @@ pub struct Install {
 }
 
 /// One step of a scenario (a one-key map in the file, see [`super::single_key`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Step {
     /// Server-side apply a fixture file or an inline object.
@@ -131,7 +137,7 @@ impl Step {
 }
 
 /// A server-side apply: exactly one of `fixture` and `object`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Apply {
     /// A manifest path relative to the repository root, under `fixtures/`.
@@ -146,7 +152,7 @@ pub struct Apply {
 }
 
 /// Which operator pod a fault targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum OperatorPod {
     /// The replica holding the `bloodraven-leader` Lease.
@@ -156,7 +162,7 @@ pub enum OperatorPod {
 }
 
 /// The RBAC subject a `deny-rbac` fault removes verbs from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Subject {
     /// The operator's ServiceAccount (the only subject with API access: the sidecar has none,
@@ -165,7 +171,7 @@ pub enum Subject {
 }
 
 /// A Kubernetes API verb.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verb {
     /// get
@@ -185,7 +191,7 @@ pub enum Verb {
 }
 
 /// A site pod's container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerRef {
     /// The site.
@@ -195,7 +201,7 @@ pub struct ContainerRef {
 }
 
 /// The target of a `kill`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct KillTarget {
     /// The site.
@@ -208,7 +214,7 @@ pub struct KillTarget {
 }
 
 /// A site, on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SiteRef {
     /// The site.
@@ -216,18 +222,19 @@ pub struct SiteRef {
 }
 
 /// The wall clock of a site's mysqld stepped (`clock-offset`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClockOffsetTarget {
     /// The site whose `mysql` container's wall clock is stepped.
     pub site: Site,
     /// The offset from the real clock, signed: `+20s`, `-20s`, `-1500ms`. Not cumulative: a
     /// second `clock-offset` on the same site replaces the first.
+    #[schemars(regex(pattern = super::span::OFFSET_PATTERN))]
     pub offset: String,
 }
 
 /// A network partition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Partition {
     /// Cut these sites' pods off from every other site's pods and from the operator.
@@ -241,7 +248,7 @@ pub enum Partition {
 }
 
 /// The object an `annotate` fault writes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AnnotatedObject {
     /// The playground MysqlFailoverGroup.
@@ -250,7 +257,7 @@ pub enum AnnotatedObject {
 }
 
 /// Faults and outside actions. Each variant is one map key in the file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
     /// SIGKILL a container's processes. The kubelet restarts it, unless `keepDown`, which
@@ -438,6 +445,24 @@ impl From<HealTarget> for String {
     }
 }
 
+/// `all` or one of [`HEALABLE_FAULTS`] (the derive cannot see the names the custom
+/// `Deserialize` accepts).
+impl JsonSchema for HealTarget {
+    fn schema_name() -> Cow<'static, str> {
+        "HealTarget".into()
+    }
+
+    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
+        let mut names = vec!["all"];
+        names.extend(HEALABLE_FAULTS);
+        json_schema!({
+            "description": "What a `heal` step undoes: `all` (every active fault), or every active fault of one kind (`kill` only with `keepDown`, `sql` only with `heal`).",
+            "type": "string",
+            "enum": names,
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for HealTarget {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let name = String::deserialize(deserializer)?;
@@ -455,7 +480,7 @@ impl<'de> Deserialize<'de> for HealTarget {
 }
 
 /// An assertion: exactly one of `within`/`for` and exactly one target.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Expect {
     /// Becomes true by this deadline (time-to-satisfy is recorded).
@@ -515,35 +540,51 @@ pub struct Expect {
 }
 
 impl Expect {
+    /// Every target an expectation may name, as the file spells it, in declaration order
+    /// (every field but `within`, `for`, `name` and `save`).
+    pub const TARGETS: [&'static str; 13] = [
+        "group",
+        "pods",
+        "endpoints",
+        "dns-endpoint",
+        "dns",
+        "counter",
+        "deploy-api",
+        "metric",
+        "event",
+        "object",
+        "node",
+        "connection",
+        "mysql",
+    ];
+
     /// The names of the targets that are set, in declaration order.
     pub fn targets(&self) -> Vec<&'static str> {
-        let mut names = Vec::new();
         let set = [
-            ("group", self.group.is_some()),
-            ("pods", self.pods.is_some()),
-            ("endpoints", self.endpoints.is_some()),
-            ("dns-endpoint", self.dns_endpoint.is_some()),
-            ("dns", self.dns.is_some()),
-            ("counter", self.counter.is_some()),
-            ("deploy-api", self.deploy_api.is_some()),
-            ("metric", self.metric.is_some()),
-            ("event", self.event.is_some()),
-            ("object", self.object.is_some()),
-            ("node", self.node.is_some()),
-            ("connection", self.connection.is_some()),
-            ("mysql", self.mysql.is_some()),
+            self.group.is_some(),
+            self.pods.is_some(),
+            self.endpoints.is_some(),
+            self.dns_endpoint.is_some(),
+            self.dns.is_some(),
+            self.counter.is_some(),
+            self.deploy_api.is_some(),
+            self.metric.is_some(),
+            self.event.is_some(),
+            self.object.is_some(),
+            self.node.is_some(),
+            self.connection.is_some(),
+            self.mysql.is_some(),
         ];
-        for (name, present) in set {
-            if present {
-                names.push(name);
-            }
-        }
-        names
+        Self::TARGETS
+            .into_iter()
+            .zip(set)
+            .filter_map(|(name, present)| present.then_some(name))
+            .collect()
     }
 }
 
 /// Pods of the group (or selected by labels), with the phase and labels they must have.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PodsExpect {
     /// A site's MySQL pod.
@@ -575,7 +616,7 @@ pub struct PodsExpect {
 }
 
 /// A shared Service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SharedService {
     /// `mysql-<group>-primary`.
@@ -585,7 +626,7 @@ pub enum SharedService {
 }
 
 /// A Service's ready endpoints as the sites of the pods behind them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EndpointsExpect {
     /// `primary`, `replicas`, `<site>` (internal) or `<site>-hl` (headless).
@@ -612,6 +653,22 @@ impl From<SiteOf> for String {
     }
 }
 
+/// `site-of <site>`, as the custom `Deserialize` reads it.
+impl JsonSchema for SiteOf {
+    fn schema_name() -> Cow<'static, str> {
+        "SiteOf".into()
+    }
+
+    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
+        let sites: Vec<&str> = Site::ALL.iter().map(|site| site.name()).collect();
+        json_schema!({
+            "description": "The ClusterIP of a site's internal Service: `site-of iad`.",
+            "type": "string",
+            "pattern": format!("^site-of\\s+({})\\s*$", sites.join("|")),
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for SiteOf {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
@@ -630,7 +687,7 @@ impl<'de> Deserialize<'de> for SiteOf {
 }
 
 /// The DNSEndpoint object the operator writes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DnsEndpointExpect {
     /// The single A record's single target.
@@ -644,7 +701,7 @@ pub struct DnsEndpointExpect {
 }
 
 /// A DNS answer for the group's hostname.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DnsExpect {
     /// The one address answered.
@@ -652,7 +709,7 @@ pub struct DnsExpect {
 }
 
 /// The outcome of an operation (Jepsen: ok, fail, info = unknown).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutcomeKind {
     /// It happened.
@@ -664,7 +721,7 @@ pub enum OutcomeKind {
 }
 
 /// The counter app (GET/POST /api/counter).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CounterExpect {
     /// The counter's Service in the playground namespace (default `counter`, the playground's
@@ -696,7 +753,7 @@ pub struct CounterExpect {
 }
 
 /// HTTP methods the deploy API serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Method {
     /// GET
@@ -710,7 +767,7 @@ pub enum Method {
 }
 
 /// Which listener a deploy API request goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DeployPort {
     /// TLS :8443 (the only one that serves /deploy/v1).
@@ -721,7 +778,7 @@ pub enum DeployPort {
 }
 
 /// Which operator replica a deploy API request goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReplicaTarget {
     /// The leader.
@@ -732,7 +789,7 @@ pub enum ReplicaTarget {
 }
 
 /// The caller's projected ServiceAccount token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeployClient {
     /// ServiceAccount namespace.
@@ -746,7 +803,7 @@ pub struct DeployClient {
 }
 
 /// One deploy API request. Strings may use `${var}` saved by an earlier request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeployRequest {
     /// Method.
@@ -767,7 +824,7 @@ pub struct DeployRequest {
 }
 
 /// A deploy API request with the answer it must get.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeployApiExpect {
     /// The request, re-sent on each poll of the expectation.
@@ -790,7 +847,7 @@ pub struct DeployApiExpect {
 
 /// A Prometheus sample from the operator leader's :8082/metrics, or with `site` from that
 /// site's sidecar (:8086/metrics).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MetricExpect {
     /// Scrape this site's sidecar instead of the operator.
@@ -806,7 +863,7 @@ pub struct MetricExpect {
 }
 
 /// A Kubernetes Event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EventExpect {
     /// `reason`.
@@ -820,7 +877,7 @@ pub struct EventExpect {
 }
 
 /// Any object by partial match.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ObjectExpect {
     /// apiVersion.
@@ -838,7 +895,7 @@ pub struct ObjectExpect {
 }
 
 /// A site's node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeExpect {
     /// The site whose node.
@@ -848,7 +905,7 @@ pub struct NodeExpect {
 }
 
 /// A write through a connection opened by `open-connection`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConnectionExpect {
     /// The connection's name.
@@ -868,7 +925,7 @@ pub struct ConnectionExpect {
 }
 
 /// What became of a write left in flight by `send-write`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SentWrite {
     /// No answer yet.
@@ -891,7 +948,7 @@ impl SentWrite {
 }
 
 /// A quantity the runner can measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Quantity {
     /// Fault start to the operator's `lastFailover.detectedAt`.
@@ -918,7 +975,7 @@ impl Quantity {
 }
 
 /// A measurement step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Measure {
     /// The quantity.
@@ -932,7 +989,7 @@ pub struct Measure {
 }
 
 /// A site's mysqld, read directly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MysqlExpect {
     /// The site.
@@ -955,12 +1012,14 @@ pub struct MysqlExpect {
 }
 
 /// Bounds of a signed offset, spelled like `clock-offset`'s (`-21s`, `+500ms`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OffsetRange {
     /// The least offset.
+    #[schemars(regex(pattern = super::span::OFFSET_PATTERN))]
     pub at_least: String,
     /// The greatest offset.
+    #[schemars(regex(pattern = super::span::OFFSET_PATTERN))]
     pub at_most: String,
 }
 

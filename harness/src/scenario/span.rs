@@ -31,6 +31,22 @@ pub const SPAN_MAX: Duration = Duration::from_secs(60 * 60);
 /// The units a scenario may write, largest first (the order they must appear in).
 const UNITS: [&str; 4] = ["h", "m", "s", "ms"];
 
+/// The grammar of a span as a regular expression without anchors (for [`SPAN_PATTERN`] and
+/// [`OFFSET_PATTERN`]): `<integer><unit>` pairs, units `h`, `m`, `s`, `ms`, largest first,
+/// each at most once. Zero and the [`SPAN_MAX`] bound are beyond it.
+macro_rules! span_body {
+    () => {
+        r"(?:[0-9]+h(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?|[0-9]+m(?:[0-9]+s)?(?:[0-9]+ms)?|[0-9]+s(?:[0-9]+ms)?|[0-9]+ms)"
+    };
+}
+
+/// A span's spelling as a JSON Schema `pattern` (scenarios/schema.json).
+pub const SPAN_PATTERN: &str = concat!("^", span_body!(), "$");
+
+/// A signed offset's spelling (`clock-offset`, `clockOffset`: `+20s`, `-1500ms`, `0`) as a
+/// JSON Schema `pattern`.
+pub const OFFSET_PATTERN: &str = concat!("^(?:0|[+-]", span_body!(), ")$");
+
 /// jiff's friendly duration parser: the value of each checked component.
 static PARSER: SpanParser = SpanParser::new();
 
@@ -141,6 +157,21 @@ impl fmt::Display for Span {
         PRINTER
             .print_unsigned_duration(&Duration::from_millis(millis), StdFmtWrite(f))
             .map_err(|_| fmt::Error)
+    }
+}
+
+/// A string matching [`SPAN_PATTERN`] (the custom `Deserialize` reads a string).
+impl schemars::JsonSchema for Span {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Span".into()
+    }
+
+    fn json_schema(_generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration: `<integer><unit>` pairs with units h, m, s, ms, largest first, each once (`20s`, `500ms`, `1m30s`); longer than zero, at most 1h.",
+            "type": "string",
+            "pattern": SPAN_PATTERN,
+        })
     }
 }
 

@@ -558,9 +558,15 @@ impl StepState {
         }
         let targets = expect.targets();
         match targets.as_slice() {
-            [] => return Err("names no target (group, pods, endpoints, dns-endpoint, dns, counter, deploy-api, metric, event, object, node, connection, mysql)".to_owned()),
+            [] => return Err(format!("names no target ({})", Expect::TARGETS.join(", "))),
             [_] => {}
-            many => return Err(format!("names {} targets ({}); use one per expect", many.len(), many.join(", "))),
+            many => {
+                return Err(format!(
+                    "names {} targets ({}); use one per expect",
+                    many.len(),
+                    many.join(", ")
+                ))
+            }
         }
         if let Some(group) = &expect.group {
             let Value::Object(map) = group else {

@@ -57,6 +57,24 @@ fn trial_names_are_snnn_slug() {
     }
 }
 
+// The install waits for the authority to be Valid on the initial active site (iad) before
+// the steps (docs/scenarios.md "Where the steps start"): no scenario repeats that wait as its
+// first step (001 and 051-053 check more than that in theirs: the topology generation).
+#[test]
+fn no_scenario_repeats_the_install_wait_as_its_first_step() {
+    let wait: serde_json::Value =
+        serde_json::json!({"authority": {"state": "Valid"}, "activeSite": "iad"});
+    for loaded in catalogue() {
+        if let Some(Step::Expect(expect)) = loaded.scenario.steps.first() {
+            assert!(
+                expect.group.as_ref() != Some(&wait),
+                "{}: its first step repeats the install's wait; remove it",
+                loaded.trial_name()
+            );
+        }
+    }
+}
+
 #[test]
 fn every_scenario_asserts_something_after_its_faults() {
     for loaded in catalogue() {

@@ -1,8 +1,9 @@
 //! The harness's tests that need no cluster, one test binary (linking one per file cost
 //! minutes on 2 cores): the scenario catalogue and its validation, expectation evaluation, the
 //! checkers and the liveness condition over hand-built histories, reports, the runner against
-//! a scripted fake cluster, and the nightly workflow's structure. The catalogue's trials are
-//! the separate `scenarios` target (`harness = false`).
+//! a scripted fake cluster, the nightly workflow's structure, and the scenario language's
+//! reference (docs/scenarios.md) and JSON Schema (scenarios/schema.json) against the model.
+//! The catalogue's trials are the separate `scenarios` target (`harness = false`).
 
 mod support;
 
@@ -11,6 +12,8 @@ mod checkers;
 mod converged;
 mod evaluate;
 mod nightly_workflow;
+mod reference;
 mod report;
 mod runner;
+mod schema;
 mod validation;
