@@ -12,6 +12,7 @@ mod checkers;
 mod converged;
 mod evaluate;
 mod nightly_workflow;
+mod readme_commands;
 mod reference;
 mod report;
 mod runner;

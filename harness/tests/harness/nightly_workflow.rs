@@ -21,7 +21,7 @@ fn workflow() -> Value {
 
 /// The recipe names of a Justfile: unindented lines `name params...:` (not `set`, comments,
 /// or `:=` assignments).
-fn justfile_recipes(text: &str) -> Vec<String> {
+pub(crate) fn justfile_recipes(text: &str) -> Vec<String> {
     text.lines()
         .filter(|line| !line.starts_with([' ', '\t', '#', '@']) && !line.trim().is_empty())
         .filter(|line| !line.starts_with("set ") && !line.contains(":="))
