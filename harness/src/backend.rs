@@ -193,7 +193,8 @@ pub fn select_backend(kind: ClusterKind, config: &BackendConfig) -> Result<Box<d
     }
 }
 
-/// The default `--cluster`: kind where Docker is present, localkube otherwise (harness.md).
+/// The default `--cluster`: kind where Docker is present, localkube otherwise
+/// (docs/design/harness.md#one-run, step 1).
 pub fn default_cluster_kind(docker_present: bool) -> ClusterKind {
     if docker_present {
         ClusterKind::Kind

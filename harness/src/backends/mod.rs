@@ -1,4 +1,4 @@
-//! The cluster backends of the harness (harness.md "One run").
+//! The cluster backends of the harness (docs/design/harness.md#one-run).
 
 pub mod kind;
 pub mod kubeconfig;

@@ -1,14 +1,15 @@
-//! The liveness condition after heal (harness.md step 5), as a pure judgement the backends'
-//! [`crate::backend::Cluster::converged`] call with the group's `.status` they just read and
-//! the history so far ([`crate::history::recorder::Recorder::snapshot`]).
+//! The liveness condition after heal (docs/design/harness.md#one-run, step 5), as a pure judgement
+//! the backends' [`crate::backend::Cluster::converged`] call with the group's `.status` they just
+//! read and the history so far ([`crate::history::recorder::Recorder::snapshot`]).
 //!
-//! Converged means: authority Valid; exactly one writable site, the active one, reachable and
-//! not fenced; every other site healthy, except a returning old primary (the last failover's
-//! `from`) kept fenced, read-only, because of errant GTIDs it was read with (reachable: a
-//! frozen or dead mysqld's last-known GTIDs are no reading); an emergency failover whose old
-//! primary is readable again has an exact lost set (seed 001); since the last heal, the latest
-//! DNS answer names the active site and the latest `-primary` endpoints (if probed) are
-//! exactly it; and a write invoked after the last heal was acknowledged by the active site.
+//! Converged means: authority Valid; exactly one writable site, the active one, reachable and not
+//! fenced; every other site healthy, except a returning old primary (the last failover's `from`)
+//! kept fenced, read-only, because of errant GTIDs it was read with (reachable: a frozen or dead
+//! mysqld's last-known GTIDs are no reading); an emergency failover whose old primary is readable
+//! again has an exact lost set (docs/design/operator.md#emergency-failover, step 6; R001.8); since
+//! the last heal, the latest DNS answer names the active site and the latest `-primary` endpoints
+//! (if probed) are exactly it; and a write invoked after the last heal was acknowledged by the
+//! active site.
 
 use serde_json::Value;
 
@@ -85,7 +86,8 @@ pub fn converged(status: &Value, history: &History) -> Option<String> {
         let kept_fenced =
             flag(site, "fenced") || site.get("role").and_then(Value::as_str) == Some("fenced");
         if errant && kept_fenced && flag(site, "reachable") && returning == Some(name.as_str()) {
-            // A returning old primary with errant transactions stays fenced (bloodraven.md).
+            // A returning old primary with errant transactions stays fenced
+            // (docs/design/operator.md#returning-primary).
             continue;
         }
         return Some(if errant && kept_fenced && !flag(site, "reachable") {
@@ -106,8 +108,9 @@ pub fn converged(status: &Value, history: &History) -> Option<String> {
     history_converged(active, history)
 }
 
-/// Seed 001: once an emergency failover's old primary is readable again, the operator reads
-/// what it had that the new primary lacks, and `lastFailover.exact` turns true.
+/// docs/design/operator.md#emergency-failover, step 6 (and R001.8): once an emergency failover's
+/// old primary is readable again, the operator reads what it had that the new primary lacks, and
+/// `lastFailover.exact` turns true.
 fn inexact_failover(status: &Value, sites: &[Value]) -> Option<String> {
     let failover = status.get("lastFailover")?;
     if failover.get("kind").and_then(Value::as_str) != Some("emergency")

@@ -1,6 +1,6 @@
-//! "No endpoint flap" judged from the probe history (issue 11, scenario 050): every endpoint
-//! set the workload's probe recorded for a shared Service since an instant must be exactly
-//! the expected sites, and the probe must have kept recording (no gap longer than
+//! "No endpoint flap" judged from the probe history (docs/design/history.md#issue-11, scenario
+//! 050): every endpoint set the workload's probe recorded for a shared Service since an instant
+//! must be exactly the expected sites, and the probe must have kept recording (no gap longer than
 //! [`MAX_PROBE_GAP`]), so a flap cannot hide between samples the harness never took.
 //!
 //! The observation (`endpoints: {recorded: true}`, built by the live cluster from its

@@ -64,8 +64,8 @@ pub fn parse_gtid_set(text: &str) -> Result<GtidSet, String> {
 mod tests {
     use super::*;
 
-    // bloodraven.md: lostGtidSet is the flavor's text form; MariaDB writes ranges for a
-    // non-linear set (`0-1-101..103`).
+    // docs/design/operator.md#mysqlfailovergroup: lostGtidSet is the flavor's text form; MariaDB
+    // writes ranges for a non-linear set (`0-1-101..103`).
     #[test]
     fn mariadb_gtids_are_found_in_range_and_position_sets() {
         let set = parse_gtid_set("0-1-101..103,0-1-900001..900005").expect("set");

@@ -1,7 +1,7 @@
 //! RPO: lost = acknowledged writes missing from the active site's final state after heal,
-//! compared, as sets of GTIDs, with the operator's `status.lastFailover.lostGtidSet` (seed
-//! 001: RPO is fixed at the instant the primary died; bloodraven.md: a lower bound until
-//! `exact=true`, then exact).
+//! compared, as sets of GTIDs, with the operator's `status.lastFailover.lostGtidSet`
+//! (docs/design/requirements.md R001.8: RPO is fixed at the instant the primary died;
+//! docs/design/operator.md#emergency-failover: a lower bound until `exact=true`, then exact).
 //!
 //! The final state is read from every site that can be read after the workload drained.
 //! Per failover (the emergency failover `from -> to` it is attributed to):
@@ -19,10 +19,11 @@
 //!   as workload writes (and the operator's count has no upper bound from the harness);
 //! - an emergency failover whose old primary is readable again must have reached `exact`.
 //!
-//! A restore in place (`status.restore`, issue 12 part 2) loses, on purpose, what the restored
-//! site committed after its backup: an acknowledged write lost from that site, invoked before
-//! the restore's fence, is the restore's loss, and the operator's `lostGtidSet` (always exact:
-//! measured on the fenced site) must name it; a write it names must not have survived.
+//! A restore in place (`status.restore`, docs/design/history.md#issue-12-part-2) loses, on purpose,
+//! what the restored site committed after its backup: an acknowledged write lost from that site,
+//! invoked before the restore's fence, is the restore's loss, and the operator's `lostGtidSet`
+//! (always exact: measured on the fenced site) must name it; a write it names must not have
+//! survived.
 //!
 //! A write present on a site other than the active one, other than an old primary of an
 //! emergency failover, is silent divergence; an id no writer of this scenario wrote is a
@@ -240,10 +241,10 @@ fn attribute(boundaries: &[Boundary<'_>], site: Option<Site>, start_ns: u64) -> 
     })
 }
 
-/// With a `seal-rpo` step (the latest one): the acknowledged writes invoked before the seal
-/// that no sealed site held are the RPO fixed at the primary's death (seed 001: operator
-/// downtime costs write availability, never RPO). The writes lost after heal must be exactly
-/// those; `Some` says how they differ.
+/// With a `seal-rpo` step (the latest one): the acknowledged writes invoked before the seal that no
+/// sealed site held are the RPO fixed at the primary's death (docs/design/requirements.md R001.8:
+/// operator downtime costs write availability, never RPO). The writes lost after heal must be
+/// exactly those; `Some` says how they differ.
 fn differs_from_sealed(
     history: &History,
     acknowledged: &[&WriteRecord],

@@ -37,10 +37,12 @@ pub const CROSS_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 /// recorded after it took effect.
 pub const DETECTION_SLACK_NS: u64 = 1_000_000_000;
 
-/// `spec.pollInterval` when no status snapshot recorded it (bloodraven.md default).
+/// `spec.pollInterval` when no status snapshot recorded it (its default,
+/// docs/design/operator.md#mysqlfailovergroup).
 pub const DEFAULT_POLL_INTERVAL_MS: u64 = 2_000;
 
-/// `spec.failureThreshold` when no status snapshot recorded it (bloodraven.md default).
+/// `spec.failureThreshold` when no status snapshot recorded it (its default,
+/// docs/design/operator.md#mysqlfailovergroup).
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
 
 /// Faults that can make a primary fail (an emergency failover from a site they act on).

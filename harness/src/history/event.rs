@@ -152,7 +152,8 @@ pub enum Op {
         /// `status.lastFailover`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_failover: Option<FailoverRecord>,
-        /// `status.restore` (a restore in place of the active site, issue 12 part 2).
+        /// `status.restore` (a restore in place of the active site,
+        /// docs/design/history.md#issue-12-part-2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         restore: Option<Box<RestoreRecord>>,
         /// `spec.pollInterval` in ms, for the detection window of the timings checker.

@@ -166,7 +166,8 @@ mod tests {
     use crate::history::recorder::Recorder;
     use crate::scenario::model::Site;
 
-    // harness.md: every operation is an invoke and a completion with wall and monotonic times.
+    // docs/design/harness.md#history-and-checkers: every operation is an invoke and a completion
+    // with wall and monotonic times.
     #[test]
     fn recorder_pairs_operations_per_process_and_round_trips_jsonl() {
         let recorder = Recorder::new();

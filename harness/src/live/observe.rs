@@ -1077,10 +1077,11 @@ impl LiveCluster {
         Ok(json!({"value": metric_value(&text, name, labels)}))
     }
 
-    /// Seed 003 from a client's point of view: a projected-style token for the caller's
-    /// ServiceAccount (TokenRequest with the audience, `bloodraven-deploy` by default), the
-    /// request to the leader's (or a follower's) :8443 over TLS verified against the escrow
-    /// CA under the Service's name, or to :8082 in plain HTTP; `{"status", "body"}` back.
+    /// The deploy API (docs/design/requirements.md R003.2-R003.4) from a client's point of view: a
+    /// projected-style token for the caller's ServiceAccount (TokenRequest with the audience,
+    /// `bloodraven-deploy` by default), the request to the leader's (or a follower's) :8443 over
+    /// TLS verified against the escrow CA under the Service's name, or to :8082 in plain HTTP;
+    /// `{"status", "body"}` back.
     async fn observe_deploy_api(
         &self,
         request: &crate::scenario::model::DeployRequest,
@@ -1095,7 +1096,8 @@ impl LiveCluster {
             .audience
             .clone()
             .unwrap_or_else(|| names::DEPLOY_AUDIENCE.to_owned());
-        // An empty audience: none asked for, the API server's default (seed 003: not accepted).
+        // An empty audience: none asked for, the API server's default (docs/design/requirements.md
+        // R003.4: not accepted).
         let audiences = if audience.is_empty() {
             Vec::new()
         } else {

@@ -1,9 +1,9 @@
-//! The workload and probes of one scenario (harness.md "History and checkers"): writers of
-//! unique ids through `-primary` (each write records the site that acknowledged it, from the
-//! connection's `@@hostname`), readers through `-primary` and `-replicas`, and probes of the
-//! group status, the shared Services' endpoints and the DNS answer every ~200 ms. All of it
-//! records into the scenario's [`Recorder`]; [`LiveWorkload::stop`] drains in-flight
-//! operations before returning.
+//! The workload and probes of one scenario (docs/design/harness.md#history-and-checkers): writers
+//! of unique ids through `-primary` (each write records the site that acknowledged it, from the
+//! connection's `@@hostname`), readers through `-primary` and `-replicas`, and probes of the group
+//! status, the shared Services' endpoints and the DNS answer every ~200 ms. All of it records into
+//! the scenario's [`Recorder`]; [`LiveWorkload::stop`] drains in-flight operations before
+//! returning.
 //!
 //! The workload's database user (`harness`) holds only its database's privileges (the grant
 //! builder of bloodraven-mysql): nothing that bypasses read_only, so a fenced site refuses it.

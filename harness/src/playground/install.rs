@@ -1,8 +1,9 @@
-//! Installing the playground of the seeds on any cluster (localkube, kind, an existing one):
-//! CRDs, the operator rendered from `fixtures/playground/operator-values.yaml` with a
-//! generated escrow TLS certificate, the group `playground`, the `counter-app` database with
-//! its app user, and the counter app. Every step is idempotent, so installing twice is
-//! harmless; [`Installer::uninstall`] removes everything a scenario can leave behind.
+//! Installing the playground of the requirements (docs/design/history.md#issue-8) on any cluster
+//! (localkube, kind, an existing one): CRDs, the operator rendered from
+//! `fixtures/playground/operator-values.yaml` with a generated escrow TLS certificate, the group
+//! `playground`, the `counter-app` database with its app user, and the counter app. Every step is
+//! idempotent, so installing twice is harmless; [`Installer::uninstall`] removes everything a
+//! scenario can leave behind.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +31,7 @@ pub const COUNTER_DATABASE: &str = "counter";
 /// The Secret holding the counter user's password (key `password`).
 pub const COUNTER_SECRET: &str = "counter-db";
 /// The ConfigMap (in the playground namespace) holding the escrow TLS CA as `ca.crt`, for
-/// deploy API clients (seed 003: `curl --cacert ca.crt`).
+/// deploy API clients (docs/design/requirements.md R003.7: `curl --cacert ca.crt`).
 pub const CA_CONFIGMAP: &str = "bloodraven-ca";
 /// The file (in the installer's output dir) holding the escrow TLS CA: never `ca.crt`,
 /// which is localkube's own cluster CA in its state dir.
@@ -118,7 +119,8 @@ impl Installer {
 
     /// Installs everything and waits until the group's authority is Valid with every site
     /// healthy and the counter available. Returns the group as JSON.
-    /// The playground of the seeds (`just up`): the deploy API on, as the values file says.
+    /// The playground of the requirements (`just up`): the deploy API on, as the values file
+    /// says.
     /// Any active site will do: `just up` again on a playground that failed over since keeps
     /// the site it failed over to.
     pub async fn install(&self) -> Result<Value> {

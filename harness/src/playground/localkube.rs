@@ -2,10 +2,10 @@
 //! images to its built binaries (written before `localkube up` reads it), and starting and
 //! stopping the `localkube` binary in the background.
 //!
-//! Topology (issue 8, seed 000): nodes `iad`, `pdx` and `reader` labelled
-//! `topology.kubernetes.io/zone=<site>` carry the sites; a fourth node, [`APPS_NODE`], has no
-//! zone and runs the operator and the counter, so stopping or tainting a site's node never
-//! takes them down.
+//! Topology (docs/design/history.md#issue-8, docs/design/requirements.md R000.20): nodes `iad`,
+//! `pdx` and `reader` labelled `topology.kubernetes.io/zone=<site>` carry the sites; a fourth
+//! node, [`APPS_NODE`], has no zone and runs the operator and the counter, so stopping or
+//! tainting a site's node never takes them down.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,5 +1,6 @@
-//! The live playground of the seeds: a cluster (localkube here), the install every backend
-//! shares, and `just up` / `just down` (`bloodraven-playground`).
+//! The live playground of the requirements (docs/design/history.md#issue-8): a cluster
+//! (localkube here), the install every backend shares, and `just up` / `just down`
+//! (`bloodraven-playground`).
 
 pub mod install;
 pub mod kube;

@@ -1,6 +1,6 @@
-//! The escrow TLS certificate of the operator's :8443 listener (seed 003: the deploy API is
-//! TLS only), made at install with rcgen and never committed: a CA and a server certificate
-//! for the operator Service's names, signed by it.
+//! The escrow TLS certificate of the operator's :8443 listener (docs/design/requirements.md
+//! R003.2: the deploy API is TLS only), made at install with rcgen and never committed: a CA and
+//! a server certificate for the operator Service's names, signed by it.
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 

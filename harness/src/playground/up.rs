@@ -8,7 +8,8 @@ use super::localkube::LocalkubeConfig;
 use super::portforward::{self, PortForward};
 use crate::error::{Error, Result};
 
-/// The counter's port on 127.0.0.1 (seed 001: `curl -s localhost:8090/api/counter`).
+/// The counter's port on 127.0.0.1 (docs/design/requirements.md R001.2:
+/// `curl -s localhost:8090/api/counter`).
 pub const COUNTER_LOCAL_PORT: u16 = 8090;
 
 /// Where the playground lives.

@@ -23,8 +23,9 @@ use serde_json::{json, Value};
 use crate::scenario::matcher::matches;
 use crate::scenario::model::{Expect, OutcomeKind};
 
-/// At the end of a `for` window: an `increasing` counter must be above its baseline (it
-/// climbed during the window, seed 001); `Err` says it did not. Other expectations pass.
+/// At the end of a `for` window: an `increasing` counter must be above its baseline (it climbed
+/// during the window, docs/design/requirements.md R001.3); `Err` says it did not. Other
+/// expectations pass.
 pub fn climbed(
     expect: &Expect,
     baseline: Option<&Value>,

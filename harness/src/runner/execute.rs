@@ -21,7 +21,7 @@ use crate::scenario::validate::{collect_variables_in_str, LoadedScenario};
 
 /// How often expectations re-observe their target.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
-/// The bound on the liveness phase after the final heal (harness.md step 5).
+/// The bound on the liveness phase after the final heal (docs/design/harness.md#one-run, step 5).
 pub const LIVENESS_BOUND: Duration = Duration::from_secs(120);
 
 /// Bound on the warm-up: the workload's first acknowledged write after it started.

@@ -456,7 +456,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    // harness.md: `expect` targets match "the group status (partial match)".
+    // docs/design/harness.md#scenario-files: `expect` targets the group status by partial match.
     #[test]
     fn partial_map_ignores_extra_fields_and_names_the_mismatch() {
         let actual =
@@ -517,8 +517,9 @@ mod tests {
         assert_eq!(matches(&json!({"lost": 3.0}), Some(&actual), None), Ok(()));
     }
 
-    // seed 001 (015): a deferred planned failover proceeds at expiry, `promotedAt >=
-    // cooldownUntil`, compared in time order (a different offset or precision is no problem).
+    // docs/design/requirements.md R001.12 (scenario 015): a deferred planned failover proceeds
+    // at expiry, `promotedAt >= cooldownUntil`, compared in time order (a different offset or
+    // precision is no problem).
     #[test]
     fn comparisons_order_rfc3339_times() {
         let actual = json!({"promotedAt": "2026-01-01T00:00:30.5Z"});
@@ -556,7 +557,8 @@ mod tests {
         assert!(check_operators(&json!({"a": {"$gte": "later"}}), "group").is_err());
     }
 
-    // seed 001: with the operator at zero, `status.sites[].lastSeen` freezes.
+    // docs/design/requirements.md R001.3: with the operator at zero, `status.sites[].lastSeen`
+    // freezes.
     #[test]
     fn unchanged_compares_with_the_baseline_by_element_name() {
         let baseline = json!({"sites": [{"name": "iad", "lastSeen": "t1"}, {"name": "pdx", "lastSeen": "t1"}]});

@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use super::span::Span;
 
-/// One site of the playground group (bloodraven.md: iad and pdx read-write, reader read-only).
+/// One site of the playground group (docs/design/operator.md#mysqlfailovergroup: iad and pdx
+/// read-write, reader read-only).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]
@@ -74,7 +75,9 @@ pub struct Scenario {
     pub id: u16,
     /// One line: what the scenario proves.
     pub title: String,
-    /// The source rule: `<seed or design file>: <where in it>`.
+    /// The source of the rule: `<source file>: <where in it>`, the source file being one of the
+    /// original requirement or design files by the names docs/design/requirements.md and
+    /// docs/scenarios.md list.
     pub seed: String,
     /// How the run installs the operator and the group before the steps.
     #[serde(default)]
@@ -242,8 +245,8 @@ pub enum Partition {
     /// Cut the nodes of these sites off from every other node and from the API server.
     Nodes(Vec<Site>),
     /// Cut these sites' pods off from the other sites' pods only: the operator and the
-    /// applications still reach them (seed 000: a primary that loses its peers fences itself
-    /// while its clients stay connected to it).
+    /// applications still reach them (docs/design/requirements.md R000.20: a primary that loses
+    /// its peers fences itself while its clients stay connected to it).
     Peers(Vec<Site>),
 }
 
@@ -333,11 +336,11 @@ pub enum Fault {
         #[serde(default)]
         heal: Option<String>,
     },
-    /// Seal the RPO now (seed 001: RPO is fixed at the instant the primary died): read the
-    /// workload ids present on these surviving sites and record them; the rpo checker then
-    /// demands that the writes lost after heal be exactly the acknowledged writes, invoked
-    /// before the seal, that none of these sites held. Take it after the primary died and the
-    /// survivors applied what they had received, before anyone promotes.
+    /// Seal the RPO now (docs/design/requirements.md R001.8: RPO is fixed at the instant the
+    /// primary died): read the workload ids present on these surviving sites and record them; the
+    /// rpo checker then demands that the writes lost after heal be exactly the acknowledged writes,
+    /// invoked before the seal, that none of these sites held. Take it after the primary died and
+    /// the survivors applied what they had received, before anyone promotes.
     SealRpo {
         /// The sites that survive the primary (they hold every write that can still be saved).
         sites: Vec<Site>,
@@ -746,8 +749,8 @@ pub struct CounterExpect {
     pub write_error: Option<u16>,
     /// The server-side id of the connection that answered (the counter's
     /// `x-counter-connection-id` header), partial match: `{$unchanged: true}` asserts a `hold`
-    /// counter still talks over the socket it had before the step's fault (seed 000), not a
-    /// new one to the same site after a disconnect.
+    /// counter still talks over the socket it had before the step's fault
+    /// (docs/design/requirements.md R000.20), not a new one to the same site after a disconnect.
     #[serde(default)]
     pub connection_id: Option<Value>,
 }
@@ -835,7 +838,8 @@ pub struct DeployApiExpect {
     #[serde(default)]
     pub body: Option<Value>,
     /// Seconds from the answer's `Date` header to the body's `expiresAt`, both the operator's
-    /// clock (seed 003: expiry is judged on it), matched like a body field (`{$lte: 121}`).
+    /// clock (docs/design/requirements.md R003.15: expiry is judged on it), matched like a body
+    /// field (`{$lte: 121}`).
     /// `Date` has whole seconds, so a lease of `ttl` seconds reads in `(ttl - 1, ttl + 1]`.
     /// An answer without either reads as absent.
     #[serde(default)]

@@ -216,7 +216,8 @@ impl<'de> Deserialize<'de> for Span {
 mod tests {
     use super::*;
 
-    // harness.md "Scenario files": durations such as `within: 20s`; bad ones are clear errors.
+    // docs/design/harness.md#scenario-files: durations such as `within: 20s`; bad ones are clear
+    // errors.
     #[test]
     fn parses_the_scenario_spellings() {
         assert_eq!(Span::parse("20s"), Ok(Span::new(Duration::from_secs(20))));

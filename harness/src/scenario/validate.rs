@@ -9,7 +9,9 @@ use super::matcher::check_operators;
 use super::model::{Apply, Expect, Fault, HealTarget, Scenario, Step};
 use crate::error::{Error, Result, ScenarioError};
 
-/// The source documents a scenario's `seed` may cite (the seeds and the design docs).
+/// The source documents a scenario's `seed` may cite, by their original file names: the
+/// requirement sets of docs/design/requirements.md and the design files that
+/// docs/design/README.md maps ("Old citations").
 pub const KNOWN_SOURCES: [&str; 9] = [
     "000_5253a91c46febfcf.txt",
     "001_9b9f38f8f4998df6.txt",
@@ -22,7 +24,8 @@ pub const KNOWN_SOURCES: [&str; 9] = [
     "STYLE.md",
 ];
 
-/// The top-level fields of `MysqlFailoverGroup.status` (bloodraven.md) a `group` match may name.
+/// The top-level fields of `MysqlFailoverGroup.status` (docs/design/operator.md#mysqlfailovergroup)
+/// a `group` match may name.
 pub const GROUP_STATUS_FIELDS: [&str; 13] = [
     "activeSite",
     "topologyGeneration",

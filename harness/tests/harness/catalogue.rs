@@ -1,5 +1,5 @@
-//! The scenario catalogue loads and validates, matches harness.md's table, and the key rows
-//! say what they must prove.
+//! The scenario catalogue loads and validates, matches docs/design/harness.md#catalogue, and the
+//! key rows say what they must prove.
 
 use std::time::Duration;
 
@@ -8,11 +8,13 @@ use bloodraven_harness::scenario::model::{
 };
 use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 
-/// harness.md "Catalogue": the ids, stable; plus 036 (seed 003's curl lines from a pod) and 037
-/// (seed 000's hold and reconnect counters), the live playground issue's acceptance tests, and
-/// 027, 028, 029 (the fencing issue's), not rows of harness.md's table.
-/// harness.md's rows, plus 041 (issue 14: the primary's wall clock stepped, not a row there)
-/// and 053 (issue 12: the restore from the mariadb-backup copy, after 052).
+/// docs/design/harness.md#catalogue: the ids, stable: the rows of its first table, and those of
+/// its second, the scenarios the project added: 029 (docs/design/history.md#issue-10, with 027
+/// and 028); 036 (the curl lines of docs/design/requirements.md R003.7 from a pod) and 037 (the
+/// hold and reconnect counters of R000.20), the acceptance tests of
+/// docs/design/history.md#issue-8; 041 (docs/design/history.md#issue-14: the primary's wall
+/// clock stepped); and 053 (docs/design/history.md#issue-12: the restore from the mariadb-backup
+/// copy, after 052).
 const CATALOGUE_IDS: [u16; 38] = [
     1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
     33, 34, 35, 36, 37, 38, 39, 40, 41, 50, 51, 52, 53,
@@ -103,8 +105,8 @@ fn every_scenario_asserts_something_after_its_faults() {
     }
 }
 
-// Seed 000, chaos scenario 38: deny dnsendpoints write verbs, kill the primary; the CR
-// promotes correctly while the DNS target stays stale; it heals on a later poll.
+// docs/design/requirements.md R000.16, chaos scenario 38: deny dnsendpoints write verbs, kill the
+// primary; the CR promotes correctly while the DNS target stays stale; it heals on a later poll.
 #[test]
 fn seed_000_scenario_38_proves_its_row() {
     let steps = scenario(38).scenario.steps;
@@ -141,8 +143,8 @@ fn seed_000_scenario_38_proves_its_row() {
     );
 }
 
-// Seed 000, chaos scenario 21: the old primary's node taint evicts a non-tolerating canary;
-// a canary tolerating the same taint stays Running.
+// docs/design/requirements.md R000.19, chaos scenario 21: the old primary's node taint evicts a
+// non-tolerating canary; a canary tolerating the same taint stays Running.
 #[test]
 fn seed_000_scenario_21_proves_its_row() {
     let steps = scenario(21).scenario.steps;
@@ -169,7 +171,8 @@ fn seed_000_scenario_21_proves_its_row() {
     assert!(tainted < evicted && evicted < stays);
 }
 
-// Seed 001: planned failover loses nothing; 022 asserts lostTransactions 0 under load.
+// docs/design/operator.md#planned-failover: planned failover loses nothing; 022 asserts
+// lostTransactions 0 under load.
 #[test]
 fn seed_001_planned_failover_asserts_zero_loss() {
     let steps = scenario(22).scenario.steps;
@@ -190,7 +193,7 @@ fn steps_json(id: u16) -> String {
     serde_json::to_string(&scenario(id).scenario).unwrap_or_default()
 }
 
-// Each row of harness.md's catalogue, pinned to the facts its scenario must assert.
+// Each row of docs/design/harness.md#catalogue, pinned to the facts its scenario must assert.
 #[test]
 fn every_row_asserts_what_it_claims() {
     let rows: [(u16, &[&str]); 31] = [
@@ -502,9 +505,9 @@ fn every_row_asserts_what_it_claims() {
     );
 }
 
-/// Issue 12 part 2: 052 backs up, restores in place by annotation, and expects the pod stamped
-/// role=fenced with both shared Services empty of it, then the new generation and the revoked
-/// lease.
+/// docs/design/history.md#issue-12-part-2: 052 backs up, restores in place by annotation, and
+/// expects the pod stamped role=fenced with both shared Services empty of it, then the new
+/// generation and the revoked lease.
 #[test]
 fn s052_restores_in_place_fenced_then_re_promoted_at_a_new_generation() {
     let loaded = scenario(52);
@@ -535,8 +538,9 @@ fn s052_restores_in_place_fenced_then_re_promoted_at_a_new_generation() {
     }
 }
 
-/// Issue 12: 053 restores in place from the backup's mariadb-backup copy (annotation
-/// `<backup>,method=physical`), with 052's assertions plus the method and mysqld's restart.
+/// docs/design/history.md#issue-12: 053 restores in place from the backup's mariadb-backup copy
+/// (annotation `<backup>,method=physical`), with 052's assertions plus the method and mysqld's
+/// restart.
 #[test]
 fn s053_restores_in_place_from_the_physical_copy() {
     let loaded = scenario(53);

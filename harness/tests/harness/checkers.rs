@@ -1,5 +1,5 @@
 //! Checkers over hand-built histories (Jepsen's model), including histories that must fail
-//! each checker (harness.md "History and checkers").
+//! each checker (docs/design/harness.md#history-and-checkers).
 
 use crate::support::{emergency, failover, Builder};
 use bloodraven_harness::check::expectations::{
@@ -379,8 +379,9 @@ fn sealed(lost_ids: &[u64], held: &[u64]) -> History {
     History::new(events)
 }
 
-// Seed 001 (011): operator downtime costs write availability, never RPO. The writes lost
-// after heal are exactly the ones no survivor held when the RPO was sealed.
+// docs/design/requirements.md R001.8 (scenario 011): operator downtime costs write availability,
+// never RPO. The writes lost after heal are exactly the ones no survivor held when the RPO was
+// sealed.
 #[test]
 fn rpo_must_be_the_one_sealed_at_the_primarys_death() {
     let held: Vec<u64> = (0..97).collect();
@@ -1217,7 +1218,8 @@ fn expectations_report_time_to_satisfy_and_the_failing_one() {
     );
 }
 
-// Seed 001: detection costs pollInterval x failureThreshold = 6s; faster is a failure.
+// docs/design/requirements.md R001.9: detection costs pollInterval x failureThreshold = 6s; faster
+// is a failure.
 #[test]
 fn measurements_outside_their_bounds_fail() {
     let measure = |value_ms| MeasureResult {
@@ -1370,9 +1372,9 @@ fn restored(named: &[u64], final_ids: &[u64]) -> History {
         .build()
 }
 
-// Issue 12 part 2: what a restore in place discards (written after its backup, before its
-// fence) is its loss, named exactly by status.restore.lostGtidSet; the checker fails a loss
-// the set does not name, and a named write that survived.
+// docs/design/history.md#issue-12-part-2: what a restore in place discards (written after its
+// backup, before its fence) is its loss, named exactly by status.restore.lostGtidSet; the checker
+// fails a loss the set does not name, and a named write that survived.
 #[test]
 fn rpo_attributes_a_restores_loss_to_its_lost_gtid_set() {
     let kept: Vec<u64> = (0..80).collect();

@@ -44,8 +44,8 @@ fn converged_when_every_condition_holds() {
     );
 }
 
-// bloodraven.md: a returning primary comes back read-only, is kept role=fenced and its
-// errant GTID set is reported; it rejoins only without errant transactions.
+// docs/design/operator.md#returning-primary: a returning primary comes back read-only, is kept
+// role=fenced and its errant GTID set is reported; it rejoins only without errant transactions.
 #[test]
 fn a_returning_primary_kept_fenced_for_errant_gtids_is_converged() {
     let fenced = json!({"name": "iad", "role": "fenced", "reachable": true, "writable": false, "fenced": true, "healthy": false, "errantGtidSet": "0-1-98..100"});
@@ -73,9 +73,10 @@ fn a_returning_primary_kept_fenced_for_errant_gtids_is_converged() {
     assert!(converged(&reader, &healed(true)).is_some_and(|why| why.contains("reader")));
 }
 
-// Seed 001: an emergency failover whose old primary is readable again reaches `exact`; the
-// harness waited for convergence on a status where iad, just thawed, still showed the
-// errant GTIDs of its last reading before the freeze and `exact: false` (s021).
+// docs/design/operator.md#emergency-failover (step 6): an emergency failover whose old primary is
+// readable again reaches `exact`; the harness waited for convergence on a status where iad, just
+// thawed, still showed the errant GTIDs of its last reading before the freeze and `exact: false`
+// (s021).
 #[test]
 fn a_readable_old_primary_needs_an_exact_failover_and_a_fresh_reading() {
     let fenced = json!({"name": "iad", "role": "fenced", "reachable": true, "writable": false, "fenced": true, "healthy": false, "errantGtidSet": "0-1-9..10"});

@@ -29,7 +29,7 @@ fn pod(name: &str, phase: &str, labels: Value, restarts: u64) -> Value {
     json!({"metadata": {"name": name, "labels": labels}, "status": {"phase": phase, "containerStatuses": [{"restartCount": restarts}, {"restartCount": 0}]}})
 }
 
-// seed 000: role and healthy labels on the pods behind the Services.
+// docs/design/requirements.md R000.6: role and healthy labels on the pods behind the Services.
 #[test]
 fn pods_phase_labels_restarts_and_absence() {
     let running = json!([pod(
@@ -68,7 +68,8 @@ fn endpoints_are_an_exact_set_of_sites() {
     assert!(evaluate_at(&shed, &json!({"sites": ["iad"]}), None).is_err());
 }
 
-// seed 000 scenario 38: the DNSEndpoint target and the DNS answer are separate surfaces.
+// docs/design/requirements.md R000.16 (scenario 038): the DNSEndpoint target and the DNS answer are
+// separate surfaces.
 #[test]
 fn dns_endpoint_and_dns_answer() {
     let record = expect("{within: 1s, dns-endpoint: {target: site-of pdx, recordTTL: 10, fieldManager: bloodraven}}");
@@ -92,8 +93,8 @@ fn dns_endpoint_and_dns_answer() {
         None
     )
     .is_err());
-    // seed 000 scenario 39: a foreign field manager beside the operator's is not "owned by
-    // bloodraven".
+    // docs/design/requirements.md R000.12 (scenario 039): a foreign field manager beside the
+    // operator's is not "owned by bloodraven".
     assert!(evaluate_at(
         &record,
         &json!({"site": "pdx", "recordTTL": 10, "fieldManagers": ["bloodraven", "kubectl-edit"]}),
@@ -106,7 +107,7 @@ fn dns_endpoint_and_dns_answer() {
     assert_eq!(describe(&answer), "dns: answers site-of iad");
 }
 
-// seed 001: with the operator at zero the counter keeps climbing.
+// docs/design/requirements.md R001.3: with the operator at zero the counter keeps climbing.
 #[test]
 fn counter_increasing_is_judged_against_the_first_poll() {
     let climbing = expect("{for: 1s, counter: {increasing: true, readOnly: false}}");
@@ -149,8 +150,8 @@ fn counter_increasing_is_judged_against_the_first_poll() {
     assert!(evaluate_at(&write, &json!({"write": "ok"}), None).is_err());
 }
 
-// Seed 000: the hold counter is refused over the socket it had before the promotion, not
-// over a new one to the same demoted site after a disconnect.
+// docs/design/requirements.md R000.20: the hold counter is refused over the socket it had before
+// the promotion, not over a new one to the same demoted site after a disconnect.
 #[test]
 fn counter_connection_id_unchanged_is_judged_against_the_baseline() {
     let held = expect(
@@ -168,7 +169,7 @@ fn counter_connection_id_unchanged_is_judged_against_the_baseline() {
     assert!(evaluate_at(&held, &none, Some(&before)).is_err());
 }
 
-// seed 003: status codes and body fields.
+// docs/design/requirements.md R003.10: status codes and body fields.
 #[test]
 fn deploy_api_status_and_body() {
     let held = expect(
@@ -337,8 +338,9 @@ fn events_are_judged_by_reason_type_message_and_time() {
     assert!(evaluate(&fenced, &json!({"count": 3}), None, since).is_err());
 }
 
-// Seed 001: a counter writing once a second reads equal on two polls 250 ms apart; `for:
-// increasing` holds while it never falls back and fails when it did not climb by the end.
+// docs/design/requirements.md R001.3: a counter writing once a second reads equal on two polls
+// 250 ms apart; `for: increasing` holds while it never falls back and fails when it did not climb
+// by the end.
 #[test]
 fn seed_001_for_increasing_tolerates_equal_polls_but_needs_a_climb() {
     use bloodraven_harness::runner::evaluate::climbed;
@@ -379,8 +381,8 @@ fn connection_expect(yaml: &str) -> Expect {
     }
 }
 
-// s026 (issue 11): "committed" must not pass on an answer without a write outcome, and the
-// site on the other end of the held connection is checked when named.
+// s026 (docs/design/history.md#issue-11): "committed" must not pass on an answer without a write
+// outcome, and the site on the other end of the held connection is checked when named.
 #[test]
 fn connection_needs_an_answer_and_checks_the_site() {
     let committed =
@@ -412,8 +414,8 @@ fn connection_needs_an_answer_and_checks_the_site() {
     assert!(evaluate_at(&refused, &json!({"writeError": 2013, "site": null}), None).is_err());
 }
 
-// s024 (issue 11): `restarts: {$changed: true}` compares with the same pod's count in the
-// baseline taken before the kill; it passed on any count before.
+// s024 (docs/design/history.md#issue-11): `restarts: {$changed: true}` compares with the same pod's
+// count in the baseline taken before the kill; it passed on any count before.
 #[test]
 fn pod_restarts_changed_compares_with_the_baseline_pod() {
     let restarted = expect("{within: 1s, pods: {site: iad, restarts: {$changed: true}}}");
@@ -425,7 +427,8 @@ fn pod_restarts_changed_compares_with_the_baseline_pod() {
     assert_eq!(evaluate_at(&restarted, &after, Some(&before)), Ok(()));
 }
 
-// s030 (issue 11): the TTL clamp's upper end, as expiresAt minus the answer's Date header.
+// s030 (docs/design/history.md#issue-11): the TTL clamp's upper end, as expiresAt minus the
+// answer's Date header.
 #[test]
 fn deploy_api_expires_in() {
     let clamped = expect(
@@ -454,8 +457,8 @@ fn deploy_api_expires_in() {
     .is_err());
 }
 
-// s050 (issue 11): `recorded` endpoints are judged from the probe history since the window's
-// start, not from the observation's current set.
+// s050 (docs/design/history.md#issue-11): `recorded` endpoints are judged from the probe history
+// since the window's start, not from the observation's current set.
 #[test]
 fn recorded_endpoints_are_judged_from_the_history() {
     let recorded =

@@ -234,7 +234,8 @@ fn timeline_inputs_pair_faults_and_bucket_writes() {
     );
     assert_eq!(buckets[12], (0, 1), "the info write completes at 12s");
     assert_eq!(buckets[17], (0, 0), "no write completes during the outage");
-    // Issue 9: acknowledged writes per site, one timeline row each (split brain at a glance).
+    // docs/design/history.md#issue-9: acknowledged writes per site, one timeline row each (split
+    // brain at a glance).
     let sites = bloodraven_harness::report::svg::site_buckets(&history, 1_000_000_000);
     let names: Vec<&str> = sites.iter().map(|(site, _)| site.name()).collect();
     assert_eq!(

@@ -250,7 +250,8 @@ fn scenario(steps: &str) -> LoadedScenario {
     parse_scenario(Path::new("scenarios/038-test.yaml"), &source).expect("valid scenario")
 }
 
-// harness.md: `within` = becomes true by; its time-to-satisfy is recorded.
+// docs/design/harness.md#scenario-files: `within` = becomes true by; its time-to-satisfy is
+// recorded.
 #[test]
 fn within_waits_and_records_time_to_satisfy() {
     let cluster =
@@ -304,7 +305,7 @@ fn within_fails_at_its_deadline_with_the_last_mismatch() {
         .any(|event| matches!(event.op, Op::FinalState { .. }) && event.kind == EventType::Ok));
 }
 
-// harness.md: `for` = stays true throughout.
+// docs/design/harness.md#scenario-files: `for` = stays true throughout.
 #[test]
 fn for_fails_as_soon_as_it_stops_holding() {
     let cluster =
@@ -334,7 +335,8 @@ fn for_fails_as_soon_as_it_stops_holding() {
     assert!(run.expectations[0].satisfied && run.error.is_none());
 }
 
-// seed 003: a re-POST rotates the token; later requests use the saved one.
+// docs/design/requirements.md R003.14: a re-POST rotates the token; later requests use the saved
+// one.
 #[test]
 fn deploy_api_saves_and_substitutes_variables() {
     let cluster = FakeCluster::new(|expect, _| {

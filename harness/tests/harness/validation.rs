@@ -1,5 +1,5 @@
-//! Validation errors, one test per error class (harness.md "Scenario files": validated with
-//! clear errors naming file, line and field).
+//! Validation errors, one test per error class (docs/design/harness.md#scenario-files:
+//! validated, with errors that name the file, line and field).
 
 use std::path::Path;
 
@@ -267,7 +267,8 @@ fn several_errors_in_one_file_are_all_reported() {
     );
 }
 
-// seed 003: the deploy API is off by default (auxiliary.deployAPI.enabled).
+// docs/design/requirements.md R003.2: the deploy API is off by default
+// (auxiliary.deployAPI.enabled).
 #[test]
 fn deploy_api_needs_it_installed_and_followers_need_replicas() {
     let request = "request: {method: GET, path: /deploy/v1/groups/playground, client: {namespace: n, serviceAccount: a}}";

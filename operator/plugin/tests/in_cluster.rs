@@ -1,4 +1,5 @@
-//! Issue "localkube node agent": a kube-rs client in a pod using in-cluster config.
+//! docs/design/history.md#issue-4 (localkube's node agent): a kube-rs client in a pod using
+//! in-cluster config.
 //!
 //! `kubectl-bloodraven` is a kube-rs program; run inside a localkube pod with no kubeconfig,
 //! `Config::infer` takes the in-cluster path (ServiceAccount token, `ca.crt`,

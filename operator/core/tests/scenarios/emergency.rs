@@ -846,10 +846,10 @@ fn detected_and_fenced(break_iad: impl FnOnce(&mut World)) -> (Duration, Duratio
     (since(failover.detected_at), since(failover.fenced_at))
 }
 
-// Issue "fencing that holds", case 1: "MySQL down" is not proof. A refused connection (nothing
-// listens: mysqld is not running) lets the operator skip the lease wait; an error reading a
-// live mysqld (access denied here; a frozen one times out) is unknown, and the operator waits
-// until a majority stopped granting iad a lease.
+// docs/design/history.md#issue-10-case-1: "MySQL down" is not proof. A refused connection (nothing
+// listens: mysqld is not running) lets the operator skip the lease wait; an error reading a live
+// mysqld (access denied here; a frozen one times out) is unknown, and the operator waits until a
+// majority stopped granting iad a lease.
 #[test]
 fn only_a_refused_mysqld_skips_the_lease_wait_an_unreadable_one_does_not() {
     let spec = World::bootstrapped().spec;

@@ -89,7 +89,7 @@ pub struct FakeSite {
     /// mysqld runs.
     pub mysql_up: bool,
     /// mysqld runs (and may be writable) but the sidecar cannot read it: access denied, a
-    /// query error (issue "fencing that holds": unknown, not down).
+    /// query error (docs/design/history.md#issue-10-case-1: unknown, not down).
     pub mysql_unreadable: bool,
     /// The operator cannot reach this sidecar (the site may still reach its peers).
     pub operator_cut: bool,

@@ -59,8 +59,8 @@ pub enum LiveError {
 
 impl LiveError {
     /// Whether the connection was refused: nothing listens on mysqld's port, so mysqld is not
-    /// running (issue "fencing that holds": only this, not any error, proves "down"). A
-    /// timeout, a server error (access denied, ...) or a decode error proves nothing.
+    /// running (docs/design/history.md#issue-10-case-1: only this, not any error, proves
+    /// "down"). A timeout, a server error (access denied, ...) or a decode error proves nothing.
     pub fn refused(&self) -> bool {
         let LiveError::Connect { source, .. } = self else {
             return false;

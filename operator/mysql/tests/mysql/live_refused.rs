@@ -1,6 +1,6 @@
-//! "MySQL down" is not proof (issue "fencing that holds", case 1): only a refused connection
-//! (nothing listens on the port) reads as `refused`; a mysqld that accepts and never answers
-//! (frozen) times out, which proves nothing. No mysqld needed: a closed port and a silent
+//! "MySQL down" is not proof (docs/design/history.md#issue-10-case-1): only a refused
+//! connection (nothing listens on the port) reads as `refused`; a mysqld that accepts and never
+//! answers (frozen) times out, which proves nothing. No mysqld needed: a closed port and a silent
 //! listener on loopback.
 
 use std::time::Duration;
