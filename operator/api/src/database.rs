@@ -5,6 +5,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// What `spec.database` must match: no NUL, which no MySQL server accepts in an identifier.
+pub const DATABASE_NAME_PATTERN: &str = r"^[^\x00]*$";
+
 /// A database (SQL schema) created on a group's primary.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -20,7 +23,9 @@ use serde::{Deserialize, Serialize};
 pub struct MysqlDatabaseSpec {
     /// The group this database lives on (and that its deployment clients may coordinate).
     pub failover_group_ref: FailoverGroupRef,
-    /// SQL schema name.
+    /// SQL schema name: 1 to 64 characters, no NUL.
+    #[schemars(length(min = 1, max = crate::sidecar::DATABASE_NAME_CHARS_MAX))]
+    #[schemars(pattern(DATABASE_NAME_PATTERN))]
     pub database: String,
     /// ServiceAccounts allowed to use /deploy/v1 for this group; one pair per namespace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -9,7 +9,11 @@ use crate::{Error, Result};
 
 /// A duration that serialises as a Go duration string (`"2s"`, `"5m"`, `"1h30m"`, `"250ms"`).
 ///
-/// Accepted units: `h`, `m`, `s`, `ms`; components must be in that order; a bare `0` is zero.
+/// Accepted units: `h`, `m`, `s`, `ms`; components must be in that order, each at most once;
+/// every number is below [`GoDuration::NUMBER_LIMIT`] (leading zeros allowed); a bare `0` is
+/// zero. [`GoDuration::pattern`] is this grammar as a CRD `pattern`, so the API server refuses
+/// exactly what this parser refuses (docs/design/operator.md, "What the API server refuses and
+/// what only the operator refuses").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct GoDuration(pub Duration);
 
@@ -22,6 +26,69 @@ impl GoDuration {
     /// The duration as a [`std::time::Duration`].
     pub const fn get(self) -> Duration {
         self.0
+    }
+
+    /// Every number of a duration string is below this (9 significant digits), so no sum of
+    /// components overflows and the grammar is a regular expression ([`GoDuration::pattern`]).
+    pub const NUMBER_LIMIT: u64 = 1_000_000_000;
+
+    /// The CRD `pattern` (RE2, as the API server reads it) matching exactly the strings this
+    /// parser accepts whose duration is at least `min_millis` milliseconds (0 to 9): 0 for
+    /// any duration, 1 for a positive one. A number is `0*` then at most 9 digits; a duration
+    /// is reached through its first component large enough on its own.
+    pub fn pattern(min_millis: u8) -> String {
+        assert!(
+            min_millis <= 9,
+            "pattern: min_millis {min_millis} is not 0 to 9"
+        );
+        // Any number below NUMBER_LIMIT; a positive one; one of at least `min_millis`.
+        let any = "0*[0-9]{1,9}";
+        let positive = "0*[1-9][0-9]{0,8}";
+        let at_least = match min_millis {
+            0 | 1 => positive.to_owned(),
+            min => format!("0*([{min}-9]|[1-9][0-9]{{1,8}})"),
+        };
+        let [h, m, s, ms] = [0, 1, 2, 3].map(|index| UNITS[index].0);
+        let optional = |unit: &str| format!("({any}{unit})?");
+        let alternatives = if min_millis == 0 {
+            // A bare 0, or the components from the first one present on.
+            vec![
+                "0".to_owned(),
+                format!("{any}{h}{}{}{}", optional(m), optional(s), optional(ms)),
+                format!("{any}{m}{}{}", optional(s), optional(ms)),
+                format!("{any}{s}{}", optional(ms)),
+                format!("{any}{ms}"),
+            ]
+        } else {
+            // The first nonzero one of h, m and s (then it is at least 1s), or else enough ms.
+            vec![
+                format!(
+                    "{positive}{h}{}{}{}",
+                    optional(m),
+                    optional(s),
+                    optional(ms)
+                ),
+                format!(
+                    "{}{positive}{m}{}{}",
+                    optional(h),
+                    optional(s),
+                    optional(ms)
+                ),
+                format!(
+                    "{}{}{positive}{s}{}",
+                    optional(h),
+                    optional(m),
+                    optional(ms)
+                ),
+                format!(
+                    "{}{}{}{at_least}{ms}",
+                    optional(h),
+                    optional(m),
+                    optional(s)
+                ),
+            ]
+        };
+        format!("^({})$", alternatives.join("|"))
     }
 }
 
@@ -56,7 +123,11 @@ impl FromStr for GoDuration {
                 return Err(fail("expected a number"));
             }
             let (number, after) = rest.split_at(digits);
-            let value: u128 = number.parse().map_err(|_| fail("number too large"))?;
+            let value = number
+                .parse::<u128>()
+                .ok()
+                .filter(|value| *value < u128::from(Self::NUMBER_LIMIT))
+                .ok_or_else(|| fail("number too large: every number must be below 1000000000"))?;
             let unit_len = after
                 .chars()
                 .take_while(|c| c.is_ascii_alphabetic())
@@ -118,7 +189,7 @@ impl JsonSchema for GoDuration {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^(0|([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?)$",
+            "pattern": Self::pattern(0),
             "description": "A Go duration: 2s, 5m, 1h30m, 500ms."
         })
     }

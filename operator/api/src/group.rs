@@ -23,6 +23,19 @@ pub const DEFAULT_FAILOVER_COOLDOWN: GoDuration = GoDuration::from_secs(300);
 /// Default `spec.dns.ttl`.
 pub const DEFAULT_DNS_TTL: u32 = 60;
 
+/// The most sites a group may have (`maxItems`): the CEL rules on `spec.sites` need a bound
+/// for the API server to accept them (their cost is estimated from it).
+pub const SITES_MAX: u32 = 32;
+/// The longest site name (`maxLength`): a site name is a DNS label inside object names,
+/// label values and DNS names, and the CEL rules comparing names need a bound too.
+pub const SITE_NAME_MAX: u32 = 63;
+/// What a site name must match: a DNS label (RFC 1123), as the StatefulSet, Service, pod
+/// label and DNS names built from it require.
+pub const SITE_NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// The shortest `spec.writeLease.duration` in milliseconds: the sidecar refuses a shorter
+/// lease (its renewal runs every third of it), so its pod never starts.
+pub const WRITE_LEASE_MIN_MILLIS: u8 = 3;
+
 fn default_poll_interval() -> GoDuration {
     DEFAULT_POLL_INTERVAL
 }
@@ -55,21 +68,43 @@ fn default_dns_ttl() -> u32 {
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+// CEL rules the OpenAPI keywords cannot say (docs/design/operator.md, "What the API server
+// refuses and what only the operator refuses"); each mirrors a problem of `validate()`.
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.sites.exists(s, s.name == self.initialActiveSite)",
+        "message": "must be the name of one of spec.sites",
+        "fieldPath": ".initialActiveSite",
+    },
+    {
+        "rule": "self.sites.all(s, s.name != self.initialActiveSite || s.role == 'read-write')",
+        "message": "must be a read-write site, not a read-only one",
+        "fieldPath": ".initialActiveSite",
+    },
+]))]
 pub struct MysqlFailoverGroupSpec {
     /// MySQL flavor of every site.
     #[serde(default)]
     pub flavor: Flavor,
     /// Container image of mysqld (e.g. `mariadb:10.11`).
     pub image: String,
-    /// The sites, in order; names are unique.
+    /// The sites, in order (1 to 32); names are unique.
+    #[schemars(length(min = 1, max = SITES_MAX))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.all(a, self.exists_one(b, b.name == a.name))",
+        "message": "site names must be unique",
+    }]))]
     pub sites: Vec<SiteSpec>,
     /// The site made writable at bootstrap; must be a read-write site.
+    #[schemars(length(max = SITE_NAME_MAX))]
     pub initial_active_site: String,
-    /// How often the operator observes every site.
+    /// How often the operator observes every site; positive.
     #[serde(default = "default_poll_interval")]
+    #[schemars(pattern(GoDuration::pattern(1)))]
     pub poll_interval: GoDuration,
-    /// Consecutive failed polls after which a site is failed.
+    /// Consecutive failed polls after which a site is failed; at least 1.
     #[serde(default = "default_failure_threshold")]
+    #[schemars(range(min = 1, max = u32::MAX))]
     pub failure_threshold: u32,
     /// Replication lag above which a replica is not healthy.
     #[serde(default = "default_max_lag_seconds")]
@@ -89,9 +124,12 @@ pub struct MysqlFailoverGroupSpec {
 }
 
 impl MysqlFailoverGroupSpec {
-    /// Failure detection floor: pollInterval × failureThreshold (6 s on defaults).
+    /// Failure detection floor: pollInterval × failureThreshold (6 s on defaults; saturating,
+    /// so no spec the parser accepts makes it panic).
     pub fn detection_floor(&self) -> Duration {
-        self.poll_interval.get() * self.failure_threshold
+        self.poll_interval
+            .get()
+            .saturating_mul(self.failure_threshold)
     }
 
     /// The write lease duration: `writeLease.duration`, else the detection floor.
@@ -180,9 +218,12 @@ pub enum SiteRole {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SiteSpec {
-    /// Site name (`iad`, `pdx`, `reader`).
+    /// Site name (`iad`, `pdx`, `reader`): a DNS label.
+    #[schemars(length(min = 1, max = SITE_NAME_MAX), pattern(SITE_NAME_PATTERN))]
     pub name: String,
     /// read-write or read-only.
+    // maxLength: the CEL rule comparing roles needs a bound (its cost is estimated from it).
+    #[schemars(extend("maxLength" = 10))]
     pub role: SiteRole,
     /// Lag limit of a read-only site; null inherits maxLagSeconds, 0 demands zero lag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -216,8 +257,9 @@ pub struct PlannedFailoverPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteLeaseSpec {
-    /// Lease duration; default pollInterval × failureThreshold.
+    /// Lease duration, at least 3ms; default pollInterval × failureThreshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(GoDuration::pattern(WRITE_LEASE_MIN_MILLIS)))]
     pub duration: Option<GoDuration>,
 }
 
@@ -229,6 +271,7 @@ pub struct DnsSpec {
     pub hostname: String,
     /// recordTTL of the A record.
     #[serde(default = "default_dns_ttl")]
+    #[schemars(range(max = u32::MAX))]
     pub ttl: u32,
 }
 
