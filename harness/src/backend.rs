@@ -93,6 +93,12 @@ pub trait Cluster: Send + Sync {
     /// `-primary`/`-replicas`) and without writing. A site that cannot be read is left out of
     /// the map (not an empty list); an error only when no site can be read.
     fn final_state(&self) -> Result<BTreeMap<Site, Vec<u64>>>;
+    /// Right after [`Cluster::final_state`]: the [`crate::history::event::Op::GtidState`]
+    /// of every site whose mysqld can be read, and the group's `lastFailover` read after
+    /// them. `Ok(None)`: this cluster has no MySQL to read (a scripted test double).
+    fn final_gtid_state(&self) -> Result<Option<crate::history::event::Op>> {
+        Ok(None)
+    }
     /// Copies pod logs, events, the group's YAML and the operator log into `dir`.
     fn collect_artifacts(&self, dir: &Path) -> Result<()>;
 }

@@ -5,6 +5,7 @@ pub mod endpoint_history;
 pub mod expectations;
 pub mod gtid;
 pub mod liveness;
+pub mod lost_set;
 pub mod rpo;
 pub mod split_brain;
 pub mod timings;

@@ -185,6 +185,24 @@ pub enum Op {
         #[serde(default)]
         sites: BTreeMap<Site, Vec<u64>>,
     },
+    /// After the final read: each readable site's executed GTID set, read directly from its
+    /// mysqld (MariaDB `@@gtid_binlog_state`, MySQL `@@gtid_executed`), and the group's
+    /// `status.lastFailover` and `activeSite` read right after them, so the operator's
+    /// `lostGtidSet` is compared with the harness's own reads of the same moment.
+    GtidState {
+        /// Executed set, by site read.
+        #[serde(default)]
+        sites: BTreeMap<Site, String>,
+        /// `status.lastFailover`, read after the sets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_failover: Option<FailoverRecord>,
+        /// `status.activeSite`, read after the sets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        active_site: Option<Site>,
+        /// Why the read failed, when it did (missing evidence is a finding).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The RPO sealed by a `seal-rpo` step: every workload id present, by surviving site,
     /// when the primary had died and before any promotion.
     Sealed {

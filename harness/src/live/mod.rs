@@ -233,6 +233,10 @@ impl Cluster for LiveCluster {
         self.runtime.block_on(self.final_ids())
     }
 
+    fn final_gtid_state(&self) -> Result<Option<crate::history::event::Op>> {
+        self.runtime.block_on(self.gtid_state()).map(Some)
+    }
+
     fn collect_artifacts(&self, dir: &Path) -> Result<()> {
         self.runtime.block_on(self.artifacts(dir))
     }

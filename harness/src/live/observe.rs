@@ -1238,6 +1238,48 @@ impl LiveCluster {
         }
     }
 
+    /// Every readable site's executed GTID set (MariaDB's `@@gtid_binlog_state`), then the group's `lastFailover` and
+    /// `activeSite` ([`Op::GtidState`]). An error only when no site can be read.
+    pub(super) async fn gtid_state(&self) -> Result<Op> {
+        let mut sites = std::collections::BTreeMap::new();
+        let mut last_error = None;
+        for site in Site::ALL {
+            let read = self
+                .installer
+                .sql_as_root(
+                    &names::pod(GROUP, site.name()),
+                    // The playground runs MariaDB (its image); the operator's MariaDB dialect
+                    // reads the same variable as the executed set.
+                    "SELECT @@GLOBAL.gtid_binlog_state",
+                )
+                .await;
+            match read {
+                Ok(text) => {
+                    sites.insert(site, text.trim().replace('\n', ""));
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        if let (true, Some(error)) = (sites.is_empty(), last_error) {
+            return Err(error);
+        }
+        let group = self.installer.group().await?;
+        let Op::Status {
+            active_site,
+            last_failover,
+            ..
+        } = Op::status_of_group(&group)
+        else {
+            return Err(cluster_error("read the group", "not a status"));
+        };
+        Ok(Op::GtidState {
+            sites,
+            last_failover,
+            active_site,
+            error: None,
+        })
+    }
+
     pub(super) async fn artifacts(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| cluster_error(format!("create {}", dir.display()), e))?;

@@ -101,6 +101,7 @@ pub fn judge(
         check_liveness(history),
         split_brain,
         rpo_verdict,
+        crate::check::lost_set::check_lost_set(history),
         timings_verdict,
     ];
     let failure = run_error.or_else(|| {

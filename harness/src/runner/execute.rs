@@ -305,6 +305,29 @@ fn run_steps(
             Err(format!("final read: failed to {error}"))
         }
     };
+    // The executed GTID sets, for the operator's lostGtidSet to be compared with.
+    let unread = || Op::GtidState {
+        sites: BTreeMap::new(),
+        last_failover: None,
+        active_site: None,
+        error: None,
+    };
+    recorder.invoke("gtid-state", unread());
+    match cluster.final_gtid_state() {
+        Ok(Some(op)) => recorder.complete("gtid-state", EventType::Ok, op),
+        // A cluster with no MySQL to read: the checker says it judged nothing.
+        Ok(None) => recorder.complete("gtid-state", EventType::Info, unread()),
+        Err(error) => recorder.complete(
+            "gtid-state",
+            EventType::Fail,
+            Op::GtidState {
+                sites: BTreeMap::new(),
+                last_failover: None,
+                active_site: None,
+                error: Some(error.to_string()),
+            },
+        ),
+    }
     let closing = heal.and(converged).and(stopped).and(final_read);
     phase.end(&closing);
     outcome.and(closing)

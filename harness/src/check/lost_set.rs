@@ -1,0 +1,300 @@
+//! The operator's `lostGtidSet` against the harness's own reads: after the final read the
+//! harness reads every site's executed GTID set itself ([`Op::GtidState`]); for the last
+//! emergency failover whose new primary is still the active site and whose old primary can be
+//! read, the transactions lost are exactly those the old primary executed that the active site
+//! did not (set subtraction, not the operator's history walk). The operator says it agrees
+//! exactly once `exact` (docs/design/operator.md): a set that names a transaction that was not
+//! lost, or misses one that was, and a `lostTransactions` that is not that set's size, are
+//! findings in either direction. The rpo checker judges the workload's writes one by one;
+//! this one also sees the other writers (the counter app) the workload cannot name.
+//!
+//! Missing evidence is a finding too: a live run whose GTID read failed while an exact
+//! emergency failover needs judging. What it does not judge, it says in its summary.
+
+use std::collections::BTreeMap;
+
+use super::gtid::parse_gtid_set;
+use super::verdict::Verdict;
+use crate::history::event::{EventType, FailoverKind, FailoverRecord, Op};
+use crate::history::store::History;
+use crate::scenario::model::Site;
+
+/// The checker's name in reports.
+pub const NAME: &str = "lost-set";
+
+/// The last completed [`Op::GtidState`] of the history, with whether its read succeeded
+/// (`Ok`) or failed (`Fail`); `None` when none was read or the cluster has no MySQL to read
+/// (`Info`).
+fn gtid_state(history: &History) -> Option<(bool, &Op)> {
+    history
+        .events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.op {
+            op @ Op::GtidState { .. } if matches!(event.kind, EventType::Ok | EventType::Fail) => {
+                Some((event.kind == EventType::Ok, op))
+            }
+            _ => None,
+        })
+}
+
+/// Judges the operator's `lostGtidSet` and `lostTransactions` of the last emergency failover
+/// against the sets the harness read.
+pub fn check_lost_set(history: &History) -> Verdict {
+    let Some((read, state)) = gtid_state(history) else {
+        return Verdict::from_findings(
+            NAME,
+            "not judged: this backend reads no GTID sets".to_owned(),
+            Vec::new(),
+        );
+    };
+    let Op::GtidState {
+        sites,
+        last_failover,
+        active_site,
+        error,
+    } = state
+    else {
+        return Verdict::from_findings(NAME, String::new(), Vec::new());
+    };
+    let failover = last_failover
+        .as_ref()
+        .filter(|record| record.kind == FailoverKind::Emergency);
+    if !read {
+        // Without the sets nothing about an emergency failover's loss can be compared.
+        let any_emergency = crate::check::rpo::observed_failovers(history)
+            .iter()
+            .any(|record| record.kind == FailoverKind::Emergency);
+        let findings = if any_emergency {
+            vec![format!(
+                "missing evidence: the GTID sets could not be read after the final state ({}), so the emergency failover's lostGtidSet is not compared with the harness's reads",
+                error.as_deref().unwrap_or("no reason given")
+            )]
+        } else {
+            Vec::new()
+        };
+        return Verdict::from_findings(NAME, "no GTID sets read".to_owned(), findings);
+    }
+    let Some(record) = failover else {
+        return Verdict::from_findings(
+            NAME,
+            "no emergency failover to judge".to_owned(),
+            Vec::new(),
+        );
+    };
+    judge(record, *active_site, sites)
+}
+
+/// The verdict on one emergency failover `record` given the sets read.
+pub fn judge(
+    record: &FailoverRecord,
+    active: Option<Site>,
+    sites: &BTreeMap<Site, String>,
+) -> Verdict {
+    let name = format!("emergency failover {} -> {}", record.from, record.to);
+    let not_judged = |why: String| {
+        Verdict::from_findings(NAME, format!("{name}: not judged: {why}"), Vec::new())
+    };
+    if active != Some(record.to) {
+        return not_judged(format!(
+            "the active site is {} now, not {} (a later move changed what {} holds)",
+            active.map_or("none".to_owned(), |site| site.to_string()),
+            record.to,
+            record.to
+        ));
+    }
+    let (Some(old_text), Some(new_text)) = (sites.get(&record.from), sites.get(&record.to)) else {
+        return not_judged(format!(
+            "{} or {} could not be read",
+            record.from, record.to
+        ));
+    };
+    if !record.exact {
+        return Verdict::from_findings(
+            NAME,
+            name.clone(),
+            vec![format!(
+                "{name}: the old primary {} is readable, but the operator's count is not exact",
+                record.from
+            )],
+        );
+    }
+    let parsed = parse_gtid_set(old_text).and_then(|old| Ok((old, parse_gtid_set(new_text)?)));
+    let (old, new) = match parsed {
+        Ok(sets) => sets,
+        Err(error) => {
+            return Verdict::from_findings(
+                NAME,
+                name.clone(),
+                vec![format!(
+                    "{name}: an executed set read does not parse: {error}"
+                )],
+            )
+        }
+    };
+    let lost = old.subtract(&new);
+    let reported = match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
+        Some(Ok(set)) => set,
+        Some(Err(error)) => {
+            return Verdict::from_findings(
+                NAME,
+                name.clone(),
+                vec![format!("{name}: lostGtidSet does not parse: {error}")],
+            )
+        }
+        None if lost.is_empty() => lost.clone(),
+        None => {
+            return Verdict::from_findings(
+                NAME,
+                name.clone(),
+                vec![format!(
+                    "{name}: exact, but no lostGtidSet; the harness reads {} lost ({lost}: {}'s {old_text} minus {}'s {new_text})",
+                    lost.count(),
+                    record.from,
+                    record.to
+                )],
+            )
+        }
+    };
+    let mut findings = Vec::new();
+    let over = reported.subtract(&lost);
+    let under = lost.subtract(&reported);
+    if !over.is_empty() {
+        findings.push(format!(
+            "{name}: lostGtidSet names {} transaction{} that were not lost ({over}): {} holds them or {} never had them",
+            over.count(),
+            if over.count() == 1 { "" } else { "s" },
+            record.to,
+            record.from
+        ));
+    }
+    if !under.is_empty() {
+        findings.push(format!(
+            "{name}: lostGtidSet misses {} lost transaction{} ({under}) that {} executed and {} lacks",
+            under.count(),
+            if under.count() == 1 { "" } else { "s" },
+            record.from,
+            record.to
+        ));
+    }
+    if let Some(count) = record.lost_transactions {
+        if count != lost.count() {
+            findings.push(format!(
+                "{name}: lostTransactions {count}, the harness reads {} lost",
+                lost.count()
+            ));
+        }
+    }
+    let summary = format!(
+        "{name}: {} lost by the harness's reads ({}), operator {} ({})",
+        lost.count(),
+        if lost.is_empty() {
+            "none".to_owned()
+        } else {
+            lost.to_string()
+        },
+        record
+            .lost_transactions
+            .map_or("no count".to_owned(), |count| count.to_string()),
+        record.lost_gtid_set.as_deref().unwrap_or("no set")
+    );
+    Verdict::from_findings(NAME, summary, findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(lost: Option<&str>, count: Option<u64>, exact: bool) -> FailoverRecord {
+        let mut record: FailoverRecord = serde_json::from_value(serde_json::json!({
+            "kind": "emergency",
+            "from": "iad",
+            "to": "pdx",
+            "startedAt": "2026-12-06T00:00:00Z",
+            "exact": exact,
+        }))
+        .expect("a failover record");
+        record.lost_gtid_set = lost.map(str::to_owned);
+        record.lost_transactions = count;
+        record
+    }
+
+    fn sites(iad: &str, pdx: &str) -> BTreeMap<Site, String> {
+        BTreeMap::from([(Site::Iad, iad.to_owned()), (Site::Pdx, pdx.to_owned())])
+    }
+
+    #[test]
+    fn an_exact_set_that_agrees_passes() {
+        let verdict = judge(
+            &record(Some("0-1-101..120"), Some(20), true),
+            Some(Site::Pdx),
+            &sites("0-1-120", "0-1-100,0-2-130"),
+        );
+        assert!(verdict.valid, "{verdict:?}");
+    }
+
+    // Over-reporting passed the rpo checker (it has no upper bound from the workload's writes);
+    // here it is a finding, and so is under-reporting and a count that is not the set's size.
+    #[test]
+    fn over_and_under_reporting_and_a_wrong_count_are_findings() {
+        let reads = sites("0-1-120", "0-1-100,0-2-130");
+        let over = judge(
+            &record(Some("0-1-99..120"), Some(22), true),
+            Some(Site::Pdx),
+            &reads,
+        );
+        assert!(!over.valid);
+        assert!(
+            over.findings
+                .iter()
+                .any(|f| f.contains("not lost") && f.contains("0-1-99..100")),
+            "{over:?}"
+        );
+        assert!(over
+            .findings
+            .iter()
+            .any(|f| f.contains("lostTransactions 22")));
+        let under = judge(
+            &record(Some("0-1-101..110"), Some(10), true),
+            Some(Site::Pdx),
+            &reads,
+        );
+        assert!(
+            under.findings.iter().any(|f| f.contains("misses 10")),
+            "{under:?}"
+        );
+        let not_exact = judge(&record(None, Some(20), false), Some(Site::Pdx), &reads);
+        assert!(!not_exact.valid);
+        let missing = judge(&record(None, None, true), Some(Site::Pdx), &reads);
+        assert!(!missing.valid, "{missing:?}");
+    }
+
+    #[test]
+    fn nothing_lost_and_nothing_reported_agree() {
+        let verdict = judge(
+            &record(None, Some(0), true),
+            Some(Site::Pdx),
+            &sites("0-1-100", "0-1-100,0-2-130"),
+        );
+        assert!(verdict.valid, "{verdict:?}");
+    }
+
+    #[test]
+    fn a_later_move_or_an_unreadable_site_is_said_not_judged() {
+        let moved = judge(
+            &record(Some("0-1-101..120"), Some(20), true),
+            Some(Site::Iad),
+            &sites("0-1-120", "0-1-100"),
+        );
+        assert!(
+            moved.valid && moved.summary.contains("not judged"),
+            "{moved:?}"
+        );
+        let unread = judge(
+            &record(Some("0-1-101..120"), Some(20), true),
+            Some(Site::Pdx),
+            &BTreeMap::from([(Site::Pdx, "0-1-100".to_owned())]),
+        );
+        assert!(unread.valid && unread.summary.contains("not judged"));
+    }
+}
