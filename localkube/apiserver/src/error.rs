@@ -247,10 +247,14 @@ impl ApiError {
         } else {
             format!("{kind}.{group}")
         };
-        let lines: Vec<String> = errors
-            .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect();
+        // The aggregate prints each distinct message once, as apimachinery's does.
+        let mut lines: Vec<String> = Vec::with_capacity(errors.len());
+        for e in errors {
+            let line = format!("{}: {}", e.field, e.message);
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
         let list = match lines.as_slice() {
             [one] => one.clone(),
             many => format!("[{}]", many.join(", ")),

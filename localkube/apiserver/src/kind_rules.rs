@@ -8,7 +8,7 @@
 //! | Namespace | | `spec.finalizers` kept but through `finalize`; the main resource writes the status too | `spec.finalizers` hold it; phase Terminating |
 //! | Secret | `stringData` merged into `data` | the same | |
 //! | Pod | | defaults kept; the spec immutable but for images, deadlines, added tolerations | graceful while a node agent runs it; answers the pod |
-//! | CustomResourceDefinition | status (names accepted, established); served | status again on main-resource writes; served again | no longer served, its objects deleted |
+//! | CustomResourceDefinition | CEL rules compile; status (names accepted, established); served | the same again on main-resource writes; served again | no longer served, its objects deleted |
 //! | Job | validated | validated | orphans its pods by default |
 //! | Endpoints | | an update of a missing object creates it | |
 //! | Role, RoleBinding, APIService | names need not be DNS subdomains | | |
@@ -44,7 +44,10 @@ pub(crate) fn prepare_create(
         ("", "Secret") => defaults::merge_secret_string_data(obj),
         // The caller holds the allocation lock until the Service is stored ([`store_lock`]).
         ("", "Service") => allocate_cluster_ip(cluster, obj)?,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_status(obj),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crate::crd_validation::crd::check(obj)?;
+            crd_status(obj)
+        }
         ("batch", "Job") => batch::validate_job(None, obj)?,
         _ => {}
     }
@@ -66,7 +69,10 @@ pub(crate) fn prepare_update(
                 new["spec"]["finalizers"] = f.clone();
             }
         }
-        ("apiextensions.k8s.io", "CustomResourceDefinition") if sub.is_none() => crd_status(new),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") if sub.is_none() => {
+            crate::crd_validation::crd::check(new)?;
+            crd_status(new)
+        }
         ("", "Pod") if sub.is_none() => {
             defaults::pod_update_defaults(old, new);
             check_pod_update(old, new)?

@@ -6,6 +6,7 @@
 //! Layout: [`store`] (objects as JSON, one global resourceVersion, watch history, snapshot
 //! plus append log in `DIR/store/`), [`registry`] (built-in kinds and CRDs), [`ops`] (the
 //! verbs), [`apply`]/[`fields`]/[`schema`] (server-side apply, FieldsV1, list types),
+//! [`crd_validation`] (custom resources against their schema, CEL rules),
 //! [`patch`], [`selector`], [`auth`] (client certificates, tokens, RBAC), [`tls`] (CA,
 //! serving and client certificates, their verification), [`batch`] (Job defaults and
 //! validation), [`reviews`], [`http`] (routing, watch, logs), [`accept`] (content
@@ -38,8 +39,10 @@
 //! - Field order ([`wire`]): built-in objects, lists, Status and watch events lead with the
 //!   real order (`kind`, `apiVersion`, `metadata` in ObjectMeta order, then the kind's own
 //!   fields); fields nested below those are in key order, not Go declaration order.
-//! - Custom resources: one stored version, no conversion webhooks; validation covers
-//!   type, enum, required, bounds, lengths and item counts (no CEL, no `pattern`).
+//! - Custom resources: one stored version, no conversion webhooks; validation
+//!   ([`crd_validation`]) covers the OpenAPI value validations, list-type uniqueness and CEL
+//!   rules with the real messages and ratcheting; not `format`, embedded resources'
+//!   metadata, CEL's cost budget or the Kubernetes CEL libraries.
 //! - `core/v1` and `events.k8s.io/v1` Events are stored separately; a controller mirrors each
 //!   `events.k8s.io/v1` Event into `core/v1` (as the one storage of a real server shows it),
 //!   not the other way round.
@@ -59,6 +62,7 @@ pub mod apply;
 pub mod auth;
 pub mod batch;
 pub mod controllers;
+pub mod crd_validation;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

@@ -264,31 +264,35 @@ impl Cluster {
         Ok(())
     }
 
-    /// Prunes undeclared fields of a custom resource and validates it against its schema
-    /// (422 Invalid listing every violation).
-    fn prune_and_validate_custom(&self, r: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
-        let Some(schema) = r.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
+    /// Prunes undeclared fields and non-nullable nulls of a custom resource, applies its
+    /// schema's defaults, and validates it against the schema and its CEL rules (422 Invalid
+    /// listing every violation); `old` is the stored object on an update (ratcheting,
+    /// transition rules).
+    fn prune_and_validate_custom(
+        &self,
+        r: &ResourceInfo,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let Some(crd) = r.crd.as_ref() else {
+            return Ok(());
+        };
+        let Some(schema) = crd.schema.as_ref() else {
             return Ok(());
         };
         schema::prune(schema, obj, true);
-        let mut errors = Vec::new();
-        schema::validate(schema, obj, "", &mut errors);
+        crate::crd_validation::prune_nulls(schema, obj);
+        schema::apply_defaults(schema, obj);
+        let errors = crd.validator.get(schema).validate(obj, old);
         if errors.is_empty() {
             return Ok(());
         }
-        let name = meta::name(obj).to_string();
-        let gk = format!("{}.{}", r.kind, r.group);
-        let lines: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
-        let message = if lines.len() == 1 {
-            format!("{gk} \"{name}\" is invalid: {}", lines[0])
-        } else {
-            format!("{gk} \"{name}\" is invalid: [{}]", lines.join(", "))
-        };
-        let mut e = ApiError::invalid(&r.group, &r.kind, &name, "", "");
-        e.message = message;
-        e.details = Some(json!({"name": name, "group": r.group, "kind": r.kind,
-            "causes": errors.iter().map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f})).collect::<Vec<_>>()}));
-        Err(e)
+        Err(ApiError::invalid_fields(
+            &r.group,
+            &r.kind,
+            meta::name(obj),
+            &errors,
+        ))
     }
 
     fn validate_strict(&self, r: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
@@ -370,7 +374,7 @@ impl Cluster {
         if r.crd.is_none() {
             super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
         } else {
-            self.prune_and_validate_custom(r, &mut obj)?;
+            self.prune_and_validate_custom(r, &mut obj, None)?;
         }
         let (api_version, now) = (r.api_version(), meta::now());
         let w = writer(o, r, None, &api_version, &now);
@@ -537,7 +541,7 @@ impl Cluster {
             super::validation::decode_builtin(&r.group, &r.kind, &new, false)?;
         }
         if r.crd.is_some() {
-            self.prune_and_validate_custom(r, &mut new)?;
+            self.prune_and_validate_custom(r, &mut new, Some(old))?;
         }
         self.store_update(r, old, new, o.dry_run, expected_rv)
     }
@@ -599,9 +603,10 @@ impl Cluster {
     ) -> Result<Value, ApiError> {
         let ns = if r.namespaced { ns } else { "" };
         if pt == PatchType::Strategic && r.crd.is_some() {
-            return Err(ApiError::unsupported_media_type(
-                "application/strategic-merge-patch+json",
-            ));
+            // as the real server words it for custom resources: their patch types only
+            let mut e = ApiError::unsupported_media_type("application/strategic-merge-patch+json");
+            e.message = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into();
+            return Err(e);
         }
         if pt == PatchType::Apply && o.manager.is_empty() {
             return Err(ApiError::bad_request(
@@ -668,7 +673,7 @@ impl Cluster {
         }
         self.prepare_create(r, ns, &mut created)?;
         if r.crd.is_some() {
-            self.prune_and_validate_custom(r, &mut created)?;
+            self.prune_and_validate_custom(r, &mut created, None)?;
         }
         if let Some(mf) = managed {
             created["metadata"]["managedFields"] = mf;

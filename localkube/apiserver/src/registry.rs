@@ -93,6 +93,8 @@ pub struct CrdVersion {
     pub selectable_fields: Vec<String>,
     /// The CRD's name.
     pub crd_name: String,
+    /// `schema` compiled for validation (patterns, CEL programs), on first use.
+    pub validator: crate::crd_validation::LazyValidator,
 }
 
 impl ResourceInfo {
@@ -575,6 +577,7 @@ impl Registry {
                         })
                         .unwrap_or_default(),
                     crd_name: name.clone(),
+                    validator: Default::default(),
                 }),
             });
         }

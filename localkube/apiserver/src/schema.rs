@@ -128,13 +128,21 @@ pub fn item_key(item: &Value, keys: &[String]) -> Map<String, Value> {
     m
 }
 
-/// Applies `default` values of an `openAPIV3Schema` to an object, recursively.
+/// Whether `v` is a `null` that a default of `schema` replaces (the schema is not
+/// `nullable`).
+fn defaultable_null(schema: &Value, v: Option<&Value>) -> bool {
+    v.map(Value::is_null).unwrap_or(false)
+        && schema.get("nullable").and_then(Value::as_bool) != Some(true)
+}
+
+/// Applies `default` values of an `openAPIV3Schema` to an object, recursively: to missing
+/// fields, and to `null`s where the schema is not `nullable`, as the real server does.
 pub fn apply_defaults(schema: &Value, obj: &mut Value) {
     match obj {
         Value::Object(map) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (k, s) in props {
-                    if !map.contains_key(k) {
+                    if !map.contains_key(k) || defaultable_null(s, map.get(k)) {
                         if let Some(d) = s.get("default") {
                             map.insert(k.clone(), d.clone());
                         }
@@ -145,6 +153,11 @@ pub fn apply_defaults(schema: &Value, obj: &mut Value) {
                 }
             } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
                 for v in map.values_mut() {
+                    if defaultable_null(ap, Some(v)) {
+                        if let Some(d) = ap.get("default") {
+                            *v = d.clone();
+                        }
+                    }
                     apply_defaults(ap, v);
                 }
             }
@@ -152,6 +165,11 @@ pub fn apply_defaults(schema: &Value, obj: &mut Value) {
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
                 for v in items {
+                    if defaultable_null(s, Some(v)) {
+                        if let Some(d) = s.get("default") {
+                            *v = d.clone();
+                        }
+                    }
                     apply_defaults(s, v);
                 }
             }
@@ -210,180 +228,6 @@ pub fn unknown_fields(schema: &Value, obj: &Value, prefix: &str, out: &mut Vec<S
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// Validates an object against a structural `openAPIV3Schema` (type, enum, required,
-/// bounds, lengths, item counts, int-or-string, nullable); returns (field path, message)
-/// per violation, in the real server's wording.
-pub fn validate(schema: &Value, v: &Value, path: &str, out: &mut Vec<(String, String)>) {
-    let field = if path.is_empty() {
-        "<root>".to_string()
-    } else {
-        path.to_string()
-    };
-    if v.is_null() {
-        if schema.get("nullable").and_then(Value::as_bool) != Some(true)
-            && !path.is_empty()
-            && schema.get("type").is_some()
-        {
-            out.push((
-                field.clone(),
-                format!(
-                    "Invalid value: \"null\": {field} in body must be of type {}: \"null\"",
-                    schema
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("object")
-                ),
-            ));
-        }
-        return;
-    }
-    let int_or_string = schema
-        .get("x-kubernetes-int-or-string")
-        .and_then(Value::as_bool)
-        == Some(true);
-    if let Some(want) = schema.get("type").and_then(Value::as_str) {
-        let got = type_name(v);
-        let ok = got == want
-            || (want == "number" && got == "integer")
-            || (int_or_string && (got == "integer" || got == "string"));
-        if !ok {
-            out.push((
-                field.clone(),
-                format!(
-                    "Invalid value: \"{got}\": {field} in body must be of type {want}: \"{got}\""
-                ),
-            ));
-            return;
-        }
-    }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(v) {
-            let list: Vec<String> = allowed.iter().map(|a| a.to_string()).collect();
-            out.push((
-                field.clone(),
-                format!(
-                    "Unsupported value: {v}: supported values: {}",
-                    list.join(", ")
-                ),
-            ));
-        }
-    }
-    if let Some(n) = v.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-            if n < min {
-                out.push((field.clone(), format!("Invalid value: {v}: {field} in body should be greater than or equal to {min}")));
-            }
-        }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-            if n > max {
-                out.push((
-                    field.clone(),
-                    format!(
-                        "Invalid value: {v}: {field} in body should be less than or equal to {max}"
-                    ),
-                ));
-            }
-        }
-    }
-    if let Some(s) = v.as_str() {
-        let len = s.chars().count() as u64;
-        if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-            if len < min {
-                out.push((
-                    field.clone(),
-                    format!(
-                        "Invalid value: {v}: {field} in body should be at least {min} chars long"
-                    ),
-                ));
-            }
-        }
-        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-            if len > max {
-                out.push((
-                    field.clone(),
-                    format!("Too long: may not be more than {max} bytes"),
-                ));
-            }
-        }
-    }
-    match v {
-        Value::Object(m) => {
-            for r in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
-                if !m.contains_key(r) {
-                    let p = if path.is_empty() {
-                        r.to_string()
-                    } else {
-                        format!("{path}.{r}")
-                    };
-                    out.push((p, "Required value".to_string()));
-                }
-            }
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (k, child) in m {
-                if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-                    continue;
-                }
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                match (props.and_then(|p| p.get(k)), additional) {
-                    (Some(s), _) => validate(s, child, &p, out),
-                    (None, Some(a)) => validate(a, child, &p, out),
-                    _ => {}
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-                if (items.len() as u64) < min {
-                    out.push((
-                        field.clone(),
-                        format!(
-                            "Invalid value: {}: {field} in body should have at least {min} items",
-                            items.len()
-                        ),
-                    ));
-                }
-            }
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if items.len() as u64 > max {
-                    out.push((
-                        field.clone(),
-                        format!("Too many: {}: must have at most {max} items", items.len()),
-                    ));
-                }
-            }
-            if let Some(s) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    validate(s, item, &format!("{path}[{i}]"), out);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Drops fields a structural `openAPIV3Schema` does not declare (the real server prunes
 /// them unless `x-kubernetes-preserve-unknown-fields`).
 pub fn prune(schema: &Value, v: &mut Value, root: bool) {
@@ -430,43 +274,5 @@ pub fn prune(schema: &Value, v: &mut Value, root: bool) {
             }
         }
         _ => {}
-    }
-}
-
-#[cfg(test)]
-mod validate_tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn custom_resources_are_validated_against_their_schema() {
-        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "required": ["size"], "properties": {
-            "size": {"type": "integer", "minimum": 1}, "mode": {"type": "string", "enum": ["a", "b"]}, "port": {"x-kubernetes-int-or-string": true}}}}});
-        let mut out = Vec::new();
-        validate(
-            &schema,
-            &json!({"spec": {"size": 3, "mode": "a", "port": "http"}}),
-            "",
-            &mut out,
-        );
-        assert!(out.is_empty(), "{out:?}");
-        validate(
-            &schema,
-            &json!({"spec": {"size": "x", "mode": "c"}}),
-            "",
-            &mut out,
-        );
-        let mut fields: Vec<&str> = out.iter().map(|(f, _)| f.as_str()).collect();
-        fields.sort();
-        assert_eq!(fields, ["spec.mode", "spec.size"]);
-        out.clear();
-        validate(&schema, &json!({"spec": {"size": 0}}), "", &mut out);
-        assert_eq!(out.len(), 1);
-        out.clear();
-        validate(&schema, &json!({"spec": {}}), "", &mut out);
-        assert_eq!(
-            out,
-            vec![("spec.size".to_string(), "Required value".to_string())]
-        );
     }
 }

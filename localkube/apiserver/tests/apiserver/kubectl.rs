@@ -5,13 +5,24 @@ use crate::support::{start, start_with};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-struct Kubectl {
-    kubeconfig: PathBuf,
-    cache: PathBuf,
+/// Real `kubectl` with the test cluster's kubeconfig and its own cache dir.
+pub(crate) struct Kubectl {
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) cache: PathBuf,
 }
 
 impl Kubectl {
-    async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    /// Runs kubectl: (succeeded, stdout, stderr).
+    pub(crate) async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let (code, out, err) = self.run_code(args, stdin).await;
+        (code == Some(0), out, err)
+    }
+    /// Runs kubectl: (exit code, stdout, stderr).
+    pub(crate) async fn run_code(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> (Option<i32>, String, String) {
         use tokio::io::AsyncWriteExt;
         let mut cmd = tokio::process::Command::new("kubectl");
         cmd.arg("--kubeconfig")
@@ -36,17 +47,19 @@ impl Kubectl {
             .expect("kubectl finished")
             .expect("kubectl output");
         (
-            out.status.success(),
+            out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     }
-    async fn ok(&self, args: &[&str]) -> String {
+    /// Runs kubectl, which must succeed: its stdout.
+    pub(crate) async fn ok(&self, args: &[&str]) -> String {
         let (ok, out, err) = self.run(args, None).await;
         assert!(ok, "kubectl {args:?} failed: {err}{out}");
         out
     }
-    async fn apply(&self, args: &[&str], manifest: &str) -> (bool, String, String) {
+    /// `kubectl apply -f -` of `manifest`, with `args`.
+    pub(crate) async fn apply(&self, args: &[&str], manifest: &str) -> (bool, String, String) {
         let mut all = vec!["apply", "-f", "-"];
         all.extend_from_slice(args);
         self.run(&all, Some(manifest)).await
@@ -103,7 +116,7 @@ metadata: {name: w1, namespace: demo}
 spec: {color: red}
 ";
 
-fn tmp(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn tmp(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 

@@ -1,0 +1,1083 @@
+//! Validation of custom resources against their CRD version's structural schema, as
+//! kube-apiserver 1.32 validates them (apiextensions-apiserver over kube-openapi), with the
+//! same field paths and messages:
+//!
+//! - OpenAPI v3 value validations: `type` (with `nullable`, int-or-string and a float that is
+//!   a whole number accepted as an integer), `enum`, `minimum`/`maximum` (and exclusive),
+//!   `multipleOf`, `minLength`/`maxLength`, `pattern`, `minItems`/`maxItems`,
+//!   `minProperties`/`maxProperties`, `required`, `allOf`/`anyOf`/`oneOf`/`not`, nested in
+//!   `properties`, `additionalProperties` and `items`;
+//! - `x-kubernetes-list-type` `set` and `map` uniqueness (`Duplicate value`);
+//! - CEL `x-kubernetes-validations` ([`rules`]): `rule`, `message`, `messageExpression`,
+//!   `reason`, `fieldPath`, transition rules on `oldSelf` and `optionalOldSelf`; not run when
+//!   the schema already found a blocking error, as the real server does;
+//! - ratcheting (on by default since 1.30): on an update, a value equal to the old value at
+//!   the same place (object fields by name, `map` lists by their keys) is not validated
+//!   again, so an object stored before its CRD tightened can still have its status and
+//!   metadata written.
+//!
+//! Not enforced (accepted): `format`, the embedded `metadata` of
+//! `x-kubernetes-embedded-resource` objects, CEL's cost budget and type checking (a rule is
+//! parsed when its CRD is written; a mistyped one fails when it runs). A CEL rule calling a
+//! function localkube's CEL does not have (the Kubernetes libraries: `isSorted`,
+//! `quantity`, `url`, `ip`, ...) is skipped with a warning logged when it is compiled,
+//! rather than refusing every object.
+//!
+//! The compiled form ([`Validator`]: regular expressions, CEL programs) is built once per
+//! CRD version, on its first use ([`LazyValidator`]); a schema without rules costs a walk
+//! of the object.
+
+pub mod crd;
+pub mod go;
+pub mod rules;
+
+use super::error::FieldError;
+use regex::Regex;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+/// One step of a field path.
+#[derive(Debug, Clone, Copy)]
+enum Seg<'a> {
+    /// An object's property.
+    Field(&'a str),
+    /// A key of an `additionalProperties` map.
+    Key(&'a str),
+    /// An array index.
+    Index(usize),
+}
+
+/// A field path, built on the stack as the walk descends and printed only for an error.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Path<'a> {
+    parent: Option<&'a Path<'a>>,
+    seg: Option<Seg<'a>>,
+}
+
+impl<'a> Path<'a> {
+    /// The object itself.
+    pub(crate) const ROOT: Path<'static> = Path {
+        parent: None,
+        seg: None,
+    };
+
+    fn child<'b>(&'b self, seg: Seg<'b>) -> Path<'b> {
+        Path {
+            parent: Some(self),
+            seg: Some(seg),
+        }
+    }
+
+    fn segs(&self) -> Vec<Seg<'a>> {
+        let mut v = Vec::new();
+        let mut cur = Some(self);
+        while let Some(p) = cur {
+            if let Some(s) = p.seg {
+                v.push(s);
+            }
+            cur = p.parent;
+        }
+        v.reverse();
+        v
+    }
+
+    /// As kube-openapi names it: `spec.sites[0].name`, map keys as properties.
+    fn openapi(&self) -> String {
+        let mut out = String::new();
+        for s in self.segs() {
+            match s {
+                Seg::Field(k) | Seg::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+
+    /// As apimachinery's `field.Path` prints it: map keys in brackets, the root `<nil>`.
+    fn field(&self) -> String {
+        let segs = self.segs();
+        if segs.is_empty() {
+            return "<nil>".into();
+        }
+        let mut out = String::new();
+        for s in segs {
+            match s {
+                Seg::Field(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Seg::Key(k) => out.push_str(&format!("[{k}]")),
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+
+    /// `field` with a rule's normalized `fieldPath` appended (`field.Path.Child`).
+    fn field_with(&self, suffix: &str) -> String {
+        if suffix.is_empty() {
+            return self.field();
+        }
+        if self.segs().is_empty() {
+            return suffix.to_string();
+        }
+        if suffix.starts_with('[') {
+            format!("{}{suffix}", self.field())
+        } else {
+            format!("{}.{suffix}", self.field())
+        }
+    }
+}
+
+/// `x-kubernetes-list-type`.
+#[derive(Debug, Clone, PartialEq)]
+enum ListType {
+    Atomic,
+    Set,
+    Map(Vec<String>),
+}
+
+/// A `pattern` and its compiled form (`None`: not a valid RE2 expression, which, as on the
+/// real server, no value matches).
+#[derive(Debug)]
+struct Pattern {
+    source: String,
+    re: Option<Regex>,
+}
+
+/// One schema node, compiled.
+#[derive(Debug, Default)]
+pub(crate) struct Node {
+    ty: String,
+    nullable: bool,
+    preserve_unknown: bool,
+    enum_values: Option<Vec<Value>>,
+    minimum: Option<f64>,
+    exclusive_minimum: bool,
+    maximum: Option<f64>,
+    exclusive_maximum: bool,
+    multiple_of: Option<f64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    pattern: Option<Pattern>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    min_properties: Option<u64>,
+    max_properties: Option<u64>,
+    required: Vec<String>,
+    properties: BTreeMap<String, Node>,
+    additional: Option<Box<Node>>,
+    items: Option<Box<Node>>,
+    all_of: Vec<Node>,
+    any_of: Vec<Node>,
+    one_of: Vec<Node>,
+    not: Option<Box<Node>>,
+    list_type: Option<ListType>,
+    map_atomic: bool,
+    rules: Vec<rules::Rule>,
+    /// This node or one below has CEL rules.
+    rules_below: bool,
+    /// This node or one below has a rule on `oldSelf`.
+    old_self_below: bool,
+    /// This node or one below is a `set` or `map` list.
+    lists_below: bool,
+}
+
+fn u64_of(s: &Value, k: &str) -> Option<u64> {
+    s.get(k).and_then(|v| {
+        v.as_u64()
+            .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+    })
+}
+
+/// A Go (RE2) regular expression in the `regex` crate's syntax: Perl classes (`\d`, `\w`,
+/// `\s` and their negations) are ASCII-only in Go and Unicode in `regex`, so they become
+/// their ASCII classes; inside brackets a `[` is a literal in Go and a nested class in
+/// `regex`, and `&`, `~` are set operators in `regex`, so they are escaped.
+fn go_regex(pattern: &str) -> String {
+    let cs: Vec<char> = pattern.chars().collect();
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut in_class = false;
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        if c == '\\' && i + 1 < cs.len() {
+            let n = cs[i + 1];
+            let class = match n {
+                'd' => Some(("[:digit:]", "[[:digit:]]")),
+                'D' => Some(("[:^digit:]", "[[:^digit:]]")),
+                'w' => Some(("[:word:]", "[[:word:]]")),
+                'W' => Some(("[:^word:]", "[[:^word:]]")),
+                's' => Some(("\\t\\n\\f\\r ", "[\\t\\n\\f\\r ]")),
+                'S' => Some(("[^\\t\\n\\f\\r ]", "[^\\t\\n\\f\\r ]")),
+                _ => None,
+            };
+            match class {
+                Some((inside, outside)) => out.push_str(if in_class { inside } else { outside }),
+                None => {
+                    out.push('\\');
+                    out.push(n);
+                }
+            }
+            i += 2;
+            continue;
+        }
+        if !in_class {
+            out.push(c);
+            i += 1;
+            if c == '[' {
+                in_class = true;
+                if cs.get(i) == Some(&'^') {
+                    out.push('^');
+                    i += 1;
+                }
+                // a `]` first in a class is a literal
+                if cs.get(i) == Some(&']') {
+                    out.push_str("\\]");
+                    i += 1;
+                }
+            }
+            continue;
+        }
+        if c == '[' && cs.get(i + 1) == Some(&':') {
+            // `[:alpha:]`, copied through its `:]`
+            if let Some(end) =
+                (i + 2..cs.len().saturating_sub(1)).find(|&j| cs[j] == ':' && cs[j + 1] == ']')
+            {
+                out.extend(&cs[i..end + 2]);
+                i = end + 2;
+                continue;
+            }
+        }
+        match c {
+            '[' | '&' | '~' => out.push('\\'),
+            ']' => in_class = false,
+            _ => {}
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// Where a node sits while compiling: its CRD path (for errors on the CRD) and whether it
+/// is below a list whose items cannot be correlated with the old object's.
+#[derive(Clone)]
+pub(crate) struct CompileAt {
+    pub(crate) crd_path: String,
+    pub(crate) uncorrelatable: Option<String>,
+}
+
+impl Node {
+    /// Compiles a schema node; problems a real server refuses the CRD for go to `errors`.
+    pub(crate) fn compile(s: &Value, at: &CompileAt, errors: &mut Vec<FieldError>) -> Node {
+        let str_of = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default();
+        let bool_of = |k: &str| s.get(k).and_then(Value::as_bool) == Some(true);
+        let f64_of = |k: &str| s.get(k).and_then(Value::as_f64);
+        let sub = |path: String, uncorrelatable: Option<String>| CompileAt {
+            crd_path: path,
+            uncorrelatable,
+        };
+        let list_type = match str_of("x-kubernetes-list-type") {
+            "set" => Some(ListType::Set),
+            "map" => Some(ListType::Map(
+                s.get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|k| k.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            )),
+            "atomic" => Some(ListType::Atomic),
+            _ => None,
+        };
+        let map_atomic = str_of("x-kubernetes-map-type") == "atomic";
+        let mut node = Node {
+            ty: str_of("type").to_string(),
+            nullable: bool_of("nullable"),
+            preserve_unknown: bool_of("x-kubernetes-preserve-unknown-fields"),
+            enum_values: s.get("enum").and_then(Value::as_array).cloned(),
+            minimum: f64_of("minimum"),
+            exclusive_minimum: bool_of("exclusiveMinimum"),
+            maximum: f64_of("maximum"),
+            exclusive_maximum: bool_of("exclusiveMaximum"),
+            multiple_of: f64_of("multipleOf"),
+            min_length: u64_of(s, "minLength"),
+            max_length: u64_of(s, "maxLength"),
+            pattern: s.get("pattern").and_then(Value::as_str).map(|p| Pattern {
+                source: p.to_string(),
+                re: Regex::new(&go_regex(p)).ok(),
+            }),
+            min_items: u64_of(s, "minItems"),
+            max_items: u64_of(s, "maxItems"),
+            min_properties: u64_of(s, "minProperties"),
+            max_properties: u64_of(s, "maxProperties"),
+            required: s
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|k| k.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            map_atomic,
+            ..Node::default()
+        };
+        // the fields of an atomic map are not correlated with the old object's
+        let field_uncorr = if map_atomic {
+            at.uncorrelatable
+                .clone()
+                .or_else(|| Some(at.crd_path.clone()))
+        } else {
+            at.uncorrelatable.clone()
+        };
+        if let Some(props) = s.get("properties").and_then(Value::as_object) {
+            for (k, p) in props {
+                let child = Node::compile(
+                    p,
+                    &sub(
+                        format!("{}.properties[{k}]", at.crd_path),
+                        field_uncorr.clone(),
+                    ),
+                    errors,
+                );
+                node.properties.insert(k.clone(), child);
+            }
+        }
+        if let Some(a) = s.get("additionalProperties").filter(|a| a.is_object()) {
+            node.additional = Some(Box::new(Node::compile(
+                a,
+                &sub(
+                    format!("{}.additionalProperties", at.crd_path),
+                    field_uncorr.clone(),
+                ),
+                errors,
+            )));
+        }
+        if let Some(i) = s.get("items").filter(|i| i.is_object()) {
+            let correlatable = matches!(list_type, Some(ListType::Map(_)));
+            let uncorr = if correlatable {
+                at.uncorrelatable.clone()
+            } else {
+                at.uncorrelatable
+                    .clone()
+                    .or_else(|| Some(at.crd_path.clone()))
+            };
+            node.items = Some(Box::new(Node::compile(
+                i,
+                &sub(format!("{}.items", at.crd_path), uncorr),
+                errors,
+            )));
+        }
+        node.list_type = list_type;
+        for (key, out) in [
+            ("allOf", &mut node.all_of),
+            ("anyOf", &mut node.any_of),
+            ("oneOf", &mut node.one_of),
+        ] {
+            for (i, b) in s
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                out.push(Node::compile(
+                    b,
+                    &sub(
+                        format!("{}.{key}[{i}]", at.crd_path),
+                        at.uncorrelatable.clone(),
+                    ),
+                    errors,
+                ));
+            }
+        }
+        if let Some(n) = s.get("not").filter(|n| n.is_object()) {
+            node.not = Some(Box::new(Node::compile(
+                n,
+                &sub(format!("{}.not", at.crd_path), at.uncorrelatable.clone()),
+                errors,
+            )));
+        }
+        if let Some(list) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
+            node.rules = rules::compile_all(list, at, errors);
+        }
+        let children = node
+            .properties
+            .values()
+            .chain(node.additional.as_deref())
+            .chain(node.items.as_deref());
+        let (mut rb, mut ob, mut lb) = (
+            !node.rules.is_empty(),
+            node.rules.iter().any(|r| r.uses_old_self),
+            matches!(node.list_type, Some(ListType::Set | ListType::Map(_))),
+        );
+        for c in children {
+            rb |= c.rules_below;
+            ob |= c.old_self_below;
+            lb |= c.lists_below;
+        }
+        node.rules_below = rb;
+        node.old_self_below = ob;
+        node.lists_below = lb;
+        node
+    }
+
+    fn each_rule(&self, f: &mut impl FnMut(&rules::Rule)) {
+        self.rules.iter().for_each(&mut *f);
+        for c in self
+            .properties
+            .values()
+            .chain(self.additional.as_deref())
+            .chain(self.items.as_deref())
+        {
+            c.each_rule(f);
+        }
+    }
+
+    fn child_schema(&self, key: &str) -> Option<&Node> {
+        self.properties.get(key).or(self.additional.as_deref())
+    }
+}
+
+/// The compiled schema of one CRD version.
+#[derive(Debug)]
+pub struct Validator {
+    root: Node,
+}
+
+/// A [`Validator`] compiled on first use (CRDs are registered at startup and on every CRD
+/// write; most are never validated against before they change again).
+#[derive(Clone, Default)]
+pub struct LazyValidator(Arc<OnceLock<Validator>>);
+
+impl std::fmt::Debug for LazyValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "LazyValidator(compiled)"
+        } else {
+            "LazyValidator"
+        })
+    }
+}
+
+/// Validators compare equal: a CRD version's identity is its schema, compared beside it.
+impl PartialEq for LazyValidator {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl LazyValidator {
+    /// The validator of `schema`, compiled the first time.
+    pub fn get(&self, schema: &Value) -> &Validator {
+        self.0.get_or_init(|| Validator::new(schema))
+    }
+}
+
+/// The JSON type name kube-openapi infers for a decoded value.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_matches(want: &str, v: &Value) -> bool {
+    let got = json_type(v);
+    got == want
+        || (want == "number" && got == "integer")
+        || (want == "integer"
+            && got == "number"
+            && v.as_f64().map(|f| f.fract() == 0.0).unwrap_or(false))
+}
+
+fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+fn invalid(field: String, value: &Value, detail: String) -> FieldError {
+    FieldError {
+        field,
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {}: {detail}", go::bad_value(value)),
+    }
+}
+
+fn invalid_count(field: String, count: usize, detail: String) -> FieldError {
+    FieldError {
+        field,
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {count}: {detail}"),
+    }
+}
+
+/// The error of a composition keyword (`anyOf`...): kube-openapi reports it without a
+/// field, which apiextensions prints as `<nil>: Invalid value: ""`.
+fn composite(detail: String) -> FieldError {
+    FieldError {
+        field: "<nil>".into(),
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: \"\": {detail}"),
+    }
+}
+
+impl Node {
+    /// kube-openapi's schema validator on `v` at `path`, ratcheting against `old`.
+    fn check(&self, v: &Value, old: Option<&Value>, path: &Path, out: &mut Vec<FieldError>) {
+        if old == Some(v) {
+            return;
+        }
+        if v.is_null() {
+            if !self.ty.is_empty() && !self.nullable {
+                let p = path.openapi();
+                out.push(FieldError {
+                    field: p.clone(),
+                    reason: "FieldValueTypeInvalid",
+                    message: format!(
+                        "Invalid value: \"null\": {p} in body must be of type {}: \"null\"",
+                        self.ty
+                    ),
+                });
+            }
+            self.check_enum(v, path, out);
+            return;
+        }
+        if !self.ty.is_empty() && !type_matches(&self.ty, v) {
+            let (p, got) = (path.openapi(), json_type(v));
+            out.push(FieldError {
+                field: p.clone(),
+                reason: "FieldValueTypeInvalid",
+                message: format!(
+                    "Invalid value: \"{got}\": {p} in body must be of type {}: \"{got}\"",
+                    self.ty
+                ),
+            });
+        }
+        self.check_composition(v, path, out);
+        match v {
+            Value::String(s) => self.check_string(v, s, path, out),
+            Value::Number(_) => self.check_number(v, path, out),
+            Value::Array(items) => self.check_array(items, old, path, out),
+            _ => {}
+        }
+        self.check_enum(v, path, out);
+        if let Value::Object(m) = v {
+            self.check_object(m, old, path, out);
+        }
+    }
+
+    fn check_enum(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
+        let Some(allowed) = &self.enum_values else {
+            return;
+        };
+        if allowed.iter().any(|a| values_equal(a, v)) {
+            return;
+        }
+        let list: Vec<String> = allowed
+            .iter()
+            .map(|a| match a {
+                Value::String(s) => go::quote(s),
+                other => go::quote(&other.to_string()),
+            })
+            .collect();
+        out.push(FieldError {
+            field: path.openapi(),
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                go::bad_value(v),
+                list.join(", ")
+            ),
+        });
+    }
+
+    fn check_composition(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
+        let run = |n: &Node| {
+            let mut e = Vec::new();
+            n.check(v, None, path, &mut e);
+            e
+        };
+        if !self.any_of.is_empty() {
+            let mut best: Option<Vec<FieldError>> = None;
+            let mut ok = false;
+            for b in &self.any_of {
+                let e = run(b);
+                if e.is_empty() {
+                    ok = true;
+                    break;
+                }
+                if best.as_ref().map(|x| e.len() < x.len()).unwrap_or(true) {
+                    best = Some(e);
+                }
+            }
+            if !ok {
+                out.push(composite(format!(
+                    "{} must validate at least one schema (anyOf)",
+                    go::quote(&path.openapi())
+                )));
+                out.extend(best.unwrap_or_default());
+            }
+        }
+        if !self.one_of.is_empty() {
+            let mut best: Option<Vec<FieldError>> = None;
+            let mut valid = 0;
+            for b in &self.one_of {
+                let e = run(b);
+                if e.is_empty() {
+                    valid += 1;
+                } else if valid == 0 && best.as_ref().map(|x| e.len() < x.len()).unwrap_or(true) {
+                    best = Some(e);
+                }
+            }
+            if valid != 1 {
+                let more = if valid == 0 {
+                    "Found none valid".to_string()
+                } else {
+                    format!("Found {valid} valid alternatives")
+                };
+                out.push(composite(format!(
+                    "{} must validate one and only one schema (oneOf). {more}",
+                    go::quote(&path.openapi())
+                )));
+                if valid == 0 {
+                    out.extend(best.unwrap_or_default());
+                }
+            }
+        }
+        if !self.all_of.is_empty() {
+            let mut valid = 0;
+            for b in &self.all_of {
+                let e = run(b);
+                if e.is_empty() {
+                    valid += 1;
+                }
+                out.extend(e);
+            }
+            if valid != self.all_of.len() {
+                let more = if valid == 0 { ". None validated" } else { "" };
+                out.push(composite(format!(
+                    "{} must validate all the schemas (allOf){more}",
+                    go::quote(&path.openapi())
+                )));
+            }
+        }
+        if let Some(n) = &self.not {
+            if run(n).is_empty() {
+                out.push(composite(format!(
+                    "{} must not validate the schema (not)",
+                    go::quote(&path.openapi())
+                )));
+            }
+        }
+    }
+
+    fn check_string(&self, v: &Value, s: &str, path: &Path, out: &mut Vec<FieldError>) {
+        if self.max_length.is_none() && self.min_length.is_none() && self.pattern.is_none() {
+            return;
+        }
+        let len = s.chars().count() as u64;
+        if let Some(max) = self.max_length {
+            if len > max {
+                out.push(FieldError {
+                    field: path.openapi(),
+                    reason: "FieldValueTooLong",
+                    message: format!("Too long: may not be more than {max} bytes"),
+                });
+            }
+        }
+        if let Some(min) = self.min_length {
+            if len < min {
+                let p = path.openapi();
+                out.push(invalid(
+                    p.clone(),
+                    v,
+                    format!("{p} in body should be at least {min} chars long"),
+                ));
+            }
+        }
+        if let Some(pat) = &self.pattern {
+            if !pat.re.as_ref().map(|re| re.is_match(s)).unwrap_or(false) {
+                let p = path.openapi();
+                out.push(invalid(
+                    p.clone(),
+                    v,
+                    format!("{p} in body should match '{}'", pat.source),
+                ));
+            }
+        }
+    }
+
+    fn check_number(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
+        let Some(n) = v.as_f64() else { return };
+        if let Some(m) = self.multiple_of {
+            if m > 0.0 && (n / m).fract() != 0.0 {
+                let p = path.openapi();
+                out.push(invalid(
+                    p.clone(),
+                    v,
+                    format!("{p} in body should be a multiple of {}", go::float(m)),
+                ));
+            }
+        }
+        if let Some(max) = self.maximum {
+            let bad = if self.exclusive_maximum {
+                n >= max
+            } else {
+                n > max
+            };
+            if bad {
+                let p = path.openapi();
+                let rel = if self.exclusive_maximum {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                out.push(invalid(
+                    p.clone(),
+                    v,
+                    format!("{p} in body should be {rel} {}", go::float(max)),
+                ));
+            }
+        }
+        if let Some(min) = self.minimum {
+            let bad = if self.exclusive_minimum {
+                n <= min
+            } else {
+                n < min
+            };
+            if bad {
+                let p = path.openapi();
+                let rel = if self.exclusive_minimum {
+                    "greater than"
+                } else {
+                    "greater than or equal to"
+                };
+                out.push(invalid(
+                    p.clone(),
+                    v,
+                    format!("{p} in body should be {rel} {}", go::float(min)),
+                ));
+            }
+        }
+    }
+
+    fn check_array(
+        &self,
+        items: &[Value],
+        old: Option<&Value>,
+        path: &Path,
+        out: &mut Vec<FieldError>,
+    ) {
+        if let Some(min) = self.min_items {
+            if (items.len() as u64) < min {
+                let p = path.openapi();
+                out.push(invalid_count(
+                    p.clone(),
+                    items.len(),
+                    format!("{p} in body should have at least {min} items"),
+                ));
+            }
+        }
+        if let Some(max) = self.max_items {
+            if items.len() as u64 > max {
+                out.push(FieldError {
+                    field: path.openapi(),
+                    reason: "FieldValueTooMany",
+                    message: format!("Too many: {}: must have at most {max} items", items.len()),
+                });
+            }
+        }
+        let Some(item_schema) = &self.items else {
+            return;
+        };
+        let olds = old.and_then(Value::as_array);
+        for (i, item) in items.iter().enumerate() {
+            let o = olds.and_then(|o| self.correlate(item, o));
+            item_schema.check(item, o, &path.child(Seg::Index(i)), out);
+        }
+    }
+
+    /// The old item a new item of a `map` list stands for (same key values); items of
+    /// other lists have none.
+    fn correlate<'o>(&self, item: &Value, old: &'o [Value]) -> Option<&'o Value> {
+        let Some(ListType::Map(keys)) = &self.list_type else {
+            return None;
+        };
+        if keys.is_empty() {
+            return None;
+        }
+        old.iter()
+            .find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
+    }
+
+    fn check_object(
+        &self,
+        m: &Map<String, Value>,
+        old: Option<&Value>,
+        path: &Path,
+        out: &mut Vec<FieldError>,
+    ) {
+        let n = m.len() as u64;
+        let root = path.seg.is_none();
+        if let Some(min) = self.min_properties {
+            if n < min {
+                let p = path.openapi();
+                out.push(invalid_count(
+                    p.clone(),
+                    m.len(),
+                    format!("{p} in body should have at least {min} properties"),
+                ));
+            }
+        }
+        if let Some(max) = self.max_properties {
+            if n > max {
+                out.push(FieldError {
+                    field: path.openapi(),
+                    reason: "FieldValueTooMany",
+                    message: format!("Too many: {}: must have at most {max} items", m.len()),
+                });
+            }
+        }
+        let old_map = old.and_then(Value::as_object);
+        if let Some(add) = &self.additional {
+            for (k, v) in m {
+                if self.properties.contains_key(k) {
+                    continue;
+                }
+                let o = old_map.and_then(|o| o.get(k));
+                add.check(v, o, &path.child(Seg::Key(k)), out);
+            }
+        }
+        for (k, s) in &self.properties {
+            if root && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if let Some(v) = m.get(k) {
+                let o = old_map.and_then(|o| o.get(k));
+                s.check(v, o, &path.child(Seg::Field(k)), out);
+            }
+        }
+        for r in &self.required {
+            if root && matches!(r.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if !m.contains_key(r) {
+                out.push(FieldError {
+                    field: path.child(Seg::Field(r)).openapi(),
+                    reason: "FieldValueRequired",
+                    message: "Required value".into(),
+                });
+            }
+        }
+    }
+
+    /// `x-kubernetes-list-type` `set` and `map` invariants: the second of two equal items
+    /// (or items with equal keys) is a `Duplicate value`.
+    fn check_lists(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
+        if !self.lists_below {
+            return;
+        }
+        match v {
+            Value::Array(items) => {
+                match &self.list_type {
+                    Some(ListType::Set) => {
+                        for i in duplicates(items.iter()) {
+                            out.push(duplicate(path.child(Seg::Index(i)).field(), &items[i]));
+                        }
+                    }
+                    Some(ListType::Map(keys)) => check_map_list(keys, items, path, out),
+                    _ => {}
+                }
+                if let Some(s) = &self.items {
+                    for (i, item) in items.iter().enumerate() {
+                        s.check_lists(item, &path.child(Seg::Index(i)), out);
+                    }
+                }
+            }
+            Value::Object(m) => {
+                for (k, child) in m {
+                    if let Some(s) = self.properties.get(k) {
+                        s.check_lists(child, &path.child(Seg::Field(k)), out);
+                    } else if let Some(a) = &self.additional {
+                        a.check_lists(child, &path.child(Seg::Key(k)), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn duplicate(field: String, value: &Value) -> FieldError {
+    FieldError {
+        field,
+        reason: "FieldValueDuplicate",
+        message: format!("Duplicate value: {}", go::bad_value(value)),
+    }
+}
+
+/// Indices of the second sighting of each repeated value.
+fn duplicates<'a>(items: impl Iterator<Item = &'a Value>) -> Vec<usize> {
+    let mut seen: Vec<(&Value, usize)> = Vec::new();
+    let mut out = Vec::new();
+    for (i, x) in items.enumerate() {
+        match seen.iter_mut().find(|(v, _)| values_equal(v, x)) {
+            Some((_, times)) => {
+                *times += 1;
+                if *times == 2 {
+                    out.push(i);
+                }
+            }
+            None => seen.push((x, 1)),
+        }
+    }
+    out
+}
+
+fn check_map_list(keys: &[String], items: &[Value], path: &Path, out: &mut Vec<FieldError>) {
+    for (i, x) in items.iter().enumerate() {
+        if !x.is_object() && !x.is_null() {
+            out.push(invalid(
+                path.child(Seg::Index(i)).field(),
+                x,
+                "must be an object for an array of list-type map".into(),
+            ));
+            return;
+        }
+    }
+    if items.len() <= 1 {
+        return;
+    }
+    let key_values: Vec<Value> = items
+        .iter()
+        .map(|x| {
+            let mut k = Map::new();
+            for f in keys {
+                if let Some(v) = x.get(f) {
+                    k.insert(f.clone(), v.clone());
+                }
+            }
+            Value::Object(k)
+        })
+        .collect();
+    for i in duplicates(key_values.iter()) {
+        out.push(duplicate(path.child(Seg::Index(i)).field(), &key_values[i]));
+    }
+}
+
+/// The reasons after which the real server does not run CEL rules.
+fn blocking(e: &FieldError) -> bool {
+    matches!(
+        e.reason,
+        "FieldValueNotSupported"
+            | "FieldValueRequired"
+            | "FieldValueTooLong"
+            | "FieldValueTooMany"
+            | "FieldValueTypeInvalid"
+    )
+}
+
+impl Validator {
+    /// Compiles an `openAPIV3Schema` (problems a CRD write reports are dropped here: see
+    /// [`crd::check`]).
+    pub fn new(schema: &Value) -> Validator {
+        let mut ignored = Vec::new();
+        let at = CompileAt {
+            crd_path: String::new(),
+            uncorrelatable: None,
+        };
+        let root = Node::compile(schema, &at, &mut ignored);
+        root.each_rule(&mut |r| {
+            if let Some(f) = &r.unsupported {
+                tracing::warn!(rule = r.source(), function = %f, "CEL rule not enforced: localkube's CEL has no such function");
+            }
+        });
+        Validator { root }
+    }
+
+    /// Every violation of `new` (the whole object, after pruning and defaulting), as
+    /// field errors in the real server's order and wording; `old` is the stored object on
+    /// an update (ratcheting, transition rules).
+    pub fn validate(&self, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        self.root.check(new, old, &Path::ROOT, &mut errors);
+        if self.root.lists_below {
+            let mut old_list_errors = Vec::new();
+            if let Some(o) = old {
+                self.root.check_lists(o, &Path::ROOT, &mut old_list_errors);
+            }
+            if old_list_errors.is_empty() {
+                self.root.check_lists(new, &Path::ROOT, &mut errors);
+            }
+        }
+        if self.root.rules_below {
+            if errors.iter().any(blocking) {
+                errors.push(FieldError {
+                    field: "<nil>".into(),
+                    reason: "FieldValueInvalid",
+                    message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+                });
+            } else {
+                rules::evaluate(&self.root, new, old, &Path::ROOT, true, &mut errors);
+            }
+        }
+        errors
+    }
+}
+
+/// Removes the `null` values of fields that are not `nullable` and have no `default`, as the
+/// real server does when it decodes a custom resource (a `null` with a default is then
+/// defaulted; `null` list items are kept, and fail the type check).
+pub fn prune_nulls(schema: &Value, v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            m.retain(|k, x| {
+                let s = props.and_then(|p| p.get(k)).or(additional);
+                !(x.is_null()
+                    && s.map(|s| {
+                        s.get("nullable").and_then(Value::as_bool) != Some(true)
+                            && s.get("default").is_none()
+                    })
+                    .unwrap_or(false))
+            });
+            for (k, x) in m.iter_mut() {
+                if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
+                    prune_nulls(s, x);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for x in items {
+                    prune_nulls(s, x);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

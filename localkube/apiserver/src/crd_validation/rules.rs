@@ -1,0 +1,529 @@
+//! CEL `x-kubernetes-validations`, evaluated with the `cel` crate (the CEL standard
+//! library, its macros and the strings extension), as apiextensions-apiserver 1.32 does:
+//!
+//! - `self` is the value at the rule's node, converted as its schema says (`integer` to
+//!   int, `number` to double, objects to maps of their present fields); at the root it has
+//!   `apiVersion`, `kind` and `metadata.name`/`metadata.generateName` too;
+//! - a rule on `oldSelf` (a transition rule) runs only on an update where the old value at
+//!   the same place exists (object fields by name, `map` list items by their keys), or
+//!   always with `optionalOldSelf`, `oldSelf` then an optional;
+//! - a failed rule is `Invalid value: "<schema type>": <message>` at the node's path (with
+//!   `fieldPath` appended), or `Forbidden`/`Required value`/`Duplicate value` per `reason`;
+//!   the message is `messageExpression`'s string when it yields a non-empty one, else
+//!   `message`, else `failed rule: <rule>`;
+//! - an evaluation error is `<error> evaluating rule: <rule>`; an unchanged value is not
+//!   validated again by rules without `oldSelf` (ratcheting).
+//!
+//! Not done: type checking at compile time (a rule is only parsed; a mistyped one fails
+//! when it runs, as an evaluation error, where the real server refuses the CRD), the cost
+//! budget, and the Kubernetes CEL libraries (a rule calling one of their functions is
+//! skipped, with a warning logged when it is compiled).
+
+use super::{go, CompileAt, Node, Path, Seg};
+use crate::error::FieldError;
+use cel::objects::{Key, Map as CelMap, OptionalValue};
+use cel::{Context, Env, ExecutionError, Program, Value as Cel};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// The reasons a rule may give.
+const REASONS: [&str; 4] = [
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+/// One compiled `x-kubernetes-validations` entry.
+pub(crate) struct Rule {
+    rule: String,
+    message: String,
+    message_expression: Option<Program>,
+    reason: Option<String>,
+    field_path: String,
+    program: Result<Program, String>,
+    pub(crate) uses_old_self: bool,
+    optional_old_self: bool,
+    /// A function the rule calls that this CEL does not have.
+    pub(crate) unsupported: Option<String>,
+}
+
+impl std::fmt::Debug for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rule").field("rule", &self.rule).finish()
+    }
+}
+
+impl Rule {
+    /// The rule's source.
+    pub(crate) fn source(&self) -> &str {
+        &self.rule
+    }
+}
+
+/// The CEL environment rules run in, built once.
+fn env() -> &'static Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // the strings extension is part of the Kubernetes CEL environment
+        if let Err(e) = env.add_extension(cel::extensions::strings) {
+            tracing::warn!(error = %e, "the CEL strings extension could not be added");
+        }
+        Arc::new(env)
+    })
+}
+
+/// The first function `program` calls that the environment does not declare (operators
+/// and macros are not functions here).
+fn unsupported_function(program: &Program) -> Option<String> {
+    let refs = program.references();
+    for f in refs.functions() {
+        let plain = f
+            .chars()
+            .next()
+            .map(|c| c.is_ascii_alphabetic())
+            .unwrap_or(false)
+            && f.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if !plain {
+            continue;
+        }
+        // adding a function the environment already declares is refused
+        let mut probe = Context::with_env(env().clone());
+        if probe.add_function(f, |a: i64| a).is_ok() {
+            return Some(f.to_string());
+        }
+    }
+    None
+}
+
+/// `apiextensions.ValidationRule` as Go's `%#v` prints it in a CRD's field errors.
+fn go_rule(r: &Value) -> String {
+    let s = |k: &str| go::quote(r.get(k).and_then(Value::as_str).unwrap_or_default());
+    let ptr = |k: &str, t: &str| match r.get(k) {
+        None | Some(Value::Null) => format!("(*{t})(nil)"),
+        Some(v) => format!("(*{t})({v})"),
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{}, FieldPath:{}, OptionalOldSelf:{}}}",
+        s("rule"),
+        s("message"),
+        s("messageExpression"),
+        ptr("reason", "apiextensions.FieldValueErrorReason"),
+        s("fieldPath"),
+        ptr("optionalOldSelf", "bool"),
+    )
+}
+
+/// `fieldPath` as the real server normalizes it: no leading dot, `['k']` as `[k]`.
+fn normalize_field_path(p: &str) -> String {
+    p.trim_start_matches('.')
+        .replace("['", "[")
+        .replace("']", "]")
+}
+
+/// Compiles a node's rules; what a real server refuses the CRD for goes to `errors`, at
+/// `at.crd_path`.
+pub(crate) fn compile_all(
+    list: &[Value],
+    at: &CompileAt,
+    errors: &mut Vec<FieldError>,
+) -> Vec<Rule> {
+    let mut out = Vec::new();
+    for (i, r) in list.iter().enumerate() {
+        let base = format!("{}.x-kubernetes-validations[{i}]", at.crd_path);
+        let base = base.trim_start_matches('.').to_string();
+        let str_of = |k: &str| r.get(k).and_then(Value::as_str);
+        let rule = str_of("rule").unwrap_or_default().to_string();
+        let message = str_of("message");
+        if rule.trim().is_empty() {
+            errors.push(FieldError::required(
+                &format!("{base}.rule"),
+                "rule is not specified",
+            ));
+        }
+        if let Some(m) = message {
+            if m.trim().is_empty() {
+                errors.push(FieldError::invalid(
+                    &format!("{base}.message"),
+                    &Value::String(m.into()),
+                    "message must be non-empty if specified",
+                ));
+            } else if m.contains('\n') {
+                errors.push(FieldError::invalid(
+                    &format!("{base}.message"),
+                    &Value::String(m.into()),
+                    "message must not contain line breaks",
+                ));
+            }
+        } else if rule.contains('\n') {
+            errors.push(FieldError::required(
+                &format!("{base}.message"),
+                "message must be specified if rule contains line breaks",
+            ));
+        }
+        let message_expression = str_of("messageExpression");
+        if message_expression.map(|m| m.trim().is_empty()) == Some(true) {
+            errors.push(FieldError::required(
+                &format!("{base}.messageExpression"),
+                "messageExpression must be non-empty if specified",
+            ));
+        }
+        let reason = str_of("reason").map(String::from);
+        if let Some(rs) = &reason {
+            if !REASONS.contains(&rs.as_str()) {
+                errors.push(FieldError::not_supported(
+                    &format!("{base}.reason"),
+                    rs,
+                    &REASONS,
+                ));
+            }
+        }
+        let field_path = str_of("fieldPath");
+        if let Some(fp) = field_path {
+            let detail = if fp.trim().is_empty() {
+                Some("fieldPath must be non-empty if specified")
+            } else if fp.contains('\n') {
+                Some("fieldPath must not contain line breaks")
+            } else {
+                None
+            };
+            if let Some(d) = detail {
+                errors.push(FieldError::invalid(
+                    &format!("{base}.fieldPath"),
+                    &Value::String(fp.into()),
+                    d,
+                ));
+            }
+        }
+        let program = env().compile(&rule).map_err(|e| e.to_string());
+        if let Err(e) = &program {
+            if !rule.trim().is_empty() {
+                errors.push(FieldError {
+                    field: format!("{base}.rule"),
+                    reason: "FieldValueInvalid",
+                    message: format!("Invalid value: {}: compilation failed: {e}", go_rule(r)),
+                });
+            }
+        }
+        let uses_old_self = program
+            .as_ref()
+            .map(|p| p.references().has_variable("oldSelf"))
+            .unwrap_or(false);
+        if uses_old_self {
+            if let Some(within) = &at.uncorrelatable {
+                errors.push(FieldError::invalid(
+                    &format!("{base}.rule"),
+                    &Value::String(rule.clone()),
+                    &format!(
+                        "oldSelf cannot be used on the uncorrelatable portion of the schema within {}",
+                        within.trim_start_matches('.')
+                    ),
+                ));
+            }
+        }
+        let message_expression = match message_expression.filter(|m| !m.trim().is_empty()) {
+            Some(m) => match env().compile(m) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    errors.push(FieldError {
+                        field: format!("{base}.messageExpression"),
+                        reason: "FieldValueInvalid",
+                        message: format!(
+                            "Invalid value: {}: messageExpression compilation failed: {e}",
+                            go_rule(r)
+                        ),
+                    });
+                    None
+                }
+            },
+            None => None,
+        };
+        let unsupported = program.as_ref().ok().and_then(unsupported_function);
+        out.push(Rule {
+            rule,
+            message: message.unwrap_or_default().trim().to_string(),
+            message_expression,
+            reason,
+            field_path: field_path.map(normalize_field_path).unwrap_or_default(),
+            program,
+            uses_old_self,
+            optional_old_self: r.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
+            unsupported,
+        });
+    }
+    out
+}
+
+/// A JSON value as CEL sees it under `node` (`None`: no schema, every field kept).
+fn to_cel(v: &Value, node: Option<&Node>) -> Cel {
+    match v {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => {
+            let double = node.map(|s| s.ty == "number").unwrap_or(false);
+            match n.as_i64() {
+                Some(i) if !double => Cel::Int(i),
+                _ => Cel::Float(n.as_f64().unwrap_or(0.0)),
+            }
+        }
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Array(items) => {
+            let s = node.and_then(|n| n.items.as_deref());
+            Cel::List(Arc::new(items.iter().map(|x| to_cel(x, s)).collect()))
+        }
+        Value::Object(m) => {
+            let mut map: HashMap<Key, Cel> = HashMap::with_capacity(m.len());
+            for (k, x) in m {
+                let s = match node {
+                    Some(n) => match n.child_schema(k) {
+                        Some(s) => Some(s),
+                        // pruned already, unless unknown fields are kept
+                        None if n.preserve_unknown || n.properties.is_empty() => None,
+                        None => continue,
+                    },
+                    None => None,
+                };
+                map.insert(Key::from(k.clone()), to_cel(x, s));
+            }
+            Cel::Map(CelMap { map: Arc::new(map) })
+        }
+    }
+}
+
+/// `self` at the root: the schema's fields, `apiVersion`, `kind`, and of `metadata` only
+/// `name` and `generateName`.
+fn root_to_cel(v: &Value, node: &Node) -> Cel {
+    let mut obj = v.clone();
+    if let Some(m) = obj.as_object_mut() {
+        let mut meta = serde_json::Map::new();
+        for k in ["name", "generateName"] {
+            if let Some(x) = v.pointer(&format!("/metadata/{k}")) {
+                meta.insert(k.into(), x.clone());
+            }
+        }
+        m.insert("metadata".into(), Value::Object(meta));
+    }
+    match to_cel(&obj, Some(node)) {
+        Cel::Map(mut map) => {
+            let inner = Arc::make_mut(&mut map.map);
+            for k in ["apiVersion", "kind", "metadata"] {
+                if let Some(x) = obj.get(k) {
+                    inner.insert(Key::from(k.to_string()), to_cel(x, None));
+                }
+            }
+            Cel::Map(map)
+        }
+        other => other,
+    }
+}
+
+fn field_error(field: String, ty: &str, detail: String, reason: Option<&str>) -> FieldError {
+    match reason {
+        Some("FieldValueForbidden") => FieldError {
+            field,
+            reason: "FieldValueForbidden",
+            message: format!("Forbidden: {detail}"),
+        },
+        Some("FieldValueRequired") => FieldError {
+            field,
+            reason: "FieldValueRequired",
+            message: format!("Required value: {detail}"),
+        },
+        Some("FieldValueDuplicate") => FieldError {
+            field,
+            reason: "FieldValueDuplicate",
+            message: format!("Duplicate value: {}", go::quote(ty)),
+        },
+        _ => FieldError {
+            field,
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {}: {detail}", go::quote(ty)),
+        },
+    }
+}
+
+/// How cel-go words an evaluation error, as the real server reports it.
+fn eval_error(e: &ExecutionError, rule_text: &str) -> String {
+    match e {
+        ExecutionError::NoSuchOverload(_) => format!(
+            "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule_text}"
+        ),
+        ExecutionError::NoSuchKey(k) => format!("no such key: {k} evaluating rule: {rule_text}"),
+        other => format!("{other} evaluating rule: {rule_text}"),
+    }
+}
+
+impl Rule {
+    /// `ruleErrorString`: the message, else the rule.
+    fn error_string(&self) -> &str {
+        if self.message.is_empty() {
+            self.rule.trim()
+        } else {
+            &self.message
+        }
+    }
+
+    /// `ruleMessageOrDefault`.
+    fn message_or_default(&self) -> String {
+        if self.message.is_empty() {
+            format!("failed rule: {}", self.rule.trim())
+        } else {
+            self.message.clone()
+        }
+    }
+}
+
+/// Runs the rules of `node` and below on `v` (at `path`; `old` the correlated old value).
+pub(crate) fn evaluate(
+    node: &Node,
+    v: &Value,
+    old: Option<&Value>,
+    path: &Path,
+    root: bool,
+    out: &mut Vec<FieldError>,
+) {
+    if !node.rules_below || v.is_null() {
+        return;
+    }
+    let unchanged = old == Some(v);
+    if unchanged && !node.old_self_below {
+        return;
+    }
+    if !node.rules.is_empty() {
+        run_rules(node, v, old, path, root, unchanged, out);
+    }
+    match v {
+        Value::Object(m) => {
+            let old_map = if node.map_atomic {
+                None
+            } else {
+                old.and_then(Value::as_object)
+            };
+            for (k, child) in m {
+                if root && k == "metadata" {
+                    continue;
+                }
+                let o = old_map.and_then(|o| o.get(k));
+                if let Some(s) = node.properties.get(k) {
+                    evaluate(s, child, o, &path.child(Seg::Field(k)), false, out);
+                } else if let Some(a) = &node.additional {
+                    evaluate(a, child, o, &path.child(Seg::Key(k)), false, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = &node.items {
+                let olds = old.and_then(Value::as_array);
+                for (i, item) in items.iter().enumerate() {
+                    let o = olds.and_then(|o| node.correlate(item, o));
+                    evaluate(s, item, o, &path.child(Seg::Index(i)), false, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn run_rules(
+    node: &Node,
+    v: &Value,
+    old: Option<&Value>,
+    path: &Path,
+    root: bool,
+    unchanged: bool,
+    out: &mut Vec<FieldError>,
+) {
+    let convert = |x: &Value| {
+        if root {
+            root_to_cel(x, node)
+        } else {
+            to_cel(x, Some(node))
+        }
+    };
+    let mut self_value: Option<Cel> = None;
+    let mut old_value: Option<Option<Cel>> = None;
+    for rule in &node.rules {
+        // ratcheting: an unchanged value is not validated again, but for transitions
+        if unchanged && !rule.uses_old_self {
+            continue;
+        }
+        if rule.uses_old_self && old.is_none() && !rule.optional_old_self {
+            continue;
+        }
+        let program = match &rule.program {
+            Ok(p) => p,
+            Err(e) => {
+                out.push(FieldError {
+                    field: path.field(),
+                    reason: "FieldValueInvalid",
+                    message: format!(
+                        "Invalid value: {}: rule compile error: {e}",
+                        go::quote(&node.ty)
+                    ),
+                });
+                continue;
+            }
+        };
+        if rule.unsupported.is_some() {
+            continue;
+        }
+        let mut ctx = Context::with_env(env().clone());
+        let this = self_value.get_or_insert_with(|| convert(v)).clone();
+        ctx.add_variable_from_value("self", this);
+        if rule.uses_old_self {
+            let o = old_value.get_or_insert_with(|| old.map(&convert)).clone();
+            let bound = match (o, rule.optional_old_self) {
+                (Some(o), false) => o,
+                (Some(o), true) => Cel::Opaque(Arc::new(OptionalValue::of(o))),
+                (None, _) => Cel::Opaque(Arc::new(OptionalValue::none())),
+            };
+            ctx.add_variable_from_value("oldSelf", bound);
+        }
+        match program.execute(&ctx) {
+            Ok(Cel::Bool(true)) => continue,
+            Ok(Cel::Bool(false)) => {}
+            Ok(other) => {
+                out.push(FieldError {
+                    field: path.field(),
+                    reason: "FieldValueInvalid",
+                    message: format!(
+                        "Invalid value: {}: rule evaluated to {:?}, not a bool, evaluating rule: {}",
+                        go::quote(&node.ty),
+                        other.type_of().to_string(),
+                        rule.error_string()
+                    ),
+                });
+                continue;
+            }
+            Err(e) => {
+                out.push(FieldError {
+                    field: path.field(),
+                    reason: "FieldValueInvalid",
+                    message: format!(
+                        "Invalid value: {}: {}",
+                        go::quote(&node.ty),
+                        eval_error(&e, rule.error_string())
+                    ),
+                });
+                continue;
+            }
+        }
+        let detail = rule
+            .message_expression
+            .as_ref()
+            .and_then(|m| match m.execute(&ctx) {
+                Ok(Cel::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
+                _ => None,
+            })
+            .unwrap_or_else(|| rule.message_or_default());
+        out.push(field_error(
+            path.field_with(&rule.field_path),
+            &node.ty,
+            detail,
+            rule.reason.as_deref(),
+        ));
+    }
+}
