@@ -76,6 +76,16 @@ impl Cluster {
             .expect("store the object as it is");
     }
 
+    /// Replaces an object in the store as it is, bypassing validation (an edit a tightened
+    /// schema would refuse).
+    pub fn replace_unvalidated(&self, group: &str, plural: &str, object: serde_json::Value) {
+        self.localkube
+            .cluster()
+            .store
+            .update(&format!("{group}/{plural}"), object, None)
+            .expect("replace the object as it is");
+    }
+
     pub async fn namespace(&self, name: &str) {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let namespace: Namespace =
