@@ -297,6 +297,25 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
         let detected_ns = to_mono(record.detected_at);
         let fenced_ns = to_mono(record.fenced_at);
         let promoted_ns = to_mono(record.promoted_at);
+        // Missing evidence is a finding: a completed emergency failover without one of its
+        // phase times would switch that phase's checks off without a word.
+        if record.kind == FailoverKind::Emergency && record.completed_at.is_some() {
+            let missing: Vec<&str> = [
+                ("detectedAt", record.detected_at),
+                ("fencedAt", record.fenced_at),
+                ("promotedAt", record.promoted_at),
+            ]
+            .into_iter()
+            .filter(|(_, time)| time.is_none())
+            .map(|(name, _)| name)
+            .collect();
+            if !missing.is_empty() {
+                findings.push(format!(
+                    "{label}: missing evidence: completed without {} (its timings cannot be judged)",
+                    missing.join(", ")
+                ));
+            }
+        }
         let endpoints_ns = history.events.iter().find_map(|event| match &event.op {
             Op::Endpoints { service, sites }
                 if event.kind == EventType::Ok

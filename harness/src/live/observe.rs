@@ -1238,8 +1238,9 @@ impl LiveCluster {
         }
     }
 
-    /// Every readable site's executed GTID set (MariaDB's `@@gtid_binlog_state`), then the group's `lastFailover` and
-    /// `activeSite` ([`Op::GtidState`]). An error only when no site can be read.
+    /// Every readable site's executed GTID set (MariaDB's `@@gtid_binlog_state`), then the
+    /// group's `lastFailover` and `activeSite` ([`Op::GtidState`]). An error only when no
+    /// site can be read.
     pub(super) async fn gtid_state(&self) -> Result<Op> {
         let mut sites = std::collections::BTreeMap::new();
         let mut last_error = None;

@@ -24,6 +24,9 @@ pub const OPERATOR_NAMESPACE: &str = names::OPERATOR_NAMESPACE;
 pub const NAMESPACE: &str = names::PLAYGROUND_NAMESPACE;
 /// The playground's group.
 pub const GROUP: &str = names::PLAYGROUND_GROUP;
+/// The namespace of deployment clients other than the playground's own (scenarios 030-035:
+/// `deploymentClients` holds one ServiceAccount per namespace); removed by the uninstall.
+pub const DEPLOYERS_NAMESPACE: &str = "bloodraven-deployers";
 /// The counter app's database user.
 pub const COUNTER_USER: &str = "counter";
 /// The counter app's database (schema).
@@ -516,7 +519,7 @@ impl Installer {
                 }
             }
         }
-        for namespace in [NAMESPACE, OPERATOR_NAMESPACE] {
+        for namespace in [NAMESPACE, OPERATOR_NAMESPACE, DEPLOYERS_NAMESPACE] {
             delete(
                 &self.client,
                 &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
@@ -536,7 +539,7 @@ impl Installer {
             UNINSTALL_WAIT_MAX,
             "the playground namespaces to be deleted",
             || async {
-                for namespace in [NAMESPACE, OPERATOR_NAMESPACE] {
+                for namespace in [NAMESPACE, OPERATOR_NAMESPACE, DEPLOYERS_NAMESPACE] {
                     if namespaces.get_opt(namespace).await.ok()?.is_some() {
                         return None;
                     }

@@ -15,9 +15,9 @@ use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 /// docs/design/history.md#issue-8; 041 (docs/design/history.md#issue-14: the primary's wall
 /// clock stepped); and 053 (docs/design/history.md#issue-12: the restore from the mariadb-backup
 /// copy, after 052).
-const CATALOGUE_IDS: [u16; 38] = [
+const CATALOGUE_IDS: [u16; 39] = [
     1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
-    33, 34, 35, 36, 37, 38, 39, 40, 41, 50, 51, 52, 53,
+    33, 34, 35, 36, 37, 38, 39, 40, 41, 50, 51, 52, 53, 54,
 ];
 
 fn catalogue() -> Vec<LoadedScenario> {

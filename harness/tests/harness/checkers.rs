@@ -1030,8 +1030,9 @@ fn timings_fail_when_promoted_before_fenced_or_without_fencing() {
     assert!(
         !verdict.valid
             && verdict
-                .summary
-                .contains("without the old primary ever being fenced"),
+                .findings
+                .iter()
+                .any(|finding| finding.contains("without the old primary ever being fenced")),
         "{verdict:?}"
     );
 }
@@ -1472,4 +1473,42 @@ fn rpo_attributes_a_restores_loss_to_its_lost_gtid_set() {
     let (summary, verdict) = check_rpo(&quick);
     assert!(verdict.valid, "{verdict:?}");
     assert_eq!(summary.restores[0].operator_lost_writes, 20);
+}
+
+// Missing evidence is a finding: a completed emergency failover without detectedAt, fencedAt
+// or promotedAt switched the matching timing checks off without a word.
+#[test]
+fn timings_a_completed_emergency_failover_without_its_phase_times_is_a_finding() {
+    let faults = || Builder::default().fault_taking("kill", &[Site::Iad], 9_000, 10_000);
+    let phases = [11_500, 15_000, 16_000, 17_000];
+    for strip in ["detectedAt", "fencedAt", "promotedAt"] {
+        let mut record = failover(
+            FailoverKind::Emergency,
+            Site::Iad,
+            Site::Pdx,
+            phases,
+            Some(0),
+            true,
+        );
+        match strip {
+            "detectedAt" => record.detected_at = None,
+            "fencedAt" => record.fenced_at = None,
+            _ => record.promoted_at = None,
+        }
+        let history = faults()
+            .status(0, Site::Iad, 1, None)
+            .status(phases[3] + 500, Site::Pdx, 2, Some(record))
+            .ok("writer-0", 1, phases[3] + 600, phases[3] + 620, Site::Pdx)
+            .build();
+        let (_, verdict) = check_timings(&history);
+        assert!(
+            !verdict.valid
+                && verdict.summary.contains("missing evidence")
+                && verdict.summary.contains(strip),
+            "{strip}: {verdict:?}"
+        );
+    }
+    // With every phase time it passes.
+    let (_, verdict) = check_timings(&failover_after(faults(), phases));
+    assert!(verdict.valid, "{verdict:?}");
 }
