@@ -512,7 +512,9 @@ impl Installer {
     /// demotion taints on every node, and waits until the namespaces are gone. CRDs stay.
     pub async fn uninstall(&self) -> Result<()> {
         let group_api = group_api(&self.client);
-        if let Ok(groups) = group_api.list(&ListParams::default()).await {
+        // By metadata: one group that does not decode (scenario 054) must not keep the others
+        // (a typed list fails as a whole, loudly, and left them to the namespace's deletion).
+        if let Ok(groups) = group_api.list_metadata(&ListParams::default()).await {
             for group in groups {
                 if let Some(name) = group.metadata.name.as_deref() {
                     let _ = group_api.delete(name, &DeleteParams::default()).await;
