@@ -136,6 +136,16 @@ pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Fa
     }
 }
 
+/// The scenario as its result names it.
+fn identity<'a>(loaded: &'a LoadedScenario, trial: &'a str) -> ScenarioIdentity<'a> {
+    ScenarioIdentity {
+        id: loaded.scenario.id,
+        trial,
+        title: &loaded.scenario.title,
+        seed: &loaded.scenario.seed,
+    }
+}
+
 /// A run that could not start (no backend, or no cluster could be had): a failed result
 /// with no history, kept for the report, JUnit and the trend line like any other, so a run
 /// whose clusters all failed is never an empty, green report. Returns the failure.
@@ -147,12 +157,7 @@ fn record_unrun(
 ) -> String {
     let trial = loaded.trial_name();
     let mut result = judge(
-        ScenarioIdentity {
-            id: loaded.scenario.id,
-            trial: &trial,
-            title: &loaded.scenario.title,
-            seed: &loaded.scenario.seed,
-        },
+        identity(loaded, &trial),
         &History::new(Vec::new()),
         Vec::new(),
         Vec::new(),
@@ -203,12 +208,7 @@ fn run_once(
         .join("artifacts");
     let run = execute(cluster.as_ref(), loaded, context.pacing, Some(&artifacts));
     let mut result = judge(
-        ScenarioIdentity {
-            id: loaded.scenario.id,
-            trial: &trial,
-            title: &loaded.scenario.title,
-            seed: &loaded.scenario.seed,
-        },
+        identity(loaded, &trial),
         &run.history,
         run.expectations,
         run.measures,

@@ -44,6 +44,19 @@ fn runtime(guard: &ClusterGuard) -> PodRuntime {
     runtime
 }
 
+/// Waits until pod `key` is ready, or panics with its status and its container's log.
+async fn wait_ready(runtime: &PodRuntime, key: &str) {
+    if let Err(err) = runtime
+        .wait_for(key, Duration::from_secs(120), |s| s.ready)
+        .await
+    {
+        let status = runtime.pod_status(key).unwrap();
+        let log =
+            std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap_or_default();
+        panic!("{key}: {err}: {status:?}\n{log}");
+    }
+}
+
 fn mariadb_pod(name: &str, node: &str) -> PodSpec {
     let container = ContainerSpec {
         name: "mariadb".into(),
@@ -160,16 +173,7 @@ async fn mariadb_pods_start_and_answer_over_pod_ip() {
         ));
     }
     for (name, _) in &ips {
-        let key = format!("db/{name}");
-        if let Err(err) = runtime
-            .wait_for(&key, Duration::from_secs(120), |s| s.ready)
-            .await
-        {
-            let status = runtime.pod_status(&key).unwrap();
-            let log =
-                std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap_or_default();
-            panic!("{err}: {status:?}\n{log}");
-        }
+        wait_ready(&runtime, &format!("db/{name}")).await;
     }
     let elapsed = started.elapsed();
     println!("MEASURED: 3 MariaDB pods ready (first start, datadir initialised) in {elapsed:?}");
@@ -320,15 +324,7 @@ async fn the_images_programs_run_with_binaries_and_state_under_tmp() {
         pod.containers[0].command = command;
         let ip = runtime.start_pod(pod).await.unwrap();
         let key = format!("db/{name}");
-        if let Err(err) = runtime
-            .wait_for(&key, Duration::from_secs(120), |s| s.ready)
-            .await
-        {
-            let status = runtime.pod_status(&key).unwrap();
-            let log =
-                std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap_or_default();
-            panic!("{name}: {err}: {status:?}\n{log}");
-        }
+        wait_ready(&runtime, &key).await;
         assert_eq!(
             query(ip, "root", "rootpw", "SELECT id FROM app.seeded"),
             "42"
