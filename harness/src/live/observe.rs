@@ -689,13 +689,9 @@ impl LiveCluster {
                     .filter(|pod| pod.metadata.deletion_timestamp.is_none())
                     .collect()
             } else {
-                let name = match (&pods.name, pods.site) {
-                    (Some(name), _) => name.clone(),
-                    (None, Some(site)) => names::pod(GROUP, site.name()),
-                    (None, None) => {
-                        return Err(cluster_error("observe pods", "neither name nor site"))
-                    }
-                };
+                let name = pods
+                    .pod_name()
+                    .ok_or_else(|| cluster_error("observe pods", "neither name nor site"))?;
                 api.get_opt(&name)
                     .await
                     .map_err(|e| cluster_error(format!("read pod {name}"), e))?

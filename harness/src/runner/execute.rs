@@ -605,13 +605,7 @@ fn pod_subject(pods: &crate::scenario::model::PodsExpect) -> Option<String> {
         .namespace
         .as_deref()
         .unwrap_or(crate::playground::install::NAMESPACE);
-    let name = match (&pods.name, pods.site) {
-        (Some(name), _) => name.clone(),
-        (None, Some(site)) => {
-            bloodraven_api::names::pod(crate::playground::install::GROUP, site.name())
-        }
-        (None, None) => return None,
-    };
+    let name = pods.pod_name()?;
     Some(format!("{namespace}/{name}"))
 }
 

@@ -618,6 +618,21 @@ pub struct PodsExpect {
     pub node_labels: Option<Value>,
 }
 
+impl PodsExpect {
+    /// The one pod it names: `name`, else the site's MySQL pod of the playground group;
+    /// `None` when it names neither.
+    pub fn pod_name(&self) -> Option<String> {
+        match (&self.name, self.site) {
+            (Some(name), _) => Some(name.clone()),
+            (None, Some(site)) => Some(bloodraven_api::names::pod(
+                bloodraven_api::names::PLAYGROUND_GROUP,
+                site.name(),
+            )),
+            (None, None) => None,
+        }
+    }
+}
+
 /// A shared Service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
