@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::history::recorder::Recorder;
-use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install, Site};
+use crate::scenario::model::{Apply, Capability, Expect, Fault, HealTarget, Install, Site};
 
 /// Where the cluster comes from (`--cluster`).
 #[derive(
@@ -46,6 +46,33 @@ pub trait Backend: Send + Sync {
     fn create(&self) -> Result<Arc<dyn Cluster>>;
     /// Tears the cluster down (a no-op for `kubeconfig`).
     fn teardown(&self, cluster: Arc<dyn Cluster>) -> Result<()>;
+    /// What its clusters can do beyond the Kubernetes API and the fault agent (a scenario's
+    /// `requires:`); none unless a backend says so.
+    fn capabilities(&self) -> std::collections::BTreeSet<Capability> {
+        std::collections::BTreeSet::new()
+    }
+}
+
+/// Why `scenario` cannot run on a backend with `capabilities`: the capabilities it
+/// requires and the backend lacks, named (`None` when it can run).
+pub fn skip_reason(
+    scenario: &crate::scenario::model::Scenario,
+    kind: ClusterKind,
+    capabilities: &std::collections::BTreeSet<Capability>,
+) -> Option<String> {
+    let missing: Vec<&str> = scenario
+        .requires
+        .iter()
+        .filter(|capability| !capabilities.contains(capability))
+        .map(|capability| capability.name())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "requires {}, which the {} backend does not have",
+            missing.join(", "),
+            kind.name()
+        )
+    })
 }
 
 /// A handle on the probes and workload running for one scenario; dropping it must stop them.

@@ -499,6 +499,7 @@ mod tests {
             title: String::new(),
             seed: String::new(),
             passed: failure.is_none(),
+            skipped: None,
             failure: failure.map(str::to_owned),
             duration_ms: 1,
             attempt: 1,

@@ -112,4 +112,14 @@ impl Backend for KubeconfigBackend {
         // Not ours to delete: remove what the scenarios installed.
         cluster.uninstall()
     }
+
+    fn capabilities(&self) -> std::collections::BTreeSet<crate::scenario::model::Capability> {
+        // A localkube's own runtime (its state dir holds the kubeconfig) steps clocks;
+        // another cluster's runtime does not.
+        if localkube_state_dir(&self.kubeconfig).is_some() {
+            [crate::scenario::model::Capability::ClockOffset].into()
+        } else {
+            std::collections::BTreeSet::new()
+        }
+    }
 }

@@ -117,6 +117,11 @@ impl Backend for LocalkubeBackend {
         drop(cluster);
         self.localkube().down(true)
     }
+
+    fn capabilities(&self) -> std::collections::BTreeSet<crate::scenario::model::Capability> {
+        // The runtime preloads libfaketime into every container it starts.
+        [crate::scenario::model::Capability::ClockOffset].into()
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,14 @@ fn verdict_word(passed: bool) -> &'static str {
     }
 }
 
+fn scenario_class(scenario: &ScenarioResult) -> &'static str {
+    if scenario.skipped.is_some() {
+        "skipped"
+    } else {
+        verdict_class(scenario.passed)
+    }
+}
+
 fn ms(value: Option<u64>) -> String {
     value.map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms"))
 }
@@ -67,7 +75,9 @@ pub fn render_index(results: &RunResults, histories: &[History]) -> String {
         @let rows = summarize(&results.scenarios);
         @let repeat = results.repeat > 1;
         p {
-            span class="pass" { (results.passed()) " passed" } ", " span class="fail" { (results.failed()) " failed" } " of " (results.scenarios.len())
+            span class="pass" { (results.passed()) " passed" } ", " span class="fail" { (results.failed()) " failed" }
+            @if results.skipped() > 0 { ", " span class="skipped" { (results.skipped()) " skipped" } }
+            " of " (results.scenarios.len())
             @if repeat { " runs (" (rows.len()) " scenarios, each run " (results.repeat) " times)" }
         }
         table class="summary" {
@@ -116,6 +126,7 @@ fn summary_class(row: &SummaryRow) -> &'static str {
     match row.verdict() {
         "PASS" => "pass",
         "FLAKY" => "flaky",
+        "SKIPPED" => "skipped",
         _ => "fail",
     }
 }
@@ -126,9 +137,12 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
             (scenario.trial)
             @if repeat > 1 { " (run " (scenario.attempt) " of " (repeat) ")" }
             " — " (scenario.title) " "
-            span class=(verdict_class(scenario.passed)) { (verdict_word(scenario.passed)) }
+            span class=(scenario_class(scenario)) { (scenario.verdict_word()) }
         }
         p class="meta" { "seed: " (scenario.seed) }
+        @if let Some(reason) = &scenario.skipped {
+            div class="skipped-reason" { strong { "skipped: " } (reason) }
+        }
         @if let Some(failure) = &scenario.failure {
             div class="failure" { strong { "failing: " } (failure) }
         }
@@ -157,7 +171,7 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
         }
         p class="links" {
             a href={(scenario.dir_name()) "/history.jsonl"} { "history.jsonl" }
-            @if !scenario.passed {
+            @if !scenario.passed && scenario.skipped.is_none() {
                 " · " a href={(scenario.dir_name()) "/artifacts/"} { "artifacts" } " (pod logs, events, group, faults)"
             }
         }
@@ -330,7 +344,11 @@ pub fn render_trends(entries: &[TrendEntry]) -> String {
                         td { (sparkline(&trend.runs.iter().map(|(_, scenario)| Some(scenario.lost)).collect::<Vec<_>>(), "lost writes", TrendUnit::Count)) }
                         td {
                             @if let Some((run_id, scenario)) = newest {
-                                span class=(verdict_class(scenario.passed)) title=(run_id) { (verdict_word(scenario.passed)) }
+                                @if scenario.skipped.is_some() {
+                                    span class="skipped" title=(run_id) { "SKIPPED" }
+                                } @else {
+                                    span class=(verdict_class(scenario.passed)) title=(run_id) { (verdict_word(scenario.passed)) }
+                                }
                             }
                         }
                     }

@@ -12,7 +12,11 @@ pub fn render_junit(results: &RunResults) -> Result<String> {
     let mut report = Report::new(format!("bloodraven-harness {}", results.run_id));
     let mut suite = TestSuite::new("bloodraven-harness");
     for scenario in &results.scenarios {
-        let status = if scenario.passed {
+        let status = if let Some(reason) = &scenario.skipped {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(reason.clone());
+            status
+        } else if scenario.passed {
             TestCaseStatus::success()
         } else {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);

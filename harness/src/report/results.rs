@@ -23,6 +23,10 @@ pub struct ScenarioResult {
     pub seed: String,
     /// Whether everything held.
     pub passed: bool,
+    /// Why it did not run on this backend (a capability it `requires:` and the backend
+    /// lacks): SKIPPED, neither passed nor failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     /// The first reason it failed: a step error, the failing expectation, or a checker.
     pub failure: Option<String>,
     /// Wall duration in ms.
@@ -51,6 +55,33 @@ const fn first_attempt() -> u32 {
 }
 
 impl ScenarioResult {
+    /// A scenario the backend could not run, and why.
+    pub fn skipped(identity: ScenarioIdentity<'_>, reason: String) -> Self {
+        let mut result = judge(
+            identity,
+            &History::new(Vec::new()),
+            Vec::new(),
+            Vec::new(),
+            None,
+            0,
+        );
+        result.passed = false;
+        result.verdicts.clear();
+        result.skipped = Some(reason);
+        result
+    }
+
+    /// `PASS`, `FAIL` or `SKIPPED`.
+    pub fn verdict_word(&self) -> &'static str {
+        if self.skipped.is_some() {
+            "SKIPPED"
+        } else if self.passed {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    }
+
     /// The worst RTO over the scenario's failovers, in ms.
     pub fn rto_ms(&self) -> Option<u64> {
         self.timings
@@ -116,6 +147,7 @@ pub fn judge(
         title: identity.title.to_owned(),
         seed: identity.seed.to_owned(),
         passed: failure.is_none(),
+        skipped: None,
         failure,
         duration_ms,
         attempt: 1,
@@ -161,8 +193,16 @@ impl RunResults {
             .count()
     }
 
+    /// How many were skipped (a capability the backend lacks).
+    pub fn skipped(&self) -> usize {
+        self.scenarios
+            .iter()
+            .filter(|scenario| scenario.skipped.is_some())
+            .count()
+    }
+
     /// How many failed.
     pub fn failed(&self) -> usize {
-        self.scenarios.len() - self.passed()
+        self.scenarios.len() - self.passed() - self.skipped()
     }
 }

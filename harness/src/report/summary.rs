@@ -52,6 +52,8 @@ pub struct SummaryRow {
     pub some_unread: bool,
     /// The first failing run's number and the first line of its reason.
     pub first_failure: Option<(u32, String)>,
+    /// Why it did not run (SKIPPED: a capability the backend lacks).
+    pub skipped: Option<String>,
 }
 
 impl SummaryRow {
@@ -63,9 +65,11 @@ impl SummaryRow {
         f64::from(self.passes) / f64::from(self.runs)
     }
 
-    /// `PASS`, `FAIL`, or `FLAKY` (some runs passed, some failed).
+    /// `PASS`, `FAIL`, `FLAKY` (some runs passed, some failed), or `SKIPPED`.
     pub fn verdict(&self) -> &'static str {
-        if self.passes == self.runs && self.runs > 0 {
+        if self.skipped.is_some() {
+            "SKIPPED"
+        } else if self.passes == self.runs && self.runs > 0 {
             "PASS"
         } else if self.passes == 0 {
             "FAIL"
@@ -96,6 +100,9 @@ impl SummaryRow {
 
     /// The first failure as `run N: reason` (`run` only when the scenario ran more than once).
     pub fn failure_text(&self) -> String {
+        if let Some(reason) = &self.skipped {
+            return reason.clone();
+        }
         match &self.first_failure {
             None => String::new(),
             Some((attempt, reason)) if self.runs > 1 => format!("run {attempt}: {reason}"),
@@ -122,13 +129,17 @@ pub fn summarize(results: &[ScenarioResult]) -> Vec<SummaryRow> {
         .into_values()
         .map(|mut runs| {
             runs.sort_by_key(|run| run.attempt);
+            let skipped = runs.iter().find_map(|run| run.skipped.clone());
+            let (id, trial) = (runs[0].id, runs[0].trial.clone());
+            runs.retain(|run| run.skipped.is_none());
             let count = u32::try_from(runs.len()).unwrap_or(u32::MAX);
             let passes =
                 u32::try_from(runs.iter().filter(|run| run.passed).count()).unwrap_or(u32::MAX);
             let total_ms: u64 = runs.iter().map(|run| run.duration_ms).sum();
             SummaryRow {
-                id: runs[0].id,
-                trial: runs[0].trial.clone(),
+                id,
+                trial,
+                skipped,
                 runs: count,
                 passes,
                 mean_duration_ms: total_ms / u64::from(count.max(1)),
@@ -213,9 +224,15 @@ pub fn render_text(rows: &[SummaryRow], repeat: bool) -> String {
     let passes: u32 = rows.iter().map(|row| row.passes).sum();
     let flaky = rows.iter().filter(|row| row.verdict() == "FLAKY").count();
     let failed = rows.iter().filter(|row| row.verdict() == "FAIL").count();
+    let skipped = rows.iter().filter(|row| row.skipped.is_some()).count();
+    let skipped = if skipped > 0 {
+        format!(", {skipped} skipped (not run: a capability the backend lacks)")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{} scenarios, {runs} runs: {passes} passed, {} failed; {failed} scenarios failed every run, {flaky} flaky",
+        "{} scenarios, {runs} runs: {passes} passed, {} failed; {failed} scenarios failed every run, {flaky} flaky{skipped}",
         rows.len(),
         runs - passes
     );
@@ -235,6 +252,7 @@ mod tests {
             title: "t".to_owned(),
             seed: String::new(),
             passed,
+            skipped: None,
             failure: (!passed)
                 .then(|| format!("expectations: step 3 failed (run {attempt})\n  detail")),
             duration_ms: 10_000 * u64::from(attempt),

@@ -32,11 +32,17 @@ pub struct TrendScenario {
     /// older lines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_outage_ms: Option<u64>,
+    /// Why it did not run (SKIPPED: runs 0, and no pass rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 impl TrendScenario {
     /// (passes, runs) in this run of the suite.
     pub fn pass_count(&self) -> (u32, u32) {
+        if self.skipped.is_some() {
+            return (0, 0);
+        }
         let runs = self.runs.unwrap_or(1).max(1);
         let passes = self.passes.unwrap_or(u32::from(self.passed)).min(runs);
         (passes, runs)
@@ -45,6 +51,9 @@ impl TrendScenario {
     /// passes / runs.
     pub fn pass_rate(&self) -> f64 {
         let (passes, runs) = self.pass_count();
+        if runs == 0 {
+            return 0.0;
+        }
         f64::from(passes) / f64::from(runs)
     }
 }
@@ -73,12 +82,13 @@ impl TrendEntry {
                 .into_iter()
                 .map(|row| TrendScenario {
                     id: row.id,
-                    passed: row.passes == row.runs,
+                    passed: row.skipped.is_none() && row.passes == row.runs,
                     rto_ms: row.worst_rto_ms,
                     lost: row.worst_lost,
                     runs: Some(row.runs),
                     passes: Some(row.passes),
                     write_outage_ms: row.worst_write_outage_ms,
+                    skipped: row.skipped,
                     trial: row.trial,
                 })
                 .collect(),

@@ -33,6 +33,10 @@ pub struct RunContext {
     pub repeat: u32,
     /// Results, in completion order.
     pub results: Mutex<Vec<(ScenarioResult, History)>>,
+    /// The backend's kind.
+    pub kind: ClusterKind,
+    /// What the backend's clusters can do beyond the API and the fault agent.
+    pub capabilities: std::collections::BTreeSet<crate::scenario::model::Capability>,
 }
 
 impl RunContext {
@@ -52,8 +56,14 @@ impl RunContext {
         } else {
             select_backend(kind, &config).map_err(|error| format!("failed to {error}."))
         };
+        let capabilities = backend
+            .as_ref()
+            .map(|backend| backend.capabilities())
+            .unwrap_or_default();
         Self {
             backend,
+            kind,
+            capabilities,
             shared_cluster: Mutex::new(None),
             reuse: cli.reuse,
             pacing: Pacing::default(),
@@ -80,10 +90,13 @@ pub fn build_trials(
             let context = Arc::clone(context);
             let scenario = loaded.clone();
             let scope = format!("{}/{total} s{:03}", index + 1, loaded.scenario.id);
+            // A scenario the backend cannot run is an ignored trial (libtest says `ignored`,
+            // never `ok`); [`record_skipped`] puts it in the report as SKIPPED.
+            let skipped = context.skip_reason(loaded).is_some();
             Trial::test(loaded.trial_name(), move || {
                 progress::scoped(scope, || run_trial(&context, &scenario))
             })
-            .with_ignored_flag(ignored)
+            .with_ignored_flag(ignored || skipped)
         })
         .collect()
 }
@@ -115,6 +128,11 @@ fn cluster_for(context: &RunContext, backend: &dyn Backend) -> Result<Arc<dyn Cl
 /// there is none, else runs it, judges each run's history and keeps every result for the
 /// report. The trial fails when any run failed, naming how many passed.
 pub fn run_trial(context: &RunContext, loaded: &LoadedScenario) -> Result<(), Failed> {
+    if let Some(reason) = context.skip_reason(loaded) {
+        // Run anyway (`--ignored`): it cannot, and that is not a pass.
+        record_skipped(context, loaded, &reason);
+        return Err(Failed::from(format!("skipped: {reason}")));
+    }
     let mut failures = Vec::new();
     for attempt in 1..=context.repeat {
         let failure = match &context.backend {
@@ -171,6 +189,45 @@ fn record_unrun(
         .unwrap_or_else(PoisonError::into_inner)
         .push((result, History::new(Vec::new())));
     reason
+}
+
+impl RunContext {
+    /// Why `loaded` cannot run on this run's backend (`None`: it can, or there is no
+    /// backend, which fails every trial by itself).
+    pub fn skip_reason(&self, loaded: &LoadedScenario) -> Option<String> {
+        self.backend.as_ref().ok()?;
+        crate::backend::skip_reason(&loaded.scenario, self.kind, &self.capabilities)
+    }
+}
+
+/// A scenario the backend cannot run: a SKIPPED result with the reason and no history, in
+/// the report, JUnit and the trend line like any other (never passed, never left out).
+fn record_skipped(context: &RunContext, loaded: &LoadedScenario, reason: &str) {
+    let trial = loaded.trial_name();
+    let mut results = context
+        .results
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if results.iter().any(|(result, _)| result.trial == trial) {
+        return;
+    }
+    let result = ScenarioResult::skipped(identity(loaded, &trial), reason.to_owned());
+    results.push((result, History::new(Vec::new())));
+}
+
+/// Whether libtest's own selection (`FILTER`, `--exact`, `--skip`) keeps the trial `name`,
+/// as libtest-mimic decides it: the skipped trials it never calls are reported only when the
+/// run selected them.
+pub fn selected_by_filter(arguments: &libtest_mimic::Arguments, name: &str) -> bool {
+    let matches = |pattern: &str| {
+        if arguments.exact {
+            name == pattern
+        } else {
+            name.contains(pattern)
+        }
+    };
+    arguments.filter.as_deref().is_none_or(matches)
+        && !arguments.skip.iter().any(|pattern| matches(pattern))
 }
 
 /// One run of a scenario; `Some(reason)` when it failed, including when no cluster could be
@@ -402,6 +459,19 @@ pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
     let ignored = ignored_by_default && cli.cluster.is_none();
     let trials = build_trials(&catalogue, &context, ignored);
     let conclusion = libtest_mimic::run(&cli.test, trials);
+    if !cli.test.list && !ignored {
+        for loaded in &catalogue {
+            if let Some(reason) = context.skip_reason(loaded) {
+                if selected_by_filter(&cli.test, &loaded.trial_name()) {
+                    eprintln!(
+                        "bloodraven-harness: {} SKIPPED: {reason}",
+                        loaded.trial_name()
+                    );
+                    record_skipped(&context, loaded, &reason);
+                }
+            }
+        }
+    }
     // A run asked for scenarios on a cluster and executed none (a filter or `--skip` that
     // matched nothing): never a green run.
     if !cli.test.list && !ignored && executed_nothing(&conclusion) {

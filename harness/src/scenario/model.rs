@@ -67,6 +67,26 @@ pub enum Container {
     Sidecar,
 }
 
+/// Something a scenario may need that only some backends (or fault drivers) can do.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// Stepping one container's wall clock (`clock-offset`): libfaketime preloaded when the
+    /// container starts, which localkube's runtime does and a cluster's own runtime does not.
+    ClockOffset,
+}
+
+impl Capability {
+    /// The name as a scenario file spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Capability::ClockOffset => "clock-offset",
+        }
+    }
+}
+
 /// A scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -79,6 +99,11 @@ pub struct Scenario {
     /// original requirement or design files by the names docs/design/requirements.md and
     /// docs/scenarios.md list.
     pub seed: String,
+    /// What the scenario needs that not every backend has ([`Capability`]). A step that
+    /// needs a capability is refused unless it is declared here; on a backend without it the
+    /// scenario is reported SKIPPED with the reason (never passed, never left out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<Capability>,
     /// How the run installs the operator and the group before the steps.
     #[serde(default)]
     pub install: Install,
@@ -416,6 +441,14 @@ impl Fault {
             Fault::Plugin { .. } => "plugin",
             Fault::UpgradeOperator { .. } => "upgrade-operator",
             Fault::ClockOffset(_) => "clock-offset",
+        }
+    }
+
+    /// The capability the fault needs beyond the Kubernetes API and the fault agent, if any.
+    pub const fn capability(&self) -> Option<Capability> {
+        match self {
+            Fault::ClockOffset(_) => Some(Capability::ClockOffset),
+            _ => None,
         }
     }
 

@@ -158,6 +158,21 @@ pub fn parse_scenario(path: &Path, source: &str) -> Result<LoadedScenario, Vec<S
             "has no steps".to_owned(),
         ));
     }
+    for capability in &scenario.requires {
+        let used = scenario.steps.iter().any(
+            |step| matches!(step, Step::Fault(fault) if fault.capability() == Some(*capability)),
+        );
+        if !used {
+            errors.push(at(
+                top_level_line(source, "requires"),
+                "requires",
+                format!(
+                    "declares `{}`, but no step needs it (a declared capability skips the scenario on backends without it)",
+                    capability.name()
+                ),
+            ));
+        }
+    }
     let lines = step_lines(source);
     let mut state = StepState::default();
     for (index, step) in scenario.steps.iter().enumerate() {
@@ -408,6 +423,16 @@ impl StepState {
     }
 
     fn check_fault(&mut self, fault: &Fault, scenario: &Scenario) -> Result<(), String> {
+        if let Some(capability) = fault.capability() {
+            if !scenario.requires.contains(&capability) {
+                return Err(format!(
+                    "`{}` needs the capability `{}`, which not every backend has: declare it with `requires: [{}]`",
+                    fault.kind(),
+                    capability.name(),
+                    capability.name()
+                ));
+            }
+        }
         match fault {
             Fault::Freeze(target) => {
                 let key = format!("{}/{:?}", target.site, target.container);

@@ -598,7 +598,15 @@ fn context(
     backend: std::result::Result<Box<dyn Backend>, String>,
     report_dir: &Path,
 ) -> Arc<RunContext> {
+    let capabilities = backend
+        .as_ref()
+        .map(|backend| backend.capabilities())
+        .unwrap_or_default();
     Arc::new(RunContext {
+        kind: backend
+            .as_ref()
+            .map_or(ClusterKind::Localkube, |backend| backend.kind()),
+        capabilities,
         backend,
         shared_cluster: Mutex::new(None),
         reuse: false,
@@ -897,4 +905,103 @@ fn a_measurement_waits_for_a_value_that_comes_later() {
     });
     assert_eq!(never, None);
     assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+/// A backend whose clusters can step no clock (like kind, or any cluster's own runtime).
+struct NoClockBackend;
+
+impl Backend for NoClockBackend {
+    fn kind(&self) -> ClusterKind {
+        ClusterKind::Kind
+    }
+    fn create(&self) -> Result<Arc<dyn Cluster>> {
+        panic!("a skipped scenario must not ask for a cluster")
+    }
+    fn teardown(&self, _cluster: Arc<dyn Cluster>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_scenario_needing_a_capability_the_backend_lacks_is_skipped_never_passed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let context = context(Ok(Box::new(NoClockBackend)), dir.path());
+    let source = "id: 41\ntitle: clock\nseed: \"harness.md: Catalogue\"\nrequires: [clock-offset]\nsteps:\n- fault: {clock-offset: {site: iad, offset: \"+20s\"}}\n";
+    let loaded = parse_scenario(Path::new("scenarios/041-clock.yaml"), source).expect("valid");
+    let reason = context.skip_reason(&loaded).expect("skipped");
+    assert_eq!(
+        reason,
+        "requires clock-offset, which the kind backend does not have"
+    );
+    // The trial is ignored (libtest never says `ok`); run anyway, it fails as skipped.
+    let trials = build_trials(std::slice::from_ref(&loaded), &context, false);
+    assert!(trials[0].has_ignored_flag());
+    let message = failure_message(run_trial(&context, &loaded)).expect("not a pass");
+    assert!(
+        message.starts_with("skipped: requires clock-offset"),
+        "{message}"
+    );
+    let written = finish_run(&context, support_epoch(), "kind")
+        .expect("finish")
+        .expect("a report with the skipped row");
+    let results: bloodraven_harness::report::results::RunResults = serde_json::from_str(
+        &std::fs::read_to_string(written.join("results.json")).expect("results.json"),
+    )
+    .expect("parses");
+    assert_eq!(results.scenarios.len(), 1);
+    let row = &results.scenarios[0];
+    assert!(!row.passed && row.skipped.as_deref() == Some(reason.as_str()));
+    assert_eq!(
+        (results.passed(), results.failed(), results.skipped()),
+        (0, 0, 1)
+    );
+    let junit = std::fs::read_to_string(written.join("junit.xml")).expect("junit.xml");
+    assert!(
+        junit.contains("<skipped") && junit.contains("requires clock-offset"),
+        "{junit}"
+    );
+    let index = std::fs::read_to_string(written.join("index.html")).expect("index.html");
+    assert!(index.contains("SKIPPED") && index.contains("1 skipped"));
+    let trend = bloodraven_harness::report::trend::read_trend(&dir.path().join("trend.jsonl"))
+        .expect("trend");
+    assert!(!trend[0].scenarios[0].passed);
+    assert_eq!(trend[0].scenarios[0].pass_count(), (0, 0));
+    assert_eq!(trend[0].pass_rate(), 0.0);
+    // The same scenario on a backend that has the capability is not skipped.
+    let localkube_like = context_with_capabilities(dir.path());
+    assert_eq!(localkube_like.skip_reason(&loaded), None);
+}
+
+fn context_with_capabilities(report_dir: &Path) -> Arc<RunContext> {
+    let context = context(Ok(Box::new(FakeBackend)), report_dir);
+    let mut context = Arc::try_unwrap(context).unwrap_or_else(|_| unreachable!());
+    context
+        .capabilities
+        .insert(bloodraven_harness::scenario::model::Capability::ClockOffset);
+    Arc::new(context)
+}
+
+#[test]
+fn libtests_selection_is_replayed_for_skipped_trials() {
+    use bloodraven_harness::runner::trials::selected_by_filter;
+    let args = |flags: &[&str]| {
+        libtest_mimic::Arguments::parse_from(
+            std::iter::once("harness").chain(flags.iter().copied()),
+        )
+    };
+    assert!(selected_by_filter(&args(&[]), "s041_clock"));
+    assert!(selected_by_filter(&args(&["s041"]), "s041_clock"));
+    assert!(!selected_by_filter(
+        &args(&["s041", "--exact"]),
+        "s041_clock"
+    ));
+    assert!(selected_by_filter(
+        &args(&["s041_clock", "--exact"]),
+        "s041_clock"
+    ));
+    assert!(!selected_by_filter(
+        &args(&["--skip", "clock"]),
+        "s041_clock"
+    ));
+    assert!(!selected_by_filter(&args(&["s020"]), "s041_clock"));
 }

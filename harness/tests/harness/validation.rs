@@ -290,3 +290,44 @@ fn deploy_api_needs_it_installed_and_followers_need_replicas() {
         "{error}"
     );
 }
+
+#[test]
+fn a_fault_that_needs_a_capability_must_declare_it() {
+    let error = single_error("- fault: {clock-offset: {site: iad, offset: \"+20s\"}}\n");
+    assert_eq!(error.line, Some(6), "{error:?}");
+    assert!(
+        error
+            .message
+            .contains("needs the capability `clock-offset`")
+            && error.message.contains("requires: [clock-offset]"),
+        "{error:?}"
+    );
+    let declared = format!(
+        "{}requires: [clock-offset]\nsteps:\n- fault: {{clock-offset: {{site: iad, offset: \"+20s\"}}}}\n",
+        HEADER.trim_end_matches("steps:\n")
+    );
+    let loaded = parse_scenario(Path::new("scenarios/038-x.yaml"), &declared).expect("valid");
+    assert_eq!(
+        loaded.scenario.requires,
+        [bloodraven_harness::scenario::model::Capability::ClockOffset]
+    );
+}
+
+#[test]
+fn a_declared_capability_no_step_needs_is_refused() {
+    let source = format!(
+        "{}requires: [clock-offset]\nsteps:\n- sleep: 1s\n",
+        HEADER.trim_end_matches("steps:\n")
+    );
+    let errors = errors_of("scenarios/038-x.yaml", &source);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field, "requires");
+    assert_eq!(errors[0].line, Some(5));
+    assert!(errors[0].message.contains("no step needs it"), "{errors:?}");
+    let unknown = format!(
+        "{}requires: [time-travel]\nsteps:\n- sleep: 1s\n",
+        HEADER.trim_end_matches("steps:\n")
+    );
+    let errors = errors_of("scenarios/038-x.yaml", &unknown);
+    assert!(errors[0].message.contains("time-travel"), "{errors:?}");
+}
