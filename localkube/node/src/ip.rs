@@ -62,3 +62,41 @@ pub fn link_list() -> Result<Vec<String>> {
         .map(|name| name.split('@').next().unwrap_or(name).to_string())
         .collect())
 }
+
+/// `(name, MAC address)` of every bridge of the root namespace (`ip -o link show type bridge`).
+pub fn bridge_macs() -> Result<Vec<(String, String)>> {
+    Ok(parse_link_macs(&ip(&[
+        "-o", "link", "show", "type", "bridge",
+    ])?))
+}
+
+/// `(name, MAC)` of each line of `ip -o link show` output that names a `link/ether` address.
+pub fn parse_link_macs(output: &str) -> Vec<(String, String)> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let name = line.split(": ").nth(1)?;
+            let name = name.split('@').next().unwrap_or(name);
+            let mut words = line.split_whitespace();
+            words.find(|word| *word == "link/ether")?;
+            Some((name.to_string(), words.next()?.to_ascii_lowercase()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn link_macs_are_read_from_one_line_per_link() {
+        let output = "880: lke40b-br: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state DOWN mode DEFAULT group default qlen 1000\\    link/ether 02:6c:6b:00:00:01 brd ff:ff:ff:ff:ff:ff\n\
+                      1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00\n\
+                      7: veth1@if2: <BROADCAST> mtu 1500\\    link/ether 0A:BB:CC:DD:EE:FF brd ff:ff:ff:ff:ff:ff link-netns x\n";
+        assert_eq!(
+            super::parse_link_macs(output),
+            [
+                ("lke40b-br".to_string(), "02:6c:6b:00:00:01".to_string()),
+                ("veth1".to_string(), "0a:bb:cc:dd:ee:ff".to_string())
+            ]
+        );
+    }
+}

@@ -40,6 +40,24 @@ pub struct SandboxNet {
     pub node_index: u8,
 }
 
+/// Deletes localkube bridges of other clusters that carry this slot's MAC address: leftovers
+/// of a cluster whose process died and whose state dir was removed before its `down` ran (a
+/// test's temporary dir), so nothing recorded them for cleanup. A live cluster holds its slot,
+/// so a bridge with this slot's MAC and gateway addresses is never one in use; left in place,
+/// it answers for this cluster's gateways and pods lose each other (seen: every pod-to-pod
+/// connection of a new cluster timing out).
+fn remove_stale_slot_bridges(naming: &ClusterNaming) -> Result<()> {
+    let ours = naming.bridge();
+    let mac = naming.bridge_mac().to_ascii_lowercase();
+    for (name, address) in super::ip::bridge_macs()? {
+        if name != ours && name.starts_with("lk") && name.ends_with("-br") && address == mac {
+            tracing::warn!(bridge = %name, slot = naming.slot, "deleting a leftover bridge of a dead cluster that holds this slot's addresses");
+            ip_ignore_missing(&["link", "del", &name])?;
+        }
+    }
+    Ok(())
+}
+
 /// The network of one cluster on this machine.
 #[derive(Debug)]
 pub struct ClusterNetwork {
@@ -73,6 +91,7 @@ impl ClusterNetwork {
         })?;
         let naming = ClusterNaming::claim(&state_dir)?;
         let bridge = naming.bridge();
+        remove_stale_slot_bridges(&naming)?;
         state.record(&Resource::Link {
             name: bridge.clone(),
         })?;

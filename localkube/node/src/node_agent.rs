@@ -51,7 +51,10 @@ impl NodeAgent {
             dns_records.clone(),
         )
         .await?;
-        let proxy = Arc::new(ServiceProxy::new(Some(runtime.partitions())));
+        let proxy = Arc::new(
+            ServiceProxy::new(Some(runtime.partitions()))
+                .with_client_namespaces(runtime.client_namespaces()),
+        );
         let services = Services::new(
             runtime.network().clone(),
             proxy.clone(),

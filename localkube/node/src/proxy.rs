@@ -64,12 +64,26 @@ struct Listener {
     task: JoinHandle<()>,
 }
 
+/// Which network namespace a proxied connection from `client` to `endpoint` is dialled from:
+/// the client pod's own, when both are pods of the cluster (`None`: the proxy's namespace).
+pub type ClientNamespaces =
+    Arc<dyn Fn(std::net::IpAddr, std::net::IpAddr) -> Option<std::path::PathBuf> + Send + Sync>;
+
 /// The proxy of one cluster.
-#[derive(Debug)]
 pub struct ServiceProxy {
     partitions: Option<Arc<Partitions>>,
+    client_namespaces: Option<ClientNamespaces>,
     listeners: Mutex<HashMap<ServicePortKey, Listener>>,
     udp_listeners: Mutex<HashMap<ServicePortKey, Listener>>,
+}
+
+impl std::fmt::Debug for ServiceProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceProxy")
+            .field("partitions", &self.partitions)
+            .field("client_namespaces", &self.client_namespaces.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for ServiceProxy {
@@ -112,9 +126,20 @@ impl ServiceProxy {
     pub fn new(partitions: Option<Arc<Partitions>>) -> Self {
         Self {
             partitions,
+            client_namespaces: None,
             listeners: Mutex::new(HashMap::new()),
             udp_listeners: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Dials each proxied TCP connection from the client pod's network namespace, so the
+    /// endpoint sees the client's pod IP as kube-proxy leaves it (DNAT, no SNAT), and packet
+    /// filters in either pod's namespace (the in-cluster fault agent's partitions) act on
+    /// Service traffic as they would on a real cluster.
+    #[must_use]
+    pub fn with_client_namespaces(mut self, lookup: ClientNamespaces) -> Self {
+        self.client_namespaces = Some(lookup);
+        self
     }
 
     fn lock_udp(&self) -> std::sync::MutexGuard<'_, HashMap<ServicePortKey, Listener>> {
@@ -214,6 +239,7 @@ impl ServiceProxy {
             listener,
             rx,
             self.partitions.clone(),
+            self.client_namespaces.clone(),
         ));
         tracing::info!(service = %key, %addr, "proxy listening");
         self.lock().insert(
@@ -256,6 +282,7 @@ async fn accept_loop(
     listener: TcpListener,
     endpoints: watch::Receiver<Vec<SocketAddr>>,
     partitions: Option<Arc<Partitions>>,
+    client_namespaces: Option<ClientNamespaces>,
 ) {
     let next = Arc::new(AtomicUsize::new(0));
     loop {
@@ -271,9 +298,17 @@ async fn accept_loop(
         let key = key.clone();
         let next = next.clone();
         let partitions = partitions.clone();
+        let client_namespaces = client_namespaces.clone();
         tokio::spawn(async move {
-            if let Err(reason) =
-                proxy_connection(client, client_addr, &current, &next, partitions).await
+            if let Err(reason) = proxy_connection(
+                client,
+                client_addr,
+                &current,
+                &next,
+                partitions,
+                client_namespaces,
+            )
+            .await
             {
                 tracing::debug!(service = %key, client = %client_addr, reason, "proxy closed connection");
             }
@@ -287,6 +322,7 @@ async fn proxy_connection(
     endpoints: &[SocketAddr],
     next: &AtomicUsize,
     partitions: Option<Arc<Partitions>>,
+    client_namespaces: Option<ClientNamespaces>,
 ) -> std::result::Result<(), &'static str> {
     if endpoints.is_empty() {
         return Err("no ready endpoints");
@@ -300,9 +336,17 @@ async fn proxy_connection(
         {
             return Err("client and endpoint are partitioned");
         }
-        let Ok(Ok(upstream)) =
-            tokio::time::timeout(ENDPOINT_DIAL_TIMEOUT, TcpStream::connect(endpoint)).await
-        else {
+        let netns = client_namespaces
+            .as_ref()
+            .and_then(|lookup| lookup(client_addr.ip(), endpoint.ip()));
+        let upstream = match netns {
+            Some(netns) => dial_from_namespace(netns, endpoint).await.ok(),
+            None => tokio::time::timeout(ENDPOINT_DIAL_TIMEOUT, TcpStream::connect(endpoint))
+                .await
+                .ok()
+                .and_then(std::result::Result::ok),
+        };
+        let Some(upstream) = upstream else {
             continue;
         };
         let _ = client.set_nodelay(true);
@@ -327,6 +371,33 @@ async fn proxy_connection(
         return Ok(());
     }
     Err("no endpoint accepted the connection")
+}
+
+/// Connects to `endpoint` from the network namespace at `netns` (a pod's), bounded by
+/// [`ENDPOINT_DIAL_TIMEOUT`]. `setns` moves the calling thread, so a thread of its own joins
+/// the namespace, connects and ends; the socket stays in the namespace it was made in.
+async fn dial_from_namespace(
+    netns: std::path::PathBuf,
+    endpoint: SocketAddr,
+) -> std::io::Result<TcpStream> {
+    let dial = move || -> std::io::Result<std::net::TcpStream> {
+        let namespace = std::fs::File::open(&netns)?;
+        nix::sched::setns(&namespace, nix::sched::CloneFlags::CLONE_NEWNET)
+            .map_err(std::io::Error::from)?;
+        let stream = std::net::TcpStream::connect_timeout(&endpoint, ENDPOINT_DIAL_TIMEOUT)?;
+        stream.set_nonblocking(true)?;
+        Ok(stream)
+    };
+    let stream = tokio::task::spawn_blocking(move || {
+        std::thread::Builder::new()
+            .name("proxy-dial".to_owned())
+            .spawn(dial)?
+            .join()
+            .map_err(|_| std::io::Error::other("the dialling thread panicked"))?
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    TcpStream::from_std(stream)
 }
 
 /// Copies one direction; stalls while a partition separates `from` and `to`.

@@ -438,6 +438,31 @@ impl PodRuntime {
             .ok_or_else(|| Error::UnknownPod(key.to_string()))
     }
 
+    /// The network namespace of the running pod whose IP is `ip` (a proxied connection from it
+    /// is dialled there).
+    pub fn netns_of_ip(&self, ip: Ipv4Addr) -> Option<std::path::PathBuf> {
+        lock(&self.inner.pods)
+            .values()
+            .find(|pod| pod.sandbox.ip == ip)
+            .map(|pod| pod.sandbox.netns_path.clone())
+    }
+
+    /// For the Service proxy: pod to pod through a Service is dialled from the client pod's
+    /// namespace, so the endpoint sees the client's IP as behind kube-proxy; anything else
+    /// (the API server, a host port) from the root namespace.
+    pub fn client_namespaces(&self) -> super::proxy::ClientNamespaces {
+        let pod_range = self.naming().cluster_pod_range();
+        let pods = self.clone();
+        std::sync::Arc::new(move |client, endpoint| match (client, endpoint) {
+            (std::net::IpAddr::V4(client), std::net::IpAddr::V4(endpoint))
+                if pod_range.contains(client) && pod_range.contains(endpoint) =>
+            {
+                pods.netns_of_ip(client)
+            }
+            _ => None,
+        })
+    }
+
     /// Sends `signal` to a container's process group.
     pub fn signal_container(&self, key: &str, container: &str, signal: Signal) -> Result<i32> {
         let pid = self.container_pid(key, container)?;

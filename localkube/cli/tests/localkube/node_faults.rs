@@ -248,3 +248,68 @@ async fn partition_freeze_kill_and_node_stop() {
     dns.shutdown().await;
     runtime.shutdown(Duration::from_secs(1)).await;
 }
+
+// docs/design/localkube.md#services-and-dns: a connection through a ClusterIP reaches its
+// endpoint from the client pod's IP (as behind kube-proxy: DNAT, no SNAT), so a packet filter
+// in either pod's namespace acts on Service traffic too (the in-cluster fault agent's
+// partitions); a client outside the pod range is still dialled from the root namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_connection_comes_from_the_client_pods_ip() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("srcip");
+    let runtime = PodRuntime::new(guard.config()).unwrap();
+    runtime.register_node("iad").unwrap();
+    runtime.register_node("pdx").unwrap();
+    let server_ip = runtime
+        .start_pod(pod("server", "iad", &greeting_server("a[0]")))
+        .await
+        .unwrap();
+    let client_ip = runtime
+        .start_pod(pod("client", "pdx", "exec sleep 3600"))
+        .await
+        .unwrap();
+    for key in ["default/server", "default/client"] {
+        runtime
+            .wait_for(key, Duration::from_secs(10), running)
+            .await
+            .unwrap();
+    }
+    let naming = runtime.naming().clone();
+    let service_range = naming.service_range().addr.octets();
+    let cluster_ip = Ipv4Addr::new(service_range[0], service_range[1], 0, 51);
+    runtime.network().add_local_address(cluster_ip).unwrap();
+    let proxy = ServiceProxy::new(Some(runtime.partitions()))
+        .with_client_namespaces(runtime.client_namespaces());
+    proxy
+        .set_service_port(
+            ServicePortKey {
+                namespace: "default".into(),
+                name: "server".into(),
+                port: 80,
+            },
+            SocketAddr::from((cluster_ip, 80)),
+            vec![SocketAddr::from((server_ip, 8080))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        dial(&runtime, &format!("{cluster_ip}:80")).await,
+        client_ip.to_string(),
+        "the endpoint sees the client pod's IP"
+    );
+    // From the root namespace (not a pod): dialled from there, as before.
+    let mut stream = tokio::net::TcpStream::connect((cluster_ip, 80))
+        .await
+        .unwrap();
+    let mut greeting = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut greeting)
+        .await
+        .unwrap();
+    assert_ne!(greeting.trim(), client_ip.to_string());
+    assert!(
+        !greeting.trim().is_empty(),
+        "the root namespace reaches the Service"
+    );
+}

@@ -853,3 +853,77 @@ async fn a_node_stopped_just_after_a_container_started_kills_it() {
     }
     runtime.shutdown(Duration::from_secs(2)).await;
 }
+
+// docs/design/localkube.md#node-agent (clusters coexist): a bridge a dead cluster left behind
+// with the slot's MAC and gateway (its state dir gone, so nothing recorded it for cleanup)
+// is removed when a new cluster takes the slot; left in place it made every pod-to-pod
+// connection of the new cluster time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_clusters_bridge_on_the_slot_is_removed_when_the_slot_is_taken() {
+    if !is_root() {
+        return;
+    }
+    let guard = ClusterGuard::new("stalebr");
+    let dir = std::fs::canonicalize(&guard.dir).unwrap();
+    let naming = localkube::node::naming::ClusterNaming::claim(&dir).unwrap();
+    let stale = "lkdead-br";
+    let ip = |args: &[&str]| {
+        let status = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ip {args:?}");
+    };
+    let _ = std::process::Command::new("ip")
+        .args(["link", "del", stale])
+        .status();
+    ip(&["link", "add", stale, "type", "bridge"]);
+    ip(&["link", "set", stale, "address", &naming.bridge_mac()]);
+    ip(&[
+        "addr",
+        "add",
+        &format!("{}/24", naming.gateway(0)),
+        "dev",
+        stale,
+    ]);
+    ip(&["link", "set", stale, "up"]);
+    let runtime = PodRuntime::new(config(&guard)).unwrap();
+    runtime.register_node("iad").unwrap();
+    runtime.register_node("pdx").unwrap();
+    let links = localkube::node::ip::link_list().unwrap();
+    assert!(
+        !links.iter().any(|link| link == stale),
+        "the dead cluster's bridge is still there"
+    );
+    let server_ip = runtime
+        .start_pod(pod(
+            "server",
+            "iad",
+            vec![shell(
+                "main",
+                &crate::support::node::greeting_server("\"hi\""),
+            )],
+        ))
+        .await
+        .unwrap();
+    runtime
+        .start_pod(pod("client", "pdx", vec![shell("main", "exec sleep 3600")]))
+        .await
+        .unwrap();
+    for key in ["default/server", "default/client"] {
+        runtime
+            .wait_for(key, Duration::from_secs(10), running)
+            .await
+            .unwrap();
+    }
+    let script = "import socket,sys\nc = socket.create_connection((sys.argv[1], 8080), timeout=2)\nprint(c.recv(100).decode().strip())";
+    let out = exec_in(
+        &runtime,
+        "default/client",
+        "main",
+        &["python3", "-c", script, &server_ip.to_string()],
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hi");
+}
