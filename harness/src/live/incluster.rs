@@ -861,7 +861,8 @@ impl InClusterWorkload {
     /// Stops the run (`ctl stop`, which drains in-flight operations), waits for the follow
     /// stream to deliver the end line, follows again once from the first missing line if
     /// lines are missing, and records an [`Op::WorkloadGap`] for whatever is still missing.
-    /// An error when the run could not be stopped (the gap is recorded then too).
+    /// An error when `ctl stop` failed and the end line never arrived (the gap is recorded
+    /// then too).
     pub async fn stop_and_drain(&mut self) -> Result<StopReport> {
         if let Some(probes) = self.probes.take() {
             probes.stop().await;
@@ -940,25 +941,23 @@ impl InClusterWorkload {
         if let Some(task) = self.site_ips.take() {
             task.abort();
         }
-        let (gap, received) = {
+        let (gap, received, complete) = {
             let stream = self
                 .shared
                 .stream
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            // Reasons about the stream only matter when something is missing.
-            let extra = if stream.is_complete()
-                && last_seq.is_none_or(|last| stream.missing(Some(last)).is_empty())
-            {
-                extra
-                    .iter()
-                    .filter(|why| why.starts_with("failed to"))
-                    .cloned()
-                    .collect()
-            } else {
-                extra
-            };
-            (stream.gap(&run, last_seq, &extra), stream.received())
+            let complete = stream.is_complete()
+                && last_seq.is_none_or(|last| stream.missing(Some(last)).is_empty());
+            // The end line and every line before it arrived: the run stopped (the pod writes
+            // the end line only then) and the history holds all of it, whatever else failed
+            // on the way (the stream's breaks, a `ctl stop` whose answer was lost).
+            let extra: &[String] = if complete { &[] } else { &extra };
+            (
+                stream.gap(&run, last_seq, extra),
+                stream.received(),
+                complete,
+            )
         };
         if let Some(op) = &gap {
             tracing::error!(%run, gap = ?op, "the in-cluster workload's history is incomplete");
@@ -968,8 +967,8 @@ impl InClusterWorkload {
                 .complete(GAP_PROCESS, EventType::Fail, op.clone());
         }
         match stop_error {
-            Some(error) => Err(error),
-            None => Ok(StopReport {
+            Some(error) if !complete => Err(error),
+            Some(_) | None => Ok(StopReport {
                 lines_received: received,
                 gap,
             }),

@@ -395,3 +395,136 @@ fn a_run_against_mariadb_acknowledges_writes() {
             )));
     assert!(daemon.terminate().success());
 }
+
+// harness/src/incluster/oneshot.rs: `http` sends the method, headers, body and the bearer
+// token read from standard input (never the command line), and prints status, headers and
+// body; a request that gets no answer exits 1 with the reason.
+#[test]
+fn http_sends_one_request_and_prints_the_answer() {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().expect("accept");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut request = Vec::new();
+        let mut chunk = [0_u8; 4096];
+        // Headers, then a 2-byte body.
+        while !String::from_utf8_lossy(&request).contains("\r\n\r\n{}") {
+            let read = stream.read(&mut chunk).expect("read");
+            assert!(read > 0, "the client closed early");
+            request.extend_from_slice(&chunk[..read]);
+        }
+        stream
+            .write_all(b"HTTP/1.1 201 Created\r\nx-counter-connection-id: 42\r\ncontent-length: 11\r\nconnection: close\r\n\r\n{\"ok\":true}")
+            .expect("answer");
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    let mut child = Command::new(BINARY)
+        .args(["http", "--method", "POST", "--url"])
+        .arg(format!("http://127.0.0.1:{port}/api/counter"))
+        .args(["--header", "Content-Type: application/json", "--body", "{}"])
+        .args(["--bearer-file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn http");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"token-from-stdin\n")
+        .expect("token");
+    let output = child.wait_with_output().expect("http");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("a JSON answer");
+    assert_eq!(answer["status"], 201);
+    assert_eq!(answer["body"], "{\"ok\":true}");
+    assert_eq!(answer["headers"]["x-counter-connection-id"], "42");
+    let request = server.join().expect("server");
+    assert!(
+        request.starts_with("POST /api/counter HTTP/1.1"),
+        "{request}"
+    );
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains("authorization: bearer token-from-stdin\r\n"),
+        "{request}"
+    );
+    assert!(request
+        .to_ascii_lowercase()
+        .contains("content-type: application/json"));
+    // Nobody listens any more: no answer is a failure, with the reason.
+    let output = Command::new(BINARY)
+        .args(["http", "--method", "GET", "--timeout-ms", "2000", "--url"])
+        .arg(format!("http://127.0.0.1:{port}/metrics"))
+        .output()
+        .expect("http");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("failed to call http://127.0.0.1"),
+        "{stderr}"
+    );
+}
+
+/// Answers one DNS query on `socket` with A records `answers` (in the order given).
+fn answer_one_query(socket: &std::net::UdpSocket, answers: &[[u8; 4]]) {
+    let mut query = [0_u8; 512];
+    let (length, from) = socket.recv_from(&mut query).expect("a query");
+    // The question: labels from byte 12 to the root label, then type and class.
+    let mut end = 12;
+    while query[end] != 0 {
+        end += usize::from(query[end]) + 1;
+    }
+    end += 1 + 4;
+    assert!(end <= length, "a whole question");
+    let mut response = Vec::new();
+    response.extend_from_slice(&query[..2]); // id
+    response.extend_from_slice(&[0x81, 0x80, 0, 1]); // a recursive answer, 1 question
+    response.extend_from_slice(&u16::try_from(answers.len()).expect("few").to_be_bytes());
+    response.extend_from_slice(&[0, 0, 0, 0]);
+    response.extend_from_slice(&query[12..end]);
+    for address in answers {
+        // Name: a pointer to the question's; type A, class IN, TTL 5, 4 bytes.
+        response.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4]);
+        response.extend_from_slice(address);
+    }
+    socket.send_to(&response, from).expect("answer");
+}
+
+// harness/src/incluster/oneshot.rs: `dns` asks the given server (in the pod: the first
+// nameserver of /etc/resolv.conf, the cluster DNS) and prints the A answers sorted.
+#[test]
+fn dns_prints_the_sorted_a_answers() {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let server = socket.local_addr().expect("address");
+    let responder = std::thread::spawn(move || {
+        answer_one_query(&socket, &[[10, 96, 0, 30], [10, 96, 0, 4]]);
+    });
+    let output = Command::new(BINARY)
+        .args(["dns", "--name", "mysql.playground.test.", "--server"])
+        .arg(server.to_string())
+        .output()
+        .expect("dns");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    responder.join().expect("responder");
+    let answers: Vec<String> = serde_json::from_slice(&output.stdout).expect("a JSON array");
+    assert_eq!(
+        answers,
+        ["10.96.0.30", "10.96.0.4"],
+        "sorted as text, as the probe records them"
+    );
+}
