@@ -86,6 +86,15 @@ pub enum Error {
         /// Why it failed.
         reason: String,
     },
+    /// The in-cluster workload (`bloodraven-workload`: its daemon, control socket, run logs,
+    /// one-shot helpers) failed.
+    #[error("{action}: {reason}")]
+    Workload {
+        /// What was attempted ("start run s020-1").
+        action: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// No backend can provide a cluster.
     #[error("find a cluster: the `{kind}` backend is not built into bloodraven-harness yet, so no scenario can run (--list needs no cluster)")]
     BackendUnavailable {

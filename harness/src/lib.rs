@@ -11,6 +11,7 @@ pub mod backends;
 pub mod check;
 pub mod error;
 pub mod history;
+pub mod incluster;
 pub mod live;
 pub mod playground;
 pub mod progress;

@@ -2,6 +2,9 @@
 //! scenario needs an acknowledged write before its first fault (the workload was up when the
 //! faults began) and one invoked after its last heal (it came back); without faults, one at
 //! all. Otherwise zero writes would pass every other checker.
+//!
+//! A history with a hole in it proves nothing either: every [`Op::WorkloadGap`] (lines of the
+//! in-cluster workload's log that never arrived) is a finding.
 
 use super::split_brain::seconds;
 use super::verdict::Verdict;
@@ -56,7 +59,7 @@ pub fn check_liveness(history: &History) -> Verdict {
         .find(|(_, phase, _)| *phase == FaultPhase::End)
         .or_else(|| faults.last())
         .map(|(name, _, at)| (*name, *at));
-    let mut findings = Vec::new();
+    let mut findings = workload_gaps(history);
     match first_fault {
         None if acknowledged.is_empty() => {
             findings.push("no write was acknowledged at all: the workload never ran".to_owned());
@@ -86,6 +89,36 @@ pub fn check_liveness(history: &History) -> Verdict {
         ),
         findings,
     )
+}
+
+/// One finding per [`Op::WorkloadGap`] of the history (its completion; an invoke alone is
+/// enough, so a gap is never lost to a malformed pairing).
+fn workload_gaps(history: &History) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    history
+        .events
+        .iter()
+        .filter_map(|event| match &event.op {
+            Op::WorkloadGap {
+                run,
+                missing,
+                missing_count,
+                reason,
+            } => Some((run, missing, missing_count, reason)),
+            _ => None,
+        })
+        .filter(|key| seen.insert(*key))
+        .map(|(run, missing, missing_count, reason)| {
+            let which = if missing.is_empty() {
+                String::new()
+            } else {
+                format!(" (seq {missing})")
+            };
+            format!(
+                "the in-cluster workload's log of run `{run}` is incomplete: {missing_count} lines missing{which}: {reason}; the history cannot show what those operations did"
+            )
+        })
+        .collect()
 }
 
 /// The longest the workload went without an acknowledged write from the first fault's start
@@ -182,6 +215,41 @@ mod gap_tests {
         assert_eq!(
             longest_write_gap_ns(&history, 5_000 * 1_000_000),
             Some((5_000 - 2_170) * 1_000_000)
+        );
+    }
+
+    // docs/design/harness.md#history-and-checkers: a history with lines of the in-cluster
+    // workload's log missing fails the workload liveness checker, even when the writes it did
+    // receive would pass.
+    #[test]
+    fn a_workload_gap_fails_liveness() {
+        let recorder = crate::history::recorder::Recorder::new();
+        let wall = jiff::Timestamp::UNIX_EPOCH;
+        recorder.record_at("writer-0", EventType::Invoke, write(1), wall, 10);
+        recorder.record_at("writer-0", EventType::Ok, write(1), wall, 20);
+        let healthy = check_liveness(&recorder.snapshot());
+        assert!(healthy.valid, "{healthy:?}");
+        let gap = Op::WorkloadGap {
+            run: "s020-1".to_owned(),
+            missing: "5-7".to_owned(),
+            missing_count: 3,
+            reason: "the follow stream broke twice".to_owned(),
+        };
+        recorder.invoke("workload-log", gap.clone());
+        recorder.complete("workload-log", EventType::Fail, gap);
+        let verdict = check_liveness(&recorder.snapshot());
+        assert!(!verdict.valid);
+        assert_eq!(
+            verdict.findings.len(),
+            1,
+            "one gap, one finding: {verdict:?}"
+        );
+        assert!(
+            verdict
+                .summary
+                .contains("run `s020-1` is incomplete: 3 lines missing (seq 5-7)"),
+            "{}",
+            verdict.summary
         );
     }
 

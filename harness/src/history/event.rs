@@ -203,6 +203,24 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// Lines of the in-cluster workload's event log (`runs/<run>.jsonl` in the workload pod,
+    /// [`crate::incluster`]) that never reached the history, after the harness followed the
+    /// log again from the first missing line: the operations on them are unknown, so the
+    /// history cannot prove what the workload saw. Recorded by process `workload-log`, and a
+    /// finding of the workload liveness checker ([`crate::check::liveness`]).
+    WorkloadGap {
+        /// The run's id.
+        run: String,
+        /// The missing sequence numbers as ranges (`3-7, 12`); empty when they are not known
+        /// (the run's log could not be read at all).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        missing: String,
+        /// How many lines are missing (or were never written, per the pod).
+        missing_count: u64,
+        /// Why: the stream broke and following again did not bring them, the pod's daemon
+        /// could not write them, the run was aborted, ...
+        reason: String,
+    },
     /// The RPO sealed by a `seal-rpo` step: every workload id present, by surviving site,
     /// when the primary had died and before any promotion.
     Sealed {

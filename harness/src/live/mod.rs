@@ -3,6 +3,7 @@
 //! how faults reach processes and nodes ([`faults::FaultDriver`]).
 
 pub mod faults;
+pub mod incluster;
 pub mod observe;
 pub mod topology;
 pub mod workload;

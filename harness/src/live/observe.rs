@@ -1404,28 +1404,18 @@ fn expires_in_seconds(date: Option<&str>, body: &Value) -> Option<f64> {
 /// the harness does not link the counter).
 const COUNTER_CONNECTION_ID_HEADER: &str = "x-counter-connection-id";
 
-/// How long a write `send-write` left in flight waits for its answer: longer than any outage
-/// a scenario provokes, so a frozen server that thaws can still answer it.
-const SENT_WRITE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long a write `send-write` left in flight waits for its answer.
+const SENT_WRITE_WAIT_MAX: std::time::Duration = workload::SENT_WRITE_WAIT_MAX;
 
-/// The write on a held connection: its own table (s026: a probe row in the workload's table
-/// was an id no writer wrote).
 fn held_write_statement() -> String {
-    format!(
-        "INSERT INTO `{}`.`{}` (id, site) VALUES (1, @@hostname) ON DUPLICATE KEY UPDATE site = @@hostname, at = CURRENT_TIMESTAMP(6)",
-        workload::DATABASE,
-        workload::HELD_TABLE
-    )
+    workload::held_write_statement(1)
 }
 
 /// MySQL's client error for a connection lost during a query (`CR_SERVER_LOST`).
-pub const CR_SERVER_LOST: u16 = 2013;
+pub const CR_SERVER_LOST: u16 = workload::CR_SERVER_LOST;
 
-/// The error number a held connection's write reports: the server's (1290 = read_only), or
-/// [`CR_SERVER_LOST`] when no server answered it (the connection was reset, refused or timed
-/// out: mysqld died). Never `null`, which means the write committed.
 fn write_error_code(error: &bloodraven_mysql::live::LiveError) -> u16 {
-    error.server_code().unwrap_or(CR_SERVER_LOST)
+    workload::write_error_code(error)
 }
 
 /// How long a clock-offset fault may take to reach mysqld (libfaketime re-reads its control

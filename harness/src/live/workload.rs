@@ -5,6 +5,10 @@
 //! the scenario's [`Recorder`]; [`LiveWorkload::stop`] drains in-flight operations before
 //! returning.
 //!
+//! The writers, readers and the DNS probe record into a [`Sink`]: the scenario's [`Recorder`]
+//! here, or a run's event log in the workload pod ([`crate::incluster`]), which runs the same
+//! loops inside the cluster.
+//!
 //! The workload's database user (`harness`) holds only its database's privileges (the grant
 //! builder of bloodraven-mysql): nothing that bypasses read_only, so a fenced site refuses it.
 
@@ -49,6 +53,29 @@ pub const PROBE_PERIOD: Duration = Duration::from_millis(200);
 /// Bound on connecting and on one statement: beyond it the outcome is `info`.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a write `send-write` left in flight on a held connection waits for its answer:
+/// longer than any outage a scenario provokes, so a frozen server that thaws can still
+/// answer it.
+pub const SENT_WRITE_WAIT_MAX: Duration = Duration::from_secs(120);
+
+/// MySQL's client error for a connection lost during a query (`CR_SERVER_LOST`).
+pub const CR_SERVER_LOST: u16 = 2013;
+
+/// The write on a held connection (`open-connection`, `send-write`): its own table, row `id`
+/// (s026: a probe row in the workload's table was an id no writer wrote).
+pub fn held_write_statement(id: u64) -> String {
+    format!(
+        "INSERT INTO `{DATABASE}`.`{HELD_TABLE}` (id, site) VALUES ({id}, @@hostname) ON DUPLICATE KEY UPDATE site = @@hostname, at = CURRENT_TIMESTAMP(6)"
+    )
+}
+
+/// The error number a held connection's write reports: the server's (1290 = read_only), or
+/// [`CR_SERVER_LOST`] when no server answered it (the connection was reset, refused or timed
+/// out: mysqld died). Never `null`, which means the write committed.
+pub fn write_error_code(error: &bloodraven_mysql::live::LiveError) -> u16 {
+    error.server_code().unwrap_or(CR_SERVER_LOST)
+}
+
 /// MySQL's "running with --read-only" error.
 const ER_READ_ONLY: u16 = 1290;
 
@@ -86,12 +113,75 @@ pub fn setup_statements(password: &str) -> crate::Result<String> {
     ))
 }
 
-fn client_for(host: &str, password: &str) -> LiveMysql {
+/// Where the workload's operations are recorded: the scenario's [`Recorder`] (the workload
+/// in the harness) or a run's event log in the workload pod
+/// ([`crate::incluster::runlog::RunLog`]). Each call stamps the event with the sink's clocks.
+pub trait Sink: Send + Sync + 'static {
+    /// Records an event of `process` now.
+    fn record(&self, process: &str, kind: EventType, op: Op);
+
+    /// Records an invocation.
+    fn invoke(&self, process: &str, op: Op) {
+        self.record(process, EventType::Invoke, op);
+    }
+
+    /// Records a completion.
+    fn complete(&self, process: &str, kind: EventType, op: Op) {
+        self.record(process, kind, op);
+    }
+}
+
+impl Sink for Recorder {
+    fn record(&self, process: &str, kind: EventType, op: Op) {
+        Recorder::record(self, process, kind, op);
+    }
+}
+
+/// Splits a workload host into its name and port: `10.96.0.7` and
+/// `playground-primary.ns.svc.cluster.local` use MySQL's port
+/// ([`bloodraven_api::names::PORT_MYSQL`]); `127.0.0.1:3307` and `[::1]:3307` name theirs; a
+/// bare IPv6 address keeps the default.
+pub fn split_host_port(host: &str) -> Result<(String, u16), String> {
+    let default = bloodraven_api::names::PORT_MYSQL;
+    if host.is_empty() {
+        return Err("the host is empty".to_owned());
+    }
+    if let Some(rest) = host.strip_prefix('[') {
+        let (address, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("host {host:?} opens `[` without closing it"))?;
+        return match after.strip_prefix(':') {
+            None if after.is_empty() => Ok((address.to_owned(), default)),
+            Some(port) => port
+                .parse()
+                .map(|port| (address.to_owned(), port))
+                .map_err(|_| format!("host {host:?} has port {port:?}, not a number 0-65535")),
+            None => Err(format!("host {host:?} has {after:?} after `]`")),
+        };
+    }
+    if host.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Ok((host.to_owned(), default));
+    }
+    match host.split_once(':') {
+        None => Ok((host.to_owned(), default)),
+        Some((name, port)) if !name.is_empty() => port
+            .parse()
+            .map(|port| (name.to_owned(), port))
+            .map_err(|_| format!("host {host:?} has port {port:?}, not a number 0-65535")),
+        Some(_) => Err(format!("host {host:?} has no name before its port")),
+    }
+}
+
+/// The workload user's client for `host` (see [`split_host_port`]; an unreadable host is kept
+/// whole, so connecting to it fails and is recorded as any unreachable host is).
+pub fn client_for(host: &str, password: &str) -> LiveMysql {
+    let (host, port) = split_host_port(host)
+        .unwrap_or_else(|_| (host.to_owned(), bloodraven_api::names::PORT_MYSQL));
     LiveMysql::new(
         Flavor::MariaDb,
         ConnectOptions {
-            host: host.to_owned(),
-            port: bloodraven_api::names::PORT_MYSQL,
+            host,
+            port,
             user: USER.to_owned(),
             password: password.to_owned(),
             connect_timeout: STATEMENT_TIMEOUT,
@@ -111,26 +201,18 @@ impl LiveWorkload {
     /// Starts writers, readers and probes on the current runtime.
     pub fn start(client: Client, targets: WorkloadTargets, recorder: Arc<Recorder>) -> Self {
         let (stop, stopped) = watch::channel(false);
-        let next_id = Arc::new(AtomicU64::new(1));
-        let mut tasks = Vec::new();
-        for writer in 0..WRITERS {
-            tasks.push(tokio::spawn(write_loop(
-                format!("writer-{writer}"),
-                targets.clone(),
-                next_id.clone(),
-                recorder.clone(),
-                stopped.clone(),
-            )));
-        }
-        for via in [SharedService::Primary, SharedService::Replicas] {
-            tasks.push(tokio::spawn(read_loop(
-                via,
-                targets.clone(),
-                recorder.clone(),
-                stopped.clone(),
-            )));
-        }
-        tasks.push(tokio::spawn(probe_loop(client, targets, recorder, stopped)));
+        let mut tasks = spawn_clients(&targets, &recorder, &stopped);
+        let dns = dns_resolver(targets.dns_server).map(|resolver| (resolver, targets.dns_hostname));
+        tasks.push(tokio::spawn(probe_loop(client, dns, recorder, stopped)));
+        Self { stop, tasks }
+    }
+
+    /// Only the probes that go through the Kubernetes API (the group's status, the shared
+    /// Services' endpoints): the in-cluster workload ([`super::incluster`]) runs the writers,
+    /// readers and DNS probe in the workload pod.
+    pub fn start_api_probes(client: Client, recorder: Arc<Recorder>) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let tasks = vec![tokio::spawn(probe_loop(client, None, recorder, stopped))];
         Self { stop, tasks }
     }
 
@@ -142,6 +224,36 @@ impl LiveWorkload {
             let _ = task.await;
         }
     }
+}
+
+/// Spawns the writers ([`WRITERS`], through `targets.primary`) and the readers (through
+/// `-primary` and `-replicas`) on the current runtime, recording into `sink` until `stopped`
+/// turns true. Each task ends after its in-flight operation completed and was recorded.
+pub fn spawn_clients<S: Sink>(
+    targets: &WorkloadTargets,
+    sink: &Arc<S>,
+    stopped: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let next_id = Arc::new(AtomicU64::new(1));
+    let mut tasks = Vec::new();
+    for writer in 0..WRITERS {
+        tasks.push(tokio::spawn(write_loop(
+            format!("writer-{writer}"),
+            targets.clone(),
+            next_id.clone(),
+            sink.clone(),
+            stopped.clone(),
+        )));
+    }
+    for via in [SharedService::Primary, SharedService::Replicas] {
+        tasks.push(tokio::spawn(read_loop(
+            via,
+            targets.clone(),
+            sink.clone(),
+            stopped.clone(),
+        )));
+    }
+    tasks
 }
 
 struct Connection {
@@ -174,11 +286,11 @@ fn outcome_of(error: &bloodraven_mysql::live::LiveError, sent: bool) -> EventTyp
     }
 }
 
-async fn write_loop(
+async fn write_loop<S: Sink>(
     process: String,
     targets: WorkloadTargets,
     next_id: Arc<AtomicU64>,
-    recorder: Arc<Recorder>,
+    recorder: Arc<S>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut held: Option<Connection> = None;
@@ -267,10 +379,10 @@ async fn write_loop(
     }
 }
 
-async fn read_loop(
+async fn read_loop<S: Sink>(
     via: SharedService,
     targets: WorkloadTargets,
-    recorder: Arc<Recorder>,
+    recorder: Arc<S>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let process = match via {
@@ -325,7 +437,8 @@ async fn read_loop(
     }
 }
 
-fn resolver(server: SocketAddr) -> Option<TokioResolver> {
+/// A resolver asking only `server`, without a cache, search domains or retries.
+pub fn resolver(server: SocketAddr) -> Option<TokioResolver> {
     let mut udp = ConnectionConfig::udp();
     udp.port = server.port();
     let mut builder = TokioResolver::builder_with_config(
@@ -367,17 +480,57 @@ pub fn dns_resolver(server: Option<SocketAddr>) -> Option<TokioResolver> {
     server.and_then(resolver)
 }
 
+/// One DNS probe: `dns` invokes, asks `resolver` for `hostname`'s A answers, and completes
+/// `ok` with them (an empty answer on NXDOMAIN or an error) and the site `site_of` names for a
+/// single answer. The in-cluster workload passes `|_| None`: the harness names the site when
+/// it reads the event ([`crate::live::incluster`]).
+pub async fn probe_dns<S: Sink>(
+    sink: &S,
+    resolver: &TokioResolver,
+    hostname: &str,
+    site_of: impl FnOnce(&str) -> Option<Site>,
+) {
+    sink.invoke(
+        "dns",
+        Op::Dns {
+            addresses: Vec::new(),
+            site: None,
+        },
+    );
+    let addresses = lookup(resolver, hostname).await;
+    let site = match addresses.as_slice() {
+        [one] => site_of(one),
+        _ => None,
+    };
+    sink.complete("dns", EventType::Ok, Op::Dns { addresses, site });
+}
+
+/// Probes the DNS answer for `hostname` every [`PROBE_PERIOD`] until `stopped`.
+pub async fn dns_loop<S: Sink>(
+    resolver: TokioResolver,
+    hostname: String,
+    sink: Arc<S>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    while !*stopped.borrow() {
+        probe_dns(sink.as_ref(), &resolver, &hostname, |_| None).await;
+        pause(&mut stopped, PROBE_PERIOD).await;
+    }
+}
+
 async fn probe_loop(
     client: Client,
-    targets: WorkloadTargets,
+    dns: Option<(TokioResolver, String)>,
     recorder: Arc<Recorder>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let groups = group_api(&client);
-    let dns = dns_resolver(targets.dns_server);
-    let mut site_ips = topology::site_cluster_ips(&client)
-        .await
-        .unwrap_or_default();
+    let mut site_ips = match dns {
+        Some(_) => topology::site_cluster_ips(&client)
+            .await
+            .unwrap_or_default(),
+        None => Default::default(),
+    };
     while !*stopped.borrow() {
         recorder.invoke(
             "status",
@@ -438,30 +591,51 @@ async fn probe_loop(
                 ),
             }
         }
-        if let Some(resolver) = &dns {
+        if let Some((resolver, hostname)) = &dns {
             if site_ips.len() < Site::ALL.len() {
                 site_ips = topology::site_cluster_ips(&client)
                     .await
                     .unwrap_or_default();
             }
-            recorder.invoke(
-                "dns",
-                Op::Dns {
-                    addresses: Vec::new(),
-                    site: None,
-                },
-            );
-            let addresses = lookup(resolver, &targets.dns_hostname).await;
-            let site = match addresses.as_slice() {
-                [one] => site_ips.get(one).copied(),
-                _ => None,
-            };
-            recorder.complete("dns", EventType::Ok, Op::Dns { addresses, site });
+            probe_dns(recorder.as_ref(), resolver, hostname, |one| {
+                site_ips.get(one).copied()
+            })
+            .await;
         }
         pause(&mut stopped, PROBE_PERIOD).await;
     }
 }
 
-async fn pause(stopped: &mut watch::Receiver<bool>, period: Duration) {
+/// Waits `period`, or less when `stopped` changes.
+pub async fn pause(stopped: &mut watch::Receiver<bool>, period: Duration) {
     let _ = tokio::time::timeout(period, stopped.changed()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The in-cluster workload names its hosts as Service DNS names (MySQL's port) and tests
+    // name a sandbox server's own port (harness/src/incluster).
+    #[test]
+    fn hosts_split_into_name_and_port() {
+        let mysql = bloodraven_api::names::PORT_MYSQL;
+        assert_eq!(
+            split_host_port("mysql-playground-primary.ns.svc.cluster.local"),
+            Ok((
+                "mysql-playground-primary.ns.svc.cluster.local".to_owned(),
+                mysql
+            ))
+        );
+        assert_eq!(
+            split_host_port("127.0.0.1:1"),
+            Ok(("127.0.0.1".to_owned(), 1))
+        );
+        assert_eq!(split_host_port("::1"), Ok(("::1".to_owned(), mysql)));
+        assert_eq!(split_host_port("[::1]:3307"), Ok(("::1".to_owned(), 3307)));
+        assert!(split_host_port("").is_err());
+        assert!(split_host_port("host:port").is_err());
+        assert!(split_host_port(":3306").is_err());
+        assert!(split_host_port("[::1").is_err());
+    }
 }
