@@ -103,7 +103,6 @@ impl Backend for KubeconfigBackend {
             crate::playground::install::Fixtures::new(&self.root),
             &out_dir,
             Box::new(NoDriver),
-            None,
             self.bin_dir.clone(),
         )?))
     }

@@ -40,7 +40,6 @@ impl Backend for KindClusterBackend {
             crate::playground::install::Fixtures::new(&self.config.root),
             &self.config.state_dir,
             Box::new(kubeconfig::NoDriver),
-            None,
             self.config.bin_dir.clone(),
         )?))
     }

@@ -8,7 +8,6 @@ pub mod observe;
 pub mod topology;
 pub mod workload;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -29,21 +28,10 @@ pub struct LiveCluster {
     client: Client,
     installer: Installer,
     driver: Box<dyn faults::FaultDriver>,
-    dns_server: Option<SocketAddr>,
     state: Mutex<faults::ActiveFaults>,
     workload_password: Mutex<Option<String>>,
     bin_dir: PathBuf,
     recorder: Mutex<Option<Arc<Recorder>>>,
-    held_connections: tokio::sync::Mutex<
-        std::collections::BTreeMap<String, (bloodraven_mysql::live::LiveMysql, mysql_async::Conn)>,
-    >,
-    /// Writes `send-write` left in flight, by connection name: their outcome once answered.
-    sent_writes: std::sync::Mutex<
-        std::collections::BTreeMap<
-            String,
-            Arc<std::sync::Mutex<crate::scenario::model::SentWrite>>,
-        >,
-    >,
 }
 
 impl std::fmt::Debug for LiveCluster {
@@ -56,14 +44,12 @@ impl std::fmt::Debug for LiveCluster {
 
 impl LiveCluster {
     /// Connects to the cluster of `kubeconfig`. `driver` injects process and node faults;
-    /// `dns_server` is where DNS answers are probed (None: DNS probes are skipped);
     /// `bin_dir` holds `kubectl-bloodraven`.
     pub fn connect(
         kubeconfig: &Path,
         fixtures: Fixtures,
         out_dir: &Path,
         driver: Box<dyn faults::FaultDriver>,
-        dns_server: Option<SocketAddr>,
         bin_dir: PathBuf,
     ) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -82,13 +68,10 @@ impl LiveCluster {
             client,
             installer,
             driver,
-            dns_server,
             state: Mutex::new(faults::ActiveFaults::default()),
             workload_password: Mutex::new(None),
             bin_dir,
             recorder: Mutex::new(None),
-            held_connections: tokio::sync::Mutex::new(std::collections::BTreeMap::new()),
-            sent_writes: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         })
     }
 
@@ -129,28 +112,6 @@ impl LiveCluster {
     }
 }
 
-struct RunningWorkload {
-    workload: Option<workload::LiveWorkload>,
-    handle: tokio::runtime::Handle,
-}
-
-impl Workload for RunningWorkload {
-    fn stop(mut self: Box<Self>) -> Result<()> {
-        if let Some(workload) = self.workload.take() {
-            self.handle.block_on(workload.stop());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for RunningWorkload {
-    fn drop(&mut self) {
-        if let Some(workload) = self.workload.take() {
-            self.handle.block_on(workload.stop());
-        }
-    }
-}
-
 impl Cluster for LiveCluster {
     fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
@@ -180,31 +141,28 @@ impl Cluster for LiveCluster {
             reason: "the playground is not installed".to_owned(),
         })?;
         let _guard = self.runtime.enter();
-        let targets = self.runtime.block_on(async {
-            let primary = topology::cluster_ip(&self.client, &topology::service_name("primary"))
-                .await?
-                .unwrap_or_default();
-            let replicas = topology::cluster_ip(&self.client, &topology::service_name("replicas"))
-                .await?
-                .unwrap_or_default();
+        let running = self.runtime.block_on(async {
             let group = self.installer.group().await?;
-            Ok::<_, Error>(workload::WorkloadTargets {
-                primary,
-                replicas,
-                dns_server: self.dns_server,
+            let pod = incluster::WorkloadPod::find(
+                self.client.clone(),
+                crate::playground::install::NAMESPACE,
+            )
+            .await?;
+            let spec = incluster::InClusterSpec {
+                run: format!("r{}", jiff::Timestamp::now().as_millisecond()),
+                primary: topology::service_host("primary"),
+                replicas: topology::service_host("replicas"),
                 dns_hostname: group["spec"]["dns"]["hostname"]
                     .as_str()
                     .unwrap_or_default()
                     .to_owned(),
                 password,
-            })
+            };
+            incluster::InClusterWorkload::start(self.client.clone(), pod, spec, recorder.clone())
+                .await
         })?;
-        *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorder.clone());
-        let running = workload::LiveWorkload::start(self.client.clone(), targets, recorder);
-        Ok(Box::new(RunningWorkload {
-            workload: Some(running),
-            handle: self.runtime.handle().clone(),
-        }))
+        *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorder);
+        Ok(Box::new(running))
     }
 
     fn apply(&self, apply: &Apply) -> Result<()> {

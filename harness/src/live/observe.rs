@@ -415,19 +415,11 @@ impl LiveCluster {
                 name: connection,
                 service,
             } => {
-                let service_name = match service {
-                    SharedService::Primary => topology::service_name("primary"),
-                    SharedService::Replicas => topology::service_name("replicas"),
+                let host = match service {
+                    SharedService::Primary => topology::service_host("primary"),
+                    SharedService::Replicas => topology::service_host("replicas"),
                 };
-                let ip = topology::cluster_ip(&self.client, &service_name)
-                    .await?
-                    .ok_or_else(|| {
-                        cluster_error(
-                            "open a connection",
-                            format!("{service_name} has no ClusterIP"),
-                        )
-                    })?;
-                self.open_connection(connection, &ip).await?;
+                self.open_connection(connection, &host).await?;
                 (None, true)
             }
             Fault::SendWrite { connection } => {
@@ -607,21 +599,19 @@ impl LiveCluster {
             .block_on(self.heal_faults(&HealTarget::All, None))
     }
 
+    /// Opens the held connection `name` to `host` from the in-cluster workload (a name opened
+    /// again drops that name's earlier sent write there).
     async fn open_connection(&self, name: &str, host: &str) -> Result<()> {
-        // A connection opened again under a name drops that name's earlier sent write.
-        self.sent_writes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(name);
-        let password = self.password().unwrap_or_default();
-        let mut connections = self.held_connections.lock().await;
-        let client = workload_client(host, &password);
-        let conn = client
-            .connect()
+        use crate::incluster::control::{OpenConnection, Request};
+        self.workload_pod()
+            .await?
+            .ctl(&Request::OpenConnection(OpenConnection {
+                name: name.to_owned(),
+                host: host.to_owned(),
+                password: self.password(),
+            }))
             .await
-            .map_err(|e| cluster_error(format!("open connection {name} to {host}"), e))?;
-        connections.insert(name.to_owned(), (client, conn));
-        Ok(())
+            .map(|_| ())
     }
 
     /// Waits until `pod`'s mysqld reads its wall clock `wanted_ms` from the harness's (within
@@ -743,15 +733,13 @@ impl LiveCluster {
             return self.observe_dns_endpoint().await;
         }
         if expect.dns.is_some() {
-            let resolver = workload::dns_resolver(self.dns_server).ok_or_else(|| {
-                cluster_error("observe DNS", "this backend has no cluster DNS address")
-            })?;
             let group = self.installer.group().await?;
             let hostname = group["spec"]["dns"]["hostname"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let addresses = workload::lookup(&resolver, &hostname).await;
+            // Asked from inside the cluster, of the cluster's DNS, as a client would.
+            let addresses = self.workload_pod().await?.dns(&hostname).await?;
             let ips = topology::site_cluster_ips(&self.client).await?;
             let site = match addresses.as_slice() {
                 [one] => ips.get(one).copied(),
@@ -908,35 +896,25 @@ impl LiveCluster {
     }
 
     async fn observe_counter(&self, service: &str, write: bool) -> Result<Value> {
-        let ip = topology::cluster_ip(&self.client, service)
-            .await?
-            .ok_or_else(|| {
-                cluster_error(
-                    "observe the counter",
-                    format!("Service {service} has no ClusterIP"),
-                )
-            })?;
-        let url = format!("http://{ip}:8090/api/counter");
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(5))
-            .build()
-            .map_err(|e| cluster_error("build an HTTP client", e))?;
-        let request = if write {
-            http.post(&url)
-        } else {
-            http.get(&url)
-        };
-        let response = request
-            .send()
-            .await
-            .map_err(|e| cluster_error(format!("call {url}"), e))?;
-        let ok = response.status().is_success();
-        let connection_id = response
-            .headers()
+        let url = format!("http://{service}.{NAMESPACE}.svc.cluster.local:8090/api/counter");
+        let answer = self
+            .http_in_cluster(&super::incluster::HttpCall {
+                method: if write { "POST" } else { "GET" },
+                url,
+                ca_pem: None,
+                bearer: None,
+                headers: Vec::new(),
+                body: None,
+                resolve: Vec::new(),
+                timeout: std::time::Duration::from_secs(5),
+            })
+            .await?;
+        let ok = (200..300).contains(&answer.status);
+        let connection_id = answer
+            .headers
             .get(COUNTER_CONNECTION_ID_HEADER)
-            .and_then(|value| value.to_str().ok())
             .and_then(|text| text.parse::<u64>().ok());
-        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let body: Value = serde_json::from_str(&answer.body).unwrap_or(Value::Null);
         let db_site = body["dbHost"].as_str().and_then(topology::site_of_hostname);
         let mut out = json!({
             "value": body["value"],
@@ -951,75 +929,41 @@ impl LiveCluster {
         Ok(out)
     }
 
-    /// Moves the held connection `name` into a task that runs one write on it with a bound of
-    /// [`SENT_WRITE_WAIT_MAX`] and records what it was told.
+    /// The in-cluster workload pod (everything that talks to the cluster's network runs there).
+    async fn workload_pod(&self) -> Result<super::incluster::WorkloadPod> {
+        super::incluster::WorkloadPod::find(self.client.clone(), NAMESPACE).await
+    }
+
+    /// Sends an HTTP request from the in-cluster workload pod.
+    async fn http_in_cluster(
+        &self,
+        call: &super::incluster::HttpCall,
+    ) -> Result<crate::incluster::oneshot::HttpAnswer> {
+        self.workload_pod().await?.http(call).await
+    }
+
+    /// Sends one write on the held connection `name` (in the workload pod) and leaves it in
+    /// flight; the pod records what it is told.
     async fn send_write(&self, name: &str) -> Result<()> {
-        use crate::scenario::model::SentWrite;
-        let Some((client, mut conn)) = self.held_connections.lock().await.remove(name) else {
-            return Err(cluster_error(
-                "send a write",
-                format!("no connection named {name}"),
-            ));
-        };
-        let outcome = std::sync::Arc::new(std::sync::Mutex::new(SentWrite::Pending));
-        self.sent_writes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(name.to_owned(), outcome.clone());
-        let statement = held_write_statement();
-        let name = name.to_owned();
-        tokio::spawn(async move {
-            let result = client
-                .execute_within(&mut conn, &statement, SENT_WRITE_WAIT_MAX)
-                .await;
-            let seen = match &result {
-                Ok(()) => SentWrite::Acknowledged,
-                Err(_) => SentWrite::NotAcknowledged,
-            };
-            tracing::info!(connection = %name, outcome = seen.as_str(), error = result.err().map(|e| e.to_string()), "sent write answered");
-            *outcome
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()) = seen;
-        });
-        Ok(())
+        use crate::incluster::control::{Request, SendWrite};
+        self.workload_pod()
+            .await?
+            .ctl(&Request::SendWrite(SendWrite {
+                name: name.to_owned(),
+                id: None,
+            }))
+            .await
+            .map(|_| ())
     }
 
     async fn observe_connection(&self, name: &str) -> Result<Value> {
-        let sent = self
-            .sent_writes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(name)
-            .map(|outcome| {
-                *outcome
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-            });
-        if let Some(sent) = sent {
-            return Ok(json!({"sentWrite": sent.as_str()}));
-        }
-        let mut connections = self.held_connections.lock().await;
-        let Some((client, conn)) = connections.get_mut(name) else {
-            return Err(cluster_error(
-                "observe a connection",
-                format!("no connection named {name}"),
-            ));
-        };
-        // Who is on the other end, asked on the same connection (a read: a read-only server
-        // answers it too); `null` when nobody answered.
-        let site = client
-            .rows(conn, "SELECT @@hostname AS h")
+        use crate::incluster::control::{ConnectionName, Request};
+        self.workload_pod()
+            .await?
+            .ctl(&Request::Connection(ConnectionName {
+                name: name.to_owned(),
+            }))
             .await
-            .ok()
-            .and_then(|rows| rows.first().and_then(|row| row.get("h").cloned().flatten()))
-            .and_then(|host| super::topology::site_of_hostname(&host))
-            .map(Site::name);
-        let statement = held_write_statement();
-        let write_error = match client.execute(conn, &statement).await {
-            Ok(()) => Value::Null,
-            Err(error) => json!(write_error_code(&error)),
-        };
-        Ok(json!({"writeError": write_error, "site": site}))
     }
 
     async fn observe_metric(
@@ -1039,13 +983,37 @@ impl LiveCluster {
             .status
             .and_then(|s| s.pod_ip)
             .unwrap_or_default();
-        let text = reqwest::get(format!("http://{ip}:{}/metrics", names::PORT_OPERATOR_HTTP))
-            .await
-            .map_err(|e| cluster_error("scrape the operator", e))?
-            .text()
-            .await
-            .map_err(|e| cluster_error("read the operator's metrics", e))?;
+        let text = self
+            .scrape(
+                &format!("http://{ip}:{}/metrics", names::PORT_OPERATOR_HTTP),
+                "scrape the operator",
+            )
+            .await?;
         Ok(json!({"value": metric_value(&text, name, labels)}))
+    }
+
+    /// A metrics page, fetched from the in-cluster workload pod; an error unless 2xx.
+    async fn scrape(&self, url: &str, action: &str) -> Result<String> {
+        let answer = self
+            .http_in_cluster(&super::incluster::HttpCall {
+                method: "GET",
+                url: url.to_owned(),
+                ca_pem: None,
+                bearer: None,
+                headers: Vec::new(),
+                body: None,
+                resolve: Vec::new(),
+                timeout: std::time::Duration::from_secs(10),
+            })
+            .await
+            .map_err(|e| cluster_error(action, e))?;
+        if !(200..300).contains(&answer.status) {
+            return Err(cluster_error(
+                action,
+                format!("{url} answered {}: {:.200}", answer.status, answer.body),
+            ));
+        }
+        Ok(answer.body)
     }
 
     /// A sample of a site's sidecar's metrics (`{"value": null}` while its pod has no IP).
@@ -1058,18 +1026,16 @@ impl LiveCluster {
         let Some(ip) = super::topology::site_pod_ip(&self.client, site).await? else {
             return Ok(json!({"value": null}));
         };
-        let scrape = format!("scrape {}'s sidecar", site.name());
-        let text = reqwest::get(format!(
-            "http://{ip}:{}{}",
-            names::PORT_SIDECAR,
-            bloodraven_api::sidecar::PATH_METRICS
-        ))
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| cluster_error(&scrape, e))?
-        .text()
-        .await
-        .map_err(|e| cluster_error(&scrape, e))?;
+        let text = self
+            .scrape(
+                &format!(
+                    "http://{ip}:{}{}",
+                    names::PORT_SIDECAR,
+                    bloodraven_api::sidecar::PATH_METRICS
+                ),
+                &format!("scrape {}'s sidecar", site.name()),
+            )
+            .await?;
         Ok(json!({"value": metric_value(&text, name, labels)}))
     }
 
@@ -1151,39 +1117,32 @@ impl LiveCluster {
             DeployPort::Plain => ("http", names::PORT_OPERATOR_HTTP),
         };
         let ca = self.installer.ca_pem().await?;
-        let mut builder = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
-            .resolve(&host, std::net::SocketAddr::new(ip, port));
-        if !ca.is_empty() {
-            let certificate = reqwest::Certificate::from_pem(ca.as_bytes())
-                .map_err(|e| cluster_error("read the escrow CA", e))?;
-            builder = builder.add_root_certificate(certificate);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| cluster_error("build an HTTP client", e))?;
         let url = format!("{scheme}://{host}:{port}{}", request.path);
-        let mut call = match request.method {
-            Method::Get => http.get(&url),
-            Method::Post => http.post(&url),
-            Method::Put => http.put(&url),
-            Method::Delete => http.delete(&url),
-        }
-        .bearer_auth(token);
-        if let Some(body) = &request.body {
-            call = call.json(body);
-        }
-        let response = call
-            .send()
+        let answer = self
+            .http_in_cluster(&super::incluster::HttpCall {
+                method: match request.method {
+                    Method::Get => "GET",
+                    Method::Post => "POST",
+                    Method::Put => "PUT",
+                    Method::Delete => "DELETE",
+                },
+                url: url.clone(),
+                ca_pem: (!ca.is_empty()).then_some(ca),
+                bearer: Some(token),
+                headers: if request.body.is_some() {
+                    vec![("Content-Type".to_owned(), "application/json".to_owned())]
+                } else {
+                    Vec::new()
+                },
+                body: request.body.as_ref().map(Value::to_string),
+                resolve: vec![(host.clone(), std::net::SocketAddr::new(ip, port))],
+                timeout: std::time::Duration::from_secs(10),
+            })
             .await
             .map_err(|e| cluster_error(format!("call {url}"), e))?;
-        let status = response.status().as_u16();
-        let date = response
-            .headers()
-            .get(reqwest::header::DATE)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
-        let text = response.text().await.unwrap_or_default();
+        let status = answer.status;
+        let date = answer.headers.get("date").cloned();
+        let text = answer.body;
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         let expires_in = expires_in_seconds(date.as_deref(), &body);
         Ok(json!({"status": status, "body": body, "expiresIn": expires_in}))
@@ -1349,20 +1308,6 @@ async fn ssa_service_account(client: &kube::Client, namespace: &str, name: &str)
     .await
 }
 
-fn workload_client(host: &str, password: &str) -> bloodraven_mysql::live::LiveMysql {
-    bloodraven_mysql::live::LiveMysql::new(
-        bloodraven_mysql::Flavor::MariaDb,
-        bloodraven_mysql::live::ConnectOptions {
-            host: host.to_owned(),
-            port: names::PORT_MYSQL,
-            user: workload::USER.to_owned(),
-            password: password.to_owned(),
-            connect_timeout: workload::STATEMENT_TIMEOUT,
-            statement_timeout: workload::STATEMENT_TIMEOUT,
-        },
-    )
-}
-
 /// The value of the first sample of `name` whose labels include `labels`, from a Prometheus
 /// text exposition.
 pub fn metric_value(
@@ -1404,20 +1349,6 @@ fn expires_in_seconds(date: Option<&str>, body: &Value) -> Option<f64> {
 /// the harness does not link the counter).
 const COUNTER_CONNECTION_ID_HEADER: &str = "x-counter-connection-id";
 
-/// How long a write `send-write` left in flight waits for its answer.
-const SENT_WRITE_WAIT_MAX: std::time::Duration = workload::SENT_WRITE_WAIT_MAX;
-
-fn held_write_statement() -> String {
-    workload::held_write_statement(1)
-}
-
-/// MySQL's client error for a connection lost during a query (`CR_SERVER_LOST`).
-pub const CR_SERVER_LOST: u16 = workload::CR_SERVER_LOST;
-
-fn write_error_code(error: &bloodraven_mysql::live::LiveError) -> u16 {
-    workload::write_error_code(error)
-}
-
 /// How long a clock-offset fault may take to reach mysqld (libfaketime re-reads its control
 /// file every second) before the step fails as not taken effect.
 const CLOCK_STEP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -1442,9 +1373,9 @@ mod tests {
             what: "held write".to_owned(),
             timeout: std::time::Duration::from_secs(2),
         };
-        assert_eq!(write_error_code(&lost), CR_SERVER_LOST);
+        assert_eq!(workload::write_error_code(&lost), workload::CR_SERVER_LOST);
         assert_eq!(
-            json!({"writeError": write_error_code(&lost)}),
+            json!({"writeError": workload::write_error_code(&lost)}),
             json!({"writeError": 2013})
         );
     }

@@ -66,6 +66,16 @@ pub fn service_name(service: &str) -> String {
     }
 }
 
+/// The in-cluster DNS name of the playground group's Service `service` (`primary`,
+/// `replicas` or a site): what a pod of the cluster dials.
+pub fn service_host(service: &str) -> String {
+    format!(
+        "{}.{}.svc.cluster.local",
+        service_name(service),
+        crate::playground::install::NAMESPACE
+    )
+}
+
 /// The sites behind a Service's ready endpoints (EndpointSlices), sorted.
 pub async fn endpoint_sites(client: &Client, service: &str) -> Result<Vec<Site>> {
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NAMESPACE);

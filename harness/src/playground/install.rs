@@ -181,6 +181,11 @@ impl Installer {
         self.apply_file(&self.fixtures.playground("database.yaml"))
             .await?;
         self.install_counter().await?;
+        say("installing: the harness's in-cluster workload");
+        self.apply_file(&self.fixtures.playground("workload.yaml"))
+            .await?;
+        self.wait_deployment(NAMESPACE, WORKLOAD_DEPLOYMENT, DEPLOYMENT_WAIT_MAX)
+            .await?;
         Ok(group)
     }
 
@@ -732,6 +737,9 @@ pub fn operator_values(
     }
     values
 }
+
+/// The in-cluster workload's Deployment (`fixtures/playground/workload.yaml`).
+pub const WORKLOAD_DEPLOYMENT: &str = "bloodraven-workload";
 
 /// What an exec's final status says of its output: the output when the status is
 /// `Success`; an error naming the pod and the reason otherwise, including when the exec
