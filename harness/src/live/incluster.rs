@@ -533,32 +533,32 @@ impl WorkloadPod {
     /// Sends one HTTP request from the pod ([`crate::incluster::oneshot::http`]). The bearer
     /// token goes through the exec's standard input, not the command line.
     pub async fn http(&self, call: &HttpCall) -> Result<HttpAnswer> {
+        // `--flag=value`: a value may start with `-` (a PEM's `-----BEGIN`, a body), which
+        // clap would take for a flag of its own.
         let mut args: Vec<String> = vec![
-            "--method".to_owned(),
-            call.method.to_owned(),
-            "--url".to_owned(),
-            call.url.clone(),
-            "--timeout-ms".to_owned(),
-            call.timeout.as_millis().to_string(),
+            format!("--method={}", call.method),
+            format!("--url={}", call.url),
+            format!("--timeout-ms={}", call.timeout.as_millis()),
         ];
         if let Some(ca) = &call.ca_pem {
-            args.extend(["--ca-pem".to_owned(), ca.clone()]);
+            args.push(format!("--ca-pem={ca}"));
         }
         for (name, value) in &call.headers {
-            args.extend(["--header".to_owned(), format!("{name}: {value}")]);
+            args.push(format!("--header={name}: {value}"));
         }
         if let Some(body) = &call.body {
-            args.extend(["--body".to_owned(), body.clone()]);
+            args.push(format!("--body={body}"));
         }
         for (host, address) in &call.resolve {
-            args.extend([
-                "--resolve".to_owned(),
-                format!("{host}:{}:{}", address.port(), address.ip()),
-            ]);
+            args.push(format!(
+                "--resolve={host}:{}:{}",
+                address.port(),
+                address.ip()
+            ));
         }
         let stdin = call.bearer.as_ref().map(|token| token.as_bytes().to_vec());
         if stdin.is_some() {
-            args.extend(["--bearer-file".to_owned(), "-".to_owned()]);
+            args.push("--bearer-file=-".to_owned());
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let stdout = self.run(self.argv("http", &refs), stdin).await?;
