@@ -1,6 +1,6 @@
 //! docs/design/localkube.md, "What the in-cluster fault agent needs": `apps/v1` DaemonSets
 //! through the real kubectl — one pod per node the template fits (a NoSchedule taint
-//! without toleration and a nodeSelector keep pods off), names `<ds>-<5 chars>`, owner
+//! without toleration and a nodeSelector keep pods off, a cordon does not), names `<ds>-<5 chars>`, owner
 //! references, the `controller-revision-hash` and `pod-template-generation` labels, a
 //! deleted pod comes back, `kubectl rollout status`, a rolling update node by node, OnDelete,
 //! and garbage collection on delete (needs root).
@@ -82,6 +82,8 @@ async fn scenario(c: &TestCluster) -> Result<()> {
     let t = Duration::from_secs(60);
     c.kubectl_ok(&["taint", "node", "ord", "dedicated=db:NoSchedule"])
         .await?;
+    // A cordoned node still gets its daemon pod (the controller tolerates unschedulable).
+    c.kubectl_ok(&["cordon", "pdx"]).await?;
     c.apply(AGENT).await?;
     let pods = c
         .wait_pods("app=agent", t, |p| {
