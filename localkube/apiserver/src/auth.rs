@@ -584,6 +584,8 @@ pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
         "statefulsets",
         "statefulsets/scale",
         "statefulsets/status",
+        "daemonsets",
+        "daemonsets/status",
         "endpointslices",
         "leases",
         "poddisruptionbudgets",

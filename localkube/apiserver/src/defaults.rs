@@ -160,6 +160,27 @@ pub fn builtin_defaults(group: &str, kind: &str, obj: &mut Value) {
             }
             obj["status"] = json!({"replicas": 0});
         }
+        ("apps", "DaemonSet") => {
+            if let Some(spec) = object_at(obj, "spec") {
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(
+                    spec,
+                    "updateStrategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+                );
+                if let Some(strategy) = object_at(spec, "updateStrategy") {
+                    set_default(strategy, "type", json!("RollingUpdate"));
+                    if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                        if let Some(rolling) = object_at(strategy, "rollingUpdate") {
+                            set_default(rolling, "maxUnavailable", json!(1));
+                            set_default(rolling, "maxSurge", json!(0));
+                        }
+                    }
+                }
+                template_defaults(spec);
+            }
+            obj["status"] = json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0});
+        }
         ("apps", "StatefulSet") => {
             if let Some(spec) = object_at(obj, "spec") {
                 set_default(spec, "replicas", json!(1));

@@ -46,7 +46,8 @@
 //! - `core/v1` and `events.k8s.io/v1` Events are stored separately; a controller mirrors each
 //!   `events.k8s.io/v1` Event into `core/v1` (as the one storage of a real server shows it),
 //!   not the other way round.
-//! - StatefulSets keep no ControllerRevisions; revisions are template hashes.
+//! - StatefulSets and DaemonSets keep no ControllerRevisions; revisions are template hashes
+//!   (so `kubectl rollout history`/`undo` find no revisions).
 //! - `batch/v1` Jobs: NonIndexed only (`completionMode: Indexed` is refused with 422);
 //!   `podFailurePolicy`, `successPolicy` and `backoffLimitPerIndex` are stored, not
 //!   enforced; pods carry no `batch.kubernetes.io/job-tracking` finalizer, so the counts

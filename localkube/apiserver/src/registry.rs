@@ -257,6 +257,15 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         ),
         builtin(
             "apps",
+            "DaemonSet",
+            "daemonsets",
+            true,
+            &[Subresource::Status],
+            &["ds"],
+            true,
+        ),
+        builtin(
+            "apps",
             "ControllerRevision",
             "controllerrevisions",
             true,

@@ -33,6 +33,19 @@ fn columns(r: &ResourceInfo) -> Vec<Value> {
             col("Images", "string", 1, ""),
             col("Selector", "string", 1, ""),
         ],
+        ("apps", "DaemonSet") => vec![
+            name,
+            col("Desired", "integer", 0, ""),
+            col("Current", "integer", 0, ""),
+            col("Ready", "integer", 0, ""),
+            col("Up-to-date", "integer", 0, ""),
+            col("Available", "integer", 0, ""),
+            col("Node Selector", "string", 0, ""),
+            age,
+            col("Containers", "string", 1, ""),
+            col("Images", "string", 1, ""),
+            col("Selector", "string", 1, ""),
+        ],
         ("apps", "StatefulSet") => vec![
             name,
             col("Ready", "string", 0, ""),
@@ -353,6 +366,38 @@ fn cells(r: &ResourceInfo, obj: &Value) -> Vec<Value> {
                 )),
                 json!(n(obj, "/status/updatedReplicas")),
                 json!(n(obj, "/status/availableReplicas")),
+                age,
+                json!(c),
+                json!(i),
+                json!(super::ops::selector_string(
+                    obj.pointer("/spec/selector").unwrap_or(&Value::Null)
+                )),
+            ]
+        }
+        ("apps", "DaemonSet") => {
+            let (c, i) = containers_images(obj, "/spec/template/spec/containers");
+            let mut selector: Vec<String> = obj
+                .pointer("/spec/template/spec/nodeSelector")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            selector.sort();
+            vec![
+                name,
+                json!(n(obj, "/status/desiredNumberScheduled")),
+                json!(n(obj, "/status/currentNumberScheduled")),
+                json!(n(obj, "/status/numberReady")),
+                json!(n(obj, "/status/updatedNumberScheduled")),
+                json!(n(obj, "/status/numberAvailable")),
+                json!(if selector.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    selector.join(",")
+                }),
                 age,
                 json!(c),
                 json!(i),

@@ -80,6 +80,7 @@ pub fn decode_builtin(group: &str, kind: &str, obj: &Value, strict: bool) -> Res
         ("", "PersistentVolumeClaim") => check::<core::PersistentVolumeClaim>(obj, strict),
         ("apps", "Deployment") => check::<apps::Deployment>(obj, strict),
         ("apps", "StatefulSet") => check::<apps::StatefulSet>(obj, strict),
+        ("apps", "DaemonSet") => check::<apps::DaemonSet>(obj, strict),
         ("apps", "ReplicaSet") => check::<apps::ReplicaSet>(obj, strict),
         ("batch", "Job") => check::<batch::Job>(obj, strict),
         ("coordination.k8s.io", "Lease") => check::<coord::Lease>(obj, strict),

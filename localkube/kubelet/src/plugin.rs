@@ -8,6 +8,7 @@ use super::error::{Error, Result};
 use super::{log_copy, service_specs, status, translate};
 use axum::response::Response;
 use futures::future::BoxFuture;
+use localkube_apiserver::controllers::record_event;
 use localkube_apiserver::node_pods::PODS;
 use localkube_apiserver::registry::Subresource;
 use localkube_apiserver::server::StreamRequest;
@@ -250,12 +251,34 @@ impl Shared {
         Ok(())
     }
 
-    /// The Node objects get the node side's pod subnets.
+    /// The Node objects get the node side's pod subnets and, as `InternalIP`, the node's
+    /// address (its pod gateway in the root namespace), which is also `status.hostIP` of its
+    /// pods and the pod IP of its `hostNetwork` pods.
     fn init_nodes(&self) {
         for node in &self.nodes {
             let Ok(index) = self.runtime.node_index(node) else {
                 continue;
             };
+            let address = self.runtime.naming().gateway(index).to_string();
+            let r = self.cluster.modify(
+                "",
+                "nodes",
+                "",
+                node,
+                Some(Subresource::Status),
+                "kubelet",
+                |n| {
+                    let addresses = json!([{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": node}]);
+                    if n.pointer("/status/addresses") == Some(&addresses) {
+                        return false;
+                    }
+                    n["status"]["addresses"] = addresses;
+                    true
+                },
+            );
+            if let Err(e) = r {
+                tracing::warn!(node, error = %e, "could not set the node's address");
+            }
             let cidr = self.runtime.naming().pod_subnet(index).to_string();
             let r = self
                 .cluster
@@ -607,6 +630,7 @@ impl Shared {
             meta::name(&first).to_string(),
         );
         // Phase 1: start.
+        let mut last_mount_failure: Option<String> = None;
         loop {
             let pod = rx.borrow_and_update().clone();
             let Some(pod) = pod else {
@@ -627,6 +651,31 @@ impl Shared {
                         break;
                     }
                     Err(localkube_node::Error::PodExists(_)) => None,
+                    Err(localkube_node::Error::VolumeSetup { volume, message }) => {
+                        // As kubelet: the pod waits in ContainerCreating and a FailedMount
+                        // event tells why (once per distinct failure, not per retry).
+                        let text =
+                            format!("MountVolume.SetUp failed for volume \"{volume}\" : {message}");
+                        tracing::warn!(pod = %key, error = %text, "pod volume cannot be set up");
+                        let r = self.cluster.update_pod_status(&ns, &name, |p| {
+                            meta::uid_of(p) == uid && status::volume_setup_failed(p)
+                        });
+                        if let Err(e) = r {
+                            tracing::debug!(pod = %key, error = %e, "could not write pod status");
+                        }
+                        if last_mount_failure.as_deref() != Some(text.as_str()) {
+                            record_event(
+                                &self.cluster,
+                                &pod,
+                                "Warning",
+                                "FailedMount",
+                                &text,
+                                "kubelet",
+                            );
+                            last_mount_failure = Some(text);
+                        }
+                        None
+                    }
                     Err(e) => Some(e.to_string()),
                 },
                 Err(e) => Some(e.to_string()),

@@ -3,6 +3,7 @@
 //! lastState, ready, started, restartCount and exit codes.
 
 use localkube_apiserver::meta;
+use localkube_node::cgroups::container_id_uri;
 use localkube_node::{ContainerState, ContainerStatus, PodPhase, PodStatus};
 use serde_json::{json, Value};
 use std::time::SystemTime;
@@ -13,7 +14,8 @@ fn time(t: SystemTime) -> String {
         .unwrap_or_default()
 }
 
-fn state(s: &ContainerState) -> Value {
+/// A container state; a terminated one names the instance's `containerID` (`id`).
+fn state(s: &ContainerState, id: Option<&str>) -> Value {
     match s {
         ContainerState::Waiting { reason, message } => {
             let mut w = json!({"reason": reason});
@@ -37,12 +39,17 @@ fn state(s: &ContainerState) -> Value {
             if let Some(sig) = signal {
                 t["signal"] = json!(sig);
             }
+            if let Some(id) = id {
+                t["containerID"] = json!(container_id_uri(id));
+            }
             json!({"terminated": t})
         }
     }
 }
 
-fn container_status(c: &ContainerStatus, uid: &str) -> Value {
+/// A container's status: `containerID` is the latest instance's (`containerd://<64 hex>`,
+/// kept while it waits to restart, as kubelet reports it), absent before the first start.
+fn container_status(c: &ContainerStatus) -> Value {
     let mut v = json!({
         "name": c.name,
         "image": c.image,
@@ -50,11 +57,11 @@ fn container_status(c: &ContainerStatus, uid: &str) -> Value {
         "ready": c.ready,
         "started": c.started,
         "restartCount": c.restart_count,
-        "state": state(&c.state),
-        "lastState": c.last_state.as_ref().map(state).unwrap_or_else(|| json!({})),
+        "state": state(&c.state, c.container_id.as_deref()),
+        "lastState": c.last_state.as_ref().map(|s| state(s, c.last_container_id.as_deref())).unwrap_or_else(|| json!({})),
     });
-    if !matches!(c.state, ContainerState::Waiting { .. }) {
-        v["containerID"] = json!(format!("localkube://{uid}/{}/{}", c.name, c.restart_count));
+    if let Some(id) = &c.container_id {
+        v["containerID"] = json!(container_id_uri(id));
     }
     v
 }
@@ -96,7 +103,6 @@ fn set_condition(conds: &mut Vec<Value>, ty: &str, ok: bool, reason: Option<&str
 /// Writes the runtime's status into a Pod; returns whether anything changed.
 pub fn apply(pod: &mut Value, s: &PodStatus) -> bool {
     let before = pod.get("status").cloned().unwrap_or(Value::Null);
-    let uid = meta::uid_of(pod).to_string();
     let mut st = before.clone();
     if !st.is_object() {
         st = json!({});
@@ -144,13 +150,13 @@ pub fn apply(pod: &mut Value, s: &PodStatus) -> bool {
     st["containerStatuses"] = json!(s
         .container_statuses
         .iter()
-        .map(|c| container_status(c, &uid))
+        .map(container_status)
         .collect::<Vec<_>>());
     if !s.init_container_statuses.is_empty() {
         st["initContainerStatuses"] = json!(s
             .init_container_statuses
             .iter()
-            .map(|c| container_status(c, &uid))
+            .map(container_status)
             .collect::<Vec<_>>());
     }
     if let Some(o) = st.as_object_mut() {
@@ -168,6 +174,17 @@ pub fn apply(pod: &mut Value, s: &PodStatus) -> bool {
 /// A pod whose containers could not be configured (`CreateContainerConfigError`): Pending,
 /// each container waiting with the reason and message.
 pub fn config_error(pod: &mut Value, message: &str) -> bool {
+    waiting(pod, "CreateContainerConfigError", Some(message))
+}
+
+/// A pod whose volumes could not be set up: Pending, each container waiting in
+/// `ContainerCreating` without a message (kubelet tells why in a FailedMount event).
+pub fn volume_setup_failed(pod: &mut Value) -> bool {
+    waiting(pod, "ContainerCreating", None)
+}
+
+/// Pending, each container waiting with `reason` (and `message`).
+fn waiting(pod: &mut Value, reason: &str, message: Option<&str>) -> bool {
     let names: Vec<(String, String)> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
@@ -182,10 +199,14 @@ pub fn config_error(pod: &mut Value, message: &str) -> bool {
                 .collect()
         })
         .unwrap_or_default();
+    let mut state = json!({"reason": reason});
+    if let Some(message) = message {
+        state["message"] = json!(message);
+    }
     let statuses: Vec<Value> = names
         .iter()
         .map(|(n, i)| json!({"name": n, "image": i, "imageID": "", "ready": false, "started": false, "restartCount": 0,
-            "state": {"waiting": {"reason": "CreateContainerConfigError", "message": message}}, "lastState": {}}))
+            "state": {"waiting": state}, "lastState": {}}))
         .collect();
     let before = pod.get("status").cloned().unwrap_or(Value::Null);
     let mut st = if before.is_object() {

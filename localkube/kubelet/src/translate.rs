@@ -1,15 +1,22 @@
 //! Pod JSON to the node runtime's [`PodSpec`]: containers, env (value, fieldRef,
 //! secretKeyRef, configMapKeyRef, envFrom, Service link variables), volumes (emptyDir,
 //! configMap, secret, downwardAPI, projected incl. serviceAccountToken, PVC, hostPath),
-//! probes, restartPolicy and grace, and the default service-account volume at
+//! probes, restartPolicy and grace, `hostNetwork`, and the default service-account volume at
 //! [`SA_MOUNT_PATH`] as the ServiceAccount admission plugin adds it.
+//!
+//! `hostPID`, `securityContext.privileged` and `capabilities` need no translation: localkube
+//! gives no pod a PID namespace of its own (every container sees the host's processes in
+//! `/proc`, which is the host's: nothing mounts another), and every container runs as root
+//! with the full capability set of localkube itself (nothing drops any), so a privileged
+//! container gets what it asks for, and an unprivileged one more than it would on a node
+//! (docs/design/localkube.md, "What the in-cluster fault agent needs").
 
 use super::error::{Error, Result};
 use base64::Engine;
 use localkube_apiserver::{meta, Cluster};
 use localkube_node::{
-    ContainerPort, ContainerSpec, EnvValue, EnvVar, PodSpec, Probe, ProbeHandler, ProbePort,
-    RestartPolicy, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
+    ContainerPort, ContainerSpec, EnvValue, EnvVar, HostPathType, PodSpec, Probe, ProbeHandler,
+    ProbePort, RestartPolicy, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };
 use serde_json::Value;
 use std::net::Ipv4Addr;
@@ -579,8 +586,16 @@ fn volume(ctx: &Context<'_>, pod: &Value, v: &Value) -> Result<Option<VolumeSour
         }));
     }
     if let Some(h) = v.get("hostPath") {
+        let type_name = meta::str_at(h, "/type");
+        let kind = HostPathType::parse(type_name).ok_or_else(|| {
+            Error::Config(format!(
+                "hostPath volume {:?}: unknown type {type_name:?}",
+                meta::str_at(v, "/name")
+            ))
+        })?;
         return Ok(Some(VolumeSource::HostPath {
             path: meta::str_at(h, "/path").into(),
+            kind,
         }));
     }
     if let Some(s) = v.get("configMap") {
@@ -747,6 +762,7 @@ pub fn pod_spec(ctx: &Context<'_>, pod: &Value) -> Result<PodSpec> {
         init_containers: containers("/spec/initContainers")?,
         containers: containers("/spec/containers")?,
         volumes: volumes(ctx, pod)?,
+        host_network: pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true),
         fs_group: pod
             .pointer("/spec/securityContext/fsGroup")
             .and_then(Value::as_u64)

@@ -84,6 +84,15 @@ pub enum Error {
         /// How long the freeze waited.
         waited: std::time::Duration,
     },
+    /// A volume could not be set up for the pod (kubelet's `MountVolume.SetUp failed`).
+    #[error("set up volume \"{volume}\": {message}")]
+    VolumeSetup {
+        /// The volume's name.
+        volume: String,
+        /// What is wrong, in kubelet's words (e.g. `hostPath type check failed: /x is not a
+        /// directory`).
+        message: String,
+    },
     /// The spec given is not valid.
     #[error("validate {0}")]
     Invalid(String),

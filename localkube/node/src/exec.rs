@@ -3,9 +3,12 @@
 //! The runtime spawns `localkube-pod-exec SPEC.json` with stdout/stderr already pointing at
 //! the container's log file; the helper (a fresh, single-threaded process, so `setns` and
 //! `unshare` apply to the whole process) then
+//! 0. writes its own pid to the container's `cgroup.procs` files (its cgroups, named after
+//!    the container id: see [`super::cgroups`]), so nothing the container runs is outside,
 //! 1. starts its own session (so the container is a process group the runtime can signal),
-//! 2. joins the pod's network namespace,
-//! 3. unshares a mount and a UTS namespace, makes every mount private, sets the hostname,
+//! 2. joins the pod's network namespace (none for a `hostNetwork` pod: it stays in the root
+//!    one),
+//! 3. unshares a mount and a UTS namespace (a `hostNetwork` pod keeps the host's UTS), makes every mount private, sets the hostname,
 //! 4. bind-mounts each volume at its mount path (see [`ensure_mount_target`] for mount paths
 //!    that do not exist on the host: nothing is ever created on the host file system),
 //! 5. and `execve`s the container's program with the container's environment.
@@ -80,6 +83,11 @@ pub struct ExecSpec {
     /// Delete the spec file once read (one-off execs).
     #[serde(default)]
     pub remove_after_read: bool,
+    /// The `cgroup.procs` files of the container's cgroups ([`super::cgroups`]): the helper
+    /// writes its own pid to each before anything else, so the program it `execve`s, and
+    /// every process that program starts, is in them from its first instruction.
+    #[serde(default)]
+    pub cgroup_procs: Vec<PathBuf>,
     /// stdin is a pseudo-terminal: make it the controlling terminal (needs `new_session`)
     /// and wait, at most [`TTY_SIZE_WAIT`], for the client's first window size.
     #[serde(default)]
@@ -105,6 +113,7 @@ pub fn helper_main(spec_path: &Path) -> Result<std::convert::Infallible> {
 }
 
 fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
+    join_cgroups(&spec.cgroup_procs)?;
     if spec.new_session {
         nix::unistd::setsid().map_err(Error::sys("start a new session"))?;
     }
@@ -131,8 +140,13 @@ fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
             setns(&file, CloneFlags::CLONE_NEWNET)
                 .map_err(Error::sys("join the pod network namespace"))?;
         }
-        unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS)
-            .map_err(Error::sys("unshare mount and uts namespaces"))?;
+        // A pod on the host network keeps the host's UTS namespace (and hostname), as on a
+        // node; every other pod gets its own, named after the pod.
+        let mut namespaces = CloneFlags::CLONE_NEWNS;
+        if spec.hostname.is_some() {
+            namespaces |= CloneFlags::CLONE_NEWUTS;
+        }
+        unshare(namespaces).map_err(Error::sys("unshare mount and uts namespaces"))?;
         mount(
             None::<&str>,
             "/",
@@ -193,6 +207,16 @@ fn run(spec: &ExecSpec) -> Result<std::convert::Infallible> {
     nix::unistd::chdir(&cwd)
         .map_err(Error::sys(format!("change directory to {}", cwd.display())))?;
     exec(&spec.argv, &spec.env)
+}
+
+/// Moves this process into each cgroup whose `cgroup.procs` is given (containerd's runtime
+/// does the same for a container's init before its program starts).
+fn join_cgroups(procs: &[PathBuf]) -> Result<()> {
+    let pid = std::process::id().to_string();
+    for path in procs {
+        fs::write(path, &pid).map_err(Error::io("join container cgroup", path))?;
+    }
+    Ok(())
 }
 
 /// Makes stdin (a pseudo-terminal's slave) the controlling terminal of this session, then

@@ -1,6 +1,7 @@
 //! The node agent: pods as real processes in their own namespaces, cluster DNS, Service proxy, faults.
 
 pub mod catalog;
+pub mod cgroups;
 pub mod clock;
 pub mod cri_logs;
 pub mod dns;

@@ -262,8 +262,15 @@ pub mod status {
     /// An instance runs as `pid`. Kubelet: `started` (and readiness without a probe) once
     /// the startup probe, if any, succeeded ([`probe_started`]); an init container has no
     /// probes and is started at once.
-    pub fn running(c: &mut ContainerStatus, kind: ContainerKind, started_at: SystemTime, pid: i32) {
+    pub fn running(
+        c: &mut ContainerStatus,
+        kind: ContainerKind,
+        started_at: SystemTime,
+        pid: i32,
+        container_id: &str,
+    ) {
         c.state = ContainerState::Running { started_at };
+        c.container_id = Some(container_id.to_string());
         c.started = kind == ContainerKind::Init;
         c.pid = Some(pid);
         c.ready = false;
@@ -305,6 +312,7 @@ pub mod status {
     /// Restarted at once: its termination becomes `lastState`.
     pub fn restarting_now(c: &mut ContainerStatus) {
         c.last_state = Some(c.state.clone());
+        c.last_container_id = c.container_id.clone();
         c.restart_count += 1;
     }
 
@@ -320,6 +328,7 @@ pub mod status {
     /// Its termination becomes `lastState`; it waits in CrashLoopBackOff.
     fn waiting_in_crash_loop(c: &mut ContainerStatus, message: String) {
         c.last_state = Some(c.state.clone());
+        c.last_container_id = c.container_id.clone();
         c.state = ContainerState::Waiting {
             reason: "CrashLoopBackOff".into(),
             message,
@@ -408,6 +417,8 @@ mod tests {
             ready: false,
             started: false,
             pid: None,
+            container_id: None,
+            last_container_id: None,
             log_path: "/x.log".into(),
             previous_log_path: "/x.previous.log".into(),
         }
@@ -504,7 +515,7 @@ mod tests {
         });
         assert_eq!(status.phase, PodPhase::Pending, "a has not started yet");
         update_container(&mut status, policy, ContainerKind::Regular, "a", |c| {
-            status::running(c, ContainerKind::Regular, T0, 7);
+            status::running(c, ContainerKind::Regular, T0, 7, "id7");
             status::probe_started(c, false);
         });
         assert_eq!((status.phase, status.ready), (PodPhase::Running, true));
@@ -639,8 +650,9 @@ mod tests {
     #[test]
     fn status_steps_keep_the_last_termination_and_count_restarts() {
         let mut c = container("db", running());
-        status::running(&mut c, ContainerKind::Regular, T0, 42);
+        status::running(&mut c, ContainerKind::Regular, T0, 42, "first");
         assert_eq!((c.pid, c.started, c.ready), (Some(42), false, false));
+        assert_eq!(c.container_id.as_deref(), Some("first"));
         status::probe_started(&mut c, true);
         assert_eq!(
             (c.started, c.ready),
@@ -656,6 +668,9 @@ mod tests {
         let terminated = c.state.clone();
         status::backing_off(&mut c, Duration::from_secs(10), "mysql-0");
         assert_eq!(c.last_state.as_ref(), Some(&terminated));
+        // docs/design/localkube.md "What the in-cluster fault agent needs": lastState
+        // names the id of the instance it describes; a new start brings a new id.
+        assert_eq!(c.last_container_id.as_deref(), Some("first"));
         assert_eq!(
             c.state,
             ContainerState::Waiting {
@@ -671,8 +686,10 @@ mod tests {
         assert!(!c.started);
         status::restarting_now(&mut c);
         assert_eq!(c.restart_count, 2);
+        status::running(&mut c, ContainerKind::Regular, T0, 43, "second");
+        assert_eq!(c.container_id.as_deref(), Some("second"));
         let mut init = container("init", waiting("PodInitializing"));
-        status::running(&mut init, ContainerKind::Init, T0, 5);
+        status::running(&mut init, ContainerKind::Init, T0, 5, "init");
         assert!(
             init.started,
             "an init container has no probes: started at once"

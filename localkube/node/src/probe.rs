@@ -26,6 +26,8 @@ pub struct ProbeTarget<'a> {
     pub ports: &'a [ContainerPort],
     /// The container's environment (exec probes).
     pub env: &'a [(String, String)],
+    /// The container's `cgroup.procs` files (an exec probe runs in its cgroups).
+    pub cgroup_procs: &'a [std::path::PathBuf],
     /// The `localkube-pod-exec` helper.
     pub helper: &'a Path,
     /// A directory for the exec spec file.
@@ -115,6 +117,7 @@ async fn exec_probe(command: &[String], target: &ProbeTarget<'_>) -> bool {
         env: target.env.to_vec(),
         new_session: true,
         remove_after_read: false,
+        cgroup_procs: target.cgroup_procs.to_vec(),
         controlling_tty: false,
     };
     let Ok(json) = serde_json::to_vec(&spec) else {

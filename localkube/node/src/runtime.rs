@@ -22,6 +22,7 @@ use tokio::process::ChildStdin;
 use tokio::sync::{broadcast, watch, Notify};
 
 use super::catalog::{container_argv, CatalogEntry, ImageCatalog};
+use super::cgroups::{self, Cgroups};
 use super::cri_logs::Stream;
 use super::error::{Error, Result};
 use super::exec::{signal_container_group, BindMount, ExecSpec, DEFAULT_PATH};
@@ -126,8 +127,13 @@ struct NodeState {
 #[derive(Debug)]
 struct Pod {
     spec: PodSpec,
-    sandbox: SandboxNet,
+    /// The pod's own network namespace; `None` for a `hostNetwork` pod.
+    sandbox: Option<SandboxNet>,
+    /// `status.podIP`: the sandbox's address, or the node's on the host network.
+    pod_ip: Ipv4Addr,
     host_ip: Ipv4Addr,
+    /// The id of each container's latest instance (its cgroup's name).
+    container_ids: Mutex<HashMap<String, String>>,
     status: watch::Sender<PodStatus>,
     stop: watch::Sender<Option<Duration>>,
     pids: Mutex<HashMap<String, i32>>,
@@ -171,6 +177,8 @@ struct Inner {
     nodes: Mutex<BTreeMap<String, NodeState>>,
     pods: Mutex<HashMap<String, Arc<Pod>>>,
     events: broadcast::Sender<PodStatus>,
+    /// The cluster's container cgroups.
+    cgroups: Cgroups,
 }
 
 /// The node agents of one cluster (every registered node) as one runtime.
@@ -197,6 +205,7 @@ impl PodRuntime {
         }
         let network = ClusterNetwork::up(&config.state_dir)?;
         let partitions = Arc::new(Partitions::new(network.naming().clone()));
+        let cgroups = Cgroups::detect(&network.naming().prefix);
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -205,6 +214,7 @@ impl PodRuntime {
                 nodes: Mutex::new(BTreeMap::new()),
                 pods: Mutex::new(HashMap::new()),
                 events: broadcast::channel(EVENTS_CAPACITY).0,
+                cgroups,
             }),
         })
     }
@@ -273,24 +283,31 @@ impl PodRuntime {
         if lock(&self.inner.pods).contains_key(&key) {
             return Err(Error::PodExists(key));
         }
-        let network = self.inner.network.clone();
-        let sandbox = tokio::task::spawn_blocking(move || network.create_sandbox(node_index))
-            .await
-            .map_err(|err| Error::Invalid(format!("sandbox task: {err}")))??;
-        for partition in self.inner.partitions.list() {
-            self.apply_partition_to(&sandbox, &partition, true)?;
-        }
+        let host_ip = self.naming().gateway(node_index);
+        // A hostNetwork pod stays in the root namespace, where the node's address is.
+        let sandbox = if spec.host_network {
+            None
+        } else {
+            let network = self.inner.network.clone();
+            let sandbox = tokio::task::spawn_blocking(move || network.create_sandbox(node_index))
+                .await
+                .map_err(|err| Error::Invalid(format!("sandbox task: {err}")))??;
+            for partition in self.inner.partitions.list() {
+                self.apply_partition_to(&sandbox, &partition, true)?;
+            }
+            Some(sandbox)
+        };
+        let pod_ip = sandbox.as_ref().map_or(host_ip, |s| s.ip);
         let state_dir = self.inner.network.state_dir().to_path_buf();
-        if let Err(err) =
-            volumes::materialize(&state_dir, &spec, sandbox.ip, self.naming().dns_ip())
-        {
-            let _ = self.inner.network.delete_sandbox(&sandbox);
+        if let Err(err) = volumes::materialize(&state_dir, &spec, pod_ip, self.naming().dns_ip()) {
+            if let Some(sandbox) = &sandbox {
+                let _ = self.inner.network.delete_sandbox(sandbox);
+            }
             return Err(err);
         }
-        let host_ip = self.naming().gateway(node_index);
         let initial = PodStatus {
             key: key.clone(),
-            pod_ip: Some(sandbox.ip),
+            pod_ip: Some(pod_ip),
             host_ip: Some(host_ip),
             phase: PodPhase::Pending,
             init_container_statuses: spec
@@ -308,8 +325,10 @@ impl PodRuntime {
         };
         let pod = Arc::new(Pod {
             spec,
-            sandbox: sandbox.clone(),
+            sandbox,
+            pod_ip,
             host_ip,
+            container_ids: Mutex::new(HashMap::new()),
             status: watch::channel(initial.clone()).0,
             stop: watch::channel(None).0,
             pids: Mutex::new(HashMap::new()),
@@ -320,10 +339,10 @@ impl PodRuntime {
         });
         lock(&self.inner.pods).insert(key.clone(), pod.clone());
         let _ = self.inner.events.send(initial);
-        tracing::info!(pod = %key, pod_ip = %sandbox.ip, node = %pod.spec.node_name, "pod starting");
+        tracing::info!(pod = %key, %pod_ip, node = %pod.spec.node_name, host_network = pod.spec.host_network, "pod starting");
         let inner = self.inner.clone();
         tokio::spawn(run_pod(inner, pod, stopped_rx));
-        Ok(sandbox.ip)
+        Ok(pod_ip)
     }
 
     /// Stops a pod: SIGTERM to every container, SIGKILL after `grace`, then removes its
@@ -337,11 +356,20 @@ impl PodRuntime {
         let mut finished = pod.finished.subscribe();
         let _ = finished.wait_for(|done| *done).await;
         lock(&self.inner.pods).remove(key);
-        let network = self.inner.network.clone();
-        let sandbox = pod.sandbox.clone();
-        tokio::task::spawn_blocking(move || network.delete_sandbox(&sandbox))
+        let inner = self.inner.clone();
+        let uid = pod.spec.uid.clone();
+        let removed = tokio::task::spawn_blocking(move || inner.cgroups.remove_pod(&uid))
             .await
-            .map_err(|err| Error::Invalid(format!("sandbox task: {err}")))??;
+            .map_err(|err| Error::Invalid(format!("cgroup task: {err}")))?;
+        if let Err(err) = removed {
+            tracing::warn!(pod = key, error = %err, "could not remove the pod's cgroups");
+        }
+        if let Some(sandbox) = pod.sandbox.clone() {
+            let network = self.inner.network.clone();
+            tokio::task::spawn_blocking(move || network.delete_sandbox(&sandbox))
+                .await
+                .map_err(|err| Error::Invalid(format!("sandbox task: {err}")))??;
+        }
         let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec);
         if let Err(err) = std::fs::remove_dir_all(&dir) {
             tracing::warn!(pod = key, error = %err, "could not remove pod directory");
@@ -430,12 +458,38 @@ impl PodRuntime {
         })
     }
 
-    /// The pod's sandbox (netns name and path, IP).
+    /// The pod's sandbox (netns name and path, IP); a `hostNetwork` pod has none.
     pub fn sandbox(&self, key: &str) -> Result<SandboxNet> {
-        lock(&self.inner.pods)
+        let sandbox = lock(&self.inner.pods)
             .get(key)
             .map(|p| p.sandbox.clone())
-            .ok_or_else(|| Error::UnknownPod(key.to_string()))
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        sandbox.ok_or_else(|| {
+            Error::Invalid(format!(
+                "sandbox of pod {key}: it uses the host network (no network namespace of its own)"
+            ))
+        })
+    }
+
+    /// The id of a container's latest instance (`containerID` without its scheme; also the
+    /// name of its cgroups).
+    pub fn container_id(&self, key: &str, container: &str) -> Result<String> {
+        let pod = lock(&self.inner.pods)
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        let id = lock(&pod.container_ids).get(container).cloned();
+        id.ok_or_else(|| Error::NotRunning(format!("{key}/{container}")))
+    }
+
+    /// The cgroup directories of a container's latest instance, one per hierarchy used.
+    pub fn container_cgroups(&self, key: &str, container: &str) -> Result<Vec<PathBuf>> {
+        let id = self.container_id(key, container)?;
+        let uid = lock(&self.inner.pods)
+            .get(key)
+            .map(|p| p.spec.uid.clone())
+            .ok_or_else(|| Error::UnknownPod(key.to_string()))?;
+        Ok(self.inner.cgroups.container_dirs(&uid, &id))
     }
 
     /// The network namespace of the running pod whose IP is `ip` (a proxied connection from it
@@ -591,6 +645,13 @@ impl PodRuntime {
         if tty && !env.iter().any(|(k, _)| k == "TERM") {
             env.push(("TERM".into(), "xterm".into()));
         }
+        // As containerd: an exec'd process is in the container's cgroups.
+        let cgroup_procs = self
+            .container_cgroups(key, container)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|dir| dir.join("cgroup.procs"))
+            .collect();
         let exec = ExecSpec {
             netns_path: None,
             target_pid: Some(pid),
@@ -602,6 +663,7 @@ impl PodRuntime {
             env,
             new_session: true,
             remove_after_read: true,
+            cgroup_procs,
             controlling_tty: tty,
         };
         let dir = volumes::pod_dir(self.inner.network.state_dir(), &pod.spec)
@@ -711,8 +773,8 @@ impl PodRuntime {
                 .collect::<Result<_>>()?,
         };
         self.inner.partitions.add(partition.clone());
-        for pod in self.all_pods() {
-            self.apply_partition_to(&pod.sandbox, &partition, true)?;
+        for sandbox in self.all_sandboxes() {
+            self.apply_partition_to(&sandbox, &partition, true)?;
         }
         Ok(partition)
     }
@@ -720,20 +782,25 @@ impl PodRuntime {
     /// Removes a partition made by [`PodRuntime::partition`].
     pub fn heal(&self, partition: &Partition) -> Result<()> {
         self.inner.partitions.remove(partition);
-        for pod in self.all_pods() {
-            self.apply_partition_to(&pod.sandbox, partition, false)?;
+        for sandbox in self.all_sandboxes() {
+            self.apply_partition_to(&sandbox, partition, false)?;
         }
         // Another still-active partition may cover the same subnets.
         for other in self.inner.partitions.list() {
-            for pod in self.all_pods() {
-                self.apply_partition_to(&pod.sandbox, &other, true)?;
+            for sandbox in self.all_sandboxes() {
+                self.apply_partition_to(&sandbox, &other, true)?;
             }
         }
         Ok(())
     }
 
-    fn all_pods(&self) -> Vec<Arc<Pod>> {
-        lock(&self.inner.pods).values().cloned().collect()
+    /// The network namespaces of every pod (hostNetwork pods have none: a partition's
+    /// routes cannot reach them, as a NetworkPolicy does not on a real cluster).
+    fn all_sandboxes(&self) -> Vec<SandboxNet> {
+        lock(&self.inner.pods)
+            .values()
+            .filter_map(|p| p.sandbox.clone())
+            .collect()
     }
 
     fn apply_partition_to(
@@ -823,6 +890,8 @@ fn waiting_status(
         ready: false,
         started: false,
         pid: None,
+        container_id: None,
+        last_container_id: None,
         log_path,
         previous_log_path,
     }
@@ -953,6 +1022,8 @@ struct Supervisor {
 struct Instance {
     child: tokio::process::Child,
     pid: i32,
+    /// Its id, and the name of its cgroups.
+    container_id: String,
     log_writer: Option<tokio::task::JoinHandle<()>>,
     started_at: SystemTime,
     started_instant: Instant,
@@ -986,7 +1057,7 @@ impl Supervisor {
                 }
                 continue;
             };
-            let again = match self.start(&entry) {
+            let again = match self.start(&entry).await {
                 Ok(mut instance) => {
                     let exit = self.wait(&mut instance).await;
                     let (exit_code, started) = self.reap(instance, exit).await;
@@ -1055,9 +1126,14 @@ impl Supervisor {
     }
 
     /// Spawns an instance, makes it reachable (pid, attach) and starts its probes.
-    fn start(&mut self, entry: &CatalogEntry) -> Result<Instance> {
+    async fn start(&mut self, entry: &CatalogEntry) -> Result<Instance> {
         let (argv, env) = self.argv_and_env(entry);
         let (tap, _) = broadcast::channel(ATTACH_LINES);
+        // A new instance, a new id and cgroups of its own, which the helper joins before it
+        // execs the container's program.
+        let container_id = cgroups::new_container_id();
+        let uid = &self.pod.spec.uid;
+        let cgroup_procs = self.inner.cgroups.create_container(uid, &container_id)?;
         let spawned = spawn_instance(
             &self.inner,
             &self.pod,
@@ -1065,14 +1141,23 @@ impl Supervisor {
             entry,
             argv,
             env.clone(),
-            &self.log_path,
-            &self.previous_log_path,
+            (&self.log_path, &self.previous_log_path),
             self.first,
             tap.clone(),
+            cgroup_procs.clone(),
         );
         self.first = false;
-        let (mut child, log_writer) = spawned?;
+        let (mut child, log_writer) = match spawned {
+            Ok(spawned) => spawned,
+            Err(err) => {
+                if let Err(removal) = self.inner.cgroups.remove_container(uid, &container_id) {
+                    tracing::warn!(pod = %self.key, container = %self.container.name, error = %removal, "could not remove the cgroups of a container that did not start");
+                }
+                return Err(err);
+            }
+        };
         let (key, name) = (&self.key, &self.container.name);
+        lock(&self.pod.container_ids).insert(name.clone(), container_id.clone());
         let pid = child.id().map_or(0, |p| p as i32);
         if let Err(err) = self.inner.network.state().record_process(pid) {
             tracing::warn!(pod = %key, container = %name, pid, error = %err, "could not record process");
@@ -1088,24 +1173,30 @@ impl Supervisor {
             stdin_once: self.container.stdin_once,
         };
         lock(&self.pod.attach_points).insert(name.clone(), point);
+        // Running once the helper has become the container's program (its cgroups joined,
+        // namespaces entered, volumes mounted), as a runtime reports a container started
+        // only after its init: an exec or probe that came earlier would join namespaces the
+        // helper has not made yet.
+        wait_until_exec(pid, &self.inner.config.pod_exec).await;
         let started_at = SystemTime::now();
         let started_instant = Instant::now();
-        tracing::info!(pod = %key, container = %name, pid, "container started");
+        tracing::info!(pod = %key, container = %name, pid, container_id = %container_id, "container started");
         let kind = self.kind;
-        self.update(|c| step::running(c, kind, started_at, pid));
+        self.update(|c| step::running(c, kind, started_at, pid, &container_id));
         let liveness_failed = Arc::new(Notify::new());
         let probes = start_probes(
             &self.inner,
             &self.pod,
             &self.container,
             self.kind,
-            pid,
+            (pid, cgroup_procs),
             env,
             liveness_failed.clone(),
         );
         Ok(Instance {
             child,
             pid,
+            container_id,
             log_writer,
             started_at,
             started_instant,
@@ -1147,6 +1238,21 @@ impl Supervisor {
         // the group: the main process is reaped, and its pid may already be another's.
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
         lock(&self.pod.pids).remove(name);
+        // Then whatever is left in its cgroups (a daemon that left the process group), and
+        // the cgroups themselves, as a runtime deletes a container's.
+        let inner = self.inner.clone();
+        let (uid, id) = (self.pod.spec.uid.clone(), instance.container_id.clone());
+        let removed =
+            tokio::task::spawn_blocking(move || inner.cgroups.remove_container(&uid, &id)).await;
+        match removed {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(pod = %key, container = %name, error = %err, "could not remove the container's cgroups")
+            }
+            Err(err) => {
+                tracing::warn!(pod = %key, container = %name, error = %err, "cgroup removal task failed")
+            }
+        }
         // As kubelet: the container is reported terminated only once its output is in the
         // log, so `kubectl logs` right after termination shows the last lines. Bounded: a
         // daemon that escaped the process group may hold the pipes open.
@@ -1225,6 +1331,27 @@ impl Supervisor {
     }
 }
 
+/// How long a container's helper may take to `execve` the program before the container is
+/// reported running anyway.
+const EXEC_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// Waits until process `pid` no longer runs the `helper` binary (it has `execve`d the
+/// container's program, or exited), at most [`EXEC_WAIT_MAX`].
+async fn wait_until_exec(pid: i32, helper: &Path) {
+    let helper = std::fs::canonicalize(helper).unwrap_or_else(|_| helper.to_path_buf());
+    let deadline = Instant::now() + EXEC_WAIT_MAX;
+    loop {
+        let still_helper = std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
+            exe.to_string_lossy()
+                .starts_with(&*helper.to_string_lossy())
+        });
+        if !still_helper || Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 async fn stop_requested(rx: &mut watch::Receiver<Option<Duration>>) {
     let _ = rx.wait_for(Option::is_some).await;
 }
@@ -1297,7 +1424,7 @@ fn container_env(
                 };
                 volumes::expand(text, &lookup)
             }
-            EnvValue::PodIp => pod.sandbox.ip.to_string(),
+            EnvValue::PodIp => pod.pod_ip.to_string(),
             EnvValue::HostIp => pod.host_ip.to_string(),
         };
         container_vars.retain(|(k, _)| *k != var.name);
@@ -1321,10 +1448,10 @@ fn spawn_instance(
     image: &CatalogEntry,
     argv: Vec<String>,
     env: Vec<(String, String)>,
-    log_path: &Path,
-    previous_log_path: &Path,
+    (log_path, previous_log_path): (&Path, &Path),
     first: bool,
     tap: broadcast::Sender<(Stream, Vec<u8>)>,
+    cgroup_procs: Vec<PathBuf>,
 ) -> Result<(tokio::process::Child, Option<tokio::task::JoinHandle<()>>)> {
     let state_dir = inner.network.state_dir();
     if let Some(dir) = log_path.parent() {
@@ -1344,9 +1471,10 @@ fn spawn_instance(
         .join("staging");
     std::fs::create_dir_all(&staging).map_err(Error::io("create staging dir", &staging))?;
     let spec = ExecSpec {
-        netns_path: Some(pod.sandbox.netns_path.clone()),
+        netns_path: pod.sandbox.as_ref().map(|s| s.netns_path.clone()),
         target_pid: None,
-        hostname: Some(pod.spec.hostname.clone()),
+        // A hostNetwork pod shares the host's UTS namespace (and hostname), as on a node.
+        hostname: (!pod.spec.host_network).then(|| pod.spec.hostname.clone()),
         staging_dir: staging.clone(),
         mounts,
         working_dir: container.working_dir.as_ref().map(PathBuf::from),
@@ -1354,6 +1482,7 @@ fn spawn_instance(
         env,
         new_session: true,
         remove_after_read: false,
+        cgroup_procs,
         controlling_tty: false,
     };
     let spec_path = staging.join("exec.json");
@@ -1392,6 +1521,7 @@ struct ProbeContext {
     pid: i32,
     ports: Vec<super::spec::ContainerPort>,
     env: Vec<(String, String)>,
+    cgroup_procs: Vec<PathBuf>,
     scratch: PathBuf,
 }
 
@@ -1415,10 +1545,11 @@ impl ProbeContext {
         let mut tally = ProbeTally::default();
         loop {
             let target = ProbeTarget {
-                pod_ip: self.pod.sandbox.ip,
+                pod_ip: self.pod.pod_ip,
                 pid: self.pid,
                 ports: &self.ports,
                 env: &self.env,
+                cgroup_procs: &self.cgroup_procs,
                 helper: &self.inner.config.pod_exec,
                 scratch: &self.scratch,
             };
@@ -1437,13 +1568,14 @@ impl ProbeContext {
 /// (`started` stays false until it succeeds; reaching its failure threshold kills the
 /// container), then readiness (drives `ready`) and liveness (kills the container at its
 /// failure threshold) side by side. Without a readiness probe the container is ready once
-/// started. The returned task is aborted when the instance ends.
+/// started. The returned task is aborted when the instance ends. An exec probe runs in the
+/// instance's (pid's) namespaces and cgroups.
 fn start_probes(
     inner: &Arc<Inner>,
     pod: &Arc<Pod>,
     container: &ContainerSpec,
     kind: ContainerKind,
-    pid: i32,
+    (pid, cgroup_procs): (i32, Vec<PathBuf>),
     env: Vec<(String, String)>,
     liveness_failed: Arc<Notify>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -1458,6 +1590,7 @@ fn start_probes(
         pid,
         ports: container.ports.clone(),
         env,
+        cgroup_procs,
         scratch: volumes::pod_dir(inner.network.state_dir(), &pod.spec)
             .join("containers")
             .join(&container.name),

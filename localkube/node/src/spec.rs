@@ -44,6 +44,11 @@ pub struct PodSpec {
     pub containers: Vec<ContainerSpec>,
     /// `spec.volumes`, with their contents resolved.
     pub volumes: Vec<VolumeSpec>,
+    /// `spec.hostNetwork`: the pod gets no network namespace of its own; its containers run
+    /// in the root network namespace (where every node's address lives) and its IP is its
+    /// node's (`status.podIP` = `status.hostIP`). Its hostname is the machine's (no UTS
+    /// namespace of its own), as on a node.
+    pub host_network: bool,
     /// `spec.securityContext.fsGroup`: the volumes the node prepares (emptyDir, PVC
     /// directories, rendered files) are group-owned by it, group-writable (rendered files:
     /// group-readable) and their directories setgid, as the kubelet's volume ownership does.
@@ -165,7 +170,48 @@ pub enum VolumeSource {
     HostPath {
         /// `path`.
         path: PathBuf,
+        /// `type`, checked (or the path created) before the pod starts, as kubelet does.
+        kind: HostPathType,
     },
+}
+
+/// `hostPath.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostPathType {
+    /// `""` (or unset): no check.
+    #[default]
+    Unset,
+    /// `DirectoryOrCreate`: created (0755) when missing.
+    DirectoryOrCreate,
+    /// `Directory`: must be a directory.
+    Directory,
+    /// `FileOrCreate`: created empty (0644) when missing; its directory must exist.
+    FileOrCreate,
+    /// `File`: must be a regular file.
+    File,
+    /// `Socket`: must be a UNIX socket.
+    Socket,
+    /// `CharDevice`: must be a character device.
+    CharDevice,
+    /// `BlockDevice`: must be a block device.
+    BlockDevice,
+}
+
+impl HostPathType {
+    /// The type a Pod names, or `None` for one Kubernetes does not know.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "" => HostPathType::Unset,
+            "DirectoryOrCreate" => HostPathType::DirectoryOrCreate,
+            "Directory" => HostPathType::Directory,
+            "FileOrCreate" => HostPathType::FileOrCreate,
+            "File" => HostPathType::File,
+            "Socket" => HostPathType::Socket,
+            "CharDevice" => HostPathType::CharDevice,
+            "BlockDevice" => HostPathType::BlockDevice,
+            _ => return None,
+        })
+    }
 }
 
 /// One file of a rendered volume.
@@ -303,6 +349,12 @@ pub struct ContainerStatus {
     pub started: bool,
     /// The main process id while running (for faults).
     pub pid: Option<i32>,
+    /// The id of the latest instance (64 hex digits; `containerID` is
+    /// `containerd://<id>`), from its start on; also the name of its cgroup
+    /// ([`super::cgroups`]). `None` before the first start.
+    pub container_id: Option<String>,
+    /// The id of the instance `last_state` describes.
+    pub last_container_id: Option<String>,
     /// The current instance's log file: stdout and stderr in kubelet's CRI format; render
     /// it for `kubectl logs` with [`super::cri_logs::read`].
     pub log_path: PathBuf,

@@ -249,9 +249,9 @@ pub fn process_alive(pid: i32, start_time: u64) -> bool {
     !zombie && process_start_time(pid).is_some_and(|now| start_time == 0 || now == start_time)
 }
 
-/// Removes everything recorded in `state_dir`'s state file, plus any netns or link carrying
-/// the state dir's prefix: processes (SIGKILL to their process groups), network namespaces,
-/// links, the cluster slot. Idempotent; safe after a crash; a state dir that never ran a
+/// Removes everything recorded in `state_dir`'s state file, plus any netns, link or cgroup
+/// carrying the state dir's prefix: processes (SIGKILL to their process groups), container
+/// cgroups (with the processes still in them), network namespaces, links, the cluster slot. Idempotent; safe after a crash; a state dir that never ran a
 /// node agent is a no-op.
 pub fn cleanup(state_dir: &Path) -> Result<()> {
     let state_dir = fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
@@ -279,6 +279,12 @@ pub fn cleanup(state_dir: &Path) -> Result<()> {
         && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The cluster's container cgroups (by the prefix alone, so also after a crash): what
+    // is still in them is the cluster's and is killed, then they go, deepest first.
+    if let Err(err) = super::cgroups::cleanup_root(&ClusterNaming::prefix_for(&state_dir)) {
+        errors.push(err);
     }
 
     let mut netns: Vec<String> = records

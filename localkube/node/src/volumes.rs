@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{Error, Result};
 use super::exec::BindMount;
-use super::spec::{ContainerSpec, PodSpec, VolumeSource};
+use super::spec::{ContainerSpec, HostPathType, PodSpec, VolumeSource};
 
 /// The cluster DNS domain.
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
@@ -138,7 +138,12 @@ pub fn materialize(
                     set_volume_ownership(&path, gid, false)?;
                 }
             }
-            VolumeSource::HostPath { .. } => {}
+            VolumeSource::HostPath { path, kind } => {
+                check_host_path(path, *kind).map_err(|message| Error::VolumeSetup {
+                    volume: volume.name.clone(),
+                    message,
+                })?;
+            }
         }
     }
     let etc = dir.join("etc");
@@ -221,6 +226,70 @@ fn remove_unlisted(dir: &Path, keep: &std::collections::BTreeSet<PathBuf>) -> Re
     Ok(())
 }
 
+/// Kubelet's hostPath type check (`pkg/volume/hostpath`), before the pod's containers start:
+/// `DirectoryOrCreate` and `FileOrCreate` create what is missing (0755 directories, an empty
+/// 0644 file whose directory must exist); the other types check what is there. The error is
+/// kubelet's message (`hostPath type check failed: /x is not a directory`). An unset type
+/// checks nothing and creates a missing path as a directory, as containerd does with a bind
+/// mount's missing source.
+pub fn check_host_path(path: &Path, kind: HostPathType) -> std::result::Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let shown = path.display();
+    let failed = |what: &str| format!("hostPath type check failed: {shown} is not {what}");
+    let meta = fs::metadata(path);
+    match kind {
+        HostPathType::Unset => {
+            if meta.is_err() {
+                fs::create_dir_all(path).map_err(|e| format!("create {shown}: {e}"))?;
+            }
+            Ok(())
+        }
+        HostPathType::DirectoryOrCreate => match meta {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(failed("a directory")),
+            Err(_) => {
+                fs::create_dir_all(path).map_err(|e| format!("create {shown}: {e}"))?;
+                fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+                    .map_err(|e| format!("set the mode of {shown}: {e}"))
+            }
+        },
+        HostPathType::FileOrCreate => match meta {
+            Ok(m) if m.is_file() => Ok(()),
+            Ok(_) => Err(failed("a file")),
+            Err(_) => {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(|e| format!("create {shown}: {e}"))?;
+                fs::set_permissions(path, fs::Permissions::from_mode(0o644))
+                    .map_err(|e| format!("set the mode of {shown}: {e}"))
+            }
+        },
+        HostPathType::Directory => match meta {
+            Ok(m) if m.is_dir() => Ok(()),
+            _ => Err(failed("a directory")),
+        },
+        HostPathType::File => match meta {
+            Ok(m) if m.is_file() => Ok(()),
+            _ => Err(failed("a file")),
+        },
+        HostPathType::Socket => match meta {
+            Ok(m) if m.file_type().is_socket() => Ok(()),
+            _ => Err(failed("a socket file")),
+        },
+        HostPathType::CharDevice => match meta {
+            Ok(m) if m.file_type().is_char_device() => Ok(()),
+            _ => Err(failed("a character device")),
+        },
+        HostPathType::BlockDevice => match meta {
+            Ok(m) if m.file_type().is_block_device() => Ok(()),
+            _ => Err(failed("a block device")),
+        },
+    }
+}
+
 /// The kubelet-managed /etc/hosts of a pod.
 pub fn hosts_file(pod: &PodSpec, pod_ip: Ipv4Addr) -> String {
     let mut text = String::from(
@@ -298,7 +367,7 @@ pub fn container_mounts(
                 claim_name,
                 claim_uid,
             } => pvc_dir(state_dir, &pod.namespace, claim_name, claim_uid),
-            VolumeSource::HostPath { path } => path.clone(),
+            VolumeSource::HostPath { path, .. } => path.clone(),
         };
         let source = match &mount.sub_path {
             Some(sub) if !sub.is_empty() => {
@@ -372,6 +441,66 @@ mod tests {
         assert_eq!(expand("a$b(c", &lookup), "a$b(c");
     }
 
+    // docs/design/localkube.md "What the in-cluster fault agent needs": hostPath types are
+    // checked (or created) before the containers start, with kubelet's messages.
+    #[test]
+    fn host_path_types_are_checked_or_created_as_kubelet_does() {
+        let dir = std::env::temp_dir().join(format!("lk-hostpath-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        fs::write(&file, "x").unwrap();
+        let missing = dir.join("missing");
+        assert_eq!(check_host_path(&dir, HostPathType::Directory), Ok(()));
+        assert_eq!(check_host_path(&file, HostPathType::File), Ok(()));
+        assert_eq!(
+            check_host_path(&missing, HostPathType::Directory),
+            Err(format!(
+                "hostPath type check failed: {} is not a directory",
+                missing.display()
+            ))
+        );
+        assert_eq!(
+            check_host_path(&dir, HostPathType::File),
+            Err(format!(
+                "hostPath type check failed: {} is not a file",
+                dir.display()
+            ))
+        );
+        assert_eq!(
+            check_host_path(&file, HostPathType::Socket),
+            Err(format!(
+                "hostPath type check failed: {} is not a socket file",
+                file.display()
+            ))
+        );
+        assert!(check_host_path(&file, HostPathType::DirectoryOrCreate).is_err());
+        let made = dir.join("a/b");
+        assert_eq!(
+            check_host_path(&made, HostPathType::DirectoryOrCreate),
+            Ok(())
+        );
+        assert!(made.is_dir());
+        let new_file = dir.join("new");
+        assert_eq!(
+            check_host_path(&new_file, HostPathType::FileOrCreate),
+            Ok(())
+        );
+        assert!(new_file.is_file());
+        assert!(check_host_path(&dir.join("x/y"), HostPathType::FileOrCreate).is_err());
+        assert_eq!(check_host_path(&missing, HostPathType::Unset), Ok(()));
+        assert!(
+            missing.is_dir(),
+            "an unset type creates a missing path, as containerd"
+        );
+        let socket = dir.join("s");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        assert_eq!(check_host_path(&socket, HostPathType::Socket), Ok(()));
+        assert_eq!(HostPathType::parse("Bogus"), None);
+        assert_eq!(HostPathType::parse(""), Some(HostPathType::Unset));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
     use std::os::unix::fs::MetadataExt;
 
     fn pod_with(volumes: Vec<super::super::spec::VolumeSpec>, fs_group: Option<u32>) -> PodSpec {
@@ -387,6 +516,7 @@ mod tests {
             init_containers: Vec::new(),
             containers: Vec::new(),
             volumes,
+            host_network: false,
             fs_group,
         }
     }

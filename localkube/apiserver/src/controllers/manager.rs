@@ -28,6 +28,7 @@ fn all() -> Vec<Box<dyn Controller>> {
         Box::new(super::workloads::DeploymentController),
         Box::new(super::workloads::ReplicaSetController),
         Box::new(super::statefulset::StatefulSetController),
+        Box::new(super::daemonset::DaemonSetController),
         Box::new(super::job::JobController),
         Box::new(super::nodes::Scheduler),
         Box::new(super::endpoints::EndpointsController),

@@ -1,5 +1,5 @@
 //! Controllers running inside the server process on the store: namespaces, service
-//! accounts and tokens, scheduling, Deployments/ReplicaSets, StatefulSets, Jobs, Endpoints and
+//! accounts and tokens, scheduling, Deployments/ReplicaSets, StatefulSets, DaemonSets, Jobs, Endpoints and
 //! EndpointSlices, garbage collection, NoExecute taint eviction, the `core/v1` mirror of
 //! `events.k8s.io/v1` Events and the APIServices of served group versions.
 //!
@@ -8,6 +8,7 @@
 //! status through `cluster.modify(.., "status", ..)`.
 
 mod apiservices;
+mod daemonset;
 mod endpoints;
 mod events;
 mod gc;
@@ -20,5 +21,5 @@ mod statefulset;
 mod taints;
 mod workloads;
 
-pub use manager::{run, Controller};
+pub use manager::{record_event, run, Controller};
 pub use taints::tolerates;

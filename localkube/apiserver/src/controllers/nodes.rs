@@ -64,15 +64,39 @@ fn term_matches(term: &Value, node: &Value) -> bool {
         && !(exprs.is_empty() && fields.is_empty())
 }
 
+/// Why a node does not fit a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Misfit {
+    /// The nodeSelector or the required node affinity does not match.
+    Selector,
+    /// A NoSchedule or NoExecute taint (or `spec.unschedulable`) is not tolerated.
+    Taint,
+}
+
+impl Misfit {
+    /// The scheduler's words for it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Misfit::Selector => "node(s) didn't match Pod's node affinity/selector",
+            Misfit::Taint => "node(s) had untolerated taint",
+        }
+    }
+}
+
 /// Why a node does not fit a pod (`None`: it fits).
 pub fn misfit(pod: &Value, node: &Value) -> Option<&'static str> {
+    misfit_with(pod, node).map(Misfit::reason)
+}
+
+/// As [`misfit`], typed.
+pub fn misfit_with(pod: &Value, node: &Value) -> Option<Misfit> {
     if let Some(sel) = pod.pointer("/spec/nodeSelector").and_then(Value::as_object) {
         let labels = node.pointer("/metadata/labels");
         if !sel
             .iter()
             .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
         {
-            return Some("node(s) didn't match Pod's node affinity/selector");
+            return Some(Misfit::Selector);
         }
     }
     if let Some(terms) = pod
@@ -80,7 +104,7 @@ pub fn misfit(pod: &Value, node: &Value) -> Option<&'static str> {
         .and_then(Value::as_array)
     {
         if !terms.iter().any(|t| term_matches(t, node)) {
-            return Some("node(s) didn't match Pod's node affinity/selector");
+            return Some(Misfit::Selector);
         }
     }
     let tolerations: Vec<Value> = pod
@@ -101,7 +125,7 @@ pub fn misfit(pod: &Value, node: &Value) -> Option<&'static str> {
         .filter(|t| matches!(meta::str_at(t, "/effect"), "NoSchedule" | "NoExecute"))
     {
         if !tolerations.iter().any(|tol| tolerates(tol, t)) {
-            return Some("node(s) had untolerated taint");
+            return Some(Misfit::Taint);
         }
     }
     None

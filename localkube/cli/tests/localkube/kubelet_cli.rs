@@ -213,12 +213,39 @@ fn up_runs_pods_fault_reaches_it_down_cleans_up() -> Result<()> {
     let started = Instant::now();
     localkube(&["up", "--detach", "--nodes", "iad,pdx,reader"], &dir)?;
     let result = scenario(&dir, started);
+    let cgroups_while_up = cluster_cgroups(&prefix);
     let down = localkube(&["down"], &dir);
     result?;
     down?;
     let left = netns_with(&prefix);
     ensure!(left.is_empty(), "netns left behind: {left:?}");
+    // docs/design/localkube.md "What the in-cluster fault agent needs": the cluster's
+    // container cgroups exist while it runs and `down` removes them.
+    ensure!(
+        !cgroups_while_up.is_empty(),
+        "no container cgroups of the cluster while it ran"
+    );
+    let left = cluster_cgroups(&prefix);
+    ensure!(left.is_empty(), "cgroups left behind: {left:?}");
     Ok(())
+}
+
+/// The cluster's cgroup roots (`/sys/fs/cgroup/<hierarchy>/localkube-<prefix>`, or the v2
+/// root's) that exist.
+fn cluster_cgroups(prefix: &str) -> Vec<std::path::PathBuf> {
+    let name = localkube::node::cgroups::root_name(prefix);
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join(&name))
+        .filter(|p| p.is_dir())
+        .collect();
+    let v2 = Path::new("/sys/fs/cgroup").join(&name);
+    if v2.is_dir() {
+        found.push(v2);
+    }
+    found
 }
 
 const APPS_POD: &str = r#"

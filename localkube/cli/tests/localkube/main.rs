@@ -6,8 +6,10 @@
 mod support;
 
 mod apiserver_cli;
+mod kubelet_agent;
 mod kubelet_cli;
 mod kubelet_clock;
+mod kubelet_daemonset;
 mod kubelet_dns;
 mod kubelet_exec;
 mod kubelet_faults;

@@ -124,6 +124,7 @@ fn mariadb_pod(name: &str, node: &str) -> PodSpec {
                 }]),
             },
         ],
+        host_network: false,
         fs_group: None,
     }
 }

@@ -67,6 +67,7 @@ pub fn pod(name: &str, node: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         init_containers: vec![],
         containers,
         volumes: vec![],
+        host_network: false,
         fs_group: None,
     }
 }
