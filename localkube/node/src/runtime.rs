@@ -497,8 +497,9 @@ impl PodRuntime {
     pub fn netns_of_ip(&self, ip: Ipv4Addr) -> Option<std::path::PathBuf> {
         lock(&self.inner.pods)
             .values()
-            .find(|pod| pod.sandbox.ip == ip)
-            .map(|pod| pod.sandbox.netns_path.clone())
+            .filter_map(|pod| pod.sandbox.as_ref())
+            .find(|sandbox| sandbox.ip == ip)
+            .map(|sandbox| sandbox.netns_path.clone())
     }
 
     /// For the Service proxy: pod to pod through a Service is dialled from the client pod's
