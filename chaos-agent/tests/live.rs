@@ -9,7 +9,8 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -530,6 +531,42 @@ fn assert_cut_off(address: &str, when: &str) {
     );
 }
 
+/// An echo server on `address` inside the network namespace `netns` (a thread of this test
+/// enters it): returns its port.
+fn echo_server_in(netns: &str, address: &str) -> u16 {
+    let namespace = std::fs::File::open(format!("/run/netns/{netns}")).unwrap();
+    let address = address.to_owned();
+    let (port_sender, port) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        nix::sched::setns(&namespace, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let listener = TcpListener::bind((address.as_str(), 0)).unwrap();
+        port_sender
+            .send(listener.local_addr().unwrap().port())
+            .unwrap();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 64];
+                while let Ok(read) = stream.read(&mut buffer) {
+                    if read == 0 || stream.write_all(&buffer[..read]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port.recv().unwrap()
+}
+
+/// Sends `byte` and reads the echo within `wait`.
+fn echo(stream: &mut TcpStream, byte: u8, wait: Duration) -> std::io::Result<u8> {
+    stream.set_read_timeout(Some(wait))?;
+    stream.write_all(&[byte])?;
+    let mut answer = [0u8; 1];
+    stream.read_exact(&mut answer)?;
+    Ok(answer[0])
+}
+
 // A partition drops every packet between the pod's network namespace and the peers until
 // it ends, and its end leaves nothing of the agent's in the namespace (docs/design/style.md
 // rule 14: a fault owns its rules, removed as a whole).
@@ -554,6 +591,13 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
     assert_ne!(procfs.netns(pid).unwrap(), procfs.netns(own).unwrap());
     assert_reachable(&inside_ip, "before the partition");
 
+    let port = echo_server_in(fixture.netns.as_deref().unwrap(), &inside_ip);
+    let mut established = TcpStream::connect((inside_ip.as_str(), port)).unwrap();
+    assert_eq!(
+        echo(&mut established, b'a', Duration::from_secs(5)).unwrap(),
+        b'a'
+    );
+
     // The library, as the agent calls it once it has a pid in the pod's namespace.
     let peers = vec![
         Peer::parse(&host_ip).unwrap(),
@@ -567,6 +611,12 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
     );
     assert!(partition::present(pid, id, Backend::Nft).unwrap());
     assert_cut_off(&inside_ip, "during the partition");
+    // The connection made before the partition is cut too.
+    let during = echo(&mut established, b'b', Duration::from_millis(700));
+    assert!(
+        during.is_err(),
+        "an established connection still answered: {during:?}"
+    );
     let healed = partition::heal(pid, id, Backend::Nft).unwrap();
     assert!(
         healed.contains("no longer listed") && !healed.contains("(0 packets"),
@@ -574,6 +624,31 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
     );
     assert!(!partition::present(pid, id, Backend::Nft).unwrap());
     assert_reachable(&inside_ip, "after the partition ended");
+    // TCP retransmits the byte sent into the partition; its echo arrives once it is over.
+    let mut answer = [0u8; 1];
+    established
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    established.read_exact(&mut answer).unwrap();
+    assert_eq!(answer[0], b'b');
+
+    // The iptables fallback, where the machine has it.
+    if bloodraven_chaos_agent::command::find_program("iptables").is_some() {
+        let id = id + 1;
+        let effect = partition::apply(pid, id, Backend::Iptables, &peers).unwrap();
+        assert!(
+            effect.contains(&format!("chain BR-CHAOS-{id} listed")),
+            "{effect}"
+        );
+        assert!(partition::present(pid, id, Backend::Iptables).unwrap());
+        assert_cut_off(&inside_ip, "during the iptables partition");
+        let healed = partition::heal(pid, id, Backend::Iptables).unwrap();
+        assert!(healed.contains("no longer listed"), "{healed}");
+        assert!(!partition::present(pid, id, Backend::Iptables).unwrap());
+        assert_reachable(&inside_ip, "after the iptables partition ended");
+    } else {
+        eprintln!("iptables is not installed: the iptables fallback is not tested live here");
+    }
 
     // The same through the agent's request path.
     let state = tempfile::tempdir().unwrap();
