@@ -1,0 +1,293 @@
+//! Finding a target: the namespace guard, the pod as read from the API (a [`Locator`]), and
+//! the pure choice of the container id (or the pod uid, for a partition) from it. What the
+//! faults need next, pids and a network namespace, comes from `/proc` ([`crate::procfs`]).
+
+use std::future::Future;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::cgroup::ContainerId;
+use crate::error::{Error, Result};
+
+/// Refuses a namespace outside `allowed` (the agent's `--namespaces`).
+pub fn check_namespace(namespace: &str, allowed: &[String]) -> Result<()> {
+    if allowed.iter().any(|a| a == namespace) {
+        return Ok(());
+    }
+    Err(Error::NamespaceRefused {
+        namespace: namespace.to_owned(),
+        allowed: if allowed.is_empty() {
+            "none".to_owned()
+        } else {
+            allowed.join(", ")
+        },
+    })
+}
+
+/// A container of a pod, as its status shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerView {
+    /// Its name.
+    pub name: String,
+    /// `status.containerStatuses[].containerID` (`containerd://<id>`), once started.
+    pub container_id: Option<String>,
+}
+
+/// What the agent needs of a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodView {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid (the `pod<uid>` of its cgroups).
+    pub uid: String,
+    /// `spec.nodeName`.
+    pub node_name: Option<String>,
+    /// `spec.hostNetwork`.
+    pub host_network: bool,
+    /// Its containers and init containers with a status.
+    pub containers: Vec<ContainerView>,
+}
+
+impl PodView {
+    /// The view of a Pod object.
+    pub fn from_pod(pod: &Pod) -> PodView {
+        let status = pod.status.as_ref();
+        let containers = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .into_iter()
+            .flatten()
+            .chain(
+                status
+                    .and_then(|s| s.init_container_statuses.as_ref())
+                    .into_iter()
+                    .flatten(),
+            )
+            .map(|c| ContainerView {
+                name: c.name.clone(),
+                container_id: c.container_id.clone().filter(|id| !id.is_empty()),
+            })
+            .collect();
+        PodView {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            host_network: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.host_network)
+                .unwrap_or(false),
+            containers,
+        }
+    }
+
+    fn check_node(&self, agent_node: Option<&str>) -> Result<()> {
+        let Some(agent_node) = agent_node else {
+            return Ok(());
+        };
+        let pod_node = self.node_name.clone().unwrap_or_default();
+        if pod_node == agent_node {
+            return Ok(());
+        }
+        Err(Error::WrongNode {
+            namespace: self.namespace.clone(),
+            pod: self.name.clone(),
+            pod_node,
+            agent_node: agent_node.to_owned(),
+        })
+    }
+
+    /// The id of `container`, on this agent's node.
+    pub fn container_target(
+        &self,
+        container: &str,
+        agent_node: Option<&str>,
+    ) -> Result<ContainerId> {
+        self.check_node(agent_node)?;
+        let fail = |reason: String| Error::Container {
+            namespace: self.namespace.clone(),
+            pod: self.name.clone(),
+            container: container.to_owned(),
+            reason,
+        };
+        let Some(view) = self.containers.iter().find(|c| c.name == container) else {
+            let names: Vec<&str> = self.containers.iter().map(|c| c.name.as_str()).collect();
+            return Err(fail(format!(
+                "the pod's status lists no such container (it lists: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        };
+        let raw = view
+            .container_id
+            .as_deref()
+            .ok_or_else(|| fail("its status has no containerID yet (not started)".to_owned()))?;
+        ContainerId::parse(raw)
+    }
+
+    /// The pod uid and every container id, for a partition: on this node, not on the host's
+    /// network.
+    pub fn network_target(&self, agent_node: Option<&str>) -> Result<(String, Vec<ContainerId>)> {
+        self.check_node(agent_node)?;
+        if self.host_network {
+            return Err(Error::PodLookup {
+                namespace: self.namespace.clone(),
+                pod: self.name.clone(),
+                reason: "refused: the pod uses the node's network (hostNetwork): a partition would cut off the node".to_owned(),
+            });
+        }
+        crate::cgroup::check_id(&self.uid).map_err(|reason| Error::PodLookup {
+            namespace: self.namespace.clone(),
+            pod: self.name.clone(),
+            reason: format!("its uid is unusable: {reason}"),
+        })?;
+        let ids = self
+            .containers
+            .iter()
+            .filter_map(|c| c.container_id.as_deref())
+            .map(ContainerId::parse)
+            .collect::<Result<Vec<_>>>()?;
+        Ok((self.uid.clone(), ids))
+    }
+}
+
+/// How the agent reads a pod (the API in production, a fixed view in tests).
+pub trait Locator: Send + Sync + 'static {
+    /// The pod `namespace/name`.
+    fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<PodView>> + Send;
+}
+
+/// The API, through kube-rs with the in-cluster (or kubeconfig) configuration.
+#[derive(Clone)]
+pub struct KubeLocator {
+    /// The client.
+    pub client: kube::Client,
+}
+
+impl KubeLocator {
+    /// A client from the in-cluster service account (or `$KUBECONFIG`).
+    pub async fn try_default() -> Result<KubeLocator> {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|error| Error::Client(error.to_string()))?;
+        Ok(KubeLocator { client })
+    }
+}
+
+impl Locator for KubeLocator {
+    async fn pod(&self, namespace: &str, name: &str) -> Result<PodView> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        let pod = api.get(name).await.map_err(|error| Error::PodLookup {
+            namespace: namespace.to_owned(),
+            pod: name.to_owned(),
+            reason: error.to_string(),
+        })?;
+        Ok(PodView::from_pod(&pod))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c38428142970";
+
+    // The agent acts only in the namespaces it was given (the harness's playground and its
+    // own), so a mistaken or hostile request cannot reach other workloads of the cluster.
+    #[test]
+    fn the_namespace_guard_names_the_namespace_and_the_allowed_list() {
+        let allowed = vec![
+            "bloodraven-playground".to_owned(),
+            "bloodraven-harness".to_owned(),
+        ];
+        assert!(check_namespace("bloodraven-playground", &allowed).is_ok());
+        let error = check_namespace("kube-system", &allowed)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "refused: namespace \"kube-system\" is not one this agent may touch (allowed: bloodraven-playground, bloodraven-harness)"
+        );
+        assert!(check_namespace("x", &[])
+            .unwrap_err()
+            .to_string()
+            .contains("allowed: none"));
+    }
+
+    fn pod(json: serde_json::Value) -> PodView {
+        PodView::from_pod(&serde_json::from_value(json).unwrap())
+    }
+
+    fn site_pod() -> PodView {
+        pod(serde_json::json!({
+            "metadata": {"namespace": "br", "name": "iad-0", "uid": "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11"},
+            "spec": {"nodeName": "node-iad", "containers": [{"name": "mysql"}, {"name": "sidecar"}]},
+            "status": {
+                "containerStatuses": [
+                    {"name": "mysql", "containerID": format!("containerd://{ID}"), "image": "", "imageID": "", "ready": true, "restartCount": 0},
+                    {"name": "sidecar", "image": "", "imageID": "", "ready": false, "restartCount": 0}
+                ],
+                "initContainerStatuses": [
+                    {"name": "init", "containerID": format!("cri-o://{ID}"), "image": "", "imageID": "", "ready": false, "restartCount": 0}
+                ]
+            }
+        }))
+    }
+
+    #[test]
+    fn the_container_id_comes_from_the_status_on_this_node_only() {
+        let view = site_pod();
+        assert_eq!(view.containers.len(), 3);
+        let id = view.container_target("mysql", Some("node-iad")).unwrap();
+        assert_eq!(id.to_string(), format!("containerd://{ID}"));
+        assert_eq!(view.container_target("mysql", None).unwrap().id, ID);
+        assert_eq!(
+            view.container_target("init", Some("node-iad"))
+                .unwrap()
+                .runtime,
+            "cri-o"
+        );
+        let error = |container: &str, node: &str| {
+            view.container_target(container, Some(node))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            error("mysql", "node-pdx"),
+            "refused: pod br/iad-0 runs on node \"node-iad\", not on this agent's node \"node-pdx\": ask the agent of that node"
+        );
+        assert!(error("sidecar", "node-iad").contains("no containerID yet"));
+        let absent = error("mysqld", "node-iad");
+        assert!(
+            absent.contains("container \"mysqld\" of pod br/iad-0")
+                && absent.contains("lists: mysql, sidecar, init"),
+            "{absent}"
+        );
+        let unscheduled = pod(serde_json::json!({"metadata": {"namespace": "br", "name": "p"}}));
+        assert!(unscheduled
+            .container_target("mysql", Some("n"))
+            .unwrap_err()
+            .to_string()
+            .contains("runs on node \"\""));
+    }
+
+    #[test]
+    fn a_partition_targets_the_pod_but_never_the_hosts_network() {
+        let (uid, ids) = site_pod().network_target(Some("node-iad")).unwrap();
+        assert_eq!(uid, "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11");
+        assert_eq!(ids.len(), 2);
+        let mut host = site_pod();
+        host.host_network = true;
+        assert!(host
+            .network_target(Some("node-iad"))
+            .unwrap_err()
+            .to_string()
+            .contains("hostNetwork"));
+        assert!(site_pod().network_target(Some("other")).is_err());
+    }
+}

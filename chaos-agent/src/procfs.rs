@@ -1,0 +1,293 @@
+//! Reading `/proc` (any proc root, so tests can use a fake tree): which pids are a
+//! container's, the state of every thread of a process, a process's network namespace.
+
+use std::path::{Path, PathBuf};
+
+use crate::cgroup;
+use crate::error::{Error, Result};
+
+/// A process found in a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Its pid (in the agent's pid namespace: the host's, with `hostPID`).
+    pub pid: i32,
+    /// Its command name (`comm`), for messages.
+    pub comm: String,
+}
+
+impl std::fmt::Display for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.pid, self.comm)
+    }
+}
+
+/// A scheduler state letter from `/proc/<pid>/task/<tid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskState(pub char);
+
+impl TaskState {
+    /// Stopped by a signal (`T`) or by a tracer (`t`).
+    pub fn is_stopped(self) -> bool {
+        matches!(self.0, 'T' | 't')
+    }
+
+    /// Stopped by a signal (`T`): what a thaw must leave none of.
+    pub fn is_signal_stopped(self) -> bool {
+        self.0 == 'T'
+    }
+
+    /// Dead or a zombie (`Z`, `X`, `x`): it runs no code any more, only waits to be reaped.
+    pub fn is_dead(self) -> bool {
+        matches!(self.0, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses a `stat` line: `tid (comm) S ppid ...`. The comm may hold spaces and parentheses,
+/// so the state is the first field after the *last* `)`.
+pub fn parse_stat(text: &str) -> Option<(String, TaskState)> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let comm = text[open + 1..close].to_owned();
+    let state = text[close + 1..].trim_start().chars().next()?;
+    state
+        .is_ascii_alphabetic()
+        .then_some((comm, TaskState(state)))
+}
+
+/// A thread of a process and its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thread {
+    /// The thread id.
+    pub tid: i32,
+    /// Its comm.
+    pub comm: String,
+    /// Its state.
+    pub state: TaskState,
+}
+
+/// A proc filesystem rooted at `root` (`/proc` in production).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcFs {
+    /// The root.
+    pub root: PathBuf,
+}
+
+impl Default for ProcFs {
+    fn default() -> Self {
+        ProcFs {
+            root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+fn numeric_entries(dir: &Path) -> Result<Vec<i32>> {
+    let entries = std::fs::read_dir(dir).map_err(Error::io(format!("list {}", dir.display())))?;
+    let mut ids: Vec<i32> = entries
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|id| *id > 0)
+        .collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+impl ProcFs {
+    /// A proc filesystem at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> ProcFs {
+        ProcFs { root: root.into() }
+    }
+
+    /// Every process of the containers `ids`, by pid. A process that exits while it is read
+    /// is skipped; pid 1 and the agent itself are never returned (style rule 14: the agent
+    /// never falls back to PID 1).
+    pub fn container_processes(&self, ids: &[String]) -> Result<Vec<Process>> {
+        let own_pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+        let mut found = Vec::new();
+        for pid in numeric_entries(&self.root)? {
+            if pid == 1 || pid == own_pid {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(self.root.join(pid.to_string()).join("cgroup"))
+            else {
+                continue;
+            };
+            if cgroup::pids_in_containers([(pid, text.as_str())], ids).is_empty() {
+                continue;
+            }
+            found.push(Process {
+                pid,
+                comm: self.comm(pid).unwrap_or_default(),
+            });
+        }
+        Ok(found)
+    }
+
+    /// Every process under the pod `uid`'s cgroup, the sandbox included, that is not a
+    /// zombie (same exclusions as [`Self::container_processes`]).
+    pub fn pod_processes(&self, uid: &str) -> Result<Vec<Process>> {
+        let own_pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+        let mut found = Vec::new();
+        for pid in numeric_entries(&self.root)? {
+            if pid == 1 || pid == own_pid {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(self.root.join(pid.to_string()).join("cgroup"))
+            else {
+                continue;
+            };
+            if cgroup::cgroup_text_in_pod(&text, uid) && self.is_alive(pid) {
+                found.push(Process {
+                    pid,
+                    comm: self.comm(pid).unwrap_or_default(),
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    /// Every process of the containers `ids` that still runs code (not a zombie).
+    pub fn live_container_processes(&self, ids: &[String]) -> Result<Vec<Process>> {
+        Ok(self
+            .container_processes(ids)?
+            .into_iter()
+            .filter(|process| self.is_alive(process.pid))
+            .collect())
+    }
+
+    /// A process's comm ("" once it is gone).
+    pub fn comm(&self, pid: i32) -> Option<String> {
+        let text = std::fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
+        parse_stat(&text).map(|(comm, _)| comm)
+    }
+
+    /// Whether `pid` exists and is not a zombie.
+    pub fn is_alive(&self, pid: i32) -> bool {
+        std::fs::read_to_string(self.root.join(pid.to_string()).join("stat"))
+            .ok()
+            .and_then(|text| parse_stat(&text))
+            .is_some_and(|(_, state)| !state.is_dead())
+    }
+
+    /// Every thread of `pid` and its state (empty once the process is gone).
+    pub fn threads(&self, pid: i32) -> Vec<Thread> {
+        let task = self.root.join(pid.to_string()).join("task");
+        let Ok(tids) = numeric_entries(&task) else {
+            return Vec::new();
+        };
+        tids.into_iter()
+            .filter_map(|tid| {
+                let text = std::fs::read_to_string(task.join(tid.to_string()).join("stat")).ok()?;
+                let (comm, state) = parse_stat(&text)?;
+                Some(Thread { tid, comm, state })
+            })
+            .collect()
+    }
+
+    /// The network namespace of `pid`, as its `ns/net` link reads (`net:[4026532281]`).
+    pub fn netns(&self, pid: i32) -> Result<String> {
+        let link = self.root.join(pid.to_string()).join("ns").join("net");
+        let target =
+            std::fs::read_link(&link).map_err(Error::io(format!("read {}", link.display())))?;
+        Ok(target.to_string_lossy().into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_give_comm_and_state_even_with_parentheses_in_comm() {
+        let (comm, state) = parse_stat("1234 (mysqld) S 1 1234 1234 0 -1 4194560").unwrap();
+        assert_eq!(comm, "mysqld");
+        assert_eq!(state, TaskState('S'));
+        let (comm, state) = parse_stat("77 (a (b) c) T 1 2 3").unwrap();
+        assert_eq!(comm, "a (b) c");
+        assert!(state.is_stopped() && state.is_signal_stopped());
+        let (comm, state) = parse_stat("78 (x) R)) ) t 1").unwrap();
+        assert_eq!(comm, "x) R)) ");
+        assert!(state.is_stopped() && !state.is_signal_stopped());
+        let (comm, state) = parse_stat("79 (with space) Z 1").unwrap();
+        assert_eq!(comm, "with space");
+        assert!(state.is_dead() && !state.is_stopped());
+        assert_eq!(parse_stat("80 () R 1").unwrap().0, "");
+        assert_eq!(parse_stat(""), None);
+        assert_eq!(parse_stat("81 (unterminated R 1"), None);
+        assert_eq!(parse_stat("82 (x)"), None);
+        assert_eq!(parse_stat("83 (x) 5"), None);
+        assert_eq!(parse_stat("84 )x( R"), None);
+    }
+
+    const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    // The scan of a fake /proc tree: the container's processes, and none of its neighbours,
+    // the host's init or the agent (docs/design/style.md rule 14).
+    #[test]
+    fn a_fake_proc_tree_yields_the_containers_processes_and_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let ours = format!("0::/kubepods/pod1/{ID}\n");
+        write(root, "1/cgroup", &ours);
+        write(root, "1/stat", "1 (init) S 0");
+        write(root, "40/cgroup", &ours);
+        write(root, "40/stat", "40 (mysqld) S 1");
+        write(root, "40/task/40/stat", "40 (mysqld) T 1");
+        write(root, "40/task/41/stat", "41 (ib_io (x)) S 1");
+        write(
+            root,
+            "12/cgroup",
+            &format!("4:memory:/kubepods/pod1/{ID}\n"),
+        );
+        write(root, "12/stat", "12 (sleep child) Z 40");
+        write(root, "13/cgroup", "0::/kubepods/pod1/other\n");
+        write(root, "13/stat", "13 (other) S 1");
+        write(root, "self/cgroup", &ours);
+        write(root, "notapid/cgroup", &ours);
+        std::fs::create_dir_all(root.join("99")).unwrap(); // exited between list and read
+        let procfs = ProcFs::new(root);
+        let found = procfs.container_processes(&[ID.to_owned()]).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                Process {
+                    pid: 12,
+                    comm: "sleep child".into()
+                },
+                Process {
+                    pid: 40,
+                    comm: "mysqld".into()
+                },
+            ]
+        );
+        let live = procfs.live_container_processes(&[ID.to_owned()]).unwrap();
+        assert_eq!(live.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![40]);
+        let threads = procfs.threads(40);
+        assert_eq!(threads.len(), 2);
+        assert_eq!(threads[1].comm, "ib_io (x)");
+        assert_eq!(threads[1].state, TaskState('S'));
+        assert!(procfs.threads(99).is_empty());
+        assert!(ProcFs::new(root.join("absent"))
+            .container_processes(&[ID.to_owned()])
+            .unwrap_err()
+            .to_string()
+            .contains("absent"));
+    }
+
+    #[test]
+    fn the_real_proc_shows_this_process_running() {
+        let procfs = ProcFs::default();
+        let pid = i32::try_from(std::process::id()).unwrap();
+        assert!(procfs.is_alive(pid));
+        assert!(!procfs.threads(pid).is_empty());
+        assert!(procfs.netns(pid).unwrap().starts_with("net:["));
+    }
+}
