@@ -140,9 +140,42 @@ pub fn unavailable_sentence(kind: ClusterKind) -> String {
     )
 }
 
+/// How process, node and network faults reach a cluster (`--fault-driver`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultDriverKind {
+    /// The backend's own way where it has one (localkube's fault socket), else the agent.
+    Auto,
+    /// The backend's own way only (localkube's fault socket).
+    Native,
+    /// The in-cluster fault agent only, through the Kubernetes API: the portable path, the
+    /// same on every backend (localkube's fault socket is never used).
+    Agent,
+}
+
+/// What the in-cluster fault agent path can do that a scenario may require: nothing beyond
+/// kill, freeze and partition yet (no clock offset, no node stop, no external-dns stop).
+pub fn agent_capabilities() -> std::collections::BTreeSet<Capability> {
+    std::collections::BTreeSet::new()
+}
+
+/// What localkube's own fault socket can do beyond the agent.
+pub fn localkube_capabilities() -> std::collections::BTreeSet<Capability> {
+    [
+        Capability::ClockOffset,
+        Capability::StopNode,
+        Capability::StopExternalDns,
+    ]
+    .into()
+}
+
 /// What the backends need to create a cluster.
 #[derive(Debug, Clone)]
 pub struct BackendConfig {
+    /// How faults reach the cluster.
+    pub fault_driver: FaultDriverKind,
     /// The workspace root (fixtures, kind/, Dockerfiles).
     pub root: std::path::PathBuf,
     /// The directory of the workspace's built binaries (localkube, bloodraven, ...).
@@ -197,6 +230,7 @@ impl BackendConfig {
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| root.join(".localkube-harness"));
         Self {
+            fault_driver: FaultDriverKind::Auto,
             root,
             bin_dir,
             state_dir,
@@ -214,12 +248,14 @@ pub fn select_backend(kind: ClusterKind, config: &BackendConfig) -> Result<Box<d
                 bin_dir: config.bin_dir.clone(),
                 state_dir: config.state_dir.clone(),
                 image_overrides: config.image_overrides.clone(),
+                fault_driver: config.fault_driver,
             },
         ))),
         ClusterKind::Kubeconfig => Ok(Box::new(
             crate::backends::kubeconfig::KubeconfigBackend::from_env(
                 config.root.clone(),
                 config.bin_dir.clone(),
+                config.fault_driver,
             )?,
         )),
         ClusterKind::Kind => crate::backends::kind_backend(config),

@@ -62,8 +62,10 @@ impl Image {
 }
 
 /// The workspace's images, in build order. The operator renders `bloodraven:<version>` and
-/// `bloodraven/sidecar:<version>`; the playground's counter runs `bloodraven/counter:<version>`.
-pub const IMAGES: [Image; 4] = [
+/// `bloodraven/sidecar:<version>`; the playground's counter runs `bloodraven/counter:<version>`;
+/// the harness's in-cluster workload and fault agent run `bloodraven/workload:<version>` and
+/// `bloodraven/chaos-agent:<version>`.
+pub const IMAGES: [Image; 6] = [
     Image {
         target: "operator",
         repository: "bloodraven",
@@ -87,6 +89,18 @@ pub const IMAGES: [Image; 4] = [
         repository: "bloodraven/kubectl-bloodraven",
         package: "kubectl-bloodraven",
         binary: "kubectl-bloodraven",
+    },
+    Image {
+        target: "workload",
+        repository: "bloodraven/workload",
+        package: "bloodraven-harness",
+        binary: "bloodraven-workload",
+    },
+    Image {
+        target: "chaos-agent",
+        repository: "bloodraven/chaos-agent",
+        package: "bloodraven-chaos-agent",
+        binary: "bloodraven-chaos-agent",
     },
 ];
 
@@ -662,6 +676,8 @@ mod tests {
                 "bloodraven/sidecar:0.1.0",
                 "bloodraven/counter:0.1.0",
                 "bloodraven/kubectl-bloodraven:0.1.0",
+                "bloodraven/workload:0.1.0",
+                "bloodraven/chaos-agent:0.1.0",
                 "bloodraven:upgrade-a",
                 "bloodraven:upgrade-b",
                 "mariadb:10.11",
@@ -678,6 +694,8 @@ mod tests {
                 "docker build -f operator/deploy/Dockerfile --target sidecar -t bloodraven/sidecar:0.1.0 .",
                 "docker build -f operator/deploy/Dockerfile --target counter -t bloodraven/counter:0.1.0 .",
                 "docker build -f operator/deploy/Dockerfile --target plugin -t bloodraven/kubectl-bloodraven:0.1.0 .",
+                "docker build -f operator/deploy/Dockerfile --target workload -t bloodraven/workload:0.1.0 .",
+                "docker build -f operator/deploy/Dockerfile --target chaos-agent -t bloodraven/chaos-agent:0.1.0 .",
                 "docker tag bloodraven:0.1.0 bloodraven:upgrade-a",
                 "docker tag bloodraven:0.1.0 bloodraven:upgrade-b",
                 "docker pull mariadb:10.11",
@@ -987,7 +1005,7 @@ mod tests {
         expected.push(create_cluster_command(&config));
         expected.extend(load_images_commands(&config));
         assert_eq!(logged(&log), expected_log(&expected));
-        assert_eq!(logged(&log).len(), 4 + 2 + 1 + 1 + 7);
+        assert_eq!(logged(&log).len(), 6 + 2 + 1 + 1 + 9);
 
         backend.delete_cluster().expect("delete");
         assert_eq!(

@@ -20,11 +20,17 @@ pub struct KubeconfigBackend {
     pub root: PathBuf,
     /// The workspace's binaries.
     pub bin_dir: PathBuf,
+    /// How faults reach the cluster.
+    pub fault_driver: crate::backend::FaultDriverKind,
 }
 
 impl KubeconfigBackend {
     /// From `$KUBECONFIG`, else `~/.kube/config`.
-    pub fn from_env(root: PathBuf, bin_dir: PathBuf) -> Result<Self> {
+    pub fn from_env(
+        root: PathBuf,
+        bin_dir: PathBuf,
+        fault_driver: crate::backend::FaultDriverKind,
+    ) -> Result<Self> {
         let kubeconfig = std::env::var_os("KUBECONFIG")
             .map(PathBuf::from)
             .or_else(|| {
@@ -39,6 +45,7 @@ impl KubeconfigBackend {
             kubeconfig,
             root,
             bin_dir,
+            fault_driver,
         })
     }
 }
@@ -58,7 +65,7 @@ pub struct NoDriver;
 fn refused(what: &str) -> Error {
     Error::Cluster {
         action: what.to_owned(),
-        reason: "the kubeconfig backend reaches this cluster only through its API; process, node and network faults need --cluster localkube or kind".to_owned(),
+        reason: "--fault-driver native has no way to reach this cluster's processes, nodes and network (only a localkube's fault socket is native): use --fault-driver agent".to_owned(),
     }
 }
 
@@ -95,14 +102,25 @@ impl Backend for KubeconfigBackend {
                 bin_dir: self.bin_dir.clone(),
                 image_overrides: Vec::new(),
             };
-            return Ok(Arc::new(super::localkube::connect(&localkube, &self.root)?));
+            return Ok(Arc::new(super::localkube::connect(
+                &localkube,
+                &self.root,
+                self.fault_driver,
+            )?));
         }
         let out_dir = std::env::temp_dir().join("bloodraven-harness");
         Ok(Arc::new(crate::live::LiveCluster::connect(
             &self.kubeconfig,
             crate::playground::install::Fixtures::new(&self.root),
             &out_dir,
-            Box::new(NoDriver),
+            match self.fault_driver {
+                crate::backend::FaultDriverKind::Native => {
+                    crate::live::DriverChoice::Given(Box::new(NoDriver))
+                }
+                crate::backend::FaultDriverKind::Auto | crate::backend::FaultDriverKind::Agent => {
+                    crate::live::DriverChoice::Agent
+                }
+            },
             self.bin_dir.clone(),
         )?))
     }
@@ -113,12 +131,12 @@ impl Backend for KubeconfigBackend {
     }
 
     fn capabilities(&self) -> std::collections::BTreeSet<crate::scenario::model::Capability> {
-        // A localkube's own runtime (its state dir holds the kubeconfig) steps clocks;
-        // another cluster's runtime does not.
+        // A localkube's (its state dir holds the kubeconfig) through its fault socket; any
+        // other cluster through the agent.
         if localkube_state_dir(&self.kubeconfig).is_some() {
-            [crate::scenario::model::Capability::ClockOffset].into()
+            super::localkube::capabilities(self.fault_driver)
         } else {
-            std::collections::BTreeSet::new()
+            crate::backend::agent_capabilities()
         }
     }
 }

@@ -24,6 +24,8 @@ pub struct LocalkubeBackendConfig {
     pub state_dir: PathBuf,
     /// Images mapped to other binaries (`--upgrade-from-bin`, `--upgrade-to-bin`).
     pub image_overrides: Vec<(String, PathBuf)>,
+    /// How faults reach the cluster.
+    pub fault_driver: crate::backend::FaultDriverKind,
 }
 
 /// Creates a localkube cluster per `create()` (or one for the whole run with `--reuse`).
@@ -47,16 +49,40 @@ impl LocalkubeBackend {
     }
 }
 
-/// Connects a [`LiveCluster`] to the cluster of `kubeconfig` with the localkube driver.
-pub fn connect(localkube: &LocalkubeConfig, root: &Path) -> Result<LiveCluster> {
+/// What a localkube cluster can do with `driver`: everything through its fault socket (its
+/// runtime preloads libfaketime into every container it starts, it stops nodes and its
+/// external-dns stand-in), what the agent can through the agent.
+pub fn capabilities(
+    driver: crate::backend::FaultDriverKind,
+) -> std::collections::BTreeSet<crate::scenario::model::Capability> {
+    match driver {
+        crate::backend::FaultDriverKind::Agent => crate::backend::agent_capabilities(),
+        crate::backend::FaultDriverKind::Auto | crate::backend::FaultDriverKind::Native => {
+            crate::backend::localkube_capabilities()
+        }
+    }
+}
+
+/// Connects a [`LiveCluster`] to the cluster of `kubeconfig` with the localkube driver, or the
+/// in-cluster fault agent (`--fault-driver agent`: the fault socket is never used).
+pub fn connect(
+    localkube: &LocalkubeConfig,
+    root: &Path,
+    driver: crate::backend::FaultDriverKind,
+) -> Result<LiveCluster> {
     let kubeconfig = localkube.kubeconfig();
     LiveCluster::connect(
         &kubeconfig,
         Fixtures::new(root),
         &localkube.state_dir,
-        Box::new(LocalkubeDriver {
-            config: localkube.clone(),
-        }),
+        match driver {
+            crate::backend::FaultDriverKind::Agent => crate::live::DriverChoice::Agent,
+            crate::backend::FaultDriverKind::Auto | crate::backend::FaultDriverKind::Native => {
+                crate::live::DriverChoice::Given(Box::new(LocalkubeDriver {
+                    config: localkube.clone(),
+                }))
+            }
+        },
         localkube.bin_dir.clone(),
     )
 }
@@ -73,7 +99,11 @@ impl Backend for LocalkubeBackend {
             let _ = localkube.down(true);
         }
         localkube.up()?;
-        Ok(Arc::new(connect(&localkube, &self.config.root)?))
+        Ok(Arc::new(connect(
+            &localkube,
+            &self.config.root,
+            self.config.fault_driver,
+        )?))
     }
 
     fn teardown(&self, cluster: Arc<dyn Cluster>) -> Result<()> {
@@ -82,7 +112,6 @@ impl Backend for LocalkubeBackend {
     }
 
     fn capabilities(&self) -> std::collections::BTreeSet<crate::scenario::model::Capability> {
-        // The runtime preloads libfaketime into every container it starts.
-        [crate::scenario::model::Capability::ClockOffset].into()
+        capabilities(self.config.fault_driver)
     }
 }

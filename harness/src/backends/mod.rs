@@ -39,7 +39,14 @@ impl Backend for KindClusterBackend {
             &kubeconfig,
             crate::playground::install::Fixtures::new(&self.config.root),
             &self.config.state_dir,
-            Box::new(kubeconfig::NoDriver),
+            match self.config.fault_driver {
+                crate::backend::FaultDriverKind::Native => {
+                    crate::live::DriverChoice::Given(Box::new(kubeconfig::NoDriver))
+                }
+                crate::backend::FaultDriverKind::Auto | crate::backend::FaultDriverKind::Agent => {
+                    crate::live::DriverChoice::Agent
+                }
+            },
             self.config.bin_dir.clone(),
         )?))
     }

@@ -8,11 +8,14 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 
-/// A fault the driver started and can end (`localkube`'s fault id).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A fault the driver started and can end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DriverFault {
-    /// The driver's id of the fault.
+    /// The driver's id of the fault (`localkube`'s fault id).
     pub id: Option<u64>,
+    /// The in-cluster fault agent's parts of it: (the agent pod's node, the agent's fault
+    /// id); a partition has one per pod it cut.
+    pub agent_faults: Vec<(String, u64)>,
 }
 
 /// How a backend reaches processes, nodes and the network.
@@ -139,6 +142,7 @@ fn parse_id(output: &str, action: &str) -> Result<DriverFault> {
     }
     Ok(DriverFault {
         id: answer.get("id").and_then(Value::as_u64),
+        agent_faults: Vec::new(),
     })
 }
 

@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams, ListParams};
 use kube::Client;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncReadExt as _;
 use tokio::task::JoinHandle;
 
 use super::{topology, workload};
@@ -343,13 +343,7 @@ impl std::fmt::Debug for WorkloadPod {
     }
 }
 
-/// What one exec printed.
-#[derive(Debug)]
-struct ExecOutput {
-    status: Option<Status>,
-    stdout: Vec<u8>,
-    stderr: String,
-}
+use super::exec::ExecOutput;
 
 impl WorkloadPod {
     /// The pod `pod` in `namespace` (container [`WORKLOAD_CONTAINER`], default dir).
@@ -428,52 +422,18 @@ impl WorkloadPod {
 
     /// Runs `argv` to its end, with `stdin` written and closed, bounded by [`CTL_EXEC_MAX`].
     async fn exec(&self, argv: Vec<String>, stdin: Option<Vec<u8>>) -> Result<ExecOutput> {
-        let what = argv.get(1).cloned().unwrap_or_default();
-        let run = async {
-            let mut attached = self.attach(argv, stdin.is_some()).await?;
-            if let (Some(bytes), Some(mut input)) = (stdin, attached.stdin()) {
-                input.write_all(&bytes).await.map_err(|e| {
-                    workload_error(format!("write to {WORKLOAD_BINARY} {what}'s input"), e)
-                })?;
-                input.shutdown().await.map_err(|e| {
-                    workload_error(format!("close {WORKLOAD_BINARY} {what}'s input"), e)
-                })?;
-            }
-            let stdout = attached.stdout();
-            let stderr = attached.stderr();
-            let (stdout, stderr) = tokio::join!(
-                async move {
-                    let mut bytes = Vec::new();
-                    if let Some(mut out) = stdout {
-                        let _ = out.read_to_end(&mut bytes).await;
-                    }
-                    bytes
-                },
-                async move {
-                    let mut text = String::new();
-                    if let Some(mut err) = stderr {
-                        let _ = err.read_to_string(&mut text).await;
-                    }
-                    text
-                }
-            );
-            let status = match attached.take_status() {
-                Some(status) => status.await,
-                None => None,
-            };
-            let _ = attached.join().await;
-            Ok(ExecOutput {
-                status,
-                stdout,
-                stderr,
-            })
-        };
-        tokio::time::timeout(CTL_EXEC_MAX, run).await.map_err(|_| {
-            workload_error(
-                format!("run {WORKLOAD_BINARY} {what} in {}", self.pod),
-                format!("no answer within {} s", CTL_EXEC_MAX.as_secs()),
-            )
-        })?
+        super::exec::exec_collect(
+            &self.client,
+            super::exec::ExecTarget {
+                namespace: &self.namespace,
+                pod: &self.pod,
+                container: &self.container,
+            },
+            argv,
+            stdin,
+            CTL_EXEC_MAX,
+        )
+        .await
     }
 
     /// The standard output of a command that must succeed.

@@ -2,6 +2,9 @@
 //! observations and faults over kube-rs. After cluster creation the backends differ only in
 //! how faults reach processes and nodes ([`faults::FaultDriver`]).
 
+/// The in-cluster fault agent's driver.
+pub mod agent;
+pub mod exec;
 pub mod faults;
 pub mod incluster;
 pub mod observe;
@@ -42,6 +45,14 @@ impl std::fmt::Debug for LiveCluster {
     }
 }
 
+/// Which fault driver a [`LiveCluster`] uses.
+pub enum DriverChoice {
+    /// The backend's own.
+    Given(Box<dyn faults::FaultDriver>),
+    /// The in-cluster fault agent, installed with the playground (the portable path).
+    Agent,
+}
+
 impl LiveCluster {
     /// Connects to the cluster of `kubeconfig`. `driver` injects process and node faults;
     /// `bin_dir` holds `kubectl-bloodraven`.
@@ -49,7 +60,7 @@ impl LiveCluster {
         kubeconfig: &Path,
         fixtures: Fixtures,
         out_dir: &Path,
-        driver: Box<dyn faults::FaultDriver>,
+        driver: DriverChoice,
         bin_dir: PathBuf,
     ) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -61,7 +72,17 @@ impl LiveCluster {
                 reason: e.to_string(),
             })?;
         let client = runtime.block_on(crate::playground::kube::client(kubeconfig))?;
-        let installer = Installer::new(client.clone(), fixtures, out_dir);
+        let mut installer = Installer::new(client.clone(), fixtures, out_dir);
+        let driver: Box<dyn faults::FaultDriver> = match driver {
+            DriverChoice::Given(driver) => driver,
+            DriverChoice::Agent => {
+                installer.with_fault_agent();
+                Box::new(agent::AgentDriver::new(
+                    client.clone(),
+                    runtime.handle().clone(),
+                ))
+            }
+        };
         Ok(Self {
             runtime,
             kubeconfig: kubeconfig.to_path_buf(),

@@ -82,6 +82,9 @@ pub struct Installer {
     fixtures: Fixtures,
     /// Where the installer writes files a person needs (the escrow CA, [`ESCROW_CA_FILE`]).
     out_dir: PathBuf,
+    /// Whether the in-cluster fault agent is installed with the playground (and removed,
+    /// with every fault it left checked undone, at uninstall).
+    fault_agent: bool,
 }
 
 impl std::fmt::Debug for Installer {
@@ -107,7 +110,42 @@ impl Installer {
             client,
             fixtures,
             out_dir: out_dir.into(),
+            fault_agent: false,
         }
+    }
+
+    /// Installs the in-cluster fault agent too (`fixtures/playground/chaos-agent.yaml`).
+    pub fn with_fault_agent(&mut self) {
+        self.fault_agent = true;
+    }
+
+    /// Applies the fault agent and waits until it is ready on every node it should run on.
+    pub async fn install_fault_agent(&self) -> Result<()> {
+        self.apply_file(&self.fixtures.playground("chaos-agent.yaml"))
+            .await?;
+        let api: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            Api::namespaced(self.client.clone(), crate::live::agent::AGENT_NAMESPACE);
+        wait_for(
+            DEPLOYMENT_WAIT_MAX,
+            &format!(
+                "DaemonSet {}/{} ready on every node",
+                crate::live::agent::AGENT_NAMESPACE,
+                crate::live::agent::AGENT_DAEMONSET
+            ),
+            || async {
+                let status = api
+                    .get(crate::live::agent::AGENT_DAEMONSET)
+                    .await
+                    .ok()?
+                    .status?;
+                (status.desired_number_scheduled > 0
+                    && status.number_ready == status.desired_number_scheduled
+                    && status.updated_number_scheduled.unwrap_or(0)
+                        == status.desired_number_scheduled)
+                    .then_some(())
+            },
+        )
+        .await
     }
 
     /// The client.
@@ -181,6 +219,10 @@ impl Installer {
         self.apply_file(&self.fixtures.playground("database.yaml"))
             .await?;
         self.install_counter().await?;
+        if self.fault_agent {
+            say("installing: the in-cluster fault agent (a DaemonSet, waiting for every node)");
+            self.install_fault_agent().await?;
+        }
         say("installing: the harness's in-cluster workload");
         self.apply_file(&self.fixtures.playground("workload.yaml"))
             .await?;
@@ -516,6 +558,12 @@ impl Installer {
     /// tombstones), the ClusterRole/Binding (restoring any RBAC edit on the next install),
     /// demotion taints on every node, and waits until the namespaces are gone. CRDs stay.
     pub async fn uninstall(&self) -> Result<()> {
+        // The fault agent first: every fault it started undone, and checked so, before it goes.
+        let agent = crate::live::agent::AgentDriver::new(
+            self.client.clone(),
+            tokio::runtime::Handle::current(),
+        );
+        agent.cleanup_all().await?;
         let group_api = group_api(&self.client);
         // By metadata: one group that does not decode (scenario 054) must not keep the others
         // (a typed list fails as a whole, loudly, and left them to the namespace's deletion).
@@ -526,19 +574,24 @@ impl Installer {
                 }
             }
         }
-        for namespace in [NAMESPACE, OPERATOR_NAMESPACE, DEPLOYERS_NAMESPACE] {
+        for namespace in UNINSTALLED_NAMESPACES {
             delete(
                 &self.client,
                 &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
             )
             .await?;
         }
-        for kind in ["ClusterRoleBinding", "ClusterRole"] {
-            delete(
-                &self.client,
-                &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": names::OPERATOR_DEPLOYMENT}}),
-            )
-            .await?;
+        for name in [
+            names::OPERATOR_DEPLOYMENT,
+            crate::live::agent::AGENT_DAEMONSET,
+        ] {
+            for kind in ["ClusterRoleBinding", "ClusterRole"] {
+                delete(
+                    &self.client,
+                    &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": name}}),
+                )
+                .await?;
+            }
         }
         self.remove_demotion_taints().await?;
         let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
@@ -546,7 +599,7 @@ impl Installer {
             UNINSTALL_WAIT_MAX,
             "the playground namespaces to be deleted",
             || async {
-                for namespace in [NAMESPACE, OPERATOR_NAMESPACE, DEPLOYERS_NAMESPACE] {
+                for namespace in UNINSTALLED_NAMESPACES {
                     if namespaces.get_opt(namespace).await.ok()?.is_some() {
                         return None;
                     }
@@ -737,6 +790,14 @@ pub fn operator_values(
     }
     values
 }
+
+/// The namespaces an uninstall deletes (and waits for).
+const UNINSTALLED_NAMESPACES: [&str; 4] = [
+    NAMESPACE,
+    OPERATOR_NAMESPACE,
+    DEPLOYERS_NAMESPACE,
+    crate::live::agent::AGENT_NAMESPACE,
+];
 
 /// The in-cluster workload's Deployment (`fixtures/playground/workload.yaml`).
 pub const WORKLOAD_DEPLOYMENT: &str = "bloodraven-workload";

@@ -44,6 +44,16 @@ pub struct Cli {
     /// The run id, the report directory's name (default: the start time, `%Y%m%dT%H%M%SZ`).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
+    /// How process, node and network faults reach the cluster: `agent` is the portable path
+    /// (the in-cluster fault agent through the Kubernetes API only; localkube's fault socket is
+    /// never used), `native` localkube's fault socket, `auto` native where there is one.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        env = "BLOODRAVEN_FAULT_DRIVER"
+    )]
+    pub fault_driver: crate::backend::FaultDriverKind,
     /// The scenario catalogue directory (default: `scenarios/` of the workspace root).
     #[arg(long, env = "BLOODRAVEN_SCENARIOS")]
     pub scenarios: Option<PathBuf>,

@@ -43,6 +43,7 @@ impl RunContext {
     /// A context for the flags; the backend is selected (and may be unavailable).
     pub fn new(cli: &Cli, run_id: String) -> Self {
         let mut config = crate::backend::BackendConfig::for_this_checkout();
+        config.fault_driver = cli.fault_driver;
         config.image_overrides = crate::playground::localkube::operator_builds(
             cli.upgrade_from_bin.as_deref(),
             cli.upgrade_to_bin.as_deref(),

@@ -76,6 +76,12 @@ pub enum Capability {
     /// Stepping one container's wall clock (`clock-offset`): libfaketime preloaded when the
     /// container starts, which localkube's runtime does and a cluster's own runtime does not.
     ClockOffset,
+    /// Stopping and starting a node (`stop-node`, `start-node`): localkube's fault socket
+    /// (the in-cluster fault agent does not do it yet).
+    StopNode,
+    /// Stopping external-dns (`stop-external-dns`): localkube's stand-in for it (the
+    /// in-cluster DNS stand-in is not built yet).
+    StopExternalDns,
 }
 
 impl Capability {
@@ -83,6 +89,8 @@ impl Capability {
     pub const fn name(self) -> &'static str {
         match self {
             Capability::ClockOffset => "clock-offset",
+            Capability::StopNode => "stop-node",
+            Capability::StopExternalDns => "stop-external-dns",
         }
     }
 }
@@ -448,6 +456,8 @@ impl Fault {
     pub const fn capability(&self) -> Option<Capability> {
         match self {
             Fault::ClockOffset(_) => Some(Capability::ClockOffset),
+            Fault::StopNode(_) | Fault::StartNode(_) => Some(Capability::StopNode),
+            Fault::StopExternalDns => Some(Capability::StopExternalDns),
             _ => None,
         }
     }

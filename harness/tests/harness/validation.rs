@@ -199,7 +199,13 @@ fn heal_needs_an_injected_healable_fault() {
         error.message.contains("which no earlier step froze"),
         "{error}"
     );
-    let error = single_error("- fault: {start-node: {site: pdx}}\n");
+    let source = format!(
+        "{}requires: [stop-node]\nsteps:\n- fault: {{start-node: {{site: pdx}}}}\n",
+        HEADER.trim_end_matches("steps:\n")
+    );
+    let mut errors = errors_of("scenarios/038-x.yaml", &source);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let error = errors.remove(0);
     assert!(
         error.message.contains("which no earlier step stopped"),
         "{error}"
