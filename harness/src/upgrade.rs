@@ -693,6 +693,7 @@ mod tests {
             .expect(".ci/run");
         let line = ci
             .lines()
+            .map(str::trim_start)
             .find(|line| line.starts_with("for scenario in "))
             .expect("the smoke loop in .ci/run");
         let ids: Vec<u16> = line
