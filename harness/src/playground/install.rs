@@ -9,11 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bloodraven_api::names;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
-use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
-use tokio::io::AsyncReadExt;
 
 use super::kube::{apply, delete, read_manifests, FIELD_MANAGER};
 use crate::error::{Error, Result};
@@ -426,36 +425,26 @@ impl Installer {
     /// Runs SQL as MySQL's root in `pod`'s `mysql` container (`kubectl exec` through the API,
     /// so it works on every backend). Returns the client's standard output (tab separated).
     pub async fn sql_as_root(&self, pod: &str, sql: &str) -> Result<String> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
         let command = vec![
             "sh".to_owned(),
             "-c".to_owned(),
             "exec mariadb --protocol=tcp -h127.0.0.1 -uroot -p\"$MARIADB_ROOT_PASSWORD\" -N -B -e \"$0\"".to_owned(),
             sql.to_owned(),
         ];
-        let params = AttachParams::default()
-            .container("mysql")
-            .stdin(false)
-            .stdout(true)
-            .stderr(true);
-        let mut attached = pods
-            .exec(pod, command, &params)
-            .await
-            .map_err(|e| cluster_error(format!("exec into {pod}"), e))?;
-        let mut stdout = String::new();
-        let mut stderr = String::new();
-        if let Some(mut out) = attached.stdout() {
-            let _ = out.read_to_string(&mut stdout).await;
-        }
-        if let Some(mut err) = attached.stderr() {
-            let _ = err.read_to_string(&mut stderr).await;
-        }
-        let status = match attached.take_status() {
-            Some(status) => status.await,
-            None => None,
-        };
-        let _ = attached.join().await;
-        exec_outcome(pod, status, stdout, &stderr)
+        let output = crate::live::exec::exec_collect(
+            &self.client,
+            crate::live::exec::ExecTarget {
+                namespace: NAMESPACE,
+                pod,
+                container: "mysql",
+            },
+            command,
+            None,
+            SQL_EXEC_MAX,
+        )
+        .await?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        exec_outcome(pod, output.status, stdout, &output.stderr)
     }
 
     /// Creates the counter's password Secret (when missing), its app user with only its
@@ -790,6 +779,10 @@ pub fn operator_values(
     }
     values
 }
+
+/// Bound on one SQL statement run through exec (the MariaDB client's own timeouts are longer
+/// than any statement the harness sends should take).
+const SQL_EXEC_MAX: Duration = Duration::from_secs(120);
 
 /// The namespaces an uninstall deletes (and waits for).
 const UNINSTALLED_NAMESPACES: [&str; 4] = [

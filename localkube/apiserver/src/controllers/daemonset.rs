@@ -8,10 +8,11 @@
 
 use super::super::meta;
 use super::super::ops::Cluster;
-use super::super::registry::Subresource;
 use super::manager::{log_err, record_event, Controller};
 use super::nodes::{misfit_with, Misfit};
-use super::workloads::{controlled_by, controller_ref, pod_ready, set_count, template_hash};
+use super::workloads::{
+    controlled_by, controller_ref, pod_ready, set_count, template_hash, write_counts_status,
+};
 use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -342,29 +343,7 @@ fn reconcile_daemon_set(c: &Cluster, ds: &Value, pods: &[Value], nodes: &[Value]
     set_count(&mut status, "updatedNumberScheduled", updated);
     set_count(&mut status, "numberAvailable", ready);
     set_count(&mut status, "numberUnavailable", (desired - ready).max(0));
-    log_err(
-        "daemonset",
-        "status",
-        c.modify(
-            "apps",
-            "daemonsets",
-            ns,
-            name,
-            Some(Subresource::Status),
-            "daemonset-controller",
-            |o| {
-                let mut s = status.clone();
-                if let Some(conds) = o.pointer("/status/conditions") {
-                    s["conditions"] = conds.clone();
-                }
-                if o.get("status") == Some(&s) {
-                    return false;
-                }
-                o["status"] = s;
-                true
-            },
-        ),
-    );
+    write_counts_status(c, "daemonsets", ns, name, "daemonset-controller", &status);
 }
 
 #[cfg(test)]

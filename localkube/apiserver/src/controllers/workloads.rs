@@ -171,29 +171,7 @@ impl Controller for ReplicaSetController {
             set_count(&mut status, "fullyLabeledReplicas", labeled as i64);
             set_count(&mut status, "readyReplicas", ready as i64);
             set_count(&mut status, "availableReplicas", ready as i64);
-            log_err(
-                "replicaset",
-                "status",
-                c.modify(
-                    "apps",
-                    "replicasets",
-                    ns,
-                    name,
-                    Some(Subresource::Status),
-                    "replicaset-controller",
-                    |o| {
-                        let mut s = status.clone();
-                        if let Some(conds) = o.pointer("/status/conditions") {
-                            s["conditions"] = conds.clone();
-                        }
-                        if o.get("status") == Some(&s) {
-                            return false;
-                        }
-                        o["status"] = s;
-                        true
-                    },
-                ),
-            );
+            write_counts_status(c, "replicasets", ns, name, "replicaset-controller", &status);
         }
     }
 }
@@ -542,6 +520,42 @@ fn reconcile_deployment(c: &Cluster, d: &Value) {
         set_condition(o, json!({"type": "Progressing", "status": "True", "reason": prog_reason, "message": prog_msg, "lastUpdateTime": now, "lastTransitionTime": now}));
         o.get("status").cloned() != before
     }));
+}
+
+/// Writes a workload controller's `status` (counts and observedGeneration) to the `apps`
+/// object `plural/ns/name` as `manager`, keeping the conditions already there; no write when
+/// nothing changed.
+pub fn write_counts_status(
+    c: &Cluster,
+    plural: &str,
+    ns: &str,
+    name: &str,
+    manager: &str,
+    status: &Value,
+) {
+    log_err(
+        manager,
+        "status",
+        c.modify(
+            "apps",
+            plural,
+            ns,
+            name,
+            Some(Subresource::Status),
+            manager,
+            |o| {
+                let mut s = status.clone();
+                if let Some(conds) = o.pointer("/status/conditions") {
+                    s["conditions"] = conds.clone();
+                }
+                if o.get("status") == Some(&s) {
+                    return false;
+                }
+                o["status"] = s;
+                true
+            },
+        ),
+    );
 }
 
 #[cfg(test)]
