@@ -448,6 +448,83 @@ impl KindBackend {
     }
 }
 
+/// `docker stop <container>` / `docker start <container>`: a kind node is a container, so
+/// stopping it stops its kubelet and every pod on it, and cuts it from the others.
+pub fn docker_node_command(config: &KindConfig, verb: &str, container: &str) -> CommandLine {
+    config.docker_line().arg(verb).arg(container)
+}
+
+/// `docker inspect --format {{.State.Running}} <container>`: `true` or `false`.
+pub fn docker_running_command(config: &KindConfig, container: &str) -> CommandLine {
+    config
+        .docker_line()
+        .arg("inspect")
+        .arg("--format")
+        .arg("{{.State.Running}}")
+        .arg(container)
+}
+
+/// The node container of `site` (its zone) in a cluster named `name`.
+pub fn site_node_container(name: &str, site: &str) -> Option<String> {
+    worker_nodes(name)
+        .into_iter()
+        .find(|(_, zone)| *zone == Some(site))
+        .map(|(container, _)| container)
+}
+
+/// Stops and starts a site's kind node (`stop-node`, `start-node`): the one fault kind does
+/// outside the cluster's API, because a node's power is not the cluster's to give. Each is
+/// checked to have taken effect (the container is, or is no longer, running).
+#[derive(Debug, Clone)]
+pub struct KindNodes {
+    config: KindConfig,
+}
+
+impl KindNodes {
+    /// The nodes of the cluster of `config`.
+    pub fn new(config: KindConfig) -> Self {
+        Self { config }
+    }
+
+    fn container(&self, site: &str) -> Result<String> {
+        site_node_container(&self.config.name, site).ok_or_else(|| Error::Cluster {
+            action: format!("find the kind node of site {site}"),
+            reason: format!(
+                "no worker of kind/cluster.yaml has zone {site} (zones: {})",
+                SITE_ZONES.join(", ")
+            ),
+        })
+    }
+
+    /// `docker <verb>` the site's node, then checks it is (not) running.
+    fn power(&self, site: &str, verb: &str, running: bool) -> Result<()> {
+        let container = self.container(site)?;
+        run(&docker_node_command(&self.config, verb, &container))?;
+        let seen = run(&docker_running_command(&self.config, &container))?;
+        if seen.trim() == running.to_string() {
+            Ok(())
+        } else {
+            Err(Error::Cluster {
+                action: format!("docker {verb} node {container} of site {site}"),
+                reason: format!(
+                    "the fault did not take effect: docker says running = {}",
+                    seen.trim()
+                ),
+            })
+        }
+    }
+
+    /// Stops the node of `site`.
+    pub fn stop(&self, site: &str) -> Result<()> {
+        self.power(site, "stop", false)
+    }
+
+    /// Starts the node of `site` again.
+    pub fn start(&self, site: &str) -> Result<()> {
+        self.power(site, "start", true)
+    }
+}
+
 /// Runs `line` to completion with stdin closed; its stdout on success.
 fn run(line: &CommandLine) -> Result<String> {
     tracing::info!(command = %line, "kind backend");
@@ -946,6 +1023,60 @@ mod tests {
 
     /// A config whose `kind` and `docker` are fakes that log their arguments to `log`;
     /// `fail_on` makes the fake exit 1 with a message when its arguments contain it.
+    #[test]
+    fn a_sites_node_is_stopped_and_started_with_docker_and_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("log");
+        let state = dir.path().join("running");
+        std::fs::write(&state, "true").expect("state");
+        // A docker that remembers whether the container runs.
+        let docker = fake_program(
+            dir.path(),
+            "docker",
+            &format!(
+                "echo \"docker $*\" >> '{log}'\ncase \"$1\" in stop) echo false > '{state}';; start) echo true > '{state}';; inspect) cat '{state}';; esac",
+                log = log.display(),
+                state = state.display()
+            ),
+        );
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir(&workspace).expect("mkdir workspace");
+        let mut config = KindConfig::new(&workspace, &dir.path().join("state"));
+        config.docker = docker;
+        let nodes = KindNodes::new(config);
+        nodes.stop("pdx").expect("stop");
+        nodes.start("pdx").expect("start");
+        assert_eq!(
+            logged(&log),
+            [
+                "docker stop bloodraven-worker2",
+                "docker inspect --format {{.State.Running}} bloodraven-worker2",
+                "docker start bloodraven-worker2",
+                "docker inspect --format {{.State.Running}} bloodraven-worker2",
+            ]
+        );
+        let unknown = nodes.stop("atlantis").expect_err("no such zone");
+        assert!(
+            unknown
+                .to_string()
+                .contains("no worker of kind/cluster.yaml has zone atlantis"),
+            "{unknown}"
+        );
+        // A stop docker accepted but that left the container running did not take effect.
+        std::fs::write(&state, "true").expect("state");
+        let stuck = KindNodes::new({
+            let mut config = KindConfig::new(&workspace, &dir.path().join("state"));
+            config.docker = fake_program(
+                dir.path(),
+                "docker-stuck",
+                &format!("case \"$1\" in inspect) cat '{}';; esac", state.display()),
+            );
+            config
+        });
+        let error = stuck.stop("iad").expect_err("still running");
+        assert!(error.to_string().contains("did not take effect"), "{error}");
+    }
+
     fn fake_tools(dir: &Path, fail_on: Option<&str>) -> (KindConfig, PathBuf) {
         let log = dir.join("log");
         let fail = fail_on

@@ -10,10 +10,9 @@ use crate::backend::{Backend, BackendConfig, Cluster, ClusterKind};
 use crate::error::Result;
 
 /// The kind backend behind the [`Backend`] trait: creates the cluster with the kind CLI, then
-/// hands the runner the shared [`crate::live::LiveCluster`]. Process, node and network
-/// faults on kind are not implemented (they would go through `docker` on the node
-/// containers); the kubeconfig backend's [`kubeconfig::NoDriver`] refuses them with a
-/// sentence saying so.
+/// hands the runner the shared [`crate::live::LiveCluster`] on the portable path: processes
+/// and the network through the in-cluster fault agent, a node's stop and start through
+/// `docker` on its container ([`KindDriver`]).
 #[derive(Debug, Clone)]
 pub struct KindClusterBackend {
     kind: kind::KindBackend,
@@ -44,7 +43,10 @@ impl Backend for KindClusterBackend {
                     crate::live::DriverChoice::Given(Box::new(kubeconfig::NoDriver))
                 }
                 crate::backend::FaultDriverKind::Auto | crate::backend::FaultDriverKind::Agent => {
-                    crate::live::DriverChoice::Agent
+                    let nodes = kind::KindNodes::new(self.kind.config().clone());
+                    crate::live::DriverChoice::AgentWith(Box::new(move |agent| {
+                        Box::new(KindDriver { agent, nodes })
+                    }))
                 }
             },
             self.config.bin_dir.clone(),
@@ -54,5 +56,71 @@ impl Backend for KindClusterBackend {
     fn teardown(&self, cluster: Arc<dyn Cluster>) -> Result<()> {
         drop(cluster);
         self.kind.delete_cluster()
+    }
+
+    fn capabilities(&self) -> std::collections::BTreeSet<crate::scenario::model::Capability> {
+        let mut capabilities = crate::backend::agent_capabilities();
+        if self.config.fault_driver != crate::backend::FaultDriverKind::Native {
+            capabilities.insert(crate::scenario::model::Capability::StopNode);
+        }
+        capabilities
+    }
+}
+
+/// kind's faults: the in-cluster fault agent for processes and the network, `docker stop`
+/// for a node (the only fault kind makes outside the API: a node's power is not the
+/// cluster's to give).
+pub struct KindDriver {
+    agent: crate::live::agent::AgentDriver,
+    nodes: kind::KindNodes,
+}
+
+impl crate::live::faults::FaultDriver for KindDriver {
+    fn kill(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        keep_down: bool,
+    ) -> Result<crate::live::faults::DriverFault> {
+        self.agent.kill(namespace, pod, container, keep_down)
+    }
+
+    fn freeze(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> Result<crate::live::faults::DriverFault> {
+        self.agent.freeze(namespace, pod, container)
+    }
+
+    fn stop_node(&self, node: &str) -> Result<crate::live::faults::DriverFault> {
+        self.nodes.stop(node)?;
+        Ok(crate::live::faults::DriverFault::default())
+    }
+
+    fn partition(
+        &self,
+        side_a: &[String],
+        side_b: &[String],
+    ) -> Result<crate::live::faults::DriverFault> {
+        self.agent.partition(side_a, side_b)
+    }
+
+    fn stop_external_dns(&self) -> Result<crate::live::faults::DriverFault> {
+        self.agent.stop_external_dns()
+    }
+
+    fn end(
+        &self,
+        kind: &str,
+        fault: &crate::live::faults::DriverFault,
+        detail: &str,
+    ) -> Result<()> {
+        match kind {
+            "stop-node" => self.nodes.start(detail),
+            _ => self.agent.end(kind, fault, detail),
+        }
     }
 }

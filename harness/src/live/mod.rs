@@ -51,6 +51,9 @@ pub enum DriverChoice {
     Given(Box<dyn faults::FaultDriver>),
     /// The in-cluster fault agent, installed with the playground (the portable path).
     Agent,
+    /// The in-cluster fault agent, wrapped by a backend that adds what only it can do (kind's
+    /// `docker stop` of a node).
+    AgentWith(Box<dyn FnOnce(agent::AgentDriver) -> Box<dyn faults::FaultDriver> + Send>),
 }
 
 impl LiveCluster {
@@ -78,6 +81,13 @@ impl LiveCluster {
             DriverChoice::Agent => {
                 installer.with_fault_agent();
                 Box::new(agent::AgentDriver::new(
+                    client.clone(),
+                    runtime.handle().clone(),
+                ))
+            }
+            DriverChoice::AgentWith(wrap) => {
+                installer.with_fault_agent();
+                wrap(agent::AgentDriver::new(
                     client.clone(),
                     runtime.handle().clone(),
                 ))
