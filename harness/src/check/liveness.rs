@@ -4,7 +4,10 @@
 //! all. Otherwise zero writes would pass every other checker.
 //!
 //! A history with a hole in it proves nothing either: every [`Op::WorkloadGap`] (lines of the
-//! in-cluster workload's log that never arrived) is a finding.
+//! in-cluster workload's log that never arrived) is a finding, and so is a declared probe
+//! ([`Op::Probing`]: the group's status, a shared Service's endpoints, the DNS answer) that went
+//! more than [`PROBE_GAP_PERIODS_MAX`] periods without asking after the first fault: the
+//! checkers that judge what it watches would judge a window nobody saw.
 
 use super::split_brain::seconds;
 use super::verdict::Verdict;
@@ -60,6 +63,9 @@ pub fn check_liveness(history: &History) -> Verdict {
         .or_else(|| faults.last())
         .map(|(name, _, at)| (*name, *at));
     let mut findings = workload_gaps(history);
+    if let Some((_, at)) = first_fault {
+        findings.extend(probe_gaps(history, at));
+    }
     match first_fault {
         None if acknowledged.is_empty() => {
             findings.push("no write was acknowledged at all: the workload never ran".to_owned());
@@ -89,6 +95,56 @@ pub fn check_liveness(history: &History) -> Verdict {
         ),
         findings,
     )
+}
+
+/// A declared probe that went longer than this many of its periods without asking leaves a
+/// hole.
+pub const PROBE_GAP_PERIODS_MAX: u64 = 3;
+
+/// One finding per probe declared by an [`Op::Probing`] whose consecutive questions lie more
+/// than [`PROBE_GAP_PERIODS_MAX`] periods apart where the later one comes after `since_ns`
+/// (the first fault); the widest gap of each is named.
+pub fn probe_gaps(history: &History, since_ns: u64) -> Vec<String> {
+    let mut declared: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for event in &history.events {
+        if let Op::Probing {
+            processes,
+            period_ms,
+        } = &event.op
+        {
+            for process in processes {
+                declared.insert(process.as_str(), *period_ms);
+            }
+        }
+    }
+    let mut findings = Vec::new();
+    for (probe, period_ms) in declared {
+        let bound_ns = period_ms
+            .saturating_mul(PROBE_GAP_PERIODS_MAX)
+            .saturating_mul(1_000_000);
+        let mut asked: Vec<u64> = history
+            .events
+            .iter()
+            .filter(|event| event.process == probe && event.kind == EventType::Invoke)
+            .map(|event| event.mono_ns)
+            .collect();
+        asked.sort_unstable();
+        let gaps: Vec<(u64, u64)> = asked
+            .windows(2)
+            .map(|pair| (pair[0], pair[1]))
+            .filter(|(from, to)| *to > since_ns && to - from > bound_ns)
+            .collect();
+        if let Some((from, to)) = gaps.iter().max_by_key(|(from, to)| to - from) {
+            findings.push(format!(
+                "probe `{probe}` went {:.3}s without asking (from {:.3}s to {:.3}s; {} gaps over {PROBE_GAP_PERIODS_MAX} periods of {period_ms} ms after the first fault): what it watches is unknown there",
+                seconds(to - from),
+                seconds(*from),
+                seconds(*to),
+                gaps.len(),
+            ));
+        }
+    }
+    findings
 }
 
 /// One finding per [`Op::WorkloadGap`] of the history (its completion; an invoke alone is
@@ -251,6 +307,52 @@ mod gap_tests {
             "{}",
             verdict.summary
         );
+    }
+
+    #[test]
+    fn a_declared_probe_that_stopped_asking_after_the_first_fault_is_a_finding() {
+        let status = |ms: u64| {
+            event(
+                "status",
+                EventType::Invoke,
+                Op::Status {
+                    active_site: None,
+                    topology_generation: 0,
+                    authority: None,
+                    last_failover: None,
+                    restore: None,
+                    poll_interval_ms: None,
+                    failure_threshold: None,
+                },
+                ms,
+            )
+        };
+        // Every 200 ms, then a 900 ms hole at 2.0 s, after the fault at 1.0 s.
+        let mut events: Vec<Event> = (0..=10).map(|i| status(i * 200)).collect();
+        events.extend((0..5).map(|i| status(2_900 + i * 200)));
+        // Undeclared: a hand-built history's sparse readings are not a probe's gaps.
+        assert!(probe_gaps(&History::new(events.clone()), 1_000_000_000).is_empty());
+        events.push(event(
+            "probes",
+            EventType::Ok,
+            Op::Probing {
+                processes: vec!["status".to_owned(), "dns".to_owned()],
+                period_ms: 200,
+            },
+            0,
+        ));
+        let history = History::new(events);
+        let findings = probe_gaps(&history, 1_000 * 1_000_000);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert!(
+            findings[0].starts_with(
+                "probe `status` went 0.900s without asking (from 2.000s to 2.900s; 1 gaps"
+            ),
+            "{findings:?}"
+        );
+        // The same hole before the first fault judges nothing; a declared probe that never
+        // asked (dns) has no gap between questions.
+        assert!(probe_gaps(&history, 3_000 * 1_000_000).is_empty());
     }
 
     #[test]

@@ -221,6 +221,16 @@ pub enum Op {
         /// could not write them, the run was aborted, ...
         reason: String,
     },
+    /// A prober declares itself (process `probes`, when it starts): these processes each ask
+    /// every `period_ms`. A gap of more than three periods between two of their questions
+    /// after the first fault is a finding of the workload liveness checker: what they watch
+    /// is unknown in it.
+    Probing {
+        /// The probe processes (`status`, `endpoints-primary`, `dns`, ...).
+        processes: Vec<String>,
+        /// Their period, in ms.
+        period_ms: u64,
+    },
     /// The RPO sealed by a `seal-rpo` step: every workload id present, by surviving site,
     /// when the primary had died and before any promotion.
     Sealed {

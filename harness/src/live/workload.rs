@@ -113,12 +113,25 @@ pub fn setup_statements(password: &str) -> crate::Result<String> {
     ))
 }
 
+/// The process that declares the probes ([`Sink::declare_probes`]).
+pub const PROBES_PROCESS: &str = "probes";
+
 /// Where the workload's operations are recorded: the scenario's [`Recorder`] (the workload
 /// in the harness) or a run's event log in the workload pod
 /// ([`crate::incluster::runlog::RunLog`]). Each call stamps the event with the sink's clocks.
 pub trait Sink: Send + Sync + 'static {
     /// Records an event of `process` now.
     fn record(&self, process: &str, kind: EventType, op: Op);
+
+    /// Declares `processes` as probes asking every [`PROBE_PERIOD`] ([`Op::Probing`]).
+    fn declare_probes(&self, processes: &[&str]) {
+        let op = Op::Probing {
+            processes: processes.iter().map(|p| (*p).to_owned()).collect(),
+            period_ms: u64::try_from(PROBE_PERIOD.as_millis()).unwrap_or(u64::MAX),
+        };
+        self.record(PROBES_PROCESS, EventType::Invoke, op.clone());
+        self.record(PROBES_PROCESS, EventType::Ok, op);
+    }
 
     /// Records an invocation.
     fn invoke(&self, process: &str, op: Op) {
@@ -512,6 +525,7 @@ pub async fn dns_loop<S: Sink>(
     sink: Arc<S>,
     mut stopped: watch::Receiver<bool>,
 ) {
+    sink.declare_probes(&["dns"]);
     while !*stopped.borrow() {
         probe_dns(sink.as_ref(), &resolver, &hostname, |_| None).await;
         pause(&mut stopped, PROBE_PERIOD).await;
@@ -531,6 +545,11 @@ async fn probe_loop(
             .unwrap_or_default(),
         None => Default::default(),
     };
+    let mut probes = vec!["status", "endpoints-primary", "endpoints-replicas"];
+    if dns.is_some() {
+        probes.push("dns");
+    }
+    recorder.declare_probes(&probes);
     while !*stopped.borrow() {
         recorder.invoke(
             "status",

@@ -239,7 +239,14 @@ fn a_run_against_unreachable_hosts_records_failures_and_stop_drains() {
         "DNS probes answered nothing"
     );
     assert!(
+        ops.iter().any(|(process, kind, op)| process == "probes"
+            && *kind == EventType::Ok
+            && matches!(op, Op::Probing { processes, period_ms: 200 } if processes == &["dns".to_owned()])),
+        "the DNS probe declares itself"
+    );
+    assert!(
         !ops.iter().any(|(process, kind, _)| process != "dns"
+            && process != "probes"
             && *kind != EventType::Invoke
             && *kind != EventType::Fail),
         "nothing reached is acknowledged, nothing refused is unknown: {ops:?}"
