@@ -9,6 +9,7 @@
 pub mod backend;
 pub mod backends;
 pub mod check;
+pub mod dns_standin;
 pub mod error;
 pub mod history;
 pub mod incluster;

@@ -63,9 +63,10 @@ impl Image {
 
 /// The workspace's images, in build order. The operator renders `bloodraven:<version>` and
 /// `bloodraven/sidecar:<version>`; the playground's counter runs `bloodraven/counter:<version>`;
-/// the harness's in-cluster workload and fault agent run `bloodraven/workload:<version>` and
+/// the harness's in-cluster workload, external-dns stand-in and fault agent run
+/// `bloodraven/workload:<version>`, `bloodraven/dns-standin:<version>` and
 /// `bloodraven/chaos-agent:<version>`.
-pub const IMAGES: [Image; 6] = [
+pub const IMAGES: [Image; 7] = [
     Image {
         target: "operator",
         repository: "bloodraven",
@@ -95,6 +96,12 @@ pub const IMAGES: [Image; 6] = [
         repository: "bloodraven/workload",
         package: "bloodraven-harness",
         binary: "bloodraven-workload",
+    },
+    Image {
+        target: "dns-standin",
+        repository: "bloodraven/dns-standin",
+        package: "bloodraven-harness",
+        binary: "bloodraven-dns-standin",
     },
     Image {
         target: "chaos-agent",
@@ -754,6 +761,7 @@ mod tests {
                 "bloodraven/counter:0.1.0",
                 "bloodraven/kubectl-bloodraven:0.1.0",
                 "bloodraven/workload:0.1.0",
+                "bloodraven/dns-standin:0.1.0",
                 "bloodraven/chaos-agent:0.1.0",
                 "bloodraven:upgrade-a",
                 "bloodraven:upgrade-b",
@@ -772,6 +780,7 @@ mod tests {
                 "docker build -f operator/deploy/Dockerfile --target counter -t bloodraven/counter:0.1.0 .",
                 "docker build -f operator/deploy/Dockerfile --target plugin -t bloodraven/kubectl-bloodraven:0.1.0 .",
                 "docker build -f operator/deploy/Dockerfile --target workload -t bloodraven/workload:0.1.0 .",
+                "docker build -f operator/deploy/Dockerfile --target dns-standin -t bloodraven/dns-standin:0.1.0 .",
                 "docker build -f operator/deploy/Dockerfile --target chaos-agent -t bloodraven/chaos-agent:0.1.0 .",
                 "docker tag bloodraven:0.1.0 bloodraven:upgrade-a",
                 "docker tag bloodraven:0.1.0 bloodraven:upgrade-b",
@@ -1136,7 +1145,7 @@ mod tests {
         expected.push(create_cluster_command(&config));
         expected.extend(load_images_commands(&config));
         assert_eq!(logged(&log), expected_log(&expected));
-        assert_eq!(logged(&log).len(), 6 + 2 + 1 + 1 + 9);
+        assert_eq!(logged(&log).len(), 7 + 2 + 1 + 1 + 10);
 
         backend.delete_cluster().expect("delete");
         assert_eq!(

@@ -22,11 +22,12 @@ pub const CATALOG_FILE: &str = "images.yaml";
 /// The workspace's images and the binaries they run (`<image pattern>`, `<binary>`): the
 /// names the Dockerfiles of the kind backend build, so nothing in `operator/` knows the
 /// backend.
-pub const IMAGES: [(&str, &str); 6] = [
+pub const IMAGES: [(&str, &str); 7] = [
     ("bloodraven:*", "bloodraven"),
     ("bloodraven/sidecar:*", "bloodraven-sidecar"),
     ("bloodraven/counter:*", "bloodraven-counter"),
     ("bloodraven/workload:*", "bloodraven-workload"),
+    ("bloodraven/dns-standin:*", "bloodraven-dns-standin"),
     ("bloodraven/chaos-agent:*", "bloodraven-chaos-agent"),
     ("bloodraven/kubectl-bloodraven:*", "kubectl-bloodraven"),
 ];
