@@ -156,19 +156,14 @@ pub enum FaultDriverKind {
 }
 
 /// What the in-cluster fault agent path can do that a scenario may require: nothing beyond
-/// kill, freeze and partition yet (no clock offset, no node stop, no external-dns stop).
+/// kill, freeze and partition yet (no clock offset, no node stop).
 pub fn agent_capabilities() -> std::collections::BTreeSet<Capability> {
     std::collections::BTreeSet::new()
 }
 
 /// What localkube's own fault socket can do beyond the agent.
 pub fn localkube_capabilities() -> std::collections::BTreeSet<Capability> {
-    [
-        Capability::ClockOffset,
-        Capability::StopNode,
-        Capability::StopExternalDns,
-    ]
-    .into()
+    [Capability::ClockOffset, Capability::StopNode].into()
 }
 
 /// What the backends need to create a cluster.

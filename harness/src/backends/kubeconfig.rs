@@ -82,9 +82,6 @@ impl FaultDriver for NoDriver {
     fn partition(&self, _: &[String], _: &[String]) -> Result<DriverFault> {
         Err(refused("partition the sites"))
     }
-    fn stop_external_dns(&self) -> Result<DriverFault> {
-        Err(refused("stop external-dns"))
-    }
     fn end(&self, kind: &str, _: &DriverFault, _: &str) -> Result<()> {
         Err(refused(&format!("end a {kind} fault")))
     }

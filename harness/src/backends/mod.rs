@@ -108,10 +108,6 @@ impl crate::live::faults::FaultDriver for KindDriver {
         self.agent.partition(side_a, side_b)
     }
 
-    fn stop_external_dns(&self) -> Result<crate::live::faults::DriverFault> {
-        self.agent.stop_external_dns()
-    }
-
     fn end(
         &self,
         kind: &str,

@@ -65,6 +65,10 @@ pub struct StartRun {
     /// The group's DNS hostname, probed through the pod's resolver (empty: no DNS probe).
     #[serde(default)]
     pub dns_hostname: String,
+    /// The DNS server the probe asks (`ip:port`), instead of the pod's resolver: the
+    /// in-cluster stand-in for external-dns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_server: Option<String>,
     /// The workload user's password.
     pub password: String,
 }
@@ -215,6 +219,7 @@ mod tests {
                 primary: "p.ns.svc.cluster.local".to_owned(),
                 replicas: "r.ns.svc.cluster.local".to_owned(),
                 dns_hostname: "db.example".to_owned(),
+                dns_server: None,
                 password: "pw".to_owned(),
             }))
         );

@@ -192,7 +192,12 @@ impl Daemon {
         let dns = if start.dns_hostname.is_empty() {
             None
         } else {
-            let server = super::resolv::nameserver(&self.options.resolv_conf)?;
+            let server = match &start.dns_server {
+                Some(server) => server.parse::<std::net::SocketAddr>().map_err(|e| {
+                    workload_error(&action, format!("dnsServer {server:?} is not ip:port: {e}"))
+                })?,
+                None => super::resolv::nameserver(&self.options.resolv_conf)?,
+            };
             let resolver = workload::resolver(server)
                 .ok_or_else(|| workload_error(&action, format!("build a resolver for {server}")))?;
             Some(resolver)

@@ -383,10 +383,6 @@ impl FaultDriver for AgentDriver {
         self.block(self.partition_async(side_a, side_b))
     }
 
-    fn stop_external_dns(&self) -> Result<DriverFault> {
-        Err(not_through_the_agent("stop external-dns"))
-    }
-
     fn end(&self, kind: &str, fault: &DriverFault, _detail: &str) -> Result<()> {
         match kind {
             "kill" | "freeze" | "partition" => self.block(self.end_parts(fault)),

@@ -34,8 +34,6 @@ pub trait FaultDriver: Send + Sync {
     fn stop_node(&self, node: &str) -> Result<DriverFault>;
     /// Partition two sets of nodes until [`Self::end`].
     fn partition(&self, side_a: &[String], side_b: &[String]) -> Result<DriverFault>;
-    /// Stop external-dns until [`Self::end`].
-    fn stop_external_dns(&self) -> Result<DriverFault>;
     /// Step the wall clock of a pod's `container` to `offset` (`+20s`) from the real clock
     /// until [`Self::end`].
     fn clock_offset(
@@ -90,7 +88,7 @@ pub fn file_tail(path: &std::path::Path, bytes_max: u64) -> std::io::Result<Stri
 pub enum Undo {
     /// A driver fault.
     Driver {
-        /// Its kind (`kill`, `freeze`, `stop-node`, `partition`, `stop-external-dns`).
+        /// Its kind (`kill`, `freeze`, `stop-node`, `partition`, `clock-offset`).
         kind: String,
         /// The driver's handle.
         fault: DriverFault,
@@ -106,6 +104,8 @@ pub enum Undo {
         /// The site's pod.
         pod: String,
     },
+    /// Resume the in-cluster stand-in for external-dns (`paused: "false"`).
+    ResumeExternalDns,
     /// Run this SQL as root on a site's pod (an `sql` fault's `heal`).
     Sql {
         /// The site's pod.
@@ -200,11 +200,6 @@ impl FaultDriver for LocalkubeDriver {
         parse_id(&out, "partition")
     }
 
-    fn stop_external_dns(&self) -> Result<DriverFault> {
-        let out = self.config.fault(&["stop-external-dns"])?;
-        parse_id(&out, "stop external-dns")
-    }
-
     fn end(&self, kind: &str, fault: &DriverFault, detail: &str) -> Result<()> {
         let id = fault.id.map(|id| id.to_string());
         let with_id = |verb: &'static str| -> Vec<String> {
@@ -217,7 +212,6 @@ impl FaultDriver for LocalkubeDriver {
             "freeze" => with_id("thaw"),
             "partition" | "clock-offset" => with_id("heal"),
             "stop-node" => vec!["start-node".to_owned(), detail.to_owned()],
-            "stop-external-dns" => vec!["start-external-dns".to_owned()],
             other => {
                 return Err(Error::Cluster {
                     action: format!("end a {other} fault"),

@@ -490,6 +490,23 @@ impl WorkloadPod {
             .map_err(|e| workload_error(format!("look up {name} in the workload pod"), e))
     }
 
+    /// The sorted A answers for `name` from the DNS server `server` (`ip:port`), asked from
+    /// the pod.
+    pub async fn dns_at(&self, name: &str, server: &str) -> Result<Vec<String>> {
+        let stdout = self
+            .run(
+                self.argv("dns", &["--name", name, "--server", server]),
+                None,
+            )
+            .await?;
+        serde_json::from_slice(&stdout).map_err(|e| {
+            workload_error(
+                format!("look up {name} at {server} from the workload pod"),
+                e,
+            )
+        })
+    }
+
     /// Sends one HTTP request from the pod ([`crate::incluster::oneshot::http`]). The bearer
     /// token goes through the exec's standard input, not the command line.
     pub async fn http(&self, call: &HttpCall) -> Result<HttpAnswer> {
@@ -620,6 +637,8 @@ pub struct InClusterSpec {
     pub replicas: String,
     /// The group's DNS hostname (empty: no DNS probe).
     pub dns_hostname: String,
+    /// The DNS server the probe asks (`ip:port`; `None`: the pod's resolver).
+    pub dns_server: Option<String>,
     /// The workload user's password.
     pub password: String,
 }
@@ -791,6 +810,7 @@ impl InClusterWorkload {
             primary: spec.primary,
             replicas: spec.replicas,
             dns_hostname: spec.dns_hostname,
+            dns_server: spec.dns_server,
             password: spec.password,
         }))
         .await?;

@@ -183,6 +183,7 @@ impl Cluster for LiveCluster {
                 run: format!("r{}", jiff::Timestamp::now().as_millisecond()),
                 primary: topology::service_host("primary"),
                 replicas: topology::service_host("replicas"),
+                dns_server: Some(topology::dns_standin_server(&self.client).await?),
                 dns_hostname: group["spec"]["dns"]["hostname"]
                     .as_str()
                     .unwrap_or_default()

@@ -318,15 +318,10 @@ impl LiveCluster {
                 (Some(Undo::ScaleOperator(before)), false)
             }
             Fault::StopExternalDns => {
-                let handle = self.driver(|d| d.stop_external_dns())?;
-                (
-                    Some(Undo::Driver {
-                        kind: "stop-external-dns".into(),
-                        fault: handle,
-                        detail: String::new(),
-                    }),
-                    false,
-                )
+                // Through the API on every backend: the in-cluster stand-in stops applying
+                // DNSEndpoint changes and keeps answering what it last applied.
+                self.installer.pause_external_dns(true).await?;
+                (Some(Undo::ResumeExternalDns), false)
             }
             Fault::Annotate { key, value, .. } => {
                 let groups = crate::playground::install::group_api(&self.client);
@@ -537,6 +532,7 @@ impl LiveCluster {
                 self.driver(move |d| d.end(&kind, &fault, &detail))
             }
             Undo::RestoreRbac => self.installer.reapply_operator_rbac().await,
+            Undo::ResumeExternalDns => self.installer.pause_external_dns(false).await,
             Undo::ScaleOperator(replicas) => {
                 self.scale_operator(*replicas).await?;
                 self.await_operator_leading(*replicas).await
@@ -738,8 +734,14 @@ impl LiveCluster {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            // Asked from inside the cluster, of the cluster's DNS, as a client would.
-            let addresses = self.workload_pod().await?.dns(&hostname).await?;
+            // Asked from inside the cluster, of the DNS external-dns publishes to (the
+            // in-cluster stand-in), as a client would.
+            let server = topology::dns_standin_server(&self.client).await?;
+            let addresses = self
+                .workload_pod()
+                .await?
+                .dns_at(&hostname, &server)
+                .await?;
             let ips = topology::site_cluster_ips(&self.client).await?;
             let site = match addresses.as_slice() {
                 [one] => ips.get(one).copied(),

@@ -66,6 +66,22 @@ pub fn service_name(service: &str) -> String {
     }
 }
 
+/// The in-cluster stand-in for external-dns's Service (`fixtures/playground/dns-standin.yaml`).
+pub const DNS_STANDIN_SERVICE: &str = "bloodraven-dns-standin";
+
+/// Where the DNS answers external-dns publishes are asked: the stand-in's ClusterIP, port 53.
+pub async fn dns_standin_server(client: &Client) -> Result<String> {
+    let ip = cluster_ip(client, DNS_STANDIN_SERVICE)
+        .await?
+        .ok_or_else(|| {
+            cluster_error(
+                "find the external-dns stand-in",
+                format!("Service {NAMESPACE}/{DNS_STANDIN_SERVICE} has no ClusterIP"),
+            )
+        })?;
+    Ok(format!("{ip}:53"))
+}
+
 /// The in-cluster DNS name of the playground group's Service `service` (`primary`,
 /// `replicas` or a site): what a pod of the cluster dials.
 pub fn service_host(service: &str) -> String {

@@ -113,6 +113,28 @@ impl Installer {
         }
     }
 
+    /// Stops (`true`) or resumes (`false`) the in-cluster stand-in for external-dns: it applies
+    /// no DNSEndpoint change while paused and keeps answering what it last applied.
+    pub async fn pause_external_dns(&self, paused: bool) -> Result<()> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), NAMESPACE);
+        api.patch(
+            EXTERNAL_DNS_CONFIGMAP,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"paused": paused.to_string()}})),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            cluster_error(
+                format!(
+                    "{} external-dns (ConfigMap {NAMESPACE}/{EXTERNAL_DNS_CONFIGMAP})",
+                    if paused { "stop" } else { "resume" }
+                ),
+                e,
+            )
+        })
+    }
+
     /// Installs the in-cluster fault agent too (`fixtures/playground/chaos-agent.yaml`).
     pub fn with_fault_agent(&mut self) {
         self.fault_agent = true;
@@ -222,6 +244,11 @@ impl Installer {
             say("installing: the in-cluster fault agent (a DaemonSet, waiting for every node)");
             self.install_fault_agent().await?;
         }
+        say("installing: the in-cluster stand-in for external-dns");
+        self.apply_file(&self.fixtures.playground("dns-standin.yaml"))
+            .await?;
+        self.wait_deployment(NAMESPACE, DNS_STANDIN_DEPLOYMENT, DEPLOYMENT_WAIT_MAX)
+            .await?;
         say("installing: the harness's in-cluster workload");
         self.apply_file(&self.fixtures.playground("workload.yaml"))
             .await?;
@@ -791,6 +818,11 @@ const UNINSTALLED_NAMESPACES: [&str; 4] = [
     DEPLOYERS_NAMESPACE,
     crate::live::agent::AGENT_NAMESPACE,
 ];
+
+/// The in-cluster stand-in for external-dns (`fixtures/playground/dns-standin.yaml`).
+pub const DNS_STANDIN_DEPLOYMENT: &str = "bloodraven-dns-standin";
+/// The ConfigMap whose `paused` stops the stand-in applying DNSEndpoint changes.
+pub const EXTERNAL_DNS_CONFIGMAP: &str = "bloodraven-external-dns";
 
 /// The in-cluster workload's Deployment (`fixtures/playground/workload.yaml`).
 pub const WORKLOAD_DEPLOYMENT: &str = "bloodraven-workload";

@@ -79,9 +79,6 @@ pub enum Capability {
     /// Stopping and starting a node (`stop-node`, `start-node`): localkube's fault socket
     /// (the in-cluster fault agent does not do it yet).
     StopNode,
-    /// Stopping external-dns (`stop-external-dns`): localkube's stand-in for it (the
-    /// in-cluster DNS stand-in is not built yet).
-    StopExternalDns,
 }
 
 impl Capability {
@@ -90,7 +87,6 @@ impl Capability {
         match self {
             Capability::ClockOffset => "clock-offset",
             Capability::StopNode => "stop-node",
-            Capability::StopExternalDns => "stop-external-dns",
         }
     }
 }
@@ -457,7 +453,6 @@ impl Fault {
         match self {
             Fault::ClockOffset(_) => Some(Capability::ClockOffset),
             Fault::StopNode(_) | Fault::StartNode(_) => Some(Capability::StopNode),
-            Fault::StopExternalDns => Some(Capability::StopExternalDns),
             _ => None,
         }
     }
