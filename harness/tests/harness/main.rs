@@ -19,4 +19,5 @@ mod reference;
 mod report;
 mod runner;
 mod schema;
+mod survivors;
 mod validation;
