@@ -243,6 +243,17 @@ mod tests {
         assert!(parse_held("executed\n0-1-5\nConnection_name\tMaster_Host\n\tiad\n").is_err());
     }
 
+    // The answer of a real MariaDB 10.11.19 (`mariadb -B`) replicating with GTIDs from
+    // slave_pos 0-1-100 (its IO thread failing to connect: the relay log's position stays):
+    // 62 columns, Gtid_IO_Pos the 46th, next to Gtid_Slave_Pos.
+    #[test]
+    fn a_real_mariadb_answer_is_read() {
+        const ANSWER: &str = "executed\n0-1-100\nConnection_name\tSlave_SQL_State\tSlave_IO_State\tMaster_Host\tMaster_User\tMaster_Port\tConnect_Retry\tMaster_Log_File\tRead_Master_Log_Pos\tRelay_Log_File\tRelay_Log_Pos\tRelay_Master_Log_File\tSlave_IO_Running\tSlave_SQL_Running\tReplicate_Do_DB\tReplicate_Ignore_DB\tReplicate_Do_Table\tReplicate_Ignore_Table\tReplicate_Wild_Do_Table\tReplicate_Wild_Ignore_Table\tLast_Errno\tLast_Error\tSkip_Counter\tExec_Master_Log_Pos\tRelay_Log_Space\tUntil_Condition\tUntil_Log_File\tUntil_Log_Pos\tMaster_SSL_Allowed\tMaster_SSL_CA_File\tMaster_SSL_CA_Path\tMaster_SSL_Cert\tMaster_SSL_Cipher\tMaster_SSL_Key\tSeconds_Behind_Master\tMaster_SSL_Verify_Server_Cert\tLast_IO_Errno\tLast_IO_Error\tLast_SQL_Errno\tLast_SQL_Error\tReplicate_Ignore_Server_Ids\tMaster_Server_Id\tMaster_SSL_Crl\tMaster_SSL_Crlpath\tUsing_Gtid\tGtid_IO_Pos\tReplicate_Do_Domain_Ids\tReplicate_Ignore_Domain_Ids\tParallel_Mode\tSQL_Delay\tSQL_Remaining_Delay\tSlave_SQL_Running_State\tSlave_DDL_Groups\tSlave_Non_Transactional_Groups\tSlave_Transactional_Groups\tReplicate_Rewrite_DB\tRetried_transactions\tMax_relay_log_size\tExecuted_log_entries\tSlave_received_heartbeats\tSlave_heartbeat_period\tGtid_Slave_Pos\n\t\t\t127.0.0.1\t\t1\t60\t\t4\tvm-relay-bin.000001\t4\t\tNo\tNo\t\t\t\t\t\t\t0\t\t0\t4\t256\tNone\t\t0\tNo\t\t\t\t\t\tNULL\tNo\t1593\tFatal error: Invalid (empty) username when attempting to connect to the master server. Connection attempt terminated.\t0\t\t\t0\t\t\tSlave_Pos\t0-1-100\t\t\toptimistic\t0\tNULL\t\t0\t0\t0\t\t0\t1073741824\t0\t0\t30.000\t0-1-100\n";
+        let held = parse_held(ANSWER).expect("parsed");
+        assert_eq!(held.executed, "0-1-100");
+        assert_eq!(held.retrieved, "0-1-100");
+    }
+
     #[test]
     fn faults_that_take_a_primary_away_name_its_site() {
         let kill = |container| {
