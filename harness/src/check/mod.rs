@@ -8,5 +8,6 @@ pub mod liveness;
 pub mod lost_set;
 pub mod rpo;
 pub mod split_brain;
+pub mod survivors;
 pub mod timings;
 pub mod verdict;

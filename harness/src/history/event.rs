@@ -238,6 +238,36 @@ pub enum Op {
         #[serde(default)]
         sites: BTreeMap<Site, Vec<u64>>,
     },
+    /// The automatic seal (process `seal`): right after a fault took the active site's
+    /// primary away (a kill, freeze, node stop or pod deletion of its mysqld, a partition of
+    /// the sites, nodes or peers cutting it off), what every other site held, read by the harness
+    /// itself from each mysqld. The survivors checker ([`crate::check::survivors`]) judges
+    /// the emergency failover that follows from it. The invoke carries the trigger and the
+    /// active site with no sets; the completion is `ok` when every survivor was read, `fail`
+    /// (with the sites read so far) when one could not be.
+    SurvivorsHeld {
+        /// The fault that took the primary away: its kind and parameters (the step's JSON).
+        trigger: String,
+        /// The active site whose primary the fault took away.
+        active: Site,
+        /// What each survivor read held, by site.
+        #[serde(default)]
+        sites: BTreeMap<Site, HeldGtids>,
+        /// Survivors that could not be read, with why (never left out silently).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        unread: BTreeMap<Site, String>,
+    },
+}
+
+/// What one surviving site held when the primary was taken away, as GTID sets in the
+/// flavor's text form (MariaDB positions, `0-1-120`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldGtids {
+    /// Applied: MariaDB `@@GLOBAL.gtid_current_pos`.
+    pub executed: String,
+    /// Received into the relay log: the replication connection's `Gtid_IO_Pos` from `SHOW
+    /// ALL SLAVES STATUS` (the union over connections; empty when not replicating).
+    pub retrieved: String,
 }
 
 /// The sites a fault acts on, as recorded in [`Op::Fault`]: the site of a kill, freeze,

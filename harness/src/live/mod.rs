@@ -8,6 +8,7 @@ pub mod exec;
 pub mod faults;
 pub mod incluster;
 pub mod observe;
+pub mod seal;
 pub mod topology;
 pub mod workload;
 

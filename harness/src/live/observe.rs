@@ -180,6 +180,15 @@ impl LiveCluster {
         let name = fault.kind();
         let detail = serde_json::to_string(fault).unwrap_or_default();
         let pod_of = |site: Site| names::pod(GROUP, site.name());
+        // The automatic seal (docs/design/harness.md#history-and-checkers): when the fault can
+        // take a site's primary away, which site is active is read before it is injected, so
+        // the survivors are read right after it returns (and its start is recorded).
+        let taken = super::seal::primary_taken_from(fault);
+        let active = if taken.is_empty() {
+            None
+        } else {
+            self.active_site_now().await
+        };
         let (undo, one_shot) = match fault {
             Fault::Kill(target) => {
                 let pod = pod_of(target.site);
@@ -498,6 +507,17 @@ impl LiveCluster {
                 EventType::Ok,
                 sites,
             );
+        }
+        match active {
+            Some(active) if taken.contains(&active) => {
+                self.seal_survivors(fault, active, recorder).await;
+            }
+            Some(_) => {}
+            None if taken.is_empty() => {}
+            None => tracing::warn!(
+                fault = name,
+                "seal: the active site is unknown (no group status read or observed), so what the survivors held is not sealed"
+            ),
         }
         Ok(())
     }

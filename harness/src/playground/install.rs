@@ -452,10 +452,22 @@ impl Installer {
     /// Runs SQL as MySQL's root in `pod`'s `mysql` container (`kubectl exec` through the API,
     /// so it works on every backend). Returns the client's standard output (tab separated).
     pub async fn sql_as_root(&self, pod: &str, sql: &str) -> Result<String> {
+        self.sql_as_root_in(pod, sql, "-N -B").await
+    }
+
+    /// [`Self::sql_as_root`] with each result set's column names as its first line (tab
+    /// separated), for answers read by column name (`SHOW ALL SLAVES STATUS`); the client's
+    /// `-N` also drops the names from `\G`'s vertical form, so that is no way around it.
+    pub async fn sql_as_root_named(&self, pod: &str, sql: &str) -> Result<String> {
+        self.sql_as_root_in(pod, sql, "-B").await
+    }
+
+    /// The shared exec of [`Self::sql_as_root`], with the client's output `options`.
+    async fn sql_as_root_in(&self, pod: &str, sql: &str, options: &str) -> Result<String> {
         let command = vec![
             "sh".to_owned(),
             "-c".to_owned(),
-            "exec mariadb --protocol=tcp -h127.0.0.1 -uroot -p\"$MARIADB_ROOT_PASSWORD\" -N -B -e \"$0\"".to_owned(),
+            format!("exec mariadb --protocol=tcp -h127.0.0.1 -uroot -p\"$MARIADB_ROOT_PASSWORD\" {options} -e \"$0\""),
             sql.to_owned(),
         ];
         let output = crate::live::exec::exec_collect(

@@ -133,6 +133,7 @@ pub fn judge(
         split_brain,
         rpo_verdict,
         crate::check::lost_set::check_lost_set(history),
+        crate::check::survivors::check_survivors(history),
         timings_verdict,
     ];
     let failure = run_error.or_else(|| {

@@ -21,4 +21,5 @@ mod reference;
 mod report;
 mod runner;
 mod schema;
+mod survivors;
 mod validation;

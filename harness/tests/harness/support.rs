@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use bloodraven_harness::history::event::{
-    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, Op, RestoreRecord,
+    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, HeldGtids, Op, RestoreRecord,
 };
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::Site;
@@ -54,6 +54,62 @@ pub struct Builder {
 }
 
 impl Builder {
+    /// A builder that goes on from `history`'s events.
+    pub fn from_history(history: History) -> Self {
+        Builder {
+            events: history.events,
+        }
+    }
+
+    /// The automatic seal (process `seal`) at `ms` after `active`'s primary was taken away:
+    /// `held` as (site, executed, retrieved) GTID set texts, `unread` as (site, why). The
+    /// completion is `ok` when nothing was left out, `fail` otherwise.
+    pub fn survivors_held(
+        mut self,
+        ms: u64,
+        active: Site,
+        held: &[(Site, &str, &str)],
+        unread: &[(Site, &str)],
+    ) -> Self {
+        let trigger =
+            format!("kill {{\"kill\":{{\"site\":\"{active}\",\"container\":\"mysql\"}}}}");
+        let op = |sites, unread| Op::SurvivorsHeld {
+            trigger: trigger.clone(),
+            active,
+            sites,
+            unread,
+        };
+        self.push(
+            "seal",
+            EventType::Invoke,
+            op(BTreeMap::new(), BTreeMap::new()),
+            ms,
+        );
+        let sites: BTreeMap<Site, HeldGtids> = held
+            .iter()
+            .map(|(site, executed, retrieved)| {
+                (
+                    *site,
+                    HeldGtids {
+                        executed: (*executed).to_owned(),
+                        retrieved: (*retrieved).to_owned(),
+                    },
+                )
+            })
+            .collect();
+        let left_out: BTreeMap<Site, String> = unread
+            .iter()
+            .map(|(site, why)| (*site, (*why).to_owned()))
+            .collect();
+        let kind = if left_out.is_empty() {
+            EventType::Ok
+        } else {
+            EventType::Fail
+        };
+        self.push("seal", kind, op(sites, left_out), ms + 150);
+        self
+    }
+
     fn push(&mut self, process: &str, kind: EventType, op: Op, ms: u64) {
         self.events.push(Event {
             process: process.to_owned(),
