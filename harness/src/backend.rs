@@ -58,6 +58,7 @@ pub trait Backend: Send + Sync {
 pub fn skip_reason(
     scenario: &crate::scenario::model::Scenario,
     kind: ClusterKind,
+    driver: FaultDriverKind,
     capabilities: &std::collections::BTreeSet<Capability>,
 ) -> Option<String> {
     let missing: Vec<&str> = scenario
@@ -67,8 +68,13 @@ pub fn skip_reason(
         .map(|capability| capability.name())
         .collect();
     (!missing.is_empty()).then(|| {
+        let driver = match driver {
+            FaultDriverKind::Auto => String::new(),
+            FaultDriverKind::Native => " with --fault-driver native".to_owned(),
+            FaultDriverKind::Agent => " with --fault-driver agent".to_owned(),
+        };
         format!(
-            "requires {}, which the {} backend does not have",
+            "requires {}, which the {} backend{driver} does not have",
             missing.join(", "),
             kind.name()
         )

@@ -35,6 +35,8 @@ pub struct RunContext {
     pub results: Mutex<Vec<(ScenarioResult, History)>>,
     /// The backend's kind.
     pub kind: ClusterKind,
+    /// `--fault-driver`.
+    pub fault_driver: crate::backend::FaultDriverKind,
     /// What the backend's clusters can do beyond the API and the fault agent.
     pub capabilities: std::collections::BTreeSet<crate::scenario::model::Capability>,
 }
@@ -64,6 +66,7 @@ impl RunContext {
         Self {
             backend,
             kind,
+            fault_driver: cli.fault_driver,
             capabilities,
             shared_cluster: Mutex::new(None),
             reuse: cli.reuse,
@@ -197,7 +200,12 @@ impl RunContext {
     /// backend, which fails every trial by itself).
     pub fn skip_reason(&self, loaded: &LoadedScenario) -> Option<String> {
         self.backend.as_ref().ok()?;
-        crate::backend::skip_reason(&loaded.scenario, self.kind, &self.capabilities)
+        crate::backend::skip_reason(
+            &loaded.scenario,
+            self.kind,
+            self.fault_driver,
+            &self.capabilities,
+        )
     }
 }
 

@@ -607,6 +607,7 @@ fn context(
             .as_ref()
             .map_or(ClusterKind::Localkube, |backend| backend.kind()),
         capabilities,
+        fault_driver: bloodraven_harness::backend::FaultDriverKind::Auto,
         backend,
         shared_cluster: Mutex::new(None),
         reuse: false,
