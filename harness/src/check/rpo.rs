@@ -352,17 +352,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
     };
     summary.final_state_read = true;
     summary.sites_read = final_sites.keys().copied().collect();
-    summary.active_site = history
-        .events
-        .iter()
-        .rev()
-        .find_map(|event| match &event.op {
-            Op::Status {
-                active_site: Some(site),
-                ..
-            } if event.kind == EventType::Ok => Some(*site),
-            _ => None,
-        });
+    summary.active_site = history.last_active_site();
     let Some(active) = summary.active_site else {
         return fail(
             summary,

@@ -107,16 +107,7 @@ fn seals(history: &History) -> Result<Vec<Seal<'_>>, String> {
 /// The final read of the active site after heal: its ids, or why there is none.
 fn final_on_active(history: &History) -> Result<(Site, BTreeSet<u64>), String> {
     let active = history
-        .events
-        .iter()
-        .rev()
-        .find_map(|event| match &event.op {
-            Op::Status {
-                active_site: Some(site),
-                ..
-            } if event.kind == EventType::Ok => Some(*site),
-            _ => None,
-        })
+        .last_active_site()
         .ok_or("no group status was observed, so the active site after heal is unknown")?;
     let sites = history
         .events

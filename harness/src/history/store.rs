@@ -43,6 +43,17 @@ impl History {
         Self { events }
     }
 
+    /// The active site the last successful group status probe read (`None`: none read one).
+    pub fn last_active_site(&self) -> Option<crate::scenario::model::Site> {
+        self.events.iter().rev().find_map(|event| match &event.op {
+            super::event::Op::Status {
+                active_site: Some(site),
+                ..
+            } if event.kind == super::event::EventType::Ok => Some(*site),
+            _ => None,
+        })
+    }
+
     /// Pairs each invoke with the next completion of the same process. A process may have
     /// one operation open at a time; anything else is a malformed history, named in the error.
     pub fn operations(&self) -> Result<Vec<Operation<'_>>, String> {

@@ -135,17 +135,7 @@ impl LiveCluster {
             },
             Err(error) => {
                 tracing::warn!(%error, "seal: could not read the group's active site; using the last status observed");
-                self.history()
-                    .events
-                    .iter()
-                    .rev()
-                    .find_map(|event| match &event.op {
-                        Op::Status {
-                            active_site: Some(site),
-                            ..
-                        } if event.kind == EventType::Ok => Some(*site),
-                        _ => None,
-                    })
+                self.history().last_active_site()
             }
         }
     }
