@@ -206,8 +206,6 @@ impl Daemon {
         let targets = workload::WorkloadTargets {
             primary: start.primary.clone(),
             replicas: start.replicas.clone(),
-            dns_server: None,
-            dns_hostname: start.dns_hostname.clone(),
             password: start.password.clone(),
         };
         let (stop, stopped) = watch::channel(false);

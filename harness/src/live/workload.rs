@@ -1,13 +1,9 @@
 //! The workload and probes of one scenario (docs/design/harness.md#history-and-checkers): writers
 //! of unique ids through `-primary` (each write records the site that acknowledged it, from the
-//! connection's `@@hostname`), readers through `-primary` and `-replicas`, and probes of the group
-//! status, the shared Services' endpoints and the DNS answer every ~200 ms. All of it records into
-//! the scenario's [`Recorder`]; [`LiveWorkload::stop`] drains in-flight operations before
-//! returning.
-//!
-//! The writers, readers and the DNS probe record into a [`Sink`]: the scenario's [`Recorder`]
-//! here, or a run's event log in the workload pod ([`crate::incluster`]), which runs the same
-//! loops inside the cluster.
+//! connection's `@@hostname`), readers through `-primary` and `-replicas`, and a DNS probe every
+//! ~200 ms. They run in the workload pod ([`crate::incluster`]) and record into its run log, a
+//! [`Sink`]; the harness itself only runs the API probes (the group's status and the shared
+//! Services' endpoints, [`LiveWorkload::start_api_probes`]) into the scenario's [`Recorder`].
 //!
 //! The workload's database user (`harness`) holds only its database's privileges (the grant
 //! builder of bloodraven-mysql): nothing that bypasses read_only, so a fenced site refuses it.
@@ -82,14 +78,10 @@ const ER_READ_ONLY: u16 = 1290;
 /// Where the workload connects.
 #[derive(Debug, Clone)]
 pub struct WorkloadTargets {
-    /// `-primary`'s ClusterIP.
+    /// `-primary`'s host (its Service DNS name, resolved in the pod).
     pub primary: String,
-    /// `-replicas`' ClusterIP.
+    /// `-replicas`' host.
     pub replicas: String,
-    /// The cluster DNS server.
-    pub dns_server: Option<SocketAddr>,
-    /// The group's DNS hostname.
-    pub dns_hostname: String,
     /// The workload user's password.
     pub password: String,
 }
@@ -211,21 +203,12 @@ pub struct LiveWorkload {
 }
 
 impl LiveWorkload {
-    /// Starts writers, readers and probes on the current runtime.
-    pub fn start(client: Client, targets: WorkloadTargets, recorder: Arc<Recorder>) -> Self {
-        let (stop, stopped) = watch::channel(false);
-        let mut tasks = spawn_clients(&targets, &recorder, &stopped);
-        let dns = dns_resolver(targets.dns_server).map(|resolver| (resolver, targets.dns_hostname));
-        tasks.push(tokio::spawn(probe_loop(client, dns, recorder, stopped)));
-        Self { stop, tasks }
-    }
-
     /// Only the probes that go through the Kubernetes API (the group's status, the shared
     /// Services' endpoints): the in-cluster workload ([`super::incluster`]) runs the writers,
     /// readers and DNS probe in the workload pod.
     pub fn start_api_probes(client: Client, recorder: Arc<Recorder>) -> Self {
         let (stop, stopped) = watch::channel(false);
-        let tasks = vec![tokio::spawn(probe_loop(client, None, recorder, stopped))];
+        let tasks = vec![tokio::spawn(probe_loop(client, recorder, stopped))];
         Self { stop, tasks }
     }
 
@@ -488,11 +471,6 @@ pub async fn lookup(resolver: &TokioResolver, hostname: &str) -> Vec<String> {
     }
 }
 
-/// A resolver for the cluster DNS server.
-pub fn dns_resolver(server: Option<SocketAddr>) -> Option<TokioResolver> {
-    server.and_then(resolver)
-}
-
 /// One DNS probe: `dns` invokes, asks `resolver` for `hostname`'s A answers, and completes
 /// `ok` with them (an empty answer on NXDOMAIN or an error) and the site `site_of` names for a
 /// single answer. The in-cluster workload passes `|_| None`: the harness names the site when
@@ -532,24 +510,11 @@ pub async fn dns_loop<S: Sink>(
     }
 }
 
-async fn probe_loop(
-    client: Client,
-    dns: Option<(TokioResolver, String)>,
-    recorder: Arc<Recorder>,
-    mut stopped: watch::Receiver<bool>,
-) {
+/// The API probes: the group's status and the shared Services' endpoints, every
+/// [`PROBE_PERIOD`] (the DNS probe runs in the workload pod: [`dns_loop`]).
+async fn probe_loop(client: Client, recorder: Arc<Recorder>, mut stopped: watch::Receiver<bool>) {
     let groups = group_api(&client);
-    let mut site_ips = match dns {
-        Some(_) => topology::site_cluster_ips(&client)
-            .await
-            .unwrap_or_default(),
-        None => Default::default(),
-    };
-    let mut probes = vec!["status", "endpoints-primary", "endpoints-replicas"];
-    if dns.is_some() {
-        probes.push("dns");
-    }
-    recorder.declare_probes(&probes);
+    recorder.declare_probes(&["status", "endpoints-primary", "endpoints-replicas"]);
     while !*stopped.borrow() {
         recorder.invoke(
             "status",
@@ -609,17 +574,6 @@ async fn probe_loop(
                     },
                 ),
             }
-        }
-        if let Some((resolver, hostname)) = &dns {
-            if site_ips.len() < Site::ALL.len() {
-                site_ips = topology::site_cluster_ips(&client)
-                    .await
-                    .unwrap_or_default();
-            }
-            probe_dns(recorder.as_ref(), resolver, hostname, |one| {
-                site_ips.get(one).copied()
-            })
-            .await;
         }
         pause(&mut stopped, PROBE_PERIOD).await;
     }
