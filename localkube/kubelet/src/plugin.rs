@@ -81,7 +81,7 @@ const _: () =
     assert!(localkube_apiserver::server::CLUSTER_DNS_PORT == localkube_node::node_agent::DNS_PORT);
 
 /// Prepares a server config to run pods: requires root, creates and canonicalises the
-/// state dir, removes leftovers of a crashed run, claims the cluster's address slot, sets
+/// state dir (refused with too little free space on its filesystem), removes leftovers of a crashed run, claims the cluster's address slot, sets
 /// `service_cidr` to the slot's Service range (ClusterIPs must be local addresses the proxy
 /// serves) and `dns_address` to the slot's cluster DNS address, and adds the kubelet plugin.
 pub fn prepare(config: &mut Config, kubelet: Kubelet) -> Result<()> {
@@ -90,6 +90,7 @@ pub fn prepare(config: &mut Config, kubelet: Kubelet) -> Result<()> {
         .map_err(Error::io(format!("create {}", config.state_dir.display())))?;
     let dir = std::fs::canonicalize(&config.state_dir)
         .map_err(Error::io(format!("resolve {}", config.state_dir.display())))?;
+    localkube_node::state::require_free_space(&dir)?;
     if !localkube_node::state::read_records(&dir)?.is_empty() {
         localkube_node::cleanup(&dir)?;
     }

@@ -40,6 +40,19 @@ pub enum Error {
         /// The errno.
         source: nix::Error,
     },
+    /// The state directory's filesystem has too little free space for the pods' data (MariaDB
+    /// fails on a full disk with misleading corruption errors, so a cluster does not start).
+    #[error(
+        "start the cluster: only {available_mib} MiB free on the filesystem of {path} (at least {required_mib} MiB needed for the pods' data directories); free some space, e.g. old cargo target directories or reports"
+    )]
+    LowDiskSpace {
+        /// The state directory.
+        path: PathBuf,
+        /// Free space for an unprivileged writer, MiB.
+        available_mib: u64,
+        /// The minimum, MiB.
+        required_mib: u64,
+    },
     /// Every cluster index on this machine is taken.
     #[error("allocate a cluster index: all {0} cluster slots on this machine are in use")]
     NoClusterSlot(usize),

@@ -95,6 +95,33 @@ impl StateFile {
     }
 }
 
+/// The free space a cluster needs on its state directory's filesystem: three MariaDB data
+/// directories with their binlogs and backups, and the pods' logs. On a full disk MariaDB
+/// reports InnoDB "data structure corruption" and the group never bootstraps.
+pub const MIN_FREE_BYTES: u64 = 2 << 30;
+
+/// Refuses to start a cluster on a filesystem with less than [`MIN_FREE_BYTES`] free.
+pub fn require_free_space(state_dir: &Path) -> Result<()> {
+    let stat = nix::sys::statvfs::statvfs(state_dir).map_err(|source| Error::Sys {
+        action: format!("read the free space of {}", state_dir.display()),
+        source,
+    })?;
+    let available = u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size()));
+    check_free_space(state_dir, available, MIN_FREE_BYTES)
+}
+
+/// [`require_free_space`]'s rule, given the free bytes.
+pub fn check_free_space(state_dir: &Path, available: u64, required: u64) -> Result<()> {
+    if available >= required {
+        return Ok(());
+    }
+    Err(Error::LowDiskSpace {
+        path: state_dir.to_path_buf(),
+        available_mib: available >> 20,
+        required_mib: required >> 20,
+    })
+}
+
 /// Reads everything recorded in `state_dir`'s state file (an absent file is empty).
 pub fn read_records(state_dir: &Path) -> Result<Vec<Resource>> {
     let path = state_dir.join(STATE_FILE);
@@ -356,6 +383,26 @@ pub fn cleanup(state_dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cluster_is_refused_on_a_nearly_full_filesystem_with_the_free_space_named() {
+        let dir = std::path::Path::new("/var/lib/localkube");
+        super::check_free_space(dir, 2 << 30, 2 << 30).expect("exactly enough");
+        let refused = super::check_free_space(dir, 237 << 20, 2 << 30)
+            .expect_err("237 MiB free is refused")
+            .to_string();
+        assert!(refused.contains("only 237 MiB free"), "{refused}");
+        assert!(refused.contains("/var/lib/localkube"), "{refused}");
+        assert!(refused.contains("2048 MiB needed"), "{refused}");
+    }
+
+    #[test]
+    fn the_free_space_of_an_existing_directory_is_read() {
+        let dir = std::env::temp_dir();
+        // Whatever this machine has free, reading it works and the rule answers.
+        let _ = super::require_free_space(&dir);
+        assert!(super::require_free_space(std::path::Path::new("/no/such/dir")).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -12,8 +12,10 @@
 //! process. So while an emergency failover is in flight the operator asks it to, for the old
 //! active site's pod, when:
 //!
-//! - the operator cannot reach that site's sidecar (a sidecar that answers is alive, and its
-//!   watchdog covers a frozen mysqld),
+//! - the operator cannot reach that site's sidecar, or it answers but its kubelet does not
+//!   call it ready (a sidecar that answers and passes its probes is alive, and its watchdog
+//!   covers a frozen mysqld; one just started again, not yet probed, may be killed again the
+//!   next moment: an outside agent keeping it down does exactly that),
 //! - the pod was created before the move was announced (a pod created after it started with
 //!   a sidecar without authority, and is never granted a lease of the old generation),
 //! - the kubelet reports the mysql container running (a frozen process runs; a crashed one
@@ -29,6 +31,11 @@
 //! that long, a kubelet's "ready" does not tell a partitioned sidecar (alive, and fencing
 //! mysqld itself) from a hung one, and the promotion waits for it to tell (on a partition,
 //! this wait ends about when the lease wait does).
+//!
+//! A pod of the old run that is already terminating (this rule's deletion, or anyone's) holds
+//! the promotion until its kubelet has removed it, whatever its sidecar answers meanwhile: a
+//! frozen mysqld in it may be continued inside the grace period and serve its held
+//! connections (s029 through the fault agent).
 //!
 //! The deletion is conditional on the pod's uid and has a grace period of
 //! [`AGENTLESS_KILL_GRACE`]; the promotion waits until no pod of the old run is left (the API
@@ -48,9 +55,10 @@ use super::plan::{Context, Plan};
 /// What the kubelet says of the old active site's sidecar, this poll.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum OldAgent<'a> {
-    /// Nothing for this rule: the sidecar answers the operator, no pod of the old run with a
-    /// running mysql container is left, the pod could not be read, or its node reports
-    /// NotReady (nobody could carry a kill out: the lease rule alone).
+    /// Nothing for this rule: the sidecar answers the operator and its kubelet calls it ready,
+    /// no pod of the old run with a running mysql container is left, the pod could not be
+    /// read, or its node reports NotReady (nobody could carry a kill out: the lease rule
+    /// alone).
     NotApplicable,
     /// The kubelet reports the silent sidecar ready, but it has not been silent for
     /// [`SIDECAR_NOT_READY_WITHIN`] yet: a hang may not show yet.
@@ -58,7 +66,9 @@ pub(super) enum OldAgent<'a> {
     /// The kubelet reports it ready although it has been silent that long: it is alive
     /// (partitioned from the operator) and fences mysqld itself.
     Alive,
-    /// The kubelet reports it not ready: gone (crashed, killed or hung). Its pod is deleted.
+    /// The kubelet reports it not ready (gone: crashed, killed, hung, or just started again
+    /// and not yet probed), or the pod of the old run is terminating. Its pod is deleted (once)
+    /// and the promotion waits until it is gone.
     Gone(&'a PodFacts),
 }
 
@@ -68,10 +78,7 @@ pub(super) fn old_agent<'a>(
     memory: &GroupMemory,
     failover: &EmergencyFailover,
 ) -> OldAgent<'a> {
-    if context.options.unsafe_skip_agentless_kill
-        || context.view(&failover.from).sidecar_up
-        || moves_back_to_old_site(failover)
-    {
+    if context.options.unsafe_skip_agentless_kill || moves_back_to_old_site(failover) {
         return OldAgent::NotApplicable;
     }
     let Some(site) = context
@@ -87,9 +94,7 @@ pub(super) fn old_agent<'a>(
         // could not be read this poll may well have (s029 live: pdx was promoted 250 ms into
         // the old pod's grace period, its frozen mysqld alive with SIGTERM pending).
         PodReading::Present(pod)
-            if pod.created_at < failover.announced_at
-                && pod.mysql_running
-                && pod.node_ready != Some(false) =>
+            if pod.created_at < failover.announced_at && pod.node_ready != Some(false) =>
         {
             pod
         }
@@ -97,6 +102,27 @@ pub(super) fn old_agent<'a>(
             return OldAgent::NotApplicable;
         }
     };
+    // A pod of the old run that terminates is a kill in flight (this rule's, or anyone's):
+    // until its kubelet has removed it, a frozen mysqld in it may still be continued and serve
+    // its held connections, whatever a sidecar in it answers. s029 through the fault agent: the
+    // killed sidecar was started again by its kubelet and answered one poll before it was
+    // killed again, and pdx was promoted 280 ms into the grace period.
+    if pod.terminating {
+        return OldAgent::Gone(pod);
+    }
+    if !pod.mysql_running {
+        return OldAgent::NotApplicable;
+    }
+    if context.view(&failover.from).sidecar_up {
+        // A sidecar that answers is alive and its watchdog covers a frozen mysqld, once its
+        // kubelet vouches for it: one it does not call ready was just (re)started and not yet
+        // probed, or fails its health check, and may be gone again the next moment.
+        return if pod.sidecar_ready {
+            OldAgent::NotApplicable
+        } else {
+            OldAgent::Gone(pod)
+        };
+    }
     if !pod.sidecar_ready {
         return OldAgent::Gone(pod);
     }

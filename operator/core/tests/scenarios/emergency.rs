@@ -1101,6 +1101,80 @@ fn a_node_that_cannot_be_read_while_the_old_pod_terminates_does_not_release_the_
     );
 }
 
+/// The double fault with the old pod's deletion lingering: polls until the kill was asked for.
+fn agentless_freeze_until_terminating(world: &mut World) {
+    world.site_mut("iad").deletion_lingers = true;
+    agentless_freeze(world);
+    for _ in 0..40 {
+        world.poll();
+        world.advance(Duration::from_millis(250));
+        if world.site("iad").terminating {
+            break;
+        }
+    }
+    assert!(
+        world.site("iad").terminating,
+        "the kill was never asked for"
+    );
+}
+
+#[test]
+fn a_sidecar_started_again_in_the_terminating_old_pod_does_not_release_the_promotion() {
+    // s029 through the fault agent (9ec1fe0 live): the agent killed iad's sidecar and kept it
+    // down by killing it again whenever its kubelet started it; one such start answered the
+    // operator's poll 280 ms into the deleted pod's grace period, and pdx was promoted while
+    // the frozen mysqld still lived. The thaw then let it acknowledge the held write.
+    let mut world = World::bootstrapped();
+    agentless_freeze_until_terminating(&mut world);
+    // Its kubelet starts the sidecar again; it answers, not yet probed.
+    world.site_mut("iad").sidecar_alive = true;
+    world.site_mut("iad").kubelet_sidecar_ready = Some(false);
+    for _ in 0..60 {
+        world.poll();
+        world.advance(Duration::from_millis(250));
+    }
+    assert_eq!(
+        first_promotion(&world, "pdx"),
+        None,
+        "promoted while the old pod, its mysqld frozen, was still terminating"
+    );
+    world.site_mut("iad").sidecar_alive = false;
+    world.site_mut("iad").kubelet_sidecar_ready = None;
+    world.site_mut("iad").deletion_lingers = false;
+    world.site_mut("iad").terminating = false;
+    world.site_mut("iad").pods_deleted.push("iad-0".to_string());
+    world.recreate_pod("iad");
+    world.run_polls_until_active("pdx", 20);
+    assert!(
+        world.split_brain_at.is_empty(),
+        "{:?}",
+        world.split_brain_at
+    );
+}
+
+#[test]
+fn a_sidecar_its_kubelet_does_not_call_ready_is_no_agent_even_when_it_answers() {
+    // The same start seen before the kill was asked for: a sidecar that answers once, which its
+    // kubelet has not yet probed, may be killed again the next moment and fences nothing; the
+    // old pod is deleted and the promotion waits for it to go.
+    let mut world = World::bootstrapped();
+    world.site_mut("iad").deletion_lingers = true;
+    agentless_freeze(&mut world);
+    world.site_mut("iad").sidecar_alive = true;
+    world.site_mut("iad").kubelet_sidecar_ready = Some(false);
+    // Its reads of the frozen mysqld time out.
+    world.site_mut("iad").mysql_unreadable = true;
+    for _ in 0..60 {
+        world.poll();
+        world.advance(Duration::from_millis(250));
+    }
+    assert!(
+        !deletes_of(&world, "iad").is_empty(),
+        "the old pod was not deleted"
+    );
+    assert_eq!(first_promotion(&world, "pdx"), None);
+}
+
 #[test]
 fn without_the_agentless_kill_the_frozen_primary_is_split_brain() {
     // The same double fault with the rule switched off (the rule before the agentless kill,

@@ -137,6 +137,10 @@ pub struct FakeSite {
     pub deletion_lingers: bool,
     /// The site pod is terminating (a deletion that lingers).
     pub terminating: bool,
+    /// What the kubelet says of the sidecar container's readiness when it is not what the
+    /// sidecar's life says (`None`): a sidecar its kubelet just started again answers before its
+    /// readiness probe ran.
+    pub kubelet_sidecar_ready: Option<bool>,
     /// How many times the site pod was recreated (its uid is `<site>-<n>`).
     pub pod_generation: u64,
     /// When the current site pod was created.
@@ -251,6 +255,7 @@ impl World {
                     kubelet_up: true,
                     node_unreadable: false,
                     deletion_lingers: false,
+                    kubelet_sidecar_ready: None,
                     terminating: false,
                     pod_generation: 0,
                     pod_created_at: EPOCH.saturating_sub(Duration::from_secs(3600)),
@@ -436,7 +441,7 @@ impl World {
                 uid: site.pod_uid(),
                 created_at: site.pod_created_at,
                 terminating: site.terminating,
-                sidecar_ready: site.sidecar_alive,
+                sidecar_ready: site.kubelet_sidecar_ready.unwrap_or(site.sidecar_alive),
                 mysql_running: site.mysql_up,
                 mysql_image: Some(site.image.clone()),
                 node_ready: (!site.node_unreadable).then_some(site.kubelet_up),
