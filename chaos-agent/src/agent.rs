@@ -81,8 +81,8 @@ pub struct FaultRecord {
     /// That namespace (`net:[4026532281]`).
     #[serde(default)]
     pub netns: Option<String>,
-    /// A partition's peers as installed now, canonical (its fixed peers and its peer pods'
-    /// addresses, none covered by another).
+    /// The peers a partition is to cut now, canonical (its fixed peers and its peer pods'
+    /// addresses, none covered by another); each cut's `peers` are what its rules drop.
     #[serde(default)]
     pub peers: Vec<String>,
     /// A partition's fixed peers (the request's `peers`), canonical.
@@ -329,8 +329,13 @@ fn undo_partition(procfs: &ProcFs, record: &FaultRecord) -> Result<String> {
         });
     }
     Ok(format!(
-        "undone in every network namespace it cut ({}, {} re-applications while it stood): {}",
+        "undone in every network namespace it cut ({} {}; {} re-applications while it stood): {}",
         cuts.len(),
+        if cuts.len() == 1 {
+            "namespace"
+        } else {
+            "namespaces"
+        },
         record.reapplied,
         undone.join("; ")
     ))
@@ -1148,5 +1153,66 @@ impl<L: Locator> Agent<L> {
                 failures.join("; ")
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An agent upgraded while a partition stood: the state file of the agent before it names
+    // one namespace (podUid, netns, netnsPid) and no `cuts`; its undo must still find it.
+    #[test]
+    fn a_partition_recorded_before_cuts_existed_is_undone_from_its_one_namespace() {
+        let old = r#"{"nextId": 4, "faults": [{"id": 3, "kind": "partition", "namespace": "br",
+            "pod": "iad-0", "containerIds": [], "podUid": "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11",
+            "netnsPid": 4242, "netns": "net:[4026532281]", "peers": ["10.244.1.7"],
+            "backend": "nft", "startedAt": "2026-12-06T06:20:18Z", "effect": "..."}]}"#;
+        let state: StateFile = serde_json::from_str(old).unwrap();
+        let record = &state.faults[0];
+        assert!(record.cuts.is_empty() && record.reapplied == 0);
+        let cuts = recorded_cuts(record);
+        assert_eq!(cuts.len(), 1);
+        assert_eq!(
+            (
+                cuts[0].pod_uid.as_str(),
+                cuts[0].netns.as_str(),
+                cuts[0].pid
+            ),
+            (
+                "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11",
+                "net:[4026532281]",
+                4242
+            )
+        );
+        assert_eq!(
+            cut_name(record, &cuts[0]),
+            "pod br/iad-0 (uid 1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11) net:[4026532281]"
+        );
+        // A record with cuts undoes those, the first one's fields notwithstanding.
+        let mut followed = record.clone();
+        followed.cuts = vec![
+            cuts[0].clone(),
+            Cut {
+                pod_uid: "7c2f0e44-93d1-4f5a-8b6e-2d9c1a0f3e77".into(),
+                netns: "net:[4026532400]".into(),
+                pid: 5100,
+                peers: vec![],
+                applied_at: String::new(),
+                pending: true,
+                gone: false,
+            },
+        ];
+        assert_eq!(recorded_cuts(&followed).len(), 2);
+        // A record with neither is refused with the reason, not a panic.
+        let mut empty = record.clone();
+        empty.pod_uid = None;
+        let error = undo_partition(&ProcFs::default(), &empty)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("no pod uid, network namespace or backend"),
+            "{error}"
+        );
     }
 }

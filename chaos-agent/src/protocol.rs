@@ -204,7 +204,8 @@ pub struct FaultStatus {
     /// A kill's `keepDown`.
     #[serde(default)]
     pub keep_down: bool,
-    /// A partition's peers, as installed now (its fixed peers and its peer pods' addresses).
+    /// The peers a partition is to cut now (its fixed peers and its peer pods' addresses);
+    /// each of `cuts` shows what its rules drop, as last listed back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<String>,
     /// A partition's peer pods and their addresses as last read.

@@ -970,7 +970,7 @@ async fn a_partition_follows_its_pod_made_again_and_its_peers_new_address() {
         "{ended}"
     );
     assert!(
-        ended.contains("(2, 2 re-applications while it stood)"),
+        ended.contains("(2 namespaces; 2 re-applications while it stood)"),
         "{ended}"
     );
     assert!(!table_listed(&second.name, fault));

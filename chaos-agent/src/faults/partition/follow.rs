@@ -28,7 +28,7 @@ use crate::procfs::ProcFs;
 
 /// A network namespace a partition's rules were put in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Cut {
     /// The uid of the pod whose namespace it is (a recreated pod has a new one).
     pub pod_uid: String,
@@ -51,7 +51,7 @@ pub struct Cut {
 /// A peer named by its pod: its addresses are read from the API for as long as the partition
 /// stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PeerPod {
     /// The pod's namespace.
     pub namespace: String,
