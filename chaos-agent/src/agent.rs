@@ -1,6 +1,15 @@
 //! The agent: the faults it holds (in memory and in `faults.json`), each request's handling
-//! (guard, locate, inject, verify, record), and the undo of everything at `cleanup`, at
-//! shutdown and, for a previous agent's leftovers, at start.
+//! (guard, locate, inject, verify, record), the loops that keep a fault on its pods while it
+//! stands (a keepDown's container started again, a partition's pod recreated or its peers'
+//! addresses changed), and the undo of everything at `cleanup`, at shutdown and, for a
+//! previous agent's leftovers, at start.
+//!
+//! Locking: one lock (the registry) guards the faults and the state file. A start and an
+//! `end` hold it while they inject or undo; the follow loops never hold it while they read the
+//! API or `/proc` or run nft/iptables, only to copy the fault out and to record what they did.
+//! A partition's follower records a namespace in the state file before it puts rules there,
+//! and holds the fault's *gate* while it changes rules; `end` and `cleanup` first stop the
+//! follower and wait for its gate, so an undo never misses a namespace being cut beside it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::faults::kill::KeepDown;
+use crate::faults::partition::follow::{self, Cut, PeerPod, Plan};
 use crate::faults::partition::{self, Backend, Peer};
 use crate::faults::{freeze, kill};
 use crate::pod::{check_namespace, Locator};
@@ -24,6 +34,8 @@ use crate::protocol::{
 pub const STATE_FILE: &str = "faults.json";
 /// How often a keepDown re-reads its pod for a container the kubelet started again.
 pub const KEEP_DOWN_REFRESH: Duration = Duration::from_secs(1);
+/// How often a partition re-reads its pod and peer pods (as often as a keepDown its pod).
+pub const PARTITION_REFRESH: Duration = KEEP_DOWN_REFRESH;
 
 /// How the agent was started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,18 +71,34 @@ pub struct FaultRecord {
     /// The container ids (bare) whose cgroups were acted on.
     #[serde(default)]
     pub container_ids: Vec<String>,
-    /// The pod's uid (partition: to find its network namespace again).
+    /// The pod's uid at the start (partition: the first namespace cut; `cuts` has them all,
+    /// and an agent that predates `cuts` left only this).
     #[serde(default)]
     pub pod_uid: Option<String>,
-    /// The pid whose network namespace was entered.
+    /// The pid whose network namespace was entered at the start.
     #[serde(default)]
     pub netns_pid: Option<i32>,
     /// That namespace (`net:[4026532281]`).
     #[serde(default)]
     pub netns: Option<String>,
-    /// A partition's peers, canonical.
+    /// The peers a partition is to cut now, canonical (its fixed peers and its peer pods'
+    /// addresses, none covered by another); each cut's `peers` are what its rules drop.
     #[serde(default)]
     pub peers: Vec<String>,
+    /// A partition's fixed peers (the request's `peers`), canonical.
+    #[serde(default)]
+    pub fixed_peers: Vec<String>,
+    /// A partition's peer pods and their addresses as last read.
+    #[serde(default)]
+    pub peer_pods: Vec<PeerPod>,
+    /// Every network namespace a partition's rules were put in (or were about to be), the
+    /// first one included: the undo removes the rules from each.
+    #[serde(default)]
+    pub cuts: Vec<Cut>,
+    /// How often a partition's rules were put in another namespace or changed for new peer
+    /// addresses after its start.
+    #[serde(default)]
+    pub reapplied: u64,
     /// A partition's backend.
     #[serde(default)]
     pub backend: Option<Backend>,
@@ -130,7 +158,28 @@ impl StateFile {
 struct Active {
     record: FaultRecord,
     keep_down: Option<KeepDown>,
+    follow: Option<Follow>,
     problem: Option<String>,
+}
+
+/// A partition's follower, as the agent holds it.
+struct Follow {
+    /// Set (under the lock) by `end` and `cleanup`: the follower starts no other step.
+    stopping: bool,
+    /// Held by the follower while it changes rules; `end` takes it before the undo.
+    gate: Arc<tokio::sync::Mutex<()>>,
+    /// What went wrong in its last step (a step that goes right clears it).
+    problem: Option<String>,
+}
+
+impl Follow {
+    fn new() -> Follow {
+        Follow {
+            stopping: false,
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+            problem: None,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -158,6 +207,15 @@ pub struct Agent<L> {
 
 fn describe(processes: &[Process]) -> Vec<i32> {
     processes.iter().map(|p| p.pid).collect()
+}
+
+/// `ns/a, ns/b`, for messages.
+fn peer_pod_names(peer_pods: &[PeerPod]) -> String {
+    peer_pods
+        .iter()
+        .map(|pod| format!("{}/{}", pod.namespace, pod.pod))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 async fn blocking<T: Send + 'static>(
@@ -205,22 +263,221 @@ fn undo(procfs: &ProcFs, record: &FaultRecord, keep_down: Option<KeepDown>) -> R
             (false, None) => Ok("nothing to undo: a kill without keepDown is over once made".to_owned()),
         },
         FaultKind::Freeze => freeze::thaw(procfs, &record.container_ids),
-        FaultKind::Partition => {
-            let (Some(uid), Some(netns), Some(backend)) =
-                (record.pod_uid.as_deref(), record.netns.as_deref(), record.backend)
-            else {
-                return Err(Error::UndoNotObserved {
-                    kind: "partition".into(),
-                    seen: "its record has no pod uid, network namespace or backend".into(),
-                });
-            };
-            match netns_holder(procfs, uid, Some((netns, record.netns_pid)))? {
-                Some((pid, _)) => partition::heal(pid, record.id, backend),
-                None => Ok(format!(
-                    "no process of the pod holds its network namespace {netns} any more: the namespace, and the rules in it, are gone"
-                )),
+        FaultKind::Partition => undo_partition(procfs, record),
+    }
+}
+
+/// The namespaces a partition's record names (one written before `cuts` existed: its one).
+fn recorded_cuts(record: &FaultRecord) -> Vec<Cut> {
+    if !record.cuts.is_empty() {
+        return record.cuts.clone();
+    }
+    match (&record.pod_uid, &record.netns, record.netns_pid) {
+        (Some(uid), Some(netns), pid) => vec![Cut {
+            pod_uid: uid.clone(),
+            netns: netns.clone(),
+            pid: pid.unwrap_or(0),
+            peers: record.peers.clone(),
+            applied_at: record.started_at.clone(),
+            pending: false,
+            gone: false,
+        }],
+        _ => Vec::new(),
+    }
+}
+
+/// `pod ns/p (uid u) net:[...]`, for messages.
+fn cut_name(record: &FaultRecord, cut: &Cut) -> String {
+    format!(
+        "pod {}/{} (uid {}) {}",
+        record.namespace, record.pod, cut.pod_uid, cut.netns
+    )
+}
+
+/// Removes a partition's rules from every namespace it cut. A namespace no process of its
+/// pod holds any more is gone with its rules: not a failure, and said so.
+fn undo_partition(procfs: &ProcFs, record: &FaultRecord) -> Result<String> {
+    let cuts = recorded_cuts(record);
+    let Some(backend) = record.backend.filter(|_| !cuts.is_empty()) else {
+        return Err(Error::UndoNotObserved {
+            kind: "partition".into(),
+            seen: "its record has no pod uid, network namespace or backend".into(),
+        });
+    };
+    let mut undone = Vec::new();
+    let mut failed = Vec::new();
+    for cut in &cuts {
+        match heal_cut(procfs, record.id, backend, cut) {
+            Ok(effect) => undone.push(format!("{}: {effect}", cut_name(record, cut))),
+            Err(error) => failed.push(format!("{}: {error}", cut_name(record, cut))),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(Error::UndoNotObserved {
+            kind: "partition".into(),
+            seen: format!(
+                "{} of the {} network namespaces it cut still hold its rules or could not be looked at: {}{}",
+                failed.len(),
+                cuts.len(),
+                failed.join("; "),
+                if undone.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (undone in the others: {})", undone.join("; "))
+                }
+            ),
+        });
+    }
+    Ok(format!(
+        "undone in every network namespace it cut ({} {}; {} re-applications while it stood): {}",
+        cuts.len(),
+        if cuts.len() == 1 {
+            "namespace"
+        } else {
+            "namespaces"
+        },
+        record.reapplied,
+        undone.join("; ")
+    ))
+}
+
+/// Removes fault `id`'s rules from one namespace it cut.
+fn heal_cut(procfs: &ProcFs, id: u64, backend: Backend, cut: &Cut) -> Result<String> {
+    let wanted = Some((cut.netns.as_str(), Some(cut.pid)));
+    let Some((pid, _)) = netns_holder(procfs, &cut.pod_uid, wanted)? else {
+        return Ok(
+            "no process of the pod holds it any more: the namespace, and the rules in it, are gone (nothing to remove)"
+                .to_owned(),
+        );
+    };
+    match partition::heal(pid, id, backend) {
+        Ok(effect) => Ok(effect),
+        // Its last process may have left between the look and the removal.
+        Err(error)
+            if netns_holder(procfs, &cut.pod_uid, Some((cut.netns.as_str(), None)))?.is_none() =>
+        {
+            Ok(format!(
+                "its last process left while the rules were being removed ({error}): the namespace, and the rules in it, are gone"
+            ))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// What a follow step did to the rules (run on a blocking thread, without the lock).
+struct Executed {
+    cuts: Vec<Cut>,
+    reapplied: u64,
+    problems: Vec<String>,
+}
+
+/// Whether `pid` still runs in `netns`.
+fn still_holds(procfs: &ProcFs, pid: i32, netns: &str) -> bool {
+    procfs.is_alive(pid) && procfs.netns(pid).ok().as_deref() == Some(netns)
+}
+
+/// Carries out a follow step's plan on `cuts` (the recorded ones, then one pending cut per
+/// new namespace, from `first_new` on): every change and every new cut is checked by listing
+/// the rules back ([`partition::apply`], [`partition::update`]).
+fn execute(
+    procfs: &ProcFs,
+    record: &FaultRecord,
+    backend: Backend,
+    mut cuts: Vec<Cut>,
+    first_new: usize,
+    plan: &Plan,
+) -> Executed {
+    let id = record.id;
+    let peers: Vec<String> = plan.peers.iter().map(Peer::to_string).collect();
+    let mut reapplied = 0;
+    let mut problems = Vec::new();
+    for change in &plan.changes {
+        let Some(cut) = cuts.get_mut(change.index) else {
+            continue;
+        };
+        let name = cut_name(record, cut);
+        // Entered through another process: the same namespace only if the rules are there
+        // (a freed namespace's number is soon reused); if they are not, they are put there.
+        let present = if change.moved {
+            partition::present(change.pid, id, backend)
+        } else {
+            Ok(true)
+        };
+        let result = match present {
+            Ok(true) if change.diff.is_empty() => Ok(None),
+            Ok(true) => partition::update(change.pid, id, backend, &plan.peers)
+                .or_else(|error| match partition::present(change.pid, id, backend) {
+                    Ok(false) => partition::apply(change.pid, id, backend, &plan.peers),
+                    _ => Err(error),
+                })
+                .map(Some),
+            Ok(false) => partition::apply(change.pid, id, backend, &plan.peers).map(Some),
+            Err(error) => Err(error),
+        };
+        match result {
+            Ok(effect) => {
+                if change.moved {
+                    tracing::info!(fault_id = id, netns = %cut.netns, from = cut.pid, to = change.pid, "partition: the process entered left; the namespace is entered through another of the pod's");
+                    cut.pid = change.pid;
+                }
+                if let Some(effect) = effect {
+                    tracing::info!(fault_id = id, cut = %name, peers = %change.diff, %effect, "partition: rules changed for the peers' addresses");
+                    cut.peers = peers.clone();
+                    cut.pending = false;
+                    reapplied += 1;
+                }
+            }
+            Err(error) if !still_holds(procfs, change.pid, &cut.netns) => {
+                tracing::info!(fault_id = id, cut = %name, %error, "partition: the namespace was left while its rules were changed; the next step looks again");
+            }
+            Err(error) => {
+                problems.push(format!(
+                    "change the rules in {name} (pid {}) to drop {} ({}): {error}",
+                    change.pid,
+                    peers.join(", "),
+                    change.diff
+                ));
             }
         }
+    }
+    let mut failed_new = Vec::new();
+    for (offset, new) in plan.new.iter().enumerate() {
+        let index = first_new + offset;
+        let Some(cut) = cuts.get_mut(index) else {
+            continue;
+        };
+        let name = cut_name(record, cut);
+        match partition::apply(new.pid, id, backend, &plan.peers) {
+            Ok(effect) => {
+                tracing::info!(fault_id = id, cut = %name, %effect, "partition: cut a new network namespace of the pod");
+                cut.pending = false;
+                cut.peers = peers.clone();
+                reapplied += 1;
+            }
+            Err(error) => {
+                if still_holds(procfs, new.pid, &new.netns) {
+                    problems.push(format!(
+                        "cut the new network namespace of {name} (pid {}): {error}",
+                        new.pid
+                    ));
+                }
+                // `apply` removed what it put: a namespace seen without the rules is dropped
+                // from the record (the next step tries again); one that may hold some stays,
+                // for the next step to change and the undo to remove.
+                match partition::present(new.pid, id, backend) {
+                    Ok(false) => failed_new.push(index),
+                    _ => cut.pending = false,
+                }
+            }
+        }
+    }
+    for index in failed_new.into_iter().rev() {
+        cuts.remove(index);
+    }
+    Executed {
+        cuts,
+        reapplied,
+        problems,
     }
 }
 
@@ -252,6 +509,7 @@ impl<L: Locator> Agent<L> {
                         Active {
                             record,
                             keep_down: None,
+                            follow: None,
                             problem: Some(format!(
                                 "left by a previous agent, could not be undone: {error}"
                             )),
@@ -325,6 +583,10 @@ impl<L: Locator> Agent<L> {
             netns_pid: None,
             netns: None,
             peers: Vec::new(),
+            fixed_peers: Vec::new(),
+            peer_pods: Vec::new(),
+            cuts: Vec::new(),
+            reapplied: 0,
             backend: None,
             started_at: jiff::Timestamp::now().to_string(),
             effect: String::new(),
@@ -355,6 +617,7 @@ impl<L: Locator> Agent<L> {
             Active {
                 record,
                 keep_down,
+                follow: None,
                 problem: None,
             },
         );
@@ -468,7 +731,38 @@ impl<L: Locator> Agent<L> {
 
     async fn partition(self: &Arc<Self>, request: PartitionRequest) -> Result<Started> {
         check_namespace(&request.namespace, &self.config.namespaces)?;
-        let peers = partition::parse_peers(&request.peers)?;
+        for peer in &request.peer_pods {
+            check_namespace(&peer.namespace, &self.config.namespaces)?;
+        }
+        if request.peers.is_empty() && request.peer_pods.is_empty() {
+            return Err(Error::Request(
+                "partition.peers, partition.peerPods: give at least one address or CIDR, or one pod"
+                    .to_owned(),
+            ));
+        }
+        let fixed = partition::parse_peers(&request.peers)?;
+        let mut peer_pods = Vec::new();
+        for peer in &request.peer_pods {
+            let view = self.locator.pod(&peer.namespace, &peer.pod).await?;
+            let addresses = view.addresses()?;
+            let named = PeerPod {
+                namespace: peer.namespace.clone(),
+                pod: peer.pod.clone(),
+                addresses: Vec::new(),
+            };
+            peer_pods.push(follow::refresh_peer_pod(&named, Some(&addresses)));
+        }
+        let peers = follow::desired_peers(&fixed, &peer_pods);
+        if peers.is_empty() {
+            return Err(Error::Partition {
+                namespace: request.namespace.clone(),
+                pod: request.pod.clone(),
+                reason: format!(
+                    "no peer address to cut it from: the peer pods ({}) have no IP yet",
+                    peer_pod_names(&peer_pods)
+                ),
+            });
+        }
         let view = self.locator.pod(&request.namespace, &request.pod).await?;
         let (uid, ids) = view.network_target(self.config.node.as_deref())?;
         let mut registry = self.registry.lock().await;
@@ -496,18 +790,265 @@ impl<L: Locator> Agent<L> {
             &request.pod,
             None,
         );
+        let shown: Vec<String> = peers.iter().map(Peer::to_string).collect();
         record.container_ids = ids.into_iter().map(|id| id.id).collect();
+        record.cuts = vec![Cut {
+            pod_uid: uid.clone(),
+            netns: netns.clone(),
+            pid,
+            peers: shown.clone(),
+            applied_at: record.started_at.clone(),
+            pending: false,
+            gone: false,
+        }];
         record.pod_uid = Some(uid);
         record.netns_pid = Some(pid);
         record.netns = Some(netns);
-        record.peers = peers.iter().map(Peer::to_string).collect();
+        record.peers = shown;
+        record.fixed_peers = fixed.iter().map(Peer::to_string).collect();
         record.backend = Some(backend);
-        record.effect = effect;
-        Ok(self.register(&mut registry, record, None, vec![pid]))
+        record.effect = if peer_pods.is_empty() {
+            format!("{effect}; followed until end: a namespace the pod gets (recreated) is cut too")
+        } else {
+            format!(
+                "{effect}; followed until end: a namespace the pod gets (recreated) is cut too, and the rules keep to the addresses of the peer pods {}",
+                peer_pod_names(&peer_pods)
+            )
+        };
+        record.peer_pods = peer_pods;
+        let started = self.register(&mut registry, record, None, vec![pid]);
+        if let Some(active) = registry.faults.get_mut(&fault_id) {
+            active.follow = Some(Follow::new());
+        }
+        drop(registry);
+        self.spawn_partition_follower(fault_id, request, fixed, backend);
+        Ok(started)
+    }
+
+    /// Keeps a partition on its pods until it ends: about once a second, one [`Self::follow_step`].
+    fn spawn_partition_follower(
+        self: &Arc<Self>,
+        fault_id: u64,
+        request: PartitionRequest,
+        fixed: Vec<Peer>,
+        backend: Backend,
+    ) {
+        let agent = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PARTITION_REFRESH).await;
+                let Some(agent) = agent.upgrade() else { return };
+                if !agent.follow_step(fault_id, &request, &fixed, backend).await {
+                    tracing::debug!(fault_id, "partition: no longer followed");
+                    return;
+                }
+            }
+        });
+    }
+
+    /// The uid of the partition's pod as it is now, when it runs on this node; `None` while
+    /// it is deleted, not scheduled yet or elsewhere (the last, and a read that fails, are
+    /// problems: the pod as it is now is not cut).
+    async fn followed_pod(
+        &self,
+        request: &PartitionRequest,
+        problems: &mut Vec<String>,
+    ) -> Option<String> {
+        let view = match self.locator.pod(&request.namespace, &request.pod).await {
+            Ok(view) => view,
+            Err(error) => {
+                problems.push(format!(
+                    "re-read the pod (deleted, not made again yet?): {error}"
+                ));
+                return None;
+            }
+        };
+        view.node_name.as_ref()?;
+        match view.network_target(self.config.node.as_deref()) {
+            Ok((uid, _)) => Some(uid),
+            Err(error) => {
+                problems.push(format!(
+                    "pod {}/{} as it is now (uid {}) is not cut: {error}",
+                    view.namespace, view.name, view.uid
+                ));
+                None
+            }
+        }
+    }
+
+    /// One step of a partition's follower: re-read its pods (API, no lock), look at `/proc`
+    /// (blocking thread, no lock), decide ([`follow::plan`]), record the namespaces about to
+    /// be cut (lock), change the rules (blocking thread, no lock, the fault's gate held), and
+    /// record the outcome (lock). False once the fault is ending or gone.
+    async fn follow_step(
+        &self,
+        id: u64,
+        request: &PartitionRequest,
+        fixed: &[Peer],
+        backend: Backend,
+    ) -> bool {
+        let (cuts, peer_pods) = {
+            let registry = self.registry.lock().await;
+            match registry.faults.get(&id) {
+                Some(active) if active.follow.as_ref().is_some_and(|f| !f.stopping) => {
+                    (active.record.cuts.clone(), active.record.peer_pods.clone())
+                }
+                _ => return false,
+            }
+        };
+        let mut problems = Vec::new();
+        let pod_uid = self.followed_pod(request, &mut problems).await;
+        let mut refreshed = Vec::with_capacity(peer_pods.len());
+        for last in &peer_pods {
+            let seen = match self.locator.pod(&last.namespace, &last.pod).await {
+                Ok(view) => view.addresses().map_err(|error| error.to_string()),
+                Err(error) => Err(format!(
+                    "re-read peer pod {}/{} (its last addresses stay cut): {error}",
+                    last.namespace, last.pod
+                )),
+            };
+            let seen = seen.map_err(|problem| problems.push(problem)).ok();
+            refreshed.push(follow::refresh_peer_pod(last, seen.as_deref()));
+        }
+        let desired = follow::desired_peers(fixed, &refreshed);
+        let (procfs, uid_look, cuts_look) = (self.procfs.clone(), pod_uid.clone(), cuts.clone());
+        let seen = blocking(move || follow::look(&procfs, uid_look.as_deref(), &cuts_look)).await;
+        let plan = match seen {
+            Ok(seen) => follow::plan(&cuts, &desired, &seen),
+            Err(error) => {
+                problems.push(format!("look for the pod's network namespaces: {error}"));
+                self.record_step(id, refreshed, &desired, None, problems)
+                    .await;
+                return true;
+            }
+        };
+        if plan.is_empty() {
+            self.record_step(id, refreshed, &desired, None, problems)
+                .await;
+            return true;
+        }
+        // Written ahead: the state file names a namespace before any rule goes in it.
+        let (gate, record) = {
+            let mut registry = self.registry.lock().await;
+            let Some(active) = registry.faults.get_mut(&id) else {
+                return false;
+            };
+            let Some(follow) = active.follow.as_ref().filter(|f| !f.stopping) else {
+                return false;
+            };
+            let Ok(gate) = follow.gate.clone().try_lock_owned() else {
+                return true;
+            };
+            for &index in &plan.gone {
+                if let Some(cut) = active.record.cuts.get_mut(index) {
+                    tracing::info!(fault_id = id, pod_uid = %cut.pod_uid, netns = %cut.netns, "partition: no process of the pod holds a namespace it cut any more: gone with its rules");
+                    cut.gone = true;
+                }
+            }
+            let now = jiff::Timestamp::now().to_string();
+            for new in &plan.new {
+                active.record.cuts.push(Cut {
+                    pod_uid: new.pod_uid.clone(),
+                    netns: new.netns.clone(),
+                    pid: new.pid,
+                    peers: Vec::new(),
+                    applied_at: now.clone(),
+                    pending: true,
+                    gone: false,
+                });
+            }
+            let record = active.record.clone();
+            if let Err(error) = self.persist(&registry) {
+                problems.push(format!(
+                    "record the namespaces about to be cut in the state file: {error}"
+                ));
+            }
+            (gate, record)
+        };
+        let first_new = record.cuts.len() - plan.new.len();
+        let procfs = self.procfs.clone();
+        let executed = blocking(move || {
+            let cuts = record.cuts.clone();
+            Ok(execute(&procfs, &record, backend, cuts, first_new, &plan))
+        })
+        .await;
+        let executed = executed
+            .map_err(|error| problems.push(format!("change the partition's rules: {error}")))
+            .ok();
+        self.record_step(id, refreshed, &desired, executed, problems)
+            .await;
+        drop(gate);
+        true
+    }
+
+    /// Records a follow step's outcome: the peer pods' addresses, the peers, the cuts and the
+    /// step's problems (none clears the last ones).
+    async fn record_step(
+        &self,
+        id: u64,
+        peer_pods: Vec<PeerPod>,
+        desired: &[Peer],
+        executed: Option<Executed>,
+        mut problems: Vec<String>,
+    ) {
+        let mut registry = self.registry.lock().await;
+        let Some(active) = registry.faults.get_mut(&id) else {
+            return;
+        };
+        let peers: Vec<String> = desired.iter().map(Peer::to_string).collect();
+        let mut changed = active.record.peer_pods != peer_pods || active.record.peers != peers;
+        active.record.peer_pods = peer_pods;
+        active.record.peers = peers;
+        if let Some(executed) = executed {
+            changed = true;
+            active.record.cuts = executed.cuts;
+            active.record.reapplied += executed.reapplied;
+            problems.extend(executed.problems);
+        }
+        if changed {
+            if let Err(error) = self.persist(&registry) {
+                problems.push(format!(
+                    "record the partition's namespaces in the state file: {error}"
+                ));
+            }
+        }
+        let problem = (!problems.is_empty()).then(|| problems.join("; "));
+        if let Some(problem) = &problem {
+            tracing::warn!(fault_id = id, %problem, "partition: following its pods");
+        }
+        if let Some(follow) = registry
+            .faults
+            .get_mut(&id)
+            .and_then(|active| active.follow.as_mut())
+        {
+            follow.problem = problem;
+        }
+    }
+
+    /// Stops the followers of the faults `ids` (every fault: `None`) and waits until none is
+    /// in the middle of a change of rules: after it, an undo sees every namespace cut.
+    async fn stop_following(&self, ids: Option<&[u64]>) {
+        let gates: Vec<Arc<tokio::sync::Mutex<()>>> = {
+            let mut registry = self.registry.lock().await;
+            registry
+                .faults
+                .iter_mut()
+                .filter(|(id, _)| ids.is_none_or(|ids| ids.contains(id)))
+                .filter_map(|(_, active)| active.follow.as_mut())
+                .map(|follow| {
+                    follow.stopping = true;
+                    follow.gate.clone()
+                })
+                .collect()
+        };
+        for gate in gates {
+            drop(gate.lock().await);
+        }
     }
 
     /// Ends fault `id`, checking the undo; a fault whose undo fails is kept (with its problem).
     pub async fn end(&self, id: u64) -> Result<Ended> {
+        self.stop_following(Some(&[id])).await;
         let mut registry = self.registry.lock().await;
         self.end_locked(&mut registry, id).await
     }
@@ -571,12 +1112,17 @@ impl<L: Locator> Agent<L> {
                         container: active.record.container.clone(),
                         keep_down: active.record.keep_down,
                         peers: active.record.peers.clone(),
+                        peer_pods: active.record.peer_pods.clone(),
+                        cuts: active.record.cuts.clone(),
+                        reapplied: (active.record.kind == FaultKind::Partition)
+                            .then_some(active.record.reapplied),
                         started_at: active.record.started_at.clone(),
                         effect: active.record.effect.clone(),
                         kills: status.as_ref().map(|s| s.kills),
                         problem: active
                             .problem
                             .clone()
+                            .or_else(|| active.follow.as_ref().and_then(|f| f.problem.clone()))
                             .or_else(|| status.and_then(|s| s.problem)),
                     }
                 })
@@ -586,6 +1132,7 @@ impl<L: Locator> Agent<L> {
 
     /// Undoes every fault; an error names those that could not be undone (they are kept).
     pub async fn cleanup(&self) -> Result<CleanedUp> {
+        self.stop_following(None).await;
         let mut registry = self.registry.lock().await;
         let ids: Vec<u64> = registry.faults.keys().copied().collect();
         let mut ended = Vec::new();
@@ -606,5 +1153,66 @@ impl<L: Locator> Agent<L> {
                 failures.join("; ")
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An agent upgraded while a partition stood: the state file of the agent before it names
+    // one namespace (podUid, netns, netnsPid) and no `cuts`; its undo must still find it.
+    #[test]
+    fn a_partition_recorded_before_cuts_existed_is_undone_from_its_one_namespace() {
+        let old = r#"{"nextId": 4, "faults": [{"id": 3, "kind": "partition", "namespace": "br",
+            "pod": "iad-0", "containerIds": [], "podUid": "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11",
+            "netnsPid": 4242, "netns": "net:[4026532281]", "peers": ["10.244.1.7"],
+            "backend": "nft", "startedAt": "2026-12-06T06:20:18Z", "effect": "..."}]}"#;
+        let state: StateFile = serde_json::from_str(old).unwrap();
+        let record = &state.faults[0];
+        assert!(record.cuts.is_empty() && record.reapplied == 0);
+        let cuts = recorded_cuts(record);
+        assert_eq!(cuts.len(), 1);
+        assert_eq!(
+            (
+                cuts[0].pod_uid.as_str(),
+                cuts[0].netns.as_str(),
+                cuts[0].pid
+            ),
+            (
+                "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11",
+                "net:[4026532281]",
+                4242
+            )
+        );
+        assert_eq!(
+            cut_name(record, &cuts[0]),
+            "pod br/iad-0 (uid 1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11) net:[4026532281]"
+        );
+        // A record with cuts undoes those, the first one's fields notwithstanding.
+        let mut followed = record.clone();
+        followed.cuts = vec![
+            cuts[0].clone(),
+            Cut {
+                pod_uid: "7c2f0e44-93d1-4f5a-8b6e-2d9c1a0f3e77".into(),
+                netns: "net:[4026532400]".into(),
+                pid: 5100,
+                peers: vec![],
+                applied_at: String::new(),
+                pending: true,
+                gone: false,
+            },
+        ];
+        assert_eq!(recorded_cuts(&followed).len(), 2);
+        // A record with neither is refused with the reason, not a panic.
+        let mut empty = record.clone();
+        empty.pod_uid = None;
+        let error = undo_partition(&ProcFs::default(), &empty)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("no pod uid, network namespace or backend"),
+            "{error}"
+        );
     }
 }

@@ -81,6 +81,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A partition that cannot be made as asked (no peer address to cut its pod from).
+    #[error("partition pod {namespace}/{pod}: {reason}")]
+    Partition {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod.
+        pod: String,
+        /// Why.
+        reason: String,
+    },
     /// A fault whose effect was not observed after it was injected (it was undone again).
     #[error("the fault did not take effect: {0}")]
     NotInEffect(String),

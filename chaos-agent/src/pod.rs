@@ -48,6 +48,8 @@ pub struct PodView {
     pub host_network: bool,
     /// Its containers and init containers with a status.
     pub containers: Vec<ContainerView>,
+    /// Its addresses (`status.podIPs`, else `status.podIP`); none before it has a sandbox.
+    pub ips: Vec<String>,
 }
 
 impl PodView {
@@ -69,6 +71,20 @@ impl PodView {
                 container_id: c.container_id.clone().filter(|id| !id.is_empty()),
             })
             .collect();
+        let mut ips: Vec<String> = status
+            .and_then(|s| s.pod_ips.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|ip| ip.ip.clone())
+            .filter(|ip| !ip.is_empty())
+            .collect();
+        if ips.is_empty() {
+            ips.extend(
+                status
+                    .and_then(|s| s.pod_ip.clone())
+                    .filter(|ip| !ip.is_empty()),
+            );
+        }
         PodView {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name: pod.metadata.name.clone().unwrap_or_default(),
@@ -80,7 +96,35 @@ impl PodView {
                 .and_then(|s| s.host_network)
                 .unwrap_or(false),
             containers,
+            ips,
         }
+    }
+
+    /// Its addresses, as partition peers (none while it has no IP).
+    pub fn addresses(&self) -> Result<Vec<crate::faults::partition::Peer>> {
+        self.ips
+            .iter()
+            .map(|ip| {
+                let peer = crate::faults::partition::Peer::parse(ip).map_err(|error| {
+                    Error::PodLookup {
+                        namespace: self.namespace.clone(),
+                        pod: self.name.clone(),
+                        reason: format!("its status lists the pod IP {ip:?}: {error}"),
+                    }
+                })?;
+                // A pod IP is one address; a network here would cut far more than the pod.
+                if !peer.is_host() {
+                    return Err(Error::PodLookup {
+                        namespace: self.namespace.clone(),
+                        pod: self.name.clone(),
+                        reason: format!(
+                            "its status lists the pod IP {ip:?}, a network, not an address"
+                        ),
+                    });
+                }
+                Ok(peer)
+            })
+            .collect()
     }
 
     fn check_node(&self, agent_node: Option<&str>) -> Result<()> {
@@ -274,6 +318,48 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("runs on node \"\""));
+    }
+
+    // A peer pod is cut at the addresses its status lists (podIPs, else podIP), each one
+    // address; a pod without one yet has none.
+    #[test]
+    fn a_pods_addresses_come_from_its_status() {
+        let with = |status: serde_json::Value| {
+            pod(serde_json::json!({
+                "metadata": {"namespace": "br", "name": "pdx-0"},
+                "status": status
+            }))
+        };
+        let dual = with(serde_json::json!({
+            "podIP": "10.244.2.9",
+            "podIPs": [{"ip": "10.244.2.9"}, {"ip": "fd00::2:9"}]
+        }));
+        assert_eq!(dual.ips, vec!["10.244.2.9", "fd00::2:9"]);
+        let shown: Vec<String> = dual
+            .addresses()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(shown, vec!["10.244.2.9", "fd00::2:9"]);
+        assert_eq!(
+            with(serde_json::json!({"podIP": "10.244.2.9"})).ips,
+            vec!["10.244.2.9"]
+        );
+        assert!(with(serde_json::json!({})).addresses().unwrap().is_empty());
+        let bad = with(serde_json::json!({"podIP": "pdx"}))
+            .addresses()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            bad.contains("pod br/pdx-0") && bad.contains("pod IP \"pdx\""),
+            "{bad}"
+        );
+        let net = with(serde_json::json!({"podIP": "10.244.0.0/16"}))
+            .addresses()
+            .unwrap_err()
+            .to_string();
+        assert!(net.contains("a network, not an address"), "{net}");
     }
 
     #[test]

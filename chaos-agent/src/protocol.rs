@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::faults::partition::follow::{Cut, PeerPod};
 
 /// A request to the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,16 +51,31 @@ pub struct FreezeRequest {
     pub container: String,
 }
 
-/// `{"partition": {...}}`.
+/// `{"partition": {...}}`: at least one of `peers` and `peerPods`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PartitionRequest {
     /// The pod's namespace.
     pub namespace: String,
-    /// The pod.
+    /// The pod (followed by name: a pod recreated under this name on this node is cut too).
     pub pod: String,
     /// Addresses or CIDRs (IPv4 or IPv6) cut off from the pod, both ways.
+    #[serde(default)]
     pub peers: Vec<String>,
+    /// Pods cut off from the pod, both ways, at their addresses (`status.podIPs`) as they are
+    /// for as long as the partition stands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_pods: Vec<PodRef>,
+}
+
+/// A pod named in a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub pod: String,
 }
 
 /// `{"end": {"id": N}}`.
@@ -188,9 +204,21 @@ pub struct FaultStatus {
     /// A kill's `keepDown`.
     #[serde(default)]
     pub keep_down: bool,
-    /// A partition's peers, as installed.
+    /// The peers a partition is to cut now (its fixed peers and its peer pods' addresses);
+    /// each of `cuts` shows what its rules drop, as last listed back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<String>,
+    /// A partition's peer pods and their addresses as last read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_pods: Vec<PeerPod>,
+    /// The network namespaces a partition's rules were put in, the first one included
+    /// (`gone`: no process of the pod holds it any more).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cuts: Vec<Cut>,
+    /// How often a partition's rules were put in another namespace of its pod, or changed for
+    /// new peer addresses, after its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reapplied: Option<u64>,
     /// When it was started (RFC 3339).
     pub started_at: String,
     /// What was observed at the start.
@@ -198,8 +226,9 @@ pub struct FaultStatus {
     /// A keepDown's kills so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kills: Option<u64>,
-    /// What is wrong with it now, if anything (a keepDown that could not kill, a fault left
-    /// by a previous agent that could not be undone).
+    /// What is wrong with it now, if anything (a keepDown that could not kill, a partition
+    /// that could not cut its recreated pod or change its peers, a fault left by a previous
+    /// agent that could not be undone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }
@@ -308,6 +337,19 @@ mod tests {
                     namespace: "br".into(),
                     pod: "iad-0".into(),
                     peers: vec!["10.244.1.7".into(), "10.96.0.0/16".into()],
+                    peer_pods: vec![],
+                }),
+            ),
+            (
+                r#"{"partition":{"namespace":"br","pod":"iad-0","peers":[],"peerPods":[{"namespace":"br","pod":"pdx-0"}]}}"#,
+                Request::Partition(PartitionRequest {
+                    namespace: "br".into(),
+                    pod: "iad-0".into(),
+                    peers: vec![],
+                    peer_pods: vec![PodRef {
+                        namespace: "br".into(),
+                        pod: "pdx-0".into(),
+                    }],
                 }),
             ),
             (r#"{"end":{"id":7}}"#, Request::End(EndRequest { id: 7 })),
@@ -344,6 +386,16 @@ mod tests {
         );
         let peer_type = error(r#"{"partition":{"namespace":"br","pod":"p","peers":[1]}}"#);
         assert!(peer_type.contains("partition.peers[0]"), "{peer_type}");
+        let peer_pod = error(r#"{"partition":{"namespace":"br","pod":"p","peerPods":["pdx-0"]}}"#);
+        assert!(
+            peer_pod.contains("partition.peerPods[0]")
+                && peer_pod.contains("expected struct PodRef"),
+            "{peer_pod}"
+        );
+        let no_peers = Request::parse(r#"{"partition":{"namespace":"br","pod":"p"}}"#).unwrap();
+        assert!(
+            matches!(no_peers, Request::Partition(p) if p.peers.is_empty() && p.peer_pods.is_empty())
+        );
         let id_type = error(r#"{"end":{"id":-1}}"#);
         assert!(id_type.contains("end.id"), "{id_type}");
         assert!(error("{").contains("EOF"));

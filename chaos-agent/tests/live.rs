@@ -3,9 +3,10 @@
 //! cgroup `/sys/fs/cgroup/pids/bloodraven-chaos-agent-test-<random>/pod<uid>/<64-hex id>`
 //! standing in for a container (the cgroupfs layout of docs/design/style.md rule 14's
 //! lookup), starts `sleep`s in it, and drives the library the way the agent does once the
-//! pod lookup has yielded a container id. The partition test also makes a network namespace
-//! and a veth pair. A drop guard removes everything made, even when a test fails. Without
-//! root (or a writable cgroup v1 pids hierarchy) they are skipped with a message.
+//! pod lookup has yielded a container id. The partition tests also make network namespaces
+//! with veth pairs (and one a second pod uid: the pod deleted and made again). A drop guard
+//! removes everything made, even when a test fails. Without root (or a writable cgroup v1
+//! pids hierarchy) they are skipped with a message.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -16,15 +17,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bloodraven_chaos_agent::agent::{Agent, AgentConfig, StateFile, STATE_FILE};
+use bloodraven_chaos_agent::agent::{Agent, AgentConfig, StateFile, PARTITION_REFRESH, STATE_FILE};
 use bloodraven_chaos_agent::faults::freeze;
 use bloodraven_chaos_agent::faults::kill::{self, KeepDown};
 use bloodraven_chaos_agent::faults::partition::{self, Backend, Peer};
 use bloodraven_chaos_agent::pod::{ContainerView, Locator, PodView};
 use bloodraven_chaos_agent::procfs::ProcFs;
 use bloodraven_chaos_agent::protocol::{
-    EndRequest, FaultKind, FreezeRequest, KillRequest, ListRequest, PartitionRequest, Request,
-    Response,
+    EndRequest, FaultKind, FaultStatus, FreezeRequest, KillRequest, ListRequest, PartitionRequest,
+    PodRef, Request, Response,
 };
 use bloodraven_chaos_agent::Result;
 
@@ -62,11 +63,36 @@ fn is_root() -> bool {
 /// Everything a test made, removed on drop (processes first, then cgroups, namespaces, links).
 struct Fixture {
     top: PathBuf,
+    /// The pod uid `container` makes containers in.
     uid: String,
-    container_ids: Vec<String>,
+    /// Every pod uid made (the first, and those of pods made again).
+    uids: Vec<String>,
+    /// (pod uid, container id).
+    container_ids: Vec<(String, String)>,
     children: Vec<Child>,
-    netns: Option<String>,
-    host_link: Option<String>,
+    /// (network namespace, host end of its veth pair).
+    networks: Vec<(String, String)>,
+}
+
+/// A network namespace of the fixture.
+struct Network {
+    /// Its name (`ip netns`).
+    name: String,
+    /// The host end's address.
+    host_ip: String,
+    /// The namespace end's address.
+    inside_ip: String,
+}
+
+fn random_uid() -> String {
+    format!(
+        "{}-{}-{}-{}-{}",
+        random_hex(8),
+        random_hex(4),
+        random_hex(4),
+        random_hex(4),
+        random_hex(12)
+    )
 }
 
 impl Fixture {
@@ -82,34 +108,39 @@ impl Fixture {
             eprintln!("SKIPPED {test}: cannot make a cgroup under {PIDS_ROOT} (cgroup v1 pids hierarchy): {error}");
             return None;
         }
-        let uid = format!(
-            "{}-{}-{}-{}-{}",
-            random_hex(8),
-            random_hex(4),
-            random_hex(4),
-            random_hex(4),
-            random_hex(12)
-        );
+        let uid = random_uid();
         Some(Fixture {
             top,
-            uid,
+            uid: uid.clone(),
+            uids: vec![uid],
             container_ids: Vec::new(),
             children: Vec::new(),
-            netns: None,
-            host_link: None,
+            networks: Vec::new(),
         })
     }
 
-    /// A new fake container: its cgroup and id.
+    /// A new fake container of the current pod: its cgroup and id.
     fn container(&mut self) -> String {
         let id = random_hex(64);
+        self.container_ids.push((self.uid.clone(), id.clone()));
         std::fs::create_dir_all(self.cgroup(&id)).unwrap();
-        self.container_ids.push(id.clone());
         id
     }
 
+    /// The pod deleted and made again: a new uid, for the containers made from now on.
+    fn pod_made_again(&mut self) -> String {
+        self.uid = random_uid();
+        self.uids.push(self.uid.clone());
+        self.uid.clone()
+    }
+
     fn cgroup(&self, id: &str) -> PathBuf {
-        self.top.join(format!("pod{}", self.uid)).join(id)
+        let uid = self
+            .container_ids
+            .iter()
+            .find(|(_, known)| known == id)
+            .map_or(self.uid.as_str(), |(uid, _)| uid.as_str());
+        self.top.join(format!("pod{uid}")).join(id)
     }
 
     fn procs(&self, id: &str) -> Vec<i32> {
@@ -120,15 +151,15 @@ impl Fixture {
             .collect()
     }
 
-    /// Starts `script` (sh) inside the container `id`'s cgroup (and network namespace, when
-    /// `netns`), and waits until `expected` processes are in the cgroup.
-    fn spawn(&mut self, id: &str, script: &str, netns: bool, expected: usize) -> i32 {
+    /// Starts `script` (sh) inside the container `id`'s cgroup (and the network namespace
+    /// `netns`, if any), and waits until `expected` processes are in the cgroup.
+    fn spawn(&mut self, id: &str, script: &str, netns: Option<&str>, expected: usize) -> i32 {
         let procs_file = self.cgroup(id).join("cgroup.procs");
         // Into the cgroup first (`ip netns exec` remounts /sys, hiding /sys/fs/cgroup), then
         // into the namespace: the cgroup is kept across exec.
-        let script = match (&self.netns, netns) {
-            (Some(name), true) => format!("exec ip netns exec {name} sh -c '{script}'"),
-            _ => script.to_owned(),
+        let script = match netns {
+            Some(name) => format!("exec ip netns exec {name} sh -c '{script}'"),
+            None => script.to_owned(),
         };
         // Braces: `a && b & c` would background `a && b` in a subshell forked before the move.
         let body = format!("echo $$ > {} && {{ {script}; }}", procs_file.display());
@@ -167,20 +198,28 @@ impl Fixture {
         assert!(status.success(), "ip {}", args.join(" "));
     }
 
-    /// A network namespace with a veth pair: returns (host address, namespace address).
-    fn network(&mut self) -> (String, String) {
-        let tag = random_hex(6);
+    /// A network namespace with a veth pair (each in a /30 of its own under 10.253/16).
+    fn network(&mut self) -> Network {
+        let (tag, octet) = loop {
+            let tag = random_hex(6);
+            let octet = u8::from_str_radix(&tag[..2], 16).unwrap();
+            let taken = self.networks.iter().any(|(name, _)| {
+                name.strip_prefix("br-chaos-test-")
+                    .is_some_and(|t| t[..2] == tag[..2])
+            });
+            if !taken {
+                break (tag, octet);
+            }
+        };
         let name = format!("br-chaos-test-{tag}");
         let host = format!("brc{tag}h");
         let inside = format!("brc{tag}n");
-        let octet = u8::from_str_radix(&tag[..2], 16).unwrap();
         let (host_ip, inside_ip) = (format!("10.253.{octet}.1"), format!("10.253.{octet}.2"));
         Self::ip(&["netns", "add", &name]);
-        self.netns = Some(name.clone());
         Self::ip(&[
             "link", "add", &host, "type", "veth", "peer", "name", &inside,
         ]);
-        self.host_link = Some(host.clone());
+        self.networks.push((name.clone(), host.clone()));
         Self::ip(&["link", "set", &inside, "netns", &name]);
         Self::ip(&["addr", "add", &format!("{host_ip}/30"), "dev", &host]);
         Self::ip(&["link", "set", &host, "up"]);
@@ -195,13 +234,17 @@ impl Fixture {
         ]);
         Self::ip(&["-n", &name, "link", "set", &inside, "up"]);
         Self::ip(&["-n", &name, "link", "set", "lo", "up"]);
-        (host_ip, inside_ip)
+        Network {
+            name,
+            host_ip,
+            inside_ip,
+        }
     }
 }
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        for id in self.container_ids.clone() {
+        for (_, id) in self.container_ids.clone() {
             for pid in self.procs(&id) {
                 let _ = Command::new("kill")
                     .args(["-CONT", &pid.to_string()])
@@ -216,7 +259,7 @@ impl Drop for Fixture {
             let _ = child.wait();
         }
         let deadline = Instant::now() + Duration::from_secs(5);
-        for id in self.container_ids.clone() {
+        for (_, id) in self.container_ids.clone() {
             while !self.procs(&id).is_empty() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -224,17 +267,17 @@ impl Drop for Fixture {
                 eprintln!("cleanup: could not remove the cgroup of {id}: {error}");
             }
         }
-        let _ = std::fs::remove_dir(self.top.join(format!("pod{}", self.uid)));
+        for uid in &self.uids {
+            let _ = std::fs::remove_dir(self.top.join(format!("pod{uid}")));
+        }
         if let Err(error) = std::fs::remove_dir(&self.top) {
             eprintln!("cleanup: could not remove {}: {error}", self.top.display());
         }
-        if let Some(link) = &self.host_link {
+        for (name, link) in &self.networks {
             let _ = Command::new("ip")
                 .args(["link", "del", link])
                 .stderr(Stdio::null())
                 .status();
-        }
-        if let Some(name) = &self.netns {
             let _ = Command::new("ip").args(["netns", "del", name]).status();
         }
     }
@@ -262,8 +305,8 @@ fn freeze_thaw_kill_and_keep_down_on_a_fake_container() {
     let id = fixture.container();
     let ids = vec![id.clone()];
     // A shell with two sleeps (one a child in the background), and a lone sleep.
-    let parent = fixture.spawn(&id, "sleep 1000 & sleep 1000", false, 3);
-    let lone = fixture.spawn(&id, "exec sleep 1000", false, 4);
+    let parent = fixture.spawn(&id, "sleep 1000 & sleep 1000", None, 3);
+    let lone = fixture.spawn(&id, "exec sleep 1000", None, 4);
     let procfs = ProcFs::default();
     assert_eq!(procfs.live_container_processes(&ids).unwrap().len(), 4);
 
@@ -292,7 +335,7 @@ fn freeze_thaw_kill_and_keep_down_on_a_fake_container() {
     assert!(freeze::freeze(&procfs, &ids).is_err());
 
     let keep_down = KeepDown::start(procfs.clone(), ids.clone());
-    let restarted = fixture.spawn(&id, "exec sleep 1000", false, 0);
+    let restarted = fixture.spawn(&id, "exec sleep 1000", None, 0);
     let deadline = Instant::now() + Duration::from_secs(3);
     while !fixture.exited(restarted) {
         assert!(
@@ -305,7 +348,7 @@ fn freeze_thaw_kill_and_keep_down_on_a_fake_container() {
     assert!(status.kills >= 1 && status.problem.is_none(), "{status:?}");
     let effect = keep_down.stop().unwrap();
     assert!(effect.contains("stopped killing"), "{effect}");
-    let after = fixture.spawn(&id, "exec sleep 1000", false, 1);
+    let after = fixture.spawn(&id, "exec sleep 1000", None, 1);
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         !fixture.exited(after),
@@ -345,6 +388,7 @@ fn pod_view(fixture: &Fixture, containers: &[(&str, &str)]) -> PodView {
                 container_id: Some(format!("containerd://{id}")),
             })
             .collect(),
+        ips: Vec::new(),
     }
 }
 
@@ -364,9 +408,7 @@ fn started(response: Response) -> u64 {
     }
 }
 
-async fn list(
-    agent: &Arc<Agent<FixedLocator>>,
-) -> Vec<bloodraven_chaos_agent::protocol::FaultStatus> {
+async fn list<L: Locator>(agent: &Arc<Agent<L>>) -> Vec<FaultStatus> {
     match agent.handle(Request::List(ListRequest {})).await {
         Response::List(list) => list.faults,
         other => panic!("expected a list, got {}", other.to_line()),
@@ -385,8 +427,8 @@ async fn the_agent_guards_records_ends_and_recovers_faults() {
     };
     let mysql = fixture.container();
     let sidecar = fixture.container();
-    fixture.spawn(&mysql, "exec sleep 1000", false, 1);
-    fixture.spawn(&sidecar, "exec sleep 1000", false, 1);
+    fixture.spawn(&mysql, "exec sleep 1000", None, 1);
+    fixture.spawn(&sidecar, "exec sleep 1000", None, 1);
     let state = tempfile::tempdir().unwrap();
     let locator = FixedLocator(pod_view(
         &fixture,
@@ -447,7 +489,7 @@ async fn the_agent_guards_records_ends_and_recovers_faults() {
         .live_container_processes(std::slice::from_ref(&sidecar))
         .unwrap()
         .is_empty());
-    let restarted = fixture.spawn(&sidecar, "exec sleep 1000", false, 0);
+    let restarted = fixture.spawn(&sidecar, "exec sleep 1000", None, 0);
     let deadline = Instant::now() + Duration::from_secs(3);
     while !fixture.exited(restarted) {
         assert!(
@@ -580,9 +622,10 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
         eprintln!("SKIPPED a_partition_cuts_a_network_namespace_off_until_it_ends: nft is not installed (Debian: apt-get install nftables; ./setup does)");
         return;
     }
-    let (host_ip, inside_ip) = fixture.network();
+    let network = fixture.network();
+    let (host_ip, inside_ip) = (network.host_ip.clone(), network.inside_ip.clone());
     let app = fixture.container();
-    fixture.spawn(&app, "exec sleep 1000", true, 1);
+    fixture.spawn(&app, "exec sleep 1000", Some(&network.name), 1);
     let procfs = ProcFs::default();
     let holder = procfs.pod_processes(&fixture.uid).unwrap();
     assert_eq!(holder.len(), 1);
@@ -591,7 +634,7 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
     assert_ne!(procfs.netns(pid).unwrap(), procfs.netns(own).unwrap());
     assert_reachable(&inside_ip, "before the partition");
 
-    let port = echo_server_in(fixture.netns.as_deref().unwrap(), &inside_ip);
+    let port = echo_server_in(&network.name, &inside_ip);
     let mut established = TcpStream::connect((inside_ip.as_str(), port)).unwrap();
     assert_eq!(
         echo(&mut established, b'a', Duration::from_secs(5)).unwrap(),
@@ -662,6 +705,7 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
         namespace: "bloodraven-playground".into(),
         pod: "iad-0".into(),
         peers: vec![host_ip.clone()],
+        peer_pods: vec![],
     });
     let fault = started(agent.handle(request).await);
     assert_cut_off(&inside_ip, "during the agent's partition");
@@ -677,6 +721,7 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
             namespace: "bloodraven-playground".into(),
             pod: "iad-0".into(),
             peers: vec!["iad-1".into()],
+            peer_pods: vec![],
         }))
         .await;
     assert!(
@@ -685,6 +730,287 @@ async fn a_partition_cuts_a_network_namespace_off_until_it_ends() {
             .contains("parse partition peer \"iad-1\""),
         "{bad:?}"
     );
+}
+
+/// Pods that change while a test runs (deleted, made again, given another IP), standing in
+/// for the API.
+#[derive(Clone, Default)]
+struct SharedLocator(Arc<std::sync::Mutex<Vec<PodView>>>);
+
+impl SharedLocator {
+    fn pods(&self) -> std::sync::MutexGuard<'_, Vec<PodView>> {
+        self.0.lock().unwrap()
+    }
+
+    fn set(&self, view: PodView) {
+        let mut pods = self.pods();
+        pods.retain(|p| (&p.namespace, &p.name) != (&view.namespace, &view.name));
+        pods.push(view);
+    }
+
+    fn delete(&self, name: &str) {
+        self.pods().retain(|p| p.name != name);
+    }
+}
+
+impl Locator for SharedLocator {
+    async fn pod(&self, namespace: &str, name: &str) -> Result<PodView> {
+        let found = self
+            .pods()
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == name)
+            .cloned();
+        found.ok_or_else(|| bloodraven_chaos_agent::Error::PodLookup {
+            namespace: namespace.to_owned(),
+            pod: name.to_owned(),
+            reason: format!("pods \"{name}\" not found"),
+        })
+    }
+}
+
+/// The peer pod `pdx-0` at `ips`.
+fn peer_pod(ips: &[&str]) -> PodView {
+    PodView {
+        namespace: "bloodraven-playground".into(),
+        name: "pdx-0".into(),
+        uid: random_uid(),
+        node_name: Some("node-pdx".into()),
+        host_network: false,
+        containers: Vec::new(),
+        ips: ips.iter().map(|ip| (*ip).to_owned()).collect(),
+    }
+}
+
+/// `nft list set inet bloodraven_chaos_<id> peers4` in the namespace `netns`.
+fn nft_set(netns: &str, id: u64) -> String {
+    let output = Command::new("ip")
+        .args(["netns", "exec", netns, "nft", "list", "set", "inet"])
+        .arg(format!("bloodraven_chaos_{id}"))
+        .arg("peers4")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Whether fault `id`'s table is listed in the namespace `netns`.
+fn table_listed(netns: &str, id: u64) -> bool {
+    let output = Command::new("ip")
+        .args(["netns", "exec", netns, "nft", "list", "tables"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .any(|line| line.trim() == format!("table inet bloodraven_chaos_{id}"))
+}
+
+/// Waits (15 s at most) until the one fault listed satisfies `done`.
+async fn wait_for<L: Locator>(
+    agent: &Arc<Agent<L>>,
+    what: &str,
+    done: impl Fn(&FaultStatus) -> bool,
+) -> FaultStatus {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let faults = list(agent).await;
+        if let Some(fault) = faults.first().filter(|fault| done(fault)) {
+            return fault.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within 15 s: {faults:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// SIGKILLs the "pod"'s process `pid` and reaps it: the pod deleted.
+fn delete_pod_process(fixture: &mut Fixture, pid: i32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !fixture.exited(pid) {
+        assert!(Instant::now() < deadline, "pid {pid} outlived SIGKILL");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// A partition follows its pod for its whole life, as a NetworkChaos follows the pods it
+// selected: the pod deleted and made again (a new uid, a new network namespace) is cut too; a
+// peer pod that came back under another address is dropped at the new one and no longer at
+// the old; the end, and after a crash the next agent's start, remove the rules from every
+// namespace cut, and say which namespace went with its pod (docs/design/style.md rule 14: a
+// fault is verified where it is made, and always cleaned up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_follows_its_pod_made_again_and_its_peers_new_address() {
+    let test = "a_partition_follows_its_pod_made_again_and_its_peers_new_address";
+    let Some(mut fixture) = Fixture::new(test) else {
+        return;
+    };
+    if bloodraven_chaos_agent::command::find_program("nft").is_none() {
+        eprintln!(
+            "SKIPPED {test}: nft is not installed (Debian: apt-get install nftables; ./setup does)"
+        );
+        return;
+    }
+    let first = fixture.network();
+    let second = fixture.network();
+    let third = fixture.network();
+    let first_uid = fixture.uid.clone();
+    let app = fixture.container();
+    let app_pid = fixture.spawn(&app, "exec sleep 1000", Some(&first.name), 1);
+    let locator = SharedLocator::default();
+    locator.set(pod_view(&fixture, &[("app", &app)]));
+    locator.set(peer_pod(&[&first.host_ip]));
+    let state = tempfile::tempdir().unwrap();
+    let agent = Agent::start(config(state.path()), locator.clone())
+        .await
+        .unwrap();
+    assert_reachable(&first.inside_ip, "before the partition");
+
+    // Cut from a fixed peer (the second namespace's host end) and from the peer pod pdx-0
+    // (at the first namespace's host end, the address this test connects from).
+    let request = Request::Partition(PartitionRequest {
+        namespace: "bloodraven-playground".into(),
+        pod: "iad-0".into(),
+        peers: vec![second.host_ip.clone()],
+        peer_pods: vec![PodRef {
+            namespace: "bloodraven-playground".into(),
+            pod: "pdx-0".into(),
+        }],
+    });
+    let fault = match agent.handle(request.clone()).await {
+        Response::Started(started) => {
+            assert!(
+                started.effect.contains("followed until end")
+                    && started.effect.contains("bloodraven-playground/pdx-0"),
+                "{}",
+                started.effect
+            );
+            started.id
+        }
+        other => panic!("expected a started partition, got {}", other.to_line()),
+    };
+    assert_cut_off(&first.inside_ip, "during the partition");
+    let status = &list(&agent).await[0];
+    assert_eq!(status.cuts.len(), 1, "{status:?}");
+    assert_eq!(status.cuts[0].pod_uid, first_uid);
+    assert_eq!(status.reapplied, Some(0));
+    assert_eq!(status.peer_pods[0].addresses, vec![first.host_ip.clone()]);
+
+    // The pod deleted (its process gone, the API without it for a step or two), then made
+    // again by its StatefulSet: a new uid, a new network namespace.
+    delete_pod_process(&mut fixture, app_pid);
+    locator.delete("iad-0");
+    tokio::time::sleep(PARTITION_REFRESH + Duration::from_millis(500)).await;
+    let second_uid = fixture.pod_made_again();
+    let app = fixture.container();
+    let app_pid = fixture.spawn(&app, "exec sleep 1000", Some(&second.name), 1);
+    locator.set(pod_view(&fixture, &[("app", &app)]));
+    let status = wait_for(&agent, "the pod made again is cut", |fault| {
+        fault
+            .cuts
+            .iter()
+            .any(|cut| cut.pod_uid == second_uid && !cut.pending)
+    })
+    .await;
+    assert_eq!(status.reapplied, Some(1), "{status:?}");
+    assert_eq!(status.cuts.len(), 2, "{status:?}");
+    assert!(
+        status.cuts[0].gone && !status.cuts[1].gone,
+        "the first pod's namespace is gone with it: {status:?}"
+    );
+    assert_eq!(status.problem, None);
+    assert_cut_off(
+        &second.inside_ip,
+        "the pod made again, during the partition",
+    );
+    let set = nft_set(&second.name, fault);
+    assert!(
+        set.contains(&first.host_ip) && set.contains(&second.host_ip),
+        "{set}"
+    );
+
+    // The peer pod came back under another address: out with the old, in with the new.
+    let moved = "192.0.2.77";
+    locator.set(peer_pod(&[moved]));
+    let status = wait_for(
+        &agent,
+        "the rules follow the peer pod's new address",
+        |fault| fault.reapplied == Some(2),
+    )
+    .await;
+    assert_eq!(status.peer_pods[0].addresses, vec![moved]);
+    assert!(
+        status.peers.contains(&moved.to_owned()) && !status.peers.contains(&first.host_ip),
+        "{status:?}"
+    );
+    assert_eq!(status.cuts[1].peers, status.peers);
+    let set = nft_set(&second.name, fault);
+    assert!(
+        set.contains(moved) && !set.contains(&first.host_ip) && set.contains(&second.host_ip),
+        "{set}"
+    );
+    assert_cut_off(&second.inside_ip, "after the peer moved");
+
+    // The end names every namespace cut; the one that went with its pod is not a failure.
+    let ended = match agent.handle(Request::End(EndRequest { id: fault })).await {
+        Response::Ended(ended) => ended.effect,
+        other => panic!("expected the partition ended, got {}", other.to_line()),
+    };
+    assert!(
+        ended.contains(&format!("(uid {first_uid}) "))
+            && ended.contains("the namespace, and the rules in it, are gone (nothing to remove)"),
+        "{ended}"
+    );
+    assert!(
+        ended.contains(&format!("(uid {second_uid}) ")) && ended.contains("no longer listed"),
+        "{ended}"
+    );
+    assert!(
+        ended.contains("(2 namespaces; 2 re-applications while it stood)"),
+        "{ended}"
+    );
+    assert!(!table_listed(&second.name, fault));
+    assert_reachable(&second.inside_ip, "after the partition ended");
+    assert!(list(&agent).await.is_empty());
+
+    // A crash after the pod was made again: the next agent's start undoes the rules the
+    // follower put in the new namespace.
+    locator.set(peer_pod(&[&third.host_ip]));
+    let fault = started(agent.handle(request).await);
+    delete_pod_process(&mut fixture, app_pid);
+    let third_uid = fixture.pod_made_again();
+    let app = fixture.container();
+    fixture.spawn(&app, "exec sleep 1000", Some(&third.name), 1);
+    locator.set(pod_view(&fixture, &[("app", &app)]));
+    wait_for(&agent, "the pod made again a second time is cut", |fault| {
+        fault
+            .cuts
+            .iter()
+            .any(|cut| cut.pod_uid == third_uid && !cut.pending)
+    })
+    .await;
+    assert_cut_off(&third.inside_ip, "the pod made again a second time");
+    drop(agent);
+    // Any step under way when the agent went finishes, and its loop ends.
+    tokio::time::sleep(PARTITION_REFRESH * 2).await;
+    assert!(table_listed(&third.name, fault), "a crash undoes nothing");
+    let recorded = StateFile::load(&state.path().join(STATE_FILE)).unwrap();
+    assert_eq!(recorded.faults.len(), 1);
+    assert_eq!(recorded.faults[0].cuts.len(), 2);
+    let agent = Agent::start(config(state.path()), locator.clone())
+        .await
+        .unwrap();
+    assert!(!table_listed(&third.name, fault));
+    assert_reachable(&third.inside_ip, "after the next agent's start");
+    assert!(list(&agent).await.is_empty());
+    assert!(StateFile::load(&state.path().join(STATE_FILE))
+        .unwrap()
+        .faults
+        .is_empty());
 }
 
 // The control socket end to end, as `kubectl exec ... ctl '<json>'` drives it: one request,
@@ -699,7 +1025,7 @@ async fn the_socket_answers_ctl_and_shutdown_undoes_every_fault() {
         return;
     };
     let mysql = fixture.container();
-    fixture.spawn(&mysql, "exec sleep 1000", false, 1);
+    fixture.spawn(&mysql, "exec sleep 1000", None, 1);
     let state = tempfile::tempdir().unwrap();
     let locator = FixedLocator(pod_view(&fixture, &[("mysql", &mysql)]));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -2,8 +2,11 @@
 //! pod's image needs no tools), drop every packet to and from the peers, both ways,
 //! established connections included. The rules live in a table (nft) or chain (iptables) of
 //! the fault's own; the fault counts once they are listed back from the namespace, and its end
-//! once they are gone.
+//! once they are gone. While it stands the agent follows its pods ([`follow`]): the same rules
+//! go into the namespace of the pod when it is recreated, and [`update`] brings the rules of
+//! every namespace cut to the peers' current addresses, each checked the same way.
 
+pub mod follow;
 pub mod iptables;
 pub mod nft;
 
@@ -71,7 +74,8 @@ impl Peer {
         self.address.is_ipv6()
     }
 
-    fn is_host(&self) -> bool {
+    /// Whether it is a single address (/32, /128).
+    pub fn is_host(&self) -> bool {
         self.prefix == if self.is_ipv6() { 128 } else { 32 }
     }
 
@@ -88,6 +92,33 @@ impl Peer {
     pub fn with_prefix(&self) -> String {
         format!("{}/{}", self.address, self.prefix)
     }
+
+    /// Whether every address of `other` is one of `self`'s (same family, a prefix no longer
+    /// than `other`'s, and `other`'s address inside `self`'s network).
+    pub fn covers(&self, other: &Peer) -> bool {
+        if self.is_ipv6() != other.is_ipv6() || self.prefix > other.prefix {
+            return false;
+        }
+        Peer::parse(&format!("{}/{}", other.address, self.prefix)).ok() == Some(*self)
+    }
+}
+
+/// The peers to install: sorted, without duplicates, and without any peer another one covers
+/// (`10.96.3.4` inside `10.96.0.0/16`): nft refuses overlapping elements in an interval set,
+/// and the covered peer is cut by the covering one anyway.
+pub fn reduce_peers(peers: &[Peer]) -> Vec<Peer> {
+    let mut sorted: Vec<Peer> = peers.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    sorted
+        .iter()
+        .copied()
+        .filter(|peer| {
+            !sorted
+                .iter()
+                .any(|other| other != peer && other.covers(peer))
+        })
+        .collect()
 }
 
 impl std::fmt::Display for Peer {
@@ -101,13 +132,9 @@ impl std::fmt::Display for Peer {
     }
 }
 
-/// Parses every peer, in order, without duplicates; at least one.
+/// Parses every peer, in order, without duplicates (none is fine: the peers may all be pods,
+/// `peerPods`).
 pub fn parse_peers(peers: &[String]) -> Result<Vec<Peer>> {
-    if peers.is_empty() {
-        return Err(Error::Request(
-            "partition.peers: give at least one address or CIDR".to_owned(),
-        ));
-    }
     let mut parsed: Vec<Peer> = Vec::new();
     for peer in peers {
         let peer = Peer::parse(peer.trim())?;
@@ -184,8 +211,17 @@ fn strings(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
 }
 
-/// The rules of fault `id` as listed in the namespace of `pid`; what is missing ("" when
-/// they are all there) and the packets dropped so far (nft only).
+/// The peers of one family.
+fn of_family(peers: &[Peer], ipv6: bool) -> Vec<Peer> {
+    peers
+        .iter()
+        .copied()
+        .filter(|p| p.is_ipv6() == ipv6)
+        .collect()
+}
+
+/// The rules of fault `id` as listed in the namespace of `pid`: what keeps them from cutting
+/// exactly `peers` (empty when nothing) and the packets dropped so far (nft only).
 fn observe(pid: i32, id: u64, backend: Backend, peers: &[Peer]) -> Result<(Vec<String>, u64)> {
     match backend {
         Backend::Nft => {
@@ -195,36 +231,53 @@ fn observe(pid: i32, id: u64, backend: Backend, peers: &[Peer]) -> Result<(Vec<S
                 &strings(&["list", "table", "inet", &nft::table_name(id)]),
                 None,
             )?;
-            let chains = nft::parse_listing(&listing);
-            Ok((nft::missing(&chains, peers), nft::packets_dropped(&chains)))
+            let listing = nft::parse_listing(&listing);
+            Ok((
+                nft::missing(&listing, peers),
+                nft::packets_dropped(&listing),
+            ))
         }
         Backend::Iptables => {
+            let chain = iptables::chain_name(id);
             let mut missing = Vec::new();
             for ipv6 in [false, true] {
-                let family: Vec<Peer> = peers
-                    .iter()
-                    .copied()
-                    .filter(|p| p.is_ipv6() == ipv6)
-                    .collect();
+                let family = of_family(peers, ipv6);
+                let program = iptables::program(ipv6);
+                let listing = in_netns_ok(pid, program, &strings(&["-w", "-S"]), None);
                 if family.is_empty() {
+                    // No peer of this family: only drops left from earlier peers would be
+                    // wrong, and a tool that cannot list (none installed) holds none.
+                    if let Ok(listing) = listing {
+                        missing.extend(iptables::extra(&listing, &chain, &family));
+                    }
                     continue;
                 }
-                let listing =
-                    in_netns_ok(pid, iptables::program(ipv6), &strings(&["-w", "-S"]), None)?;
-                missing.extend(iptables::missing(
-                    &listing,
-                    &iptables::chain_name(id),
-                    &family,
-                ));
+                let listing = listing?;
+                missing.extend(iptables::missing(&listing, &chain, &family));
+                missing.extend(iptables::extra(&listing, &chain, &family));
             }
             Ok((missing, 0))
         }
     }
 }
 
+/// The peers as a list for messages.
+fn shown(peers: &[Peer]) -> String {
+    if peers.is_empty() {
+        return "no address".to_owned();
+    }
+    peers
+        .iter()
+        .map(Peer::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Installs fault `id`'s rules in the network namespace of `pid` and checks they are listed
-/// back; when they are not, they are removed again. Returns the effect seen.
+/// back; when they are not, they are removed again. `peers` are reduced first
+/// ([`reduce_peers`]). Returns the effect seen.
 pub fn apply(pid: i32, id: u64, backend: Backend, peers: &[Peer]) -> Result<String> {
+    let peers = &reduce_peers(peers);
     let installed = match backend {
         Backend::Nft => in_netns_ok(
             pid,
@@ -235,11 +288,7 @@ pub fn apply(pid: i32, id: u64, backend: Backend, peers: &[Peer]) -> Result<Stri
         .map(|_| ()),
         Backend::Iptables => (|| {
             for ipv6 in [false, true] {
-                let family: Vec<Peer> = peers
-                    .iter()
-                    .copied()
-                    .filter(|p| p.is_ipv6() == ipv6)
-                    .collect();
+                let family = of_family(peers, ipv6);
                 if family.is_empty() {
                     continue;
                 }
@@ -253,17 +302,16 @@ pub fn apply(pid: i32, id: u64, backend: Backend, peers: &[Peer]) -> Result<Stri
     let seen = installed.and_then(|()| observe(pid, id, backend, peers));
     let missing = match seen {
         Ok((missing, _)) if missing.is_empty() => {
-            let listed: Vec<String> = peers.iter().map(Peer::to_string).collect();
             return Ok(match backend {
                 Backend::Nft => format!(
                     "table inet {} listed in the network namespace of pid {pid}: input and output drop {}",
                     nft::table_name(id),
-                    listed.join(", ")
+                    shown(peers)
                 ),
                 Backend::Iptables => format!(
                     "chain {} listed in the network namespace of pid {pid}, jumped to from INPUT and OUTPUT: drops {}",
                     iptables::chain_name(id),
-                    listed.join(", ")
+                    shown(peers)
                 ),
             });
         }
@@ -276,6 +324,68 @@ pub fn apply(pid: i32, id: u64, backend: Backend, peers: &[Peer]) -> Result<Stri
     Err(Error::NotInEffect(format!(
         "the rules listed back from the network namespace of pid {pid}: {missing}"
     )))
+}
+
+/// Brings fault `id`'s rules, already in the network namespace of `pid`, to cutting exactly
+/// `peers` (reduced first), and checks they are listed back so. nft: both sets rewritten in
+/// one transaction; iptables: the new drops appended, then the old ones deleted (a chain for
+/// a family the fault had no peer of yet is made whole). When the check fails the rules are
+/// left as they are (they still cut the old peers): the caller reports it and tries again.
+pub fn update(pid: i32, id: u64, backend: Backend, peers: &[Peer]) -> Result<String> {
+    let peers = &reduce_peers(peers);
+    match backend {
+        Backend::Nft => {
+            in_netns_ok(
+                pid,
+                "nft",
+                &strings(&["-f", "-"]),
+                Some(&nft::render_update(&nft::table_name(id), peers)),
+            )?;
+        }
+        Backend::Iptables => {
+            let chain = iptables::chain_name(id);
+            for ipv6 in [false, true] {
+                let family = of_family(peers, ipv6);
+                let program = iptables::program(ipv6);
+                let listing = in_netns_ok(pid, program, &strings(&["-w", "-S"]), None);
+                let listing = match (listing, family.is_empty()) {
+                    (Ok(listing), _) => listing,
+                    // Nothing of this family to cut, and nothing of it listable to remove.
+                    (Err(_), true) => continue,
+                    (Err(error), false) => return Err(error),
+                };
+                let commands = if iptables::has_chain(&listing, &chain) {
+                    iptables::update_commands(&listing, &chain, &family)
+                } else if family.is_empty() {
+                    Vec::new()
+                } else {
+                    iptables::apply_commands(&chain, &family)
+                };
+                for args in commands {
+                    in_netns_ok(pid, program, &args, None)?;
+                }
+            }
+        }
+    }
+    let (missing, _) = observe(pid, id, backend, peers)?;
+    if !missing.is_empty() {
+        return Err(Error::NotInEffect(format!(
+            "the rules listed back from the network namespace of pid {pid} after the change of peers: {}",
+            missing.join("; ")
+        )));
+    }
+    Ok(match backend {
+        Backend::Nft => format!(
+            "sets of table inet {} in the network namespace of pid {pid} listed holding {}",
+            nft::table_name(id),
+            shown(peers)
+        ),
+        Backend::Iptables => format!(
+            "chain {} in the network namespace of pid {pid} listed dropping {}",
+            iptables::chain_name(id),
+            shown(peers)
+        ),
+    })
 }
 
 fn remove(pid: i32, id: u64, backend: Backend) -> Result<()> {
@@ -392,9 +502,35 @@ mod tests {
                 .len(),
             2
         );
-        assert!(parse_peers(&[])
-            .unwrap_err()
-            .to_string()
-            .contains("partition.peers"));
+        assert!(parse_peers(&[]).unwrap().is_empty());
+    }
+
+    // nft refuses overlapping elements in an interval set: a peer inside another peer's
+    // network is left to that network (it is cut all the same).
+    #[test]
+    fn peers_covered_by_another_are_left_out() {
+        let parsed =
+            |list: &[&str]| -> Vec<Peer> { list.iter().map(|p| Peer::parse(p).unwrap()).collect() };
+        let net = Peer::parse("10.96.0.0/16").unwrap();
+        assert!(net.covers(&Peer::parse("10.96.3.4").unwrap()));
+        assert!(net.covers(&Peer::parse("10.96.128.0/17").unwrap()));
+        assert!(net.covers(&net));
+        assert!(!net.covers(&Peer::parse("10.97.0.1").unwrap()));
+        assert!(!net.covers(&Peer::parse("10.0.0.0/8").unwrap()));
+        assert!(!Peer::parse("::/1")
+            .unwrap()
+            .covers(&Peer::parse("10.0.0.1").unwrap()));
+        assert_eq!(
+            reduce_peers(&parsed(&[
+                "10.244.1.7",
+                "10.96.3.4",
+                "10.96.0.0/16",
+                "fd00::1",
+                "fd00::/64",
+                "10.244.1.7"
+            ])),
+            parsed(&["10.96.0.0/16", "10.244.1.7", "fd00::/64"])
+        );
+        assert!(reduce_peers(&[]).is_empty());
     }
 }

@@ -80,8 +80,11 @@ pub fn agent_answer(
 }
 
 /// The requests that cut `side_a`'s pods from `side_b`'s: every pod with an IP on one side
-/// gets the other side's pod IPs as peers. `pods` are (node, namespace, pod, IP) of the pods
-/// to cut, host-network pods left out by the caller. Returned as (node, request).
+/// gets the other side's pods as peers (`peerPods`: the agent cuts them at their addresses as
+/// they are for as long as the partition stands, so a peer made again under another IP stays
+/// cut; it also cuts the pod itself again when it is made again under its name on that node).
+/// `pods` are (node, namespace, pod, IP) of the pods to cut, host-network pods left out by the
+/// caller. Returned as (node, request).
 pub fn partition_requests(
     pods: &[(String, String, String, String)],
     side_a: &[String],
@@ -95,14 +98,17 @@ pub fn partition_requests(
     let (a, b) = (on(side_a), on(side_b));
     let mut requests = Vec::new();
     for (mine, theirs) in [(&a, &b), (&b, &a)] {
-        let peers: Vec<&str> = theirs.iter().map(|(.., ip)| ip.as_str()).collect();
-        if peers.is_empty() {
+        let peer_pods: Vec<Value> = theirs
+            .iter()
+            .map(|(_, namespace, pod, _)| json!({"namespace": namespace, "pod": pod}))
+            .collect();
+        if peer_pods.is_empty() {
             continue;
         }
         for (node, namespace, pod, _) in mine.iter() {
             requests.push((
                 node.clone(),
-                json!({"partition": {"namespace": namespace, "pod": pod, "peers": peers}}),
+                json!({"partition": {"namespace": namespace, "pod": pod, "peerPods": peer_pods}}),
             ));
         }
     }
@@ -435,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_gives_each_side_the_other_sides_ips() {
+    fn a_partition_gives_each_side_the_other_sides_pods() {
         let pod = |node: &str, name: &str, ip: &str| {
             (
                 node.to_owned(),
@@ -457,11 +463,14 @@ mod tests {
         assert_eq!(requests[0].0, "iad");
         assert_eq!(
             requests[0].1,
-            json!({"partition": {"namespace": "ns", "pod": "db-iad", "peers": ["10.0.1.2", "10.0.2.2"]}})
+            json!({"partition": {"namespace": "ns", "pod": "db-iad", "peerPods": [
+                {"namespace": "ns", "pod": "db-pdx"},
+                {"namespace": "ns", "pod": "db-reader"}
+            ]}})
         );
         assert_eq!(
-            requests[1].1["partition"]["peers"],
-            json!(["10.0.0.2"]),
+            requests[1].1["partition"]["peerPods"],
+            json!([{"namespace": "ns", "pod": "db-iad"}]),
             "pdx's pod loses iad"
         );
         assert_eq!(requests[2].0, "reader");

@@ -1,7 +1,9 @@
 //! The iptables backend, for an agent image without `nft`: a chain of the agent's own per
 //! fault (`BR-CHAOS-<id>`, in the filter table) holding the drop rules, jumped to first from
 //! INPUT and OUTPUT; healing removes the two jumps and the chain. IPv4 peers go through
-//! `iptables`, IPv6 peers through `ip6tables`.
+//! `iptables`, IPv6 peers through `ip6tables`. A change of peers is made rule by rule against
+//! what `iptables -S` lists: the new peers' drops appended first, then the old ones deleted,
+//! so no peer is let through in between.
 
 use super::Peer;
 
@@ -72,6 +74,65 @@ pub fn missing(listing: &str, chain: &str, peers: &[Peer]) -> Vec<String> {
     missing
 }
 
+/// The drops of `chain` in `iptables -S`: (flag `-s`/`-d`, peer), in listing order.
+pub fn listed_drops(listing: &str, chain: &str) -> Vec<(String, Peer)> {
+    listing
+        .lines()
+        .filter_map(
+            |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                ["-A", name, flag @ ("-s" | "-d"), peer, "-j", "DROP"] if name == chain => {
+                    Some((flag.to_owned(), Peer::parse(peer).ok()?))
+                }
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// Whether `iptables -S` lists the chain itself (`-N <chain>`).
+pub fn has_chain(listing: &str, chain: &str) -> bool {
+    listing
+        .lines()
+        .any(|line| line.split_whitespace().collect::<Vec<_>>() == ["-N", chain])
+}
+
+/// The commands (arguments to one tool) that bring an existing chain from what `listing`
+/// shows to dropping exactly `peers` (all of one family): the missing drops appended first,
+/// then the drops of addresses that are no longer peers deleted.
+pub fn update_commands(listing: &str, chain: &str, peers: &[Peer]) -> Vec<Vec<String>> {
+    let listed = listed_drops(listing, chain);
+    let mut commands = Vec::new();
+    for peer in peers {
+        for flag in ["-s", "-d"] {
+            if !listed.iter().any(|(f, p)| f == flag && p == peer) {
+                let shown = peer.to_string();
+                commands.push(args(&["-w", "-A", chain, flag, &shown, "-j", "DROP"]));
+            }
+        }
+    }
+    for (flag, peer) in &listed {
+        if !peers.contains(peer) {
+            let shown = peer.with_prefix();
+            commands.push(args(&["-w", "-D", chain, flag, &shown, "-j", "DROP"]));
+        }
+    }
+    commands
+}
+
+/// The drops of `chain` in `iptables -S` whose address is not one of `peers`.
+pub fn extra(listing: &str, chain: &str, peers: &[Peer]) -> Vec<String> {
+    listed_drops(listing, chain)
+        .into_iter()
+        .filter(|(_, peer)| !peers.contains(peer))
+        .map(|(flag, peer)| {
+            format!(
+                "{chain} still has {flag} {} -j DROP, not a peer",
+                peer.with_prefix()
+            )
+        })
+        .collect()
+}
+
 /// Whether `iptables -S` still shows the chain or a jump to it.
 pub fn still_present(listing: &str, chain: &str) -> bool {
     listing
@@ -129,5 +190,49 @@ mod tests {
             ]
         );
         assert_eq!(program(true), "ip6tables");
+    }
+
+    // A peer pod that came back under another IP: its new address's drops are appended, then
+    // the old address's deleted; peers already dropped are left alone.
+    #[test]
+    fn a_change_of_peers_appends_the_new_drops_then_deletes_the_old() {
+        let chain = chain_name(7);
+        let listing = "-P INPUT ACCEPT\n-N BR-CHAOS-7\n-A INPUT -j BR-CHAOS-7\n\
+            -A OUTPUT -j BR-CHAOS-7\n\
+            -A BR-CHAOS-7 -s 10.244.1.7/32 -j DROP\n-A BR-CHAOS-7 -d 10.244.1.7/32 -j DROP\n\
+            -A BR-CHAOS-7 -s 10.96.0.0/16 -j DROP\n-A BR-CHAOS-7 -d 10.96.0.0/16 -j DROP\n\
+            -A BR-CHAOS-70 -s 10.1.1.1/32 -j DROP\n";
+        assert!(has_chain(listing, &chain) && !has_chain(listing, "BR-CHAOS-8"));
+        assert_eq!(listed_drops(listing, &chain).len(), 4);
+        let now = vec![
+            Peer::parse("10.96.0.0/16").unwrap(),
+            Peer::parse("10.244.2.9").unwrap(),
+        ];
+        let lines: Vec<String> = update_commands(listing, &chain, &now)
+            .iter()
+            .map(|c| c.join(" "))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                "-w -A BR-CHAOS-7 -s 10.244.2.9 -j DROP",
+                "-w -A BR-CHAOS-7 -d 10.244.2.9 -j DROP",
+                "-w -D BR-CHAOS-7 -s 10.244.1.7/32 -j DROP",
+                "-w -D BR-CHAOS-7 -d 10.244.1.7/32 -j DROP",
+            ]
+        );
+        assert_eq!(
+            extra(listing, &chain, &now),
+            vec![
+                "BR-CHAOS-7 still has -s 10.244.1.7/32 -j DROP, not a peer",
+                "BR-CHAOS-7 still has -d 10.244.1.7/32 -j DROP, not a peer"
+            ]
+        );
+        let unchanged = vec![
+            Peer::parse("10.244.1.7").unwrap(),
+            Peer::parse("10.96.0.0/16").unwrap(),
+        ];
+        assert!(update_commands(listing, &chain, &unchanged).is_empty());
+        assert!(extra(listing, &chain, &unchanged).is_empty());
     }
 }
