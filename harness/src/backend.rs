@@ -123,9 +123,10 @@ pub trait Cluster: Send + Sync {
     /// every site whose mysqld can be read (the active site, the replicas, and a returning
     /// old primary kept fenced: its rows are how lost writes are seen), every workload id
     /// present in that site's table, read directly from that site's mysqld (never through
-    /// `-primary`/`-replicas`) and without writing. A site that cannot be read is left out of
-    /// the map (not an empty list); an error only when no site can be read.
-    fn final_state(&self) -> Result<BTreeMap<Site, Vec<u64>>>;
+    /// `-primary`/`-replicas`) and without writing, and the site each row found (workload and
+    /// canary rows) names as its committer. A site that cannot be read is left out of the map
+    /// (not an empty list); an error only when no site can be read.
+    fn final_state(&self) -> Result<FinalRows>;
     /// Right after [`Cluster::final_state`]: the [`crate::history::event::Op::GtidState`]
     /// of every site whose mysqld can be read, and the group's `lastFailover` read after
     /// them. `Ok(None)`: this cluster has no MySQL to read (a scripted test double).
@@ -134,6 +135,18 @@ pub trait Cluster: Send + Sync {
     }
     /// Copies pod logs, events, the group's YAML and the operator log into `dir`.
     fn collect_artifacts(&self, dir: &Path) -> Result<()>;
+}
+
+/// What the final read found ([`Cluster::final_state`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FinalRows {
+    /// Every workload id present, by site read.
+    pub sites: BTreeMap<Site, Vec<u64>>,
+    /// The committing site of every workload row read (its `site` column, `@@hostname` at
+    /// commit), by id.
+    pub committed: BTreeMap<u64, Site>,
+    /// The committing site of every canary row of the site probes read, by canary id.
+    pub canaries: BTreeMap<u64, Site>,
 }
 
 /// The sentence a trial fails with when no backend can provide a cluster.

@@ -5,9 +5,10 @@
 //!
 //! A history with a hole in it proves nothing either: every [`Op::WorkloadGap`] (lines of the
 //! in-cluster workload's log that never arrived) is a finding, and so is a declared probe
-//! ([`Op::Probing`]: the group's status, a shared Service's endpoints, the DNS answer) that went
-//! more than [`PROBE_GAP_PERIODS_MAX`] periods without asking after the first fault: the
-//! checkers that judge what it watches would judge a window nobody saw.
+//! ([`Op::Probing`]: the group's status, a shared Service's endpoints, the DNS answer, each
+//! site's direct probe) that went more than [`PROBE_GAP_PERIODS_MAX`] periods without asking
+//! after the first fault: the checkers that judge what it watches would judge a window nobody
+//! saw. A site probe waiting on a frozen site within its declared bound is asking.
 
 use super::split_brain::seconds;
 use super::verdict::Verdict;
@@ -103,35 +104,32 @@ pub const PROBE_GAP_PERIODS_MAX: u64 = 3;
 
 /// One finding per probe declared by an [`Op::Probing`] whose consecutive questions lie more
 /// than [`PROBE_GAP_PERIODS_MAX`] periods apart where the later one comes after `since_ns`
-/// (the first fault); the widest gap of each is named.
+/// (the first fault); the widest gap of each is named. A probe that declared a bound on one
+/// question (`answer_max_ms`: the site probes, which wait on a frozen site until it) counts a
+/// gap from when its previous question ended, or reached that bound; waiting for an answer
+/// within the bound is asking, not a hole.
 pub fn probe_gaps(history: &History, since_ns: u64) -> Vec<String> {
-    let mut declared: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    let mut declared: std::collections::BTreeMap<&str, (u64, Option<u64>)> =
+        std::collections::BTreeMap::new();
     for event in &history.events {
         if let Op::Probing {
             processes,
             period_ms,
+            answer_max_ms,
         } = &event.op
         {
             for process in processes {
-                declared.insert(process.as_str(), *period_ms);
+                declared.insert(process.as_str(), (*period_ms, *answer_max_ms));
             }
         }
     }
     let mut findings = Vec::new();
-    for (probe, period_ms) in declared {
+    for (probe, (period_ms, answer_max_ms)) in declared {
         let bound_ns = period_ms
             .saturating_mul(PROBE_GAP_PERIODS_MAX)
             .saturating_mul(1_000_000);
-        let mut asked: Vec<u64> = history
-            .events
-            .iter()
-            .filter(|event| event.process == probe && event.kind == EventType::Invoke)
-            .map(|event| event.mono_ns)
-            .collect();
-        asked.sort_unstable();
-        let gaps: Vec<(u64, u64)> = asked
-            .windows(2)
-            .map(|pair| (pair[0], pair[1]))
+        let gaps: Vec<(u64, u64)> = idle_spans(history, probe, answer_max_ms)
+            .into_iter()
             .filter(|(from, to)| *to > since_ns && to - from > bound_ns)
             .collect();
         if let Some((from, to)) = gaps.iter().max_by_key(|(from, to)| to - from) {
@@ -145,6 +143,36 @@ pub fn probe_gaps(history: &History, since_ns: u64) -> Vec<String> {
         }
     }
     findings
+}
+
+/// The spans during which `probe` was not asking: from each question's start (or, with a
+/// bound on one question, its end, at most that bound after its start) to the next question's
+/// start.
+fn idle_spans(history: &History, probe: &str, answer_max_ms: Option<u64>) -> Vec<(u64, u64)> {
+    // (invoke, completion) of each question, in time order.
+    let mut questions: Vec<(u64, Option<u64>)> = Vec::new();
+    for event in history.events.iter().filter(|event| event.process == probe) {
+        if event.kind == EventType::Invoke {
+            questions.push((event.mono_ns, None));
+        } else if let Some(last) = questions.last_mut() {
+            last.1.get_or_insert(event.mono_ns);
+        }
+    }
+    questions.sort_unstable();
+    questions
+        .windows(2)
+        .map(|pair| {
+            let (start, end) = pair[0];
+            let waited_ns = match answer_max_ms {
+                None => 0,
+                Some(max_ms) => {
+                    let max_ns = max_ms.saturating_mul(1_000_000);
+                    end.map_or(max_ns, |end| end.saturating_sub(start).min(max_ns))
+                }
+            };
+            (start.saturating_add(waited_ns).min(pair[1].0), pair[1].0)
+        })
+        .collect()
 }
 
 /// One finding per [`Op::WorkloadGap`] of the history (its completion; an invoke alone is
@@ -338,6 +366,7 @@ mod gap_tests {
             Op::Probing {
                 processes: vec!["status".to_owned(), "dns".to_owned()],
                 period_ms: 200,
+                answer_max_ms: None,
             },
             0,
         ));
@@ -353,6 +382,77 @@ mod gap_tests {
         // The same hole before the first fault judges nothing; a declared probe that never
         // asked (dns) has no gap between questions.
         assert!(probe_gaps(&history, 3_000 * 1_000_000).is_empty());
+    }
+
+    // harness/src/live/site_probes.rs: a site probe asks every 100 ms and waits on a frozen
+    // site up to its bound (2 s); that wait is no hole, but a probe idle beyond three periods
+    // after its answer (or after the bound) is.
+    #[test]
+    fn a_probe_waiting_within_its_declared_bound_is_still_asking() {
+        let probe = |kind: EventType, ms: u64| {
+            event(
+                "site-probe-iad",
+                kind,
+                Op::SiteProbe {
+                    site: crate::scenario::model::Site::Iad,
+                    pod_ip: None,
+                    canary_id: crate::history::event::CANARY_ID_BASE + ms,
+                    answered: None,
+                    read_only: None,
+                    outcome: None,
+                    error_code: None,
+                    error: None,
+                },
+                ms,
+            )
+        };
+        let declared = |answer_max_ms| {
+            event(
+                "probes",
+                EventType::Ok,
+                Op::Probing {
+                    processes: vec!["site-probe-iad".to_owned()],
+                    period_ms: 100,
+                    answer_max_ms,
+                },
+                0,
+            )
+        };
+        // Every 100 ms; at 1.0 s one question waits 2 s (a frozen site) and the next asks at
+        // once; at 4.0 s one is answered at once and the next asks 0.5 s later.
+        let mut events = Vec::new();
+        let mut at = 0;
+        while at < 6_000 {
+            let took = if at == 1_000 { 2_000 } else { 5 };
+            events.push(probe(EventType::Invoke, at));
+            events.push(probe(EventType::Info, at + took));
+            at += if at == 1_000 {
+                2_010
+            } else if at == 4_010 {
+                500
+            } else {
+                100
+            };
+        }
+        let mut bounded = events.clone();
+        bounded.push(declared(Some(2_000)));
+        let findings = probe_gaps(&History::new(bounded), 500 * 1_000_000);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert!(
+            findings[0].starts_with(
+                "probe `site-probe-iad` went 0.495s without asking (from 4.015s to 4.510s; 1 gaps"
+            ),
+            "{findings:?}"
+        );
+        // Undeclared bound: the 2 s wait counts as a hole too, as for the other probes.
+        events.push(declared(None));
+        let findings = probe_gaps(&History::new(events), 500 * 1_000_000);
+        assert!(
+            findings[0].starts_with(
+                "probe `site-probe-iad` went 2.010s without asking (from 1.000s to 3.010s; 2 gaps"
+            ),
+            "{findings:?}"
+        );
     }
 
     #[test]

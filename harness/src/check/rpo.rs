@@ -336,7 +336,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             .iter()
             .rev()
             .find_map(|event| match &event.op {
-                Op::FinalState { sites } if event.kind == EventType::Ok => Some(
+                Op::FinalState { sites, .. } if event.kind == EventType::Ok => Some(
                     sites
                         .iter()
                         .map(|(site, ids)| (*site, ids.iter().copied().collect()))

@@ -1,31 +1,51 @@
-//! No split brain: no two sites acknowledged writes in overlapping intervals, and every
-//! acknowledged write falls in its site's authority epoch.
+//! No split brain, judged from what the harness observed itself
+//! (docs/design/harness.md#history-and-checkers), never from the operator's word.
 //!
-//! Each acknowledged write is known to have committed somewhere inside its
-//! [invoke, completion] interval. If a write acknowledged by site A and one acknowledged by
-//! site B have overlapping intervals, both sites may have been writable at once. The check is
-//! sound for a correct system as long as the workload's client timeout is shorter than a
-//! failover (the lease wait alone is at least the lease duration), which the workload
-//! guarantees.
+//! **Observations, per site.** Acknowledgements: the workload's writes, each attributed to
+//! the site whose `@@hostname` answered, and the site probes' canaries acknowledged
+//! ([`Op::SiteProbe`], attributed the same way), each with its [invoke, completion] interval.
+//! Denials: site probes that saw the site not accepting writes ([`Op::is_denial`]: the canary
+//! refused for read_only, `@@read_only` = 1, or the site unreachable), with theirs.
 //!
-//! Overlap alone misses alternation: iad acknowledging again after pdx took over, with no
-//! two intervals overlapping. So the status snapshots (activeSite, topologyGeneration) and
-//! the failovers they report give each site its authority epochs: from the start (the first
-//! site) or the failover's `promotedAt`, to the next failover's `fencedAt` (or, lacking
-//! operator times, the snapshots around the change), widened by the cross-clock slack. Every
-//! acknowledged write's interval must intersect an epoch of its site. Every change of the
-//! active site must be an observed failover from the old to the new site with a new
-//! topologyGeneration, every observed failover must show as a change, and the generation
-//! never goes back.
+//! **Epochs.** The acknowledgements sorted by completion; an epoch is a maximal run of
+//! consecutive acknowledgements on one site. Its span starts at the earliest invoke among them;
+//! it ends at the invoke of the first denial seen on that site that completed after the
+//! epoch's last acknowledgement ("a site's epoch ends at the first refusal or loss of
+//! reachability observed on it"); without one it never ends.
+//!
+//! **Rules.**
+//! 1. *Handover* ([`handover_findings`]): of two consecutive epochs A then B, A's end must come
+//!    before B's first acknowledgement completed: A was seen to stop before B was seen to
+//!    accept.
+//! 2. *Inside another's epoch* ([`inside_findings`]): no acknowledgement on a site may overlap
+//!    another site's epoch span: this covers alternation (iad, pdx, then iad again while pdx's
+//!    epoch is open). The pairwise rule stays beside it ([`overlap_findings`]): two
+//!    acknowledgements of different sites with overlapping intervals mean both sites may have
+//!    been writable at once; that is sound for a correct system because the workload's client
+//!    timeout is shorter than a failover (the lease wait alone is at least the lease duration).
+//! 3. *Unknown outcome* ([`unknown_outcome_findings`]): a write whose outcome is unknown (a
+//!    writer's `info`, a canary's `info`, or never completed) that the final read found
+//!    committed on site S ([`Op::FinalState`]'s `committed` and `canaries`, from each row's
+//!    `site` column) must not have been invoked after the end of S's last epoch that began
+//!    before it, when another site's epoch began after that end and S had no later epoch.
+//!
+//! The group's status only keeps its structural checks ([`authority_epochs`]): each change of
+//! the active site is an observed failover with a new topologyGeneration, and the generation
+//! never goes back. A history without site probes (recorded before they existed, or by a
+//! backend that does not probe) is judged as before, from the operator's authority epochs
+//! (`fencedAt` widened by [`CROSS_CLOCK_SLACK_NS`]), and its summary says so.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::rpo::observed_failovers;
 use super::timings::CROSS_CLOCK_SLACK_NS;
 use super::verdict::Verdict;
-use crate::history::event::{EventType, FailoverRecord, Op};
+use crate::history::event::{EventType, FailoverRecord, Op, ProbeOutcome, ER_READ_ONLY};
 use crate::history::store::History;
 use crate::scenario::model::Site;
+
+/// The checker's name.
+const NAME: &str = "no-split-brain";
 
 /// An acknowledged write, attributed to the site that acknowledged it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,36 +65,477 @@ pub struct AcknowledgedWrite {
 pub fn acknowledged_writes(
     history: &History,
 ) -> Result<(Vec<AcknowledgedWrite>, Vec<u64>), String> {
-    let mut writes = Vec::new();
-    let mut unattributed = Vec::new();
-    for operation in history.operations()? {
-        let (Op::Write { id, .. }, Some(completion)) = (&operation.invoke.op, operation.completion)
+    Observations::of(history).map(|observations| writes_of(&observations))
+}
+
+/// The workload's acknowledged writes among `observations`, by invoke time, and the ids of
+/// those that named no site.
+fn writes_of(observations: &Observations) -> (Vec<AcknowledgedWrite>, Vec<u64>) {
+    let mut writes: Vec<AcknowledgedWrite> = observations
+        .acknowledgements
+        .iter()
+        .filter_map(|ack| match ack.what {
+            Written::Write(id) => Some(AcknowledgedWrite {
+                id,
+                site: ack.site,
+                start_ns: ack.start_ns,
+                end_ns: ack.end_ns,
+            }),
+            Written::Canary(_) => None,
+        })
+        .collect();
+    writes.sort_by_key(|write| (write.start_ns, write.end_ns, write.id));
+    let unattributed = observations
+        .unattributed
+        .iter()
+        .filter_map(|what| match what {
+            Written::Write(id) => Some(*id),
+            Written::Canary(_) => None,
+        })
+        .collect();
+    (writes, unattributed)
+}
+
+/// The ids of the workload's writes whose outcome is unknown (`info`, or never completed):
+/// the final read records where those committed.
+pub fn unknown_outcome_write_ids(history: &History) -> BTreeSet<u64> {
+    Observations::of(history)
+        .map(|observations| {
+            observations
+                .unknown
+                .iter()
+                .filter_map(|unknown| match unknown.what {
+                    Written::Write(id) => Some(id),
+                    Written::Canary(_) => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What was written: a workload write or a site probe's canary, by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Written {
+    /// A writer's write.
+    Write(u64),
+    /// A site probe's canary.
+    Canary(u64),
+}
+
+impl std::fmt::Display for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Written::Write(id) => write!(f, "write {id}"),
+            Written::Canary(id) => write!(f, "canary {id}"),
+        }
+    }
+}
+
+/// A write or canary a site acknowledged, with its interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acknowledgement {
+    /// What.
+    pub what: Written,
+    /// The site whose `@@hostname` answered.
+    pub site: Site,
+    /// Invoke (monotonic ns).
+    pub start_ns: u64,
+    /// Completion (monotonic ns).
+    pub end_ns: u64,
+}
+
+/// A site probe that saw its site not accepting writes, with its interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The site.
+    pub site: Site,
+    /// Invoke (monotonic ns).
+    pub start_ns: u64,
+    /// Completion (monotonic ns).
+    pub end_ns: u64,
+    /// What was seen: `unreachable`, `refused (1290)`, `read_only=1`.
+    pub seen: &'static str,
+}
+
+/// A write or canary of unknown outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unknown {
+    /// What.
+    pub what: Written,
+    /// Invoke (monotonic ns).
+    pub start_ns: u64,
+}
+
+/// What the workload and the site probes observed, and where the final read found rows.
+#[derive(Debug, Clone, Default)]
+pub struct Observations {
+    /// Every acknowledgement attributed to a site.
+    pub acknowledgements: Vec<Acknowledgement>,
+    /// Acknowledgements that named no site.
+    pub unattributed: Vec<Written>,
+    /// Denials by site, in time order.
+    pub denials: BTreeMap<Site, Vec<Denial>>,
+    /// Writes and canaries of unknown outcome.
+    pub unknown: Vec<Unknown>,
+    /// Site probes made (invokes), by site.
+    pub probes: BTreeMap<Site, usize>,
+    /// The committing site of writes of unknown outcome, from the final read.
+    pub committed: BTreeMap<u64, Site>,
+    /// The committing site of canary rows, from the final read.
+    pub canaries: BTreeMap<u64, Site>,
+}
+
+/// What a denial saw, for messages (`None`: not a denial).
+fn denial_seen(op: &Op) -> Option<&'static str> {
+    let Op::SiteProbe {
+        outcome: Some(outcome),
+        read_only,
+        error_code,
+        ..
+    } = op
+    else {
+        return None;
+    };
+    if !op.is_denial() {
+        return None;
+    }
+    Some(
+        match (outcome, *error_code == Some(ER_READ_ONLY), read_only) {
+            (ProbeOutcome::Unreachable, _, _) => "unreachable",
+            (_, true, _) => "refused (1290)",
+            (_, false, _) => "read_only=1",
+        },
+    )
+}
+
+impl Observations {
+    /// Gathers the observations of `history` (an error names a malformed pairing).
+    pub fn of(history: &History) -> Result<Self, String> {
+        let mut found = Observations::default();
+        for operation in history.operations()? {
+            let start_ns = operation.invoke.mono_ns;
+            let completion = operation.completion;
+            let acknowledged = operation.outcome() == EventType::Ok;
+            let unknown = operation.outcome() == EventType::Info;
+            match &operation.invoke.op {
+                Op::Write { id, .. } => {
+                    let what = Written::Write(*id);
+                    let site = completion.and_then(|event| match event.op {
+                        Op::Write { site, .. } => site,
+                        _ => None,
+                    });
+                    found.take(
+                        what,
+                        site,
+                        start_ns,
+                        completion.map(|c| c.mono_ns),
+                        acknowledged,
+                        unknown,
+                    );
+                }
+                Op::SiteProbe {
+                    site, canary_id, ..
+                } => {
+                    *found.probes.entry(*site).or_default() += 1;
+                    let what = Written::Canary(*canary_id);
+                    let answered = completion.and_then(|event| match event.op {
+                        Op::SiteProbe { answered, .. } => answered,
+                        _ => None,
+                    });
+                    found.take(
+                        what,
+                        answered,
+                        start_ns,
+                        completion.map(|c| c.mono_ns),
+                        acknowledged,
+                        unknown,
+                    );
+                    if let Some((event, seen)) =
+                        completion.and_then(|event| Some((event, denial_seen(&event.op)?)))
+                    {
+                        found
+                            .denials
+                            .entry(answered.unwrap_or(*site))
+                            .or_default()
+                            .push(Denial {
+                                site: answered.unwrap_or(*site),
+                                start_ns,
+                                end_ns: event.mono_ns,
+                                seen,
+                            });
+                    }
+                }
+                _ => {}
+            }
+        }
+        for denials in found.denials.values_mut() {
+            denials.sort_by_key(|denial| (denial.end_ns, denial.start_ns));
+        }
+        if let Some((committed, canaries)) = final_committers(history) {
+            found.committed = committed;
+            found.canaries = canaries;
+        }
+        Ok(found)
+    }
+
+    /// Files one write or canary by its outcome.
+    fn take(
+        &mut self,
+        what: Written,
+        site: Option<Site>,
+        start_ns: u64,
+        end_ns: Option<u64>,
+        acknowledged: bool,
+        unknown: bool,
+    ) {
+        if acknowledged {
+            match (site, end_ns) {
+                (Some(site), Some(end_ns)) => self.acknowledgements.push(Acknowledgement {
+                    what,
+                    site,
+                    start_ns,
+                    end_ns,
+                }),
+                (None, _) | (_, None) => self.unattributed.push(what),
+            }
+        } else if unknown {
+            self.unknown.push(Unknown { what, start_ns });
+        }
+    }
+
+    /// Whether the history holds site probes at all.
+    pub fn probed(&self) -> bool {
+        !self.probes.is_empty()
+    }
+}
+
+/// The committing sites the last successful final read recorded.
+fn final_committers(history: &History) -> Option<(BTreeMap<u64, Site>, BTreeMap<u64, Site>)> {
+    history
+        .events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.op {
+            Op::FinalState {
+                committed,
+                canaries,
+                ..
+            } if event.kind == EventType::Ok => Some((committed.clone(), canaries.clone())),
+            _ => None,
+        })
+}
+
+/// A site's epoch as observed: a maximal run of consecutive acknowledgements on it (by
+/// completion), and the denial that ended it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedEpoch {
+    /// The site.
+    pub site: Site,
+    /// Its first acknowledgement (by completion).
+    pub first: Acknowledgement,
+    /// Its last acknowledgement (by completion).
+    pub last: Acknowledgement,
+    /// The earliest invoke among its acknowledgements: where its span starts.
+    pub start_ns: u64,
+    /// How many acknowledgements it holds.
+    pub count: usize,
+    /// The first denial seen on the site that completed after `last` (`None`: none was).
+    pub ended_by: Option<Denial>,
+}
+
+impl ObservedEpoch {
+    /// Where the span ends: the ending denial's invoke (`None`: never seen to end).
+    pub fn end_ns(&self) -> Option<u64> {
+        self.ended_by.as_ref().map(|denial| denial.start_ns)
+    }
+
+    /// `[start, end]` for messages.
+    fn span(&self) -> String {
+        match self.end_ns() {
+            Some(end) => format!("[{:.3}s, {:.3}s]", seconds(self.start_ns), seconds(end)),
+            None => format!("[{:.3}s, never seen to end]", seconds(self.start_ns)),
+        }
+    }
+}
+
+/// The observed epochs, in order.
+pub fn observed_epochs(observations: &Observations) -> Vec<ObservedEpoch> {
+    let mut acknowledgements = observations.acknowledgements.clone();
+    acknowledgements.sort_by_key(|ack| (ack.end_ns, ack.start_ns, ack.what));
+    let mut epochs: Vec<ObservedEpoch> = Vec::new();
+    for ack in acknowledgements {
+        match epochs.last_mut() {
+            Some(epoch) if epoch.site == ack.site => {
+                epoch.last = ack;
+                epoch.start_ns = epoch.start_ns.min(ack.start_ns);
+                epoch.count += 1;
+            }
+            _ => epochs.push(ObservedEpoch {
+                site: ack.site,
+                first: ack,
+                last: ack,
+                start_ns: ack.start_ns,
+                count: 1,
+                ended_by: None,
+            }),
+        }
+    }
+    for epoch in &mut epochs {
+        epoch.ended_by = observations.denials.get(&epoch.site).and_then(|denials| {
+            denials
+                .iter()
+                .find(|denial| denial.end_ns > epoch.last.end_ns)
+                .cloned()
+        });
+    }
+    epochs
+}
+
+/// Rule 1: of consecutive epochs A then B, A's end came before B's first acknowledgement
+/// completed.
+pub fn handover_findings(epochs: &[ObservedEpoch]) -> Vec<String> {
+    epochs
+        .windows(2)
+        .filter_map(|pair| {
+            let (before, after) = (&pair[0], &pair[1]);
+            if before
+                .end_ns()
+                .is_some_and(|end| end < after.first.end_ns)
+            {
+                return None;
+            }
+            let refusal = match &before.ended_by {
+                Some(denial) => format!(
+                    "first refusal at {:.3}s: {}",
+                    seconds(denial.start_ns),
+                    denial.seen
+                ),
+                None => "first refusal: none".to_owned(),
+            };
+            Some(format!(
+                "{} was not observed to stop accepting writes (last ack {} at {:.3}s, {refusal}) before {} acknowledged {} at {:.3}s",
+                before.site,
+                before.last.what,
+                seconds(before.last.end_ns),
+                after.site,
+                after.first.what,
+                seconds(after.first.end_ns),
+            ))
+        })
+        .collect()
+}
+
+/// Rule 2: no acknowledgement overlaps another site's epoch span.
+pub fn inside_findings(
+    acknowledgements: &[Acknowledgement],
+    epochs: &[ObservedEpoch],
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    for ack in acknowledgements {
+        for epoch in epochs.iter().filter(|epoch| epoch.site != ack.site) {
+            let end = epoch.end_ns().unwrap_or(u64::MAX);
+            if ack.start_ns <= end && ack.end_ns >= epoch.start_ns {
+                findings.push(format!(
+                    "{} acknowledged {} in [{:.3}s, {:.3}s] inside {}'s epoch {} ({} acknowledgements, {} to {})",
+                    ack.site,
+                    ack.what,
+                    seconds(ack.start_ns),
+                    seconds(ack.end_ns),
+                    epoch.site,
+                    epoch.span(),
+                    epoch.count,
+                    epoch.first.what,
+                    epoch.last.what,
+                ));
+            }
+        }
+    }
+    findings
+}
+
+/// The pairwise rule: two acknowledgements of different sites with overlapping intervals.
+pub fn overlap_findings(acknowledgements: &[Acknowledgement]) -> Vec<String> {
+    let mut sorted = acknowledgements.to_vec();
+    sorted.sort_by_key(|ack| (ack.start_ns, ack.end_ns, ack.what));
+    let mut findings = Vec::new();
+    // Per site, the acknowledgement (so far, by invoke order) that completed last.
+    let mut latest: BTreeMap<Site, Acknowledgement> = BTreeMap::new();
+    for ack in &sorted {
+        for (site, other) in &latest {
+            if *site != ack.site && other.end_ns > ack.start_ns {
+                findings.push(format!(
+                    "{} acknowledged {} in [{:.3}s, {:.3}s] while {} acknowledged {} in [{:.3}s, {:.3}s]",
+                    other.site,
+                    other.what,
+                    seconds(other.start_ns),
+                    seconds(other.end_ns),
+                    ack.site,
+                    ack.what,
+                    seconds(ack.start_ns),
+                    seconds(ack.end_ns),
+                ));
+            }
+        }
+        let slot = latest.entry(ack.site).or_insert(*ack);
+        if ack.end_ns >= slot.end_ns {
+            *slot = *ack;
+        }
+    }
+    findings
+}
+
+/// Rule 3: a write of unknown outcome found committed on a site after that site's epoch ended,
+/// once another site's epoch had begun and with no later epoch of its own.
+pub fn unknown_outcome_findings(
+    observations: &Observations,
+    epochs: &[ObservedEpoch],
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    for unknown in &observations.unknown {
+        let committer = match unknown.what {
+            Written::Write(id) => observations.committed.get(&id),
+            Written::Canary(id) => observations.canaries.get(&id),
+        };
+        let Some(&site) = committer else {
+            continue;
+        };
+        // S's last epoch that began before the invoke.
+        let Some((index, epoch)) = epochs
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, epoch)| epoch.site == site && epoch.start_ns < unknown.start_ns)
         else {
             continue;
         };
-        if completion.kind != EventType::Ok {
+        let Some(end) = epoch.end_ns().filter(|end| *end < unknown.start_ns) else {
+            continue;
+        };
+        let later = &epochs[index + 1..];
+        if later.iter().any(|epoch| epoch.site == site) {
             continue;
         }
-        match completion.op {
-            Op::Write {
-                site: Some(site), ..
-            } => writes.push(AcknowledgedWrite {
-                id: *id,
-                site,
-                start_ns: operation.invoke.mono_ns,
-                end_ns: completion.mono_ns,
-            }),
-            _ => unattributed.push(*id),
-        }
+        let Some(next) = later
+            .iter()
+            .find(|epoch| epoch.site != site && epoch.start_ns > end)
+        else {
+            continue;
+        };
+        findings.push(format!(
+            "{} of unknown outcome, invoked at {:.3}s after {site}'s epoch ended at {:.3}s, was found committed on {site} ({} acknowledged from {:.3}s)",
+            unknown.what,
+            seconds(unknown.start_ns),
+            seconds(end),
+            next.site,
+            seconds(next.first.end_ns),
+        ));
     }
-    writes.sort_by_key(|write| (write.start_ns, write.end_ns, write.id));
-    Ok((writes, unattributed))
+    findings
 }
 
 /// Runs the checker.
 pub fn check_split_brain(history: &History) -> Verdict {
-    const NAME: &str = "no-split-brain";
-    let (writes, unattributed) = match acknowledged_writes(history) {
+    let observations = match Observations::of(history) {
         Ok(found) => found,
         Err(malformed) => {
             return Verdict::from_findings(
@@ -84,44 +545,86 @@ pub fn check_split_brain(history: &History) -> Verdict {
             )
         }
     };
+    if observations.probed() {
+        judge_observed(history, &observations)
+    } else {
+        judge_by_status(history, &observations)
+    }
+}
+
+/// The judgement from the harness's own observations (the history has site probes).
+fn judge_observed(history: &History, observations: &Observations) -> Verdict {
+    let epochs = observed_epochs(observations);
+    let mut findings = handover_findings(&epochs);
+    findings.extend(inside_findings(&observations.acknowledgements, &epochs));
+    findings.extend(unknown_outcome_findings(observations, &epochs));
+    findings.extend(overlap_findings(&observations.acknowledgements));
+    findings.extend(authority_epochs(history).1);
+    findings.extend(
+        observations
+            .unattributed
+            .iter()
+            .map(|what| format!("{what} was acknowledged without naming its site")),
+    );
+    Verdict::from_findings(NAME, observed_summary(observations, &epochs), findings)
+}
+
+/// What the observed judgement judged.
+fn observed_summary(observations: &Observations, epochs: &[ObservedEpoch]) -> String {
+    let acknowledgements = &observations.acknowledgements;
+    let canaries = acknowledgements
+        .iter()
+        .filter(|ack| matches!(ack.what, Written::Canary(_)))
+        .count();
+    let sites: BTreeSet<Site> = acknowledgements.iter().map(|ack| ack.site).collect();
+    let handovers = match epochs.len() {
+        0 | 1 => "no handover".to_owned(),
+        _ => "each observed ending before the next began".to_owned(),
+    };
+    let denials: usize = observations.denials.values().map(Vec::len).sum();
+    let probes: usize = observations.probes.values().sum();
+    let committed = observations
+        .unknown
+        .iter()
+        .filter(|unknown| match unknown.what {
+            Written::Write(id) => observations.committed.contains_key(&id),
+            Written::Canary(id) => observations.canaries.contains_key(&id),
+        })
+        .count();
+    format!(
+        "{} acknowledgements ({} writes, {canaries} canaries) on {} sites in {} epochs, {handovers}; {denials} denials in {probes} site probes; {} of unknown outcome, {committed} found committed, none after its site's epoch",
+        acknowledgements.len(),
+        acknowledgements.len() - canaries,
+        sites.len(),
+        epochs.len(),
+        observations.unknown.len(),
+    )
+}
+
+/// The judgement of a history without site probes: the operator's authority epochs decide, as
+/// before the probes existed, and the summary says so.
+fn judge_by_status(history: &History, observations: &Observations) -> Verdict {
+    let (writes, unattributed) = writes_of(observations);
     let mut findings: Vec<String> = unattributed
         .iter()
         .map(|id| format!("write {id} was acknowledged without naming its site"))
         .collect();
-    // Per site, the acknowledged write (so far, by invoke order) that completed last.
-    let mut latest: BTreeMap<Site, AcknowledgedWrite> = BTreeMap::new();
-    for write in &writes {
-        for (site, other) in &latest {
-            if *site != write.site && other.end_ns > write.start_ns {
-                findings.push(format!(
-                    "{} acknowledged write {} in [{:.3}s, {:.3}s] while {} acknowledged write {} in [{:.3}s, {:.3}s]",
-                    other.site,
-                    other.id,
-                    seconds(other.start_ns),
-                    seconds(other.end_ns),
-                    write.site,
-                    write.id,
-                    seconds(write.start_ns),
-                    seconds(write.end_ns),
-                ));
-            }
-        }
-        let slot = latest.entry(write.site).or_insert(*write);
-        if write.end_ns >= slot.end_ns {
-            *slot = *write;
-        }
-    }
+    findings.extend(overlap_findings(&observations.acknowledgements));
     findings.extend(check_epochs(history, &writes, unattributed.len()));
-    let sites = latest
-        .keys()
+    let sites = writes
+        .iter()
+        .map(|write| write.site)
+        .collect::<BTreeSet<_>>()
+        .iter()
         .map(|site| site.name())
         .collect::<Vec<_>>()
         .join(", ");
     Verdict::from_findings(
         NAME,
         format!(
-            "{} acknowledged writes, sites [{sites}] never overlapped, each inside its authority epoch",
-            writes.len()
+            "{} acknowledged writes, sites [{sites}] never overlapped, each inside its authority epoch; no site probes in this history, so the epochs are the operator's status (fencedAt + {} s slack), not observed",
+            writes.len(),
+            CROSS_CLOCK_SLACK_NS / 1_000_000_000,
         ),
         findings,
     )
@@ -148,9 +651,8 @@ struct Run {
     last_ns: u64,
 }
 
-/// The authority epochs the status snapshots show, and the findings about how they changed.
-pub fn authority_epochs(history: &History) -> (Vec<Epoch>, Vec<String>) {
-    let mut findings = Vec::new();
+/// The status snapshots' runs of one active site and generation.
+fn status_runs(history: &History) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for event in &history.events {
         let Op::Status {
@@ -176,6 +678,16 @@ pub fn authority_epochs(history: &History) -> (Vec<Epoch>, Vec<String>) {
             }),
         }
     }
+    runs
+}
+
+/// The authority epochs the status snapshots show, and the findings about how they changed
+/// (the structural checks: each change of the active site is an observed failover from the
+/// old to the new site with a new topologyGeneration, every observed failover shows as a
+/// change, and the generation never goes back).
+pub fn authority_epochs(history: &History) -> (Vec<Epoch>, Vec<String>) {
+    let mut findings = Vec::new();
+    let runs = status_runs(history);
     let to_mono = |time: Option<jiff::Timestamp>| time.and_then(|at| history.wall_to_mono_ns(at));
     let promoted = |record: &FailoverRecord| {
         to_mono(record.promoted_at)
@@ -260,24 +772,33 @@ pub fn authority_epochs(history: &History) -> (Vec<Epoch>, Vec<String>) {
             end_ns: u64::MAX,
         });
     }
-    for record in unmatched {
-        let kind = match record.kind {
-            crate::history::event::FailoverKind::Emergency => "emergency",
-            crate::history::event::FailoverKind::Planned => "planned",
-        };
-        findings.push(format!(
-            "{kind} failover {} -> {} (promoted at {:.3}s) but the status never showed {} active after {}",
-            record.from,
-            record.to,
-            seconds(promoted(record)),
-            record.to,
-            record.from
-        ));
-    }
+    findings.extend(
+        unmatched
+            .into_iter()
+            .map(|record| unshown_failover(record, promoted(record))),
+    );
     (epochs, findings)
 }
 
-/// Every acknowledged write must intersect an authority epoch of its site.
+/// The finding of an observed failover (promoted at `promoted_ns`) that the status never showed
+/// as a change of the active site.
+fn unshown_failover(record: &FailoverRecord, promoted_ns: u64) -> String {
+    let kind = match record.kind {
+        crate::history::event::FailoverKind::Emergency => "emergency",
+        crate::history::event::FailoverKind::Planned => "planned",
+    };
+    format!(
+        "{kind} failover {} -> {} (promoted at {:.3}s) but the status never showed {} active after {}",
+        record.from,
+        record.to,
+        seconds(promoted_ns),
+        record.to,
+        record.from
+    )
+}
+
+/// Every acknowledged write must intersect an authority epoch of its site (the judgement of a
+/// history without site probes).
 fn check_epochs(
     history: &History,
     writes: &[AcknowledgedWrite],

@@ -114,7 +114,7 @@ fn final_on_active(history: &History) -> Result<(Site, BTreeSet<u64>), String> {
         .iter()
         .rev()
         .find_map(|event| match &event.op {
-            Op::FinalState { sites } if event.kind == EventType::Ok => Some(sites),
+            Op::FinalState { sites, .. } if event.kind == EventType::Ok => Some(sites),
             _ => None,
         })
         .ok_or("no final state was read")?;

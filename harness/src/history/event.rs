@@ -179,11 +179,21 @@ pub enum Op {
     },
     /// The final read, after heal and liveness and after the workload stopped and drained:
     /// per site that could be read, every workload id present in its table (a site that
-    /// could not be read is absent, never an empty list).
+    /// could not be read is absent, never an empty list); and which site committed the rows
+    /// the split-brain checker needs, from each row's `site` column (`@@hostname` at commit,
+    /// replicated with the row): the writes of unknown outcome and every canary row of the
+    /// site probes ([`Op::SiteProbe`]). Histories recorded before these were read lack them.
     FinalState {
         /// Ids present, by site.
         #[serde(default)]
         sites: BTreeMap<Site, Vec<u64>>,
+        /// The committing site of each writer id whose write's outcome is unknown (`info`,
+        /// or never completed) and which some site holds.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        committed: BTreeMap<u64, Site>,
+        /// The committing site of every canary row found (`harness.canary`), by canary id.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        canaries: BTreeMap<u64, Site>,
     },
     /// After the final read: each readable site's executed GTID set, read directly from its
     /// mysqld (MariaDB `@@gtid_binlog_state`, MySQL `@@gtid_executed`), and the group's
@@ -226,10 +236,47 @@ pub enum Op {
     /// after the first fault is a finding of the workload liveness checker: what they watch
     /// is unknown in it.
     Probing {
-        /// The probe processes (`status`, `endpoints-primary`, `dns`, ...).
+        /// The probe processes (`status`, `endpoints-primary`, `dns`, `site-probe-iad`, ...).
         processes: Vec<String>,
         /// Their period, in ms.
         period_ms: u64,
+        /// The bound on one question, in ms, when the probe bounds it (the site probes: a
+        /// frozen site is asked until this bound, and waiting for it is no hole). Absent: the
+        /// gap is counted from one question's start to the next.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer_max_ms: Option<u64>,
+    },
+    /// A site probe (process `site-probe-<site>`, in the workload pod, every ~100 ms): it
+    /// connects to the site's mysqld by pod IP (never through a Service) as the workload user,
+    /// who is subject to read_only, reads `@@read_only` and `@@hostname`, and writes canary
+    /// `canary_id` into `harness.canary`. The invoke names the site, its pod IP and the
+    /// canary; the completion adds what came back. `ok`: the canary was acknowledged; `fail`:
+    /// refused, unreachable, or no pod IP known; `info`: sent without an answer. The
+    /// split-brain checker ([`crate::check::split_brain`]) takes acknowledgements and denials
+    /// from these.
+    SiteProbe {
+        /// The site probed.
+        site: Site,
+        /// The pod IP dialled (`None`: none known yet, nothing was asked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod_ip: Option<String>,
+        /// The canary's id (at least [`CANARY_ID_BASE`], never a writer's id).
+        canary_id: u64,
+        /// The site that answered, from `@@hostname` (completion only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answered: Option<Site>,
+        /// `@@read_only` as read before the canary (completion only; `None`: not read).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read_only: Option<bool>,
+        /// How the probe ended (completion only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<ProbeOutcome>,
+        /// The server's error number when it refused (1290: read_only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_code: Option<u16>,
+        /// The error text, when there was one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// The RPO sealed by a `seal-rpo` step: every workload id present, by surviving site,
     /// when the primary had died and before any promotion.
@@ -257,6 +304,34 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         unread: BTreeMap<Site, String>,
     },
+}
+
+/// The canary ids of the site probes start here ([`Op::SiteProbe`]): the writers' ids count
+/// from 1 and never reach it, so an id names its kind even out of context. Canaries have their
+/// own table (`harness.canary`); the RPO checker never sees them.
+pub const CANARY_ID_BASE: u64 = 1_000_000_000_000;
+
+/// MySQL's "running with --read-only" error (`ER_OPTION_PREVENTS_STATEMENT`).
+pub const ER_READ_ONLY: u16 = 1290;
+
+/// How a site probe ended ([`Op::SiteProbe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeOutcome {
+    /// The canary was acknowledged (completion `ok`).
+    Acknowledged,
+    /// The server refused (completion `fail`): `error_code` says why, 1290 for read_only.
+    Refused,
+    /// The canary was sent and no answer came (a timeout, the connection lost): it may have
+    /// committed (completion `info`).
+    Unknown,
+    /// No connection could be made or kept before the canary was sent: refused, timed out or
+    /// lost (completion `fail`). The site is unreachable from where the applications' clients
+    /// are.
+    Unreachable,
+    /// No pod IP of the site was known (completion `fail`): nothing was asked, so nothing was
+    /// learned about the site.
+    NoAddress,
 }
 
 /// What one surviving site held when the primary was taken away, as GTID sets in the
@@ -312,6 +387,29 @@ pub fn fault_sites(fault: &Fault) -> Vec<Site> {
 }
 
 impl Op {
+    /// Whether this is a site probe's completion that observed its site not accepting
+    /// writes: the canary refused for read_only (1290), `@@read_only` read as 1 (and the canary
+    /// not acknowledged), or the site unreachable. A refusal for any other reason, an unknown
+    /// outcome and a probe without an address are not.
+    pub fn is_denial(&self) -> bool {
+        let Op::SiteProbe {
+            outcome: Some(outcome),
+            read_only,
+            error_code,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        match outcome {
+            ProbeOutcome::Unreachable => true,
+            ProbeOutcome::Refused | ProbeOutcome::Unknown => {
+                *error_code == Some(ER_READ_ONLY) || *read_only == Some(true)
+            }
+            ProbeOutcome::Acknowledged | ProbeOutcome::NoAddress => false,
+        }
+    }
+
     /// The `fault` op of a fault's start or end: its kind, its parameters as `detail`, and
     /// [`fault_sites`].
     pub fn fault(fault: &Fault, phase: FaultPhase) -> Op {

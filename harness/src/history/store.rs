@@ -286,6 +286,8 @@ mod tests {
             "status",
             Op::FinalState {
                 sites: std::collections::BTreeMap::new(),
+                committed: std::collections::BTreeMap::new(),
+                canaries: std::collections::BTreeMap::new(),
             },
         );
         let history = recorder.snapshot();

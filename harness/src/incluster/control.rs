@@ -4,7 +4,7 @@
 //!
 //! | request | result |
 //! |---|---|
-//! | `{"start": {"run", "primary", "replicas", "dnsHostname", "password"}}` | `{"run", "log"}` |
+//! | `{"start": {"run", "primary", "replicas", "dnsHostname", "dnsServer"?, "password", "group"?, "namespace"?, "sites"?}}` | `{"run", "log"}` |
 //! | `{"stop": {"run"}}` | `{"run", "events", "lastSeq", "unwritten"}` once drained |
 //! | `{"status": {"run"}}` | `{"run", "active"}` |
 //! | `{"openConnection": {"name", "host", "password"?}}` | `{"opened"}` |
@@ -12,6 +12,10 @@
 //! | `{"connection": {"name"}}` | `{"sentWrite"}` or `{"writeError", "site"}` |
 //! | `{"closeConnections": {}}` | `{"closed"}` |
 //! | `{"ping": {}}` | `{"pong": true}` |
+//!
+//! `start`'s `group` turns the site probes on ([`crate::live::site_probes`]): every ~100 ms
+//! each of `sites` (default: all three) is probed by pod IP, the pods found through the API in
+//! `namespace` (default: the pod's own). Without `group` (an older caller) there are none.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
@@ -21,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::scenario::model::Site;
 
 /// The longest request or response line.
 pub const MESSAGE_BYTES_MAX: u64 = 1 << 20;
@@ -71,6 +76,15 @@ pub struct StartRun {
     pub dns_server: Option<String>,
     /// The workload user's password.
     pub password: String,
+    /// The group whose sites the site probes dial by pod IP (`None`: no site probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The namespace of the group's pods (`None`: the workload pod's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The sites to probe (empty: every site).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<Site>,
 }
 
 /// A run's id.
@@ -132,7 +146,7 @@ pub enum Response {
 pub fn parse_request(text: &str) -> Result<Request, String> {
     serde_json::from_str(text).map_err(|e| {
         format!(
-            "{e}; a request is one of {{\"start\": {{\"run\", \"primary\", \"replicas\", \"dnsHostname\", \"password\"}}}}, {{\"stop\": {{\"run\"}}}}, {{\"status\": {{\"run\"}}}}, {{\"openConnection\": {{\"name\", \"host\"}}}}, {{\"sendWrite\": {{\"name\", \"id\"?}}}}, {{\"connection\": {{\"name\"}}}}, {{\"closeConnections\": {{}}}}, {{\"ping\": {{}}}}"
+            "{e}; a request is one of {{\"start\": {{\"run\", \"primary\", \"replicas\", \"dnsHostname\", \"password\", \"group\"?, \"namespace\"?, \"sites\"?}}}}, {{\"stop\": {{\"run\"}}}}, {{\"status\": {{\"run\"}}}}, {{\"openConnection\": {{\"name\", \"host\"}}}}, {{\"sendWrite\": {{\"name\", \"id\"?}}}}, {{\"connection\": {{\"name\"}}}}, {{\"closeConnections\": {{}}}}, {{\"ping\": {{}}}}"
         )
     })
 }
@@ -221,6 +235,26 @@ mod tests {
                 dns_hostname: "db.example".to_owned(),
                 dns_server: None,
                 password: "pw".to_owned(),
+                group: None,
+                namespace: None,
+                sites: Vec::new(),
+            }))
+        );
+        // The site probes' fields, optional so older callers keep working.
+        assert_eq!(
+            parse_request(
+                r#"{"start": {"run": "r2", "primary": "p", "replicas": "r", "password": "pw", "group": "playground", "namespace": "bloodraven-playground", "sites": ["iad", "pdx", "reader"]}}"#
+            ),
+            Ok(Request::Start(StartRun {
+                run: "r2".to_owned(),
+                primary: "p".to_owned(),
+                replicas: "r".to_owned(),
+                dns_hostname: String::new(),
+                dns_server: None,
+                password: "pw".to_owned(),
+                group: Some("playground".to_owned()),
+                namespace: Some("bloodraven-playground".to_owned()),
+                sites: Site::ALL.to_vec(),
             }))
         );
         assert_eq!(

@@ -1,7 +1,8 @@
 //! `bloodraven-workload serve --dir DIR`: the workload pod's process. It opens no TCP port;
 //! it listens on `DIR/control.sock` ([`super::control`]) and runs at most one run at a time,
-//! whose writers, readers and DNS probe are [`crate::live::workload`]'s, recording into the
-//! run's log ([`super::runlog::RunLog`]). It also keeps the held connections of the
+//! whose writers, readers and DNS probe are [`crate::live::workload`]'s and whose site probes
+//! are [`crate::live::site_probes`]' (when `start` names a group), recording into the run's log
+//! ([`super::runlog::RunLog`]). It also keeps the held connections of the
 //! `open-connection` and `send-write` faults. On SIGTERM or SIGINT it ends the active run as
 //! aborted (its end line says so) and exits.
 
@@ -19,9 +20,10 @@ use tokio::task::JoinHandle;
 use super::control::{self, Request, Response};
 use super::lines::{parse_line, RunLine};
 use super::runlog::{self, RunLog};
+use super::site_pods;
 use crate::error::{Error, Result};
-use crate::live::{topology, workload};
-use crate::scenario::model::SentWrite;
+use crate::live::{site_probes, topology, workload};
+use crate::scenario::model::{SentWrite, Site};
 
 /// What `serve` needs.
 #[derive(Debug, Clone)]
@@ -210,6 +212,9 @@ impl Daemon {
         };
         let (stop, stopped) = watch::channel(false);
         let mut tasks = workload::spawn_clients(&targets, &log, &stopped);
+        if let Some(group) = &start.group {
+            tasks.extend(spawn_site_probes(&start, group, &log, &stopped));
+        }
         if let Some(resolver) = dns {
             tasks.push(tokio::spawn(workload::dns_loop(
                 resolver,
@@ -219,7 +224,7 @@ impl Daemon {
             )));
         }
         *self.password.lock().unwrap_or_else(PoisonError::into_inner) = Some(start.password);
-        tracing::info!(run = %start.run, primary = %start.primary, replicas = %start.replicas, dns_hostname = %start.dns_hostname, log = %log.path().display(), "run started");
+        tracing::info!(run = %start.run, primary = %start.primary, replicas = %start.replicas, dns_hostname = %start.dns_hostname, group = ?start.group, log = %log.path().display(), "run started");
         let path = log.path().display().to_string();
         *active = Some(ActiveRun {
             log,
@@ -403,6 +408,40 @@ impl Daemon {
         };
         Ok(json!({"writeError": write_error, "site": site}))
     }
+}
+
+/// The site probes of a run ([`site_probes`]) and the watch of the site pods that tells them
+/// where to dial ([`site_pods`]): `start.sites` (all three when empty) of `group`, in
+/// `start.namespace` (the pod's own when absent).
+fn spawn_site_probes(
+    start: &control::StartRun,
+    group: &str,
+    log: &Arc<RunLog>,
+    stopped: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let sites = if start.sites.is_empty() {
+        Site::ALL.to_vec()
+    } else {
+        start.sites.clone()
+    };
+    let (addresses, watched) =
+        watch::channel(site_pods::SitePodIps::new(group, &sites).addresses(None));
+    let targets = site_probes::SiteProbeTargets {
+        group: group.to_owned(),
+        sites: sites.clone(),
+        password: start.password.clone(),
+    };
+    let mut tasks = vec![tokio::spawn(site_pods::watch_site_pods(
+        group.to_owned(),
+        start.namespace.clone(),
+        sites,
+        addresses,
+        stopped.clone(),
+    ))];
+    tasks.extend(site_probes::spawn_site_probes(
+        &targets, &watched, log, stopped,
+    ));
+    tasks
 }
 
 /// The stop answer of a run that already ended, from its log's end line.

@@ -96,7 +96,7 @@ pub fn to_event(line: EventLine, offset_ns: i128) -> Event {
 }
 
 /// Names the site of a DNS answer of one address by the site Services' ClusterIPs (the pod
-/// cannot read them: it has no API access), as the harness's own probe did.
+/// cannot read them: its API access is reading pods), as the harness's own probe did.
 pub fn name_dns_site(event: &mut Event, site_ips: &BTreeMap<String, Site>) {
     if let Op::Dns { addresses, site } = &mut event.op {
         if site.is_none() {
@@ -641,6 +641,20 @@ pub struct InClusterSpec {
     pub dns_server: Option<String>,
     /// The workload user's password.
     pub password: String,
+    /// The group whose sites the pod probes by pod IP, with their namespace and sites (the
+    /// pod finds the pods through the API itself); `None`: no site probes.
+    pub site_probes: Option<SiteProbeSpec>,
+}
+
+/// Which sites the workload pod probes directly ([`crate::live::site_probes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteProbeSpec {
+    /// The group.
+    pub group: String,
+    /// The namespace of its pods.
+    pub namespace: String,
+    /// Its sites.
+    pub sites: Vec<Site>,
 }
 
 /// What the stop found.
@@ -805,6 +819,10 @@ impl InClusterWorkload {
         let site_ips = topology::site_cluster_ips(&client)
             .await
             .unwrap_or_default();
+        let (group, namespace, sites) = match spec.site_probes {
+            Some(probes) => (Some(probes.group), Some(probes.namespace), probes.sites),
+            None => (None, None, Vec::new()),
+        };
         pod.ctl(&Request::Start(StartRun {
             run: spec.run.clone(),
             primary: spec.primary,
@@ -812,6 +830,9 @@ impl InClusterWorkload {
             dns_hostname: spec.dns_hostname,
             dns_server: spec.dns_server,
             password: spec.password,
+            group,
+            namespace,
+            sites,
         }))
         .await?;
         let shared = Arc::new(Shared {

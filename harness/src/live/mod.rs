@@ -9,6 +9,7 @@ pub mod faults;
 pub mod incluster;
 pub mod observe;
 pub mod seal;
+pub mod site_probes;
 pub mod topology;
 pub mod workload;
 
@@ -190,6 +191,11 @@ impl Cluster for LiveCluster {
                     .unwrap_or_default()
                     .to_owned(),
                 password,
+                site_probes: Some(incluster::SiteProbeSpec {
+                    group: crate::playground::install::GROUP.to_owned(),
+                    namespace: crate::playground::install::NAMESPACE.to_owned(),
+                    sites: crate::scenario::model::Site::ALL.to_vec(),
+                }),
             };
             incluster::InClusterWorkload::start(self.client.clone(), pod, spec, recorder.clone())
                 .await
@@ -219,10 +225,8 @@ impl Cluster for LiveCluster {
         self.runtime.block_on(self.converged_now())
     }
 
-    fn final_state(
-        &self,
-    ) -> Result<std::collections::BTreeMap<crate::scenario::model::Site, Vec<u64>>> {
-        self.runtime.block_on(self.final_ids())
+    fn final_state(&self) -> Result<crate::backend::FinalRows> {
+        self.runtime.block_on(self.final_rows())
     }
 
     fn final_gtid_state(&self) -> Result<Option<crate::history::event::Op>> {

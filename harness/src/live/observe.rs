@@ -1179,39 +1179,70 @@ impl LiveCluster {
         ))
     }
 
-    /// Every workload id in `site`'s table, read directly from its mysqld.
-    async fn site_ids(&self, site: Site) -> Result<Vec<u64>> {
-        let out = self
-            .installer
+    /// The rows of one of the workload's tables on `site` as `tag`, id, site lines
+    /// ([`parse_final_rows`]), read directly from its mysqld.
+    async fn table_rows(&self, site: Site, tag: &str, table: &str) -> Result<String> {
+        self.installer
             .sql_as_root(
                 &names::pod(GROUP, site.name()),
                 &format!(
-                    "SELECT id FROM `{}`.`{}`",
-                    workload::DATABASE,
-                    workload::TABLE
+                    "SELECT '{tag}', id, site FROM `{}`.`{table}`",
+                    workload::DATABASE
                 ),
             )
-            .await?;
-        Ok(out
-            .lines()
-            .filter_map(|line| line.trim().parse().ok())
+            .await
+    }
+
+    /// Every row of `site`'s workload table and, when it can be read, of its canary table
+    /// (a canary table that cannot be read leaves only the canaries unknown, never the
+    /// workload's rows, which the RPO checker needs).
+    async fn site_rows(&self, site: Site) -> Result<SiteRows> {
+        let writes = self.table_rows(site, "w", workload::TABLE).await?;
+        let canaries = match self.table_rows(site, "c", workload::CANARY_TABLE).await {
+            Ok(text) => text,
+            Err(error) => {
+                tracing::warn!(site = %site, %error, "the canary table could not be read");
+                String::new()
+            }
+        };
+        Ok(parse_final_rows(&format!("{writes}\n{canaries}")))
+    }
+
+    /// Every workload id in `site`'s table, read directly from its mysqld.
+    async fn site_ids(&self, site: Site) -> Result<Vec<u64>> {
+        let text = self.table_rows(site, "w", workload::TABLE).await?;
+        Ok(parse_final_rows(&text)
+            .writes
+            .into_iter()
+            .map(|(id, _)| id)
             .collect())
     }
 
-    pub(super) async fn final_ids(&self) -> Result<std::collections::BTreeMap<Site, Vec<u64>>> {
-        let mut sites = std::collections::BTreeMap::new();
+    pub(super) async fn final_rows(&self) -> Result<crate::backend::FinalRows> {
+        let mut rows = crate::backend::FinalRows::default();
         let mut last_error = None;
         for site in Site::ALL {
-            match self.site_ids(site).await {
-                Ok(ids) => {
-                    sites.insert(site, ids);
+            match self.site_rows(site).await {
+                Ok(read) => {
+                    rows.sites
+                        .insert(site, read.writes.iter().map(|(id, _)| *id).collect());
+                    for (id, committer) in read.writes {
+                        if let Some(committer) = committer {
+                            rows.committed.entry(id).or_insert(committer);
+                        }
+                    }
+                    for (id, committer) in read.canaries {
+                        if let Some(committer) = committer {
+                            rows.canaries.entry(id).or_insert(committer);
+                        }
+                    }
                 }
                 Err(error) => last_error = Some(error),
             }
         }
-        match (sites.is_empty(), last_error) {
+        match (rows.sites.is_empty(), last_error) {
             (true, Some(error)) => Err(error),
-            _ => Ok(sites),
+            _ => Ok(rows),
         }
     }
 
@@ -1384,9 +1415,57 @@ fn unix_ms(t: std::time::SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
+/// One site's rows: (id, committing site) of the workload's and of the canary table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SiteRows {
+    /// The workload table's rows.
+    pub writes: Vec<(u64, Option<Site>)>,
+    /// The canary table's rows.
+    pub canaries: Vec<(u64, Option<Site>)>,
+}
+
+/// Parses the final read's answer, one row a line, tab separated: `w` or `c` (workload or
+/// canary table), the id, the `site` column (`@@hostname` at commit: the committing site's pod,
+/// `None` when it names none of the playground's). Unreadable lines are skipped.
+pub fn parse_final_rows(text: &str) -> SiteRows {
+    let mut rows = SiteRows::default();
+    for line in text.lines() {
+        let mut fields = line.trim_end_matches('\r').split('\t');
+        let (Some(table), Some(Ok(id)), site) = (
+            fields.next(),
+            fields.next().map(|id| id.trim().parse::<u64>()),
+            fields
+                .next()
+                .and_then(|host| topology::site_of_hostname(host.trim())),
+        ) else {
+            continue;
+        };
+        match table {
+            "w" => rows.writes.push((id, site)),
+            "c" => rows.canaries.push((id, site)),
+            _ => {}
+        }
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // docs/design/harness.md#history-and-checkers: the final read names each row's committing
+    // site from its `site` column, for the workload's table and the canaries apart.
+    #[test]
+    fn final_rows_name_their_table_and_committing_site() {
+        let rows = parse_final_rows(
+            "w\t1\tmysql-playground-iad-0\nw\t2\tmysql-playground-pdx-0\r\nc\t1000000000001\tmysql-playground-iad-0\nw\t3\tsomewhere-else\nw\tx\tmysql-playground-iad-0\n\n",
+        );
+        assert_eq!(
+            rows.writes,
+            [(1, Some(Site::Iad)), (2, Some(Site::Pdx)), (3, None)]
+        );
+        assert_eq!(rows.canaries, [(1_000_000_000_001, Some(Site::Iad))]);
+    }
 
     // A write on a connection whose mysqld was killed must not read as a success (`null`).
     #[test]

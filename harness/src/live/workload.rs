@@ -1,9 +1,11 @@
 //! The workload and probes of one scenario (docs/design/harness.md#history-and-checkers): writers
 //! of unique ids through `-primary` (each write records the site that acknowledged it, from the
 //! connection's `@@hostname`), readers through `-primary` and `-replicas`, and a DNS probe every
-//! ~200 ms. They run in the workload pod ([`crate::incluster`]) and record into its run log, a
-//! [`Sink`]; the harness itself only runs the API probes (the group's status and the shared
-//! Services' endpoints, [`LiveWorkload::start_api_probes`]) into the scenario's [`Recorder`].
+//! ~200 ms. They run in the workload pod ([`crate::incluster`]) beside the site probes
+//! ([`super::site_probes`], which share this module's user, client and timeout) and record into
+//! its run log, a [`Sink`]; the harness itself only runs the API probes (the group's status and
+//! the shared Services' endpoints, [`LiveWorkload::start_api_probes`]) into the scenario's
+//! [`Recorder`].
 //!
 //! The workload's database user (`harness`) holds only its database's privileges (the grant
 //! builder of bloodraven-mysql): nothing that bypasses read_only, so a fenced site refuses it.
@@ -36,6 +38,9 @@ pub const TABLE: &str = "writes";
 /// The table a held connection (`open-connection` fault) writes its probe row to: not the
 /// workload's table, whose every row the RPO checker must find among the writers' ids.
 pub const HELD_TABLE: &str = "held_writes";
+/// The site probes' table: one canary row per acknowledged probe write, `site` the
+/// `@@hostname` that committed it ([`super::site_probes`]).
+pub const CANARY_TABLE: &str = "canary";
 /// The workload's user.
 pub const USER: &str = "harness";
 /// Writers running at once.
@@ -72,8 +77,7 @@ pub fn write_error_code(error: &bloodraven_mysql::live::LiveError) -> u16 {
     error.server_code().unwrap_or(CR_SERVER_LOST)
 }
 
-/// MySQL's "running with --read-only" error.
-const ER_READ_ONLY: u16 = 1290;
+use crate::history::event::ER_READ_ONLY;
 
 /// Where the workload connects.
 #[derive(Debug, Clone)]
@@ -99,6 +103,7 @@ pub fn setup_statements(password: &str) -> crate::Result<String> {
         "CREATE DATABASE IF NOT EXISTS `{DATABASE}`;\n\
          CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
          CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{HELD_TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
+         CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{CANARY_TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
          {};\n{};\n",
         grant(bloodraven_mysql::grants::create_app_user(USER, "%", password))?,
         grant(bloodraven_mysql::grants::app_user_grant(DATABASE, USER, "%"))?,
@@ -117,9 +122,23 @@ pub trait Sink: Send + Sync + 'static {
 
     /// Declares `processes` as probes asking every [`PROBE_PERIOD`] ([`Op::Probing`]).
     fn declare_probes(&self, processes: &[&str]) {
+        self.declare_probes_every(processes, PROBE_PERIOD, None);
+    }
+
+    /// Declares `processes` as probes asking every `period`, each question bounded by
+    /// `answer_max` when given ([`Op::Probing`]; the workload liveness checker holds them to
+    /// it).
+    fn declare_probes_every(
+        &self,
+        processes: &[&str],
+        period: Duration,
+        answer_max: Option<Duration>,
+    ) {
+        let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         let op = Op::Probing {
             processes: processes.iter().map(|p| (*p).to_owned()).collect(),
-            period_ms: u64::try_from(PROBE_PERIOD.as_millis()).unwrap_or(u64::MAX),
+            period_ms: millis(period),
+            answer_max_ms: answer_max.map(millis),
         };
         self.record(PROBES_PROCESS, EventType::Invoke, op.clone());
         self.record(PROBES_PROCESS, EventType::Ok, op);

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::evaluate::{describe, evaluate};
 use crate::backend::Cluster;
 use crate::check::expectations::{ExpectMode, ExpectationResult, MeasureResult};
+use crate::check::split_brain::unknown_outcome_write_ids;
 use crate::check::timings::check_timings;
 use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::recorder::Recorder;
@@ -283,25 +284,35 @@ fn run_steps(
     let stopped = workload
         .stop()
         .map_err(|error| format!("failed to stop the workload: {error}"));
-    recorder.invoke(
-        "final",
-        Op::FinalState {
-            sites: BTreeMap::new(),
-        },
-    );
+    let unread = || Op::FinalState {
+        sites: BTreeMap::new(),
+        committed: BTreeMap::new(),
+        canaries: BTreeMap::new(),
+    };
+    recorder.invoke("final", unread());
     let final_read = match cluster.final_state() {
-        Ok(sites) => {
-            recorder.complete("final", EventType::Ok, Op::FinalState { sites });
+        Ok(rows) => {
+            // The committing site of the writes whose outcome is unknown: the split-brain
+            // checker judges where they landed.
+            let unknown = unknown_outcome_write_ids(&recorder.snapshot());
+            let committed = rows
+                .committed
+                .into_iter()
+                .filter(|(id, _)| unknown.contains(id))
+                .collect();
+            recorder.complete(
+                "final",
+                EventType::Ok,
+                Op::FinalState {
+                    sites: rows.sites,
+                    committed,
+                    canaries: rows.canaries,
+                },
+            );
             Ok(())
         }
         Err(error) => {
-            recorder.complete(
-                "final",
-                EventType::Fail,
-                Op::FinalState {
-                    sites: BTreeMap::new(),
-                },
-            );
+            recorder.complete("final", EventType::Fail, unread());
             Err(format!("final read: failed to {error}"))
         }
     };

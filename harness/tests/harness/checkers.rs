@@ -8,8 +8,9 @@ use bloodraven_harness::check::expectations::{
 use bloodraven_harness::check::rpo::check_rpo;
 use bloodraven_harness::check::split_brain::check_split_brain;
 use bloodraven_harness::check::timings::check_timings;
+use bloodraven_harness::check::verdict::Verdict;
 use bloodraven_harness::history::event::{
-    EventType, FailoverKind, FailoverRecord, Op, RestoreRecord,
+    EventType, FailoverKind, FailoverRecord, Op, ProbeOutcome, RestoreRecord, CANARY_ID_BASE,
 };
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::{Quantity, Site};
@@ -315,6 +316,344 @@ proptest! {
     }
 }
 
+// ---- no split brain, from the harness's own observations (site probes) ----
+
+/// The finding of `verdict` that contains `needle`, or a panic naming them all.
+fn finding_with<'a>(verdict: &'a Verdict, needle: &str) -> &'a str {
+    verdict
+        .findings
+        .iter()
+        .find(|finding| finding.contains(needle))
+        .unwrap_or_else(|| panic!("no finding contains {needle:?}: {verdict:#?}"))
+}
+
+/// A clean emergency failover as the site probes see it: iad acknowledges writes 0..100 and
+/// canaries until 10 s and is killed at 10 s (its probes unreachable from 10.05 s); pdx refuses
+/// canaries until 14 s and acknowledges them from 14.075 s, and writes 1000..1050 from 14.5 s;
+/// the reader refuses throughout. The operator reports the failover promoted at `promoted_ms`
+/// (fenced 1 s before), with status snapshots before and after.
+fn observed_failover(promoted_ms: u64) -> Builder {
+    let record = failover(
+        FailoverKind::Emergency,
+        Site::Iad,
+        Site::Pdx,
+        [10_500, 12_000, promoted_ms - 1_000, promoted_ms],
+        Some(0),
+        true,
+    );
+    Builder::default()
+        .status(0, Site::Iad, 1, None)
+        .status(5_000, Site::Iad, 1, None)
+        .writes(0, 0, 10_000, 100, 20, Site::Iad)
+        .probes(Site::Iad, 0, 50, 10_000, 100, ProbeOutcome::Acknowledged)
+        .fault("kill", &[Site::Iad], 10_000, None)
+        .probes(
+            Site::Iad,
+            1_000,
+            10_050,
+            20_000,
+            100,
+            ProbeOutcome::Unreachable,
+        )
+        .probes(Site::Pdx, 2_000, 75, 14_000, 100, ProbeOutcome::Refused)
+        .probes(
+            Site::Pdx,
+            3_000,
+            14_075,
+            20_000,
+            100,
+            ProbeOutcome::Acknowledged,
+        )
+        .probes(Site::Reader, 4_000, 25, 20_000, 100, ProbeOutcome::Refused)
+        .status(promoted_ms + 500, Site::Pdx, 2, Some(record))
+        .writes(1_000, 14_500, 19_500, 100, 20, Site::Pdx)
+}
+
+// docs/design/harness.md#history-and-checkers: iad acknowledges, is seen to stop (unreachable),
+// then pdx acknowledges: no split brain. The operator's status no longer decides: its
+// promotedAt after pdx's first acknowledgements (a finding of the status epochs, below) is
+// not one when the probes saw the handover.
+#[test]
+fn observed_split_brain_passes_a_clean_failover() {
+    let verdict = check_split_brain(&observed_failover(14_000).build());
+    assert!(verdict.valid, "{verdict:#?}");
+    assert!(
+        verdict.summary.starts_with(
+            "310 acknowledgements (150 writes, 160 canaries) on 2 sites in 2 epochs, each observed ending before the next began; 440 denials in 600 site probes"
+        ),
+        "{}",
+        verdict.summary
+    );
+    let late_status = observed_failover(16_000).build();
+    assert!(check_split_brain(&late_status).valid);
+    let mut without_probes = late_status.clone();
+    without_probes
+        .events
+        .retain(|event| !matches!(event.op, Op::SiteProbe { .. }));
+    let verdict = check_split_brain(&without_probes);
+    assert!(
+        !verdict.valid
+            && verdict
+                .summary
+                .contains("outside every pdx authority epoch"),
+        "{verdict:#?}"
+    );
+}
+
+// Rule 1 (handover): pdx acknowledges before iad was seen to stop. iad's probes acknowledge
+// until 10 s and are first unreachable at 11 s; pdx acknowledges canaries from 10.5 s.
+#[test]
+fn observed_split_brain_finds_a_handover_before_the_old_site_was_denied() {
+    let early = || {
+        Builder::default()
+            .writes(0, 0, 10_000, 100, 20, Site::Iad)
+            .probes(Site::Iad, 0, 50, 10_000, 100, ProbeOutcome::Acknowledged)
+            .probes(
+                Site::Pdx,
+                3_000,
+                10_500,
+                15_000,
+                100,
+                ProbeOutcome::Acknowledged,
+            )
+    };
+    let verdict = check_split_brain(
+        &early()
+            .probes(
+                Site::Iad,
+                1_000,
+                11_000,
+                15_000,
+                100,
+                ProbeOutcome::Unreachable,
+            )
+            .build(),
+    );
+    assert!(!verdict.valid);
+    assert_eq!(
+        finding_with(&verdict, "was not observed to stop"),
+        "iad was not observed to stop accepting writes (last ack canary 1000000000099 at 9.955s, first refusal at 11.000s: unreachable) before pdx acknowledged canary 1000000003000 at 10.505s"
+    );
+    assert!(
+        verdict.summary.starts_with("iad was not observed to stop"),
+        "the handover first: {}",
+        verdict.summary
+    );
+    // iad never seen to stop at all.
+    let verdict = check_split_brain(&early().build());
+    assert!(
+        finding_with(&verdict, "was not observed to stop")
+            .contains("(last ack canary 1000000000099 at 9.955s, first refusal: none)"),
+        "{verdict:#?}"
+    );
+}
+
+// Rule 2 (inside another's epoch): iad takes its turn back. Plainly (pdx never seen to stop),
+// and where each handover was seen in order but iad's write began while pdx's epoch was open.
+#[test]
+fn observed_split_brain_finds_alternation() {
+    let verdict = check_split_brain(
+        &observed_failover(14_000)
+            .probe(Site::Iad, 9_000, 16_530, 16_540, ProbeOutcome::Acknowledged)
+            .build(),
+    );
+    assert!(!verdict.valid);
+    assert_eq!(
+        finding_with(&verdict, "inside pdx's epoch"),
+        "iad acknowledged canary 1000000009000 in [16.530s, 16.540s] inside pdx's epoch [14.075s, never seen to end] (46 acknowledgements, canary 1000000003000 to write 1020)"
+    );
+    // iad's epoch ends at 10.05 s; pdx acknowledges 12.0-13.0 s and is unreachable from 15 s;
+    // iad's write invoked at 13.5 s is acknowledged at 15.2 s, after pdx was seen to stop (the
+    // handovers are in order) but begun while pdx's epoch was open.
+    let verdict = check_split_brain(
+        &Builder::default()
+            .writes(0, 0, 10_000, 100, 20, Site::Iad)
+            .probes(Site::Iad, 0, 10_050, 20_000, 100, ProbeOutcome::Unreachable)
+            .probes(
+                Site::Pdx,
+                1_000,
+                12_000,
+                13_000,
+                100,
+                ProbeOutcome::Acknowledged,
+            )
+            .probes(
+                Site::Pdx,
+                2_000,
+                15_000,
+                20_000,
+                100,
+                ProbeOutcome::Unreachable,
+            )
+            .ok("writer-1", 500, 13_500, 15_200, Site::Iad)
+            .build(),
+    );
+    assert_eq!(verdict.findings.len(), 1, "{verdict:#?}");
+    assert_eq!(
+        verdict.findings[0],
+        "iad acknowledged write 500 in [13.500s, 15.200s] inside pdx's epoch [12.000s, 15.000s] (10 acknowledgements, canary 1000000001000 to canary 1000000001009)"
+    );
+}
+
+// Rule 3 (unknown outcome): a write whose outcome is unknown, invoked after iad's epoch
+// ended, found committed on iad once pdx took over is a finding, for a writer's write and for
+// a canary; committed on the still-active pdx, or invoked while iad's epoch was open, it is
+// not.
+#[test]
+fn observed_split_brain_finds_an_unknown_write_committed_on_the_deposed_site() {
+    let history = |committed: &[(u64, Site)], canaries: &[(u64, Site)]| {
+        observed_failover(14_000)
+            .write("writer-1", 502, 9_500, 11_500, EventType::Info, None)
+            .write("writer-1", 500, 11_600, 13_600, EventType::Info, None)
+            .write("writer-1", 501, 15_000, 17_000, EventType::Info, None)
+            .probe(Site::Iad, 8_000, 12_010, 12_040, ProbeOutcome::Unknown)
+            .final_rows(21_000, &[], committed, canaries)
+            .build()
+    };
+    let verdict = check_split_brain(&history(
+        &[(500, Site::Iad), (501, Site::Pdx), (502, Site::Iad)],
+        &[(CANARY_ID_BASE + 8_000, Site::Iad)],
+    ));
+    assert_eq!(
+        verdict.findings,
+        [
+            "write 500 of unknown outcome, invoked at 11.600s after iad's epoch ended at 10.050s, was found committed on iad (pdx acknowledged from 14.080s)",
+            "canary 1000000008000 of unknown outcome, invoked at 12.010s after iad's epoch ended at 10.050s, was found committed on iad (pdx acknowledged from 14.080s)",
+        ],
+        "{verdict:#?}"
+    );
+    let verdict = check_split_brain(&history(
+        &[(500, Site::Pdx), (501, Site::Pdx), (502, Site::Iad)],
+        &[],
+    ));
+    assert!(verdict.valid, "{verdict:#?}");
+    assert!(
+        verdict
+            .summary
+            .contains("4 of unknown outcome, 3 found committed, none after its site's epoch"),
+        "{}",
+        verdict.summary
+    );
+}
+
+// A history without site probes (recorded before they existed, or by a backend that does
+// not probe) is judged from the operator's status as before, and says so.
+#[test]
+fn split_brain_without_site_probes_says_so() {
+    let verdict = check_split_brain(&emergency(&[], Some(0), true));
+    assert!(verdict.valid, "{verdict:#?}");
+    assert!(
+        verdict.summary.contains(
+            "no site probes in this history, so the epochs are the operator's status (fencedAt + 1 s slack), not observed"
+        ),
+        "{}",
+        verdict.summary
+    );
+    let verdict = check_split_brain(&observed_failover(14_000).build());
+    assert!(
+        !verdict.summary.contains("no site probes"),
+        "{}",
+        verdict.summary
+    );
+}
+
+// The status keeps its structural checks when the probes decide: a change of the active site
+// must be an observed failover with a new generation.
+#[test]
+fn observed_split_brain_keeps_the_structural_status_checks() {
+    let verdict = check_split_brain(
+        &observed_failover(14_000)
+            .status(19_000, Site::Iad, 3, None)
+            .build(),
+    );
+    assert!(
+        !verdict.valid
+            && finding_with(&verdict, "no observed failover pdx -> iad")
+                .contains("active site changed pdx -> iad"),
+        "{verdict:#?}"
+    );
+}
+
+// The pairwise rule stays beside the epochs: two sites acknowledging in overlapping
+// intervals is a finding even where each site's epoch was cut short by a probe that hung
+// across it (unreachable after 2 s, invoked before the acknowledgement), which the epoch
+// rules cannot see.
+#[test]
+fn observed_split_brain_keeps_the_pairwise_overlap_rule() {
+    let verdict = check_split_brain(
+        &Builder::default()
+            .probe(Site::Iad, 0, 1_000, 3_000, ProbeOutcome::Unreachable)
+            .probe(Site::Pdx, 1, 1_000, 3_000, ProbeOutcome::Unreachable)
+            .ok("writer-0", 1, 1_500, 1_600, Site::Pdx)
+            .ok("writer-1", 2, 1_550, 1_650, Site::Iad)
+            .build(),
+    );
+    assert_eq!(
+        verdict.findings,
+        ["pdx acknowledged write 1 in [1.500s, 1.600s] while iad acknowledged write 2 in [1.550s, 1.650s]"],
+        "{verdict:#?}"
+    );
+}
+
+/// Epochs that take turns as the site probes see them: each a site and its writes (count,
+/// latency); at each change of site the old one is seen unreachable 100 ms after its last
+/// write, and the new one writes 500 ms later. The reader is probed (refused) at the start.
+fn observed_turns(epochs: &[(Site, u64, u64)]) -> (Builder, Vec<(Site, u64, u64)>) {
+    let mut builder = Builder::default().probe(Site::Reader, 0, 0, 5, ProbeOutcome::Refused);
+    let mut at = 0;
+    let mut id = 0;
+    let mut probe_id = 0;
+    let mut previous: Option<Site> = None;
+    let mut windows = Vec::new();
+    for &(site, count, latency) in epochs {
+        if let Some(from) = previous.filter(|from| *from != site) {
+            builder = builder.probe(
+                from,
+                probe_id,
+                at + 100,
+                at + 105,
+                ProbeOutcome::Unreachable,
+            );
+            probe_id += 1;
+            at += 600;
+        }
+        let start = at;
+        for _ in 0..count {
+            builder = builder.ok("writer-0", id, at, at + latency, site);
+            id += 1;
+            at += latency + 1;
+        }
+        windows.push((site, start, at));
+        previous = Some(site);
+        at += 100;
+    }
+    (builder, windows)
+}
+
+proptest! {
+    // Sites that take turns, each seen to stop before the next acknowledges, never split-brain.
+    #[test]
+    fn observed_turns_never_split_brain(epochs in proptest::collection::vec((two_sites(), 1u64..20, 1u64..50), 1..12)) {
+        let (builder, _) = observed_turns(&epochs);
+        let verdict = check_split_brain(&builder.build());
+        prop_assert!(verdict.valid, "{:?}", verdict);
+    }
+
+    // A write acknowledged by another site in the middle of any observed epoch is always found.
+    #[test]
+    fn observed_a_write_inside_another_epoch_is_always_found(
+        epochs in proptest::collection::vec((two_sites(), 1u64..20, 1u64..50), 1..8),
+        pick in 0usize..8,
+    ) {
+        let (builder, windows) = observed_turns(&epochs);
+        let (site, start, end) = windows[pick % windows.len()];
+        let other = if site == Site::Iad { Site::Pdx } else { Site::Iad };
+        let middle = (start + end) / 2;
+        let verdict = check_split_brain(&builder.ok("writer-1", 99_999, middle, middle + 1, other).build());
+        prop_assert!(!verdict.valid);
+    }
+}
+
 // ---- RPO ----
 
 use crate::support::{emergency_with, gtid_of, gtid_set, Reported};
@@ -476,7 +815,7 @@ fn rpo_excludes_other_writers_by_gtid() {
 fn info_write_committed_on_iad(reported: &Reported) -> History {
     let mut history = emergency_with(&[97, 98, 99], reported);
     for event in &mut history.events {
-        if let Op::FinalState { sites } = &mut event.op {
+        if let Op::FinalState { sites, .. } = &mut event.op {
             if let Some(ids) = sites.get_mut(&Site::Iad) {
                 ids.push(500);
             }
@@ -531,7 +870,7 @@ fn rpo_every_lost_write_was_acknowledged_before_fenced_at() {
     history.events.extend(late.events);
     history.events.sort_by_key(|event| event.mono_ns);
     for event in &mut history.events {
-        if let Op::FinalState { sites } = &mut event.op {
+        if let Op::FinalState { sites, .. } = &mut event.op {
             if let Some(ids) = sites.get_mut(&Site::Iad) {
                 ids.push(150);
             }
@@ -558,7 +897,7 @@ fn rpo_a_readable_old_primary_must_make_the_count_exact() {
     };
     let mut history = emergency_with(&[97, 98, 99], &lower);
     for event in &mut history.events {
-        if let Op::FinalState { sites } = &mut event.op {
+        if let Op::FinalState { sites, .. } = &mut event.op {
             sites.insert(Site::Iad, (0..100).collect());
         }
     }

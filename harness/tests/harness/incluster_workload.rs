@@ -21,10 +21,22 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
+        Daemon::start_with_kubeconfig(dir, None)
+    }
+
+    /// A daemon whose Kubernetes client (the site probes' watch of the site pods) reads
+    /// `kubeconfig`; without one, none it could find by itself.
+    fn start_with_kubeconfig(dir: &Path, kubeconfig: Option<&Path>) -> Daemon {
         let resolv = dir.join("resolv.conf");
         // A nameserver that answers nothing: the DNS probe records empty answers, quickly.
         std::fs::write(&resolv, "nameserver 127.0.0.1\n").expect("resolv.conf");
-        let child = Command::new(BINARY)
+        let mut command = Command::new(BINARY);
+        command.env_remove("KUBERNETES_SERVICE_HOST");
+        match kubeconfig {
+            Some(path) => command.env("KUBECONFIG", path),
+            None => command.env("KUBECONFIG", dir.join("no-kubeconfig")),
+        };
+        let child = command
             .args(["serve", "--dir"])
             .arg(dir)
             .arg("--resolv-conf")
@@ -241,7 +253,7 @@ fn a_run_against_unreachable_hosts_records_failures_and_stop_drains() {
     assert!(
         ops.iter().any(|(process, kind, op)| process == "probes"
             && *kind == EventType::Ok
-            && matches!(op, Op::Probing { processes, period_ms: 200 } if processes == &["dns".to_owned()])),
+            && matches!(op, Op::Probing { processes, period_ms: 200, .. } if processes == &["dns".to_owned()])),
         "the DNS probe declares itself"
     );
     assert!(
@@ -401,6 +413,365 @@ fn a_run_against_mariadb_acknowledges_writes() {
                 }
             )));
     assert!(daemon.terminate().success());
+}
+
+// harness/src/live/site_probes.rs against a real mariadbd (docs/design/style.md#test-tiers,
+// tier 4): a site probe dialling a writable server gets its canary acknowledged into
+// `harness.canary`; once the server is fenced the canary is refused with 1290 and read_only
+// read as 1, on the same kept connection; a dead address is unreachable; a site with no pod
+// IP asks nothing and says so; and a site whose address changes is dialled at the new one.
+// The probes declare their 100 ms period and their 2 s bound. (The sandbox's `@@hostname` is
+// this machine's, no playground pod: no answer names a site here.)
+#[test]
+fn site_probes_against_mariadb_see_acknowledgements_refusals_and_unreachable_sites() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use bloodraven_harness::history::event::{ProbeOutcome, CANARY_ID_BASE};
+    use bloodraven_harness::history::recorder::Recorder;
+    use bloodraven_harness::live::site_probes::{spawn_site_probes, SiteAddress, SiteProbeTargets};
+    use bloodraven_harness::scenario::model::Site;
+    use bloodraven_mysql::live::sandbox::{loopback_addresses, MariaDbServer};
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let address = loopback_addresses(1).expect("a loopback address")[0];
+    let server = runtime
+        .block_on(MariaDbServer::start("probe-db", 72, address))
+        .unwrap_or_else(|error| {
+            panic!("failed to start mariadbd (CI installs mariadb-server): {error}")
+        });
+    let password = "probe-secret";
+    let host = format!("{}:{}", address.ip(), address.port());
+    let recorder = Arc::new(Recorder::new());
+    let history = runtime.block_on(async {
+        let admin = server.admin_client();
+        assert!(admin.unfence().await.is_applied(), "writable");
+        let mut conn = admin.connect().await.expect("admin connects");
+        let statements =
+            bloodraven_harness::live::workload::setup_statements(password).expect("statements");
+        for statement in statements.split(";\n").filter(|s| !s.trim().is_empty()) {
+            admin
+                .execute(&mut conn, statement)
+                .await
+                .unwrap_or_else(|error| panic!("{statement}: {error}"));
+        }
+        let (addresses, watched) = tokio::sync::watch::channel(BTreeMap::from([
+            (Site::Iad, SiteAddress::Known(host.clone())),
+            (Site::Pdx, SiteAddress::Known("127.0.0.1:1".to_owned())),
+            (Site::Reader, SiteAddress::Unknown("no pod yet".to_owned())),
+        ]));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let targets = SiteProbeTargets {
+            group: "playground".to_owned(),
+            sites: Site::ALL.to_vec(),
+            password: password.to_owned(),
+        };
+        let tasks = spawn_site_probes(&targets, &watched, &recorder, &stopped);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        // pdx's pod comes back at the server's address.
+        addresses.send_modify(|all| {
+            all.insert(Site::Pdx, SiteAddress::Known(host.clone()));
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(admin.fence().await.is_applied(), "fenced");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let _ = stop.send(true);
+        for task in tasks {
+            task.await.expect("a probe task");
+        }
+        let rows = admin
+            .rows(
+                &mut conn,
+                "SELECT COUNT(*) AS n, MIN(id) AS low FROM harness.canary",
+            )
+            .await
+            .expect("canary rows");
+        let count: u64 = rows[0]["n"]
+            .as_deref()
+            .and_then(|n| n.parse().ok())
+            .expect("count");
+        let low: u64 = rows[0]["low"]
+            .as_deref()
+            .and_then(|n| n.parse().ok())
+            .expect("min id");
+        assert!(count >= 5, "canaries written: {count}");
+        assert!(
+            low > CANARY_ID_BASE,
+            "canary ids from their own range: {low}"
+        );
+        recorder.snapshot()
+    });
+    let operations = history.operations().expect("well formed");
+    // (pod IP, outcome, read_only, error code) of each probe of `site`.
+    type Seen = (Option<String>, ProbeOutcome, Option<bool>, Option<u16>);
+    let outcomes = |site: Site| -> Vec<Seen> {
+        operations
+            .iter()
+            .filter(|operation| operation.invoke.process == format!("site-probe-{site}"))
+            .filter_map(|operation| match &operation.completion?.op {
+                Op::SiteProbe {
+                    pod_ip,
+                    outcome: Some(outcome),
+                    read_only,
+                    error_code,
+                    answered,
+                    ..
+                } => {
+                    assert_eq!(*answered, None, "the sandbox is no playground pod");
+                    Some((pod_ip.clone(), *outcome, *read_only, *error_code))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let iad = outcomes(Site::Iad);
+    assert!(iad.len() >= 15, "every ~100 ms: {iad:?}");
+    let first_refusal = iad
+        .iter()
+        .position(|(_, outcome, _, _)| *outcome == ProbeOutcome::Refused)
+        .expect("refused once fenced");
+    assert!(first_refusal >= 5, "{iad:?}");
+    assert!(iad[..first_refusal]
+        .iter()
+        .all(
+            |(_, outcome, read_only, _)| *outcome == ProbeOutcome::Acknowledged
+                && *read_only == Some(false)
+        ));
+    assert!(iad[first_refusal..]
+        .iter()
+        .all(
+            |(_, outcome, read_only, code)| *outcome == ProbeOutcome::Refused
+                && *read_only == Some(true)
+                && *code == Some(1290)
+        ));
+    let pdx = outcomes(Site::Pdx);
+    assert_eq!(
+        pdx.first()
+            .map(|(ip, outcome, _, _)| (ip.as_deref(), *outcome)),
+        Some((Some("127.0.0.1:1"), ProbeOutcome::Unreachable))
+    );
+    assert!(
+        pdx.iter()
+            .any(|(ip, outcome, _, _)| ip.as_deref() == Some(host.as_str())
+                && *outcome == ProbeOutcome::Acknowledged),
+        "dialled at its new address: {pdx:?}"
+    );
+    let reader = outcomes(Site::Reader);
+    assert!(
+        !reader.is_empty()
+            && reader
+                .iter()
+                .all(|(ip, outcome, _, _)| ip.is_none() && *outcome == ProbeOutcome::NoAddress),
+        "{reader:?}"
+    );
+    assert!(history.events.iter().any(|event| matches!(
+        &event.op,
+        Op::Probing { processes, period_ms: 100, answer_max_ms: Some(2_000) }
+            if processes == &["site-probe-iad", "site-probe-pdx", "site-probe-reader"]
+    )));
+}
+
+// harness/src/incluster/site_pods.rs against localkube's embedded API server: the daemon,
+// given a group in `start`, finds the site pods through the API as the ServiceAccount of
+// `fixtures/playground/workload.yaml` (whose Role, pods get/list/watch, is what lets it),
+// dials each at its pod IP, and follows a pod IP that changes; a site with no pod asks nothing
+// and says why. (Nothing listens at the pod IPs: what is checked is where each probe dialled.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn site_probes_find_the_site_pods_through_the_api_and_follow_their_ips() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use serde::Deserialize as _;
+    use serde_json::json;
+
+    const NAMESPACE: &str = "bloodraven-playground";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let localkube =
+        localkube_apiserver::LocalKube::start(localkube_apiserver::Config::new(dir.path()))
+            .await
+            .expect("start localkube's API server");
+    let admin = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(localkube.kubeconfig_path()).expect("kubeconfig"),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("client config"),
+    )
+    .expect("client");
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create the namespace");
+    let fixture = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/playground/workload.yaml"),
+    )
+    .expect("read the fixture");
+    let documents: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&fixture)
+        .map(|document| serde_yaml::Value::deserialize(document).expect("fixture document"))
+        .collect();
+    let kinds: Vec<&str> = documents
+        .iter()
+        .map(|document| document["kind"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+    );
+    assert_eq!(
+        documents[3]["spec"]["template"]["spec"]["serviceAccountName"].as_str(),
+        Some("bloodraven-workload")
+    );
+    let service_account: ServiceAccount =
+        serde_yaml::from_value(documents[0].clone()).expect("ServiceAccount");
+    Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &service_account)
+        .await
+        .expect("create the ServiceAccount");
+    let role: Role = serde_yaml::from_value(documents[1].clone()).expect("Role");
+    Api::<Role>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create the Role");
+    let binding: RoleBinding = serde_yaml::from_value(documents[2].clone()).expect("binding");
+    Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create the RoleBinding");
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE)
+        .create_token_request(
+            "bloodraven-workload",
+            &PostParams::default(),
+            &TokenRequest::default(),
+        )
+        .await
+        .expect("a token of the workload's ServiceAccount")
+        .status
+        .expect("TokenRequest status")
+        .token;
+    let mut kubeconfig: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(localkube.kubeconfig_path()).expect("read the kubeconfig"),
+    )
+    .expect("parse the kubeconfig");
+    for user in kubeconfig["users"].as_sequence_mut().expect("users") {
+        user["user"] = serde_yaml::to_value(json!({ "token": token })).expect("user");
+    }
+    let workload_kubeconfig = dir.path().join("workload.kubeconfig");
+    std::fs::write(
+        &workload_kubeconfig,
+        serde_yaml::to_string(&kubeconfig).expect("kubeconfig"),
+    )
+    .expect("write the workload's kubeconfig");
+
+    // iad's pod (labels as the operator sets them) at one IP; pdx has none.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": "mysql-playground-iad-0",
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/instance": "playground", "shipstream.io/site": "iad"},
+        },
+        "spec": {"containers": [{"name": "mysql", "image": "mariadb"}]},
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create iad's pod");
+    let set_ip = |ip: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.patch_status(
+                "mysql-playground-iad-0",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"podIP": ip}})),
+            )
+            .await
+            .expect("set iad's pod IP");
+        }
+    };
+    set_ip("127.0.0.98").await;
+
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().to_path_buf();
+    let daemon_dir = state_dir.clone();
+    let kubeconfig_path = workload_kubeconfig.clone();
+    let daemon = tokio::task::spawn_blocking(move || {
+        Daemon::start_with_kubeconfig(&daemon_dir, Some(&kubeconfig_path))
+    })
+    .await
+    .expect("daemon");
+    let start = json!({"start": {
+        "run": "p1", "primary": "127.0.0.1:1", "replicas": "127.0.0.1:1", "password": "pw",
+        "group": "playground", "namespace": NAMESPACE, "sites": ["iad", "pdx"],
+    }})
+    .to_string();
+    let start_dir = state_dir.clone();
+    tokio::task::spawn_blocking(move || ctl_ok(&start_dir, &start))
+        .await
+        .expect("start");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    set_ip("127.0.0.97").await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let stop_dir = state_dir.clone();
+    let lines = tokio::task::spawn_blocking(move || {
+        ctl_ok(&stop_dir, r#"{"stop": {"run": "p1"}}"#);
+        follow(&stop_dir, "p1", 0).finish(Duration::from_secs(20))
+    })
+    .await
+    .expect("stop and follow");
+    assert_eq!(lines.0, 0);
+    let ops = check_contract(&parsed(&lines.1));
+    let dialled = |process: &str| -> Vec<(Option<String>, Option<String>)> {
+        ops.iter()
+            .filter(|(name, kind, _)| name == process && *kind != EventType::Invoke)
+            .filter_map(|(_, _, op)| match op {
+                Op::SiteProbe { pod_ip, error, .. } => Some((pod_ip.clone(), error.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let iad: Vec<Option<String>> = dialled("site-probe-iad")
+        .into_iter()
+        .map(|(ip, _)| ip)
+        .skip_while(Option::is_none)
+        .collect();
+    let first_new = iad
+        .iter()
+        .position(|ip| ip.as_deref() == Some("127.0.0.97"))
+        .unwrap_or_else(|| panic!("never dialled the new IP: {iad:?}"));
+    assert!(first_new > 0, "{iad:?}");
+    assert!(
+        iad[..first_new]
+            .iter()
+            .all(|ip| ip.as_deref() == Some("127.0.0.98"))
+            && iad[first_new..]
+                .iter()
+                .all(|ip| ip.as_deref() == Some("127.0.0.97")),
+        "the old IP until the new one, then only the new: {iad:?}"
+    );
+    let pdx = dialled("site-probe-pdx");
+    assert!(
+        !pdx.is_empty()
+            && pdx.iter().all(|(ip, error)| ip.is_none()
+                && error
+                    .as_deref()
+                    .is_some_and(|why| why.contains("no pod IP of pdx"))),
+        "{pdx:?}"
+    );
+    assert!(
+        pdx.iter().any(|(_, error)| error
+            .as_deref()
+            .is_some_and(|why| why.contains("the API lists no pod mysql-playground-pdx-0"))),
+        "{pdx:?}"
+    );
+    let status = tokio::task::spawn_blocking(move || daemon.terminate())
+        .await
+        .expect("terminate");
+    assert!(status.success());
+    localkube.shutdown().await.expect("stop localkube");
 }
 
 // harness/src/incluster/oneshot.rs: `http` sends the method, headers, body and the bearer

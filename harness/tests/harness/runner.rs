@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bloodraven_harness::backend::{Backend, Cluster, ClusterKind, Workload};
+use bloodraven_harness::backend::{Backend, Cluster, ClusterKind, FinalRows, Workload};
 use bloodraven_harness::check::rpo::check_rpo;
 use bloodraven_harness::error::Result;
 use bloodraven_harness::history::event::{EventType, FaultPhase, Op};
@@ -221,7 +221,7 @@ impl Cluster for FakeCluster {
         // One acknowledged write after the heal (the row is committed just before the ack).
         Ok((table_rows(&self.table) <= at_heal + 1).then(|| "no write since the heal".to_owned()))
     }
-    fn final_state(&self) -> Result<BTreeMap<Site, Vec<u64>>> {
+    fn final_state(&self) -> Result<FinalRows> {
         self.call("final".to_owned());
         let rows = self
             .table
@@ -230,7 +230,10 @@ impl Cluster for FakeCluster {
             .clone();
         // Reading every site takes a while.
         std::thread::sleep(Duration::from_millis(50));
-        Ok(BTreeMap::from([(Site::Iad, rows)]))
+        Ok(FinalRows {
+            sites: BTreeMap::from([(Site::Iad, rows)]),
+            ..FinalRows::default()
+        })
     }
     fn collect_artifacts(&self, dir: &Path) -> Result<()> {
         self.call(format!("artifacts {}", dir.display()));

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use bloodraven_harness::history::event::{
-    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, HeldGtids, Op, RestoreRecord,
+    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, HeldGtids, Op, ProbeOutcome,
+    RestoreRecord, CANARY_ID_BASE,
 };
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::Site;
@@ -172,6 +173,77 @@ impl Builder {
             },
             end,
         );
+        self
+    }
+
+    /// A site probe of `site` (process `site-probe-<site>`) from `start` to `end` ms, canary
+    /// `CANARY_ID_BASE + id`, ending `outcome`: acknowledged (answered by `site`, read_only 0),
+    /// refused (error 1290, read_only 1), unknown (`info`, read_only 0) or unreachable.
+    pub fn probe(
+        mut self,
+        site: Site,
+        id: u64,
+        start: u64,
+        end: u64,
+        outcome: ProbeOutcome,
+    ) -> Self {
+        let process = format!("site-probe-{site}");
+        let canary_id = CANARY_ID_BASE + id;
+        let op = |answered, read_only, outcome, error_code| Op::SiteProbe {
+            site,
+            pod_ip: Some("10.244.0.9".to_owned()),
+            canary_id,
+            answered,
+            read_only,
+            outcome,
+            error_code,
+            error: None,
+        };
+        self.push(
+            &process,
+            EventType::Invoke,
+            op(None, None, None, None),
+            start,
+        );
+        let (kind, completion) = match outcome {
+            ProbeOutcome::Acknowledged => (
+                EventType::Ok,
+                op(Some(site), Some(false), Some(outcome), None),
+            ),
+            ProbeOutcome::Refused => (
+                EventType::Fail,
+                op(Some(site), Some(true), Some(outcome), Some(1290)),
+            ),
+            ProbeOutcome::Unknown => (
+                EventType::Info,
+                op(Some(site), Some(false), Some(outcome), None),
+            ),
+            ProbeOutcome::Unreachable | ProbeOutcome::NoAddress => {
+                (EventType::Fail, op(None, None, Some(outcome), None))
+            }
+        };
+        self.push(&process, kind, completion, end);
+        self
+    }
+
+    /// Site probes of `site` every `step` ms from `from` to `to` (exclusive), each taking
+    /// 5 ms and ending `outcome`; canary ids from `first_id`.
+    pub fn probes(
+        mut self,
+        site: Site,
+        first_id: u64,
+        from: u64,
+        to: u64,
+        step: u64,
+        outcome: ProbeOutcome,
+    ) -> Self {
+        let mut id = first_id;
+        let mut at = from;
+        while at < to {
+            self = self.probe(site, id, at, at + 5, outcome);
+            id += 1;
+            at += step;
+        }
         self
     }
 
@@ -385,12 +457,26 @@ impl Builder {
     }
 
     /// The final read: the ids present per site read.
-    pub fn final_state(mut self, ms: u64, sites: &[(Site, Vec<u64>)]) -> Self {
+    pub fn final_state(self, ms: u64, sites: &[(Site, Vec<u64>)]) -> Self {
+        self.final_rows(ms, sites, &[], &[])
+    }
+
+    /// The final read with the committing site of writes of unknown outcome (`committed`)
+    /// and of canary rows (`canaries`), as (id, site).
+    pub fn final_rows(
+        mut self,
+        ms: u64,
+        sites: &[(Site, Vec<u64>)],
+        committed: &[(u64, Site)],
+        canaries: &[(u64, Site)],
+    ) -> Self {
         self.push(
             "final",
             EventType::Invoke,
             Op::FinalState {
                 sites: BTreeMap::new(),
+                committed: BTreeMap::new(),
+                canaries: BTreeMap::new(),
             },
             ms,
         );
@@ -399,6 +485,8 @@ impl Builder {
             EventType::Ok,
             Op::FinalState {
                 sites: sites.iter().cloned().collect(),
+                committed: committed.iter().copied().collect(),
+                canaries: canaries.iter().copied().collect(),
             },
             ms,
         );
