@@ -27,7 +27,12 @@ pub struct UpgradeCli {
     pub from: Option<String>,
     /// Build B: a git ref, or `worktree` for this working tree (uncommitted changes included;
     /// the default).
-    #[arg(long, value_name = "REF", requires = "from")]
+    #[arg(
+        long,
+        value_name = "REF",
+        requires = "from",
+        conflicts_with_all = ["from_image", "to_image"]
+    )]
     pub to: Option<String>,
     /// Operator A as an image reference (`registry/bloodraven:1.2.3`): nothing is built, and
     /// the run goes to the cluster `--cluster` (or `BLOODRAVEN_CLUSTER`) names. Needs
@@ -241,6 +246,8 @@ mod tests {
             ][..],
             &["--from", "main~3", "--to-image", "b:1"],
             &["--from-image", "a:1", "--to-image", "b:1", "--to", "main"],
+            // A conflict lifts clap's requirements: `--to` must conflict by itself.
+            &["--from-image", "a:1", "--to", "main"],
         ] {
             let error = parse(mixed).expect_err("refs and images mixed");
             assert_eq!(
