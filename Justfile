@@ -37,7 +37,7 @@ chaos id *flags="": _release-build
 conformance *flags="": _release-build
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" --reuse {{flags}}
 
-# is operator build B safe to roll out over A? `just upgrade --from main~3 [--to REF] [--smoke 20,22]` (B: the working tree)
+# is operator build B safe to roll out over A? `just upgrade --from main~3 [--to REF] [--smoke 20,22]` (B: the working tree), or by image on any cluster: `--from-image IMAGE --to-image IMAGE`
 upgrade *flags="": _release-build
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-upgrade" {{flags}}
 

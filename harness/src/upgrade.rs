@@ -1,4 +1,7 @@
-//! `just upgrade --from A --to B`: is operator build B safe to roll out over build A?
+//! `just upgrade`: is operator B safe to roll out over operator A? A and B are named one of two
+//! ways.
+//!
+//! **Builds of git refs** (`--from REF [--to REF]`), on a localkube cluster the harness creates:
 //!
 //! 1. A (a git ref) is checked out with `git worktree add --detach` into
 //!    `<cache>/<commit>/src` and its operator binary built there (`cargo build --release -p
@@ -11,11 +14,43 @@
 //!    installs A, runs the workload and probes, rolls the operator Deployment to
 //!    `bloodraven:upgrade-b` (a rolling update: new pods, B's binary) and asserts no failover,
 //!    no endpoint flap, the lease kept; then the smoke scenarios install and run on B.
-//! 3. [`judge_upgrade`] reads the run's results and answers "is B safe to roll out?" with a
-//!    verdict line, the reasons, and the report path.
+//!
+//! **Images by reference** (`--from-image IMAGE --to-image IMAGE`), on any cluster: nothing is
+//! built. The harness runs on the cluster the user chose, as `just chaos` does (`--cluster`,
+//! else `BLOODRAVEN_CLUSTER`, else its default), with `--upgrade-from-image` and
+//! `--upgrade-to-image`: [`OperatorImages::apply`], the one place the references go in,
+//! replaces scenario 050's `install.operatorImage: bloodraven:upgrade-a` with A and its
+//! `upgrade-operator` step's `bloodraven:upgrade-b` with B, and every other scenario of the run
+//! (the smoke set) installs B. Against your own cluster (a staging cluster, say):
+//!
+//! ```sh
+//! BLOODRAVEN_CLUSTER=kubeconfig KUBECONFIG=~/.kube/staging just upgrade \
+//!   --from-image registry/bloodraven:1.2.3 --to-image registry/bloodraven:1.3.0
+//! ```
+//!
+//! It needs what any run through `$KUBECONFIG` needs (README.md, "Running against your own
+//! cluster": nodes labelled with the sites' zones and one without a zone, the fault agent's
+//! privileged DaemonSet, the playground's images), and the cluster's nodes must be able to
+//! pull both references (the operator's `imagePullPolicy` is `IfNotPresent`: a tag already on a
+//! node is not pulled again, so give each build its own tag or a digest). On localkube no image
+//! is pulled: its catalog runs this checkout's operator for every `bloodraven:<tag>`, so there A
+//! and B are the same binary under two names.
+//!
+//! In both ways the roll is a rolling update of the operator Deployment. When A and B are the
+//! same reference the pod template would not change and no pod would be replaced, so the roll
+//! also stamps the annotation `kubectl rollout restart` stamps ([`operator_roll_patch`]): 050
+//! still replaces every operator pod under load and judges it, and the verdict says it checked a
+//! restart, not an upgrade.
+//!
+//! Then [`judge_upgrade`] reads the run's results and answers "is B safe to roll out?" with a
+//! verdict line naming the builds (commits) or the images, the backend that ran it, the reasons,
+//! and the report path.
 //!
 //! The install manifests (CRDs, RBAC, the Deployment's arguments) are this checkout's for both
-//! builds: what changes across the roll is the operator binary, as in an image-only upgrade.
+//! A and B: what changes across the roll is the operator image (its binary), as in an
+//! image-only upgrade.
+
+pub mod cli;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,8 +60,10 @@ use sha2::{Digest as _, Sha256};
 
 use crate::history::event::Op;
 use crate::history::store::History;
+use crate::playground::localkube::{UPGRADE_FROM_IMAGE, UPGRADE_TO_IMAGE};
 use crate::report::results::{RunResults, ScenarioResult};
 use crate::report::summary::{first_line, seconds_or_dash};
+use crate::scenario::model::{Fault, Scenario, Step};
 
 /// The scenario that rolls the operator from A to B under load.
 pub const UPGRADE_SCENARIO: u16 = 50;
@@ -75,6 +112,120 @@ impl OperatorBuild {
             &self.sha256[..self.sha256.len().min(12)]
         )
     }
+}
+
+/// Operator A or B as a run names it: a build of a git ref, or an image by reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operator {
+    /// A build (`--from`/`--to`): its binary runs under localkube's upgrade tags.
+    Build(OperatorBuild),
+    /// An image by reference (`--from-image`/`--to-image`), as the cluster pulls it.
+    Image(String),
+}
+
+impl Operator {
+    /// How the verdict names it: the ref (`main~3`, `the working tree`) or the image reference.
+    pub fn name(&self) -> &str {
+        match self {
+            Operator::Build(build) => &build.name,
+            Operator::Image(reference) => reference,
+        }
+    }
+
+    /// `main~3 (0123abc, operator sha256 89ab01234567)` or `image registry/bloodraven:1.2.3`.
+    pub fn describe(&self) -> String {
+        match self {
+            Operator::Build(build) => build.describe(),
+            Operator::Image(reference) => format!("image {reference}"),
+        }
+    }
+
+    /// Why A (`self`) and B are the same operator, when they are: then the roll checks a
+    /// restart, not an upgrade.
+    pub fn same_as(&self, other: &Operator) -> Option<&'static str> {
+        match (self, other) {
+            (Operator::Build(a), Operator::Build(b)) if a.sha256 == b.sha256 => Some(
+                "A and B are the same operator binary: this run checks a restart, not an upgrade",
+            ),
+            (Operator::Image(a), Operator::Image(b)) if a == b => {
+                Some("A and B are the same image: this checks a restart under load, not an upgrade")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Operators A and B as images by reference (`--upgrade-from-image`, `--upgrade-to-image`):
+/// what scenario 050 and the smoke set install instead of the upgrade tags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorImages {
+    /// A: scenario 050 installs it.
+    pub from: String,
+    /// B: 050 rolls to it, and every other scenario installs it.
+    pub to: String,
+}
+
+impl OperatorImages {
+    /// Puts the references into a scenario as read, the one place they go in: an install of
+    /// [`UPGRADE_FROM_IMAGE`] (050's) installs A, an install of [`UPGRADE_TO_IMAGE`] or of no
+    /// image in particular (every other scenario's: this checkout's own image otherwise)
+    /// installs B; an `upgrade-operator` step to either tag rolls to A or B. An image a
+    /// scenario names otherwise is its own and is kept.
+    pub fn apply(&self, scenario: &mut Scenario) {
+        let resolve = |image: &str| match image {
+            UPGRADE_FROM_IMAGE => Some(self.from.clone()),
+            UPGRADE_TO_IMAGE => Some(self.to.clone()),
+            _ => None,
+        };
+        let install = &mut scenario.install.operator_image;
+        match install.as_deref() {
+            None => *install = Some(self.to.clone()),
+            Some(image) => {
+                if let Some(reference) = resolve(image) {
+                    *install = Some(reference);
+                }
+            }
+        }
+        for step in &mut scenario.steps {
+            if let Step::Fault(Fault::UpgradeOperator { image }) = step {
+                if let Some(reference) = resolve(image) {
+                    *image = reference;
+                }
+            }
+        }
+    }
+}
+
+/// Parses an image reference given on the command line (`--from-image`,
+/// `--upgrade-from-image`, ...): refused when empty or when it holds whitespace (clap's error
+/// names the flag).
+pub fn image_reference(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        return Err("an image reference cannot be empty".to_owned());
+    }
+    if value.contains(char::is_whitespace) {
+        return Err(format!(
+            "`{value}` is not an image reference: it contains whitespace"
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// The pod-template annotation `kubectl rollout restart` sets: changing it replaces the pods.
+pub const RESTARTED_AT_ANNOTATION: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// The strategic merge patch of the operator Deployment that rolls its `operator` container to
+/// `image` (the `upgrade-operator` fault), `running` being the image it runs now. When that is
+/// already `image`, the template would not change and no pod would be replaced: the patch then
+/// also sets [`RESTARTED_AT_ANNOTATION`] to `now` (RFC 3339), as `kubectl rollout restart`
+/// does, so the roll still happens.
+pub fn operator_roll_patch(running: Option<&str>, image: &str, now: &str) -> serde_json::Value {
+    let mut patch = serde_json::json!({"spec": {"template": {"spec": {"containers": [{"name": "operator", "image": image}]}}}});
+    if running == Some(image) {
+        patch["spec"]["template"]["metadata"] =
+            serde_json::json!({"annotations": {RESTARTED_AT_ANNOTATION: now}});
+    }
+    patch
 }
 
 /// The SHA-256 of a file, hex.
@@ -327,7 +478,7 @@ pub enum Verdict {
     Safe,
     /// Something failed: do not roll out.
     NotSafe,
-    /// The run could not answer (A and B the same binary, or a scenario did not run).
+    /// The run could not answer (A and B the same operator, or a scenario did not run).
     Inconclusive,
 }
 
@@ -338,33 +489,47 @@ pub struct UpgradeJudgement {
     pub verdict: Verdict,
     /// (held, reason), in the order checked.
     pub reasons: Vec<(bool, String)>,
+    /// Why A and B are the same operator, when they are ([`Operator::same_as`]): the run
+    /// checked a restart, not an upgrade, and can at best say so.
+    pub same: Option<String>,
+    /// The backend that ran it (`results.json`'s `backend`: `localkube`, `kind`,
+    /// `kubeconfig`).
+    pub backend: String,
 }
 
 impl UpgradeJudgement {
     /// The verdict line.
-    pub fn headline(&self, from: &OperatorBuild, to: &OperatorBuild) -> String {
+    pub fn headline(&self, from: &Operator, to: &Operator) -> String {
+        let (to, from) = (to.name(), from.name());
         match self.verdict {
-            Verdict::Safe => format!("VERDICT: SAFE to roll out {} over {}", to.name, from.name),
+            Verdict::Safe => format!("VERDICT: SAFE to roll out {to} over {from}"),
             Verdict::NotSafe => format!(
-                "VERDICT: NOT SAFE to roll out {} over {} ({} of {} checks failed)",
-                to.name,
-                from.name,
+                "VERDICT: NOT SAFE to roll out {to} over {from} ({} of {} checks failed)",
                 self.reasons.iter().filter(|(held, _)| !held).count(),
                 self.reasons.len()
             ),
-            Verdict::Inconclusive => format!(
-                "VERDICT: INCONCLUSIVE for {} over {}: this run cannot tell",
-                to.name, from.name
-            ),
+            Verdict::Inconclusive => match &self.same {
+                Some(same) if self.reasons.iter().all(|(held, _)| *held) => format!(
+                    "VERDICT: INCONCLUSIVE for {to} over {from}: {same} (the restart held every check)"
+                ),
+                Some(same) => format!("VERDICT: INCONCLUSIVE for {to} over {from}: {same}"),
+                None => format!(
+                    "VERDICT: INCONCLUSIVE for {to} over {from}: this run cannot tell"
+                ),
+            },
         }
     }
 
-    /// The whole answer: the builds, the verdict line, the reasons and the report.
-    pub fn render(&self, from: &OperatorBuild, to: &OperatorBuild, report: &Path) -> String {
+    /// The whole answer: A and B, the backend, the verdict line, the reasons and the report.
+    pub fn render(&self, from: &Operator, to: &Operator, report: &Path) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "A = {}", from.describe());
         let _ = writeln!(out, "B = {}", to.describe());
+        let _ = writeln!(out, "ran on the {} backend", self.backend);
         let _ = writeln!(out, "{}", self.headline(from, to));
+        if let (Some(same), Verdict::NotSafe) = (&self.same, self.verdict) {
+            let _ = writeln!(out, "  note {same}");
+        }
         for (held, reason) in &self.reasons {
             let _ = writeln!(out, "  {} {reason}", if *held { "ok  " } else { "FAIL" });
         }
@@ -379,9 +544,11 @@ fn scenario_line(result: &ScenarioResult) -> String {
         seconds_or_dash(result.write_outage_ms),
         result.rpo.lost
     );
-    match &result.failure {
-        None => format!("{} passed ({numbers})", result.trial),
-        Some(failure) => format!(
+    match (&result.skipped, &result.failure) {
+        (Some(reason), _) => format!("{} SKIPPED: {reason}", result.trial),
+        (None, None) if result.passed => format!("{} passed ({numbers})", result.trial),
+        (None, None) => format!("{} failed ({numbers})", result.trial),
+        (None, Some(failure)) => format!(
             "{} failed: {} ({numbers})",
             result.trial,
             first_line(failure)
@@ -392,22 +559,16 @@ fn scenario_line(result: &ScenarioResult) -> String {
 /// Judges an upgrade run: `results` of the harness run (scenario 050 and the smoke set),
 /// `upgrade_history` 050's history, `smoke` the ids that were asked for on B.
 pub fn judge_upgrade(
-    from: &OperatorBuild,
-    to: &OperatorBuild,
+    from: &Operator,
+    to: &Operator,
     results: &RunResults,
     upgrade_history: Option<&History>,
     smoke: &[u16],
 ) -> UpgradeJudgement {
     let mut reasons = Vec::new();
-    let mut inconclusive = false;
-    if from.sha256 == to.sha256 {
-        inconclusive = true;
-        reasons.push((
-            false,
-            "A and B are the same operator binary: this run checks a restart, not an upgrade"
-                .to_owned(),
-        ));
-    }
+    // Whether a piece the answer needs is missing (or A and B are the same operator).
+    let same = from.same_as(to).map(str::to_owned);
+    let mut inconclusive = same.is_some();
     match results
         .scenarios
         .iter()
@@ -421,6 +582,9 @@ pub fn judge_upgrade(
             ));
         }
         Some(upgrade) => {
+            if upgrade.skipped.is_some() {
+                inconclusive = true;
+            }
             reasons.push((
                 upgrade.passed,
                 format!(
@@ -442,6 +606,7 @@ pub fn judge_upgrade(
                         reasons.push((false, format!("across the roll: {disturbance}")));
                     }
                 }
+                None if upgrade.skipped.is_some() => {}
                 None => {
                     inconclusive = true;
                     reasons.push((
@@ -455,6 +620,10 @@ pub fn judge_upgrade(
     for id in smoke {
         match results.scenarios.iter().find(|scenario| scenario.id == *id) {
             Some(result) => {
+                if result.skipped.is_some() {
+                    // Not run on this backend: neither a pass nor a finding.
+                    inconclusive = true;
+                }
                 reasons.push((result.passed, format!("on B: {}", scenario_line(result))))
             }
             None => {
@@ -464,16 +633,24 @@ pub fn judge_upgrade(
         }
     }
     // A failed scenario or a disturbance is a finding: no. Only missing pieces: cannot tell.
-    let finding = results.scenarios.iter().any(|scenario| !scenario.passed)
+    let finding = results
+        .scenarios
+        .iter()
+        .any(|scenario| !scenario.passed && scenario.skipped.is_none())
         || upgrade_history.is_some_and(|history| !upgrade_disturbances(history).is_empty());
-    let verdict = if reasons.iter().all(|(held, _)| *held) {
+    let verdict = if reasons.iter().all(|(held, _)| *held) && !inconclusive {
         Verdict::Safe
     } else if finding || !inconclusive {
         Verdict::NotSafe
     } else {
         Verdict::Inconclusive
     };
-    UpgradeJudgement { verdict, reasons }
+    UpgradeJudgement {
+        verdict,
+        reasons,
+        same,
+        backend: results.backend.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -483,13 +660,13 @@ mod tests {
     use crate::history::event::{Event, EventType, FailoverKind, FailoverRecord};
     use crate::scenario::model::Site;
 
-    fn build(name: &str, sha: &str) -> OperatorBuild {
-        OperatorBuild {
+    fn build(name: &str, sha: &str) -> Operator {
+        Operator::Build(OperatorBuild {
             name: name.to_owned(),
             commit: "0123456789ab".to_owned(),
             binary: PathBuf::from("/cache/bloodraven"),
             sha256: sha.repeat(64 / sha.len()),
-        }
+        })
     }
 
     fn result(id: u16, failure: Option<&str>) -> ScenarioResult {
@@ -685,6 +862,159 @@ mod tests {
             &[20],
         );
         assert_eq!(failed.verdict, Verdict::NotSafe);
+    }
+
+    fn image(reference: &str) -> Operator {
+        Operator::Image(reference.to_owned())
+    }
+
+    #[test]
+    fn by_image_the_verdict_names_the_images_and_the_backend() {
+        let (a, b) = (image("reg/bloodraven:1.2.3"), image("reg/bloodraven:1.3.0"));
+        let mut results = run(vec![result(20, None), result(50, None)]);
+        results.backend = "kubeconfig".to_owned();
+        let judgement = judge_upgrade(&a, &b, &results, Some(&quiet()), &[20]);
+        assert_eq!(judgement.verdict, Verdict::Safe, "{judgement:?}");
+        let text = judgement.render(&a, &b, Path::new("reports/r/index.html"));
+        assert!(
+            text.starts_with(
+                "A = image reg/bloodraven:1.2.3\nB = image reg/bloodraven:1.3.0\nran on the kubeconfig backend\nVERDICT: SAFE to roll out reg/bloodraven:1.3.0 over reg/bloodraven:1.2.3\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("sha256"), "{text}");
+    }
+
+    #[test]
+    fn the_same_image_is_a_restart_under_load_and_says_so() {
+        let a = image("reg/bloodraven:1.2.3");
+        let same = "A and B are the same image: this checks a restart under load, not an upgrade";
+        // Every check held: the restart held, the upgrade question is not answered.
+        let held = judge_upgrade(
+            &a,
+            &a.clone(),
+            &run(vec![result(20, None), result(50, None)]),
+            Some(&quiet()),
+            &[20],
+        );
+        assert_eq!(held.verdict, Verdict::Inconclusive, "{held:?}");
+        assert!(held.reasons.iter().all(|(ok, _)| *ok), "{held:?}");
+        let text = held.render(&a, &a, Path::new("reports/r/index.html"));
+        assert!(
+            text.contains(&format!(
+                "VERDICT: INCONCLUSIVE for reg/bloodraven:1.2.3 over reg/bloodraven:1.2.3: {same} (the restart held every check)"
+            )),
+            "{text}"
+        );
+        // The restart broke something: a finding, still named a restart.
+        let failed = judge_upgrade(
+            &a,
+            &a.clone(),
+            &run(vec![result(50, Some("expectations: step 6 failed"))]),
+            Some(&quiet()),
+            &[],
+        );
+        assert_eq!(failed.verdict, Verdict::NotSafe);
+        let text = failed.render(&a, &a, Path::new("reports/r/index.html"));
+        assert!(text.contains(&format!("  note {same}\n")), "{text}");
+        // Different references are an upgrade.
+        assert_eq!(a.same_as(&image("reg/bloodraven:1.3.0")), None);
+    }
+
+    #[test]
+    fn a_skipped_smoke_scenario_is_inconclusive_not_a_pass_or_a_finding() {
+        let mut skipped = result(41, None);
+        skipped.passed = false;
+        skipped.skipped = Some("requires clock-offset".to_owned());
+        let judgement = judge_upgrade(
+            &image("a:1"),
+            &image("a:2"),
+            &run(vec![skipped, result(50, None)]),
+            Some(&quiet()),
+            &[41],
+        );
+        assert_eq!(judgement.verdict, Verdict::Inconclusive, "{judgement:?}");
+        assert!(judgement.reasons.contains(&(
+            false,
+            "on B: s041_x SKIPPED: requires clock-offset".to_owned()
+        )));
+    }
+
+    #[test]
+    fn rolling_to_the_running_image_stamps_the_restart_annotation() {
+        let now = "2026-01-02T03:04:05Z";
+        let same = operator_roll_patch(Some("reg/bloodraven:1.2.3"), "reg/bloodraven:1.2.3", now);
+        assert_eq!(
+            same["spec"]["template"]["metadata"]["annotations"][RESTARTED_AT_ANNOTATION],
+            now
+        );
+        assert_eq!(
+            same["spec"]["template"]["spec"]["containers"],
+            serde_json::json!([{"name": "operator", "image": "reg/bloodraven:1.2.3"}])
+        );
+        // Another image changes the template by itself: no annotation.
+        let upgrade =
+            operator_roll_patch(Some("reg/bloodraven:1.2.3"), "reg/bloodraven:1.3.0", now);
+        assert!(
+            upgrade["spec"]["template"].get("metadata").is_none(),
+            "{upgrade}"
+        );
+        assert_eq!(
+            upgrade["spec"]["template"]["spec"]["containers"][0]["image"],
+            "reg/bloodraven:1.3.0"
+        );
+    }
+
+    #[test]
+    fn the_images_go_into_050_and_every_other_scenario_installs_b() {
+        let images = OperatorImages {
+            from: "reg/bloodraven:1.2.3".to_owned(),
+            to: "reg/bloodraven:1.3.0".to_owned(),
+        };
+        let mut scenario: Scenario = serde_yaml::from_str(
+            "id: 999\ntitle: t\nseed: s\ninstall: {operatorImage: bloodraven:upgrade-a}\nsteps:\n- fault: {upgrade-operator: {image: bloodraven:upgrade-b}}\n- fault: {upgrade-operator: {image: bloodraven:upgrade-a}}\n- fault: {upgrade-operator: {image: other/bloodraven:9}}\n",
+        )
+        .expect("a scenario");
+        images.apply(&mut scenario);
+        assert_eq!(
+            scenario.install.operator_image.as_deref(),
+            Some("reg/bloodraven:1.2.3")
+        );
+        let rolled: Vec<&str> = scenario
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Fault(Fault::UpgradeOperator { image }) => Some(image.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            rolled,
+            [
+                "reg/bloodraven:1.3.0",
+                "reg/bloodraven:1.2.3",
+                "other/bloodraven:9"
+            ]
+        );
+        let mut plain: Scenario =
+            serde_yaml::from_str("id: 998\ntitle: t\nseed: s\nsteps:\n- sleep: 1s\n")
+                .expect("a scenario");
+        images.apply(&mut plain);
+        assert_eq!(
+            plain.install.operator_image.as_deref(),
+            Some("reg/bloodraven:1.3.0")
+        );
+    }
+
+    #[test]
+    fn image_references_are_refused_when_empty_or_spaced() {
+        assert_eq!(
+            image_reference("reg/bloodraven:1.2.3").as_deref(),
+            Ok("reg/bloodraven:1.2.3")
+        );
+        assert!(image_reference("").is_err());
+        assert!(image_reference("reg/bloodraven:1.2.3\n").is_err());
+        assert!(image_reference("reg/blood raven").is_err());
     }
 
     #[test]

@@ -1,50 +1,25 @@
-//! `bloodraven-upgrade --from A [--to B]` (`just upgrade`): is operator build B safe to roll
-//! out over build A? See [`bloodraven_harness::upgrade`] for what it does. Exit status 0:
-//! safe; 1: not safe; 2: inconclusive or the run could not be made.
+//! `bloodraven-upgrade --from A [--to B]` or `--from-image A --to-image B` (`just upgrade`): is
+//! operator B safe to roll out over operator A? See [`bloodraven_harness::upgrade`] for what it
+//! does and [`bloodraven_harness::upgrade::cli`] for its flags. Exit status 0: safe; 1: not
+//! safe; 2: inconclusive or the run could not be made.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::report::results::RunResults;
+use bloodraven_harness::upgrade::cli::{HarnessOperators, Operators, UpgradeCli};
 use bloodraven_harness::upgrade::{
-    build_ref, judge_upgrade, resolve_ref, sha256_file, working_tree_commit, OperatorBuild,
-    UpgradeError, Verdict, SMOKE_IDS, UPGRADE_SCENARIO,
+    build_ref, judge_upgrade, resolve_ref, sha256_file, working_tree_commit, Operator,
+    OperatorBuild, UpgradeError, Verdict, UPGRADE_SCENARIO,
 };
 
-/// `bloodraven-upgrade --from A [--to B]`.
-#[derive(Debug, clap::Parser)]
-#[command(
-    name = "bloodraven-upgrade",
-    about = "Is operator build B safe to roll out over build A? Rolls A -> B under load (scenario 050), then runs the smoke scenarios on B.",
-    disable_version_flag = true
-)]
-struct Cli {
-    /// Build A: a git ref of this repository (`main~3`, a tag, a commit).
-    #[arg(long, value_name = "REF")]
-    from: String,
-    /// Build B: a git ref, or `worktree` for this working tree (uncommitted changes included).
-    #[arg(long, value_name = "REF", default_value = "worktree")]
-    to: String,
-    /// The scenarios run on B after the roll (default: CI's smoke set).
-    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
-    smoke: Vec<u16>,
-    /// Where builds of refs are kept and reused (`<cache>/<commit>/`).
-    #[arg(long, value_name = "DIR", env = "BLOODRAVEN_UPGRADE_CACHE")]
-    cache: Option<PathBuf>,
-    /// Only build (or find) A and B and print them; run nothing (builds before a live run
-    /// takes the machine's live lock).
-    #[arg(long)]
-    build_only: bool,
-    /// Where the run's report is written.
-    #[arg(long, default_value = "reports", env = "BLOODRAVEN_REPORT_DIR")]
-    report_dir: PathBuf,
-}
-
-fn default_cache() -> PathBuf {
+fn default_cache() -> std::path::PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".cache"))
+        })
         .unwrap_or_else(std::env::temp_dir)
         .join("bloodraven")
         .join("upgrade")
@@ -59,7 +34,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = UpgradeCli::parse();
     bloodraven_harness::progress::enable(
         "bloodraven-upgrade",
         bloodraven_harness::progress::quiet_from_env(),
@@ -83,13 +58,22 @@ fn fail(action: impl Into<String>, reason: impl ToString) -> UpgradeError {
     }
 }
 
-fn upgrade(cli: &Cli) -> Result<Verdict, UpgradeError> {
-    let repo = bloodraven_harness::backend::workspace_root();
-    let exe = std::env::current_exe().map_err(|e| fail("find this program", e))?;
-    let bin_dir = exe
-        .parent()
-        .map(Path::to_path_buf)
-        .ok_or_else(|| fail("find the build directory", exe.display()))?;
+/// What [`build_refs`] made.
+enum Builds {
+    /// A, B, and whether B is a ref (not the working tree): run them.
+    Run(OperatorBuild, OperatorBuild, bool),
+    /// `--build-only` printed them: the exit status (inconclusive when they are the same).
+    Only(Verdict),
+}
+
+/// Builds (or finds) A and B of git refs, then relinks this checkout's binaries.
+fn build_refs(
+    cli: &UpgradeCli,
+    repo: &Path,
+    bin_dir: &Path,
+    from_ref: &str,
+    to_ref: &str,
+) -> Result<Builds, UpgradeError> {
     // `<target>/release/bloodraven-upgrade`: A builds in the same target directory, so the
     // dependencies it shares with this checkout are not built again.
     let target_dir = bin_dir
@@ -97,34 +81,22 @@ fn upgrade(cli: &Cli) -> Result<Verdict, UpgradeError> {
         .map(Path::to_path_buf)
         .ok_or_else(|| fail("find the cargo target directory", bin_dir.display()))?;
     let cache = cli.cache.clone().unwrap_or_else(default_cache);
-    let smoke: Vec<u16> = if cli.smoke.is_empty() {
-        SMOKE_IDS.to_vec()
-    } else {
-        cli.smoke.clone()
-    };
-    if smoke.contains(&UPGRADE_SCENARIO) {
-        return Err(fail(
-            "read --smoke",
-            format!("{UPGRADE_SCENARIO:03} is the upgrade itself, not a smoke scenario"),
-        ));
-    }
-
-    let from_commit = resolve_ref(&repo, &cli.from)?;
-    let to_commit = if cli.to == "worktree" {
+    let from_commit = resolve_ref(repo, from_ref)?;
+    let to_commit = if to_ref == "worktree" {
         None
     } else {
-        Some(resolve_ref(&repo, &cli.to)?)
+        Some(resolve_ref(repo, to_ref)?)
     };
-    let from = build_ref(&repo, &cache, &cli.from, &from_commit, &target_dir)?;
-    let to_ref = match &to_commit {
-        Some(commit) => Some(build_ref(&repo, &cache, &cli.to, commit, &target_dir)?),
+    let from = build_ref(repo, &cache, from_ref, &from_commit, &target_dir)?;
+    let to_build = match &to_commit {
+        Some(commit) => Some(build_ref(repo, &cache, to_ref, commit, &target_dir)?),
         None => None,
     };
     // Building a ref replaced `<target>/release/bloodraven` with its binary: build this
     // checkout again (nothing recompiles; cargo links its own binaries back).
     eprintln!("bloodraven-upgrade: relinking this checkout's binaries");
     let status = Command::new("cargo")
-        .current_dir(&repo)
+        .current_dir(repo)
         .env("CARGO_TARGET_DIR", &target_dir)
         .args(["build", "-q", "--release", "--workspace", "--bins"])
         .status()
@@ -136,11 +108,12 @@ fn upgrade(cli: &Cli) -> Result<Verdict, UpgradeError> {
         ));
     }
     let own = bin_dir.join("bloodraven");
-    let to = match to_ref {
+    let to_is_ref = to_build.is_some();
+    let to = match to_build {
         Some(build) => build,
         None => OperatorBuild {
             name: "the working tree".to_owned(),
-            commit: working_tree_commit(&repo)?,
+            commit: working_tree_commit(repo)?,
             sha256: sha256_file(&own)?,
             binary: own.clone(),
         },
@@ -149,38 +122,71 @@ fn upgrade(cli: &Cli) -> Result<Verdict, UpgradeError> {
     eprintln!("bloodraven-upgrade: B = {}", to.describe());
     if cli.build_only {
         println!("A = {}\nB = {}", from.describe(), to.describe());
-        return Ok(if from.sha256 == to.sha256 {
+        return Ok(Builds::Only(if from.sha256 == to.sha256 {
             Verdict::Inconclusive
         } else {
             Verdict::Safe
-        });
+        }));
     }
+    Ok(Builds::Run(from, to, to_is_ref))
+}
 
+fn upgrade(cli: &UpgradeCli) -> Result<Verdict, UpgradeError> {
+    let repo = bloodraven_harness::backend::workspace_root();
+    let exe = std::env::current_exe().map_err(|e| fail("find this program", e))?;
+    let bin_dir = exe
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| fail("find the build directory", exe.display()))?;
+    let smoke = cli.smoke_ids()?;
+    let operators = cli.operators()?;
     let run_id = format!(
         "{}-upgrade",
         jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ")
     );
-    let ids: Vec<String> = std::iter::once(UPGRADE_SCENARIO)
-        .chain(smoke.iter().copied())
-        .map(|id| id.to_string())
-        .collect();
-    let mut harness = Command::new(bin_dir.join("bloodraven-harness"));
-    harness
-        .current_dir(&repo)
-        .arg("--cluster")
-        .arg("localkube")
-        .arg("--reuse")
-        .arg("--ids")
-        .arg(ids.join(","))
-        .arg("--report-dir")
-        .arg(&cli.report_dir)
-        .arg("--run-id")
-        .arg(&run_id)
-        .arg("--upgrade-from-bin")
-        .arg(&from.binary);
-    if to_commit.is_some() {
-        harness.arg("--upgrade-to-bin").arg(&to.binary);
+    let (from, to, harness_args) = match &operators {
+        Operators::Refs {
+            from: from_ref,
+            to: to_ref,
+        } => {
+            let (from, to, to_is_ref) = match build_refs(cli, &repo, &bin_dir, from_ref, to_ref)? {
+                Builds::Run(from, to, to_is_ref) => (from, to, to_is_ref),
+                Builds::Only(verdict) => return Ok(verdict),
+            };
+            let args = cli.harness_args(
+                &smoke,
+                &run_id,
+                HarnessOperators::Binaries {
+                    from: &from.binary,
+                    to: to_is_ref.then_some(to.binary.as_path()),
+                },
+            );
+            (Operator::Build(from), Operator::Build(to), args)
+        }
+        Operators::Images(images) => {
+            eprintln!("bloodraven-upgrade: A = image {}", images.from);
+            eprintln!("bloodraven-upgrade: B = image {}", images.to);
+            eprintln!(
+                "bloodraven-upgrade: nothing to build; the cluster: {}",
+                cli.cluster.map_or_else(
+                    || "the harness's default (no --cluster, BLOODRAVEN_CLUSTER unset)".to_owned(),
+                    |kind| format!("--cluster {}", kind.name())
+                )
+            );
+            let args = cli.harness_args(&smoke, &run_id, HarnessOperators::Images(images));
+            (
+                Operator::Image(images.from.clone()),
+                Operator::Image(images.to.clone()),
+                args,
+            )
+        }
+    };
+    if let Some(same) = from.same_as(&to) {
+        eprintln!("bloodraven-upgrade: {same}");
     }
+
+    let mut harness = Command::new(bin_dir.join("bloodraven-harness"));
+    harness.current_dir(&repo).args(&harness_args);
     eprintln!(
         "bloodraven-upgrade: rolling A -> B under load (s{UPGRADE_SCENARIO:03}), then on B: {}",
         smoke

@@ -475,11 +475,32 @@ impl LiveCluster {
             Fault::UpgradeOperator { image } => {
                 let deployments: Api<Deployment> =
                     Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+                // The image it runs now: rolling to the same one is a restart, which only a
+                // changed template (the restart annotation) makes happen.
+                let running = deployments
+                    .get(names::OPERATOR_DEPLOYMENT)
+                    .await
+                    .map_err(|e| cluster_error("read the operator Deployment", e))?
+                    .spec
+                    .and_then(|spec| spec.template.spec)
+                    .and_then(|pod| {
+                        pod.containers
+                            .into_iter()
+                            .find(|container| container.name == "operator")
+                    })
+                    .and_then(|container| container.image);
+                let now = jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string();
                 deployments
                     .patch(
                         names::OPERATOR_DEPLOYMENT,
                         &PatchParams::default(),
-                        &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "operator", "image": image}]}}}})),
+                        &Patch::Strategic(crate::upgrade::operator_roll_patch(
+                            running.as_deref(),
+                            image,
+                            &now,
+                        )),
                     )
                     .await
                     .map_err(|e| cluster_error("upgrade the operator image", e))?;

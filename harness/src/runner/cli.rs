@@ -41,6 +41,26 @@ pub struct Cli {
     /// `bloodraven:upgrade-b` and every other `bloodraven:*` tag run it. localkube only.
     #[arg(long, value_name = "PATH", env = "BLOODRAVEN_UPGRADE_TO_BIN")]
     pub upgrade_to_bin: Option<PathBuf>,
+    /// `just upgrade --from-image`: operator A by image reference, on any backend: scenario
+    /// 050 installs it instead of `bloodraven:upgrade-a`. Needs `--upgrade-to-image`.
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        requires = "upgrade_to_image",
+        conflicts_with_all = ["upgrade_from_bin", "upgrade_to_bin"],
+        value_parser = crate::upgrade::image_reference
+    )]
+    pub upgrade_from_image: Option<String>,
+    /// `just upgrade --to-image`: operator B by image reference: 050 rolls to it instead of
+    /// `bloodraven:upgrade-b`, and every other scenario of the run installs it.
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        requires = "upgrade_from_image",
+        conflicts_with_all = ["upgrade_from_bin", "upgrade_to_bin"],
+        value_parser = crate::upgrade::image_reference
+    )]
+    pub upgrade_to_image: Option<String>,
     /// The run id, the report directory's name (default: the start time, `%Y%m%dT%H%M%SZ`).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
@@ -71,9 +91,84 @@ impl Cli {
             .unwrap_or_else(|| crate::backend::workspace_root().join("scenarios"))
     }
 
+    /// Operators A and B by image reference (`--upgrade-from-image`, `--upgrade-to-image`).
+    pub fn upgrade_images(&self) -> Option<crate::upgrade::OperatorImages> {
+        match (&self.upgrade_from_image, &self.upgrade_to_image) {
+            (Some(from), Some(to)) => Some(crate::upgrade::OperatorImages {
+                from: from.clone(),
+                to: to.clone(),
+            }),
+            _ => None,
+        }
+    }
+
     /// The backend to use: the flag, else the default for this machine.
     pub fn cluster_kind(&self) -> ClusterKind {
         self.cluster
             .unwrap_or_else(|| default_cluster_kind(crate::backends::kind::docker_daemon_answers()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+    use clap::Parser as _;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("bloodraven-harness").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_upgrade_images_go_together_on_any_backend_and_not_with_binaries() {
+        for cluster in ["localkube", "kind", "kubeconfig"] {
+            let cli = parse(&[
+                "--cluster",
+                cluster,
+                "--upgrade-from-image",
+                "reg/bloodraven:1.2.3",
+                "--upgrade-to-image",
+                "reg/bloodraven:1.3.0",
+            ])
+            .expect("both images");
+            assert_eq!(
+                cli.upgrade_images(),
+                Some(crate::upgrade::OperatorImages {
+                    from: "reg/bloodraven:1.2.3".to_owned(),
+                    to: "reg/bloodraven:1.3.0".to_owned(),
+                })
+            );
+        }
+        for alone in [
+            &["--upgrade-from-image", "a:1"][..],
+            &["--upgrade-to-image", "b:1"],
+        ] {
+            let error = parse(alone).expect_err("one image alone");
+            assert_eq!(error.kind(), ErrorKind::MissingRequiredArgument, "{error}");
+        }
+        let mixed = parse(&[
+            "--upgrade-from-image",
+            "a:1",
+            "--upgrade-to-image",
+            "b:1",
+            "--upgrade-from-bin",
+            "/cache/a/bloodraven",
+        ])
+        .expect_err("images and binaries");
+        assert_eq!(mixed.kind(), ErrorKind::ArgumentConflict, "{mixed}");
+        let empty = parse(&["--upgrade-from-image", "", "--upgrade-to-image", "b:1"])
+            .expect_err("an empty reference");
+        assert_eq!(empty.kind(), ErrorKind::ValueValidation);
+        assert!(
+            empty.to_string().contains("--upgrade-from-image"),
+            "{empty}"
+        );
+        let spaced = parse(&["--upgrade-from-image", "a:1", "--upgrade-to-image", "b :1"])
+            .expect_err("a reference with a space");
+        assert!(
+            spaced.to_string().contains("--upgrade-to-image"),
+            "{spaced}"
+        );
+        assert_eq!(parse(&[]).expect("no flags").upgrade_images(), None);
     }
 }

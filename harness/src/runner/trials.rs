@@ -411,6 +411,22 @@ pub fn select_ids(
     Ok(selected)
 }
 
+/// The scenarios a run executes, as it executes them: the catalogue of `--scenarios`, the
+/// `--ids` in their order, and with `--upgrade-from-image`/`--upgrade-to-image` the operator
+/// images put in ([`crate::upgrade::OperatorImages::apply`]: 050 installs A and rolls to B,
+/// every other scenario installs B).
+pub fn run_catalogue(cli: &Cli) -> std::result::Result<Vec<LoadedScenario>, String> {
+    let catalogue = crate::scenario::validate::load_catalogue(&cli.scenarios_dir())
+        .map_err(|error| error.to_string())?;
+    let mut selected = select_ids(catalogue, &cli.ids)?;
+    if let Some(images) = cli.upgrade_images() {
+        for loaded in &mut selected {
+            images.apply(&mut loaded.scenario);
+        }
+    }
+    Ok(selected)
+}
+
 /// The whole program: parse flags, load the catalogue, run the trials, write the report.
 /// `ignored_by_default` marks trials ignored unless a cluster was asked for (`--cluster` or
 /// `BLOODRAVEN_CLUSTER`), for the `cargo test`/nextest target.
@@ -429,10 +445,7 @@ pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
             }
         };
     }
-    let catalogue = match crate::scenario::validate::load_catalogue(&cli.scenarios_dir())
-        .map_err(|error| error.to_string())
-        .and_then(|catalogue| select_ids(catalogue, &cli.ids))
-    {
+    let catalogue = match run_catalogue(&cli) {
         Ok(catalogue) => catalogue,
         Err(error) => {
             eprintln!("bloodraven-harness: failed to {error}");
@@ -515,4 +528,74 @@ pub fn main_with(ignored_by_default: bool) -> std::process::ExitCode {
 /// Whether a run executed no trial at all (none passed, none failed).
 pub fn executed_nothing(conclusion: &libtest_mimic::Conclusion) -> bool {
     conclusion.num_passed == 0 && conclusion.num_failed == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::model::{Fault, Step};
+    use clap::Parser as _;
+
+    fn catalogue(args: &[&str]) -> Vec<LoadedScenario> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("bloodraven-harness").chain(args.iter().copied()))
+                .expect("flags");
+        run_catalogue(&cli).expect("the catalogue")
+    }
+
+    fn images_of(loaded: &LoadedScenario) -> (Option<&str>, Vec<&str>) {
+        let rolled = loaded
+            .scenario
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Fault(Fault::UpgradeOperator { image }) => Some(image.as_str()),
+                _ => None,
+            })
+            .collect();
+        (loaded.scenario.install.operator_image.as_deref(), rolled)
+    }
+
+    /// Scenario 050 as the run reads it installs A and rolls to B; the smoke scenarios after it
+    /// install B. Without the image flags the files' upgrade tags stay (localkube's catalog maps
+    /// them to the builds of `--upgrade-from-bin`/`--upgrade-to-bin`).
+    #[test]
+    fn by_image_050_installs_a_and_rolls_to_b_and_the_smoke_set_installs_b() {
+        let ids = crate::upgrade::SMOKE_IDS
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let run = catalogue(&[
+            "--ids",
+            &format!("50,{ids}"),
+            "--upgrade-from-image",
+            "reg/bloodraven:1.2.3",
+            "--upgrade-to-image",
+            "reg/bloodraven:1.3.0",
+        ]);
+        assert_eq!(run.len(), 1 + crate::upgrade::SMOKE_IDS.len());
+        assert_eq!(run[0].scenario.id, crate::upgrade::UPGRADE_SCENARIO);
+        assert_eq!(
+            images_of(&run[0]),
+            (Some("reg/bloodraven:1.2.3"), vec!["reg/bloodraven:1.3.0"])
+        );
+        for smoke in &run[1..] {
+            assert_eq!(
+                images_of(smoke),
+                (Some("reg/bloodraven:1.3.0"), Vec::new()),
+                "s{:03}",
+                smoke.scenario.id
+            );
+        }
+        let plain = catalogue(&["--ids", "50,20"]);
+        assert_eq!(
+            images_of(&plain[0]),
+            (
+                Some(crate::playground::localkube::UPGRADE_FROM_IMAGE),
+                vec![crate::playground::localkube::UPGRADE_TO_IMAGE]
+            )
+        );
+        assert_eq!(images_of(&plain[1]), (None, Vec::new()));
+    }
 }

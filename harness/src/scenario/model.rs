@@ -131,7 +131,7 @@ pub struct Install {
     pub group_spec: Option<Value>,
     /// The operator image to install instead of this build's `bloodraven:<version>`
     /// (scenario 050 installs `bloodraven:upgrade-a`: build A under `just upgrade`, this build
-    /// otherwise).
+    /// otherwise; with `--upgrade-from-image` the run replaces it with that reference).
     #[serde(default)]
     pub operator_image: Option<String>,
 }

@@ -137,6 +137,17 @@ pub fn problem(
             if !recipes.iter().any(|known| known == recipe) {
                 return Some(format!("the Justfile has no recipe `{recipe}`"));
             }
+            // `just upgrade` passes its flags to bloodraven-upgrade: parse them with its parser
+            // (a bare mention of the recipe names no flags).
+            if *recipe == "upgrade" && !rest.is_empty() {
+                let args: Vec<&str> = std::iter::once("bloodraven-upgrade")
+                    .chain(without_optional(rest))
+                    .map(placeholder)
+                    .collect();
+                return bloodraven_harness::upgrade::cli::UpgradeCli::try_parse_from(&args)
+                    .err()
+                    .map(|error| format!("bloodraven-upgrade refuses {args:?}: {}", error.kind()));
+            }
             // The harness's recipes pass their flags to it: parse them with its parser.
             let harness_args: Option<Vec<&str>> = match *recipe {
                 "chaos" => rest
@@ -222,6 +233,24 @@ fn placeholder(word: &str) -> &str {
     }
 }
 
+/// The words of a command without its optional parts (`[--to REF]`, `[flags]`).
+fn without_optional<'a>(words: &[&'a str]) -> Vec<&'a str> {
+    let mut kept = Vec::new();
+    let mut optional = false;
+    for word in words {
+        if word.starts_with('[') {
+            optional = true;
+        }
+        if !optional {
+            kept.push(*word);
+        }
+        if word.ends_with(']') {
+            optional = false;
+        }
+    }
+    kept
+}
+
 #[test]
 fn the_commands_are_found_in_readmes_blocks_and_code_spans() {
     let text = "Run `just chaos 38` or `cargo build -p x && cargo run -p x --bin y`.\n\n```sh\n$ ./setup && just test   # all\n# a comment\n```\n\n```\njust not-a-command\n```\n";
@@ -253,6 +282,23 @@ fn every_readme_command_names_what_exists() {
     )
     .is_some_and(|why| why.contains("without --bin")));
     assert!(problem("just chaos 38 --no-such-flag", &recipes, &targets, &root).is_some());
+    // `just upgrade`'s flags are bloodraven-upgrade's, optional parts left out.
+    assert_eq!(
+        problem(
+            "just upgrade --from REF [--to REF] [--smoke 20,22]",
+            &recipes,
+            &targets,
+            &root
+        ),
+        None
+    );
+    assert!(problem(
+        "just upgrade --from-image a:1 --to REF",
+        &recipes,
+        &targets,
+        &root
+    )
+    .is_some());
     let mut problems = Vec::new();
     let mut checked = 0;
     for readme in READMES {
