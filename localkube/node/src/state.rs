@@ -106,7 +106,7 @@ pub fn require_free_space(state_dir: &Path) -> Result<()> {
         action: format!("read the free space of {}", state_dir.display()),
         source,
     })?;
-    let available = u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size()));
+    let available = stat.blocks_available().saturating_mul(stat.fragment_size());
     check_free_space(state_dir, available, MIN_FREE_BYTES)
 }
 
