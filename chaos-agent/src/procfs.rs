@@ -89,10 +89,27 @@ pub struct Seen {
     pub alive: bool,
 }
 
-/// How long after a scan first lists a pid it re-reads the pid's cgroup at every scan. A
-/// runtime starts a container's first process outside the container's cgroup and moves it in
-/// at once (runc, crun, `runc exec` alike); an older process is not moved into a pod's cgroup.
+/// For how long after a process started a scan re-reads its cgroup at every scan. A runtime
+/// starts a container's first process outside the container's cgroup and moves it in at once
+/// (runc, crun, `runc exec` alike); an older process is not moved into a pod's cgroup.
 pub const SCAN_YOUNG: Duration = Duration::from_secs(5);
+
+/// The start of a process, in clock ticks after boot: the 22nd field of its `stat` line.
+pub fn parse_start_ticks(stat: &str) -> Option<u64> {
+    let close = stat.rfind(')')?;
+    stat[close + 1..].split_whitespace().nth(19)?.parse().ok()
+}
+
+/// How long ago a process started: `uptime` is the text of `/proc/uptime` (seconds since
+/// boot first), `start_ticks` its start ([`parse_start_ticks`]), `ticks_per_second` the
+/// clock's (`sysconf(_SC_CLK_TCK)`).
+pub fn process_age(uptime: &str, start_ticks: u64, ticks_per_second: u64) -> Option<Duration> {
+    let up = Duration::try_from_secs_f64(uptime.split_whitespace().next()?.parse().ok()?).ok()?;
+    let ticks_per_second = ticks_per_second.max(1);
+    let started = Duration::from_secs(start_ticks / ticks_per_second)
+        + Duration::from_nanos((start_ticks % ticks_per_second) * 1_000_000_000 / ticks_per_second);
+    Some(up.saturating_sub(started))
+}
 
 /// What [`ProcFs::scan`] remembers between scans, so that a scan every few tens of
 /// milliseconds reads only the cgroups of new pids, of young ones ([`SCAN_YOUNG`]) and of
@@ -101,6 +118,7 @@ pub const SCAN_YOUNG: Duration = Duration::from_secs(5);
 pub struct ScanCache {
     pids: HashMap<i32, Remembered>,
     young: Duration,
+    ticks_per_second: u64,
 }
 
 impl Default for ScanCache {
@@ -111,7 +129,8 @@ impl Default for ScanCache {
 
 #[derive(Debug)]
 struct Remembered {
-    first_listed: Instant,
+    /// Until when its cgroup is read at every scan (`None`: it was old when first listed).
+    young_until: Option<Instant>,
     /// Whether its cgroup was wanted, as of the generation read.
     wanted: bool,
     /// The generation of `wanted` (none until the cgroup has been read).
@@ -121,9 +140,16 @@ struct Remembered {
 impl ScanCache {
     /// A cache that re-reads a pid's cgroup for `young` after the pid is first listed.
     pub fn new(young: Duration) -> ScanCache {
+        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .and_then(|ticks| u64::try_from(ticks).ok())
+            .filter(|ticks| *ticks > 0);
         ScanCache {
             pids: HashMap::new(),
             young,
+            // Linux's USER_HZ, the unit of `stat` times on every architecture it runs here.
+            ticks_per_second: ticks.unwrap_or(100),
         }
     }
 
@@ -228,8 +254,9 @@ impl ProcFs {
     }
 
     /// Every process whose cgroup text `wanted` accepts, with what a keepDown decides on.
-    /// The cgroup of a pid is read at its first scan, at every scan for [`SCAN_YOUNG`] after
-    /// it (the cache's `young`), at every scan while it is wanted, and once more whenever `generation` changes (the
+    /// The cgroup of a pid is read at its first scan, at every scan until it is older than
+    /// [`SCAN_YOUNG`] (the cache's `young`; its age from its start time in `stat` and
+    /// `uptime`, or from this scan when they cannot be read), at every scan while it is wanted, and once more whenever `generation` changes (the
     /// caller changes it when it changes `wanted`); otherwise the cache's answer stands. A
     /// pid that leaves the listing is forgotten, so a number used again is a new process (a
     /// reuse within one scan interval would need the whole pid space to wrap). Pid 1 and the
@@ -246,22 +273,40 @@ impl ProcFs {
         let listed: HashSet<i32> = pids.iter().copied().collect();
         cache.pids.retain(|pid, _| listed.contains(pid));
         let mut found = Vec::new();
+        let mut uptime: Option<Option<String>> = None;
         for pid in pids {
             if pid == 1 || pid == own_pid {
                 continue;
             }
-            let remembered = cache.pids.entry(pid).or_insert(Remembered {
-                first_listed: now,
-                wanted: false,
-                generation: None,
+            let dir = self.root.join(pid.to_string());
+            let (young, ticks_per_second) = (cache.young, cache.ticks_per_second);
+            let remembered = cache.pids.entry(pid).or_insert_with(|| {
+                // Young for `young` after it started (as long as that cannot be read: after
+                // this scan).
+                let age = std::fs::read_to_string(dir.join("stat"))
+                    .ok()
+                    .and_then(|stat| parse_start_ticks(&stat))
+                    .and_then(|start| {
+                        let uptime = uptime.get_or_insert_with(|| {
+                            std::fs::read_to_string(self.root.join("uptime")).ok()
+                        });
+                        process_age(uptime.as_deref()?, start, ticks_per_second)
+                    });
+                Remembered {
+                    young_until: match age {
+                        Some(age) if age >= young => None,
+                        age => now.checked_add(young - age.unwrap_or_default()),
+                    },
+                    wanted: false,
+                    generation: None,
+                }
             });
             let read = remembered.wanted
                 || remembered.generation != Some(generation)
-                || now.duration_since(remembered.first_listed) < cache.young;
+                || remembered.young_until.is_some_and(|until| now < until);
             if !read {
                 continue;
             }
-            let dir = self.root.join(pid.to_string());
             // Unreadable (it exited): read again while it is listed.
             let Ok(cgroup) = std::fs::read_to_string(dir.join("cgroup")) else {
                 remembered.generation = None;
@@ -506,6 +551,50 @@ mod tests {
         );
     }
 
+    // Youth is counted from the process's start, not from the scan that first lists it: the
+    // node's processes running when a keepDown starts are old at once (their cgroups read
+    // once), one started a moment ago is read at every scan.
+    #[test]
+    fn a_process_is_young_from_its_start_time() {
+        let stat = |pid: i32, start: u64| {
+            format!("{pid} (x (y)) S 1 {pid} {pid} 0 -1 4194560 90 0 0 0 3 1 0 0 20 0 1 0 {start} 5865472 196 18446744073709551615")
+        };
+        assert_eq!(parse_start_ticks(&stat(40, 99_950)), Some(99_950));
+        assert_eq!(parse_start_ticks("40 (x) S 1 2 3"), None);
+        assert_eq!(
+            process_age("1000.00 3987.12\n", 99_950, 100),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            process_age("1000.00 3987.12\n", 150_000, 100),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(process_age("", 1, 100), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "uptime", "1000.00 3987.12\n");
+        let elsewhere = "0::/system.slice/containerd.service\n";
+        let pod = "0::/kubepods/podu1/0123456789abcdef\n";
+        write(root, "40/cgroup", elsewhere);
+        write(root, "40/stat", &stat(40, 1_000));
+        write(root, "41/cgroup", elsewhere);
+        write(root, "41/stat", &stat(41, 99_950));
+        let procfs = ProcFs::new(root);
+        let wanted = |text: &str| text.contains("podu1");
+        let mut cache = ScanCache::new(Duration::from_secs(5));
+        assert!(procfs.scan(&mut cache, 0, wanted).unwrap().is_empty());
+        write(root, "40/cgroup", pod);
+        write(root, "41/cgroup", pod);
+        let seen: Vec<i32> = procfs
+            .scan(&mut cache, 0, wanted)
+            .unwrap()
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        assert_eq!(seen, vec![41]);
+    }
+
     #[test]
     fn the_real_proc_shows_this_process_running() {
         let procfs = ProcFs::default();
@@ -513,5 +602,14 @@ mod tests {
         assert!(procfs.is_alive(pid));
         assert!(!procfs.threads(pid).is_empty());
         assert!(procfs.netns(pid).unwrap().starts_with("net:["));
+        // This test's process started moments ago; the machine's init long before.
+        let age = |pid: &str| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let uptime = std::fs::read_to_string("/proc/uptime").unwrap();
+            let ticks = ScanCache::default().ticks_per_second;
+            process_age(&uptime, parse_start_ticks(&stat).unwrap(), ticks).unwrap()
+        };
+        assert!(age("self") < Duration::from_secs(120), "{:?}", age("self"));
+        assert!(age("1") >= age("self"));
     }
 }
