@@ -18,13 +18,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cgroup::{cgroup_text_in_pod, cgroup_text_names};
 use crate::error::{Error, Result};
+use crate::faults::kill::restart::Watch;
 use crate::faults::kill::KeepDown;
 use crate::faults::partition::follow::{self, Cut, PeerPod, Plan};
 use crate::faults::partition::{self, Backend, Peer};
 use crate::faults::{freeze, kill};
 use crate::pod::{check_namespace, Locator};
-use crate::procfs::{ProcFs, Process};
+use crate::procfs::{ProcFs, Process, ScanCache};
 use crate::protocol::{
     CleanedUp, Ended, FaultKind, FaultList, FaultStatus, FreezeRequest, KillRequest,
     PartitionRequest, Request, Response, Started,
@@ -32,7 +34,9 @@ use crate::protocol::{
 
 /// The state file's name in the state directory.
 pub const STATE_FILE: &str = "faults.json";
-/// How often a keepDown re-reads its pod for a container the kubelet started again.
+/// How often a keepDown re-reads its pod: the ids of the container the kubelet started again
+/// and of the pod's other containers (its thread recognises a restart sooner,
+/// [`kill::restart`]).
 pub const KEEP_DOWN_REFRESH: Duration = Duration::from_secs(1);
 /// How often a partition re-reads its pod and peer pods (as often as a keepDown its pod).
 pub const PARTITION_REFRESH: Duration = KEEP_DOWN_REFRESH;
@@ -641,13 +645,29 @@ impl<L: Locator> Agent<L> {
     }
 
     async fn kill(self: &Arc<Self>, request: KillRequest) -> Result<Started> {
-        let id = self
-            .container_id(&request.namespace, &request.pod, &request.container)
-            .await?;
+        check_namespace(&request.namespace, &self.config.namespaces)?;
+        let view = self.locator.pod(&request.namespace, &request.pod).await?;
+        let id = view
+            .container_target(&request.container, self.config.node.as_deref())?
+            .id;
         let mut registry = self.registry.lock().await;
-        let ids = vec![id];
-        let (procfs, ids_kill) = (self.procfs.clone(), ids.clone());
-        let (killed, effect) = blocking(move || kill::kill_once(&procfs, &ids_kill)).await?;
+        let ids = vec![id.clone()];
+        let (procfs, ids_kill, uid) = (self.procfs.clone(), ids.clone(), view.uid.clone());
+        let keep = request.keep_down;
+        let (killed, effect, table) = blocking(move || {
+            // What identifies the container's processes besides its id (their executables,
+            // their network namespace) and the pod's other cgroups, read before the kill.
+            let table = if keep {
+                procfs.scan(&mut ScanCache::default(), 0, |text| {
+                    cgroup_text_in_pod(text, &uid) || cgroup_text_names(text, &ids_kill[0])
+                })?
+            } else {
+                Vec::new()
+            };
+            let (killed, effect) = kill::kill_once(&procfs, &ids_kill)?;
+            Ok((killed, effect, table))
+        })
+        .await?;
         let fault_id = registry.allocate();
         let mut record = Self::new_record(
             fault_id,
@@ -659,10 +679,21 @@ impl<L: Locator> Agent<L> {
         record.keep_down = request.keep_down;
         record.container_ids = ids.clone();
         let keep_down = request.keep_down.then(|| {
+            let watch = Watch::at_kill(&view, &request.container, &id, &table);
+            let signature = watch.signature();
+            let recognised = if signature.is_empty() {
+                "nothing read at the kill recognises it (its executables or network namespace unread, or each executable run by another container of the pod too), so it is killed once the pod status names its id (about a second)".to_owned()
+            } else {
+                format!(
+                    "recognised in a new cgroup of the pod by its executable ({}) at the next scan (every {} ms) while the pod's other containers are up, before the pod status names it",
+                    signature.join(", "),
+                    kill::KEEP_DOWN_INTERVAL.as_millis()
+                )
+            };
             record.effect = format!(
-                "{effect}; keepDown: the agent kills whatever starts in the container until end"
+                "{effect}; keepDown: the agent kills whatever starts in the container until end, and the container started again: {recognised}"
             );
-            KeepDown::start(self.procfs.clone(), ids)
+            KeepDown::start(self.procfs.clone(), watch)
         });
         if record.effect.is_empty() {
             record.effect = effect;
@@ -673,17 +704,18 @@ impl<L: Locator> Agent<L> {
         Ok(self.register(&mut registry, record, keep_down, describe(&killed)))
     }
 
-    /// Keeps a keepDown's container ids current: the kubelet starts a killed container again
-    /// under a new id, and that one must be killed too.
+    /// Keeps a keepDown's view of its pod current: the kubelet starts a killed container
+    /// again under a new id, and the pod status, once it names it, is the authority for it
+    /// (and for the ids of the pod's other containers, and for the pod made again). The
+    /// keepDown's thread does not wait for it to kill a restart it recognises
+    /// ([`kill::restart`]).
     fn spawn_keep_down_refresh(self: &Arc<Self>, fault_id: u64, request: KillRequest) {
         let agent = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(KEEP_DOWN_REFRESH).await;
                 let Some(agent) = agent.upgrade() else { return };
-                let found = agent
-                    .container_id(&request.namespace, &request.pod, &request.container)
-                    .await;
+                let found = agent.locator.pod(&request.namespace, &request.pod).await;
                 let registry = agent.registry.lock().await;
                 let Some(keep_down) = registry
                     .faults
@@ -695,10 +727,11 @@ impl<L: Locator> Agent<L> {
                 if keep_down.is_stopping() {
                     return;
                 }
-                match found {
-                    Ok(id) => {
-                        if keep_down.add_container_id(&id) {
-                            tracing::info!(fault_id, container_id = %id, "keepDown: the container was started again; killing in its new cgroup too");
+                match found.and_then(|view| keep_down.observe(&view, agent.config.node.as_deref()))
+                {
+                    Ok(new_ids) => {
+                        for id in new_ids {
+                            tracing::info!(fault_id, container_id = %id, "keepDown: the pod status names the container started again; killing in its new cgroup too");
                         }
                     }
                     Err(error) => {
@@ -1119,6 +1152,12 @@ impl<L: Locator> Agent<L> {
                         started_at: active.record.started_at.clone(),
                         effect: active.record.effect.clone(),
                         kills: status.as_ref().map(|s| s.kills),
+                        restarts_caught: status.as_ref().map(|s| s.restarts_caught),
+                        restarts_recognised: status.as_ref().map(|s| s.restarts_recognised),
+                        longest_restart_alive_ms: status
+                            .as_ref()
+                            .and_then(|s| s.longest_restart_alive)
+                            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                         problem: active
                             .problem
                             .clone()

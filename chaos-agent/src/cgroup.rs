@@ -132,6 +132,54 @@ pub fn cgroup_text_in_pod(text: &str, uid: &str) -> bool {
     })
 }
 
+/// The container id one component of a path names, as the runtimes name a container's own
+/// cgroup: `<id>` or `<cri-containerd|crio|docker|libpod>-<id>.scope`, the id letters and
+/// digits only (so cri-o's `crio-conmon-<id>.scope`, a slice or the pod's own cgroup is none).
+fn container_of_component(component: &str) -> Option<&str> {
+    let id = match component.strip_suffix(".scope") {
+        Some(stem) => SCOPE_PREFIXES
+            .iter()
+            .find_map(|prefix| stem.strip_prefix(prefix))?,
+        None => component,
+    };
+    (id.len() >= CONTAINER_ID_CHARS_MIN && id.chars().all(|c| c.is_ascii_alphanumeric()))
+        .then_some(id)
+}
+
+/// The container of the pod `uid` a `/proc/<pid>/cgroup` text places the process in: the id
+/// the component right below the pod's cgroup names (whatever lies below that, crun's
+/// `container` included), whether or not the pod status has named that container yet.
+/// `None` when no line is under the pod, when a line under the pod is in no container's
+/// cgroup (the pod's own cgroup, cri-o's monitor), or when two lines (cgroup v1 hierarchies)
+/// name different containers: a process the agent cannot place is never taken for a
+/// container's.
+pub fn container_id_in_pod(text: &str, uid: &str) -> Option<String> {
+    if check_id(uid).is_err() {
+        return None;
+    }
+    let cgroupfs = format!("pod{uid}");
+    let systemd = format!("-pod{}.slice", uid.replace('-', "_"));
+    let mut found: Option<&str> = None;
+    for line in text.lines() {
+        let Some(path) = line.splitn(3, ':').nth(2) else {
+            continue;
+        };
+        let mut components = path.split('/');
+        if !components
+            .by_ref()
+            .any(|component| component == cgroupfs || component.ends_with(&systemd))
+        {
+            continue;
+        }
+        let id = components.next().and_then(container_of_component)?;
+        if found.is_some_and(|known| known != id) {
+            return None;
+        }
+        found = Some(id);
+    }
+    found.map(str::to_owned)
+}
+
 /// The pids, among (pid, cgroup text) pairs, that are in any of the containers `ids`.
 pub fn pids_in_containers<'a>(
     processes: impl IntoIterator<Item = (i32, &'a str)>,
@@ -269,6 +317,56 @@ mod tests {
             uid
         ));
         assert!(!cgroup_text_in_pod("0::/kubepods/pod\n", ""));
+    }
+
+    // A keepDown places a process it has never heard of (a container the kubelet started
+    // again, its id not in the pod status yet) by the cgroup below the pod's, in both drivers.
+    #[test]
+    fn the_container_below_the_pod_is_found_without_knowing_its_id() {
+        let uid = "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11";
+        let slice = "kubepods-burstable-pod1b9a8a5e_0d7f_4b0e_9c1e_6e5a3e0b2c11.slice";
+        let placed = [
+            format!("0::/kubepods/burstable/pod{uid}/{ID}\n"),
+            format!("12:pids:/kubepods/pod{uid}/{ID}\n4:memory:/kubepods/pod{uid}/{ID}\n1:name=systemd:/\n"),
+            format!("0::/kubepods.slice/kubepods-burstable.slice/{slice}/cri-containerd-{ID}.scope\n"),
+            format!("0::/kubepods.slice/{slice}/crio-{ID}.scope/container\n"),
+            format!("0::/../../{slice}/docker-{ID}.scope\n"),
+            format!("0::/kubepods/pod{uid}/{ID}/nested/deeper\n"),
+        ];
+        for text in &placed {
+            assert_eq!(
+                container_id_in_pod(text, uid).as_deref(),
+                Some(ID),
+                "{text}"
+            );
+            assert_eq!(
+                container_id_in_pod(text, "2c9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11"),
+                None
+            );
+        }
+        let unplaced = [
+            // cri-o's monitor, the pod's own cgroup, a slice below it, another pod, the node.
+            format!("0::/kubepods.slice/{slice}/crio-conmon-{ID}.scope\n"),
+            format!("0::/kubepods/pod{uid}\n"),
+            format!("0::/kubepods/pod{uid}/\n"),
+            format!("0::/kubepods.slice/{slice}/sub.slice\n"),
+            format!("0::/kubepods/xpod{uid}/{ID}\n"),
+            "0::/system.slice/containerd.service\n".to_owned(),
+            // An id too short, or with other characters.
+            format!("0::/kubepods/pod{uid}/abc\n"),
+            format!("0::/kubepods/pod{uid}/{ID}-x\n"),
+            // cgroup v1 hierarchies that disagree, or one in the pod but in no container.
+            format!("12:pids:/kubepods/pod{uid}/{ID}\n4:memory:/kubepods/pod{uid}/{OTHER}\n"),
+            format!("12:pids:/kubepods/pod{uid}/{ID}\n4:memory:/kubepods/pod{uid}\n"),
+            String::new(),
+        ];
+        for text in &unplaced {
+            assert_eq!(container_id_in_pod(text, uid), None, "{text}");
+        }
+        assert_eq!(
+            container_id_in_pod(&format!("0::/kubepods/pod/{ID}\n"), ""),
+            None
+        );
     }
 
     #[test]

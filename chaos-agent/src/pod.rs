@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use crate::cgroup::ContainerId;
 use crate::error::{Error, Result};
@@ -31,6 +31,11 @@ pub struct ContainerView {
     pub name: String,
     /// `status.containerStatuses[].containerID` (`containerd://<id>`), once started.
     pub container_id: Option<String>,
+    /// The kubelet will not run it again in this pod sandbox: an init container that
+    /// completed (exit code 0, not a restartable sidecar), or an ephemeral container that
+    /// terminated. A keepDown does not wait for such a container to be up (see
+    /// [`crate::faults::kill::restart`]).
+    pub finished: bool,
 }
 
 /// What the agent needs of a pod.
@@ -46,7 +51,8 @@ pub struct PodView {
     pub node_name: Option<String>,
     /// `spec.hostNetwork`.
     pub host_network: bool,
-    /// Its containers and init containers with a status.
+    /// Its containers, init containers and ephemeral containers with a status (an ephemeral
+    /// container in the spec without one yet: listed, without an id).
     pub containers: Vec<ContainerView>,
     /// Its addresses (`status.podIPs`, else `status.podIP`); none before it has a sandbox.
     pub ips: Vec<String>,
@@ -56,21 +62,58 @@ impl PodView {
     /// The view of a Pod object.
     pub fn from_pod(pod: &Pod) -> PodView {
         let status = pod.status.as_ref();
-        let containers = status
+        let spec = pod.spec.as_ref();
+        let view = |c: &ContainerStatus, finished: bool| ContainerView {
+            name: c.name.clone(),
+            container_id: c.container_id.clone().filter(|id| !id.is_empty()),
+            finished,
+        };
+        let terminated_with = |c: &ContainerStatus| {
+            c.state
+                .as_ref()
+                .and_then(|state| state.terminated.as_ref())
+                .map(|terminated| terminated.exit_code)
+        };
+        // A restartable init container (a native sidecar) is run again whatever its exit.
+        let restartable = |name: &str| {
+            spec.and_then(|s| s.init_containers.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
+        };
+        let mut containers: Vec<ContainerView> = status
             .and_then(|s| s.container_statuses.as_ref())
             .into_iter()
             .flatten()
-            .chain(
-                status
-                    .and_then(|s| s.init_container_statuses.as_ref())
-                    .into_iter()
-                    .flatten(),
-            )
-            .map(|c| ContainerView {
-                name: c.name.clone(),
-                container_id: c.container_id.clone().filter(|id| !id.is_empty()),
-            })
+            .map(|c| view(c, false))
             .collect();
+        containers.extend(
+            status
+                .and_then(|s| s.init_container_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| view(c, terminated_with(c) == Some(0) && !restartable(&c.name))),
+        );
+        containers.extend(
+            status
+                .and_then(|s| s.ephemeral_container_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| view(c, terminated_with(c).is_some())),
+        );
+        for ephemeral in spec
+            .and_then(|s| s.ephemeral_containers.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            if !containers.iter().any(|c| c.name == ephemeral.name) {
+                containers.push(ContainerView {
+                    name: ephemeral.name.clone(),
+                    container_id: None,
+                    finished: false,
+                });
+            }
+        }
         let mut ips: Vec<String> = status
             .and_then(|s| s.pod_ips.as_ref())
             .into_iter()
@@ -318,6 +361,55 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("runs on node \"\""));
+    }
+
+    // A keepDown waits for every other container of the pod to be up before it takes a new
+    // container cgroup for its own container's restart, except those the kubelet will not
+    // run again in this sandbox: completed init containers (not restartable sidecars) and
+    // terminated ephemeral containers. An ephemeral container in the spec without a status
+    // yet is listed, not up.
+    #[test]
+    fn finished_containers_are_those_the_kubelet_does_not_run_again() {
+        let terminated = |name: &str, code: i32| {
+            serde_json::json!({"name": name, "containerID": format!("containerd://{ID}"), "image": "",
+                "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": code}}})
+        };
+        let running = |name: &str| {
+            serde_json::json!({"name": name, "containerID": format!("containerd://{ID}"), "image": "",
+                "imageID": "", "ready": true, "restartCount": 0,
+                "state": {"running": {}}})
+        };
+        let view = pod(serde_json::json!({
+            "metadata": {"namespace": "br", "name": "iad-0", "uid": "1b9a8a5e-0d7f-4b0e-9c1e-6e5a3e0b2c11"},
+            "spec": {
+                "containers": [{"name": "mysql"}],
+                "initContainers": [{"name": "setup"}, {"name": "broken"}, {"name": "proxy", "restartPolicy": "Always"}],
+                "ephemeralContainers": [{"name": "debug-done"}, {"name": "debug-on"}, {"name": "debug-new"}]
+            },
+            "status": {
+                "containerStatuses": [terminated("mysql", 0)],
+                "initContainerStatuses": [terminated("setup", 0), terminated("broken", 1), terminated("proxy", 0)],
+                "ephemeralContainerStatuses": [terminated("debug-done", 137), running("debug-on")]
+            }
+        }));
+        let finished: Vec<(&str, bool, bool)> = view
+            .containers
+            .iter()
+            .map(|c| (c.name.as_str(), c.finished, c.container_id.is_some()))
+            .collect();
+        assert_eq!(
+            finished,
+            vec![
+                ("mysql", false, true),
+                ("setup", true, true),
+                ("broken", false, true),
+                ("proxy", false, true),
+                ("debug-done", true, true),
+                ("debug-on", false, true),
+                ("debug-new", false, false),
+            ]
+        );
     }
 
     // A peer pod is cut at the addresses its status lists (podIPs, else podIP), each one

@@ -1,7 +1,10 @@
 //! Reading `/proc` (any proc root, so tests can use a fake tree): which pids are a
-//! container's, the state of every thread of a process, a process's network namespace.
+//! container's, the state of every thread of a process, a process's network namespace, and
+//! the repeated scan a keepDown makes of its pod ([`ProcFs::scan`]).
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::cgroup;
 use crate::error::{Error, Result};
@@ -66,6 +69,99 @@ pub struct Thread {
     pub comm: String,
     /// Its state.
     pub state: TaskState,
+}
+
+/// A process as a scan saw it: what a keepDown decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Its pid.
+    pub pid: i32,
+    /// Its comm, for messages.
+    pub comm: String,
+    /// Its `/proc/<pid>/cgroup` text.
+    pub cgroup: String,
+    /// Its executable, as its `exe` link reads (the path inside its own mount namespace, such
+    /// as `/usr/sbin/mariadbd`); `None` when it cannot be read.
+    pub exe: Option<String>,
+    /// Its network namespace (`net:[4026532281]`); `None` when it cannot be read.
+    pub netns: Option<String>,
+    /// Not a zombie.
+    pub alive: bool,
+}
+
+/// For how long after a process started a scan re-reads its cgroup at every scan. A runtime
+/// starts a container's first process outside the container's cgroup and moves it in at once
+/// (runc, crun, `runc exec` alike); an older process is not moved into a pod's cgroup.
+pub const SCAN_YOUNG: Duration = Duration::from_secs(5);
+
+/// The start of a process, in clock ticks after boot: the 22nd field of its `stat` line.
+pub fn parse_start_ticks(stat: &str) -> Option<u64> {
+    let close = stat.rfind(')')?;
+    stat[close + 1..].split_whitespace().nth(19)?.parse().ok()
+}
+
+/// How long ago a process started: `uptime` is the text of `/proc/uptime` (seconds since
+/// boot first), `start_ticks` its start ([`parse_start_ticks`]), `ticks_per_second` the
+/// clock's (`sysconf(_SC_CLK_TCK)`).
+pub fn process_age(uptime: &str, start_ticks: u64, ticks_per_second: u64) -> Option<Duration> {
+    let up = Duration::try_from_secs_f64(uptime.split_whitespace().next()?.parse().ok()?).ok()?;
+    let ticks_per_second = ticks_per_second.max(1);
+    let started = Duration::from_secs(start_ticks / ticks_per_second)
+        + Duration::from_nanos((start_ticks % ticks_per_second) * 1_000_000_000 / ticks_per_second);
+    Some(up.saturating_sub(started))
+}
+
+/// What [`ProcFs::scan`] remembers between scans, so that a scan every few tens of
+/// milliseconds reads only the cgroups of new pids, of young ones ([`SCAN_YOUNG`]) and of
+/// those it wants, not those of every process of the node.
+#[derive(Debug)]
+pub struct ScanCache {
+    pids: HashMap<i32, Remembered>,
+    young: Duration,
+    ticks_per_second: u64,
+}
+
+impl Default for ScanCache {
+    fn default() -> Self {
+        ScanCache::new(SCAN_YOUNG)
+    }
+}
+
+#[derive(Debug)]
+struct Remembered {
+    /// Until when its cgroup is read at every scan (`None`: it was old when first listed).
+    young_until: Option<Instant>,
+    /// Whether its cgroup was wanted, as of the generation read.
+    wanted: bool,
+    /// The generation of `wanted` (none until the cgroup has been read).
+    generation: Option<u64>,
+}
+
+impl ScanCache {
+    /// A cache that re-reads a pid's cgroup for `young` after the pid is first listed.
+    pub fn new(young: Duration) -> ScanCache {
+        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .and_then(|ticks| u64::try_from(ticks).ok())
+            .filter(|ticks| *ticks > 0);
+        ScanCache {
+            pids: HashMap::new(),
+            young,
+            // Linux's USER_HZ, the unit of `stat` times on every architecture it runs here.
+            ticks_per_second: ticks.unwrap_or(100),
+        }
+    }
+
+    /// How many pids it remembers.
+    pub fn len(&self) -> usize {
+        self.pids.len()
+    }
+
+    /// Whether it remembers none.
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_empty()
+    }
 }
 
 /// A proc filesystem rooted at `root` (`/proc` in production).
@@ -155,6 +251,93 @@ impl ProcFs {
             .into_iter()
             .filter(|process| self.is_alive(process.pid))
             .collect())
+    }
+
+    /// Every process whose cgroup text `wanted` accepts, with what a keepDown decides on.
+    /// The cgroup of a pid is read at its first scan, at every scan until it is older than
+    /// [`SCAN_YOUNG`] (the cache's `young`; its age from its start time in `stat` and
+    /// `uptime`, or from this scan when they cannot be read), at every scan while it is wanted, and once more whenever `generation` changes (the
+    /// caller changes it when it changes `wanted`); otherwise the cache's answer stands. A
+    /// pid that leaves the listing is forgotten, so a number used again is a new process (a
+    /// reuse within one scan interval would need the whole pid space to wrap). Pid 1 and the
+    /// agent itself are never returned.
+    pub fn scan(
+        &self,
+        cache: &mut ScanCache,
+        generation: u64,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Seen>> {
+        let own_pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+        let now = Instant::now();
+        let pids = numeric_entries(&self.root)?;
+        let listed: HashSet<i32> = pids.iter().copied().collect();
+        cache.pids.retain(|pid, _| listed.contains(pid));
+        let mut found = Vec::new();
+        let mut uptime: Option<Option<String>> = None;
+        for pid in pids {
+            if pid == 1 || pid == own_pid {
+                continue;
+            }
+            let dir = self.root.join(pid.to_string());
+            let (young, ticks_per_second) = (cache.young, cache.ticks_per_second);
+            let remembered = cache.pids.entry(pid).or_insert_with(|| {
+                // Young for `young` after it started (as long as that cannot be read: after
+                // this scan).
+                let age = std::fs::read_to_string(dir.join("stat"))
+                    .ok()
+                    .and_then(|stat| parse_start_ticks(&stat))
+                    .and_then(|start| {
+                        let uptime = uptime.get_or_insert_with(|| {
+                            std::fs::read_to_string(self.root.join("uptime")).ok()
+                        });
+                        process_age(uptime.as_deref()?, start, ticks_per_second)
+                    });
+                Remembered {
+                    young_until: match age {
+                        Some(age) if age >= young => None,
+                        age => now.checked_add(young - age.unwrap_or_default()),
+                    },
+                    wanted: false,
+                    generation: None,
+                }
+            });
+            let read = remembered.wanted
+                || remembered.generation != Some(generation)
+                || remembered.young_until.is_some_and(|until| now < until);
+            if !read {
+                continue;
+            }
+            // Unreadable (it exited): read again while it is listed.
+            let Ok(cgroup) = std::fs::read_to_string(dir.join("cgroup")) else {
+                remembered.generation = None;
+                continue;
+            };
+            remembered.wanted = wanted(&cgroup);
+            remembered.generation = Some(generation);
+            if !remembered.wanted {
+                continue;
+            }
+            let Some((comm, state)) = std::fs::read_to_string(dir.join("stat"))
+                .ok()
+                .and_then(|text| parse_stat(&text))
+            else {
+                continue;
+            };
+            let link = |name: &str| {
+                std::fs::read_link(dir.join(name))
+                    .ok()
+                    .map(|target| target.to_string_lossy().into_owned())
+            };
+            found.push(Seen {
+                pid,
+                comm,
+                cgroup,
+                exe: link("exe"),
+                netns: link("ns/net"),
+                alive: !state.is_dead(),
+            });
+        }
+        Ok(found)
     }
 
     /// A process's comm ("" once it is gone).
@@ -282,6 +465,136 @@ mod tests {
             .contains("absent"));
     }
 
+    // A keepDown scans every 20 ms: the cgroups of old processes it does not want are read
+    // once (and again when what it wants changes), those of young processes and of those it
+    // wants at every scan; a pid that leaves the listing is forgotten.
+    #[test]
+    fn a_scan_reads_again_only_what_may_have_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pod = "0::/kubepods/podu1/0123456789abcdef\n";
+        write(root, "40/cgroup", pod);
+        write(root, "40/stat", "40 (mysqld) S 1");
+        std::fs::create_dir_all(root.join("40/ns")).unwrap();
+        std::os::unix::fs::symlink("/usr/sbin/mysqld", root.join("40/exe")).unwrap();
+        std::os::unix::fs::symlink("net:[4026532281]", root.join("40/ns/net")).unwrap();
+        write(root, "41/cgroup", "0::/system.slice/containerd.service\n");
+        write(root, "41/stat", "41 (runc) S 1");
+        write(root, "42/cgroup", pod);
+        write(root, "42/stat", "42 (sh) Z 40");
+        write(root, "1/cgroup", pod);
+        write(root, "1/stat", "1 (init) S 0");
+        let procfs = ProcFs::new(root);
+        let wanted = |text: &str| text.contains("podu1");
+        let mut old = ScanCache::new(Duration::ZERO);
+        let seen = procfs.scan(&mut old, 0, wanted).unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                Seen {
+                    pid: 40,
+                    comm: "mysqld".into(),
+                    cgroup: pod.into(),
+                    exe: Some("/usr/sbin/mysqld".into()),
+                    netns: Some("net:[4026532281]".into()),
+                    alive: true,
+                },
+                Seen {
+                    pid: 42,
+                    comm: "sh".into(),
+                    cgroup: pod.into(),
+                    exe: None,
+                    netns: None,
+                    alive: false,
+                },
+            ]
+        );
+        assert_eq!(old.len(), 3);
+        // 41 moves into the pod: an old process is not read again...
+        write(root, "41/cgroup", pod);
+        let pids = |seen: Vec<Seen>| seen.iter().map(|s| s.pid).collect::<Vec<_>>();
+        assert_eq!(
+            pids(procfs.scan(&mut old, 0, wanted).unwrap()),
+            vec![40, 42]
+        );
+        // ...until what is wanted changes; a young one is read at every scan.
+        assert_eq!(
+            pids(procfs.scan(&mut old, 1, wanted).unwrap()),
+            vec![40, 41, 42]
+        );
+        let mut young = ScanCache::new(Duration::from_secs(60));
+        write(root, "41/cgroup", "0::/system.slice/containerd.service\n");
+        assert_eq!(
+            pids(procfs.scan(&mut young, 0, wanted).unwrap()),
+            vec![40, 42]
+        );
+        write(root, "41/cgroup", pod);
+        assert_eq!(
+            pids(procfs.scan(&mut young, 0, wanted).unwrap()),
+            vec![40, 41, 42]
+        );
+        // A wanted process is read at every scan: one that left the pod is no longer listed.
+        write(root, "40/cgroup", "0::/elsewhere\n");
+        assert_eq!(
+            pids(procfs.scan(&mut old, 1, wanted).unwrap()),
+            vec![41, 42]
+        );
+        // A pid gone from the listing is forgotten; its number used again is read afresh.
+        std::fs::remove_dir_all(root.join("41")).unwrap();
+        assert_eq!(pids(procfs.scan(&mut old, 1, wanted).unwrap()), vec![42]);
+        assert_eq!(old.len(), 2);
+        write(root, "41/cgroup", pod);
+        write(root, "41/stat", "41 (mysqld) R 1");
+        assert_eq!(
+            pids(procfs.scan(&mut old, 1, wanted).unwrap()),
+            vec![41, 42]
+        );
+    }
+
+    // Youth is counted from the process's start, not from the scan that first lists it: the
+    // node's processes running when a keepDown starts are old at once (their cgroups read
+    // once), one started a moment ago is read at every scan.
+    #[test]
+    fn a_process_is_young_from_its_start_time() {
+        let stat = |pid: i32, start: u64| {
+            format!("{pid} (x (y)) S 1 {pid} {pid} 0 -1 4194560 90 0 0 0 3 1 0 0 20 0 1 0 {start} 5865472 196 18446744073709551615")
+        };
+        assert_eq!(parse_start_ticks(&stat(40, 99_950)), Some(99_950));
+        assert_eq!(parse_start_ticks("40 (x) S 1 2 3"), None);
+        assert_eq!(
+            process_age("1000.00 3987.12\n", 99_950, 100),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            process_age("1000.00 3987.12\n", 150_000, 100),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(process_age("", 1, 100), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "uptime", "1000.00 3987.12\n");
+        let elsewhere = "0::/system.slice/containerd.service\n";
+        let pod = "0::/kubepods/podu1/0123456789abcdef\n";
+        write(root, "40/cgroup", elsewhere);
+        write(root, "40/stat", &stat(40, 1_000));
+        write(root, "41/cgroup", elsewhere);
+        write(root, "41/stat", &stat(41, 99_950));
+        let procfs = ProcFs::new(root);
+        let wanted = |text: &str| text.contains("podu1");
+        let mut cache = ScanCache::new(Duration::from_secs(5));
+        assert!(procfs.scan(&mut cache, 0, wanted).unwrap().is_empty());
+        write(root, "40/cgroup", pod);
+        write(root, "41/cgroup", pod);
+        let seen: Vec<i32> = procfs
+            .scan(&mut cache, 0, wanted)
+            .unwrap()
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        assert_eq!(seen, vec![41]);
+    }
+
     #[test]
     fn the_real_proc_shows_this_process_running() {
         let procfs = ProcFs::default();
@@ -289,5 +602,14 @@ mod tests {
         assert!(procfs.is_alive(pid));
         assert!(!procfs.threads(pid).is_empty());
         assert!(procfs.netns(pid).unwrap().starts_with("net:["));
+        // This test's process started moments ago; the machine's init long before.
+        let age = |pid: &str| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let uptime = std::fs::read_to_string("/proc/uptime").unwrap();
+            let ticks = ScanCache::default().ticks_per_second;
+            process_age(&uptime, parse_start_ticks(&stat).unwrap(), ticks).unwrap()
+        };
+        assert!(age("self") < Duration::from_secs(120), "{:?}", age("self"));
+        assert!(age("1") >= age("self"));
     }
 }

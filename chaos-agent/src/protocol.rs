@@ -226,6 +226,18 @@ pub struct FaultStatus {
     /// A keepDown's kills so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kills: Option<u64>,
+    /// A keepDown's restarts caught: instances of the container the kubelet started again
+    /// (new container ids) in which it SIGKILLed a process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts_caught: Option<u64>,
+    /// Of those, the ones recognised before the pod status named their id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts_recognised: Option<u64>,
+    /// The longest a process of a restarted instance was seen alive before its SIGKILL, in
+    /// milliseconds, as the keepDown's thread measured it (from the scan that first saw it
+    /// in the pod: it may have run up to one scan interval before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_restart_alive_ms: Option<u64>,
     /// What is wrong with it now, if anything (a keepDown that could not kill, a partition
     /// that could not cut its recreated pod or change its peers, a fault left by a previous
     /// agent that could not be undone).

@@ -17,8 +17,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bloodraven_chaos_agent::agent::{Agent, AgentConfig, StateFile, PARTITION_REFRESH, STATE_FILE};
+use bloodraven_chaos_agent::agent::{
+    Agent, AgentConfig, StateFile, KEEP_DOWN_REFRESH, PARTITION_REFRESH, STATE_FILE,
+};
 use bloodraven_chaos_agent::faults::freeze;
+use bloodraven_chaos_agent::faults::kill::restart::Watch;
 use bloodraven_chaos_agent::faults::kill::{self, KeepDown};
 use bloodraven_chaos_agent::faults::partition::{self, Backend, Peer};
 use bloodraven_chaos_agent::pod::{ContainerView, Locator, PodView};
@@ -334,7 +337,7 @@ fn freeze_thaw_kill_and_keep_down_on_a_fake_container() {
         .contains("none of its cgroups"));
     assert!(freeze::freeze(&procfs, &ids).is_err());
 
-    let keep_down = KeepDown::start(procfs.clone(), ids.clone());
+    let keep_down = KeepDown::start(procfs.clone(), Watch::known_ids("app", ids.clone()));
     let restarted = fixture.spawn(&id, "exec sleep 1000", None, 0);
     let deadline = Instant::now() + Duration::from_secs(3);
     while !fixture.exited(restarted) {
@@ -386,6 +389,7 @@ fn pod_view(fixture: &Fixture, containers: &[(&str, &str)]) -> PodView {
             .map(|(name, id)| ContainerView {
                 name: (*name).to_owned(),
                 container_id: Some(format!("containerd://{id}")),
+                finished: false,
             })
             .collect(),
         ips: Vec::new(),
@@ -549,6 +553,169 @@ async fn the_agent_guards_records_ends_and_recovers_faults() {
         .iter()
         .all(|s| *s != 'T'));
     assert!(list(&agent).await.is_empty());
+}
+
+/// How soon a keepDown must kill its container started again, the pod status not naming it.
+const RESTART_KILLED_WITHIN: Duration = Duration::from_millis(200);
+
+/// Starts `exe 1000` in the container `id` (a new cgroup: the container started again) and
+/// returns how long it lived, failing when it outlives `within`.
+fn start_again_and_time(fixture: &mut Fixture, id: &str, exe: &str, within: Duration) -> Duration {
+    let started = Instant::now();
+    let pid = fixture.spawn(id, &format!("exec {exe} 1000"), None, 0);
+    while !fixture.exited(pid) {
+        assert!(
+            started.elapsed() < within,
+            "pid {pid} ({exe}) in the new cgroup {id} still alive after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    started.elapsed()
+}
+
+// keepDown keeps the container down when the kubelet starts it again at once (a new
+// container id the pod status names only a second or two later): a process in a new cgroup
+// of the pod running the killed container's executable is killed within a few scans, while
+// the pod's other container, and that container started again itself (a new cgroup, its own
+// executable), are left alone (docs/design/style.md rule 14: the agent acts on its target
+// only). The scenario behind it: a MariaDB primary kept down ran crash recovery and served
+// its binlog for the second before the pod status named its new id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_down_kills_the_container_started_again_before_the_pod_status_names_it() {
+    let Some(mut fixture) =
+        Fixture::new("keep_down_kills_the_container_started_again_before_the_pod_status_names_it")
+    else {
+        return;
+    };
+    // The sidecar runs a program of its own, and so does a debug container: copies of sleep
+    // under other names.
+    let bin = tempfile::tempdir().unwrap();
+    let sidecar_exe = bin.path().join("bloodraven-sidecar");
+    std::fs::copy("/usr/bin/sleep", &sidecar_exe).unwrap();
+    let sidecar_exe = sidecar_exe.to_str().unwrap().to_owned();
+    let debug_exe = bin.path().join("debug");
+    std::fs::copy("/usr/bin/sleep", &debug_exe).unwrap();
+    let debug_exe = debug_exe.to_str().unwrap().to_owned();
+    let mysql = fixture.container();
+    let sidecar = fixture.container();
+    fixture.spawn(&mysql, "exec sleep 1000", None, 1);
+    let sidecar_pid = fixture.spawn(&sidecar, &format!("exec {sidecar_exe} 1000"), None, 1);
+    let locator = SharedLocator::default();
+    locator.set(pod_view(
+        &fixture,
+        &[("mysql", &mysql), ("sidecar", &sidecar)],
+    ));
+    let state = tempfile::tempdir().unwrap();
+    let agent = Agent::start(config(state.path()), locator.clone())
+        .await
+        .unwrap();
+
+    let kill = Request::Kill(KillRequest {
+        namespace: "bloodraven-playground".into(),
+        pod: "iad-0".into(),
+        container: "mysql".into(),
+        keep_down: true,
+    });
+    let fault = match agent.handle(kill).await {
+        Response::Started(started) => {
+            assert!(
+                started.effect.contains(
+                    "recognised in a new cgroup of the pod by its executable (/usr/bin/sleep)"
+                ),
+                "{}",
+                started.effect
+            );
+            started.id
+        }
+        other => panic!("expected a started kill, got {}", other.to_line()),
+    };
+
+    // The kubelet starts mysql again: a new cgroup of the pod, the same executable; the pod
+    // status still names the old id (the locator is not told).
+    let again = fixture.container();
+    let lived = start_again_and_time(&mut fixture, &again, "sleep", RESTART_KILLED_WITHIN);
+    eprintln!("the container started again lived {lived:?}");
+    let status = &list(&agent).await[0];
+    assert_eq!(
+        (status.restarts_caught, status.restarts_recognised),
+        (Some(1), Some(1)),
+        "{status:?}"
+    );
+    let longest = status.longest_restart_alive_ms.unwrap();
+    assert!(
+        u128::from(longest) <= RESTART_KILLED_WITHIN.as_millis(),
+        "{status:?}"
+    );
+    assert_eq!(status.problem, None);
+    assert!(!fixture.exited(sidecar_pid), "the sidecar was killed");
+
+    // A container the status does not list yet (an ephemeral one just added), with a program
+    // of its own, every other container up: left alone.
+    let debug = fixture.container();
+    let debug_pid = fixture.spawn(&debug, &format!("exec {debug_exe} 1000"), None, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !fixture.exited(debug_pid),
+        "a new container running its own program was killed"
+    );
+
+    // The sidecar dies and the kubelet starts it again, in a new cgroup the status does not
+    // name yet, with its own executable: left alone, before and after the status names it.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(sidecar_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    while !fixture.exited(sidecar_pid) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sidecar_again = fixture.container();
+    let sidecar_again_pid =
+        fixture.spawn(&sidecar_again, &format!("exec {sidecar_exe} 1000"), None, 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !fixture.exited(sidecar_again_pid),
+        "the sidecar started again was killed"
+    );
+    locator.set(pod_view(
+        &fixture,
+        &[("mysql", &again), ("sidecar", &sidecar_again)],
+    ));
+    tokio::time::sleep(KEEP_DOWN_REFRESH + Duration::from_millis(500)).await;
+    assert!(
+        !fixture.exited(sidecar_again_pid),
+        "the sidecar started again was killed once the status named it"
+    );
+
+    // mysql started again a second time, the sidecar up under the id the status gave it.
+    let third = fixture.container();
+    start_again_and_time(&mut fixture, &third, "sleep", RESTART_KILLED_WITHIN);
+    let status = &list(&agent).await[0];
+    assert_eq!(
+        (status.restarts_caught, status.restarts_recognised),
+        (Some(2), Some(2)),
+        "{status:?}"
+    );
+    assert_eq!(status.problem, None);
+    assert!(!fixture.exited(sidecar_again_pid));
+
+    let ended = match agent.handle(Request::End(EndRequest { id: fault })).await {
+        Response::Ended(ended) => ended.effect,
+        other => panic!("expected the kill ended, got {}", other.to_line()),
+    };
+    assert!(
+        ended.contains("2 restarts of the container caught (2 before the pod status named them)"),
+        "{ended}"
+    );
+    // After the end, the container starts again and stays up.
+    let fourth = fixture.container();
+    let up = fixture.spawn(&fourth, "exec sleep 1000", None, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !fixture.exited(up),
+        "a process started after end was killed"
+    );
+    assert!(!fixture.exited(sidecar_again_pid));
 }
 
 fn connect(address: &str) -> std::io::Result<TcpStream> {
