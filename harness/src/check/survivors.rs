@@ -326,11 +326,19 @@ fn judge(
     let counts: Vec<String> = held
         .iter()
         .map(|(site, sets)| {
-            let count = writes
+            let places: Vec<&str> = writes
                 .iter()
-                .filter(|write| sets.place(&write.gtid).is_some())
-                .count();
-            format!("{site} held {count}")
+                .filter_map(|write| sets.place(&write.gtid))
+                .collect();
+            let relay_only = places.iter().filter(|place| **place != "executed").count();
+            if relay_only == 0 {
+                format!("{site} held {}", places.len())
+            } else {
+                format!(
+                    "{site} held {} ({relay_only} in its relay log only)",
+                    places.len()
+                )
+            }
         })
         .collect();
     let last_ns = writes.iter().map(|write| write.start_ns).max().unwrap_or(0);

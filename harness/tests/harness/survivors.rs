@@ -53,6 +53,29 @@ fn nothing_held_was_lost_is_no_finding() {
     );
 }
 
+// The summary says how much of what a survivor held it had not applied yet (043: pdx's applier
+// stopped, everything it held but 45 writes was in its relay log when iad died).
+#[test]
+fn the_summary_counts_what_a_survivor_held_in_its_relay_log_only() {
+    let verdict = check_survivors(&sealed(
+        &[97, 98, 99],
+        10_100,
+        &[
+            (Site::Pdx, "0-1-90", "0-1-97"),
+            (Site::Reader, "0-1-97", "0-1-97"),
+        ],
+        &[],
+    ));
+    assert!(verdict.valid, "{verdict:?}");
+    assert!(
+        verdict
+            .summary
+            .contains("pdx held 97 (7 in its relay log only), reader held 97"),
+        "{}",
+        verdict.summary
+    );
+}
+
 // Finding (a): pdx had received 97 and 98 (GTIDs 0-1-98, 0-1-99) into its relay log and they
 // are lost: its relay log was dropped.
 #[test]
@@ -77,6 +100,7 @@ fn a_lost_write_a_survivor_had_retrieved_is_a_finding() {
         finding(&verdict, "promoted site").is_none(),
         "pdx held the most: {verdict:?}"
     );
+
     // Only writes invoked before the seal count: sealed at 9.65 s, 97 (invoked at 9.7 s) and 98
     // are not judged, and 96 was not lost.
     let early = check_survivors(&sealed(
