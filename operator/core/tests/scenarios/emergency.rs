@@ -1063,19 +1063,7 @@ fn a_node_that_cannot_be_read_while_the_old_pod_terminates_does_not_release_the_
     // could not be read this poll (a read that failed or outran the poll's budget) is no proof
     // that nobody can carry the kill out: the promotion still waits for the pod to go.
     let mut world = World::bootstrapped();
-    world.site_mut("iad").deletion_lingers = true;
-    agentless_freeze(&mut world);
-    for _ in 0..40 {
-        world.poll();
-        world.advance(Duration::from_millis(250));
-        if world.site("iad").terminating {
-            break;
-        }
-    }
-    assert!(
-        world.site("iad").terminating,
-        "the kill was never asked for"
-    );
+    agentless_freeze_until_terminating(&mut world);
     world.site_mut("iad").node_unreadable = true;
     // 15 s: past the lease wait (7 s), within the kill's patience (30 s past it).
     for _ in 0..60 {
