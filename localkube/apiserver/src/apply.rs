@@ -1,9 +1,14 @@
 //! Server-side apply and field ownership tracking (trap 9): managedFields with FieldsV1,
 //! conflicts only when another manager's field would change value, `force` takes
-//! ownership, prune of fields a manager stopped applying, list merge by list type.
+//! ownership, list merge by list type, and prune of what a manager stopped applying as
+//! structured-merge-diff prunes: a field or list item (by its keys, or value in a set) it
+//! applied last time and no applier applies now is removed whole, keys and server defaults
+//! inside it included; of an item another applier still applies, exactly that applier's
+//! fields (and fields nobody owns) stay. Ownership through updates (writes other than
+//! apply) does not stop a prune, as upstream.
 
 use super::error::ApiError;
-use super::fields::{display_path, remove_at, value_at, FieldPath, FieldSet, Scope};
+use super::fields::{display_path, remove_items, value_at, FieldPath, FieldSet, Scope};
 use super::schema::{item_key, ListKind, Schema};
 use serde_json::{json, Map, Value};
 
@@ -89,13 +94,21 @@ pub struct Writer<'a> {
     pub now: &'a str,
 }
 
-fn in_scope(path: &FieldPath, scope: Scope) -> bool {
-    let status = path.first().map(|p| p == "f:status").unwrap_or(false);
+/// Whether a top-level field (`f:status`, `f:spec`, ...) is within `scope`.
+fn in_scope(top: &str, scope: Scope) -> bool {
+    let status = top == "f:status";
     match scope {
         Scope::All => true,
         Scope::NoStatus => !status,
         Scope::StatusOnly => status,
     }
+}
+
+/// The part of `set` within `scope`.
+fn in_scope_set(set: &FieldSet, scope: Scope) -> FieldSet {
+    let mut out = set.clone();
+    out.children.retain(|k, _| in_scope(k, scope));
+    out
 }
 
 /// Records an update (PUT, merge/JSON/strategic patch, create) by `w` in `new`'s
@@ -299,29 +312,30 @@ pub fn apply(
         None => applied.clone(),
     };
 
-    // Prune fields this manager stopped applying and nobody else owns.
-    let stopped = previous.difference(&f_applied);
-    let mut to_remove: Vec<FieldPath> = stopped
-        .paths()
-        .into_iter()
-        .map(|(p, _)| p)
-        .filter(|p| in_scope(p, w.scope))
-        .collect();
-    to_remove.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in to_remove {
-        let owned_elsewhere = entries.iter().any(|e| {
-            !is_mine(e)
-                && e.set
-                    .paths()
-                    .iter()
-                    .any(|(q, _)| q.len() >= p.len() && q[..p.len()] == p[..])
-        }) || f_applied
-            .paths()
+    // Prune what this manager applied last time and no longer applies, as
+    // structured-merge-diff does (its `prune`): remove everything of its last applied set
+    // (an item or field it owned goes whole, keys and defaults in it included); add back
+    // whatever an applier (itself, now, included) owns; then remove, of what is still
+    // missing, only what its last set held (so fields nobody owns inside an item that
+    // stays, such as defaults, are kept). Owners through updates do not keep a field or
+    // item in place, as upstream.
+    let last = in_scope_set(&previous, w.scope);
+    if !last.is_empty() {
+        let mut applied_sets = f_applied.clone();
+        for e in entries
             .iter()
-            .any(|(q, _)| q.len() > p.len() && q[..p.len()] == p[..]);
-        if !owned_elsewhere {
-            remove_at(&mut merged, &p);
+            .filter(|e| e.operation == "Apply" && !is_mine(e))
+        {
+            applied_sets = applied_sets.union(&e.set);
         }
+        let merged_set = FieldSet::from_object(&merged, schema, w.scope);
+        let pruned = remove_items(&merged, &last, schema);
+        let kept = FieldSet::from_object(&pruned, schema, w.scope).union(&applied_sets);
+        let pruned = remove_items(&merged, &merged_set.difference(&kept), schema);
+        let gone = merged_set
+            .difference(&FieldSet::from_object(&pruned, schema, w.scope))
+            .intersection(&last);
+        merged = remove_items(&merged, &gone, schema);
     }
 
     match entries.iter_mut().find(|e| is_mine(e)) {
@@ -438,5 +452,207 @@ mod tests {
         let e = apply(Some(&updated), &a, false, &schema(), &w("a"))
             .expect_err("conflict with the editor");
         assert!(e.message.contains("kubectl-edit"));
+    }
+
+    fn deployment_schema() -> Schema {
+        Schema {
+            kind: "Deployment".into(),
+            builtin: true,
+            openapi: None,
+        }
+    }
+    fn w_main<'a>(m: &'a str) -> Writer<'a> {
+        Writer {
+            api_version: "apps/v1",
+            scope: Scope::NoStatus,
+            ..w(m)
+        }
+    }
+    fn deployment(pod_spec: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "d"}},
+                "template": {"metadata": {"labels": {"app": "d"}}, "spec": pod_spec}}})
+    }
+    /// What the server's defaulting adds to the repro's pod spec once stored.
+    fn with_defaults(mut d: Value) -> Value {
+        let spec = &mut d["spec"]["template"]["spec"];
+        for c in spec["containers"].as_array_mut().expect("containers") {
+            c["terminationMessagePath"] = json!("/dev/termination-log");
+            c["imagePullPolicy"] = json!("IfNotPresent");
+            for p in c["ports"].as_array_mut().into_iter().flatten() {
+                p["protocol"] = json!("TCP");
+            }
+        }
+        for v in spec["volumes"].as_array_mut().into_iter().flatten() {
+            v["secret"]["defaultMode"] = json!(420);
+        }
+        d
+    }
+    fn repro_first() -> Value {
+        deployment(
+            json!({"containers": [{"name": "c", "image": "bloodraven:0.1.0",
+            "args": ["--a", "--b"], "env": [{"name": "E", "value": "1"}],
+            "ports": [{"containerPort": 8443, "name": "deploy"}, {"containerPort": 8082, "name": "metrics"}],
+            "volumeMounts": [{"name": "tls", "mountPath": "/tls"}]}],
+            "volumes": [{"name": "tls", "secret": {"secretName": "x"}}]}),
+        )
+    }
+    fn repro_second() -> Value {
+        deployment(
+            json!({"containers": [{"name": "c", "image": "bloodraven:0.1.0",
+            "args": ["--a"], "ports": [{"containerPort": 8082, "name": "metrics"}]}]}),
+        )
+    }
+
+    #[test]
+    fn prune_removes_map_list_items_whole_with_their_keys_and_defaults() {
+        let s = deployment_schema();
+        let live = with_defaults(
+            apply(None, &repro_first(), false, &s, &w_main("probe")).expect("create"),
+        );
+        let out = apply(Some(&live), &repro_second(), false, &s, &w_main("probe")).expect("apply");
+        assert_eq!(
+            out.pointer("/spec/template/spec"),
+            Some(
+                &json!({"containers": [{"name": "c", "image": "bloodraven:0.1.0", "args": ["--a"],
+                "ports": [{"containerPort": 8082, "name": "metrics", "protocol": "TCP"}],
+                "terminationMessagePath": "/dev/termination-log", "imagePullPolicy": "IfNotPresent"}]})
+            ),
+            "env E, port 8443, the tls mount and the tls volume go whole"
+        );
+        let entry = parse_managed(&out)
+            .into_iter()
+            .find(|e| e.manager == "probe")
+            .expect("probe");
+        assert_eq!(
+            entry.set,
+            FieldSet::from_object(&repro_second(), &s, Scope::NoStatus)
+        );
+    }
+
+    #[test]
+    fn prune_keeps_what_another_applier_owns_in_a_dropped_item() {
+        let s = deployment_schema();
+        let live =
+            with_defaults(apply(None, &repro_first(), false, &s, &w_main("a")).expect("create"));
+        // b applies its own value of E (forcing a's ownership of the value away) and the
+        // tls volume's name only.
+        let b = deployment(
+            json!({"containers": [{"name": "c", "env": [{"name": "E", "value": "2"}]}],
+            "volumes": [{"name": "tls"}]}),
+        );
+        let b = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": b["spec"]["template"]["spec"].clone()}}});
+        let live = apply(Some(&live), &b, true, &s, &w_main("b")).expect("b");
+        assert_eq!(
+            live.pointer("/spec/template/spec/containers/0/env"),
+            Some(&json!([{"name": "E", "value": "2"}]))
+        );
+        let out = apply(Some(&live), &repro_second(), false, &s, &w_main("a")).expect("a again");
+        let spec = out.pointer("/spec/template/spec").expect("pod spec");
+        assert_eq!(
+            spec.pointer("/containers/0/env"),
+            Some(&json!([{"name": "E", "value": "2"}])),
+            "b's E stays"
+        );
+        // b owns only the tls volume's name: a's secretName goes, the server's defaultMode
+        // (nobody's) stays.
+        assert_eq!(
+            spec.get("volumes"),
+            Some(&json!([{"name": "tls", "secret": {"defaultMode": 420}}]))
+        );
+        assert_eq!(spec.pointer("/containers/0/volumeMounts"), None);
+        assert_eq!(
+            spec.pointer("/containers/0/ports"),
+            Some(&json!([{"containerPort": 8082, "name": "metrics", "protocol": "TCP"}]))
+        );
+        // b stops applying: nothing of E or the volume is left.
+        let b2 = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}});
+        let out = apply(Some(&out), &b2, false, &s, &w_main("b")).expect("b again");
+        let spec = out.pointer("/spec/template/spec").expect("pod spec");
+        assert_eq!(spec.pointer("/containers/0/env"), None);
+        assert_eq!(spec.get("volumes"), None);
+        assert_eq!(
+            spec.pointer("/containers/0/image"),
+            Some(&json!("bloodraven:0.1.0"))
+        );
+    }
+
+    #[test]
+    fn ownership_through_an_update_does_not_keep_a_dropped_item() {
+        let s = deployment_schema();
+        let live =
+            with_defaults(apply(None, &repro_first(), false, &s, &w_main("a")).expect("create"));
+        let mut edited = live.clone();
+        edited["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = json!("3");
+        track_update(Some(&live), &mut edited, &s, &w_main("editor"));
+        let out = apply(Some(&edited), &repro_second(), false, &s, &w_main("a")).expect("apply");
+        assert_eq!(out.pointer("/spec/template/spec/containers/0/env"), None);
+        // The editor's entry still names the field, as upstream's would.
+        let editor = parse_managed(&out)
+            .into_iter()
+            .find(|e| e.manager == "editor")
+            .expect("editor");
+        assert!(!editor.set.is_empty());
+    }
+
+    #[test]
+    fn atomic_and_set_lists_are_replaced_and_pruned_by_value() {
+        let s = deployment_schema();
+        let live = apply(None, &repro_first(), false, &s, &w_main("a")).expect("create");
+        let out = apply(Some(&live), &repro_second(), false, &s, &w_main("a")).expect("apply");
+        assert_eq!(
+            out.pointer("/spec/template/spec/containers/0/args"),
+            Some(&json!(["--a"]))
+        );
+        let no_args =
+            deployment(json!({"containers": [{"name": "c", "image": "bloodraven:0.1.0"}]}));
+        let out = apply(Some(&out), &no_args, false, &s, &w_main("a")).expect("apply");
+        assert_eq!(out.pointer("/spec/template/spec/containers/0/args"), None);
+        // finalizers are a set: the one dropped goes, the other applier's stays.
+        let cm = |f: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": f}});
+        let live =
+            apply(None, &cm(json!(["x/a", "x/b"])), false, &schema(), &w("a")).expect("create");
+        let live = apply(Some(&live), &cm(json!(["x/b"])), false, &schema(), &w("b")).expect("b");
+        let out = apply(Some(&live), &cm(json!(["x/c"])), false, &schema(), &w("a")).expect("a");
+        assert_eq!(
+            out.pointer("/metadata/finalizers"),
+            Some(&json!(["x/b", "x/c"]))
+        );
+    }
+
+    #[test]
+    fn prune_removes_custom_resource_map_list_items_whole() {
+        let s = Schema {
+            kind: "Fleet".into(),
+            builtin: false,
+            openapi: Some(
+                json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "ships": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "yard"],
+                    "items": {"type": "object", "properties": {"name": {"type": "string"}, "yard": {"type": "string"},
+                        "size": {"type": "integer"}, "crew": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["role"], "items": {"type": "object"}}}}}}}}}),
+            ),
+        };
+        let fleet = |ships: Value| json!({"apiVersion": "example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}, "spec": {"ships": ships}});
+        let live = apply(None, &fleet(json!([
+            {"name": "a", "yard": "n", "size": 1, "crew": [{"role": "cook", "n": 1}, {"role": "pilot", "n": 2}]},
+            {"name": "b", "yard": "n", "size": 2}])), false, &s, &w("alice")).expect("create");
+        let out = apply(
+            Some(&live),
+            &fleet(
+                json!([{"name": "a", "yard": "n", "size": 1, "crew": [{"role": "pilot", "n": 2}]}]),
+            ),
+            false,
+            &s,
+            &w("alice"),
+        )
+        .expect("apply");
+        assert_eq!(
+            out.pointer("/spec/ships"),
+            Some(
+                &json!([{"name": "a", "yard": "n", "size": 1, "crew": [{"role": "pilot", "n": 2}]}])
+            )
+        );
     }
 }

@@ -286,50 +286,83 @@ fn step<'a>(cur: &'a Value, p: &str) -> Option<&'a Value> {
     }
 }
 
-/// Removes the value at an owned path (a field, or a list item).
-pub fn remove_at(obj: &mut Value, path: &[String]) {
-    let Some((last, parent_path)) = path.split_last() else {
-        return;
-    };
-    let mut cur = obj;
-    for p in parent_path {
-        let next = if let Some(f) = p.strip_prefix("f:") {
-            cur.get_mut(f)
-        } else if let Some(k) = p.strip_prefix("k:") {
-            let Ok(key) = serde_json::from_str::<Map<String, Value>>(k) else {
-                return;
-            };
-            cur.as_array_mut()
-                .and_then(|a| a.iter_mut().find(|i| key_matches(i, &key)))
-        } else if let Some(v) = p.strip_prefix("v:") {
-            let Ok(val) = serde_json::from_str::<Value>(v) else {
-                return;
-            };
-            cur.as_array_mut()
-                .and_then(|a| a.iter_mut().find(|i| **i == val))
-        } else {
-            None
-        };
-        match next {
-            Some(n) => cur = n,
-            None => return,
-        }
+/// `obj` without what `set` holds, as structured-merge-diff's `RemoveItems`: an owned path
+/// (a field, a list item by its keys or value) goes whole, with everything below it (an
+/// item's keys, its other fields, defaults the server put in it); a path of which only
+/// descendants are in `set` is descended into. Maps and lists that were not empty and the
+/// removal empties go as well (the real server's result is `null` there, which a typed
+/// object omits).
+pub fn remove_items(obj: &Value, set: &FieldSet, schema: &Schema) -> Value {
+    let mut out = obj.clone();
+    remove_below(&mut out, set, schema, &mut Vec::new());
+    out
+}
+
+fn emptied(before_empty: bool, v: &Value) -> bool {
+    !before_empty && is_empty_container(v)
+}
+
+fn is_empty_container(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
     }
-    if let Some(f) = last.strip_prefix("f:") {
-        if let Some(m) = cur.as_object_mut() {
-            m.remove(f);
+}
+
+/// Removes the parts of `v` (at field names `names`) that `set` holds.
+fn remove_below(v: &mut Value, set: &FieldSet, schema: &Schema, names: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (pe, child) in &set.children {
+                let Some(f) = pe.strip_prefix("f:") else {
+                    continue;
+                };
+                if child.member {
+                    m.remove(f);
+                    continue;
+                }
+                let Some(x) = m.get_mut(f) else {
+                    continue;
+                };
+                let was_empty = is_empty_container(x);
+                names.push(f.to_string());
+                remove_below(x, child, schema, names);
+                names.pop();
+                if emptied(was_empty, x) {
+                    m.remove(f);
+                }
+            }
         }
-    } else if let Some(k) = last.strip_prefix("k:") {
-        if let (Ok(key), Some(a)) = (
-            serde_json::from_str::<Map<String, Value>>(k),
-            cur.as_array_mut(),
-        ) {
-            a.retain(|i| !key_matches(i, &key));
+        Value::Array(items) => {
+            let kind = {
+                let path: Vec<&str> = names.iter().map(String::as_str).collect();
+                schema.list_kind(&path)
+            };
+            match kind {
+                ListKind::Map(keys) => items.retain_mut(|item| {
+                    let pe = format!("k:{}", Value::Object(item_key(item, &keys)));
+                    match set.children.get(&pe) {
+                        None => true,
+                        Some(c) if c.member => false,
+                        Some(c) => {
+                            let was_empty = is_empty_container(item);
+                            remove_below(item, c, schema, names);
+                            !emptied(was_empty, item)
+                        }
+                    }
+                }),
+                ListKind::Set => items.retain(|item| {
+                    !set.children
+                        .get(&format!("v:{item}"))
+                        .map(|c| c.member)
+                        .unwrap_or(false)
+                }),
+                // Only ever removed whole, by its parent.
+                ListKind::Atomic => {}
+            }
         }
-    } else if let Some(v) = last.strip_prefix("v:") {
-        if let (Ok(val), Some(a)) = (serde_json::from_str::<Value>(v), cur.as_array_mut()) {
-            a.retain(|i| *i != val);
-        }
+        _ => {}
     }
 }
 
@@ -391,8 +424,9 @@ mod tests {
     }
 
     #[test]
-    fn value_at_and_remove_at_follow_keys() {
-        let mut obj = json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "2"}]}});
+    fn value_at_and_remove_items_follow_keys() {
+        let obj = json!({"spec": {"containers": [{"name": "a", "image": "1"},
+            {"name": "b", "image": "2", "ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 81}]}]}});
         let p: Vec<String> = vec![
             "f:spec".into(),
             "f:containers".into(),
@@ -400,10 +434,29 @@ mod tests {
             "f:image".into(),
         ];
         assert_eq!(value_at(&obj, &p), Some(&json!("2")));
-        remove_at(&mut obj, &p[..3]);
+        // An owned item goes whole, keys and all.
+        let mut item = FieldSet::default();
+        item.insert(&p[..3]);
         assert_eq!(
-            obj,
+            remove_items(&obj, &item, &schema()),
             json!({"spec": {"containers": [{"name": "a", "image": "1"}]}})
+        );
+        // Below an item: its fields (the defaulted protocol is part of the port's key);
+        // a list the removal empties goes.
+        let mut below = FieldSet::default();
+        below.insert(&p);
+        let mut ports = p[..3].to_vec();
+        ports.push("f:ports".into());
+        for port in [80, 81] {
+            let mut q = ports.clone();
+            q.push(format!(
+                "k:{{\"containerPort\":{port},\"protocol\":\"TCP\"}}"
+            ));
+            below.insert(&q);
+        }
+        assert_eq!(
+            remove_items(&obj, &below, &schema()),
+            json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b"}]}})
         );
     }
 }

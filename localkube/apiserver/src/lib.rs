@@ -43,6 +43,11 @@
 //!   ([`crd_validation`]) covers the OpenAPI value validations, list-type uniqueness and CEL
 //!   rules with the real messages and ratcheting; not `format`, embedded resources'
 //!   metadata, CEL's cost budget or the Kubernetes CEL libraries.
+//! - Server-side apply ([`apply`]): list semantics of built-in kinds come from a table of
+//!   their keyed and set lists ([`schema`]); any list not in it is atomic. A map or list
+//!   that pruning empties is dropped where the real server leaves `null` (which a typed
+//!   object omits, but a `nullable` custom-resource field keeps), as is a struct it empties
+//!   (a real typed object keeps a non-pointer one, such as a container's `resources: {}`).
 //! - `core/v1` and `events.k8s.io/v1` Events are stored separately; a controller mirrors each
 //!   `events.k8s.io/v1` Event into `core/v1` (as the one storage of a real server shows it),
 //!   not the other way round.

@@ -648,6 +648,78 @@ async fn trap9_server_side_apply_conflicts_force_prune_and_shared_ownership() {
     tc.stop().await;
 }
 
+/// Server-side apply prunes what its manager stopped applying item by item, as
+/// structured-merge-diff does: a dropped list item nobody else applies goes whole (keys,
+/// fields, defaults), one another applier owns fields in keeps exactly what that applier
+/// owns (and what nobody owns), and goes once that applier stops applying it too.
+#[tokio::test]
+async fn server_side_apply_prunes_dropped_list_items_keeping_other_appliers_fields() {
+    let tc = start().await;
+    let deploys: Api<Deployment> = Api::namespaced(tc.client.clone(), "default");
+    let pod_spec = |spec: serde_json::Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "d"}},
+                "template": {"metadata": {"labels": {"app": "d"}}, "spec": spec}}})
+    };
+    let first = pod_spec(
+        json!({"containers": [{"name": "c", "image": "i:1", "args": ["--a", "--b"],
+        "env": [{"name": "E", "value": "1"}, {"name": "F", "value": "f"}],
+        "ports": [{"containerPort": 8443, "name": "deploy"}, {"containerPort": 8082, "name": "metrics"}],
+        "volumeMounts": [{"name": "tls", "mountPath": "/tls"}]}],
+        "volumes": [{"name": "tls", "secret": {"secretName": "x"}}]}),
+    );
+    deploys
+        .patch("d", &PatchParams::apply("a"), &Patch::Apply(&first))
+        .await
+        .expect("a applies");
+    // b owns env E's value (its own, forced) and, sharing it, the metrics port.
+    let b = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "env": [{"name": "E", "value": "2"}],
+            "ports": [{"containerPort": 8082, "name": "metrics"}]}]}}}});
+    deploys
+        .patch("d", &PatchParams::apply("b").force(), &Patch::Apply(&b))
+        .await
+        .expect("b applies");
+    let second = pod_spec(json!({"containers": [{"name": "c", "image": "i:1", "args": ["--a"]}]}));
+    let got = deploys
+        .patch("d", &PatchParams::apply("a"), &Patch::Apply(&second))
+        .await
+        .expect("a applies less");
+    let spec = serde_json::to_value(got.spec.expect("spec").template.spec.expect("pod spec"))
+        .expect("json");
+    let c = &spec["containers"][0];
+    assert_eq!(c["args"], json!(["--a"]), "atomic list replaced: {spec}");
+    assert_eq!(
+        c["env"],
+        json!([{"name": "E", "value": "2"}]),
+        "F gone, b's E kept: {spec}"
+    );
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 8082, "name": "metrics", "protocol": "TCP"}]),
+        "{spec}"
+    );
+    assert_eq!(c.get("volumeMounts"), None, "{spec}");
+    assert_eq!(spec.get("volumes"), None, "{spec}");
+    // b stops applying the container: E and the metrics port go, a's container stays.
+    let b2 = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 0}});
+    let got = deploys
+        .patch("d", &PatchParams::apply("b"), &Patch::Apply(&b2))
+        .await
+        .expect("b applies less");
+    let spec = serde_json::to_value(got.spec.expect("spec").template.spec.expect("pod spec"))
+        .expect("json");
+    let c = &spec["containers"][0];
+    assert_eq!((c.get("env"), c.get("ports")), (None, None), "{spec}");
+    assert_eq!(
+        (&c["name"], &c["image"]),
+        (&json!("c"), &json!("i:1")),
+        "{spec}"
+    );
+    tc.stop().await;
+}
+
 /// docs/design/history.md#issue-14-item-1: an apply body without `metadata.name` is applied
 /// onto the live object (its name is the URL's); only a different name or namespace is a 400.
 /// Creating through apply still needs the name, as the real server applies onto an empty object

@@ -680,3 +680,89 @@ async fn kubectl_explain_reads_openapi_v2() {
     }
     tc.stop().await;
 }
+
+const PROBE_FIRST: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: probe, namespace: default}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: probe}}
+  template:
+    metadata: {labels: {app: probe}}
+    spec:
+      containers:
+      - name: c
+        image: bloodraven:0.1.0
+        args: [--a, --b]
+        env: [{name: E, value: \"1\"}]
+        ports: [{containerPort: 8443, name: deploy}, {containerPort: 8082, name: metrics}]
+        volumeMounts: [{name: tls, mountPath: /tls}]
+      volumes: [{name: tls, secret: {secretName: x}}]
+";
+
+const PROBE_SECOND: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: probe, namespace: default}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: probe}}
+  template:
+    metadata: {labels: {app: probe}}
+    spec:
+      containers:
+      - name: c
+        image: bloodraven:0.1.0
+        args: [--a]
+        ports: [{containerPort: 8082, name: metrics}]
+";
+
+/// A second server-side apply by the same field manager that drops list items merged by key
+/// (env by name, container ports by containerPort and protocol, volumeMounts by mountPath,
+/// volumes by name) removes each item whole: its keys, the rest of its fields and the
+/// server's defaults in it (`protocol: TCP`), as structured-merge-diff does; no husks. The
+/// atomic `args` is replaced whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_removes_dropped_list_items_whole() {
+    let tc = start().await;
+    let k = Kubectl {
+        kubeconfig: tc.lk.kubeconfig_path(),
+        cache: tmp(tc.dir.path(), "kubectl-cache"),
+    };
+    for m in [PROBE_FIRST, PROBE_SECOND] {
+        let (ok, out, err) = k
+            .apply(&["--server-side", "--field-manager=probe"], m)
+            .await;
+        assert!(ok, "apply --server-side: {err}{out}");
+    }
+    let spec: serde_json::Value = serde_json::from_str(
+        &k.ok(&[
+            "get",
+            "deploy",
+            "probe",
+            "-o",
+            "jsonpath={.spec.template.spec}",
+        ])
+        .await,
+    )
+    .expect("pod spec JSON");
+    let c = &spec["containers"][0];
+    assert_eq!(c["args"], serde_json::json!(["--a"]), "{spec}");
+    assert_eq!(c.get("env"), None, "env E removed whole: {spec}");
+    assert_eq!(
+        c["ports"],
+        serde_json::json!([{"containerPort": 8082, "name": "metrics", "protocol": "TCP"}]),
+        "port 8443 removed whole: {spec}"
+    );
+    assert_eq!(
+        c.get("volumeMounts"),
+        None,
+        "tls mount removed whole: {spec}"
+    );
+    assert_eq!(
+        spec.get("volumes"),
+        None,
+        "tls volume removed whole: {spec}"
+    );
+    assert_eq!(c["image"], "bloodraven:0.1.0", "{spec}");
+    tc.stop().await;
+}

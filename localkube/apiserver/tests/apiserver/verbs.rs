@@ -219,6 +219,75 @@ async fn custom_resource_apply_merges_map_lists_by_key_and_status_is_separate() 
     tc.stop().await;
 }
 
+/// A custom resource's `x-kubernetes-list-type: map` list (two keys): an item its applier
+/// drops goes whole, as do items of a nested map list; another applier's item stays.
+#[tokio::test]
+async fn custom_resource_apply_prunes_dropped_map_list_items_whole() {
+    let tc = start().await;
+    let crds: Api<DynamicObject> = Api::all_with(
+        tc.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+            ),
+            "customresourcedefinitions",
+        ),
+    );
+    let crew = json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["role"],
+        "items": {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"}, "n": {"type": "integer"}}}});
+    let ships = json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "yard"],
+        "items": {"type": "object", "required": ["name", "yard"], "properties": {"name": {"type": "string"}, "yard": {"type": "string"},
+            "size": {"type": "integer", "default": 1}, "crew": crew}}});
+    let crd: DynamicObject = serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "fleets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"kind": "Fleet", "plural": "fleets", "singular": "fleet"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"ships": ships}}}}}}]}})).expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("crd");
+    let ar = ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("example.com", "v1", "Fleet"),
+        "fleets",
+    );
+    let fleets: Api<DynamicObject> = Api::namespaced_with(tc.client.clone(), "default", &ar);
+    let fleet = |ships: serde_json::Value| json!({"apiVersion": "example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}, "spec": {"ships": ships}});
+    let first = fleet(json!([
+        {"name": "a", "yard": "n", "crew": [{"role": "cook", "n": 1}, {"role": "pilot", "n": 2}]},
+        {"name": "b", "yard": "n", "size": 2},
+        {"name": "b", "yard": "s", "size": 3}]));
+    fleets
+        .patch("f", &PatchParams::apply("alice"), &Patch::Apply(&first))
+        .await
+        .expect("alice applies");
+    fleets
+        .patch(
+            "f",
+            &PatchParams::apply("bob"),
+            &Patch::Apply(&fleet(json!([{"name": "c", "yard": "n"}]))),
+        )
+        .await
+        .expect("bob applies");
+    let second = fleet(json!([
+        {"name": "a", "yard": "n", "crew": [{"role": "pilot", "n": 2}]},
+        {"name": "b", "yard": "s", "size": 3}]));
+    let got = fleets
+        .patch("f", &PatchParams::apply("alice"), &Patch::Apply(&second))
+        .await
+        .expect("alice applies less");
+    assert_eq!(
+        got.data["spec"]["ships"],
+        json!([
+            {"name": "a", "yard": "n", "size": 1, "crew": [{"role": "pilot", "n": 2}]},
+            {"name": "b", "yard": "s", "size": 3},
+            {"name": "c", "yard": "n", "size": 1}]),
+        "ship b@n and a's cook go whole, bob's c stays"
+    );
+    tc.stop().await;
+}
+
 #[tokio::test]
 async fn namespace_deletion_removes_its_contents_then_itself() {
     let tc = start().await;
