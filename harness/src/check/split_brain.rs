@@ -40,7 +40,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::rpo::observed_failovers;
 use super::timings::CROSS_CLOCK_SLACK_NS;
 use super::verdict::Verdict;
-use crate::history::event::{EventType, FailoverRecord, Op, ProbeOutcome, ER_READ_ONLY};
+use crate::history::event::{
+    EventType, FailoverRecord, FaultPhase, Op, ProbeOutcome, ER_READ_ONLY,
+};
 use crate::history::store::History;
 use crate::scenario::model::Site;
 
@@ -183,6 +185,48 @@ pub struct Observations {
     pub committed: BTreeMap<u64, Site>,
     /// The committing site of canary rows, from the final read.
     pub canaries: BTreeMap<u64, Site>,
+    /// Canaries a site acknowledged while the scenario itself had made it writable by hand
+    /// (`set-read-only` with `value: false`, 012 and 013), from the fault until the first
+    /// denial the probes saw on it, at most [`BY_HAND_MAX_NS`]: the fault, not the product,
+    /// made them possible, so they are counted, not judged.
+    pub by_hand: Vec<Acknowledgement>,
+}
+
+/// How long after a scenario made a site writable by hand its canaries are attributed to the
+/// fault: longer, and they are judged as any acknowledgement (a site left writable).
+pub const BY_HAND_MAX_NS: u64 = 10_000_000_000;
+
+/// The windows in which the scenario had made a site writable by hand: from each
+/// `set-read-only` fault with `value: false` to the first denial the probes saw on that site
+/// after it (at most [`BY_HAND_MAX_NS`]).
+fn writable_by_hand(
+    history: &History,
+    denials: &BTreeMap<Site, Vec<Denial>>,
+) -> Vec<(Site, u64, u64)> {
+    let mut windows = Vec::new();
+    for event in &history.events {
+        let Op::Fault {
+            name,
+            phase: FaultPhase::Start,
+            detail,
+            sites,
+        } = &event.op
+        else {
+            continue;
+        };
+        if name != "set-read-only" || !detail.replace(' ', "").contains("\"value\":false") {
+            continue;
+        }
+        for site in sites {
+            let limit = event.mono_ns.saturating_add(BY_HAND_MAX_NS);
+            let end = denials
+                .get(site)
+                .and_then(|seen| seen.iter().find(|denial| denial.start_ns >= event.mono_ns))
+                .map_or(limit, |denial| denial.start_ns.min(limit));
+            windows.push((*site, event.mono_ns, end));
+        }
+    }
+    windows
 }
 
 /// What a denial saw, for messages (`None`: not a denial).
@@ -275,6 +319,17 @@ impl Observations {
             found.committed = committed;
             found.canaries = canaries;
         }
+        let windows = writable_by_hand(history, &found.denials);
+        let (by_hand, judged) = std::mem::take(&mut found.acknowledgements)
+            .into_iter()
+            .partition(|ack| {
+                matches!(ack.what, Written::Canary(_))
+                    && windows.iter().any(|(site, start, end)| {
+                        ack.site == *site && ack.start_ns >= *start && ack.end_ns <= *end
+                    })
+            });
+        found.acknowledgements = judged;
+        found.by_hand = by_hand;
         Ok(found)
     }
 
@@ -591,8 +646,14 @@ fn observed_summary(observations: &Observations, epochs: &[ObservedEpoch]) -> St
             Written::Canary(id) => observations.canaries.contains_key(&id),
         })
         .count();
+    let by_hand = match observations.by_hand.len() {
+        0 => String::new(),
+        n => format!(
+            "; {n} canaries acknowledged by a site the scenario had made writable by hand (set-read-only), counted, not judged"
+        ),
+    };
     format!(
-        "{} acknowledgements ({} writes, {canaries} canaries) on {} sites in {} epochs, {handovers}; {denials} denials in {probes} site probes; {} of unknown outcome, {committed} found committed, none after its site's epoch",
+        "{} acknowledgements ({} writes, {canaries} canaries) on {} sites in {} epochs, {handovers}; {denials} denials in {probes} site probes; {} of unknown outcome, {committed} found committed, none after its site's epoch{by_hand}",
         acknowledgements.len(),
         acknowledgements.len() - canaries,
         sites.len(),

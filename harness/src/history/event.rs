@@ -189,10 +189,18 @@ pub enum Op {
         sites: BTreeMap<Site, Vec<u64>>,
         /// The committing site of each writer id whose write's outcome is unknown (`info`,
         /// or never completed) and which some site holds.
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        #[serde(
+            default,
+            skip_serializing_if = "BTreeMap::is_empty",
+            deserialize_with = "ids_by_text"
+        )]
         committed: BTreeMap<u64, Site>,
         /// The committing site of every canary row found (`harness.canary`), by canary id.
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        #[serde(
+            default,
+            skip_serializing_if = "BTreeMap::is_empty",
+            deserialize_with = "ids_by_text"
+        )]
         canaries: BTreeMap<u64, Site>,
     },
     /// After the final read: each readable site's executed GTID set, read directly from its
@@ -384,6 +392,25 @@ pub fn fault_sites(fault: &Fault) -> Vec<Site> {
         | Fault::SealRpo { .. }
         | Fault::UpgradeOperator { .. } => Vec::new(),
     }
+}
+
+/// Reads a map keyed by id as written (JSON object keys are text). Inside [`Op`], an
+/// internally tagged enum, serde buffers the map first and then refuses to read its text keys
+/// as numbers, so the ids are parsed here (a history re-read by `bloodraven-upgrade` or a report
+/// failed on `final-state` without this).
+fn ids_by_text<'de, D>(deserializer: D) -> Result<BTreeMap<u64, Site>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize as _;
+    BTreeMap::<String, Site>::deserialize(deserializer)?
+        .into_iter()
+        .map(|(id, site)| {
+            id.parse::<u64>()
+                .map(|id| (id, site))
+                .map_err(|_| serde::de::Error::custom(format!("id {id:?} is not a number")))
+        })
+        .collect()
 }
 
 impl Op {

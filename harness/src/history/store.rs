@@ -177,6 +177,26 @@ mod tests {
     use crate::history::recorder::Recorder;
     use crate::scenario::model::Site;
 
+    // The final read's maps keyed by id round-trip through history.jsonl (inside the
+    // internally tagged `Op`, serde refused their text keys as numbers: `bloodraven-upgrade`
+    // found the upgrade scenario's history "missing").
+    #[test]
+    fn the_final_reads_maps_keyed_by_id_round_trip_jsonl() {
+        let recorder = Recorder::new();
+        let op = Op::FinalState {
+            sites: [(Site::Pdx, vec![1, 2])].into_iter().collect(),
+            committed: [(7, Site::Iad)].into_iter().collect(),
+            canaries: [(1_000_000_000_006, Site::Pdx)].into_iter().collect(),
+        };
+        recorder.invoke("final", op.clone());
+        recorder.complete("final", EventType::Ok, op.clone());
+        let history = recorder.snapshot();
+        let text = history.to_jsonl().expect("jsonl");
+        assert!(text.contains("\"1000000000006\":\"pdx\""), "{text}");
+        let read = History::from_jsonl(&text, Path::new("history.jsonl")).expect("read back");
+        assert_eq!(read.events.last().map(|event| &event.op), Some(&op));
+    }
+
     // docs/design/harness.md#history-and-checkers: every operation is an invoke and a completion
     // with wall and monotonic times.
     #[test]

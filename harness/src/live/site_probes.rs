@@ -22,9 +22,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::workload::{client_for, Sink, CANARY_TABLE, DATABASE, STATEMENT_TIMEOUT};
+use super::workload::{client_as, Sink, CANARY_TABLE, CANARY_USER, DATABASE, STATEMENT_TIMEOUT};
 use crate::history::event::{EventType, Op, ProbeOutcome, CANARY_ID_BASE};
 use crate::scenario::model::Site;
+
+/// Run on each new probe connection ([`CANARY_USER`] holds `BINLOG ADMIN` for it).
+pub const NO_BINLOG: &str = "SET SESSION sql_log_bin = 0";
 
 /// How often each site is probed.
 pub const SITE_PROBE_PERIOD: Duration = Duration::from_millis(100);
@@ -311,8 +314,8 @@ impl SiteProbe {
                 Err(_) => self.held = None,
             }
         }
-        let client = client_for(host, &self.password);
-        let conn = match tokio::time::timeout(left(deadline), client.connect()).await {
+        let client = client_as(host, CANARY_USER, &self.password);
+        let mut conn = match tokio::time::timeout(left(deadline), client.connect()).await {
             Ok(connected) => connected?,
             Err(_) => {
                 return Err(LiveError::Timeout {
@@ -321,6 +324,11 @@ impl SiteProbe {
                 })
             }
         };
+        // The canary is a probe of writability, not data: never in the binary log, so never
+        // replicated, never an errant GTID of a site made writable by hand, never counted lost.
+        client
+            .execute_within(&mut conn, NO_BINLOG, left(deadline))
+            .await?;
         let held = self.held.insert(Held {
             host: host.to_owned(),
             client,

@@ -43,6 +43,13 @@ pub const HELD_TABLE: &str = "held_writes";
 pub const CANARY_TABLE: &str = "canary";
 /// The workload's user.
 pub const USER: &str = "harness";
+/// The site probes' user ([`super::site_probes`]): it may insert into [`CANARY_TABLE`] only,
+/// and holds `BINLOG ADMIN` so that its session writes nothing to the binary log
+/// (`sql_log_bin = 0`): a canary that lands on a site made writable by hand (013) or on a
+/// deposed primary is seen by the probe and left out of replication, so it never becomes an
+/// errant transaction of that site nor a GTID the failover counts as lost. Neither privilege
+/// bypasses read_only (`READ_ONLY ADMIN` would): a fenced site refuses it.
+pub const CANARY_USER: &str = "harness_canary";
 /// Writers running at once.
 pub const WRITERS: usize = 2;
 /// Pause between two writes of one writer.
@@ -104,9 +111,12 @@ pub fn setup_statements(password: &str) -> crate::Result<String> {
          CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
          CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{HELD_TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
          CREATE TABLE IF NOT EXISTS `{DATABASE}`.`{CANARY_TABLE}` (id BIGINT UNSIGNED PRIMARY KEY, site VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6));\n\
-         {};\n{};\n",
+         {};\n{};\n{};\n\
+         GRANT INSERT, SELECT ON `{DATABASE}`.`{CANARY_TABLE}` TO '{CANARY_USER}'@'%';\n\
+         GRANT BINLOG ADMIN ON *.* TO '{CANARY_USER}'@'%';\n",
         grant(bloodraven_mysql::grants::create_app_user(USER, "%", password))?,
         grant(bloodraven_mysql::grants::app_user_grant(DATABASE, USER, "%"))?,
+        grant(bloodraven_mysql::grants::create_app_user(CANARY_USER, "%", password))?,
     ))
 }
 
@@ -199,6 +209,11 @@ pub fn split_host_port(host: &str) -> Result<(String, u16), String> {
 /// The workload user's client for `host` (see [`split_host_port`]; an unreadable host is kept
 /// whole, so connecting to it fails and is recorded as any unreachable host is).
 pub fn client_for(host: &str, password: &str) -> LiveMysql {
+    client_as(host, USER, password)
+}
+
+/// [`client_for`] as another of the harness's users ([`CANARY_USER`]).
+pub fn client_as(host: &str, user: &str, password: &str) -> LiveMysql {
     let (host, port) = split_host_port(host)
         .unwrap_or_else(|_| (host.to_owned(), bloodraven_api::names::PORT_MYSQL));
     LiveMysql::new(
@@ -206,7 +221,7 @@ pub fn client_for(host: &str, password: &str) -> LiveMysql {
         ConnectOptions {
             host,
             port,
-            user: USER.to_owned(),
+            user: user.to_owned(),
             password: password.to_owned(),
             connect_timeout: STATEMENT_TIMEOUT,
             statement_timeout: STATEMENT_TIMEOUT,

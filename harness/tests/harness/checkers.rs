@@ -495,6 +495,63 @@ fn observed_split_brain_finds_alternation() {
     );
 }
 
+// A site the scenario itself made writable by hand (013: `set-read-only` false on a replica)
+// acknowledges canaries until its sidecar fences it back: the fault made them possible, so they
+// are counted, not judged; past the window they are judged like any other acknowledgement.
+#[test]
+fn observed_split_brain_counts_canaries_of_a_site_made_writable_by_hand() {
+    let by_hand = |fenced_back_ms: u64| {
+        Builder::default()
+            .status(0, Site::Iad, 1, None)
+            .writes(0, 0, 20_000, 100, 20, Site::Iad)
+            .probes(Site::Iad, 0, 50, 20_000, 100, ProbeOutcome::Acknowledged)
+            .probes(Site::Pdx, 1_000, 75, 5_000, 100, ProbeOutcome::Refused)
+            .fault_detailed(
+                "set-read-only",
+                &[Site::Pdx],
+                5_000,
+                r#"{"set-read-only":{"site":"pdx","value":false}}"#,
+            )
+            .probes(
+                Site::Pdx,
+                2_000,
+                5_075,
+                fenced_back_ms,
+                100,
+                ProbeOutcome::Acknowledged,
+            )
+            .probes(
+                Site::Pdx,
+                3_000,
+                fenced_back_ms + 25,
+                20_000,
+                100,
+                ProbeOutcome::Refused,
+            )
+            .build()
+    };
+    let verdict = check_split_brain(&by_hand(5_600));
+    assert!(verdict.valid, "{verdict:#?}");
+    assert!(
+        verdict
+            .summary
+            .contains("; 6 canaries acknowledged by a site the scenario had made writable by hand (set-read-only), counted, not judged"),
+        "{}",
+        verdict.summary
+    );
+    // Never fenced back within the window: pdx's canaries past it are judged.
+    let verdict = check_split_brain(&by_hand(17_000));
+    assert!(!verdict.valid, "{verdict:#?}");
+    assert!(
+        verdict
+            .findings
+            .iter()
+            .any(|finding| finding
+                .contains("before pdx acknowledged canary 1000000002100 at 15.080s")),
+        "{verdict:#?}"
+    );
+}
+
 // Rule 3 (unknown outcome): a write whose outcome is unknown, invoked after iad's epoch
 // ended, found committed on iad once pdx took over is a finding, for a writer's write and for
 // a canary; committed on the still-active pdx, or invoked while iad's epoch was open, it is
