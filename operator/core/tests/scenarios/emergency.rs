@@ -1106,6 +1106,17 @@ fn agentless_freeze_until_terminating(world: &mut World) {
     );
 }
 
+/// iad's kubelet starts its sidecar again: it answers the operator, not yet probed (ready
+/// false); then 15 s of polls.
+fn sidecar_started_again_for_15s(world: &mut World) {
+    world.site_mut("iad").sidecar_alive = true;
+    world.site_mut("iad").kubelet_sidecar_ready = Some(false);
+    for _ in 0..60 {
+        world.poll();
+        world.advance(Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn a_sidecar_started_again_in_the_terminating_old_pod_does_not_release_the_promotion() {
     // s029 through the fault agent (9ec1fe0 live): the agent killed iad's sidecar and kept it
@@ -1114,13 +1125,7 @@ fn a_sidecar_started_again_in_the_terminating_old_pod_does_not_release_the_promo
     // the frozen mysqld still lived. The thaw then let it acknowledge the held write.
     let mut world = World::bootstrapped();
     agentless_freeze_until_terminating(&mut world);
-    // Its kubelet starts the sidecar again; it answers, not yet probed.
-    world.site_mut("iad").sidecar_alive = true;
-    world.site_mut("iad").kubelet_sidecar_ready = Some(false);
-    for _ in 0..60 {
-        world.poll();
-        world.advance(Duration::from_millis(250));
-    }
+    sidecar_started_again_for_15s(&mut world);
     assert_eq!(
         first_promotion(&world, "pdx"),
         None,
@@ -1148,14 +1153,9 @@ fn a_sidecar_its_kubelet_does_not_call_ready_is_no_agent_even_when_it_answers() 
     let mut world = World::bootstrapped();
     world.site_mut("iad").deletion_lingers = true;
     agentless_freeze(&mut world);
-    world.site_mut("iad").sidecar_alive = true;
-    world.site_mut("iad").kubelet_sidecar_ready = Some(false);
     // Its reads of the frozen mysqld time out.
     world.site_mut("iad").mysql_unreadable = true;
-    for _ in 0..60 {
-        world.poll();
-        world.advance(Duration::from_millis(250));
-    }
+    sidecar_started_again_for_15s(&mut world);
     assert!(
         !deletes_of(&world, "iad").is_empty(),
         "the old pod was not deleted"
