@@ -14,11 +14,12 @@ use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 /// hold and reconnect counters of R000.20), the acceptance tests of
 /// docs/design/history.md#issue-8; 041 (docs/design/history.md#issue-14: the primary's wall
 /// clock stepped); 042 and 043 (docs/design/history.md#issue-34: the candidate's catch-up from
-/// a survivor that holds more, and the relay-log drain, each breakable on purpose); and 053 (docs/design/history.md#issue-12: the restore from the mariadb-backup
+/// a survivor that holds more, and the relay-log drain, each breakable on purpose); 044 (the
+/// catch-up keeping the candidate's relay log, found by 043 through the fault agent); and 053 (docs/design/history.md#issue-12: the restore from the mariadb-backup
 /// copy, after 052).
-const CATALOGUE_IDS: [u16; 41] = [
+const CATALOGUE_IDS: [u16; 42] = [
     1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
-    33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 50, 51, 52, 53, 54,
+    33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 50, 51, 52, 53, 54,
 ];
 
 fn catalogue() -> Vec<LoadedScenario> {

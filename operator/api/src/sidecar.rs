@@ -494,6 +494,17 @@ pub struct RepointRequest {
     pub source_host: String,
     /// MySQL port of the new source.
     pub source_port: u16,
+    /// A failover's catch-up (the candidate fetching from a peer what it lacks): first apply
+    /// everything this replica already received from its current source, waiting at most
+    /// this many milliseconds, and only then change the source. Changing the source discards
+    /// the relay log (MariaDB `CHANGE MASTER`, MySQL `CHANGE REPLICATION SOURCE`), and what a
+    /// candidate received from a dead primary and had not applied exists nowhere else. When
+    /// the wait times out the repoint is not made (the report carries the error; receiving
+    /// stays stopped, the source unchanged) and the operator asks again. `None` (an ordinary repoint to a new
+    /// active site): the relay log is discarded, as it must be, since what it holds from an
+    /// old primary may be missing on the new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_received_ms: Option<u64>,
 }
 
 /// Response to `POST /v1/repoint`.

@@ -324,13 +324,19 @@ impl SidecarClient {
         .await
     }
 
-    /// `POST /v1/repoint`.
+    /// `POST /v1/repoint` (timeout: a catch-up's drain bound plus a margin, at least the
+    /// mutation timeout).
     pub async fn repoint(
         &self,
         site: &str,
         namespace: &str,
         request: &sidecar::RepointRequest,
     ) -> Result<sidecar::RepointResponse> {
+        let timeout = request
+            .drain_received_ms
+            .map_or(MUTATION_TIMEOUT, |drain_ms| {
+                (Duration::from_millis(drain_ms) + PROMOTE_TIMEOUT_MARGIN).max(MUTATION_TIMEOUT)
+            });
         self.call(
             reqwest::Method::POST,
             &request.group,
@@ -338,7 +344,7 @@ impl SidecarClient {
             namespace,
             sidecar::PATH_REPOINT,
             request,
-            MUTATION_TIMEOUT,
+            timeout,
         )
         .await
     }

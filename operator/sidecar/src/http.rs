@@ -474,6 +474,11 @@ async fn repoint(
             ),
         ));
     }
+    if let Some(drain_ms) = request.drain_received_ms {
+        if let Some(refused) = drain_before_repoint(&shared, &request, drain_ms).await? {
+            return Ok(Json(RepointResponse { repoint: refused }));
+        }
+    }
     let outcome = shared.mysql.repoint(&source).await;
     let repoint = report(&outcome);
     shared.set_observation(&repoint.observed);
@@ -485,6 +490,44 @@ async fn repoint(
         "repointed replication"
     );
     Ok(Json(RepointResponse { repoint }))
+}
+
+/// A catch-up repoint's first step: apply everything received from the current source
+/// (changing the source discards the relay log). `None` when it is all applied; otherwise the
+/// report that refuses the repoint (receiving stays stopped, the source unchanged).
+async fn drain_before_repoint(
+    shared: &Shared,
+    request: &RepointRequest,
+    drain_ms: u64,
+) -> Result<Option<bloodraven_api::sidecar::MutationReport>, ApiError> {
+    let timeout = Duration::from_millis(drain_ms).min(PROMOTE_TIMEOUT_MAX);
+    let drain = shared
+        .mysql
+        .drain_received(timeout)
+        .await
+        .map_err(Error::from)?;
+    let retrieved = drain.retrieved.as_ref().map(ToString::to_string);
+    match drain.outcome {
+        WaitOutcome::Reached => {
+            tracing::info!(site = shared.site(), retrieved = ?retrieved, source_host = %request.source_host, "repoint: everything received is applied before the source changes");
+            Ok(None)
+        }
+        WaitOutcome::TimedOut => {
+            tracing::warn!(site = shared.site(), retrieved = ?retrieved, drain_ms, source_host = %request.source_host, "repoint refused: what was received is not all applied within the bound");
+            let observed = match shared.mysql.observe().await {
+                Ok(snapshot) => from_snapshot(&snapshot),
+                Err(error) => unreachable(&error),
+            };
+            Ok(Some(bloodraven_api::sidecar::MutationReport {
+                error: Some(format!(
+                    "not repointed to {}: what was received ({}) is not all applied within {drain_ms} ms, and a repoint would discard it",
+                    request.source_host,
+                    retrieved.as_deref().unwrap_or("unknown set")
+                )),
+                observed,
+            }))
+        }
+    }
 }
 
 /// `POST /v1/databases`: the schema exists afterwards, created here only on the writable

@@ -75,6 +75,10 @@ pub enum FindingClass {
     UpdateIgnoredHold,
     /// At the end of the run a healthy group still runs another image than `spec.image`.
     UpdateIncomplete,
+    /// An emergency promotion made a site writable without acknowledged writes that site had
+    /// itself received since the previous promotion and discarded unapplied (a repoint's
+    /// `CHANGE MASTER` deleting its relay log): a loss no dead primary forced.
+    RelayDiscarded,
     /// The run panicked (an assertion of core's, such as two authorities in one decision, or
     /// of the simulator's): the seed's run ends there, the sweep goes on with the others.
     Panicked,
@@ -82,7 +86,7 @@ pub enum FindingClass {
 
 impl FindingClass {
     /// Every class, in table order.
-    pub const ALL: [FindingClass; 20] = [
+    pub const ALL: [FindingClass; 21] = [
         FindingClass::SplitBrain,
         FindingClass::SplitBrainFrozenAgentless,
         FindingClass::SplitBrainFrozenAgentlessNodeCut,
@@ -102,6 +106,7 @@ impl FindingClass {
         FindingClass::UpdateNotOneAtATime,
         FindingClass::UpdateIgnoredHold,
         FindingClass::UpdateIncomplete,
+        FindingClass::RelayDiscarded,
         FindingClass::Panicked,
     ];
 
@@ -130,6 +135,7 @@ impl FindingClass {
             | FindingClass::UpdateNotOneAtATime
             | FindingClass::UpdateIgnoredHold
             | FindingClass::UpdateIncomplete
+            | FindingClass::RelayDiscarded
             | FindingClass::Panicked => false,
         }
     }
@@ -158,6 +164,7 @@ impl FindingClass {
             FindingClass::UpdateNotOneAtATime => "UpdateNotOneAtATime",
             FindingClass::UpdateIgnoredHold => "UpdateIgnoredHold",
             FindingClass::UpdateIncomplete => "UpdateIncomplete",
+            FindingClass::RelayDiscarded => "RelayDiscarded",
             FindingClass::Panicked => "Panicked",
         }
     }
@@ -277,6 +284,9 @@ pub struct Checker {
     /// or hung), closed or still open, and whether its kubelet was cut from the API server at
     /// some instant of the span.
     agentless_freezes: Vec<Vec<AgentlessSpan>>,
+    /// Per site, what a repoint deleted from its relay log unapplied since the last time a
+    /// site became writable.
+    relay_discarded: Vec<TxnSet>,
 }
 
 impl Checker {
@@ -307,6 +317,7 @@ impl Checker {
             cooldown_tolerance_millis,
             history,
             agentless_freezes: vec![Vec::new(); site_count],
+            relay_discarded: vec![TxnSet::new(); site_count],
         }
     }
 
@@ -338,6 +349,11 @@ impl Checker {
         if let Some((_, set)) = self.last_writer.as_mut() {
             *set = set.subtract(discarded);
         }
+    }
+
+    /// A repoint of `site` deleted `discarded` from its relay log unapplied.
+    pub fn on_relay_discarded(&mut self, site: usize, discarded: &TxnSet) {
+        self.relay_discarded[site].union_with(discarded);
     }
 
     /// A client write sent to `site` at `sent_at` was acknowledged at `acked_at`.
@@ -560,6 +576,21 @@ impl Checker {
 
     fn on_became_writable(&mut self, now: SimTime, site: usize, executed: &TxnSet) {
         let lost_acked = self.acked.subtract(executed);
+        let discarded = std::mem::take(&mut self.relay_discarded);
+        self.relay_discarded = vec![TxnSet::new(); discarded.len()];
+        let held_and_discarded = lost_acked.subtract(&lost_acked.subtract(&discarded[site]));
+        if !held_and_discarded.is_empty() {
+            self.report(
+                FindingClass::RelayDiscarded,
+                now,
+                format!(
+                    "{} became writable without {} acknowledged writes it had received and a repoint discarded ({})",
+                    self.site_names[site],
+                    held_and_discarded.count(),
+                    quote_set(&held_and_discarded)
+                ),
+            );
+        }
         let from = self.last_writer.as_ref().map(|(s, _)| *s);
         if let Some((old, old_set)) = &self.last_writer {
             if *old != site {
@@ -767,6 +798,29 @@ mod tests {
         assert!(checker.counts().is_empty());
         checker.on_reported_loss(SimTime(6), 0, 1, Some(SimTime(3)), 1, true);
         assert_eq!(checker.counts().get(&FindingClass::LostMismatch), Some(&1));
+    }
+
+    // An emergency loss is explained only when the promoted site never held the write: one it
+    // had received and a repoint deleted from its relay log is `RelayDiscarded`.
+    #[test]
+    fn emergency_loss_of_a_write_the_candidate_received_and_discarded_is_found() {
+        for discarded_first in [true, false] {
+            let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
+            let mut iad = TxnSet::new();
+            iad.insert(txn(1));
+            checker.on_ack(txn(1), 0, SimTime(0), SimTime(0));
+            let pdx = TxnSet::new();
+            let empty = TxnSet::new();
+            checker.on_step(SimTime(1), &[true, false, false], &[&iad, &pdx, &empty]);
+            checker.on_step(SimTime(2), &[false, false, false], &[&iad, &pdx, &empty]);
+            if discarded_first {
+                checker.on_relay_discarded(1, &iad);
+            }
+            checker.on_promotion(SimTime(3), 1, PromotionKind::Emergency);
+            checker.on_step(SimTime(4), &[false, true, false], &[&iad, &pdx, &empty]);
+            let found = checker.counts().get(&FindingClass::RelayDiscarded).copied();
+            assert_eq!(found, discarded_first.then_some(1), "{:?}", checker.findings());
+        }
     }
 
     // docs/design/operator.md#mysqlfailovergroup (lastFailover): a second failover between the

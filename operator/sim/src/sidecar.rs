@@ -630,6 +630,23 @@ impl World {
                 SITE_NAMES[source]
             );
         }
+        // A catch-up applies what was received first (the simulated applier is instant);
+        // any other repoint's CHANGE MASTER deletes the relay log.
+        if request.drain_received_ms.is_some() {
+            self.sites[site].apply_relay();
+        } else {
+            let discarded = self.sites[site].discard_relay();
+            if !discarded.is_empty() {
+                trace!(
+                    self.trace,
+                    self.now,
+                    SITE_NAMES[site],
+                    "repoint discarded {} relayed",
+                    discarded.count()
+                );
+                self.checker.on_relay_discarded(site, &discarded);
+            }
+        }
         self.sites[site].source = Some(source);
         self.sites[site].replication_enabled = true;
         // START REPLICA re-evaluates a stopped IO thread at once: a diverged replica fails

@@ -225,6 +225,13 @@ impl Site {
         applied
     }
 
+    /// Changing the source (`CHANGE MASTER`) deletes the relay log: returns what it held
+    /// unapplied, now gone from this site.
+    pub fn discard_relay(&mut self) -> TxnSet {
+        self.relay_oldest_commit = None;
+        std::mem::take(&mut self.relay)
+    }
+
     /// Replication lag seen by `SHOW REPLICA STATUS`, in whole seconds; None when not replicating.
     pub fn seconds_behind_source(&self, now: SimTime) -> Option<u64> {
         if !self.replicating() {

@@ -83,7 +83,7 @@ use bloodraven_api::{
     names,
     sidecar::{
         backup_name_problem, BackupInfo, BackupRequest, FenceRequest, JobKind, JobState, JobStatus,
-        RepointRequest, ReseedRequest, RestoreRequest, SidecarStatus,
+        ReseedRequest, RestoreRequest, SidecarStatus,
     },
     Admission, BackupPhase, BackupStatus, DeferReason, DiscardedSinceFailover, OrderedUpdatePhase,
     PlannedFailoverPhase, RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
@@ -91,7 +91,7 @@ use bloodraven_api::{
 use bloodraven_mysql::{lost_transactions, lost_transactions_across_rewind, Flavor, GtidSet};
 
 use super::action::{Action, AnnotationChange, EventReason};
-use super::failover::source_host_of;
+use super::failover::{repoint_action, source_host_of};
 use super::gate::GatedStart;
 use super::memory::{GroupMemory, SiteState};
 use super::note::{FailoverNote, PromotionKind, RestoreNote};
@@ -1329,7 +1329,7 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             .as_ref()
             .is_some_and(|gtid| *gtid == backup_set);
         if holds_backup {
-            plan.cross_site(repoint_to(context, name, &site));
+            plan.cross_site(repoint_action(context, name, &site));
         } else {
             pending.push(name.to_string());
         }
@@ -1355,17 +1355,6 @@ fn restored(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     }
     plan.event(EventReason::RestorePromoted, message);
     track_reseeds(context, memory, plan);
-}
-
-fn repoint_to(context: &Context<'_>, site: &str, active: &str) -> Action {
-    Action::Repoint {
-        site: site.to_string(),
-        request: RepointRequest {
-            group: context.group().to_string(),
-            source_host: source_host_of(context, active),
-            source_port: names::PORT_MYSQL,
-        },
-    }
 }
 
 fn promoting(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {

@@ -965,6 +965,17 @@ fn candidate_behind_the_reader_catches_up_from_it_before_it_is_promoted() {
         repointed.is_some() && repointed < promoted,
         "pdx replicates from the reader before it drains: {repointed:?} {promoted:?}"
     );
+    // The catch-up keeps what pdx already received from iad: a repoint's CHANGE MASTER
+    // deletes the relay log, and what pdx received and had not applied may be on no other
+    // site (s043 through the fault agent: 97 acknowledged writes lost that way).
+    let catch_up_drains = repointed.is_some_and(|index| {
+        matches!(actions[index], Action::Repoint { request, .. } if request.drain_received_ms.is_some_and(|ms| ms > 0))
+    });
+    assert!(
+        catch_up_drains,
+        "the catch-up repoint applies pdx's relay log first: {:?}",
+        repointed.map(|index| actions[index])
+    );
     assert!(!world.events_of(EventReason::CatchingUp).is_empty());
     assert!(
         world.site("pdx").gtid.contains(&reader_gtid),

@@ -300,6 +300,7 @@ async fn a_repoint_of_the_active_site_is_refused() {
                 source_host: "mysql-playground-iad.bloodraven-playground.svc.cluster.local"
                     .to_owned(),
                 source_port: 3306,
+                drain_received_ms: None,
             },
         )
         .send()

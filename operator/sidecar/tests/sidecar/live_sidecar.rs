@@ -260,6 +260,7 @@ async fn planned_failover_fence_promote_repoint_through_the_sidecar_api() {
                     group: GROUP.to_owned(),
                     source_host: source.ip().to_string(),
                     source_port: source.port(),
+                    drain_received_ms: None,
                 },
             )
             .send()
@@ -302,9 +303,14 @@ async fn applied(playground: &Playground, index: usize) -> GtidSet {
 /// iad's last transactions (its relay log) without applying them; iad then dies. `Received`
 /// stops receiving, applies the relay log and detaches: nothing pdx had received is lost
 /// (detaching at once would discard it).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
-    let mut playground = writable_playground().await;
+/// iad commits five writes while pdx's applier is stopped (pdx receives them into its relay
+/// log and applies none), then iad's mysqld dies. With `reader_stopped`, the reader stopped
+/// replicating before those writes, so pdx's relay log is their only copy. Returns what iad
+/// had committed.
+async fn pdx_holds_iads_last_writes_in_its_relay_log_only(
+    playground: &mut Playground,
+    reader_stopped: bool,
+) -> GtidSet {
     playground.create_app_user().await;
     playground.app_write(0).await.expect("write on iad");
     let pdx = playground.server(1).admin_client();
@@ -313,10 +319,18 @@ async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
         .await
         .expect("stop pdx's applier");
     drop(conn);
+    if reader_stopped {
+        let reader = playground.server(2).admin_client();
+        let mut conn = reader.connect().await.expect("reader connects");
+        reader
+            .execute(&mut conn, "STOP SLAVE")
+            .await
+            .expect("stop the reader's replication");
+    }
     for _ in 0..5 {
         playground.app_write(0).await.expect("write on iad");
     }
-    let committed = applied(&playground, 0).await;
+    let committed = applied(playground, 0).await;
     let started = tokio::time::Instant::now();
     loop {
         let received = pdx
@@ -335,10 +349,73 @@ async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        !applied(&playground, 1).await.contains(&committed),
+        !applied(playground, 1).await.contains(&committed),
         "pdx holds iad's last transactions only in its relay log"
     );
+    if reader_stopped {
+        assert!(
+            !applied(playground, 2).await.contains(&committed),
+            "the reader lacks iad's last transactions"
+        );
+    }
     playground.topology.servers[0].kill();
+    committed
+}
+
+/// A failover's catch-up (s043 through the fault agent lost 97 acknowledged writes this way):
+/// pdx, holding iad's last writes only in its relay log, is repointed to the reader, which
+/// lacks them. A repoint's `CHANGE MASTER` deletes the relay log, so the catch-up repoint
+/// (`drainReceivedMs`) applies what pdx received first; an ordinary repoint loses it, which
+/// is MariaDB's behaviour this request exists for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catch_up_repoint_applies_the_received_relay_log_before_changing_the_source() {
+    for drain_received_ms in [Some(20_000), None] {
+        let mut playground = writable_playground().await;
+        let committed =
+            pdx_holds_iads_last_writes_in_its_relay_log_only(&mut playground, true).await;
+        let reader = playground.server(2).address();
+        let repointed: RepointResponse = playground
+            .operator_post(
+                1,
+                PATH_REPOINT,
+                &RepointRequest {
+                    group: GROUP.to_owned(),
+                    source_host: reader.ip().to_string(),
+                    source_port: reader.port(),
+                    drain_received_ms,
+                },
+            )
+            .send()
+            .await
+            .expect("repoint")
+            .json()
+            .await
+            .expect("repoint body");
+        assert!(repointed.repoint.error.is_none(), "{repointed:?}");
+        let replication = repointed.repoint.observed.replication.expect("replicating");
+        assert_eq!(
+            replication.source_host.as_deref(),
+            Some(reader.ip().to_string().as_str())
+        );
+        let after = applied(&playground, 1).await;
+        match drain_received_ms {
+            Some(_) => assert!(
+                after.contains(&committed),
+                "the catch-up lost {}",
+                bloodraven_mysql::lost_transactions(&committed, &after)
+            ),
+            None => assert!(
+                !after.contains(&committed),
+                "an ordinary repoint kept the relay log ({after}): the catch-up's drain would be needless"
+            ),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emergency_promote_applies_the_received_relay_log_before_detaching() {
+    let mut playground = writable_playground().await;
+    let committed = pdx_holds_iads_last_writes_in_its_relay_log_only(&mut playground, false).await;
 
     let promoted: PromoteResponse = playground
         .operator_post(

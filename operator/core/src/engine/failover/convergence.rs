@@ -12,6 +12,7 @@ use bloodraven_mysql::{errant_transactions, lost_transactions, same_host, GtidSe
 use super::authority::{current_authority, moving, source_host_of};
 use crate::engine::action::{Action, EventReason, MetricObservation};
 use crate::engine::memory::{GroupMemory, SiteState};
+use crate::engine::options::DRAIN_TIMEOUT;
 use crate::engine::plan::{Context, Plan};
 
 /// Returning-primary fencing: a demoted site stays `role=fenced` until it is readable, its
@@ -232,14 +233,36 @@ pub(super) fn replicates_from(context: &Context<'_>, site: &str, source: &str) -
         .is_some_and(|current| same_host(current, &host, &context.observation.namespace))
 }
 
-/// `POST /v1/repoint` of `site` to `source`'s internal Service.
-pub(super) fn repoint_action(context: &Context<'_>, site: &str, source: &str) -> Action {
+/// `POST /v1/repoint` of `site` to `source`'s internal Service (the relay log is discarded:
+/// what it holds from an old primary may be missing on the new source).
+pub(in crate::engine) fn repoint_action(context: &Context<'_>, site: &str, source: &str) -> Action {
     Action::Repoint {
         site: site.to_string(),
         request: RepointRequest {
             group: context.group().to_string(),
             source_host: source_host_of(context, source),
             source_port: names::PORT_MYSQL,
+            drain_received_ms: None,
+        },
+    }
+}
+
+/// An emergency failover's catch-up: `candidate` replicates from the peer `source`, after
+/// applying everything it already received from the dead primary ([`DRAIN_TIMEOUT`] at
+/// most). A plain repoint would discard the candidate's relay log, and with it writes no
+/// other site may hold.
+pub(in crate::engine) fn catch_up_action(
+    context: &Context<'_>,
+    candidate: &str,
+    source: &str,
+) -> Action {
+    Action::Repoint {
+        site: candidate.to_string(),
+        request: RepointRequest {
+            group: context.group().to_string(),
+            source_host: source_host_of(context, source),
+            source_port: names::PORT_MYSQL,
+            drain_received_ms: Some(u64::try_from(DRAIN_TIMEOUT.as_millis()).unwrap_or(u64::MAX)),
         },
     }
 }

@@ -8,7 +8,7 @@ use bloodraven_api::{sidecar::PromoteDrain, FailoverKind, PlannedFailoverPhase, 
 use bloodraven_mysql::{lost_transactions, GtidSet};
 
 use super::authority::{announce_move, cooldown_until, moving};
-use super::convergence::{replicates_from, repoint_action};
+use super::convergence::{catch_up_action, replicates_from};
 use super::promotion::{issue_promotion, promote_action};
 use crate::engine::action::{Action, AnnotationChange, EventReason};
 use crate::engine::agentless::{kill_agentless_old_primary, promotion_held, OldAgent};
@@ -169,7 +169,7 @@ fn catch_up(
         };
     }
     if !replicates_from(context, to, source) {
-        plan.cross_site(repoint_action(context, to, source));
+        plan.cross_site(catch_up_action(context, to, source));
     }
 }
 
@@ -518,7 +518,7 @@ fn start_draining(
                 source: source.clone(),
                 polls: 0,
             };
-            plan.cross_site(repoint_action(context, &to, &source));
+            plan.cross_site(catch_up_action(context, &to, &source));
             plan.event(
                 EventReason::CatchingUp,
                 format!(

@@ -21,6 +21,6 @@ mod promotion;
 pub(super) use authority::{
     announce_move, cooldown_until, keep_cooldown_copies, moving, notice_generation, source_host_of,
 };
-pub(super) use convergence::{converge, returning_primaries};
+pub(super) use convergence::{converge, repoint_action, returning_primaries};
 pub(super) use emergency::{emergency_step, old_site_confirmed_unwritable};
 pub(super) use promotion::{complete_promotion, issue_promotion, promote_action};
