@@ -167,13 +167,20 @@ pub fn observed_failovers(history: &History) -> Vec<FailoverRecord> {
         if event.kind != EventType::Ok {
             continue;
         }
-        if let Op::Status {
-            last_failover: Some(record),
-            ..
-        } = &event.op
-        {
-            by_start.insert(record.started_at, record.clone());
-        }
+        // The gtid-state read after the final state reads the same status, later: the only
+        // read of an exact count that arrives after the status poller stopped.
+        let record = match &event.op {
+            Op::Status {
+                last_failover: Some(record),
+                ..
+            }
+            | Op::GtidState {
+                last_failover: Some(record),
+                ..
+            } => record,
+            _ => continue,
+        };
+        by_start.insert(record.started_at, record.clone());
     }
     by_start.into_values().collect()
 }

@@ -965,6 +965,33 @@ fn rpo_a_readable_old_primary_must_make_the_count_exact() {
     );
 }
 
+// The operator's exact count can first be read by the harness's last read, after the status
+// poller stopped (s044 with the catch-up's drain broken: `exact` came 2 s after iad healed, the
+// step saw it, the gtid-state read recorded it, and the checker, reading status events only,
+// said the failover "never became exact").
+#[test]
+fn rpo_takes_the_exact_count_from_the_last_read_after_the_status_poller_stopped() {
+    let reported = exact(&[97, 98, 99], 0);
+    let mut history = emergency_with(&[97, 98, 99], &reported);
+    let mut record = None;
+    for event in &mut history.events {
+        if let Op::Status {
+            last_failover: Some(failover),
+            ..
+        } = &mut event.op
+        {
+            record = Some(failover.clone());
+            failover.exact = false;
+        }
+    }
+    let history = Builder::from_history(history)
+        .gtid_state(51_000, &[], record)
+        .build();
+    let (summary, verdict) = check_rpo(&history);
+    assert!(verdict.valid, "{verdict:?}");
+    assert!(summary.exact(), "{summary:?}");
+}
+
 #[test]
 fn rpo_planned_failover_must_lose_nothing() {
     let record = failover(

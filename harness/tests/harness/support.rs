@@ -493,6 +493,38 @@ impl Builder {
         self
     }
 
+    /// The harness's read after the final state (process `gtid-state`): the executed sets and
+    /// `status.lastFailover` read right after them.
+    pub fn gtid_state(
+        mut self,
+        ms: u64,
+        sites: &[(Site, &str)],
+        last_failover: Option<FailoverRecord>,
+    ) -> Self {
+        let unread = Op::GtidState {
+            sites: BTreeMap::new(),
+            last_failover: None,
+            active_site: None,
+            error: None,
+        };
+        self.push("gtid-state", EventType::Invoke, unread, ms);
+        self.push(
+            "gtid-state",
+            EventType::Ok,
+            Op::GtidState {
+                sites: sites
+                    .iter()
+                    .map(|(site, set)| (*site, (*set).to_owned()))
+                    .collect(),
+                last_failover,
+                active_site: Some(Site::Pdx),
+                error: None,
+            },
+            ms,
+        );
+        self
+    }
+
     /// The history, events in time order (stable for equal times).
     pub fn build(mut self) -> History {
         self.events.sort_by_key(|event| event.mono_ns);
