@@ -28,6 +28,13 @@ pub const PATH_BACKUP: &str = "/v1/backup";
 pub const PATH_RESTORE: &str = "/v1/restore";
 /// Path of the re-seed endpoint (`POST`).
 pub const PATH_RESEED: &str = "/v1/reseed";
+/// Path of the archive endpoint (`POST`).
+pub const PATH_ARCHIVE: &str = "/v1/archive";
+/// The directory on the backups volume that holds one directory per archive.
+pub const ARCHIVES_DIR: &str = "archives";
+/// The manifest file of an archive ([`ArchiveManifest`], JSON), written last: an archive
+/// without it is partial and never counts.
+pub const ARCHIVE_MANIFEST: &str = "manifest.json";
 
 /// The longest backup name ([`backup_name_problem`]).
 pub const BACKUP_NAME_MAX: usize = 63;
@@ -101,6 +108,63 @@ pub struct ReseedRequest {
     pub source_host: String,
     /// The source's MySQL port.
     pub source_port: u16,
+}
+
+/// Request of `POST /v1/archive`: before a rejoin discards this site's errant transactions,
+/// keep a copy of them and of the whole site. The job writes, under
+/// `<backups volume>/`[`ARCHIVES_DIR`]`/<name>/`, the binlog events of exactly the errant
+/// transactions (selected by GTID from mysqld's binlog), a full logical dump of the site as it
+/// is, and last the [`ARCHIVE_MANIFEST`] naming each file with its GTID set, size and SHA-256.
+/// Refused (409) unless an explicit fence is in force and mysqld reads read-only, or when the
+/// site does not hold every transaction of `errant_gtid_set`. A job that fails leaves no
+/// manifest (and says why); the site stays as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveRequest {
+    /// The group; a request for another group is refused.
+    pub group: String,
+    /// The archive's name ([`backup_name_problem`]'s rules; a directory on the volume).
+    pub name: String,
+    /// Identifies the rejoin this archive is for (the job's `restore_id` field carries it).
+    pub rejoin_id: u64,
+    /// The errant transactions to archive (the flavor's GTID set text): those this site holds
+    /// and the active site lacks.
+    pub errant_gtid_set: String,
+}
+
+/// One file of an archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveFile {
+    /// The file's name inside the archive's directory.
+    pub name: String,
+    /// What it holds: `errant-binlog` (the errant transactions' binlog events, as
+    /// `mariadb-binlog` prints them) or `dump` (the full logical dump).
+    pub role: String,
+    /// The GTID set of what the file holds (the errant set; the dump's snapshot set).
+    pub gtid_set: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the file's bytes, lowercase hex.
+    pub sha256: String,
+}
+
+/// The manifest of an archive ([`ARCHIVE_MANIFEST`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveManifest {
+    /// The archive's name.
+    pub name: String,
+    /// The site archived.
+    pub site: String,
+    /// The rejoin it was taken for.
+    pub rejoin_id: u64,
+    /// The errant GTID set it holds.
+    pub errant_gtid_set: String,
+    /// When it was written (wall clock of the sidecar).
+    pub created_at: Timestamp,
+    /// Its files.
+    pub files: Vec<ArchiveFile>,
 }
 
 /// What a backup on the site's volume holds.
@@ -202,6 +266,8 @@ pub enum JobKind {
     Restore,
     /// A replica re-seeded from the source.
     Reseed,
+    /// A returning primary's errant transactions and data archived before a rejoin.
+    Archive,
 }
 
 /// Where a job is.
