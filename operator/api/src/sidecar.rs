@@ -15,7 +15,7 @@
 //! | `POST` | `/v1/promote` | [`PromoteRequest`] | [`PromoteResponse`] |
 //! | `POST` | `/v1/repoint` | [`RepointRequest`] | [`RepointResponse`] |
 //! | `POST` | `/v1/databases` | [`EnsureDatabaseRequest`] | [`EnsureDatabaseResponse`] |
-//! | `POST` | `/v1/backup`, `/v1/restore`, `/v1/reseed` | see [`backup`] | [`JobStatus`] |
+//! | `POST` | `/v1/backup`, `/v1/restore`, `/v1/reseed`, `/v1/archive` | see [`backup`] | [`JobStatus`] |
 //! | `GET` | `/healthz` | - | `ok` |
 //! | `GET` | `/metrics` | - | Prometheus text |
 //!
@@ -37,9 +37,10 @@ use crate::Timestamp;
 
 pub mod backup;
 pub use backup::{
-    backup_name_problem, mysqld_gate_command, BackupInfo, BackupRequest, JobKind, JobState,
-    JobStatus, ReseedRequest, RestoreRequest, MYSQLD_GATE_NAME, MYSQLD_GATE_SCRIPT, PATH_BACKUP,
-    PATH_RESEED, PATH_RESTORE, RESTORE_JOURNAL,
+    backup_name_problem, mysqld_gate_command, ArchiveFile, ArchiveManifest, ArchiveRequest,
+    BackupInfo, BackupRequest, JobKind, JobState, JobStatus, ReseedRequest, RestoreRequest,
+    ARCHIVES_DIR, ARCHIVE_MANIFEST, MYSQLD_GATE_NAME, MYSQLD_GATE_SCRIPT, PATH_ARCHIVE,
+    PATH_BACKUP, PATH_RESEED, PATH_RESTORE, RESTORE_JOURNAL,
 };
 
 /// Path of the status endpoint (`GET`).

@@ -43,8 +43,14 @@
 //! account, loaded as a restore is, then replication pointed at the source from the dump's
 //! GTID set.
 //!
-//! A job's outcome (restore and re-seed) is written to `<backup dir>/last-job.json`, so a
-//! restarted sidecar still reports it. The enforcer keeps running meanwhile (a job never holds
+//! # An archive
+//!
+//! On a returning primary, before a rejoin re-seeds it: its errant transactions selected from
+//! its binlog and a full dump, under `<backup dir>/archives/<name>/` (`crate::archive` has
+//! the job and why).
+//!
+//! A job's outcome (restore, re-seed and archive) is written to `<backup dir>/last-job.json`,
+//! so a restarted sidecar still reports it. The enforcer keeps running meanwhile (a job never holds
 //! the mutation lock across the load): an explicit fence keeps mysqld read-only throughout.
 
 use std::{
@@ -61,15 +67,15 @@ use axum::{
 };
 use bloodraven_api::{
     sidecar::{
-        backup_name_problem, BackupInfo, BackupRequest, ErrorBody, JobKind, JobState, JobStatus,
-        ReseedRequest, RestoreRequest,
+        backup_name_problem, ArchiveRequest, BackupInfo, BackupRequest, ErrorBody, JobKind,
+        JobState, JobStatus, ReseedRequest, RestoreRequest, ARCHIVES_DIR,
     },
     RestoreMethod,
 };
 use bloodraven_mysql::{
     deadline::DEADLINE_SCHEMA,
     live::{ConnectOptions, LiveMysql},
-    quote_identifier, quote_string, Flavor, ReplicationSource,
+    quote_identifier, quote_string, Flavor, GtidSet, ReplicationSource,
 };
 
 use crate::{clock::wall_now, config::BackupSettings, state::Shared};
@@ -101,6 +107,13 @@ pub(crate) async fn backup(
 ) -> Response {
     if let Some(problem) = backup_name_problem(&request.name) {
         return refusal(StatusCode::BAD_REQUEST, problem);
+    }
+    if request.name == ARCHIVES_DIR {
+        // The directory of the archives (`crate::archive`) on the same volume.
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            format!("backup name {ARCHIVES_DIR:?} is reserved for the archives' directory"),
+        );
     }
     start(
         shared,
@@ -156,6 +169,43 @@ pub(crate) async fn reseed(
     .await
 }
 
+/// `POST /v1/archive`: the errant set is read here (400 when it is unusable); the site's
+/// state is checked by [`crate::archive::admit`].
+pub(crate) async fn archive(
+    State(shared): State<Arc<Shared>>,
+    Json(request): Json<ArchiveRequest>,
+) -> Response {
+    if let Some(problem) = backup_name_problem(&request.name) {
+        return refusal(StatusCode::BAD_REQUEST, problem);
+    }
+    let errant = match crate::archive::errant_set(&request.errant_gtid_set) {
+        Ok(errant) => errant,
+        Err(error) => {
+            tracing::warn!(
+                site = shared.site(),
+                archive = request.name,
+                rejoin_id = request.rejoin_id,
+                errant_gtid_set = request.errant_gtid_set,
+                %error,
+                "archive refused"
+            );
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                format!("archive {}: {error}", request.name),
+            );
+        }
+    };
+    start(
+        shared,
+        request.group,
+        JobKind::Archive,
+        request.name,
+        request.rejoin_id,
+        Extra::Errant(errant),
+    )
+    .await
+}
+
 /// What a job needs beyond its kind and name.
 #[derive(Debug, Clone)]
 enum Extra {
@@ -165,6 +215,8 @@ enum Extra {
     Method(RestoreMethod),
     /// A re-seed's source host and port.
     Source((String, u16)),
+    /// An archive's errant set.
+    Errant(GtidSet),
 }
 
 fn refusal(status: StatusCode, error: String) -> Response {
@@ -201,16 +253,50 @@ async fn start(
     };
     let method = match &extra {
         Extra::Method(method) => *method,
-        Extra::None | Extra::Source(_) => RestoreMethod::Logical,
+        Extra::None | Extra::Source(_) | Extra::Errant(_) => RestoreMethod::Logical,
     };
     if let Err(error) = preconditions(&shared, &settings, kind, &name, method) {
         tracing::warn!(site = shared.site(), ?kind, name, %error, "backup job refused");
         return refusal(StatusCode::CONFLICT, error.to_string());
     }
+    // An archive's own checks read mysqld and the volume. Asking again for the archive that
+    // runs or last finished skips them: it is answered from the slot below, as every job is.
+    let errant = match &extra {
+        Extra::Errant(errant) => Some(errant.to_string()),
+        Extra::None | Extra::Method(_) | Extra::Source(_) => None,
+    };
+    if let Extra::Errant(set) = &extra {
+        let asked_again = shared
+            .job_slot()
+            .as_ref()
+            .is_some_and(|current| current.is(kind, &name, restore_id));
+        if !asked_again {
+            match crate::archive::admit(&shared, &settings, &name, restore_id, set).await {
+                Ok(crate::archive::Admission::Start) => {}
+                Ok(crate::archive::Admission::Archived(job)) => {
+                    return (StatusCode::ACCEPTED, Json(*job)).into_response();
+                }
+                Err((status, error)) => {
+                    tracing::warn!(site = shared.site(), ?kind, name, restore_id, %error, "backup job refused");
+                    return refusal(status, error);
+                }
+            }
+        }
+    }
     let job = {
         let mut slot = shared.job_slot();
         if let Some(current) = slot.as_ref() {
             if current.is(kind, &name, restore_id) {
+                if let (Some(asked), Some(running)) = (&errant, &current.gtid_set) {
+                    if asked != running {
+                        return refusal(
+                            StatusCode::CONFLICT,
+                            format!(
+                                "archive {name} for rejoin {restore_id}: it was asked for errant set {running}, this request names {asked}"
+                            ),
+                        );
+                    }
+                }
                 return (StatusCode::ACCEPTED, Json(current.clone())).into_response();
             }
             if current.state == JobState::Running {
@@ -230,7 +316,8 @@ async fn start(
             state: JobState::Running,
             started_at: wall_now(),
             finished_at: None,
-            gtid_set: None,
+            // An archive's errant set from the start (what it is for).
+            gtid_set: errant,
             message: None,
         };
         *slot = Some(job.clone());
@@ -256,7 +343,17 @@ async fn start(
                 Extra::Source((host, port)) => {
                     run_reseed(&task_shared, &settings, &host, port).await
                 }
-                Extra::None | Extra::Method(_) => Err(fail("reseed without a source")),
+                Extra::None | Extra::Method(_) | Extra::Errant(_) => {
+                    Err(fail("reseed without a source"))
+                }
+            },
+            JobKind::Archive => match extra {
+                Extra::Errant(errant) => {
+                    crate::archive::run(&task_shared, &settings, &name, restore_id, &errant).await
+                }
+                Extra::None | Extra::Method(_) | Extra::Source(_) => {
+                    Err(fail("archive without an errant set"))
+                }
             },
         };
         finish(&task_shared, &settings, kind, &name, restore_id, outcome);
@@ -303,6 +400,8 @@ fn preconditions(
                 }
             }
         }
+        // Its checks read mysqld: `crate::archive::admit`.
+        JobKind::Archive => Ok(()),
         JobKind::Reseed => {
             let named_active = shared
                 .lease()
@@ -370,7 +469,7 @@ fn finish(
     }
 }
 
-/// The last restore or re-seed recorded on the volume (a restarted sidecar reports it).
+/// The last restore, re-seed or archive recorded on the volume (a restarted sidecar reports it).
 pub(crate) fn recorded_job(settings: &BackupSettings) -> Option<JobStatus> {
     let text = std::fs::read_to_string(settings.dir.join(LAST_JOB)).ok()?;
     match serde_json::from_str::<JobStatus>(&text) {
@@ -543,10 +642,10 @@ async fn run_reseed(
 }
 
 /// What a dump holds.
-struct Dumped {
-    gtid_set: String,
-    databases: Vec<String>,
-    bytes: u64,
+pub(crate) struct Dumped {
+    pub(crate) gtid_set: String,
+    pub(crate) databases: Vec<String>,
+    pub(crate) bytes: u64,
 }
 
 pub(crate) fn client(options: &ConnectOptions) -> LiveMysql {
@@ -570,7 +669,7 @@ async fn user_databases(mysql: &LiveMysql) -> Result<Vec<String>, JobError> {
         .collect())
 }
 
-async fn binlog_state(mysql: &LiveMysql) -> Result<String, JobError> {
+pub(crate) async fn binlog_state(mysql: &LiveMysql) -> Result<String, JobError> {
     let mut conn = mysql.connect().await.map_err(|e| fail(e.to_string()))?;
     let rows = mysql
         .rows(&mut conn, "SELECT @@GLOBAL.gtid_binlog_state AS state")
@@ -583,7 +682,7 @@ async fn binlog_state(mysql: &LiveMysql) -> Result<String, JobError> {
 }
 
 /// `mariadb-dump` of the user schemas at `options` into `out`.
-async fn dump(options: &ConnectOptions, out: &Path) -> Result<Dumped, JobError> {
+pub(crate) async fn dump(options: &ConnectOptions, out: &Path) -> Result<Dumped, JobError> {
     let mysql = client(options);
     let databases = user_databases(&mysql).await?;
     let before = binlog_state(&mysql).await?;
@@ -670,7 +769,7 @@ fn parse_gtid(text: &str) -> Result<(u32, u32, u64), JobError> {
     Ok((domain, server, seq))
 }
 
-fn parse_list(text: &str) -> Result<Vec<(u32, u32, u64)>, JobError> {
+pub(crate) fn parse_list(text: &str) -> Result<Vec<(u32, u32, u64)>, JobError> {
     text.split(',')
         .filter(|part| !part.trim().is_empty())
         .map(parse_gtid)
@@ -814,7 +913,10 @@ pub(crate) async fn reset_gtid_state(
 
 /// A MariaDB client tool connecting to `options`, password in the environment, no option
 /// files read (the host's `my.cnf` is not this site's).
-fn tool(name: &str, options: &ConnectOptions) -> Result<tokio::process::Command, JobError> {
+pub(crate) fn tool(
+    name: &str,
+    options: &ConnectOptions,
+) -> Result<tokio::process::Command, JobError> {
     let path = find_tool(name).ok_or_else(|| {
         fail(format!(
             "find {name} (install Debian's mariadb-client): not on PATH"

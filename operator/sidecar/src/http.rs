@@ -79,6 +79,10 @@ pub(crate) fn router(shared: Arc<Shared>, gate: Arc<Gate>) -> Router {
             bloodraven_api::sidecar::PATH_RESEED,
             post(crate::backup::reseed),
         )
+        .route(
+            bloodraven_api::sidecar::PATH_ARCHIVE,
+            post(crate::backup::archive),
+        )
         .route(PATH_HEALTHZ, get(healthz))
         .route(PATH_METRICS, get(metrics))
         .route_layer(middleware::from_fn_with_state(gate, authenticate))

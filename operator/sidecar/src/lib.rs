@@ -18,9 +18,11 @@
 //!   it when this sidecar is killed or hangs (`bloodraven_mysql::deadline`).
 //! - `backup`: the backup, restore-in-place and re-seed jobs; `physical`: the restore from a
 //!   backup's `mariadb-backup` copy (mysqld stopped through its restore gate, the data
-//!   directory swapped under a journal that a restarted sidecar rolls back).
+//!   directory swapped under a journal that a restarted sidecar rolls back); `archive`: a
+//!   returning primary's errant transactions and a dump kept before a rejoin discards them.
 //! - `testing` (feature `testing`): an in-process DNS server for tests.
 
+mod archive;
 mod backup;
 mod clock;
 pub mod config;

@@ -135,7 +135,7 @@ fn io(what: impl std::fmt::Display, error: std::io::Error) -> JobError {
 }
 
 /// Syncs a directory's entries (a rename is durable once its directory is).
-fn sync_dir(dir: &Path) -> Result<(), JobError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), JobError> {
     std::fs::File::open(dir)
         .and_then(|file| file.sync_all())
         .map_err(|error| io(format_args!("sync {}", dir.display()), error))

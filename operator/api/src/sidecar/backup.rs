@@ -1,19 +1,22 @@
 //! Wire types of the sidecar's backup jobs: a named backup of the site, its restore in place,
-//! and the re-seed of a replica from the active site (docs/design/history.md#issue-12-part-2).
+//! the re-seed of a replica from the active site (docs/design/history.md#issue-12-part-2), and
+//! the archive of a returning primary's errant transactions before a rejoin discards them
+//! (docs/design/operator.md#returning-primary).
 //!
 //! | method | path | request | response |
 //! |---|---|---|---|
 //! | `POST` | `/v1/backup` | [`BackupRequest`] | [`JobStatus`] |
 //! | `POST` | `/v1/restore` | [`RestoreRequest`] | [`JobStatus`] |
 //! | `POST` | `/v1/reseed` | [`ReseedRequest`] | [`JobStatus`] |
+//! | `POST` | `/v1/archive` | [`ArchiveRequest`] | [`JobStatus`] |
 //!
 //! A job runs in the sidecar's background, one at a time: the request answers 202 with the
 //! job's [`JobStatus`] at once, and `GET /v1/status` carries it ([`SidecarStatus::job`],
 //! `Running`, then `Succeeded` or `Failed` with the reason) and the backups on the site's
 //! volume ([`SidecarStatus::backups`]). Asking again for the job that runs or last finished
 //! answers its status again (idempotent: the operator asks on every poll until it sees the
-//! outcome); asking for another one while a job runs is 409. A restore or re-seed outcome is
-//! kept on the volume, so a restarted sidecar still reports it.
+//! outcome); asking for another one while a job runs is 409. A restore, re-seed or archive
+//! outcome is kept on the volume, so a restarted sidecar still reports it.
 //!
 //! [`SidecarStatus::job`]: super::SidecarStatus::job
 //! [`SidecarStatus::backups`]: super::SidecarStatus::backups
@@ -28,6 +31,13 @@ pub const PATH_BACKUP: &str = "/v1/backup";
 pub const PATH_RESTORE: &str = "/v1/restore";
 /// Path of the re-seed endpoint (`POST`).
 pub const PATH_RESEED: &str = "/v1/reseed";
+/// Path of the archive endpoint (`POST`).
+pub const PATH_ARCHIVE: &str = "/v1/archive";
+/// The directory on the backups volume that holds one directory per archive.
+pub const ARCHIVES_DIR: &str = "archives";
+/// The manifest file of an archive ([`ArchiveManifest`], JSON), written last: an archive
+/// without it is partial and never counts.
+pub const ARCHIVE_MANIFEST: &str = "manifest.json";
 
 /// The longest backup name ([`backup_name_problem`]).
 pub const BACKUP_NAME_MAX: usize = 63;
@@ -101,6 +111,73 @@ pub struct ReseedRequest {
     pub source_host: String,
     /// The source's MySQL port.
     pub source_port: u16,
+}
+
+/// Request of `POST /v1/archive`: before a rejoin discards this site's errant transactions,
+/// keep a copy of them and of the whole site. The job writes, under
+/// `<backups volume>/`[`ARCHIVES_DIR`]`/<name>/`, the binlog events of exactly the errant
+/// transactions (selected by GTID from mysqld's binlog, then read back: the job fails unless
+/// the file holds each errant transaction once and nothing else), a full logical dump of the
+/// site as it is, and last the [`ARCHIVE_MANIFEST`] naming each file with its GTID set, size
+/// and SHA-256.
+///
+/// Refused (409) unless an explicit fence is in force and mysqld reads read-only, or when the
+/// site does not hold every transaction of `errant_gtid_set` (each `D-S-N` needs an entry
+/// `D-S-M`, `M >= N`, in its `gtid_binlog_state`); 400 for a bad name or an errant set that
+/// does not parse or is empty. When an archive of that name exists (it has its manifest), the
+/// same request (same `rejoin_id`, same set) is answered with its job, succeeded, at once; any
+/// other is refused (409): an archive is never overwritten. A job that fails leaves no
+/// manifest (its files are removed) and says why; the site stays as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveRequest {
+    /// The group; a request for another group is refused.
+    pub group: String,
+    /// The archive's name ([`backup_name_problem`]'s rules; a directory on the volume).
+    pub name: String,
+    /// Identifies the rejoin this archive is for (the job's `restore_id` field carries it).
+    pub rejoin_id: u64,
+    /// The errant transactions to archive (the flavor's GTID set text): those this site holds
+    /// and the active site lacks. A set that is not a domain's whole prefix is written with
+    /// range items (`0-1-101..105`), as `bloodraven_mysql::GtidSet` prints it; a position item
+    /// `0-1-105` means transactions 1..=105.
+    pub errant_gtid_set: String,
+}
+
+/// One file of an archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveFile {
+    /// The file's name inside the archive's directory.
+    pub name: String,
+    /// What it holds: `errant-binlog` (the errant transactions' binlog events, as
+    /// `mariadb-binlog --verbose` prints them: replayable with the `mariadb` client, row events
+    /// with their SQL in `###` comments) or `dump` (the full logical dump).
+    pub role: String,
+    /// The GTID set of what the file holds (the errant set; the dump's snapshot set).
+    pub gtid_set: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the file's bytes, lowercase hex.
+    pub sha256: String,
+}
+
+/// The manifest of an archive ([`ARCHIVE_MANIFEST`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveManifest {
+    /// The archive's name.
+    pub name: String,
+    /// The site archived.
+    pub site: String,
+    /// The rejoin it was taken for.
+    pub rejoin_id: u64,
+    /// The errant GTID set it holds.
+    pub errant_gtid_set: String,
+    /// When it was written (wall clock of the sidecar).
+    pub created_at: Timestamp,
+    /// Its files.
+    pub files: Vec<ArchiveFile>,
 }
 
 /// What a backup on the site's volume holds.
@@ -202,6 +279,8 @@ pub enum JobKind {
     Restore,
     /// A replica re-seeded from the source.
     Reseed,
+    /// A returning primary's errant transactions and data archived before a rejoin.
+    Archive,
 }
 
 /// Where a job is.
@@ -219,11 +298,11 @@ pub enum JobState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobStatus {
-    /// Backup, restore or re-seed.
+    /// Backup, restore, re-seed or archive.
     pub kind: JobKind,
-    /// The backup's name (for a re-seed: the source host).
+    /// The backup's name (for a re-seed: the source host; for an archive: its name).
     pub name: String,
-    /// The restore id (0 for a backup).
+    /// The restore id (0 for a backup; for an archive: the rejoin id).
     pub restore_id: u64,
     /// Running, succeeded or failed.
     pub state: JobState,
@@ -231,7 +310,8 @@ pub struct JobStatus {
     pub started_at: Timestamp,
     /// When it finished.
     pub finished_at: Option<Timestamp>,
-    /// The GTID set the site holds after a restore or re-seed, or the backup's.
+    /// The GTID set the site holds after a restore or re-seed, or the backup's; for an
+    /// archive, its errant set (from the start; `None` once it failed).
     pub gtid_set: Option<String>,
     /// Why it failed, or what it did.
     pub message: Option<String>,

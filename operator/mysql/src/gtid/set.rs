@@ -268,6 +268,27 @@ impl GtidSet {
             .max()
     }
 
+    /// MariaDB: the set as runs `(domain, server_id, first, last)` (transactions
+    /// `first..=last` of `domain` written by `server_id`), maximal and ascending by domain,
+    /// server id and number: what a tool that selects transactions by GTID range needs (the
+    /// sidecar's archive of errant transactions reads them from the binlog run by run). A
+    /// MySQL set has none.
+    pub fn mariadb_runs(&self) -> Vec<(u32, u32, u64, u64)> {
+        self.sources
+            .iter()
+            .filter_map(|(source, intervals)| match source {
+                Source::MariaDb { domain, server_id } => Some((*domain, *server_id, intervals)),
+                Source::MySql { .. } => None,
+            })
+            .flat_map(|(domain, server_id, intervals)| {
+                intervals
+                    .ranges()
+                    .iter()
+                    .map(move |&(first, last)| (domain, server_id, first, last))
+            })
+            .collect()
+    }
+
     /// MariaDB domain ids that hold at least one transaction, ascending.
     pub fn domains(&self) -> Vec<u32> {
         let mut domains: Vec<u32> = self

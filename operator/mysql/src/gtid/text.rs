@@ -471,4 +471,20 @@ mod tests {
         assert_eq!(mariadb("0-1-0"), GtidSet::empty(Flavor::MariaDb));
         assert_eq!(mariadb("0-1-0,1-1-3").to_string(), "1-1-3");
     }
+
+    // The sidecar's archive of errant transactions (docs/design/operator.md#returning-primary)
+    // selects them from the binlog one run at a time: the runs are maximal and cover the set.
+    #[test]
+    fn mariadb_runs_list_each_domain_and_servers_maximal_ranges() {
+        let set = mariadb("1-7-3..4,0-1-5..6,0-1-9..9,0-7-7..7,0-1-10..10");
+        assert_eq!(
+            set.mariadb_runs(),
+            [(0, 1, 5, 6), (0, 1, 9, 10), (0, 7, 7, 7), (1, 7, 3, 4)]
+        );
+        assert_eq!(mariadb("0-1-3").mariadb_runs(), [(0, 1, 1, 3)]);
+        assert!(GtidSet::empty(Flavor::MariaDb).mariadb_runs().is_empty());
+        assert!(mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5")
+            .mariadb_runs()
+            .is_empty());
+    }
 }

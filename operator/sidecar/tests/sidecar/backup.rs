@@ -12,10 +12,10 @@ use bloodraven_api::sidecar::{
 use bloodraven_api::RestoreMethod;
 use bloodraven_mysql::live::LiveMysql;
 
-const SLACK: Duration = Duration::from_millis(1500);
-const JOB_WITHIN: Duration = Duration::from_secs(120);
+pub(crate) const SLACK: Duration = Duration::from_millis(1500);
+pub(crate) const JOB_WITHIN: Duration = Duration::from_secs(120);
 
-struct Dir(std::path::PathBuf);
+pub(crate) struct Dir(pub(crate) std::path::PathBuf);
 
 impl Drop for Dir {
     fn drop(&mut self) {
@@ -23,7 +23,7 @@ impl Drop for Dir {
     }
 }
 
-fn backup_root(test: &str) -> Dir {
+pub(crate) fn backup_root(test: &str) -> Dir {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -34,7 +34,7 @@ fn backup_root(test: &str) -> Dir {
     )))
 }
 
-async fn writable(root: &Dir) -> Playground {
+pub(crate) async fn writable(root: &Dir) -> Playground {
     let playground = Playground::start_with_backups(root.0.clone()).await;
     for index in 0..3 {
         playground.wait_read_only(index, true, SLACK).await;
@@ -44,13 +44,13 @@ async fn writable(root: &Dir) -> Playground {
     playground
 }
 
-async fn sql(playground: &Playground, index: usize, statement: &str) {
+pub(crate) async fn sql(playground: &Playground, index: usize, statement: &str) {
     let admin = playground.server(index).admin_client();
     let mut conn = admin.connect().await.expect("admin connects");
     admin.execute(&mut conn, statement).await.expect(statement);
 }
 
-async fn ids(playground: &Playground, index: usize) -> Vec<String> {
+pub(crate) async fn ids(playground: &Playground, index: usize) -> Vec<String> {
     let admin = playground.server(index).admin_client();
     let mut conn = admin.connect().await.expect("admin connects");
     admin
@@ -62,7 +62,7 @@ async fn ids(playground: &Playground, index: usize) -> Vec<String> {
         .collect()
 }
 
-async fn binlog_state(mysql: &LiveMysql) -> String {
+pub(crate) async fn binlog_state(mysql: &LiveMysql) -> String {
     let mut conn = mysql.connect().await.expect("connects");
     mysql
         .rows(&mut conn, "SELECT @@GLOBAL.gtid_binlog_state AS s")
@@ -74,7 +74,7 @@ async fn binlog_state(mysql: &LiveMysql) -> String {
         .unwrap_or_default()
 }
 
-async fn post(
+pub(crate) async fn post(
     playground: &Playground,
     index: usize,
     path: &str,
@@ -90,7 +90,7 @@ async fn post(
 }
 
 /// Polls the status until the job `(kind, name, id)` is no longer running.
-async fn finished(
+pub(crate) async fn finished(
     playground: &Playground,
     index: usize,
     kind: JobKind,
@@ -336,7 +336,7 @@ async fn backed_up_then_written(playground: &Playground) -> (String, String) {
     (at_backup, before)
 }
 
-async fn fence_iad(playground: &Playground) {
+pub(crate) async fn fence_iad(playground: &Playground) {
     let fence = FenceRequest {
         group: GROUP.to_owned(),
         topology_generation: 1,
