@@ -819,7 +819,12 @@ mod tests {
             checker.on_promotion(SimTime(3), 1, PromotionKind::Emergency);
             checker.on_step(SimTime(4), &[false, true, false], &[&iad, &pdx, &empty]);
             let found = checker.counts().get(&FindingClass::RelayDiscarded).copied();
-            assert_eq!(found, discarded_first.then_some(1), "{:?}", checker.findings());
+            assert_eq!(
+                found,
+                discarded_first.then_some(1),
+                "{:?}",
+                checker.findings()
+            );
         }
     }
 
