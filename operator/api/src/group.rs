@@ -2,7 +2,8 @@
 //!
 //! Defaults (docs/design/operator.md#mysqlfailovergroup): pollInterval 2s, failureThreshold 3,
 //! maxLagSeconds 300, failoverCooldown 5m, plannedFailover.onCooldown reject, dns.ttl 60,
-//! writeLease.duration = pollInterval × failureThreshold when unset.
+//! writeLease.duration = pollInterval × failureThreshold when unset, returningPrimary.onErrant
+//! fence.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -118,6 +119,9 @@ pub struct MysqlFailoverGroupSpec {
     /// Sidecar write lease.
     #[serde(default)]
     pub write_lease: WriteLeaseSpec,
+    /// What becomes of a returning primary that holds errant transactions.
+    #[serde(default)]
+    pub returning_primary: ReturningPrimaryPolicy,
     /// The DNS record pointing at the active site.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<DnsSpec>,
@@ -251,6 +255,30 @@ pub struct PlannedFailoverPolicy {
     /// What a planned failover requested inside the cooldown does.
     #[serde(default)]
     pub on_cooldown: OnCooldown,
+}
+
+/// What the operator does with a returning primary (a demoted old active site) that holds
+/// errant transactions: GTIDs the active site lacks
+/// (docs/design/operator.md#returning-primary).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnErrant {
+    /// Keep it `role=fenced` until a human decides (`kubectl bloodraven rejoin`). Default.
+    #[default]
+    Fence,
+    /// Rejoin it without a human once it is readable: its errant transactions and a full dump
+    /// are archived on its backups volume first, then it is re-seeded from the active site.
+    Rejoin,
+}
+
+/// Returning-primary policy.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReturningPrimaryPolicy {
+    /// A returning primary with errant transactions: `fence` (default) keeps it fenced,
+    /// `rejoin` archives its errant transactions and re-seeds it.
+    #[serde(default)]
+    pub on_errant: OnErrant,
 }
 
 /// The sidecar write lease.
@@ -410,6 +438,10 @@ pub struct SiteStatus {
     /// active site's mysqld (primary reassertion) that happened while it was away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mysqld_started_at: Option<Timestamp>,
+    /// The rejoin of this site (a returning primary with errant transactions) in flight or
+    /// last finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejoin: Option<crate::RejoinStatus>,
 }
 
 /// Phase of a planned failover.
@@ -621,6 +653,7 @@ dns: {hostname: playground-db.example.local, ttl: 10}
         assert_eq!(spec.detection_floor(), Duration::from_secs(6));
         assert_eq!(spec.effective_write_lease(), Duration::from_secs(6));
         assert_eq!(spec.planned_failover.on_cooldown, OnCooldown::Reject);
+        assert_eq!(spec.returning_primary.on_errant, OnErrant::Fence);
         assert_eq!(spec.dns.as_ref().map(|dns| dns.ttl), Some(10));
         assert!(spec.validate().is_empty(), "{:?}", spec.validate());
     }
@@ -648,6 +681,22 @@ dns: {hostname: playground-db.example.local, ttl: 10}
             problems.contains("spec.sites[3].name: duplicate"),
             "{problems}"
         );
+    }
+
+    /// docs/design/operator.md#returning-primary: `returningPrimary.onErrant` is `fence` (the
+    /// default) or `rejoin`; anything else does not decode.
+    #[test]
+    fn returning_primary_on_errant_is_fence_or_rejoin() {
+        let rejoin: MysqlFailoverGroupSpec = serde_yaml::from_str(&format!(
+            "{PLAYGROUND}returningPrimary: {{onErrant: rejoin}}\n"
+        ))
+        .expect("parse");
+        assert_eq!(rejoin.returning_primary.on_errant, OnErrant::Rejoin);
+        assert!(rejoin.validate().is_empty());
+        let unknown = serde_yaml::from_str::<MysqlFailoverGroupSpec>(&format!(
+            "{PLAYGROUND}returningPrimary: {{onErrant: discard}}\n"
+        ));
+        assert!(unknown.is_err(), "{unknown:?}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod database;
 pub mod dns;
 pub mod group;
 pub mod names;
+pub mod rejoin;
 pub mod restore;
 pub mod sidecar;
 
@@ -29,6 +30,7 @@ pub use dns::{DNSEndpoint, DNSEndpointSpec, Endpoint};
 pub use duration::GoDuration;
 pub use error::{Error, Result};
 pub use group::*;
+pub use rejoin::{RejoinPhase, RejoinStatus};
 pub use restore::{
     BackupPhase, BackupStatus, DiscardedSinceFailover, RestoreMethod, RestorePhase, RestoreSource,
     RestoreStatus,

@@ -42,6 +42,9 @@ pub const ANNOTATION_LAST_FAILOVER: &str = "bloodraven.shipstream.io/last-failov
 pub const ANNOTATION_BACKUP: &str = "bloodraven.shipstream.io/backup";
 /// Annotation requesting a restore in place of the active site (value: the backup's name).
 pub const ANNOTATION_RESTORE: &str = "bloodraven.shipstream.io/restore";
+/// Annotation requesting the rejoin of a fenced returning primary (value: the site): its
+/// errant transactions archived, then re-seeded from the active site.
+pub const ANNOTATION_REJOIN: &str = "bloodraven.shipstream.io/rejoin";
 
 /// Key of the NoExecute taint put on a demoted read-write site's node.
 pub const TAINT_DEMOTED: &str = "bloodraven.shipstream.io/demoted";
@@ -130,6 +133,12 @@ pub fn source_host(group: &str, site: &str, namespace: &str) -> String {
         "{}.{namespace}.svc.cluster.local",
         site_service(group, site)
     )
+}
+
+/// The archive a rejoin of `site` writes before it re-seeds it: `rejoin-<site>-<rejoin id>`
+/// (a directory under `archives/` on the site's backups volume).
+pub fn rejoin_archive(site: &str, rejoin_id: u64) -> String {
+    format!("rejoin-{site}-{rejoin_id}")
 }
 
 /// Deployment-lease Lease object: `bloodraven-deploy-<group>-<kind>`.

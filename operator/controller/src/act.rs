@@ -66,6 +66,7 @@ pub fn action_name(action: &Action) -> &'static str {
         Action::Backup { .. } => "Backup",
         Action::Restore { .. } => "Restore",
         Action::Reseed { .. } => "Reseed",
+        Action::Archive { .. } => "Archive",
         Action::RollSite { .. } => "RollSite",
         Action::SetPodLabels { .. } => "SetPodLabels",
         Action::ApplyService(_) => "ApplyService",
@@ -91,6 +92,7 @@ pub fn action_site(action: &Action) -> Option<&str> {
         | Action::Backup { site, .. }
         | Action::Restore { site, .. }
         | Action::Reseed { site, .. }
+        | Action::Archive { site, .. }
         | Action::RollSite { site, .. }
         | Action::SetPodLabels { site, .. } => Some(site),
         Action::ApplyService(service) => service.site.as_deref(),
@@ -134,6 +136,7 @@ fn concurrent_kind(action: &Action) -> Option<(Concurrent, &str)> {
         | Action::Backup { .. }
         | Action::Restore { .. }
         | Action::Reseed { .. }
+        | Action::Archive { .. }
         | Action::RollSite { .. }
         | Action::ApplyDnsEndpoint { .. }
         | Action::RevokeDeployLeases { .. }
@@ -206,6 +209,7 @@ pub fn annotation_write(
         }
         AnnotationChange::ClearBackup => (names::ANNOTATION_BACKUP, None),
         AnnotationChange::ClearRestore => (names::ANNOTATION_RESTORE, None),
+        AnnotationChange::ClearRejoin => (names::ANNOTATION_REJOIN, None),
     })
 }
 
@@ -282,6 +286,7 @@ impl Executor<'_> {
                         | Action::Backup { .. }
                         | Action::Restore { .. }
                         | Action::Reseed { .. }
+                        | Action::Archive { .. }
                         | Action::RollSite { .. }
                         | Action::ApplyDnsEndpoint { .. }
                         | Action::RevokeDeployLeases { .. }
@@ -395,6 +400,17 @@ impl Executor<'_> {
                 let source = &request.source_host;
                 self.start_job(site, &request.group, sidecar::PATH_RESEED, request, source)
                     .await
+            }
+            Action::Archive { site, request } => {
+                tracing::info!(group = %group, site, archive = %request.name, rejoin_id = request.rejoin_id, errant_gtid_set = %request.errant_gtid_set, "rejoin archive requested");
+                self.start_job(
+                    site,
+                    &request.group,
+                    sidecar::PATH_ARCHIVE,
+                    request,
+                    &request.name,
+                )
+                .await
             }
             Action::RollSite {
                 site,
@@ -834,6 +850,32 @@ mod tests {
             vec![0..1, 1..2, 2..5, 5..6, 6..7, 7..8, 8..10, 10..11, 11..12]
         );
         assert_eq!(batches(&[]), Vec::<std::ops::Range<usize>>::new());
+    }
+
+    /// docs/design/operator.md#returning-primary (issue 35): the rejoin's archive is a sidecar
+    /// job of its own that runs alone in its batch, and the rejoin annotation is removed by
+    /// name.
+    #[test]
+    fn issue_35_the_archive_runs_alone_and_the_rejoin_annotation_is_removed() {
+        let archive = Action::Archive {
+            site: "iad".into(),
+            request: sidecar::ArchiveRequest {
+                group: "playground".into(),
+                name: "rejoin-iad-1796000123".into(),
+                rejoin_id: 1_796_000_123,
+                errant_gtid_set: "0-1-11..13".into(),
+            },
+        };
+        assert_eq!(action_name(&archive), "Archive");
+        assert_eq!(action_site(&archive), Some("iad"));
+        assert_eq!(
+            batches(&[push("iad"), archive.clone(), archive]),
+            vec![0..1, 1..2, 2..3]
+        );
+        assert_eq!(
+            annotation_write(&AnnotationChange::ClearRejoin, None, "ns", "g").expect("write"),
+            (names::ANNOTATION_REJOIN, None)
+        );
     }
 
     /// docs/design/history.md#issue-8 (detection at the 6 s floor of

@@ -49,6 +49,10 @@ pub fn annotations_of(
             .get(names::ANNOTATION_RESTORE)
             .map(|name| name.trim().to_string())
             .filter(|name| !name.is_empty()),
+        rejoin: annotations
+            .get(names::ANNOTATION_REJOIN)
+            .map(|site| site.trim().to_string())
+            .filter(|site| !site.is_empty()),
         last_failover: annotations
             .get(names::ANNOTATION_LAST_FAILOVER)
             .and_then(|value| read_last_failover(value, namespace, name, verifying)),
@@ -544,12 +548,14 @@ mod tests {
                     names::ANNOTATION_COOLDOWN_UNTIL.to_string(),
                     at(30).to_string(),
                 ),
+                (names::ANNOTATION_REJOIN.to_string(), " iad ".to_string()),
             ]
             .into_iter()
             .collect(),
         );
         let read = annotations_of(&group, None);
         assert_eq!(read.planned_failover.as_deref(), Some("pdx"));
+        assert_eq!(read.rejoin.as_deref(), Some("iad"));
         assert!(read.revoke_deployment_leases);
         assert_eq!(read.cooldown_until, Some(at(30)));
         // An unparsable cooldown copy counts as lost, never as "no cooldown forever".
@@ -563,6 +569,7 @@ mod tests {
         );
         assert_eq!(annotations_of(&group, None).cooldown_until, None);
         assert_eq!(annotations_of(&group, None).last_failover, None);
+        assert_eq!(annotations_of(&group, None).rejoin, None);
     }
 
     /// Simulator seed 131 with `--status-revert`: the `last-failover` annotation is the copy of

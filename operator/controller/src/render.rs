@@ -274,6 +274,13 @@ pub fn event_action(reason: EventReason) -> &'static str {
         | EventReason::OrderedUpdateFailingOver
         | EventReason::OrderedUpdateCompleted
         | EventReason::OrderedUpdateFailed => "OrderedUpdate",
+        EventReason::RejoinRequested
+        | EventReason::RejoinDeferred
+        | EventReason::RejoinRefused
+        | EventReason::RejoinArchiving
+        | EventReason::RejoinArchived
+        | EventReason::RejoinCompleted
+        | EventReason::RejoinFailed => "Rejoin",
     }
 }
 

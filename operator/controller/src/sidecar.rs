@@ -282,8 +282,8 @@ impl SidecarClient {
         .await
     }
 
-    /// `POST /v1/backup`, `/v1/restore` or `/v1/reseed` (`path`): starts the sidecar's job, or
-    /// answers the one that runs or last finished (202 with its `JobStatus`).
+    /// `POST /v1/backup`, `/v1/restore`, `/v1/reseed` or `/v1/archive` (`path`): starts the
+    /// sidecar's job, or answers the one that runs or last finished (202 with its `JobStatus`).
     pub async fn start_job(
         &self,
         site: &str,

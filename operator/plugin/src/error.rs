@@ -21,6 +21,9 @@ pub enum Error {
     /// The backup name cannot be used.
     #[error("request a backup or restore: {0}")]
     InvalidBackup(String),
+    /// The requested rejoin cannot be asked for.
+    #[error("request a rejoin: {0}")]
+    InvalidRejoin(String),
 }
 
 /// The plugin's result type.

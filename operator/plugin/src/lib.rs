@@ -1,4 +1,4 @@
-//! kubectl-bloodraven: `kubectl bloodraven promote|status|revoke-leases|backup|restore`.
+//! kubectl-bloodraven: `kubectl bloodraven promote|status|revoke-leases|backup|restore|rejoin`.
 //!
 //! The plugin only writes resources the operator already reads (docs/design/requirements.md
 //! R001.12): `promote` sets the `bloodraven.shipstream.io/planned-failover` annotation and
@@ -7,16 +7,19 @@
 //! `bloodraven.shipstream.io/backup=<name>` (the operator asks the active site's sidecar for
 //! it) and `restore --from <backup>` sets `bloodraven.shipstream.io/restore=<backup>` (restore
 //! in place of the active site from the backup's logical dump; `--method physical` sets
-//! `<backup>,method=physical`: from its `mariadb-backup` copy). `status` reads the group.
+//! `<backup>,method=physical`: from its `mariadb-backup` copy). `rejoin <site>` sets
+//! `bloodraven.shipstream.io/rejoin=<site>` (a fenced returning primary's errant transactions
+//! archived, then the site re-seeded from the active one). `status` reads the group.
 //!
 //! This file is the command tree and its dispatch only; each subcommand is its own module
-//! ([`promote`], [`status`], [`revoke_leases`], [`backup`], [`restore`]), over the client and
-//! the group calls of [`cluster`].
+//! ([`promote`], [`status`], [`revoke_leases`], [`backup`], [`restore`], [`rejoin`]), over
+//! the client and the group calls of [`cluster`].
 
 mod backup;
 mod cluster;
 mod error;
 mod promote;
+mod rejoin;
 mod restore;
 mod revoke_leases;
 mod status;
@@ -29,6 +32,7 @@ pub use backup::{backup_patch, default_backup_name};
 pub use cluster::client;
 pub use error::{Error, Result};
 pub use promote::{check_promote_target, promote_patch};
+pub use rejoin::{check_rejoin_target, rejoin_patch};
 pub use restore::restore_patch;
 pub use revoke_leases::revoke_patch;
 pub use status::format_status;
@@ -37,7 +41,7 @@ pub use status::format_status;
 #[derive(Clone, Debug, clap::Parser)]
 #[command(
     name = "kubectl-bloodraven",
-    about = "Bloodraven failover groups: promote, status, revoke-leases, backup, restore"
+    about = "Bloodraven failover groups: promote, status, revoke-leases, backup, restore, rejoin"
 )]
 pub struct Cli {
     /// Namespace of the group (default: the kubeconfig context's namespace).
@@ -94,6 +98,15 @@ pub enum Command {
         #[arg(long, value_parser = ["logical", "physical"], default_value = "logical")]
         method: String,
     },
+    /// Rejoin a fenced returning primary (writes the rejoin annotation): its errant
+    /// transactions and a full dump are archived on its backups volume, then it is re-seeded
+    /// from the active site and becomes a replica again.
+    Rejoin {
+        /// The MysqlFailoverGroup.
+        group: String,
+        /// The fenced site (a demoted old primary holding errant transactions).
+        site: String,
+    },
 }
 
 /// Runs `cli` against `client`; returns what to print.
@@ -113,5 +126,6 @@ pub async fn run(cli: &Cli, client: Client) -> Result<String> {
             from,
             method,
         } => restore::run(&groups, group, from, method).await,
+        Command::Rejoin { group, site } => rejoin::run(&groups, group, site).await,
     }
 }

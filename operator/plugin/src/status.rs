@@ -36,6 +36,7 @@ pub fn format_status(group: &MysqlFailoverGroup) -> String {
     write_last_operations(&mut out, status);
     let _ = writeln!(out);
     write_sites(&mut out, &status.sites);
+    write_returning_primaries(&mut out, &status.sites);
     out
 }
 
@@ -188,6 +189,34 @@ fn write_sites(out: &mut String, sites: &[SiteStatus]) {
     }
 }
 
+/// Per fenced or rejoined returning primary: its errant set, and its rejoin (phase, archive,
+/// the set the archive holds, what happened last).
+fn write_returning_primaries(out: &mut String, sites: &[SiteStatus]) {
+    for site in sites {
+        if let Some(errant) = &site.errant_gtid_set {
+            let _ = writeln!(out, "Errant on {}: {errant}", site.name);
+        }
+        let Some(rejoin) = &site.rejoin else {
+            continue;
+        };
+        let _ = write!(out, "Rejoin of {}: {:?}", site.name, rejoin.phase);
+        if let Some(archive) = &rejoin.archive {
+            let _ = write!(
+                out,
+                ", archive {archive} ({})",
+                rejoin.errant_gtid_set.as_deref().unwrap_or("-")
+            );
+        }
+        if rejoin.automatic {
+            let _ = write!(out, ", automatic");
+        }
+        if let Some(message) = &rejoin.message {
+            let _ = write!(out, ": {message}");
+        }
+        let _ = writeln!(out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +248,40 @@ mod tests {
         assert!(
             text.lines()
                 .any(|line| line.starts_with("pdx") && line.contains("3s")),
+            "{text}"
+        );
+    }
+
+    /// docs/design/operator.md#returning-primary: a returning primary's errant set and its
+    /// rejoin (phase, archive, the set it holds) are shown.
+    #[test]
+    fn issue_35_status_shows_the_errant_set_and_the_rejoin() {
+        let mut group = playground();
+        let mut rejoin = bloodraven_api::RejoinStatus::requested(
+            false,
+            bloodraven_api::Timestamp::from_unix_millis(0),
+            "archiving".into(),
+        );
+        rejoin.phase = bloodraven_api::RejoinPhase::Archiving;
+        rejoin.archive = Some("rejoin-iad-1796000123".into());
+        rejoin.errant_gtid_set = Some("0-1-11..13".into());
+        group.status = Some(MysqlFailoverGroupStatus {
+            active_site: Some("pdx".into()),
+            sites: vec![SiteStatus {
+                name: "iad".into(),
+                role: Some("fenced".into()),
+                errant_gtid_set: Some("0-1-11..13".into()),
+                rejoin: Some(rejoin),
+                ..SiteStatus::default()
+            }],
+            ..MysqlFailoverGroupStatus::default()
+        });
+        let text = format_status(&group);
+        assert!(text.contains("Errant on iad: 0-1-11..13"), "{text}");
+        assert!(
+            text.contains(
+                "Rejoin of iad: Archiving, archive rejoin-iad-1796000123 (0-1-11..13): archiving"
+            ),
             "{text}"
         );
     }

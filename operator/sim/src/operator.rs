@@ -80,6 +80,9 @@ pub fn playground_spec(on_cooldown: OnCooldown) -> MysqlFailoverGroupSpec {
         write_lease: WriteLeaseSpec {
             duration: Some(GoDuration::from(Duration::from_millis(WRITE_LEASE_MILLIS))),
         },
+        // The default (`fence`): the simulator has no rejoin mode yet (its sidecars have no
+        // archive job; `Action::Archive` is refused).
+        returning_primary: bloodraven_api::ReturningPrimaryPolicy::default(),
         dns: Some(DnsSpec {
             hostname: DNS_HOSTNAME.to_string(),
             ttl: DNS_TTL_SECONDS,
@@ -761,6 +764,9 @@ impl World {
                 Some(index) => self.sidecar_mutation(Mutation::Reseed(index, request.clone())),
                 None => Outcome::Refused,
             },
+            // The simulated sidecars have no archive job (the simulator's rejoin mode is
+            // separate work): refused, as a sidecar without a backups volume refuses it.
+            Action::Archive { .. } => Outcome::Refused,
             Action::ApplyDnsEndpoint { spec, .. } => {
                 self.sidecar_mutation(Mutation::Dns(spec.clone()))
             }
@@ -826,6 +832,9 @@ impl World {
             }
             AnnotationChange::ClearRestore => {
                 annotations.remove(names::ANNOTATION_RESTORE);
+            }
+            AnnotationChange::ClearRejoin => {
+                annotations.remove(names::ANNOTATION_REJOIN);
             }
         }
     }

@@ -102,6 +102,7 @@ impl ApiStore {
                 .and_then(|text| text.parse::<Timestamp>().ok()),
             backup: self.annotations.get(names::ANNOTATION_BACKUP).cloned(),
             restore: self.annotations.get(names::ANNOTATION_RESTORE).cloned(),
+            rejoin: self.annotations.get(names::ANNOTATION_REJOIN).cloned(),
             last_failover: self
                 .annotations
                 .get(names::ANNOTATION_LAST_FAILOVER)

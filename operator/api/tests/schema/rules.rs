@@ -193,6 +193,15 @@ fn table() -> Vec<Rule> {
             )),
         },
         Rule {
+            rule: "`returningPrimary.onErrant` is `fence` or `rejoin`",
+            kind: Group,
+            operator: Decode,
+            example: |o| o["spec"]["returningPrimary"]["onErrant"] = json!("discard"),
+            refused: Schema(spec!(
+                "/properties/returningPrimary/properties/onErrant/enum"
+            )),
+        },
+        Rule {
             rule: "`failureThreshold` fits 32 bits",
             kind: Group,
             operator: Decode,
@@ -289,6 +298,16 @@ fn table() -> Vec<Rule> {
                 }),
             ),
             example: |o| annotate(o, names::ANNOTATION_RESTORE, "nightly-1,method=fast"),
+            refused: RuntimeOnly(ANNOTATIONS),
+        },
+        Rule {
+            rule: "`rejoin` names a fenced returning primary (a demoted read-write site) holding errant transactions",
+            kind: Group,
+            operator: Runtime(
+                "core: `sites[].rejoin` is `Refused`, the message says why",
+                None,
+            ),
+            example: |o| annotate(o, names::ANNOTATION_REJOIN, "reader"),
             refused: RuntimeOnly(ANNOTATIONS),
         },
         // MysqlDatabase.

@@ -21,6 +21,9 @@ pub enum DisruptionKind {
     OrderedUpdate,
     /// Restore-in-place of the active site from a backup. Deferrable.
     RestoreInPlace,
+    /// The rejoin of a fenced returning primary: its archive, then its re-seed from the
+    /// active site (`engine::rejoin`). Deferrable.
+    Rejoin,
     /// Promotion after the active site failed. Never reads a lease.
     EmergencyFailover,
     /// Keeping a returning old primary fenced. Never reads a lease.
@@ -37,7 +40,8 @@ impl DisruptionKind {
         match self {
             DisruptionKind::PlannedFailover
             | DisruptionKind::OrderedUpdate
-            | DisruptionKind::RestoreInPlace => true,
+            | DisruptionKind::RestoreInPlace
+            | DisruptionKind::Rejoin => true,
             DisruptionKind::EmergencyFailover
             | DisruptionKind::ReturningPrimaryFencing
             | DisruptionKind::PrimaryReassertion => false,
@@ -69,9 +73,10 @@ mod tests {
     }
 
     #[test]
-    fn seed_003_hold_defers_planned_failover_ordered_update_and_restore_in_place() {
+    fn seed_003_hold_defers_planned_failover_ordered_update_restore_in_place_and_rejoin() {
         assert!(DisruptionKind::PlannedFailover.consults_deployment_hold());
         assert!(DisruptionKind::OrderedUpdate.consults_deployment_hold());
         assert!(DisruptionKind::RestoreInPlace.consults_deployment_hold());
+        assert!(DisruptionKind::Rejoin.consults_deployment_hold());
     }
 }

@@ -1300,6 +1300,7 @@ mod tests {
         for deferrable in [
             DisruptionKind::OrderedUpdate,
             DisruptionKind::RestoreInPlace,
+            DisruptionKind::Rejoin,
         ] {
             assert!(leases
                 .deferring_hold(deferrable, T0 + seconds(10))

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use bloodraven_api::{
     sidecar::{
-        Authority, BackupRequest, FenceRequest, PromoteRequest, RepointRequest, ReseedRequest,
-        RestoreRequest,
+        ArchiveRequest, Authority, BackupRequest, FenceRequest, PromoteRequest, RepointRequest,
+        ReseedRequest, RestoreRequest,
     },
     DNSEndpointSpec, FailoverKind,
 };
@@ -139,6 +139,16 @@ pub enum Action {
         /// The request body.
         request: ReseedRequest,
     },
+    /// `POST /v1/archive` on `site`'s sidecar: before a rejoin re-seeds a fenced returning
+    /// primary, write its errant transactions' binlog events and a full dump of it under
+    /// `archives/<name>/` on its backups volume (`engine::rejoin`). Only for a demoted site
+    /// under an explicit fence; repeated until the job's outcome is observed.
+    Archive {
+        /// The returning primary.
+        site: String,
+        /// The request body.
+        request: ArchiveRequest,
+    },
     /// Delete the site's pod, conditional on its uid, with `grace` as `gracePeriodSeconds`
     /// (never 0: a force deletion does not wait for the kubelet): the kubelet kills its
     /// containers, a frozen mysqld included. Emitted only for an agentless old primary during
@@ -227,6 +237,8 @@ pub enum AnnotationChange {
     ClearBackup,
     /// Remove `bloodraven.shipstream.io/restore` (the restore reached a final phase).
     ClearRestore,
+    /// Remove `bloodraven.shipstream.io/rejoin` (the rejoin it named reached a final phase).
+    ClearRejoin,
 }
 
 /// The four kinds of Service (docs/design/requirements.md R000.2: `2 × len(sites) + 2` objects).
@@ -408,6 +420,22 @@ pub enum EventReason {
     OrderedUpdateCompleted,
     /// A step of an ordered update failed; the update stopped (the message says why).
     OrderedUpdateFailed,
+    /// The rejoin of a fenced returning primary was requested (annotation or
+    /// `spec.returningPrimary.onErrant: rejoin`).
+    RejoinRequested,
+    /// A rejoin was deferred by a live failover-hold.
+    RejoinDeferred,
+    /// A rejoin was refused (the message says why); the site is as it was.
+    RejoinRefused,
+    /// A rejoin fenced the site explicitly and asked its sidecar for the archive (named, with
+    /// the errant GTID set, in the message).
+    RejoinArchiving,
+    /// The archive is complete (its name and GTID set in the message); the site is re-seeded.
+    RejoinArchived,
+    /// The rejoined site is a replica of the active site again.
+    RejoinCompleted,
+    /// A rejoin stopped; the site stays fenced and any archive is kept (why, in the message).
+    RejoinFailed,
 }
 
 impl EventReason {
@@ -470,6 +498,13 @@ impl EventReason {
             EventReason::OrderedUpdateFailingOver => "OrderedUpdateFailingOver",
             EventReason::OrderedUpdateCompleted => "OrderedUpdateCompleted",
             EventReason::OrderedUpdateFailed => "OrderedUpdateFailed",
+            EventReason::RejoinRequested => "RejoinRequested",
+            EventReason::RejoinDeferred => "RejoinDeferred",
+            EventReason::RejoinRefused => "RejoinRefused",
+            EventReason::RejoinArchiving => "RejoinArchiving",
+            EventReason::RejoinArchived => "RejoinArchived",
+            EventReason::RejoinCompleted => "RejoinCompleted",
+            EventReason::RejoinFailed => "RejoinFailed",
         }
     }
 
@@ -510,7 +545,12 @@ impl EventReason {
             | EventReason::OrderedUpdateRollingSite
             | EventReason::OrderedUpdateSiteUpdated
             | EventReason::OrderedUpdateFailingOver
-            | EventReason::OrderedUpdateCompleted => EventType::Normal,
+            | EventReason::OrderedUpdateCompleted
+            | EventReason::RejoinRequested
+            | EventReason::RejoinDeferred
+            | EventReason::RejoinArchiving
+            | EventReason::RejoinArchived
+            | EventReason::RejoinCompleted => EventType::Normal,
             EventReason::AuthorityInvalid
             | EventReason::SiteFailed
             | EventReason::EmergencyFailoverStarted
@@ -531,7 +571,9 @@ impl EventReason {
             | EventReason::AgentlessPrimaryNotKilled
             | EventReason::BackupFailed
             | EventReason::RestoreFailed
-            | EventReason::OrderedUpdateFailed => EventType::Warning,
+            | EventReason::OrderedUpdateFailed
+            | EventReason::RejoinRefused
+            | EventReason::RejoinFailed => EventType::Warning,
         }
     }
 }

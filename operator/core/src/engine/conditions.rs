@@ -157,12 +157,23 @@ fn degraded(memory: &GroupMemory) -> Condition {
     }
     let fenced: Vec<String> = degraded
         .iter()
-        .map(
-            |site| match site.errant.as_ref().filter(|errant| !errant.is_empty()) {
-                Some(errant) => format!("{} ({} errant transactions)", site.site, errant.count()),
-                None => site.site.clone(),
-            },
-        )
+        .map(|site| {
+            let errant = site
+                .errant
+                .as_ref()
+                .filter(|errant| !errant.is_empty())
+                .map(|errant| format!("{} errant transactions", errant.count()));
+            let rejoin = site
+                .rejoin
+                .as_ref()
+                .map(|rejoin| format!("rejoin {:?}", rejoin.status.phase));
+            let detail: Vec<String> = [errant, rejoin].into_iter().flatten().collect();
+            if detail.is_empty() {
+                site.site.clone()
+            } else {
+                format!("{} ({})", site.site, detail.join(", "))
+            }
+        })
         .collect();
     if !fenced.is_empty() {
         return condition(

@@ -14,6 +14,7 @@ use super::options::DecideOptions;
 use super::plan::{Context, Plan};
 use super::planned;
 use super::reading::{mysql_flavor, read_sites};
+use super::rejoin;
 use super::restore;
 use super::surfaces;
 use super::unvouched;
@@ -37,7 +38,9 @@ pub fn decide(
 /// One poll, in the order docs/design/architecture.md#one-poll requires: per-site state and
 /// transitions first (their taints lead the action list), then cross-site decisions (emergency
 /// failover, planned failover, returning-primary fencing, primary reassertion, repointing),
-/// then pod labels, Services, the DNSEndpoint, annotations, events and metrics.
+/// then pod labels, Services, the DNSEndpoint, annotations, events and metrics. The rejoin of
+/// a fenced returning primary (`engine::rejoin`) precedes returning-primary fencing, which
+/// leaves a site a rejoin holds alone.
 pub fn decide_with_options(
     spec: &MysqlFailoverGroupSpec,
     memory: &GroupMemory,
@@ -120,6 +123,7 @@ pub fn decide_with_options(
     }
     keep_cooldown_copies(&context, &mut memory, &mut plan);
     let authority_valid = memory.authority.is_valid();
+    rejoin::rejoin_step(&context, &mut memory, &mut plan);
     returning_primaries(&context, &mut memory, &mut plan, authority_valid);
     if !withheld {
         converge(&context, &mut memory, &mut plan);

@@ -277,8 +277,11 @@ fn rejoin_drained_site(
         PromotionKind::Planned => {}
         PromotionKind::Emergency | PromotionKind::Restore => return,
     }
+    // A site a rejoin holds (`engine::rejoin`) is made a replica only by that rejoin.
     let drained = memory.site(&note.from).is_some_and(|site| {
-        site.state == SiteState::Demoted && site.errant.as_ref().is_none_or(GtidSet::is_empty)
+        site.state == SiteState::Demoted
+            && site.errant.as_ref().is_none_or(GtidSet::is_empty)
+            && !super::rejoin::holds_record(site)
     });
     if !drained || note.from == note.to {
         return;
@@ -494,7 +497,10 @@ fn start_lost_move(
             .site(&previous)
             .is_some_and(|entry| match entry.state {
                 SiteState::Active => true,
-                SiteState::Demoted => entry.errant.as_ref().is_none_or(GtidSet::is_empty),
+                SiteState::Demoted => {
+                    entry.errant.as_ref().is_none_or(GtidSet::is_empty)
+                        && !super::rejoin::holds_record(entry)
+                }
                 SiteState::Replica => false,
             });
         if stale {

@@ -47,10 +47,15 @@ pub(super) fn planned_moving(phase: PlannedFailoverPhase) -> bool {
 
 /// The deferrable disruption `decided` starts and `previous` had not: a planned failover
 /// entering `Draining` (its decision fences the old primary; an ordered update's failover
-/// included), or an ordered update starting to recreate a site. `None` for every other
-/// decision, including the later polls of a drain or a recreation already under way.
+/// included), an ordered update starting to recreate a site, a restore in place entering
+/// `Fencing`, or the rejoin of a returning primary getting under way (`engine::rejoin`).
+/// `None` for every other decision, including the later polls of a drain or a recreation
+/// already under way.
 pub fn gated_start(previous: &GroupMemory, decided: &GroupMemory) -> Option<GatedStart> {
     if let Some(start) = super::restore::gated_start(previous, decided) {
+        return Some(start);
+    }
+    if let Some(start) = super::rejoin::gated_start(previous, decided) {
         return Some(start);
     }
     if let Some(start) = gated_roll(previous, decided) {
@@ -112,6 +117,7 @@ fn gated_roll(previous: &GroupMemory, decided: &GroupMemory) -> Option<GatedStar
 /// `Promoting`): while it is, the gate closed by its [`gated_start`] stays closed.
 pub fn deferrable_disruption_in_flight(memory: &GroupMemory) -> bool {
     super::restore::in_flight(memory)
+        || super::rejoin::in_flight(memory)
         || memory
             .planned_failover
             .as_ref()

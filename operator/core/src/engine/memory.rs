@@ -292,6 +292,9 @@ pub struct SiteMemory {
     pub healthy: bool,
     /// `role`: the `shipstream.io/role` label last decided.
     pub role: PodRole,
+    /// `rejoin`: the rejoin of this site (a returning primary with errant transactions) in
+    /// flight or last finished (`engine::rejoin`).
+    pub rejoin: Option<super::rejoin::RejoinMemory>,
 }
 
 impl SiteMemory {
@@ -317,6 +320,7 @@ impl SiteMemory {
             seconds_behind_source: None,
             healthy: false,
             role: PodRole::Replica,
+            rejoin: None,
         }
     }
 }

@@ -13,7 +13,7 @@
 //!    Transitions of [`SiteState`] imply the node taint, which leads the action list.
 //! 2. Cross-site: bootstrap authority, the revoke annotation, emergency failover (move
 //!    notice, lease wait, drain, promote), planned failover phases, completion, returning
-//!    primaries, primary reassertion, the authority push and repointing.
+//!    primaries and their rejoin, primary reassertion, the authority push and repointing.
 //! 3. Surfaces: pod labels, the `2 × sites + 2` Services, the DNSEndpoint (only on
 //!    divergence), events and metrics; then the status conditions ([`conditions`]).
 //!
@@ -58,6 +58,7 @@ mod persist;
 mod plan;
 mod planned;
 mod reading;
+mod rejoin;
 mod restore;
 mod stability;
 mod surfaces;
@@ -93,6 +94,7 @@ pub use options::{
     PLANNED_DRAIN_TIMEOUT, SIDECAR_NOT_READY_WITHIN, SIDECAR_READINESS_FAILURES,
     SIDECAR_READINESS_PERIOD, SIDECAR_READINESS_TIMEOUT,
 };
+pub use rejoin::{RejoinMemory, REJOIN_ARCHIVE_TIMEOUT, REJOIN_RESEED_TIMEOUT};
 pub use restore::{
     RestoreMemory, BACKUP_TIMEOUT, RESTORE_ADMISSION_TIMEOUT, RESTORE_FENCE_TIMEOUT,
     RESTORE_LOAD_TIMEOUT, RESTORE_SETTLE_TIMEOUT,

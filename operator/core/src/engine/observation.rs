@@ -148,6 +148,9 @@ pub struct GroupAnnotations {
     pub backup: Option<String>,
     /// `bloodraven.shipstream.io/restore`: the backup to restore the active site from.
     pub restore: Option<String>,
+    /// `bloodraven.shipstream.io/rejoin`: the fenced returning primary to rejoin (written by
+    /// a human or `kubectl bloodraven rejoin`).
+    pub rejoin: Option<String>,
     /// `bloodraven.shipstream.io/last-failover`: the failover last issued, a copy of the
     /// promotion kept apart from the status (`FailoverNote`), with what the shell found of
     /// its signature (`NoteReading`; only a verified note is adopted). `None` when absent; an

@@ -130,6 +130,7 @@ impl GroupMemory {
                     persisted,
                     flavor,
                     fenced_is_active,
+                    now,
                 )
             })
             .collect();
@@ -198,6 +199,7 @@ fn site_status(site: &SiteMemory) -> SiteStatus {
             .filter(|errant| !errant.is_empty())
             .map(ToString::to_string),
         mysqld_started_at: site.mysqld_started_at,
+        rejoin: site.rejoin.as_ref().map(|rejoin| rejoin.status.clone()),
     }
 }
 
@@ -207,6 +209,7 @@ fn site_memory(
     persisted: Option<&SiteStatus>,
     flavor: Flavor,
     fenced_is_active: bool,
+    now: Timestamp,
 ) -> SiteMemory {
     let role = match persisted.and_then(|s| s.role.as_deref()) {
         Some(bloodraven_api::names::ROLE_PRIMARY) => PodRole::Primary,
@@ -249,6 +252,10 @@ fn site_memory(
     site.source_host = persisted.source_host.clone();
     site.seconds_behind_source = persisted.seconds_behind_source;
     site.healthy = persisted.healthy;
+    site.rejoin = persisted
+        .rejoin
+        .clone()
+        .map(|rejoin| super::rejoin::RejoinMemory::resumed(rejoin, now));
     site
 }
 
@@ -292,6 +299,20 @@ mod tests {
         }
         memory.sites[0].errant =
             GtidSet::parse(bloodraven_mysql::Flavor::MariaDb, "0-1-101..103").ok();
+        let mut rejoin = bloodraven_api::RejoinStatus::requested(
+            false,
+            Timestamp(750_000),
+            "rejoin of iad requested".to_string(),
+        );
+        rejoin.phase = bloodraven_api::RejoinPhase::Reseeding;
+        rejoin.archive = Some("rejoin-iad-750".to_string());
+        rejoin.errant_gtid_set = Some("0-1-101..103".to_string());
+        rejoin.rejoin_id = Some(750);
+        rejoin.archived_at = Some(Timestamp(760_000));
+        memory.sites[0].rejoin = Some(super::super::rejoin::RejoinMemory {
+            status: rejoin.clone(),
+            annotation_cleared: true,
+        });
         memory.planned_failover = Some(PlannedFailover {
             target: "iad".to_string(),
             from: "pdx".to_string(),
@@ -340,6 +361,17 @@ mod tests {
             assert_eq!(restored.consecutive_failures, 2);
             assert_eq!(restored.last_seen, original.last_seen);
         }
+        // The rejoin resumes in its phase, its phase bound restarted at the restart.
+        assert_eq!(
+            restored.sites[0].rejoin,
+            Some(super::super::rejoin::RejoinMemory {
+                status: bloodraven_api::RejoinStatus {
+                    phase_since: Some(Timestamp(800_000)),
+                    ..rejoin
+                },
+                annotation_cleared: false,
+            })
+        );
     }
 
     #[test]

@@ -219,6 +219,7 @@ fn assert_generation_floor(actions: &[Action], floor: u64) {
             | Action::Backup { .. }
             | Action::Restore { .. }
             | Action::Reseed { .. }
+            | Action::Archive { .. }
             | Action::DeletePod { .. }
             | Action::RollSite { .. }
             | Action::SetPodLabels { .. }
@@ -242,6 +243,17 @@ fn assert_generation_floor(actions: &[Action], floor: u64) {
 /// (docs/design/style.md#4-assertions-for-invariants-result-for-the-world: assert the negative
 /// space too).
 fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: &GroupMemory) {
+    // A site a rejoin holds (archiving, re-seeding, or past its archive and not rejoined) is
+    // never labelled to serve (docs/design/operator.md#returning-primary): only the rejoin's
+    // completion makes it a replica, in the decision that ends the hold.
+    for entry in &memory.sites {
+        assert!(
+            !(super::rejoin::holds_record(entry) && labelled_serving(actions, &entry.site)),
+            "{} is labelled to serve while its rejoin ({:?}) holds it fenced",
+            entry.site,
+            entry.rejoin.as_ref().map(|rejoin| rejoin.status.phase)
+        );
+    }
     let primaries: Vec<&str> = actions
         .iter()
         .filter_map(|action| {
@@ -330,6 +342,14 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
                 *site != memory.active_site && !named.iter().any(|(active, _)| active == site),
                 "ordered update recreates {site}, the active site"
             ),
+            Action::Archive { site, .. } => assert!(
+                *site != memory.active_site
+                    && memory
+                        .site(site)
+                        .is_some_and(|entry| entry.state == SiteState::Demoted)
+                    && !labelled_serving(actions, site),
+                "archive of {site}, which is not a demoted site kept fenced in this decision"
+            ),
             Action::UntaintNode { .. }
             | Action::PushAuthority { .. }
             | Action::Fence { .. }
@@ -344,6 +364,15 @@ fn assert_invariants(spec: &MysqlFailoverGroupSpec, actions: &[Action], memory: 
             | Action::Metric(_) => {}
         }
     }
+}
+
+/// Whether `actions` label `site`'s pod `role=primary` or `role=replica` (so that it may serve
+/// in a shared Service).
+fn labelled_serving(actions: &[Action], site: &str) -> bool {
+    actions.iter().any(|action| {
+        matches!(action, Action::SetPodLabels { site: labelled, role: PodRole::Primary | PodRole::Replica, .. }
+            if labelled == site)
+    })
 }
 
 #[cfg(test)]
@@ -427,6 +456,7 @@ mod tests {
                 on_cooldown: OnCooldown::Reject,
             },
             write_lease: WriteLeaseSpec { duration: None },
+            returning_primary: bloodraven_api::ReturningPrimaryPolicy::default(),
             dns: None,
         }
     }

@@ -345,7 +345,7 @@ pub(super) fn gated_start(previous: &GroupMemory, decided: &GroupMemory) -> Opti
     })
 }
 
-fn status_of<'a>(context: &'a Context<'_>, site: &str) -> Option<&'a SidecarStatus> {
+pub(super) fn status_of<'a>(context: &'a Context<'_>, site: &str) -> Option<&'a SidecarStatus> {
     context
         .observation
         .sites
@@ -357,7 +357,7 @@ fn status_of<'a>(context: &'a Context<'_>, site: &str) -> Option<&'a SidecarStat
         })
 }
 
-fn job_of<'a>(
+pub(super) fn job_of<'a>(
     context: &'a Context<'_>,
     site: &str,
     kind: JobKind,
@@ -1083,6 +1083,16 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             ),
         );
     }
+    // A rejoin re-seeds its site from the active site: the active site is not fenced and
+    // restored under it (the re-seed would copy a half-loaded site).
+    if let Some(rejoining) = super::rejoin::in_flight_site(memory) {
+        return wait_admission(
+            memory,
+            plan,
+            now,
+            format!("waiting for the rejoin of {rejoining} to finish before fencing {site}"),
+        );
+    }
     let refencing = holds_fenced(memory).is_some();
     if !(memory.authority.is_valid() || refencing) || planned_moving || promotion_open {
         return wait_admission(
@@ -1424,13 +1434,60 @@ fn reseed_request(
     memory: &GroupMemory,
     status: &RestoreStatus,
 ) -> ReseedRequest {
-    ReseedRequest {
-        group: context.group().to_string(),
-        restore_id: status
+    reseed_request_from(
+        context,
+        &memory.active_site,
+        status
             .topology_generation
             .unwrap_or(memory.topology_generation),
-        source_host: source_host_of(context, &memory.active_site),
+    )
+}
+
+/// The request to re-seed a site from `source` (its internal Service) under the job id `id`
+/// (a restore's id, or a rejoin's: `engine::rejoin`).
+pub(super) fn reseed_request_from(context: &Context<'_>, source: &str, id: u64) -> ReseedRequest {
+    ReseedRequest {
+        group: context.group().to_string(),
+        restore_id: id,
+        source_host: source_host_of(context, source),
         source_port: names::PORT_MYSQL,
+    }
+}
+
+/// Where one site's re-seed is, by what its sidecar reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum ReseedProgress {
+    /// The sidecar reports it done: the site holds a fresh dump of the source and replicates
+    /// from it.
+    Succeeded,
+    /// The sidecar reports it failed, saying why.
+    Failed(String),
+    /// It runs, or it was asked for this poll.
+    Running,
+}
+
+/// Follows the re-seed of `site` for `request`: what its sidecar reports, and the `Reseed`
+/// action (idempotent) while it reports none. Shared by the restore's re-seeds and the rejoin
+/// of a returning primary.
+pub(super) fn advance_reseed(
+    context: &Context<'_>,
+    plan: &mut Plan,
+    site: &str,
+    request: &ReseedRequest,
+) -> ReseedProgress {
+    match reseed_job(context, site, request).map(|job| (job.state, job.message.clone())) {
+        Some((JobState::Succeeded, _)) => ReseedProgress::Succeeded,
+        Some((JobState::Failed, why)) => ReseedProgress::Failed(
+            why.unwrap_or_else(|| "the sidecar reported it failed".to_owned()),
+        ),
+        Some((JobState::Running, _)) => ReseedProgress::Running,
+        None => {
+            plan.cross_site(Action::Reseed {
+                site: site.to_string(),
+                request: request.clone(),
+            });
+            ReseedProgress::Running
+        }
     }
 }
 
@@ -1486,10 +1543,9 @@ fn track_reseeds(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Pla
     let request = reseed_request(context, memory, &status);
     let mut done = Vec::new();
     for site in &status.pending_reseed {
-        match reseed_job(context, site, &request).map(|job| (job.state, job.message.clone())) {
-            Some((JobState::Succeeded, _)) => done.push(site.clone()),
-            Some((JobState::Failed, why)) => {
-                let why = why.unwrap_or_else(|| "the sidecar reported it failed".to_owned());
+        match advance_reseed(context, plan, site, &request) {
+            ReseedProgress::Succeeded => done.push(site.clone()),
+            ReseedProgress::Failed(why) => {
                 fail(
                     memory,
                     plan,
@@ -1500,11 +1556,7 @@ fn track_reseeds(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Pla
                 );
                 return false;
             }
-            Some((JobState::Running, _)) => {}
-            None => plan.cross_site(Action::Reseed {
-                site: site.clone(),
-                request: request.clone(),
-            }),
+            ReseedProgress::Running => {}
         }
     }
     mark_reseeded(memory, done);

@@ -197,7 +197,13 @@ pub(super) fn labels(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut
         .iter()
         .filter_map(|spec| {
             let entry = memory.site(&spec.name)?;
+            // A site a rejoin holds (archiving, re-seeding, or archived and not rejoined)
+            // serves nowhere, whatever else memory says of it (`engine::rejoin`).
+            let held = super::rejoin::holds_record(entry);
             let (role, healthy) = match entry.state {
+                SiteState::Active | SiteState::Replica | SiteState::Demoted if held => {
+                    (PodRole::Fenced, false)
+                }
                 // Restore in place (docs/design/requirements.md R000.9): the pod leaves both
                 // shared Services at once.
                 SiteState::Active if restoring.as_deref() == Some(spec.name.as_str()) => {

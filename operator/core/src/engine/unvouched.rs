@@ -171,7 +171,9 @@ pub(super) fn holder(context: &Context<'_>, memory: &GroupMemory) -> Holder {
     let demoted_holder = named_lacks.is_empty()
         && context.role(named) == Some(SiteRole::ReadWrite)
         && memory.site(named).is_some_and(|site| {
-            site.state == SiteState::Demoted && site.errant.as_ref().is_none_or(GtidSet::is_empty)
+            site.state == SiteState::Demoted
+                && site.errant.as_ref().is_none_or(GtidSet::is_empty)
+                && !super::rejoin::holds_record(site)
         });
     let recovery = readable
         .iter()

@@ -429,7 +429,9 @@ fn next_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, t
             })
         });
     let restore_pending = super::restore::pending(memory);
-    let other_planned = planned_in_flight || planned_requested || restore_pending;
+    let rejoining = super::rejoin::in_flight_site(memory).map(str::to_owned);
+    let other_planned =
+        planned_in_flight || planned_requested || restore_pending || rejoining.is_some();
     let hold = hold_admission(context);
     let failover_from = memory
         .ordered_update
@@ -457,6 +459,8 @@ fn next_step(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, t
     if !all_healthy || other_planned {
         let waiting = if restore_pending {
             "the restore in place to finish".to_string()
+        } else if let Some(site) = &rejoining {
+            format!("the rejoin of {site} to finish")
         } else if other_planned {
             "another planned failover to finish".to_string()
         } else {

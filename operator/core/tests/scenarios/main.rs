@@ -13,5 +13,6 @@ mod operator_outage;
 mod ordered_update;
 mod planned;
 mod properties;
+mod rejoin;
 mod replica_health;
 mod restore;

@@ -14,7 +14,7 @@ use bloodraven_api::{
         MysqlObservation, MysqldRun, ReplicationState, SidecarRuntime, SidecarStatus,
     },
     DNSEndpointSpec, DnsSpec, GoDuration, MysqlFailoverGroupSpec, OnCooldown,
-    PlannedFailoverPolicy, SiteRole, SiteSpec, WriteLeaseSpec,
+    PlannedFailoverPolicy, ReturningPrimaryPolicy, SiteRole, SiteSpec, WriteLeaseSpec,
 };
 use bloodraven_core::deploy::{HoldInfo, RevokeReason};
 use bloodraven_core::engine::{
@@ -63,6 +63,7 @@ pub fn playground_spec() -> MysqlFailoverGroupSpec {
             on_cooldown: OnCooldown::Reject,
         },
         write_lease: WriteLeaseSpec { duration: None },
+        returning_primary: ReturningPrimaryPolicy::default(),
         dns: Some(DnsSpec {
             hostname: "playground-db.example.local".to_string(),
             ttl: 10,
@@ -155,6 +156,12 @@ pub struct FakeSite {
     pub job_fails: Option<String>,
     /// A restore or re-seed here stays running.
     pub job_hangs: bool,
+    /// Archives on the site's volume (`/v1/archive`): name and the errant GTID set each holds.
+    pub archives: Vec<(String, GtidSet)>,
+    /// An archive here fails with this message.
+    pub archive_fails: Option<String>,
+    /// An archive here stays running.
+    pub archive_hangs: bool,
     /// The image the site pod's mysql container runs.
     pub image: String,
     /// The image of the site StatefulSet's template (a recreated pod runs it).
@@ -264,6 +271,9 @@ impl World {
                     job: None,
                     job_fails: None,
                     job_hangs: false,
+                    archives: Vec::new(),
+                    archive_fails: None,
+                    archive_hangs: false,
                     image: spec.image.clone(),
                     template_image: spec.image.clone(),
                     recreation_stalls: false,
@@ -592,7 +602,47 @@ impl World {
                 }
                 AnnotationChange::ClearBackup => self.annotations.backup = None,
                 AnnotationChange::ClearRestore => self.annotations.restore = None,
+                AnnotationChange::ClearRejoin => self.annotations.rejoin = None,
             },
+            Action::Archive { site, request } => {
+                if !self.reachable_by_operator(site) || !self.site(site).mysql_up {
+                    return;
+                }
+                let target = self.site_mut(site);
+                // The sidecar's rule (`ArchiveRequest`): only under an explicit fence, mysqld
+                // read-only, and only of transactions the site holds.
+                if target.fence_generation.is_none() || !target.read_only {
+                    return;
+                }
+                let Ok(errant) = GtidSet::parse(target.gtid.flavor(), &request.errant_gtid_set)
+                else {
+                    return;
+                };
+                if !target.gtid.contains(&errant) {
+                    return;
+                }
+                // The job it already has is answered, never run twice.
+                if target.job.as_ref().is_some_and(|current| {
+                    current.is(JobKind::Archive, &request.name, request.rejoin_id)
+                }) {
+                    return;
+                }
+                let mut status = job(
+                    JobKind::Archive,
+                    &request.name,
+                    request.rejoin_id,
+                    JobState::Running,
+                    now,
+                );
+                if let Some(why) = target.archive_fails.clone() {
+                    status.state = JobState::Failed;
+                    status.message = Some(why);
+                } else if !target.archive_hangs {
+                    target.archives.push((request.name.clone(), errant));
+                    status.state = JobState::Succeeded;
+                }
+                target.job = Some(status);
+            }
             Action::Backup { site, request } => {
                 if !self.reachable_by_operator(site) || !self.site(site).mysql_up {
                     return;

@@ -67,17 +67,19 @@ fn returning_primary(
     let Some(gtid) = view.gtid.clone() else {
         return;
     };
-    let mut errant = errant_transactions(&gtid, active_gtid);
-    // Its copy of what a restore discarded after its demotion is errant, also under GTIDs
-    // the restored site has reused since (simulator seed 1663 with every fault mode).
-    if let Some(copy) = crate::engine::restore::pre_restore_copy(context, memory, name, &gtid) {
-        errant = errant.union(&copy);
-    }
+    let errant = errant_of(context, memory, name, &gtid, active_gtid);
     let baseline = crate::engine::restore::loss_baseline(context, memory, active_gtid);
     make_lost_exact(memory, plan, name, active, &gtid, &baseline);
     let previously = memory.site(name).and_then(|site| site.errant.clone());
     if let Some(site) = memory.site_mut(name) {
         site.errant = Some(errant.clone());
+    }
+    // A rejoin holds the site (archiving, re-seeding, or past its archive and not rejoined):
+    // only the rejoin's completion makes it a replica, once it replicates directly from the
+    // active site. A re-seed's load empties the errant set before replication is pointed
+    // anywhere (`engine::rejoin`).
+    if crate::engine::rejoin::holds(context, memory, name) {
+        return;
     }
     if errant.is_empty() {
         if authority_valid {
@@ -98,6 +100,25 @@ fn returning_primary(
                 errant.count()
             ),
         );
+    }
+}
+
+/// What the demoted site `name` (read at `gtid`) holds that the active site (read at
+/// `active_gtid`) lacks: its errant transactions, its copy of what a restore discarded after
+/// its demotion included.
+pub(in crate::engine) fn errant_of(
+    context: &Context<'_>,
+    memory: &GroupMemory,
+    name: &str,
+    gtid: &GtidSet,
+    active_gtid: &GtidSet,
+) -> GtidSet {
+    let errant = errant_transactions(gtid, active_gtid);
+    // Its copy of what a restore discarded after its demotion is errant, also under GTIDs
+    // the restored site has reused since (simulator seed 1663 with every fault mode).
+    match crate::engine::restore::pre_restore_copy(context, memory, name, gtid) {
+        Some(copy) => errant.union(&copy),
+        None => errant,
     }
 }
 
@@ -223,7 +244,7 @@ fn repoint_replicas(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut 
 }
 
 /// Whether `site` replicates from `source` now.
-pub(super) fn replicates_from(context: &Context<'_>, site: &str, source: &str) -> bool {
+pub(in crate::engine) fn replicates_from(context: &Context<'_>, site: &str, source: &str) -> bool {
     let host = source_host_of(context, source);
     context
         .view(site)

@@ -641,7 +641,8 @@ fn select_candidate(
                 && entry.state == SiteState::Replica
                 && entry.detection != Detection::Failed
                 && entry.errant.as_ref().is_none_or(GtidSet::is_empty)
-                && !crate::engine::restore::withholds(memory, name);
+                && !crate::engine::restore::withholds(memory, name)
+                && !crate::engine::rejoin::holds_record(entry);
             if eligible {
                 view.gtid.as_ref().map(|gtid| (name, gtid))
             } else {

@@ -21,6 +21,8 @@ mod promotion;
 pub(super) use authority::{
     announce_move, cooldown_until, keep_cooldown_copies, moving, notice_generation, source_host_of,
 };
-pub(super) use convergence::{converge, repoint_action, returning_primaries};
+pub(super) use convergence::{
+    converge, errant_of, replicates_from, repoint_action, returning_primaries,
+};
 pub(super) use emergency::{emergency_step, old_site_confirmed_unwritable};
 pub(super) use promotion::{complete_promotion, issue_promotion, promote_action};
