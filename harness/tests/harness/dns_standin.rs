@@ -31,10 +31,10 @@ const BINARY: &str = env!("CARGO_BIN_EXE_bloodraven-dns-standin");
 const NAMESPACE: &str = "bloodraven-playground";
 const HOSTNAME: &str = "playground-db.example.local";
 
+/// A file of this checkout, found at run time: the compile-time manifest path is the one of
+/// whichever checkout built the cached test binary.
 fn workspace_file(path: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path)
+    bloodraven_harness::backend::workspace_root().join(path)
 }
 
 /// The stand-in process (only this test's own child), its standard error collected; killed

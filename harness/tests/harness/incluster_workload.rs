@@ -607,7 +607,7 @@ async fn site_probes_find_the_site_pods_through_the_api_and_follow_their_ips() {
         .await
         .expect("create the namespace");
     let fixture = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/playground/workload.yaml"),
+        bloodraven_harness::backend::workspace_root().join("fixtures/playground/workload.yaml"),
     )
     .expect("read the fixture");
     let documents: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&fixture)

@@ -283,7 +283,16 @@ impl Cluster {
         schema::prune(schema, obj, true);
         crate::crd_validation::prune_nulls(schema, obj);
         schema::apply_defaults(schema, obj);
-        let errors = crd.validator.get(schema).validate(obj, old);
+        // The stored object as the API server reads it back (pruned and defaulted on read),
+        // so a field the CRD defaults since is unchanged and ratchets like the rest.
+        let old = old.map(|stored| {
+            let mut read = stored.clone();
+            schema::prune(schema, &mut read, true);
+            crate::crd_validation::prune_nulls(schema, &mut read);
+            schema::apply_defaults(schema, &mut read);
+            read
+        });
+        let errors = crd.validator.get(schema).validate(obj, old.as_ref());
         if errors.is_empty() {
             return Ok(());
         }

@@ -491,6 +491,67 @@ async fn kubectl_can_still_write_an_object_stored_before_its_crd_tightened() {
     tc.stop().await;
 }
 
+/// An object stored before its CRD gained a CEL rule it breaks and a defaulted field: its
+/// status can still be written. The API server defaults the stored object when it reads it,
+/// so the defaulted field is unchanged and the spec ratchets; localkube defaulted only the
+/// new object, the spec differed from the stored one, and the rule refused every status write
+/// (the operator's status of an invalid group after `spec.returningPrimary` got a default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_ratchets_a_spec_stored_before_a_rule_and_a_defaulted_field() {
+    let tc = start().await;
+    let k = kubectl(&tc);
+    let rule = "            - rule: self.initialActiveSite in self.sites.map(s, s.name)\n              message: initialActiveSite must name a site\n              fieldPath: .initialActiveSite\n";
+    let loose = CHECK_CRD.replace(rule, "");
+    assert_ne!(loose, CHECK_CRD);
+    let note = "              note: {type: string, nullable: true}\n";
+    let tight = CHECK_CRD.replace(
+        note,
+        &format!("{note}              policy: {{type: object, default: {{onErrant: fence}}, properties: {{onErrant: {{type: string, default: fence}}}}}}\n"),
+    );
+    assert_ne!(tight, CHECK_CRD);
+    install(&k, &loose, "checks.example.com").await;
+    let (ok, out, err) = k
+        .apply(&[], &check("stray", &[("initialActiveSite", "nowhere")]))
+        .await;
+    assert!(ok, "stored before the rule: {err}{out}");
+    install(&k, &tight, "checks.example.com").await;
+    k.ok(&[
+        "patch",
+        "check",
+        "stray",
+        "-n",
+        "default",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Failed"}}"#,
+    ])
+    .await;
+    let read = k
+        .ok(&["get", "check", "stray", "-n", "default", "-o", "json"])
+        .await;
+    let read: Value = serde_json::from_str(&read).expect("json");
+    assert_eq!(read["status"]["phase"], "Failed");
+    // A change of the spec is judged by the rule.
+    refused(
+        &k,
+        &[
+            "patch",
+            "check",
+            "stray",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"failureThreshold":4}}"#,
+        ],
+        None,
+        &["initialActiveSite must name a site"],
+    )
+    .await;
+    tc.stop().await;
+}
+
 /// A CRD whose CEL rule does not compile is refused when it is created, naming the rule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_of_a_crd_with_a_broken_cel_rule_fails() {
@@ -529,7 +590,11 @@ async fn kubectl_apply_of_a_crd_with_a_broken_cel_rule_fails() {
 async fn the_fixture_crds_accept_the_playground_group() {
     let tc = start().await;
     let k = kubectl(&tc);
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    // At run time (cargo test sets it): the compile-time value names whichever checkout built
+    // the cached test binary (a CI clone elsewhere sharing the target directory).
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let fixtures = Path::new(&manifest_dir).join("../../fixtures");
     let crds = fixtures.join("crds");
     k.ok(&["apply", "-f", crds.to_str().expect("utf-8 path")])
         .await;
