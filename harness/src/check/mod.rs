@@ -1,5 +1,7 @@
-//! Checkers over a history: no split brain, RPO, failover timings, expectations.
+//! Checkers over a history: no split brain, RPO, failover timings, expectations, the archives of
+//! rejoined sites.
 
+pub mod archive;
 pub mod converged;
 pub mod endpoint_history;
 pub mod expectations;

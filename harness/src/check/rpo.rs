@@ -208,19 +208,72 @@ pub fn observed_restores(history: &History) -> Vec<RestoreRecord> {
 
 /// A workload write with what the history says of it.
 #[derive(Debug, Clone)]
-struct WriteRecord {
-    id: u64,
-    outcome: EventType,
-    site: Option<Site>,
-    gtid: Option<String>,
-    start_ns: u64,
+pub(crate) struct WriteRecord {
+    /// The write's id.
+    pub(crate) id: u64,
+    /// Its outcome.
+    pub(crate) outcome: EventType,
+    /// The site that acknowledged it (`ok` only).
+    pub(crate) site: Option<Site>,
+    /// The GTID it committed as (`ok` only).
+    pub(crate) gtid: Option<String>,
+    /// When it was invoked, on the history's monotonic axis.
+    pub(crate) start_ns: u64,
 }
 
 /// A failover on the history's monotonic axis.
-struct Boundary<'a> {
-    record: &'a FailoverRecord,
+pub(crate) struct Boundary {
+    /// The failover as last observed.
+    pub(crate) record: FailoverRecord,
     /// Where `from` stopped being writable: `fencedAt`, else `promotedAt`, else `startedAt`.
-    fence_ns: u64,
+    pub(crate) fence_ns: u64,
+    /// `startedAt` on the monotonic axis (0 when it cannot be placed).
+    pub(crate) started_ns: u64,
+}
+
+/// The acknowledged writes lost after heal, each attributed to the failover (or the restore in
+/// place) that lost it: the rpo checker's computation up to the operator's report, shared with
+/// the archive checker ([`super::archive`]), which compares a rejoined site's archive with the
+/// writes lost in the failover that demoted it.
+pub(crate) struct Losses {
+    /// Findings of the attribution (a lost write after its site's fence, ...).
+    pub(crate) findings: Vec<String>,
+    /// The table so far: acknowledged count, final state read, active site, sites read.
+    pub(crate) summary: RpoSummary,
+    /// Every workload write, by id.
+    pub(crate) writes: BTreeMap<u64, WriteRecord>,
+    /// The failovers observed, in order of `startedAt`.
+    pub(crate) boundaries: Vec<Boundary>,
+    /// One row per failover, with its acknowledged count.
+    pub(crate) rows: Vec<RpoRow>,
+    /// The ids present on each site read after heal.
+    pub(crate) final_sites: BTreeMap<Site, BTreeSet<u64>>,
+    /// The active site after heal.
+    pub(crate) active: Site,
+    /// The ids present on the active site after heal.
+    pub(crate) on_active: BTreeSet<u64>,
+    /// Every acknowledged write missing on the active site after heal, by id.
+    pub(crate) lost: Vec<u64>,
+    /// Per failover (as `boundaries`), the ids of the acknowledged writes lost in it.
+    pub(crate) lost_in: Vec<Vec<u64>>,
+    /// The restores in place observed (re-promoted ones), in order.
+    pub(crate) restores: Vec<RestoreRecord>,
+    /// Each restore's fence on the monotonic axis.
+    pub(crate) restore_fences: Vec<u64>,
+    /// Per restore, the ids of the acknowledged writes lost in it.
+    pub(crate) lost_in_restore: Vec<Vec<u64>>,
+}
+
+impl Losses {
+    /// The writes of `ids`.
+    pub(crate) fn records<'a>(&'a self, ids: &[u64]) -> Vec<&'a WriteRecord> {
+        ids.iter().filter_map(|id| self.writes.get(id)).collect()
+    }
+}
+
+/// A failover's name in findings (`emergency failover iad -> pdx`).
+pub(crate) fn failover_label(record: &FailoverRecord) -> String {
+    label(record)
 }
 
 fn label(record: &FailoverRecord) -> String {
@@ -241,7 +294,7 @@ fn count(n: usize) -> u64 {
 
 /// Which failover a write invoked at `start_ns` on `site` (any site for `None`) falls to:
 /// the first failover away from that site whose fence is not before it.
-fn attribute(boundaries: &[Boundary<'_>], site: Option<Site>, start_ns: u64) -> Option<usize> {
+fn attribute(boundaries: &[Boundary], site: Option<Site>, start_ns: u64) -> Option<usize> {
     boundaries.iter().position(|boundary| {
         site.is_none_or(|site| boundary.record.from == site)
             && boundary.fence_ns + CROSS_CLOCK_SLACK_NS >= start_ns
@@ -287,24 +340,18 @@ fn differs_from_sealed(
     ))
 }
 
-/// Computes the RPO table and checks it.
-pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
-    const NAME: &str = "rpo";
-    let fail = |summary: RpoSummary, finding: String| {
-        (
-            summary,
-            Verdict::from_findings(NAME, String::new(), vec![finding]),
-        )
-    };
-    let operations = match history.operations() {
-        Ok(operations) => operations,
-        Err(malformed) => {
-            return fail(
-                RpoSummary::default(),
-                format!("malformed history: {malformed}"),
-            )
-        }
-    };
+/// Why the lost writes cannot be known: the table so far, and the one finding.
+pub(crate) type Unknown = Box<(RpoSummary, String)>;
+
+/// The acknowledged writes lost after heal, attributed to the failovers and restores that lost
+/// them ([`Losses`]), or why they cannot be known.
+pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
+    let operations = history.operations().map_err(|malformed| {
+        Box::new((
+            RpoSummary::default(),
+            format!("malformed history: {malformed}"),
+        ))
+    })?;
     let mut findings = Vec::new();
     let mut writes: BTreeMap<u64, WriteRecord> = BTreeMap::new();
     for operation in &operations {
@@ -352,43 +399,41 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
                 _ => None,
             });
     let Some(final_sites) = final_sites else {
-        return fail(
+        return Err(Box::new((
             summary,
             "no final state was read, so the RPO is unknown".to_owned(),
-        );
+        )));
     };
     summary.final_state_read = true;
     summary.sites_read = final_sites.keys().copied().collect();
     summary.active_site = history.last_active_site();
     let Some(active) = summary.active_site else {
-        return fail(
+        return Err(Box::new((
             summary,
             "no group status was observed, so the active site after heal is unknown".to_owned(),
-        );
+        )));
     };
-    let Some(on_active) = final_sites.get(&active) else {
+    let Some(on_active) = final_sites.get(&active).cloned() else {
         let finding = format!(
             "the active site {active} could not be read for the final state (read: {})",
             names(&summary.sites_read)
         );
-        return fail(summary, finding);
-    };
-    let on_any: BTreeSet<u64> = final_sites.values().flatten().copied().collect();
-    let present_elsewhere = |id: u64| {
-        final_sites
-            .iter()
-            .any(|(site, ids)| *site != active && ids.contains(&id))
+        return Err(Box::new((summary, finding)));
     };
 
     let to_mono = |time: Option<jiff::Timestamp>| time.and_then(|at| history.wall_to_mono_ns(at));
-    let boundaries: Vec<Boundary<'_>> = failovers
-        .iter()
+    let boundaries: Vec<Boundary> = failovers
+        .into_iter()
         .map(|record| {
-            let started = to_mono(Some(record.started_at)).unwrap_or(0);
+            let started_ns = to_mono(Some(record.started_at)).unwrap_or(0);
             let fence_ns = to_mono(record.fenced_at)
                 .or_else(|| to_mono(record.promoted_at))
-                .unwrap_or(started);
-            Boundary { record, fence_ns }
+                .unwrap_or(started_ns);
+            Boundary {
+                record,
+                fence_ns,
+                started_ns,
+            }
         })
         .collect();
     let mut rows: Vec<RpoRow> = boundaries
@@ -410,7 +455,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
         })
         .collect();
     // Per failover, the acknowledged writes lost in it.
-    let mut lost_in: Vec<Vec<&WriteRecord>> = vec![Vec::new(); boundaries.len()];
+    let mut lost_in: Vec<Vec<u64>> = vec![Vec::new(); boundaries.len()];
     // Restores in place: where the restored site stopped being writable (the fence).
     let restores = observed_restores(history);
     let restore_fences: Vec<u64> = restores
@@ -421,7 +466,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
                 .unwrap_or(0)
         })
         .collect();
-    let mut lost_in_restore: Vec<Vec<&WriteRecord>> = vec![Vec::new(); restores.len()];
+    let mut lost_in_restore: Vec<Vec<u64>> = vec![Vec::new(); restores.len()];
     // The restore a lost write of `site` invoked at `start_ns` falls to: the first one of that
     // site whose fence is not before it, unless a failover away from the site fenced it first.
     let restore_of = |site: Site, start_ns: u64| -> Option<usize> {
@@ -437,7 +482,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
     };
 
     // Acknowledged writes: lost when missing on the active site.
-    let mut lost: Vec<&WriteRecord> = Vec::new();
+    let mut lost: Vec<u64> = Vec::new();
     for write in &acknowledged {
         let site = write.site;
         if let Some(index) = attribute(&boundaries, site, write.start_ns) {
@@ -448,7 +493,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
         if on_active.contains(&write.id) {
             continue;
         }
-        lost.push(write);
+        lost.push(write.id);
         let Some(site) = site else {
             findings.push(format!(
                 "acknowledged write {} is lost and names no acknowledging site",
@@ -458,7 +503,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
         };
         if let Some(index) = restore_of(site, write.start_ns) {
             if let Some(slot) = lost_in_restore.get_mut(index) {
-                slot.push(write);
+                slot.push(write.id);
             }
             continue;
         }
@@ -469,11 +514,11 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
                     findings.push(format!(
                         "acknowledged write {} by {site} is lost in the {}; a planned failover loses nothing",
                         write.id,
-                        label(boundary.record)
+                        label(&boundary.record)
                     ));
                 }
                 if let Some(slot) = lost_in.get_mut(index) {
-                    slot.push(write);
+                    slot.push(write.id);
                 }
             }
             None => {
@@ -485,7 +530,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
                         "acknowledged write {} by {site} was invoked {} ms after {site} was fenced ({}) and is lost",
                         write.id,
                         write.start_ns.saturating_sub(boundary.fence_ns) / 1_000_000,
-                        label(boundary.record)
+                        label(&boundary.record)
                     )),
                     None => findings.push(format!(
                         "acknowledged write {} (by {site}) is lost, and {site} never lost the primary role in an emergency failover",
@@ -495,6 +540,70 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             }
         }
     }
+    Ok(Losses {
+        findings,
+        summary,
+        writes,
+        boundaries,
+        rows,
+        final_sites,
+        active,
+        on_active,
+        lost,
+        lost_in,
+        restores,
+        restore_fences,
+        lost_in_restore,
+    })
+}
+
+/// Computes the RPO table and checks it.
+pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
+    const NAME: &str = "rpo";
+    let computed = match losses(history) {
+        Ok(computed) => computed,
+        Err(unknown) => {
+            let (summary, finding) = *unknown;
+            return (
+                summary,
+                Verdict::from_findings(NAME, String::new(), vec![finding]),
+            );
+        }
+    };
+    let Losses {
+        mut findings,
+        mut summary,
+        writes,
+        boundaries,
+        mut rows,
+        final_sites,
+        active,
+        on_active,
+        lost: lost_ids,
+        lost_in: lost_in_ids,
+        restores,
+        restore_fences,
+        lost_in_restore: lost_in_restore_ids,
+    } = computed;
+    let on_active = &on_active;
+    let by_id =
+        |ids: &[u64]| -> Vec<&WriteRecord> { ids.iter().filter_map(|id| writes.get(id)).collect() };
+    let acknowledged: Vec<&WriteRecord> = writes
+        .values()
+        .filter(|write| write.outcome == EventType::Ok)
+        .collect();
+    let lost = by_id(&lost_ids);
+    let lost_in: Vec<Vec<&WriteRecord>> = lost_in_ids.iter().map(|ids| by_id(ids)).collect();
+    let lost_in_restore: Vec<Vec<&WriteRecord>> =
+        lost_in_restore_ids.iter().map(|ids| by_id(ids)).collect();
+    let on_any: BTreeSet<u64> = final_sites.values().flatten().copied().collect();
+    let present_elsewhere = |id: u64| {
+        final_sites
+            .iter()
+            .any(|(site, ids)| *site != active && ids.contains(&id))
+    };
+    let failovers: Vec<&FailoverRecord> =
+        boundaries.iter().map(|boundary| &boundary.record).collect();
     if let Some(finding) = differs_from_sealed(history, &acknowledged, &lost) {
         findings.push(finding);
     }
@@ -600,7 +709,7 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
     }
     let last = boundaries.len().checked_sub(1);
     for (index, boundary) in boundaries.iter().enumerate() {
-        let record = boundary.record;
+        let record = &boundary.record;
         let name = label(record);
         let Some(row) = rows.get_mut(index) else {
             continue;

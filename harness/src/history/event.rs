@@ -312,6 +312,75 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         unread: BTreeMap<Site, String>,
     },
+    /// What an `archive` expectation read back (process `archive`, recorded by the runner when
+    /// the step ends: `ok` when it was satisfied, `fail` when not): every archive directory on
+    /// the site's backups volume, each verified against its own manifest
+    /// ([`crate::check::archive::verify_archive`]). The archive checker
+    /// ([`crate::check::archive`]) compares the archives written since `since` with the
+    /// acknowledged writes lost in the emergency failover that demoted the site.
+    ArchiveRead {
+        /// The site whose volume was read.
+        site: Site,
+        /// Archives count from here (the scenario's start, on the harness's clock): an
+        /// earlier one is another scenario's, left on a volume a reused cluster kept.
+        since: jiff::Timestamp,
+        /// What each archive directory held, in name order.
+        #[serde(default)]
+        archives: Vec<ArchiveRead>,
+    },
+}
+
+/// One archive directory (`archives/<name>/` on a site's backups volume) as the harness read
+/// it back through the site's sidecar container, never as the operator or the sidecar
+/// describe it: each file the manifest names is read and hashed by the harness, and the
+/// errant-binlog file's GTID event headers are parsed by the harness's own reader.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveRead {
+    /// The directory's name.
+    pub name: String,
+    /// Whether it holds `manifest.json` (written last: without it the archive is partial
+    /// and never counts).
+    pub manifest: bool,
+    /// The manifest's `createdAt` (the sidecar's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<jiff::Timestamp>,
+    /// The manifest's `rejoinId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejoin_id: Option<u64>,
+    /// The manifest's `errantGtidSet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errant_gtid_set: Option<String>,
+    /// The GTIDs of the GTID event headers in the errant-binlog file, in file order (a
+    /// repeated one is listed again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binlog_gtids: Vec<String>,
+    /// Each file the manifest names, with what was read back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ArchiveFileRead>,
+    /// What does not verify: empty when the archive is intact.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// A file an archive's manifest names, and what the harness read back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveFileRead {
+    /// Its name in the archive directory.
+    pub name: String,
+    /// Its role (`errant-binlog`, `dump`).
+    pub role: String,
+    /// Its size as the manifest says.
+    pub bytes: u64,
+    /// Its SHA-256 as the manifest says.
+    pub sha256: String,
+    /// Its size read back (`None`: it could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
+    /// The SHA-256 of what was read back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_sha256: Option<String>,
 }
 
 /// The canary ids of the site probes start here ([`Op::SiteProbe`]): the writers' ids count

@@ -4,6 +4,7 @@
 
 /// The in-cluster fault agent's driver.
 pub mod agent;
+pub mod archive;
 pub mod exec;
 pub mod faults;
 pub mod incluster;

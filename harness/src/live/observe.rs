@@ -884,6 +884,9 @@ impl LiveCluster {
         if let Some(connection) = &expect.connection {
             return self.observe_connection(&connection.name).await;
         }
+        if let Some(archive) = &expect.archive {
+            return self.observe_archive(archive.site).await;
+        }
         if let Some(metric) = &expect.metric {
             return match metric.site {
                 Some(site) => {

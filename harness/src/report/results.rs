@@ -134,6 +134,7 @@ pub fn judge(
         rpo_verdict,
         crate::check::lost_set::check_lost_set(history),
         crate::check::survivors::check_survivors(history),
+        crate::check::archive::check_archive(history),
         timings_verdict,
     ];
     let failure = run_error.or_else(|| {

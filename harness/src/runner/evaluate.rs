@@ -17,6 +17,7 @@
 //! | node | `{"demotedTaint": true}` |
 //! | connection | `{"writeError": 1290, "site": "iad"}` (`null` error: the write succeeded; `null` site: nobody answered `@@hostname`), or `{"sentWrite": "pending"}` |
 //! | mysql | `{"readOnly": true, "replicating": false, "clockOffsetMs": -20012, "roundTripMs": 40, "writeDeadlineAgoMs": 640}` |
+//! | archive | `{"site": "iad", "archives": [{"name": "rejoin-iad-1767225600", "manifest": true, "createdAt": .., "rejoinId": .., "errantGtidSet": "0-1-101..140", "binlogGtids": ["0-1-101", ..], "files": [{"name", "role", "bytes", "sha256", "readBytes", "readSha256"}], "problems": []}]}` ([`crate::check::archive::ArchiveObservation`]) |
 
 use serde_json::{json, Value};
 
@@ -47,7 +48,8 @@ pub fn climbed(
 /// fault or else the first observation of this expectation (for `$changed`/`$unchanged` and
 /// `increasing`), `None` on the first poll itself (which is then its own baseline). Events
 /// count only when they occurred at or after `since` (to the second: Kubernetes event
-/// times have second precision). The error says what differs.
+/// times have second precision), archives only when written since `since` (the runner passes
+/// the scenario's start for them). The error says what differs.
 pub fn evaluate(
     expect: &Expect,
     observed: &Value,
@@ -295,6 +297,12 @@ pub fn evaluate(
         return matches(&Value::Object(expected), Some(observed), None)
             .map_err(|why| format!("mysqld of {}: {why}", mysql.site));
     }
+    if expect.archive.is_some() {
+        let observation: crate::check::archive::ArchiveObservation =
+            serde_json::from_value(observed.clone())
+                .map_err(|error| format!("archive: the observation does not read: {error}"))?;
+        return crate::check::archive::judge_observation(&observation, since);
+    }
     Err("names no target".to_owned())
 }
 
@@ -414,6 +422,15 @@ pub fn describe(expect: &Expect) -> String {
             .node
             .as_ref()
             .map(|node| format!("{} demoted taint {}", node.site, node.demoted_taint)),
+        "archive" => expect.archive.as_ref().map(|archive| {
+            format!(
+                "{} holds {}",
+                archive.site,
+                match archive.holds {
+                    crate::scenario::model::ArchiveHolds::LostWrites => "its lost writes",
+                }
+            )
+        }),
         "connection" => expect
             .connection
             .as_ref()

@@ -196,13 +196,25 @@ fn run_steps(
                 Ok(expect) => match baselines.remove(&index) {
                     Some(Err(why)) => Err(format!("step {index}: {}: {why}", describe(&expect))),
                     baseline => {
+                        let since = if expect.archive.is_some() {
+                            scenario_wall_start
+                        } else {
+                            fault_started
+                        };
                         let window = Window {
                             baseline: baseline.and_then(Result::ok),
-                            since: fault_started,
+                            since,
                             seen_pods: seen_pods.clone(),
                         };
                         let (mut result, last) =
                             run_expect(cluster, &expect, index, pacing, started, window);
+                        record_archive_read(
+                            recorder,
+                            &expect,
+                            last.as_ref(),
+                            since,
+                            result.satisfied,
+                        );
                         if let Some(observed) = &last {
                             seen_pods.extend(pods_in(&expect, observed));
                         }
@@ -344,6 +356,38 @@ fn run_steps(
     outcome.and(closing)
 }
 
+/// Records what an `archive` expectation read last ([`Op::ArchiveRead`], process `archive`):
+/// `ok` when it was satisfied, `fail` when not; nothing for other targets or when nothing was
+/// read. The archive checker judges the `ok` ones after the final read.
+pub fn record_archive_read(
+    recorder: &Recorder,
+    expect: &Expect,
+    last: Option<&Value>,
+    since: jiff::Timestamp,
+    satisfied: bool,
+) {
+    if expect.archive.is_none() {
+        return;
+    }
+    let Some(observation) = last.and_then(|value| {
+        serde_json::from_value::<crate::check::archive::ArchiveObservation>(value.clone()).ok()
+    }) else {
+        return;
+    };
+    let op = |archives| Op::ArchiveRead {
+        site: observation.site,
+        since,
+        archives,
+    };
+    recorder.invoke("archive", op(Vec::new()));
+    let kind = if satisfied {
+        EventType::Ok
+    } else {
+        EventType::Fail
+    };
+    recorder.complete("archive", kind, op(observation.archives.clone()));
+}
+
 /// A step as the progress line names it: its kind and target (`fault {"kill":{"site":"iad"}}`,
 /// `expect within 30s: group activeSite pdx`), at most about a line.
 pub fn step_label(step: &Step) -> String {
@@ -379,7 +423,8 @@ pub struct Window {
     /// [`baseline_taker`]); `None`: the expectation's first poll is its baseline.
     pub baseline: Option<Value>,
     /// Events count only from this instant: the start of the latest `fault`, `heal` or
-    /// `apply` step before the expectation, else the scenario's start.
+    /// `apply` step before the expectation, else the scenario's start. Archives count from the
+    /// scenario's start (a rejoin may re-use an archive written before the latest step).
     pub since: jiff::Timestamp,
     /// Every pod (`namespace/name`) a `pods` observation of this run has held so far.
     pub seen_pods: std::collections::BTreeSet<String>,

@@ -572,6 +572,9 @@ pub struct Expect {
     /// A site's mysqld, read directly (not through the operator).
     #[serde(default)]
     pub mysql: Option<MysqlExpect>,
+    /// The archives on a site's backups volume (a rejoin's), read back and verified.
+    #[serde(default)]
+    pub archive: Option<ArchiveExpect>,
     /// Saves fields of the observation that satisfied the expectation for later `${var}`:
     /// variable name -> JSON pointer into the observation (see [`crate::runner::evaluate`]
     /// for its shape per target), e.g. `{svc_rv: /metadata/resourceVersion}`. A pointer that
@@ -583,7 +586,7 @@ pub struct Expect {
 impl Expect {
     /// Every target an expectation may name, as the file spells it, in declaration order
     /// (every field but `within`, `for`, `name` and `save`).
-    pub const TARGETS: [&'static str; 13] = [
+    pub const TARGETS: [&'static str; 14] = [
         "group",
         "pods",
         "endpoints",
@@ -597,6 +600,7 @@ impl Expect {
         "node",
         "connection",
         "mysql",
+        "archive",
     ];
 
     /// The names of the targets that are set, in declaration order.
@@ -615,6 +619,7 @@ impl Expect {
             self.node.is_some(),
             self.connection.is_some(),
             self.mysql.is_some(),
+            self.archive.is_some(),
         ];
         Self::TARGETS
             .into_iter()
@@ -1066,6 +1071,28 @@ pub struct MysqlExpect {
     /// fence on time (a backward step of mysqld's clock stalls the event scheduler).
     #[serde(default)]
     pub write_deadline_ran_within: Option<Span>,
+}
+
+/// The archives a rejoin wrote on a site's backups volume (`archives/<name>/`,
+/// docs/design/operator.md#returning-primary), read back through the site's sidecar container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ArchiveExpect {
+    /// The site whose volume holds them (the rejoined returning primary).
+    pub site: Site,
+    /// What the archive checker demands they hold, judged after the final read.
+    pub holds: ArchiveHolds,
+}
+
+/// What the archive checker ([`crate::check::archive`]) demands of the archives an `archive`
+/// expectation read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArchiveHolds {
+    /// Every acknowledged write lost in the emergency failover that demoted the site (by the
+    /// rpo checker's count) has its GTID in an archive's errant binlog, and no archived GTID
+    /// is that of an acknowledged write that was not lost there.
+    LostWrites,
 }
 
 /// Bounds of a signed offset, spelled like `clock-offset`'s (`-21s`, `+500ms`).

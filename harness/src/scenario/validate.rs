@@ -753,6 +753,20 @@ impl StepState {
                 }
             }
         }
+        if let Some(archive) = &expect.archive {
+            if archive.site == super::model::Site::Reader {
+                return Err(
+                    "archive: reader is read-only: it is never demoted, so never rejoined, and holds no archive; name iad or pdx"
+                        .to_owned(),
+                );
+            }
+            if expect.for_.is_some() {
+                return Err(
+                    "archive: needs `within` (the archive is read until it verifies, and that read is what the archive checker judges), not `for`"
+                        .to_owned(),
+                );
+            }
+        }
         if let Some(connection) = &expect.connection {
             if !self.connections.contains(&connection.name) {
                 return Err(format!(

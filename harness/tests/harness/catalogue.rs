@@ -15,11 +15,13 @@ use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 /// docs/design/history.md#issue-8; 041 (docs/design/history.md#issue-14: the primary's wall
 /// clock stepped); 042 and 043 (docs/design/history.md#issue-34: the candidate's catch-up from
 /// a survivor that holds more, and the relay-log drain, each breakable on purpose); 044 (the
-/// catch-up keeping the candidate's relay log, found by 043 through the fault agent); and 053 (docs/design/history.md#issue-12: the restore from the mariadb-backup
-/// copy, after 052).
-const CATALOGUE_IDS: [u16; 42] = [
+/// catch-up keeping the candidate's relay log, found by 043 through the fault agent); 053 (docs/design/history.md#issue-12: the restore from the mariadb-backup
+/// copy, after 052); 054 (docs/design/history.md#issue-32); and 055-057
+/// (docs/design/history.md#issue-35: the rejoin of a fenced returning primary, by the plugin,
+/// by the policy, and through a sidecar killed mid-re-seed, each archive read back).
+const CATALOGUE_IDS: [u16; 45] = [
     1, 2, 3, 5, 10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
-    33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 50, 51, 52, 53, 54,
+    33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 50, 51, 52, 53, 54, 55, 56, 57,
 ];
 
 fn catalogue() -> Vec<LoadedScenario> {
@@ -198,7 +200,7 @@ fn steps_json(id: u16) -> String {
 // Each row of docs/design/harness.md#catalogue, pinned to the facts its scenario must assert.
 #[test]
 fn every_row_asserts_what_it_claims() {
-    let rows: [(u16, &[&str]); 31] = [
+    let rows: [(u16, &[&str]); 34] = [
         (
             1,
             &[
@@ -481,6 +483,36 @@ fn every_row_asserts_what_it_claims() {
             ],
         ),
         (
+            55,
+            &[
+                "\"args\":[\"rejoin\",\"playground\",\"iad\"",
+                "\"reason\":\"ReturningPrimaryFenced\"",
+                "\"automatic\":false",
+                "\"archive\":{\"site\":\"iad\",\"holds\":\"lost-writes\"}",
+                "\"sites\":[\"iad\",\"reader\"]",
+                "\"from\":\"pdx\"",
+            ],
+        ),
+        (
+            56,
+            &[
+                "\"onErrant\":\"rejoin\"",
+                "\"automatic\":true",
+                "\"archive\":{\"site\":\"iad\",\"holds\":\"lost-writes\"}",
+                "\"archive\":{\"site\":\"pdx\",\"holds\":\"lost-writes\"}",
+            ],
+        ),
+        (
+            57,
+            &[
+                "\"container\":\"sidecar\",\"keepDown\":true",
+                "\"phase\":\"Reseeding\"",
+                "\"rejoinId\":{\"$unchanged\":true}",
+                "\"sites\":[\"reader\"],\"recorded\":true",
+                "\"archive\":{\"site\":\"iad\",\"holds\":\"lost-writes\"}",
+            ],
+        ),
+        (
             50,
             &[
                 "upgrade-operator",
@@ -579,5 +611,32 @@ fn s053_restores_in_place_from_the_physical_copy() {
         "\"lostGtidSet\"",
     ] {
         assert!(text.contains(needle), "053 lacks {needle}: {text}");
+    }
+}
+
+/// docs/design/history.md#issue-35: the rejoin scenarios lose writes on purpose (the survivors
+/// stop receiving before the primary dies), read the archive back after the rejoin completes,
+/// and 056 has the operator start both rejoins itself: no plugin step.
+#[test]
+fn s055_to_s057_lose_writes_then_read_the_rejoined_site_s_archive() {
+    for id in [55, 56, 57] {
+        let steps = scenario(id).scenario.steps;
+        let stopped = steps.iter().position(|step| {
+            matches!(step, Step::Fault(Fault::Sql { site: Site::Pdx, statements, .. }) if statements == "STOP SLAVE IO_THREAD")
+        });
+        let killed = steps.iter().position(|step| {
+            matches!(step, Step::Fault(Fault::Kill(target)) if target.site == Site::Iad && target.container == Container::Mysql && target.keep_down)
+        });
+        let archive = steps.iter().position(|step| {
+            matches!(step, Step::Expect(expect) if expect.archive.is_some_and(|archive| archive.site == Site::Iad))
+        });
+        assert!(
+            stopped.is_some() && stopped < killed && killed < archive,
+            "{id:03}: {stopped:?} {killed:?} {archive:?}"
+        );
+        let plugin = steps
+            .iter()
+            .any(|step| matches!(step, Step::Fault(Fault::Plugin { args }) if args.first().map(String::as_str) == Some("rejoin")));
+        assert_eq!(plugin, id != 56, "{id:03}: a plugin rejoin step");
     }
 }

@@ -9,6 +9,7 @@
 
 mod support;
 
+mod archive;
 mod catalogue;
 mod checkers;
 mod converged;

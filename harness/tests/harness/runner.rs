@@ -1009,3 +1009,77 @@ fn libtests_selection_is_replayed_for_skipped_trials() {
     ));
     assert!(!selected_by_filter(&args(&["s020"]), "s041_clock"));
 }
+
+// docs/scenarios.md, `archive`: the runner records what an archive expectation read last
+// (process `archive`: `ok` once satisfied, `fail` when it was not), archives counting from the
+// scenario's start, for the archive checker to judge after the final read.
+#[test]
+fn an_archive_expectation_records_what_it_read() {
+    use bloodraven_harness::check::archive::ArchiveObservation;
+    let observe = |partial: bool| {
+        move |expect: &Expect, poll: u32| {
+            if expect.archive.is_none() {
+                return Value::Null;
+            }
+            let mut fixture = crate::support::ArchiveFixture::holding(
+                "rejoin-iad-1",
+                Site::Iad,
+                jiff::Timestamp::now(),
+                &["0-1-5".to_owned()],
+            );
+            if partial || poll < 2 {
+                fixture.manifest = None;
+            }
+            serde_json::to_value(ArchiveObservation {
+                site: Site::Iad,
+                archives: vec![fixture.read(Site::Iad)],
+            })
+            .expect("json")
+        }
+    };
+    let reads = |history: &bloodraven_harness::history::store::History| {
+        history
+            .events
+            .iter()
+            .filter(|event| event.process == "archive")
+            .map(|event| match &event.op {
+                Op::ArchiveRead {
+                    site,
+                    since,
+                    archives,
+                } => (
+                    event.kind,
+                    *site,
+                    *since <= event.wall,
+                    archives.iter().map(|archive| archive.manifest).collect(),
+                ),
+                other => panic!("not an archive read: {other:?}"),
+            })
+            .collect::<Vec<(EventType, Site, bool, Vec<bool>)>>()
+    };
+    let steps = "- expect: {within: 2s, archive: {site: iad, holds: lost-writes}}\n";
+    let cluster = FakeCluster::new(observe(false));
+    let run = execute(&cluster, &scenario(steps), pacing(), None);
+    assert_eq!(run.error, None);
+    assert!(run.expectations[0].satisfied);
+    assert_eq!(
+        reads(&run.history),
+        [
+            (EventType::Invoke, Site::Iad, true, Vec::new()),
+            (EventType::Ok, Site::Iad, true, vec![true]),
+        ]
+    );
+
+    let steps = "- expect: {within: 200ms, archive: {site: iad, holds: lost-writes}}\n";
+    let cluster = FakeCluster::new(observe(true));
+    let run = execute(&cluster, &scenario(steps), pacing(), None);
+    let error = run.error.expect("no manifest, no archive");
+    assert!(error.contains("no archive with a manifest"), "{error}");
+    assert_eq!(
+        reads(&run.history),
+        [
+            (EventType::Invoke, Site::Iad, true, Vec::new()),
+            (EventType::Fail, Site::Iad, true, vec![false]),
+        ]
+    );
+}

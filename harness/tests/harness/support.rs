@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use bloodraven_api::sidecar::{ArchiveFile, ArchiveManifest};
+use bloodraven_harness::check::archive::{sha256_hex, verify_archive, FileContent};
 use bloodraven_harness::history::event::{
-    Event, EventType, FailoverKind, FailoverRecord, FaultPhase, HeldGtids, Op, ProbeOutcome,
-    RestoreRecord, CANARY_ID_BASE,
+    ArchiveRead, Event, EventType, FailoverKind, FailoverRecord, FaultPhase, HeldGtids, Op,
+    ProbeOutcome, RestoreRecord, CANARY_ID_BASE,
 };
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::scenario::model::Site;
@@ -525,6 +527,25 @@ impl Builder {
         self
     }
 
+    /// An `archive` expectation's read of `site`'s volume at `ms` (process `archive`, `ok`),
+    /// archives counting from `since`.
+    pub fn archive_read(
+        mut self,
+        ms: u64,
+        site: Site,
+        since: jiff::Timestamp,
+        archives: Vec<ArchiveRead>,
+    ) -> Self {
+        let op = |archives| Op::ArchiveRead {
+            site,
+            since,
+            archives,
+        };
+        self.push("archive", EventType::Invoke, op(Vec::new()), ms);
+        self.push("archive", EventType::Ok, op(archives), ms + 100);
+        self
+    }
+
     /// The history, events in time order (stable for equal times).
     pub fn build(mut self) -> History {
         self.events.sort_by_key(|event| event.mono_ns);
@@ -640,4 +661,105 @@ pub fn emergency(lost_ids: &[u64], reported: Option<u64>, exact: bool) -> Histor
             exact,
         },
     )
+}
+
+/// What `mariadb-binlog --verbose` prints for the transactions `gtids` (MariaDB 10.11,
+/// trimmed): a preamble with the file's `Gtid list`, then per transaction its `# at` line, its
+/// GTID event header, a row image in `###` comments and its COMMIT.
+pub fn binlog_text(gtids: &[String]) -> String {
+    let mut text = String::from(
+        "/*!50530 SET @@SESSION.PSEUDO_SLAVE_MODE=1*/;\nDELIMITER /*!*/;\n# at 4\n#700101  0:00:00 server id 1  end_log_pos 0 \tRotate to mysql-bin.000001  pos: 4\n#261206 13:02:55 server id 1  end_log_pos 285 CRC32 0x48f73c85 \tGtid list [0-1-4]\n",
+    );
+    for (index, gtid) in gtids.iter().enumerate() {
+        let server = gtid.split('-').nth(1).unwrap_or("1");
+        let at = 1039 + index * 500;
+        text.push_str(&format!(
+            "-- bloodraven archive: errant transactions {gtid}..{gtid}\n# at {at}\n#261206 13:03:03 server id {server}  end_log_pos {} CRC32 0x6a3da9ee \tGTID {gtid} trans\n/*M!100001 SET @@session.gtid_seq_no={}*//*!*/;\nSTART TRANSACTION\n### INSERT INTO `harness`.`writes`\n### SET\n###   @1={index}\n#261206 13:03:03 server id {server}  end_log_pos {} CRC32 0x277c7131 \tXid = 24\nCOMMIT/*!*/;\n",
+            at + 120,
+            gtid.rsplit('-').next().unwrap_or("1"),
+            at + 400,
+        ));
+    }
+    text.push_str("DELIMITER ;\n# End of log file\n");
+    text
+}
+
+/// A hand-built archive directory on a site's volume: its manifest's bytes (`None`: none) and
+/// the contents of the files it names, as the live reading would hand them over.
+#[derive(Debug, Clone)]
+pub struct ArchiveFixture {
+    /// The directory's name.
+    pub name: String,
+    /// `manifest.json`.
+    pub manifest: Option<Vec<u8>>,
+    /// The files read back.
+    pub files: BTreeMap<String, FileContent>,
+}
+
+impl ArchiveFixture {
+    /// The archive `name` of `site` written at `created`, whose manifest names the errant set
+    /// `errant_set` and whose errant binlog holds the transactions `binlog_gtids`; its manifest
+    /// names both files with their true sizes and SHA-256.
+    pub fn new(
+        name: &str,
+        site: Site,
+        created: jiff::Timestamp,
+        errant_set: &str,
+        binlog_gtids: &[String],
+    ) -> Self {
+        let binlog = binlog_text(binlog_gtids).into_bytes();
+        let dump = b"-- MariaDB dump\nCREATE DATABASE harness;\n".to_vec();
+        let file = |name: &str, role: &str, gtid_set: &str, bytes: &[u8]| ArchiveFile {
+            name: name.to_owned(),
+            role: role.to_owned(),
+            gtid_set: gtid_set.to_owned(),
+            bytes: u64::try_from(bytes.len()).expect("small"),
+            sha256: sha256_hex(bytes),
+        };
+        let manifest = ArchiveManifest {
+            name: name.to_owned(),
+            site: site.name().to_owned(),
+            rejoin_id: 1_767_225_600,
+            errant_gtid_set: errant_set.to_owned(),
+            created_at: bloodraven_api::Timestamp::from_unix_millis(created.as_millisecond()),
+            files: vec![
+                file("errant.binlog.sql", "errant-binlog", errant_set, &binlog),
+                file("dump.sql", "dump", "0-1-200", &dump),
+            ],
+        };
+        ArchiveFixture {
+            name: name.to_owned(),
+            manifest: Some(serde_json::to_vec_pretty(&manifest).expect("manifest")),
+            files: BTreeMap::from([
+                ("errant.binlog.sql".to_owned(), FileContent::Bytes(binlog)),
+                ("dump.sql".to_owned(), FileContent::Bytes(dump)),
+            ]),
+        }
+    }
+
+    /// An intact archive of `site` written at `created` holding exactly `gtids`.
+    pub fn holding(name: &str, site: Site, created: jiff::Timestamp, gtids: &[String]) -> Self {
+        let set: Vec<String> = gtids.iter().map(|gtid| range_item(gtid)).collect();
+        ArchiveFixture::new(name, site, created, &set.join(","), gtids)
+    }
+
+    /// Edits the manifest as JSON.
+    pub fn edit_manifest(mut self, edit: impl FnOnce(&mut serde_json::Value)) -> Self {
+        let mut value: serde_json::Value =
+            serde_json::from_slice(self.manifest.as_deref().expect("a manifest")).expect("json");
+        edit(&mut value);
+        self.manifest = Some(serde_json::to_vec(&value).expect("json"));
+        self
+    }
+
+    /// What the harness's verification makes of it on `site`'s volume.
+    pub fn read(&self, site: Site) -> ArchiveRead {
+        verify_archive(&self.name, site, self.manifest.as_deref(), &self.files)
+    }
+}
+
+/// `D-S-N` as the range item `D-S-N..N`.
+pub fn range_item(gtid: &str) -> String {
+    let seq = gtid.rsplit('-').next().unwrap_or("0");
+    format!("{gtid}..{seq}")
 }

@@ -337,3 +337,28 @@ fn a_declared_capability_no_step_needs_is_refused() {
     let errors = errors_of("scenarios/038-x.yaml", &unknown);
     assert!(errors[0].message.contains("time-travel"), "{errors:?}");
 }
+
+// docs/scenarios.md, `archive`: a read-write site, `within` only, and `holds` said.
+#[test]
+fn archive_expectations_name_a_read_write_site_and_what_it_holds() {
+    let error =
+        single_error("- expect: {within: 30s, archive: {site: reader, holds: lost-writes}}\n");
+    assert_eq!(error.field, "steps[0].expect");
+    assert!(
+        error.message.contains("reader is read-only") && error.message.contains("name iad or pdx"),
+        "{error}"
+    );
+    let error = single_error("- expect: {for: 30s, archive: {site: iad, holds: lost-writes}}\n");
+    assert!(error.message.contains("archive: needs `within`"), "{error}");
+    let error = single_error("- expect: {within: 30s, archive: {site: iad}}\n");
+    assert!(error.message.contains("missing field `holds`"), "{error}");
+    let error = single_error("- expect: {within: 30s, archive: {site: iad, holds: everything}}\n");
+    assert!(
+        error.message.contains("unknown variant `everything`")
+            && error.message.contains("lost-writes"),
+        "{error}"
+    );
+    let source =
+        format!("{HEADER}- expect: {{within: 30s, archive: {{site: pdx, holds: lost-writes}}}}\n");
+    assert!(parse_scenario(Path::new("scenarios/038-x.yaml"), &source).is_ok());
+}
