@@ -801,6 +801,40 @@ mod tests {
         );
     }
 
+    /// The sidecar image carries every MariaDB tool its jobs run (backup, restore, re-seed,
+    /// archive); without them each job fails on kind and any real cluster, while localkube's
+    /// pods, which are host processes, find the host's.
+    #[test]
+    fn the_sidecar_image_installs_the_tools_its_jobs_run() {
+        let dockerfile = read_workspace_file(DOCKERFILE);
+        let stage = dockerfile
+            .split("\nFROM ")
+            .find(|stage| stage.starts_with("runtime AS sidecar"))
+            .expect("a sidecar stage");
+        let installs = |package: &str| {
+            stage.lines().any(|line| {
+                line.contains("apt-get install") && line.split_whitespace().any(|w| w == package)
+            })
+        };
+        // mariadb-client: mariadb, mariadb-dump, mariadb-binlog; mariadb-backup: itself.
+        for package in ["mariadb-client", "mariadb-backup"] {
+            assert!(
+                installs(package),
+                "the sidecar stage installs {package}:\n{stage}"
+            );
+        }
+        for tool in ["mariadb-dump", "mariadb-binlog", "mariadb-backup"] {
+            let source = read_workspace_file(match tool {
+                "mariadb-binlog" => "operator/sidecar/src/archive.rs",
+                _ => "operator/sidecar/src/backup.rs",
+            });
+            assert!(
+                source.contains(&format!("\"{tool}\"")),
+                "the sidecar runs {tool}"
+            );
+        }
+    }
+
     #[test]
     fn the_version_is_the_workspace_version() {
         let manifest = read_workspace_file("Cargo.toml");
