@@ -8,12 +8,16 @@
 //! findings in either direction. The rpo checker judges the workload's writes one by one;
 //! this one also sees the other writers (the counter app) the workload cannot name.
 //!
+//! An old primary rejoined since (its errant transactions archived, then re-seeded from the
+//! active site) no longer executes what the failover lost: the GTIDs the harness itself read
+//! back from its verified archives ([`Op::ArchiveRead`]) count as what it held.
+//!
 //! Missing evidence is a finding too: a live run whose GTID read failed while an exact
 //! emergency failover needs judging. What it does not judge, it says in its summary.
 
 use std::collections::BTreeMap;
 
-use super::gtid::parse_gtid_set;
+use super::gtid::{parse_gtid, parse_gtid_set};
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FailoverKind, FailoverRecord, Op};
 use crate::history::store::History;
@@ -82,7 +86,31 @@ pub fn check_lost_set(history: &History) -> Verdict {
             Vec::new(),
         );
     };
-    judge(record, *active_site, sites)
+    let archived = archived_gtids(history, record);
+    judge(record, *active_site, sites, &archived)
+}
+
+/// The GTIDs of the errant-binlog files of `record.from`'s archives that the harness read back
+/// and verified (a manifest, no problem), written after the failover started: what a rejoin
+/// kept of the old primary's history before it re-seeded it.
+fn archived_gtids<'h>(history: &'h History, record: &FailoverRecord) -> Vec<&'h str> {
+    history
+        .events
+        .iter()
+        .filter(|event| event.kind == EventType::Ok)
+        .filter_map(|event| match &event.op {
+            Op::ArchiveRead { site, archives, .. } if *site == record.from => Some(archives),
+            _ => None,
+        })
+        .flatten()
+        .filter(|archive| archive.manifest && archive.problems.is_empty())
+        .filter(|archive| {
+            archive
+                .created_at
+                .is_some_and(|created| created >= record.started_at)
+        })
+        .flat_map(|archive| archive.binlog_gtids.iter().map(String::as_str))
+        .collect()
 }
 
 /// The verdict on one emergency failover `record` given the sets read.
@@ -90,6 +118,7 @@ pub fn judge(
     record: &FailoverRecord,
     active: Option<Site>,
     sites: &BTreeMap<Site, String>,
+    archived: &[&str],
 ) -> Verdict {
     let name = format!("emergency failover {} -> {}", record.from, record.to);
     let not_judged = |why: String| {
@@ -120,7 +149,7 @@ pub fn judge(
         );
     }
     let parsed = parse_gtid_set(old_text).and_then(|old| Ok((old, parse_gtid_set(new_text)?)));
-    let (old, new) = match parsed {
+    let (mut old, new) = match parsed {
         Ok(sets) => sets,
         Err(error) => {
             return Verdict::from_findings(
@@ -132,6 +161,21 @@ pub fn judge(
             )
         }
     };
+    for text in archived {
+        match parse_gtid(text) {
+            Ok(gtid) => old.insert(gtid),
+            Err(error) => {
+                return Verdict::from_findings(
+                    NAME,
+                    name.clone(),
+                    vec![format!(
+                        "{name}: an archived GTID of {} does not parse: {error}",
+                        record.from
+                    )],
+                )
+            }
+        }
+    }
     let lost = old.subtract(&new);
     let reported = match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
         Some(Ok(set)) => set,
@@ -170,7 +214,7 @@ pub fn judge(
     }
     if !under.is_empty() {
         findings.push(format!(
-            "{name}: lostGtidSet misses {} lost transaction{} ({under}) that {} executed and {} lacks",
+            "{name}: lostGtidSet misses {} lost transaction{} ({under}) that {} executed (or archived) and {} lacks",
             under.count(),
             if under.count() == 1 { "" } else { "s" },
             record.from,
@@ -229,6 +273,7 @@ mod tests {
             &record(Some("0-1-101..120"), Some(20), true),
             Some(Site::Pdx),
             &sites("0-1-120", "0-1-100,0-2-130"),
+            &[],
         );
         assert!(verdict.valid, "{verdict:?}");
     }
@@ -242,6 +287,7 @@ mod tests {
             &record(Some("0-1-99..120"), Some(22), true),
             Some(Site::Pdx),
             &reads,
+            &[],
         );
         assert!(!over.valid);
         assert!(
@@ -258,14 +304,15 @@ mod tests {
             &record(Some("0-1-101..110"), Some(10), true),
             Some(Site::Pdx),
             &reads,
+            &[],
         );
         assert!(
             under.findings.iter().any(|f| f.contains("misses 10")),
             "{under:?}"
         );
-        let not_exact = judge(&record(None, Some(20), false), Some(Site::Pdx), &reads);
+        let not_exact = judge(&record(None, Some(20), false), Some(Site::Pdx), &reads, &[]);
         assert!(!not_exact.valid);
-        let missing = judge(&record(None, None, true), Some(Site::Pdx), &reads);
+        let missing = judge(&record(None, None, true), Some(Site::Pdx), &reads, &[]);
         assert!(!missing.valid, "{missing:?}");
     }
 
@@ -275,8 +322,41 @@ mod tests {
             &record(None, Some(0), true),
             Some(Site::Pdx),
             &sites("0-1-100", "0-1-100,0-2-130"),
+            &[],
         );
         assert!(verdict.valid, "{verdict:?}");
+    }
+
+    // s056/s057: the old primary was rejoined (archived, then re-seeded from the active site)
+    // before the final read; what its archive holds is what it held.
+    #[test]
+    fn a_rejoined_old_primary_is_judged_with_what_its_archive_holds() {
+        let reads = sites("0-1-100", "0-1-100,0-2-130");
+        let archived = ["0-1-101", "0-1-102"];
+        let agrees = judge(
+            &record(Some("0-1-101..102"), Some(2), true),
+            Some(Site::Pdx),
+            &reads,
+            &archived,
+        );
+        assert!(agrees.valid, "{agrees:?}");
+        let without = judge(
+            &record(Some("0-1-101..102"), Some(2), true),
+            Some(Site::Pdx),
+            &reads,
+            &[],
+        );
+        assert!(!without.valid, "{without:?}");
+        let under = judge(
+            &record(Some("0-1-101"), Some(1), true),
+            Some(Site::Pdx),
+            &reads,
+            &archived,
+        );
+        assert!(
+            under.findings.iter().any(|f| f.contains("misses 1")),
+            "{under:?}"
+        );
     }
 
     #[test]
@@ -285,6 +365,7 @@ mod tests {
             &record(Some("0-1-101..120"), Some(20), true),
             Some(Site::Iad),
             &sites("0-1-120", "0-1-100"),
+            &[],
         );
         assert!(
             moved.valid && moved.summary.contains("not judged"),
@@ -294,6 +375,7 @@ mod tests {
             &record(Some("0-1-101..120"), Some(20), true),
             Some(Site::Pdx),
             &BTreeMap::from([(Site::Pdx, "0-1-100".to_owned())]),
+            &[],
         );
         assert!(unread.valid && unread.summary.contains("not judged"));
     }
