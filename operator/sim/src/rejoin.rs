@@ -845,12 +845,28 @@ impl World {
         }
     }
 
+    /// The group's history as `active`, the site of the newest authority, holds it: its
+    /// executed set, and what a restore loaded on it discarded while that restore has not
+    /// re-promoted it (it failed, or a reverted status forgot it: the rollback never took
+    /// effect, and the history it discarded is still on the other sites, not errant there).
+    fn group_history(&self, active: usize) -> TxnSet {
+        let mut history = self.sites[active].executed.clone();
+        if let Some(truth) = self
+            .restore_truth
+            .as_ref()
+            .filter(|truth| truth.site == active && !truth.checked)
+        {
+            history.union_with(&truth.discarded);
+        }
+        history
+    }
+
     /// `ErrantSiteUsed` for a promotion of `target` (`kind`) away from `replaced`, the site of
     /// the newest authority, judged before the decision executes.
     pub fn check_promotion_errant(&mut self, target: usize, kind: PromotionKind, replaced: usize) {
         let mut candidate = self.sites[target].executed.clone();
         candidate.union_with(&self.sites[target].relay);
-        let replaced_executed = self.sites[replaced].executed.clone();
+        let replaced_executed = self.group_history(replaced);
         let now = self.now;
         self.checker.check_promotion_errant(
             now,
@@ -869,6 +885,7 @@ impl World {
             return;
         };
         let now = self.now;
+        let history = self.group_history(active);
         let serving: Vec<(usize, &'static str)> = self
             .store
             .labels
@@ -886,7 +903,7 @@ impl World {
                 label,
                 &self.sites[site].executed,
                 active,
-                &self.sites[active].executed,
+                &history,
             );
         }
     }

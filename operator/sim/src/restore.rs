@@ -45,6 +45,8 @@ pub struct SiteJobs {
 /// The truth of the restore in flight: what it discarded.
 #[derive(Debug, Clone)]
 pub struct RestoreTruth {
+    /// The site restored.
+    pub site: usize,
     /// The restore id.
     pub restore_id: u64,
     /// The backup restored from: with the id, the sidecar's identity of the restore job.
@@ -171,6 +173,7 @@ impl World {
             _ => discarded,
         };
         self.restore_truth = Some(RestoreTruth {
+            site,
             restore_id: request.restore_id,
             backup: request.name.clone(),
             discarded,
