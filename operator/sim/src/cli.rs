@@ -65,6 +65,11 @@ pub struct Args {
     /// (docs/design/history.md#issue-12).
     #[arg(long)]
     pub image_update: bool,
+    /// Returning primaries with errant transactions are rejoined: archive, then re-seed (by
+    /// the annotation at random and bad times, or by `onErrant: rejoin`, drawn per seed)
+    /// (docs/design/operator.md#returning-primary).
+    #[arg(long)]
+    pub rejoin: bool,
     /// Every fault mode within the design's durability assumption: --sidecar-crash,
     /// --sidecar-hang, --mysqld-freeze, --held-connections and --state-loss
     /// (not --status-revert).
@@ -105,6 +110,7 @@ impl Args {
             held_connections: self.held_connections || self.all_faults,
             restore: self.restore,
             image_update: self.image_update,
+            rejoin: self.rejoin,
             trace: self.trace,
             broken_promotion_rule: self.broken_promotion_rule,
             no_agentless_kill: self.no_agentless_kill,
@@ -169,6 +175,11 @@ pub struct SweepSummary {
     /// refused inside the cooldown, left waiting for an unhealthy group at the end, and polls
     /// deferred by a failover-hold.
     pub updates: [u64; 7],
+    /// Rejoins (`--rejoin`): annotations the human set, rejoins started (of them by the
+    /// policy), completed, failed, refused; archive jobs started, archives written, archive
+    /// jobs failed (mysqld went away) and cut off (the sidecar died); rejoin re-seed jobs
+    /// started, failed and cut off.
+    pub rejoins: [u64; 13],
     /// Seeds whose run panicked, with the time and the panic message (the first
     /// [`PANICKED_SEEDS_LISTED_MAX`], in seed order).
     pub panicked_seeds: Vec<(u64, String)>,
@@ -202,6 +213,23 @@ impl SweepSummary {
             outcome.stats.updates_failed_failover,
             outcome.stats.updates_blocked_unhealthy,
             outcome.stats.update_polls_deferred_by_hold,
+        ]) {
+            *sum += add;
+        }
+        for (sum, add) in self.rejoins.iter_mut().zip([
+            outcome.stats.rejoin_requests,
+            outcome.stats.rejoins_started,
+            outcome.stats.rejoins_automatic,
+            outcome.stats.rejoins_completed,
+            outcome.stats.rejoins_failed,
+            outcome.stats.rejoins_refused,
+            outcome.stats.archive_jobs_started,
+            outcome.stats.archives_written,
+            outcome.stats.archive_jobs_failed,
+            outcome.stats.archive_jobs_cut_off,
+            outcome.stats.reseed_jobs_started,
+            outcome.stats.reseed_jobs_failed,
+            outcome.stats.reseed_jobs_cut_off,
         ]) {
             *sum += add;
         }
@@ -265,6 +293,18 @@ impl SweepSummary {
                  stopped by a rejected or aborted planned failover, {blocked} \
                  waiting at the end for an unhealthy group, {deferred} polls deferred by a \
                  failover-hold"
+            );
+        }
+        if self.rejoins.iter().any(|&count| count > 0) {
+            let [requests, started, automatic, completed, failed, refused, jobs, written, jobs_failed, cut_off, reseeds, reseeds_failed, reseeds_cut_off] =
+                self.rejoins;
+            let _ = writeln!(
+                out,
+                "{requests} rejoin requests (annotation): {started} rejoins started ({automatic} \
+                 by onErrant: rejoin), {completed} completed, {failed} failed, {refused} \
+                 refused; {jobs} archive jobs: {written} archives written, {jobs_failed} failed \
+                 (mysqld went away), {cut_off} cut off (the sidecar died); {reseeds} re-seed \
+                 jobs: {reseeds_failed} failed, {reseeds_cut_off} cut off"
             );
         }
         let _ = writeln!(

@@ -38,6 +38,11 @@ pub struct SimConfig {
     /// A human changes `spec.image` once mid-run: the ordered update
     /// (docs/design/history.md#issue-12).
     pub image_update: bool,
+    /// Returning primaries with errant transactions are rejoined (`crate::rejoin`): by the
+    /// annotation (`kubectl bloodraven rejoin`) at random times, bad ones included, or by
+    /// `spec.returningPrimary.onErrant: rejoin`, drawn per seed; the sidecars run the archive
+    /// job (docs/design/operator.md#returning-primary).
+    pub rejoin: bool,
     /// Record the step-by-step trace.
     pub trace: bool,
     /// Test-only: run core's deliberately broken promotion rule (promote without waiting for
@@ -68,6 +73,7 @@ impl SimConfig {
             held_connections: false,
             restore: false,
             image_update: false,
+            rejoin: false,
             trace: false,
             broken_promotion_rule: false,
             no_agentless_kill: false,

@@ -619,6 +619,9 @@ impl World {
                     "pod of {} dies (mysqld and sidecar)",
                     SITE_NAMES[site]
                 );
+                // The sidecar dies with mysqld: a job it ran is cut off, not failed.
+                self.archive_sidecar_stopped(site);
+                self.reseed_sidecar_stopped(site);
                 self.stop_mysqld(site);
                 self.stop_sidecar(site);
                 self.faults.mysqld_faulted.insert(site);

@@ -153,6 +153,8 @@ impl World {
 
     /// mysqld of `site` stops (crash, kill, pod death): writes waiting on it are abandoned.
     pub fn stop_mysqld(&mut self, site: usize) {
+        self.archive_mysqld_stopped(site);
+        self.reseed_mysqld_stopped(site);
         self.sites[site].crash();
         self.abandon_pending_writes(site);
     }

@@ -46,6 +46,11 @@ impl TxnSet {
         }
     }
 
+    /// The set of `set`'s transactions (a MariaDB set, as the operator sends one).
+    pub fn from_gtid_set(set: GtidSet) -> TxnSet {
+        TxnSet { set }
+    }
+
     /// The underlying GTID set.
     pub fn gtid_set(&self) -> &GtidSet {
         &self.set

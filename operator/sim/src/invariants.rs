@@ -79,6 +79,24 @@ pub enum FindingClass {
     /// itself received since the previous promotion and discarded unapplied (a repoint's
     /// `CHANGE MASTER` deleting its relay log): a loss no dead primary forced.
     RelayDiscarded,
+    /// An acknowledged write left every site (executed or in a relay log) without being in
+    /// an archive (docs/design/operator.md#returning-primary: "No transaction is thrown away
+    /// unless an archive names it"): a write an emergency failover lost, then discarded by a
+    /// rejoin's re-seed, must be in the errant set that site's archive holds. What a restore
+    /// in place discarded on request is not counted (`RestoreLossMismatch` judges it).
+    DiscardedUnarchived,
+    /// A site holding errant transactions (transactions the active site lacks) was promoted
+    /// by an emergency or planned failover (the candidate or target held transactions the
+    /// site it replaced lacked), or was labelled `role=primary`, or `role=replica` healthy
+    /// (in a shared Service), while another site was active
+    /// (docs/design/operator.md#returning-primary: only a site without errant transactions may
+    /// rejoin as a replica).
+    ErrantSiteUsed,
+    /// A rejoin's archive or re-seed was asked of, or ran on, a site that was or might be
+    /// writable: `read_only` off, or its sidecar holding an authority naming it with a lease
+    /// that counts (docs/design/operator.md#returning-primary: archived under an explicit
+    /// fence with mysqld read-only; the active site is never re-seeded).
+    RejoinOnWritable,
     /// The run panicked (an assertion of core's, such as two authorities in one decision, or
     /// of the simulator's): the seed's run ends there, the sweep goes on with the others.
     Panicked,
@@ -86,7 +104,7 @@ pub enum FindingClass {
 
 impl FindingClass {
     /// Every class, in table order.
-    pub const ALL: [FindingClass; 21] = [
+    pub const ALL: [FindingClass; 24] = [
         FindingClass::SplitBrain,
         FindingClass::SplitBrainFrozenAgentless,
         FindingClass::SplitBrainFrozenAgentlessNodeCut,
@@ -107,6 +125,9 @@ impl FindingClass {
         FindingClass::UpdateIgnoredHold,
         FindingClass::UpdateIncomplete,
         FindingClass::RelayDiscarded,
+        FindingClass::DiscardedUnarchived,
+        FindingClass::ErrantSiteUsed,
+        FindingClass::RejoinOnWritable,
         FindingClass::Panicked,
     ];
 
@@ -136,6 +157,9 @@ impl FindingClass {
             | FindingClass::UpdateIgnoredHold
             | FindingClass::UpdateIncomplete
             | FindingClass::RelayDiscarded
+            | FindingClass::DiscardedUnarchived
+            | FindingClass::ErrantSiteUsed
+            | FindingClass::RejoinOnWritable
             | FindingClass::Panicked => false,
         }
     }
@@ -165,6 +189,9 @@ impl FindingClass {
             FindingClass::UpdateIgnoredHold => "UpdateIgnoredHold",
             FindingClass::UpdateIncomplete => "UpdateIncomplete",
             FindingClass::RelayDiscarded => "RelayDiscarded",
+            FindingClass::DiscardedUnarchived => "DiscardedUnarchived",
+            FindingClass::ErrantSiteUsed => "ErrantSiteUsed",
+            FindingClass::RejoinOnWritable => "RejoinOnWritable",
             FindingClass::Panicked => "Panicked",
         }
     }
@@ -287,6 +314,12 @@ pub struct Checker {
     /// Per site, what a repoint deleted from its relay log unapplied since the last time a
     /// site became writable.
     relay_discarded: Vec<TxnSet>,
+    /// Every acknowledged write, less what restores discarded on request (the
+    /// `DiscardedUnarchived` truth; [`Checker::acked`] forgets what failovers lost).
+    acked_ever: TxnSet,
+    /// Every errant set an archive job completed (an archive lives on its site's volume:
+    /// neither a re-seed nor a crash removes it).
+    archived: TxnSet,
 }
 
 impl Checker {
@@ -318,6 +351,8 @@ impl Checker {
             history,
             agentless_freezes: vec![Vec::new(); site_count],
             relay_discarded: vec![TxnSet::new(); site_count],
+            acked_ever: TxnSet::new(),
+            archived: TxnSet::new(),
         }
     }
 
@@ -345,6 +380,7 @@ impl Checker {
     /// any other acknowledged write missing later is still an `UnexplainedLoss`.
     pub fn explain_restore(&mut self, discarded: &TxnSet) {
         self.acked = self.acked.subtract(discarded);
+        self.acked_ever = self.acked_ever.subtract(discarded);
         self.already_lost.union_with(discarded);
         if let Some((_, set)) = self.last_writer.as_mut() {
             *set = set.subtract(discarded);
@@ -356,9 +392,119 @@ impl Checker {
         self.relay_discarded[site].union_with(discarded);
     }
 
+    /// An archive job completed: its archive holds the errant set `errant` (and lives on its
+    /// site's volume from now on, whatever happens to the site's data).
+    pub fn on_archived(&mut self, errant: &TxnSet) {
+        self.archived.union_with(errant);
+    }
+
+    /// `DiscardedUnarchived`, after something removed data from a site (a re-seed, a restore,
+    /// a repoint deleting a relay log): every acknowledged write is still held by some site
+    /// (`held`: the union of every site's executed set and relay log) or is in an archive.
+    /// `cause` names what removed data. Each write missing is reported once.
+    pub fn check_acknowledged_kept(&mut self, now: SimTime, held: &TxnSet, cause: &str) {
+        let missing = self.acked_ever.subtract(held).subtract(&self.archived);
+        if missing.is_empty() {
+            return;
+        }
+        self.acked_ever = self.acked_ever.subtract(&missing);
+        let detail = format!(
+            "{} acknowledged writes are held by no site and in no archive after {cause} ({})",
+            missing.count(),
+            quote_set(&missing)
+        );
+        self.report(FindingClass::DiscardedUnarchived, now, detail);
+    }
+
+    /// `ErrantSiteUsed` for a promotion: `target`, holding `candidate` (executed and relay
+    /// log, all of which a promotion applies), was promoted by a failover of `kind` away from
+    /// `replaced`, the site of the newest authority, which executed `replaced_executed`. An
+    /// emergency candidate or a planned target holds nothing the site it replaces lacks.
+    /// Other moves (a restore's re-promotion, an abort, the unvouched rule) are not judged.
+    pub fn check_promotion_errant(
+        &mut self,
+        now: SimTime,
+        target: usize,
+        kind: PromotionKind,
+        candidate: &TxnSet,
+        replaced: usize,
+        replaced_executed: &TxnSet,
+    ) {
+        match kind {
+            PromotionKind::Emergency | PromotionKind::Planned => {}
+            PromotionKind::Other => return,
+        }
+        let errant = candidate.subtract(replaced_executed);
+        if errant.is_empty() {
+            return;
+        }
+        let detail = format!(
+            "{kind:?} failover from {} promoted {} holding {} errant transactions ({})",
+            self.site_names[replaced],
+            self.site_names[target],
+            errant.count(),
+            quote_set(&errant)
+        );
+        self.report(FindingClass::ErrantSiteUsed, now, detail);
+    }
+
+    /// `ErrantSiteUsed` for a pod label: `site`, labelled `label` (`role=primary`, or
+    /// `role=replica` healthy: in a shared Service), executed `executed` while `active`, the
+    /// site of the newest authority, executed `active_executed`. A site other than the active
+    /// one that serves holds nothing the active site lacks.
+    pub fn check_serving_errant(
+        &mut self,
+        now: SimTime,
+        site: usize,
+        label: &str,
+        executed: &TxnSet,
+        active: usize,
+        active_executed: &TxnSet,
+    ) {
+        if site == active {
+            return;
+        }
+        let errant = executed.subtract(active_executed);
+        if errant.is_empty() {
+            return;
+        }
+        let detail = format!(
+            "{} is labelled {label} holding {} errant transactions against the active site {} ({})",
+            self.site_names[site],
+            errant.count(),
+            self.site_names[active],
+            quote_set(&errant)
+        );
+        self.report(FindingClass::ErrantSiteUsed, now, detail);
+    }
+
+    /// `RejoinOnWritable`: a rejoin's `what` (its archive or re-seed, asked for or running) on
+    /// `site`, whose mysqld had `read_only` off (`read_only_off`, frozen or not) or whose
+    /// sidecar held an authority naming it with a lease that counts (`lease_names_it`).
+    pub fn check_rejoin_target(
+        &mut self,
+        now: SimTime,
+        site: usize,
+        what: &str,
+        read_only_off: bool,
+        lease_names_it: bool,
+    ) {
+        if !read_only_off && !lease_names_it {
+            return;
+        }
+        let why = match (read_only_off, lease_names_it) {
+            (true, true) => "read_only off, and its sidecar holds an authority and lease naming it",
+            (true, false) => "read_only off",
+            (false, _) => "its sidecar holds an authority and lease naming it",
+        };
+        let detail = format!("{what} on {}: {why}", self.site_names[site]);
+        self.report(FindingClass::RejoinOnWritable, now, detail);
+    }
+
     /// A client write sent to `site` at `sent_at` was acknowledged at `acked_at`.
     pub fn on_ack(&mut self, txn: Txn, site: usize, sent_at: SimTime, acked_at: SimTime) {
         self.acked.insert(txn);
+        self.acked_ever.insert(txn);
         self.history.on_ack(AckedWrite {
             site,
             sent_at,
@@ -871,5 +1017,99 @@ mod tests {
         );
         assert!(FindingClass::CooldownViolatedRestartStateLost.is_inherent());
         assert!(!FindingClass::CooldownViolated.is_inherent());
+    }
+
+    fn set_of(txns: &[(u32, u64)]) -> TxnSet {
+        let mut set = TxnSet::new();
+        for &(server_id, seq) in txns {
+            set.insert(Txn { server_id, seq });
+        }
+        set
+    }
+
+    // docs/design/operator.md#returning-primary: "No transaction is thrown away unless an
+    // archive names it". iad's acknowledged 0-1-3, lost by an emergency failover, survives on
+    // iad only; a re-seed of iad without an archive of it leaves it nowhere.
+    #[test]
+    fn an_acknowledged_write_held_nowhere_and_archived_nowhere_is_found() {
+        let run = |archived: bool, restored: bool| {
+            let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
+            for seq in 1..=3 {
+                checker.on_ack(txn(seq), 0, SimTime(0), SimTime(0));
+            }
+            // pdx (promoted) and the reader hold 1..2; iad held 1..3 until its re-seed.
+            let held = set_of(&[(1, 1), (1, 2)]);
+            let mut iad = held.clone();
+            iad.insert(txn(3));
+            checker.check_acknowledged_kept(SimTime(1), &iad, "nothing");
+            assert!(checker.counts().is_empty());
+            if archived {
+                checker.on_archived(&set_of(&[(1, 3)]));
+            }
+            if restored {
+                checker.explain_restore(&set_of(&[(1, 3)]));
+            }
+            checker.check_acknowledged_kept(SimTime(2), &held, "the re-seed of iad");
+            // Reported once.
+            checker.check_acknowledged_kept(SimTime(3), &held, "the re-seed of iad");
+            checker
+                .counts()
+                .get(&FindingClass::DiscardedUnarchived)
+                .copied()
+        };
+        assert_eq!(run(false, false), Some(1));
+        assert_eq!(run(true, false), None, "archived: kept");
+        assert_eq!(run(false, true), None, "discarded by a restore on request");
+        assert!(!FindingClass::DiscardedUnarchived.is_inherent());
+    }
+
+    // docs/design/operator.md#emergency-failover ("Candidate: ... no errant transactions") and
+    // #returning-primary: iad, demoted holding 0-1-11 that the active pdx lacks, is never
+    // promoted by a failover, nor labelled primary or a healthy replica.
+    #[test]
+    fn a_site_holding_errant_transactions_promoted_or_serving_is_found() {
+        let pdx = set_of(&[(1, 10), (2, 11)]);
+        let mut iad = set_of(&[(1, 10)]);
+        iad.insert(txn(11));
+        let mut reader = set_of(&[(1, 10)]);
+        reader.insert(Txn {
+            server_id: 2,
+            seq: 11,
+        });
+        let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
+        // A clean candidate, a clean replica, the active site itself, other moves: nothing.
+        checker.check_promotion_errant(SimTime(1), 2, PromotionKind::Emergency, &reader, 1, &pdx);
+        checker.check_promotion_errant(SimTime(1), 0, PromotionKind::Other, &iad, 1, &pdx);
+        checker.check_serving_errant(SimTime(1), 2, "role=replica healthy", &reader, 1, &pdx);
+        checker.check_serving_errant(SimTime(1), 1, "role=primary", &pdx, 1, &pdx);
+        assert!(checker.counts().is_empty(), "{:?}", checker.findings());
+        checker.check_promotion_errant(SimTime(2), 0, PromotionKind::Emergency, &iad, 1, &pdx);
+        checker.check_promotion_errant(SimTime(3), 0, PromotionKind::Planned, &iad, 1, &pdx);
+        checker.check_serving_errant(SimTime(4), 0, "role=replica healthy", &iad, 1, &pdx);
+        checker.check_serving_errant(SimTime(5), 0, "role=primary", &iad, 1, &pdx);
+        assert_eq!(
+            checker.counts().get(&FindingClass::ErrantSiteUsed),
+            Some(&4),
+            "{:?}",
+            checker.findings()
+        );
+        assert!(!FindingClass::ErrantSiteUsed.is_inherent());
+    }
+
+    // docs/design/operator.md#returning-primary: the archive runs under an explicit fence
+    // with mysqld read-only, and the active site is never re-seeded.
+    #[test]
+    fn a_rejoin_job_on_a_site_that_is_or_might_be_writable_is_found() {
+        let mut checker = Checker::new(vec!["iad", "pdx", "reader"], 30_000, 500);
+        checker.check_rejoin_target(SimTime(1), 0, "archive asked", false, false);
+        assert!(checker.counts().is_empty());
+        checker.check_rejoin_target(SimTime(2), 0, "archive running", true, false);
+        checker.check_rejoin_target(SimTime(3), 1, "re-seed asked", false, true);
+        checker.check_rejoin_target(SimTime(4), 1, "re-seed running", true, true);
+        assert_eq!(
+            checker.counts().get(&FindingClass::RejoinOnWritable),
+            Some(&3)
+        );
+        assert!(!FindingClass::RejoinOnWritable.is_inherent());
     }
 }

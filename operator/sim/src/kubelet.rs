@@ -160,6 +160,9 @@ impl World {
                 ""
             }
         );
+        // The sidecar dies with mysqld: a job it ran is cut off, not failed.
+        self.archive_sidecar_stopped(site);
+        self.reseed_sidecar_stopped(site);
         if self.sites[site].mysqld_up {
             self.stop_mysqld(site);
         }

@@ -4,7 +4,8 @@
 //! asynchronous replication, crashes, freezes, write deadlines), sidecars running core's real
 //! lease rule and watchdog on drifting clocks (crashing and hanging), network partitions, a Kubernetes API store, an operator calling core's real `decide`
 //! every pollInterval, a deploy pipeline holding the leases of docs/design/requirements.md
-//! R003, and planned failover requests. Invariants are checked after every event; each
+//! R003, planned failover requests, and (`--rejoin`) the archive and re-seed jobs that rejoin
+//! a fenced returning primary. Invariants are checked after every event; each
 //! violation is a finding class.
 //!
 //! A run is a pure function of (seed, commit): `--seed N --trace` replays it byte for byte.
@@ -25,6 +26,7 @@ pub mod kubelet;
 pub mod network;
 pub mod operator;
 pub mod pipeline;
+pub mod rejoin;
 pub mod restore;
 pub mod sidecar;
 pub mod site;

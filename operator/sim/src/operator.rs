@@ -80,8 +80,8 @@ pub fn playground_spec(on_cooldown: OnCooldown) -> MysqlFailoverGroupSpec {
         write_lease: WriteLeaseSpec {
             duration: Some(GoDuration::from(Duration::from_millis(WRITE_LEASE_MILLIS))),
         },
-        // The default (`fence`): the simulator has no rejoin mode yet (its sidecars have no
-        // archive job; `Action::Archive` is refused).
+        // The default (`fence`); `--rejoin` draws `rejoin` for half of its seeds
+        // (`crate::rejoin`).
         returning_primary: bloodraven_api::ReturningPrimaryPolicy::default(),
         dns: Some(DnsSpec {
             hostname: DNS_HOSTNAME.to_string(),
@@ -109,6 +109,8 @@ pub enum Mutation {
     Restore(usize, bloodraven_api::sidecar::RestoreRequest),
     /// `POST /v1/reseed`.
     Reseed(usize, bloodraven_api::sidecar::ReseedRequest),
+    /// `POST /v1/archive`.
+    Archive(usize, bloodraven_api::sidecar::ArchiveRequest),
 }
 
 /// How a mutation turned out, as the world (not the operator) knows it.
@@ -385,7 +387,9 @@ impl World {
         self.check_restore(&memory, observation.deploy_hold.is_some(), &decision);
         self.check_update_hold(&memory, &observation, &decision);
         self.note_promotion(&memory, &decision);
+        self.note_rejoins(&memory, &decision);
         let outcomes = self.execute(&decision);
+        self.check_serving_labels();
         self.store.write_status(decision.memory.to_status());
         self.publish_status_snapshot();
         self.operator.memory = Some(decision.memory.clone());
@@ -520,6 +524,9 @@ impl World {
             if kind == PromotionKind::Emergency {
                 self.stats.emergency_promotions += 1;
             }
+            if let Some(replaced) = previous {
+                self.check_promotion_errant(site, kind, replaced);
+            }
             trace!(
                 self.trace,
                 self.now,
@@ -563,7 +570,8 @@ impl World {
             | Mutation::Repoint(site, _)
             | Mutation::Backup(site, _)
             | Mutation::Restore(site, _)
-            | Mutation::Reseed(site, _) => *site,
+            | Mutation::Reseed(site, _)
+            | Mutation::Archive(site, _) => *site,
             Mutation::Dns(_) => return self.dns_mutation(mutation),
         };
         if !self.net.connected(OPERATOR_NODE, site) || !self.sidecars[site].up() {
@@ -606,7 +614,8 @@ impl World {
             | Mutation::Repoint(site, _)
             | Mutation::Backup(site, _)
             | Mutation::Restore(site, _)
-            | Mutation::Reseed(site, _) => Some(*site),
+            | Mutation::Reseed(site, _)
+            | Mutation::Archive(site, _) => Some(*site),
             Mutation::Dns(_) => None,
         };
         if let Some(site) = sidecar.filter(|&site| self.sidecars[site].hung) {
@@ -656,6 +665,9 @@ impl World {
             }
             Mutation::Reseed(site, request) => {
                 self.sidecar_reseed(*site, request);
+            }
+            Mutation::Archive(site, request) => {
+                self.sidecar_archive(*site, request);
             }
             Mutation::Dns(spec) => {
                 let target = spec
@@ -761,12 +773,21 @@ impl World {
                 None => Outcome::Refused,
             },
             Action::Reseed { site, request } => match site_index(site) {
-                Some(index) => self.sidecar_mutation(Mutation::Reseed(index, request.clone())),
+                Some(index) => {
+                    if self.rejoin.ids.contains(&request.restore_id) {
+                        self.check_rejoin_target(index, "the rejoin's re-seed asked");
+                    }
+                    self.sidecar_mutation(Mutation::Reseed(index, request.clone()))
+                }
                 None => Outcome::Refused,
             },
-            // The simulated sidecars have no archive job (the simulator's rejoin mode is
-            // separate work): refused, as a sidecar without a backups volume refuses it.
-            Action::Archive { .. } => Outcome::Refused,
+            Action::Archive { site, request } => match site_index(site) {
+                Some(index) => {
+                    self.check_rejoin_target(index, &format!("archive {} asked", request.name));
+                    self.sidecar_mutation(Mutation::Archive(index, request.clone()))
+                }
+                None => Outcome::Refused,
+            },
             Action::ApplyDnsEndpoint { spec, .. } => {
                 self.sidecar_mutation(Mutation::Dns(spec.clone()))
             }

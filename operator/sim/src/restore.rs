@@ -22,19 +22,31 @@ use crate::store::site_of_source_host;
 use crate::trace;
 use crate::world::{World, SITE_NAMES};
 
-/// What one site's volume holds: its backups (with their true transaction sets) and the last
-/// job.
+/// What one site's volume holds: its backups (with their true transaction sets), its
+/// archives, and the last job.
 #[derive(Debug, Clone, Default)]
 pub struct SiteJobs {
     /// Backups, oldest first.
     pub backups: Vec<(BackupInfo, TxnSet)>,
-    /// The job that ran last.
+    /// The job that runs or ran last (the sidecar's job slot).
     pub job: Option<JobStatus>,
+    /// The last restore, re-seed or archive that finished, as the sidecar records it on the
+    /// volume (`last-job.json`): what a restarted sidecar's job slot starts with.
+    pub recorded: Option<JobStatus>,
+    /// Archives written (`crate::rejoin`), oldest first: they stay on the volume whatever
+    /// happens to the site's data.
+    pub archives: Vec<crate::rejoin::Archive>,
+    /// The archive job running, if any.
+    pub archive_run: Option<crate::rejoin::ArchiveRun>,
+    /// A rejoin's re-seed job running, if any.
+    pub reseed_run: Option<crate::rejoin::ReseedRun>,
 }
 
 /// The truth of the restore in flight: what it discarded.
 #[derive(Debug, Clone)]
 pub struct RestoreTruth {
+    /// The site restored.
+    pub site: usize,
     /// The restore id.
     pub restore_id: u64,
     /// The backup restored from: with the id, the sidecar's identity of the restore job.
@@ -124,6 +136,14 @@ impl World {
         {
             return true;
         }
+        if self.jobs[site]
+            .job
+            .as_ref()
+            .is_some_and(|job| job.state == JobState::Running)
+        {
+            // Another job runs (an archive): 409.
+            return false;
+        }
         let discarded = self.sites[site].executed.subtract(&backup);
         trace!(
             self.trace,
@@ -153,6 +173,7 @@ impl World {
             _ => discarded,
         };
         self.restore_truth = Some(RestoreTruth {
+            site,
             restore_id: request.restore_id,
             backup: request.name.clone(),
             discarded,
@@ -171,7 +192,12 @@ impl World {
             self,
         );
         status.gtid_set = Some(backup.server_text());
+        self.jobs[site].recorded = Some(status.clone());
         self.jobs[site].job = Some(status);
+        self.data_removed = Some(format!(
+            "the restore of {} from {}",
+            SITE_NAMES[site], request.name
+        ));
         true
     }
 
@@ -185,6 +211,13 @@ impl World {
         let Some(source) = site_of_source_host(&request.source_host) else {
             return false;
         };
+        if self.rejoin.ids.contains(&request.restore_id) {
+            // A rejoin's re-seed runs for a while (`crate::rejoin`).
+            if names_itself || source == site || !self.sidecars[site].serving() {
+                return false;
+            }
+            return self.sidecar_rejoin_reseed(site, source, request);
+        }
         if names_itself
             || source == site
             || !self.sites[site].answers()
@@ -194,6 +227,12 @@ impl World {
             return false;
         }
         let name = format!("{}:{}", request.source_host, request.source_port);
+        if self.jobs[site].job.as_ref().is_some_and(|job| {
+            job.state == JobState::Running && !job.is(JobKind::Reseed, &name, request.restore_id)
+        }) {
+            // Another job runs (an archive): 409.
+            return false;
+        }
         let executed = self.sites[source].executed.clone();
         trace!(
             self.trace,
@@ -217,7 +256,12 @@ impl World {
             self,
         );
         status.gtid_set = Some(executed.server_text());
+        self.jobs[site].recorded = Some(status.clone());
         self.jobs[site].job = Some(status);
+        self.data_removed = Some(format!(
+            "the re-seed of {} from {} (job id {})",
+            SITE_NAMES[site], SITE_NAMES[source], request.restore_id
+        ));
         true
     }
 

@@ -166,6 +166,8 @@ impl World {
 
     /// The sidecar process of `site` dies (its cached authority, lease and watchdog with it).
     pub fn stop_sidecar(&mut self, site: usize) {
+        self.archive_sidecar_stopped(site);
+        self.reseed_sidecar_stopped(site);
         let sidecar = &mut self.sidecars[site];
         sidecar.lease = None;
         sidecar.watchdog = None;
@@ -645,6 +647,10 @@ impl World {
                     discarded.count()
                 );
                 self.checker.on_relay_discarded(site, &discarded);
+                self.data_removed = Some(format!(
+                    "the repoint of {} to {} deleting its relay log",
+                    SITE_NAMES[site], SITE_NAMES[source]
+                ));
             }
         }
         self.sites[site].source = Some(source);

@@ -156,6 +156,29 @@ pub enum Event {
         /// The connection.
         connection: usize,
     },
+    /// The human looks at the group and may ask for a rejoin (`--rejoin`).
+    RejoinWatch,
+    /// An archive job's run reaches its end (`crate::rejoin`).
+    ArchiveDone {
+        /// The site.
+        site: usize,
+        /// The job's run.
+        seq: u64,
+    },
+    /// A rejoin's re-seed has its dump of the source and starts loading it (`crate::rejoin`).
+    ReseedLoad {
+        /// The site re-seeded.
+        site: usize,
+        /// The job's run.
+        seq: u64,
+    },
+    /// A rejoin's re-seed has loaded its dump and points replication at the source.
+    ReseedDone {
+        /// The site re-seeded.
+        site: usize,
+        /// The job's run.
+        seq: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -227,6 +250,32 @@ pub struct RunStats {
     pub updates_blocked_unhealthy: u64,
     /// Polls whose update was deferred by a failover-hold.
     pub update_polls_deferred_by_hold: u64,
+    /// `kubectl bloodraven rejoin` annotations the human set (`--rejoin`).
+    pub rejoin_requests: u64,
+    /// Rejoins that went under way (fenced for their archive, or re-seeded from a kept one).
+    pub rejoins_started: u64,
+    /// Of those, started by `onErrant: rejoin`.
+    pub rejoins_automatic: u64,
+    /// Rejoins completed (the site a replica again).
+    pub rejoins_completed: u64,
+    /// Rejoins failed.
+    pub rejoins_failed: u64,
+    /// Rejoins refused.
+    pub rejoins_refused: u64,
+    /// Archive jobs started on a sidecar.
+    pub archive_jobs_started: u64,
+    /// Archives written.
+    pub archives_written: u64,
+    /// Archive jobs failed (mysqld went away mid-archive).
+    pub archive_jobs_failed: u64,
+    /// Archive jobs cut off (the sidecar died mid-archive).
+    pub archive_jobs_cut_off: u64,
+    /// Rejoin re-seed jobs started on a sidecar.
+    pub reseed_jobs_started: u64,
+    /// Rejoin re-seed jobs failed (mysqld, or the source, went away).
+    pub reseed_jobs_failed: u64,
+    /// Rejoin re-seed jobs cut off (the sidecar died).
+    pub reseed_jobs_cut_off: u64,
 }
 
 /// The result of one run.
@@ -285,6 +334,11 @@ pub struct World {
     pub jobs: Vec<crate::restore::SiteJobs>,
     /// What the restore in flight discarded.
     pub restore_truth: Option<crate::restore::RestoreTruth>,
+    /// Rejoins (`--rejoin`): the policy drawn, rejoin ids seen, archive job runs.
+    pub rejoin: crate::rejoin::RejoinTrack,
+    /// What removed data from a site during this event (a re-seed, a restore, a relay log
+    /// deleted), checked by `DiscardedUnarchived` after it.
+    pub data_removed: Option<String>,
 }
 
 impl World {
@@ -351,6 +405,8 @@ impl World {
             pipeline: PipelineState::default(),
             jobs: vec![crate::restore::SiteJobs::default(); SITE_NAMES.len()],
             restore_truth: None,
+            rejoin: crate::rejoin::RejoinTrack::default(),
+            data_removed: None,
             clients: ClientState::new(SITE_NAMES.len()),
             checker,
             trace,
@@ -381,6 +437,7 @@ impl World {
         self.start_clients();
         self.schedule_faults();
         self.schedule_image_change();
+        self.schedule_rejoins();
         trace!(
             self.trace,
             self.now,
@@ -493,6 +550,10 @@ impl World {
             Event::HeldWrite { connection } => self.held_write(connection),
             Event::HeldReconnect { connection } => self.held_reconnect(connection),
             Event::ImageChange => self.image_change(),
+            Event::RejoinWatch => self.rejoin_watch(),
+            Event::ArchiveDone { site, seq } => self.archive_done(site, seq),
+            Event::ReseedLoad { site, seq } => self.reseed_load(site, seq),
+            Event::ReseedDone { site, seq } => self.reseed_done(site, seq),
         }
     }
 
@@ -506,6 +567,12 @@ impl World {
         let accepts: Vec<bool> = self.sites.iter().map(Site::accepts_writes).collect();
         let executed: Vec<&crate::gtid::TxnSet> = self.sites.iter().map(|s| &s.executed).collect();
         self.checker.on_step(self.now, &accepts, &executed);
+        if let Some(cause) = self.data_removed.take() {
+            self.check_acknowledged_kept(&cause);
+        }
+        for site in 0..self.sites.len() {
+            self.check_rejoin_jobs_running(site);
+        }
         self.check_liveness();
     }
 

@@ -947,6 +947,64 @@ fn sim_seed_8103_a_site_awaiting_its_reseed_is_no_emergency_candidate_and_the_re
     assert!(world.events_of(EventReason::RestoreFailed).is_empty());
 }
 
+/// Simulator seeds 167 (`--all-faults --state-loss --status-revert --restore
+/// --image-update`) and 62 (the same with `--rejoin`), found by `ErrantSiteUsed`: a restore of
+/// iad left the reader awaiting its re-seed with a copy of what the restore discarded, and iad
+/// took new writes under the reused numbers, fewer than the reader's copy. When iad died, the
+/// emergency failover caught pdx up from the reader ("pdx lacks N transactions the reader
+/// received from iad") and promoted it holding the discarded writes, which iad's history
+/// lacks. A site awaiting its re-seed is no evidence of what the old primary committed, so it
+/// is no catch-up source either: pdx is promoted as it is, the discarded writes stay
+/// discarded.
+#[test]
+fn sim_seed_167_a_site_awaiting_its_reseed_is_no_catch_up_source() {
+    let mut world = backed_up();
+    for _ in 0..4 {
+        assert!(world.write("iad"));
+    }
+    world.run_polls(1);
+    world.site_mut("reader").job_hangs = true;
+    restore_until_reseeding(&mut world);
+    world.run_polls(2);
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.pending_reseed, vec!["reader".to_string()]);
+    let reader_copy = world.site("reader").gtid.clone();
+    // iad writes two transactions under the numbers the restore discarded; pdx follows it.
+    for _ in 0..2 {
+        assert!(world.write_numbered_after_own("iad", 1));
+    }
+    world.run_polls(2);
+    let iad_history = world.site("iad").gtid.clone();
+    assert_eq!(world.site("pdx").gtid, iad_history, "pdx follows iad");
+    assert!(
+        !lost_of(&reader_copy, &iad_history).is_empty(),
+        "the reader holds discarded transactions iad's history lacks"
+    );
+    world.kill("iad");
+    world.run_polls_until_active("pdx", 30);
+    let caught_up_from_reader = world.decisions.iter().any(|(_, decision)| {
+        decision.actions.iter().any(|action| {
+            matches!(action, Action::Repoint { site, request }
+                if site == "pdx" && request.source_host.contains("-reader"))
+        })
+    });
+    assert!(
+        !caught_up_from_reader,
+        "pdx is never caught up from the reader awaiting its re-seed"
+    );
+    assert!(world.events_of(EventReason::CatchingUp).is_empty());
+    assert!(
+        lost_of(&world.site("pdx").gtid, &iad_history).is_empty(),
+        "pdx was promoted holding nothing iad's history lacks: {} against {iad_history}",
+        world.site("pdx").gtid
+    );
+}
+
+/// What `set` holds that `other` lacks.
+fn lost_of(set: &GtidSet, other: &GtidSet) -> GtidSet {
+    bloodraven_mysql::lost_transactions(set, other)
+}
+
 /// Simulator seed 8103 (continued): an emergency failover after the re-promotion moves the
 /// authority to a site already re-seeded; the restore is not failed by it, records the
 /// re-seeds done, and re-seeds the rest from the new active site once it is writable.

@@ -548,6 +548,13 @@ fn drain_candidate(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut P
 /// The site (other than the failed `from` and the candidate `to`) that is up, a healthy
 /// replica, and holds the most transactions `to` lacks, with how many: the candidate must
 /// fetch them before it is promoted. `None` when `to` lacks nothing any site holds.
+///
+/// Only a replica whose transactions are `from`'s history is a source, as only such a site
+/// is a candidate: not one awaiting its re-seed after a restore (it holds what the restore
+/// discarded, under numbers the restored site reuses), nor one with errant transactions.
+/// Simulator seed 167 with every fault mode (`ErrantSiteUsed`): pdx was caught up from the
+/// reader awaiting its re-seed and promoted holding the writes the restore of iad had
+/// discarded, which iad's history since lacked.
 fn catch_up_source(
     context: &Context<'_>,
     memory: &GroupMemory,
@@ -560,7 +567,11 @@ fn catch_up_source(
         .filter(|name| {
             context.view(name).is_up()
                 && memory.site(name).is_some_and(|entry| {
-                    entry.state == SiteState::Replica && entry.detection != Detection::Failed
+                    entry.state == SiteState::Replica
+                        && entry.detection != Detection::Failed
+                        && entry.errant.as_ref().is_none_or(GtidSet::is_empty)
+                        && !crate::engine::restore::withholds(memory, name)
+                        && !crate::engine::rejoin::holds_record(entry)
                 })
         })
         .filter_map(|name| {
