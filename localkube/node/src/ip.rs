@@ -33,17 +33,25 @@ pub fn ip(args: &[&str]) -> Result<String> {
 pub fn ip_ignore_missing(args: &[&str]) -> Result<()> {
     match ip(args) {
         Ok(_) => Ok(()),
-        Err(Error::Ip { message, .. })
-            if message.contains("Cannot find device")
-                || message.contains("No such file")
-                || message.contains("No such process")
-                || message.contains("does not exist")
-                || message.contains("Invalid argument") =>
-        {
-            Ok(())
-        }
+        Err(Error::Ip { message, .. }) if already_gone(&message) => Ok(()),
         Err(err) => Err(err),
     }
+}
+
+/// Whether `ip`'s error says the object is already gone. A veth whose peer's namespace was
+/// just deleted is destroyed by the kernel meanwhile: deleting it then fails with `RTNETLINK
+/// answers: No such device` rather than `Cannot find device` (a pod stop failed that way).
+fn already_gone(message: &str) -> bool {
+    [
+        "Cannot find device",
+        "No such device",
+        "No such file",
+        "No such process",
+        "does not exist",
+        "Invalid argument",
+    ]
+    .iter()
+    .any(|gone| message.contains(gone))
 }
 
 /// Names of all network namespaces (`ip netns list`).
@@ -86,6 +94,15 @@ pub fn parse_link_macs(output: &str) -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_device_the_kernel_removed_meanwhile_is_already_gone() {
+        assert!(super::already_gone("RTNETLINK answers: No such device"));
+        assert!(super::already_gone("Cannot find device \"lk1-h3\""));
+        assert!(!super::already_gone(
+            "RTNETLINK answers: Operation not permitted"
+        ));
+    }
+
     #[test]
     fn link_macs_are_read_from_one_line_per_link() {
         let output = "880: lke40b-br: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state DOWN mode DEFAULT group default qlen 1000\\    link/ether 02:6c:6b:00:00:01 brd ff:ff:ff:ff:ff:ff\n\
