@@ -12,11 +12,14 @@ pub fn promote_patch(site: &str) -> Value {
     json!({"metadata": {"annotations": {names::ANNOTATION_PLANNED_FAILOVER: site}}})
 }
 
-/// Checks that `site` is a read-write site of the group (read-only sites are never writable)
-/// before asking; the operator's admission (cooldown, holds) still decides.
-pub fn check_promote_target(group: &MysqlFailoverGroup, site: &str) -> Result<()> {
-    match group.spec.site(site) {
-        None => Err(Error::InvalidTarget(format!(
+/// The role of `site` in the group, or why it is not a site of it (naming the sites): the
+/// check `promote` and `rejoin` make before they ask.
+pub(crate) fn site_role(
+    group: &MysqlFailoverGroup,
+    site: &str,
+) -> std::result::Result<SiteRole, String> {
+    group.spec.site(site).map(|spec| spec.role).ok_or_else(|| {
+        format!(
             "{site:?} is not a site of {} (sites: {})",
             group.metadata.name.as_deref().unwrap_or(""),
             group
@@ -26,11 +29,18 @@ pub fn check_promote_target(group: &MysqlFailoverGroup, site: &str) -> Result<()
                 .map(|s| s.name.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))),
-        Some(spec) if spec.role == SiteRole::ReadOnly => Err(Error::InvalidTarget(format!(
+        )
+    })
+}
+
+/// Checks that `site` is a read-write site of the group (read-only sites are never writable)
+/// before asking; the operator's admission (cooldown, holds) still decides.
+pub fn check_promote_target(group: &MysqlFailoverGroup, site: &str) -> Result<()> {
+    match site_role(group, site).map_err(Error::InvalidTarget)? {
+        SiteRole::ReadOnly => Err(Error::InvalidTarget(format!(
             "{site:?} is a read-only site and can never be promoted"
         ))),
-        Some(_) => Ok(()),
+        SiteRole::ReadWrite => Ok(()),
     }
 }
 

@@ -22,22 +22,11 @@ pub fn rejoin_patch(site: &str) -> Value {
 /// demoted, so only one can be a returning primary) before asking; the operator's checks
 /// (fenced, errant transactions, authority, operations in flight, holds) still decide.
 pub fn check_rejoin_target(group: &MysqlFailoverGroup, site: &str) -> Result<()> {
-    match group.spec.site(site) {
-        None => Err(Error::InvalidRejoin(format!(
-            "{site:?} is not a site of {} (sites: {})",
-            group.metadata.name.as_deref().unwrap_or(""),
-            group
-                .spec
-                .sites
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-        Some(spec) if spec.role == SiteRole::ReadOnly => Err(Error::InvalidRejoin(format!(
+    match crate::promote::site_role(group, site).map_err(Error::InvalidRejoin)? {
+        SiteRole::ReadOnly => Err(Error::InvalidRejoin(format!(
             "{site:?} is a read-only site: it is never demoted, so it is never a fenced returning primary"
         ))),
-        Some(_) => Ok(()),
+        SiteRole::ReadWrite => Ok(()),
     }
 }
 
