@@ -97,7 +97,7 @@ pub use options::{
 pub use rejoin::{RejoinMemory, REJOIN_ARCHIVE_TIMEOUT, REJOIN_RESEED_TIMEOUT};
 pub use restore::{
     RestoreMemory, BACKUP_TIMEOUT, RESTORE_ADMISSION_TIMEOUT, RESTORE_FENCE_TIMEOUT,
-    RESTORE_LOAD_TIMEOUT, RESTORE_SETTLE_TIMEOUT,
+    RESTORE_LOAD_TIMEOUT, RESTORE_RETRY_TIMEOUT, RESTORE_SETTLE_TIMEOUT,
 };
 pub use stability::{lease_stability, unstable_reason, UnstableReason};
 pub use update::{OrderedUpdate, UPDATE_POD_GRACE, UPDATE_STEP_TIMEOUT};

@@ -32,7 +32,9 @@
 //!    a greater generation). Once its sidecar reports the fence in force and mysqld read-only,
 //!    its GTID set is everything it ever committed (`fencedGtidSet`). A fence not confirmed
 //!    within [`RESTORE_FENCE_TIMEOUT`] aborts: the site is re-asserted at a new generation,
-//!    data untouched.
+//!    data untouched. A retry on a site a failed load left fenced is no site in service: it
+//!    is never re-asserted, and its retry waits for the fence and for mysqld, in admission
+//!    and here, within [`RESTORE_RETRY_TIMEOUT`] ([`retries_held_site`]).
 //! 3. **Restoring**: `Restore` on the fenced site until its sidecar reports the job. A failed
 //!    load stops the restore and the site **stays fenced** (its data may be partly
 //!    restored; a write accepted then would be on a state nobody chose): the message says so,
@@ -109,6 +111,11 @@ pub const RESTORE_ADMISSION_TIMEOUT: Duration = Duration::from_secs(120);
 pub const RESTORE_FENCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the sidecar's load may run before the restore fails (the site stays fenced).
 pub const RESTORE_LOAD_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long a retry on a site a failed load left fenced may wait in `Admitting` and in
+/// `Fencing` (for its sidecar, for mysqld read-only under the fence) before it fails: as long
+/// as a load may run, since the site is out of service either way; a fence not confirmed
+/// then re-asserts nothing.
+pub const RESTORE_RETRY_TIMEOUT: Duration = RESTORE_LOAD_TIMEOUT;
 /// How long `Promoting` and `Reseeding` may each take before the restore fails.
 pub const RESTORE_SETTLE_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long a backup may run before it is reported failed.
@@ -1132,15 +1139,32 @@ fn wait_admission(memory: &mut GroupMemory, plan: &mut Plan, now: Timestamp, mes
     let Some(status) = status_mut(memory) else {
         return;
     };
-    if phase_age(status, now) > RESTORE_ADMISSION_TIMEOUT {
+    let bound = if retries_held_site(status) {
+        RESTORE_RETRY_TIMEOUT
+    } else {
+        RESTORE_ADMISSION_TIMEOUT
+    };
+    if phase_age(status, now) > bound {
         return fail(
             memory,
             plan,
             now,
-            format!("not admitted within {RESTORE_ADMISSION_TIMEOUT:?}: {message}"),
+            format!("not admitted within {bound:?}: {message}"),
         );
     }
     status.message = Some(message);
+}
+
+/// Whether the restore `status` records is a retry on a site a failed load left fenced (it
+/// carries that load's `fencedAt`, and no re-promotion): the site is out of service and its
+/// data may be partly restored whatever this attempt does. Failing the attempt early gives
+/// nothing back, it only leaves the active site fenced until a human asks again (simulator
+/// seed 6334 with every fault mode and `--rejoin`: the retry's fence was not confirmed within
+/// [`RESTORE_FENCE_TIMEOUT`] while iad's mysqld was down and then cut off, and iad stayed
+/// fenced for good). So its waits are bounded by [`RESTORE_RETRY_TIMEOUT`], and a fence not
+/// confirmed re-asserts nothing.
+fn retries_held_site(status: &RestoreStatus) -> bool {
+    status.fenced_at.is_some() && status.promoted_at.is_none()
 }
 
 fn fencing(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
@@ -1174,6 +1198,22 @@ fn fencing(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
             plan.event(EventReason::RestoreRestoring, message);
             return;
         }
+    }
+    if retries_held_site(&status) {
+        // The site stays fenced whatever happens: wait for it to answer read-only under the
+        // fence, re-asserting nothing.
+        if phase_age(&status, now) > RESTORE_RETRY_TIMEOUT {
+            return fail(
+                memory,
+                plan,
+                now,
+                format!(
+                    "{site} was not confirmed read-only under the fence within {RESTORE_RETRY_TIMEOUT:?}; nothing more was loaded"
+                ),
+            );
+        }
+        plan.cross_site(fence_action(context, memory, &site, false));
+        return;
     }
     if phase_age(&status, now) > RESTORE_FENCE_TIMEOUT {
         // Nothing was loaded: give the site its authority back under a new generation (the

@@ -1268,3 +1268,116 @@ fn sim_seed_4593_a_forgotten_fence_with_a_load_under_it_keeps_the_site_fenced_un
     );
     assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
 }
+
+/// Simulator seed 6334 with every fault mode and `--rejoin`: a restore of iad from b1 loaded,
+/// the human asked for b2 instead while it ran, and the operator restarted with a status
+/// reverted to before the restore. The restarted operator found iad fenced under a load
+/// nothing in memory accounted for (kept fenced: its data may be partly restored) and took
+/// the standing b2 request up as a retry on the fenced site; but iad's mysqld was down (then
+/// cut off) for longer than the fence confirmation's 30 s, and the retry failed as a restore
+/// of a site in service does: "re-asserted" at a new generation, yet still fenced, waiting
+/// for a human to ask a third time. iad, the active site, stayed fenced for good. A retry on
+/// a site already held fenced gives nothing back by failing early: it waits for mysqld to
+/// answer read-only under the fence (within the load's bound), loads b2, and re-promotes iad.
+#[test]
+fn sim_seed_6334_a_retry_on_a_site_held_fenced_waits_for_mysqld_instead_of_failing() {
+    let mut world = backed_up();
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    take_backup(&mut world, "b2");
+    assert!(world.write("iad"));
+    world.run_polls(1);
+    let reverted = world.memory.clone();
+    world.annotations.restore = Some("b1".to_string());
+    for _ in 0..20 {
+        world.run_polls(1);
+        if world.site("iad").job.as_ref().is_some_and(|job| {
+            job.kind == bloodraven_api::sidecar::JobKind::Restore
+                && job.state == bloodraven_api::sidecar::JobState::Succeeded
+        }) {
+            break;
+        }
+    }
+    assert_eq!(
+        phase(&world),
+        Some(RestorePhase::Restoring),
+        "b1 is loaded, iad not yet re-promoted"
+    );
+    // The human asks for b2 instead (taken up once this restore is over), then the operator
+    // restarts with the status from before the restore while iad's mysqld is down.
+    world.annotations.restore = Some("b2".to_string());
+    world.memory = reverted;
+    world.memory.authority = bloodraven_core::engine::AuthorityValidity::Invalid(
+        bloodraven_core::engine::InvalidReason::ActiveNotWritable,
+    );
+    world.site_mut("iad").mysql_up = false;
+    let generation = world.memory.topology_generation;
+    world.run_polls(2);
+    assert!(world
+        .events_of(EventReason::RestoreFailed)
+        .iter()
+        .any(|event| event.message.contains("its data may be partly restored")));
+    assert_eq!(
+        phase(&world),
+        Some(RestorePhase::Fencing),
+        "b2 is the retry"
+    );
+    // mysqld stays down well past the fence confirmation's bound: the retry waits, iad fenced.
+    world.run_polls(30);
+    assert_eq!(phase(&world), Some(RestorePhase::Fencing));
+    assert_eq!(
+        world.memory.topology_generation, generation,
+        "a site held fenced is not re-asserted"
+    );
+    assert!(world.writable_sites().is_empty());
+    assert!(world.site("iad").fence_generation.is_some());
+    // mysqld answers again, read-only: b2 loads and iad is re-promoted, with no human.
+    world.site_mut("iad").mysql_up = true;
+    world.site_mut("iad").read_only = true;
+    let phases = run_to_final(&mut world);
+    assert_eq!(
+        phases.last(),
+        Some(&RestorePhase::Completed),
+        "{phases:?} {:?}",
+        world.memory.restore
+    );
+    let status = world.memory.restore.clone().expect("restore").status;
+    assert_eq!(status.backup, "b2");
+    world.run_polls(3);
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+    assert!(world.write("iad"));
+}
+
+/// Seed 6334's rule in admission: a retry on a site a failed load left fenced waits for its
+/// sidecar past the admission's 120 s (the site is out of service either way), and runs once
+/// it answers again.
+#[test]
+fn sim_seed_6334_a_retry_on_a_site_held_fenced_waits_for_its_sidecar_in_admission() {
+    let mut world = backed_up();
+    world.site_mut("iad").job_fails = Some("load dump.sql: ERROR 1064".to_string());
+    world.annotations.restore = Some("b1".to_string());
+    assert_eq!(run_to_final(&mut world).last(), Some(&RestorePhase::Failed));
+    world.site_mut("iad").job_fails = None;
+    world.run_polls(1);
+    // iad's pod dies, and the restore is requested again meanwhile.
+    world.kill("iad");
+    world.annotations.restore = Some("b1".to_string());
+    let interval = world.spec.poll_interval.get();
+    let mut waited = Duration::ZERO;
+    while waited <= bloodraven_core::engine::RESTORE_ADMISSION_TIMEOUT + interval + interval {
+        world.run_polls(1);
+        waited += interval;
+    }
+    assert_eq!(phase(&world), Some(RestorePhase::Admitting));
+    assert!(world.writable_sites().is_empty());
+    world.restart("iad");
+    let phases = run_to_final(&mut world);
+    assert_eq!(
+        phases.last(),
+        Some(&RestorePhase::Completed),
+        "{phases:?} {:?}",
+        world.memory.restore
+    );
+    world.run_polls(3);
+    assert_eq!(world.writable_sites(), vec!["iad".to_string()]);
+}
