@@ -402,6 +402,7 @@ fn config(state_dir: &Path) -> AgentConfig {
         namespaces: vec!["bloodraven-playground".into()],
         node: Some("node-iad".into()),
         proc_root: "/proc".into(),
+        own_pod: None,
     }
 }
 
