@@ -465,6 +465,18 @@ impl Shared {
             if let Err(e) = self.runtime.set_kubelet_down(node, !state.is_up()) {
                 tracing::warn!(node, error = %e, "could not tell the runtime of the node's kubelet");
             }
+            if !state.is_up() {
+                // The node lifecycle controller's part: its pods are not Ready any more.
+                for pod in self.cluster.pods_on_node(node) {
+                    let (ns, name) = (meta::namespace(&pod), meta::name(&pod));
+                    if let Err(e) = self
+                        .cluster
+                        .update_pod_status(ns, name, status::node_not_ready)
+                    {
+                        tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "could not mark the pod not ready");
+                    }
+                }
+            }
         }
         self.node_conditions();
         if changed.iter().any(|(_, state)| state.is_up()) {

@@ -156,6 +156,11 @@ async fn stopped_kubelet(c: &TestCluster) -> Result<()> {
         "{message_status}: {message}"
     );
     ensure!(node_ready(c, "pdx").await?.0 == "True", "pdx stays Ready");
+    // Its pods are marked not Ready, as the node lifecycle controller marks them.
+    c.wait_pods("role=kubelet-process", Duration::from_secs(10), |p| {
+        p.len() == 1 && !ready(&p[0])
+    })
+    .await?;
     // The running container runs on: a stopped kubelet kills nothing.
     ensure!(
         shared.runtime.container_pid(key, "main")? == first,
