@@ -31,7 +31,7 @@ pub const HEAL_ANNOTATION: &str = "chaos.bloodraven.shipstream.io/heal";
 /// How often the agent reads its own Pod while a stop-node stands.
 pub const HEAL_POLL: Duration = Duration::from_millis(200);
 /// How long after its answer the agent stops the kubelet.
-pub const ACT_DELAY: Duration = Duration::from_millis(300);
+pub const ACT_DELAY: Duration = Duration::from_secs(1);
 /// The dead-man timer when the request sets none: the node is healed by itself after it.
 pub const HEAL_AFTER_DEFAULT: Duration = Duration::from_secs(600);
 /// The longest dead-man timer a request may set.
