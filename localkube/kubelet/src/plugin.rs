@@ -485,6 +485,11 @@ impl Shared {
         }
     }
 
+    /// The pid of `node`'s kubelet process while it runs (`None` too when nodes have none).
+    pub fn kubelet_pid(&self, node: &str) -> Option<i32> {
+        self.kubelets.as_ref()?.pid(node)
+    }
+
     /// Whether `node`'s kubelet is down.
     fn kubelet_down(&self, node: &str) -> bool {
         lock(&self.kubelets_down).contains_key(node)
