@@ -1248,19 +1248,26 @@ impl Supervisor {
     /// node loses power.
     async fn wait(&mut self, instance: &mut Instance) -> Exit {
         let (pid, child) = (instance.pid, &mut instance.child);
-        tokio::select! {
-            status = child.wait() => match status { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed },
-            _ = stop_requested(&mut self.stop_rx) => {
-                let grace = self.pod.stopping().unwrap_or_default();
-                terminate(pid, grace, child).await
-            }
-            _ = node_is(&mut self.node_stopped, true) => {
-                let _ = signal_container_group(pid, Signal::SIGKILL);
-                match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed }
-            }
-            _ = instance.liveness_failed.notified() => {
-                tracing::info!(pod = %self.key, container = %self.container.name, "liveness or startup probe failed, killing container");
-                terminate(pid, self.pod.spec.termination_grace_period, child).await
+        loop {
+            tokio::select! {
+                status = child.wait() => return match status { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed },
+                _ = stop_requested(&mut self.stop_rx) => {
+                    let grace = self.pod.stopping().unwrap_or_default();
+                    return terminate(pid, grace, child).await;
+                }
+                _ = node_is(&mut self.node_stopped, true) => {
+                    let _ = signal_container_group(pid, Signal::SIGKILL);
+                    return match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed };
+                }
+                _ = instance.liveness_failed.notified() => {
+                    // The kubelet kills for a failed probe: not while it is down.
+                    if *self.kubelet_down.borrow() {
+                        tracing::info!(pod = %self.key, container = %self.container.name, "liveness or startup probe failed while the node's kubelet is down: not killed");
+                        continue;
+                    }
+                    tracing::info!(pod = %self.key, container = %self.container.name, "liveness or startup probe failed, killing container");
+                    return terminate(pid, self.pod.spec.termination_grace_period, child).await;
+                }
             }
         }
     }
