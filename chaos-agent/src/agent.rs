@@ -24,12 +24,13 @@ use crate::faults::kill::restart::Watch;
 use crate::faults::kill::KeepDown;
 use crate::faults::partition::follow::{self, Cut, PeerPod, Plan};
 use crate::faults::partition::{self, Backend, Peer};
+use crate::faults::stop_node::{self, HEAL_ANNOTATION};
 use crate::faults::{freeze, kill};
 use crate::pod::{check_namespace, Locator};
 use crate::procfs::{ProcFs, Process, ScanCache};
 use crate::protocol::{
     CleanedUp, Ended, FaultKind, FaultList, FaultStatus, FreezeRequest, KillRequest,
-    PartitionRequest, Request, Response, Started,
+    PartitionRequest, PodRef, Request, Response, Started, StopNodePhase, StopNodeRequest,
 };
 
 /// The state file's name in the state directory.
@@ -52,6 +53,9 @@ pub struct AgentConfig {
     pub node: Option<String>,
     /// The proc filesystem (`/proc`; with `hostPID`, the node's).
     pub proc_root: PathBuf,
+    /// Its own Pod (the downward API's `metadata.namespace` and `metadata.name`): where a
+    /// stop-node's heal annotation arrives; without it stop-node is refused.
+    pub own_pod: Option<PodRef>,
 }
 
 /// A fault as persisted: enough to undo it without the agent that made it.
@@ -110,6 +114,18 @@ pub struct FaultRecord {
     pub started_at: String,
     /// What was seen at its start.
     pub effect: String,
+    /// A stop-node's node.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// A stop-node's kubelet: the process SIGSTOPped (continued by the undo).
+    #[serde(default)]
+    pub kubelet_pid: Option<i32>,
+    /// Its start in clock ticks after boot (so the undo never signals a reused pid).
+    #[serde(default)]
+    pub kubelet_start_ticks: Option<u64>,
+    /// When a stop-node heals by itself (RFC 3339).
+    #[serde(default)]
+    pub heal_deadline: Option<String>,
 }
 
 /// `faults.json`.
@@ -164,6 +180,18 @@ struct Active {
     keep_down: Option<KeepDown>,
     follow: Option<Follow>,
     problem: Option<String>,
+    stop_node: Option<StopNodeState>,
+}
+
+/// A stop-node as it goes (its record holds what the undo needs).
+#[derive(Debug, Clone)]
+struct StopNodeState {
+    phase: StopNodePhase,
+    /// When its dead-man timer heals it.
+    deadline: std::time::Instant,
+    in_effect_at: Option<String>,
+    healed_at: Option<String>,
+    heal: Option<String>,
 }
 
 /// A partition's follower, as the agent holds it.
@@ -268,6 +296,13 @@ fn undo(procfs: &ProcFs, record: &FaultRecord, keep_down: Option<KeepDown>) -> R
         },
         FaultKind::Freeze => freeze::thaw(procfs, &record.container_ids),
         FaultKind::Partition => undo_partition(procfs, record),
+        FaultKind::StopNode => match record.kubelet_pid {
+            Some(pid) => stop_node::continue_kubelet(procfs, pid, record.kubelet_start_ticks),
+            None => Err(Error::UndoNotObserved {
+                kind: "stop-node".into(),
+                seen: "its record names no kubelet pid".into(),
+            }),
+        },
     }
 }
 
@@ -517,6 +552,7 @@ impl<L: Locator> Agent<L> {
                             problem: Some(format!(
                                 "left by a previous agent, could not be undone: {error}"
                             )),
+                            stop_node: None,
                         },
                     );
                 }
@@ -555,6 +591,7 @@ impl<L: Locator> Agent<L> {
             Request::Kill(kill) => self.kill(kill).await.map(Response::Started),
             Request::Freeze(freeze) => self.freeze(freeze).await.map(Response::Started),
             Request::Partition(partition) => self.partition(partition).await.map(Response::Started),
+            Request::StopNode(stop) => self.stop_node(stop).await.map(Response::Started),
             Request::End(end) => self.end(end.id).await.map(Response::Ended),
             Request::List(_) => Ok(Response::List(self.list().await)),
             Request::Cleanup(_) => self.cleanup().await.map(Response::CleanedUp),
@@ -594,6 +631,10 @@ impl<L: Locator> Agent<L> {
             backend: None,
             started_at: jiff::Timestamp::now().to_string(),
             effect: String::new(),
+            node: None,
+            kubelet_pid: None,
+            kubelet_start_ticks: None,
+            heal_deadline: None,
         }
     }
 
@@ -614,6 +655,7 @@ impl<L: Locator> Agent<L> {
             container: record.container.clone(),
             container_ids: record.container_ids.clone(),
             pids,
+            node: record.node.clone(),
         };
         let id = record.id;
         registry.faults.insert(
@@ -623,6 +665,7 @@ impl<L: Locator> Agent<L> {
                 keep_down,
                 follow: None,
                 problem: None,
+                stop_node: None,
             },
         );
         // The fault is in effect and held: a state file that cannot be written only matters
@@ -856,6 +899,259 @@ impl<L: Locator> Agent<L> {
         drop(registry);
         self.spawn_partition_follower(fault_id, request, fixed, backend);
         Ok(started)
+    }
+
+    /// `stopNode`: validates and finds everything (its own node, its kubelet, the pods of its
+    /// namespaces on the node, its own Pod readable for the heal), answers that the fault is
+    /// scheduled, and acts [`stop_node::ACT_DELAY`] later ([`Self::act_stop_node`]).
+    async fn stop_node(self: &Arc<Self>, request: StopNodeRequest) -> Result<Started> {
+        let heal_after = stop_node::heal_after(request.heal_after_seconds)?;
+        let Some(node) = self.config.node.clone() else {
+            return Err(Error::StopNode(
+                "refused: the agent was started without --node (NODE_NAME), so it cannot tell its node".to_owned(),
+            ));
+        };
+        if request.node != node {
+            return Err(Error::StopNode(format!(
+                "refused: node {:?} is not this agent's node {node:?}: ask the agent of that node",
+                request.node
+            )));
+        }
+        let Some(own) = self.config.own_pod.clone() else {
+            return Err(Error::StopNode(
+                "refused: the agent does not know its own Pod (POD_NAMESPACE, POD_NAME), where the heal arrives".to_owned(),
+            ));
+        };
+        // The heal comes through the agent's own Pod: it must be readable before anything
+        // is stopped.
+        self.locator
+            .annotation(&own.namespace, &own.pod, HEAL_ANNOTATION)
+            .await?;
+        let mut pods = Vec::new();
+        for namespace in &self.config.namespaces {
+            for view in self.locator.pods_on_node(namespace, &node).await? {
+                if view.namespace == own.namespace && view.name == own.pod {
+                    continue;
+                }
+                let ids: Vec<String> = view
+                    .containers
+                    .iter()
+                    .filter_map(|c| c.container_id.as_deref())
+                    .map(crate::cgroup::ContainerId::parse)
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .map(|id| id.id)
+                    .collect();
+                pods.push((format!("{}/{}", view.namespace, view.name), ids));
+            }
+        }
+        let procfs = self.procfs.clone();
+        let wanted = node.clone();
+        let (kubelet, ticks) = blocking(move || {
+            let candidates = stop_node::kubelet_candidates(&procfs)?;
+            let pid = stop_node::choose_kubelet(&wanted, &candidates).map_err(Error::StopNode)?;
+            Ok((pid, stop_node::start_ticks(&procfs, pid)))
+        })
+        .await?;
+        let mut registry = self.registry.lock().await;
+        if let Some(active) = registry.faults.values().find(|a| {
+            a.stop_node.as_ref().is_some_and(|s| {
+                matches!(
+                    s.phase,
+                    StopNodePhase::Scheduled | StopNodePhase::InEffect | StopNodePhase::HealFailed
+                )
+            })
+        }) {
+            return Err(Error::StopNode(format!(
+                "refused: this node is stopped already (fault {})",
+                active.record.id
+            )));
+        }
+        let fault_id = registry.allocate();
+        let deadline = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_secs(
+                i64::try_from(heal_after.as_secs()).unwrap_or(i64::MAX),
+            ))
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let mut record = Self::new_record(fault_id, FaultKind::StopNode, "", "", None);
+        record.node = Some(node.clone());
+        record.kubelet_pid = Some(kubelet);
+        record.kubelet_start_ticks = ticks;
+        record.heal_deadline = Some(deadline.clone());
+        record.container_ids = pods.iter().flat_map(|(_, ids)| ids.clone()).collect();
+        let names: Vec<&str> = pods.iter().map(|(name, _)| name.as_str()).collect();
+        record.effect = format!(
+            "scheduled: in {} ms the agent SIGSTOPs the kubelet (pid {kubelet}) and SIGKILLs every process of the containers of the {} pods of {} on node {node} ({}); the pods of other namespaces, the agent's own ({}/{}) among them, are left running; healed by the annotation {HEAL_ANNOTATION}: \"{fault_id}\" on pod {}/{}, by end, or by itself at {deadline}",
+            stop_node::ACT_DELAY.as_millis(),
+            pods.len(),
+            self.config.namespaces.join(", "),
+            if names.is_empty() { "none".to_owned() } else { names.join(", ") },
+            own.namespace,
+            own.pod,
+            own.namespace,
+            own.pod,
+        );
+        let started = self.register(&mut registry, record, None, vec![kubelet]);
+        if let Some(active) = registry.faults.get_mut(&fault_id) {
+            active.stop_node = Some(StopNodeState {
+                phase: StopNodePhase::Scheduled,
+                deadline: std::time::Instant::now() + heal_after,
+                in_effect_at: None,
+                healed_at: None,
+                heal: None,
+            });
+        }
+        drop(registry);
+        let agent = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(stop_node::ACT_DELAY).await;
+            let acted = match agent.upgrade() {
+                Some(agent) => agent.act_stop_node(fault_id).await,
+                None => false,
+            };
+            if !acted {
+                return;
+            }
+            loop {
+                tokio::time::sleep(stop_node::HEAL_POLL).await;
+                let Some(agent) = agent.upgrade() else { return };
+                if !agent.heal_step(fault_id, &own).await {
+                    return;
+                }
+            }
+        });
+        Ok(started)
+    }
+
+    /// Stops the kubelet, then kills the pods' processes (the kubelet first: it would start
+    /// them again), each checked; records the outcome. A kubelet stopped for a kill that
+    /// failed is continued again. True when the fault is in effect.
+    async fn act_stop_node(&self, id: u64) -> bool {
+        let mut registry = self.registry.lock().await;
+        let Some(active) = registry.faults.get(&id) else {
+            return false;
+        };
+        if active.stop_node.as_ref().map(|s| s.phase) != Some(StopNodePhase::Scheduled) {
+            return false;
+        }
+        let (procfs, record) = (self.procfs.clone(), active.record.clone());
+        let result = blocking(move || {
+            let pid = record.kubelet_pid.ok_or_else(|| {
+                Error::StopNode("its record names no kubelet pid".to_owned())
+            })?;
+            let stopped = stop_node::stop_kubelet(&procfs, pid)?;
+            let alive = procfs.live_container_processes(&record.container_ids);
+            let killed = match alive {
+                Ok(alive) if alive.is_empty() => {
+                    Ok("no process of the pods' containers was running".to_owned())
+                }
+                Ok(_) => kill::kill_once(&procfs, &record.container_ids).map(|(_, e)| e),
+                Err(error) => Err(error),
+            };
+            match killed {
+                Ok(killed) => Ok(format!("{stopped}; the pods' containers: {killed}")),
+                Err(error) => {
+                    let undone = stop_node::continue_kubelet(&procfs, pid, record.kubelet_start_ticks);
+                    Err(Error::NotInEffect(format!(
+                        "the pods' processes were not all killed ({error}); the kubelet was continued again: {}",
+                        match undone {
+                            Ok(effect) => effect,
+                            Err(error) => format!("it could not be: {error}"),
+                        }
+                    )))
+                }
+            }
+        })
+        .await;
+        let Some(active) = registry.faults.get_mut(&id) else {
+            return false;
+        };
+        let Some(state) = active.stop_node.as_mut() else {
+            return false;
+        };
+        match result {
+            Ok(effect) => {
+                tracing::info!(fault_id = id, %effect, "stop-node in effect");
+                state.phase = StopNodePhase::InEffect;
+                state.in_effect_at = Some(jiff::Timestamp::now().to_string());
+                active.record.effect = format!("{}; in effect: {effect}", active.record.effect);
+                if let Err(error) = self.persist(&registry) {
+                    tracing::warn!(fault_id = id, %error, "stop-node: could not record its effect in the state file");
+                }
+                true
+            }
+            Err(error) => {
+                tracing::error!(fault_id = id, %error, "stop-node did not take effect");
+                state.phase = StopNodePhase::Failed;
+                active.problem = Some(error.to_string());
+                false
+            }
+        }
+    }
+
+    /// One look for a stop-node's heal: its dead-man timer run out, or the heal annotation
+    /// naming it on the agent's own Pod; then the kubelet is continued (checked) and the heal
+    /// recorded. False once there is nothing more to watch.
+    async fn heal_step(&self, id: u64, own: &PodRef) -> bool {
+        let deadline = {
+            let registry = self.registry.lock().await;
+            match registry.faults.get(&id).and_then(|a| a.stop_node.as_ref()) {
+                Some(state) if state.phase == StopNodePhase::InEffect => state.deadline,
+                _ => return false,
+            }
+        };
+        let cause = if std::time::Instant::now() >= deadline {
+            Some("its dead-man timer ran out".to_owned())
+        } else {
+            match self
+                .locator
+                .annotation(&own.namespace, &own.pod, HEAL_ANNOTATION)
+                .await
+            {
+                Ok(value) if stop_node::heal_requested(value.as_deref(), id) => Some(format!(
+                    "the annotation {HEAL_ANNOTATION}: \"{id}\" on pod {}/{}",
+                    own.namespace, own.pod
+                )),
+                Ok(_) => None,
+                Err(error) => {
+                    tracing::debug!(fault_id = id, %error, "stop-node: could not read the agent's own Pod");
+                    None
+                }
+            }
+        };
+        let Some(cause) = cause else {
+            return true;
+        };
+        let mut registry = self.registry.lock().await;
+        let Some(active) = registry.faults.get(&id) else {
+            return false;
+        };
+        if active.stop_node.as_ref().map(|s| s.phase) != Some(StopNodePhase::InEffect) {
+            return false;
+        }
+        let (procfs, record) = (self.procfs.clone(), active.record.clone());
+        let result = blocking(move || undo(&procfs, &record, None)).await;
+        let Some(active) = registry.faults.get_mut(&id) else {
+            return false;
+        };
+        let Some(state) = active.stop_node.as_mut() else {
+            return false;
+        };
+        match result {
+            Ok(effect) => {
+                tracing::info!(fault_id = id, %cause, %effect, "stop-node healed");
+                state.phase = StopNodePhase::Healed;
+                state.healed_at = Some(jiff::Timestamp::now().to_string());
+                state.heal = Some(format!("healed by {cause}: {effect}"));
+            }
+            Err(error) => {
+                tracing::error!(fault_id = id, %cause, %error, "stop-node: the heal did not take");
+                state.phase = StopNodePhase::HealFailed;
+                active.problem = Some(format!("heal by {cause} failed: {error}"));
+            }
+        }
+        false
     }
 
     /// Keeps a partition on its pods until it ends: about once a second, one [`Self::follow_step`].
@@ -1098,6 +1394,35 @@ impl<L: Locator> Agent<L> {
                 },
             });
         };
+        // A stop-node healed already (or never in effect) has nothing left to undo: `end`
+        // reports it and forgets it.
+        if let Some(state) = &active.stop_node {
+            let over = match state.phase {
+                StopNodePhase::Healed => Some(format!(
+                    "healed at {}: {}",
+                    state.healed_at.as_deref().unwrap_or("?"),
+                    state.heal.as_deref().unwrap_or("")
+                )),
+                StopNodePhase::Failed => Some(format!(
+                    "it never took effect ({}); what was done was undone then",
+                    active.problem.as_deref().unwrap_or("no reason recorded")
+                )),
+                StopNodePhase::Scheduled | StopNodePhase::InEffect | StopNodePhase::HealFailed => {
+                    None
+                }
+            };
+            if let Some(effect) = over {
+                tracing::info!(fault_id = id, kind = %active.record.kind, %effect, "fault ended");
+                if let Err(error) = self.persist(registry) {
+                    tracing::error!(fault_id = id, %error, "fault ended but the state file still lists it");
+                }
+                return Ok(Ended {
+                    id,
+                    kind: active.record.kind,
+                    effect,
+                });
+            }
+        }
         let (procfs, record, keep_down) = (
             self.procfs.clone(),
             active.record.clone(),
@@ -1163,6 +1488,15 @@ impl<L: Locator> Agent<L> {
                             .clone()
                             .or_else(|| active.follow.as_ref().and_then(|f| f.problem.clone()))
                             .or_else(|| status.and_then(|s| s.problem)),
+                        node: active.record.node.clone(),
+                        phase: active.stop_node.as_ref().map(|s| s.phase),
+                        in_effect_at: active
+                            .stop_node
+                            .as_ref()
+                            .and_then(|s| s.in_effect_at.clone()),
+                        heal_deadline: active.record.heal_deadline.clone(),
+                        healed_at: active.stop_node.as_ref().and_then(|s| s.healed_at.clone()),
+                        heal: active.stop_node.as_ref().and_then(|s| s.heal.clone()),
                     }
                 })
                 .collect(),

@@ -91,6 +91,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A stop-node that cannot be made as asked (another node, no kubelet found, ...).
+    #[error("stop the node: {0}")]
+    StopNode(String),
     /// A fault whose effect was not observed after it was injected (it was undone again).
     #[error("the fault did not take effect: {0}")]
     NotInEffect(String),

@@ -3,3 +3,4 @@
 pub mod freeze;
 pub mod kill;
 pub mod partition;
+pub mod stop_node;

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use bloodraven_chaos_agent::agent::AgentConfig;
+use bloodraven_chaos_agent::protocol::PodRef;
 use bloodraven_chaos_agent::{ctl, pod, server};
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -41,6 +42,13 @@ enum Command {
         /// This node's name (the downward API's spec.nodeName): pods elsewhere are refused.
         #[arg(long, env = "NODE_NAME")]
         node: Option<String>,
+        /// This agent's own Pod's name (the downward API's metadata.name): a stop-node's heal
+        /// arrives as an annotation on it.
+        #[arg(long, env = "POD_NAME")]
+        pod: Option<String>,
+        /// This agent's own Pod's namespace (the downward API's metadata.namespace).
+        #[arg(long, env = "POD_NAMESPACE")]
+        pod_namespace: Option<String>,
         /// The proc filesystem to scan (the node's, with hostPID).
         #[arg(long, default_value = "/proc")]
         proc_root: PathBuf,
@@ -89,6 +97,8 @@ fn main() {
             state_dir,
             namespaces,
             node,
+            pod,
+            pod_namespace,
             proc_root,
             log_format,
         } => {
@@ -101,11 +111,19 @@ fn main() {
             if node.is_none() {
                 tracing::warn!("no --node (or NODE_NAME): pods are not checked to be on this node");
             }
+            let own_pod = match (pod_namespace, pod) {
+                (Some(namespace), Some(pod)) => Some(PodRef { namespace, pod }),
+                _ => {
+                    tracing::warn!("no --pod and --pod-namespace (or POD_NAME, POD_NAMESPACE): stop-node is refused");
+                    None
+                }
+            };
             let config = AgentConfig {
                 state_dir,
                 namespaces,
                 node,
                 proc_root,
+                own_pod,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(runtime) => runtime,

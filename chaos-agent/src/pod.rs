@@ -247,6 +247,41 @@ impl PodView {
 pub trait Locator: Send + Sync + 'static {
     /// The pod `namespace/name`.
     fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<PodView>> + Send;
+
+    /// The pods of `namespace` scheduled on `node` (a stop-node's). A locator that cannot
+    /// list refuses.
+    fn pods_on_node(
+        &self,
+        namespace: &str,
+        node: &str,
+    ) -> impl Future<Output = Result<Vec<PodView>>> + Send {
+        let (namespace, node) = (namespace.to_owned(), node.to_owned());
+        async move {
+            Err(Error::PodLookup {
+                namespace,
+                pod: format!("(every pod on node {node})"),
+                reason: "this locator cannot list pods".to_owned(),
+            })
+        }
+    }
+
+    /// The annotation `key` of the pod `namespace/name` (`None`: not set). A locator that
+    /// cannot read annotations refuses.
+    fn annotation(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<String>>> + Send {
+        let (namespace, pod, key) = (namespace.to_owned(), name.to_owned(), key.to_owned());
+        async move {
+            Err(Error::PodLookup {
+                namespace,
+                pod,
+                reason: format!("this locator cannot read the annotation {key}"),
+            })
+        }
+    }
 }
 
 /// The API, through kube-rs with the in-cluster (or kubeconfig) configuration.
@@ -275,6 +310,37 @@ impl Locator for KubeLocator {
             reason: error.to_string(),
         })?;
         Ok(PodView::from_pod(&pod))
+    }
+
+    async fn pods_on_node(&self, namespace: &str, node: &str) -> Result<Vec<PodView>> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+        let list = api.list(&params).await.map_err(|error| Error::PodLookup {
+            namespace: namespace.to_owned(),
+            pod: format!("(every pod on node {node})"),
+            reason: error.to_string(),
+        })?;
+        // The field selector is the server's; the node is checked here too.
+        Ok(list
+            .items
+            .iter()
+            .map(PodView::from_pod)
+            .filter(|view| view.node_name.as_deref() == Some(node))
+            .collect())
+    }
+
+    async fn annotation(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        let pod = api.get(name).await.map_err(|error| Error::PodLookup {
+            namespace: namespace.to_owned(),
+            pod: name.to_owned(),
+            reason: error.to_string(),
+        })?;
+        Ok(pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(key).cloned()))
     }
 }
 

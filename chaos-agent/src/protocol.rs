@@ -17,6 +17,9 @@ pub enum Request {
     Freeze(FreezeRequest),
     /// Drop every packet between a pod and the peers until `end`.
     Partition(PartitionRequest),
+    /// Stop this node: SIGSTOP its kubelet, SIGKILL its pods' containers (in the agent's
+    /// namespaces), until healed through the agent's Pod annotation, `end` or the timer.
+    StopNode(StopNodeRequest),
     /// Undo one fault.
     End(EndRequest),
     /// The faults in effect.
@@ -66,6 +69,18 @@ pub struct PartitionRequest {
     /// for as long as the partition stands.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peer_pods: Vec<PodRef>,
+}
+
+/// `{"stopNode": {...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StopNodeRequest {
+    /// The node to stop: this agent's own (another is refused).
+    pub node: String,
+    /// The dead-man timer: the node is healed by itself after this many seconds (default
+    /// 600), so a harness that died never leaves it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal_after_seconds: Option<u64>,
 }
 
 /// A pod named in a request.
@@ -122,6 +137,7 @@ impl Request {
             Request::Kill(_) => "kill",
             Request::Freeze(_) => "freeze",
             Request::Partition(_) => "partition",
+            Request::StopNode(_) => "stopNode",
             Request::End(_) => "end",
             Request::List(_) => "list",
             Request::Cleanup(_) => "cleanup",
@@ -139,6 +155,8 @@ pub enum FaultKind {
     Freeze,
     /// [`PartitionRequest`].
     Partition,
+    /// [`StopNodeRequest`].
+    StopNode,
 }
 
 impl std::fmt::Display for FaultKind {
@@ -147,6 +165,7 @@ impl std::fmt::Display for FaultKind {
             FaultKind::Kill => "kill",
             FaultKind::Freeze => "freeze",
             FaultKind::Partition => "partition",
+            FaultKind::StopNode => "stop-node",
         })
     }
 }
@@ -170,8 +189,12 @@ pub struct Started {
     pub container: Option<String>,
     /// The container ids whose cgroups were targeted (a partition: the pod's).
     pub container_ids: Vec<String>,
-    /// The processes acted on (a partition: the one whose network namespace was entered).
+    /// The processes acted on (a partition: the one whose network namespace was entered; a
+    /// stop-node: its kubelet).
     pub pids: Vec<i32>,
+    /// A stop-node's node (its namespace and pod are empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The answer to `end`.
@@ -240,9 +263,43 @@ pub struct FaultStatus {
     pub longest_restart_alive_ms: Option<u64>,
     /// What is wrong with it now, if anything (a keepDown that could not kill, a partition
     /// that could not cut its recreated pod or change its peers, a fault left by a previous
-    /// agent that could not be undone).
+    /// agent that could not be undone, a stop-node that did not take effect).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// A stop-node's node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// A stop-node's phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<StopNodePhase>,
+    /// When a stop-node took effect (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_effect_at: Option<String>,
+    /// When a stop-node heals by itself if nothing heals it before (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal_deadline: Option<String>,
+    /// When a stop-node was healed (RFC 3339), and by what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healed_at: Option<String>,
+    /// What was observed of a stop-node's heal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal: Option<String>,
+}
+
+/// Where a stop-node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopNodePhase {
+    /// Answered, not acted on yet.
+    Scheduled,
+    /// The kubelet is stopped and the pods' processes are gone.
+    InEffect,
+    /// It did not take effect (`problem` says why; what was done was undone).
+    Failed,
+    /// Healed (through the annotation or the timer); `end` reports and forgets it.
+    Healed,
+    /// The heal did not take (`problem` says why); `end` tries again.
+    HealFailed,
 }
 
 /// The answer to `list`.
@@ -364,6 +421,20 @@ mod tests {
                     }],
                 }),
             ),
+            (
+                r#"{"stopNode":{"node":"iad","healAfterSeconds":120}}"#,
+                Request::StopNode(StopNodeRequest {
+                    node: "iad".into(),
+                    heal_after_seconds: Some(120),
+                }),
+            ),
+            (
+                r#"{"stopNode":{"node":"iad"}}"#,
+                Request::StopNode(StopNodeRequest {
+                    node: "iad".into(),
+                    heal_after_seconds: None,
+                }),
+            ),
             (r#"{"end":{"id":7}}"#, Request::End(EndRequest { id: 7 })),
             (r#"{"list":{}}"#, Request::List(ListRequest {})),
             (r#"{"cleanup":{}}"#, Request::Cleanup(CleanupRequest {})),
@@ -408,6 +479,13 @@ mod tests {
         assert!(
             matches!(no_peers, Request::Partition(p) if p.peers.is_empty() && p.peer_pods.is_empty())
         );
+        let stop_node = error(r#"{"stopNode":{"node":"iad","healAfter":5}}"#);
+        assert!(
+            stop_node.contains("unknown field `healAfter`"),
+            "{stop_node}"
+        );
+        let no_node = error(r#"{"stopNode":{}}"#);
+        assert!(no_node.contains("missing field `node`"), "{no_node}");
         let id_type = error(r#"{"end":{"id":-1}}"#);
         assert!(id_type.contains("end.id"), "{id_type}");
         assert!(error("{").contains("EOF"));
@@ -426,6 +504,7 @@ mod tests {
             container: Some("mysql".into()),
             container_ids: vec!["abc".into()],
             pids: vec![12],
+            node: None,
         });
         assert_eq!(
             started.to_line(),

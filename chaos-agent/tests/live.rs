@@ -24,11 +24,12 @@ use bloodraven_chaos_agent::faults::freeze;
 use bloodraven_chaos_agent::faults::kill::restart::Watch;
 use bloodraven_chaos_agent::faults::kill::{self, KeepDown};
 use bloodraven_chaos_agent::faults::partition::{self, Backend, Peer};
+use bloodraven_chaos_agent::faults::stop_node;
 use bloodraven_chaos_agent::pod::{ContainerView, Locator, PodView};
 use bloodraven_chaos_agent::procfs::ProcFs;
 use bloodraven_chaos_agent::protocol::{
     EndRequest, FaultKind, FaultStatus, FreezeRequest, KillRequest, ListRequest, PartitionRequest,
-    PodRef, Request, Response,
+    PodRef, Request, Response, StopNodePhase, StopNodeRequest,
 };
 use bloodraven_chaos_agent::Result;
 
@@ -402,6 +403,7 @@ fn config(state_dir: &Path) -> AgentConfig {
         namespaces: vec!["bloodraven-playground".into()],
         node: Some("node-iad".into()),
         proc_root: "/proc".into(),
+        own_pod: None,
     }
 }
 
@@ -1282,4 +1284,220 @@ async fn the_socket_answers_ctl_and_shutdown_undoes_every_fault() {
     let (line, error, code) = ctl(r#"{"list":{}}"#).await.unwrap();
     assert_eq!(code, 1);
     assert!(error.unwrap().contains("connect to the agent at"), "{line}");
+}
+
+/// The API of a stop-node: the pods on the node, and the agent's own Pod's heal annotation.
+#[derive(Clone)]
+struct NodeLocator {
+    pods: Vec<PodView>,
+    heal: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Locator for NodeLocator {
+    async fn pod(&self, namespace: &str, name: &str) -> Result<PodView> {
+        let found = self
+            .pods
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == name)
+            .cloned();
+        found.ok_or_else(|| bloodraven_chaos_agent::Error::PodLookup {
+            namespace: namespace.to_owned(),
+            pod: name.to_owned(),
+            reason: format!("pods \"{name}\" not found"),
+        })
+    }
+
+    async fn pods_on_node(&self, namespace: &str, node: &str) -> Result<Vec<PodView>> {
+        Ok(self
+            .pods
+            .iter()
+            .filter(|p| p.namespace == namespace && p.node_name.as_deref() == Some(node))
+            .cloned()
+            .collect())
+    }
+
+    async fn annotation(&self, _: &str, _: &str, key: &str) -> Result<Option<String>> {
+        assert_eq!(key, stop_node::HEAL_ANNOTATION);
+        Ok(self.heal.lock().unwrap().clone())
+    }
+}
+
+/// A process named `kubelet` whose command line names `node`: a copy of sh, looping.
+fn fake_kubelet(dir: &Path, node: &str) -> Child {
+    let program = dir.join("kubelet");
+    std::fs::copy("/bin/sh", &program).unwrap();
+    Command::new(&program)
+        .args([
+            "-c",
+            "while :; do sleep 0.2; done",
+            "kubelet",
+            &format!("--hostname-override={node}"),
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn thread_states(pid: i32) -> Vec<char> {
+    ProcFs::default()
+        .threads(pid)
+        .iter()
+        .map(|t| t.state.0)
+        .collect()
+}
+
+async fn phase_of<L: Locator>(agent: &Arc<Agent<L>>, id: u64) -> Option<StopNodePhase> {
+    list(agent)
+        .await
+        .into_iter()
+        .find(|f| f.id == id)
+        .and_then(|f| f.phase)
+}
+
+async fn wait_phase<L: Locator>(agent: &Arc<Agent<L>>, id: u64, want: StopNodePhase) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = phase_of(agent, id).await;
+        if seen == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fault {id}: phase {seen:?}, not {want:?}: {:?}",
+            list(agent).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// docs/design/harness.md "The portable path", stop-node: the agent answers first, then stops
+// its node's kubelet (every thread seen stopped) and kills its pods' processes (none left);
+// the annotation naming the fault on its own Pod, the dead-man timer, or shutdown continues the
+// kubelet (no thread left stopped); `end` then reports the heal and forgets the fault.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_node_stops_the_kubelet_kills_the_pods_and_heals_through_the_annotation() {
+    let Some(mut fixture) = Fixture::new("stop_node_stops_the_kubelet_kills_the_pods") else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let node = format!("node-stop-{}", random_hex(6));
+    let mut kubelet = fake_kubelet(state.path(), &node);
+    let kubelet_pid = i32::try_from(kubelet.id()).unwrap();
+    let id = fixture.container();
+    fixture.spawn(&id, "sleep 3600", None, 2);
+    let mut view = pod_view(&fixture, &[("mysql", &id)]);
+    view.node_name = Some(node.clone());
+    let heal = Arc::new(std::sync::Mutex::new(None));
+    let locator = NodeLocator {
+        pods: vec![view],
+        heal: heal.clone(),
+    };
+    let mut agent_config = config(&state.path().join("agent"));
+    agent_config.node = Some(node.clone());
+    agent_config.own_pod = Some(PodRef {
+        namespace: "bloodraven-chaos".into(),
+        pod: "bloodraven-chaos-agent-x".into(),
+    });
+    let agent = Agent::start(agent_config.clone(), locator.clone())
+        .await
+        .unwrap();
+    let stop = |node: &str, heal_after: Option<u64>| {
+        Request::StopNode(StopNodeRequest {
+            node: node.to_owned(),
+            heal_after_seconds: heal_after,
+        })
+    };
+
+    // Another node's stop is refused.
+    let refused = agent.handle(stop("node-elsewhere", None)).await;
+    assert!(
+        refused
+            .error()
+            .is_some_and(|e| e.contains("not this agent's node")),
+        "{}",
+        refused.to_line()
+    );
+
+    // Answered scheduled, then in effect: the kubelet stopped, the pod's processes gone.
+    let answer = agent.handle(stop(&node, None)).await;
+    assert!(
+        answer.to_line().contains("scheduled") && answer.to_line().contains(&node),
+        "{}",
+        answer.to_line()
+    );
+    let fault = started(answer);
+    assert_eq!(
+        phase_of(&agent, fault).await,
+        Some(StopNodePhase::Scheduled)
+    );
+    wait_phase(&agent, fault, StopNodePhase::InEffect).await;
+    assert!(
+        thread_states(kubelet_pid).iter().all(|s| *s == 'T'),
+        "{:?}",
+        thread_states(kubelet_pid)
+    );
+    assert!(fixture.procs(&id).is_empty(), "{:?}", fixture.procs(&id));
+    let second = agent.handle(stop(&node, None)).await;
+    assert!(
+        second
+            .error()
+            .is_some_and(|e| e.contains("stopped already")),
+        "{}",
+        second.to_line()
+    );
+
+    // Another fault's id heals nothing; this one's does.
+    *heal.lock().unwrap() = Some((fault + 100).to_string());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(phase_of(&agent, fault).await, Some(StopNodePhase::InEffect));
+    *heal.lock().unwrap() = Some(fault.to_string());
+    wait_phase(&agent, fault, StopNodePhase::Healed).await;
+    assert!(
+        !thread_states(kubelet_pid).contains(&'T'),
+        "{:?}",
+        thread_states(kubelet_pid)
+    );
+    let healed = list(&agent).await;
+    assert!(
+        healed[0]
+            .heal
+            .as_deref()
+            .is_some_and(|h| h.contains("annotation")),
+        "{healed:?}"
+    );
+    match agent.handle(Request::End(EndRequest { id: fault })).await {
+        Response::Ended(ended) => {
+            assert_eq!(ended.kind, FaultKind::StopNode);
+            assert!(ended.effect.starts_with("healed at"), "{}", ended.effect);
+        }
+        other => panic!("expected ended, got {}", other.to_line()),
+    }
+    assert!(list(&agent).await.is_empty());
+
+    // The dead-man timer heals by itself.
+    *heal.lock().unwrap() = None;
+    let timed = started(agent.handle(stop(&node, Some(1))).await);
+    wait_phase(&agent, timed, StopNodePhase::InEffect).await;
+    wait_phase(&agent, timed, StopNodePhase::Healed).await;
+    assert!(!thread_states(kubelet_pid).contains(&'T'));
+    assert!(list(&agent).await[0]
+        .heal
+        .as_deref()
+        .is_some_and(|h| h.contains("dead-man timer")));
+
+    // Shutdown (cleanup) continues a stopped kubelet; a new agent over the state file of one
+    // that died with the node stopped does too.
+    let shut = started(agent.handle(stop(&node, None)).await);
+    wait_phase(&agent, shut, StopNodePhase::InEffect).await;
+    agent.cleanup().await.unwrap();
+    assert!(!thread_states(kubelet_pid).contains(&'T'));
+    let crashed = started(agent.handle(stop(&node, None)).await);
+    wait_phase(&agent, crashed, StopNodePhase::InEffect).await;
+    drop(agent);
+    let again = Agent::start(agent_config, locator).await.unwrap();
+    assert!(!thread_states(kubelet_pid).contains(&'T'));
+    assert!(list(&again).await.is_empty());
+
+    let _ = kubelet.kill();
+    let _ = kubelet.wait();
 }

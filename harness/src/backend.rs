@@ -174,13 +174,14 @@ pub enum FaultDriverKind {
     Agent,
 }
 
-/// What the in-cluster fault agent path can do that a scenario may require: nothing beyond
-/// kill, freeze and partition yet (no clock offset, no node stop).
+/// What the in-cluster fault agent path can do that a scenario may require: stop-node (the
+/// agent stops the node's kubelet and kills its pods' processes; on kind the backend's
+/// `docker stop` does it instead); not clock-offset.
 pub fn agent_capabilities() -> std::collections::BTreeSet<Capability> {
-    std::collections::BTreeSet::new()
+    [Capability::StopNode].into()
 }
 
-/// What localkube's own fault socket can do beyond the agent.
+/// What localkube's own fault socket can do (clock-offset beyond the agent).
 pub fn localkube_capabilities() -> std::collections::BTreeSet<Capability> {
     [Capability::ClockOffset, Capability::StopNode].into()
 }

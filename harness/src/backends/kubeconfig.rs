@@ -132,6 +132,9 @@ impl Backend for KubeconfigBackend {
         // other cluster through the agent.
         if localkube_state_dir(&self.kubeconfig).is_some() {
             super::localkube::capabilities(self.fault_driver)
+        } else if self.fault_driver == crate::backend::FaultDriverKind::Native {
+            // Nothing reaches this cluster's nodes natively.
+            std::collections::BTreeSet::new()
         } else {
             crate::backend::agent_capabilities()
         }

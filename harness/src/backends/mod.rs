@@ -59,9 +59,11 @@ impl Backend for KindClusterBackend {
     }
 
     fn capabilities(&self) -> std::collections::BTreeSet<crate::scenario::model::Capability> {
+        // stop-node is kind's own `docker stop` here ([`KindDriver`]), not the agent's; with
+        // the native driver nothing reaches kind's nodes.
         let mut capabilities = crate::backend::agent_capabilities();
-        if self.config.fault_driver != crate::backend::FaultDriverKind::Native {
-            capabilities.insert(crate::scenario::model::Capability::StopNode);
+        if self.config.fault_driver == crate::backend::FaultDriverKind::Native {
+            capabilities.remove(&crate::scenario::model::Capability::StopNode);
         }
         capabilities
     }

@@ -1,14 +1,20 @@
-//! The in-cluster fault agent's driver (`--fault-driver agent`): kill, freeze and partition
-//! through the `bloodraven-chaos-agent` DaemonSet (chaos-agent/README.md), driven with
-//! `pods/exec` through the API server only, the same way on every backend. The agent of the
+//! The in-cluster fault agent's driver (`--fault-driver agent`): kill, freeze, partition and
+//! stop-node through the `bloodraven-chaos-agent` DaemonSet (chaos-agent/README.md), driven
+//! with `pods/exec` through the API server only, the same way on every backend. The agent of the
 //! target pod's node does the work and checks that it took effect; this driver picks the
 //! agent, sends the request and keeps each agent's fault id for the heal.
+//!
+//! A stop-node stops the kubelet the exec runs through, so it is checked and healed through the
+//! API instead: taken effect once the Node's Ready condition is not True (within
+//! [`NODE_NOT_READY_MAX`]), healed by the annotation [`HEAL_ANNOTATION`] on the agent's own Pod,
+//! undone once the Node is Ready again and the agent, reached again through exec, reports the
+//! heal and lists the fault no more.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
@@ -34,6 +40,81 @@ pub const PARTITIONED_NAMESPACES: [&str; 2] = [
 /// Bound on one request (a kill waits up to 5 s for the processes to go, a freeze for every
 /// thread to stop).
 const REQUEST_MAX: Duration = Duration::from_secs(60);
+/// The annotation on the agent's Pod that heals a stop-node (its value: the fault id;
+/// chaos-agent's `faults::stop_node::HEAL_ANNOTATION`).
+pub const HEAL_ANNOTATION: &str = "chaos.bloodraven.shipstream.io/heal";
+/// How long a stopped node may take to be seen NotReady: a real cluster's node lifecycle
+/// controller marks it after its node-monitor-grace-period (40 s by default); localkube within
+/// about a second.
+pub const NODE_NOT_READY_MAX: Duration = Duration::from_secs(60);
+/// How long a healed node may take to be Ready again, and its agent to answer through exec.
+pub const NODE_READY_MAX: Duration = Duration::from_secs(60);
+/// The dead-man timer a stop-node is started with: the node heals by itself after it even
+/// if this harness dies.
+pub const STOP_NODE_HEAL_AFTER: Duration = Duration::from_secs(600);
+/// How often the Node and the agent are looked at while a stop-node starts or heals.
+const NODE_POLL: Duration = Duration::from_millis(500);
+/// The zone label that names a node's site.
+const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// A Node's Ready condition's status (`True`, `False`, `Unknown`); `None` when it has none.
+pub fn ready_status(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|condition| condition.type_ == "Ready")
+        .map(|condition| condition.status.clone())
+}
+
+/// The node of `site` among `nodes` (name, zone label): the node named as the site (localkube),
+/// else the one node labelled with the site's zone (kind, other clusters). None or several is
+/// an error naming what there is.
+pub fn node_of_site(
+    nodes: &[(String, Option<String>)],
+    site: &str,
+) -> std::result::Result<String, String> {
+    if nodes.iter().any(|(name, _)| name == site) {
+        return Ok(site.to_owned());
+    }
+    let zoned: Vec<&String> = nodes
+        .iter()
+        .filter(|(_, zone)| zone.as_deref() == Some(site))
+        .map(|(name, _)| name)
+        .collect();
+    match zoned.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(format!(
+            "no node is named {site:?} or labelled {ZONE_LABEL}={site} (nodes: {})",
+            nodes
+                .iter()
+                .map(|(name, zone)| format!("{name} ({})", zone.as_deref().unwrap_or("no zone")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        several => Err(format!(
+            "{} nodes are labelled {ZONE_LABEL}={site}: {}; a site's stop-node needs one",
+            several.len(),
+            several
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Whether the agent's answer to `end` of a stop-node says it was healed (and not, say,
+/// undone only now by `end` itself, which is also a heal, reported as such).
+pub fn heal_reported(answer: &Value) -> std::result::Result<String, String> {
+    match (answer["kind"].as_str(), answer["effect"].as_str()) {
+        (Some("stopNode"), Some(effect)) => Ok(effect.to_owned()),
+        _ => Err(format!(
+            "the agent's answer to end is not a stop-node's: {answer}"
+        )),
+    }
+}
 
 fn agent_error(action: impl Into<String>, reason: impl ToString) -> Error {
     Error::Cluster {
@@ -135,6 +216,12 @@ impl AgentDriver {
 
     /// The ready agent pod on `node`.
     async fn agent_on(&self, node: &str) -> Result<String> {
+        self.agent_pod(node, true).await
+    }
+
+    /// The agent pod on `node` (`ready`: only a Ready one; a stopped node's agent is not
+    /// seen Ready, but it is where its heal goes).
+    async fn agent_pod(&self, node: &str, ready: bool) -> Result<String> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), AGENT_NAMESPACE);
         let list = pods
             .list(&ListParams::default().labels(AGENT_SELECTOR))
@@ -144,11 +231,12 @@ impl AgentDriver {
             .find(|pod| {
                 pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
                     && pod.metadata.deletion_timestamp.is_none()
-                    && pod.status.as_ref().is_some_and(|status| {
-                        status.conditions.iter().flatten().any(|condition| {
-                            condition.type_ == "Ready" && condition.status == "True"
-                        })
-                    })
+                    && (!ready
+                        || pod.status.as_ref().is_some_and(|status| {
+                            status.conditions.iter().flatten().any(|condition| {
+                                condition.type_ == "Ready" && condition.status == "True"
+                            })
+                        }))
             })
             .and_then(|pod| pod.metadata.name)
             .ok_or_else(|| {
@@ -180,6 +268,11 @@ impl AgentDriver {
     /// Sends `request` to the agent on `node`; its answer.
     async fn request(&self, node: &str, request: &Value) -> Result<Value> {
         let agent = self.agent_on(node).await?;
+        self.request_pod(node, &agent, request).await
+    }
+
+    /// Sends `request` to the agent pod `agent` (on `node`); its answer.
+    async fn request_pod(&self, node: &str, agent: &str, request: &Value) -> Result<Value> {
         let action = format!(
             "ask the fault agent on {node} to {}",
             request
@@ -191,7 +284,7 @@ impl AgentDriver {
             &self.client,
             ExecTarget {
                 namespace: AGENT_NAMESPACE,
-                pod: &agent,
+                pod: agent,
                 container: AGENT_CONTAINER,
             },
             vec![
@@ -304,6 +397,186 @@ impl AgentDriver {
         }
     }
 
+    /// The node of `site` ([`node_of_site`]).
+    async fn site_node(&self, site: &str) -> Result<String> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| agent_error("list the nodes", e))?;
+        let named: Vec<(String, Option<String>)> = list
+            .into_iter()
+            .filter_map(|node| {
+                let zone = node
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(ZONE_LABEL).cloned());
+                node.metadata.name.map(|name| (name, zone))
+            })
+            .collect();
+        node_of_site(&named, site)
+            .map_err(|reason| agent_error(format!("find the node of site {site}"), reason))
+    }
+
+    /// Waits until the Ready condition of `node` is (`want_ready`) or is not True, within
+    /// `within`; how long it took, or the last status seen.
+    async fn wait_node(
+        &self,
+        node: &str,
+        want_ready: bool,
+        within: Duration,
+    ) -> std::result::Result<Duration, String> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let start = std::time::Instant::now();
+        loop {
+            let last = match nodes.get(node).await {
+                Ok(seen) => {
+                    let status = ready_status(&seen);
+                    if (status.as_deref() == Some("True")) == want_ready {
+                        return Ok(start.elapsed());
+                    }
+                    format!("Ready {}", status.as_deref().unwrap_or("absent"))
+                }
+                Err(error) => format!("could not read the node: {error}"),
+            };
+            if start.elapsed() >= within {
+                return Err(format!("{last} after {}s", within.as_secs()));
+            }
+            tokio::time::sleep(NODE_POLL).await;
+        }
+    }
+
+    /// Sets (or, `None`, removes) the heal annotation on the agent pod `agent`.
+    async fn annotate_heal(&self, agent: &str, id: Option<u64>) -> Result<()> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), AGENT_NAMESPACE);
+        let value = id.map_or(Value::Null, |id| Value::String(id.to_string()));
+        pods.patch(
+            agent,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {HEAL_ANNOTATION: value}}})),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            agent_error(
+                format!(
+                    "annotate the fault agent {AGENT_NAMESPACE}/{agent} with {HEAL_ANNOTATION}"
+                ),
+                e,
+            )
+        })
+    }
+
+    /// Stops the node of `site` through its agent, then checks the Node is seen NotReady.
+    async fn stop_node_async(&self, site: &str) -> Result<DriverFault> {
+        let node = self.site_node(site).await?;
+        let answer = self
+            .request(
+                &node,
+                &json!({"stopNode": {"node": node, "healAfterSeconds": STOP_NODE_HEAL_AFTER.as_secs()}}),
+            )
+            .await?;
+        let id = answer["id"].as_u64().ok_or_else(|| {
+            agent_error(
+                format!("stop node {node}"),
+                format!("the agent's answer has no fault id: {answer}"),
+            )
+        })?;
+        tracing::info!(node, id, effect = %answer["effect"], "fault agent: stop-node scheduled");
+        match self.wait_node(&node, false, NODE_NOT_READY_MAX).await {
+            Ok(took) => {
+                tracing::info!(
+                    node,
+                    id,
+                    seen_not_ready_after_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                    "fault agent: stop-node in effect (the node is NotReady)"
+                );
+                Ok(DriverFault {
+                    id: Some(id),
+                    agent_faults: vec![(node, id)],
+                })
+            }
+            Err(seen) => {
+                // Nothing half-done is left: heal it, and say what the agent saw.
+                let agent_saw = match self.heal_stop_node(&node, id).await {
+                    Ok(()) => "healed again".to_owned(),
+                    Err(error) => format!("and its heal failed too: {error}"),
+                };
+                Err(agent_error(
+                    format!("stop node {node} through the fault agent (fault {id})"),
+                    format!("the fault did not take effect: the node's {seen}; {agent_saw}"),
+                ))
+            }
+        }
+    }
+
+    /// Heals the stop-node `id` on `node`: the annotation on its agent's Pod, then the Node
+    /// Ready again, then the agent's `end` reporting the heal and its `list` no longer holding
+    /// the fault. Anything else is "the heal was not undone".
+    async fn heal_stop_node(&self, node: &str, id: u64) -> Result<()> {
+        let not_undone = |reason: String| {
+            agent_error(
+                format!("heal the stop of node {node} (fault agent fault {id})"),
+                format!("the heal was not undone: {reason}"),
+            )
+        };
+        let agent = self.agent_pod(node, false).await?;
+        self.annotate_heal(&agent, Some(id)).await?;
+        let took = self
+            .wait_node(node, true, NODE_READY_MAX)
+            .await
+            .map_err(|seen| not_undone(format!("the node's {seen}")))?;
+        tracing::info!(
+            node,
+            id,
+            seen_ready_after_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            "fault agent: the healed node is Ready"
+        );
+        // The kubelet is back: exec reaches the agent again (its pod may take a moment to be
+        // seen Ready, so any agent pod of the node is asked, retried within the bound).
+        let start = std::time::Instant::now();
+        let ended = loop {
+            let answer = match self.agent_pod(node, false).await {
+                Ok(agent) => {
+                    self.request_pod(node, &agent, &json!({"end": {"id": id}}))
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            match answer {
+                Ok(answer) => break answer,
+                Err(error) if start.elapsed() >= NODE_READY_MAX => {
+                    return Err(not_undone(format!(
+                        "the agent could not be asked to end it: {error}"
+                    )));
+                }
+                Err(error) if error.to_string().contains("holds no fault with that id") => {
+                    return Err(not_undone(format!("the agent no longer holds it: {error}")));
+                }
+                Err(_) => tokio::time::sleep(NODE_POLL).await,
+            }
+        };
+        let effect = heal_reported(&ended).map_err(not_undone)?;
+        let listed = self.request_pod(node, &agent, &json!({"list": {}})).await;
+        if let Ok(list) = &listed {
+            if list["faults"]
+                .as_array()
+                .is_some_and(|faults| faults.iter().any(|f| f["id"].as_u64() == Some(id)))
+            {
+                return Err(not_undone(format!(
+                    "the agent still lists it: {}",
+                    list["faults"]
+                )));
+            }
+        }
+        if let Err(error) = self.annotate_heal(&agent, None).await {
+            tracing::warn!(%error, "could not remove the heal annotation (harmless: it names an ended fault)");
+        }
+        tracing::info!(node, id, %effect, "fault agent: stop-node healed");
+        Ok(())
+    }
+
     /// Undoes every fault of every agent and checks none is left (the uninstall's check):
     /// the faults each agent still listed, by node, as the error.
     pub async fn cleanup_all(&self) -> Result<()> {
@@ -352,7 +625,7 @@ impl AgentDriver {
 fn not_through_the_agent(what: &str) -> Error {
     agent_error(
         what,
-        "the in-cluster fault agent does not do this yet (it kills, freezes and partitions); run with the native fault driver",
+        "the in-cluster fault agent does not do this (it kills, freezes, partitions and stops nodes); run with the native fault driver",
     )
 }
 
@@ -382,7 +655,7 @@ impl FaultDriver for AgentDriver {
     }
 
     fn stop_node(&self, node: &str) -> Result<DriverFault> {
-        Err(not_through_the_agent(&format!("stop node {node}")))
+        self.block(self.stop_node_async(node))
     }
 
     fn partition(&self, side_a: &[String], side_b: &[String]) -> Result<DriverFault> {
@@ -392,6 +665,15 @@ impl FaultDriver for AgentDriver {
     fn end(&self, kind: &str, fault: &DriverFault, _detail: &str) -> Result<()> {
         match kind {
             "kill" | "freeze" | "partition" => self.block(self.end_parts(fault)),
+            "stop-node" => self.block(async {
+                let mut first_error = None;
+                for (node, id) in &fault.agent_faults {
+                    if let Err(error) = self.heal_stop_node(node, *id).await {
+                        first_error.get_or_insert(error);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }),
             other => Err(not_through_the_agent(&format!("end a {other} fault"))),
         }
     }
@@ -438,6 +720,70 @@ mod tests {
         assert!(unknown.contains("outcome is unknown"), "{unknown}");
         let silent = agent_answer(b"", "", Some(&status("Success", ""))).expect_err("no JSON");
         assert!(silent.contains("no JSON answer"), "{silent}");
+    }
+
+    // docs/design/harness.md "The portable path": a stop-node counts once the Node is seen
+    // NotReady (Ready not True: False, Unknown, or no condition), its heal once it is True.
+    #[test]
+    fn the_ready_condition_is_read_from_the_node() {
+        let node = |conditions: Value| -> Node {
+            serde_json::from_value(
+                json!({"metadata": {"name": "iad"}, "status": {"conditions": conditions}}),
+            )
+            .expect("node")
+        };
+        let ready = node(json!([
+            {"type": "MemoryPressure", "status": "False"},
+            {"type": "Ready", "status": "True"}
+        ]));
+        assert_eq!(ready_status(&ready).as_deref(), Some("True"));
+        let stopped = node(
+            json!([{"type": "Ready", "status": "Unknown", "message": "Kubelet stopped posting node status."}]),
+        );
+        assert_eq!(ready_status(&stopped).as_deref(), Some("Unknown"));
+        assert_eq!(ready_status(&node(json!([]))), None);
+        let bare: Node = serde_json::from_value(json!({"metadata": {"name": "x"}})).expect("node");
+        assert_eq!(ready_status(&bare), None);
+    }
+
+    // A scenario names sites; the agent of the site's node stops it: the node named as the
+    // site (localkube) or the one labelled with its zone (kind, other clusters).
+    #[test]
+    fn a_sites_node_is_found_by_name_or_zone() {
+        let n = |name: &str, zone: Option<&str>| (name.to_owned(), zone.map(str::to_owned));
+        let localkube = [
+            n("iad", Some("iad")),
+            n("pdx", Some("pdx")),
+            n("apps", None),
+        ];
+        assert_eq!(node_of_site(&localkube, "pdx"), Ok("pdx".to_owned()));
+        let kind = [
+            n("bloodraven-control-plane", None),
+            n("bloodraven-worker", Some("iad")),
+            n("bloodraven-worker2", Some("pdx")),
+        ];
+        assert_eq!(
+            node_of_site(&kind, "pdx"),
+            Ok("bloodraven-worker2".to_owned())
+        );
+        let none = node_of_site(&kind, "reader").unwrap_err();
+        assert!(
+            none.contains("reader") && none.contains("bloodraven-worker (iad)"),
+            "{none}"
+        );
+        let twice = [n("a", Some("iad")), n("b", Some("iad"))];
+        assert!(node_of_site(&twice, "iad").unwrap_err().contains("2 nodes"));
+    }
+
+    // The heal is undone only when the agent's end answers for a stop-node.
+    #[test]
+    fn the_heal_is_read_from_the_agents_end() {
+        let healed = json!({"id": 4, "kind": "stopNode", "effect": "healed at 2026-12-06T16:30:00Z: healed by the annotation"});
+        assert!(heal_reported(&healed).unwrap().starts_with("healed at"));
+        let other = json!({"id": 4, "kind": "kill", "effect": "x"});
+        assert!(heal_reported(&other)
+            .unwrap_err()
+            .contains("not a stop-node's"));
     }
 
     #[test]

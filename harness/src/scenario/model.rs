@@ -76,8 +76,9 @@ pub enum Capability {
     /// Stepping one container's wall clock (`clock-offset`): libfaketime preloaded when the
     /// container starts, which localkube's runtime does and a cluster's own runtime does not.
     ClockOffset,
-    /// Stopping and starting a node (`stop-node`, `start-node`): localkube's fault socket
-    /// (the in-cluster fault agent does not do it yet).
+    /// Stopping and starting a node (`stop-node`, `start-node`): localkube's fault socket,
+    /// kind's `docker stop`, or the in-cluster fault agent (it stops the node's kubelet and
+    /// kills its pods' processes).
     StopNode,
 }
 

@@ -48,6 +48,13 @@ pub trait Plugin: Send + Sync + 'static {
     }
     /// Runs the plugin.
     fn run(&self, ctx: PluginContext) -> BoxFuture<'static, ()>;
+    /// Why the kubelet of `node` cannot be reached now (exec, attach, port-forward and logs
+    /// of its pods are then refused with it, as kube-apiserver's `error dialing backend`);
+    /// `None` when it can, or when this plugin runs no kubelet.
+    fn node_unreachable(&self, cluster: &Cluster, node: &str) -> Option<String> {
+        let _ = (cluster, node);
+        None
+    }
     /// Whether this plugin serves the streaming pod subresources ([`serve_stream`](Plugin::serve_stream)).
     fn serves_streams(&self) -> bool {
         false

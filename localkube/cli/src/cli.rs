@@ -75,6 +75,14 @@ pub enum Command {
         #[arg(long)]
         state_dir: PathBuf,
     },
+    /// A node's kubelet process, spawned by `up` (see `kubelet::kubelet_process`): it beats
+    /// to its parent until stopped; not for people to run.
+    #[command(hide = true)]
+    Kubelet {
+        /// The node (as a real kubelet's command line names it).
+        #[arg(long)]
+        hostname_override: String,
+    },
 }
 
 fn alive(pid: u32) -> bool {
@@ -142,6 +150,10 @@ pub async fn run(cli: Cli, plugins: Vec<Arc<dyn Plugin>>, cleanup: &[CleanupHook
         Command::Down { state_dir, purge } => down(&state_dir, purge, cleanup),
         Command::Fault { state_dir, fault } => {
             Ok(localkube_kubelet::control::run_cli(&state_dir, &fault).await?)
+        }
+        Command::Kubelet { hostname_override } => {
+            let code = localkube_kubelet::kubelet_process::run_child(&hostname_override);
+            std::process::exit(code)
         }
         Command::Status { state_dir } => {
             match server::read_state(&state_dir) {

@@ -6,6 +6,7 @@
 
 pub mod control;
 pub mod error;
+pub mod kubelet_process;
 pub mod log_copy;
 pub mod plugin;
 pub mod portforward;

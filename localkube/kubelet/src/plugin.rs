@@ -5,6 +5,7 @@
 //! fault control socket ([`super::control`]).
 
 use super::error::{Error, Result};
+use super::kubelet_process::{KubeletProcesses, KubeletState};
 use super::{log_copy, service_specs, status, translate};
 use axum::response::Response;
 use futures::future::BoxFuture;
@@ -33,6 +34,8 @@ const VOLUME_REFRESH: Duration = Duration::from_secs(60);
 const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// `spec.leaseDurationSeconds` of node Leases (kubelet: 40).
 const LEASE_SECONDS: u64 = 40;
+/// How often the kubelet processes' beats are looked at.
+const KUBELET_CHECK: Duration = Duration::from_millis(100);
 /// Grace of pods still running when localkube stops.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long a deleted claim's volume waits for the pods mounting it to go.
@@ -118,6 +121,11 @@ pub struct Shared {
     started: Mutex<HashMap<String, String>>,
     stopped_nodes: Mutex<HashSet<String>>,
     copiers: Mutex<HashMap<String, log_copy::Copier>>,
+    /// Each node's kubelet process (`None`: no `localkube` binary to run them: every
+    /// kubelet is up).
+    kubelets: Option<KubeletProcesses>,
+    /// The nodes whose kubelet is down, as last seen, and how.
+    kubelets_down: Mutex<HashMap<String, KubeletState>>,
 }
 
 static REGISTRY: Mutex<Vec<(PathBuf, Weak<Shared>)>> = Mutex::new(Vec::new());
@@ -155,6 +163,10 @@ impl Plugin for Kubelet {
         Box::pin(super::stream::serve(request))
     }
 
+    fn node_unreachable(&self, cluster: &Cluster, node: &str) -> Option<String> {
+        lookup(&cluster.state_dir)?.kubelet_unreachable(node)
+    }
+
     fn run(&self, ctx: PluginContext) -> BoxFuture<'static, ()> {
         let config = self.config.clone();
         Box::pin(async move {
@@ -186,6 +198,31 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
     if !range.contains(ctx.kubernetes_service_ip) {
         tracing::warn!(%range, "the API server's Service range is not the node side's; ClusterIPs are unreachable from pods (use kubelet::prepare)");
     }
+    let kubelets = match KubeletProcesses::program(&config.bin_dir) {
+        Some(program) => {
+            let records = agent.runtime.network().state().clone();
+            let nodes = ctx.nodes.clone();
+            let spawned = tokio::task::spawn_blocking(move || {
+                KubeletProcesses::spawn(&program, &nodes, move |pid| {
+                    if let Err(e) = records.record_process(pid) {
+                        tracing::warn!(pid, error = %e, "could not record the kubelet process");
+                    }
+                })
+            })
+            .await;
+            match spawned {
+                Ok(kubelets) => Some(kubelets),
+                Err(e) => {
+                    tracing::error!(error = %e, "could not start the kubelet processes");
+                    None
+                }
+            }
+        }
+        None => {
+            tracing::warn!(bin_dir = %config.bin_dir.display(), "no localkube binary in the bin dir: the nodes' kubelets have no process (a fault agent cannot stop them)");
+            None
+        }
+    };
     let shared = Arc::new(Shared {
         cluster: ctx.cluster.clone(),
         runtime: agent.runtime.clone(),
@@ -196,6 +233,8 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
         started: Mutex::new(HashMap::new()),
         stopped_nodes: Mutex::new(HashSet::new()),
         copiers: Mutex::new(HashMap::new()),
+        kubelets,
+        kubelets_down: Mutex::new(HashMap::new()),
     });
     lock(&REGISTRY).push((state_dir.clone(), Arc::downgrade(&shared)));
     let control = super::control::serve(shared.clone(), ctx.shutdown.clone())?;
@@ -203,6 +242,9 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
     control.abort();
     let _ = std::fs::remove_file(super::control::socket_path(&state_dir));
     lock(&shared.workers).clear();
+    if let Some(kubelets) = &shared.kubelets {
+        kubelets.stop();
+    }
     let agent = shared.agent.write().await.take();
     if let Some(agent) = agent {
         agent.down(SHUTDOWN_GRACE).await?;
@@ -227,6 +269,8 @@ impl Shared {
         self.init_nodes();
         self.resync().await;
         let mut lease = tokio::time::interval(LEASE_RENEW);
+        let mut kubelets = tokio::time::interval(KUBELET_CHECK);
+        kubelets.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut tick = tokio::time::interval(RESYNC);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -243,6 +287,7 @@ impl Shared {
                 },
                 _ = tick.tick() => self.resync().await,
                 _ = lease.tick() => self.renew_leases(),
+                _ = kubelets.tick() => self.check_kubelets(),
                 _ = shutdown.changed() => break,
             }
             if *shutdown.borrow() {
@@ -298,11 +343,14 @@ impl Shared {
         self.node_conditions();
     }
 
-    /// Node Ready condition: True while the node runs, Unknown while it is stopped.
+    /// Node Ready condition: True while the node runs and its kubelet is up, Unknown while
+    /// it is stopped or its kubelet is down (as the node lifecycle controller sets it once a
+    /// kubelet stops posting).
     fn node_conditions(&self) {
         let stopped = lock(&self.stopped_nodes).clone();
+        let kubelets_down = lock(&self.kubelets_down).clone();
         for node in &self.nodes {
-            let down = stopped.contains(node);
+            let down = stopped.contains(node) || kubelets_down.contains_key(node);
             let (status, reason, message) = if down {
                 (
                     "Unknown",
@@ -343,7 +391,9 @@ impl Shared {
     /// stops renewing).
     fn renew_leases(&self) {
         let stopped = lock(&self.stopped_nodes).clone();
-        for node in self.nodes.iter().filter(|n| !stopped.contains(*n)) {
+        let kubelets_down = lock(&self.kubelets_down).clone();
+        let running = |n: &&String| !stopped.contains(*n) && !kubelets_down.contains_key(*n);
+        for node in self.nodes.iter().filter(running) {
             let now = meta::micro_time(jiff::Timestamp::now());
             let exists = self
                 .cluster
@@ -382,6 +432,86 @@ impl Shared {
                 tracing::debug!(node, error = %e, "could not renew the node lease");
             }
         }
+    }
+
+    /// Looks at the kubelet processes' beats; a node whose kubelet went down or came back
+    /// gets its Ready condition, its runtime told (nothing starts on a node whose kubelet is
+    /// down), and, once back, its pods' statuses and Lease posted again.
+    fn check_kubelets(&self) {
+        let Some(kubelets) = &self.kubelets else {
+            return;
+        };
+        let mut changed = Vec::new();
+        {
+            let mut down = lock(&self.kubelets_down);
+            for node in &self.nodes {
+                let state = kubelets.state(node);
+                let before = down.get(node).copied().unwrap_or(KubeletState::Up);
+                if state.is_up() != before.is_up() {
+                    changed.push((node.clone(), state));
+                }
+                if state.is_up() {
+                    down.remove(node);
+                } else {
+                    down.insert(node.clone(), state);
+                }
+            }
+        }
+        if changed.is_empty() {
+            return;
+        }
+        for (node, state) in &changed {
+            tracing::info!(node, ?state, pid = ?kubelets.pid(node), "node's kubelet {}", if state.is_up() { "is up again" } else { "is down" });
+            if let Err(e) = self.runtime.set_kubelet_down(node, !state.is_up()) {
+                tracing::warn!(node, error = %e, "could not tell the runtime of the node's kubelet");
+            }
+            if !state.is_up() {
+                // The node lifecycle controller's part: its pods are not Ready any more.
+                for pod in self.cluster.pods_on_node(node) {
+                    let (ns, name) = (meta::namespace(&pod), meta::name(&pod));
+                    if let Err(e) = self
+                        .cluster
+                        .update_pod_status(ns, name, status::node_not_ready)
+                    {
+                        tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "could not mark the pod not ready");
+                    }
+                }
+            }
+        }
+        self.node_conditions();
+        if changed.iter().any(|(_, state)| state.is_up()) {
+            self.renew_leases();
+            self.resync_status();
+        }
+    }
+
+    /// The pid of `node`'s kubelet process while it runs (`None` too when nodes have none).
+    pub fn kubelet_pid(&self, node: &str) -> Option<i32> {
+        self.kubelets.as_ref()?.pid(node)
+    }
+
+    /// Whether `node`'s kubelet is down.
+    fn kubelet_down(&self, node: &str) -> bool {
+        lock(&self.kubelets_down).contains_key(node)
+    }
+
+    /// What the API server answers for a request to `node`'s kubelet (exec, attach,
+    /// port-forward, logs) while it cannot be reached; `None` while it is up.
+    pub fn kubelet_unreachable(&self, node: &str) -> Option<String> {
+        let state = lock(&self.kubelets_down).get(node).copied()?;
+        let ip = self
+            .runtime
+            .node_index(node)
+            .map(|index| self.runtime.naming().gateway(index).to_string())
+            .unwrap_or_default();
+        state.unreachable(&ip)
+    }
+
+    /// The node a pod of the runtime (`ns/name`) runs on, from the store.
+    fn node_of(&self, key: &str) -> Option<String> {
+        let (ns, name) = key.split_once('/')?;
+        let pod = self.cluster.store.get(PODS, ns, name)?;
+        Some(meta::str_at(&pod, "/spec/nodeName").to_string())
     }
 
     /// Marks a node stopped or started (for its Ready condition).
@@ -594,6 +724,14 @@ impl Shared {
         if st.stopped {
             return;
         }
+        // A node whose kubelet is down posts nothing; it posts what is then true once back.
+        if !lock(&self.kubelets_down).is_empty()
+            && self
+                .node_of(&st.key)
+                .is_some_and(|node| self.kubelet_down(&node))
+        {
+            return;
+        }
         let Some(uid) = lock(&self.started).get(&st.key).cloned() else {
             return;
         };
@@ -638,6 +776,15 @@ impl Shared {
                 lock(&self.workers).remove(&uid);
                 return;
             };
+            let node = meta::str_at(&pod, "/spec/nodeName");
+            if self.kubelet_down(node) {
+                // Nothing is started, and nothing removed, by a kubelet that is down.
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() { return },
+                    _ = tokio::time::sleep(KUBELET_CHECK) => {}
+                }
+                continue;
+            }
             if deleting(&pod) {
                 self.finish(&ns, &name, &uid);
                 return;
@@ -729,6 +876,15 @@ impl Shared {
                 Some(_) => {}
             }
         };
+        // A deleted pod is stopped by its kubelet: not while that is down.
+        if let Some(node) = final_pod
+            .as_deref()
+            .map(|p| meta::str_at(p, "/spec/nodeName").to_string())
+        {
+            while self.kubelet_down(&node) {
+                tokio::time::sleep(KUBELET_CHECK).await;
+            }
+        }
         let grace = final_pod
             .as_deref()
             .map(translate::grace)

@@ -236,3 +236,47 @@ fn waiting(pod: &mut Value, reason: &str, message: Option<&str>) -> bool {
     pod["status"] = st;
     true
 }
+
+/// Marks a pod of a node whose kubelet stopped posting not Ready, as the node lifecycle
+/// controller does once the node is NotReady: Ready False (reason `NodeNotReady`), the rest as
+/// last posted. Returns whether anything changed.
+pub fn node_not_ready(pod: &mut Value) -> bool {
+    let Some(conds) = pod
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let ready = conds
+        .iter()
+        .any(|c| meta::str_at(c, "/type") == "Ready" && meta::str_at(c, "/status") == "True");
+    if !ready {
+        return false;
+    }
+    set_condition(conds, "Ready", false, Some("NodeNotReady"));
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // docs/design/localkube.md "Each node's kubelet is a process": the pods of a node whose
+    // kubelet stopped posting are marked not Ready (as the node lifecycle controller marks
+    // them), their other conditions and container statuses as last posted.
+    #[test]
+    fn a_pod_of_a_node_not_ready_is_marked_not_ready_once() {
+        let mut pod = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "PodScheduled", "status": "True"}
+        ], "containerStatuses": [{"name": "main", "ready": true}]}});
+        assert!(node_not_ready(&mut pod));
+        let conds = &pod["status"]["conditions"];
+        assert_eq!(conds[0]["status"], "False");
+        assert_eq!(conds[0]["reason"], "NodeNotReady");
+        assert_eq!(conds[1]["status"], "True");
+        assert_eq!(pod["status"]["containerStatuses"][0]["ready"], true);
+        assert!(!node_not_ready(&mut pod), "marked once");
+        assert!(!node_not_ready(&mut json!({"status": {}})));
+    }
+}

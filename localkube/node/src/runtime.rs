@@ -122,6 +122,9 @@ pub fn default_bin_dir() -> PathBuf {
 struct NodeState {
     index: u8,
     stopped: watch::Sender<bool>,
+    /// Its kubelet is down (its process stopped or gone): nothing is started or restarted
+    /// on it, nothing killed (see `localkube_kubelet::kubelet_process`).
+    kubelet_down: watch::Sender<bool>,
 }
 
 #[derive(Debug)]
@@ -249,6 +252,7 @@ impl PodRuntime {
             NodeState {
                 index,
                 stopped: watch::channel(false).0,
+                kubelet_down: watch::channel(false).0,
             },
         );
         tracing::info!(node = name, index, subnet = %self.naming().pod_subnet(index), "node registered");
@@ -273,12 +277,16 @@ impl PodRuntime {
     pub async fn start_pod(&self, spec: PodSpec) -> Result<Ipv4Addr> {
         validate(&spec)?;
         let key = spec.key();
-        let (node_index, stopped_rx) = {
+        let (node_index, stopped_rx, kubelet_down_rx) = {
             let nodes = lock(&self.inner.nodes);
             let node = nodes
                 .get(&spec.node_name)
                 .ok_or_else(|| Error::UnknownNode(spec.node_name.clone()))?;
-            (node.index, node.stopped.subscribe())
+            (
+                node.index,
+                node.stopped.subscribe(),
+                node.kubelet_down.subscribe(),
+            )
         };
         if lock(&self.inner.pods).contains_key(&key) {
             return Err(Error::PodExists(key));
@@ -341,7 +349,7 @@ impl PodRuntime {
         let _ = self.inner.events.send(initial);
         tracing::info!(pod = %key, %pod_ip, node = %pod.spec.node_name, host_network = pod.spec.host_network, "pod starting");
         let inner = self.inner.clone();
-        tokio::spawn(run_pod(inner, pod, stopped_rx));
+        tokio::spawn(run_pod(inner, pod, (stopped_rx, kubelet_down_rx)));
         Ok(pod_ip)
     }
 
@@ -750,6 +758,20 @@ impl PodRuntime {
         self.set_node_stopped(name, false)
     }
 
+    /// Marks a node's kubelet down or up: while it is down no container of the node's pods
+    /// is started or restarted (the running ones run on, the dead stay dead); once it is up
+    /// again they restart as their restartPolicy allows.
+    pub fn set_kubelet_down(&self, name: &str, down: bool) -> Result<()> {
+        let nodes = lock(&self.inner.nodes);
+        let node = nodes
+            .get(name)
+            .ok_or_else(|| Error::UnknownNode(name.to_string()))?;
+        if node.kubelet_down.send_replace(down) != down {
+            tracing::info!(node = name, down, "node's kubelet state changed");
+        }
+        Ok(())
+    }
+
     fn set_node_stopped(&self, name: &str, stopped: bool) -> Result<()> {
         let nodes = lock(&self.inner.nodes);
         let node = nodes
@@ -918,7 +940,10 @@ impl Pod {
     }
 }
 
-async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<bool>) {
+/// A node's power (stopped) and its kubelet's state (down), as a pod's containers watch them.
+type NodeWatch = (watch::Receiver<bool>, watch::Receiver<bool>);
+
+async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, node: NodeWatch) {
     let mut init_ok = true;
     for container in pod.spec.init_containers.clone() {
         let outcome = supervise(
@@ -926,7 +951,7 @@ async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<b
             pod.clone(),
             container,
             ContainerKind::Init,
-            stopped_rx.clone(),
+            node.clone(),
         )
         .await;
         if outcome != Some(0) {
@@ -942,7 +967,7 @@ async fn run_pod(inner: Arc<Inner>, pod: Arc<Pod>, stopped_rx: watch::Receiver<b
                 pod.clone(),
                 container,
                 ContainerKind::Regular,
-                stopped_rx.clone(),
+                node.clone(),
             )));
         }
         for task in tasks {
@@ -975,7 +1000,7 @@ async fn supervise(
     pod: Arc<Pod>,
     container: ContainerSpec,
     kind: ContainerKind,
-    node_stopped: watch::Receiver<bool>,
+    (node_stopped, kubelet_down): NodeWatch,
 ) -> Option<i32> {
     let state_dir = inner.network.state_dir().to_path_buf();
     let (log_path, previous_log_path) = log_paths(&state_dir, &pod.spec, &container.name);
@@ -984,6 +1009,7 @@ async fn supervise(
         stop_rx: pod.stop.subscribe(),
         held_rx: pod.held.subscribe(),
         node_stopped,
+        kubelet_down,
         backoff: BackOff::default(),
         pull_backoff: inner.config.backoff_initial,
         last_exit: None,
@@ -1009,6 +1035,8 @@ struct Supervisor {
     stop_rx: watch::Receiver<Option<Duration>>,
     held_rx: watch::Receiver<BTreeSet<String>>,
     node_stopped: watch::Receiver<bool>,
+    /// The node's kubelet is down: start nothing until it is up.
+    kubelet_down: watch::Receiver<bool>,
     /// Kubelet's per-container restart back-off.
     backoff: BackOff,
     pull_backoff: Duration,
@@ -1047,6 +1075,15 @@ impl Supervisor {
             if *self.node_stopped.borrow() {
                 tokio::select! {
                     _ = node_is(&mut self.node_stopped, false) => {}
+                    _ = stop_requested(&mut self.stop_rx) => return self.last_exit,
+                }
+                continue;
+            }
+            // A node whose kubelet is down starts nothing (the container waits, dead or
+            // not started yet, until its kubelet is back).
+            if *self.kubelet_down.borrow() {
+                tokio::select! {
+                    _ = node_is(&mut self.kubelet_down, false) => {}
                     _ = stop_requested(&mut self.stop_rx) => return self.last_exit,
                 }
                 continue;
@@ -1211,19 +1248,26 @@ impl Supervisor {
     /// node loses power.
     async fn wait(&mut self, instance: &mut Instance) -> Exit {
         let (pid, child) = (instance.pid, &mut instance.child);
-        tokio::select! {
-            status = child.wait() => match status { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed },
-            _ = stop_requested(&mut self.stop_rx) => {
-                let grace = self.pod.stopping().unwrap_or_default();
-                terminate(pid, grace, child).await
-            }
-            _ = node_is(&mut self.node_stopped, true) => {
-                let _ = signal_container_group(pid, Signal::SIGKILL);
-                match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed }
-            }
-            _ = instance.liveness_failed.notified() => {
-                tracing::info!(pod = %self.key, container = %self.container.name, "liveness or startup probe failed, killing container");
-                terminate(pid, self.pod.spec.termination_grace_period, child).await
+        loop {
+            tokio::select! {
+                status = child.wait() => return match status { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed },
+                _ = stop_requested(&mut self.stop_rx) => {
+                    let grace = self.pod.stopping().unwrap_or_default();
+                    return terminate(pid, grace, child).await;
+                }
+                _ = node_is(&mut self.node_stopped, true) => {
+                    let _ = signal_container_group(pid, Signal::SIGKILL);
+                    return match child.wait().await { Ok(s) => Exit::Exited(s), Err(_) => Exit::WaitFailed };
+                }
+                _ = instance.liveness_failed.notified() => {
+                    // The kubelet kills for a failed probe: not while it is down.
+                    if *self.kubelet_down.borrow() {
+                        tracing::info!(pod = %self.key, container = %self.container.name, "liveness or startup probe failed while the node's kubelet is down: not killed");
+                        continue;
+                    }
+                    tracing::info!(pod = %self.key, container = %self.container.name, "liveness or startup probe failed, killing container");
+                    return terminate(pid, self.pod.spec.termination_grace_period, child).await;
+                }
             }
         }
     }

@@ -64,6 +64,9 @@ pub(super) async fn stream(
             "no node agent runs pods in this cluster",
         ));
     };
+    if let Some(pod) = cluster.store.get("/pods", &a.namespace, &name) {
+        node_reachable(st, &pod)?;
+    }
     plugin
         .serve_stream(StreamRequest {
             cluster: cluster.clone(),
@@ -408,6 +411,23 @@ pub(super) fn list(req: &ResourceRequest) -> Result<Response, ApiError> {
     )
 }
 
+/// Refuses a request the API server would proxy to the kubelet of `pod`'s node while that
+/// kubelet cannot be reached: 500, as kube-apiserver answers when it cannot dial it.
+fn node_reachable(st: &ServerState, pod: &Value) -> Result<(), ApiError> {
+    let node = meta::str_at(pod, "/spec/nodeName");
+    if node.is_empty() {
+        return Ok(());
+    }
+    match st
+        .plugins
+        .iter()
+        .find_map(|p| p.node_unreachable(&st.cluster, node))
+    {
+        Some(message) => Err(ApiError::internal(message)),
+        None => Ok(()),
+    }
+}
+
 async fn pod_log(
     st: Arc<ServerState>,
     ns: &str,
@@ -419,6 +439,7 @@ async fn pod_log(
         .resource("", "pods")
         .ok_or_else(ApiError::path_not_found)?;
     let pod = cluster.get(&r, ns, name)?;
+    node_reachable(&st, &pod)?;
     let container = log_container(&pod, name, q)?;
     let previous = flag(q, "previous");
     let path = pod_logs::log_path(&cluster.state_dir, ns, name, &container, previous);

@@ -15,6 +15,7 @@ mod kubelet_exec;
 mod kubelet_faults;
 mod kubelet_jobs;
 mod kubelet_mariadb;
+mod kubelet_process;
 mod kubelet_udp;
 mod kubelet_volumes;
 mod kubelet_workloads;
