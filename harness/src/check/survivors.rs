@@ -125,11 +125,15 @@ fn final_on_active(history: &History) -> Result<(Site, BTreeSet<u64>), String> {
 }
 
 /// The acknowledged writes of `site` invoked before `before_ns`, by id; a GTID that does not
-/// parse is a finding (the write cannot be looked up).
+/// parse is a finding (the write cannot be looked up), and so is a write lost after heal
+/// (not in `on_active`) whose GTID was never recorded. A write that survived needs none: its
+/// acknowledgement arrived and the follow-up read of `@@last_gtid` did not (a power cut between
+/// the two, s011), and what survived is no loss to judge; it is left out of the held counts.
 fn acknowledged_by(
     history: &History,
     site: Site,
     before_ns: u64,
+    on_active: &BTreeSet<u64>,
     findings: &mut Vec<String>,
 ) -> Result<Vec<Acked>, String> {
     let mut writes = Vec::new();
@@ -159,8 +163,9 @@ fn acknowledged_by(
             Some(Err(error)) => findings.push(format!(
                 "write {id} acknowledged by {site}: its GTID does not parse ({error}), so whether a survivor held it is unknown"
             )),
+            None if on_active.contains(id) => {}
             None => findings.push(format!(
-                "write {id} acknowledged by {site} has no GTID recorded, so whether a survivor held it is unknown"
+                "write {id} acknowledged by {site} and lost after heal has no GTID recorded, so whether a survivor held it is unknown"
             )),
         }
     }
@@ -315,7 +320,7 @@ fn judge(
 ) -> Result<String, String> {
     let name = format!("emergency failover {} -> {}", record.from, record.to);
     let held = held_sets(seal, &name, findings);
-    let writes = acknowledged_by(history, record.from, seal.at_ns, findings)?;
+    let writes = acknowledged_by(history, record.from, seal.at_ns, on_active, findings)?;
     let lost: Vec<&Acked> = writes
         .iter()
         .filter(|write| !on_active.contains(&write.id))

@@ -183,3 +183,37 @@ fn a_history_without_a_seal_judges_nothing_new() {
         verdict.summary
     );
 }
+
+/// `history` with the recorded GTID of write `id`'s acknowledgement taken away (its
+/// acknowledgement arrived, the follow-up `@@last_gtid` read did not).
+fn without_gtid(mut history: History, id: u64) -> History {
+    use bloodraven_harness::history::event::{EventType, Op};
+    for event in &mut history.events {
+        if let (EventType::Ok, Op::Write { id: write, gtid, .. }) = (&event.kind, &mut event.op) {
+            if *write == id {
+                *gtid = None;
+            }
+        }
+    }
+    history
+}
+
+// s011 (iad's node stopped under load): write 196's acknowledgement arrived and the read of its
+// GTID did not. It survived, so there is no loss to judge and no finding; a lost write whose
+// GTID was never recorded still is one (whether a survivor held it cannot be told).
+#[test]
+fn a_surviving_write_needs_no_gtid_and_a_lost_one_does() {
+    let held = [
+        (Site::Pdx, "0-1-97", "0-1-97"),
+        (Site::Reader, "0-1-97", "0-1-97"),
+    ];
+    let survived = check_survivors(&without_gtid(sealed(&[97, 98, 99], 10_100, &held, &[]), 50));
+    assert!(survived.valid, "{survived:?}");
+    let lost = check_survivors(&without_gtid(sealed(&[97, 98, 99], 10_100, &held, &[]), 98));
+    assert!(!lost.valid, "{lost:?}");
+    assert!(
+        finding(&lost, "write 98 acknowledged by iad and lost after heal has no GTID recorded")
+            .is_some(),
+        "{lost:?}"
+    );
+}
