@@ -3,8 +3,10 @@
 //! on a node would find nothing to stop. At start localkube spawns, per node, a child of the
 //! `localkube` binary (`localkube kubelet --hostname-override=<node>`, its comm set to
 //! `kubelet`) that writes a heartbeat byte to a pipe every [`HEARTBEAT_INTERVAL`]; the
-//! in-process kubelet of that node works only while those arrive. A child that is stopped
-//! (SIGSTOP) or gone makes its node's kubelet down after [`HEARTBEAT_MISSED_AFTER`]: no Lease
+//! in-process kubelet of that node works only while its process runs. A child that is stopped
+//! (SIGSTOP: its scheduler state `T`, read from `/proc`, so at once and whatever the machine's
+//! load) or gone, or one that has not beaten for [`HEARTBEAT_MISSED_AFTER`] (hung), makes its
+//! node's kubelet down: no Lease
 //! renewal, Ready Unknown, no container restart, no pod status, exec/attach/logs/port-forward
 //! refused; nothing is killed. A child that exits is started again after [`RESTART_DELAY`],
 //! as systemd restarts a kubelet; a stopped one stays stopped until SIGCONT.
@@ -28,8 +30,11 @@ pub const HOSTNAME_FLAG: &str = "--hostname-override";
 pub const PROCESS_NAME: &str = "kubelet";
 /// How often a kubelet process beats.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
-/// How long without a beat makes the node's kubelet down.
-pub const HEARTBEAT_MISSED_AFTER: Duration = Duration::from_secs(1);
+/// How long a running (not stopped) kubelet process may go without a beat before its node's
+/// kubelet counts as hung. Generous on purpose: a stopped process is seen from its scheduler
+/// state at once, and a busy machine must not make a node NotReady (a beat gap of a second
+/// on two loaded cores is no fault anyone injected).
+pub const HEARTBEAT_MISSED_AFTER: Duration = Duration::from_secs(10);
 /// How long localkube's start waits for every kubelet process's first beat.
 pub const FIRST_BEAT_WAIT: Duration = Duration::from_secs(5);
 /// How long after a kubelet process exits it is started again.
@@ -72,11 +77,19 @@ impl KubeletState {
     }
 }
 
-/// The state of a node's kubelet from its last beat and whether its process runs (pure: `now`
-/// is an input).
-pub fn judge(last_beat: Option<Instant>, running: bool, now: Instant) -> KubeletState {
+/// The state of a node's kubelet from its last beat, whether its process runs and its
+/// scheduler state letter (`/proc/PID/stat` field 3; `None`: unread) (pure: `now` is an input).
+pub fn judge(
+    last_beat: Option<Instant>,
+    running: bool,
+    sched: Option<char>,
+    now: Instant,
+) -> KubeletState {
     if !running {
         return KubeletState::Exited;
+    }
+    if sched.is_some_and(|state| !localkube_node::state::thread_can_run(state)) {
+        return KubeletState::Silent;
     }
     match last_beat {
         Some(beat) if now.saturating_duration_since(beat) < HEARTBEAT_MISSED_AFTER => {
@@ -191,8 +204,13 @@ impl KubeletProcesses {
         let Some(beat) = self.beats.get(node) else {
             return KubeletState::Up;
         };
-        let running = beat.pid.load(Ordering::SeqCst) > 0;
-        judge(*lock(&beat.last), running, Instant::now())
+        let pid = beat.pid.load(Ordering::SeqCst);
+        let sched = (pid > 0)
+            .then(|| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .flatten()
+            .and_then(|stat| localkube_node::state::stat_state_and_group(&stat))
+            .map(|(state, _)| state);
+        judge(*lock(&beat.last), pid > 0, sched, Instant::now())
     }
 
     /// The pid of `node`'s kubelet process, while it runs.
@@ -279,16 +297,21 @@ mod tests {
     use super::*;
 
     // docs/design/localkube.md "Each node's kubelet is a process": a node's kubelet is down
-    // once its process has not beaten for a second, or is gone.
+    // once its process is stopped or gone, or has not beaten for ten seconds (hung).
     #[test]
     fn a_kubelet_is_up_only_while_its_process_beats() {
         let now = Instant::now();
         let recent = now.checked_sub(Duration::from_millis(300)).unwrap();
-        let old = now.checked_sub(Duration::from_millis(1500)).unwrap();
-        assert_eq!(judge(Some(recent), true, now), KubeletState::Up);
-        assert_eq!(judge(Some(old), true, now), KubeletState::Silent);
-        assert_eq!(judge(None, true, now), KubeletState::Silent);
-        assert_eq!(judge(Some(recent), false, now), KubeletState::Exited);
+        let late = now.checked_sub(Duration::from_millis(2500)).unwrap();
+        let old = now.checked_sub(Duration::from_secs(11)).unwrap();
+        assert_eq!(judge(Some(recent), true, Some('S'), now), KubeletState::Up);
+        // A beat late by seconds on a loaded machine is no fault: the process runs.
+        assert_eq!(judge(Some(late), true, Some('R'), now), KubeletState::Up);
+        // Stopped: down at once, however recent its last beat.
+        assert_eq!(judge(Some(recent), true, Some('T'), now), KubeletState::Silent);
+        assert_eq!(judge(Some(old), true, Some('S'), now), KubeletState::Silent);
+        assert_eq!(judge(None, true, None, now), KubeletState::Silent);
+        assert_eq!(judge(Some(recent), false, None, now), KubeletState::Exited);
         assert!(KubeletState::Up.is_up() && !KubeletState::Silent.is_up());
         assert_eq!(KubeletState::Up.unreachable("10.0.0.1"), None);
         assert_eq!(
