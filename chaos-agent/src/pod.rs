@@ -299,17 +299,21 @@ impl KubeLocator {
             .map_err(|error| Error::Client(error.to_string()))?;
         Ok(KubeLocator { client })
     }
+
+    /// The Pod `namespace/name` from the API server.
+    async fn get(&self, namespace: &str, name: &str) -> Result<Pod> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        api.get(name).await.map_err(|error| Error::PodLookup {
+            namespace: namespace.to_owned(),
+            pod: name.to_owned(),
+            reason: error.to_string(),
+        })
+    }
 }
 
 impl Locator for KubeLocator {
     async fn pod(&self, namespace: &str, name: &str) -> Result<PodView> {
-        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
-        let pod = api.get(name).await.map_err(|error| Error::PodLookup {
-            namespace: namespace.to_owned(),
-            pod: name.to_owned(),
-            reason: error.to_string(),
-        })?;
-        Ok(PodView::from_pod(&pod))
+        Ok(PodView::from_pod(&self.get(namespace, name).await?))
     }
 
     async fn pods_on_node(&self, namespace: &str, node: &str) -> Result<Vec<PodView>> {
@@ -330,13 +334,9 @@ impl Locator for KubeLocator {
     }
 
     async fn annotation(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>> {
-        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
-        let pod = api.get(name).await.map_err(|error| Error::PodLookup {
-            namespace: namespace.to_owned(),
-            pod: name.to_owned(),
-            reason: error.to_string(),
-        })?;
-        Ok(pod
+        Ok(self
+            .get(namespace, name)
+            .await?
             .metadata
             .annotations
             .as_ref()
