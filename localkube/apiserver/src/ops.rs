@@ -573,8 +573,21 @@ impl Cluster {
         if dry_run {
             return Ok(new);
         }
-        let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
+        // As kube-apiserver's `ShouldDeleteDuringUpdate`: an update removes an object being
+        // deleted once it has no finalizers left, unless the existing object is in a graceful
+        // deletion (`deletionGracePeriodSeconds` > 0: a pod its kubelet is still stopping). That
+        // one only its kubelet's final delete removes; a status write or a label patch on it
+        // meanwhile must not (s029: the kubelet's status write removed a terminating pod, its
+        // StatefulSet created the next one at once, and the operator promoted while the old
+        // pod's frozen mysqld still ran).
+        let deleting = old.pointer("/metadata/deletionTimestamp").is_some()
+            || new.pointer("/metadata/deletionTimestamp").is_some();
+        let graceful = old
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|grace| grace > 0);
         if deleting
+            && !graceful
             && finalizers(&new).is_empty()
             && kind_rules::kind_finalizers(r, &new).is_empty()
         {
@@ -818,6 +831,27 @@ impl Cluster {
             return self.delete_now(r, ns, name).map(DeleteAttempt::Done);
         }
         if old.pointer("/metadata/deletionTimestamp").is_some() {
+            let graceful = old
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .is_some_and(|grace| grace > 0);
+            // A delete with grace 0 of an object in a graceful deletion that finalizers still
+            // hold (a pod's kubelet done with it) ends the grace period: the last finalizer's
+            // removal then removes it.
+            if graceful && d.grace_period_seconds == Some(0) && !d.dry_run {
+                new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                return match self.store.update(&key, new, rv_of(&old)) {
+                    Ok(mut stored) => {
+                        set_gvk(r, &mut stored);
+                        Ok(DeleteAttempt::Done(stored))
+                    }
+                    Err(ApiError {
+                        reason: Reason::Conflict,
+                        ..
+                    }) => Ok(DeleteAttempt::Stale),
+                    Err(e) => Err(e),
+                };
+            }
             let mut o = old;
             set_gvk(r, &mut o);
             return Ok(DeleteAttempt::Done(o));

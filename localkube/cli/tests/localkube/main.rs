@@ -16,6 +16,7 @@ mod kubelet_faults;
 mod kubelet_jobs;
 mod kubelet_mariadb;
 mod kubelet_process;
+mod kubelet_termination;
 mod kubelet_udp;
 mod kubelet_volumes;
 mod kubelet_workloads;
