@@ -122,10 +122,18 @@ async fn wait_ready(c: &TestCluster, node: &str, status: &str, within: Duration)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_kubelet_process_makes_its_node_not_ready_until_continued() -> Result<()> {
     let c = TestCluster::start(&["iad", "pdx"]).await?;
-    let pids: Vec<i32> = ["iad", "pdx"]
-        .iter()
-        .filter_map(|node| kubelet_of(&c, node))
-        .collect();
+    // The kubelet processes are started beside the cluster's start, not before it returns.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let pids: Vec<i32> = loop {
+        let pids: Vec<i32> = ["iad", "pdx"]
+            .iter()
+            .filter_map(|node| kubelet_of(&c, node))
+            .collect();
+        if pids.len() == 2 || Instant::now() > deadline {
+            break pids;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let result = stopped_kubelet(&c).await;
     // Whatever happened, leave no kubelet stopped.
     if let Some(pid) = kubelet_of(&c, "iad") {
