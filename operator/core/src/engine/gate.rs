@@ -15,10 +15,24 @@
 //! same poll again with the hold the re-check found defers it (phase `Deferred`, deferReason
 //! `DeploymentHold`) and fences nothing, because admission reads the hold before it fences.
 
-use bloodraven_api::PlannedFailoverPhase;
+use bloodraven_api::{Admission, DeferReason, PlannedFailoverPhase};
 
 use super::memory::GroupMemory;
-use crate::deploy::DisruptionKind;
+use crate::deploy::{DisruptionKind, HoldInfo};
+
+/// The admission of a planned disruption a live failover-hold defers: `DeploymentHold`,
+/// retried at the earliest expiry, its message naming `what` ("ordered update", "restore of
+/// iad", ...), the blocking operation and instance and when the hold runs out.
+pub fn hold_deferral(what: &str, hold: &HoldInfo) -> Admission {
+    Admission {
+        defer_reason: Some(DeferReason::DeploymentHold),
+        retry_time: Some(hold.earliest_expiry),
+        message: Some(format!(
+            "{what} deferred by the failover-hold of operationId {} (instance {}) until {}",
+            hold.operation_id, hold.instance, hold.earliest_expiry
+        )),
+    }
+}
 
 /// A deferrable disruption that a decision starts: what the shell closes the gate for.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -233,14 +233,7 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
         return defer(
             planned,
             plan,
-            Admission {
-                defer_reason: Some(DeferReason::DeploymentHold),
-                retry_time: Some(hold.earliest_expiry),
-                message: Some(format!(
-                    "deferred by the failover-hold of operationId {} (instance {}) until {}",
-                    hold.operation_id, hold.instance, hold.earliest_expiry
-                )),
-            },
+            super::gate::hold_deferral("planned failover", &hold),
             now,
         );
     }

@@ -50,7 +50,7 @@
 use bloodraven_api::{
     names,
     sidecar::{backup_name_problem, ArchiveRequest, FenceRequest, JobKind, JobState},
-    Admission, DeferReason, OnErrant, PlannedFailoverPhase, RejoinPhase, RejoinStatus,
+    Admission, OnErrant, PlannedFailoverPhase, RejoinPhase, RejoinStatus,
 };
 use bloodraven_mysql::{errant_transactions, GtidSet};
 
@@ -583,17 +583,11 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, site:
     }
     if let Some(hold) = context.observation.deploy_hold.clone() {
         let entering = status.phase != RejoinPhase::Deferred;
-        let message = format!(
-            "rejoin of {site} deferred by the failover-hold of operationId {} (instance {}) until {}",
-            hold.operation_id, hold.instance, hold.earliest_expiry
-        );
+        let admission = super::gate::hold_deferral(&format!("rejoin of {site}"), &hold);
+        let message = admission.message.clone().unwrap_or_default();
         if let Some(status) = status_mut(memory, site) {
             status.phase = RejoinPhase::Deferred;
-            status.admission = Admission {
-                defer_reason: Some(DeferReason::DeploymentHold),
-                retry_time: Some(hold.earliest_expiry),
-                message: Some(message.clone()),
-            };
+            status.admission = admission;
             status.message = Some(message.clone());
             if entering {
                 status.phase_since = Some(now);

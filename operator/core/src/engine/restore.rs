@@ -87,7 +87,7 @@ use bloodraven_api::{
         backup_name_problem, BackupInfo, BackupRequest, FenceRequest, JobKind, JobState, JobStatus,
         ReseedRequest, RestoreRequest, SidecarStatus,
     },
-    Admission, BackupPhase, BackupStatus, DeferReason, DiscardedSinceFailover, OrderedUpdatePhase,
+    Admission, BackupPhase, BackupStatus, DiscardedSinceFailover, OrderedUpdatePhase,
     PlannedFailoverPhase, RestoreMethod, RestorePhase, RestoreSource, RestoreStatus,
 };
 use bloodraven_mysql::{lost_transactions, lost_transactions_across_rewind, Flavor, GtidSet};
@@ -968,17 +968,11 @@ fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan) {
     }
     if let Some(hold) = context.observation.deploy_hold.clone() {
         let entering = status.phase != RestorePhase::Deferred;
-        let message = format!(
-            "restore of {site} deferred by the failover-hold of operationId {} (instance {}) until {}",
-            hold.operation_id, hold.instance, hold.earliest_expiry
-        );
+        let admission = super::gate::hold_deferral(&format!("restore of {site}"), &hold);
+        let message = admission.message.clone().unwrap_or_default();
         if let Some(status) = status_mut(memory) {
             status.phase = RestorePhase::Deferred;
-            status.admission = Admission {
-                defer_reason: Some(DeferReason::DeploymentHold),
-                retry_time: Some(hold.earliest_expiry),
-                message: Some(message.clone()),
-            };
+            status.admission = admission;
             status.message = Some(message.clone());
             if entering {
                 status.phase_since = Some(now);

@@ -355,14 +355,7 @@ fn defer(update: &mut OrderedUpdate, plan: &mut Plan, admission: Admission, now:
 /// The hold's admission, when a live failover-hold defers the next step.
 fn hold_admission(context: &Context<'_>) -> Option<Admission> {
     let hold = context.observation.deploy_hold.as_ref()?;
-    Some(Admission {
-        defer_reason: Some(DeferReason::DeploymentHold),
-        retry_time: Some(hold.earliest_expiry),
-        message: Some(format!(
-            "ordered update deferred by the failover-hold of operationId {} (instance {}) until {}",
-            hold.operation_id, hold.instance, hold.earliest_expiry
-        )),
-    })
+    Some(super::gate::hold_deferral("ordered update", hold))
 }
 
 fn admit(context: &Context<'_>, memory: &mut GroupMemory, plan: &mut Plan, target: &str) {
