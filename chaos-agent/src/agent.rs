@@ -79,6 +79,10 @@ pub struct FaultRecord {
     /// The container ids (bare) whose cgroups were acted on.
     #[serde(default)]
     pub container_ids: Vec<String>,
+    /// A stop-node's pods (uids): every process under their cgroups is killed when it acts,
+    /// whichever containers run then (one restarted since the request has another id).
+    #[serde(default)]
+    pub pod_uids: Vec<String>,
     /// The pod's uid at the start (partition: the first namespace cut; `cuts` has them all,
     /// and an agent that predates `cuts` left only this).
     #[serde(default)]
@@ -620,6 +624,7 @@ impl<L: Locator> Agent<L> {
             container: container.map(str::to_owned),
             keep_down: false,
             container_ids: Vec::new(),
+            pod_uids: Vec::new(),
             pod_uid: None,
             netns_pid: None,
             netns: None,
@@ -942,7 +947,11 @@ impl<L: Locator> Agent<L> {
                     .into_iter()
                     .map(|id| id.id)
                     .collect();
-                pods.push((format!("{}/{}", view.namespace, view.name), ids));
+                pods.push((
+                    format!("{}/{}", view.namespace, view.name),
+                    view.uid.clone(),
+                    ids,
+                ));
             }
         }
         let procfs = self.procfs.clone();
@@ -979,8 +988,9 @@ impl<L: Locator> Agent<L> {
         record.kubelet_pid = Some(kubelet);
         record.kubelet_start_ticks = ticks;
         record.heal_deadline = Some(deadline.clone());
-        record.container_ids = pods.iter().flat_map(|(_, ids)| ids.clone()).collect();
-        let names: Vec<&str> = pods.iter().map(|(name, _)| name.as_str()).collect();
+        record.container_ids = pods.iter().flat_map(|(_, _, ids)| ids.clone()).collect();
+        record.pod_uids = pods.iter().map(|(_, uid, _)| uid.clone()).collect();
+        let names: Vec<&str> = pods.iter().map(|(name, _, _)| name.as_str()).collect();
         record.effect = format!(
             "scheduled: in {} ms the agent SIGSTOPs the kubelet (pid {kubelet}) and SIGKILLs every process of the containers of the {} pods of {} on node {node} ({}); the pods of other namespaces, the agent's own ({}/{}) among them, are left running; healed by the annotation {HEAL_ANNOTATION}: \"{fault_id}\" on pod {}/{}, by end, or by itself at {deadline}",
             stop_node::ACT_DELAY.as_millis(),
@@ -1041,14 +1051,12 @@ impl<L: Locator> Agent<L> {
                 Error::StopNode("its record names no kubelet pid".to_owned())
             })?;
             let stopped = stop_node::stop_kubelet(&procfs, pid)?;
-            let alive = procfs.live_container_processes(&record.container_ids);
-            let killed = match alive {
-                Ok(alive) if alive.is_empty() => {
-                    Ok("no process of the pods' containers was running".to_owned())
-                }
-                Ok(_) => kill::kill_once(&procfs, &record.container_ids).map(|(_, e)| e),
-                Err(error) => Err(error),
-            };
+            // By the pods' cgroups, not the container ids of the request: a container the
+            // kubelet restarted in between runs under another id (s014 through the agent:
+            // iad's containers restarted 0.5 s before the request, the ids listed were the
+            // dead ones', and the new mysqld served on). The kubelet is stopped now, so
+            // nothing starts again while they are killed.
+            let killed = stop_node::kill_pods(&procfs, &record.pod_uids);
             match killed {
                 Ok(killed) => Ok(format!("{stopped}; the pods' containers: {killed}")),
                 Err(error) => {

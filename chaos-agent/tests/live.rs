@@ -1430,6 +1430,10 @@ async fn stop_node_stops_the_kubelet_kills_the_pods_and_heals_through_the_annota
         phase_of(&agent, fault).await,
         Some(StopNodePhase::Scheduled)
     );
+    // A container the kubelet starts again between the answer and the act runs under an id
+    // the request never listed (s014 through the agent): it is killed too, by its pod.
+    let restarted = fixture.container();
+    fixture.spawn(&restarted, "sleep 3600", None, 1);
     wait_phase(&agent, fault, StopNodePhase::InEffect).await;
     assert!(
         thread_states(kubelet_pid).iter().all(|s| *s == 'T'),
@@ -1437,6 +1441,11 @@ async fn stop_node_stops_the_kubelet_kills_the_pods_and_heals_through_the_annota
         thread_states(kubelet_pid)
     );
     assert!(fixture.procs(&id).is_empty(), "{:?}", fixture.procs(&id));
+    assert!(
+        fixture.procs(&restarted).is_empty(),
+        "{:?}",
+        fixture.procs(&restarted)
+    );
     let second = agent.handle(stop(&node, None)).await;
     assert!(
         second

@@ -30,7 +30,7 @@ pub const KEEP_DOWN_INTERVAL: Duration = Duration::from_millis(20);
 /// How long a process a keepDown killed may stay alive before it is a problem.
 pub const KEEP_DOWN_GRACE: Duration = Duration::from_secs(2);
 
-fn describe(processes: &[Process]) -> String {
+pub(crate) fn describe(processes: &[Process]) -> String {
     processes
         .iter()
         .map(Process::to_string)
