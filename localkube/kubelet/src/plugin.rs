@@ -123,7 +123,7 @@ pub struct Shared {
     copiers: Mutex<HashMap<String, log_copy::Copier>>,
     /// Each node's kubelet process (`None`: no `localkube` binary to run them: every
     /// kubelet is up).
-    kubelets: Option<KubeletProcesses>,
+    kubelets: Option<Arc<KubeletProcesses>>,
     /// The nodes whose kubelet is down, as last seen, and how.
     kubelets_down: Mutex<HashMap<String, KubeletState>>,
 }
@@ -211,7 +211,16 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
             })
             .await;
             match spawned {
-                Ok(kubelets) => Some(kubelets),
+                Ok(kubelets) => {
+                    let kubelets = Arc::new(kubelets);
+                    let gate = Arc::clone(&kubelets);
+                    agent
+                        .runtime
+                        .set_kubelet_gate(localkube_node::runtime::KubeletGate(Arc::new(
+                            move |node: &str| gate.state(node).is_up(),
+                        )));
+                    Some(kubelets)
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "could not start the kubelet processes");
                     None

@@ -182,7 +182,26 @@ struct Inner {
     events: broadcast::Sender<PodStatus>,
     /// The cluster's container cgroups.
     cgroups: Cgroups,
+    /// Whether a node's kubelet works, asked right before a container starts or restarts
+    /// ([`PodRuntime::set_kubelet_gate`]); none: always.
+    kubelet_gate: std::sync::RwLock<Option<KubeletGate>>,
 }
+
+/// Whether the kubelet of the node named works (its process runs and is not stopped), asked
+/// synchronously by a container about to start: a kubelet stopped a moment ago must not
+/// restart what a fault agent kills right after (s014 through the agent: the periodic check
+/// had not seen the stop yet and mysqld came back within milliseconds).
+#[derive(Clone)]
+pub struct KubeletGate(pub Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for KubeletGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KubeletGate")
+    }
+}
+
+/// How often a container waiting for its node's kubelet asks again.
+const KUBELET_GATE_POLL: Duration = Duration::from_millis(100);
 
 /// The node agents of one cluster (every registered node) as one runtime.
 #[derive(Debug, Clone)]
@@ -218,6 +237,7 @@ impl PodRuntime {
                 pods: Mutex::new(HashMap::new()),
                 events: broadcast::channel(EVENTS_CAPACITY).0,
                 cgroups,
+                kubelet_gate: std::sync::RwLock::new(None),
             }),
         })
     }
@@ -753,6 +773,15 @@ impl PodRuntime {
         self.set_node_stopped(name, true)
     }
 
+    /// Sets the check a container asks right before it starts or restarts ([`KubeletGate`]).
+    pub fn set_kubelet_gate(&self, gate: KubeletGate) {
+        *self
+            .inner
+            .kubelet_gate
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gate);
+    }
+
     /// Starts a stopped node: containers restart as their restartPolicy allows.
     pub fn start_node(&self, name: &str) -> Result<()> {
         self.set_node_stopped(name, false)
@@ -1084,6 +1113,19 @@ impl Supervisor {
             if *self.kubelet_down.borrow() {
                 tokio::select! {
                     _ = node_is(&mut self.kubelet_down, false) => {}
+                    _ = stop_requested(&mut self.stop_rx) => return self.last_exit,
+                }
+                continue;
+            }
+            let gate = self
+                .inner
+                .kubelet_gate
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            if gate.is_some_and(|gate| !(gate.0)(&self.pod.spec.node_name)) {
+                tokio::select! {
+                    () = tokio::time::sleep(KUBELET_GATE_POLL) => {}
                     _ = stop_requested(&mut self.stop_rx) => return self.last_exit,
                 }
                 continue;

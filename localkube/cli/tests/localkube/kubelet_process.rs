@@ -317,3 +317,46 @@ fn localkube_down_leaves_no_kubelet_process() -> Result<()> {
     let _ = localkube(&["down", "--purge"]);
     result
 }
+
+/// As a fault agent's stop-node does it: the kubelet stopped and, a moment later, the pod's
+/// container killed. The container is not restarted, although localkube's periodic look at
+/// the kubelet processes has not seen the stop yet (s014 through the agent: mysqld came back
+/// within milliseconds and served on); continued, the kubelet restarts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_killed_right_after_its_kubelet_stopped_is_not_restarted() -> Result<()> {
+    let c = TestCluster::start(&["iad"]).await?;
+    let result = killed_right_after_the_stop(&c).await;
+    if let Some(pid) = kubelet_of(&c, "iad") {
+        let _ = signal(pid, "CONT");
+    }
+    c.stop().await?;
+    result
+}
+
+async fn killed_right_after_the_stop(c: &TestCluster) -> Result<()> {
+    let t = Duration::from_secs(60);
+    c.apply(POD).await?;
+    c.wait_pods("role=kubelet-process", t, |p| {
+        p.len() == 1 && p.iter().all(ready)
+    })
+    .await?;
+    let shared = localkube::kubelet::lookup(c.dir()).context("no kubelet")?;
+    let key = "default/sleeper";
+    let first = shared.runtime.container_pid(key, "main")?;
+    let kubelet = kubelet_of(c, "iad").context("no kubelet process for iad")?;
+    signal(kubelet, "STOP")?;
+    signal(first, "KILL")?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(
+        shared.runtime.container_pid(key, "main").is_err(),
+        "the container was restarted by a kubelet stopped a moment before"
+    );
+    signal(kubelet, "CONT")?;
+    c.wait_pods("role=kubelet-process", t, |p| {
+        p.len() == 1
+            && p.iter().all(ready)
+            && p[0]["status"]["containerStatuses"][0]["restartCount"] == 1
+    })
+    .await?;
+    Ok(())
+}
