@@ -308,7 +308,10 @@ mod tests {
         // A beat late by seconds on a loaded machine is no fault: the process runs.
         assert_eq!(judge(Some(late), true, Some('R'), now), KubeletState::Up);
         // Stopped: down at once, however recent its last beat.
-        assert_eq!(judge(Some(recent), true, Some('T'), now), KubeletState::Silent);
+        assert_eq!(
+            judge(Some(recent), true, Some('T'), now),
+            KubeletState::Silent
+        );
         assert_eq!(judge(Some(old), true, Some('S'), now), KubeletState::Silent);
         assert_eq!(judge(None, true, None, now), KubeletState::Silent);
         assert_eq!(judge(Some(recent), false, None, now), KubeletState::Exited);

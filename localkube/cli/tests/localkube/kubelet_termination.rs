@@ -45,11 +45,17 @@ async fn stubborn(c: &TestCluster) -> Result<Option<(String, bool)>> {
         .await?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        ensure!(err.contains("NotFound"), "kubectl get pod stubborn-0: {err}");
+        ensure!(
+            err.contains("NotFound"),
+            "kubectl get pod stubborn-0: {err}"
+        );
         return Ok(None);
     }
     let pod: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+    let uid = pod["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     Ok(Some((uid, !pod["metadata"]["deletionTimestamp"].is_null())))
 }
 
@@ -100,7 +106,11 @@ async fn scenario(c: &TestCluster, faults: bool) -> Result<()> {
         .to_owned();
     if faults {
         fault(c, &["freeze", "default/stubborn-0", "-c", "main"]).await?;
-        fault(c, &["kill", "default/stubborn-0", "-c", "side", "--keep-down"]).await?;
+        fault(
+            c,
+            &["kill", "default/stubborn-0", "-c", "side", "--keep-down"],
+        )
+        .await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     // SIGTERM is ignored: the kubelet kills the container once the 4 s are over.
