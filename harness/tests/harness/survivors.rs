@@ -189,7 +189,13 @@ fn a_history_without_a_seal_judges_nothing_new() {
 fn without_gtid(mut history: History, id: u64) -> History {
     use bloodraven_harness::history::event::{EventType, Op};
     for event in &mut history.events {
-        if let (EventType::Ok, Op::Write { id: write, gtid, .. }) = (&event.kind, &mut event.op) {
+        if let (
+            EventType::Ok,
+            Op::Write {
+                id: write, gtid, ..
+            },
+        ) = (&event.kind, &mut event.op)
+        {
             if *write == id {
                 *gtid = None;
             }
@@ -212,8 +218,11 @@ fn a_surviving_write_needs_no_gtid_and_a_lost_one_does() {
     let lost = check_survivors(&without_gtid(sealed(&[97, 98, 99], 10_100, &held, &[]), 98));
     assert!(!lost.valid, "{lost:?}");
     assert!(
-        finding(&lost, "write 98 acknowledged by iad and lost after heal has no GTID recorded")
-            .is_some(),
+        finding(
+            &lost,
+            "write 98 acknowledged by iad and lost after heal has no GTID recorded"
+        )
+        .is_some(),
         "{lost:?}"
     );
 }
