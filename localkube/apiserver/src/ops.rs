@@ -840,17 +840,7 @@ impl Cluster {
             // removal then removes it.
             if graceful && d.grace_period_seconds == Some(0) && !d.dry_run {
                 new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                return match self.store.update(&key, new, rv_of(&old)) {
-                    Ok(mut stored) => {
-                        set_gvk(r, &mut stored);
-                        Ok(DeleteAttempt::Done(stored))
-                    }
-                    Err(ApiError {
-                        reason: Reason::Conflict,
-                        ..
-                    }) => Ok(DeleteAttempt::Stale),
-                    Err(e) => Err(e),
-                };
+                return self.store_deleting(r, &key, new, &old);
             }
             let mut o = old;
             set_gvk(r, &mut o);
@@ -889,12 +879,23 @@ impl Cluster {
                 write(self);
             }
         }
-        match self.store.update(&key, new, rv_of(&old)) {
+        self.store_deleting(r, &key, new, &old)
+    }
+
+    /// Stores `new`, the object `old` marked (further) for deletion, if nothing wrote it since
+    /// it was read; [`DeleteAttempt::Stale`] if something did (the caller reads again).
+    fn store_deleting(
+        &self,
+        r: &ResourceInfo,
+        key: &str,
+        new: Value,
+        old: &Value,
+    ) -> Result<DeleteAttempt, ApiError> {
+        match self.store.update(key, new, rv_of(old)) {
             Ok(mut stored) => {
                 set_gvk(r, &mut stored);
                 Ok(DeleteAttempt::Done(stored))
             }
-            // Written since the read: the caller reads again.
             Err(ApiError {
                 reason: Reason::Conflict,
                 ..

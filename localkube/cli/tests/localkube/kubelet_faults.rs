@@ -37,7 +37,7 @@ spec:
 "#;
 
 /// The fault CLI against the running cluster.
-async fn fault(c: &TestCluster, args: &[&str]) -> Result<String> {
+pub(crate) async fn fault(c: &TestCluster, args: &[&str]) -> Result<String> {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_localkube"))
         .arg("fault")
         .arg("--state-dir")

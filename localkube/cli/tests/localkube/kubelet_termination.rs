@@ -5,6 +5,7 @@
 //! or a new one, for "the old processes are gone" (s029: a frozen mysqld continued inside its
 //! grace period acknowledged a held write).
 
+use crate::kubelet_faults::fault;
 use crate::support::{ready, TestCluster};
 use anyhow::{bail, ensure, Result};
 use std::time::{Duration, Instant};
@@ -57,23 +58,6 @@ async fn stubborn(c: &TestCluster) -> Result<Option<(String, bool)>> {
         .unwrap_or_default()
         .to_owned();
     Ok(Some((uid, !pod["metadata"]["deletionTimestamp"].is_null())))
-}
-
-/// The fault CLI against the running cluster.
-async fn fault(c: &TestCluster, args: &[&str]) -> Result<()> {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_localkube"))
-        .arg("fault")
-        .arg("--state-dir")
-        .arg(c.dir())
-        .args(args)
-        .output()
-        .await?;
-    ensure!(
-        out.status.success(),
-        "localkube fault {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
