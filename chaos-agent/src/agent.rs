@@ -1039,13 +1039,10 @@ impl<L: Locator> Agent<L> {
     /// failed is continued again. True when the fault is in effect.
     async fn act_stop_node(&self, id: u64) -> bool {
         let mut registry = self.registry.lock().await;
-        let Some(active) = registry.faults.get(&id) else {
+        let Some(record) = stop_node_record(&registry, id, StopNodePhase::Scheduled) else {
             return false;
         };
-        if active.stop_node.as_ref().map(|s| s.phase) != Some(StopNodePhase::Scheduled) {
-            return false;
-        }
-        let (procfs, record) = (self.procfs.clone(), active.record.clone());
+        let procfs = self.procfs.clone();
         let result = blocking(move || {
             let pid = record.kubelet_pid.ok_or_else(|| {
                 Error::StopNode("its record names no kubelet pid".to_owned())
@@ -1132,13 +1129,10 @@ impl<L: Locator> Agent<L> {
             return true;
         };
         let mut registry = self.registry.lock().await;
-        let Some(active) = registry.faults.get(&id) else {
+        let Some(record) = stop_node_record(&registry, id, StopNodePhase::InEffect) else {
             return false;
         };
-        if active.stop_node.as_ref().map(|s| s.phase) != Some(StopNodePhase::InEffect) {
-            return false;
-        }
-        let (procfs, record) = (self.procfs.clone(), active.record.clone());
+        let procfs = self.procfs.clone();
         let result = blocking(move || undo(&procfs, &record, None)).await;
         let Some(active) = registry.faults.get_mut(&id) else {
             return false;
@@ -1537,6 +1531,12 @@ impl<L: Locator> Agent<L> {
     }
 }
 
+/// The record of stop-node fault `id` while it is in `phase` (another phase, or another kind
+/// of fault: none; the fault moved on meanwhile).
+fn stop_node_record(registry: &Registry, id: u64, phase: StopNodePhase) -> Option<FaultRecord> {
+    let active = registry.faults.get(&id)?;
+    (active.stop_node.as_ref().map(|s| s.phase) == Some(phase)).then(|| active.record.clone())
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,7 @@ pub const KEEP_DOWN_INTERVAL: Duration = Duration::from_millis(20);
 /// How long a process a keepDown killed may stay alive before it is a problem.
 pub const KEEP_DOWN_GRACE: Duration = Duration::from_secs(2);
 
-pub(crate) fn describe(processes: &[Process]) -> String {
+fn describe(processes: &[Process]) -> String {
     processes
         .iter()
         .map(Process::to_string)
@@ -48,15 +48,28 @@ pub fn kill_once(procfs: &ProcFs, ids: &[String]) -> Result<(Vec<Process>, Strin
             proc_root: procfs.root.clone(),
         });
     }
+    kill_until_gone(targets, "the container's", || {
+        procfs.live_container_processes(ids)
+    })
+}
+
+/// SIGKILLs `targets`, then looks again with `find` until none of `whose` processes is left,
+/// killing what forked between a look and the signal too; bounded by [`KILL_WAIT`]. Returns
+/// the processes killed and the effect seen.
+pub(crate) fn kill_until_gone(
+    targets: Vec<Process>,
+    whose: &str,
+    find: impl Fn() -> Result<Vec<Process>>,
+) -> Result<(Vec<Process>, String)> {
     for process in &targets {
         signals::send(process.pid, Signal::SIGKILL)?;
     }
     let deadline = Instant::now() + KILL_WAIT;
     loop {
-        let left = procfs.live_container_processes(ids)?;
+        let left = find()?;
         if left.is_empty() {
             let effect = format!(
-                "{} processes SIGKILLed, none of the container's left: {}",
+                "{} processes SIGKILLed, none of {whose} left: {}",
                 targets.len(),
                 describe(&targets)
             );
@@ -64,7 +77,7 @@ pub fn kill_once(procfs: &ProcFs, ids: &[String]) -> Result<(Vec<Process>, Strin
         }
         if Instant::now() >= deadline {
             return Err(Error::NotInEffect(format!(
-                "{} of the container's processes still alive {}s after SIGKILL: {}",
+                "{} of {whose} processes still alive {}s after SIGKILL: {}",
                 left.len(),
                 KILL_WAIT.as_secs(),
                 describe(&left)

@@ -248,9 +248,6 @@ pub fn continue_kubelet(procfs: &ProcFs, pid: i32, ticks: Option<u64>) -> Result
     }
 }
 
-/// How long the SIGKILLed processes of a stop-node's pods may take to go.
-const KILL_WAIT: Duration = Duration::from_secs(5);
-
 /// The live processes under the cgroups of the pods `uids`.
 fn pods_processes(procfs: &ProcFs, uids: &[String]) -> Result<Vec<Process>> {
     let mut found = Vec::new();
@@ -261,36 +258,16 @@ fn pods_processes(procfs: &ProcFs, uids: &[String]) -> Result<Vec<Process>> {
 }
 
 /// SIGKILLs every process under the cgroups of the pods `uids` (their containers as they run
-/// now, whatever their ids, the sandbox included) and waits until none is left: what it
-/// did, or that some outlived [`KILL_WAIT`] (the fault did not take effect).
+/// now, whatever their ids, the sandbox included) and waits until none is left, as a kill
+/// does ([`super::kill::kill_until_gone`]): what it did, or that some outlived the wait (the
+/// fault did not take effect).
 pub fn kill_pods(procfs: &ProcFs, uids: &[String]) -> Result<String> {
     let targets = pods_processes(procfs, uids)?;
     if targets.is_empty() {
         return Ok("no process of the pods was running".to_owned());
     }
-    for process in &targets {
-        signals::send(process.pid, Signal::SIGKILL)?;
-    }
-    let deadline = Instant::now() + KILL_WAIT;
-    loop {
-        let left = pods_processes(procfs, uids)?;
-        if left.is_empty() {
-            return Ok(format!(
-                "{} processes SIGKILLed, none of the pods' left: {}",
-                targets.len(),
-                super::kill::describe(&targets)
-            ));
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::NotInEffect(format!(
-                "{} of the pods' processes still alive {}s after SIGKILL: {}",
-                left.len(),
-                KILL_WAIT.as_secs(),
-                super::kill::describe(&left)
-            )));
-        }
-        std::thread::sleep(POLL_INTERVAL);
-    }
+    super::kill::kill_until_gone(targets, "the pods'", || pods_processes(procfs, uids))
+        .map(|(_, effect)| effect)
 }
 
 #[cfg(test)]
