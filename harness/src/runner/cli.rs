@@ -74,6 +74,19 @@ pub struct Cli {
         env = "BLOODRAVEN_FAULT_DRIVER"
     )]
     pub fault_driver: crate::backend::FaultDriverKind,
+    /// The group's timing for the whole run: `playground` (fixtures/playground/group.yaml),
+    /// `fast` (pollInterval 500ms, failureThreshold 3, lease 1.5s, cooldown 30s), or a YAML
+    /// file holding a partial group spec (your own settings). A scenario's own
+    /// `install.groupSpec` still wins; its timing bounds (`detection + 1s`) resolve against
+    /// the result.
+    #[arg(
+        long,
+        default_value = "playground",
+        env = "BLOODRAVEN_PROFILE",
+        value_name = "playground|fast|FILE",
+        value_parser = crate::scenario::timing::Profile::parse
+    )]
+    pub profile: crate::scenario::timing::Profile,
     /// The scenario catalogue directory (default: `scenarios/` of the workspace root).
     #[arg(long, env = "BLOODRAVEN_SCENARIOS")]
     pub scenarios: Option<PathBuf>,
@@ -170,5 +183,16 @@ mod tests {
             "{spaced}"
         );
         assert_eq!(parse(&[]).expect("no flags").upgrade_images(), None);
+    }
+
+    #[test]
+    fn a_profile_is_playground_fast_or_a_file() {
+        use crate::scenario::timing::Profile;
+        assert_eq!(parse(&[]).expect("default").profile, Profile::Playground);
+        assert_eq!(parse(&["--profile", "fast"]).expect("fast").profile, Profile::Fast);
+        let error = parse(&["--profile", "/no/such/profile.yaml"]).expect_err("missing file");
+        assert_eq!(error.kind(), ErrorKind::ValueValidation);
+        let text = error.to_string();
+        assert!(text.contains("--profile") && text.contains("/no/such/profile.yaml"), "{text}");
     }
 }

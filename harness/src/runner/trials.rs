@@ -416,8 +416,13 @@ pub fn select_ids(
 /// images put in ([`crate::upgrade::OperatorImages::apply`]: 050 installs A and rolls to B,
 /// every other scenario installs B).
 pub fn run_catalogue(cli: &Cli) -> std::result::Result<Vec<LoadedScenario>, String> {
-    let catalogue = crate::scenario::validate::load_catalogue(&cli.scenarios_dir())
-        .map_err(|error| error.to_string())?;
+    let profile = cli
+        .profile
+        .patch()
+        .map_err(|problem| format!("use --profile: {problem}"))?;
+    let catalogue =
+        crate::scenario::validate::load_catalogue_with(&cli.scenarios_dir(), &profile)
+            .map_err(|error| error.to_string())?;
     let mut selected = select_ids(catalogue, &cli.ids)?;
     if let Some(images) = cli.upgrade_images() {
         for loaded in &mut selected {

@@ -5,4 +5,5 @@ pub mod model;
 pub mod schema;
 pub mod single_key;
 pub mod span;
+pub mod timing;
 pub mod validate;

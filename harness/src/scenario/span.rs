@@ -17,13 +17,15 @@
 //! and compares field by field (no `Ord` or `Hash`), and a `jiff::SignedDuration` is signed where
 //! a scenario's span never is.
 
+use std::cell::Cell;
 use std::fmt;
 use std::time::Duration;
 
 use jiff::fmt::friendly::{Designator, Spacing, SpanParser, SpanPrinter};
-use jiff::fmt::StdFmtWrite;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
+
+use super::timing::{Timing, TimingParam};
 
 /// The longest duration a scenario may ask for; anything longer is a typo, not a test.
 pub const SPAN_MAX: Duration = Duration::from_secs(60 * 60);
@@ -43,6 +45,15 @@ macro_rules! span_body {
 /// A span's spelling as a JSON Schema `pattern` (scenarios/schema.json).
 pub const SPAN_PATTERN: &str = concat!("^", span_body!(), "$");
 
+/// A span or a timing expression ([`Expr`]) as a JSON Schema `pattern`.
+pub const SPAN_OR_EXPR_PATTERN: &str = concat!(
+    "^(?:[0-9]+\\*)?(?:detection|lease|pollInterval|cooldown|",
+    span_body!(),
+    ")(?: [+-] (?:[0-9]+\\*)?(?:detection|lease|pollInterval|cooldown|",
+    span_body!(),
+    ")){0,3}$"
+);
+
 /// A signed offset's spelling (`clock-offset`, `clockOffset`: `+20s`, `-1500ms`, `0`) as a
 /// JSON Schema `pattern`.
 pub const OFFSET_PATTERN: &str = concat!("^(?:0|[+-]", span_body!(), ")$");
@@ -60,23 +71,104 @@ static PRINTER: SpanPrinter = SpanPrinter::new()
 /// The grammar is one or more `<integer><unit>` pairs with units `h`, `m`, `s`, `ms`,
 /// largest first, each unit at most once. A bare number has no unit and is rejected,
 /// as is zero and anything longer than [`SPAN_MAX`].
+///
+/// A span may also be a timing expression over the group's spec (`detection + 1s`,
+/// `lease + 10s`, `2*pollInterval`, see [`Expr`]): it is resolved when the scenario is read,
+/// against the timing of the run ([`with_timing`]), and remembers how it was written, so a
+/// report shows both (`16s (lease + 10s)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Span(Duration);
+pub struct Span {
+    duration: Duration,
+    expr: Option<Expr>,
+}
+
+/// The most terms a timing expression may have (`detection + lease + 2*pollInterval + 1s`).
+pub const EXPR_TERMS_MAX: usize = 4;
+
+/// A timing expression: terms joined by ` + ` and ` - `, each a plain span (`10s`), a timing
+/// parameter (`lease`), or a whole multiple of one (`2*pollInterval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Expr {
+    terms: [Option<Term>; EXPR_TERMS_MAX],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Term {
+    negative: bool,
+    factor: u32,
+    quantity: Quantity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Quantity {
+    Param(TimingParam),
+    Fixed(Duration),
+}
+
+thread_local! {
+    /// The timing expressions resolve against while a scenario is read ([`with_timing`]).
+    static TIMING: Cell<Option<Timing>> = const { Cell::new(None) };
+}
+
+/// Runs `read` with timing expressions resolving against `timing` (on this thread); outside
+/// it they resolve against the playground's ([`Timing::playground`]).
+pub fn with_timing<R>(timing: Timing, read: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Timing>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TIMING.with(|cell| cell.set(self.0));
+        }
+    }
+    let _restore = Restore(TIMING.with(|cell| cell.replace(Some(timing))));
+    read()
+}
+
+/// The timing expressions resolve against now.
+fn current_timing() -> Timing {
+    TIMING.with(Cell::get).unwrap_or_else(Timing::playground)
+}
 
 impl Span {
     /// Wraps a duration (used by tests and by code that builds scenarios in memory).
     pub const fn new(duration: Duration) -> Self {
-        Self(duration)
+        Self {
+            duration,
+            expr: None,
+        }
     }
 
-    /// The duration.
+    /// The duration (an expression's, resolved).
     pub const fn duration(self) -> Duration {
-        self.0
+        self.duration
     }
 
-    /// Parses the scenario spelling; the error is a sentence fragment naming the problem.
+    /// The timing expression it was written as, if any.
+    pub const fn expr(self) -> Option<Expr> {
+        self.expr
+    }
+
+    /// Parses the scenario spelling, a timing expression resolving against the current
+    /// timing ([`with_timing`]); the error is a sentence fragment naming the problem.
     pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_with(text, current_timing())
+    }
+
+    /// Parses the scenario spelling, a timing expression resolving against `timing`.
+    pub fn parse_with(text: &str, timing: Timing) -> Result<Self, String> {
         let text = text.trim();
+        if Expr::looks_like(text) {
+            let expr = Expr::parse(text)?;
+            let duration = expr.resolve(timing)?;
+            return Ok(Self {
+                duration,
+                expr: Some(expr),
+            });
+        }
+        Self::parse_plain(text)
+    }
+
+    /// A plain span (`<integer><unit>` pairs).
+    fn parse_plain(text: &str) -> Result<Self, String> {
         if text.is_empty() {
             return Err("empty duration, expected e.g. `20s`, `500ms`, `1m30s`".to_owned());
         }
@@ -106,7 +198,149 @@ impl Span {
                 "invalid duration `{text}`: longer than the 1h maximum"
             ));
         }
-        Ok(Self(total))
+        Ok(Self::new(total))
+    }
+}
+
+impl Expr {
+    /// Whether `text` is written as an expression rather than a plain span: it names a
+    /// parameter or has an operator.
+    fn looks_like(text: &str) -> bool {
+        text.contains(['+', '*', ' '])
+            || (text.contains('-') && !text.starts_with('-'))
+            || TimingParam::ALL
+                .iter()
+                .any(|param| text.contains(param.name()))
+    }
+
+    /// Parses `term (+|- term)*`, operators between spaces.
+    fn parse(text: &str) -> Result<Self, String> {
+        let names = || {
+            TimingParam::ALL
+                .iter()
+                .map(|param| param.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut terms = [None; EXPR_TERMS_MAX];
+        let mut negative = false;
+        let mut count = 0;
+        for (index, token) in text.split_whitespace().enumerate() {
+            if index % 2 == 1 {
+                negative = match token {
+                    "+" => false,
+                    "-" => true,
+                    other => {
+                        return Err(format!(
+                            "invalid expression `{text}`: expected ` + ` or ` - ` at `{other}`"
+                        ))
+                    }
+                };
+                continue;
+            }
+            if count == EXPR_TERMS_MAX {
+                return Err(format!(
+                    "invalid expression `{text}`: more than {EXPR_TERMS_MAX} terms"
+                ));
+            }
+            let term = Term::parse(token, negative).map_err(|problem| {
+                format!("invalid expression `{text}`: {problem} (timings: {})", names())
+            })?;
+            terms[count] = Some(term);
+            count += 1;
+        }
+        if count == 0 || text.split_whitespace().count() % 2 == 0 {
+            return Err(format!(
+                "invalid expression `{text}`: ends with an operator, or is empty"
+            ));
+        }
+        Ok(Self { terms })
+    }
+
+    fn terms(&self) -> impl Iterator<Item = Term> + '_ {
+        self.terms.iter().flatten().copied()
+    }
+
+    /// The expression's value under `timing`: longer than zero and at most [`SPAN_MAX`].
+    pub fn resolve(&self, timing: Timing) -> Result<Duration, String> {
+        let mut added = Duration::ZERO;
+        let mut taken = Duration::ZERO;
+        for term in self.terms() {
+            let value = match term.quantity {
+                Quantity::Param(param) => timing.get(param),
+                Quantity::Fixed(duration) => duration,
+            }
+            .saturating_mul(term.factor);
+            if term.negative {
+                taken = taken.saturating_add(value);
+            } else {
+                added = added.saturating_add(value);
+            }
+        }
+        let Some(total) = added.checked_sub(taken).filter(|total| !total.is_zero()) else {
+            return Err(format!(
+                "expression `{self}` is not longer than zero under this run's timing ({timing})"
+            ));
+        };
+        if total > SPAN_MAX {
+            return Err(format!(
+                "expression `{self}` is longer than the 1h maximum under this run's timing ({timing})"
+            ));
+        }
+        Ok(total)
+    }
+}
+
+impl Term {
+    fn parse(token: &str, negative: bool) -> Result<Self, String> {
+        let (factor, rest) = match token.split_once('*') {
+            Some((factor, rest)) => {
+                let factor: u32 = factor
+                    .parse()
+                    .ok()
+                    .filter(|factor| *factor > 0)
+                    .ok_or_else(|| format!("`{factor}` is not a whole multiple (1 or more)"))?;
+                (factor, rest)
+            }
+            None => (1, token),
+        };
+        if let Some(param) = TimingParam::from_name(rest) {
+            return Ok(Self {
+                negative,
+                factor,
+                quantity: Quantity::Param(param),
+            });
+        }
+        if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            let span = Span::parse_plain(rest)?;
+            return Ok(Self {
+                negative,
+                factor,
+                quantity: Quantity::Fixed(span.duration),
+            });
+        }
+        Err(format!("unknown timing `{rest}`"))
+    }
+}
+
+impl fmt::Display for Expr {
+    /// As written, normalised: `lease + 10s`, `2*pollInterval`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, term) in self.terms().enumerate() {
+            match (index, term.negative) {
+                (0, _) => {}
+                (_, false) => f.write_str(" + ")?,
+                (_, true) => f.write_str(" - ")?,
+            }
+            if term.factor != 1 {
+                write!(f, "{}*", term.factor)?;
+            }
+            match term.quantity {
+                Quantity::Param(param) => f.write_str(param.name())?,
+                Quantity::Fixed(duration) => write!(f, "{}", Span::new(duration))?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -150,13 +384,27 @@ fn next_component<'a>(
     Ok((format!("{value}{unit}"), after_unit))
 }
 
+impl Span {
+    /// The plain spelling of the duration, to the millisecond (`2m5s250ms`; `0s` for zero),
+    /// without the expression it was written as.
+    pub fn plain(self) -> String {
+        let millis = u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX);
+        let mut text = String::new();
+        // Printing into a String cannot fail.
+        let _ = PRINTER.print_unsigned_duration(&Duration::from_millis(millis), &mut text);
+        text
+    }
+}
+
 impl fmt::Display for Span {
-    /// The scenario spelling, to the millisecond (`2m5s250ms`; `0s` for zero).
+    /// The scenario spelling, to the millisecond (`2m5s250ms`; `0s` for zero); an expression
+    /// shows resolved, then as written: `16s (lease + 10s)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let millis = u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX);
-        PRINTER
-            .print_unsigned_duration(&Duration::from_millis(millis), StdFmtWrite(f))
-            .map_err(|_| fmt::Error)
+        f.write_str(&self.plain())?;
+        match self.expr {
+            Some(expr) => write!(f, " ({expr})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -168,16 +416,17 @@ impl schemars::JsonSchema for Span {
 
     fn json_schema(_generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "A duration: `<integer><unit>` pairs with units h, m, s, ms, largest first, each once (`20s`, `500ms`, `1m30s`); longer than zero, at most 1h.",
+            "description": "A duration: `<integer><unit>` pairs with units h, m, s, ms, largest first, each once (`20s`, `500ms`, `1m30s`); longer than zero, at most 1h. Or a timing expression over the group's spec, resolved when the run starts: terms joined by ` + ` and ` - `, each a duration, `detection`, `lease`, `pollInterval` or `cooldown`, optionally a whole multiple (`detection + 1s`, `lease + 10s`, `2*pollInterval`).",
             "type": "string",
-            "pattern": SPAN_PATTERN,
+            "pattern": SPAN_OR_EXPR_PATTERN,
         })
     }
 }
 
+/// The resolved duration, plain: a serialized span reads back under any timing.
 impl Serialize for Span {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        serializer.serialize_str(&self.plain())
     }
 }
 
@@ -187,7 +436,7 @@ impl<'de> Deserialize<'de> for Span {
         impl Visitor<'_> for SpanVisitor {
             type Value = Span;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration such as `20s`, `500ms` or `1m30s`")
+                f.write_str("a duration such as `20s`, `500ms` or `1m30s`, or a timing expression such as `lease + 10s`")
             }
             fn visit_str<E: de::Error>(self, value: &str) -> Result<Span, E> {
                 Span::parse(value).map_err(E::custom)
@@ -281,5 +530,77 @@ mod tests {
             Span::parse("0000000000000000000000020s"),
             Ok(Span::new(Duration::from_secs(20)))
         );
+    }
+
+    // Issue 36: bounds written in terms of the group's spec, resolved when the run starts.
+    #[test]
+    fn timing_expressions_resolve_against_the_run_s_timing() {
+        let playground = Timing::playground();
+        let fast = Timing {
+            poll_interval: Duration::from_millis(500),
+            failure_threshold: 3,
+            lease: Duration::from_millis(1500),
+            cooldown: Duration::from_secs(30),
+        };
+        for (text, at_playground, at_fast) in [
+            ("detection + 1s", 7_000, 2_500),
+            ("detection - pollInterval", 4_000, 1_000),
+            ("lease + 10s", 16_000, 11_500),
+            ("2*pollInterval", 4_000, 1_000),
+            ("cooldown + 2*lease + 500ms", 42_500, 33_500),
+            ("detection", 6_000, 1_500),
+        ] {
+            for (timing, millis) in [(playground, at_playground), (fast, at_fast)] {
+                let span = Span::parse_with(text, timing).expect(text);
+                assert_eq!(span.duration(), Duration::from_millis(millis), "{text}");
+                assert_eq!(span.expr().map(|expr| expr.to_string()).as_deref(), Some(text));
+            }
+        }
+        let span = Span::parse_with("lease + 10s", fast).expect("parses");
+        assert_eq!(span.to_string(), "11s500ms (lease + 10s)");
+        assert_eq!(serde_json::to_string(&span).expect("json"), "\"11s500ms\"");
+        // Without a run's timing, the playground's.
+        assert_eq!(Span::parse("lease + 10s").expect("parses").duration(), Duration::from_secs(16));
+        assert_eq!(
+            with_timing(fast, || Span::parse("detection").expect("parses").duration()),
+            Duration::from_millis(1500)
+        );
+    }
+
+    #[test]
+    fn a_bad_expression_names_its_problem() {
+        for (text, needle) in [
+            ("leas + 10s", "unknown timing `leas`"),
+            ("lease+10s", "unknown timing `lease+10s`"),
+            ("lease + ", "ends with an operator"),
+            ("lease * 2", "expected ` + ` or ` - ` at `*`"),
+            ("0*lease", "not a whole multiple"),
+            ("lease + 10", "has no unit"),
+            ("detection - 10s", "not longer than zero under this run's timing (pollInterval 2s"),
+            ("2*cooldown + 2*cooldown + 2*cooldown", "longer than the 1h maximum"),
+            ("lease + 1s + 1s + 1s + 1s", "more than 4 terms"),
+        ] {
+            let cooldown_long = Timing {
+                cooldown: Duration::from_secs(15 * 60),
+                ..Timing::playground()
+            };
+            let timing = if text.contains("cooldown") { cooldown_long } else { Timing::playground() };
+            let error = Span::parse_with(text, timing).expect_err(text);
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    /// The schema's pattern and the parser agree on what is an expression.
+    #[test]
+    fn the_schema_pattern_reads_what_the_parser_reads() {
+        let pattern = regex::Regex::new(SPAN_OR_EXPR_PATTERN).expect("pattern");
+        for text in ["20s", "lease + 10s", "detection - pollInterval", "2*pollInterval", "cooldown + 2*lease + 500ms"] {
+            assert!(pattern.is_match(text), "{text}");
+            assert!(Span::parse(text).is_ok(), "{text}");
+        }
+        for text in ["lease+10s", "leas + 1s", "20", "lease + "] {
+            assert!(!pattern.is_match(text), "{text}");
+            assert!(Span::parse(text).is_err(), "{text}");
+        }
     }
 }

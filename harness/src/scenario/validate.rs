@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use super::matcher::check_operators;
 use super::model::{Apply, Expect, Fault, HealTarget, Scenario, Step};
+use super::span::with_timing;
+use super::timing::{merged_spec, with_profile, Timing};
 use crate::error::{Error, Result, ScenarioError};
 
 /// The source documents a scenario's `seed` may cite, by their original file names: the
@@ -52,8 +54,12 @@ pub struct LoadedScenario {
     pub path: PathBuf,
     /// The `slug` of `NNN-slug.yaml`.
     pub slug: String,
-    /// The scenario.
+    /// The scenario (its `install.groupSpec` with the run's profile merged underneath, its
+    /// timing expressions resolved).
     pub scenario: Scenario,
+    /// The timing of the group this scenario installs, which its expressions resolved
+    /// against.
+    pub timing: Timing,
 }
 
 impl LoadedScenario {
@@ -95,6 +101,22 @@ pub fn split_file_name(path: &Path) -> Result<(u16, String), String> {
 /// Parses and validates one scenario file's text. `path` is used for messages and for the
 /// file-name rules.
 pub fn parse_scenario(path: &Path, source: &str) -> Result<LoadedScenario, Vec<ScenarioError>> {
+    parse_scenario_with(path, source, &no_profile())
+}
+
+/// The playground profile's patch: nothing.
+fn no_profile() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// [`parse_scenario`] under a run's `--profile` (its merge patch, [`super::timing::Profile::patch`]): the
+/// profile's fields go under the scenario's own `install.groupSpec`, and the scenario's
+/// timing expressions resolve against the group spec that results.
+pub fn parse_scenario_with(
+    path: &Path,
+    source: &str,
+    profile_patch: &Value,
+) -> Result<LoadedScenario, Vec<ScenarioError>> {
     let at = |line: Option<usize>, field: &str, message: String| ScenarioError {
         file: path.to_path_buf(),
         line,
@@ -102,10 +124,21 @@ pub fn parse_scenario(path: &Path, source: &str) -> Result<LoadedScenario, Vec<S
         field: field.to_owned(),
         message,
     };
-    let scenario: Scenario = match serde_yaml::from_str(source) {
-        Ok(scenario) => scenario,
-        Err(error) => return Err(vec![serde_error(path, &error)]),
-    };
+    let (timing, group_spec) = scenario_timing(source, profile_patch).map_err(|message| {
+        vec![at(
+            top_level_line(source, "install"),
+            "install.groupSpec",
+            message,
+        )]
+    })?;
+    let mut scenario: Scenario =
+        match with_timing(timing, || serde_yaml::from_str(source)) {
+            Ok(scenario) => scenario,
+            Err(error) => return Err(vec![serde_error(path, &error)]),
+        };
+    if scenario.install.group_spec.as_ref().is_none_or(Value::is_object) {
+        scenario.install.group_spec = group_spec;
+    }
     let mut errors = Vec::new();
     let slug = match split_file_name(path) {
         Ok((id, slug)) => {
@@ -186,14 +219,46 @@ pub fn parse_scenario(path: &Path, source: &str) -> Result<LoadedScenario, Vec<S
             path: path.to_path_buf(),
             slug,
             scenario,
+            timing,
         })
     } else {
         Err(errors)
     }
 }
 
+/// The timing a scenario's group has under a profile, and its `install.groupSpec` with the
+/// profile underneath. Read from the file as plain YAML first: the timing must be known
+/// before the scenario's spans (which may be expressions over it) are read. A file that is
+/// not YAML, or a `groupSpec` that is not a map, gets the profile's timing here and its
+/// error from the typed parse and the checks after it.
+fn scenario_timing(source: &str, profile_patch: &Value) -> Result<(Timing, Option<Value>), String> {
+    let raw: Value = serde_yaml::from_str(source).unwrap_or(Value::Null);
+    let own = raw
+        .get("install")
+        .and_then(|install| install.get("groupSpec"))
+        .filter(|spec| spec.is_object());
+    let group_spec = with_profile(profile_patch, own);
+    let spec = merged_spec(&[group_spec.as_ref().unwrap_or(&no_profile())]);
+    let timing = Timing::of_spec_value(&spec).map_err(|problem| {
+        if profile_patch.as_object().is_some_and(|fields| !fields.is_empty()) {
+            format!("with the run's profile underneath, {problem}")
+        } else {
+            problem
+        }
+    })?;
+    Ok((timing, group_spec))
+}
+
 /// Reads and validates one file.
 pub fn load_scenario(path: &Path) -> Result<LoadedScenario, Vec<ScenarioError>> {
+    load_scenario_with(path, &no_profile())
+}
+
+/// [`load_scenario`] under a run's profile ([`parse_scenario_with`]).
+pub fn load_scenario_with(
+    path: &Path,
+    profile_patch: &Value,
+) -> Result<LoadedScenario, Vec<ScenarioError>> {
     let single = |message: String| {
         vec![ScenarioError {
             file: path.to_path_buf(),
@@ -213,12 +278,17 @@ pub fn load_scenario(path: &Path) -> Result<LoadedScenario, Vec<ScenarioError>> 
     }
     let source =
         std::fs::read_to_string(path).map_err(|error| single(format!("cannot read: {error}")))?;
-    parse_scenario(path, &source)
+    parse_scenario_with(path, &source, profile_patch)
 }
 
 /// Loads every `*.yaml` in `dir`, sorted by file name, and checks ids are unique.
 /// All problems of all files are reported together.
 pub fn load_catalogue(dir: &Path) -> Result<Vec<LoadedScenario>> {
+    load_catalogue_with(dir, &no_profile())
+}
+
+/// [`load_catalogue`] under a run's profile ([`parse_scenario_with`]).
+pub fn load_catalogue_with(dir: &Path, profile_patch: &Value) -> Result<Vec<LoadedScenario>> {
     let entries = std::fs::read_dir(dir).map_err(|source| Error::Read {
         path: dir.to_path_buf(),
         source,
@@ -241,7 +311,7 @@ pub fn load_catalogue(dir: &Path) -> Result<Vec<LoadedScenario>> {
     let mut errors = Vec::new();
     let mut loaded = Vec::new();
     for path in &paths {
-        match load_scenario(path) {
+        match load_scenario_with(path, profile_patch) {
             Ok(scenario) => loaded.push(scenario),
             Err(mut file_errors) => errors.append(&mut file_errors),
         }

@@ -286,7 +286,7 @@ fn every_row_asserts_what_it_claims() {
                 "\"replicaCount\":3",
                 "kill-operator",
                 "\"holderIdentity\":{\"$changed\":true}",
-                "\"quantity\":\"detection\",\"atLeast\":\"3s\",\"atMost\":\"7s\"",
+                "\"quantity\":\"detection\",\"atLeast\":\"3s500ms\",\"atMost\":\"7s\"",
             ],
         ),
         (
@@ -324,7 +324,7 @@ fn every_row_asserts_what_it_claims() {
                 "\"target\":\"site-of pdx\"",
                 // Detection lies between (failureThreshold - 1) and failureThreshold poll
                 // intervals after the kill (4 s to 6 s, with a poll in flight: 3 s to 7 s).
-                "\"quantity\":\"detection\",\"atLeast\":\"3s\",\"atMost\":\"7s\"",
+                "\"quantity\":\"detection\",\"atLeast\":\"3s500ms\",\"atMost\":\"7s\"",
             ],
         ),
         (
@@ -639,4 +639,60 @@ fn s055_to_s057_lose_writes_then_read_the_rejoined_site_s_archive() {
             .any(|step| matches!(step, Step::Fault(Fault::Plugin { args }) if args.first().map(String::as_str) == Some("rejoin")));
         assert_eq!(plugin, id != 56, "{id:03}: a plugin rejoin step");
     }
+}
+
+fn measure_bounds(loaded: &LoadedScenario, quantity: &str) -> (Option<Duration>, Option<Duration>) {
+    loaded
+        .scenario
+        .steps
+        .iter()
+        .find_map(|step| match step {
+            Step::Measure(measure) if measure.quantity.name() == quantity => Some((
+                measure.at_least.map(|span| span.duration()),
+                measure.at_most.map(|span| span.duration()),
+            )),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("s{:03} measures no {quantity}", loaded.scenario.id))
+}
+
+// Issue 36: the catalogue's timing bounds follow the run's profile; every expression resolves
+// (none goes to zero or past the maximum) under the fast profile, the profile goes under each
+// scenario's own groupSpec, and a scenario's own fields win.
+#[test]
+fn the_catalogue_resolves_under_the_fast_profile() {
+    use bloodraven_harness::scenario::timing::Profile;
+    use bloodraven_harness::scenario::validate::load_catalogue_with;
+    let dir = bloodraven_harness::backend::workspace_root().join("scenarios");
+    let patch = Profile::Fast.patch().expect("the fast profile");
+    let fast = match load_catalogue_with(&dir, &patch) {
+        Ok(catalogue) => catalogue,
+        Err(error) => panic!("failed to {error}"),
+    };
+    assert_eq!(fast.len(), CATALOGUE_IDS.len());
+    let by_id = |id: u16| {
+        fast.iter()
+            .find(|loaded| loaded.scenario.id == id)
+            .unwrap_or_else(|| panic!("no scenario {id}"))
+    };
+    let s020 = by_id(20);
+    assert_eq!(s020.timing.detection(), Duration::from_millis(1500));
+    assert_eq!(
+        measure_bounds(s020, "detection"),
+        (Some(Duration::from_millis(500)), Some(Duration::from_millis(2500)))
+    );
+    assert_eq!(
+        s020.scenario.install.group_spec.as_ref().map(|spec| spec["pollInterval"].clone()),
+        Some(serde_json::json!("500ms"))
+    );
+    // 016 keeps its own 60 s cooldown, and its bound follows it.
+    let s016 = by_id(16);
+    assert_eq!(s016.timing.cooldown, Duration::from_secs(60));
+    assert_eq!(s016.timing.poll_interval, Duration::from_millis(500));
+    // The playground's own timing resolves the same files to the old literal bounds.
+    assert_eq!(
+        measure_bounds(&scenario(20), "detection"),
+        (Some(Duration::from_millis(3500)), Some(Duration::from_secs(7)))
+    );
+    assert_eq!(scenario(20).scenario.install.group_spec, None);
 }
