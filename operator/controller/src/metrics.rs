@@ -56,6 +56,13 @@ pub struct SiteLabels {
     pub site: String,
 }
 
+/// Labels `{method}` of the operator's own requests to the API server.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    /// The HTTP method (`GET`, `PATCH`, ...): a watch is a `GET`.
+    pub method: String,
+}
+
 /// Labels `{kind, namespace, name}` of one stored object.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ObjectLabels {
@@ -79,6 +86,12 @@ pub struct Metrics {
     pub lost_transactions: Counter,
     /// `bloodraven_poll_duration_seconds`.
     pub poll_duration: Histogram,
+    /// `bloodraven_group_poll_duration_seconds{group}`: the same polls, per group (a fleet's
+    /// slowest group, `just bench-fleet`).
+    pub group_poll_duration: Family<GroupLabels, Histogram>,
+    /// `bloodraven_kube_requests_total{method}`: every request this process sent to the API
+    /// server (what one operator costs the control plane, `just bench-fleet`).
+    pub kube_requests: Family<MethodLabels, Counter>,
     /// `bloodraven_deploy_leases_active{group}`.
     pub deploy_leases_active: Family<GroupLabels, Gauge>,
     /// `bloodraven_planned_failovers_deferred_total`.
@@ -129,6 +142,21 @@ impl Metrics {
             "Duration of one poll of one group",
             poll_duration.clone(),
         );
+        let group_poll_duration =
+            Family::<GroupLabels, Histogram>::new_with_constructor(|| {
+                Histogram::new(GROUP_POLL_BUCKETS)
+            });
+        registry.register(
+            "group_poll_duration_seconds",
+            "Duration of one poll of one group, by group",
+            group_poll_duration.clone(),
+        );
+        let kube_requests = Family::<MethodLabels, Counter>::default();
+        registry.register(
+            "kube_requests",
+            "Requests this operator process sent to the Kubernetes API server, by method",
+            kube_requests.clone(),
+        );
         let deploy_leases_active = Family::<GroupLabels, Gauge>::default();
         registry.register(
             "deploy_leases_active",
@@ -165,6 +193,8 @@ impl Metrics {
             failover_duration,
             lost_transactions,
             poll_duration,
+            group_poll_duration,
+            kube_requests,
             deploy_leases_active,
             planned_failovers_deferred,
             replication_lag,
@@ -177,8 +207,19 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut text = String::new();
         // Encoding into a String cannot fail (fmt::Write on String is infallible).
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        let _ = prometheus_client::encoding::text::encode_registry(&mut text, &self.registry);
+        text.push_str(&process_metrics());
+        let _ = prometheus_client::encoding::text::encode_eof(&mut text);
         text
+    }
+
+    /// Counts one request to the API server (the kube client's layer, [`crate::run`]).
+    pub fn count_kube_request(&self, method: &str) {
+        self.kube_requests
+            .get_or_create(&MethodLabels {
+                method: method.to_string(),
+            })
+            .inc();
     }
 
     /// Records one of core's metric observations for `group` (`namespace/name`).
@@ -226,25 +267,87 @@ impl Metrics {
 
     /// A timer that observes `bloodraven_poll_duration_seconds` when dropped, on every exit
     /// path of a poll (early returns and errors included).
-    pub fn poll_timer(&self) -> PollTimer {
+    /// `group` is `namespace/name`; the poll is counted in both histograms.
+    pub fn poll_timer(&self, group: &str) -> PollTimer {
         PollTimer {
             start: Instant::now(),
             histogram: self.poll_duration.clone(),
+            group_histogram: self
+                .group_poll_duration
+                .get_or_create(&GroupLabels {
+                    group: group.to_string(),
+                })
+                .clone(),
         }
     }
 }
+
+/// The buckets of `bloodraven_group_poll_duration_seconds`: fine below a quarter of a fast
+/// profile's 500 ms interval, where a fleet's polls must stay.
+const GROUP_POLL_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.125, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
 
 /// Drop guard of [`Metrics::poll_timer`].
 pub struct PollTimer {
     start: Instant,
     histogram: Histogram,
+    group_histogram: Histogram,
 }
 
 impl Drop for PollTimer {
     fn drop(&mut self) {
-        self.histogram.observe(self.start.elapsed().as_secs_f64());
+        let seconds = self.start.elapsed().as_secs_f64();
+        self.histogram.observe(seconds);
+        self.group_histogram.observe(seconds);
     }
 }
+
+/// The standard process metrics of this process, read from `/proc/self` at scrape time:
+/// `process_cpu_seconds_total` (user + system) and `process_resident_memory_bytes` (what one
+/// operator costs a node, `just bench-fleet`). Empty where `/proc` cannot be read.
+fn process_metrics() -> String {
+    let mut text = String::new();
+    if let Some(seconds) = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| cpu_seconds(&stat, CLOCK_TICKS_PER_SECOND))
+    {
+        text.push_str(&format!(
+            "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {seconds}\n"
+        ));
+    }
+    if let Some(bytes) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| resident_bytes(&status))
+    {
+        text.push_str(&format!(
+            "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {bytes}\n"
+        ));
+    }
+    text
+}
+
+/// `utime + stime` of a `/proc/<pid>/stat` line, in seconds (pure). The fields after the
+/// command's closing parenthesis: state is the 3rd field of the line, utime the 14th.
+fn cpu_seconds(stat: &str, ticks_per_second: u64) -> Option<f64> {
+    let after_command = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_command.split_whitespace().collect();
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    #[allow(clippy::cast_precision_loss)]
+    Some((user + system) as f64 / ticks_per_second.max(1) as f64)
+}
+
+/// The resident set of a `/proc/<pid>/status` text, in bytes (pure): its `VmRSS:` line, in kB.
+fn resident_bytes(status: &str) -> Option<u64> {
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kilobytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kilobytes.saturating_mul(1024))
+}
+
+/// `USER_HZ`, the unit of `/proc`'s CPU times: 100 on every Linux architecture (the kernel's
+/// ABI to user space, whatever its internal `HZ`).
+const CLOCK_TICKS_PER_SECOND: u64 = 100;
 
 #[cfg(test)]
 mod tests {
@@ -273,7 +376,8 @@ mod tests {
         metrics.observe("ns/g", &MetricObservation::LostTransactions { count: 4 });
         metrics.observe("ns/g", &MetricObservation::PlannedFailoverDeferred);
         metrics.set_deploy_leases_active("ns/g", 2);
-        drop(metrics.poll_timer());
+        drop(metrics.poll_timer("ns/g"));
+        metrics.count_kube_request("GET");
         let text = metrics.encode();
         for needle in [
             "bloodraven_failovers_total{kind=\"emergency\"} 1",
@@ -282,8 +386,28 @@ mod tests {
             "bloodraven_poll_duration_seconds_count 1",
             "bloodraven_deploy_leases_active{group=\"ns/g\"} 2",
             "bloodraven_planned_failovers_deferred_total 1",
+            "bloodraven_group_poll_duration_seconds_count{group=\"ns/g\"} 1",
+            "bloodraven_kube_requests_total{method=\"GET\"} 1",
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+    }
+
+    /// A `/proc/<pid>/stat` line whose command has spaces and parentheses still parses.
+    #[test]
+    fn reads_the_process_figures_of_proc() {
+        let stat = "4242 (bloodraven (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 100 123456 789 18446744073709551615";
+        assert_eq!(cpu_seconds(stat, 100), Some(3.0));
+        assert_eq!(cpu_seconds("garbage", 100), None);
+        assert_eq!(
+            resident_bytes("Name:\tbloodraven\nVmPeak:\t  9000 kB\nVmRSS:\t  1234 kB\n"),
+            Some(1234 * 1024)
+        );
+        assert_eq!(resident_bytes("Name:\tbloodraven\n"), None);
+        // The text ends with the OpenMetrics EOF after the process metrics.
+        let text = Metrics::new().encode();
+        assert!(text.trim_end().ends_with("# EOF"), "{text}");
     }
 }

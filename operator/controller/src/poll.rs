@@ -193,9 +193,9 @@ impl Shell {
         carried: Option<GroupMemory>,
         problems: &[String],
     ) -> Option<GroupMemory> {
-        let _timer = self.metrics.poll_timer();
         let name = group.metadata.name.clone().unwrap_or_default();
         let namespace = group.metadata.namespace.clone().unwrap_or_default();
+        let _timer = self.metrics.poll_timer(&format!("{namespace}/{name}"));
         let now = wall_clock();
         let stored = group.status.as_ref();
         let base = carried.clone().unwrap_or_else(|| GroupMemory {
@@ -250,7 +250,11 @@ impl Shell {
         group: &MysqlFailoverGroup,
         memory: Option<GroupMemory>,
     ) -> GroupMemory {
-        let _timer = self.metrics.poll_timer();
+        let _timer = self.metrics.poll_timer(&format!(
+            "{}/{}",
+            group.metadata.namespace.as_deref().unwrap_or_default(),
+            group.metadata.name.as_deref().unwrap_or_default()
+        ));
         let name = group.metadata.name.clone().unwrap_or_default();
         let memory = memory.unwrap_or_else(|| {
             tracing::info!(group = %name, "loading memory from status");

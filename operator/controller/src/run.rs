@@ -79,13 +79,32 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// The kube client of the inferred config (in-cluster, else the kubeconfig), every request it
+/// sends counted in `bloodraven_kube_requests_total{method}`.
+async fn counted_client(metrics: &Metrics) -> Result<Client> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(|error| Error::ClientConfig(error.to_string()))?;
+    let counter = metrics.clone();
+    let layer = tower::util::MapRequestLayer::new(
+        move |request: axum::http::Request<kube::client::Body>| {
+            counter.count_kube_request(request.method().as_str());
+            request
+        },
+    );
+    let client = kube::client::ClientBuilder::try_from(config)
+        .map_err(|error| Error::ClientConfig(error.to_string()))?
+        .with_layer(&layer)
+        .build();
+    Ok(client)
+}
+
 /// Runs the operator until SIGTERM or SIGINT.
 pub async fn run(args: OperatorArgs) -> Result<()> {
     // One crypto provider for every TLS user in the process (kube, reqwest, the listener).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = Client::try_default()
-        .await
-        .map_err(|error| Error::ClientConfig(error.to_string()))?;
+    let metrics = Metrics::new();
+    let client = counted_client(&metrics).await?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(crate::tls::server_config_from_files(cert, key)?),
         (None, None) => None,
@@ -98,7 +117,6 @@ pub async fn run(args: OperatorArgs) -> Result<()> {
         ));
     }
     let (shutdown_sender, shutdown) = watch::channel(false);
-    let metrics = Metrics::new();
     let leader = LeaderFlag::new(!args.leader_election);
     let lock = HoldGates::new_lock();
     let store = LeaseStore::with_lock(client.clone(), lock.clone());
