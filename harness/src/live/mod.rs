@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::Client;
-use serde_json::Value;
 
 use crate::backend::{Cluster, Workload};
 use crate::error::{Error, Result};
@@ -26,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::history::recorder::Recorder;
 use crate::playground::install::{Fixtures, Installer};
 use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+use crate::targets::Observation;
 
 /// A cluster reached through a kubeconfig, with the playground installed on demand.
 pub struct LiveCluster {
@@ -107,6 +107,11 @@ impl LiveCluster {
             bin_dir,
             recorder: Mutex::new(None),
         })
+    }
+
+    /// The Kubernetes client.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// The installer.
@@ -218,8 +223,8 @@ impl Cluster for LiveCluster {
             .block_on(self.heal_faults(target, Some(recorder)))
     }
 
-    fn observe(&self, expect: &Expect) -> Result<Value> {
-        self.runtime.block_on(self.observe_expect(expect))
+    fn observe(&self, expect: &Expect) -> Result<Observation> {
+        self.runtime.block_on(expect.target.observe(self))
     }
 
     fn converged(&self) -> Result<Option<String>> {

@@ -1,16 +1,15 @@
-//! What [`super::LiveCluster`] does per step: apply, inject, heal, observe (in the shapes
-//! [`crate::runner::evaluate`] documents), converge, the final read and artifacts.
+//! What [`super::LiveCluster`] does per step: apply, inject, heal, the shared reads the
+//! targets observe through ([`crate::targets`]), converge, the final read and artifacts.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use bloodraven_api::names;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use k8s_openapi::api::core::v1::{Event as KubeEvent, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams};
-use serde_json::{json, Value};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams};
+use serde_json::json;
 
 use super::faults::{deny_verbs, Undo};
 use super::{topology, workload, LiveCluster};
@@ -18,12 +17,12 @@ use crate::error::{Error, Result};
 use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::recorder::Recorder;
 use crate::playground::install::{GROUP, NAMESPACE, OPERATOR_NAMESPACE};
-use crate::playground::kube::api_for;
 use crate::scenario::model::{
-    Apply, Container, Expect, Fault, HealTarget, OperatorPod, Partition, SharedService, Site,
+    Apply, Container, Fault, HealTarget, OperatorPod, Partition, SharedService, Site,
 };
 
-fn cluster_error(action: impl Into<String>, reason: impl ToString) -> Error {
+/// A [`Error::Cluster`] of `action`, failed for `reason`.
+pub(crate) fn cluster_error(action: impl Into<String>, reason: impl ToString) -> Error {
     Error::Cluster {
         action: action.into(),
         reason: reason.to_string(),
@@ -95,7 +94,8 @@ impl LiveCluster {
             .push((kind.to_owned(), detail, undo));
     }
 
-    async fn leader_pod(&self) -> Result<Option<String>> {
+    /// The operator pod holding the leader Lease, if any.
+    pub(crate) async fn leader_pod(&self) -> Result<Option<String>> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
         Ok(leases
             .get_opt(names::LEADER_LEASE)
@@ -105,7 +105,8 @@ impl LiveCluster {
             .map(|identity| names::leader_pod(&identity).to_owned()))
     }
 
-    async fn operator_pods(&self) -> Result<Vec<String>> {
+    /// The operator's pods that are not terminating.
+    pub(crate) async fn operator_pods(&self) -> Result<Vec<String>> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
         let list = pods
             .list(&ListParams::default().labels("app.kubernetes.io/name=bloodraven"))
@@ -700,288 +701,13 @@ impl LiveCluster {
             })
     }
 
-    pub(super) async fn observe_expect(&self, expect: &Expect) -> Result<Value> {
-        if expect.group.is_some() {
-            return Ok(self.installer.group().await?["status"].clone());
-        }
-        if let Some(pods) = &expect.pods {
-            let namespace = pods.namespace.as_deref().unwrap_or(NAMESPACE);
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-            let found: Vec<Pod> = if pods.operator {
-                let api: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
-                api.list(&ListParams::default().labels("app.kubernetes.io/name=bloodraven"))
-                    .await
-                    .map_err(|e| cluster_error("list operator pods", e))?
-                    .into_iter()
-                    .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-                    .collect()
-            } else {
-                let name = pods
-                    .pod_name()
-                    .ok_or_else(|| cluster_error("observe pods", "neither name nor site"))?;
-                api.get_opt(&name)
-                    .await
-                    .map_err(|e| cluster_error(format!("read pod {name}"), e))?
-                    .into_iter()
-                    .collect()
-            };
-            let nodes: Api<Node> = Api::all(self.client.clone());
-            let mut observed = Vec::with_capacity(found.len());
-            for pod in found {
-                let node = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
-                let mut value = serde_json::to_value(pod).unwrap_or_default();
-                if let (Some(node), true) = (node, pods.node_labels.is_some()) {
-                    let labels = nodes
-                        .get_opt(&node)
-                        .await
-                        .map_err(|e| cluster_error(format!("read node {node}"), e))?
-                        .and_then(|node| node.metadata.labels);
-                    if let (Some(labels), Some(map)) = (labels, value.as_object_mut()) {
-                        map.insert(
-                            "nodeLabels".to_owned(),
-                            serde_json::to_value(labels).unwrap_or_default(),
-                        );
-                    }
-                }
-                observed.push(value);
-            }
-            return Ok(Value::Array(observed));
-        }
-        if let Some(endpoints) = &expect.endpoints {
-            if endpoints.recorded {
-                return Ok(crate::check::endpoint_history::recorded_endpoints(
-                    &self.history(),
-                    &endpoints.service,
-                    jiff::Timestamp::now(),
-                ));
-            }
-            let sites = topology::endpoint_sites(&self.client, &endpoints.service).await?;
-            let name = topology::service_name(&endpoints.service);
-            let services: Api<k8s_openapi::api::core::v1::Service> =
-                Api::namespaced(self.client.clone(), NAMESPACE);
-            let exists = services
-                .get_opt(&name)
-                .await
-                .map_err(|e| cluster_error(format!("read Service {name}"), e))?
-                .is_some();
-            return Ok(json!({"sites": sites, "serviceExists": exists}));
-        }
-        if expect.dns_endpoint.is_some() {
-            return self.observe_dns_endpoint().await;
-        }
-        if expect.dns.is_some() {
-            let group = self.installer.group().await?;
-            let hostname = group["spec"]["dns"]["hostname"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            // Asked from inside the cluster, of the DNS external-dns publishes to (the
-            // in-cluster stand-in), as a client would.
-            let server = topology::dns_standin_server(&self.client).await?;
-            let addresses = self
-                .workload_pod()
-                .await?
-                .dns_at(&hostname, &server)
-                .await?;
-            let ips = topology::site_cluster_ips(&self.client).await?;
-            let site = match addresses.as_slice() {
-                [one] => ips.get(one).copied(),
-                _ => None,
-            };
-            return Ok(json!({"site": site, "addresses": addresses}));
-        }
-        if let Some(counter) = &expect.counter {
-            let service = counter.service.as_deref().unwrap_or("counter");
-            return self.observe_counter(service, counter.write.is_some()).await;
-        }
-        if let Some(object) = &expect.object {
-            let mut probe = json!({"apiVersion": object.api_version, "kind": object.kind, "metadata": {"name": object.name}});
-            let cluster_scoped = matches!(
-                object.kind.as_str(),
-                "Node"
-                    | "Namespace"
-                    | "ClusterRole"
-                    | "ClusterRoleBinding"
-                    | "CustomResourceDefinition"
-            );
-            if !cluster_scoped {
-                probe["metadata"]["namespace"] =
-                    json!(object.namespace.as_deref().unwrap_or(NAMESPACE));
-            }
-            let (api, name) = api_for(&self.client, &probe)?;
-            let found: Option<DynamicObject> = api
-                .get_opt(&name)
-                .await
-                .map_err(|e| cluster_error(format!("read {} {name}", object.kind), e))?;
-            return Ok(found
-                .map(|o| serde_json::to_value(o).unwrap_or_default())
-                .unwrap_or(Value::Null));
-        }
-        if let Some(node) = &expect.node {
-            let nodes: Api<Node> = Api::all(self.client.clone());
-            let found = nodes
-                .get(node.site.name())
-                .await
-                .map_err(|e| cluster_error(format!("read node {}", node.site.name()), e))?;
-            let tainted = found
-                .spec
-                .and_then(|s| s.taints)
-                .unwrap_or_default()
-                .iter()
-                .any(|t| t.key == names::TAINT_DEMOTED && t.effect == names::TAINT_EFFECT);
-            return Ok(json!({"demotedTaint": tainted}));
-        }
-        if let Some(event) = &expect.event {
-            let events: Api<KubeEvent> = Api::namespaced(self.client.clone(), NAMESPACE);
-            let list = events
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| cluster_error("list events", e))?;
-            let matching: Vec<Value> = list
-                .into_iter()
-                .filter(|e| e.reason.as_deref() == Some(event.reason.as_str()))
-                .map(|e| {
-                    let time = e
-                        .last_timestamp
-                        .as_ref()
-                        .map(|t| t.0.to_string())
-                        .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
-                        .or_else(|| e.first_timestamp.as_ref().map(|t| t.0.to_string()));
-                    json!({"reason": e.reason, "type": e.type_, "message": e.message, "time": time})
-                })
-                .collect();
-            return Ok(json!({"events": matching}));
-        }
-        if let Some(mysql) = &expect.mysql {
-            let sent = std::time::SystemTime::now();
-            let out = self
-                .installer
-                .sql_as_root(
-                    &names::pod(GROUP, mysql.site.name()),
-                    "SELECT @@GLOBAL.read_only, (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO' OR USER = 'system user'), \
-                     CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), \
-                     IFNULL((SELECT CAST(TIMESTAMPDIFF(MICROSECOND, LAST_EXECUTED, NOW(6)) DIV 1000 AS SIGNED) FROM information_schema.EVENTS \
-                     WHERE EVENT_SCHEMA = 'bloodraven_sidecar' AND EVENT_NAME = 'fence_at_write_deadline'), 'NULL')",
-                )
-                .await?;
-            let answered = std::time::SystemTime::now();
-            let fields: Vec<&str> = out.trim().split('\t').collect();
-            // mysqld read its clock somewhere in the exec's round trip: take the middle.
-            let midpoint = (unix_ms(sent) + unix_ms(answered)) / 2;
-            let clock_offset_ms = fields
-                .get(2)
-                .and_then(|n| n.parse::<i64>().ok())
-                .map(|mysqld| mysqld - midpoint);
-            let write_deadline_ago_ms = fields.get(3).and_then(|n| n.parse::<i64>().ok());
-            return Ok(json!({
-                "readOnly": fields.first() == Some(&"1"),
-                "replicating": fields.get(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) > 0,
-                "clockOffsetMs": clock_offset_ms,
-                "roundTripMs": unix_ms(answered) - unix_ms(sent),
-                "writeDeadlineAgoMs": write_deadline_ago_ms,
-            }));
-        }
-        if let Some(connection) = &expect.connection {
-            return self.observe_connection(&connection.name).await;
-        }
-        if let Some(archive) = &expect.archive {
-            return self.observe_archive(archive.site).await;
-        }
-        if let Some(metric) = &expect.metric {
-            return match metric.site {
-                Some(site) => {
-                    self.observe_sidecar_metric(site, &metric.name, &metric.labels)
-                        .await
-                }
-                None => self.observe_metric(&metric.name, &metric.labels).await,
-            };
-        }
-        if let Some(deploy) = &expect.deploy_api {
-            return self.observe_deploy_api(&deploy.request).await;
-        }
-        Err(cluster_error(
-            "observe",
-            format!("no target in {:?}", expect.targets()),
-        ))
-    }
-
-    async fn observe_dns_endpoint(&self) -> Result<Value> {
-        let probe = json!({"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
-            "metadata": {"name": names::dns_endpoint(GROUP), "namespace": NAMESPACE}});
-        let (api, name) = api_for(&self.client, &probe)?;
-        let Some(object) = api
-            .get_opt(&name)
-            .await
-            .map_err(|e| cluster_error("read the DNSEndpoint", e))?
-        else {
-            return Ok(json!({"site": null}));
-        };
-        let value = serde_json::to_value(&object).unwrap_or_default();
-        let endpoint = &value["spec"]["endpoints"][0];
-        let targets: Vec<String> = endpoint["targets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t.as_str().map(str::to_owned))
-            .collect();
-        let ips = topology::site_cluster_ips(&self.client).await?;
-        let site = match targets.as_slice() {
-            [one] => ips.get(one).copied(),
-            _ => None,
-        };
-        let managers: BTreeSet<String> = value["metadata"]["managedFields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|entry| entry["fieldsV1"]["f:spec"].is_object())
-            .filter_map(|entry| entry["manager"].as_str().map(str::to_owned))
-            .collect();
-        Ok(
-            json!({"site": site, "targets": targets, "recordTTL": endpoint["recordTTL"], "fieldManagers": managers}),
-        )
-    }
-
-    async fn observe_counter(&self, service: &str, write: bool) -> Result<Value> {
-        let url = format!("http://{service}.{NAMESPACE}.svc.cluster.local:8090/api/counter");
-        let answer = self
-            .http_in_cluster(&super::incluster::HttpCall {
-                method: if write { "POST" } else { "GET" },
-                url,
-                ca_pem: None,
-                bearer: None,
-                headers: Vec::new(),
-                body: None,
-                resolve: Vec::new(),
-                timeout: std::time::Duration::from_secs(5),
-            })
-            .await?;
-        let ok = (200..300).contains(&answer.status);
-        let connection_id = answer
-            .headers
-            .get(COUNTER_CONNECTION_ID_HEADER)
-            .and_then(|text| text.parse::<u64>().ok());
-        let body: Value = serde_json::from_str(&answer.body).unwrap_or(Value::Null);
-        let db_site = body["dbHost"].as_str().and_then(topology::site_of_hostname);
-        let mut out = json!({
-            "value": body["value"],
-            "readOnly": body["readOnly"],
-            "dbSite": db_site,
-            "connectionId": connection_id,
-        });
-        if write {
-            out["write"] = json!(if ok { "ok" } else { "fail" });
-            out["writeError"] = body["code"].clone();
-        }
-        Ok(out)
-    }
-
     /// The in-cluster workload pod (everything that talks to the cluster's network runs there).
-    async fn workload_pod(&self) -> Result<super::incluster::WorkloadPod> {
+    pub(crate) async fn workload_pod(&self) -> Result<super::incluster::WorkloadPod> {
         super::incluster::WorkloadPod::find(self.client.clone(), NAMESPACE).await
     }
 
     /// Sends an HTTP request from the in-cluster workload pod.
-    async fn http_in_cluster(
+    pub(crate) async fn http_in_cluster(
         &self,
         call: &super::incluster::HttpCall,
     ) -> Result<crate::incluster::oneshot::HttpAnswer> {
@@ -1002,44 +728,8 @@ impl LiveCluster {
             .map(|_| ())
     }
 
-    async fn observe_connection(&self, name: &str) -> Result<Value> {
-        use crate::incluster::control::{ConnectionName, Request};
-        self.workload_pod()
-            .await?
-            .ctl(&Request::Connection(ConnectionName {
-                name: name.to_owned(),
-            }))
-            .await
-    }
-
-    async fn observe_metric(
-        &self,
-        name: &str,
-        labels: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Value> {
-        let leader = self.leader_pod().await?;
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
-        let Some(pod) = leader else {
-            return Ok(json!({"value": null}));
-        };
-        let ip = pods
-            .get(&pod)
-            .await
-            .map_err(|e| cluster_error(format!("read pod {pod}"), e))?
-            .status
-            .and_then(|s| s.pod_ip)
-            .unwrap_or_default();
-        let text = self
-            .scrape(
-                &format!("http://{ip}:{}/metrics", names::PORT_OPERATOR_HTTP),
-                "scrape the operator",
-            )
-            .await?;
-        Ok(json!({"value": metric_value(&text, name, labels)}))
-    }
-
     /// A metrics page, fetched from the in-cluster workload pod; an error unless 2xx.
-    async fn scrape(&self, url: &str, action: &str) -> Result<String> {
+    pub(crate) async fn scrape(&self, url: &str, action: &str) -> Result<String> {
         let answer = self
             .http_in_cluster(&super::incluster::HttpCall {
                 method: "GET",
@@ -1060,138 +750,6 @@ impl LiveCluster {
             ));
         }
         Ok(answer.body)
-    }
-
-    /// A sample of a site's sidecar's metrics (`{"value": null}` while its pod has no IP).
-    async fn observe_sidecar_metric(
-        &self,
-        site: Site,
-        name: &str,
-        labels: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Value> {
-        let Some(ip) = super::topology::site_pod_ip(&self.client, site).await? else {
-            return Ok(json!({"value": null}));
-        };
-        let text = self
-            .scrape(
-                &format!(
-                    "http://{ip}:{}{}",
-                    names::PORT_SIDECAR,
-                    bloodraven_api::sidecar::PATH_METRICS
-                ),
-                &format!("scrape {}'s sidecar", site.name()),
-            )
-            .await?;
-        Ok(json!({"value": metric_value(&text, name, labels)}))
-    }
-
-    /// The deploy API (docs/design/requirements.md R003.2-R003.4) from a client's point of view: a
-    /// projected-style token for the caller's ServiceAccount (TokenRequest with the audience,
-    /// `bloodraven-deploy` by default), the request to the leader's (or a follower's) :8443 over
-    /// TLS verified against the escrow CA under the Service's name, or to :8082 in plain HTTP;
-    /// `{"status", "body"}` back.
-    async fn observe_deploy_api(
-        &self,
-        request: &crate::scenario::model::DeployRequest,
-    ) -> Result<Value> {
-        use crate::scenario::model::{DeployPort, Method, ReplicaTarget};
-        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        let client = &request.client;
-        ssa_service_account(&self.client, &client.namespace, &client.service_account).await?;
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &client.namespace);
-        let audience = client
-            .audience
-            .clone()
-            .unwrap_or_else(|| names::DEPLOY_AUDIENCE.to_owned());
-        // An empty audience: none asked for, the API server's default (docs/design/requirements.md
-        // R003.4: not accepted).
-        let audiences = if audience.is_empty() {
-            Vec::new()
-        } else {
-            vec![audience]
-        };
-        let token_request = TokenRequest {
-            spec: TokenRequestSpec {
-                audiences,
-                expiration_seconds: Some(600),
-                ..TokenRequestSpec::default()
-            },
-            ..TokenRequest::default()
-        };
-        let token = accounts
-            .create_token_request(&client.service_account, &Default::default(), &token_request)
-            .await
-            .map_err(|e| {
-                cluster_error(
-                    format!(
-                        "request a token for {}/{}",
-                        client.namespace, client.service_account
-                    ),
-                    e,
-                )
-            })?
-            .status
-            .map(|s| s.token)
-            .unwrap_or_default();
-        let leader = self.leader_pod().await?;
-        let pods = self.operator_pods().await?;
-        let target = match request.replica {
-            ReplicaTarget::Leader => leader.clone(),
-            ReplicaTarget::Follower => pods.iter().find(|p| Some(*p) != leader.as_ref()).cloned(),
-        }
-        .ok_or_else(|| {
-            cluster_error(
-                "call the deploy API",
-                format!("no {:?} operator pod among {pods:?}", request.replica),
-            )
-        })?;
-        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
-        let ip: std::net::IpAddr = pod_api
-            .get(&target)
-            .await
-            .map_err(|e| cluster_error(format!("read pod {target}"), e))?
-            .status
-            .and_then(|s| s.pod_ip)
-            .and_then(|ip| ip.parse().ok())
-            .ok_or_else(|| {
-                cluster_error("call the deploy API", format!("pod {target} has no IP"))
-            })?;
-        let host = format!("{}.{OPERATOR_NAMESPACE}.svc", names::OPERATOR_DEPLOYMENT);
-        let (scheme, port) = match request.port {
-            DeployPort::Tls => ("https", names::PORT_OPERATOR_TLS),
-            DeployPort::Plain => ("http", names::PORT_OPERATOR_HTTP),
-        };
-        let ca = self.installer.ca_pem().await?;
-        let url = format!("{scheme}://{host}:{port}{}", request.path);
-        let answer = self
-            .http_in_cluster(&super::incluster::HttpCall {
-                method: match request.method {
-                    Method::Get => "GET",
-                    Method::Post => "POST",
-                    Method::Put => "PUT",
-                    Method::Delete => "DELETE",
-                },
-                url: url.clone(),
-                ca_pem: (!ca.is_empty()).then_some(ca),
-                bearer: Some(token),
-                headers: if request.body.is_some() {
-                    vec![("Content-Type".to_owned(), "application/json".to_owned())]
-                } else {
-                    Vec::new()
-                },
-                body: request.body.as_ref().map(Value::to_string),
-                resolve: vec![(host.clone(), std::net::SocketAddr::new(ip, port))],
-                timeout: std::time::Duration::from_secs(10),
-            })
-            .await
-            .map_err(|e| cluster_error(format!("call {url}"), e))?;
-        let status = answer.status;
-        let date = answer.headers.get("date").cloned();
-        let text = answer.body;
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        let expires_in = expires_in_seconds(date.as_deref(), &body);
-        Ok(json!({"status": status, "body": body, "expiresIn": expires_in}))
     }
 
     pub(super) async fn converged_now(&self) -> Result<Option<String>> {
@@ -1388,56 +946,6 @@ impl LiveCluster {
     }
 }
 
-/// Creates the ServiceAccount when missing (a scenario may call as an unlisted client).
-async fn ssa_service_account(client: &kube::Client, namespace: &str, name: &str) -> Result<()> {
-    crate::playground::kube::apply(
-        client,
-        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}),
-    )
-    .await
-}
-
-/// The value of the first sample of `name` whose labels include `labels`, from a Prometheus
-/// text exposition.
-pub fn metric_value(
-    text: &str,
-    name: &str,
-    labels: &std::collections::BTreeMap<String, String>,
-) -> Option<f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .find_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (metric, label_text) = match series.split_once('{') {
-                Some((metric, rest)) => (metric, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            if metric != name {
-                return None;
-            }
-            let all = labels.iter().all(|(key, want)| {
-                label_text
-                    .split(',')
-                    .any(|pair| pair == format!("{key}=\"{want}\""))
-            });
-            all.then(|| value.parse().ok()).flatten()
-        })
-}
-
-/// Seconds from an HTTP `Date` header (RFC 9110 IMF-fixdate, whole seconds) to the body's
-/// `expiresAt` (RFC 3339); `None` when either is missing or unreadable.
-fn expires_in_seconds(date: Option<&str>, body: &Value) -> Option<f64> {
-    let date = jiff::fmt::rfc2822::parse(date?).ok()?.timestamp();
-    let expires: jiff::Timestamp = body.get("expiresAt")?.as_str()?.parse().ok()?;
-    let millis = expires.as_millisecond() - date.as_millisecond();
-    #[allow(clippy::cast_precision_loss)] // lease lengths are far below 2^52 ms
-    Some(millis as f64 / 1000.0)
-}
-
-/// The counter's header naming the connection that answered (`bloodraven_counter::HEADER_CONNECTION_ID`;
-/// the harness does not link the counter).
-const COUNTER_CONNECTION_ID_HEADER: &str = "x-counter-connection-id";
-
 /// How long a clock-offset fault may take to reach mysqld (libfaketime re-reads its control
 /// file every second) before the step fails as not taken effect.
 const CLOCK_STEP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -1445,7 +953,7 @@ const CLOCK_STEP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 const CLOCK_STEP_TOLERANCE_MS: i64 = 1_000;
 
 /// Milliseconds since the Unix epoch (0 before it).
-fn unix_ms(t: std::time::SystemTime) -> i64 {
+pub(crate) fn unix_ms(t: std::time::SystemTime) -> i64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
@@ -1540,36 +1048,5 @@ mod tests {
             json!({"writeError": workload::write_error_code(&lost)}),
             json!({"writeError": 2013})
         );
-    }
-
-    #[test]
-    fn expires_in_is_expires_at_minus_the_date_header() {
-        let body = json!({"expiresAt": "2026-12-01T23:52:10.500Z"});
-        let date = Some("Tue, 01 Dec 2026 23:50:10 GMT");
-        assert_eq!(expires_in_seconds(date, &body), Some(120.5));
-        assert_eq!(expires_in_seconds(None, &body), None);
-        assert_eq!(expires_in_seconds(date, &json!({"error": "held"})), None);
-        assert_eq!(expires_in_seconds(Some("yesterday"), &body), None);
-    }
-
-    #[test]
-    fn metric_samples_are_found_by_name_and_labels() {
-        let text = "# HELP x\nbloodraven_failovers_total{kind=\"emergency\"} 1\nbloodraven_failovers_total{kind=\"planned\"} 2\nbloodraven_poll_duration_seconds_count 5\n";
-        let planned = [("kind".to_owned(), "planned".to_owned())]
-            .into_iter()
-            .collect();
-        assert_eq!(
-            metric_value(text, "bloodraven_failovers_total", &planned),
-            Some(2.0)
-        );
-        assert_eq!(
-            metric_value(
-                text,
-                "bloodraven_poll_duration_seconds_count",
-                &Default::default()
-            ),
-            Some(5.0)
-        );
-        assert_eq!(metric_value(text, "missing", &Default::default()), None);
     }
 }

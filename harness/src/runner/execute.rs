@@ -18,7 +18,8 @@ use crate::history::recorder::Recorder;
 use crate::history::store::History;
 use crate::progress;
 use crate::scenario::model::{Expect, HealTarget, Quantity, Step};
-use crate::scenario::validate::{collect_variables_in_str, LoadedScenario};
+use crate::scenario::validate::LoadedScenario;
+use crate::targets::{Observation, Substitution};
 
 /// How often expectations re-observe their target.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -142,7 +143,7 @@ fn run_steps(
     let total_steps = scenario.steps.len();
     let mut variables: BTreeMap<String, Value> = BTreeMap::new();
     // Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
-    let mut baselines: BTreeMap<usize, Result<Value, String>> = BTreeMap::new();
+    let mut baselines: BTreeMap<usize, Result<Observation, String>> = BTreeMap::new();
     // When the latest fault, heal or apply started: events are matched only since then.
     let mut fault_started = scenario_wall_start;
     // Pods seen by this run's observations (`phase: absent` needs one it saw).
@@ -163,7 +164,7 @@ fn run_steps(
                         format!("failed to observe the baseline before step {index}: {error}")
                     });
                     if let Ok(observed) = &observed {
-                        seen_pods.extend(pods_in(&expect, observed));
+                        seen_pods.extend(expect.target.pods_seen(observed));
                     }
                     baselines.insert(next, observed);
                 }
@@ -196,7 +197,7 @@ fn run_steps(
                 Ok(expect) => match baselines.remove(&index) {
                     Some(Err(why)) => Err(format!("step {index}: {}: {why}", describe(&expect))),
                     baseline => {
-                        let since = if expect.archive.is_some() {
+                        let since = if expect.target.counts_from_scenario_start() {
                             scenario_wall_start
                         } else {
                             fault_started
@@ -208,19 +209,15 @@ fn run_steps(
                         };
                         let (mut result, last) =
                             run_expect(cluster, &expect, index, pacing, started, window);
-                        record_archive_read(
-                            recorder,
-                            &expect,
-                            last.as_ref(),
-                            since,
-                            result.satisfied,
-                        );
+                        expect
+                            .target
+                            .record(recorder, last.as_ref(), since, result.satisfied);
                         if let Some(observed) = &last {
-                            seen_pods.extend(pods_in(&expect, observed));
+                            seen_pods.extend(expect.target.pods_seen(observed));
                         }
                         if result.satisfied {
-                            if let (Some(deploy), Some(observed)) = (&expect.deploy_api, &last) {
-                                save_variables(deploy, observed, &mut variables);
+                            if let Some(observed) = &last {
+                                save_answer(&expect, observed, &mut variables);
                             }
                             if let Err(why) = save_observed(&expect, last.as_ref(), &mut variables)
                             {
@@ -356,38 +353,6 @@ fn run_steps(
     outcome.and(closing)
 }
 
-/// Records what an `archive` expectation read last ([`Op::ArchiveRead`], process `archive`):
-/// `ok` when it was satisfied, `fail` when not; nothing for other targets or when nothing was
-/// read. The archive checker judges the `ok` ones after the final read.
-pub fn record_archive_read(
-    recorder: &Recorder,
-    expect: &Expect,
-    last: Option<&Value>,
-    since: jiff::Timestamp,
-    satisfied: bool,
-) {
-    if expect.archive.is_none() {
-        return;
-    }
-    let Some(observation) = last.and_then(|value| {
-        serde_json::from_value::<crate::check::archive::ArchiveObservation>(value.clone()).ok()
-    }) else {
-        return;
-    };
-    let op = |archives| Op::ArchiveRead {
-        site: observation.site,
-        since,
-        archives,
-    };
-    recorder.invoke("archive", op(Vec::new()));
-    let kind = if satisfied {
-        EventType::Ok
-    } else {
-        EventType::Fail
-    };
-    recorder.complete("archive", kind, op(observation.archives.clone()));
-}
-
 /// A step as the progress line names it: its kind and target (`fault {"kill":{"site":"iad"}}`,
 /// `expect within 30s: group activeSite pdx`), at most about a line.
 pub fn step_label(step: &Step) -> String {
@@ -421,7 +386,7 @@ pub fn step_label(step: &Step) -> String {
 pub struct Window {
     /// The baseline for `$changed`/`$unchanged`: observed before the step's fault (see
     /// [`baseline_taker`]); `None`: the expectation's first poll is its baseline.
-    pub baseline: Option<Value>,
+    pub baseline: Option<Observation>,
     /// Events count only from this instant: the start of the latest `fault`, `heal` or
     /// `apply` step before the expectation, else the scenario's start. Archives count from the
     /// scenario's start (a rejoin may re-use an archive written before the latest step).
@@ -434,7 +399,7 @@ pub struct Window {
 fn acts(step: &Step) -> bool {
     match step {
         Step::Fault(_) | Step::Heal(_) | Step::Apply(_) => true,
-        Step::Expect(expect) => expect.deploy_api.is_some(),
+        Step::Expect(expect) => expect.target.acts(),
         Step::Measure(_) | Step::Sleep(_) => false,
     }
 }
@@ -466,39 +431,20 @@ pub fn uses_baseline(expect: &Expect) -> bool {
             Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => false,
         }
     }
-    [
-        expect.group.as_ref(),
-        expect.object.as_ref().map(|object| &object.match_),
-        expect.metric.as_ref().map(|metric| &metric.value),
-        expect
-            .counter
-            .as_ref()
-            .and_then(|counter| counter.connection_id.as_ref()),
-        expect.pods.as_ref().and_then(|pods| pods.restarts.as_ref()),
-        expect
-            .deploy_api
-            .as_ref()
-            .and_then(|deploy| deploy.body.as_ref()),
-    ]
-    .into_iter()
-    .flatten()
-    .any(walk)
+    expect.target.patterns().into_iter().any(walk)
 }
 
-/// Saves the answer fields a deploy API expectation names. A field the answer lacks (or that
-/// is null) is not saved, so a later `${var}` of it fails its step.
-fn save_variables(
-    deploy: &crate::scenario::model::DeployApiExpect,
-    observed: &Value,
-    variables: &mut BTreeMap<String, Value>,
-) {
-    for (name, field) in &deploy.save {
-        match observed.pointer(&format!("/body/{field}")) {
-            Some(value) if !value.is_null() => {
-                variables.insert(name.clone(), value.clone());
+/// Saves what the satisfying answer itself names (a deploy API expectation's `save` of body
+/// fields): a field the answer lacks (or that is null) is forgotten, so a later `${var}` of it
+/// fails its step.
+fn save_answer(expect: &Expect, observed: &Observation, variables: &mut BTreeMap<String, Value>) {
+    for (name, value) in expect.target.answer_variables(observed) {
+        match value {
+            Some(value) => {
+                variables.insert(name, value);
             }
-            _ => {
-                variables.remove(name);
+            None => {
+                variables.remove(&name);
             }
         }
     }
@@ -508,11 +454,12 @@ fn save_variables(
 /// pointer that finds nothing (or null) is an error naming it: the variable is not saved.
 pub fn save_observed(
     expect: &Expect,
-    observed: Option<&Value>,
+    observed: Option<&Observation>,
     variables: &mut BTreeMap<String, Value>,
 ) -> Result<(), String> {
+    let observed = observed.map(Observation::to_json);
     for (name, pointer) in &expect.save {
-        match observed.and_then(|value| value.pointer(pointer)) {
+        match observed.as_ref().and_then(|value| value.pointer(pointer)) {
             Some(value) if !value.is_null() => {
                 variables.insert(name.clone(), value.clone());
             }
@@ -535,7 +482,7 @@ pub fn run_expect(
     pacing: Pacing,
     scenario_start: Instant,
     window: Window,
-) -> (ExpectationResult, Option<Value>) {
+) -> (ExpectationResult, Option<Observation>) {
     let (mode, span) = match (expect.within, expect.for_) {
         (Some(span), _) => (ExpectMode::Within, span.duration()),
         (None, Some(span)) => (ExpectMode::For, span.duration()),
@@ -552,7 +499,7 @@ pub fn run_expect(
         started_ms: millis(start.duration_since(scenario_start)),
         failure: None,
     };
-    let mut baseline: Option<Value> = window.baseline;
+    let mut baseline: Option<Observation> = window.baseline;
     let mut last = None;
     loop {
         // An observation counts for the moment it was taken (its request sent), not for when
@@ -561,7 +508,7 @@ pub fn run_expect(
         let verdict = match cluster.observe(expect) {
             Ok(observed) => {
                 let verdict = evaluate(expect, &observed, baseline.as_ref(), window.since)
-                    .and_then(|()| pod_was_seen(expect, &window.seen_pods));
+                    .and_then(|()| expect.target.check_seen(&window.seen_pods));
                 if baseline.is_none() {
                     baseline = Some(observed.clone());
                 }
@@ -633,58 +580,6 @@ pub fn late(taken: Duration, span: Duration) -> Option<String> {
 
 /// How long before a `within` bound its last observation is sent.
 const LAST_OBSERVATION_MARGIN: Duration = Duration::from_millis(5);
-
-/// `pods: {phase: absent}` holds only for a pod this run has seen: a pod that never existed
-/// (a misspelt name, a pod that was never created) is absent too, and would pass.
-pub fn pod_was_seen(
-    expect: &Expect,
-    seen: &std::collections::BTreeSet<String>,
-) -> Result<(), String> {
-    let Some(pods) = &expect.pods else {
-        return Ok(());
-    };
-    if pods.phase.as_deref() != Some("absent") {
-        return Ok(());
-    }
-    match pod_subject(pods) {
-        Some(name) if !seen.contains(&name) => Err(format!(
-            "pod {name} is absent, but this run never saw it: `phase: absent` asserts that a pod \
-             that existed is gone (observe it before the step that removes it)"
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The pod an expectation names: `namespace/name`.
-fn pod_subject(pods: &crate::scenario::model::PodsExpect) -> Option<String> {
-    let namespace = pods
-        .namespace
-        .as_deref()
-        .unwrap_or(crate::playground::install::NAMESPACE);
-    let name = pods.pod_name()?;
-    Some(format!("{namespace}/{name}"))
-}
-
-/// Every pod an observation of a `pods` expectation holds, as `namespace/name`.
-pub fn pods_in(expect: &Expect, observed: &Value) -> Vec<String> {
-    let Some(pods) = &expect.pods else {
-        return Vec::new();
-    };
-    observed
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|pod| {
-            let name = pod.pointer("/metadata/name")?.as_str()?;
-            let namespace = pod
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .or(pods.namespace.as_deref())
-                .unwrap_or(crate::playground::install::NAMESPACE);
-            Some(format!("{namespace}/{name}"))
-        })
-        .collect()
-}
 
 /// Polls the liveness condition. The duration is measured from the last fault end (or from
 /// the start of polling when no fault ended).
@@ -764,146 +659,15 @@ fn measure_from_history(history: &History, quantity: Quantity) -> Option<Duratio
 /// naming it: the step fails rather than sending or matching an empty string.
 pub fn substitute(expect: &Expect, variables: &BTreeMap<String, Value>) -> Result<Expect, String> {
     let mut expect = expect.clone();
-    let mut missing: Vec<String> = Vec::new();
-    let text = |value: &mut String, missing: &mut Vec<String>| {
-        *value = splice(value, variables, missing);
-    };
-    let json = |value: &mut Value, missing: &mut Vec<String>| {
-        substitute_value(value, variables, missing);
-    };
-    if let Some(name) = expect.name.as_mut() {
-        text(name, &mut missing);
-    }
-    if let Some(group) = expect.group.as_mut() {
-        json(group, &mut missing);
-    }
-    if let Some(pods) = expect.pods.as_mut() {
-        for field in [&mut pods.name, &mut pods.namespace, &mut pods.phase]
-            .into_iter()
-            .flatten()
-        {
-            text(field, &mut missing);
-        }
-        if let Some(labels) = pods.labels.as_mut() {
-            labels
-                .values_mut()
-                .for_each(|value| text(value, &mut missing));
-        }
-        if let Some(restarts) = pods.restarts.as_mut() {
-            json(restarts, &mut missing);
-        }
-    }
-    if let Some(endpoints) = expect.endpoints.as_mut() {
-        text(&mut endpoints.service, &mut missing);
-    }
-    if let Some(manager) = expect
-        .dns_endpoint
-        .as_mut()
-        .and_then(|record| record.field_manager.as_mut())
-    {
-        text(manager, &mut missing);
-    }
-    if let Some(deploy) = expect.deploy_api.as_mut() {
-        text(&mut deploy.request.path, &mut missing);
-        text(&mut deploy.request.client.namespace, &mut missing);
-        text(&mut deploy.request.client.service_account, &mut missing);
-        if let Some(body) = deploy.request.body.as_mut() {
-            json(body, &mut missing);
-        }
-        if let Some(body) = deploy.body.as_mut() {
-            json(body, &mut missing);
-        }
-        if let Some(expires_in) = deploy.expires_in.as_mut() {
-            json(expires_in, &mut missing);
-        }
-    }
-    if let Some(metric) = expect.metric.as_mut() {
-        text(&mut metric.name, &mut missing);
-        metric
-            .labels
-            .values_mut()
-            .for_each(|value| text(value, &mut missing));
-        json(&mut metric.value, &mut missing);
-    }
-    if let Some(event) = expect.event.as_mut() {
-        text(&mut event.reason, &mut missing);
-        for field in [&mut event.type_, &mut event.message_contains]
-            .into_iter()
-            .flatten()
-        {
-            text(field, &mut missing);
-        }
-    }
-    if let Some(object) = expect.object.as_mut() {
-        text(&mut object.api_version, &mut missing);
-        text(&mut object.kind, &mut missing);
-        text(&mut object.name, &mut missing);
-        if let Some(namespace) = object.namespace.as_mut() {
-            text(namespace, &mut missing);
-        }
-        json(&mut object.match_, &mut missing);
-    }
-    if let Some(connection) = expect.connection.as_mut() {
-        text(&mut connection.name, &mut missing);
-    }
-    match missing.first() {
+    let mut substitution = Substitution::new(variables);
+    substitution.texts(expect.name.as_mut());
+    expect.target.substitute(&mut substitution);
+    match substitution.first_missing() {
         None => Ok(expect),
         Some(name) => Err(format!(
             "uses `${{{name}}}`, which no earlier step saved (or the answer it was saved from lacked the field)"
         )),
     }
-}
-
-fn substitute_value(
-    value: &mut Value,
-    variables: &BTreeMap<String, Value>,
-    missing: &mut Vec<String>,
-) {
-    match value {
-        Value::String(text) => {
-            if let Some(name) = whole_variable(text) {
-                match variables.get(name) {
-                    Some(saved) => *value = saved.clone(),
-                    None => missing.push(name.to_owned()),
-                }
-            } else {
-                *text = splice(text, variables, missing);
-            }
-        }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|item| substitute_value(item, variables, missing)),
-        Value::Object(map) => map
-            .values_mut()
-            .for_each(|item| substitute_value(item, variables, missing)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
-}
-
-/// The variable name when `text` is exactly `${name}`.
-pub fn whole_variable(text: &str) -> Option<&str> {
-    let name = text.strip_prefix("${")?.strip_suffix('}')?;
-    (!name.is_empty() && !name.contains(['{', '}', '$'])).then_some(name)
-}
-
-fn splice(text: &str, variables: &BTreeMap<String, Value>, missing: &mut Vec<String>) -> String {
-    let mut names = Vec::new();
-    collect_variables_in_str(text, &mut names);
-    names
-        .iter()
-        .fold(text.to_owned(), |acc, name| match variables.get(name) {
-            Some(saved) => {
-                let shown = match saved {
-                    Value::String(saved) => saved.clone(),
-                    other => other.to_string(),
-                };
-                acc.replace(&format!("${{{name}}}"), &shown)
-            }
-            None => {
-                missing.push(name.clone());
-                acc
-            }
-        })
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::matcher::check_operators;
 use super::model::{Apply, Expect, Fault, HealTarget, Scenario, Step};
 use crate::error::{Error, Result, ScenarioError};
+use crate::targets::Validation;
 
 /// The source documents a scenario's `seed` may cite, by their original file names: the
 /// requirement sets of docs/design/requirements.md and the design files that
@@ -22,24 +22,6 @@ pub const KNOWN_SOURCES: [&str; 9] = [
     "harness.md",
     "localkube.md",
     "STYLE.md",
-];
-
-/// The top-level fields of `MysqlFailoverGroup.status` (docs/design/operator.md#mysqlfailovergroup)
-/// a `group` match may name.
-pub const GROUP_STATUS_FIELDS: [&str; 13] = [
-    "activeSite",
-    "topologyGeneration",
-    "authority",
-    "conditions",
-    "sites",
-    "cooldownUntil",
-    "plannedFailover",
-    "orderedUpdate",
-    "restore",
-    "lastBackup",
-    "lastFailover",
-    "health",
-    "observedGeneration",
 ];
 
 /// Scenario files longer than this are refused before parsing (a bound, TIGER_STYLE).
@@ -584,219 +566,13 @@ impl StepState {
             }
             _ => {}
         }
-        let targets = expect.targets();
-        match targets.as_slice() {
-            [] => return Err(format!("names no target ({})", Expect::TARGETS.join(", "))),
-            [_] => {}
-            many => {
-                return Err(format!(
-                    "names {} targets ({}); use one per expect",
-                    many.len(),
-                    many.join(", ")
-                ))
-            }
-        }
-        if let Some(group) = &expect.group {
-            let Value::Object(map) = group else {
-                return Err("group: must be a map of status fields".to_owned());
-            };
-            if let Some(unknown) = map
-                .keys()
-                .find(|key| !GROUP_STATUS_FIELDS.contains(&key.as_str()))
-            {
-                return Err(format!(
-                    "group: unknown status field `{unknown}`, expected one of {}",
-                    GROUP_STATUS_FIELDS.join(", ")
-                ));
-            }
-            check_operators(group, "group")?;
-        }
-        if let Some(pods) = &expect.pods {
-            let selectors = [pods.site.is_some(), pods.name.is_some(), pods.operator];
-            if selectors.iter().filter(|given| **given).count() != 1 {
-                return Err(
-                    "pods: needs exactly one of `site`, `name` and `operator: true`".to_owned(),
-                );
-            }
-            if pods.phase.is_none()
-                && pods.labels.is_none()
-                && pods.restarts.is_none()
-                && pods.node_labels.is_none()
-            {
-                return Err(
-                    "pods: asserts nothing (give phase, labels, restarts or nodeLabels)".to_owned(),
-                );
-            }
-            if let Some(node_labels) = &pods.node_labels {
-                check_operators(node_labels, "pods.nodeLabels")?;
-            }
-            if let Some(restarts) = &pods.restarts {
-                check_operators(restarts, "pods.restarts")?;
-            }
-        }
-        if let Some(endpoints) = &expect.endpoints {
-            let service = endpoints.service.as_str();
-            let known = matches!(service, "primary" | "replicas")
-                || super::model::Site::ALL.iter().any(|site| {
-                    service == site.name() || service.strip_suffix("-hl") == Some(site.name())
-                });
-            if !known {
-                return Err(format!(
-                    "endpoints: unknown service `{service}`, expected primary, replicas, <site> or <site>-hl"
-                ));
-            }
-            if endpoints.recorded && !matches!(service, "primary" | "replicas") {
-                return Err(format!(
-                    "endpoints: `recorded` reads the workload's probe, which records primary and replicas only, not `{service}`"
-                ));
-            }
-        }
-        if let Some(counter) = &expect.counter {
-            if counter.increasing.is_none()
-                && counter.read_only.is_none()
-                && counter.db_site.is_none()
-                && counter.write.is_none()
-                && counter.connection_id.is_none()
-            {
-                return Err("counter: asserts nothing".to_owned());
-            }
-            if let Some(connection_id) = &counter.connection_id {
-                check_operators(connection_id, "counter.connectionId")?;
-            }
-            if counter.increasing == Some(true) && expect.for_.is_none() {
-                return Err(
-                    "counter: `increasing` needs `for` (it is judged over a window)".to_owned(),
-                );
-            }
-            let refused = counter.write == Some(super::model::OutcomeKind::Fail);
-            if counter.write_error.is_some() && !refused {
-                return Err("counter: `writeError` needs `write: fail`".to_owned());
-            }
-            if refused && (counter.read_only.is_some() || counter.db_site.is_some()) {
-                return Err(
-                    "counter: a refused write answers an error body without readOnly or dbSite; assert them in a separate expectation (a GET)"
-                        .to_owned(),
-                );
-            }
-        }
-        if let Some(deploy) = &expect.deploy_api {
-            if !scenario.install.deploy_api {
-                return Err(
-                    "deploy-api: needs `install: {deployApi: true}` (the API is off by default)"
-                        .to_owned(),
-                );
-            }
-            if deploy.request.replica == super::model::ReplicaTarget::Follower
-                && scenario.install.replica_count.unwrap_or(1) < 2
-            {
-                return Err(
-                    "deploy-api: asks a follower, but install.replicaCount is below 2".to_owned(),
-                );
-            }
-            if !deploy.request.path.starts_with("/deploy/v1/") {
-                return Err(format!(
-                    "deploy-api: path `{}` must start with /deploy/v1/",
-                    deploy.request.path
-                ));
-            }
-            if !(100..=599).contains(&deploy.status) {
-                return Err(format!(
-                    "deploy-api: status {} is not an HTTP status code",
-                    deploy.status
-                ));
-            }
-            let mut used = Vec::new();
-            collect_variables_in_str(&deploy.request.path, &mut used);
-            for body in [&deploy.request.body, &deploy.body].into_iter().flatten() {
-                collect_variables(body, &mut used);
-            }
-            if let Some(missing) = used.iter().find(|name| !self.variables.contains(*name)) {
-                return Err(format!(
-                    "deploy-api: uses `${{{missing}}}`, which no earlier step saved"
-                ));
-            }
-            if let Some(body) = &deploy.body {
-                check_operators(body, "deploy-api.body")?;
-            }
-            if let Some(expires_in) = &deploy.expires_in {
-                check_operators(expires_in, "deploy-api.expiresIn")?;
-            }
-            self.variables.extend(deploy.save.keys().cloned());
-        }
-        if let Some(metric) = &expect.metric {
-            check_operators(&metric.value, "metric.value")?;
-        }
-        if let Some(object) = &expect.object {
-            check_operators(&object.match_, "object.match")?;
-        }
-        if let Some(mysql) = &expect.mysql {
-            if mysql.read_only.is_none()
-                && mysql.replicating.is_none()
-                && mysql.clock_offset.is_none()
-                && mysql.write_deadline_ran_within.is_none()
-            {
-                return Err(
-                    "mysql: asserts nothing (give readOnly, replicating, clockOffset or writeDeadlineRanWithin)"
-                        .to_owned(),
-                );
-            }
-            if let Some(range) = &mysql.clock_offset {
-                let low = super::model::offset_ms(&range.at_least)
-                    .map_err(|e| format!("mysql.clockOffset.atLeast: {e}"))?;
-                let high = super::model::offset_ms(&range.at_most)
-                    .map_err(|e| format!("mysql.clockOffset.atMost: {e}"))?;
-                if low > high {
-                    return Err(format!(
-                        "mysql.clockOffset: atLeast {} is more than atMost {}",
-                        range.at_least, range.at_most
-                    ));
-                }
-            }
-        }
-        if let Some(archive) = &expect.archive {
-            if archive.site == super::model::Site::Reader {
-                return Err(
-                    "archive: reader is read-only: it is never demoted, so never rejoined, and holds no archive; name iad or pdx"
-                        .to_owned(),
-                );
-            }
-            if expect.for_.is_some() {
-                return Err(
-                    "archive: needs `within` (the archive is read until it verifies, and that read is what the archive checker judges), not `for`"
-                        .to_owned(),
-                );
-            }
-        }
-        if let Some(connection) = &expect.connection {
-            if !self.connections.contains(&connection.name) {
-                return Err(format!(
-                    "connection: `{}` was not opened by an earlier step",
-                    connection.name
-                ));
-            }
-            let sent = self.sent_writes.contains(&connection.name);
-            match (connection.sent_write.is_some(), sent) {
-                (true, false) => {
-                    return Err(format!(
-                        "connection: `{}` asserts sentWrite, but no send-write used it",
-                        connection.name
-                    ))
-                }
-                (false, true) => {
-                    return Err(format!(
-                        "connection: `{}` carries a sent write; assert sentWrite, not writeError",
-                        connection.name
-                    ))
-                }
-                (true, true) | (false, false) => {}
-            }
-            if connection.sent_write.is_some() && connection.site.is_some() {
-                return Err(format!(
-                    "connection: `{}` asserts sentWrite; `site` is only read with writeError",
-                    connection.name
-                ));
-            }
-        }
+        expect.target.validate(&mut Validation {
+            scenario,
+            holding: expect.for_.is_some(),
+            variables: &mut self.variables,
+            connections: &self.connections,
+            sent_writes: &self.sent_writes,
+        })?;
         for (name, pointer) in &expect.save {
             if !pointer.starts_with('/') {
                 return Err(format!(
@@ -843,15 +619,6 @@ fn check_apply(apply: &Apply) -> Result<(), String> {
             }
             Ok(())
         }
-    }
-}
-
-fn collect_variables(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(text) => collect_variables_in_str(text, out),
-        Value::Array(items) => items.iter().for_each(|item| collect_variables(item, out)),
-        Value::Object(map) => map.values().for_each(|item| collect_variables(item, out)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 

@@ -10,9 +10,10 @@ use std::path::PathBuf;
 
 use bloodraven_harness::scenario::matcher::OPERATORS;
 use bloodraven_harness::scenario::model::{
-    Expect, Fault, HealTarget, Install, Partition, Quantity, Scenario, Step, HEALABLE_FAULTS,
+    Fault, HealTarget, Install, Partition, Quantity, Scenario, Step, HEALABLE_FAULTS,
 };
 use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
+use bloodraven_harness::targets::Target;
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde_json::Value;
 
@@ -199,7 +200,7 @@ fn model_sections() -> Vec<(&'static str, Vec<String>)> {
         ("Steps", owned(serde_names::<Step>())),
         ("Faults", owned(serde_names::<Fault>())),
         ("Heal targets", owned(heal)),
-        ("Expectation targets", owned(Expect::TARGETS.to_vec())),
+        ("Expectation targets", owned(Target::NAMES.to_vec())),
         ("Matchers", owned(OPERATORS.to_vec())),
     ]
 }
@@ -219,19 +220,15 @@ fn load(example: &Example) -> Result<LoadedScenario, String> {
 #[test]
 fn serde_names_reads_the_spellings() {
     assert_eq!(serde_names::<Partition>(), ["sites", "nodes", "peers"]);
-    assert!(serde_names::<Expect>().contains(&"dns-endpoint"));
+    assert!(serde_names::<Target>().contains(&"dns-endpoint"));
     assert!(serde_names::<Install>().contains(&"replicaCount"));
 }
 
-// The targets `Expect::targets()` names are exactly the fields of `expect` that are not
-// `within`, `for`, `name` and `save`.
+// The targets `Target::NAMES` lists are exactly the keys the target enum reads (an `expect`'s
+// keys besides `within`, `for`, `name` and `save`).
 #[test]
 fn expect_targets_are_the_fields_of_expect() {
-    let fields: Vec<&str> = serde_names::<Expect>()
-        .into_iter()
-        .filter(|field| !["within", "for", "name", "save"].contains(field))
-        .collect();
-    assert_eq!(fields, Expect::TARGETS);
+    assert_eq!(serde_names::<Target>(), Target::NAMES);
     let faults = serde_names::<Fault>();
     for healable in HEALABLE_FAULTS {
         assert!(
@@ -330,7 +327,7 @@ fn shows(section: &str, name: &str, loaded: &LoadedScenario, text: &Value) -> bo
         }),
         "Expectation targets" => steps
             .iter()
-            .any(|step| matches!(step, Step::Expect(expect) if expect.targets().contains(&name))),
+            .any(|step| matches!(step, Step::Expect(expect) if expect.target.name() == name)),
         "Matchers" => has_key(text, name),
         _ => true,
     }
