@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::history::recorder::Recorder;
-use crate::scenario::model::{Apply, Capability, Expect, Fault, HealTarget, Install, Site};
+use crate::scenario::model::{Action, Apply, Capability, Expect, Fault, HealTarget, Install, Site};
 use crate::targets::Observation;
 
 /// Where the cluster comes from (`--cluster`).
@@ -103,10 +103,13 @@ pub trait Cluster: Send + Sync {
     fn start_workload(&self, recorder: Arc<Recorder>) -> Result<Box<dyn Workload>>;
     /// Server-side applies a fixture or an inline object.
     fn apply(&self, apply: &Apply) -> Result<()>;
-    /// Injects a fault or performs an outside action, recording a `fault` start event
-    /// (invoke, then ok/fail/info) named by [`Fault::kind`], built with
-    /// [`crate::history::event::Op::fault`] so it names the sites it acts on.
+    /// Injects a fault, recording a `fault` start event (invoke, then ok/fail/info) named by
+    /// [`Fault::kind`], built with [`crate::history::event::Op::fault`] so it names the sites
+    /// it acts on.
     fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()>;
+    /// Performs an outside action, recording it as a `fault` start event named by
+    /// [`Action::kind`] with [`Action::sites`] (and its end at once unless `heal` undoes it).
+    fn act(&self, action: &Action, recorder: &Recorder) -> Result<()>;
     /// Heals faults, recording one `fault` end event per healed fault (or one named `all`).
     fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()>;
     /// Reads the current state of an expectation's target, as its module in

@@ -1,7 +1,9 @@
 //! The live cluster every backend hands the runner: the shared install, workload, probes,
-//! observations and faults over kube-rs. After cluster creation the backends differ only in
+//! observations ([`observe`], for [`crate::targets`]), faults ([`faults`]) and actions
+//! ([`actions`]) over kube-rs. After cluster creation the backends differ only in
 //! how faults reach processes and nodes ([`faults::FaultDriver`]).
 
+pub mod actions;
 /// The in-cluster fault agent's driver.
 pub mod agent;
 pub mod archive;
@@ -24,7 +26,7 @@ use crate::error::{Error, Result};
 
 use crate::history::recorder::Recorder;
 use crate::playground::install::{Fixtures, Installer};
-use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+use crate::scenario::model::{Action, Apply, Expect, Fault, HealTarget, Install};
 use crate::targets::Observation;
 
 /// A cluster reached through a kubeconfig, with the playground installed on demand.
@@ -216,6 +218,10 @@ impl Cluster for LiveCluster {
 
     fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()> {
         self.runtime.block_on(self.inject_fault(fault, recorder))
+    }
+
+    fn act(&self, action: &Action, recorder: &Recorder) -> Result<()> {
+        self.runtime.block_on(self.perform_action(action, recorder))
     }
 
     fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Running one scenario's steps against a [`Cluster`]: faults, waits, assertions and
 //! measurements, then heal, the liveness phase and the final read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::recorder::Recorder;
 use crate::history::store::History;
 use crate::progress;
-use crate::scenario::model::{Expect, HealTarget, Quantity, Step};
+use crate::scenario::model::{Expect, HealTarget, Measure, Quantity, Step};
 use crate::scenario::validate::LoadedScenario;
 use crate::targets::{Observation, Substitution};
 
@@ -102,11 +102,57 @@ fn run_steps(
 ) -> Result<(), String> {
     let scenario = &loaded.scenario;
     let scenario_wall_start = jiff::Timestamp::now();
+    let workload = install_and_warm_up(cluster, &scenario.install, pacing, recorder)?;
+    let mut steps = StepRun {
+        cluster,
+        recorder,
+        pacing,
+        started,
+        scenario_wall_start,
+        variables: BTreeMap::new(),
+        baselines: BTreeMap::new(),
+        fault_started: scenario_wall_start,
+        seen_pods: BTreeSet::new(),
+    };
+    let total_steps = scenario.steps.len();
+    let mut outcome = Ok(());
+    for (index, step) in scenario.steps.iter().enumerate() {
+        tracing::info!(
+            scenario = scenario.id,
+            step = index,
+            kind = step.kind(),
+            "step"
+        );
+        steps.before(&scenario.steps, index);
+        let phase = progress::Phase::start(format!(
+            "step {}/{total_steps} {}",
+            index + 1,
+            step_label(step)
+        ));
+        let result = steps.run(index, step, run);
+        phase.end(&result);
+        if let Err(error) = result {
+            outcome = Err(error);
+            break;
+        }
+    }
+    outcome.and(close_run(cluster, recorder, pacing, workload))
+}
+
+/// Installs the playground and starts the workload; the steps start once it has an
+/// acknowledged write, so the first fault never precedes the workload (the liveness
+/// checker's "before the first fault").
+fn install_and_warm_up(
+    cluster: &dyn Cluster,
+    install: &crate::scenario::model::Install,
+    pacing: Pacing,
+    recorder: &Arc<Recorder>,
+) -> Result<Box<dyn crate::backend::Workload>, String> {
     let phase = progress::Phase::start(
         "installing the playground and waiting for its authority to be Valid on its initial active site",
     );
     let installed = cluster
-        .install(&scenario.install)
+        .install(install)
         .map_err(|error| format!("failed to install: {error}"));
     phase.end(&installed);
     installed?;
@@ -122,8 +168,6 @@ fn run_steps(
             return Err(error);
         }
     };
-    // Warm-up: the steps start once the workload has an acknowledged write, so the first
-    // fault never precedes the workload (the liveness checker's "before the first fault").
     let warmed = poll_until(
         WARMUP_MAX,
         pacing.poll_interval.min(Duration::from_millis(100)),
@@ -140,143 +184,175 @@ fn run_steps(
         return Err(error);
     }
     phase.end(&Ok::<(), String>(()));
-    let total_steps = scenario.steps.len();
-    let mut variables: BTreeMap<String, Value> = BTreeMap::new();
-    // Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
-    let mut baselines: BTreeMap<usize, Result<Observation, String>> = BTreeMap::new();
-    // When the latest fault, heal or apply started: events are matched only since then.
-    let mut fault_started = scenario_wall_start;
-    // Pods seen by this run's observations (`phase: absent` needs one it saw).
-    let mut seen_pods = std::collections::BTreeSet::new();
-    let mut outcome = Ok(());
-    for (index, step) in scenario.steps.iter().enumerate() {
-        tracing::info!(
-            scenario = scenario.id,
-            step = index,
-            kind = step.kind(),
-            "step"
-        );
+    Ok(workload)
+}
+
+/// The steps' shared state while a scenario runs.
+struct StepRun<'a> {
+    cluster: &'a dyn Cluster,
+    recorder: &'a Arc<Recorder>,
+    pacing: Pacing,
+    started: Instant,
+    scenario_wall_start: jiff::Timestamp,
+    /// Variables saved so far (`save`, deploy API `save`).
+    variables: BTreeMap<String, Value>,
+    /// Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
+    baselines: BTreeMap<usize, Result<Observation, String>>,
+    /// When the latest fault, action, heal or apply started: events are matched only since
+    /// then.
+    fault_started: jiff::Timestamp,
+    /// Pods seen by this run's observations (`phase: absent` needs one it saw).
+    seen_pods: BTreeSet<String>,
+}
+
+impl StepRun<'_> {
+    /// Before step `index` runs: the baseline of the expectation after an acting step, and
+    /// the start of the events window.
+    fn before(&mut self, steps: &[Step], index: usize) {
+        let step = &steps[index];
         if acts(step) {
-            if let Some((next, expect)) = baseline_taker(&scenario.steps, index) {
+            if let Some((next, expect)) = baseline_taker(steps, index) {
                 // Taken with the variables known now; one the acting step saves is not yet.
-                if let Ok(expect) = substitute(expect, &variables) {
-                    let observed = cluster.observe(&expect).map_err(|error| {
+                if let Ok(expect) = substitute(expect, &self.variables) {
+                    let observed = self.cluster.observe(&expect).map_err(|error| {
                         format!("failed to observe the baseline before step {index}: {error}")
                     });
                     if let Ok(observed) = &observed {
-                        seen_pods.extend(expect.target.pods_seen(observed));
+                        self.seen_pods.extend(expect.target.pods_seen(observed));
                     }
-                    baselines.insert(next, observed);
+                    self.baselines.insert(next, observed);
                 }
             }
         }
-        if matches!(step, Step::Fault(_) | Step::Heal(_) | Step::Apply(_)) {
-            fault_started = jiff::Timestamp::now();
+        if matches!(
+            step,
+            Step::Fault(_) | Step::Do(_) | Step::Heal(_) | Step::Apply(_)
+        ) {
+            self.fault_started = jiff::Timestamp::now();
         }
-        let phase = progress::Phase::start(format!(
-            "step {}/{total_steps} {}",
-            index + 1,
-            step_label(step)
-        ));
-        let result = match step {
-            Step::Apply(apply) => cluster
-                .apply(apply)
-                .map_err(|error| format!("step {index}: failed to {error}")),
-            Step::Fault(fault) => cluster
-                .inject(fault, recorder)
-                .map_err(|error| format!("step {index}: failed to {error}")),
-            Step::Heal(target) => cluster
-                .heal(target, recorder)
-                .map_err(|error| format!("step {index}: failed to {error}")),
+    }
+
+    /// Runs step `index`.
+    fn run(&mut self, index: usize, step: &Step, run: &mut ScenarioRun) -> Result<(), String> {
+        let (cluster, recorder) = (self.cluster, self.recorder.as_ref());
+        let failed = |error: crate::error::Error| format!("step {index}: failed to {error}");
+        match step {
+            Step::Apply(apply) => cluster.apply(apply).map_err(failed),
+            Step::Fault(fault) => cluster.inject(fault, recorder).map_err(failed),
+            Step::Do(action) => cluster.act(action, recorder).map_err(failed),
+            Step::Heal(target) => cluster.heal(target, recorder).map_err(failed),
             Step::Sleep(span) => {
                 std::thread::sleep(span.duration());
                 Ok(())
             }
-            Step::Expect(expect) => match substitute(expect, &variables) {
-                Err(why) => Err(format!("step {index}: {}: {why}", describe(expect))),
-                Ok(expect) => match baselines.remove(&index) {
-                    Some(Err(why)) => Err(format!("step {index}: {}: {why}", describe(&expect))),
-                    baseline => {
-                        let since = if expect.target.counts_from_scenario_start() {
-                            scenario_wall_start
-                        } else {
-                            fault_started
-                        };
-                        let window = Window {
-                            baseline: baseline.and_then(Result::ok),
-                            since,
-                            seen_pods: seen_pods.clone(),
-                        };
-                        let (mut result, last) =
-                            run_expect(cluster, &expect, index, pacing, started, window);
-                        expect
-                            .target
-                            .record(recorder, last.as_ref(), since, result.satisfied);
-                        if let Some(observed) = &last {
-                            seen_pods.extend(expect.target.pods_seen(observed));
-                        }
-                        if result.satisfied {
-                            if let Some(observed) = &last {
-                                save_answer(&expect, observed, &mut variables);
-                            }
-                            if let Err(why) = save_observed(&expect, last.as_ref(), &mut variables)
-                            {
-                                result.satisfied = false;
-                                result.failure = Some(why);
-                            }
-                        }
-                        let failure = (!result.satisfied).then(|| {
-                            format!(
-                                "step {index}: {}: {}",
-                                result.name,
-                                result.failure.clone().unwrap_or_default()
-                            )
-                        });
-                        run.expectations.push(result);
-                        failure.map_or(Ok(()), Err)
-                    }
-                },
-            },
+            Step::Expect(expect) => self.expect(index, expect, run),
             Step::Measure(measure) => {
-                let value = match measure.quantity {
-                    Quantity::Convergence => wait_converged(cluster, recorder, pacing).ok(),
-                    Quantity::WriteGap => crate::check::liveness::longest_write_gap_ns(
-                        &recorder.snapshot(),
-                        recorder.now_ns(),
-                    )
-                    .map(Duration::from_nanos),
-                    // The outage may not be over when the step starts (the expectations before
-                    // it can pass before a write is acknowledged by the new primary): wait for
-                    // the quantity, at most its `atMost` (else [`MEASURE_WAIT_MAX`]).
-                    Quantity::Detection | Quantity::WriteOutage => poll_until(
-                        measure
-                            .at_most
-                            .map_or(MEASURE_WAIT_MAX, |span| span.duration()),
-                        pacing.poll_interval,
-                        || measure_from_history(&recorder.snapshot(), measure.quantity),
-                    ),
-                };
-                run.measures.push(MeasureResult {
-                    step: index,
-                    quantity: measure.quantity,
-                    value_ms: value.map(millis),
-                    at_least_ms: measure.at_least.map(|span| millis(span.duration())),
-                    at_most_ms: measure.at_most.map(|span| millis(span.duration())),
-                });
+                run.measures.push(self.measure(index, measure));
                 Ok(())
             }
-        };
-        phase.end(&result);
-        if let Err(error) = result {
-            outcome = Err(error);
-            break;
         }
     }
+
+    /// Polls an expectation (its `${var}` substituted) until it is decided, records what it
+    /// read, and saves what it names.
+    fn expect(
+        &mut self,
+        index: usize,
+        expect: &Expect,
+        run: &mut ScenarioRun,
+    ) -> Result<(), String> {
+        let expect = substitute(expect, &self.variables)
+            .map_err(|why| format!("step {index}: {}: {why}", describe(expect)))?;
+        let baseline = match self.baselines.remove(&index) {
+            Some(Err(why)) => return Err(format!("step {index}: {}: {why}", describe(&expect))),
+            baseline => baseline.and_then(Result::ok),
+        };
+        let since = if expect.target.counts_from_scenario_start() {
+            self.scenario_wall_start
+        } else {
+            self.fault_started
+        };
+        let window = Window {
+            baseline,
+            since,
+            seen_pods: self.seen_pods.clone(),
+        };
+        let (mut result, last) = run_expect(
+            self.cluster,
+            &expect,
+            index,
+            self.pacing,
+            self.started,
+            window,
+        );
+        expect
+            .target
+            .record(self.recorder, last.as_ref(), since, result.satisfied);
+        if let Some(observed) = &last {
+            self.seen_pods.extend(expect.target.pods_seen(observed));
+        }
+        if result.satisfied {
+            if let Some(observed) = &last {
+                save_answer(&expect, observed, &mut self.variables);
+            }
+            if let Err(why) = save_observed(&expect, last.as_ref(), &mut self.variables) {
+                result.satisfied = false;
+                result.failure = Some(why);
+            }
+        }
+        let failure = (!result.satisfied).then(|| {
+            format!(
+                "step {index}: {}: {}",
+                result.name,
+                result.failure.clone().unwrap_or_default()
+            )
+        });
+        run.expectations.push(result);
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Measures a quantity.
+    fn measure(&self, index: usize, measure: &Measure) -> MeasureResult {
+        let (cluster, recorder, pacing) = (self.cluster, self.recorder, self.pacing);
+        let value = match measure.quantity {
+            Quantity::Convergence => wait_converged(cluster, recorder, pacing).ok(),
+            Quantity::WriteGap => crate::check::liveness::longest_write_gap_ns(
+                &recorder.snapshot(),
+                recorder.now_ns(),
+            )
+            .map(Duration::from_nanos),
+            // The outage may not be over when the step starts (the expectations before
+            // it can pass before a write is acknowledged by the new primary): wait for
+            // the quantity, at most its `atMost` (else [`MEASURE_WAIT_MAX`]).
+            Quantity::Detection | Quantity::WriteOutage => poll_until(
+                measure
+                    .at_most
+                    .map_or(MEASURE_WAIT_MAX, |span| span.duration()),
+                pacing.poll_interval,
+                || measure_from_history(&recorder.snapshot(), measure.quantity),
+            ),
+        };
+        MeasureResult {
+            step: index,
+            quantity: measure.quantity,
+            value_ms: value.map(millis),
+            at_least_ms: measure.at_least.map(|span| millis(span.duration())),
+            at_most_ms: measure.at_most.map(|span| millis(span.duration())),
+        }
+    }
+}
+
+/// Heals everything, then the liveness phase and the final read, even after a failure: the
+/// history needs its final state and the cluster must be left converged for reuse.
+fn close_run(
+    cluster: &dyn Cluster,
+    recorder: &Recorder,
+    pacing: Pacing,
+    workload: Box<dyn crate::backend::Workload>,
+) -> Result<(), String> {
     let phase = progress::Phase::start(
         "healing every fault, waiting for convergence, reading the final state",
     );
-    // Heal everything, then the liveness phase and the final read, even after a failure:
-    // the history needs its final state and the cluster must be left converged for reuse.
     let heal = cluster
         .heal(&HealTarget::All, recorder)
         .map_err(|error| format!("final heal: failed to {error}"));
@@ -293,16 +369,24 @@ fn run_steps(
     let stopped = workload
         .stop()
         .map_err(|error| format!("failed to stop the workload: {error}"));
+    let final_read = record_final_state(cluster, recorder);
+    record_gtid_state(cluster, recorder);
+    let closing = heal.and(converged).and(stopped).and(final_read);
+    phase.end(&closing);
+    closing
+}
+
+/// The final read ([`Op::FinalState`]), with the committing site of the writes whose outcome
+/// is unknown: the split-brain checker judges where they landed.
+fn record_final_state(cluster: &dyn Cluster, recorder: &Recorder) -> Result<(), String> {
     let unread = || Op::FinalState {
         sites: BTreeMap::new(),
         committed: BTreeMap::new(),
         canaries: BTreeMap::new(),
     };
     recorder.invoke("final", unread());
-    let final_read = match cluster.final_state() {
+    match cluster.final_state() {
         Ok(rows) => {
-            // The committing site of the writes whose outcome is unknown: the split-brain
-            // checker judges where they landed.
             let unknown = unknown_outcome_write_ids(&recorder.snapshot());
             let committed = rows
                 .committed
@@ -324,33 +408,29 @@ fn run_steps(
             recorder.complete("final", EventType::Fail, unread());
             Err(format!("final read: failed to {error}"))
         }
-    };
-    // The executed GTID sets, for the operator's lostGtidSet to be compared with.
-    let unread = || Op::GtidState {
+    }
+}
+
+/// The executed GTID sets ([`Op::GtidState`]), for the operator's lostGtidSet to be compared
+/// with.
+fn record_gtid_state(cluster: &dyn Cluster, recorder: &Recorder) {
+    let unread = |error: Option<String>| Op::GtidState {
         sites: BTreeMap::new(),
         last_failover: None,
         active_site: None,
-        error: None,
+        error,
     };
-    recorder.invoke("gtid-state", unread());
+    recorder.invoke("gtid-state", unread(None));
     match cluster.final_gtid_state() {
         Ok(Some(op)) => recorder.complete("gtid-state", EventType::Ok, op),
         // A cluster with no MySQL to read: the checker says it judged nothing.
-        Ok(None) => recorder.complete("gtid-state", EventType::Info, unread()),
+        Ok(None) => recorder.complete("gtid-state", EventType::Info, unread(None)),
         Err(error) => recorder.complete(
             "gtid-state",
             EventType::Fail,
-            Op::GtidState {
-                sites: BTreeMap::new(),
-                last_failover: None,
-                active_site: None,
-                error: Some(error.to_string()),
-            },
+            unread(Some(error.to_string())),
         ),
     }
-    let closing = heal.and(converged).and(stopped).and(final_read);
-    phase.end(&closing);
-    outcome.and(closing)
 }
 
 /// A step as the progress line names it: its kind and target (`fault {"kill":{"site":"iad"}}`,
@@ -387,18 +467,18 @@ pub struct Window {
     /// The baseline for `$changed`/`$unchanged`: observed before the step's fault (see
     /// [`baseline_taker`]); `None`: the expectation's first poll is its baseline.
     pub baseline: Option<Observation>,
-    /// Events count only from this instant: the start of the latest `fault`, `heal` or
-    /// `apply` step before the expectation, else the scenario's start. Archives count from the
+    /// Events count only from this instant: the start of the latest `fault`, `do`, `heal`
+    /// or `apply` step before the expectation, else the scenario's start. Archives count from the
     /// scenario's start (a rejoin may re-use an archive written before the latest step).
     pub since: jiff::Timestamp,
     /// Every pod (`namespace/name`) a `pods` observation of this run has held so far.
     pub seen_pods: std::collections::BTreeSet<String>,
 }
 
-/// Whether a step changes the cluster: a fault, heal or apply, or a deploy API request.
+/// Whether a step changes the cluster: a fault, action, heal or apply, or a deploy API request.
 fn acts(step: &Step) -> bool {
     match step {
-        Step::Fault(_) | Step::Heal(_) | Step::Apply(_) => true,
+        Step::Fault(_) | Step::Do(_) | Step::Heal(_) | Step::Apply(_) => true,
         Step::Expect(expect) => expect.target.acts(),
         Step::Measure(_) | Step::Sleep(_) => false,
     }

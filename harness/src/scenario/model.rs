@@ -144,8 +144,12 @@ pub struct Install {
 pub enum Step {
     /// Server-side apply a fixture file or an inline object.
     Apply(Apply),
-    /// Inject a fault (or perform an outside action such as an annotation).
+    /// Inject a fault: break something (a process, a node, the network, a permission), to be
+    /// healed or to heal itself.
     Fault(#[serde(deserialize_with = "super::single_key::one")] Fault),
+    /// Perform an action from outside: what a user, an application or the harness itself
+    /// does (an annotation, SQL, a connection, the plugin, an upgrade, the RPO seal).
+    Do(#[serde(deserialize_with = "super::single_key::one")] Action),
     /// Undo faults: `all`, or every active fault of one kind.
     Heal(HealTarget),
     /// Assert something about the cluster: becomes true `within`, or stays true `for`.
@@ -162,6 +166,7 @@ impl Step {
         match self {
             Step::Apply(_) => "apply",
             Step::Fault(_) => "fault",
+            Step::Do(_) => "do",
             Step::Heal(_) => "heal",
             Step::Expect(_) => "expect",
             Step::Measure(_) => "measure",
@@ -281,7 +286,7 @@ pub enum Partition {
     Peers(Vec<Site>),
 }
 
-/// The object an `annotate` fault writes to.
+/// The object an `annotate` action writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AnnotatedObject {
@@ -290,7 +295,9 @@ pub enum AnnotatedObject {
     Group,
 }
 
-/// Faults and outside actions. Each variant is one map key in the file.
+/// Faults: what breaks something, healed by `heal` (or, for a restarting kill, a deleted
+/// pod or a killed operator replica, by the cluster itself). Each variant is one map key in
+/// the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
@@ -330,16 +337,6 @@ pub enum Fault {
     },
     /// Stop the external-dns controller (DNS answers stop following the DNSEndpoint).
     StopExternalDns,
-    /// Set (or with `value: null` remove) an annotation on the group.
-    Annotate {
-        /// The object (the group).
-        #[serde(default)]
-        object: AnnotatedObject,
-        /// Annotation key.
-        key: String,
-        /// Annotation value; null removes it.
-        value: Option<String>,
-    },
     /// `SET GLOBAL read_only` on a site's mysqld directly, behind the operator's back
     /// (one-shot: the sidecar and operator are expected to react, nothing restores it).
     SetReadOnly {
@@ -354,6 +351,27 @@ pub enum Fault {
         site: Site,
         /// The delay.
         delay: Span,
+    },
+    /// Step the wall clock of a site's mysqld (its `mysql` container only: the sidecar's
+    /// clocks are untouched) to an offset from the real clock, until healed (localkube:
+    /// libfaketime, `localkube up --clock-faults mysql`).
+    ClockOffset(ClockOffsetTarget),
+}
+
+/// Actions: what a user, an application or the harness does from outside, not a breakage
+/// (`do:`). Each variant is one map key in the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Set (or with `value: null` remove) an annotation on the group.
+    Annotate {
+        /// The object (the group).
+        #[serde(default)]
+        object: AnnotatedObject,
+        /// Annotation key.
+        key: String,
+        /// Annotation value; null removes it.
+        value: Option<String>,
     },
     /// Run SQL as root on a site's mysqld, behind the operator's and the sidecar's back (a
     /// stopped replication thread, an errant write, a hand-made `CHANGE MASTER`). With `heal`,
@@ -400,15 +418,10 @@ pub enum Fault {
         /// The new image.
         image: String,
     },
-    /// Step the wall clock of a site's mysqld (its `mysql` container only: the sidecar's
-    /// clocks are untouched) to an offset from the real clock, until healed (localkube:
-    /// libfaketime, `localkube up --clock-faults mysql`).
-    ClockOffset(ClockOffsetTarget),
 }
 
-/// The healable fault kinds, as `heal:` names them (`kill` only with `keepDown`, `sql` only
-/// with `heal`).
-pub const HEALABLE_FAULTS: [&str; 11] = [
+/// The healable fault kinds, as `heal:` names them (`kill` only with `keepDown`).
+pub const HEALABLE_FAULTS: [&str; 9] = [
     "kill",
     "freeze",
     "stop-node",
@@ -417,10 +430,17 @@ pub const HEALABLE_FAULTS: [&str; 11] = [
     "scale-operator",
     "stop-external-dns",
     "replication-delay",
-    "open-connection",
-    "sql",
     "clock-offset",
 ];
+
+/// The healable action kinds, as `heal:` names them (`sql` only with `heal`; healing
+/// `open-connection` forgets the held connections).
+pub const HEALABLE_ACTIONS: [&str; 2] = ["open-connection", "sql"];
+
+/// Every kind `heal:` may name: [`HEALABLE_FAULTS`], then [`HEALABLE_ACTIONS`].
+pub fn healable_kinds() -> impl Iterator<Item = &'static str> {
+    HEALABLE_FAULTS.into_iter().chain(HEALABLE_ACTIONS)
+}
 
 impl Fault {
     /// The fault kind as the file spells it.
@@ -437,15 +457,8 @@ impl Fault {
             Fault::DenyRbac { .. } => "deny-rbac",
             Fault::ScaleOperator { .. } => "scale-operator",
             Fault::StopExternalDns => "stop-external-dns",
-            Fault::Annotate { .. } => "annotate",
             Fault::SetReadOnly { .. } => "set-read-only",
             Fault::ReplicationDelay { .. } => "replication-delay",
-            Fault::Sql { .. } => "sql",
-            Fault::SealRpo { .. } => "seal-rpo",
-            Fault::OpenConnection { .. } => "open-connection",
-            Fault::SendWrite { .. } => "send-write",
-            Fault::Plugin { .. } => "plugin",
-            Fault::UpgradeOperator { .. } => "upgrade-operator",
             Fault::ClockOffset(_) => "clock-offset",
         }
     }
@@ -459,12 +472,61 @@ impl Fault {
         }
     }
 
-    /// Whether the fault stays in effect until healed (as opposed to a one-shot action).
+    /// Whether the fault stays in effect until healed (as opposed to one the cluster heals
+    /// itself, or a one-shot).
     pub fn is_healable(&self) -> bool {
         match self {
             Fault::Kill(target) => target.keep_down,
-            Fault::Sql { heal, .. } => heal.is_some(),
             _ => HEALABLE_FAULTS.contains(&self.kind()),
+        }
+    }
+}
+
+impl Action {
+    /// The action kind as the file spells it.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Action::Annotate { .. } => "annotate",
+            Action::Sql { .. } => "sql",
+            Action::SealRpo { .. } => "seal-rpo",
+            Action::OpenConnection { .. } => "open-connection",
+            Action::SendWrite { .. } => "send-write",
+            Action::Plugin { .. } => "plugin",
+            Action::UpgradeOperator { .. } => "upgrade-operator",
+        }
+    }
+
+    /// Whether `heal` undoes it (an `sql` with `heal`) or forgets it (`open-connection`).
+    pub fn is_healable(&self) -> bool {
+        match self {
+            Action::Sql { heal, .. } => heal.is_some(),
+            _ => HEALABLE_ACTIONS.contains(&self.kind()),
+        }
+    }
+
+    /// The sites it acts on, as the history's fault events record them (see
+    /// [`crate::history::event::fault_sites`]): the site of an `sql`; for a planned-failover
+    /// request (the `bloodraven.shipstream.io/planned-failover` annotation, `kubectl
+    /// bloodraven promote <group> <site>`) its target site. Empty for the others.
+    pub fn sites(&self) -> Vec<Site> {
+        match self {
+            Action::Sql { site, .. } => vec![*site],
+            Action::Annotate { key, value, .. } if key.ends_with("/planned-failover") => value
+                .as_deref()
+                .and_then(Site::from_name)
+                .into_iter()
+                .collect(),
+            Action::Plugin { args } if args.first().map(String::as_str) == Some("promote") => args
+                .iter()
+                .skip(1)
+                .filter_map(|arg| Site::from_name(arg))
+                .collect(),
+            Action::Annotate { .. }
+            | Action::Plugin { .. }
+            | Action::OpenConnection { .. }
+            | Action::SendWrite { .. }
+            | Action::SealRpo { .. }
+            | Action::UpgradeOperator { .. } => Vec::new(),
         }
     }
 }
@@ -473,9 +535,9 @@ impl Fault {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(into = "String")]
 pub enum HealTarget {
-    /// Every active fault.
+    /// Every active fault and action.
     All,
-    /// Every active fault of this kind (one of [`HEALABLE_FAULTS`]).
+    /// Every active fault or action of this kind (one of [`healable_kinds`]).
     Kind(String),
 }
 
@@ -488,7 +550,7 @@ impl From<HealTarget> for String {
     }
 }
 
-/// `all` or one of [`HEALABLE_FAULTS`] (the derive cannot see the names the custom
+/// `all` or one of [`healable_kinds`] (the derive cannot see the names the custom
 /// `Deserialize` accepts).
 impl JsonSchema for HealTarget {
     fn schema_name() -> Cow<'static, str> {
@@ -497,9 +559,9 @@ impl JsonSchema for HealTarget {
 
     fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
         let mut names = vec!["all"];
-        names.extend(HEALABLE_FAULTS);
+        names.extend(healable_kinds());
         json_schema!({
-            "description": "What a `heal` step undoes: `all` (every active fault), or every active fault of one kind (`kill` only with `keepDown`, `sql` only with `heal`).",
+            "description": "What a `heal` step undoes: `all` (every active fault and action), or every active fault or action of one kind (`kill` only with `keepDown`, `sql` only with `heal`).",
             "type": "string",
             "enum": names,
         })
@@ -512,12 +574,12 @@ impl<'de> Deserialize<'de> for HealTarget {
         if name == "all" {
             return Ok(HealTarget::All);
         }
-        if HEALABLE_FAULTS.contains(&name.as_str()) {
+        if healable_kinds().any(|kind| kind == name) {
             return Ok(HealTarget::Kind(name));
         }
         Err(de::Error::custom(format!(
             "unknown heal target `{name}`, expected `all` or one of {}",
-            HEALABLE_FAULTS.join(", ")
+            healable_kinds().collect::<Vec<_>>().join(", ")
         )))
     }
 }

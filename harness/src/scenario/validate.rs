@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::model::{Apply, Expect, Fault, HealTarget, Scenario, Step};
+use super::model::{
+    Action, Apply, Expect, Fault, HealTarget, OperatorPod, Partition, Scenario, Step,
+};
 use crate::error::{Error, Result, ScenarioError};
 use crate::targets::Validation;
 
@@ -277,12 +279,57 @@ fn serde_error(path: &Path, error: &serde_yaml::Error) -> ScenarioError {
         Some((prefix, rest)) if !prefix.contains(' ') => (prefix.to_owned(), rest.to_owned()),
         _ => (String::new(), text),
     };
+    let message = wrong_family(&field, &message).unwrap_or(message);
     ScenarioError {
         file: path.to_path_buf(),
         line: location.as_ref().map(serde_yaml::Location::line),
         column: location.as_ref().map(serde_yaml::Location::column),
         field,
         message,
+    }
+}
+
+/// For an unknown fault kind that is an action (or an unknown action that is a fault), the
+/// spelling to use instead: `annotate is an action: write it as `do: {annotate: ...}``.
+fn wrong_family(field: &str, message: &str) -> Option<String> {
+    let kind = message
+        .strip_prefix("unknown variant `")?
+        .split_once('`')?
+        .0;
+    let step = field.rsplit('.').next()?;
+    let (what, written) = match step {
+        "fault" if family::action(kind) => ("an action", "do"),
+        "do" if family::fault(kind) => ("a fault", "fault"),
+        _ => return None,
+    };
+    Some(format!(
+        "{kind} is {what}: write it as `{written}: {{{kind}: ...}}`"
+    ))
+}
+
+/// Whether a name is a fault's or an action's kind, as the file spells it.
+mod family {
+    use serde::de::value::{Error, StrDeserializer};
+    use serde::Deserialize;
+
+    use super::super::model::{Action, Fault};
+
+    /// Whether `kind` names an action (a unit variant would read from the name alone; every
+    /// action has arguments, so an unknown variant and a missing argument are told apart).
+    pub fn action(kind: &str) -> bool {
+        names::<Action>(kind)
+    }
+
+    /// Whether `kind` names a fault.
+    pub fn fault(kind: &str) -> bool {
+        names::<Fault>(kind)
+    }
+
+    fn names<'de, T: Deserialize<'de>>(kind: &str) -> bool {
+        match T::deserialize(StrDeserializer::<Error>::new(kind)) {
+            Ok(_) => true,
+            Err(error) => !error.to_string().starts_with("unknown variant"),
+        }
     }
 }
 
@@ -365,6 +412,7 @@ impl StepState {
         match step {
             Step::Apply(apply) => check_apply(apply),
             Step::Fault(fault) => self.check_fault(fault, scenario),
+            Step::Do(action) => self.check_action(action),
             Step::Heal(HealTarget::All) => {
                 if self.active.is_empty() {
                     return Err("`heal: all` with no fault in effect".to_owned());
@@ -415,78 +463,74 @@ impl StepState {
                 ));
             }
         }
-        match fault {
-            Fault::Freeze(target) => {
-                let key = format!("{}/{:?}", target.site, target.container);
-                if !self.frozen.insert(key.clone()) {
-                    return Err(format!("{key} is already frozen"));
-                }
+        let ended = match fault {
+            Fault::Freeze(_) | Fault::Thaw(_) => self.check_freezing(fault)?,
+            Fault::StopNode(_) | Fault::StartNode(_) => self.check_node(fault)?,
+            other => {
+                check_fault_arguments(other, scenario)?;
+                false
             }
-            Fault::Thaw(target) => {
-                let key = format!("{}/{:?}", target.site, target.container);
-                if !self.frozen.remove(&key) {
-                    return Err(format!("thaws {key}, which no earlier step froze"));
-                }
-                if self.frozen.is_empty() {
-                    self.active.remove("freeze");
-                }
-                return Ok(());
+        };
+        if fault.is_healable() && !ended {
+            self.active.insert(fault.kind().to_owned());
+        }
+        Ok(())
+    }
+
+    /// `freeze` and `thaw`: a container is frozen once, thawed only when frozen. `true` when
+    /// the step ended a fault (a thaw).
+    fn check_freezing(&mut self, fault: &Fault) -> Result<bool, String> {
+        let (Fault::Freeze(target) | Fault::Thaw(target)) = fault else {
+            return Ok(false);
+        };
+        let key = format!("{}/{:?}", target.site, target.container);
+        if matches!(fault, Fault::Freeze(_)) {
+            if !self.frozen.insert(key.clone()) {
+                return Err(format!("{key} is already frozen"));
             }
-            Fault::StopNode(target) => {
-                if !self.stopped_nodes.insert(target.site.to_string()) {
-                    return Err(format!("the node of {} is already stopped", target.site));
-                }
+            return Ok(false);
+        }
+        if !self.frozen.remove(&key) {
+            return Err(format!("thaws {key}, which no earlier step froze"));
+        }
+        if self.frozen.is_empty() {
+            self.active.remove("freeze");
+        }
+        Ok(true)
+    }
+
+    /// `stop-node` and `start-node`: a node is stopped once, started only when stopped. `true`
+    /// when the step ended a fault (a start).
+    fn check_node(&mut self, fault: &Fault) -> Result<bool, String> {
+        let (Fault::StopNode(target) | Fault::StartNode(target)) = fault else {
+            return Ok(false);
+        };
+        if matches!(fault, Fault::StopNode(_)) {
+            if !self.stopped_nodes.insert(target.site.to_string()) {
+                return Err(format!("the node of {} is already stopped", target.site));
             }
-            Fault::StartNode(target) => {
-                if !self.stopped_nodes.remove(target.site.name()) {
-                    return Err(format!(
-                        "starts the node of {}, which no earlier step stopped",
-                        target.site
-                    ));
-                }
-                if self.stopped_nodes.is_empty() {
-                    self.active.remove("stop-node");
-                }
-                return Ok(());
-            }
-            Fault::Partition(partition) => {
-                let sites = match partition {
-                    super::model::Partition::Sites(sites)
-                    | super::model::Partition::Nodes(sites)
-                    | super::model::Partition::Peers(sites) => sites,
-                };
-                if sites.is_empty() {
-                    return Err("partitions no site".to_owned());
-                }
-            }
-            Fault::DenyRbac {
-                resource, verbs, ..
-            } => {
-                if resource.is_empty() || verbs.is_empty() {
-                    return Err("needs a resource and at least one verb".to_owned());
-                }
-            }
-            Fault::ScaleOperator { replicas } => {
-                let installed = scenario.install.replica_count.unwrap_or(1);
-                if *replicas == installed {
-                    return Err(format!(
-                        "scales to {replicas}, the installed replica count: not a fault"
-                    ));
-                }
-            }
-            Fault::KillOperator { pod } => {
-                if *pod == super::model::OperatorPod::Standby
-                    && scenario.install.replica_count.unwrap_or(1) < 2
-                {
-                    return Err("kills a standby, but install.replicaCount is below 2".to_owned());
-                }
-            }
-            Fault::OpenConnection { name, .. } => {
+            return Ok(false);
+        }
+        if !self.stopped_nodes.remove(target.site.name()) {
+            return Err(format!(
+                "starts the node of {}, which no earlier step stopped",
+                target.site
+            ));
+        }
+        if self.stopped_nodes.is_empty() {
+            self.active.remove("stop-node");
+        }
+        Ok(true)
+    }
+
+    fn check_action(&mut self, action: &Action) -> Result<(), String> {
+        match action {
+            Action::OpenConnection { name, .. } => {
                 if !self.connections.insert(name.clone()) {
                     return Err(format!("connection `{name}` is already open"));
                 }
             }
-            Fault::SendWrite { connection } => {
+            Action::SendWrite { connection } => {
                 if !self.connections.contains(connection) {
                     return Err(format!(
                         "send-write: connection `{connection}` was not opened by an earlier step"
@@ -498,40 +542,7 @@ impl StepState {
                     ));
                 }
             }
-            Fault::Annotate { key, .. } => {
-                if !key.contains('/') {
-                    return Err(format!(
-                        "annotation key `{key}` has no prefix (e.g. bloodraven.shipstream.io/)"
-                    ));
-                }
-            }
-            Fault::Plugin { args } => {
-                if args.is_empty() {
-                    return Err("runs the plugin with no arguments".to_owned());
-                }
-            }
-            Fault::ClockOffset(target) => {
-                super::model::offset_ms(&target.offset)
-                    .map_err(|e| format!("clock-offset of {}: {e}", target.site))?;
-            }
-            Fault::UpgradeOperator { image } => {
-                if image.trim().is_empty() {
-                    return Err("upgrades to an empty image".to_owned());
-                }
-            }
-            Fault::Sql {
-                statements, heal, ..
-            } => {
-                if statements.trim().is_empty()
-                    || heal.as_deref().is_some_and(|h| h.trim().is_empty())
-                {
-                    return Err(
-                        "sql: runs no statement (give `statements`, and `heal` non-empty if given)"
-                            .to_owned(),
-                    );
-                }
-            }
-            Fault::SealRpo { sites } => {
+            Action::SealRpo { sites } => {
                 if sites.is_empty() {
                     return Err("seal-rpo: names no surviving site".to_owned());
                 }
@@ -544,14 +555,10 @@ impl StepState {
                     ));
                 }
             }
-            Fault::Kill(_)
-            | Fault::DeletePod(_)
-            | Fault::StopExternalDns
-            | Fault::SetReadOnly { .. }
-            | Fault::ReplicationDelay { .. } => {}
+            other => check_action_arguments(other)?,
         }
-        if fault.is_healable() {
-            self.active.insert(fault.kind().to_owned());
+        if action.is_healable() {
+            self.active.insert(action.kind().to_owned());
         }
         Ok(())
     }
@@ -582,6 +589,59 @@ impl StepState {
         }
         self.variables.extend(expect.save.keys().cloned());
         Ok(())
+    }
+}
+
+/// The rules of a fault's own arguments (those that need no earlier step).
+fn check_fault_arguments(fault: &Fault, scenario: &Scenario) -> Result<(), String> {
+    let replica_count = scenario.install.replica_count.unwrap_or(1);
+    match fault {
+        Fault::Partition(
+            Partition::Sites(sites) | Partition::Nodes(sites) | Partition::Peers(sites),
+        ) if sites.is_empty() => Err("partitions no site".to_owned()),
+        Fault::DenyRbac {
+            resource, verbs, ..
+        } if resource.is_empty() || verbs.is_empty() => {
+            Err("needs a resource and at least one verb".to_owned())
+        }
+        Fault::ScaleOperator { replicas } if *replicas == replica_count => Err(format!(
+            "scales to {replicas}, the installed replica count: not a fault"
+        )),
+        Fault::KillOperator {
+            pod: OperatorPod::Standby,
+        } if replica_count < 2 => {
+            Err("kills a standby, but install.replicaCount is below 2".to_owned())
+        }
+        Fault::ClockOffset(target) => super::model::offset_ms(&target.offset)
+            .map(|_| ())
+            .map_err(|e| format!("clock-offset of {}: {e}", target.site)),
+        _ => Ok(()),
+    }
+}
+
+/// The rules of an action's own arguments (those that need no earlier step).
+fn check_action_arguments(action: &Action) -> Result<(), String> {
+    match action {
+        Action::Annotate { key, .. } if !key.contains('/') => Err(format!(
+            "annotation key `{key}` has no prefix (e.g. bloodraven.shipstream.io/)"
+        )),
+        Action::Plugin { args } if args.is_empty() => {
+            Err("runs the plugin with no arguments".to_owned())
+        }
+        Action::UpgradeOperator { image } if image.trim().is_empty() => {
+            Err("upgrades to an empty image".to_owned())
+        }
+        Action::Sql {
+            statements, heal, ..
+        } if statements.trim().is_empty()
+            || heal.as_deref().is_some_and(|h| h.trim().is_empty()) =>
+        {
+            Err(
+                "sql: runs no statement (give `statements`, and `heal` non-empty if given)"
+                    .to_owned(),
+            )
+        }
+        _ => Ok(()),
     }
 }
 

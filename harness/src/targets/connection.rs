@@ -2,7 +2,7 @@
 //! write on it gets, or what became of the write `send-write` left in flight on it.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::target::{ExpectTarget, Judging, Substitution, Validation};
@@ -44,18 +44,13 @@ pub struct ConnectionSeen {
     /// A write's error number (present and null: it committed; absent: no write was tried).
     #[serde(
         default,
-        deserialize_with = "present",
+        deserialize_with = "super::target::present",
         skip_serializing_if = "Option::is_none"
     )]
     pub write_error: Option<Option<u16>>,
     /// The site that answered `@@hostname`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<Site>,
-}
-
-/// A field that is present, null or not.
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Option<u16>>, D::Error> {
-    Option::<u16>::deserialize(deserializer).map(Some)
 }
 
 impl ExpectTarget for ConnectionExpect {
@@ -145,5 +140,24 @@ impl ExpectTarget for ConnectionExpect {
 
     fn substitute(&mut self, substitution: &mut Substitution<'_>) {
         substitution.text(&mut self.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::live::workload;
+
+    // A write on a connection whose mysqld was killed must not read as a success (`null`).
+    #[test]
+    fn a_lost_connection_is_error_2013_not_success() {
+        let lost = bloodraven_mysql::live::LiveError::Timeout {
+            what: "held write".to_owned(),
+            timeout: std::time::Duration::from_secs(2),
+        };
+        assert_eq!(workload::write_error_code(&lost), workload::CR_SERVER_LOST);
+        assert_eq!(
+            serde_json::json!({"writeError": workload::write_error_code(&lost)}),
+            serde_json::json!({"writeError": 2013})
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! `counter`: the counter app (GET/POST /api/counter) as a client sees it.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::target::{ExpectTarget, Judging, Substitution, Validation};
@@ -84,15 +84,10 @@ pub struct CounterAnswer {
     /// A POST's error `code` (present and null: none).
     #[serde(
         default,
-        deserialize_with = "present",
+        deserialize_with = "super::target::present",
         skip_serializing_if = "Option::is_none"
     )]
     pub write_error: Option<Option<u16>>,
-}
-
-/// A field that is present, null or not.
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Option<u16>>, D::Error> {
-    Option::<u16>::deserialize(deserializer).map(Some)
 }
 
 impl CounterExpect {

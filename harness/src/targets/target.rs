@@ -112,6 +112,16 @@ impl<'a> Substitution<'a> {
     }
 }
 
+/// Reads an optional field whose presence counts: absent is `None` (through
+/// `#[serde(default)]`), present and null is `Some(None)`.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
 /// The variable name when `text` is exactly `${name}`.
 pub fn whole_variable(text: &str) -> Option<&str> {
     let name = text.strip_prefix("${")?.strip_suffix('}')?;

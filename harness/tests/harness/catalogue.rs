@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bloodraven_harness::scenario::model::{
-    Container, Fault, HealTarget, Site, Step, Subject, Verb,
+    Action, Container, Fault, HealTarget, Site, Step, Subject, Verb,
 };
 use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
 use bloodraven_harness::targets::archive::ArchiveExpect;
@@ -596,7 +596,7 @@ fn s052_restores_in_place_fenced_then_re_promoted_at_a_new_generation() {
         .steps
         .iter()
         .filter_map(|step| match step {
-            Step::Fault(Fault::Annotate { key, .. }) => Some(key.clone()),
+            Step::Do(Action::Annotate { key, .. }) => Some(key.clone()),
             _ => None,
         })
         .collect();
@@ -629,7 +629,7 @@ fn s053_restores_in_place_from_the_physical_copy() {
         .steps
         .iter()
         .filter_map(|step| match step {
-            Step::Fault(Fault::Annotate { key, value, .. }) => Some((key.clone(), value.clone())),
+            Step::Do(Action::Annotate { key, value, .. }) => Some((key.clone(), value.clone())),
             _ => None,
         })
         .collect();
@@ -667,7 +667,7 @@ fn s055_to_s057_lose_writes_then_read_the_rejoined_site_s_archive() {
     for id in [55, 56, 57] {
         let steps = scenario(id).scenario.steps;
         let stopped = steps.iter().position(|step| {
-            matches!(step, Step::Fault(Fault::Sql { site: Site::Pdx, statements, .. }) if statements == "STOP SLAVE IO_THREAD")
+            matches!(step, Step::Do(Action::Sql { site: Site::Pdx, statements, .. }) if statements == "STOP SLAVE IO_THREAD")
         });
         let killed = steps.iter().position(|step| {
             matches!(step, Step::Fault(Fault::Kill(target)) if target.site == Site::Iad && target.container == Container::Mysql && target.keep_down)
@@ -681,7 +681,7 @@ fn s055_to_s057_lose_writes_then_read_the_rejoined_site_s_archive() {
         );
         let plugin = steps
             .iter()
-            .any(|step| matches!(step, Step::Fault(Fault::Plugin { args }) if args.first().map(String::as_str) == Some("rejoin")));
+            .any(|step| matches!(step, Step::Do(Action::Plugin { args }) if args.first().map(String::as_str) == Some("rejoin")));
         assert_eq!(plugin, id != 56, "{id:03}: a plugin rejoin step");
     }
 }

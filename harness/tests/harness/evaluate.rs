@@ -283,7 +283,7 @@ fn group_object_metric_event_node_connection_mysql() {
     );
     assert!(evaluate_at(&node, &json!({"demotedTaint": false}), None).is_err());
 
-    let source = "id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- fault: {open-connection: {name: held, service: primary}}\n- expect: {within: 1s, connection: {name: held, writeError: 1290}}\n";
+    let source = "id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- do: {open-connection: {name: held, service: primary}}\n- expect: {within: 1s, connection: {name: held, writeError: 1290}}\n";
     let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), source).expect("valid");
     let Some(Step::Expect(connection)) = loaded.scenario.steps.get(1) else {
         panic!("expect")
@@ -402,7 +402,7 @@ fn seed_001_for_increasing_tolerates_equal_polls_but_needs_a_climb() {
 
 /// Parses the `expect` step after an `open-connection` of `held`.
 fn connection_expect(yaml: &str) -> Expect {
-    let source = format!("id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- fault: {{open-connection: {{name: held, service: primary}}}}\n- expect: {yaml}\n");
+    let source = format!("id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- do: {{open-connection: {{name: held, service: primary}}}}\n- expect: {yaml}\n");
     let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), &source)
         .unwrap_or_else(|errors| panic!("{errors:?}"));
     match loaded.scenario.steps.into_iter().nth(1) {

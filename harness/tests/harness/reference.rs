@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use bloodraven_harness::scenario::matcher::OPERATORS;
 use bloodraven_harness::scenario::model::{
-    Fault, HealTarget, Install, Partition, Quantity, Scenario, Step, HEALABLE_FAULTS,
+    healable_kinds, Action, Fault, HealTarget, Install, Partition, Quantity, Scenario, Step,
+    HEALABLE_ACTIONS, HEALABLE_FAULTS,
 };
 use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
 use bloodraven_harness::targets::Target;
@@ -195,10 +196,11 @@ impl<'de> Deserializer<'de> for Capture<'_> {
 fn model_sections() -> Vec<(&'static str, Vec<String>)> {
     let owned = |names: Vec<&str>| names.into_iter().map(str::to_owned).collect::<Vec<_>>();
     let mut heal = vec!["all"];
-    heal.extend(HEALABLE_FAULTS);
+    heal.extend(healable_kinds());
     vec![
         ("Steps", owned(serde_names::<Step>())),
         ("Faults", owned(serde_names::<Fault>())),
+        ("Actions", owned(serde_names::<Action>())),
         ("Heal targets", owned(heal)),
         ("Expectation targets", owned(Target::NAMES.to_vec())),
         ("Matchers", owned(OPERATORS.to_vec())),
@@ -234,6 +236,13 @@ fn expect_targets_are_the_fields_of_expect() {
         assert!(
             faults.contains(&healable),
             "heal target {healable} is no fault"
+        );
+    }
+    let actions = serde_names::<Action>();
+    for healable in HEALABLE_ACTIONS {
+        assert!(
+            actions.contains(&healable),
+            "heal target {healable} is no action"
         );
     }
 }
@@ -320,6 +329,9 @@ fn shows(section: &str, name: &str, loaded: &LoadedScenario, text: &Value) -> bo
         "Faults" => steps
             .iter()
             .any(|step| matches!(step, Step::Fault(fault) if fault.kind() == name)),
+        "Actions" => steps
+            .iter()
+            .any(|step| matches!(step, Step::Do(action) if action.kind() == name)),
         "Heal targets" => steps.iter().any(|step| match step {
             Step::Heal(HealTarget::All) => name == "all",
             Step::Heal(HealTarget::Kind(kind)) => kind == name,

@@ -15,7 +15,9 @@ use bloodraven_harness::history::recorder::Recorder;
 use bloodraven_harness::runner::cli::Cli;
 use bloodraven_harness::runner::execute::{execute, Pacing};
 use bloodraven_harness::runner::trials::{build_trials, finish_run, run_trial, RunContext};
-use bloodraven_harness::scenario::model::{Apply, Expect, Fault, HealTarget, Install, Site};
+use bloodraven_harness::scenario::model::{
+    Action, Apply, Expect, Fault, HealTarget, Install, Site,
+};
 use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
 use bloodraven_harness::targets::{Observation, Target};
 use clap::Parser as _;
@@ -188,6 +190,19 @@ impl Cluster for FakeCluster {
         recorder.invoke("nemesis", op.clone());
         recorder.complete("nemesis", EventType::Ok, op);
         self.call(format!("fault {}", fault.kind()));
+        *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        Ok(())
+    }
+    fn act(&self, action: &Action, recorder: &Recorder) -> Result<()> {
+        let op = Op::Fault {
+            name: action.kind().to_owned(),
+            phase: FaultPhase::Start,
+            detail: String::new(),
+            sites: action.sites(),
+        };
+        recorder.invoke("nemesis", op.clone());
+        recorder.complete("nemesis", EventType::Ok, op);
+        self.call(format!("do {}", action.kind()));
         *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(())
     }
