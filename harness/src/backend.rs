@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::error::{Error, Result};
 use crate::history::recorder::Recorder;
-use crate::scenario::model::{Apply, Capability, Expect, Fault, HealTarget, Install, Site};
+use crate::scenario::model::{Action, Apply, Capability, Expect, Fault, HealTarget, Install, Site};
+use crate::targets::Observation;
 
 /// Where the cluster comes from (`--cluster`).
 #[derive(
@@ -104,16 +103,19 @@ pub trait Cluster: Send + Sync {
     fn start_workload(&self, recorder: Arc<Recorder>) -> Result<Box<dyn Workload>>;
     /// Server-side applies a fixture or an inline object.
     fn apply(&self, apply: &Apply) -> Result<()>;
-    /// Injects a fault or performs an outside action, recording a `fault` start event
-    /// (invoke, then ok/fail/info) named by [`Fault::kind`], built with
-    /// [`crate::history::event::Op::fault`] so it names the sites it acts on.
+    /// Injects a fault, recording a `fault` start event (invoke, then ok/fail/info) named by
+    /// [`Fault::kind`], built with [`crate::history::event::Op::fault`] so it names the sites
+    /// it acts on.
     fn inject(&self, fault: &Fault, recorder: &Recorder) -> Result<()>;
+    /// Performs an outside action, recording it as a `fault` start event named by
+    /// [`Action::kind`] with [`Action::sites`] (and its end at once unless `heal` undoes it).
+    fn act(&self, action: &Action, recorder: &Recorder) -> Result<()>;
     /// Heals faults, recording one `fault` end event per healed fault (or one named `all`).
     fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()>;
-    /// Reads the current state of an expectation's target, in the shape
-    /// [`crate::runner::evaluate::evaluate`] documents. Deploy API requests are sent here
+    /// Reads the current state of an expectation's target, as its module in
+    /// [`crate::targets`] types it. Deploy API requests are sent here
     /// with `${var}` already substituted.
-    fn observe(&self, expect: &Expect) -> Result<Value>;
+    fn observe(&self, expect: &Expect) -> Result<Observation>;
     /// The liveness condition: one writable site, replicas healthy, DNS = active site.
     /// `Ok(None)` when it holds, `Ok(Some(reason))` when not yet. Judged by
     /// [`crate::check::converged::converged`] on the group's `.status` and the history.

@@ -19,6 +19,7 @@ pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod targets;
 pub mod upgrade;
 
 pub use error::{Error, Result, ScenarioError};

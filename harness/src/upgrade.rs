@@ -63,7 +63,7 @@ use crate::history::store::History;
 use crate::playground::localkube::{UPGRADE_FROM_IMAGE, UPGRADE_TO_IMAGE};
 use crate::report::results::{RunResults, ScenarioResult};
 use crate::report::summary::{first_line, seconds_or_dash};
-use crate::scenario::model::{Fault, Scenario, Step};
+use crate::scenario::model::{Action, Scenario, Step};
 
 /// The scenario that rolls the operator from A to B under load.
 pub const UPGRADE_SCENARIO: u16 = 50;
@@ -189,7 +189,7 @@ impl OperatorImages {
             }
         }
         for step in &mut scenario.steps {
-            if let Step::Fault(Fault::UpgradeOperator { image }) = step {
+            if let Step::Do(Action::UpgradeOperator { image }) = step {
                 if let Some(reference) = resolve(image) {
                     *image = reference;
                 }
@@ -974,7 +974,7 @@ mod tests {
             to: "reg/bloodraven:1.3.0".to_owned(),
         };
         let mut scenario: Scenario = serde_yaml::from_str(
-            "id: 999\ntitle: t\nseed: s\ninstall: {operatorImage: bloodraven:upgrade-a}\nsteps:\n- fault: {upgrade-operator: {image: bloodraven:upgrade-b}}\n- fault: {upgrade-operator: {image: bloodraven:upgrade-a}}\n- fault: {upgrade-operator: {image: other/bloodraven:9}}\n",
+            "id: 999\ntitle: t\nseed: s\ninstall: {operatorImage: bloodraven:upgrade-a}\nsteps:\n- do: {upgrade-operator: {image: bloodraven:upgrade-b}}\n- do: {upgrade-operator: {image: bloodraven:upgrade-a}}\n- do: {upgrade-operator: {image: other/bloodraven:9}}\n",
         )
         .expect("a scenario");
         images.apply(&mut scenario);
@@ -986,7 +986,7 @@ mod tests {
             .steps
             .iter()
             .filter_map(|step| match step {
-                Step::Fault(Fault::UpgradeOperator { image }) => Some(image.as_str()),
+                Step::Do(Action::UpgradeOperator { image }) => Some(image.as_str()),
                 _ => None,
             })
             .collect();

@@ -423,9 +423,8 @@ pub struct HeldGtids {
 }
 
 /// The sites a fault acts on, as recorded in [`Op::Fault`]: the site of a kill, freeze,
-/// thaw, pod deletion, node stop/start, SQL fault or partition; for a planned-failover
-/// request (the `bloodraven.shipstream.io/planned-failover` annotation, `kubectl
-/// bloodraven promote <group> <site>`) its target site. Empty for faults of no site.
+/// thaw, pod deletion, node stop/start, read_only or replication fault or partition. Empty
+/// for faults of no site. (An action's are [`crate::scenario::model::Action::sites`].)
 pub fn fault_sites(fault: &Fault) -> Vec<Site> {
     match fault {
         Fault::Kill(target) => vec![target.site],
@@ -437,29 +436,11 @@ pub fn fault_sites(fault: &Fault) -> Vec<Site> {
         Fault::Partition(
             Partition::Sites(sites) | Partition::Nodes(sites) | Partition::Peers(sites),
         ) => sites.clone(),
-        Fault::SetReadOnly { site, .. }
-        | Fault::ReplicationDelay { site, .. }
-        | Fault::Sql { site, .. } => vec![*site],
-        Fault::Annotate { key, value, .. } if key.ends_with("/planned-failover") => value
-            .as_deref()
-            .and_then(Site::from_name)
-            .into_iter()
-            .collect(),
-        Fault::Plugin { args } if args.first().map(String::as_str) == Some("promote") => args
-            .iter()
-            .skip(1)
-            .filter_map(|arg| Site::from_name(arg))
-            .collect(),
-        Fault::Annotate { .. }
-        | Fault::Plugin { .. }
-        | Fault::KillOperator { .. }
+        Fault::SetReadOnly { site, .. } | Fault::ReplicationDelay { site, .. } => vec![*site],
+        Fault::KillOperator { .. }
         | Fault::DenyRbac { .. }
         | Fault::ScaleOperator { .. }
-        | Fault::StopExternalDns
-        | Fault::OpenConnection { .. }
-        | Fault::SendWrite { .. }
-        | Fault::SealRpo { .. }
-        | Fault::UpgradeOperator { .. } => Vec::new(),
+        | Fault::StopExternalDns => Vec::new(),
     }
 }
 

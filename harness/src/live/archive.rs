@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use bloodraven_api::names;
 use bloodraven_api::sidecar::{ArchiveManifest, ARCHIVES_DIR, ARCHIVE_MANIFEST};
-use serde_json::Value;
 
 use super::exec::{exec_collect, ExecOutput, ExecTarget};
 use super::LiveCluster;
@@ -137,7 +136,7 @@ impl LiveCluster {
     /// Every archive on `site`'s backups volume, each verified against its manifest, in the
     /// shape [`ArchiveObservation`] serializes to. An error only when the volume cannot be
     /// listed or a manifest cannot be read (the expectation polls again).
-    pub(super) async fn observe_archive(&self, site: Site) -> Result<Value> {
+    pub(crate) async fn observe_archive(&self, site: Site) -> Result<ArchiveObservation> {
         let root = format!(
             "{}/{ARCHIVES_DIR}",
             bloodraven_operator::workloads::BACKUP_MOUNT_PATH
@@ -178,7 +177,6 @@ impl LiveCluster {
             }
             archives.push(verify_archive(name, site, manifest.as_deref(), &files));
         }
-        serde_json::to_value(ArchiveObservation { site, archives })
-            .map_err(|error| read_error(site, "the archives", error))
+        Ok(ArchiveObservation { site, archives })
     }
 }

@@ -1,7 +1,9 @@
 //! The live cluster every backend hands the runner: the shared install, workload, probes,
-//! observations and faults over kube-rs. After cluster creation the backends differ only in
+//! observations ([`observe`], for [`crate::targets`]), faults ([`faults`]) and actions
+//! ([`actions`]) over kube-rs. After cluster creation the backends differ only in
 //! how faults reach processes and nodes ([`faults::FaultDriver`]).
 
+pub mod actions;
 /// The in-cluster fault agent's driver.
 pub mod agent;
 pub mod archive;
@@ -18,14 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::Client;
-use serde_json::Value;
 
 use crate::backend::{Cluster, Workload};
 use crate::error::{Error, Result};
 
 use crate::history::recorder::Recorder;
 use crate::playground::install::{Fixtures, Installer};
-use crate::scenario::model::{Apply, Expect, Fault, HealTarget, Install};
+use crate::scenario::model::{Action, Apply, Expect, Fault, HealTarget, Install};
+use crate::targets::Observation;
 
 /// A cluster reached through a kubeconfig, with the playground installed on demand.
 pub struct LiveCluster {
@@ -107,6 +109,11 @@ impl LiveCluster {
             bin_dir,
             recorder: Mutex::new(None),
         })
+    }
+
+    /// The Kubernetes client.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// The installer.
@@ -213,13 +220,17 @@ impl Cluster for LiveCluster {
         self.runtime.block_on(self.inject_fault(fault, recorder))
     }
 
+    fn act(&self, action: &Action, recorder: &Recorder) -> Result<()> {
+        self.runtime.block_on(self.perform_action(action, recorder))
+    }
+
     fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()> {
         self.runtime
             .block_on(self.heal_faults(target, Some(recorder)))
     }
 
-    fn observe(&self, expect: &Expect) -> Result<Value> {
-        self.runtime.block_on(self.observe_expect(expect))
+    fn observe(&self, expect: &Expect) -> Result<Observation> {
+        self.runtime.block_on(expect.target.observe(self))
     }
 
     fn converged(&self) -> Result<Option<String>> {

@@ -64,17 +64,10 @@ pub fn primary_taken_from(fault: &Fault) -> Vec<Site> {
         | Fault::ClockOffset(_)
         | Fault::SetReadOnly { .. }
         | Fault::ReplicationDelay { .. }
-        | Fault::Sql { .. }
-        | Fault::Annotate { .. }
-        | Fault::Plugin { .. }
         | Fault::KillOperator { .. }
         | Fault::DenyRbac { .. }
         | Fault::ScaleOperator { .. }
-        | Fault::StopExternalDns
-        | Fault::OpenConnection { .. }
-        | Fault::SendWrite { .. }
-        | Fault::SealRpo { .. }
-        | Fault::UpgradeOperator { .. } => Vec::new(),
+        | Fault::StopExternalDns => Vec::new(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Running one scenario's steps against a [`Cluster`]: faults, waits, assertions and
 //! measurements, then heal, the liveness phase and the final read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,8 +17,9 @@ use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::recorder::Recorder;
 use crate::history::store::History;
 use crate::progress;
-use crate::scenario::model::{Expect, HealTarget, Quantity, Step};
-use crate::scenario::validate::{collect_variables_in_str, LoadedScenario};
+use crate::scenario::model::{Expect, HealTarget, Measure, Quantity, Step};
+use crate::scenario::validate::LoadedScenario;
+use crate::targets::{Observation, Substitution};
 
 /// How often expectations re-observe their target.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -101,11 +102,57 @@ fn run_steps(
 ) -> Result<(), String> {
     let scenario = &loaded.scenario;
     let scenario_wall_start = jiff::Timestamp::now();
+    let workload = install_and_warm_up(cluster, &scenario.install, pacing, recorder)?;
+    let mut steps = StepRun {
+        cluster,
+        recorder,
+        pacing,
+        started,
+        scenario_wall_start,
+        variables: BTreeMap::new(),
+        baselines: BTreeMap::new(),
+        fault_started: scenario_wall_start,
+        seen_pods: BTreeSet::new(),
+    };
+    let total_steps = scenario.steps.len();
+    let mut outcome = Ok(());
+    for (index, step) in scenario.steps.iter().enumerate() {
+        tracing::info!(
+            scenario = scenario.id,
+            step = index,
+            kind = step.kind(),
+            "step"
+        );
+        steps.before(&scenario.steps, index);
+        let phase = progress::Phase::start(format!(
+            "step {}/{total_steps} {}",
+            index + 1,
+            step_label(step)
+        ));
+        let result = steps.run(index, step, run);
+        phase.end(&result);
+        if let Err(error) = result {
+            outcome = Err(error);
+            break;
+        }
+    }
+    outcome.and(close_run(cluster, recorder, pacing, workload))
+}
+
+/// Installs the playground and starts the workload; the steps start once it has an
+/// acknowledged write, so the first fault never precedes the workload (the liveness
+/// checker's "before the first fault").
+fn install_and_warm_up(
+    cluster: &dyn Cluster,
+    install: &crate::scenario::model::Install,
+    pacing: Pacing,
+    recorder: &Arc<Recorder>,
+) -> Result<Box<dyn crate::backend::Workload>, String> {
     let phase = progress::Phase::start(
         "installing the playground and waiting for its authority to be Valid on its initial active site",
     );
     let installed = cluster
-        .install(&scenario.install)
+        .install(install)
         .map_err(|error| format!("failed to install: {error}"));
     phase.end(&installed);
     installed?;
@@ -121,8 +168,6 @@ fn run_steps(
             return Err(error);
         }
     };
-    // Warm-up: the steps start once the workload has an acknowledged write, so the first
-    // fault never precedes the workload (the liveness checker's "before the first fault").
     let warmed = poll_until(
         WARMUP_MAX,
         pacing.poll_interval.min(Duration::from_millis(100)),
@@ -139,147 +184,175 @@ fn run_steps(
         return Err(error);
     }
     phase.end(&Ok::<(), String>(()));
-    let total_steps = scenario.steps.len();
-    let mut variables: BTreeMap<String, Value> = BTreeMap::new();
-    // Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
-    let mut baselines: BTreeMap<usize, Result<Value, String>> = BTreeMap::new();
-    // When the latest fault, heal or apply started: events are matched only since then.
-    let mut fault_started = scenario_wall_start;
-    // Pods seen by this run's observations (`phase: absent` needs one it saw).
-    let mut seen_pods = std::collections::BTreeSet::new();
-    let mut outcome = Ok(());
-    for (index, step) in scenario.steps.iter().enumerate() {
-        tracing::info!(
-            scenario = scenario.id,
-            step = index,
-            kind = step.kind(),
-            "step"
-        );
+    Ok(workload)
+}
+
+/// The steps' shared state while a scenario runs.
+struct StepRun<'a> {
+    cluster: &'a dyn Cluster,
+    recorder: &'a Arc<Recorder>,
+    pacing: Pacing,
+    started: Instant,
+    scenario_wall_start: jiff::Timestamp,
+    /// Variables saved so far (`save`, deploy API `save`).
+    variables: BTreeMap<String, Value>,
+    /// Baselines taken before an expectation's fault (`$changed`/`$unchanged`), by step.
+    baselines: BTreeMap<usize, Result<Observation, String>>,
+    /// When the latest fault, action, heal or apply started: events are matched only since
+    /// then.
+    fault_started: jiff::Timestamp,
+    /// Pods seen by this run's observations (`phase: absent` needs one it saw).
+    seen_pods: BTreeSet<String>,
+}
+
+impl StepRun<'_> {
+    /// Before step `index` runs: the baseline of the expectation after an acting step, and
+    /// the start of the events window.
+    fn before(&mut self, steps: &[Step], index: usize) {
+        let step = &steps[index];
         if acts(step) {
-            if let Some((next, expect)) = baseline_taker(&scenario.steps, index) {
+            if let Some((next, expect)) = baseline_taker(steps, index) {
                 // Taken with the variables known now; one the acting step saves is not yet.
-                if let Ok(expect) = substitute(expect, &variables) {
-                    let observed = cluster.observe(&expect).map_err(|error| {
+                if let Ok(expect) = substitute(expect, &self.variables) {
+                    let observed = self.cluster.observe(&expect).map_err(|error| {
                         format!("failed to observe the baseline before step {index}: {error}")
                     });
                     if let Ok(observed) = &observed {
-                        seen_pods.extend(pods_in(&expect, observed));
+                        self.seen_pods.extend(expect.target.pods_seen(observed));
                     }
-                    baselines.insert(next, observed);
+                    self.baselines.insert(next, observed);
                 }
             }
         }
-        if matches!(step, Step::Fault(_) | Step::Heal(_) | Step::Apply(_)) {
-            fault_started = jiff::Timestamp::now();
+        if matches!(
+            step,
+            Step::Fault(_) | Step::Do(_) | Step::Heal(_) | Step::Apply(_)
+        ) {
+            self.fault_started = jiff::Timestamp::now();
         }
-        let phase = progress::Phase::start(format!(
-            "step {}/{total_steps} {}",
-            index + 1,
-            step_label(step)
-        ));
-        let result = match step {
-            Step::Apply(apply) => cluster
-                .apply(apply)
-                .map_err(|error| format!("step {index}: failed to {error}")),
-            Step::Fault(fault) => cluster
-                .inject(fault, recorder)
-                .map_err(|error| format!("step {index}: failed to {error}")),
-            Step::Heal(target) => cluster
-                .heal(target, recorder)
-                .map_err(|error| format!("step {index}: failed to {error}")),
+    }
+
+    /// Runs step `index`.
+    fn run(&mut self, index: usize, step: &Step, run: &mut ScenarioRun) -> Result<(), String> {
+        let (cluster, recorder) = (self.cluster, self.recorder.as_ref());
+        let failed = |error: crate::error::Error| format!("step {index}: failed to {error}");
+        match step {
+            Step::Apply(apply) => cluster.apply(apply).map_err(failed),
+            Step::Fault(fault) => cluster.inject(fault, recorder).map_err(failed),
+            Step::Do(action) => cluster.act(action, recorder).map_err(failed),
+            Step::Heal(target) => cluster.heal(target, recorder).map_err(failed),
             Step::Sleep(span) => {
                 std::thread::sleep(span.duration());
                 Ok(())
             }
-            Step::Expect(expect) => match substitute(expect, &variables) {
-                Err(why) => Err(format!("step {index}: {}: {why}", describe(expect))),
-                Ok(expect) => match baselines.remove(&index) {
-                    Some(Err(why)) => Err(format!("step {index}: {}: {why}", describe(&expect))),
-                    baseline => {
-                        let since = if expect.archive.is_some() {
-                            scenario_wall_start
-                        } else {
-                            fault_started
-                        };
-                        let window = Window {
-                            baseline: baseline.and_then(Result::ok),
-                            since,
-                            seen_pods: seen_pods.clone(),
-                        };
-                        let (mut result, last) =
-                            run_expect(cluster, &expect, index, pacing, started, window);
-                        record_archive_read(
-                            recorder,
-                            &expect,
-                            last.as_ref(),
-                            since,
-                            result.satisfied,
-                        );
-                        if let Some(observed) = &last {
-                            seen_pods.extend(pods_in(&expect, observed));
-                        }
-                        if result.satisfied {
-                            if let (Some(deploy), Some(observed)) = (&expect.deploy_api, &last) {
-                                save_variables(deploy, observed, &mut variables);
-                            }
-                            if let Err(why) = save_observed(&expect, last.as_ref(), &mut variables)
-                            {
-                                result.satisfied = false;
-                                result.failure = Some(why);
-                            }
-                        }
-                        let failure = (!result.satisfied).then(|| {
-                            format!(
-                                "step {index}: {}: {}",
-                                result.name,
-                                result.failure.clone().unwrap_or_default()
-                            )
-                        });
-                        run.expectations.push(result);
-                        failure.map_or(Ok(()), Err)
-                    }
-                },
-            },
+            Step::Expect(expect) => self.expect(index, expect, run),
             Step::Measure(measure) => {
-                let value = match measure.quantity {
-                    Quantity::Convergence => wait_converged(cluster, recorder, pacing).ok(),
-                    Quantity::WriteGap => crate::check::liveness::longest_write_gap_ns(
-                        &recorder.snapshot(),
-                        recorder.now_ns(),
-                    )
-                    .map(Duration::from_nanos),
-                    // The outage may not be over when the step starts (the expectations before
-                    // it can pass before a write is acknowledged by the new primary): wait for
-                    // the quantity, at most its `atMost` (else [`MEASURE_WAIT_MAX`]).
-                    Quantity::Detection | Quantity::WriteOutage => poll_until(
-                        measure
-                            .at_most
-                            .map_or(MEASURE_WAIT_MAX, |span| span.duration()),
-                        pacing.poll_interval,
-                        || measure_from_history(&recorder.snapshot(), measure.quantity),
-                    ),
-                };
-                run.measures.push(MeasureResult {
-                    step: index,
-                    quantity: measure.quantity,
-                    value_ms: value.map(millis),
-                    at_least_ms: measure.at_least.map(|span| millis(span.duration())),
-                    at_most_ms: measure.at_most.map(|span| millis(span.duration())),
-                });
+                run.measures.push(self.measure(index, measure));
                 Ok(())
             }
-        };
-        phase.end(&result);
-        if let Err(error) = result {
-            outcome = Err(error);
-            break;
         }
     }
+
+    /// Polls an expectation (its `${var}` substituted) until it is decided, records what it
+    /// read, and saves what it names.
+    fn expect(
+        &mut self,
+        index: usize,
+        expect: &Expect,
+        run: &mut ScenarioRun,
+    ) -> Result<(), String> {
+        let expect = substitute(expect, &self.variables)
+            .map_err(|why| format!("step {index}: {}: {why}", describe(expect)))?;
+        let baseline = match self.baselines.remove(&index) {
+            Some(Err(why)) => return Err(format!("step {index}: {}: {why}", describe(&expect))),
+            baseline => baseline.and_then(Result::ok),
+        };
+        let since = if expect.target.counts_from_scenario_start() {
+            self.scenario_wall_start
+        } else {
+            self.fault_started
+        };
+        let window = Window {
+            baseline,
+            since,
+            seen_pods: self.seen_pods.clone(),
+        };
+        let (mut result, last) = run_expect(
+            self.cluster,
+            &expect,
+            index,
+            self.pacing,
+            self.started,
+            window,
+        );
+        expect
+            .target
+            .record(self.recorder, last.as_ref(), since, result.satisfied);
+        if let Some(observed) = &last {
+            self.seen_pods.extend(expect.target.pods_seen(observed));
+        }
+        if result.satisfied {
+            if let Some(observed) = &last {
+                save_answer(&expect, observed, &mut self.variables);
+            }
+            if let Err(why) = save_observed(&expect, last.as_ref(), &mut self.variables) {
+                result.satisfied = false;
+                result.failure = Some(why);
+            }
+        }
+        let failure = (!result.satisfied).then(|| {
+            format!(
+                "step {index}: {}: {}",
+                result.name,
+                result.failure.clone().unwrap_or_default()
+            )
+        });
+        run.expectations.push(result);
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Measures a quantity.
+    fn measure(&self, index: usize, measure: &Measure) -> MeasureResult {
+        let (cluster, recorder, pacing) = (self.cluster, self.recorder, self.pacing);
+        let value = match measure.quantity {
+            Quantity::Convergence => wait_converged(cluster, recorder, pacing).ok(),
+            Quantity::WriteGap => crate::check::liveness::longest_write_gap_ns(
+                &recorder.snapshot(),
+                recorder.now_ns(),
+            )
+            .map(Duration::from_nanos),
+            // The outage may not be over when the step starts (the expectations before
+            // it can pass before a write is acknowledged by the new primary): wait for
+            // the quantity, at most its `atMost` (else [`MEASURE_WAIT_MAX`]).
+            Quantity::Detection | Quantity::WriteOutage => poll_until(
+                measure
+                    .at_most
+                    .map_or(MEASURE_WAIT_MAX, |span| span.duration()),
+                pacing.poll_interval,
+                || measure_from_history(&recorder.snapshot(), measure.quantity),
+            ),
+        };
+        MeasureResult {
+            step: index,
+            quantity: measure.quantity,
+            value_ms: value.map(millis),
+            at_least_ms: measure.at_least.map(|span| millis(span.duration())),
+            at_most_ms: measure.at_most.map(|span| millis(span.duration())),
+        }
+    }
+}
+
+/// Heals everything, then the liveness phase and the final read, even after a failure: the
+/// history needs its final state and the cluster must be left converged for reuse.
+fn close_run(
+    cluster: &dyn Cluster,
+    recorder: &Recorder,
+    pacing: Pacing,
+    workload: Box<dyn crate::backend::Workload>,
+) -> Result<(), String> {
     let phase = progress::Phase::start(
         "healing every fault, waiting for convergence, reading the final state",
     );
-    // Heal everything, then the liveness phase and the final read, even after a failure:
-    // the history needs its final state and the cluster must be left converged for reuse.
     let heal = cluster
         .heal(&HealTarget::All, recorder)
         .map_err(|error| format!("final heal: failed to {error}"));
@@ -296,16 +369,24 @@ fn run_steps(
     let stopped = workload
         .stop()
         .map_err(|error| format!("failed to stop the workload: {error}"));
+    let final_read = record_final_state(cluster, recorder);
+    record_gtid_state(cluster, recorder);
+    let closing = heal.and(converged).and(stopped).and(final_read);
+    phase.end(&closing);
+    closing
+}
+
+/// The final read ([`Op::FinalState`]), with the committing site of the writes whose outcome
+/// is unknown: the split-brain checker judges where they landed.
+fn record_final_state(cluster: &dyn Cluster, recorder: &Recorder) -> Result<(), String> {
     let unread = || Op::FinalState {
         sites: BTreeMap::new(),
         committed: BTreeMap::new(),
         canaries: BTreeMap::new(),
     };
     recorder.invoke("final", unread());
-    let final_read = match cluster.final_state() {
+    match cluster.final_state() {
         Ok(rows) => {
-            // The committing site of the writes whose outcome is unknown: the split-brain
-            // checker judges where they landed.
             let unknown = unknown_outcome_write_ids(&recorder.snapshot());
             let committed = rows
                 .committed
@@ -327,65 +408,29 @@ fn run_steps(
             recorder.complete("final", EventType::Fail, unread());
             Err(format!("final read: failed to {error}"))
         }
-    };
-    // The executed GTID sets, for the operator's lostGtidSet to be compared with.
-    let unread = || Op::GtidState {
+    }
+}
+
+/// The executed GTID sets ([`Op::GtidState`]), for the operator's lostGtidSet to be compared
+/// with.
+fn record_gtid_state(cluster: &dyn Cluster, recorder: &Recorder) {
+    let unread = |error: Option<String>| Op::GtidState {
         sites: BTreeMap::new(),
         last_failover: None,
         active_site: None,
-        error: None,
+        error,
     };
-    recorder.invoke("gtid-state", unread());
+    recorder.invoke("gtid-state", unread(None));
     match cluster.final_gtid_state() {
         Ok(Some(op)) => recorder.complete("gtid-state", EventType::Ok, op),
         // A cluster with no MySQL to read: the checker says it judged nothing.
-        Ok(None) => recorder.complete("gtid-state", EventType::Info, unread()),
+        Ok(None) => recorder.complete("gtid-state", EventType::Info, unread(None)),
         Err(error) => recorder.complete(
             "gtid-state",
             EventType::Fail,
-            Op::GtidState {
-                sites: BTreeMap::new(),
-                last_failover: None,
-                active_site: None,
-                error: Some(error.to_string()),
-            },
+            unread(Some(error.to_string())),
         ),
     }
-    let closing = heal.and(converged).and(stopped).and(final_read);
-    phase.end(&closing);
-    outcome.and(closing)
-}
-
-/// Records what an `archive` expectation read last ([`Op::ArchiveRead`], process `archive`):
-/// `ok` when it was satisfied, `fail` when not; nothing for other targets or when nothing was
-/// read. The archive checker judges the `ok` ones after the final read.
-pub fn record_archive_read(
-    recorder: &Recorder,
-    expect: &Expect,
-    last: Option<&Value>,
-    since: jiff::Timestamp,
-    satisfied: bool,
-) {
-    if expect.archive.is_none() {
-        return;
-    }
-    let Some(observation) = last.and_then(|value| {
-        serde_json::from_value::<crate::check::archive::ArchiveObservation>(value.clone()).ok()
-    }) else {
-        return;
-    };
-    let op = |archives| Op::ArchiveRead {
-        site: observation.site,
-        since,
-        archives,
-    };
-    recorder.invoke("archive", op(Vec::new()));
-    let kind = if satisfied {
-        EventType::Ok
-    } else {
-        EventType::Fail
-    };
-    recorder.complete("archive", kind, op(observation.archives.clone()));
 }
 
 /// A step as the progress line names it: its kind and target (`fault {"kill":{"site":"iad"}}`,
@@ -421,20 +466,20 @@ pub fn step_label(step: &Step) -> String {
 pub struct Window {
     /// The baseline for `$changed`/`$unchanged`: observed before the step's fault (see
     /// [`baseline_taker`]); `None`: the expectation's first poll is its baseline.
-    pub baseline: Option<Value>,
-    /// Events count only from this instant: the start of the latest `fault`, `heal` or
-    /// `apply` step before the expectation, else the scenario's start. Archives count from the
+    pub baseline: Option<Observation>,
+    /// Events count only from this instant: the start of the latest `fault`, `do`, `heal`
+    /// or `apply` step before the expectation, else the scenario's start. Archives count from the
     /// scenario's start (a rejoin may re-use an archive written before the latest step).
     pub since: jiff::Timestamp,
     /// Every pod (`namespace/name`) a `pods` observation of this run has held so far.
     pub seen_pods: std::collections::BTreeSet<String>,
 }
 
-/// Whether a step changes the cluster: a fault, heal or apply, or a deploy API request.
+/// Whether a step changes the cluster: a fault, action, heal or apply, or a deploy API request.
 fn acts(step: &Step) -> bool {
     match step {
-        Step::Fault(_) | Step::Heal(_) | Step::Apply(_) => true,
-        Step::Expect(expect) => expect.deploy_api.is_some(),
+        Step::Fault(_) | Step::Do(_) | Step::Heal(_) | Step::Apply(_) => true,
+        Step::Expect(expect) => expect.target.acts(),
         Step::Measure(_) | Step::Sleep(_) => false,
     }
 }
@@ -466,39 +511,20 @@ pub fn uses_baseline(expect: &Expect) -> bool {
             Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => false,
         }
     }
-    [
-        expect.group.as_ref(),
-        expect.object.as_ref().map(|object| &object.match_),
-        expect.metric.as_ref().map(|metric| &metric.value),
-        expect
-            .counter
-            .as_ref()
-            .and_then(|counter| counter.connection_id.as_ref()),
-        expect.pods.as_ref().and_then(|pods| pods.restarts.as_ref()),
-        expect
-            .deploy_api
-            .as_ref()
-            .and_then(|deploy| deploy.body.as_ref()),
-    ]
-    .into_iter()
-    .flatten()
-    .any(walk)
+    expect.target.patterns().into_iter().any(walk)
 }
 
-/// Saves the answer fields a deploy API expectation names. A field the answer lacks (or that
-/// is null) is not saved, so a later `${var}` of it fails its step.
-fn save_variables(
-    deploy: &crate::scenario::model::DeployApiExpect,
-    observed: &Value,
-    variables: &mut BTreeMap<String, Value>,
-) {
-    for (name, field) in &deploy.save {
-        match observed.pointer(&format!("/body/{field}")) {
-            Some(value) if !value.is_null() => {
-                variables.insert(name.clone(), value.clone());
+/// Saves what the satisfying answer itself names (a deploy API expectation's `save` of body
+/// fields): a field the answer lacks (or that is null) is forgotten, so a later `${var}` of it
+/// fails its step.
+fn save_answer(expect: &Expect, observed: &Observation, variables: &mut BTreeMap<String, Value>) {
+    for (name, value) in expect.target.answer_variables(observed) {
+        match value {
+            Some(value) => {
+                variables.insert(name, value);
             }
-            _ => {
-                variables.remove(name);
+            None => {
+                variables.remove(&name);
             }
         }
     }
@@ -508,11 +534,12 @@ fn save_variables(
 /// pointer that finds nothing (or null) is an error naming it: the variable is not saved.
 pub fn save_observed(
     expect: &Expect,
-    observed: Option<&Value>,
+    observed: Option<&Observation>,
     variables: &mut BTreeMap<String, Value>,
 ) -> Result<(), String> {
+    let observed = observed.map(Observation::to_json);
     for (name, pointer) in &expect.save {
-        match observed.and_then(|value| value.pointer(pointer)) {
+        match observed.as_ref().and_then(|value| value.pointer(pointer)) {
             Some(value) if !value.is_null() => {
                 variables.insert(name.clone(), value.clone());
             }
@@ -535,7 +562,7 @@ pub fn run_expect(
     pacing: Pacing,
     scenario_start: Instant,
     window: Window,
-) -> (ExpectationResult, Option<Value>) {
+) -> (ExpectationResult, Option<Observation>) {
     let (mode, span) = match (expect.within, expect.for_) {
         (Some(span), _) => (ExpectMode::Within, span.duration()),
         (None, Some(span)) => (ExpectMode::For, span.duration()),
@@ -552,7 +579,7 @@ pub fn run_expect(
         started_ms: millis(start.duration_since(scenario_start)),
         failure: None,
     };
-    let mut baseline: Option<Value> = window.baseline;
+    let mut baseline: Option<Observation> = window.baseline;
     let mut last = None;
     loop {
         // An observation counts for the moment it was taken (its request sent), not for when
@@ -561,7 +588,7 @@ pub fn run_expect(
         let verdict = match cluster.observe(expect) {
             Ok(observed) => {
                 let verdict = evaluate(expect, &observed, baseline.as_ref(), window.since)
-                    .and_then(|()| pod_was_seen(expect, &window.seen_pods));
+                    .and_then(|()| expect.target.check_seen(&window.seen_pods));
                 if baseline.is_none() {
                     baseline = Some(observed.clone());
                 }
@@ -633,58 +660,6 @@ pub fn late(taken: Duration, span: Duration) -> Option<String> {
 
 /// How long before a `within` bound its last observation is sent.
 const LAST_OBSERVATION_MARGIN: Duration = Duration::from_millis(5);
-
-/// `pods: {phase: absent}` holds only for a pod this run has seen: a pod that never existed
-/// (a misspelt name, a pod that was never created) is absent too, and would pass.
-pub fn pod_was_seen(
-    expect: &Expect,
-    seen: &std::collections::BTreeSet<String>,
-) -> Result<(), String> {
-    let Some(pods) = &expect.pods else {
-        return Ok(());
-    };
-    if pods.phase.as_deref() != Some("absent") {
-        return Ok(());
-    }
-    match pod_subject(pods) {
-        Some(name) if !seen.contains(&name) => Err(format!(
-            "pod {name} is absent, but this run never saw it: `phase: absent` asserts that a pod \
-             that existed is gone (observe it before the step that removes it)"
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The pod an expectation names: `namespace/name`.
-fn pod_subject(pods: &crate::scenario::model::PodsExpect) -> Option<String> {
-    let namespace = pods
-        .namespace
-        .as_deref()
-        .unwrap_or(crate::playground::install::NAMESPACE);
-    let name = pods.pod_name()?;
-    Some(format!("{namespace}/{name}"))
-}
-
-/// Every pod an observation of a `pods` expectation holds, as `namespace/name`.
-pub fn pods_in(expect: &Expect, observed: &Value) -> Vec<String> {
-    let Some(pods) = &expect.pods else {
-        return Vec::new();
-    };
-    observed
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|pod| {
-            let name = pod.pointer("/metadata/name")?.as_str()?;
-            let namespace = pod
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .or(pods.namespace.as_deref())
-                .unwrap_or(crate::playground::install::NAMESPACE);
-            Some(format!("{namespace}/{name}"))
-        })
-        .collect()
-}
 
 /// Polls the liveness condition. The duration is measured from the last fault end (or from
 /// the start of polling when no fault ended).
@@ -764,146 +739,15 @@ fn measure_from_history(history: &History, quantity: Quantity) -> Option<Duratio
 /// naming it: the step fails rather than sending or matching an empty string.
 pub fn substitute(expect: &Expect, variables: &BTreeMap<String, Value>) -> Result<Expect, String> {
     let mut expect = expect.clone();
-    let mut missing: Vec<String> = Vec::new();
-    let text = |value: &mut String, missing: &mut Vec<String>| {
-        *value = splice(value, variables, missing);
-    };
-    let json = |value: &mut Value, missing: &mut Vec<String>| {
-        substitute_value(value, variables, missing);
-    };
-    if let Some(name) = expect.name.as_mut() {
-        text(name, &mut missing);
-    }
-    if let Some(group) = expect.group.as_mut() {
-        json(group, &mut missing);
-    }
-    if let Some(pods) = expect.pods.as_mut() {
-        for field in [&mut pods.name, &mut pods.namespace, &mut pods.phase]
-            .into_iter()
-            .flatten()
-        {
-            text(field, &mut missing);
-        }
-        if let Some(labels) = pods.labels.as_mut() {
-            labels
-                .values_mut()
-                .for_each(|value| text(value, &mut missing));
-        }
-        if let Some(restarts) = pods.restarts.as_mut() {
-            json(restarts, &mut missing);
-        }
-    }
-    if let Some(endpoints) = expect.endpoints.as_mut() {
-        text(&mut endpoints.service, &mut missing);
-    }
-    if let Some(manager) = expect
-        .dns_endpoint
-        .as_mut()
-        .and_then(|record| record.field_manager.as_mut())
-    {
-        text(manager, &mut missing);
-    }
-    if let Some(deploy) = expect.deploy_api.as_mut() {
-        text(&mut deploy.request.path, &mut missing);
-        text(&mut deploy.request.client.namespace, &mut missing);
-        text(&mut deploy.request.client.service_account, &mut missing);
-        if let Some(body) = deploy.request.body.as_mut() {
-            json(body, &mut missing);
-        }
-        if let Some(body) = deploy.body.as_mut() {
-            json(body, &mut missing);
-        }
-        if let Some(expires_in) = deploy.expires_in.as_mut() {
-            json(expires_in, &mut missing);
-        }
-    }
-    if let Some(metric) = expect.metric.as_mut() {
-        text(&mut metric.name, &mut missing);
-        metric
-            .labels
-            .values_mut()
-            .for_each(|value| text(value, &mut missing));
-        json(&mut metric.value, &mut missing);
-    }
-    if let Some(event) = expect.event.as_mut() {
-        text(&mut event.reason, &mut missing);
-        for field in [&mut event.type_, &mut event.message_contains]
-            .into_iter()
-            .flatten()
-        {
-            text(field, &mut missing);
-        }
-    }
-    if let Some(object) = expect.object.as_mut() {
-        text(&mut object.api_version, &mut missing);
-        text(&mut object.kind, &mut missing);
-        text(&mut object.name, &mut missing);
-        if let Some(namespace) = object.namespace.as_mut() {
-            text(namespace, &mut missing);
-        }
-        json(&mut object.match_, &mut missing);
-    }
-    if let Some(connection) = expect.connection.as_mut() {
-        text(&mut connection.name, &mut missing);
-    }
-    match missing.first() {
+    let mut substitution = Substitution::new(variables);
+    substitution.texts(expect.name.as_mut());
+    expect.target.substitute(&mut substitution);
+    match substitution.first_missing() {
         None => Ok(expect),
         Some(name) => Err(format!(
             "uses `${{{name}}}`, which no earlier step saved (or the answer it was saved from lacked the field)"
         )),
     }
-}
-
-fn substitute_value(
-    value: &mut Value,
-    variables: &BTreeMap<String, Value>,
-    missing: &mut Vec<String>,
-) {
-    match value {
-        Value::String(text) => {
-            if let Some(name) = whole_variable(text) {
-                match variables.get(name) {
-                    Some(saved) => *value = saved.clone(),
-                    None => missing.push(name.to_owned()),
-                }
-            } else {
-                *text = splice(text, variables, missing);
-            }
-        }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|item| substitute_value(item, variables, missing)),
-        Value::Object(map) => map
-            .values_mut()
-            .for_each(|item| substitute_value(item, variables, missing)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
-}
-
-/// The variable name when `text` is exactly `${name}`.
-pub fn whole_variable(text: &str) -> Option<&str> {
-    let name = text.strip_prefix("${")?.strip_suffix('}')?;
-    (!name.is_empty() && !name.contains(['{', '}', '$'])).then_some(name)
-}
-
-fn splice(text: &str, variables: &BTreeMap<String, Value>, missing: &mut Vec<String>) -> String {
-    let mut names = Vec::new();
-    collect_variables_in_str(text, &mut names);
-    names
-        .iter()
-        .fold(text.to_owned(), |acc, name| match variables.get(name) {
-            Some(saved) => {
-                let shown = match saved {
-                    Value::String(saved) => saved.clone(),
-                    other => other.to_string(),
-                };
-                acc.replace(&format!("${{{name}}}"), &shown)
-            }
-            None => {
-                missing.push(name.clone());
-                acc
-            }
-        })
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -538,7 +538,7 @@ pub fn executed_nothing(conclusion: &libtest_mimic::Conclusion) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::model::{Fault, Step};
+    use crate::scenario::model::{Action, Step};
     use clap::Parser as _;
 
     fn catalogue(args: &[&str]) -> Vec<LoadedScenario> {
@@ -554,7 +554,7 @@ mod tests {
             .steps
             .iter()
             .filter_map(|step| match step {
-                Step::Fault(Fault::UpgradeOperator { image }) => Some(image.as_str()),
+                Step::Do(Action::UpgradeOperator { image }) => Some(image.as_str()),
                 _ => None,
             })
             .collect();

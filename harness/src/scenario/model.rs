@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
-use serde::de::{self, Deserializer};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::span::Span;
+use crate::targets::Target;
 
 /// One site of the playground group (docs/design/operator.md#mysqlfailovergroup: iad and pdx
 /// read-write, reader read-only).
@@ -143,8 +144,12 @@ pub struct Install {
 pub enum Step {
     /// Server-side apply a fixture file or an inline object.
     Apply(Apply),
-    /// Inject a fault (or perform an outside action such as an annotation).
+    /// Inject a fault: break something (a process, a node, the network, a permission), to be
+    /// healed or to heal itself.
     Fault(#[serde(deserialize_with = "super::single_key::one")] Fault),
+    /// Perform an action from outside: what a user, an application or the harness itself
+    /// does (an annotation, SQL, a connection, the plugin, an upgrade, the RPO seal).
+    Do(#[serde(deserialize_with = "super::single_key::one")] Action),
     /// Undo faults: `all`, or every active fault of one kind.
     Heal(HealTarget),
     /// Assert something about the cluster: becomes true `within`, or stays true `for`.
@@ -161,6 +166,7 @@ impl Step {
         match self {
             Step::Apply(_) => "apply",
             Step::Fault(_) => "fault",
+            Step::Do(_) => "do",
             Step::Heal(_) => "heal",
             Step::Expect(_) => "expect",
             Step::Measure(_) => "measure",
@@ -280,7 +286,7 @@ pub enum Partition {
     Peers(Vec<Site>),
 }
 
-/// The object an `annotate` fault writes to.
+/// The object an `annotate` action writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AnnotatedObject {
@@ -289,7 +295,9 @@ pub enum AnnotatedObject {
     Group,
 }
 
-/// Faults and outside actions. Each variant is one map key in the file.
+/// Faults: what breaks something, healed by `heal` (or, for a restarting kill, a deleted
+/// pod or a killed operator replica, by the cluster itself). Each variant is one map key in
+/// the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
@@ -329,16 +337,6 @@ pub enum Fault {
     },
     /// Stop the external-dns controller (DNS answers stop following the DNSEndpoint).
     StopExternalDns,
-    /// Set (or with `value: null` remove) an annotation on the group.
-    Annotate {
-        /// The object (the group).
-        #[serde(default)]
-        object: AnnotatedObject,
-        /// Annotation key.
-        key: String,
-        /// Annotation value; null removes it.
-        value: Option<String>,
-    },
     /// `SET GLOBAL read_only` on a site's mysqld directly, behind the operator's back
     /// (one-shot: the sidecar and operator are expected to react, nothing restores it).
     SetReadOnly {
@@ -353,6 +351,27 @@ pub enum Fault {
         site: Site,
         /// The delay.
         delay: Span,
+    },
+    /// Step the wall clock of a site's mysqld (its `mysql` container only: the sidecar's
+    /// clocks are untouched) to an offset from the real clock, until healed (localkube:
+    /// libfaketime, `localkube up --clock-faults mysql`).
+    ClockOffset(ClockOffsetTarget),
+}
+
+/// Actions: what a user, an application or the harness does from outside, not a breakage
+/// (`do:`). Each variant is one map key in the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Set (or with `value: null` remove) an annotation on the group.
+    Annotate {
+        /// The object (the group).
+        #[serde(default)]
+        object: AnnotatedObject,
+        /// Annotation key.
+        key: String,
+        /// Annotation value; null removes it.
+        value: Option<String>,
     },
     /// Run SQL as root on a site's mysqld, behind the operator's and the sidecar's back (a
     /// stopped replication thread, an errant write, a hand-made `CHANGE MASTER`). With `heal`,
@@ -399,15 +418,10 @@ pub enum Fault {
         /// The new image.
         image: String,
     },
-    /// Step the wall clock of a site's mysqld (its `mysql` container only: the sidecar's
-    /// clocks are untouched) to an offset from the real clock, until healed (localkube:
-    /// libfaketime, `localkube up --clock-faults mysql`).
-    ClockOffset(ClockOffsetTarget),
 }
 
-/// The healable fault kinds, as `heal:` names them (`kill` only with `keepDown`, `sql` only
-/// with `heal`).
-pub const HEALABLE_FAULTS: [&str; 11] = [
+/// The healable fault kinds, as `heal:` names them (`kill` only with `keepDown`).
+pub const HEALABLE_FAULTS: [&str; 9] = [
     "kill",
     "freeze",
     "stop-node",
@@ -416,10 +430,17 @@ pub const HEALABLE_FAULTS: [&str; 11] = [
     "scale-operator",
     "stop-external-dns",
     "replication-delay",
-    "open-connection",
-    "sql",
     "clock-offset",
 ];
+
+/// The healable action kinds, as `heal:` names them (`sql` only with `heal`; healing
+/// `open-connection` forgets the held connections).
+pub const HEALABLE_ACTIONS: [&str; 2] = ["open-connection", "sql"];
+
+/// Every kind `heal:` may name: [`HEALABLE_FAULTS`], then [`HEALABLE_ACTIONS`].
+pub fn healable_kinds() -> impl Iterator<Item = &'static str> {
+    HEALABLE_FAULTS.into_iter().chain(HEALABLE_ACTIONS)
+}
 
 impl Fault {
     /// The fault kind as the file spells it.
@@ -436,15 +457,8 @@ impl Fault {
             Fault::DenyRbac { .. } => "deny-rbac",
             Fault::ScaleOperator { .. } => "scale-operator",
             Fault::StopExternalDns => "stop-external-dns",
-            Fault::Annotate { .. } => "annotate",
             Fault::SetReadOnly { .. } => "set-read-only",
             Fault::ReplicationDelay { .. } => "replication-delay",
-            Fault::Sql { .. } => "sql",
-            Fault::SealRpo { .. } => "seal-rpo",
-            Fault::OpenConnection { .. } => "open-connection",
-            Fault::SendWrite { .. } => "send-write",
-            Fault::Plugin { .. } => "plugin",
-            Fault::UpgradeOperator { .. } => "upgrade-operator",
             Fault::ClockOffset(_) => "clock-offset",
         }
     }
@@ -458,12 +472,61 @@ impl Fault {
         }
     }
 
-    /// Whether the fault stays in effect until healed (as opposed to a one-shot action).
+    /// Whether the fault stays in effect until healed (as opposed to one the cluster heals
+    /// itself, or a one-shot).
     pub fn is_healable(&self) -> bool {
         match self {
             Fault::Kill(target) => target.keep_down,
-            Fault::Sql { heal, .. } => heal.is_some(),
             _ => HEALABLE_FAULTS.contains(&self.kind()),
+        }
+    }
+}
+
+impl Action {
+    /// The action kind as the file spells it.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Action::Annotate { .. } => "annotate",
+            Action::Sql { .. } => "sql",
+            Action::SealRpo { .. } => "seal-rpo",
+            Action::OpenConnection { .. } => "open-connection",
+            Action::SendWrite { .. } => "send-write",
+            Action::Plugin { .. } => "plugin",
+            Action::UpgradeOperator { .. } => "upgrade-operator",
+        }
+    }
+
+    /// Whether `heal` undoes it (an `sql` with `heal`) or forgets it (`open-connection`).
+    pub fn is_healable(&self) -> bool {
+        match self {
+            Action::Sql { heal, .. } => heal.is_some(),
+            _ => HEALABLE_ACTIONS.contains(&self.kind()),
+        }
+    }
+
+    /// The sites it acts on, as the history's fault events record them (see
+    /// [`crate::history::event::fault_sites`]): the site of an `sql`; for a planned-failover
+    /// request (the `bloodraven.shipstream.io/planned-failover` annotation, `kubectl
+    /// bloodraven promote <group> <site>`) its target site. Empty for the others.
+    pub fn sites(&self) -> Vec<Site> {
+        match self {
+            Action::Sql { site, .. } => vec![*site],
+            Action::Annotate { key, value, .. } if key.ends_with("/planned-failover") => value
+                .as_deref()
+                .and_then(Site::from_name)
+                .into_iter()
+                .collect(),
+            Action::Plugin { args } if args.first().map(String::as_str) == Some("promote") => args
+                .iter()
+                .skip(1)
+                .filter_map(|arg| Site::from_name(arg))
+                .collect(),
+            Action::Annotate { .. }
+            | Action::Plugin { .. }
+            | Action::OpenConnection { .. }
+            | Action::SendWrite { .. }
+            | Action::SealRpo { .. }
+            | Action::UpgradeOperator { .. } => Vec::new(),
         }
     }
 }
@@ -472,9 +535,9 @@ impl Fault {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(into = "String")]
 pub enum HealTarget {
-    /// Every active fault.
+    /// Every active fault and action.
     All,
-    /// Every active fault of this kind (one of [`HEALABLE_FAULTS`]).
+    /// Every active fault or action of this kind (one of [`healable_kinds`]).
     Kind(String),
 }
 
@@ -487,7 +550,7 @@ impl From<HealTarget> for String {
     }
 }
 
-/// `all` or one of [`HEALABLE_FAULTS`] (the derive cannot see the names the custom
+/// `all` or one of [`healable_kinds`] (the derive cannot see the names the custom
 /// `Deserialize` accepts).
 impl JsonSchema for HealTarget {
     fn schema_name() -> Cow<'static, str> {
@@ -496,9 +559,9 @@ impl JsonSchema for HealTarget {
 
     fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
         let mut names = vec!["all"];
-        names.extend(HEALABLE_FAULTS);
+        names.extend(healable_kinds());
         json_schema!({
-            "description": "What a `heal` step undoes: `all` (every active fault), or every active fault of one kind (`kill` only with `keepDown`, `sql` only with `heal`).",
+            "description": "What a `heal` step undoes: `all` (every active fault and action), or every active fault or action of one kind (`kill` only with `keepDown`, `sql` only with `heal`).",
             "type": "string",
             "enum": names,
         })
@@ -511,169 +574,158 @@ impl<'de> Deserialize<'de> for HealTarget {
         if name == "all" {
             return Ok(HealTarget::All);
         }
-        if HEALABLE_FAULTS.contains(&name.as_str()) {
+        if healable_kinds().any(|kind| kind == name) {
             return Ok(HealTarget::Kind(name));
         }
         Err(de::Error::custom(format!(
             "unknown heal target `{name}`, expected `all` or one of {}",
-            HEALABLE_FAULTS.join(", ")
+            healable_kinds().collect::<Vec<_>>().join(", ")
         )))
     }
 }
 
-/// An assertion: exactly one of `within`/`for` and exactly one target.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+/// An assertion: exactly one of `within`/`for`, and exactly one target (a key naming one of
+/// [`Target::NAMES`], whose value the target's module reads, see [`crate::targets`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Expect {
     /// Becomes true by this deadline (time-to-satisfy is recorded).
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub within: Option<Span>,
     /// Stays true for this whole duration.
-    #[serde(default, rename = "for")]
+    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
     pub for_: Option<Span>,
     /// A label for the report (default: the target rendered).
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// The group's `.status`, partial match.
-    #[serde(default)]
-    pub group: Option<Value>,
-    /// Pods.
-    #[serde(default)]
-    pub pods: Option<PodsExpect>,
-    /// A Service's ready endpoints, as the set of sites behind them.
-    #[serde(default)]
-    pub endpoints: Option<EndpointsExpect>,
-    /// The DNSEndpoint `bloodraven-playground`.
-    #[serde(default)]
-    pub dns_endpoint: Option<DnsEndpointExpect>,
-    /// The DNS answer for the group's hostname (after external-dns).
-    #[serde(default)]
-    pub dns: Option<DnsExpect>,
-    /// The counter app.
-    #[serde(default)]
-    pub counter: Option<CounterExpect>,
-    /// A deploy API request and its answer.
-    #[serde(default)]
-    pub deploy_api: Option<DeployApiExpect>,
-    /// An operator metric.
-    #[serde(default)]
-    pub metric: Option<MetricExpect>,
-    /// A Kubernetes Event.
-    #[serde(default)]
-    pub event: Option<EventExpect>,
-    /// Any object, partial match.
-    #[serde(default)]
-    pub object: Option<ObjectExpect>,
-    /// A site's node.
-    #[serde(default)]
-    pub node: Option<NodeExpect>,
-    /// A connection opened by `open-connection`.
-    #[serde(default)]
-    pub connection: Option<ConnectionExpect>,
-    /// A site's mysqld, read directly (not through the operator).
-    #[serde(default)]
-    pub mysql: Option<MysqlExpect>,
-    /// The archives on a site's backups volume (a rejoin's), read back and verified.
-    #[serde(default)]
-    pub archive: Option<ArchiveExpect>,
     /// Saves fields of the observation that satisfied the expectation for later `${var}`:
-    /// variable name -> JSON pointer into the observation (see [`crate::runner::evaluate`]
-    /// for its shape per target), e.g. `{svc_rv: /metadata/resourceVersion}`. A pointer that
+    /// variable name -> JSON pointer into the observation (its shape is documented per target
+    /// in [`crate::targets`]), e.g. `{svc_rv: /metadata/resourceVersion}`. A pointer that
     /// finds nothing (or null) fails the step: a later comparison with it cannot pass vacuously.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub save: BTreeMap<String, String>,
+    /// What it asserts about.
+    #[serde(flatten)]
+    pub target: Target,
 }
 
-impl Expect {
-    /// Every target an expectation may name, as the file spells it, in declaration order
-    /// (every field but `within`, `for`, `name` and `save`).
-    pub const TARGETS: [&'static str; 14] = [
-        "group",
-        "pods",
-        "endpoints",
-        "dns-endpoint",
-        "dns",
-        "counter",
-        "deploy-api",
-        "metric",
-        "event",
-        "object",
-        "node",
-        "connection",
-        "mysql",
-        "archive",
-    ];
+/// The fields of `expect` besides its target.
+const EXPECT_FIELDS: [&str; 4] = ["within", "for", "name", "save"];
 
-    /// The names of the targets that are set, in declaration order.
-    pub fn targets(&self) -> Vec<&'static str> {
-        let set = [
-            self.group.is_some(),
-            self.pods.is_some(),
-            self.endpoints.is_some(),
-            self.dns_endpoint.is_some(),
-            self.dns.is_some(),
-            self.counter.is_some(),
-            self.deploy_api.is_some(),
-            self.metric.is_some(),
-            self.event.is_some(),
-            self.object.is_some(),
-            self.node.is_some(),
-            self.connection.is_some(),
-            self.mysql.is_some(),
-            self.archive.is_some(),
-        ];
-        Self::TARGETS
-            .into_iter()
-            .zip(set)
-            .filter_map(|(name, present)| present.then_some(name))
-            .collect()
+/// `within`, `for`, `name`, `save` and one target key, read from the map as streamed (so
+/// serde_yaml's line and field path stay on every error, which `#[serde(flatten)]` would lose).
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ExpectVisitor)
     }
 }
 
-/// Pods of the group (or selected by labels), with the phase and labels they must have.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PodsExpect {
-    /// A site's MySQL pod.
-    #[serde(default)]
-    pub site: Option<Site>,
-    /// A pod by name (e.g. a canary).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Namespace (default `bloodraven-playground`).
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// Pods whose phase must be this (`Running`, `Pending`, ...); `absent` = no such pod.
-    #[serde(default)]
-    pub phase: Option<String>,
-    /// Labels that must be present with these values (partial match).
-    #[serde(default)]
-    pub labels: Option<BTreeMap<String, String>>,
-    /// The container's restart count, partial match (e.g. `{$gt: 0}`).
-    #[serde(default)]
-    pub restarts: Option<Value>,
-    /// Every pod of the operator (namespace `bloodraven`, `app.kubernetes.io/name=bloodraven`,
-    /// not terminating) instead of one pod.
-    #[serde(default)]
-    pub operator: bool,
-    /// The labels of the node each pod runs on, partial match: `{topology.kubernetes.io/zone:
-    /// {$exists: false}}` = on no site's node. An unscheduled pod has none and fails it.
-    #[serde(default)]
-    pub node_labels: Option<Value>,
+struct ExpectVisitor;
+
+impl<'de> Visitor<'de> for ExpectVisitor {
+    type Value = Expect;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of `within` or `for`, optional `name` and `save`, and one target")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Expect, A::Error> {
+        let (mut within, mut for_, mut name, mut save) = (None, None, None, BTreeMap::new());
+        let mut target = None;
+        let mut named = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "within" => within = Some(map.next_value()?),
+                "for" => for_ = Some(map.next_value()?),
+                "name" => name = map.next_value()?,
+                "save" => save = map.next_value()?,
+                other if Target::NAMES.contains(&other) => {
+                    if target.is_none() {
+                        target = Some(super::single_key::entry::<A, Target>(other, &mut map)?);
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                    named.push(key);
+                }
+                other => {
+                    return Err(de::Error::custom(format!(
+                        "unknown field `{other}`, expected one of {} or a target ({})",
+                        EXPECT_FIELDS.map(|field| format!("`{field}`")).join(", "),
+                        Target::NAMES.join(", ")
+                    )))
+                }
+            }
+        }
+        match (target, named.as_slice()) {
+            (Some(target), [_]) => Ok(Expect {
+                within,
+                for_,
+                name,
+                save,
+                target,
+            }),
+            (None, _) => Err(de::Error::custom(format!(
+                "names no target ({})",
+                Target::NAMES.join(", ")
+            ))),
+            (Some(_), many) => Err(de::Error::custom(format!(
+                "names {} targets ({}); use one per expect",
+                many.len(),
+                many.join(", ")
+            ))),
+        }
+    }
 }
 
-impl PodsExpect {
-    /// The one pod it names: `name`, else the site's MySQL pod of the playground group;
-    /// `None` when it names neither.
-    pub fn pod_name(&self) -> Option<String> {
-        match (&self.name, self.site) {
-            (Some(name), _) => Some(name.clone()),
-            (None, Some(site)) => Some(bloodraven_api::names::pod(
-                bloodraven_api::names::PLAYGROUND_GROUP,
-                site.name(),
-            )),
-            (None, None) => None,
+/// The fields of [`EXPECT_FIELDS`], every target as an optional key, and exactly one of them
+/// required (the derive cannot see what the custom `Deserialize` reads).
+impl JsonSchema for Expect {
+    fn schema_name() -> Cow<'static, str> {
+        "Expect".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let described = |description: &str, schema: Schema| json!({"description": description, "allOf": [schema.to_value()]});
+        let mut properties = serde_json::Map::new();
+        let span = generator.subschema_for::<Span>();
+        properties.insert(
+            "within".to_owned(),
+            described(
+                "Becomes true by this deadline (time-to-satisfy is recorded).",
+                span.clone(),
+            ),
+        );
+        properties.insert(
+            "for".to_owned(),
+            described("Stays true for this whole duration.", span),
+        );
+        properties.insert(
+            "name".to_owned(),
+            json!({"description": "A label for the report (default: the target rendered).", "type": "string"}),
+        );
+        properties.insert(
+            "save".to_owned(),
+            json!({"description": "Saves fields of the observation that satisfied the expectation for later `${var}`: variable name -> JSON pointer into the observation (its shape is documented per target in `harness/src/targets/`), e.g. `{svc_rv: /metadata/resourceVersion}`. A pointer that finds nothing (or null) fails the step.", "type": "object", "additionalProperties": {"type": "string"}}),
+        );
+        let mut one_of = Vec::new();
+        let targets = Target::json_schema(generator).to_value();
+        for variant in targets["oneOf"].as_array().into_iter().flatten() {
+            for (key, schema) in variant["properties"].as_object().into_iter().flatten() {
+                let description = variant["description"].as_str().unwrap_or_default();
+                properties.insert(
+                    key.clone(),
+                    json!({"description": description, "allOf": [schema]}),
+                );
+                one_of.push(json!({"required": [key]}));
+            }
         }
+        json_schema!({
+            "description": "An assertion: exactly one of `within`/`for`, and exactly one target.",
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+            "oneOf": one_of,
+        })
     }
 }
 
@@ -685,23 +737,6 @@ pub enum SharedService {
     Primary,
     /// `mysql-<group>-replicas`.
     Replicas,
-}
-
-/// A Service's ready endpoints as the sites of the pods behind them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EndpointsExpect {
-    /// `primary`, `replicas`, `<site>` (internal) or `<site>-hl` (headless).
-    pub service: String,
-    /// Exactly these sites are behind the Service (`[]`: no endpoint at all).
-    pub sites: Vec<Site>,
-    /// Judge what the workload's probe recorded (every ~200 ms, `primary` and `replicas`
-    /// only) since the latest fault, heal or apply step, instead of reading the Service now:
-    /// every recorded set must be `sites`, with no gap in the recording
-    /// ([`crate::check::endpoint_history`]). "No endpoint flap" is a claim about the whole
-    /// window, which sampling cannot make.
-    #[serde(default)]
-    pub recorded: bool,
 }
 
 /// A DNS target: the ClusterIP of a site's internal Service (`site-of iad`).
@@ -746,245 +781,6 @@ impl<'de> Deserialize<'de> for SiteOf {
             ))
         })
     }
-}
-
-/// The DNSEndpoint object the operator writes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DnsEndpointExpect {
-    /// The single A record's single target.
-    pub target: SiteOf,
-    /// `recordTTL` (playground: 10).
-    #[serde(default, rename = "recordTTL")]
-    pub record_ttl: Option<u32>,
-    /// The field manager owning `spec.endpoints` (the operator: `bloodraven`).
-    #[serde(default)]
-    pub field_manager: Option<String>,
-}
-
-/// A DNS answer for the group's hostname.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DnsExpect {
-    /// The one address answered.
-    pub target: SiteOf,
-}
-
-/// The outcome of an operation (Jepsen: ok, fail, info = unknown).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum OutcomeKind {
-    /// It happened.
-    Ok,
-    /// It definitely did not happen.
-    Fail,
-    /// Unknown (timeout, connection lost).
-    Info,
-}
-
-/// The counter app (GET/POST /api/counter).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CounterExpect {
-    /// The counter's Service in the playground namespace (default `counter`, the playground's
-    /// own, policy `hold`).
-    #[serde(default)]
-    pub service: Option<String>,
-    /// The value strictly increases across the expectation's polls (POSTs are sent).
-    #[serde(default)]
-    pub increasing: Option<bool>,
-    /// `readOnly` in the GET answer.
-    #[serde(default)]
-    pub read_only: Option<bool>,
-    /// The site behind `dbHost` in the GET answer.
-    #[serde(default)]
-    pub db_site: Option<Site>,
-    /// The outcome of a POST.
-    #[serde(default)]
-    pub write: Option<OutcomeKind>,
-    /// The MySQL error number of a refused POST (the counter's error body `code`; 1290 =
-    /// read-only).
-    #[serde(default)]
-    pub write_error: Option<u16>,
-    /// The server-side id of the connection that answered (the counter's
-    /// `x-counter-connection-id` header), partial match: `{$unchanged: true}` asserts a `hold`
-    /// counter still talks over the socket it had before the step's fault
-    /// (docs/design/requirements.md R000.20), not a new one to the same site after a disconnect.
-    #[serde(default)]
-    pub connection_id: Option<Value>,
-}
-
-/// HTTP methods the deploy API serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Method {
-    /// GET
-    Get,
-    /// POST
-    Post,
-    /// PUT
-    Put,
-    /// DELETE
-    Delete,
-}
-
-/// Which listener a deploy API request goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeployPort {
-    /// TLS :8443 (the only one that serves /deploy/v1).
-    #[default]
-    Tls,
-    /// Plain HTTP :8082 (must never serve it).
-    Plain,
-}
-
-/// Which operator replica a deploy API request goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReplicaTarget {
-    /// The leader.
-    #[default]
-    Leader,
-    /// A standby (answers 503 not_leader).
-    Follower,
-}
-
-/// The caller's projected ServiceAccount token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DeployClient {
-    /// ServiceAccount namespace.
-    pub namespace: String,
-    /// ServiceAccount name.
-    pub service_account: String,
-    /// Token audience (default `bloodraven-deploy`); `""` asks for none, so the token carries
-    /// the Kubernetes API's default audience, as a pod's own ServiceAccount token does.
-    #[serde(default)]
-    pub audience: Option<String>,
-}
-
-/// One deploy API request. Strings may use `${var}` saved by an earlier request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DeployRequest {
-    /// Method.
-    pub method: Method,
-    /// Path, starting with `/deploy/v1/`.
-    pub path: String,
-    /// The caller.
-    pub client: DeployClient,
-    /// JSON body.
-    #[serde(default)]
-    pub body: Option<Value>,
-    /// Listener.
-    #[serde(default)]
-    pub port: DeployPort,
-    /// Replica.
-    #[serde(default)]
-    pub replica: ReplicaTarget,
-}
-
-/// A deploy API request with the answer it must get.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DeployApiExpect {
-    /// The request, re-sent on each poll of the expectation.
-    pub request: DeployRequest,
-    /// The HTTP status code.
-    pub status: u16,
-    /// Body fields, partial match.
-    #[serde(default)]
-    pub body: Option<Value>,
-    /// Seconds from the answer's `Date` header to the body's `expiresAt`, both the operator's
-    /// clock (docs/design/requirements.md R003.15: expiry is judged on it), matched like a body
-    /// field (`{$lte: 121}`).
-    /// `Date` has whole seconds, so a lease of `ttl` seconds reads in `(ttl - 1, ttl + 1]`.
-    /// An answer without either reads as absent.
-    #[serde(default)]
-    pub expires_in: Option<Value>,
-    /// Save answer fields for later requests: variable name -> top-level body field.
-    #[serde(default)]
-    pub save: BTreeMap<String, String>,
-}
-
-/// A Prometheus sample from the operator leader's :8082/metrics, or with `site` from that
-/// site's sidecar (:8086/metrics).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct MetricExpect {
-    /// Scrape this site's sidecar instead of the operator.
-    #[serde(default)]
-    pub site: Option<Site>,
-    /// Metric name.
-    pub name: String,
-    /// Labels the sample must carry.
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// The value, partial match (a number, or `{$gt: 0}` ...).
-    pub value: Value,
-}
-
-/// A Kubernetes Event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EventExpect {
-    /// `reason`.
-    pub reason: String,
-    /// `Normal` or `Warning`.
-    #[serde(default, rename = "type")]
-    pub type_: Option<String>,
-    /// The message contains this.
-    #[serde(default)]
-    pub message_contains: Option<String>,
-}
-
-/// Any object by partial match.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ObjectExpect {
-    /// apiVersion.
-    pub api_version: String,
-    /// kind.
-    pub kind: String,
-    /// Namespace (default `bloodraven-playground` for namespaced kinds).
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// Name.
-    pub name: String,
-    /// Partial match against the whole object; `{$exists: false}` for an absent one.
-    #[serde(rename = "match")]
-    pub match_: Value,
-}
-
-/// A site's node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NodeExpect {
-    /// The site whose node.
-    pub site: Site,
-    /// Whether the node carries `bloodraven.shipstream.io/demoted=playground:NoExecute`.
-    pub demoted_taint: bool,
-}
-
-/// A write through a connection opened by `open-connection`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ConnectionExpect {
-    /// The connection's name.
-    pub name: String,
-    /// The MySQL error number a write gets (1290 = read-only; 2013 = `CR_SERVER_LOST`, no
-    /// server answered: the connection's mysqld is gone), or null for success.
-    #[serde(default)]
-    pub write_error: Option<u16>,
-    /// The site whose mysqld is on the other end of the connection (`@@hostname`, asked on
-    /// the same connection before the write). Not checked with `sentWrite`.
-    #[serde(default)]
-    pub site: Option<Site>,
-    /// The outcome of the write `send-write` left in flight on it. Given, `writeError` is not
-    /// checked (the connection belongs to that write).
-    #[serde(default)]
-    pub sent_write: Option<SentWrite>,
 }
 
 /// What became of a write left in flight by `send-write`.
@@ -1049,51 +845,6 @@ pub struct Measure {
     /// Fails the scenario when longer.
     #[serde(default)]
     pub at_most: Option<Span>,
-}
-
-/// A site's mysqld, read directly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct MysqlExpect {
-    /// The site.
-    pub site: Site,
-    /// `@@global.read_only`.
-    #[serde(default)]
-    pub read_only: Option<bool>,
-    /// Replication running (IO and SQL threads).
-    #[serde(default)]
-    pub replicating: Option<bool>,
-    /// mysqld's wall clock (`UTC_TIMESTAMP(6)`) minus the harness's, within these bounds
-    /// (signed offsets: `{atLeast: -21s, atMost: -19s}`; the exec's latency counts as half).
-    #[serde(default)]
-    pub clock_offset: Option<OffsetRange>,
-    /// mysqld's write deadline event (the sidecar's dead man's switch) last ran at most this
-    /// long ago by mysqld's own clock, and not in its future: the switch runs now, and would
-    /// fence on time (a backward step of mysqld's clock stalls the event scheduler).
-    #[serde(default)]
-    pub write_deadline_ran_within: Option<Span>,
-}
-
-/// The archives a rejoin wrote on a site's backups volume (`archives/<name>/`,
-/// docs/design/operator.md#returning-primary), read back through the site's sidecar container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ArchiveExpect {
-    /// The site whose volume holds them (the rejoined returning primary).
-    pub site: Site,
-    /// What the archive checker demands they hold, judged after the final read.
-    pub holds: ArchiveHolds,
-}
-
-/// What the archive checker ([`crate::check::archive`]) demands of the archives an `archive`
-/// expectation read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum ArchiveHolds {
-    /// Every acknowledged write lost in the emergency failover that demoted the site (by the
-    /// rpo checker's count) has its GTID in an archive's errant binlog, and no archived GTID
-    /// is that of an acknowledged write that was not lost there.
-    LostWrites,
 }
 
 /// Bounds of a signed offset, spelled like `clock-offset`'s (`-21s`, `+500ms`).

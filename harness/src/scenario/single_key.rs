@@ -174,3 +174,13 @@ impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for StructSeed<V> {
         deserializer.deserialize_struct("", self.fields, self.visitor)
     }
 }
+
+/// Deserializes the value of the map entry whose key `key` was just read, as the enum
+/// variant `key` names (the value streamed, as [`one`] does).
+pub fn entry<'de, A, T>(key: &str, map: &mut A) -> Result<T, A::Error>
+where
+    A: MapAccess<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(KeyedEnum { key, map })
+}

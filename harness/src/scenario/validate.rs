@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::matcher::check_operators;
-use super::model::{Apply, Expect, Fault, HealTarget, Scenario, Step};
+use super::model::{
+    Action, Apply, Expect, Fault, HealTarget, OperatorPod, Partition, Scenario, Step,
+};
 use super::span::with_timing;
 use super::timing::{merged_spec, with_profile, Timing};
 use crate::error::{Error, Result, ScenarioError};
+use crate::targets::Validation;
 
 /// The source documents a scenario's `seed` may cite, by their original file names: the
 /// requirement sets of docs/design/requirements.md and the design files that
@@ -24,24 +26,6 @@ pub const KNOWN_SOURCES: [&str; 9] = [
     "harness.md",
     "localkube.md",
     "STYLE.md",
-];
-
-/// The top-level fields of `MysqlFailoverGroup.status` (docs/design/operator.md#mysqlfailovergroup)
-/// a `group` match may name.
-pub const GROUP_STATUS_FIELDS: [&str; 13] = [
-    "activeSite",
-    "topologyGeneration",
-    "authority",
-    "conditions",
-    "sites",
-    "cooldownUntil",
-    "plannedFailover",
-    "orderedUpdate",
-    "restore",
-    "lastBackup",
-    "lastFailover",
-    "health",
-    "observedGeneration",
 ];
 
 /// Scenario files longer than this are refused before parsing (a bound, TIGER_STYLE).
@@ -365,12 +349,57 @@ fn serde_error(path: &Path, error: &serde_yaml::Error) -> ScenarioError {
         Some((prefix, rest)) if !prefix.contains(' ') => (prefix.to_owned(), rest.to_owned()),
         _ => (String::new(), text),
     };
+    let message = wrong_family(&field, &message).unwrap_or(message);
     ScenarioError {
         file: path.to_path_buf(),
         line: location.as_ref().map(serde_yaml::Location::line),
         column: location.as_ref().map(serde_yaml::Location::column),
         field,
         message,
+    }
+}
+
+/// For an unknown fault kind that is an action (or an unknown action that is a fault), the
+/// spelling to use instead: `annotate is an action: write it as `do: {annotate: ...}``.
+fn wrong_family(field: &str, message: &str) -> Option<String> {
+    let kind = message
+        .strip_prefix("unknown variant `")?
+        .split_once('`')?
+        .0;
+    let step = field.rsplit('.').next()?;
+    let (what, written) = match step {
+        "fault" if family::action(kind) => ("an action", "do"),
+        "do" if family::fault(kind) => ("a fault", "fault"),
+        _ => return None,
+    };
+    Some(format!(
+        "{kind} is {what}: write it as `{written}: {{{kind}: ...}}`"
+    ))
+}
+
+/// Whether a name is a fault's or an action's kind, as the file spells it.
+mod family {
+    use serde::de::value::{Error, StrDeserializer};
+    use serde::Deserialize;
+
+    use super::super::model::{Action, Fault};
+
+    /// Whether `kind` names an action (a unit variant would read from the name alone; every
+    /// action has arguments, so an unknown variant and a missing argument are told apart).
+    pub fn action(kind: &str) -> bool {
+        names::<Action>(kind)
+    }
+
+    /// Whether `kind` names a fault.
+    pub fn fault(kind: &str) -> bool {
+        names::<Fault>(kind)
+    }
+
+    fn names<'de, T: Deserialize<'de>>(kind: &str) -> bool {
+        match T::deserialize(StrDeserializer::<Error>::new(kind)) {
+            Ok(_) => true,
+            Err(error) => !error.to_string().starts_with("unknown variant"),
+        }
     }
 }
 
@@ -453,6 +482,7 @@ impl StepState {
         match step {
             Step::Apply(apply) => check_apply(apply),
             Step::Fault(fault) => self.check_fault(fault, scenario),
+            Step::Do(action) => self.check_action(action),
             Step::Heal(HealTarget::All) => {
                 if self.active.is_empty() {
                     return Err("`heal: all` with no fault in effect".to_owned());
@@ -503,78 +533,74 @@ impl StepState {
                 ));
             }
         }
-        match fault {
-            Fault::Freeze(target) => {
-                let key = format!("{}/{:?}", target.site, target.container);
-                if !self.frozen.insert(key.clone()) {
-                    return Err(format!("{key} is already frozen"));
-                }
+        let ended = match fault {
+            Fault::Freeze(_) | Fault::Thaw(_) => self.check_freezing(fault)?,
+            Fault::StopNode(_) | Fault::StartNode(_) => self.check_node(fault)?,
+            other => {
+                check_fault_arguments(other, scenario)?;
+                false
             }
-            Fault::Thaw(target) => {
-                let key = format!("{}/{:?}", target.site, target.container);
-                if !self.frozen.remove(&key) {
-                    return Err(format!("thaws {key}, which no earlier step froze"));
-                }
-                if self.frozen.is_empty() {
-                    self.active.remove("freeze");
-                }
-                return Ok(());
+        };
+        if fault.is_healable() && !ended {
+            self.active.insert(fault.kind().to_owned());
+        }
+        Ok(())
+    }
+
+    /// `freeze` and `thaw`: a container is frozen once, thawed only when frozen. `true` when
+    /// the step ended a fault (a thaw).
+    fn check_freezing(&mut self, fault: &Fault) -> Result<bool, String> {
+        let (Fault::Freeze(target) | Fault::Thaw(target)) = fault else {
+            return Ok(false);
+        };
+        let key = format!("{}/{:?}", target.site, target.container);
+        if matches!(fault, Fault::Freeze(_)) {
+            if !self.frozen.insert(key.clone()) {
+                return Err(format!("{key} is already frozen"));
             }
-            Fault::StopNode(target) => {
-                if !self.stopped_nodes.insert(target.site.to_string()) {
-                    return Err(format!("the node of {} is already stopped", target.site));
-                }
+            return Ok(false);
+        }
+        if !self.frozen.remove(&key) {
+            return Err(format!("thaws {key}, which no earlier step froze"));
+        }
+        if self.frozen.is_empty() {
+            self.active.remove("freeze");
+        }
+        Ok(true)
+    }
+
+    /// `stop-node` and `start-node`: a node is stopped once, started only when stopped. `true`
+    /// when the step ended a fault (a start).
+    fn check_node(&mut self, fault: &Fault) -> Result<bool, String> {
+        let (Fault::StopNode(target) | Fault::StartNode(target)) = fault else {
+            return Ok(false);
+        };
+        if matches!(fault, Fault::StopNode(_)) {
+            if !self.stopped_nodes.insert(target.site.to_string()) {
+                return Err(format!("the node of {} is already stopped", target.site));
             }
-            Fault::StartNode(target) => {
-                if !self.stopped_nodes.remove(target.site.name()) {
-                    return Err(format!(
-                        "starts the node of {}, which no earlier step stopped",
-                        target.site
-                    ));
-                }
-                if self.stopped_nodes.is_empty() {
-                    self.active.remove("stop-node");
-                }
-                return Ok(());
-            }
-            Fault::Partition(partition) => {
-                let sites = match partition {
-                    super::model::Partition::Sites(sites)
-                    | super::model::Partition::Nodes(sites)
-                    | super::model::Partition::Peers(sites) => sites,
-                };
-                if sites.is_empty() {
-                    return Err("partitions no site".to_owned());
-                }
-            }
-            Fault::DenyRbac {
-                resource, verbs, ..
-            } => {
-                if resource.is_empty() || verbs.is_empty() {
-                    return Err("needs a resource and at least one verb".to_owned());
-                }
-            }
-            Fault::ScaleOperator { replicas } => {
-                let installed = scenario.install.replica_count.unwrap_or(1);
-                if *replicas == installed {
-                    return Err(format!(
-                        "scales to {replicas}, the installed replica count: not a fault"
-                    ));
-                }
-            }
-            Fault::KillOperator { pod } => {
-                if *pod == super::model::OperatorPod::Standby
-                    && scenario.install.replica_count.unwrap_or(1) < 2
-                {
-                    return Err("kills a standby, but install.replicaCount is below 2".to_owned());
-                }
-            }
-            Fault::OpenConnection { name, .. } => {
+            return Ok(false);
+        }
+        if !self.stopped_nodes.remove(target.site.name()) {
+            return Err(format!(
+                "starts the node of {}, which no earlier step stopped",
+                target.site
+            ));
+        }
+        if self.stopped_nodes.is_empty() {
+            self.active.remove("stop-node");
+        }
+        Ok(true)
+    }
+
+    fn check_action(&mut self, action: &Action) -> Result<(), String> {
+        match action {
+            Action::OpenConnection { name, .. } => {
                 if !self.connections.insert(name.clone()) {
                     return Err(format!("connection `{name}` is already open"));
                 }
             }
-            Fault::SendWrite { connection } => {
+            Action::SendWrite { connection } => {
                 if !self.connections.contains(connection) {
                     return Err(format!(
                         "send-write: connection `{connection}` was not opened by an earlier step"
@@ -586,40 +612,7 @@ impl StepState {
                     ));
                 }
             }
-            Fault::Annotate { key, .. } => {
-                if !key.contains('/') {
-                    return Err(format!(
-                        "annotation key `{key}` has no prefix (e.g. bloodraven.shipstream.io/)"
-                    ));
-                }
-            }
-            Fault::Plugin { args } => {
-                if args.is_empty() {
-                    return Err("runs the plugin with no arguments".to_owned());
-                }
-            }
-            Fault::ClockOffset(target) => {
-                super::model::offset_ms(&target.offset)
-                    .map_err(|e| format!("clock-offset of {}: {e}", target.site))?;
-            }
-            Fault::UpgradeOperator { image } => {
-                if image.trim().is_empty() {
-                    return Err("upgrades to an empty image".to_owned());
-                }
-            }
-            Fault::Sql {
-                statements, heal, ..
-            } => {
-                if statements.trim().is_empty()
-                    || heal.as_deref().is_some_and(|h| h.trim().is_empty())
-                {
-                    return Err(
-                        "sql: runs no statement (give `statements`, and `heal` non-empty if given)"
-                            .to_owned(),
-                    );
-                }
-            }
-            Fault::SealRpo { sites } => {
+            Action::SealRpo { sites } => {
                 if sites.is_empty() {
                     return Err("seal-rpo: names no surviving site".to_owned());
                 }
@@ -632,14 +625,10 @@ impl StepState {
                     ));
                 }
             }
-            Fault::Kill(_)
-            | Fault::DeletePod(_)
-            | Fault::StopExternalDns
-            | Fault::SetReadOnly { .. }
-            | Fault::ReplicationDelay { .. } => {}
+            other => check_action_arguments(other)?,
         }
-        if fault.is_healable() {
-            self.active.insert(fault.kind().to_owned());
+        if action.is_healable() {
+            self.active.insert(action.kind().to_owned());
         }
         Ok(())
     }
@@ -654,219 +643,13 @@ impl StepState {
             }
             _ => {}
         }
-        let targets = expect.targets();
-        match targets.as_slice() {
-            [] => return Err(format!("names no target ({})", Expect::TARGETS.join(", "))),
-            [_] => {}
-            many => {
-                return Err(format!(
-                    "names {} targets ({}); use one per expect",
-                    many.len(),
-                    many.join(", ")
-                ))
-            }
-        }
-        if let Some(group) = &expect.group {
-            let Value::Object(map) = group else {
-                return Err("group: must be a map of status fields".to_owned());
-            };
-            if let Some(unknown) = map
-                .keys()
-                .find(|key| !GROUP_STATUS_FIELDS.contains(&key.as_str()))
-            {
-                return Err(format!(
-                    "group: unknown status field `{unknown}`, expected one of {}",
-                    GROUP_STATUS_FIELDS.join(", ")
-                ));
-            }
-            check_operators(group, "group")?;
-        }
-        if let Some(pods) = &expect.pods {
-            let selectors = [pods.site.is_some(), pods.name.is_some(), pods.operator];
-            if selectors.iter().filter(|given| **given).count() != 1 {
-                return Err(
-                    "pods: needs exactly one of `site`, `name` and `operator: true`".to_owned(),
-                );
-            }
-            if pods.phase.is_none()
-                && pods.labels.is_none()
-                && pods.restarts.is_none()
-                && pods.node_labels.is_none()
-            {
-                return Err(
-                    "pods: asserts nothing (give phase, labels, restarts or nodeLabels)".to_owned(),
-                );
-            }
-            if let Some(node_labels) = &pods.node_labels {
-                check_operators(node_labels, "pods.nodeLabels")?;
-            }
-            if let Some(restarts) = &pods.restarts {
-                check_operators(restarts, "pods.restarts")?;
-            }
-        }
-        if let Some(endpoints) = &expect.endpoints {
-            let service = endpoints.service.as_str();
-            let known = matches!(service, "primary" | "replicas")
-                || super::model::Site::ALL.iter().any(|site| {
-                    service == site.name() || service.strip_suffix("-hl") == Some(site.name())
-                });
-            if !known {
-                return Err(format!(
-                    "endpoints: unknown service `{service}`, expected primary, replicas, <site> or <site>-hl"
-                ));
-            }
-            if endpoints.recorded && !matches!(service, "primary" | "replicas") {
-                return Err(format!(
-                    "endpoints: `recorded` reads the workload's probe, which records primary and replicas only, not `{service}`"
-                ));
-            }
-        }
-        if let Some(counter) = &expect.counter {
-            if counter.increasing.is_none()
-                && counter.read_only.is_none()
-                && counter.db_site.is_none()
-                && counter.write.is_none()
-                && counter.connection_id.is_none()
-            {
-                return Err("counter: asserts nothing".to_owned());
-            }
-            if let Some(connection_id) = &counter.connection_id {
-                check_operators(connection_id, "counter.connectionId")?;
-            }
-            if counter.increasing == Some(true) && expect.for_.is_none() {
-                return Err(
-                    "counter: `increasing` needs `for` (it is judged over a window)".to_owned(),
-                );
-            }
-            let refused = counter.write == Some(super::model::OutcomeKind::Fail);
-            if counter.write_error.is_some() && !refused {
-                return Err("counter: `writeError` needs `write: fail`".to_owned());
-            }
-            if refused && (counter.read_only.is_some() || counter.db_site.is_some()) {
-                return Err(
-                    "counter: a refused write answers an error body without readOnly or dbSite; assert them in a separate expectation (a GET)"
-                        .to_owned(),
-                );
-            }
-        }
-        if let Some(deploy) = &expect.deploy_api {
-            if !scenario.install.deploy_api {
-                return Err(
-                    "deploy-api: needs `install: {deployApi: true}` (the API is off by default)"
-                        .to_owned(),
-                );
-            }
-            if deploy.request.replica == super::model::ReplicaTarget::Follower
-                && scenario.install.replica_count.unwrap_or(1) < 2
-            {
-                return Err(
-                    "deploy-api: asks a follower, but install.replicaCount is below 2".to_owned(),
-                );
-            }
-            if !deploy.request.path.starts_with("/deploy/v1/") {
-                return Err(format!(
-                    "deploy-api: path `{}` must start with /deploy/v1/",
-                    deploy.request.path
-                ));
-            }
-            if !(100..=599).contains(&deploy.status) {
-                return Err(format!(
-                    "deploy-api: status {} is not an HTTP status code",
-                    deploy.status
-                ));
-            }
-            let mut used = Vec::new();
-            collect_variables_in_str(&deploy.request.path, &mut used);
-            for body in [&deploy.request.body, &deploy.body].into_iter().flatten() {
-                collect_variables(body, &mut used);
-            }
-            if let Some(missing) = used.iter().find(|name| !self.variables.contains(*name)) {
-                return Err(format!(
-                    "deploy-api: uses `${{{missing}}}`, which no earlier step saved"
-                ));
-            }
-            if let Some(body) = &deploy.body {
-                check_operators(body, "deploy-api.body")?;
-            }
-            if let Some(expires_in) = &deploy.expires_in {
-                check_operators(expires_in, "deploy-api.expiresIn")?;
-            }
-            self.variables.extend(deploy.save.keys().cloned());
-        }
-        if let Some(metric) = &expect.metric {
-            check_operators(&metric.value, "metric.value")?;
-        }
-        if let Some(object) = &expect.object {
-            check_operators(&object.match_, "object.match")?;
-        }
-        if let Some(mysql) = &expect.mysql {
-            if mysql.read_only.is_none()
-                && mysql.replicating.is_none()
-                && mysql.clock_offset.is_none()
-                && mysql.write_deadline_ran_within.is_none()
-            {
-                return Err(
-                    "mysql: asserts nothing (give readOnly, replicating, clockOffset or writeDeadlineRanWithin)"
-                        .to_owned(),
-                );
-            }
-            if let Some(range) = &mysql.clock_offset {
-                let low = super::model::offset_ms(&range.at_least)
-                    .map_err(|e| format!("mysql.clockOffset.atLeast: {e}"))?;
-                let high = super::model::offset_ms(&range.at_most)
-                    .map_err(|e| format!("mysql.clockOffset.atMost: {e}"))?;
-                if low > high {
-                    return Err(format!(
-                        "mysql.clockOffset: atLeast {} is more than atMost {}",
-                        range.at_least, range.at_most
-                    ));
-                }
-            }
-        }
-        if let Some(archive) = &expect.archive {
-            if archive.site == super::model::Site::Reader {
-                return Err(
-                    "archive: reader is read-only: it is never demoted, so never rejoined, and holds no archive; name iad or pdx"
-                        .to_owned(),
-                );
-            }
-            if expect.for_.is_some() {
-                return Err(
-                    "archive: needs `within` (the archive is read until it verifies, and that read is what the archive checker judges), not `for`"
-                        .to_owned(),
-                );
-            }
-        }
-        if let Some(connection) = &expect.connection {
-            if !self.connections.contains(&connection.name) {
-                return Err(format!(
-                    "connection: `{}` was not opened by an earlier step",
-                    connection.name
-                ));
-            }
-            let sent = self.sent_writes.contains(&connection.name);
-            match (connection.sent_write.is_some(), sent) {
-                (true, false) => {
-                    return Err(format!(
-                        "connection: `{}` asserts sentWrite, but no send-write used it",
-                        connection.name
-                    ))
-                }
-                (false, true) => {
-                    return Err(format!(
-                        "connection: `{}` carries a sent write; assert sentWrite, not writeError",
-                        connection.name
-                    ))
-                }
-                (true, true) | (false, false) => {}
-            }
-            if connection.sent_write.is_some() && connection.site.is_some() {
-                return Err(format!(
-                    "connection: `{}` asserts sentWrite; `site` is only read with writeError",
-                    connection.name
-                ));
-            }
-        }
+        expect.target.validate(&mut Validation {
+            scenario,
+            holding: expect.for_.is_some(),
+            variables: &mut self.variables,
+            connections: &self.connections,
+            sent_writes: &self.sent_writes,
+        })?;
         for (name, pointer) in &expect.save {
             if !pointer.starts_with('/') {
                 return Err(format!(
@@ -876,6 +659,59 @@ impl StepState {
         }
         self.variables.extend(expect.save.keys().cloned());
         Ok(())
+    }
+}
+
+/// The rules of a fault's own arguments (those that need no earlier step).
+fn check_fault_arguments(fault: &Fault, scenario: &Scenario) -> Result<(), String> {
+    let replica_count = scenario.install.replica_count.unwrap_or(1);
+    match fault {
+        Fault::Partition(
+            Partition::Sites(sites) | Partition::Nodes(sites) | Partition::Peers(sites),
+        ) if sites.is_empty() => Err("partitions no site".to_owned()),
+        Fault::DenyRbac {
+            resource, verbs, ..
+        } if resource.is_empty() || verbs.is_empty() => {
+            Err("needs a resource and at least one verb".to_owned())
+        }
+        Fault::ScaleOperator { replicas } if *replicas == replica_count => Err(format!(
+            "scales to {replicas}, the installed replica count: not a fault"
+        )),
+        Fault::KillOperator {
+            pod: OperatorPod::Standby,
+        } if replica_count < 2 => {
+            Err("kills a standby, but install.replicaCount is below 2".to_owned())
+        }
+        Fault::ClockOffset(target) => super::model::offset_ms(&target.offset)
+            .map(|_| ())
+            .map_err(|e| format!("clock-offset of {}: {e}", target.site)),
+        _ => Ok(()),
+    }
+}
+
+/// The rules of an action's own arguments (those that need no earlier step).
+fn check_action_arguments(action: &Action) -> Result<(), String> {
+    match action {
+        Action::Annotate { key, .. } if !key.contains('/') => Err(format!(
+            "annotation key `{key}` has no prefix (e.g. bloodraven.shipstream.io/)"
+        )),
+        Action::Plugin { args } if args.is_empty() => {
+            Err("runs the plugin with no arguments".to_owned())
+        }
+        Action::UpgradeOperator { image } if image.trim().is_empty() => {
+            Err("upgrades to an empty image".to_owned())
+        }
+        Action::Sql {
+            statements, heal, ..
+        } if statements.trim().is_empty()
+            || heal.as_deref().is_some_and(|h| h.trim().is_empty()) =>
+        {
+            Err(
+                "sql: runs no statement (give `statements`, and `heal` non-empty if given)"
+                    .to_owned(),
+            )
+        }
+        _ => Ok(()),
     }
 }
 
@@ -913,15 +749,6 @@ fn check_apply(apply: &Apply) -> Result<(), String> {
             }
             Ok(())
         }
-    }
-}
-
-fn collect_variables(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(text) => collect_variables_in_str(text, out),
-        Value::Array(items) => items.iter().for_each(|item| collect_variables(item, out)),
-        Value::Object(map) => map.values().for_each(|item| collect_variables(item, out)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 

@@ -4,9 +4,54 @@
 use std::time::Duration;
 
 use bloodraven_harness::scenario::model::{
-    Container, Fault, HealTarget, Site, Step, Subject, Verb,
+    Action, Container, Fault, HealTarget, Site, Step, Subject, Verb,
 };
 use bloodraven_harness::scenario::validate::{load_catalogue, LoadedScenario};
+use bloodraven_harness::targets::archive::ArchiveExpect;
+use bloodraven_harness::targets::dns::DnsExpect;
+use bloodraven_harness::targets::node::NodeExpect;
+use bloodraven_harness::targets::pods::PodsExpect;
+use bloodraven_harness::targets::Target;
+
+/// The status fields a `group` expectation matches, if it is one.
+fn group_of(target: &Target) -> Option<&serde_json::Value> {
+    match target {
+        Target::Group(group) => Some(&group.0),
+        _ => None,
+    }
+}
+
+/// A `dns` expectation, if it is one.
+fn dns_of(target: &Target) -> Option<&DnsExpect> {
+    match target {
+        Target::Dns(dns) => Some(dns),
+        _ => None,
+    }
+}
+
+/// A `pods` expectation, if it is one.
+fn pods_of(target: &Target) -> Option<&PodsExpect> {
+    match target {
+        Target::Pods(pods) => Some(pods),
+        _ => None,
+    }
+}
+
+/// A `node` expectation, if it is one.
+fn node_of(target: &Target) -> Option<&NodeExpect> {
+    match target {
+        Target::Node(node) => Some(node),
+        _ => None,
+    }
+}
+
+/// An `archive` expectation, if it is one.
+fn archive_of(target: &Target) -> Option<ArchiveExpect> {
+    match target {
+        Target::Archive(archive) => Some(*archive),
+        _ => None,
+    }
+}
 
 /// docs/design/harness.md#catalogue: the ids, stable: the rows of its first table, and those of
 /// its second, the scenarios the project added: 029 (docs/design/history.md#issue-10, with 027
@@ -73,7 +118,7 @@ fn no_scenario_repeats_the_install_wait_as_its_first_step() {
     for loaded in catalogue() {
         if let Some(Step::Expect(expect)) = loaded.scenario.steps.first() {
             assert!(
-                expect.group.as_ref() != Some(&wait),
+                group_of(&expect.target) != Some(&wait),
                 "{}: its first step repeats the install's wait; remove it",
                 loaded.trial_name()
             );
@@ -123,18 +168,18 @@ fn seed_000_scenario_38_proves_its_row() {
     });
     let promoted = steps.iter().position(|step| {
         matches!(step, Step::Expect(expect) if expect.within == Some(span(20))
-            && expect.group.as_ref().and_then(|group| group.get("activeSite")).and_then(|site| site.as_str()) == Some("pdx"))
+            && group_of(&expect.target).and_then(|group| group.get("activeSite")).and_then(|site| site.as_str()) == Some("pdx"))
     });
     let stale = steps.iter().position(|step| {
         matches!(step, Step::Expect(expect) if expect.for_ == Some(span(10))
-            && expect.dns.as_ref().is_some_and(|dns| dns.target.0 == Site::Iad))
+            && dns_of(&expect.target).is_some_and(|dns| dns.target.0 == Site::Iad))
     });
     let healed = steps
         .iter()
         .position(|step| matches!(step, Step::Heal(HealTarget::All)));
     let fresh = steps.iter().position(|step| {
         matches!(step, Step::Expect(expect) if expect.within == Some(span(10))
-            && expect.dns.as_ref().is_some_and(|dns| dns.target.0 == Site::Pdx))
+            && dns_of(&expect.target).is_some_and(|dns| dns.target.0 == Site::Pdx))
     });
     let order = [denied, killed, promoted, stale, healed, fresh];
     assert!(
@@ -163,13 +208,13 @@ fn seed_000_scenario_21_proves_its_row() {
         "a canary must tolerate the demoted NoExecute taint"
     );
     let evicted = steps.iter().position(|step| {
-        matches!(step, Step::Expect(expect) if expect.pods.as_ref().is_some_and(|pods| pods.name.as_deref() == Some("canary-plain") && pods.phase.as_deref() == Some("absent")))
+        matches!(step, Step::Expect(expect) if pods_of(&expect.target).is_some_and(|pods| pods.name.as_deref() == Some("canary-plain") && pods.phase.as_deref() == Some("absent")))
     });
     let stays = steps.iter().position(|step| {
-        matches!(step, Step::Expect(expect) if expect.for_.is_some() && expect.pods.as_ref().is_some_and(|pods| pods.name.as_deref() == Some("canary-tolerating") && pods.phase.as_deref() == Some("Running")))
+        matches!(step, Step::Expect(expect) if expect.for_.is_some() && pods_of(&expect.target).is_some_and(|pods| pods.name.as_deref() == Some("canary-tolerating") && pods.phase.as_deref() == Some("Running")))
     });
     let tainted = steps.iter().position(|step| {
-        matches!(step, Step::Expect(expect) if expect.node.as_ref().is_some_and(|node| node.site == Site::Iad && node.demoted_taint))
+        matches!(step, Step::Expect(expect) if node_of(&expect.target).is_some_and(|node| node.site == Site::Iad && node.demoted_taint))
     });
     assert!(tainted.is_some() && evicted.is_some() && stays.is_some());
     assert!(tainted < evicted && evicted < stays);
@@ -181,7 +226,7 @@ fn seed_000_scenario_21_proves_its_row() {
 fn seed_001_planned_failover_asserts_zero_loss() {
     let steps = scenario(22).scenario.steps;
     let zero = steps.iter().any(|step| {
-        matches!(step, Step::Expect(expect) if expect.group.as_ref()
+        matches!(step, Step::Expect(expect) if group_of(&expect.target)
             .and_then(|group| group.pointer("/lastFailover/lostTransactions"))
             .and_then(serde_json::Value::as_u64) == Some(0))
     });
@@ -551,7 +596,7 @@ fn s052_restores_in_place_fenced_then_re_promoted_at_a_new_generation() {
         .steps
         .iter()
         .filter_map(|step| match step {
-            Step::Fault(Fault::Annotate { key, .. }) => Some(key.clone()),
+            Step::Do(Action::Annotate { key, .. }) => Some(key.clone()),
             _ => None,
         })
         .collect();
@@ -584,7 +629,7 @@ fn s053_restores_in_place_from_the_physical_copy() {
         .steps
         .iter()
         .filter_map(|step| match step {
-            Step::Fault(Fault::Annotate { key, value, .. }) => Some((key.clone(), value.clone())),
+            Step::Do(Action::Annotate { key, value, .. }) => Some((key.clone(), value.clone())),
             _ => None,
         })
         .collect();
@@ -622,13 +667,13 @@ fn s055_to_s057_lose_writes_then_read_the_rejoined_site_s_archive() {
     for id in [55, 56, 57] {
         let steps = scenario(id).scenario.steps;
         let stopped = steps.iter().position(|step| {
-            matches!(step, Step::Fault(Fault::Sql { site: Site::Pdx, statements, .. }) if statements == "STOP SLAVE IO_THREAD")
+            matches!(step, Step::Do(Action::Sql { site: Site::Pdx, statements, .. }) if statements == "STOP SLAVE IO_THREAD")
         });
         let killed = steps.iter().position(|step| {
             matches!(step, Step::Fault(Fault::Kill(target)) if target.site == Site::Iad && target.container == Container::Mysql && target.keep_down)
         });
         let archive = steps.iter().position(|step| {
-            matches!(step, Step::Expect(expect) if expect.archive.is_some_and(|archive| archive.site == Site::Iad))
+            matches!(step, Step::Expect(expect) if archive_of(&expect.target).is_some_and(|archive| archive.site == Site::Iad))
         });
         assert!(
             stopped.is_some() && stopped < killed && killed < archive,
@@ -636,7 +681,7 @@ fn s055_to_s057_lose_writes_then_read_the_rejoined_site_s_archive() {
         );
         let plugin = steps
             .iter()
-            .any(|step| matches!(step, Step::Fault(Fault::Plugin { args }) if args.first().map(String::as_str) == Some("rejoin")));
+            .any(|step| matches!(step, Step::Do(Action::Plugin { args }) if args.first().map(String::as_str) == Some("rejoin")));
         assert_eq!(plugin, id != 56, "{id:03}: a plugin rejoin step");
     }
 }

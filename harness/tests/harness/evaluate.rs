@@ -1,11 +1,12 @@
-//! Expectation evaluation against observations, per target (the shapes documented in
-//! `runner::evaluate`).
+//! Expectation evaluation against observations, per target (each observation written in the
+//! JSON shape its module in `harness/src/targets/` documents, and read into that type).
 
 use std::path::Path;
 
-use bloodraven_harness::runner::evaluate::{describe, evaluate};
+use bloodraven_harness::runner::evaluate::describe;
 use bloodraven_harness::scenario::model::{Expect, Step};
 use bloodraven_harness::scenario::validate::parse_scenario;
+use bloodraven_harness::targets::Observation;
 use serde_json::{json, Value};
 
 /// Parses one `expect` step written in scenario syntax.
@@ -18,6 +19,36 @@ fn expect(yaml: &str) -> Expect {
         Some(Step::Expect(expect)) => *expect,
         other => panic!("not an expect: {other:?}"),
     }
+}
+
+/// An observation of `expect`'s target, written in its JSON shape.
+fn observation(expect: &Expect, observed: &Value) -> Result<Observation, String> {
+    Observation::from_json(&expect.target, observed.clone())
+}
+
+/// [`bloodraven_harness::runner::evaluate::evaluate`] of observations written in their JSON
+/// shape (one that does not read as the target's observation fails).
+fn evaluate(
+    expect: &Expect,
+    observed: &Value,
+    baseline: Option<&Value>,
+    since: jiff::Timestamp,
+) -> Result<(), String> {
+    let observed = observation(expect, observed)?;
+    let baseline = baseline
+        .map(|value| observation(expect, value))
+        .transpose()?;
+    bloodraven_harness::runner::evaluate::evaluate(expect, &observed, baseline.as_ref(), since)
+}
+
+/// [`bloodraven_harness::runner::evaluate::climbed`] of observations written as JSON.
+fn climbed(expect: &Expect, baseline: Option<&Value>, last: Option<&Value>) -> Result<(), String> {
+    let read = |value: Option<&Value>| value.map(|value| observation(expect, value)).transpose();
+    bloodraven_harness::runner::evaluate::climbed(
+        expect,
+        read(baseline)?.as_ref(),
+        read(last)?.as_ref(),
+    )
 }
 
 /// Evaluates with the event window open since the epoch (events are tested separately).
@@ -252,7 +283,7 @@ fn group_object_metric_event_node_connection_mysql() {
     );
     assert!(evaluate_at(&node, &json!({"demotedTaint": false}), None).is_err());
 
-    let source = "id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- fault: {open-connection: {name: held, service: primary}}\n- expect: {within: 1s, connection: {name: held, writeError: 1290}}\n";
+    let source = "id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- do: {open-connection: {name: held, service: primary}}\n- expect: {within: 1s, connection: {name: held, writeError: 1290}}\n";
     let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), source).expect("valid");
     let Some(Step::Expect(connection)) = loaded.scenario.steps.get(1) else {
         panic!("expect")
@@ -343,12 +374,11 @@ fn events_are_judged_by_reason_type_message_and_time() {
 // by the end.
 #[test]
 fn seed_001_for_increasing_tolerates_equal_polls_but_needs_a_climb() {
-    use bloodraven_harness::runner::evaluate::climbed;
     let expect: bloodraven_harness::scenario::model::Expect =
         serde_yaml::from_str("{for: 10s, counter: {increasing: true}}").expect("expect");
     let at = |value: i64| serde_json::json!({"value": value, "readOnly": false});
     let since = jiff::Timestamp::UNIX_EPOCH;
-    let eval = bloodraven_harness::runner::evaluate::evaluate;
+    let eval = evaluate;
     assert!(
         eval(&expect, &at(2), Some(&at(2)), since).is_ok(),
         "equal on the next poll"
@@ -372,7 +402,7 @@ fn seed_001_for_increasing_tolerates_equal_polls_but_needs_a_climb() {
 
 /// Parses the `expect` step after an `open-connection` of `held`.
 fn connection_expect(yaml: &str) -> Expect {
-    let source = format!("id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- fault: {{open-connection: {{name: held, service: primary}}}}\n- expect: {yaml}\n");
+    let source = format!("id: 1\ntitle: t\nseed: \"harness.md: x\"\nsteps:\n- do: {{open-connection: {{name: held, service: primary}}}}\n- expect: {yaml}\n");
     let loaded = parse_scenario(Path::new("scenarios/001-t.yaml"), &source)
         .unwrap_or_else(|errors| panic!("{errors:?}"));
     match loaded.scenario.steps.into_iter().nth(1) {
@@ -496,8 +526,13 @@ fn within_judges_an_observation_by_when_it_was_taken() {
 // too.
 #[test]
 fn absent_needs_a_pod_the_run_saw() {
-    use bloodraven_harness::runner::execute::{pod_was_seen, pods_in};
     use std::collections::BTreeSet;
+    let pod_was_seen = |expect: &Expect, seen: &BTreeSet<String>| expect.target.check_seen(seen);
+    let pods_in = |expect: &Expect, observed: &Value| {
+        expect
+            .target
+            .pods_seen(&observation(expect, observed).expect("a pods observation"))
+    };
     let absent = expect("{within: 30s, pods: {name: canary-plain, phase: absent}}");
     let running = expect("{within: 30s, pods: {name: canary-plain, phase: Running}}");
     let never: BTreeSet<String> = BTreeSet::new();

@@ -10,9 +10,11 @@ use std::path::PathBuf;
 
 use bloodraven_harness::scenario::matcher::OPERATORS;
 use bloodraven_harness::scenario::model::{
-    Expect, Fault, HealTarget, Install, Partition, Quantity, Scenario, Step, HEALABLE_FAULTS,
+    healable_kinds, Action, Fault, HealTarget, Install, Partition, Quantity, Scenario, Step,
+    HEALABLE_ACTIONS, HEALABLE_FAULTS,
 };
 use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
+use bloodraven_harness::targets::Target;
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde_json::Value;
 
@@ -194,12 +196,13 @@ impl<'de> Deserializer<'de> for Capture<'_> {
 fn model_sections() -> Vec<(&'static str, Vec<String>)> {
     let owned = |names: Vec<&str>| names.into_iter().map(str::to_owned).collect::<Vec<_>>();
     let mut heal = vec!["all"];
-    heal.extend(HEALABLE_FAULTS);
+    heal.extend(healable_kinds());
     vec![
         ("Steps", owned(serde_names::<Step>())),
         ("Faults", owned(serde_names::<Fault>())),
+        ("Actions", owned(serde_names::<Action>())),
         ("Heal targets", owned(heal)),
-        ("Expectation targets", owned(Expect::TARGETS.to_vec())),
+        ("Expectation targets", owned(Target::NAMES.to_vec())),
         ("Matchers", owned(OPERATORS.to_vec())),
     ]
 }
@@ -219,24 +222,27 @@ fn load(example: &Example) -> Result<LoadedScenario, String> {
 #[test]
 fn serde_names_reads_the_spellings() {
     assert_eq!(serde_names::<Partition>(), ["sites", "nodes", "peers"]);
-    assert!(serde_names::<Expect>().contains(&"dns-endpoint"));
+    assert!(serde_names::<Target>().contains(&"dns-endpoint"));
     assert!(serde_names::<Install>().contains(&"replicaCount"));
 }
 
-// The targets `Expect::targets()` names are exactly the fields of `expect` that are not
-// `within`, `for`, `name` and `save`.
+// The targets `Target::NAMES` lists are exactly the keys the target enum reads (an `expect`'s
+// keys besides `within`, `for`, `name` and `save`).
 #[test]
 fn expect_targets_are_the_fields_of_expect() {
-    let fields: Vec<&str> = serde_names::<Expect>()
-        .into_iter()
-        .filter(|field| !["within", "for", "name", "save"].contains(field))
-        .collect();
-    assert_eq!(fields, Expect::TARGETS);
+    assert_eq!(serde_names::<Target>(), Target::NAMES);
     let faults = serde_names::<Fault>();
     for healable in HEALABLE_FAULTS {
         assert!(
             faults.contains(&healable),
             "heal target {healable} is no fault"
+        );
+    }
+    let actions = serde_names::<Action>();
+    for healable in HEALABLE_ACTIONS {
+        assert!(
+            actions.contains(&healable),
+            "heal target {healable} is no action"
         );
     }
 }
@@ -323,6 +329,9 @@ fn shows(section: &str, name: &str, loaded: &LoadedScenario, text: &Value) -> bo
         "Faults" => steps
             .iter()
             .any(|step| matches!(step, Step::Fault(fault) if fault.kind() == name)),
+        "Actions" => steps
+            .iter()
+            .any(|step| matches!(step, Step::Do(action) if action.kind() == name)),
         "Heal targets" => steps.iter().any(|step| match step {
             Step::Heal(HealTarget::All) => name == "all",
             Step::Heal(HealTarget::Kind(kind)) => kind == name,
@@ -330,7 +339,7 @@ fn shows(section: &str, name: &str, loaded: &LoadedScenario, text: &Value) -> bo
         }),
         "Expectation targets" => steps
             .iter()
-            .any(|step| matches!(step, Step::Expect(expect) if expect.targets().contains(&name))),
+            .any(|step| matches!(step, Step::Expect(expect) if expect.target.name() == name)),
         "Matchers" => has_key(text, name),
         _ => true,
     }

@@ -15,8 +15,11 @@ use bloodraven_harness::history::recorder::Recorder;
 use bloodraven_harness::runner::cli::Cli;
 use bloodraven_harness::runner::execute::{execute, Pacing};
 use bloodraven_harness::runner::trials::{build_trials, finish_run, run_trial, RunContext};
-use bloodraven_harness::scenario::model::{Apply, Expect, Fault, HealTarget, Install, Site};
+use bloodraven_harness::scenario::model::{
+    Action, Apply, Expect, Fault, HealTarget, Install, Site,
+};
 use bloodraven_harness::scenario::validate::{parse_scenario, LoadedScenario};
+use bloodraven_harness::targets::{Observation, Target};
 use clap::Parser as _;
 use serde_json::{json, Value};
 
@@ -190,6 +193,19 @@ impl Cluster for FakeCluster {
         *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(())
     }
+    fn act(&self, action: &Action, recorder: &Recorder) -> Result<()> {
+        let op = Op::Fault {
+            name: action.kind().to_owned(),
+            phase: FaultPhase::Start,
+            detail: String::new(),
+            sites: action.sites(),
+        };
+        recorder.invoke("nemesis", op.clone());
+        recorder.complete("nemesis", EventType::Ok, op);
+        self.call(format!("do {}", action.kind()));
+        *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        Ok(())
+    }
     fn heal(&self, target: &HealTarget, recorder: &Recorder) -> Result<()> {
         self.call(format!("heal {}", String::from(target.clone())));
         let op = Op::Fault {
@@ -207,11 +223,17 @@ impl Cluster for FakeCluster {
         *self.actions.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(())
     }
-    fn observe(&self, expect: &Expect) -> Result<Value> {
+    fn observe(&self, expect: &Expect) -> Result<Observation> {
         let actions = *self.actions.lock().unwrap_or_else(PoisonError::into_inner);
         let mut polls = self.polls.lock().unwrap_or_else(PoisonError::into_inner);
         *polls += 1;
-        Ok((self.script)(expect, *polls, actions))
+        // The script answers in the target's JSON shape.
+        Observation::from_json(&expect.target, (self.script)(expect, *polls, actions)).map_err(
+            |reason| bloodraven_harness::Error::Cluster {
+                action: "observe".to_owned(),
+                reason,
+            },
+        )
     }
     fn converged(&self) -> Result<Option<String>> {
         let at_heal = *self
@@ -343,7 +365,7 @@ fn for_fails_as_soon_as_it_stops_holding() {
 #[test]
 fn deploy_api_saves_and_substitutes_variables() {
     let cluster = FakeCluster::new(|expect, _| {
-        let Some(deploy) = &expect.deploy_api else {
+        let Target::DeployApi(deploy) = &expect.target else {
             return Value::Null;
         };
         match deploy
@@ -383,7 +405,7 @@ fn deploy_api_saves_and_substitutes_variables() {
 #[test]
 fn changed_baselines_are_taken_before_the_steps_fault() {
     let cluster = FakeCluster::with_actions(|expect, _, actions| {
-        if expect.object.is_some() {
+        if matches!(expect.target, Target::Object(_)) {
             json!({"spec": {"holderIdentity": if actions > 0 { "b" } else { "a" }}})
         } else {
             Value::Null
@@ -402,7 +424,7 @@ fn changed_baselines_are_taken_before_the_steps_fault() {
 #[test]
 fn unchanged_is_judged_against_the_value_before_the_steps_fault() {
     let cluster = FakeCluster::with_actions(|expect, _, actions| {
-        if expect.group.is_some() {
+        if matches!(expect.target, Target::Group(_)) {
             json!({"sites": [{"name": "iad", "lastSeen": if actions > 0 { "t2" } else { "t1" }}]})
         } else {
             Value::Null
@@ -435,7 +457,7 @@ fn event(reason: &str, type_: &str, message: &str, time: jiff::Timestamp) -> Val
 fn events_are_matched_only_since_the_steps_fault() {
     let long_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3600);
     let old = FakeCluster::with_actions(move |expect, _, _| {
-        if expect.event.is_some() {
+        if matches!(expect.target, Target::Event(_)) {
             json!({"events": [event("PrimaryReasserted", "Normal", "authority re-issued to iad", long_ago)]})
         } else {
             Value::Null
@@ -454,9 +476,9 @@ fn events_are_matched_only_since_the_steps_fault() {
     );
     // Emitted after the fault, with two expectations in between: found.
     let fresh = FakeCluster::with_actions(|expect, _, actions| {
-        if expect.event.is_some() && actions > 0 {
+        if matches!(expect.target, Target::Event(_)) && actions > 0 {
             json!({"events": [event("PrimaryReasserted", "Normal", "authority re-issued to iad", jiff::Timestamp::now())]})
-        } else if expect.event.is_some() {
+        } else if matches!(expect.target, Target::Event(_)) {
             json!({"events": []})
         } else {
             json!({"readOnly": false})
@@ -485,16 +507,16 @@ fn events_are_matched_only_since_the_steps_fault() {
 /// A deploy API that answers 201 with `body` to a POST, and 200 to anything else.
 fn deploy_api(body: Value) -> FakeCluster {
     FakeCluster::new(move |expect, _| {
-        if let Some(deploy) = &expect.deploy_api {
-            if deploy.request.method == bloodraven_harness::scenario::model::Method::Post {
+        if let Target::DeployApi(deploy) = &expect.target {
+            if deploy.request.method == bloodraven_harness::targets::deploy_api::Method::Post {
                 return json!({"status": 201, "body": body.clone()});
             }
             return json!({"status": 200, "body": {"echo": deploy.request.body.clone()}});
         }
-        if expect.group.is_some() {
+        if matches!(expect.target, Target::Group(_)) {
             return json!({"topologyGeneration": 4, "plannedFailover": {"admission": {"message": "held by lease tok-1"}}});
         }
-        if expect.metric.is_some() {
+        if matches!(expect.target, Target::Metric(_)) {
             return json!({"value": 5.0});
         }
         Value::Null
@@ -1018,7 +1040,7 @@ fn an_archive_expectation_records_what_it_read() {
     use bloodraven_harness::check::archive::ArchiveObservation;
     let observe = |partial: bool| {
         move |expect: &Expect, poll: u32| {
-            if expect.archive.is_none() {
+            if !matches!(expect.target, Target::Archive(_)) {
                 return Value::Null;
             }
             let mut fixture = crate::support::ArchiveFixture::holding(

@@ -135,6 +135,35 @@ fn duplicate_ids_across_files() {
     assert!(duplicate_ids(&[]).is_empty());
 }
 
+// Issue 37: faults and actions are separate step kinds; the wrong one says which to write.
+#[test]
+fn an_action_written_as_a_fault_names_the_step_to_use() {
+    let error = single_error(
+        "- sleep: 1s\n- fault: {annotate: {key: bloodraven.shipstream.io/planned-failover, value: pdx}}\n",
+    );
+    assert_eq!(
+        (error.line, error.field.as_str()),
+        (Some(7), "steps[1].fault")
+    );
+    assert_eq!(
+        error.message,
+        "annotate is an action: write it as `do: {annotate: ...}`"
+    );
+    let error = single_error("- do: {kill: {site: iad, container: mysql}}\n");
+    assert_eq!(error.field, "steps[0].do");
+    assert_eq!(
+        error.message,
+        "kill is a fault: write it as `fault: {kill: ...}`"
+    );
+    let error = single_error("- do: stop-external-dns\n");
+    assert!(
+        error.message.contains("stop-external-dns is a fault"),
+        "{error}"
+    );
+    let error = single_error("- do: {melt: {site: iad}}\n");
+    assert!(error.message.contains("unknown variant `melt`"), "{error}");
+}
+
 #[test]
 fn expect_needs_one_mode_and_one_target() {
     let error =
@@ -263,7 +292,9 @@ fn seed_must_cite_a_known_source() {
 
 #[test]
 fn several_errors_in_one_file_are_all_reported() {
-    let source = "id: 40\ntitle: \"\"\nseed: \"harness.md: x\"\nsteps:\n- heal: all\n- expect: {within: 5s}\n";
+    // (An expect naming no target is a shape error now, refused while parsing like an unknown
+    // field: `expect_needs_one_mode_and_one_target`; one without `within` or `for` is a rule.)
+    let source = "id: 40\ntitle: \"\"\nseed: \"harness.md: x\"\nsteps:\n- heal: all\n- expect: {group: {activeSite: pdx}}\n";
     let errors = errors_of("scenarios/038-x.yaml", source);
     let fields: Vec<&str> = errors.iter().map(|error| error.field.as_str()).collect();
     assert_eq!(
