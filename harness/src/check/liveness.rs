@@ -10,7 +10,7 @@
 //! after the first fault: the checkers that judge what it watches would judge a window nobody
 //! saw. A site probe waiting on a frozen site within its declared bound is asking.
 
-use super::split_brain::seconds;
+use super::observed::seconds;
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::store::History;

@@ -8,6 +8,7 @@ pub mod expectations;
 pub mod gtid;
 pub mod liveness;
 pub mod lost_set;
+pub mod observed;
 pub mod rpo;
 pub mod split_brain;
 pub mod survivors;
