@@ -7,11 +7,12 @@ use libtest_mimic::{Failed, Trial};
 
 use super::cli::Cli;
 use super::execute::{execute, Pacing};
+use super::judge::{judge, skipped};
 use crate::backend::{select_backend, Backend, Cluster, ClusterKind};
 use crate::error::Result;
 use crate::history::store::History;
 use crate::progress;
-use crate::report::results::{judge, RunResults, ScenarioIdentity, ScenarioResult};
+use crate::report::results::{RunResults, ScenarioIdentity, ScenarioResult};
 use crate::report::write::write_report;
 use crate::scenario::validate::LoadedScenario;
 
@@ -220,7 +221,7 @@ fn record_skipped(context: &RunContext, loaded: &LoadedScenario, reason: &str) {
     if results.iter().any(|(result, _)| result.trial == trial) {
         return;
     }
-    let result = ScenarioResult::skipped(identity(loaded, &trial), reason.to_owned());
+    let result = skipped(identity(loaded, &trial), reason.to_owned());
     results.push((result, History::new(Vec::new())));
 }
 
