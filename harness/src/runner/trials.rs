@@ -8,7 +8,8 @@ use libtest_mimic::{Failed, Trial};
 use super::cli::Cli;
 use super::execute::{execute, Pacing};
 use super::judge::{judge, skipped};
-use crate::backend::{select_backend, Backend, Cluster, ClusterKind};
+use crate::backend::{Backend, Cluster, ClusterKind};
+use crate::backends::select::{select_backend, BackendConfig};
 use crate::error::Result;
 use crate::history::store::History;
 use crate::progress;
@@ -45,7 +46,7 @@ pub struct RunContext {
 impl RunContext {
     /// A context for the flags; the backend is selected (and may be unavailable).
     pub fn new(cli: &Cli, run_id: String) -> Self {
-        let mut config = crate::backend::BackendConfig::for_this_checkout();
+        let mut config = BackendConfig::for_this_checkout();
         config.fault_driver = cli.fault_driver;
         config.image_overrides = crate::playground::localkube::operator_builds(
             cli.upgrade_from_bin.as_deref(),
