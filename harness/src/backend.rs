@@ -1,7 +1,7 @@
 //! The boundary to a live cluster: a [`Backend`] provides a [`Cluster`]; the runner drives
-//! scenarios through the [`Cluster`] trait only. The localkube and kind backends plug in
-//! here; until one is built in, [`select_backend`] says so in one sentence and every trial
-//! fails with it.
+//! scenarios through the [`Cluster`] trait only. The backends themselves, and the choice
+//! among them, are in [`crate::backends`] ([`crate::backends::select`]); when none can be
+//! had, [`unavailable_sentence`] says so in one sentence and every trial fails with it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -188,22 +188,6 @@ pub fn localkube_capabilities() -> std::collections::BTreeSet<Capability> {
     [Capability::ClockOffset, Capability::StopNode].into()
 }
 
-/// What the backends need to create a cluster.
-#[derive(Debug, Clone)]
-pub struct BackendConfig {
-    /// How faults reach the cluster.
-    pub fault_driver: FaultDriverKind,
-    /// The workspace root (fixtures, kind/, Dockerfiles).
-    pub root: std::path::PathBuf,
-    /// The directory of the workspace's built binaries (localkube, bloodraven, ...).
-    pub bin_dir: std::path::PathBuf,
-    /// The state dir of a cluster the harness creates.
-    pub state_dir: std::path::PathBuf,
-    /// Operator images mapped to other builds (`just upgrade`), localkube only; see
-    /// [`crate::playground::localkube::operator_builds`].
-    pub image_overrides: Vec<(String, std::path::PathBuf)>,
-}
-
 /// The environment variable naming the workspace root (fixtures/, scenarios/, kind/).
 pub const ROOT_ENV: &str = "BLOODRAVEN_ROOT";
 
@@ -232,61 +216,6 @@ pub fn find_workspace_root(start: &std::path::Path) -> Option<std::path::PathBuf
         .ancestors()
         .find(|dir| dir.join("fixtures/crds").is_dir() && dir.join("scenarios").is_dir())
         .map(std::path::Path::to_path_buf)
-}
-
-impl BackendConfig {
-    /// The [`workspace_root`], the running program's directory for binaries, and
-    /// `$BLOODRAVEN_HARNESS_STATE_DIR` or `<root>/.localkube-harness`.
-    pub fn for_this_checkout() -> Self {
-        let root = workspace_root();
-        let bin_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
-            .unwrap_or_default();
-        let state_dir = std::env::var_os("BLOODRAVEN_HARNESS_STATE_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| root.join(".localkube-harness"));
-        Self {
-            fault_driver: FaultDriverKind::Auto,
-            root,
-            bin_dir,
-            state_dir,
-            image_overrides: Vec::new(),
-        }
-    }
-}
-
-/// The backend for `kind`.
-pub fn select_backend(kind: ClusterKind, config: &BackendConfig) -> Result<Box<dyn Backend>> {
-    match kind {
-        ClusterKind::Localkube => Ok(Box::new(crate::backends::localkube::LocalkubeBackend::new(
-            crate::backends::localkube::LocalkubeBackendConfig {
-                root: config.root.clone(),
-                bin_dir: config.bin_dir.clone(),
-                state_dir: config.state_dir.clone(),
-                image_overrides: config.image_overrides.clone(),
-                fault_driver: config.fault_driver,
-            },
-        ))),
-        ClusterKind::Kubeconfig => Ok(Box::new(
-            crate::backends::kubeconfig::KubeconfigBackend::from_env(
-                config.root.clone(),
-                config.bin_dir.clone(),
-                config.fault_driver,
-            )?,
-        )),
-        ClusterKind::Kind => crate::backends::kind_backend(config),
-    }
-}
-
-/// The default `--cluster`: kind where Docker is present, localkube otherwise
-/// (docs/design/harness.md#one-run, step 1).
-pub fn default_cluster_kind(docker_present: bool) -> ClusterKind {
-    if docker_present {
-        ClusterKind::Kind
-    } else {
-        ClusterKind::Localkube
-    }
 }
 
 #[cfg(test)]

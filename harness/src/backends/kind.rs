@@ -362,7 +362,7 @@ pub fn load_images_commands(config: &KindConfig) -> Vec<CommandLine> {
 }
 
 /// Whether a Docker daemon answers `docker` from `PATH` within [`DOCKER_PROBE_TIMEOUT`]:
-/// the input of `backend::default_cluster_kind`. A `docker` CLI with no daemon is `false`.
+/// the input of `backends::select::default_cluster_kind`. A `docker` CLI with no daemon is `false`.
 pub fn docker_daemon_answers() -> bool {
     docker_daemon_answers_with(Path::new("docker"), DOCKER_PROBE_TIMEOUT)
 }

@@ -42,13 +42,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bloodraven_api::sidecar::ArchiveManifest;
+use bloodraven_api::sidecar::{ArchiveFile, ArchiveManifest};
 use bloodraven_mysql::{Flavor, GtidSet};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::gtid::{parse_gtid, parse_gtid_set};
-use super::rpo::{failover_label, losses};
+use super::observed::failover_label;
+use super::rpo::{losses, Losses};
 use super::verdict::Verdict;
 use crate::history::event::{ArchiveFileRead, ArchiveRead, EventType, FailoverKind, Op};
 use crate::history::store::History;
@@ -191,89 +192,14 @@ pub fn verify_archive(
     };
     let mut binlogs = 0;
     for file in &manifest.files {
-        let mut checked = ArchiveFileRead {
-            name: file.name.clone(),
-            role: file.role.clone(),
-            bytes: file.bytes,
-            sha256: file.sha256.clone(),
-            read_bytes: None,
-            read_sha256: None,
-        };
         let content = files
             .get(&file.name)
             .cloned()
             .unwrap_or_else(|| FileContent::Unreadable("not read".to_owned()));
-        let bytes = match content {
-            FileContent::Bytes(bytes) => {
-                checked.read_bytes = Some(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                checked.read_sha256 = Some(sha256_hex(&bytes));
-                Some(bytes)
-            }
-            FileContent::Hashed { bytes, sha256 } => {
-                checked.read_bytes = Some(bytes);
-                checked.read_sha256 = Some(sha256);
-                None
-            }
-            FileContent::Missing => {
-                read.problems.push(format!(
-                    "{}, named by the manifest, is not in the archive",
-                    file.name
-                ));
-                None
-            }
-            FileContent::Unreadable(why) => {
-                read.problems
-                    .push(format!("{} could not be read back: {why}", file.name));
-                None
-            }
-        };
-        if let Some(size) = checked.read_bytes.filter(|size| *size != file.bytes) {
-            read.problems.push(format!(
-                "{}: {size} bytes read back, the manifest says {}",
-                file.name, file.bytes
-            ));
-        }
-        if let Some(sum) = checked
-            .read_sha256
-            .as_ref()
-            .filter(|sum| !sum.eq_ignore_ascii_case(&file.sha256))
-        {
-            read.problems.push(format!(
-                "{}: SHA-256 read back {sum}, the manifest says {}",
-                file.name, file.sha256
-            ));
-        }
+        let (checked, bytes) = read_back(file, content, &mut read.problems);
         if file.role == ROLE_ERRANT_BINLOG {
             binlogs += 1;
-            if file.gtid_set != manifest.errant_gtid_set {
-                let same = match (&errant, parse_gtid_set(&file.gtid_set)) {
-                    (Some(errant), Ok(set)) => *errant == set,
-                    _ => false,
-                };
-                if !same {
-                    read.problems.push(format!(
-                        "{}: its GTID set {:?} is not the manifest's errantGtidSet {:?}",
-                        file.name, file.gtid_set, manifest.errant_gtid_set
-                    ));
-                }
-            }
-            match bytes {
-                Some(bytes) => {
-                    read.binlog_gtids = binlog_gtids(&bytes);
-                    if let Some(errant) = &errant {
-                        if let Some(problem) =
-                            markers_problem(&file.name, errant, &read.binlog_gtids)
-                        {
-                            read.problems.push(problem);
-                        }
-                    }
-                }
-                None if checked.read_bytes.is_some() => read.problems.push(format!(
-                    "{}: too large to read back, so its GTIDs were not read",
-                    file.name
-                )),
-                None => {}
-            }
+            check_errant_binlog(&manifest, errant.as_ref(), file, &checked, bytes, &mut read);
         }
         read.files.push(checked);
     }
@@ -283,6 +209,102 @@ pub fn verify_archive(
         ));
     }
     read
+}
+
+/// A file the manifest names as it read back: its size and SHA-256 against the manifest's
+/// (problems pushed), and its bytes when they were streamed.
+fn read_back(
+    file: &ArchiveFile,
+    content: FileContent,
+    problems: &mut Vec<String>,
+) -> (ArchiveFileRead, Option<Vec<u8>>) {
+    let mut checked = ArchiveFileRead {
+        name: file.name.clone(),
+        role: file.role.clone(),
+        bytes: file.bytes,
+        sha256: file.sha256.clone(),
+        read_bytes: None,
+        read_sha256: None,
+    };
+    let bytes = match content {
+        FileContent::Bytes(bytes) => {
+            checked.read_bytes = Some(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+            checked.read_sha256 = Some(sha256_hex(&bytes));
+            Some(bytes)
+        }
+        FileContent::Hashed { bytes, sha256 } => {
+            checked.read_bytes = Some(bytes);
+            checked.read_sha256 = Some(sha256);
+            None
+        }
+        FileContent::Missing => {
+            problems.push(format!(
+                "{}, named by the manifest, is not in the archive",
+                file.name
+            ));
+            None
+        }
+        FileContent::Unreadable(why) => {
+            problems.push(format!("{} could not be read back: {why}", file.name));
+            None
+        }
+    };
+    if let Some(size) = checked.read_bytes.filter(|size| *size != file.bytes) {
+        problems.push(format!(
+            "{}: {size} bytes read back, the manifest says {}",
+            file.name, file.bytes
+        ));
+    }
+    if let Some(sum) = checked
+        .read_sha256
+        .as_ref()
+        .filter(|sum| !sum.eq_ignore_ascii_case(&file.sha256))
+    {
+        problems.push(format!(
+            "{}: SHA-256 read back {sum}, the manifest says {}",
+            file.name, file.sha256
+        ));
+    }
+    (checked, bytes)
+}
+
+/// The errant binlog `file`, as `checked` read it back (its `bytes` when streamed): its GTID set is the manifest's
+/// errant set, and the GTIDs its event headers name are exactly that set, each once.
+fn check_errant_binlog(
+    manifest: &ArchiveManifest,
+    errant: Option<&GtidSet>,
+    file: &ArchiveFile,
+    checked: &ArchiveFileRead,
+    bytes: Option<Vec<u8>>,
+    read: &mut ArchiveRead,
+) {
+    if file.gtid_set != manifest.errant_gtid_set {
+        let same = match (errant, parse_gtid_set(&file.gtid_set)) {
+            (Some(errant), Ok(set)) => *errant == set,
+            _ => false,
+        };
+        if !same {
+            read.problems.push(format!(
+                "{}: its GTID set {:?} is not the manifest's errantGtidSet {:?}",
+                file.name, file.gtid_set, manifest.errant_gtid_set
+            ));
+        }
+    }
+    match bytes {
+        Some(bytes) => {
+            read.binlog_gtids = binlog_gtids(&bytes);
+            if let Some(errant) = errant {
+                if let Some(problem) = markers_problem(&file.name, errant, &read.binlog_gtids) {
+                    read.problems.push(problem);
+                }
+            }
+        }
+        None if checked.read_bytes.is_some() => read.problems.push(format!(
+            "{}: too large to read back, so its GTIDs were not read",
+            file.name
+        )),
+        None => {}
+    }
 }
 
 /// Why the GTIDs found in an errant binlog are not exactly `errant`, each once.
@@ -399,10 +421,9 @@ struct Read<'a> {
     archives: &'a [ArchiveRead],
 }
 
-/// Judges every archive read of the history against the writes the rpo checker counts lost
-/// (module docs).
-pub fn check_archive(history: &History) -> Verdict {
-    let reads: Vec<Read<'_>> = history
+/// Every archive read of the history that completed.
+fn archive_reads(history: &History) -> Vec<Read<'_>> {
+    history
         .events
         .iter()
         .filter(|event| event.kind == EventType::Ok)
@@ -419,7 +440,13 @@ pub fn check_archive(history: &History) -> Verdict {
             }),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Judges every archive read of the history against the writes the rpo checker counts lost
+/// (module docs).
+pub fn check_archive(history: &History) -> Verdict {
+    let reads = archive_reads(history);
     if reads.is_empty() {
         return Verdict::from_findings(
             NAME,
@@ -441,67 +468,128 @@ pub fn check_archive(history: &History) -> Verdict {
         }
     };
     let mut findings = Vec::new();
-    let mut judged = Vec::new();
-    for read in &reads {
-        let site = read.site;
-        let current: Vec<&ArchiveRead> = read
-            .archives
+    let judged: Vec<String> = reads
+        .iter()
+        .filter_map(|read| judge_read(read, &computed, &mut findings))
+        .collect();
+    Verdict::from_findings(NAME, judged.join("; "), findings)
+}
+
+/// One archive read against the writes lost in the failover that demoted its site: its
+/// findings pushed, and what it judged (`None`: nothing to compare).
+fn judge_read(read: &Read<'_>, computed: &Losses, findings: &mut Vec<String>) -> Option<String> {
+    let site = read.site;
+    let intact = intact_archives(read, findings);
+    if intact.is_empty() {
+        findings.push(format!(
+            "no intact archive of {site} written in this scenario was read (of {} directories)",
+            read.archives.len()
+        ));
+        return None;
+    }
+    let archived = archived_gtids(&intact, site, findings);
+    let names: Vec<&str> = intact.iter().map(|archive| archive.name.as_str()).collect();
+    let names = names.join(", ");
+    let Some((index, boundary)) =
+        computed
+            .boundaries
             .iter()
-            .filter(|archive| written_since(archive, read.since))
-            .collect();
-        for archive in &current {
-            for problem in &archive.problems {
-                findings.push(format!("archive {} of {site}: {problem}", archive.name));
+            .enumerate()
+            .rev()
+            .find(|(_, boundary)| {
+                boundary.record.kind == FailoverKind::Emergency
+                    && boundary.record.from == site
+                    && boundary.started_ns <= read.at_ns
+            })
+    else {
+        findings.push(format!(
+            "archive {names} of {site} was read, but no emergency failover away from {site} was observed before it: there are no lost writes to compare it with"
+        ));
+        return None;
+    };
+    let lost_ids: &[u64] = computed.lost_in.get(index).map_or(&[], Vec::as_slice);
+    let against = Against {
+        computed,
+        read,
+        archived: &archived,
+        names: &names,
+        failover: failover_label(&boundary.record),
+        lost_ids,
+        lost: lost_ids.iter().copied().collect(),
+    };
+    let kept = against.lost_kept(findings);
+    let foreign = against.foreign(findings);
+    let others = archived.count().saturating_sub(kept + foreign);
+    Some(format!(
+        "{site}: {kept} of the {} acknowledged writes lost in the {} are in {names}, with {others} other errant transaction{} (writes of unknown outcome, the counter app, other writers)",
+        against.lost.len(),
+        against.failover,
+        if others == 1 { "" } else { "s" }
+    ))
+}
+
+/// The archives of a read written in this scenario that verify; each problem of one that does
+/// not is a finding.
+fn intact_archives<'a>(read: &Read<'a>, findings: &mut Vec<String>) -> Vec<&'a ArchiveRead> {
+    let current: Vec<&ArchiveRead> = read
+        .archives
+        .iter()
+        .filter(|archive| written_since(archive, read.since))
+        .collect();
+    for archive in &current {
+        for problem in &archive.problems {
+            findings.push(format!(
+                "archive {} of {}: {problem}",
+                archive.name, read.site
+            ));
+        }
+    }
+    current
+        .into_iter()
+        .filter(|archive| archive.problems.is_empty())
+        .collect()
+}
+
+/// The GTIDs the intact archives' errant binlogs hold; one that does not parse is a finding.
+fn archived_gtids(intact: &[&ArchiveRead], site: Site, findings: &mut Vec<String>) -> GtidSet {
+    let mut archived = GtidSet::empty(Flavor::MariaDb);
+    for archive in intact {
+        for marker in &archive.binlog_gtids {
+            match parse_gtid(marker) {
+                Ok(gtid) => archived.insert(gtid),
+                Err(error) => findings.push(format!(
+                    "archive {} of {site}: GTID {marker:?} does not parse: {error}",
+                    archive.name
+                )),
             }
         }
-        let intact: Vec<&ArchiveRead> = current
-            .iter()
-            .copied()
-            .filter(|archive| archive.problems.is_empty())
-            .collect();
-        if intact.is_empty() {
-            findings.push(format!(
-                "no intact archive of {site} written in this scenario was read (of {} directories)",
-                read.archives.len()
-            ));
-            continue;
-        }
-        let mut archived = GtidSet::empty(Flavor::MariaDb);
-        for archive in &intact {
-            for marker in &archive.binlog_gtids {
-                match parse_gtid(marker) {
-                    Ok(gtid) => archived.insert(gtid),
-                    Err(error) => findings.push(format!(
-                        "archive {} of {site}: GTID {marker:?} does not parse: {error}",
-                        archive.name
-                    )),
-                }
-            }
-        }
-        let names: Vec<&str> = intact.iter().map(|archive| archive.name.as_str()).collect();
-        let names = names.join(", ");
-        let Some((index, boundary)) =
-            computed
-                .boundaries
-                .iter()
-                .enumerate()
-                .rev()
-                .find(|(_, boundary)| {
-                    boundary.record.kind == FailoverKind::Emergency
-                        && boundary.record.from == site
-                        && boundary.started_ns <= read.at_ns
-                })
-        else {
-            findings.push(format!(
-                "archive {names} of {site} was read, but no emergency failover away from {site} was observed before it: there are no lost writes to compare it with"
-            ));
-            continue;
-        };
-        let failover = failover_label(&boundary.record);
-        let lost_ids: &[u64] = computed.lost_in.get(index).map_or(&[], Vec::as_slice);
-        let lost: BTreeSet<u64> = lost_ids.iter().copied().collect();
+    }
+    archived
+}
+
+/// One read's archived GTIDs against the writes lost in the failover that demoted its site.
+struct Against<'a> {
+    computed: &'a Losses,
+    read: &'a Read<'a>,
+    /// The GTIDs of the read's intact archives.
+    archived: &'a GtidSet,
+    /// The intact archives' names, for findings.
+    names: &'a str,
+    /// The failover's name, for findings.
+    failover: String,
+    /// The acknowledged writes lost in it.
+    lost_ids: &'a [u64],
+    /// The same, as a set.
+    lost: BTreeSet<u64>,
+}
+
+impl Against<'_> {
+    /// How many writes lost in the failover are archived; one missing, or without a GTID to
+    /// look for, is a finding.
+    fn lost_kept(&self, findings: &mut Vec<String>) -> u64 {
+        let (site, names, failover) = (self.read.site, self.names, &self.failover);
         let mut kept = 0u64;
-        for write in computed.records(lost_ids) {
+        for write in self.computed.records(self.lost_ids) {
             let Some(text) = write.gtid.as_deref() else {
                 findings.push(format!(
                     "acknowledged write {} was lost in the {failover} but recorded no GTID, so {site}'s archive cannot be checked for it",
@@ -510,7 +598,7 @@ pub fn check_archive(history: &History) -> Verdict {
                 continue;
             };
             match parse_gtid(text) {
-                Ok(gtid) if archived.contains_gtid(&gtid) => kept += 1,
+                Ok(gtid) if self.archived.contains_gtid(&gtid) => kept += 1,
                 Ok(_) => findings.push(format!(
                     "acknowledged write {} ({text}) was lost in the {failover} and is in no archive of {site} ({names}): thrown away without a copy",
                     write.id
@@ -521,7 +609,14 @@ pub fn check_archive(history: &History) -> Verdict {
                 )),
             }
         }
-        // Archived GTIDs of acknowledged writes that were not lost in that failover.
+        kept
+    }
+
+    /// How many archived GTIDs are those of acknowledged writes invoked before the read but
+    /// not lost in the failover: each a finding, saying what became of the write.
+    fn foreign(&self, findings: &mut Vec<String>) -> u64 {
+        let computed = self.computed;
+        let (site, names, failover) = (self.read.site, self.names, &self.failover);
         let lost_where: BTreeMap<u64, usize> = computed
             .lost_in
             .iter()
@@ -531,8 +626,8 @@ pub fn check_archive(history: &History) -> Verdict {
         let mut foreign = 0u64;
         for write in computed.writes.values() {
             if write.outcome != EventType::Ok
-                || write.start_ns > read.at_ns
-                || lost.contains(&write.id)
+                || write.start_ns > self.read.at_ns
+                || self.lost.contains(&write.id)
             {
                 continue;
             }
@@ -542,7 +637,7 @@ pub fn check_archive(history: &History) -> Verdict {
             let Ok(gtid) = parse_gtid(text) else {
                 continue;
             };
-            if !archived.contains_gtid(&gtid) {
+            if !self.archived.contains_gtid(&gtid) {
                 continue;
             }
             foreign += 1;
@@ -568,12 +663,6 @@ pub fn check_archive(history: &History) -> Verdict {
                 write.site.map_or_else(|| "no site".to_owned(), |site| site.to_string()),
             ));
         }
-        let others = archived.count().saturating_sub(kept + foreign);
-        judged.push(format!(
-            "{site}: {kept} of the {} acknowledged writes lost in the {failover} are in {names}, with {others} other errant transaction{} (writes of unknown outcome, the counter app, other writers)",
-            lost.len(),
-            if others == 1 { "" } else { "s" }
-        ));
+        foreign
     }
-    Verdict::from_findings(NAME, judged.join("; "), findings)
 }

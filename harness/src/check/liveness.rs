@@ -10,7 +10,7 @@
 //! after the first fault: the checkers that judge what it watches would judge a window nobody
 //! saw. A site probe waiting on a frozen site within its declared bound is asking.
 
-use super::split_brain::seconds;
+use super::observed::seconds;
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::store::History;
@@ -238,6 +238,24 @@ pub fn longest_write_gap_ns(history: &History, until_ns: u64) -> Option<u64> {
     Some(widest)
 }
 
+/// The longest time, in ms, between two consecutive acknowledged writes of the history
+/// (completion times): how long the workload went without a write getting through. `None`
+/// with fewer than two acknowledged writes (nothing to measure between).
+pub fn write_outage_ms(history: &History) -> Option<u64> {
+    let mut acknowledged: Vec<u64> = history
+        .events
+        .iter()
+        .filter(|event| event.kind == EventType::Ok && matches!(event.op, Op::Write { .. }))
+        .map(|event| event.mono_ns)
+        .collect();
+    acknowledged.sort_unstable();
+    acknowledged
+        .windows(2)
+        .map(|pair| pair[1].saturating_sub(pair[0]))
+        .max()
+        .map(|ns| ns / 1_000_000)
+}
+
 #[cfg(test)]
 mod gap_tests {
     use super::*;
@@ -260,6 +278,10 @@ mod gap_tests {
             gtid: None,
             error: None,
         }
+    }
+
+    fn write_ok(ms: u64, id: u64) -> Event {
+        event("writer-0", EventType::Ok, write(id), ms)
     }
 
     fn fault(phase: FaultPhase) -> Op {
@@ -462,5 +484,17 @@ mod gap_tests {
             event("writer", EventType::Ok, write(1), 10),
         ]);
         assert_eq!(longest_write_gap_ns(&history, 1_000_000_000), None);
+    }
+
+    #[test]
+    fn write_outage_is_the_longest_gap_between_acknowledged_writes() {
+        let mut history = History::new(vec![write_ok(0, 1), write_ok(100, 2), write_ok(6_400, 3)]);
+        // A failed write in the gap does not shorten it.
+        let mut failed = write_ok(3_000, 4);
+        failed.kind = EventType::Fail;
+        history.events.push(failed);
+        history.events.push(write_ok(6_500, 5));
+        assert_eq!(write_outage_ms(&history), Some(6_300));
+        assert_eq!(write_outage_ms(&History::new(vec![write_ok(5, 1)])), None);
     }
 }

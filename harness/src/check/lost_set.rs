@@ -17,7 +17,10 @@
 
 use std::collections::BTreeMap;
 
+use bloodraven_mysql::GtidSet;
+
 use super::gtid::{parse_gtid, parse_gtid_set};
+use super::observed::observed_failovers;
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FailoverKind, FailoverRecord, Op};
 use crate::history::store::History;
@@ -66,7 +69,7 @@ pub fn check_lost_set(history: &History) -> Verdict {
         .filter(|record| record.kind == FailoverKind::Emergency);
     if !read {
         // Without the sets nothing about an emergency failover's loss can be compared.
-        let any_emergency = crate::check::rpo::observed_failovers(history)
+        let any_emergency = observed_failovers(history)
             .iter()
             .any(|record| record.kind == FailoverKind::Emergency);
         let findings = if any_emergency {
@@ -121,84 +124,11 @@ pub fn judge(
     archived: &[&str],
 ) -> Verdict {
     let name = format!("emergency failover {} -> {}", record.from, record.to);
-    let not_judged = |why: String| {
-        Verdict::from_findings(NAME, format!("{name}: not judged: {why}"), Vec::new())
-    };
-    if active != Some(record.to) {
-        return not_judged(format!(
-            "the active site is {} now, not {} (a later move changed what {} holds)",
-            active.map_or("none".to_owned(), |site| site.to_string()),
-            record.to,
-            record.to
-        ));
-    }
-    let (Some(old_text), Some(new_text)) = (sites.get(&record.from), sites.get(&record.to)) else {
-        return not_judged(format!(
-            "{} or {} could not be read",
-            record.from, record.to
-        ));
-    };
-    if !record.exact {
-        return Verdict::from_findings(
-            NAME,
-            name.clone(),
-            vec![format!(
-                "{name}: the old primary {} is readable, but the operator's count is not exact",
-                record.from
-            )],
-        );
-    }
-    let parsed = parse_gtid_set(old_text).and_then(|old| Ok((old, parse_gtid_set(new_text)?)));
-    let (mut old, new) = match parsed {
+    let compared = lost_by_reads(record, active, sites, archived, &name)
+        .and_then(|lost| Ok((reported_set(record, sites, &lost, &name)?, lost)));
+    let (reported, lost) = match compared {
         Ok(sets) => sets,
-        Err(error) => {
-            return Verdict::from_findings(
-                NAME,
-                name.clone(),
-                vec![format!(
-                    "{name}: an executed set read does not parse: {error}"
-                )],
-            )
-        }
-    };
-    for text in archived {
-        match parse_gtid(text) {
-            Ok(gtid) => old.insert(gtid),
-            Err(error) => {
-                return Verdict::from_findings(
-                    NAME,
-                    name.clone(),
-                    vec![format!(
-                        "{name}: an archived GTID of {} does not parse: {error}",
-                        record.from
-                    )],
-                )
-            }
-        }
-    }
-    let lost = old.subtract(&new);
-    let reported = match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
-        Some(Ok(set)) => set,
-        Some(Err(error)) => {
-            return Verdict::from_findings(
-                NAME,
-                name.clone(),
-                vec![format!("{name}: lostGtidSet does not parse: {error}")],
-            )
-        }
-        None if lost.is_empty() => lost.clone(),
-        None => {
-            return Verdict::from_findings(
-                NAME,
-                name.clone(),
-                vec![format!(
-                    "{name}: exact, but no lostGtidSet; the harness reads {} lost ({lost}: {}'s {old_text} minus {}'s {new_text})",
-                    lost.count(),
-                    record.from,
-                    record.to
-                )],
-            )
-        }
+        Err(verdict) => return verdict,
     };
     let mut findings = Vec::new();
     let over = reported.subtract(&lost);
@@ -243,6 +173,97 @@ pub fn judge(
         record.lost_gtid_set.as_deref().unwrap_or("no set")
     );
     Verdict::from_findings(NAME, summary, findings)
+}
+
+/// The judgement of failover `name` ended by one finding.
+fn one_finding(name: &str, finding: String) -> Verdict {
+    Verdict::from_findings(NAME, name.to_owned(), vec![finding])
+}
+
+/// The transactions lost by the harness's own reads: what the old primary executed (or
+/// archived) that the active site did not; or why they are not compared.
+fn lost_by_reads(
+    record: &FailoverRecord,
+    active: Option<Site>,
+    sites: &BTreeMap<Site, String>,
+    archived: &[&str],
+    name: &str,
+) -> Result<GtidSet, Verdict> {
+    let not_judged = |why: String| {
+        Verdict::from_findings(NAME, format!("{name}: not judged: {why}"), Vec::new())
+    };
+    if active != Some(record.to) {
+        return Err(not_judged(format!(
+            "the active site is {} now, not {} (a later move changed what {} holds)",
+            active.map_or("none".to_owned(), |site| site.to_string()),
+            record.to,
+            record.to
+        )));
+    }
+    let (Some(old_text), Some(new_text)) = (sites.get(&record.from), sites.get(&record.to)) else {
+        return Err(not_judged(format!(
+            "{} or {} could not be read",
+            record.from, record.to
+        )));
+    };
+    if !record.exact {
+        return Err(one_finding(
+            name,
+            format!(
+                "{name}: the old primary {} is readable, but the operator's count is not exact",
+                record.from
+            ),
+        ));
+    }
+    let parsed = parse_gtid_set(old_text).and_then(|old| Ok((old, parse_gtid_set(new_text)?)));
+    let (mut old, new) = parsed.map_err(|error| {
+        one_finding(
+            name,
+            format!("{name}: an executed set read does not parse: {error}"),
+        )
+    })?;
+    for text in archived {
+        let gtid = parse_gtid(text).map_err(|error| {
+            one_finding(
+                name,
+                format!(
+                    "{name}: an archived GTID of {} does not parse: {error}",
+                    record.from
+                ),
+            )
+        })?;
+        old.insert(gtid);
+    }
+    Ok(old.subtract(&new))
+}
+
+/// The operator's `lostGtidSet` (none stands for the empty set when nothing was lost); or why
+/// it cannot be compared with `lost`.
+fn reported_set(
+    record: &FailoverRecord,
+    sites: &BTreeMap<Site, String>,
+    lost: &GtidSet,
+    name: &str,
+) -> Result<GtidSet, Verdict> {
+    match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
+        Some(Ok(set)) => Ok(set),
+        Some(Err(error)) => Err(one_finding(
+            name,
+            format!("{name}: lostGtidSet does not parse: {error}"),
+        )),
+        None if lost.is_empty() => Ok(lost.clone()),
+        None => Err(one_finding(
+            name,
+            format!(
+                "{name}: exact, but no lostGtidSet; the harness reads {} lost ({lost}: {}'s {} minus {}'s {})",
+                lost.count(),
+                record.from,
+                sites.get(&record.from).map_or("", String::as_str),
+                record.to,
+                sites.get(&record.to).map_or("", String::as_str),
+            ),
+        )),
+    }
 }
 
 #[cfg(test)]

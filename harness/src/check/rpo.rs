@@ -31,10 +31,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use bloodraven_mysql::GtidSet;
 use serde::{Deserialize, Serialize};
 
 use super::gtid::{parse_gtid, parse_gtid_set};
-use super::timings::CROSS_CLOCK_SLACK_NS;
+use super::observed::{
+    failover_label, mono_ns, observed_failovers, observed_restores, CROSS_CLOCK_SLACK_NS,
+};
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FailoverKind, FailoverRecord, Op, RestoreRecord};
 use crate::history::store::History;
@@ -159,53 +162,6 @@ impl RpoSummary {
     }
 }
 
-/// The distinct failovers seen in status snapshots (keyed by `startedAt`), each at its latest
-/// observation, in order of `startedAt`.
-pub fn observed_failovers(history: &History) -> Vec<FailoverRecord> {
-    let mut by_start: BTreeMap<jiff::Timestamp, FailoverRecord> = BTreeMap::new();
-    for event in &history.events {
-        if event.kind != EventType::Ok {
-            continue;
-        }
-        // The gtid-state read after the final state reads the same status, later: the only
-        // read of an exact count that arrives after the status poller stopped.
-        let record = match &event.op {
-            Op::Status {
-                last_failover: Some(record),
-                ..
-            }
-            | Op::GtidState {
-                last_failover: Some(record),
-                ..
-            } => record,
-            _ => continue,
-        };
-        by_start.insert(record.started_at, record.clone());
-    }
-    by_start.into_values().collect()
-}
-
-/// The distinct restores in place seen in status snapshots that re-promoted their site (keyed
-/// by `requestedAt`), each at its latest observation, in order.
-pub fn observed_restores(history: &History) -> Vec<RestoreRecord> {
-    let mut by_request: BTreeMap<jiff::Timestamp, RestoreRecord> = BTreeMap::new();
-    for event in &history.events {
-        if event.kind != EventType::Ok {
-            continue;
-        }
-        if let Op::Status {
-            restore: Some(record),
-            ..
-        } = &event.op
-        {
-            if record.promoted_at.is_some() {
-                by_request.insert(record.requested_at, (**record).clone());
-            }
-        }
-    }
-    by_request.into_values().collect()
-}
-
 /// A workload write with what the history says of it.
 #[derive(Debug, Clone)]
 pub(crate) struct WriteRecord {
@@ -271,25 +227,21 @@ impl Losses {
     }
 }
 
-/// A failover's name in findings (`emergency failover iad -> pdx`).
-pub(crate) fn failover_label(record: &FailoverRecord) -> String {
-    label(record)
-}
-
-fn label(record: &FailoverRecord) -> String {
-    format!(
-        "{} failover {} -> {}",
-        match record.kind {
-            FailoverKind::Emergency => "emergency",
-            FailoverKind::Planned => "planned",
-        },
-        record.from,
-        record.to
-    )
+/// The acknowledged writes among `writes`, by id.
+fn acknowledged(writes: &BTreeMap<u64, WriteRecord>) -> Vec<&WriteRecord> {
+    writes
+        .values()
+        .filter(|write| write.outcome == EventType::Ok)
+        .collect()
 }
 
 fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The first ids of `ids`, as many as the report lists.
+fn first_ids(ids: &[u64]) -> Vec<u64> {
+    ids.iter().copied().take(LOST_IDS_LISTED_MAX).collect()
 }
 
 /// Which failover a write invoked at `start_ns` on `site` (any site for `None`) falls to:
@@ -346,13 +298,61 @@ pub(crate) type Unknown = Box<(RpoSummary, String)>;
 /// The acknowledged writes lost after heal, attributed to the failovers and restores that lost
 /// them ([`Losses`]), or why they cannot be known.
 pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
+    let mut findings = Vec::new();
+    let writes = recorded_writes(history, &mut findings)?;
+    let mut summary = RpoSummary {
+        acknowledged: count(acknowledged(&writes).len()),
+        ..RpoSummary::default()
+    };
+    let FinalRead {
+        final_sites,
+        active,
+        on_active,
+    } = final_read(history, &mut summary)?;
+    let boundaries = failover_boundaries(history);
+    let mut rows: Vec<RpoRow> = boundaries.iter().map(empty_row).collect();
+    let restores = observed_restores(history);
+    let restore_fences = restore_fences(history, &restores);
+    let fences = Fences {
+        boundaries: &boundaries,
+        restores: &restores,
+        restore_fences: &restore_fences,
+    };
+    let attributed = attribute_lost(
+        &acknowledged(&writes),
+        &on_active,
+        &fences,
+        &mut rows,
+        &mut findings,
+    );
+    Ok(Losses {
+        findings,
+        summary,
+        writes,
+        boundaries,
+        rows,
+        final_sites,
+        active,
+        on_active,
+        lost: attributed.lost,
+        lost_in: attributed.lost_in,
+        restores,
+        restore_fences,
+        lost_in_restore: attributed.lost_in_restore,
+    })
+}
+
+/// Every workload write of the history, by id; a write id used twice is a finding.
+fn recorded_writes(
+    history: &History,
+    findings: &mut Vec<String>,
+) -> Result<BTreeMap<u64, WriteRecord>, Unknown> {
     let operations = history.operations().map_err(|malformed| {
         Box::new((
             RpoSummary::default(),
             format!("malformed history: {malformed}"),
         ))
     })?;
-    let mut findings = Vec::new();
     let mut writes: BTreeMap<u64, WriteRecord> = BTreeMap::new();
     for operation in &operations {
         let Op::Write { id, .. } = operation.invoke.op else {
@@ -375,15 +375,22 @@ pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
             ));
         }
     }
-    let acknowledged: Vec<&WriteRecord> = writes
-        .values()
-        .filter(|write| write.outcome == EventType::Ok)
-        .collect();
-    let failovers = observed_failovers(history);
-    let mut summary = RpoSummary {
-        acknowledged: count(acknowledged.len()),
-        ..RpoSummary::default()
-    };
+    Ok(writes)
+}
+
+/// What the final read found.
+struct FinalRead {
+    /// The ids present on each site read after heal.
+    final_sites: BTreeMap<Site, BTreeSet<u64>>,
+    /// The active site after heal.
+    active: Site,
+    /// The ids present on the active site after heal.
+    on_active: BTreeSet<u64>,
+}
+
+/// The [`FinalRead`], filled into `summary` as far as it goes; an error when a part of it is
+/// missing.
+fn final_read(history: &History, summary: &mut RpoSummary) -> Result<FinalRead, Unknown> {
     let final_sites: Option<BTreeMap<Site, BTreeSet<u64>>> =
         history
             .events
@@ -400,7 +407,7 @@ pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
             });
     let Some(final_sites) = final_sites else {
         return Err(Box::new((
-            summary,
+            summary.clone(),
             "no final state was read, so the RPO is unknown".to_owned(),
         )));
     };
@@ -409,7 +416,7 @@ pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
     summary.active_site = history.last_active_site();
     let Some(active) = summary.active_site else {
         return Err(Box::new((
-            summary,
+            summary.clone(),
             "no group status was observed, so the active site after heal is unknown".to_owned(),
         )));
     };
@@ -418,16 +425,23 @@ pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
             "the active site {active} could not be read for the final state (read: {})",
             names(&summary.sites_read)
         );
-        return Err(Box::new((summary, finding)));
+        return Err(Box::new((summary.clone(), finding)));
     };
+    Ok(FinalRead {
+        final_sites,
+        active,
+        on_active,
+    })
+}
 
-    let to_mono = |time: Option<jiff::Timestamp>| time.and_then(|at| history.wall_to_mono_ns(at));
-    let boundaries: Vec<Boundary> = failovers
+/// The failovers observed, on the history's monotonic axis.
+fn failover_boundaries(history: &History) -> Vec<Boundary> {
+    observed_failovers(history)
         .into_iter()
         .map(|record| {
-            let started_ns = to_mono(Some(record.started_at)).unwrap_or(0);
-            let fence_ns = to_mono(record.fenced_at)
-                .or_else(|| to_mono(record.promoted_at))
+            let started_ns = mono_ns(history, Some(record.started_at)).unwrap_or(0);
+            let fence_ns = mono_ns(history, record.fenced_at)
+                .or_else(|| mono_ns(history, record.promoted_at))
                 .unwrap_or(started_ns);
             Boundary {
                 record,
@@ -435,57 +449,92 @@ pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
                 started_ns,
             }
         })
-        .collect();
-    let mut rows: Vec<RpoRow> = boundaries
-        .iter()
-        .map(|boundary| RpoRow {
-            kind: boundary.record.kind,
-            from: boundary.record.from,
-            to: boundary.record.to,
-            operator_reported: boundary.record.lost_transactions,
-            exact: boundary.record.exact,
-            lost_gtid_set: boundary.record.lost_gtid_set.clone(),
-            acknowledged: 0,
-            lost: 0,
-            lost_ids: Vec::new(),
-            info_lost: 0,
-            unknown: 0,
-            operator_lost_writes: 0,
-            other_transactions: None,
-        })
-        .collect();
-    // Per failover, the acknowledged writes lost in it.
-    let mut lost_in: Vec<Vec<u64>> = vec![Vec::new(); boundaries.len()];
-    // Restores in place: where the restored site stopped being writable (the fence).
-    let restores = observed_restores(history);
-    let restore_fences: Vec<u64> = restores
+        .collect()
+}
+
+/// A failover's row as the operator reported it, nothing counted yet.
+fn empty_row(boundary: &Boundary) -> RpoRow {
+    RpoRow {
+        kind: boundary.record.kind,
+        from: boundary.record.from,
+        to: boundary.record.to,
+        operator_reported: boundary.record.lost_transactions,
+        exact: boundary.record.exact,
+        lost_gtid_set: boundary.record.lost_gtid_set.clone(),
+        acknowledged: 0,
+        lost: 0,
+        lost_ids: Vec::new(),
+        info_lost: 0,
+        unknown: 0,
+        operator_lost_writes: 0,
+        other_transactions: None,
+    }
+}
+
+/// Restores in place: where the restored site stopped being writable (the fence).
+fn restore_fences(history: &History, restores: &[RestoreRecord]) -> Vec<u64> {
+    restores
         .iter()
         .map(|record| {
-            to_mono(record.fenced_at)
-                .or_else(|| to_mono(record.promoted_at))
+            mono_ns(history, record.fenced_at)
+                .or_else(|| mono_ns(history, record.promoted_at))
                 .unwrap_or(0)
         })
-        .collect();
-    let mut lost_in_restore: Vec<Vec<u64>> = vec![Vec::new(); restores.len()];
-    // The restore a lost write of `site` invoked at `start_ns` falls to: the first one of that
-    // site whose fence is not before it, unless a failover away from the site fenced it first.
-    let restore_of = |site: Site, start_ns: u64| -> Option<usize> {
-        let index = restores
+        .collect()
+}
+
+/// Where a lost write can fall: the failovers and the restores in place, with their fences.
+struct Fences<'a> {
+    boundaries: &'a [Boundary],
+    restores: &'a [RestoreRecord],
+    restore_fences: &'a [u64],
+}
+
+impl Fences<'_> {
+    /// The restore a lost write of `site` invoked at `start_ns` falls to: the first one of that
+    /// site whose fence is not before it, unless a failover away from the site fenced it first.
+    fn restore_of(&self, site: Site, start_ns: u64) -> Option<usize> {
+        let index = self
+            .restores
             .iter()
-            .zip(&restore_fences)
+            .zip(self.restore_fences)
             .position(|(record, fence)| {
                 record.site == site && fence + CROSS_CLOCK_SLACK_NS >= start_ns
             })?;
-        let failover_first = attribute(&boundaries, Some(site), start_ns)
-            .is_some_and(|failover| boundaries[failover].fence_ns < restore_fences[index]);
+        let failover_first =
+            attribute(self.boundaries, Some(site), start_ns).is_some_and(|failover| {
+                self.boundaries[failover].fence_ns < self.restore_fences[index]
+            });
         (!failover_first).then_some(index)
-    };
+    }
+}
 
-    // Acknowledged writes: lost when missing on the active site.
-    let mut lost: Vec<u64> = Vec::new();
-    for write in &acknowledged {
+/// The acknowledged writes lost, all of them and per failover and restore that lost them.
+struct Attributed {
+    lost: Vec<u64>,
+    lost_in: Vec<Vec<u64>>,
+    lost_in_restore: Vec<Vec<u64>>,
+}
+
+/// Counts each acknowledged write in its failover's row and attributes every one missing on the
+/// active site (`on_active`) to the restore or failover that lost it; a loss no fence explains
+/// is a finding.
+fn attribute_lost(
+    acknowledged: &[&WriteRecord],
+    on_active: &BTreeSet<u64>,
+    fences: &Fences<'_>,
+    rows: &mut [RpoRow],
+    findings: &mut Vec<String>,
+) -> Attributed {
+    let boundaries = fences.boundaries;
+    let mut attributed = Attributed {
+        lost: Vec::new(),
+        lost_in: vec![Vec::new(); boundaries.len()],
+        lost_in_restore: vec![Vec::new(); fences.restores.len()],
+    };
+    for write in acknowledged {
         let site = write.site;
-        if let Some(index) = attribute(&boundaries, site, write.start_ns) {
+        if let Some(index) = attribute(boundaries, site, write.start_ns) {
             if let Some(row) = rows.get_mut(index) {
                 row.acknowledged += 1;
             }
@@ -493,7 +542,7 @@ pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
         if on_active.contains(&write.id) {
             continue;
         }
-        lost.push(write.id);
+        attributed.lost.push(write.id);
         let Some(site) = site else {
             findings.push(format!(
                 "acknowledged write {} is lost and names no acknowledging site",
@@ -501,66 +550,60 @@ pub(crate) fn losses(history: &History) -> Result<Losses, Unknown> {
             ));
             continue;
         };
-        if let Some(index) = restore_of(site, write.start_ns) {
-            if let Some(slot) = lost_in_restore.get_mut(index) {
+        if let Some(index) = fences.restore_of(site, write.start_ns) {
+            if let Some(slot) = attributed.lost_in_restore.get_mut(index) {
                 slot.push(write.id);
             }
             continue;
         }
-        match attribute(&boundaries, Some(site), write.start_ns) {
+        match attribute(boundaries, Some(site), write.start_ns) {
             Some(index) => {
                 let boundary = &boundaries[index];
                 if boundary.record.kind == FailoverKind::Planned {
                     findings.push(format!(
                         "acknowledged write {} by {site} is lost in the {}; a planned failover loses nothing",
                         write.id,
-                        label(&boundary.record)
+                        failover_label(&boundary.record)
                     ));
                 }
-                if let Some(slot) = lost_in.get_mut(index) {
+                if let Some(slot) = attributed.lost_in.get_mut(index) {
                     slot.push(write.id);
                 }
             }
-            None => {
-                let last_fence = boundaries
-                    .iter()
-                    .rfind(|boundary| boundary.record.from == site);
-                match last_fence {
-                    Some(boundary) => findings.push(format!(
-                        "acknowledged write {} by {site} was invoked {} ms after {site} was fenced ({}) and is lost",
-                        write.id,
-                        write.start_ns.saturating_sub(boundary.fence_ns) / 1_000_000,
-                        label(&boundary.record)
-                    )),
-                    None => findings.push(format!(
-                        "acknowledged write {} (by {site}) is lost, and {site} never lost the primary role in an emergency failover",
-                        write.id
-                    )),
-                }
-            }
+            None => findings.push(unfenced_loss(boundaries, write, site)),
         }
     }
-    Ok(Losses {
-        findings,
-        summary,
-        writes,
-        boundaries,
-        rows,
-        final_sites,
-        active,
-        on_active,
-        lost,
-        lost_in,
-        restores,
-        restore_fences,
-        lost_in_restore,
-    })
+    attributed
 }
 
-/// Computes the RPO table and checks it.
+/// The finding of an acknowledged write of `site` lost after every fence of that site (or with
+/// none).
+fn unfenced_loss(boundaries: &[Boundary], write: &WriteRecord, site: Site) -> String {
+    let last_fence = boundaries
+        .iter()
+        .rfind(|boundary| boundary.record.from == site);
+    match last_fence {
+        Some(boundary) => format!(
+            "acknowledged write {} by {site} was invoked {} ms after {site} was fenced ({}) and is lost",
+            write.id,
+            write.start_ns.saturating_sub(boundary.fence_ns) / 1_000_000,
+            failover_label(&boundary.record)
+        ),
+        None => format!(
+            "acknowledged write {} (by {site}) is lost, and {site} never lost the primary role in an emergency failover",
+            write.id
+        ),
+    }
+}
+
+/// The checker's name in reports.
+const NAME: &str = "rpo";
+
+/// Computes the RPO table and checks it: the writes lost (as [`losses`] attributes them), the
+/// writes of known and unknown outcome against the final read, then the operator's report of
+/// each failover and restore.
 pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
-    const NAME: &str = "rpo";
-    let computed = match losses(history) {
+    let mut computed = match losses(history) {
         Ok(computed) => computed,
         Err(unknown) => {
             let (summary, finding) = *unknown;
@@ -570,63 +613,73 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             );
         }
     };
-    let Losses {
-        mut findings,
-        mut summary,
-        writes,
-        boundaries,
-        mut rows,
-        final_sites,
-        active,
-        on_active,
-        lost: lost_ids,
-        lost_in: lost_in_ids,
-        restores,
-        restore_fences,
-        lost_in_restore: lost_in_restore_ids,
-    } = computed;
-    let on_active = &on_active;
-    let by_id =
-        |ids: &[u64]| -> Vec<&WriteRecord> { ids.iter().filter_map(|id| writes.get(id)).collect() };
-    let acknowledged: Vec<&WriteRecord> = writes
-        .values()
-        .filter(|write| write.outcome == EventType::Ok)
+    let mut findings = std::mem::take(&mut computed.findings);
+    let mut summary = std::mem::take(&mut computed.summary);
+    let mut rows = std::mem::take(&mut computed.rows);
+    let computed = &computed;
+    let acknowledged = acknowledged(&computed.writes);
+    findings.extend(differs_from_sealed(
+        history,
+        &acknowledged,
+        &computed.records(&computed.lost),
+    ));
+    count_lost(computed, &mut summary, &mut rows);
+    findings.extend(bound_by_unknown_outcomes(computed, &mut summary, &mut rows));
+    findings.extend(divergence(computed));
+    let by_gtid = earliest_by_gtid(&acknowledged);
+    let judged = Judged {
+        computed,
+        by_gtid: &by_gtid,
+    };
+    for (index, row) in rows.iter_mut().enumerate() {
+        judge_failover(&judged, index, row, &mut findings);
+    }
+    summary.restores = computed
+        .restores
+        .iter()
+        .zip(&computed.lost_in_restore)
+        .zip(&computed.restore_fences)
+        .map(|((record, ids), fence_ns)| {
+            judge_restore(
+                record,
+                &computed.records(ids),
+                *fence_ns,
+                &judged,
+                &mut findings,
+            )
+        })
         .collect();
-    let lost = by_id(&lost_ids);
-    let lost_in: Vec<Vec<&WriteRecord>> = lost_in_ids.iter().map(|ids| by_id(ids)).collect();
-    let lost_in_restore: Vec<Vec<&WriteRecord>> =
-        lost_in_restore_ids.iter().map(|ids| by_id(ids)).collect();
-    let on_any: BTreeSet<u64> = final_sites.values().flatten().copied().collect();
+    summarise(summary, rows, findings)
+}
+
+/// The lost counts and first lost ids, in all and per failover.
+fn count_lost(computed: &Losses, summary: &mut RpoSummary, rows: &mut [RpoRow]) {
+    summary.lost = count(computed.lost.len());
+    summary.lost_ids = first_ids(&computed.lost);
+    for (row, ids) in rows.iter_mut().zip(&computed.lost_in) {
+        row.lost = count(ids.len());
+        row.lost_ids = first_ids(ids);
+    }
+}
+
+/// Failed writes must be nowhere; info writes bound the loss: counted as kept, lost or unknown,
+/// in all and in the failover they fall to.
+fn bound_by_unknown_outcomes(
+    computed: &Losses,
+    summary: &mut RpoSummary,
+    rows: &mut [RpoRow],
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    let final_sites = &computed.final_sites;
     let present_elsewhere = |id: u64| {
         final_sites
             .iter()
-            .any(|(site, ids)| *site != active && ids.contains(&id))
+            .any(|(site, ids)| *site != computed.active && ids.contains(&id))
     };
-    let failovers: Vec<&FailoverRecord> =
-        boundaries.iter().map(|boundary| &boundary.record).collect();
-    if let Some(finding) = differs_from_sealed(history, &acknowledged, &lost) {
-        findings.push(finding);
-    }
-    summary.lost = count(lost.len());
-    summary.lost_ids = lost
-        .iter()
-        .map(|write| write.id)
-        .take(LOST_IDS_LISTED_MAX)
-        .collect();
-    for (row, writes) in rows.iter_mut().zip(&lost_in) {
-        row.lost = count(writes.len());
-        row.lost_ids = writes
-            .iter()
-            .map(|write| write.id)
-            .take(LOST_IDS_LISTED_MAX)
-            .collect();
-    }
-
-    // Failed writes must be nowhere; info writes bound the loss.
-    for write in writes.values() {
+    for write in computed.writes.values() {
         match write.outcome {
             EventType::Fail => {
-                for (site, ids) in &final_sites {
+                for (site, ids) in final_sites {
                     if ids.contains(&write.id) {
                         findings.push(format!(
                             "write {} failed definitely but is present on {site}",
@@ -636,8 +689,8 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
                 }
             }
             EventType::Info => {
-                let index = attribute(&boundaries, None, write.start_ns);
-                if on_active.contains(&write.id) {
+                let index = attribute(&computed.boundaries, None, write.start_ns);
+                if computed.on_active.contains(&write.id) {
                     summary.unknown_present += 1;
                 } else if present_elsewhere(write.id) {
                     summary.info_lost += 1;
@@ -655,21 +708,29 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             EventType::Invoke | EventType::Ok => {}
         }
     }
+    findings
+}
 
-    // Rows on sites other than the active one: an old primary's lost writes, or divergence.
-    let old_primaries: BTreeSet<Site> = failovers
+/// Rows on sites other than the active one that are not an old primary's lost writes (silent
+/// divergence), and ids no writer of this scenario wrote.
+fn divergence(computed: &Losses) -> Vec<String> {
+    let mut findings = Vec::new();
+    let active = computed.active;
+    let old_primaries: BTreeSet<Site> = computed
+        .boundaries
         .iter()
+        .map(|boundary| &boundary.record)
         .filter(|record| record.kind == FailoverKind::Emergency)
         .map(|record| record.from)
         .collect();
-    for (site, ids) in &final_sites {
+    for (site, ids) in &computed.final_sites {
         if *site == active || old_primaries.contains(site) {
             continue;
         }
         let extra: Vec<u64> = ids
-            .difference(on_active)
+            .difference(&computed.on_active)
             .copied()
-            .filter(|id| writes.contains_key(id))
+            .filter(|id| computed.writes.contains_key(id))
             .collect();
         if !extra.is_empty() {
             findings.push(format!(
@@ -680,10 +741,11 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             ));
         }
     }
+    let on_any: BTreeSet<u64> = computed.final_sites.values().flatten().copied().collect();
     let leftovers: Vec<u64> = on_any
         .iter()
         .copied()
-        .filter(|id| !writes.contains_key(id))
+        .filter(|id| !computed.writes.contains_key(id))
         .collect();
     if !leftovers.is_empty() {
         findings.push(format!(
@@ -691,15 +753,19 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             list(&leftovers)
         ));
     }
+    findings
+}
 
-    // The operator's report, per failover, by GTID.
-    // A GTID two acknowledged writes share was reused by a history a restore rewound (the
-    // restored binlog restarts at the backup's set): the earlier write is the one the
-    // discarded history held, the later one committed after the rewind. Keyed by the later
-    // one, a write invoked within the cross-clock slack of a quick restore's fence was taken
-    // for a named write that survived (s052 once its fence-to-promotion took 250 ms).
+/// The acknowledged writes by GTID, the earliest invoked where two share one.
+///
+/// A GTID two acknowledged writes share was reused by a history a restore rewound (the
+/// restored binlog restarts at the backup's set): the earlier write is the one the
+/// discarded history held, the later one committed after the rewind. Keyed by the later
+/// one, a write invoked within the cross-clock slack of a quick restore's fence was taken
+/// for a named write that survived (s052 once its fence-to-promotion took 250 ms).
+fn earliest_by_gtid<'a>(acknowledged: &[&'a WriteRecord]) -> BTreeMap<&'a str, &'a WriteRecord> {
     let mut by_gtid: BTreeMap<&str, &WriteRecord> = BTreeMap::new();
-    for write in &acknowledged {
+    for write in acknowledged {
         if let Some(gtid) = write.gtid.as_deref() {
             let earliest = by_gtid.entry(gtid).or_insert(*write);
             if write.start_ns < earliest.start_ns {
@@ -707,138 +773,169 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
             }
         }
     }
-    let last = boundaries.len().checked_sub(1);
-    for (index, boundary) in boundaries.iter().enumerate() {
-        let record = &boundary.record;
-        let name = label(record);
-        let Some(row) = rows.get_mut(index) else {
-            continue;
-        };
-        let lost_here: &[&WriteRecord] = lost_in.get(index).map_or(&[], Vec::as_slice);
-        let set = match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
-            Some(Ok(set)) => Some(set),
-            Some(Err(error)) => {
-                findings.push(format!("{name}: lostGtidSet does not parse: {error}"));
-                continue;
-            }
-            None => None,
-        };
-        if record.kind == FailoverKind::Planned {
-            let claimed = set.as_ref().map_or(0, |set| set.count());
-            let reported = record.lost_transactions.unwrap_or(0).max(claimed);
-            if reported > 0 {
-                findings.push(format!(
-                    "{name} reports {reported} lost transactions; a planned failover loses nothing"
-                ));
-            }
-            continue;
+    by_gtid
+}
+
+/// What the operator's reports are judged against.
+struct Judged<'a> {
+    computed: &'a Losses,
+    by_gtid: &'a BTreeMap<&'a str, &'a WriteRecord>,
+}
+
+/// The operator's report of failover `index`, by GTID: its findings pushed, the writes its set
+/// names counted into `row`.
+fn judge_failover(judged: &Judged<'_>, index: usize, row: &mut RpoRow, findings: &mut Vec<String>) {
+    let computed = judged.computed;
+    let record = &computed.boundaries[index].record;
+    let name = failover_label(record);
+    let lost_here = computed.records(computed.lost_in.get(index).map_or(&[], Vec::as_slice));
+    let set = match record.lost_gtid_set.as_deref().map(parse_gtid_set) {
+        Some(Ok(set)) => Some(set),
+        Some(Err(error)) => {
+            findings.push(format!("{name}: lostGtidSet does not parse: {error}"));
+            return;
         }
-        let Some(set) = set else {
-            if record.exact && !lost_here.is_empty() {
-                findings.push(format!(
-                    "{name} is exact but reports no lostGtidSet to compare the {} acknowledged writes lost with",
-                    lost_here.len()
-                ));
-            }
-            if index == last.unwrap_or(usize::MAX)
-                && final_sites.contains_key(&record.from)
-                && !record.exact
-            {
-                findings.push(readable_again(&name, record.from));
-            }
-            continue;
-        };
-        let set_count = set.count();
-        if record
-            .lost_transactions
-            .is_some_and(|count| count != set_count)
-        {
+        None => None,
+    };
+    if record.kind == FailoverKind::Planned {
+        let claimed = set.as_ref().map_or(0, |set| set.count());
+        let reported = record.lost_transactions.unwrap_or(0).max(claimed);
+        if reported > 0 {
             findings.push(format!(
-                "{name}: lostTransactions {} disagrees with the {set_count} transactions of lostGtidSet",
-                record.lost_transactions.unwrap_or_default()
+                "{name} reports {reported} lost transactions; a planned failover loses nothing"
             ));
         }
-        // Acknowledged writes the set names.
-        let mut named = 0;
-        for (gtid, write) in &by_gtid {
-            let Ok(parsed) = parse_gtid(gtid) else {
-                continue;
-            };
-            if !set.contains_gtid(&parsed) {
-                continue;
-            }
-            named += 1;
-            let lost_here_too = lost_here.iter().any(|lost| lost.id == write.id);
-            if on_active.contains(&write.id) {
-                findings.push(format!(
-                    "{name}: lostGtidSet names write {} ({gtid}), which is present on {active}",
-                    write.id
-                ));
-            } else if !lost_here_too {
-                findings.push(format!(
-                    "{name}: lostGtidSet names write {} ({gtid}), which was not lost in this failover",
-                    write.id
-                ));
-            }
+        return;
+    }
+    // The last failover's old primary is in the final state, and its count never became exact.
+    let never_exact = index + 1 == computed.boundaries.len()
+        && computed.final_sites.contains_key(&record.from)
+        && !record.exact;
+    let Some(set) = set else {
+        if record.exact && !lost_here.is_empty() {
+            findings.push(format!(
+                "{name} is exact but reports no lostGtidSet to compare the {} acknowledged writes lost with",
+                lost_here.len()
+            ));
         }
-        row.operator_lost_writes = named;
-        row.other_transactions = Some(set_count.saturating_sub(named));
-        if record.exact {
-            let seen = row.lost + row.info_lost;
-            if set_count < seen {
-                findings.push(format!(
-                    "operator reports {set_count} lost transactions (exact) but {} acknowledged writes{} are lost in the {name}",
-                    row.lost,
-                    if row.info_lost > 0 {
-                        format!(
-                            " and {} info write{} seen committed on {}",
-                            row.info_lost,
-                            if row.info_lost == 1 { "" } else { "s" },
-                            record.from
-                        )
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
-            for write in lost_here {
-                match write.gtid.as_deref() {
-                    None => findings.push(format!(
-                        "write {} is lost but recorded no GTID, so the {name} cannot be compared with it",
-                        write.id
-                    )),
-                    Some(gtid) => match parse_gtid(gtid) {
-                        Err(error) => findings.push(format!(
-                            "write {}'s GTID `{gtid}` does not parse: {error}",
-                            write.id
-                        )),
-                        Ok(parsed) if !set.contains_gtid(&parsed) => findings.push(format!(
-                            "write {} ({gtid}) is lost but missing from the exact lostGtidSet of the {name}",
-                            write.id
-                        )),
-                        Ok(_) => {}
-                    },
-                }
-            }
-        } else if index == last.unwrap_or(usize::MAX) && final_sites.contains_key(&record.from) {
+        if never_exact {
             findings.push(readable_again(&name, record.from));
         }
+        return;
+    };
+    let set_count = set.count();
+    if let Some(finding) = count_disagrees(&name, record.lost_transactions, set_count) {
+        findings.push(finding);
     }
-    summary.restores = restores
-        .iter()
-        .zip(&lost_in_restore)
-        .zip(&restore_fences)
-        .map(|((record, lost_here), fence_ns)| {
-            let judged = Judged {
-                by_gtid: &by_gtid,
-                on_active,
-                active,
-                fence_ns: *fence_ns,
-            };
-            check_restore(record, lost_here, &judged, &mut findings)
-        })
-        .collect();
-    // The count findings first: they say the most.
+    let named = named_by_failover(judged, &name, &set, &lost_here, findings);
+    row.operator_lost_writes = named;
+    row.other_transactions = Some(set_count.saturating_sub(named));
+    if record.exact {
+        exact_findings(row, record, &name, &set, &lost_here, findings);
+    } else if never_exact {
+        findings.push(readable_again(&name, record.from));
+    }
+}
+
+/// The finding of a `lostTransactions` that is not the size of the `lostGtidSet`.
+fn count_disagrees(name: &str, reported: Option<u64>, set_count: u64) -> Option<String> {
+    reported.filter(|count| *count != set_count).map(|count| {
+        format!(
+            "{name}: lostTransactions {count} disagrees with the {set_count} transactions of lostGtidSet"
+        )
+    })
+}
+
+/// How many acknowledged writes a failover's `set` names; one present on the active site, or
+/// not lost in this failover, is a finding.
+fn named_by_failover(
+    judged: &Judged<'_>,
+    name: &str,
+    set: &GtidSet,
+    lost_here: &[&WriteRecord],
+    findings: &mut Vec<String>,
+) -> u64 {
+    let (on_active, active) = (&judged.computed.on_active, judged.computed.active);
+    let mut named = 0;
+    for (gtid, write) in judged.by_gtid {
+        let Ok(parsed) = parse_gtid(gtid) else {
+            continue;
+        };
+        if !set.contains_gtid(&parsed) {
+            continue;
+        }
+        named += 1;
+        let lost_here_too = lost_here.iter().any(|lost| lost.id == write.id);
+        if on_active.contains(&write.id) {
+            findings.push(format!(
+                "{name}: lostGtidSet names write {} ({gtid}), which is present on {active}",
+                write.id
+            ));
+        } else if !lost_here_too {
+            findings.push(format!(
+                "{name}: lostGtidSet names write {} ({gtid}), which was not lost in this failover",
+                write.id
+            ));
+        }
+    }
+    named
+}
+
+/// An exact failover's set counts at least the writes seen lost and names every acknowledged
+/// write lost in it.
+fn exact_findings(
+    row: &RpoRow,
+    record: &FailoverRecord,
+    name: &str,
+    set: &GtidSet,
+    lost_here: &[&WriteRecord],
+    findings: &mut Vec<String>,
+) {
+    let set_count = set.count();
+    let seen = row.lost + row.info_lost;
+    if set_count < seen {
+        findings.push(format!(
+            "operator reports {set_count} lost transactions (exact) but {} acknowledged writes{} are lost in the {name}",
+            row.lost,
+            if row.info_lost > 0 {
+                format!(
+                    " and {} info write{} seen committed on {}",
+                    row.info_lost,
+                    if row.info_lost == 1 { "" } else { "s" },
+                    record.from
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for write in lost_here {
+        match write.gtid.as_deref() {
+            None => findings.push(format!(
+                "write {} is lost but recorded no GTID, so the {name} cannot be compared with it",
+                write.id
+            )),
+            Some(gtid) => match parse_gtid(gtid) {
+                Err(error) => findings.push(format!(
+                    "write {}'s GTID `{gtid}` does not parse: {error}",
+                    write.id
+                )),
+                Ok(parsed) if !set.contains_gtid(&parsed) => findings.push(format!(
+                    "write {} ({gtid}) is lost but missing from the exact lostGtidSet of the {name}",
+                    write.id
+                )),
+                Ok(_) => {}
+            },
+        }
+    }
+}
+
+/// The table and the verdict: the count findings first (they say the most).
+fn summarise(
+    mut summary: RpoSummary,
+    rows: Vec<RpoRow>,
+    mut findings: Vec<String>,
+) -> (RpoSummary, Verdict) {
     findings.sort_by_key(|finding| !finding.starts_with("operator reports"));
     summary.failovers = rows;
     let ok = format!(
@@ -857,24 +954,16 @@ pub fn check_rpo(history: &History) -> (RpoSummary, Verdict) {
 }
 
 /// One restore's row, its findings pushed: the exact `lostGtidSet` names every acknowledged
-/// write lost in it and no write that survived, and agrees with `lostTransactions`.
-/// What a restore's set is judged against.
-struct Judged<'a> {
-    by_gtid: &'a BTreeMap<&'a str, &'a WriteRecord>,
-    on_active: &'a BTreeSet<u64>,
-    active: Site,
-    /// The restore's fence: the restored site's binlog restarts at the backup's GTID set,
-    /// so writes after it reuse the discarded GTIDs and are never the set's.
-    fence_ns: u64,
-}
-
-fn check_restore(
+/// write lost in it and no write that survived, and agrees with `lostTransactions`. Writes
+/// invoked after the restore's fence (`fence_ns`) are never the set's: the restored site's
+/// binlog restarts at the backup's GTID set, so they reuse the discarded GTIDs.
+fn judge_restore(
     record: &RestoreRecord,
     lost_here: &[&WriteRecord],
+    fence_ns: u64,
     judged: &Judged<'_>,
     findings: &mut Vec<String>,
 ) -> RestoreRpoRow {
-    let (by_gtid, on_active, active) = (judged.by_gtid, judged.on_active, judged.active);
     let name = format!("restore of {} from backup {}", record.site, record.backup);
     let mut row = RestoreRpoRow {
         site: record.site,
@@ -911,48 +1000,10 @@ fn check_restore(
             return row;
         }
     };
-    let set_count = set.count();
-    if record
-        .lost_transactions
-        .is_some_and(|reported| reported != set_count)
-    {
-        findings.push(format!(
-            "{name}: lostTransactions {} disagrees with the {set_count} transactions of lostGtidSet",
-            record.lost_transactions.unwrap_or_default()
-        ));
+    if let Some(finding) = count_disagrees(&name, record.lost_transactions, set.count()) {
+        findings.push(finding);
     }
-    for (gtid, write) in by_gtid {
-        if write.start_ns > judged.fence_ns + CROSS_CLOCK_SLACK_NS {
-            continue;
-        }
-        let Ok(parsed) = parse_gtid(gtid) else {
-            continue;
-        };
-        if !set.contains_gtid(&parsed) {
-            continue;
-        }
-        let present = on_active.contains(&write.id);
-        if present && write.start_ns + CROSS_CLOCK_SLACK_NS > judged.fence_ns {
-            // Invoked within the cross-clock slack of the fence and present on the restored
-            // site: it may have committed on the rewound history, which reuses the discarded
-            // GTIDs, under a number no earlier acknowledged write held (s052: the counter
-            // app's write had 0-1-45 in the discarded history, a workload write after the
-            // quick re-promotion got it again). Not judged either way.
-            continue;
-        }
-        row.operator_lost_writes += 1;
-        if present {
-            findings.push(format!(
-                "{name}: lostGtidSet names write {} ({gtid}), which is present on {active}",
-                write.id
-            ));
-        } else if !lost_here.iter().any(|lost| lost.id == write.id) {
-            findings.push(format!(
-                "{name}: lostGtidSet names write {} ({gtid}), which was not lost in this restore",
-                write.id
-            ));
-        }
-    }
+    row.operator_lost_writes = named_by_restore(judged, &name, &set, lost_here, fence_ns, findings);
     for write in lost_here {
         let named = write
             .gtid
@@ -968,6 +1019,53 @@ fn check_restore(
         }
     }
     row
+}
+
+/// How many acknowledged writes invoked before a restore's fence its `set` names; one present
+/// on the active site, or not lost in this restore, is a finding.
+fn named_by_restore(
+    judged: &Judged<'_>,
+    name: &str,
+    set: &GtidSet,
+    lost_here: &[&WriteRecord],
+    fence_ns: u64,
+    findings: &mut Vec<String>,
+) -> u64 {
+    let (on_active, active) = (&judged.computed.on_active, judged.computed.active);
+    let mut named = 0;
+    for (gtid, write) in judged.by_gtid {
+        if write.start_ns > fence_ns + CROSS_CLOCK_SLACK_NS {
+            continue;
+        }
+        let Ok(parsed) = parse_gtid(gtid) else {
+            continue;
+        };
+        if !set.contains_gtid(&parsed) {
+            continue;
+        }
+        let present = on_active.contains(&write.id);
+        if present && write.start_ns + CROSS_CLOCK_SLACK_NS > fence_ns {
+            // Invoked within the cross-clock slack of the fence and present on the restored
+            // site: it may have committed on the rewound history, which reuses the discarded
+            // GTIDs, under a number no earlier acknowledged write held (s052: the counter
+            // app's write had 0-1-45 in the discarded history, a workload write after the
+            // quick re-promotion got it again). Not judged either way.
+            continue;
+        }
+        named += 1;
+        if present {
+            findings.push(format!(
+                "{name}: lostGtidSet names write {} ({gtid}), which is present on {active}",
+                write.id
+            ));
+        } else if !lost_here.iter().any(|lost| lost.id == write.id) {
+            findings.push(format!(
+                "{name}: lostGtidSet names write {} ({gtid}), which was not lost in this restore",
+                write.id
+            ));
+        }
+    }
+    named
 }
 
 fn readable_again(name: &str, from: Site) -> String {

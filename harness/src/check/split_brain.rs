@@ -37,8 +37,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::rpo::observed_failovers;
-use super::timings::CROSS_CLOCK_SLACK_NS;
+use super::observed::{failover_label, mono_ns, observed_failovers, seconds, CROSS_CLOCK_SLACK_NS};
 use super::verdict::Verdict;
 use crate::history::event::{
     EventType, FailoverRecord, FaultPhase, Op, ProbeOutcome, ER_READ_ONLY,
@@ -749,7 +748,7 @@ fn status_runs(history: &History) -> Vec<Run> {
 pub fn authority_epochs(history: &History) -> (Vec<Epoch>, Vec<String>) {
     let mut findings = Vec::new();
     let runs = status_runs(history);
-    let to_mono = |time: Option<jiff::Timestamp>| time.and_then(|at| history.wall_to_mono_ns(at));
+    let to_mono = |time: Option<jiff::Timestamp>| mono_ns(history, time);
     let promoted = |record: &FailoverRecord| {
         to_mono(record.promoted_at)
             .or_else(|| to_mono(record.fenced_at))
@@ -844,14 +843,9 @@ pub fn authority_epochs(history: &History) -> (Vec<Epoch>, Vec<String>) {
 /// The finding of an observed failover (promoted at `promoted_ns`) that the status never showed
 /// as a change of the active site.
 fn unshown_failover(record: &FailoverRecord, promoted_ns: u64) -> String {
-    let kind = match record.kind {
-        crate::history::event::FailoverKind::Emergency => "emergency",
-        crate::history::event::FailoverKind::Planned => "planned",
-    };
     format!(
-        "{kind} failover {} -> {} (promoted at {:.3}s) but the status never showed {} active after {}",
-        record.from,
-        record.to,
+        "{} (promoted at {:.3}s) but the status never showed {} active after {}",
+        failover_label(record),
         seconds(promoted_ns),
         record.to,
         record.from
@@ -922,12 +916,4 @@ fn check_epochs(
         }
     }
     findings
-}
-
-/// Nanoseconds as seconds, for messages.
-pub fn seconds(ns: u64) -> f64 {
-    // Precision loss is irrelevant for display.
-    #[allow(clippy::cast_precision_loss)]
-    let value = ns as f64 / 1e9;
-    value
 }

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bloodraven_mysql::{Gtid, GtidSet};
 
 use super::gtid::{parse_gtid, parse_gtid_set};
-use super::rpo::observed_failovers;
+use super::observed::observed_failovers;
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FailoverKind, FailoverRecord, HeldGtids, Op};
 use crate::history::store::History;

@@ -21,16 +21,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::rpo::observed_failovers;
+use super::observed::{failover_label, mono_ns, observed_failovers, seconds, CROSS_CLOCK_SLACK_NS};
 use super::verdict::Verdict;
 use crate::history::event::{EventType, FailoverKind, FailoverRecord, FaultPhase, Op};
-use crate::history::store::History;
+use crate::history::store::{History, Operation};
 use crate::scenario::model::Site;
-
-/// Slack allowed when an operator time is compared with a harness observation: the two
-/// clocks are the same machine's and status times have millisecond precision, but the
-/// operator stamps a phase when it plans it, not when the harness can see it.
-pub const CROSS_CLOCK_SLACK_NS: u64 = 1_000_000_000;
 
 /// Slack on both ends of the detection window: a poll in flight when the fault took effect
 /// (the operator's sidecar status timeout is 1 s), and the fault's effective start being
@@ -205,59 +200,76 @@ fn can_trigger(fault: &FaultStart<'_>, record: &FailoverRecord) -> bool {
 }
 
 /// The detection window's spec: the latest status snapshot's, else the defaults.
-fn detection_spec(history: &History) -> (u64, u32, bool) {
-    history
-        .events
-        .iter()
-        .rev()
-        .find_map(|event| match &event.op {
-            Op::Status {
-                poll_interval_ms: Some(interval),
-                failure_threshold: Some(threshold),
-                ..
-            } if event.kind == EventType::Ok => Some((*interval, *threshold, true)),
-            _ => None,
-        })
-        .unwrap_or((DEFAULT_POLL_INTERVAL_MS, DEFAULT_FAILURE_THRESHOLD, false))
+struct DetectionSpec {
+    /// `spec.pollInterval`.
+    poll_interval_ms: u64,
+    /// `spec.failureThreshold`.
+    failure_threshold: u32,
+    /// Whether a status snapshot recorded them (else they are the defaults).
+    known: bool,
 }
 
-/// Computes the timings of every observed failover and checks their order.
-pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
-    const NAME: &str = "timings";
-    let operations = match history.operations() {
-        Ok(operations) => operations,
-        Err(malformed) => {
-            return (
-                Vec::new(),
-                Verdict::from_findings(
-                    NAME,
-                    String::new(),
-                    vec![format!("malformed history: {malformed}")],
-                ),
-            )
+impl DetectionSpec {
+    fn of(history: &History) -> Self {
+        let (poll_interval_ms, failure_threshold, known) = history
+            .events
+            .iter()
+            .rev()
+            .find_map(|event| match &event.op {
+                Op::Status {
+                    poll_interval_ms: Some(interval),
+                    failure_threshold: Some(threshold),
+                    ..
+                } if event.kind == EventType::Ok => Some((*interval, *threshold, true)),
+                _ => None,
+            })
+            .unwrap_or((DEFAULT_POLL_INTERVAL_MS, DEFAULT_FAILURE_THRESHOLD, false));
+        Self {
+            poll_interval_ms,
+            failure_threshold,
+            known,
         }
-    };
-    let mut findings = Vec::new();
-    let mut all = Vec::new();
-    let failovers = observed_failovers(history);
-    let faults = fault_starts(history);
-    let outages = operator_outages(history);
-    let (poll_interval_ms, failure_threshold, spec_known) = detection_spec(history);
-    let to_mono =
-        |time: Option<jiff::Timestamp>| time.and_then(|time| history.wall_to_mono_ns(time));
-    // The triggering fault of failover `index`: the latest that took effect before it started
-    // (with slack) and after the previous failover's promotion.
-    let triggering_fault = |index: usize| {
-        let record = failovers.get(index)?;
-        let started_ns = history.wall_to_mono_ns(record.started_at)?;
+    }
+}
+
+/// What the timings are computed from: the history's operations, the failovers observed, the
+/// faults that took effect, the operator's absences and the detection window's spec.
+struct Observed<'h> {
+    history: &'h History,
+    operations: Vec<Operation<'h>>,
+    failovers: Vec<FailoverRecord>,
+    faults: Vec<FaultStart<'h>>,
+    outages: Vec<(&'h str, u64, Option<u64>)>,
+    spec: DetectionSpec,
+}
+
+impl<'h> Observed<'h> {
+    /// Gathers what `history` shows (an error names a malformed pairing).
+    fn of(history: &'h History) -> Result<Self, String> {
+        Ok(Self {
+            history,
+            operations: history.operations()?,
+            failovers: observed_failovers(history),
+            faults: fault_starts(history),
+            outages: operator_outages(history),
+            spec: DetectionSpec::of(history),
+        })
+    }
+
+    /// The triggering fault of failover `index`: the latest that took effect before it started
+    /// (with slack) and after the previous failover's promotion.
+    fn triggering_fault(&self, index: usize) -> Option<&FaultStart<'h>> {
+        let record = self.failovers.get(index)?;
+        let started_ns = self.history.wall_to_mono_ns(record.started_at)?;
         let previous_ns = index
             .checked_sub(1)
-            .and_then(|back| failovers.get(back))
+            .and_then(|back| self.failovers.get(back))
             .and_then(|previous| {
-                to_mono(previous.promoted_at).or_else(|| to_mono(Some(previous.started_at)))
+                mono_ns(self.history, previous.promoted_at)
+                    .or_else(|| mono_ns(self.history, Some(previous.started_at)))
             })
             .unwrap_or(0);
-        faults
+        self.faults
             .iter()
             .filter(|fault| {
                 fault.at_ns <= started_ns + CROSS_CLOCK_SLACK_NS
@@ -265,58 +277,25 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
                     && can_trigger(fault, record)
             })
             .max_by_key(|fault| fault.at_ns)
-    };
-    for (index, record) in failovers.iter().enumerate() {
-        let Some(started_ns) = history.wall_to_mono_ns(record.started_at) else {
-            continue;
-        };
-        let label = format!(
-            "{:?} failover {} -> {}",
-            record.kind, record.from, record.to
-        )
-        .to_lowercase();
-        let fault = triggering_fault(index);
-        // The new site's tenure ends where the next failover's trigger took it away (or the
-        // next failover started): a write invoked after that is the next failover's to judge,
-        // and an acknowledgement after it is not this failover's first write.
-        let tenure_end_ns = failovers.get(index + 1).map_or(u64::MAX, |next| {
-            triggering_fault(index + 1)
+    }
+
+    /// Where the new site of failover `index` stops being its to judge: where the next
+    /// failover's trigger took it away (or the next failover started). A write invoked after
+    /// that is the next failover's to judge, and an acknowledgement after it is not this
+    /// failover's first write.
+    fn tenure_end_ns(&self, index: usize) -> u64 {
+        self.failovers.get(index + 1).map_or(u64::MAX, |next| {
+            self.triggering_fault(index + 1)
                 .map(|fault| fault.at_ns)
-                .or_else(|| history.wall_to_mono_ns(next.started_at))
+                .or_else(|| self.history.wall_to_mono_ns(next.started_at))
                 .unwrap_or(u64::MAX)
-        });
-        if fault.is_none() && record.kind == FailoverKind::Emergency {
-            findings.push(format!(
-                "{label}: no fault that can trigger it ({} of {}) took effect before it started at {:.3}s",
-                EMERGENCY_TRIGGERS.join(", "),
-                record.from,
-                super::split_brain::seconds(started_ns)
-            ));
-        }
-        let fault_ns = fault.map_or(started_ns, |fault| fault.at_ns);
-        let detected_ns = to_mono(record.detected_at);
-        let fenced_ns = to_mono(record.fenced_at);
-        let promoted_ns = to_mono(record.promoted_at);
-        // Missing evidence is a finding: a completed emergency failover without one of its
-        // phase times would switch that phase's checks off without a word.
-        if record.kind == FailoverKind::Emergency && record.completed_at.is_some() {
-            let missing: Vec<&str> = [
-                ("detectedAt", record.detected_at),
-                ("fencedAt", record.fenced_at),
-                ("promotedAt", record.promoted_at),
-            ]
-            .into_iter()
-            .filter(|(_, time)| time.is_none())
-            .map(|(name, _)| name)
-            .collect();
-            if !missing.is_empty() {
-                findings.push(format!(
-                    "{label}: missing evidence: completed without {} (its timings cannot be judged)",
-                    missing.join(", ")
-                ));
-            }
-        }
-        let endpoints_ns = history.events.iter().find_map(|event| match &event.op {
+        })
+    }
+
+    /// The phases of `record` on the monotonic axis, the probes' looked for from `fault_ns`.
+    fn phases(&self, record: &FailoverRecord, fault_ns: u64, tenure_end_ns: u64) -> Phases {
+        let events = &self.history.events;
+        let endpoints_ns = events.iter().find_map(|event| match &event.op {
             Op::Endpoints { service, sites }
                 if event.kind == EventType::Ok
                     && event.mono_ns >= fault_ns
@@ -327,7 +306,7 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
             }
             _ => None,
         });
-        let dns_ns = history.events.iter().find_map(|event| match &event.op {
+        let dns_ns = events.iter().find_map(|event| match &event.op {
             Op::Dns {
                 site: Some(site), ..
             } if event.kind == EventType::Ok && event.mono_ns >= fault_ns && *site == record.to => {
@@ -335,7 +314,8 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
             }
             _ => None,
         });
-        let first_write_ns = operations
+        let first_write_ns = self
+            .operations
             .iter()
             .filter(|operation| {
                 operation.invoke.mono_ns >= fault_ns && operation.invoke.mono_ns < tenure_end_ns
@@ -350,146 +330,77 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
                 _ => None,
             })
             .min();
-        let timings = FailoverTimings {
+        Phases {
+            fault_ns,
+            tenure_end_ns,
+            detected_ns: mono_ns(self.history, record.detected_at),
+            fenced_ns: mono_ns(self.history, record.fenced_at),
+            promoted_ns: mono_ns(self.history, record.promoted_at),
+            endpoints_ns,
+            dns_ns,
+            first_write_ns,
+        }
+    }
+}
+
+/// One failover's phases on the history's monotonic axis.
+struct Phases {
+    /// The reference instant: the triggering fault's effective start, else `startedAt`.
+    fault_ns: u64,
+    /// The end of the new site's tenure ([`Observed::tenure_end_ns`]).
+    tenure_end_ns: u64,
+    detected_ns: Option<u64>,
+    fenced_ns: Option<u64>,
+    promoted_ns: Option<u64>,
+    endpoints_ns: Option<u64>,
+    dns_ns: Option<u64>,
+    first_write_ns: Option<u64>,
+}
+
+impl Phases {
+    /// The phases as signed milliseconds after the reference instant.
+    fn timings(&self, record: &FailoverRecord, fault: Option<&FaultStart<'_>>) -> FailoverTimings {
+        let after = |at: Option<u64>| at.map(|at| millis_after(self.fault_ns, at));
+        FailoverTimings {
             kind: record.kind,
             from: record.from,
             to: record.to,
             fault: fault.map(|fault| fault.name.to_owned()),
-            fault_ns,
-            detected_ms: detected_ns.map(|at| millis_after(fault_ns, at)),
-            fenced_ms: fenced_ns.map(|at| millis_after(fault_ns, at)),
-            promoted_ms: promoted_ns.map(|at| millis_after(fault_ns, at)),
-            endpoints_switched_ms: endpoints_ns.map(|at| millis_after(fault_ns, at)),
-            dns_switched_ms: dns_ns.map(|at| millis_after(fault_ns, at)),
-            first_write_ms: first_write_ns.map(|at| millis_after(fault_ns, at)),
+            fault_ns: self.fault_ns,
+            detected_ms: after(self.detected_ns),
+            fenced_ms: after(self.fenced_ns),
+            promoted_ms: after(self.promoted_ns),
+            endpoints_switched_ms: after(self.endpoints_ns),
+            dns_switched_ms: after(self.dns_ns),
+            first_write_ms: after(self.first_write_ns),
+        }
+    }
+}
+
+/// Computes the timings of every observed failover and checks their order.
+pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
+    const NAME: &str = "timings";
+    let observed = match Observed::of(history) {
+        Ok(observed) => observed,
+        Err(malformed) => {
+            return (
+                Vec::new(),
+                Verdict::from_findings(
+                    NAME,
+                    String::new(),
+                    vec![format!("malformed history: {malformed}")],
+                ),
+            )
+        }
+    };
+    let mut findings = Vec::new();
+    let mut all = Vec::new();
+    for (index, record) in observed.failovers.iter().enumerate() {
+        let Some(started_ns) = history.wall_to_mono_ns(record.started_at) else {
+            continue;
         };
-        // A phase before the fault: negative, a finding (only meaningful with a fault).
-        if let Some(fault) = fault {
-            for (name, value) in timings.phases() {
-                if let Some(ms) = value.filter(|ms| *ms < 0) {
-                    findings.push(format!(
-                        "{label}: {name} {ms} ms after the `{}` fault took effect (a negative phase)",
-                        fault.name
-                    ));
-                }
-            }
-        }
-        // Detection against the real window.
-        if let (Some(fault), Some(detected), FailoverKind::Emergency) =
-            (fault, detected_ns, record.kind)
-        {
-            let interval_ns = poll_interval_ms.saturating_mul(1_000_000);
-            let threshold = u64::from(failure_threshold.max(1));
-            let earliest = (threshold - 1) * interval_ns;
-            // A fault acting through the lease starts the failure when the lease runs out:
-            // up to the lease later (its default, pollInterval x failureThreshold).
-            let latest = threshold * interval_ns
-                + if fault.acts_through_the_lease() {
-                    threshold * interval_ns
-                } else {
-                    0
-                };
-            // The operator away during the detection: the upper bound counts from its return.
-            let mut back_ns = Some(fault.at_ns);
-            for (_, start, end) in &outages {
-                let over = match end {
-                    Some(end) => *end < fault.at_ns,
-                    None => *start + OPERATOR_RETURN_MAX_NS < fault.at_ns,
-                };
-                if *start > detected || over {
-                    continue;
-                }
-                back_ns = match (back_ns, end) {
-                    (Some(back), Some(end)) => Some(back.max(*end)),
-                    _ => None,
-                };
-            }
-            let measured = back_ns.map(|back| detected.saturating_sub(back));
-            let source = if spec_known {
-                "the group's spec"
-            } else {
-                "the defaults"
-            };
-            if detected < fault.at_ns + earliest.saturating_sub(DETECTION_SLACK_NS) {
-                findings.push(format!(
-                    "{label}: detected {} ms after the `{}` fault, before the {} ms of failureThreshold - 1 = {} poll intervals of {poll_interval_ms} ms ({source})",
-                    millis_after(fault.at_ns, detected),
-                    fault.name,
-                    earliest / 1_000_000,
-                    threshold - 1
-                ));
-            } else if let Some(measured) = measured.filter(|ns| *ns > latest + DETECTION_SLACK_NS) {
-                let after = if back_ns == Some(fault.at_ns) {
-                    format!("the `{}` fault", fault.name)
-                } else {
-                    "the operator came back".to_owned()
-                };
-                findings.push(format!(
-                    "{label}: detected {} ms after {after}, after the {} ms of failureThreshold {threshold} poll intervals of {poll_interval_ms} ms ({source})",
-                    measured / 1_000_000,
-                    latest / 1_000_000
-                ));
-            }
-        }
-        // Operator phases share one clock: strict order.
-        let operator_order = [
-            ("detected", detected_ns),
-            ("fenced", fenced_ns),
-            ("promoted", promoted_ns),
-        ];
-        let mut previous: Option<(&str, u64)> = None;
-        for (name, at) in operator_order {
-            if let Some(at) = at {
-                if let Some((previous_name, previous_at)) = previous {
-                    if at < previous_at {
-                        findings.push(format!(
-                            "{label}: {name} is {} ms before {previous_name}",
-                            (previous_at - at) / 1_000_000
-                        ));
-                    }
-                }
-                previous = Some((name, at));
-            }
-        }
-        if promoted_ns.is_some() && fenced_ns.is_none() {
-            findings.push(format!(
-                "{label}: promoted without the old primary ever being fenced"
-            ));
-        }
-        // Surfaces may only move to a promoted site.
-        if let Some(promoted) = promoted_ns {
-            for (name, at) in [
-                ("endpoints switched", endpoints_ns),
-                ("DNS switched", dns_ns),
-                ("first write", first_write_ns),
-            ] {
-                if let Some(at) = at {
-                    if at + CROSS_CLOCK_SLACK_NS < promoted {
-                        findings.push(format!(
-                            "{label}: {name} {} ms before {} was promoted",
-                            (promoted - at) / 1_000_000,
-                            record.to
-                        ));
-                    }
-                }
-            }
-        }
-        // Only a tenure long enough for the operator to confirm the new site and move the
-        // primary Service (two polls after the promotion) can be expected to show a write.
-        let switch_grace_ns = 2 * poll_interval_ms * 1_000_000;
-        let judged = promoted_ns
-            .is_none_or(|promoted| tenure_end_ns.saturating_sub(promoted) >= switch_grace_ns);
-        let writes_after = operations.iter().any(|operation| {
-            matches!(operation.invoke.op, Op::Write { .. })
-                && operation.invoke.mono_ns >= fault_ns
-                && operation.invoke.mono_ns < tenure_end_ns
-        });
-        if judged && writes_after && first_write_ns.is_none() {
-            findings.push(format!(
-                "{label}: the workload kept writing but {} never acknowledged a write",
-                record.to
-            ));
-        }
+        let (timings, found) = judge_failover(&observed, index, started_ns);
+        findings.extend(found);
         all.push(timings);
     }
     let ok = if all.is_empty() {
@@ -510,4 +421,223 @@ pub fn check_timings(history: &History) -> (Vec<FailoverTimings>, Verdict) {
             .join("; ")
     };
     (all, Verdict::from_findings(NAME, ok, findings))
+}
+
+/// The timings of failover `index` (started at `started_ns`) and the findings about them.
+fn judge_failover(
+    observed: &Observed<'_>,
+    index: usize,
+    started_ns: u64,
+) -> (FailoverTimings, Vec<String>) {
+    let record = &observed.failovers[index];
+    let label = failover_label(record);
+    let fault = observed.triggering_fault(index);
+    let mut findings = Vec::new();
+    if fault.is_none() && record.kind == FailoverKind::Emergency {
+        findings.push(format!(
+            "{label}: no fault that can trigger it ({} of {}) took effect before it started at {:.3}s",
+            EMERGENCY_TRIGGERS.join(", "),
+            record.from,
+            seconds(started_ns)
+        ));
+    }
+    let fault_ns = fault.map_or(started_ns, |fault| fault.at_ns);
+    let phases = observed.phases(record, fault_ns, observed.tenure_end_ns(index));
+    findings.extend(missing_evidence(&label, record));
+    let timings = phases.timings(record, fault);
+    // A phase before the fault: negative, a finding (only meaningful with a fault).
+    if let Some(fault) = fault {
+        for (name, value) in timings.phases() {
+            if let Some(ms) = value.filter(|ms| *ms < 0) {
+                findings.push(format!(
+                    "{label}: {name} {ms} ms after the `{}` fault took effect (a negative phase)",
+                    fault.name
+                ));
+            }
+        }
+    }
+    if let (Some(fault), Some(detected), FailoverKind::Emergency) =
+        (fault, phases.detected_ns, record.kind)
+    {
+        findings.extend(detection_outside_window(observed, &label, fault, detected));
+    }
+    findings.extend(out_of_order(&label, record, &phases));
+    if let Some(finding) = no_write_acknowledged(observed, &label, record, &phases) {
+        findings.push(finding);
+    }
+    (timings, findings)
+}
+
+/// Missing evidence is a finding: a completed emergency failover without one of its phase
+/// times would switch that phase's checks off without a word.
+fn missing_evidence(label: &str, record: &FailoverRecord) -> Option<String> {
+    if record.kind != FailoverKind::Emergency || record.completed_at.is_none() {
+        return None;
+    }
+    let missing: Vec<&str> = [
+        ("detectedAt", record.detected_at),
+        ("fencedAt", record.fenced_at),
+        ("promotedAt", record.promoted_at),
+    ]
+    .into_iter()
+    .filter(|(_, time)| time.is_none())
+    .map(|(name, _)| name)
+    .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{label}: missing evidence: completed without {} (its timings cannot be judged)",
+            missing.join(", ")
+        )
+    })
+}
+
+/// Detection (at `detected`) against the real window after `fault` (module docs).
+fn detection_outside_window(
+    observed: &Observed<'_>,
+    label: &str,
+    fault: &FaultStart<'_>,
+    detected: u64,
+) -> Option<String> {
+    let DetectionSpec {
+        poll_interval_ms,
+        failure_threshold,
+        known,
+    } = observed.spec;
+    let interval_ns = poll_interval_ms.saturating_mul(1_000_000);
+    let threshold = u64::from(failure_threshold.max(1));
+    let earliest = (threshold - 1) * interval_ns;
+    // A fault acting through the lease starts the failure when the lease runs out:
+    // up to the lease later (its default, pollInterval x failureThreshold).
+    let latest = threshold * interval_ns
+        + if fault.acts_through_the_lease() {
+            threshold * interval_ns
+        } else {
+            0
+        };
+    let back_ns = operator_back_ns(&observed.outages, fault, detected);
+    let measured = back_ns.map(|back| detected.saturating_sub(back));
+    let source = if known {
+        "the group's spec"
+    } else {
+        "the defaults"
+    };
+    if detected < fault.at_ns + earliest.saturating_sub(DETECTION_SLACK_NS) {
+        return Some(format!(
+            "{label}: detected {} ms after the `{}` fault, before the {} ms of failureThreshold - 1 = {} poll intervals of {poll_interval_ms} ms ({source})",
+            millis_after(fault.at_ns, detected),
+            fault.name,
+            earliest / 1_000_000,
+            threshold - 1
+        ));
+    }
+    let measured = measured.filter(|ns| *ns > latest + DETECTION_SLACK_NS)?;
+    let after = if back_ns == Some(fault.at_ns) {
+        format!("the `{}` fault", fault.name)
+    } else {
+        "the operator came back".to_owned()
+    };
+    Some(format!(
+        "{label}: detected {} ms after {after}, after the {} ms of failureThreshold {threshold} poll intervals of {poll_interval_ms} ms ({source})",
+        measured / 1_000_000,
+        latest / 1_000_000
+    ))
+}
+
+/// Where detection's upper bound counts from: the fault, or the operator's return when it was
+/// away during the detection (`None`: a return the history does not show).
+fn operator_back_ns(
+    outages: &[(&str, u64, Option<u64>)],
+    fault: &FaultStart<'_>,
+    detected: u64,
+) -> Option<u64> {
+    let mut back_ns = Some(fault.at_ns);
+    for (_, start, end) in outages {
+        let over = match end {
+            Some(end) => *end < fault.at_ns,
+            None => *start + OPERATOR_RETURN_MAX_NS < fault.at_ns,
+        };
+        if *start > detected || over {
+            continue;
+        }
+        back_ns = match (back_ns, end) {
+            (Some(back), Some(end)) => Some(back.max(*end)),
+            _ => None,
+        };
+    }
+    back_ns
+}
+
+/// The operator's phases in strict order (they share one clock), a promotion only after a
+/// fence, and the surfaces moving only to a promoted site.
+fn out_of_order(label: &str, record: &FailoverRecord, phases: &Phases) -> Vec<String> {
+    let mut findings = Vec::new();
+    let operator_order = [
+        ("detected", phases.detected_ns),
+        ("fenced", phases.fenced_ns),
+        ("promoted", phases.promoted_ns),
+    ];
+    let mut previous: Option<(&str, u64)> = None;
+    for (name, at) in operator_order {
+        if let Some(at) = at {
+            if let Some((previous_name, previous_at)) = previous {
+                if at < previous_at {
+                    findings.push(format!(
+                        "{label}: {name} is {} ms before {previous_name}",
+                        (previous_at - at) / 1_000_000
+                    ));
+                }
+            }
+            previous = Some((name, at));
+        }
+    }
+    if phases.promoted_ns.is_some() && phases.fenced_ns.is_none() {
+        findings.push(format!(
+            "{label}: promoted without the old primary ever being fenced"
+        ));
+    }
+    // Surfaces may only move to a promoted site.
+    if let Some(promoted) = phases.promoted_ns {
+        for (name, at) in [
+            ("endpoints switched", phases.endpoints_ns),
+            ("DNS switched", phases.dns_ns),
+            ("first write", phases.first_write_ns),
+        ] {
+            if let Some(at) = at {
+                if at + CROSS_CLOCK_SLACK_NS < promoted {
+                    findings.push(format!(
+                        "{label}: {name} {} ms before {} was promoted",
+                        (promoted - at) / 1_000_000,
+                        record.to
+                    ));
+                }
+            }
+        }
+    }
+    findings
+}
+
+/// The workload kept writing in the new site's tenure, but the new site never acknowledged a
+/// write. Only a tenure long enough for the operator to confirm the new site and move the
+/// primary Service (two polls after the promotion) can be expected to show a write.
+fn no_write_acknowledged(
+    observed: &Observed<'_>,
+    label: &str,
+    record: &FailoverRecord,
+    phases: &Phases,
+) -> Option<String> {
+    let switch_grace_ns = 2 * observed.spec.poll_interval_ms * 1_000_000;
+    let judged = phases
+        .promoted_ns
+        .is_none_or(|promoted| phases.tenure_end_ns.saturating_sub(promoted) >= switch_grace_ns);
+    let writes_after = observed.operations.iter().any(|operation| {
+        matches!(operation.invoke.op, Op::Write { .. })
+            && operation.invoke.mono_ns >= phases.fault_ns
+            && operation.invoke.mono_ns < phases.tenure_end_ns
+    });
+    (judged && writes_after && phases.first_write_ns.is_none()).then(|| {
+        format!(
+            "{label}: the workload kept writing but {} never acknowledged a write",
+            record.to
+        )
+    })
 }

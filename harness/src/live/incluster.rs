@@ -724,6 +724,13 @@ impl Shared {
             .next_from()
     }
 
+    fn complete_through(&self, last_seq: Option<u64>) -> bool {
+        complete_through(
+            &self.stream.lock().unwrap_or_else(PoisonError::into_inner),
+            last_seq,
+        )
+    }
+
     fn end_seen(&self) -> bool {
         self.stream
             .lock()
@@ -869,75 +876,15 @@ impl InClusterWorkload {
             probes.stop().await;
         }
         let run = self.shared.run.clone();
+        let (last_seq, stop_error) = self.stop_run(&run).await;
         let mut extra: Vec<String> = Vec::new();
-        let mut stop_error = None;
-        let mut last_seq = None;
-        for attempt in 1..=STOP_ATTEMPTS_MAX {
-            match self
-                .shared
-                .pod
-                .ctl(&Request::Stop(RunRef { run: run.clone() }))
-                .await
-            {
-                Ok(answer) => {
-                    last_seq = answer["lastSeq"].as_u64();
-                    stop_error = None;
-                    break;
-                }
-                Err(error) => {
-                    tracing::warn!(%run, attempt, %error, "failed to stop the in-cluster run");
-                    stop_error = Some(error);
-                    tokio::time::sleep(FOLLOW_RETRY_PAUSE).await;
-                }
-            }
-        }
         if let Some(error) = &stop_error {
             extra.push(format!("failed to {error}"));
         }
-        let outcome = match self.follower.take() {
-            Some(mut follower) => match tokio::time::timeout(STOP_DRAIN_MAX, &mut follower).await {
-                Ok(Ok(outcome)) => Some(outcome),
-                Ok(Err(joined)) => Some(FollowOutcome::GaveUp(format!(
-                    "the follow task failed: {joined}"
-                ))),
-                Err(_) => {
-                    follower.abort();
-                    None
-                }
-            },
-            None => None,
-        };
-        let complete = |shared: &Shared| {
-            let stream = shared.stream.lock().unwrap_or_else(PoisonError::into_inner);
-            stream.is_complete()
-                && last_seq.is_none_or(|last| stream.missing(Some(last)).is_empty())
-        };
-        if !complete(&self.shared) {
-            let from = self.shared.next_from();
-            match tokio::time::timeout(REFOLLOW_MAX, self.shared.follow_once(from)).await {
-                Ok(Ok(FollowExit::Ended)) => {}
-                Ok(Ok(FollowExit::Abandoned(why) | FollowExit::Broken(why))) => {
-                    extra.push(format!("following again from seq {from}: {why}"));
-                }
-                Ok(Err(error)) => extra.push(format!(
-                    "following again from seq {from}: failed to {error}"
-                )),
-                Err(_) => extra.push(format!(
-                    "following again from seq {from} did not end within {} s",
-                    REFOLLOW_MAX.as_secs()
-                )),
-            }
-            match outcome {
-                Some(FollowOutcome::Abandoned(why)) => {
-                    extra.push(format!("follow said the run was abandoned: {why}"));
-                }
-                Some(FollowOutcome::GaveUp(why)) => extra.push(why),
-                None => extra.push(format!(
-                    "the follow stream had not ended {} s after the stop",
-                    STOP_DRAIN_MAX.as_secs()
-                )),
-                Some(FollowOutcome::Ended) => {}
-            }
+        let outcome = self.follower_outcome().await;
+        if !self.shared.complete_through(last_seq) {
+            extra.extend(self.follow_again().await);
+            extra.extend(follow_problem(outcome));
         }
         if let Some(task) = self.site_ips.take() {
             task.abort();
@@ -948,8 +895,7 @@ impl InClusterWorkload {
                 .stream
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let complete = stream.is_complete()
-                && last_seq.is_none_or(|last| stream.missing(Some(last)).is_empty());
+            let complete = complete_through(&stream, last_seq);
             // The end line and every line before it arrived: the run stopped (the pod writes
             // the end line only then) and the history holds all of it, whatever else failed
             // on the way (the stream's breaks, a `ctl stop` whose answer was lost).
@@ -975,6 +921,85 @@ impl InClusterWorkload {
             }),
         }
     }
+
+    /// `ctl stop` for `run`, up to [`STOP_ATTEMPTS_MAX`] times: the last line it wrote (its
+    /// answer's `lastSeq`), or the error of the last attempt.
+    async fn stop_run(&self, run: &str) -> (Option<u64>, Option<Error>) {
+        let mut stop_error = None;
+        for attempt in 1..=STOP_ATTEMPTS_MAX {
+            match self
+                .shared
+                .pod
+                .ctl(&Request::Stop(RunRef {
+                    run: run.to_owned(),
+                }))
+                .await
+            {
+                Ok(answer) => return (answer["lastSeq"].as_u64(), None),
+                Err(error) => {
+                    tracing::warn!(%run, attempt, %error, "failed to stop the in-cluster run");
+                    stop_error = Some(error);
+                    tokio::time::sleep(FOLLOW_RETRY_PAUSE).await;
+                }
+            }
+        }
+        (None, stop_error)
+    }
+
+    /// How the follow task ended, waiting at most [`STOP_DRAIN_MAX`] (`None`: it had not, and
+    /// was aborted, or there was none).
+    async fn follower_outcome(&mut self) -> Option<FollowOutcome> {
+        let mut follower = self.follower.take()?;
+        match tokio::time::timeout(STOP_DRAIN_MAX, &mut follower).await {
+            Ok(Ok(outcome)) => Some(outcome),
+            Ok(Err(joined)) => Some(FollowOutcome::GaveUp(format!(
+                "the follow task failed: {joined}"
+            ))),
+            Err(_) => {
+                follower.abort();
+                None
+            }
+        }
+    }
+
+    /// Follows once more from the first missing line, for at most [`REFOLLOW_MAX`]: why that
+    /// did not end the stream, if it did not.
+    async fn follow_again(&self) -> Option<String> {
+        let from = self.shared.next_from();
+        match tokio::time::timeout(REFOLLOW_MAX, self.shared.follow_once(from)).await {
+            Ok(Ok(FollowExit::Ended)) => None,
+            Ok(Ok(FollowExit::Abandoned(why) | FollowExit::Broken(why))) => {
+                Some(format!("following again from seq {from}: {why}"))
+            }
+            Ok(Err(error)) => Some(format!(
+                "following again from seq {from}: failed to {error}"
+            )),
+            Err(_) => Some(format!(
+                "following again from seq {from} did not end within {} s",
+                REFOLLOW_MAX.as_secs()
+            )),
+        }
+    }
+}
+
+/// Why the follow task did not deliver the whole stream (`None`: it ended).
+fn follow_problem(outcome: Option<FollowOutcome>) -> Option<String> {
+    match outcome {
+        Some(FollowOutcome::Abandoned(why)) => {
+            Some(format!("follow said the run was abandoned: {why}"))
+        }
+        Some(FollowOutcome::GaveUp(why)) => Some(why),
+        None => Some(format!(
+            "the follow stream had not ended {} s after the stop",
+            STOP_DRAIN_MAX.as_secs()
+        )),
+        Some(FollowOutcome::Ended) => None,
+    }
+}
+
+/// Whether the end line and every line through `last_seq` (the stop's answer) arrived.
+fn complete_through(stream: &RunStream, last_seq: Option<u64>) -> bool {
+    stream.is_complete() && last_seq.is_none_or(|last| stream.missing(Some(last)).is_empty())
 }
 
 impl Workload for InClusterWorkload {

@@ -7,6 +7,9 @@ use super::results::{RunResults, ScenarioResult};
 use super::summary::{seconds_or_dash, summarize, SummaryRow};
 use super::svg::{pass_rate_chart, result_strip, sparkline, timeline, TrendUnit};
 use super::trend::{TrendEntry, TrendScenario};
+use crate::check::expectations::{ExpectationResult, MeasureResult};
+use crate::check::rpo::RpoSummary;
+use crate::check::timings::FailoverTimings;
 use crate::history::store::History;
 
 /// The report stylesheet (`reports/template.css`), inlined into every page.
@@ -133,6 +136,18 @@ fn summary_class(row: &SummaryRow) -> &'static str {
 
 fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat: u32) -> Markup {
     html! {
+        (scenario_heading(scenario, history, repeat))
+        (checkers_table(scenario))
+        (rpo_table(&scenario.rpo))
+        (timings_table(&scenario.timings))
+        (expectations_table(&scenario.expectations))
+        (measures_table(&scenario.measures))
+    }
+}
+
+/// The scenario's title, seed, why it was skipped or failed, and its timeline.
+fn scenario_heading(scenario: &ScenarioResult, history: Option<&History>, repeat: u32) -> Markup {
+    html! {
         h2 id=(scenario.dir_name()) {
             (scenario.trial)
             @if repeat > 1 { " (run " (scenario.attempt) " of " (repeat) ")" }
@@ -151,6 +166,12 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
                 (timeline(history, &scenario.timings))
             }
         }
+    }
+}
+
+/// Each checker's verdict, then the links to the history and the artifacts.
+fn checkers_table(scenario: &ScenarioResult) -> Markup {
+    html! {
         h3 { "Checkers" }
         table {
             thead { tr { th { "checker" } th { "result" } th { "summary" } } }
@@ -175,11 +196,17 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
                 " · " a href={(scenario.dir_name()) "/artifacts/"} { "artifacts" } " (pod logs, events, group, faults)"
             }
         }
+    }
+}
+
+/// The RPO table: a row per failover and restore, and the whole run's.
+fn rpo_table(rpo: &RpoSummary) -> Markup {
+    html! {
         h3 { "RPO" }
         table class="rpo" {
             thead { tr { th { "failover" } th { "acknowledged" } th { "lost" } th { "info lost" } th { "unknown" } th { "operator-reported" } th { "lost GTID set" } th { "exact" } th { "lost ids" } } }
             tbody {
-                @for row in &scenario.rpo.failovers {
+                @for row in &rpo.failovers {
                     tr {
                         td { (format!("{:?}", row.kind).to_lowercase()) " " (row.from) " → " (row.to) }
                         td class="num" { (row.acknowledged) }
@@ -192,7 +219,7 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
                         td { (row.lost_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
                     }
                 }
-                @for row in &scenario.rpo.restores {
+                @for row in &rpo.restores {
                     tr {
                         td { "restore " (row.site) " from " (row.backup) }
                         td class="num" { "" }
@@ -207,23 +234,29 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
                 }
                 tr class="total" {
                     td { "whole run" }
-                    td class="num" { (scenario.rpo.acknowledged) }
-                    td class="num" { (scenario.rpo.lost) }
-                    td class="num" { (scenario.rpo.info_lost) }
-                    td class="num" { (scenario.rpo.unknown) }
-                    td class="num" { (scenario.rpo.operator_reported().map_or_else(|| "—".to_owned(), |count| count.to_string())) }
+                    td class="num" { (rpo.acknowledged) }
+                    td class="num" { (rpo.lost) }
+                    td class="num" { (rpo.info_lost) }
+                    td class="num" { (rpo.unknown) }
+                    td class="num" { (rpo.operator_reported().map_or_else(|| "—".to_owned(), |count| count.to_string())) }
                     td { "" }
-                    td { (if scenario.rpo.exact() { "yes" } else { "no" }) }
-                    td { (scenario.rpo.lost_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
+                    td { (if rpo.exact() { "yes" } else { "no" }) }
+                    td { (rpo.lost_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
                 }
             }
         }
-        @if let Some(first) = scenario.timings.first() {
+    }
+}
+
+/// The phases of each failover after its fault (nothing without a failover).
+fn timings_table(timings: &[FailoverTimings]) -> Markup {
+    html! {
+        @if let Some(first) = timings.first() {
             h3 { "Failover phase timings (after the fault)" }
             table class="timings" {
                 thead { tr { th { "failover" } th { "fault" } @for (name, _) in first.phases() { th { (name) } } } }
                 tbody {
-                    @for timing in &scenario.timings {
+                    @for timing in timings {
                         tr {
                             td { (format!("{:?}", timing.kind).to_lowercase()) " " (timing.from) " → " (timing.to) }
                             td { (timing.fault.clone().unwrap_or_else(|| "—".to_owned())) }
@@ -233,12 +266,18 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
                 }
             }
         }
-        @if !scenario.expectations.is_empty() {
+    }
+}
+
+/// The expectations in step order (nothing without one).
+fn expectations_table(expectations: &[ExpectationResult]) -> Markup {
+    html! {
+        @if !expectations.is_empty() {
             h3 { "Expectations" }
             table class="expectations" {
                 thead { tr { th { "step" } th { "expectation" } th { "mode" } th { "result" } th { "time to satisfy" } th { "detail" } } }
                 tbody {
-                    @for expectation in &scenario.expectations {
+                    @for expectation in expectations {
                         tr {
                             td class="num" { (expectation.step) }
                             td { (expectation.name) }
@@ -251,12 +290,18 @@ fn scenario_section(scenario: &ScenarioResult, history: Option<&History>, repeat
                 }
             }
         }
-        @if !scenario.measures.is_empty() {
+    }
+}
+
+/// The measurements in step order (nothing without one).
+fn measures_table(measures: &[MeasureResult]) -> Markup {
+    html! {
+        @if !measures.is_empty() {
             h3 { "Measurements" }
             table {
                 thead { tr { th { "step" } th { "quantity" } th { "value" } th { "bounds" } } }
                 tbody {
-                    @for measure in &scenario.measures {
+                    @for measure in measures {
                         tr {
                             td class="num" { (measure.step) }
                             td { (measure.quantity.name()) }

@@ -1,14 +1,13 @@
-//! `results.json`: the outcome of a run, per scenario, with the checkers' verdicts.
+//! `results.json`: the outcome of a run, per scenario, with the checkers' verdicts as they were
+//! given ([`crate::check::run`] runs the checkers, [`crate::runner::judge`] calls it).
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::expectations::{check_expectations, ExpectationResult, MeasureResult};
-use crate::check::liveness::check_liveness;
-use crate::check::rpo::{check_rpo, RpoSummary};
-use crate::check::split_brain::check_split_brain;
-use crate::check::timings::{check_timings, FailoverTimings};
+use crate::check::expectations::{ExpectationResult, MeasureResult};
+use crate::check::rpo::RpoSummary;
+use crate::check::run::CheckResults;
+use crate::check::timings::FailoverTimings;
 use crate::check::verdict::Verdict;
-use crate::history::store::History;
 
 /// The outcome of one scenario.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,20 +54,40 @@ const fn first_attempt() -> u32 {
 }
 
 impl ScenarioResult {
-    /// A scenario the backend could not run, and why.
-    pub fn skipped(identity: ScenarioIdentity<'_>, reason: String) -> Self {
-        let mut result = judge(
-            identity,
-            &History::new(Vec::new()),
-            Vec::new(),
-            Vec::new(),
-            None,
-            0,
-        );
-        result.passed = false;
-        result.verdicts.clear();
-        result.skipped = Some(reason);
-        result
+    /// The result of a scenario from what its checkers found (`checks`), its steps'
+    /// expectations and measurements, and the error that ended its steps early, if one.
+    pub fn from_checks(
+        identity: ScenarioIdentity<'_>,
+        checks: CheckResults,
+        expectations: Vec<ExpectationResult>,
+        measures: Vec<MeasureResult>,
+        run_error: Option<String>,
+        duration_ms: u64,
+    ) -> Self {
+        let failure = checks.failure(run_error);
+        let CheckResults {
+            verdicts,
+            rpo,
+            timings,
+            write_outage_ms,
+        } = checks;
+        ScenarioResult {
+            id: identity.id,
+            trial: identity.trial.to_owned(),
+            title: identity.title.to_owned(),
+            seed: identity.seed.to_owned(),
+            passed: failure.is_none(),
+            skipped: None,
+            failure,
+            duration_ms,
+            attempt: 1,
+            write_outage_ms,
+            expectations,
+            measures,
+            verdicts,
+            rpo,
+            timings,
+        }
     }
 
     /// `PASS`, `FAIL` or `SKIPPED`.
@@ -112,54 +131,6 @@ pub struct ScenarioIdentity<'a> {
     pub title: &'a str,
     /// Seed reference.
     pub seed: &'a str,
-}
-
-/// Runs every checker over a scenario's history and decides pass/fail.
-pub fn judge(
-    identity: ScenarioIdentity<'_>,
-    history: &History,
-    expectations: Vec<ExpectationResult>,
-    measures: Vec<MeasureResult>,
-    run_error: Option<String>,
-    duration_ms: u64,
-) -> ScenarioResult {
-    let split_brain = check_split_brain(history);
-    let (rpo, rpo_verdict) = check_rpo(history);
-    let (timings, timings_verdict) = check_timings(history);
-    let expectation_verdict = check_expectations(&expectations, &measures);
-    let verdicts = vec![
-        expectation_verdict,
-        check_liveness(history),
-        split_brain,
-        rpo_verdict,
-        crate::check::lost_set::check_lost_set(history),
-        crate::check::survivors::check_survivors(history),
-        crate::check::archive::check_archive(history),
-        timings_verdict,
-    ];
-    let failure = run_error.or_else(|| {
-        verdicts
-            .iter()
-            .find(|verdict| !verdict.valid)
-            .map(|verdict| format!("{}: {}", verdict.checker, verdict.summary))
-    });
-    ScenarioResult {
-        id: identity.id,
-        trial: identity.trial.to_owned(),
-        title: identity.title.to_owned(),
-        seed: identity.seed.to_owned(),
-        passed: failure.is_none(),
-        skipped: None,
-        failure,
-        duration_ms,
-        attempt: 1,
-        write_outage_ms: super::summary::write_outage_ms(history),
-        expectations,
-        measures,
-        verdicts,
-        rpo,
-        timings,
-    }
 }
 
 /// The whole run.

@@ -6,26 +6,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::results::ScenarioResult;
-use crate::history::event::{EventType, Op};
-use crate::history::store::History;
-
-/// The longest time, in ms, between two consecutive acknowledged writes of the history
-/// (completion times): how long the workload went without a write getting through. `None`
-/// with fewer than two acknowledged writes (nothing to measure between).
-pub fn write_outage_ms(history: &History) -> Option<u64> {
-    let mut acknowledged: Vec<u64> = history
-        .events
-        .iter()
-        .filter(|event| event.kind == EventType::Ok && matches!(event.op, Op::Write { .. }))
-        .map(|event| event.mono_ns)
-        .collect();
-    acknowledged.sort_unstable();
-    acknowledged
-        .windows(2)
-        .map(|pair| pair[1].saturating_sub(pair[0]))
-        .max()
-        .map(|ns| ns / 1_000_000)
-}
 
 /// One scenario over its runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,7 +223,6 @@ pub fn render_text(rows: &[SummaryRow], repeat: bool) -> String {
 mod tests {
     use super::*;
     use crate::check::rpo::RpoSummary;
-    use crate::history::event::Event;
 
     fn result(id: u16, attempt: u32, passed: bool) -> ScenarioResult {
         ScenarioResult {
@@ -266,21 +245,6 @@ mod tests {
                 ..RpoSummary::default()
             },
             timings: Vec::new(),
-        }
-    }
-
-    fn write_ok(ms: u64, id: u64) -> Event {
-        Event {
-            process: "writer-0".to_owned(),
-            kind: EventType::Ok,
-            op: Op::Write {
-                id,
-                site: None,
-                gtid: None,
-                error: None,
-            },
-            wall: jiff::Timestamp::UNIX_EPOCH,
-            mono_ns: ms * 1_000_000,
         }
     }
 
@@ -375,18 +339,6 @@ mod tests {
             "3 scenarios, 6 runs: 3 passed, 3 failed; 1 scenarios failed every run, 1 flaky"
         );
         assert!(!render_text(&rows, false).contains("pass rate"));
-    }
-
-    #[test]
-    fn write_outage_is_the_longest_gap_between_acknowledged_writes() {
-        let mut history = History::new(vec![write_ok(0, 1), write_ok(100, 2), write_ok(6_400, 3)]);
-        // A failed write in the gap does not shorten it.
-        let mut failed = write_ok(3_000, 4);
-        failed.kind = EventType::Fail;
-        history.events.push(failed);
-        history.events.push(write_ok(6_500, 5));
-        assert_eq!(write_outage_ms(&history), Some(6_300));
-        assert_eq!(write_outage_ms(&History::new(vec![write_ok(5, 1)])), None);
     }
 
     #[test]

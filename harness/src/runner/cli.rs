@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use crate::backend::{default_cluster_kind, ClusterKind};
+use crate::backend::ClusterKind;
+use crate::backends::select::default_cluster_kind;
 
 /// `bloodraven-harness [OPTIONS] [FILTER]`.
 #[derive(Debug, Clone, clap::Parser)]

@@ -7,11 +7,13 @@ use libtest_mimic::{Failed, Trial};
 
 use super::cli::Cli;
 use super::execute::{execute, Pacing};
-use crate::backend::{select_backend, Backend, Cluster, ClusterKind};
+use super::judge::{judge, skipped};
+use crate::backend::{Backend, Cluster, ClusterKind};
+use crate::backends::select::{select_backend, BackendConfig};
 use crate::error::Result;
 use crate::history::store::History;
 use crate::progress;
-use crate::report::results::{judge, RunResults, ScenarioIdentity, ScenarioResult};
+use crate::report::results::{RunResults, ScenarioIdentity, ScenarioResult};
 use crate::report::write::write_report;
 use crate::scenario::validate::LoadedScenario;
 
@@ -44,7 +46,7 @@ pub struct RunContext {
 impl RunContext {
     /// A context for the flags; the backend is selected (and may be unavailable).
     pub fn new(cli: &Cli, run_id: String) -> Self {
-        let mut config = crate::backend::BackendConfig::for_this_checkout();
+        let mut config = BackendConfig::for_this_checkout();
         config.fault_driver = cli.fault_driver;
         config.image_overrides = crate::playground::localkube::operator_builds(
             cli.upgrade_from_bin.as_deref(),
@@ -220,7 +222,7 @@ fn record_skipped(context: &RunContext, loaded: &LoadedScenario, reason: &str) {
     if results.iter().any(|(result, _)| result.trial == trial) {
         return;
     }
-    let result = ScenarioResult::skipped(identity(loaded, &trial), reason.to_owned());
+    let result = skipped(identity(loaded, &trial), reason.to_owned());
     results.push((result, History::new(Vec::new())));
 }
 

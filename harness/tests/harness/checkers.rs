@@ -1665,7 +1665,8 @@ fn measurements_outside_their_bounds_fail() {
 
 // ---- workload liveness ----
 
-use bloodraven_harness::report::results::{judge, ScenarioIdentity};
+use bloodraven_harness::report::results::ScenarioIdentity;
+use bloodraven_harness::runner::judge::judge;
 
 fn judged(history: &History) -> bloodraven_harness::report::results::ScenarioResult {
     judge(

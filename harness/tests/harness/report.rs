@@ -6,10 +6,11 @@ use bloodraven_harness::check::expectations::{ExpectMode, ExpectationResult, Mea
 use bloodraven_harness::history::store::History;
 use bloodraven_harness::report::html::{render_index, render_trends};
 use bloodraven_harness::report::junit::render_junit;
-use bloodraven_harness::report::results::{judge, RunResults, ScenarioIdentity};
+use bloodraven_harness::report::results::{RunResults, ScenarioIdentity};
 use bloodraven_harness::report::svg::{fault_intervals, write_buckets};
 use bloodraven_harness::report::trend::{read_trend, TrendEntry};
 use bloodraven_harness::report::write::{render_trends_file, write_report};
+use bloodraven_harness::runner::judge::judge;
 use bloodraven_harness::scenario::model::Quantity;
 
 /// HTML void elements (no end tag).
