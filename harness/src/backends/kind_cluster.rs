@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use super::config::BackendConfig;
 use super::kind;
 use super::kubeconfig;
-use super::select::BackendConfig;
 use crate::backend::{Backend, Cluster, ClusterKind};
 use crate::error::Result;
 

@@ -2,51 +2,12 @@
 //! what every backend needs to create a cluster ([`BackendConfig`]), and the one place the
 //! concrete backends are built ([`select_backend`]).
 
-use std::path::{Path, PathBuf};
-
+pub use super::config::BackendConfig;
 use super::kind_cluster::kind_backend;
 use super::kubeconfig::KubeconfigBackend;
 use super::localkube::{LocalkubeBackend, LocalkubeBackendConfig};
-use crate::backend::{workspace_root, Backend, ClusterKind, FaultDriverKind};
+use crate::backend::{Backend, ClusterKind};
 use crate::error::Result;
-
-/// What the backends need to create a cluster.
-#[derive(Debug, Clone)]
-pub struct BackendConfig {
-    /// How faults reach the cluster.
-    pub fault_driver: FaultDriverKind,
-    /// The workspace root (fixtures, kind/, Dockerfiles).
-    pub root: PathBuf,
-    /// The directory of the workspace's built binaries (localkube, bloodraven, ...).
-    pub bin_dir: PathBuf,
-    /// The state dir of a cluster the harness creates.
-    pub state_dir: PathBuf,
-    /// Operator images mapped to other builds (`just upgrade`), localkube only; see
-    /// [`crate::playground::localkube::operator_builds`].
-    pub image_overrides: Vec<(String, PathBuf)>,
-}
-
-impl BackendConfig {
-    /// The [`workspace_root`], the running program's directory for binaries, and
-    /// `$BLOODRAVEN_HARNESS_STATE_DIR` or `<root>/.localkube-harness`.
-    pub fn for_this_checkout() -> Self {
-        let root = workspace_root();
-        let bin_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_path_buf))
-            .unwrap_or_default();
-        let state_dir = std::env::var_os("BLOODRAVEN_HARNESS_STATE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join(".localkube-harness"));
-        Self {
-            fault_driver: FaultDriverKind::Auto,
-            root,
-            bin_dir,
-            state_dir,
-            image_overrides: Vec::new(),
-        }
-    }
-}
 
 /// The backend for `kind`.
 pub fn select_backend(kind: ClusterKind, config: &BackendConfig) -> Result<Box<dyn Backend>> {

@@ -17,7 +17,7 @@ use super::{topology, LiveCluster};
 use crate::error::Result;
 use crate::history::event::{EventType, Op};
 use crate::history::recorder::Recorder;
-use crate::playground::install::{GROUP, OPERATOR_NAMESPACE};
+use crate::playground::names::{GROUP, OPERATOR_NAMESPACE};
 use crate::scenario::model::{Action, Apply, SharedService, Site};
 
 impl LiveCluster {
@@ -85,7 +85,7 @@ impl LiveCluster {
 
     /// Sets (or with `None` removes) an annotation on the group.
     async fn annotate(&self, key: &str, value: Option<&str>) -> Result<Option<Undo>> {
-        let groups = crate::playground::install::group_api(&self.client);
+        let groups = crate::playground::names::group_api(&self.client);
         groups
             .patch(
                 GROUP,

@@ -34,8 +34,8 @@ pub const AGENT_CONTAINER: &str = "agent";
 pub const AGENT_BINARY: &str = "bloodraven-chaos-agent";
 /// The namespaces whose pods a partition cuts (the agent may touch these only).
 pub const PARTITIONED_NAMESPACES: [&str; 2] = [
-    crate::playground::install::NAMESPACE,
-    crate::playground::install::OPERATOR_NAMESPACE,
+    crate::playground::names::NAMESPACE,
+    crate::playground::names::OPERATOR_NAMESPACE,
 ];
 /// Bound on one request (a kill waits up to 5 s for the processes to go, a freeze for every
 /// thread to stop).

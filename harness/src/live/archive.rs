@@ -18,7 +18,7 @@ use super::exec::{exec_collect, ExecOutput, ExecTarget};
 use super::LiveCluster;
 use crate::check::archive::{verify_archive, ArchiveObservation, FileContent};
 use crate::error::{Error, Result};
-use crate::playground::install::{GROUP, NAMESPACE};
+use crate::playground::names::{GROUP, NAMESPACE};
 use crate::scenario::model::Site;
 
 /// Files up to this size are streamed and hashed by the harness; a larger one (a big site's

@@ -17,7 +17,7 @@ use super::LiveCluster;
 use crate::error::{Error, Result};
 use crate::history::event::{EventType, FaultPhase, Op};
 use crate::history::recorder::Recorder;
-use crate::playground::install::{GROUP, NAMESPACE, OPERATOR_NAMESPACE};
+use crate::playground::names::{GROUP, NAMESPACE, OPERATOR_NAMESPACE};
 use crate::scenario::model::{
     ClockOffsetTarget, Container, Fault, HealTarget, OperatorPod, Partition, Site, Verb,
 };

@@ -186,7 +186,7 @@ impl Cluster for LiveCluster {
             let group = self.installer.group().await?;
             let pod = incluster::WorkloadPod::find(
                 self.client.clone(),
-                crate::playground::install::NAMESPACE,
+                crate::playground::names::NAMESPACE,
             )
             .await?;
             let spec = incluster::InClusterSpec {
@@ -200,8 +200,8 @@ impl Cluster for LiveCluster {
                     .to_owned(),
                 password,
                 site_probes: Some(incluster::SiteProbeSpec {
-                    group: crate::playground::install::GROUP.to_owned(),
-                    namespace: crate::playground::install::NAMESPACE.to_owned(),
+                    group: crate::playground::names::GROUP.to_owned(),
+                    namespace: crate::playground::names::NAMESPACE.to_owned(),
                     sites: crate::scenario::model::Site::ALL.to_vec(),
                 }),
             };

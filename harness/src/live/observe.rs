@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams, LogParams};
 use super::{topology, workload, LiveCluster};
 use crate::error::{Error, Result};
 use crate::history::event::Op;
-use crate::playground::install::{GROUP, NAMESPACE, OPERATOR_NAMESPACE};
+use crate::playground::names::{GROUP, NAMESPACE, OPERATOR_NAMESPACE};
 use crate::scenario::model::Site;
 
 /// A [`Error::Cluster`] of `action`, failed for `reason`.

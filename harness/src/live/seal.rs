@@ -18,7 +18,7 @@ use bloodraven_api::names;
 use super::LiveCluster;
 use crate::history::event::{EventType, HeldGtids, Op};
 use crate::history::recorder::Recorder;
-use crate::playground::install::GROUP;
+use crate::playground::names::GROUP;
 use crate::scenario::model::{Container, Fault, Partition, Site};
 
 /// How long one survivor's read may take before it is left out (named in `unread`). The

@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams};
 use kube::Client;
 
 use crate::error::{Error, Result};
-use crate::playground::install::{GROUP, NAMESPACE};
+use crate::playground::names::{GROUP, NAMESPACE};
 use crate::scenario::model::Site;
 
 fn cluster_error(action: impl Into<String>, reason: impl ToString) -> Error {
@@ -88,7 +88,7 @@ pub fn service_host(service: &str) -> String {
     format!(
         "{}.{}.svc.cluster.local",
         service_name(service),
-        crate::playground::install::NAMESPACE
+        crate::playground::names::NAMESPACE
     )
 }
 

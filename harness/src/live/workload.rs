@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 use super::topology;
 use crate::history::event::{EventType, Op};
 use crate::history::recorder::Recorder;
-use crate::playground::install::group_api;
+use crate::playground::names::group_api;
 use crate::scenario::model::{SharedService, Site};
 
 /// The workload's database.
@@ -562,7 +562,7 @@ async fn probe_loop(client: Client, recorder: Arc<Recorder>, mut stopped: watch:
                 failure_threshold: None,
             },
         );
-        match groups.get(crate::playground::install::GROUP).await {
+        match groups.get(crate::playground::names::GROUP).await {
             Ok(group) => {
                 let value = serde_json::to_value(&group).unwrap_or_default();
                 recorder.complete("status", EventType::Ok, Op::status_of_group(&value));

@@ -17,12 +17,7 @@ use serde_json::{json, Value};
 use super::kube::{apply, delete, read_manifests, FIELD_MANAGER};
 use crate::error::{Error, Result};
 
-/// The operator's namespace.
-pub const OPERATOR_NAMESPACE: &str = names::OPERATOR_NAMESPACE;
-/// The playground's namespace.
-pub const NAMESPACE: &str = names::PLAYGROUND_NAMESPACE;
-/// The playground's group.
-pub const GROUP: &str = names::PLAYGROUND_GROUP;
+pub use super::names::{group_api, GROUP, NAMESPACE, OPERATOR_NAMESPACE};
 /// The namespace of deployment clients other than the playground's own (scenarios 030-035:
 /// `deploymentClients` holds one ServiceAccount per namespace); removed by the uninstall.
 pub const DEPLOYERS_NAMESPACE: &str = "bloodraven-deployers";
@@ -697,11 +692,6 @@ pub fn merge(target: &mut Value, patch: &Value) {
         }
         _ => *target = patch.clone(),
     }
-}
-
-/// The typed API of failover groups in the playground namespace.
-pub fn group_api(client: &Client) -> Api<bloodraven_api::MysqlFailoverGroup> {
-    Api::namespaced(client.clone(), NAMESPACE)
 }
 
 /// Which active site a bootstrapped group must have.

@@ -5,6 +5,7 @@
 pub mod install;
 pub mod kube;
 pub mod localkube;
+pub mod names;
 pub mod portforward;
 pub mod tls;
 pub mod up;

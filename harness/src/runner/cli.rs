@@ -190,10 +190,16 @@ mod tests {
     fn a_profile_is_playground_fast_or_a_file() {
         use crate::scenario::timing::Profile;
         assert_eq!(parse(&[]).expect("default").profile, Profile::Playground);
-        assert_eq!(parse(&["--profile", "fast"]).expect("fast").profile, Profile::Fast);
+        assert_eq!(
+            parse(&["--profile", "fast"]).expect("fast").profile,
+            Profile::Fast
+        );
         let error = parse(&["--profile", "/no/such/profile.yaml"]).expect_err("missing file");
         assert_eq!(error.kind(), ErrorKind::ValueValidation);
         let text = error.to_string();
-        assert!(text.contains("--profile") && text.contains("/no/such/profile.yaml"), "{text}");
+        assert!(
+            text.contains("--profile") && text.contains("/no/such/profile.yaml"),
+            "{text}"
+        );
     }
 }

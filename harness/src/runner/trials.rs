@@ -422,9 +422,8 @@ pub fn run_catalogue(cli: &Cli) -> std::result::Result<Vec<LoadedScenario>, Stri
         .profile
         .patch()
         .map_err(|problem| format!("use --profile: {problem}"))?;
-    let catalogue =
-        crate::scenario::validate::load_catalogue_with(&cli.scenarios_dir(), &profile)
-            .map_err(|error| error.to_string())?;
+    let catalogue = crate::scenario::validate::load_catalogue_with(&cli.scenarios_dir(), &profile)
+        .map_err(|error| error.to_string())?;
     let mut selected = select_ids(catalogue, &cli.ids)?;
     if let Some(images) = cli.upgrade_images() {
         for loaded in &mut selected {

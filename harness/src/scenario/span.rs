@@ -244,12 +244,15 @@ impl Expr {
                 ));
             }
             let term = Term::parse(token, negative).map_err(|problem| {
-                format!("invalid expression `{text}`: {problem} (timings: {})", names())
+                format!(
+                    "invalid expression `{text}`: {problem} (timings: {})",
+                    names()
+                )
             })?;
             terms[count] = Some(term);
             count += 1;
         }
-        if count == 0 || text.split_whitespace().count() % 2 == 0 {
+        if count == 0 || text.split_whitespace().count().is_multiple_of(2) {
             return Err(format!(
                 "invalid expression `{text}`: ends with an operator, or is empty"
             ));
@@ -408,6 +411,24 @@ impl fmt::Display for Span {
     }
 }
 
+/// Here rather than in [`super::timing`], which stays below this module: a timing prints its
+/// durations as scenarios spell them.
+impl fmt::Display for Timing {
+    /// `pollInterval 2s x failureThreshold 3 = detection 6s, lease 6s, cooldown 30s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |duration: Duration| Span::new(duration).plain();
+        write!(
+            f,
+            "pollInterval {} x failureThreshold {} = detection {}, lease {}, cooldown {}",
+            show(self.poll_interval),
+            self.failure_threshold,
+            show(self.detection()),
+            show(self.lease),
+            show(self.cooldown)
+        )
+    }
+}
+
 /// A string matching [`SPAN_PATTERN`] (the custom `Deserialize` reads a string).
 impl schemars::JsonSchema for Span {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -553,16 +574,24 @@ mod tests {
             for (timing, millis) in [(playground, at_playground), (fast, at_fast)] {
                 let span = Span::parse_with(text, timing).expect(text);
                 assert_eq!(span.duration(), Duration::from_millis(millis), "{text}");
-                assert_eq!(span.expr().map(|expr| expr.to_string()).as_deref(), Some(text));
+                assert_eq!(
+                    span.expr().map(|expr| expr.to_string()).as_deref(),
+                    Some(text)
+                );
             }
         }
         let span = Span::parse_with("lease + 10s", fast).expect("parses");
         assert_eq!(span.to_string(), "11s500ms (lease + 10s)");
         assert_eq!(serde_json::to_string(&span).expect("json"), "\"11s500ms\"");
         // Without a run's timing, the playground's.
-        assert_eq!(Span::parse("lease + 10s").expect("parses").duration(), Duration::from_secs(16));
         assert_eq!(
-            with_timing(fast, || Span::parse("detection").expect("parses").duration()),
+            Span::parse("lease + 10s").expect("parses").duration(),
+            Duration::from_secs(16)
+        );
+        assert_eq!(
+            with_timing(fast, || Span::parse("detection")
+                .expect("parses")
+                .duration()),
             Duration::from_millis(1500)
         );
     }
@@ -576,15 +605,25 @@ mod tests {
             ("lease * 2", "expected ` + ` or ` - ` at `*`"),
             ("0*lease", "not a whole multiple"),
             ("lease + 10", "has no unit"),
-            ("detection - 10s", "not longer than zero under this run's timing (pollInterval 2s"),
-            ("2*cooldown + 2*cooldown + 2*cooldown", "longer than the 1h maximum"),
+            (
+                "detection - 10s",
+                "not longer than zero under this run's timing (pollInterval 2s",
+            ),
+            (
+                "2*cooldown + 2*cooldown + 2*cooldown",
+                "longer than the 1h maximum",
+            ),
             ("lease + 1s + 1s + 1s + 1s", "more than 4 terms"),
         ] {
             let cooldown_long = Timing {
                 cooldown: Duration::from_secs(15 * 60),
                 ..Timing::playground()
             };
-            let timing = if text.contains("cooldown") { cooldown_long } else { Timing::playground() };
+            let timing = if text.contains("cooldown") {
+                cooldown_long
+            } else {
+                Timing::playground()
+            };
             let error = Span::parse_with(text, timing).expect_err(text);
             assert!(error.contains(needle), "{text}: {error}");
         }
@@ -594,7 +633,13 @@ mod tests {
     #[test]
     fn the_schema_pattern_reads_what_the_parser_reads() {
         let pattern = regex::Regex::new(SPAN_OR_EXPR_PATTERN).expect("pattern");
-        for text in ["20s", "lease + 10s", "detection - pollInterval", "2*pollInterval", "cooldown + 2*lease + 500ms"] {
+        for text in [
+            "20s",
+            "lease + 10s",
+            "detection - pollInterval",
+            "2*pollInterval",
+            "cooldown + 2*lease + 500ms",
+        ] {
             assert!(pattern.is_match(text), "{text}");
             assert!(Span::parse(text).is_ok(), "{text}");
         }

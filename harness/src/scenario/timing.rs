@@ -12,7 +12,6 @@
 //! `--profile fast` is [`FAST_PROFILE`], `--profile FILE` is a partial group spec of the
 //! user's (their own settings, to validate the catalogue against).
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -131,22 +130,6 @@ impl Timing {
     }
 }
 
-impl fmt::Display for Timing {
-    /// `pollInterval 2s x failureThreshold 3 = detection 6s, lease 6s, cooldown 30s`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |duration: Duration| super::span::Span::new(duration).to_string();
-        write!(
-            f,
-            "pollInterval {} x failureThreshold {} = detection {}, lease {}, cooldown {}",
-            show(self.poll_interval),
-            self.failure_threshold,
-            show(self.detection()),
-            show(self.lease),
-            show(self.cooldown)
-        )
-    }
-}
-
 /// The playground group's `spec` as JSON.
 pub fn playground_spec() -> Value {
     use serde::Deserialize as _;
@@ -201,17 +184,16 @@ impl Profile {
             Self::Fast => (FAST_PROFILE.to_owned(), "the fast profile".to_owned()),
             Self::File(path) => (read_profile(path)?, format!("profile {}", path.display())),
         };
-        let patch: Value = serde_yaml::from_str(&source).map_err(|error| {
-            format!("{origin}: not YAML: {error}")
-        })?;
+        let patch: Value = serde_yaml::from_str(&source)
+            .map_err(|error| format!("{origin}: not YAML: {error}"))?;
         check_patch(&patch).map_err(|problem| format!("{origin}: {problem}"))?;
         Ok(patch)
     }
 }
 
 fn read_profile(path: &Path) -> Result<String, String> {
-    let metadata = std::fs::metadata(path)
-        .map_err(|error| format!("profile {}: {error}", path.display()))?;
+    let metadata =
+        std::fs::metadata(path).map_err(|error| format!("profile {}: {error}", path.display()))?;
     if metadata.len() > PROFILE_BYTES_MAX {
         return Err(format!(
             "profile {}: {} bytes, more than the {PROFILE_BYTES_MAX} a partial group spec may have",
@@ -234,7 +216,9 @@ fn check_patch(patch: &Value) -> Result<(), String> {
     let known = serde_json::to_value(&typed).unwrap_or_default();
     for key in fields.keys() {
         if known.get(key).is_none() && !fields[key].is_null() {
-            return Err(format!("`{key}` is not a field of MysqlFailoverGroup's spec"));
+            return Err(format!(
+                "`{key}` is not a field of MysqlFailoverGroup's spec"
+            ));
         }
     }
     let problems = typed.validate();
@@ -274,7 +258,9 @@ pub fn merge(target: &mut Value, patch: &Value) {
 /// A scenario's `install.groupSpec` with the profile's fields underneath it (the scenario's
 /// own fields win: a scenario that needs a cooldown of 60 s keeps it under any profile).
 pub fn with_profile(profile_patch: &Value, scenario_patch: Option<&Value>) -> Option<Value> {
-    let empty = profile_patch.as_object().is_none_or(serde_json::Map::is_empty);
+    let empty = profile_patch
+        .as_object()
+        .is_none_or(serde_json::Map::is_empty);
     match (empty, scenario_patch) {
         (true, patch) => patch.cloned(),
         (false, None) => Some(profile_patch.clone()),
@@ -337,8 +323,8 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("profile.yaml");
         std::fs::write(&path, text).expect("write");
-        let result = Profile::parse(path.to_str().expect("utf-8"))
-            .and_then(|profile| profile.patch());
+        let result =
+            Profile::parse(path.to_str().expect("utf-8")).and_then(|profile| profile.patch());
         std::fs::remove_dir_all(&dir).ok();
         result
     }
@@ -356,7 +342,10 @@ mod tests {
         for (text, needle) in [
             ("pollIntervall: 1s\n", "`pollIntervall` is not a field"),
             ("pollInterval: soon\n", "spec.pollInterval"),
-            ("failureThreshold: 0\n", "spec.failureThreshold: must be at least 1"),
+            (
+                "failureThreshold: 0\n",
+                "spec.failureThreshold: must be at least 1",
+            ),
             ("- pollInterval: 1s\n", "must be a map of group spec fields"),
             ("pollInterval: [1s\n", "not YAML"),
         ] {

@@ -115,12 +115,16 @@ pub fn parse_scenario_with(
             message,
         )]
     })?;
-    let mut scenario: Scenario =
-        match with_timing(timing, || serde_yaml::from_str(source)) {
-            Ok(scenario) => scenario,
-            Err(error) => return Err(vec![serde_error(path, &error)]),
-        };
-    if scenario.install.group_spec.as_ref().is_none_or(Value::is_object) {
+    let mut scenario: Scenario = match with_timing(timing, || serde_yaml::from_str(source)) {
+        Ok(scenario) => scenario,
+        Err(error) => return Err(vec![serde_error(path, &error)]),
+    };
+    if scenario
+        .install
+        .group_spec
+        .as_ref()
+        .is_none_or(Value::is_object)
+    {
         scenario.install.group_spec = group_spec;
     }
     let mut errors = Vec::new();
@@ -224,7 +228,10 @@ fn scenario_timing(source: &str, profile_patch: &Value) -> Result<(Timing, Optio
     let group_spec = with_profile(profile_patch, own);
     let spec = merged_spec(&[group_spec.as_ref().unwrap_or(&no_profile())]);
     let timing = Timing::of_spec_value(&spec).map_err(|problem| {
-        if profile_patch.as_object().is_some_and(|fields| !fields.is_empty()) {
+        if profile_patch
+            .as_object()
+            .is_some_and(|fields| !fields.is_empty())
+        {
             format!("with the run's profile underneath, {problem}")
         } else {
             problem

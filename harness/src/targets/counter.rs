@@ -8,7 +8,7 @@ use super::target::{ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::incluster::HttpCall;
 use crate::live::{topology, LiveCluster};
-use crate::playground::install::NAMESPACE;
+use crate::playground::names::NAMESPACE;
 use crate::scenario::matcher::{check_operators, matches};
 use crate::scenario::model::Site;
 

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::live::incluster::HttpCall;
 use crate::live::observe::cluster_error;
 use crate::live::LiveCluster;
-use crate::playground::install::OPERATOR_NAMESPACE;
+use crate::playground::names::OPERATOR_NAMESPACE;
 use crate::scenario::matcher::{check_operators, matches};
 use crate::scenario::validate::collect_variables_in_str;
 

@@ -11,8 +11,8 @@ use super::target::{ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::observe::cluster_error;
 use crate::live::{topology, LiveCluster};
-use crate::playground::install::{GROUP, NAMESPACE};
 use crate::playground::kube::api_for;
+use crate::playground::names::{GROUP, NAMESPACE};
 use crate::scenario::matcher::matches;
 use crate::scenario::model::{Site, SiteOf};
 

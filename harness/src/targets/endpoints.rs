@@ -11,7 +11,7 @@ use super::target::{ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::observe::cluster_error;
 use crate::live::{topology, LiveCluster};
-use crate::playground::install::NAMESPACE;
+use crate::playground::names::NAMESPACE;
 use crate::scenario::model::Site;
 
 /// A Service's ready endpoints as the sites of the pods behind them.

@@ -10,7 +10,7 @@ use super::target::{ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::observe::cluster_error;
 use crate::live::LiveCluster;
-use crate::playground::install::NAMESPACE;
+use crate::playground::names::NAMESPACE;
 
 /// A Kubernetes Event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

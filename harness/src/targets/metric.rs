@@ -14,7 +14,7 @@ use super::target::{compact, ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::observe::cluster_error;
 use crate::live::{topology, LiveCluster};
-use crate::playground::install::OPERATOR_NAMESPACE;
+use crate::playground::names::OPERATOR_NAMESPACE;
 use crate::scenario::matcher::{check_operators, matches};
 use crate::scenario::model::Site;
 

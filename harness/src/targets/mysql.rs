@@ -10,7 +10,7 @@ use super::target::{ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::observe::unix_ms;
 use crate::live::LiveCluster;
-use crate::playground::install::GROUP;
+use crate::playground::names::GROUP;
 use crate::scenario::matcher::matches;
 use crate::scenario::model::{offset_ms, OffsetRange, Site};
 use crate::scenario::span::Span;

@@ -9,8 +9,8 @@ use super::target::{ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::observe::cluster_error;
 use crate::live::LiveCluster;
-use crate::playground::install::NAMESPACE;
 use crate::playground::kube::api_for;
+use crate::playground::names::NAMESPACE;
 use crate::scenario::matcher::{check_operators, matches};
 
 /// The kinds without a namespace an `object` may name.

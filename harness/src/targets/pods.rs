@@ -13,7 +13,7 @@ use super::target::{ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
 use crate::live::observe::cluster_error;
 use crate::live::LiveCluster;
-use crate::playground::install::{NAMESPACE, OPERATOR_NAMESPACE};
+use crate::playground::names::{NAMESPACE, OPERATOR_NAMESPACE};
 use crate::scenario::matcher::{check_operators, matches};
 use crate::scenario::model::Site;
 
