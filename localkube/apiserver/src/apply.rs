@@ -248,55 +248,9 @@ pub fn apply(
     };
 
     // Conflicts: another manager owns a field whose value would change.
-    let mut causes = Vec::new();
-    let mut conflicts: Vec<(usize, FieldPath)> = Vec::new();
-    if let Some(live) = live {
-        for (idx, e) in entries.iter().enumerate() {
-            if is_mine(e) {
-                continue;
-            }
-            for (p, leaf) in f_applied.paths() {
-                if !leaf || !e.set.contains(&p) {
-                    continue;
-                }
-                let lv = value_at(live, &p);
-                if lv.is_some() && lv != value_at(&applied, &p) {
-                    conflicts.push((idx, p.clone()));
-                    causes.push((e.manager.clone(), e.api_version.clone(), display_path(&p)));
-                }
-            }
-        }
-    }
+    let conflicts = conflicts(live, &applied, &entries, &f_applied, &is_mine);
     if !conflicts.is_empty() && !force {
-        let n = causes.len();
-        let lines: Vec<String> = causes
-            .iter()
-            .map(|(m, av, p)| format!("conflict with \"{m}\" using {av}: {p}"))
-            .collect();
-        let message = if n == 1 {
-            format!("Apply failed with 1 conflict: {}", lines[0])
-        } else {
-            format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
-        };
-        let mut e = ApiError::conflict_message(message);
-        let (ns_name, kind) = (
-            applied
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            applied
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        );
-        let causes: Vec<Value> = causes
-            .iter()
-            .map(|(m, av, p)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\" using {av}"), "field": p}))
-            .collect();
-        e.details = Some(json!({"name": ns_name, "kind": kind, "causes": causes}));
-        return Err(e);
+        return Err(conflict_error(&applied, &entries, &conflicts));
     }
     for (idx, p) in &conflicts {
         entries[*idx].set.remove(p);
@@ -312,30 +266,19 @@ pub fn apply(
         None => applied.clone(),
     };
 
-    // Prune what this manager applied last time and no longer applies, as
-    // structured-merge-diff does (its `prune`): remove everything of its last applied set
-    // (an item or field it owned goes whole, keys and defaults in it included); add back
-    // whatever an applier (itself, now, included) owns; then remove, of what is still
-    // missing, only what its last set held (so fields nobody owns inside an item that
-    // stays, such as defaults, are kept). Owners through updates do not keep a field or
-    // item in place, as upstream.
     let last = in_scope_set(&previous, w.scope);
     if !last.is_empty() {
-        let mut applied_sets = f_applied.clone();
-        for e in entries
+        let applied_by_others = entries
             .iter()
-            .filter(|e| e.operation == "Apply" && !is_mine(e))
-        {
-            applied_sets = applied_sets.union(&e.set);
-        }
-        let merged_set = FieldSet::from_object(&merged, schema, w.scope);
-        let pruned = remove_items(&merged, &last, schema);
-        let kept = FieldSet::from_object(&pruned, schema, w.scope).union(&applied_sets);
-        let pruned = remove_items(&merged, &merged_set.difference(&kept), schema);
-        let gone = merged_set
-            .difference(&FieldSet::from_object(&pruned, schema, w.scope))
-            .intersection(&last);
-        merged = remove_items(&merged, &gone, schema);
+            .filter(|entry| entry.operation == "Apply" && !is_mine(entry));
+        merged = prune_last_applied(
+            &merged,
+            &last,
+            &f_applied,
+            applied_by_others,
+            schema,
+            w.scope,
+        );
     }
 
     match entries.iter_mut().find(|e| is_mine(e)) {
@@ -356,6 +299,112 @@ pub fn apply(
     // The applier's entry goes first for stable output; order is otherwise preserved.
     write_managed(&mut merged, &entries);
     Ok(merged)
+}
+
+/// The fields of `applied` another manager (an entry `is_mine` rejects) owns on `live`
+/// whose value would change: (index of the entry, path).
+fn conflicts(
+    live: Option<&Value>,
+    applied: &Value,
+    entries: &[ManagedEntry],
+    applied_set: &FieldSet,
+    is_mine: &dyn Fn(&ManagedEntry) -> bool,
+) -> Vec<(usize, FieldPath)> {
+    let Some(live) = live else {
+        return Vec::new();
+    };
+    let mut conflicts = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        if is_mine(entry) {
+            continue;
+        }
+        for (path, leaf) in applied_set.paths() {
+            if !leaf || !entry.set.contains(&path) {
+                continue;
+            }
+            let live_value = value_at(live, &path);
+            if live_value.is_some() && live_value != value_at(applied, &path) {
+                conflicts.push((index, path.clone()));
+            }
+        }
+    }
+    conflicts
+}
+
+/// The 409 of an apply with conflicts: its message lists them, its details carry one
+/// FieldManagerConflict cause each.
+fn conflict_error(
+    applied: &Value,
+    entries: &[ManagedEntry],
+    conflicts: &[(usize, FieldPath)],
+) -> ApiError {
+    let causes: Vec<(String, String, String)> = conflicts
+        .iter()
+        .map(|(index, path)| {
+            let entry = &entries[*index];
+            (
+                entry.manager.clone(),
+                entry.api_version.clone(),
+                display_path(path),
+            )
+        })
+        .collect();
+    let count = causes.len();
+    let lines: Vec<String> = causes
+        .iter()
+        .map(|(manager, api_version, path)| {
+            format!("conflict with \"{manager}\" using {api_version}: {path}")
+        })
+        .collect();
+    let message = if count == 1 {
+        format!("Apply failed with 1 conflict: {}", lines[0])
+    } else {
+        format!("Apply failed with {count} conflicts: {}", lines.join("\n"))
+    };
+    let mut error = ApiError::conflict_message(message);
+    let name = applied
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = applied
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let causes: Vec<Value> = causes
+        .iter()
+        .map(|(manager, api_version, path)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{manager}\" using {api_version}"), "field": path}))
+        .collect();
+    error.details = Some(json!({"name": name, "kind": kind, "causes": causes}));
+    error
+}
+
+/// Prune what this manager applied last time and no longer applies, as
+/// structured-merge-diff does (its `prune`): remove everything of its last applied set
+/// (an item or field it owned goes whole, keys and defaults in it included); add back
+/// whatever an applier (itself, now, included) owns; then remove, of what is still
+/// missing, only what its last set held (so fields nobody owns inside an item that
+/// stays, such as defaults, are kept). Owners through updates do not keep a field or
+/// item in place, as upstream.
+fn prune_last_applied<'a>(
+    merged: &Value,
+    last: &FieldSet,
+    applied_set: &FieldSet,
+    applied_by_others: impl Iterator<Item = &'a ManagedEntry>,
+    schema: &Schema,
+    scope: Scope,
+) -> Value {
+    let mut applied_sets = applied_set.clone();
+    for entry in applied_by_others {
+        applied_sets = applied_sets.union(&entry.set);
+    }
+    let merged_set = FieldSet::from_object(merged, schema, scope);
+    let pruned = remove_items(merged, last, schema);
+    let kept = FieldSet::from_object(&pruned, schema, scope).union(&applied_sets);
+    let pruned = remove_items(merged, &merged_set.difference(&kept), schema);
+    let gone = merged_set
+        .difference(&FieldSet::from_object(&pruned, schema, scope))
+        .intersection(last);
+    remove_items(merged, &gone, schema)
 }
 
 /// Removes empty `managedFields` and keeps an object's metadata a map.

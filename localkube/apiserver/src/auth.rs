@@ -221,112 +221,151 @@ impl Authenticator {
         let data =
             jsonwebtoken::decode::<Value>(token, &DecodingKey::from_secret(&self.key), &validation)
                 .map_err(|e| format!("invalid bearer token: {e}"))?;
-        let c = data.claims;
-        if c.get("iss").and_then(Value::as_str) == Some("kubernetes/serviceaccount") {
-            let s = |k: &str| {
-                c.get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let ns = s("kubernetes.io/serviceaccount/namespace");
-            let secret = store
-                .get(
-                    "/secrets",
-                    &ns,
-                    &s("kubernetes.io/serviceaccount/secret.name"),
-                )
-                .ok_or("token has been invalidated")?;
-            if meta::str_at(
-                &secret,
-                "/metadata/annotations/kubernetes.io~1service-account.uid",
-            ) != s("kubernetes.io/serviceaccount/service-account.uid")
-            {
-                return Err("token has been invalidated".into());
-            }
-            let sa_name = s("kubernetes.io/serviceaccount/service-account.name");
-            let sa = store
-                .get("/serviceaccounts", &ns, &sa_name)
-                .ok_or("service account has been deleted")?;
-            let inter: Vec<String> = wanted
-                .iter()
-                .filter(|a| self.api_audiences.contains(a))
-                .cloned()
-                .collect();
-            if inter.is_empty() {
-                return Err("token audiences do not intersect".into());
-            }
-            return Ok((
-                UserInfo::service_account(&ns, &sa_name, meta::uid_of(&sa)),
-                inter,
-            ));
+        let claims = data.claims;
+        if claims.get("iss").and_then(Value::as_str) == Some("kubernetes/serviceaccount") {
+            return self.authenticate_legacy(&claims, &wanted, store);
         }
-        let token_aud: Vec<String> = match c.get("aud") {
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a
+        self.authenticate_bound(&claims, &wanted, store)
+    }
+
+    /// A legacy token (of a `kubernetes.io/service-account-token` Secret): valid while its
+    /// Secret and ServiceAccount exist, for the API server's audiences only.
+    fn authenticate_legacy(
+        &self,
+        claims: &Value,
+        wanted: &[String],
+        store: &Store,
+    ) -> std::result::Result<(UserInfo, Vec<String>), String> {
+        let claim = |key: &str| {
+            claims
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let namespace = claim("kubernetes.io/serviceaccount/namespace");
+        let secret = store
+            .get(
+                "/secrets",
+                &namespace,
+                &claim("kubernetes.io/serviceaccount/secret.name"),
+            )
+            .ok_or("token has been invalidated")?;
+        if meta::str_at(
+            &secret,
+            "/metadata/annotations/kubernetes.io~1service-account.uid",
+        ) != claim("kubernetes.io/serviceaccount/service-account.uid")
+        {
+            return Err("token has been invalidated".into());
+        }
+        let account_name = claim("kubernetes.io/serviceaccount/service-account.name");
+        let account = store
+            .get("/serviceaccounts", &namespace, &account_name)
+            .ok_or("service account has been deleted")?;
+        let intersection: Vec<String> = wanted
+            .iter()
+            .filter(|audience| self.api_audiences.contains(audience))
+            .cloned()
+            .collect();
+        if intersection.is_empty() {
+            return Err("token audiences do not intersect".into());
+        }
+        Ok((
+            UserInfo::service_account(&namespace, &account_name, meta::uid_of(&account)),
+            intersection,
+        ))
+    }
+
+    /// A bound token (TokenRequest): valid for its audiences while its ServiceAccount and
+    /// the Pod or Secret it is bound to exist with the same uids.
+    fn authenticate_bound(
+        &self,
+        claims: &Value,
+        wanted: &[String],
+        store: &Store,
+    ) -> std::result::Result<(UserInfo, Vec<String>), String> {
+        let token_audiences: Vec<String> = match claims.get("aud") {
+            Some(Value::String(audience)) => vec![audience.clone()],
+            Some(Value::Array(audiences)) => audiences
                 .iter()
-                .filter_map(|x| x.as_str().map(String::from))
+                .filter_map(|audience| audience.as_str().map(String::from))
                 .collect(),
             _ => vec![],
         };
-        let inter: Vec<String> = wanted
+        let intersection: Vec<String> = wanted
             .iter()
-            .filter(|a| token_aud.contains(a))
+            .filter(|audience| token_audiences.contains(audience))
             .cloned()
             .collect();
-        if inter.is_empty() {
+        if intersection.is_empty() {
             return Err("token audiences is invalid for the target audiences".into());
         }
-        let k = c.get("kubernetes.io").cloned().unwrap_or(Value::Null);
-        let ns = meta::str_at(&k, "/namespace").to_string();
-        let sa_name = meta::str_at(&k, "/serviceaccount/name").to_string();
-        let sa_uid = meta::str_at(&k, "/serviceaccount/uid").to_string();
-        let sa = store
-            .get("/serviceaccounts", &ns, &sa_name)
-            .ok_or_else(|| format!("service account {ns}/{sa_name} has been deleted"))?;
-        if meta::uid_of(&sa) != sa_uid {
+        let kubernetes = claims.get("kubernetes.io").cloned().unwrap_or(Value::Null);
+        let namespace = meta::str_at(&kubernetes, "/namespace").to_string();
+        let account_name = meta::str_at(&kubernetes, "/serviceaccount/name").to_string();
+        let account_uid = meta::str_at(&kubernetes, "/serviceaccount/uid").to_string();
+        let account = store
+            .get("/serviceaccounts", &namespace, &account_name)
+            .ok_or_else(|| {
+                format!("service account {namespace}/{account_name} has been deleted")
+            })?;
+        if meta::uid_of(&account) != account_uid {
             return Err("service account uid does not match".into());
         }
-        let mut user = UserInfo::service_account(&ns, &sa_name, &sa_uid);
+        let mut user = UserInfo::service_account(&namespace, &account_name, &account_uid);
         for (kind, key) in [("pod", "/pods"), ("secret", "/secrets")] {
-            if let Some(b) = k.get(kind) {
-                let name = meta::str_at(b, "/name");
-                let uid = meta::str_at(b, "/uid");
-                let obj = store
-                    .get(key, &ns, name)
-                    .ok_or_else(|| format!("{kind} {ns}/{name} has been deleted"))?;
-                if meta::uid_of(&obj) != uid {
-                    return Err(format!("{kind} {ns}/{name} uid does not match"));
-                }
-                if let Some(t) = obj
-                    .pointer("/metadata/deletionTimestamp")
-                    .and_then(Value::as_str)
-                    .and_then(meta::parse_time)
-                {
-                    if t <= jiff::Timestamp::now() {
-                        return Err(format!("{kind} {ns}/{name} is being deleted"));
-                    }
-                }
-                if kind == "pod" {
-                    user.extra.insert(
-                        "authentication.kubernetes.io/pod-name".into(),
-                        vec![name.into()],
-                    );
-                    user.extra.insert(
-                        "authentication.kubernetes.io/pod-uid".into(),
-                        vec![uid.into()],
-                    );
-                }
+            let Some(bound) = kubernetes.get(kind) else {
+                continue;
+            };
+            let (name, uid) = check_bound_object(store, kind, key, &namespace, bound)?;
+            if kind == "pod" {
+                user.extra.insert(
+                    "authentication.kubernetes.io/pod-name".into(),
+                    vec![name.into()],
+                );
+                user.extra.insert(
+                    "authentication.kubernetes.io/pod-uid".into(),
+                    vec![uid.into()],
+                );
             }
         }
-        if let Some(jti) = c.get("jti").and_then(Value::as_str) {
+        if let Some(jti) = claims.get("jti").and_then(Value::as_str) {
             user.extra.insert(
                 "authentication.kubernetes.io/credential-id".into(),
                 vec![format!("JTI={jti}")],
             );
         }
-        Ok((user, inter))
+        Ok((user, intersection))
     }
+}
+
+/// The object a token is bound to (`bound`: its claim, name and uid) exists in `namespace`
+/// with that uid and is not being deleted; returns its name and uid.
+fn check_bound_object<'a>(
+    store: &Store,
+    kind: &str,
+    key: &str,
+    namespace: &str,
+    bound: &'a Value,
+) -> std::result::Result<(&'a str, &'a str), String> {
+    let name = meta::str_at(bound, "/name");
+    let uid = meta::str_at(bound, "/uid");
+    let object = store
+        .get(key, namespace, name)
+        .ok_or_else(|| format!("{kind} {namespace}/{name} has been deleted"))?;
+    if meta::uid_of(&object) != uid {
+        return Err(format!("{kind} {namespace}/{name} uid does not match"));
+    }
+    if let Some(deletion) = object
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(meta::parse_time)
+    {
+        if deletion <= jiff::Timestamp::now() {
+            return Err(format!("{kind} {namespace}/{name} is being deleted"));
+        }
+    }
+    Ok((name, uid))
 }
 
 /// What a request asks to do.
@@ -544,69 +583,72 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
         .any(|r| rule_allows(r, a))
 }
 
-/// The bootstrap ClusterRoles and ClusterRoleBindings.
-pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
-    let ro = json!(["get", "list", "watch"]);
-    let rw = json!([
-        "get",
-        "list",
-        "watch",
-        "create",
-        "update",
-        "patch",
-        "delete",
-        "deletecollection"
-    ]);
-    let groups = json!([
-        "",
-        "apps",
-        "batch",
-        "discovery.k8s.io",
-        "coordination.k8s.io",
-        "events.k8s.io",
-        "policy"
-    ]);
-    let res = json!([
-        "pods",
-        "pods/log",
-        "pods/status",
-        "services",
-        "endpoints",
-        "configmaps",
-        "serviceaccounts",
-        "events",
-        "persistentvolumeclaims",
-        "deployments",
-        "deployments/scale",
-        "deployments/status",
-        "replicasets",
-        "replicasets/scale",
-        "statefulsets",
-        "statefulsets/scale",
-        "statefulsets/status",
-        "daemonsets",
-        "daemonsets/status",
-        "endpointslices",
-        "leases",
-        "poddisruptionbudgets",
-        "controllerrevisions",
-        "jobs",
-        "jobs/status"
-    ]);
+/// The verbs of the bootstrap read-only roles.
+const READ_VERBS: &[&str] = &["get", "list", "watch"];
+/// The verbs of the bootstrap read-write roles.
+const WRITE_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+/// The API groups `view`, `edit` and `admin` cover.
+const WORKLOAD_GROUPS: &[&str] = &[
+    "",
+    "apps",
+    "batch",
+    "discovery.k8s.io",
+    "coordination.k8s.io",
+    "events.k8s.io",
+    "policy",
+];
+/// The resources `view`, `edit` and `admin` cover (secrets apart).
+const WORKLOAD_RESOURCES: &[&str] = &[
+    "pods",
+    "pods/log",
+    "pods/status",
+    "services",
+    "endpoints",
+    "configmaps",
+    "serviceaccounts",
+    "events",
+    "persistentvolumeclaims",
+    "deployments",
+    "deployments/scale",
+    "deployments/status",
+    "replicasets",
+    "replicasets/scale",
+    "statefulsets",
+    "statefulsets/scale",
+    "statefulsets/status",
+    "daemonsets",
+    "daemonsets/status",
+    "endpointslices",
+    "leases",
+    "poddisruptionbudgets",
+    "controllerrevisions",
+    "jobs",
+    "jobs/status",
+];
+/// The bootstrap ClusterRoleBindings: each binds the ClusterRole of its own name to a group.
+const BOOTSTRAP_BINDINGS: &[(&str, &str)] = &[
+    ("cluster-admin", MASTERS),
+    ("system:discovery", "system:authenticated"),
+    ("system:basic-user", "system:authenticated"),
+    ("system:public-info-viewer", "system:authenticated"),
+];
+
+/// The bootstrap ClusterRoles.
+fn bootstrap_roles() -> Vec<(&'static str, Value)> {
     let role = |name: &str, rules: Value| {
         (
             "rbac.authorization.k8s.io/clusterroles",
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules}),
-        )
-    };
-    let binding = |name: &str, role: &str, group: &str| {
-        (
-            "rbac.authorization.k8s.io/clusterrolebindings",
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]}),
         )
     };
     vec![
@@ -616,16 +658,16 @@ pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
         ),
         role(
             "view",
-            json!([{"apiGroups": groups, "resources": res, "verbs": ro}]),
+            json!([{"apiGroups": WORKLOAD_GROUPS, "resources": WORKLOAD_RESOURCES, "verbs": READ_VERBS}]),
         ),
         role(
             "edit",
-            json!([{"apiGroups": groups, "resources": res, "verbs": rw}, {"apiGroups": [""], "resources": ["secrets"], "verbs": rw}]),
+            json!([{"apiGroups": WORKLOAD_GROUPS, "resources": WORKLOAD_RESOURCES, "verbs": WRITE_VERBS}, {"apiGroups": [""], "resources": ["secrets"], "verbs": WRITE_VERBS}]),
         ),
         role(
             "admin",
-            json!([{"apiGroups": groups, "resources": res, "verbs": rw}, {"apiGroups": [""], "resources": ["secrets"], "verbs": rw},
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": rw}]),
+            json!([{"apiGroups": WORKLOAD_GROUPS, "resources": WORKLOAD_RESOURCES, "verbs": WRITE_VERBS}, {"apiGroups": [""], "resources": ["secrets"], "verbs": WRITE_VERBS},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": WRITE_VERBS}]),
         ),
         role(
             "system:discovery",
@@ -640,21 +682,25 @@ pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
             "system:public-info-viewer",
             json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
         ),
-        binding("cluster-admin", "cluster-admin", MASTERS),
-        binding(
-            "system:discovery",
-            "system:discovery",
-            "system:authenticated",
-        ),
-        binding(
-            "system:basic-user",
-            "system:basic-user",
-            "system:authenticated",
-        ),
-        binding(
-            "system:public-info-viewer",
-            "system:public-info-viewer",
-            "system:authenticated",
-        ),
     ]
+}
+
+/// The bootstrap ClusterRoles and ClusterRoleBindings.
+pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
+    let binding = |name: &str, group: &str| {
+        (
+            "rbac.authorization.k8s.io/clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]}),
+        )
+    };
+    let mut objects = bootstrap_roles();
+    objects.extend(
+        BOOTSTRAP_BINDINGS
+            .iter()
+            .map(|(name, group)| binding(name, group)),
+    );
+    objects
 }

@@ -113,155 +113,37 @@ mod secret_tests {
     }
 }
 
+/// The create-time defaults of a built-in kind, one function a kind (kube-apiserver's
+/// `SetDefaults_*` as far as clients read them back); a kind without a row has none.
+struct KindDefaults {
+    group: &'static str,
+    kind: &'static str,
+    apply: fn(&mut Value),
+}
+
+/// The create-time defaults of each built-in kind that has some.
+#[rustfmt::skip]
+static KIND_DEFAULTS: &[KindDefaults] = &[
+    KindDefaults { group: "", kind: "Pod", apply: pod_defaults },
+    KindDefaults { group: "apps", kind: "Deployment", apply: deployment_defaults },
+    KindDefaults { group: "apps", kind: "ReplicaSet", apply: replica_set_defaults },
+    KindDefaults { group: "apps", kind: "DaemonSet", apply: daemon_set_defaults },
+    KindDefaults { group: "apps", kind: "StatefulSet", apply: stateful_set_defaults },
+    KindDefaults { group: "", kind: "Service", apply: service_defaults },
+    KindDefaults { group: "", kind: "Namespace", apply: namespace_defaults },
+    KindDefaults { group: "", kind: "PersistentVolumeClaim", apply: claim_defaults },
+    KindDefaults { group: "", kind: "Secret", apply: secret_defaults },
+    KindDefaults { group: "batch", kind: "Job", apply: job_defaults },
+    KindDefaults { group: "", kind: "Node", apply: node_defaults },
+];
+
 /// Applies create-time defaults for a built-in kind.
 pub fn builtin_defaults(group: &str, kind: &str, obj: &mut Value) {
-    match (group, kind) {
-        ("", "Pod") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                pod_spec_defaults(spec);
-                let sa = spec
-                    .get("serviceAccountName")
-                    .and_then(Value::as_str)
-                    .unwrap_or("default")
-                    .to_string();
-                set_default(spec, "serviceAccountName", json!(sa));
-                set_default(spec, "serviceAccount", json!(sa));
-                set_default(spec, "enableServiceLinks", json!(true));
-                set_default(spec, "priority", json!(0));
-                set_default(
-                    spec,
-                    "tolerations",
-                    json!([
-                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-                    ]),
-                );
-            }
-            obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
-        }
-        ("apps", "Deployment") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                set_default(spec, "replicas", json!(1));
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(spec, "progressDeadlineSeconds", json!(600));
-                set_default(
-                    spec,
-                    "strategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-                );
-                template_defaults(spec);
-            }
-            obj["status"] = json!({});
-        }
-        ("apps", "ReplicaSet") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                set_default(spec, "replicas", json!(1));
-                template_defaults(spec);
-            }
-            obj["status"] = json!({"replicas": 0});
-        }
-        ("apps", "DaemonSet") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(
-                    spec,
-                    "updateStrategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
-                );
-                if let Some(strategy) = object_at(spec, "updateStrategy") {
-                    set_default(strategy, "type", json!("RollingUpdate"));
-                    if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-                        if let Some(rolling) = object_at(strategy, "rollingUpdate") {
-                            set_default(rolling, "maxUnavailable", json!(1));
-                            set_default(rolling, "maxSurge", json!(0));
-                        }
-                    }
-                }
-                template_defaults(spec);
-            }
-            obj["status"] = json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0});
-        }
-        ("apps", "StatefulSet") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                set_default(spec, "replicas", json!(1));
-                set_default(spec, "podManagementPolicy", json!("OrderedReady"));
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(
-                    spec,
-                    "updateStrategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
-                );
-                set_default(
-                    spec,
-                    "persistentVolumeClaimRetentionPolicy",
-                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
-                );
-                template_defaults(spec);
-                if let Some(ts) = spec
-                    .get_mut("volumeClaimTemplates")
-                    .and_then(Value::as_array_mut)
-                {
-                    for t in ts {
-                        if let Some(s) = object_at(t, "spec") {
-                            set_default(s, "volumeMode", json!("Filesystem"));
-                        }
-                        set_default(t, "apiVersion", json!("v1"));
-                        set_default(t, "kind", json!("PersistentVolumeClaim"));
-                        set_default(t, "status", json!({"phase": "Pending"}));
-                    }
-                }
-            }
-            obj["status"] = json!({"replicas": 0, "availableReplicas": 0});
-        }
-        ("", "Service") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                set_default(spec, "type", json!("ClusterIP"));
-                set_default(spec, "sessionAffinity", json!("None"));
-                set_default(spec, "ipFamilies", json!(["IPv4"]));
-                set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
-                set_default(spec, "internalTrafficPolicy", json!("Cluster"));
-                if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                    for p in ports {
-                        set_default(p, "protocol", json!("TCP"));
-                        let port = p.get("port").cloned().unwrap_or(Value::Null);
-                        set_default(p, "targetPort", port);
-                    }
-                }
-            }
-            obj["status"] = json!({"loadBalancer": {}});
-        }
-        ("", "Namespace") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                set_default(spec, "finalizers", json!(["kubernetes"]));
-            }
-            obj["status"] = json!({"phase": "Active"});
-            let name = meta::name(obj).to_string();
-            if let Some(meta) = object_at(obj, "metadata") {
-                if let Some(labels) = object_at(meta, "labels") {
-                    set_default(labels, "kubernetes.io/metadata.name", json!(name));
-                }
-            }
-        }
-        ("", "PersistentVolumeClaim") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                set_default(spec, "volumeMode", json!("Filesystem"));
-            }
-            obj["status"] = json!({"phase": "Pending"});
-        }
-        ("", "Secret") => set_default(obj, "type", json!("Opaque")),
-        ("batch", "Job") => {
-            if let Some(spec) = object_at(obj, "spec") {
-                template_defaults(spec);
-            }
-            super::batch::job_defaults(obj);
-        }
-        ("coordination.k8s.io", "Lease") => {}
-        ("", "Node") => {
-            if let Some(status) = object_at(obj, "status") {
-                set_default(status, "phase", json!("Running"));
-            }
-        }
-        _ => {}
+    if let Some(defaults) = KIND_DEFAULTS
+        .iter()
+        .find(|defaults| defaults.group == group && defaults.kind == kind)
+    {
+        (defaults.apply)(obj);
     }
     // MicroTime fields (trap 10).
     for p in [
@@ -271,6 +153,163 @@ pub fn builtin_defaults(group: &str, kind: &str, obj: &mut Value) {
         "/series/lastObservedTime",
     ] {
         meta::normalize_micro_time(obj, p);
+    }
+}
+
+fn pod_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        pod_spec_defaults(spec);
+        let sa = spec
+            .get("serviceAccountName")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string();
+        set_default(spec, "serviceAccountName", json!(sa));
+        set_default(spec, "serviceAccount", json!(sa));
+        set_default(spec, "enableServiceLinks", json!(true));
+        set_default(spec, "priority", json!(0));
+        set_default(
+            spec,
+            "tolerations",
+            json!([
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ]),
+        );
+    }
+    obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+}
+
+fn deployment_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        set_default(spec, "replicas", json!(1));
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(spec, "progressDeadlineSeconds", json!(600));
+        set_default(
+            spec,
+            "strategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+        );
+        template_defaults(spec);
+    }
+    obj["status"] = json!({});
+}
+
+fn replica_set_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        set_default(spec, "replicas", json!(1));
+        template_defaults(spec);
+    }
+    obj["status"] = json!({"replicas": 0});
+}
+
+fn daemon_set_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+        );
+        if let Some(strategy) = object_at(spec, "updateStrategy") {
+            set_default(strategy, "type", json!("RollingUpdate"));
+            if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                if let Some(rolling) = object_at(strategy, "rollingUpdate") {
+                    set_default(rolling, "maxUnavailable", json!(1));
+                    set_default(rolling, "maxSurge", json!(0));
+                }
+            }
+        }
+        template_defaults(spec);
+    }
+    obj["status"] = json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0});
+}
+
+fn stateful_set_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        set_default(spec, "replicas", json!(1));
+        set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+        );
+        set_default(
+            spec,
+            "persistentVolumeClaimRetentionPolicy",
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+        );
+        template_defaults(spec);
+        if let Some(ts) = spec
+            .get_mut("volumeClaimTemplates")
+            .and_then(Value::as_array_mut)
+        {
+            for t in ts {
+                if let Some(s) = object_at(t, "spec") {
+                    set_default(s, "volumeMode", json!("Filesystem"));
+                }
+                set_default(t, "apiVersion", json!("v1"));
+                set_default(t, "kind", json!("PersistentVolumeClaim"));
+                set_default(t, "status", json!({"phase": "Pending"}));
+            }
+        }
+    }
+    obj["status"] = json!({"replicas": 0, "availableReplicas": 0});
+}
+
+fn service_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        set_default(spec, "type", json!("ClusterIP"));
+        set_default(spec, "sessionAffinity", json!("None"));
+        set_default(spec, "ipFamilies", json!(["IPv4"]));
+        set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for p in ports {
+                set_default(p, "protocol", json!("TCP"));
+                let port = p.get("port").cloned().unwrap_or(Value::Null);
+                set_default(p, "targetPort", port);
+            }
+        }
+    }
+    obj["status"] = json!({"loadBalancer": {}});
+}
+
+fn namespace_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        set_default(spec, "finalizers", json!(["kubernetes"]));
+    }
+    obj["status"] = json!({"phase": "Active"});
+    let name = meta::name(obj).to_string();
+    if let Some(meta) = object_at(obj, "metadata") {
+        if let Some(labels) = object_at(meta, "labels") {
+            set_default(labels, "kubernetes.io/metadata.name", json!(name));
+        }
+    }
+}
+
+fn claim_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        set_default(spec, "volumeMode", json!("Filesystem"));
+    }
+    obj["status"] = json!({"phase": "Pending"});
+}
+
+fn secret_defaults(obj: &mut Value) {
+    set_default(obj, "type", json!("Opaque"));
+}
+
+fn job_defaults(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, "spec") {
+        template_defaults(spec);
+    }
+    super::batch::job_defaults(obj);
+}
+
+fn node_defaults(obj: &mut Value) {
+    if let Some(status) = object_at(obj, "status") {
+        set_default(status, "phase", json!("Running"));
     }
 }
 

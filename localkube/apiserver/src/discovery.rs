@@ -273,136 +273,150 @@ pub fn openapi_gv(resources: &[ResourceInfo]) -> Value {
         json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
         "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Status"}]}),
     );
-    for r in resources {
-        let name = schema_name(r);
-        let reference = format!("#/components/schemas/{name}");
-        let mut s = match r.crd.as_ref().and_then(|c| c.schema.clone()) {
-            Some(s) => s,
-            None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-        };
-        if let Some(m) = s.as_object_mut() {
-            let props = m.entry("properties").or_insert_with(|| json!({}));
-            if let Some(p) = props.as_object_mut() {
-                p.entry("apiVersion").or_insert_with(
-                    || json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}),
-                );
-                p.entry("kind").or_insert_with(
-                    || json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}),
-                );
-                p.insert(
-                    "metadata".into(),
-                    json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "default": {}}),
-                );
-                if r.crd.is_none() {
-                    for f in ["spec", "status"] {
-                        p.entry(f).or_insert_with(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": format!("{f} of the {}", r.kind)}));
-                    }
-                }
-            }
-            m.insert(
-                "x-kubernetes-group-version-kind".into(),
-                json!([gvk_ext(r)]),
-            );
-            m.entry("description")
-                .or_insert_with(|| json!(format!("{} ({})", r.kind, r.api_version())));
-        }
-        schemas.insert(name.clone(), s);
-        let list_name = format!("{name}List");
-        schemas.insert(
-            list_name.clone(),
-            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-            "x-kubernetes-group-version-kind": [{"group": r.group, "version": r.version, "kind": format!("{}List", r.kind)}]}),
-        );
-        let base = if r.group.is_empty() {
-            format!("/api/{}", r.version)
-        } else {
-            format!("/apis/{}/{}", r.group, r.version)
-        };
-        let (coll, item) = if r.namespaced {
-            (
-                format!("{base}/namespaces/{{namespace}}/{}", r.plural),
-                format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural),
-            )
-        } else {
-            (
-                format!("{base}/{}", r.plural),
-                format!("{base}/{}/{{name}}", r.plural),
-            )
-        };
-        let json_body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": reference}}, "application/yaml": {"schema": {"$ref": reference}}}});
-        let patch_ref =
-            json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"});
-        // Strategic merge patch is served but not advertised: the schemas here are permissive,
-        // so kubectl must compute its patches from its compiled-in types (their
-        // patchMergeKeys) rather than from this document.
-        let patch_body = json!({"required": true, "content": {"application/apply-patch+yaml": {"schema": patch_ref}, "application/json-patch+json": {"schema": patch_ref},
-            "application/merge-patch+json": {"schema": patch_ref}}});
-        let write_params = || {
-            vec![
-                q("dryRun", "string"),
-                q("fieldManager", "string"),
-                q("fieldValidation", "string"),
-            ]
-        };
-        let mut path_params = vec![
-            json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string", "uniqueItems": true}}),
-        ];
-        let mut coll_params = Vec::new();
-        if r.namespaced {
-            let ns = json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string", "uniqueItems": true}});
-            path_params.push(ns.clone());
-            coll_params.push(ns);
-        }
-        let list_params = vec![
-            q("labelSelector", "string"),
-            q("fieldSelector", "string"),
-            q("limit", "integer"),
-            q("continue", "string"),
-            q("resourceVersion", "string"),
-            q("watch", "boolean"),
-            q("timeoutSeconds", "integer"),
-            q("allowWatchBookmarks", "boolean"),
-            q("sendInitialEvents", "boolean"),
-        ];
-        let mut c = json!({"parameters": coll_params,
-            "post": op(r, "post", "create", write_params(), Some(json_body.clone()), &reference)});
-        if !r.create_only {
-            c["get"] = op(
-                r,
-                "list",
-                "list",
-                list_params,
-                None,
-                &format!("#/components/schemas/{list_name}"),
-            );
-            c["delete"] = op(
-                r,
-                "deletecollection",
-                "deleteCollection",
-                vec![q("labelSelector", "string"), q("fieldSelector", "string")],
-                None,
-                "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status",
-            );
-            let mut patch_params = write_params();
-            patch_params.push(q("force", "boolean"));
-            paths.insert(item.clone(), json!({"parameters": path_params,
-                "get": op(r, "get", "read", vec![], None, &reference),
-                "put": op(r, "put", "replace", write_params(), Some(json_body.clone()), &reference),
-                "patch": op(r, "patch", "patch", patch_params.clone(), Some(patch_body.clone()), &reference),
-                "delete": op(r, "delete", "delete", vec![q("gracePeriodSeconds", "integer"), q("propagationPolicy", "string"), q("dryRun", "string")], None, "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status")}));
-            if r.has_subresource(Subresource::Status) {
-                paths.insert(
-                    format!("{item}/status"),
-                    json!({"parameters": path_params,
-                    "get": op(r, "get", "read", vec![], None, &reference),
-                    "put": op(r, "put", "replace", write_params(), Some(json_body.clone()), &reference),
-                    "patch": op(r, "patch", "patch", patch_params, Some(patch_body.clone()), &reference)}),
-                );
-            }
-        }
-        paths.insert(coll, c);
+    for resource in resources {
+        resource_schemas(resource, &mut schemas);
+        resource_paths(resource, &mut paths);
     }
     json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths, "components": {"schemas": schemas}})
+}
+
+/// The schemas of one resource: its kind (a CRD's schema, else permissive, with
+/// `apiVersion`, `kind` and `metadata`) and its list.
+fn resource_schemas(r: &ResourceInfo, schemas: &mut serde_json::Map<String, Value>) {
+    let name = schema_name(r);
+    let mut s = match r.crd.as_ref().and_then(|c| c.schema.clone()) {
+        Some(s) => s,
+        None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    };
+    if let Some(m) = s.as_object_mut() {
+        let props = m.entry("properties").or_insert_with(|| json!({}));
+        if let Some(p) = props.as_object_mut() {
+            p.entry("apiVersion").or_insert_with(
+                || json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}),
+            );
+            p.entry("kind").or_insert_with(
+                || json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}),
+            );
+            p.insert(
+                "metadata".into(),
+                json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "default": {}}),
+            );
+            if r.crd.is_none() {
+                for f in ["spec", "status"] {
+                    p.entry(f).or_insert_with(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": format!("{f} of the {}", r.kind)}));
+                }
+            }
+        }
+        m.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([gvk_ext(r)]),
+        );
+        m.entry("description")
+            .or_insert_with(|| json!(format!("{} ({})", r.kind, r.api_version())));
+    }
+    schemas.insert(name.clone(), s);
+    let list_name = format!("{name}List");
+    schemas.insert(
+        list_name.clone(),
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-group-version-kind": [{"group": r.group, "version": r.version, "kind": format!("{}List", r.kind)}]}),
+    );
+}
+
+/// The paths of one resource: its collection (create; list and deletecollection unless
+/// create-only), its items (get, replace, patch, delete) and their `status`.
+fn resource_paths(r: &ResourceInfo, paths: &mut serde_json::Map<String, Value>) {
+    let name = schema_name(r);
+    let reference = format!("#/components/schemas/{name}");
+    let list_name = format!("{name}List");
+    let base = if r.group.is_empty() {
+        format!("/api/{}", r.version)
+    } else {
+        format!("/apis/{}/{}", r.group, r.version)
+    };
+    let (coll, item) = if r.namespaced {
+        (
+            format!("{base}/namespaces/{{namespace}}/{}", r.plural),
+            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural),
+        )
+    } else {
+        (
+            format!("{base}/{}", r.plural),
+            format!("{base}/{}/{{name}}", r.plural),
+        )
+    };
+    let json_body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": reference}}, "application/yaml": {"schema": {"$ref": reference}}}});
+    let patch_ref =
+        json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"});
+    // Strategic merge patch is served but not advertised: the schemas here are permissive,
+    // so kubectl must compute its patches from its compiled-in types (their
+    // patchMergeKeys) rather than from this document.
+    let patch_body = json!({"required": true, "content": {"application/apply-patch+yaml": {"schema": patch_ref}, "application/json-patch+json": {"schema": patch_ref},
+        "application/merge-patch+json": {"schema": patch_ref}}});
+    let write_params = || {
+        vec![
+            q("dryRun", "string"),
+            q("fieldManager", "string"),
+            q("fieldValidation", "string"),
+        ]
+    };
+    let mut path_params = vec![
+        json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string", "uniqueItems": true}}),
+    ];
+    let mut coll_params = Vec::new();
+    if r.namespaced {
+        let ns = json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string", "uniqueItems": true}});
+        path_params.push(ns.clone());
+        coll_params.push(ns);
+    }
+    let list_params = vec![
+        q("labelSelector", "string"),
+        q("fieldSelector", "string"),
+        q("limit", "integer"),
+        q("continue", "string"),
+        q("resourceVersion", "string"),
+        q("watch", "boolean"),
+        q("timeoutSeconds", "integer"),
+        q("allowWatchBookmarks", "boolean"),
+        q("sendInitialEvents", "boolean"),
+    ];
+    let mut c = json!({"parameters": coll_params,
+        "post": op(r, "post", "create", write_params(), Some(json_body.clone()), &reference)});
+    if !r.create_only {
+        c["get"] = op(
+            r,
+            "list",
+            "list",
+            list_params,
+            None,
+            &format!("#/components/schemas/{list_name}"),
+        );
+        c["delete"] = op(
+            r,
+            "deletecollection",
+            "deleteCollection",
+            vec![q("labelSelector", "string"), q("fieldSelector", "string")],
+            None,
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+        );
+        let mut patch_params = write_params();
+        patch_params.push(q("force", "boolean"));
+        paths.insert(item.clone(), json!({"parameters": path_params,
+            "get": op(r, "get", "read", vec![], None, &reference),
+            "put": op(r, "put", "replace", write_params(), Some(json_body.clone()), &reference),
+            "patch": op(r, "patch", "patch", patch_params.clone(), Some(patch_body.clone()), &reference),
+            "delete": op(r, "delete", "delete", vec![q("gracePeriodSeconds", "integer"), q("propagationPolicy", "string"), q("dryRun", "string")], None, "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status")}));
+        if r.has_subresource(Subresource::Status) {
+            paths.insert(
+                format!("{item}/status"),
+                json!({"parameters": path_params,
+                "get": op(r, "get", "read", vec![], None, &reference),
+                "put": op(r, "put", "replace", write_params(), Some(json_body.clone()), &reference),
+                "patch": op(r, "patch", "patch", patch_params, Some(patch_body.clone()), &reference)}),
+            );
+        }
+    }
+    paths.insert(coll, c);
 }
 
 /// A stable hash of a document (the `hash` kubectl caches by).

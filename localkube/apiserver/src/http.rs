@@ -11,9 +11,9 @@ mod response;
 mod verbs;
 mod watch;
 
+use super::cluster::Cluster;
 use super::error::ApiError;
-use super::ops::Cluster;
-use super::server::Plugin;
+use super::plugin::Plugin;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::Method;

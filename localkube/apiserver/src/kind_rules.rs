@@ -18,10 +18,11 @@
 //! them too.
 
 use super::batch;
+use super::cluster::{Cluster, DeleteOptions};
 use super::defaults;
 use super::error::ApiError;
 use super::meta;
-use super::ops::{strings_at, Cluster, DeleteOptions};
+use super::meta::strings_at;
 use super::registry::{ResourceInfo, Subresource};
 use serde_json::{json, Value};
 use std::collections::HashSet;

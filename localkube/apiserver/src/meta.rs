@@ -159,6 +159,16 @@ pub fn age(obj: &Value) -> String {
     }
 }
 
+/// The strings of the array at `pointer` (none when it is missing).
+pub fn strings_at<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
+    obj.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

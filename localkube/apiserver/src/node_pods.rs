@@ -1,12 +1,12 @@
 //! What a node agent needs from the API server, in-process: the pods bound to a node, pod
 //! status writes (as the kubelet's `pods/status` updates), and completing a graceful pod
-//! deletion once the pod's processes are gone. A node agent is a [`super::server::Plugin`]
+//! deletion once the pod's processes are gone. A node agent is a [`super::plugin::Plugin`]
 //! whose `runs_pods()` is true; it reacts to `cluster.store.subscribe()` events for the
 //! `/pods` storage key ([`PODS`]).
 
+use super::cluster::{Cluster, DeleteOptions};
 use super::error::{ApiError, Reason};
 use super::meta;
-use super::ops::{Cluster, DeleteOptions};
 use super::registry::Subresource;
 use super::store::StoreEvent;
 use serde_json::Value;

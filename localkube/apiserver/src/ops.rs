@@ -4,111 +4,21 @@
 //! and status subresource rules. Used by the HTTP layer and by the controllers.
 
 use super::apply::{self, Writer};
-use super::auth::Authenticator;
-use super::defaults::{self, IpRange};
+use super::cluster::{Cluster, DeleteOptions, PatchType, WriteOptions};
+use super::defaults;
 use super::error::{status_success, ApiError, Reason};
 use super::fields::Scope;
 use super::kind_rules;
 use super::meta;
 use super::patch;
-use super::registry::{Registry, ResourceInfo, Subresource};
+use super::registry::{ResourceInfo, Subresource};
 use super::schema::{self, Schema};
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::Store;
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, LockResult, Mutex, MutexGuard};
 
 /// Retries of a patch whose base object changed underneath it.
 const PATCH_RETRIES_MAX: usize = 5;
-
-/// Everything the verbs and controllers share.
-pub struct Cluster {
-    /// The object store.
-    pub store: Arc<Store>,
-    /// Served resources.
-    pub registry: Registry,
-    /// Token authority.
-    pub auth: Authenticator,
-    /// ClusterIP range.
-    pub service_range: IpRange,
-    /// The state dir.
-    pub state_dir: PathBuf,
-    /// PEM of the cluster CA (for `kube-root-ca.crt` and tokens' `ca.crt`).
-    pub ca_pem: String,
-    /// When true a node agent runs pods: pod deletion is graceful (deletionTimestamp, the
-    /// agent finishes it). When false pods are removed at once.
-    pub node_agent_attached: AtomicBool,
-    alloc: Mutex<()>,
-    /// Runs once between a delete's read and its write: tests interleave a concurrent
-    /// write there.
-    #[cfg(test)]
-    delete_interleave: DeleteInterleave,
-}
-
-#[cfg(test)]
-type DeleteInterleave = Mutex<Option<Box<dyn FnOnce(&Cluster) + Send>>>;
-
-impl std::fmt::Debug for Cluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster")
-            .field("state_dir", &self.state_dir)
-            .finish()
-    }
-}
-
-/// How a write is made.
-#[derive(Debug, Clone, Default)]
-pub struct WriteOptions {
-    /// Field manager.
-    pub manager: String,
-    /// `dryRun=All`: validate and return, store nothing.
-    pub dry_run: bool,
-    /// `fieldValidation=Strict`.
-    pub strict: bool,
-    /// Server-side apply `force`.
-    pub force: bool,
-}
-
-impl WriteOptions {
-    /// Options for an internal controller write.
-    pub fn manager(m: &str) -> WriteOptions {
-        WriteOptions {
-            manager: m.into(),
-            ..Default::default()
-        }
-    }
-}
-
-/// Patch flavours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchType {
-    /// `application/merge-patch+json`.
-    Merge,
-    /// `application/json-patch+json`.
-    Json,
-    /// `application/strategic-merge-patch+json`.
-    Strategic,
-    /// `application/apply-patch+yaml`.
-    Apply,
-}
-
-/// `DeleteOptions` that matter here.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    /// `gracePeriodSeconds`.
-    pub grace_period_seconds: Option<i64>,
-    /// `propagationPolicy` (Orphan, Background, Foreground).
-    pub propagation: Option<String>,
-    /// `preconditions.uid`.
-    pub precondition_uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub precondition_rv: Option<String>,
-    /// `dryRun`.
-    pub dry_run: bool,
-}
 
 fn uses_generation(r: &ResourceInfo) -> bool {
     r.crd.is_some()
@@ -157,55 +67,6 @@ fn parse_rv(s: &str) -> Result<u64, ApiError> {
 }
 
 impl Cluster {
-    /// A cluster over a store.
-    pub fn new(
-        store: Arc<Store>,
-        auth: Authenticator,
-        service_range: IpRange,
-        state_dir: PathBuf,
-        ca_pem: String,
-    ) -> Cluster {
-        let registry = Registry::new();
-        let (crds, _) = store.list("apiextensions.k8s.io/customresourcedefinitions", None);
-        for crd in &crds {
-            registry.register_crd(crd);
-        }
-        Cluster {
-            store,
-            registry,
-            auth,
-            service_range,
-            state_dir,
-            ca_pem,
-            node_agent_attached: AtomicBool::new(false),
-            alloc: Mutex::new(()),
-            #[cfg(test)]
-            delete_interleave: Mutex::new(None),
-        }
-    }
-
-    /// The lock held while Service addresses are allocated and Services stored.
-    pub(crate) fn lock_allocations(&self) -> LockResult<MutexGuard<'_, ()>> {
-        self.alloc.lock()
-    }
-
-    /// The list semantics of a resource.
-    pub fn schema(&self, r: &ResourceInfo) -> Schema {
-        Schema {
-            kind: r.kind.clone(),
-            builtin: r.crd.is_none(),
-            openapi: r.crd.as_ref().and_then(|c| c.schema.clone()),
-        }
-    }
-
-    /// Resolves a kind's resource (first served version) by group and plural.
-    pub fn resource(&self, group: &str, plural: &str) -> Option<ResourceInfo> {
-        self.registry
-            .all()
-            .into_iter()
-            .find(|r| r.group == group && r.plural == plural)
-    }
-
     fn resource_or_internal(&self, group: &str, plural: &str) -> Result<ResourceInfo, ApiError> {
         self.resource(group, plural)
             .ok_or_else(|| ApiError::internal(format!("resource {plural}.{group} is not served")))
@@ -1315,17 +1176,7 @@ fn rv_of(obj: &Value) -> Option<u64> {
 }
 
 fn finalizers(obj: &Value) -> Vec<&str> {
-    strings_at(obj, "/metadata/finalizers")
-}
-
-/// The strings of the array at `pointer` (none when it is missing).
-pub(crate) fn strings_at<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
-    obj.pointer(pointer)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
+    meta::strings_at(obj, "/metadata/finalizers")
 }
 
 fn without_managed_time(obj: &Value) -> Value {
@@ -1412,6 +1263,10 @@ pub fn selector_string(sel: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::Authenticator;
+    use crate::defaults::IpRange;
+    use crate::store::Store;
+    use std::sync::Arc;
 
     fn cluster(dir: &std::path::Path) -> Cluster {
         let store = Arc::new(Store::open(None, 100).expect("store"));

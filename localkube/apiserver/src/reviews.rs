@@ -2,9 +2,9 @@
 //! LocalSubjectAccessReview, SelfSubjectReview, SelfSubjectRulesReview, and TokenRequest.
 
 use super::auth::{self, Attributes, UserInfo};
+use super::cluster::Cluster;
 use super::error::ApiError;
 use super::meta;
-use super::ops::Cluster;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

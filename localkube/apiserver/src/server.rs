@@ -3,18 +3,16 @@
 //! binary wraps it.
 
 use super::auth::{self, Authenticator};
+use super::cluster::{Cluster, WriteOptions};
 use super::controllers;
 use super::defaults::IpRange;
 use super::error::{ApiError, Error, Reason, Result};
 use super::http::{self, ServerState};
 use super::meta;
-use super::ops::{Cluster, WriteOptions};
+use super::plugin::{Plugin, PluginContext};
 use super::store::Store;
 use super::tls;
-use axum::http::request::Parts;
-use axum::response::Response;
 use base64::Engine;
-use futures::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -35,105 +33,6 @@ pub const STATE_FILE: &str = "localkube.json";
 pub const CLUSTER_DNS_PORT: u16 = 53;
 /// Name of the kubeconfig in the state dir.
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
-
-/// Something that runs inside the server process next to the controllers, such as the
-/// node agent: it gets the cluster (store, verbs) and runs until `shutdown` turns true.
-pub trait Plugin: Send + Sync + 'static {
-    /// Name for logs.
-    fn name(&self) -> &str;
-    /// Whether this plugin runs pods: pod deletion then waits for it (deletionTimestamp is
-    /// set and the plugin removes the pod with grace 0 once its processes are gone).
-    fn runs_pods(&self) -> bool {
-        false
-    }
-    /// Runs the plugin.
-    fn run(&self, ctx: PluginContext) -> BoxFuture<'static, ()>;
-    /// Why the kubelet of `node` cannot be reached now (exec, attach, port-forward and logs
-    /// of its pods are then refused with it, as kube-apiserver's `error dialing backend`);
-    /// `None` when it can, or when this plugin runs no kubelet.
-    fn node_unreachable(&self, cluster: &Cluster, node: &str) -> Option<String> {
-        let _ = (cluster, node);
-        None
-    }
-    /// Whether this plugin serves the streaming pod subresources ([`serve_stream`](Plugin::serve_stream)).
-    fn serves_streams(&self) -> bool {
-        false
-    }
-    /// Serves an authorized `pods/exec`, `pods/attach` or `pods/portforward` request
-    /// (called only when [`serves_streams`](Plugin::serves_streams) is true).
-    fn serve_stream(
-        &self,
-        request: StreamRequest,
-    ) -> BoxFuture<'static, Result<Response, ApiError>> {
-        let _ = request;
-        Box::pin(async {
-            Err(ApiError::bad_request(
-                "no node agent runs pods in this cluster",
-            ))
-        })
-    }
-}
-
-/// A streaming pod subresource: served by a node agent plugin, not by the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamSubresource {
-    /// `pods/<name>/exec`.
-    Exec,
-    /// `pods/<name>/attach`.
-    Attach,
-    /// `pods/<name>/portforward`.
-    PortForward,
-}
-
-impl StreamSubresource {
-    /// The subresource a path names, if it is a streaming one.
-    pub fn parse(subresource: &str) -> Option<Self> {
-        match subresource {
-            "exec" => Some(StreamSubresource::Exec),
-            "attach" => Some(StreamSubresource::Attach),
-            "portforward" => Some(StreamSubresource::PortForward),
-            _ => None,
-        }
-    }
-
-    /// The name in the path.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StreamSubresource::Exec => "exec",
-            StreamSubresource::Attach => "attach",
-            StreamSubresource::PortForward => "portforward",
-        }
-    }
-}
-
-/// An authorized request for a streaming pod subresource.
-pub struct StreamRequest {
-    /// The cluster.
-    pub cluster: Arc<Cluster>,
-    /// The pod's namespace.
-    pub namespace: String,
-    /// The pod's name.
-    pub name: String,
-    /// Which subresource.
-    pub subresource: StreamSubresource,
-    /// The HTTP request (its query and upgrade headers).
-    pub parts: Parts,
-}
-
-/// What a plugin gets.
-#[derive(Clone)]
-pub struct PluginContext {
-    /// The cluster: store (with `subscribe()` for changes), registry and verbs.
-    pub cluster: Arc<Cluster>,
-    /// Turns true on shutdown.
-    pub shutdown: watch::Receiver<bool>,
-    /// The API server's address.
-    pub address: SocketAddr,
-    /// Node names: the site nodes, then the zoneless ones ([`Config::all_nodes`]).
-    pub nodes: Vec<String>,
-    /// ClusterIP of the `kubernetes` Service.
-    pub kubernetes_service_ip: Ipv4Addr,
-}
 
 /// Server configuration.
 #[derive(Clone)]
@@ -391,6 +290,75 @@ pub fn kubeconfig(server: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> 
     )
 }
 
+/// Accepts TLS connections and serves each with `app` until `stop` turns true.
+async fn accept_connections(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    app: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((tcp, _)) = accepted else { continue };
+                let acceptor = acceptor.clone();
+                let app = app.clone();
+                connections.spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    // The handshake's client certificates go with every request of
+                    // the connection; each request verifies them.
+                    let service = match tls::PeerCertificates::of(tls.get_ref().1) {
+                        Some(chain) => TowerToHyperService::new(app.layer(axum::Extension(chain))),
+                        None => TowerToHyperService::new(app),
+                    };
+                    let _ = auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(tls), service).await;
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    connections.abort_all();
+}
+
+/// Writes what clients read in the state dir: the admin kubeconfig (owner only) and the
+/// state file; returns the server's URL.
+fn write_client_files(
+    dir: &Path,
+    certs: &tls::Certs,
+    address: SocketAddr,
+    dns_address: Option<Ipv4Addr>,
+) -> Result<String> {
+    let server = format!("https://{address}");
+    let kubeconfig_path = dir.join(KUBECONFIG_FILE);
+    std::fs::write(
+        &kubeconfig_path,
+        kubeconfig(
+            &server,
+            &certs.ca_pem,
+            &certs.admin_cert_pem,
+            &certs.admin_key_pem,
+        ),
+    )
+    .map_err(|error| Error::io(&kubeconfig_path, error))?;
+    // It holds the admin's private key: owner only, as kind writes it.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&kubeconfig_path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|error| Error::io(&kubeconfig_path, error))?;
+    }
+    let state_file = dir.join(STATE_FILE);
+    let mut state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
+    if let Some(dns) = dns_address {
+        state_json["dnsAddress"] = json!(dns.to_string());
+        state_json["dnsPort"] = json!(CLUSTER_DNS_PORT);
+    }
+    std::fs::write(&state_file, state_json.to_string())
+        .map_err(|error| Error::io(&state_file, error))?;
+    Ok(server)
+}
+
 impl LocalKube {
     /// Starts the API server, controllers and plugins; returns once the API is served.
     pub async fn start(config: Config) -> Result<LocalKube> {
@@ -450,32 +418,12 @@ impl LocalKube {
         let acceptor =
             tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&certs, &client_ca)?));
         let mut tasks = Vec::new();
-        let mut stop = shutdown_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((tcp, _)) = accepted else { continue };
-                        let acceptor = acceptor.clone();
-                        let app = app.clone();
-                        conns.spawn(async move {
-                            let Ok(tls) = acceptor.accept(tcp).await else { return };
-                            // The handshake's client certificates go with every request of
-                            // the connection; each request verifies them.
-                            let svc = match tls::PeerCertificates::of(tls.get_ref().1) {
-                                Some(chain) => TowerToHyperService::new(app.layer(axum::Extension(chain))),
-                                None => TowerToHyperService::new(app),
-                            };
-                            let _ = auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(tls), svc).await;
-                        });
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                    _ = stop.changed() => break,
-                }
-            }
-            conns.abort_all();
-        }));
+        tasks.push(tokio::spawn(accept_connections(
+            listener,
+            acceptor,
+            app,
+            shutdown_rx.clone(),
+        )));
         if config.controllers {
             tasks.push(tokio::spawn(controllers::run(
                 cluster.clone(),
@@ -493,31 +441,7 @@ impl LocalKube {
             tracing::info!(plugin = p.name(), "starting plugin");
             tasks.push(tokio::spawn(p.run(ctx)));
         }
-        let server = format!("https://{address}");
-        let kc = dir.join(KUBECONFIG_FILE);
-        std::fs::write(
-            &kc,
-            kubeconfig(
-                &server,
-                &certs.ca_pem,
-                &certs.admin_cert_pem,
-                &certs.admin_key_pem,
-            ),
-        )
-        .map_err(|e| Error::io(&kc, e))?;
-        // It holds the admin's private key: owner only, as kind writes it.
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&kc, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| Error::io(&kc, e))?;
-        }
-        let sf = dir.join(STATE_FILE);
-        let mut state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
-        if let Some(dns) = config.dns_address {
-            state_json["dnsAddress"] = json!(dns.to_string());
-            state_json["dnsPort"] = json!(CLUSTER_DNS_PORT);
-        }
-        std::fs::write(&sf, state_json.to_string()).map_err(|e| Error::io(&sf, e))?;
+        let server = write_client_files(&dir, &certs, address, config.dns_address)?;
         tracing::info!(%server, state_dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "localkube is serving");
         Ok(LocalKube {
             cluster,

@@ -2,7 +2,8 @@
 
 use crate::error::{Error, Result};
 use clap::{Parser, Subcommand};
-use localkube_apiserver::server::{self, CleanupHook, Config, LocalKube, Plugin};
+use localkube_apiserver::server::{self, CleanupHook, Config, LocalKube};
+use localkube_apiserver::Plugin;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use localkube_apiserver::controllers::record_event;
 use localkube_apiserver::node_pods::PODS;
 use localkube_apiserver::registry::Subresource;
-use localkube_apiserver::server::StreamRequest;
+use localkube_apiserver::plugin::StreamRequest;
 use localkube_apiserver::store::{EventType, StoreEvent};
 use localkube_apiserver::{meta, ApiError, Cluster, Config, Plugin, PluginContext};
 use localkube_node::{ClusterNaming, NodeAgent, PodRuntime, PodStatus, RuntimeConfig};

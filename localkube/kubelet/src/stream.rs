@@ -16,7 +16,7 @@ use axum::http::{header, request::Parts, StatusCode};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
-use localkube_apiserver::server::{StreamRequest, StreamSubresource};
+use localkube_apiserver::plugin::{StreamRequest, StreamSubresource};
 use localkube_apiserver::{meta, ApiError, Cluster};
 use serde_json::{json, Value};
 use std::os::fd::OwnedFd;

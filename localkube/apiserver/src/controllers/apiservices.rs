@@ -4,10 +4,10 @@
 //! (and removed when their last CRD version goes). All are local: no `spec.service`, and
 //! `Available` is always true.
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
 use super::super::registry::ResourceInfo;
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

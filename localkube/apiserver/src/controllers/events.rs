@@ -16,9 +16,9 @@ use std::collections::HashMap;
 use jiff::Timestamp;
 use serde_json::{json, Map, Value};
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 
 /// The annotation naming the `events.k8s.io/v1` resourceVersion a `core/v1` mirror shows.
 pub const MIRROR_ANNOTATION: &str = "localkube.io/mirror-of-events-k8s-io";

@@ -12,10 +12,10 @@
 //! pods that exist and never go down, so a finished pod deleted by hand before the Job
 //! counted it is not counted.
 
+use super::super::cluster::{Cluster, DeleteOptions};
 use super::super::meta;
-use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use super::workloads::{controlled_by, controller_ref, pod_ready, set_count};
 use jiff::Timestamp;
 use serde_json::{json, Value};

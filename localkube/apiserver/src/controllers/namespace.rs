@@ -1,10 +1,10 @@
 //! Namespace deletion: deletes the namespace's contents, then removes the `kubernetes`
 //! finalizer so the namespace goes away.
 
+use super::super::cluster::{Cluster, DeleteOptions};
 use super::super::meta;
-use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 use jiff::Timestamp;
 use serde_json::{json, Value};
 

@@ -1,9 +1,9 @@
 //! ServiceAccounts: the `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in
 //! every namespace, and tokens for `kubernetes.io/service-account-token` Secrets.
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 use base64::Engine;
 use jiff::Timestamp;
 use serde_json::json;

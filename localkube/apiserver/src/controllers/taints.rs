@@ -3,9 +3,9 @@
 //! `tolerationSeconds` of the tolerations used, counted from when the taint was noticed
 //! (`nil` = forever); removing the taint cancels.
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;

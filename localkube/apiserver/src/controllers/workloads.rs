@@ -1,11 +1,11 @@
 //! Deployments -> ReplicaSets -> Pods, with status, observedGeneration and conditions as
 //! `kubectl rollout status` and `kubectl wait --for=condition=Available` read them.
 
+use super::super::cluster::{Cluster, DeleteOptions};
 use super::super::meta;
-use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
 use super::super::selector::LabelSelector;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use super::nodes::set_condition;
 use jiff::Timestamp;
 use serde_json::{json, Value};
@@ -236,290 +236,394 @@ impl Controller for DeploymentController {
     }
 }
 
-fn reconcile_deployment(c: &Cluster, d: &Value) {
-    let (ns, name, uid) = (meta::namespace(d), meta::name(d), meta::uid_of(d));
-    let (sets, _) = c.store.list("apps/replicasets", Some(ns));
-    let owned: Vec<&Value> = sets.iter().filter(|rs| controlled_by(rs, uid)).collect();
-    let template = d.pointer("/spec/template").cloned().unwrap_or(json!({}));
-    let hash = template_hash(&template);
-    let desired = d
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let max_rev = owned
-        .iter()
-        .filter_map(|rs| {
-            meta::str_at(
-                rs,
-                "/metadata/annotations/deployment.kubernetes.io~1revision",
-            )
-            .parse::<i64>()
-            .ok()
-        })
-        .max()
-        .unwrap_or(0);
-    let new_rs = owned
-        .iter()
-        .find(|rs| meta::str_at(rs, "/metadata/labels/pod-template-hash") == hash)
-        .map(|v| (*v).clone());
-    let recreate = meta::str_at(d, "/spec/strategy/type") == "Recreate";
-    let old: Vec<&Value> = owned
-        .iter()
-        .filter(|rs| meta::str_at(rs, "/metadata/labels/pod-template-hash") != hash)
-        .copied()
-        .collect();
-    let old_pods: i64 = old.iter().map(|rs| int(rs, "/status/replicas")).sum();
-    let new_rs = match new_rs {
-        Some(rs) => rs,
-        None => {
-            let mut t = template.clone();
-            t["metadata"]["labels"]["pod-template-hash"] = json!(hash);
-            let mut labels = template
-                .pointer("/metadata/labels")
-                .cloned()
-                .unwrap_or(json!({}));
-            labels["pod-template-hash"] = json!(hash);
-            let mut selector = d.pointer("/spec/selector").cloned().unwrap_or(json!({}));
-            selector["matchLabels"]["pod-template-hash"] = json!(hash);
-            let initial = 0;
-            let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": format!("{name}-{hash}"), "namespace": ns, "labels": labels,
-                "annotations": {"deployment.kubernetes.io/revision": (max_rev + 1).to_string(), "deployment.kubernetes.io/desired-replicas": desired.to_string(),
-                    "deployment.kubernetes.io/max-replicas": desired.to_string()},
-                "ownerReferences": [controller_ref(d)]},
-                "spec": {"replicas": initial, "selector": selector, "template": t, "minReadySeconds": int(d, "/spec/minReadySeconds")}});
-            match c.create_internal("apps", "replicasets", ns, rs, "deployment-controller") {
-                Ok(v) => v,
-                Err(e) => {
-                    log_err::<()>("deployment", "create replicaset", Err(e));
-                    return;
-                }
-            }
-        }
-    };
-    let new_name = meta::name(&new_rs).to_string();
-    let new_available = int(&new_rs, "/status/availableReplicas");
-    // Scale the new ReplicaSet up (Recreate: once the old pods are gone) and the old ones down.
-    let (max_surge, max_unavail) = surge_and_unavailable(d, desired);
-    let new_spec = int(&new_rs, "/spec/replicas");
-    let all_spec: i64 = owned
-        .iter()
-        .filter(|rs| meta::name(rs) != meta::name(&new_rs))
-        .map(|rs| int(rs, "/spec/replicas"))
-        .sum::<i64>()
-        + new_spec;
-    let new_target = if recreate {
-        if old_pods > 0 {
-            0
-        } else {
-            desired
-        }
-    } else if new_spec >= desired {
-        desired
-    } else {
-        // Rolling update: grow the new ReplicaSet within desired + maxSurge pods.
-        let max_total = desired + max_surge;
-        if all_spec >= max_total {
-            new_spec
-        } else {
-            (new_spec + max_total - all_spec).min(desired)
-        }
-    };
-    let rev = if meta::str_at(
-        &new_rs,
-        "/metadata/annotations/deployment.kubernetes.io~1revision",
-    )
-    .parse::<i64>()
-    .unwrap_or(0)
-        < max_rev
-    {
-        max_rev + 1
-    } else {
-        0
-    };
-    if new_target != new_spec {
-        let verb = if new_target > new_spec { "up" } else { "down" };
-        record_event(
-            c,
-            d,
-            "Normal",
-            "ScalingReplicaSet",
-            &format!("Scaled {verb} replica set {new_name} from {new_spec} to {new_target}"),
-            "deployment-controller",
-        );
-    }
-    log_err(
-        "deployment",
-        "scale new replicaset",
-        c.modify(
-            "apps",
-            "replicasets",
-            ns,
-            &new_name,
-            None,
-            "deployment-controller",
-            |rs| {
-                let mut changed = false;
-                if int(rs, "/spec/replicas") != new_target {
-                    rs["spec"]["replicas"] = json!(new_target);
-                    rs["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] =
-                        json!(desired.to_string());
-                    changed = true;
-                }
-                if rev > 0 {
-                    rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
-                        json!(rev.to_string());
-                    changed = true;
-                }
-                changed
-            },
-        ),
-    );
-    // Scale old ReplicaSets down as far as keeping desired - maxUnavailable available pods
-    // allows (Recreate: all at once), oldest revision first.
-    let old_spec: i64 = old.iter().map(|rs| int(rs, "/spec/replicas")).sum();
-    let min_available = desired - max_unavail;
-    let new_unavailable = (new_target - new_available).max(0);
-    let mut scale_down = if recreate {
-        old_spec
-    } else {
-        (old_spec + new_target - min_available - new_unavailable).clamp(0, old_spec)
-    };
-    let mut old_sorted = old.clone();
-    old_sorted.sort_by_key(|rs| {
-        meta::str_at(
-            rs,
-            "/metadata/annotations/deployment.kubernetes.io~1revision",
-        )
+const REVISION_ANNOTATION: &str = "/metadata/annotations/deployment.kubernetes.io~1revision";
+const MANAGER: &str = "deployment-controller";
+
+/// The `deployment.kubernetes.io/revision` of a ReplicaSet (0 when absent).
+fn revision(replica_set: &Value) -> i64 {
+    meta::str_at(replica_set, REVISION_ANNOTATION)
         .parse::<i64>()
         .unwrap_or(0)
-    });
-    for rs in &old_sorted {
-        let cur = int(rs, "/spec/replicas");
-        let cut = cur.min(scale_down);
-        scale_down -= cut;
-        let target = cur - cut;
-        if target != cur {
+}
+
+/// One Deployment's rollout pass: what the steps of [`reconcile_deployment`] share.
+struct Rollout<'a> {
+    cluster: &'a Cluster,
+    deployment: &'a Value,
+    namespace: &'a str,
+    /// `spec.replicas` (1 when absent).
+    desired: i64,
+    /// The template hash the new ReplicaSet carries as `pod-template-hash`.
+    hash: String,
+    /// `spec.strategy.type` is Recreate.
+    recreate: bool,
+}
+
+/// One pass over a Deployment: find or create the ReplicaSet of its template, scale it
+/// up and the old ones down, prune idle old ones beyond `revisionHistoryLimit`, and write
+/// the status.
+fn reconcile_deployment(cluster: &Cluster, deployment: &Value) {
+    let template = deployment
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(json!({}));
+    let rollout = Rollout {
+        cluster,
+        deployment,
+        namespace: meta::namespace(deployment),
+        desired: deployment
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1),
+        hash: template_hash(&template),
+        recreate: meta::str_at(deployment, "/spec/strategy/type") == "Recreate",
+    };
+    let sets = rollout.replica_sets();
+    let owned: Vec<&Value> = sets.iter().collect();
+    let revision_max = owned
+        .iter()
+        .map(|replica_set| revision(replica_set))
+        .max()
+        .unwrap_or(0);
+    let existing = owned
+        .iter()
+        .find(|replica_set| rollout.is_new(replica_set))
+        .map(|replica_set| (*replica_set).clone());
+    let old: Vec<&Value> = owned
+        .iter()
+        .filter(|replica_set| !rollout.is_new(replica_set))
+        .copied()
+        .collect();
+    let new_replica_set = match existing {
+        Some(replica_set) => replica_set,
+        None => match rollout.create_replica_set(&template, revision_max) {
+            Some(created) => created,
+            None => return,
+        },
+    };
+    let new_target = rollout.scale_new(&new_replica_set, &owned, &old, revision_max);
+    rollout.scale_old_down(&new_replica_set, &old, new_target);
+    if !rollout.prune_idle(&old) {
+        return;
+    }
+    rollout.write_status(meta::name(&new_replica_set));
+}
+
+impl Rollout<'_> {
+    /// The ReplicaSets this Deployment controls, as they are now.
+    fn replica_sets(&self) -> Vec<Value> {
+        let uid = meta::uid_of(self.deployment);
+        let (sets, _) = self
+            .cluster
+            .store
+            .list("apps/replicasets", Some(self.namespace));
+        sets.into_iter()
+            .filter(|replica_set| controlled_by(replica_set, uid))
+            .collect()
+    }
+
+    /// Whether a ReplicaSet runs the current template.
+    fn is_new(&self, replica_set: &Value) -> bool {
+        meta::str_at(replica_set, "/metadata/labels/pod-template-hash") == self.hash
+    }
+
+    /// Creates the ReplicaSet of the current template, at 0 replicas; `None` when the
+    /// write failed (logged).
+    fn create_replica_set(&self, template: &Value, revision_max: i64) -> Option<Value> {
+        let (hash, desired) = (&self.hash, self.desired);
+        let mut pod_template = template.clone();
+        pod_template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
+        let mut labels = template
+            .pointer("/metadata/labels")
+            .cloned()
+            .unwrap_or(json!({}));
+        labels["pod-template-hash"] = json!(hash);
+        let mut selector = self
+            .deployment
+            .pointer("/spec/selector")
+            .cloned()
+            .unwrap_or(json!({}));
+        selector["matchLabels"]["pod-template-hash"] = json!(hash);
+        let initial = 0;
+        let name = meta::name(self.deployment);
+        let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": format!("{name}-{hash}"), "namespace": self.namespace, "labels": labels,
+            "annotations": {"deployment.kubernetes.io/revision": (revision_max + 1).to_string(), "deployment.kubernetes.io/desired-replicas": desired.to_string(),
+                "deployment.kubernetes.io/max-replicas": desired.to_string()},
+            "ownerReferences": [controller_ref(self.deployment)]},
+            "spec": {"replicas": initial, "selector": selector, "template": pod_template, "minReadySeconds": int(self.deployment, "/spec/minReadySeconds")}});
+        let created = self.cluster.create_internal(
+            "apps",
+            "replicasets",
+            self.namespace,
+            replica_set,
+            MANAGER,
+        );
+        log_err("deployment", "create replicaset", created)
+    }
+
+    /// Scales the new ReplicaSet up (Recreate: once the old pods are gone; RollingUpdate:
+    /// within desired + maxSurge pods) and moves its revision past the old ones; returns
+    /// its target replicas.
+    fn scale_new(
+        &self,
+        new_replica_set: &Value,
+        owned: &[&Value],
+        old: &[&Value],
+        revision_max: i64,
+    ) -> i64 {
+        let desired = self.desired;
+        let new_name = meta::name(new_replica_set).to_string();
+        let old_pods: i64 = old
+            .iter()
+            .map(|replica_set| int(replica_set, "/status/replicas"))
+            .sum();
+        let (max_surge, _) = surge_and_unavailable(self.deployment, desired);
+        let new_spec = int(new_replica_set, "/spec/replicas");
+        let all_spec: i64 = owned
+            .iter()
+            .filter(|replica_set| meta::name(replica_set) != new_name)
+            .map(|replica_set| int(replica_set, "/spec/replicas"))
+            .sum::<i64>()
+            + new_spec;
+        let new_target = if self.recreate {
+            if old_pods > 0 {
+                0
+            } else {
+                desired
+            }
+        } else if new_spec >= desired {
+            desired
+        } else {
+            // Rolling update: grow the new ReplicaSet within desired + maxSurge pods.
+            let max_total = desired + max_surge;
+            if all_spec >= max_total {
+                new_spec
+            } else {
+                (new_spec + max_total - all_spec).min(desired)
+            }
+        };
+        let new_revision = if revision(new_replica_set) < revision_max {
+            revision_max + 1
+        } else {
+            0
+        };
+        if new_target != new_spec {
+            let verb = if new_target > new_spec { "up" } else { "down" };
             record_event(
-                c,
-                d,
+                self.cluster,
+                self.deployment,
+                "Normal",
+                "ScalingReplicaSet",
+                &format!("Scaled {verb} replica set {new_name} from {new_spec} to {new_target}"),
+                MANAGER,
+            );
+        }
+        let scale = |replica_set: &mut Value| {
+            let mut changed = false;
+            if int(replica_set, "/spec/replicas") != new_target {
+                replica_set["spec"]["replicas"] = json!(new_target);
+                replica_set["metadata"]["annotations"]
+                    ["deployment.kubernetes.io/desired-replicas"] = json!(desired.to_string());
+                changed = true;
+            }
+            if new_revision > 0 {
+                replica_set["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+                    json!(new_revision.to_string());
+                changed = true;
+            }
+            changed
+        };
+        let written = self.cluster.modify(
+            "apps",
+            "replicasets",
+            self.namespace,
+            &new_name,
+            None,
+            MANAGER,
+            scale,
+        );
+        log_err("deployment", "scale new replicaset", written);
+        new_target
+    }
+
+    /// Scales old ReplicaSets down as far as keeping desired - maxUnavailable available
+    /// pods allows (Recreate: all at once), oldest revision first.
+    fn scale_old_down(&self, new_replica_set: &Value, old: &[&Value], new_target: i64) {
+        let (_, max_unavailable) = surge_and_unavailable(self.deployment, self.desired);
+        let new_available = int(new_replica_set, "/status/availableReplicas");
+        let old_spec: i64 = old
+            .iter()
+            .map(|replica_set| int(replica_set, "/spec/replicas"))
+            .sum();
+        let min_available = self.desired - max_unavailable;
+        let new_unavailable = (new_target - new_available).max(0);
+        let mut scale_down = if self.recreate {
+            old_spec
+        } else {
+            (old_spec + new_target - min_available - new_unavailable).clamp(0, old_spec)
+        };
+        let mut old_sorted = old.to_vec();
+        old_sorted.sort_by_key(|replica_set| revision(replica_set));
+        for replica_set in &old_sorted {
+            let current = int(replica_set, "/spec/replicas");
+            let cut = current.min(scale_down);
+            scale_down -= cut;
+            let target = current - cut;
+            if target == current {
+                continue;
+            }
+            record_event(
+                self.cluster,
+                self.deployment,
                 "Normal",
                 "ScalingReplicaSet",
                 &format!(
-                    "Scaled down replica set {} from {cur} to {target}",
-                    meta::name(rs)
+                    "Scaled down replica set {} from {current} to {target}",
+                    meta::name(replica_set)
                 ),
-                "deployment-controller",
+                MANAGER,
             );
-            log_err(
-                "deployment",
-                "scale old replicaset",
-                c.modify(
-                    "apps",
-                    "replicasets",
-                    ns,
-                    meta::name(rs),
-                    None,
-                    "deployment-controller",
-                    |o| {
-                        o["spec"]["replicas"] = json!(target);
-                        true
-                    },
-                ),
+            let written = self.cluster.modify(
+                "apps",
+                "replicasets",
+                self.namespace,
+                meta::name(replica_set),
+                None,
+                MANAGER,
+                |object| {
+                    object["spec"]["replicas"] = json!(target);
+                    true
+                },
             );
+            log_err("deployment", "scale old replicaset", written);
         }
     }
-    let limit = d
-        .pointer("/spec/revisionHistoryLimit")
-        .and_then(Value::as_i64)
-        .unwrap_or(10)
-        .max(0) as usize;
-    let mut idle: Vec<&Value> = old
-        .iter()
-        .filter(|rs| int(rs, "/spec/replicas") == 0 && int(rs, "/status/replicas") == 0)
-        .copied()
-        .collect();
-    if idle.len() > limit {
-        idle.sort_by_key(|rs| {
-            meta::str_at(
-                rs,
-                "/metadata/annotations/deployment.kubernetes.io~1revision",
+
+    /// Deletes the oldest idle old ReplicaSets beyond `revisionHistoryLimit` (10); false
+    /// when ReplicaSets are not served (the pass ends there).
+    fn prune_idle(&self, old: &[&Value]) -> bool {
+        let limit = self
+            .deployment
+            .pointer("/spec/revisionHistoryLimit")
+            .and_then(Value::as_i64)
+            .unwrap_or(10)
+            .max(0) as usize;
+        let mut idle: Vec<&Value> = old
+            .iter()
+            .filter(|replica_set| {
+                int(replica_set, "/spec/replicas") == 0 && int(replica_set, "/status/replicas") == 0
+            })
+            .copied()
+            .collect();
+        if idle.len() <= limit {
+            return true;
+        }
+        idle.sort_by_key(|replica_set| revision(replica_set));
+        for replica_set in idle.iter().take(idle.len() - limit) {
+            let Some(resource) = self.cluster.resource("apps", "replicasets") else {
+                return false;
+            };
+            let deleted = self.cluster.delete(
+                &resource,
+                self.namespace,
+                meta::name(replica_set),
+                &DeleteOptions::default(),
+            );
+            log_err("deployment", "prune replicaset", deleted);
+        }
+        true
+    }
+
+    /// Writes the status from the ReplicaSets as they are now: the counts,
+    /// observedGeneration, and the Available and Progressing conditions.
+    fn write_status(&self, new_name: &str) {
+        let desired = self.desired;
+        let sets = self.replica_sets();
+        let sum = |pointer: &str| {
+            sets.iter()
+                .map(|replica_set| int(replica_set, pointer))
+                .sum::<i64>()
+        };
+        let (replicas, ready, available) = (
+            sum("/status/replicas"),
+            sum("/status/readyReplicas"),
+            sum("/status/availableReplicas"),
+        );
+        let updated = sets
+            .iter()
+            .find(|replica_set| meta::name(replica_set) == new_name)
+            .map(|replica_set| int(replica_set, "/status/replicas"))
+            .unwrap_or(0);
+        let min_available = desired - max_unavailable(self.deployment, desired);
+        let now = meta::now();
+        let (available_status, available_reason, available_message) = if available >= min_available
+        {
+            (
+                "True",
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
             )
-            .parse::<i64>()
-            .unwrap_or(0)
-        });
-        for rs in idle.iter().take(idle.len() - limit) {
-            log_err(
-                "deployment",
-                "prune replicaset",
-                c.delete(
-                    &match c.resource("apps", "replicasets") {
-                        Some(r) => r,
-                        None => return,
-                    },
-                    ns,
-                    meta::name(rs),
-                    &DeleteOptions::default(),
-                ),
+        } else {
+            (
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+            )
+        };
+        let complete = updated == desired && replicas == desired && available == desired;
+        let (progress_reason, progress_message) = if complete {
+            (
+                "NewReplicaSetAvailable",
+                format!("ReplicaSet \"{new_name}\" has successfully progressed."),
+            )
+        } else {
+            (
+                "ReplicaSetUpdated",
+                format!("ReplicaSet \"{new_name}\" is progressing."),
+            )
+        };
+        let generation = int(self.deployment, "/metadata/generation");
+        let name = meta::name(self.deployment);
+        let write = |object: &mut Value| {
+            let before = object.get("status").cloned();
+            let mut status = object
+                .get("status")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or(json!({}));
+            status["observedGeneration"] = json!(generation);
+            // DeploymentStatus: every count is omitempty.
+            set_count(&mut status, "replicas", replicas);
+            set_count(&mut status, "updatedReplicas", updated);
+            set_count(&mut status, "readyReplicas", ready);
+            set_count(&mut status, "availableReplicas", available);
+            set_count(
+                &mut status,
+                "unavailableReplicas",
+                (desired - available).max(0),
             );
-        }
+            object["status"] = status;
+            set_condition(
+                object,
+                json!({"type": "Available", "status": available_status, "reason": available_reason, "message": available_message, "lastUpdateTime": now, "lastTransitionTime": now}),
+            );
+            set_condition(
+                object,
+                json!({"type": "Progressing", "status": "True", "reason": progress_reason, "message": progress_message, "lastUpdateTime": now, "lastTransitionTime": now}),
+            );
+            object.get("status").cloned() != before
+        };
+        let written = self.cluster.modify(
+            "apps",
+            "deployments",
+            self.namespace,
+            name,
+            Some(Subresource::Status),
+            MANAGER,
+            write,
+        );
+        log_err("deployment", "status", written);
     }
-    // Status from the ReplicaSets as they are now.
-    let (sets, _) = c.store.list("apps/replicasets", Some(ns));
-    let owned: Vec<&Value> = sets.iter().filter(|rs| controlled_by(rs, uid)).collect();
-    let sum = |p: &str| owned.iter().map(|rs| int(rs, p)).sum::<i64>();
-    let (replicas, ready, available) = (
-        sum("/status/replicas"),
-        sum("/status/readyReplicas"),
-        sum("/status/availableReplicas"),
-    );
-    let updated = owned
-        .iter()
-        .find(|rs| meta::name(rs) == new_name)
-        .map(|rs| int(rs, "/status/replicas"))
-        .unwrap_or(0);
-    let min_available = desired - max_unavailable(d, desired);
-    let now = meta::now();
-    let (avail_status, avail_reason, avail_msg) = if available >= min_available {
-        (
-            "True",
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.",
-        )
-    } else {
-        (
-            "False",
-            "MinimumReplicasUnavailable",
-            "Deployment does not have minimum availability.",
-        )
-    };
-    let complete = updated == desired && replicas == desired && available == desired;
-    let (prog_reason, prog_msg) = if complete {
-        (
-            "NewReplicaSetAvailable",
-            format!("ReplicaSet \"{new_name}\" has successfully progressed."),
-        )
-    } else {
-        (
-            "ReplicaSetUpdated",
-            format!("ReplicaSet \"{new_name}\" is progressing."),
-        )
-    };
-    let generation = int(d, "/metadata/generation");
-    log_err("deployment", "status", c.modify("apps", "deployments", ns, name, Some(Subresource::Status), "deployment-controller", |o| {
-        let before = o.get("status").cloned();
-        let mut s = o.get("status").cloned().filter(Value::is_object).unwrap_or(json!({}));
-        s["observedGeneration"] = json!(generation);
-        // DeploymentStatus: every count is omitempty.
-        set_count(&mut s, "replicas", replicas);
-        set_count(&mut s, "updatedReplicas", updated);
-        set_count(&mut s, "readyReplicas", ready);
-        set_count(&mut s, "availableReplicas", available);
-        set_count(&mut s, "unavailableReplicas", (desired - available).max(0));
-        o["status"] = s;
-        set_condition(o, json!({"type": "Available", "status": avail_status, "reason": avail_reason, "message": avail_msg, "lastUpdateTime": now, "lastTransitionTime": now}));
-        set_condition(o, json!({"type": "Progressing", "status": "True", "reason": prog_reason, "message": prog_msg, "lastUpdateTime": now, "lastTransitionTime": now}));
-        o.get("status").cloned() != before
-    }));
 }
 
 /// Writes a workload controller's `status` (counts and observedGeneration) to the `apps`

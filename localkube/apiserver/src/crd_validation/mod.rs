@@ -278,160 +278,180 @@ pub(crate) struct CompileAt {
 
 impl Node {
     /// Compiles a schema node; problems a real server refuses the CRD for go to `errors`.
-    pub(crate) fn compile(s: &Value, at: &CompileAt, errors: &mut Vec<FieldError>) -> Node {
-        let str_of = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default();
-        let bool_of = |k: &str| s.get(k).and_then(Value::as_bool) == Some(true);
-        let f64_of = |k: &str| s.get(k).and_then(Value::as_f64);
-        let sub = |path: String, uncorrelatable: Option<String>| CompileAt {
-            crd_path: path,
-            uncorrelatable,
+    pub(crate) fn compile(schema: &Value, at: &CompileAt, errors: &mut Vec<FieldError>) -> Node {
+        let mut node = Node::compile_value_checks(schema);
+        node.compile_children(schema, at, errors);
+        node.compile_combinators(schema, at, errors);
+        if let Some(list) = schema
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        {
+            node.rules = rules::compile_all(list, at, errors);
+        }
+        node.mark_below();
+        node
+    }
+
+    /// The checks of the node's own value: type, bounds, pattern, enum, list and map type.
+    fn compile_value_checks(schema: &Value) -> Node {
+        let str_of = |key: &str| schema.get(key).and_then(Value::as_str).unwrap_or_default();
+        let bool_of = |key: &str| schema.get(key).and_then(Value::as_bool) == Some(true);
+        let f64_of = |key: &str| schema.get(key).and_then(Value::as_f64);
+        let strings_of = |key: &str| -> Vec<String> {
+            schema
+                .get(key)
+                .and_then(Value::as_array)
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(|item| item.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
         };
         let list_type = match str_of("x-kubernetes-list-type") {
             "set" => Some(ListType::Set),
-            "map" => Some(ListType::Map(
-                s.get("x-kubernetes-list-map-keys")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|k| k.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            )),
+            "map" => Some(ListType::Map(strings_of("x-kubernetes-list-map-keys"))),
             "atomic" => Some(ListType::Atomic),
             _ => None,
         };
-        let map_atomic = str_of("x-kubernetes-map-type") == "atomic";
-        let mut node = Node {
+        Node {
             ty: str_of("type").to_string(),
             nullable: bool_of("nullable"),
             preserve_unknown: bool_of("x-kubernetes-preserve-unknown-fields"),
-            enum_values: s.get("enum").and_then(Value::as_array).cloned(),
+            enum_values: schema.get("enum").and_then(Value::as_array).cloned(),
             minimum: f64_of("minimum"),
             exclusive_minimum: bool_of("exclusiveMinimum"),
             maximum: f64_of("maximum"),
             exclusive_maximum: bool_of("exclusiveMaximum"),
             multiple_of: f64_of("multipleOf"),
-            min_length: u64_of(s, "minLength"),
-            max_length: u64_of(s, "maxLength"),
-            pattern: s.get("pattern").and_then(Value::as_str).map(|p| Pattern {
-                source: p.to_string(),
-                re: Regex::new(&go_regex(p)).ok(),
-            }),
-            min_items: u64_of(s, "minItems"),
-            max_items: u64_of(s, "maxItems"),
-            min_properties: u64_of(s, "minProperties"),
-            max_properties: u64_of(s, "maxProperties"),
-            required: s
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|k| k.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            map_atomic,
+            min_length: u64_of(schema, "minLength"),
+            max_length: u64_of(schema, "maxLength"),
+            pattern: schema
+                .get("pattern")
+                .and_then(Value::as_str)
+                .map(|pattern| Pattern {
+                    source: pattern.to_string(),
+                    re: Regex::new(&go_regex(pattern)).ok(),
+                }),
+            min_items: u64_of(schema, "minItems"),
+            max_items: u64_of(schema, "maxItems"),
+            min_properties: u64_of(schema, "minProperties"),
+            max_properties: u64_of(schema, "maxProperties"),
+            required: strings_of("required"),
+            map_atomic: str_of("x-kubernetes-map-type") == "atomic",
+            list_type,
             ..Node::default()
+        }
+    }
+
+    /// Compiles `properties`, `additionalProperties` and `items`. The fields of an atomic
+    /// map, and the items of a list other than a map list, are not correlated with the old
+    /// object's.
+    fn compile_children(&mut self, schema: &Value, at: &CompileAt, errors: &mut Vec<FieldError>) {
+        let below = |path: String, uncorrelatable: Option<String>| CompileAt {
+            crd_path: path,
+            uncorrelatable,
         };
-        // the fields of an atomic map are not correlated with the old object's
-        let field_uncorr = if map_atomic {
+        let here_uncorrelatable = || {
             at.uncorrelatable
                 .clone()
                 .or_else(|| Some(at.crd_path.clone()))
+        };
+        let field_uncorrelatable = if self.map_atomic {
+            here_uncorrelatable()
         } else {
             at.uncorrelatable.clone()
         };
-        if let Some(props) = s.get("properties").and_then(Value::as_object) {
-            for (k, p) in props {
-                let child = Node::compile(
-                    p,
-                    &sub(
-                        format!("{}.properties[{k}]", at.crd_path),
-                        field_uncorr.clone(),
-                    ),
-                    errors,
-                );
-                node.properties.insert(k.clone(), child);
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            for (key, property) in properties {
+                let path = format!("{}.properties[{key}]", at.crd_path);
+                let child =
+                    Node::compile(property, &below(path, field_uncorrelatable.clone()), errors);
+                self.properties.insert(key.clone(), child);
             }
         }
-        if let Some(a) = s.get("additionalProperties").filter(|a| a.is_object()) {
-            node.additional = Some(Box::new(Node::compile(
-                a,
-                &sub(
-                    format!("{}.additionalProperties", at.crd_path),
-                    field_uncorr.clone(),
-                ),
+        if let Some(additional) = schema
+            .get("additionalProperties")
+            .filter(|additional| additional.is_object())
+        {
+            let path = format!("{}.additionalProperties", at.crd_path);
+            let child = Node::compile(
+                additional,
+                &below(path, field_uncorrelatable.clone()),
                 errors,
-            )));
+            );
+            self.additional = Some(Box::new(child));
         }
-        if let Some(i) = s.get("items").filter(|i| i.is_object()) {
-            let correlatable = matches!(list_type, Some(ListType::Map(_)));
-            let uncorr = if correlatable {
+        if let Some(items) = schema.get("items").filter(|items| items.is_object()) {
+            let uncorrelatable = if matches!(self.list_type, Some(ListType::Map(_))) {
                 at.uncorrelatable.clone()
             } else {
-                at.uncorrelatable
-                    .clone()
-                    .or_else(|| Some(at.crd_path.clone()))
+                here_uncorrelatable()
             };
-            node.items = Some(Box::new(Node::compile(
-                i,
-                &sub(format!("{}.items", at.crd_path), uncorr),
+            let path = format!("{}.items", at.crd_path);
+            self.items = Some(Box::new(Node::compile(
+                items,
+                &below(path, uncorrelatable),
                 errors,
             )));
         }
-        node.list_type = list_type;
+    }
+
+    /// Compiles `allOf`, `anyOf`, `oneOf` and `not`.
+    fn compile_combinators(
+        &mut self,
+        schema: &Value,
+        at: &CompileAt,
+        errors: &mut Vec<FieldError>,
+    ) {
+        let below = |path: String| CompileAt {
+            crd_path: path,
+            uncorrelatable: at.uncorrelatable.clone(),
+        };
         for (key, out) in [
-            ("allOf", &mut node.all_of),
-            ("anyOf", &mut node.any_of),
-            ("oneOf", &mut node.one_of),
+            ("allOf", &mut self.all_of),
+            ("anyOf", &mut self.any_of),
+            ("oneOf", &mut self.one_of),
         ] {
-            for (i, b) in s
+            for (index, branch) in schema
                 .get(key)
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .enumerate()
             {
-                out.push(Node::compile(
-                    b,
-                    &sub(
-                        format!("{}.{key}[{i}]", at.crd_path),
-                        at.uncorrelatable.clone(),
-                    ),
-                    errors,
-                ));
+                let path = format!("{}.{key}[{index}]", at.crd_path);
+                out.push(Node::compile(branch, &below(path), errors));
             }
         }
-        if let Some(n) = s.get("not").filter(|n| n.is_object()) {
-            node.not = Some(Box::new(Node::compile(
-                n,
-                &sub(format!("{}.not", at.crd_path), at.uncorrelatable.clone()),
-                errors,
-            )));
+        if let Some(not) = schema.get("not").filter(|not| not.is_object()) {
+            let path = format!("{}.not", at.crd_path);
+            self.not = Some(Box::new(Node::compile(not, &below(path), errors)));
         }
-        if let Some(list) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
-            node.rules = rules::compile_all(list, at, errors);
-        }
-        let children = node
+    }
+
+    /// Sets what is below this node (rules, rules on `oldSelf`, set or map lists), from its
+    /// own and its children's.
+    fn mark_below(&mut self) {
+        let children = self
             .properties
             .values()
-            .chain(node.additional.as_deref())
-            .chain(node.items.as_deref());
-        let (mut rb, mut ob, mut lb) = (
-            !node.rules.is_empty(),
-            node.rules.iter().any(|r| r.uses_old_self),
-            matches!(node.list_type, Some(ListType::Set | ListType::Map(_))),
+            .chain(self.additional.as_deref())
+            .chain(self.items.as_deref());
+        let (mut rules_below, mut old_self_below, mut lists_below) = (
+            !self.rules.is_empty(),
+            self.rules.iter().any(|rule| rule.uses_old_self),
+            matches!(self.list_type, Some(ListType::Set | ListType::Map(_))),
         );
-        for c in children {
-            rb |= c.rules_below;
-            ob |= c.old_self_below;
-            lb |= c.lists_below;
+        for child in children {
+            rules_below |= child.rules_below;
+            old_self_below |= child.old_self_below;
+            lists_below |= child.lists_below;
         }
-        node.rules_below = rb;
-        node.old_self_below = ob;
-        node.lists_below = lb;
-        node
+        self.rules_below = rules_below;
+        self.old_self_below = old_self_below;
+        self.lists_below = lists_below;
     }
 
     fn each_rule(&self, f: &mut impl FnMut(&rules::Rule)) {

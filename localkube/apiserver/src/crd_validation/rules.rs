@@ -131,109 +131,126 @@ pub(crate) fn compile_all(
     at: &CompileAt,
     errors: &mut Vec<FieldError>,
 ) -> Vec<Rule> {
-    let mut out = Vec::new();
-    for (i, r) in list.iter().enumerate() {
-        let base = format!("{}.x-kubernetes-validations[{i}]", at.crd_path);
-        let base = base.trim_start_matches('.').to_string();
-        let str_of = |k: &str| r.get(k).and_then(Value::as_str);
-        let rule = str_of("rule").unwrap_or_default().to_string();
-        let message = str_of("message");
-        if rule.trim().is_empty() {
-            errors.push(FieldError::required(
-                &format!("{base}.rule"),
-                "rule is not specified",
-            ));
-        }
-        if let Some(m) = message {
-            if m.trim().is_empty() {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.message"),
-                    &Value::String(m.into()),
-                    "message must be non-empty if specified",
-                ));
-            } else if m.contains('\n') {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.message"),
-                    &Value::String(m.into()),
-                    "message must not contain line breaks",
-                ));
-            }
-        } else if rule.contains('\n') {
-            errors.push(FieldError::required(
+    list.iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let base = format!("{}.x-kubernetes-validations[{index}]", at.crd_path);
+            let base = base.trim_start_matches('.');
+            check_rule_fields(entry, base, errors);
+            compile_rule(entry, base, at, errors)
+        })
+        .collect()
+}
+
+/// The checks of one `x-kubernetes-validations` entry's fields (at `base`): rule,
+/// message, messageExpression, reason and fieldPath, in the real server's order.
+fn check_rule_fields(entry: &Value, base: &str, errors: &mut Vec<FieldError>) {
+    let str_of = |key: &str| entry.get(key).and_then(Value::as_str);
+    let rule = str_of("rule").unwrap_or_default();
+    if rule.trim().is_empty() {
+        errors.push(FieldError::required(
+            &format!("{base}.rule"),
+            "rule is not specified",
+        ));
+    }
+    if let Some(message) = str_of("message") {
+        if message.trim().is_empty() {
+            errors.push(FieldError::invalid(
                 &format!("{base}.message"),
-                "message must be specified if rule contains line breaks",
+                &Value::String(message.into()),
+                "message must be non-empty if specified",
+            ));
+        } else if message.contains('\n') {
+            errors.push(FieldError::invalid(
+                &format!("{base}.message"),
+                &Value::String(message.into()),
+                "message must not contain line breaks",
             ));
         }
-        let message_expression = str_of("messageExpression");
-        if message_expression.map(|m| m.trim().is_empty()) == Some(true) {
-            errors.push(FieldError::required(
-                &format!("{base}.messageExpression"),
-                "messageExpression must be non-empty if specified",
+    } else if rule.contains('\n') {
+        errors.push(FieldError::required(
+            &format!("{base}.message"),
+            "message must be specified if rule contains line breaks",
+        ));
+    }
+    if str_of("messageExpression").map(|expression| expression.trim().is_empty()) == Some(true) {
+        errors.push(FieldError::required(
+            &format!("{base}.messageExpression"),
+            "messageExpression must be non-empty if specified",
+        ));
+    }
+    if let Some(reason) = str_of("reason") {
+        if !REASONS.contains(&reason) {
+            errors.push(FieldError::not_supported(
+                &format!("{base}.reason"),
+                reason,
+                &REASONS,
             ));
         }
-        let reason = str_of("reason").map(String::from);
-        if let Some(rs) = &reason {
-            if !REASONS.contains(&rs.as_str()) {
-                errors.push(FieldError::not_supported(
-                    &format!("{base}.reason"),
-                    rs,
-                    &REASONS,
-                ));
-            }
+    }
+    if let Some(field_path) = str_of("fieldPath") {
+        let detail = if field_path.trim().is_empty() {
+            Some("fieldPath must be non-empty if specified")
+        } else if field_path.contains('\n') {
+            Some("fieldPath must not contain line breaks")
+        } else {
+            None
+        };
+        if let Some(detail) = detail {
+            errors.push(FieldError::invalid(
+                &format!("{base}.fieldPath"),
+                &Value::String(field_path.into()),
+                detail,
+            ));
         }
-        let field_path = str_of("fieldPath");
-        if let Some(fp) = field_path {
-            let detail = if fp.trim().is_empty() {
-                Some("fieldPath must be non-empty if specified")
-            } else if fp.contains('\n') {
-                Some("fieldPath must not contain line breaks")
-            } else {
-                None
-            };
-            if let Some(d) = detail {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.fieldPath"),
-                    &Value::String(fp.into()),
-                    d,
-                ));
-            }
+    }
+}
+
+/// Compiles one entry's rule and messageExpression (failures go to `errors`, as does
+/// `oldSelf` where the schema is uncorrelatable).
+fn compile_rule(entry: &Value, base: &str, at: &CompileAt, errors: &mut Vec<FieldError>) -> Rule {
+    let str_of = |key: &str| entry.get(key).and_then(Value::as_str);
+    let rule = str_of("rule").unwrap_or_default().to_string();
+    let program = env().compile(&rule).map_err(|error| error.to_string());
+    if let Err(error) = &program {
+        if !rule.trim().is_empty() {
+            errors.push(FieldError {
+                field: format!("{base}.rule"),
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: compilation failed: {error}",
+                    go_rule(entry)
+                ),
+            });
         }
-        let program = env().compile(&rule).map_err(|e| e.to_string());
-        if let Err(e) = &program {
-            if !rule.trim().is_empty() {
-                errors.push(FieldError {
-                    field: format!("{base}.rule"),
-                    reason: "FieldValueInvalid",
-                    message: format!("Invalid value: {}: compilation failed: {e}", go_rule(r)),
-                });
-            }
+    }
+    let uses_old_self = program
+        .as_ref()
+        .map(|program| program.references().has_variable("oldSelf"))
+        .unwrap_or(false);
+    if uses_old_self {
+        if let Some(within) = &at.uncorrelatable {
+            errors.push(FieldError::invalid(
+                &format!("{base}.rule"),
+                &Value::String(rule.clone()),
+                &format!(
+                    "oldSelf cannot be used on the uncorrelatable portion of the schema within {}",
+                    within.trim_start_matches('.')
+                ),
+            ));
         }
-        let uses_old_self = program
-            .as_ref()
-            .map(|p| p.references().has_variable("oldSelf"))
-            .unwrap_or(false);
-        if uses_old_self {
-            if let Some(within) = &at.uncorrelatable {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.rule"),
-                    &Value::String(rule.clone()),
-                    &format!(
-                        "oldSelf cannot be used on the uncorrelatable portion of the schema within {}",
-                        within.trim_start_matches('.')
-                    ),
-                ));
-            }
-        }
-        let message_expression = match message_expression.filter(|m| !m.trim().is_empty()) {
-            Some(m) => match env().compile(m) {
-                Ok(p) => Some(p),
-                Err(e) => {
+    }
+    let message_expression =
+        match str_of("messageExpression").filter(|expression| !expression.trim().is_empty()) {
+            Some(expression) => match env().compile(expression) {
+                Ok(program) => Some(program),
+                Err(error) => {
                     errors.push(FieldError {
                         field: format!("{base}.messageExpression"),
                         reason: "FieldValueInvalid",
                         message: format!(
-                            "Invalid value: {}: messageExpression compilation failed: {e}",
-                            go_rule(r)
+                            "Invalid value: {}: messageExpression compilation failed: {error}",
+                            go_rule(entry)
                         ),
                     });
                     None
@@ -241,20 +258,20 @@ pub(crate) fn compile_all(
             },
             None => None,
         };
-        let unsupported = program.as_ref().ok().and_then(unsupported_function);
-        out.push(Rule {
-            rule,
-            message: message.unwrap_or_default().trim().to_string(),
-            message_expression,
-            reason,
-            field_path: field_path.map(normalize_field_path).unwrap_or_default(),
-            program,
-            uses_old_self,
-            optional_old_self: r.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
-            unsupported,
-        });
+    let unsupported = program.as_ref().ok().and_then(unsupported_function);
+    Rule {
+        rule,
+        message: str_of("message").unwrap_or_default().trim().to_string(),
+        message_expression,
+        reason: str_of("reason").map(String::from),
+        field_path: str_of("fieldPath")
+            .map(normalize_field_path)
+            .unwrap_or_default(),
+        program,
+        uses_old_self,
+        optional_old_self: entry.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
+        unsupported,
     }
-    out
 }
 
 /// A JSON value as CEL sees it under `node` (`None`: no schema, every field kept).

@@ -4,11 +4,11 @@
 use super::ServerState;
 use crate::accept::{self, Endpoint, Output};
 use crate::auth::{self, Attributes, UserInfo};
+use crate::cluster::{Cluster, DeleteOptions, WriteOptions};
 use crate::error::ApiError;
-use crate::ops::{Cluster, DeleteOptions, WriteOptions};
+use crate::plugin::StreamSubresource;
 use crate::registry::{ResourceInfo, Subresource};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::StreamSubresource;
 use crate::table::IncludeObject;
 use axum::body::Body;
 use axum::http::request::Parts;
