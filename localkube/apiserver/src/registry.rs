@@ -173,14 +173,8 @@ const fn review(
     namespaced: bool,
 ) -> Builtin {
     Builtin {
-        group,
-        kind,
-        plural,
-        namespaced,
-        subresources: &[],
-        short_names: &[],
-        in_all: false,
         create_only: CREATE_ONLY,
+        ..builtin(group, kind, plural, namespaced, &[], &[], false)
     }
 }
 

@@ -191,6 +191,31 @@ impl Controller for Scheduler {
     }
 }
 
+/// Writes a pod as the scheduler (`what` names the write in logs); the pod as written,
+/// when the write happened and `took_effect` holds of it.
+fn write_pod(
+    cluster: &Cluster,
+    pod: &Value,
+    subresource: Subresource,
+    what: &str,
+    change: impl Fn(&mut Value) -> bool,
+    took_effect: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let (namespace, name) = (meta::namespace(pod), meta::name(pod));
+    let written = cluster.modify(
+        "",
+        "pods",
+        namespace,
+        name,
+        Some(subresource),
+        "default-scheduler",
+        change,
+    );
+    log_err("scheduler", what, written)
+        .flatten()
+        .filter(|written| took_effect(written))
+}
+
 /// Binds a pod to `node_name` and sets its PodScheduled condition.
 fn bind(cluster: &Cluster, pod: &Value, node_name: &str) {
     let (namespace, name) = (meta::namespace(pod), meta::name(pod));
@@ -202,25 +227,18 @@ fn bind(cluster: &Cluster, pod: &Value, node_name: &str) {
         pod["spec"]["nodeName"] = json!(node_name);
         true
     };
-    let written = cluster.modify(
-        "",
-        "pods",
-        namespace,
-        name,
-        Some(Subresource::Binding),
-        "default-scheduler",
+    let bound_here = |pod: &Value| meta::str_at(pod, "/spec/nodeName") == node_name;
+    if let Some(bound) = write_pod(
+        cluster,
+        pod,
+        Subresource::Binding,
+        "bind",
         assign,
-    );
-    let bound = log_err("scheduler", "bind", written);
-    if let Some(Some(pod)) = bound.filter(|written| {
-        written
-            .as_ref()
-            .map(|pod| meta::str_at(pod, "/spec/nodeName") == node_name)
-            .unwrap_or(false)
-    }) {
+        bound_here,
+    ) {
         record_event(
             cluster,
-            &pod,
+            &bound,
             "Normal",
             "Scheduled",
             &format!("Successfully assigned {namespace}/{name} to {node_name}"),
@@ -233,16 +251,14 @@ fn bind(cluster: &Cluster, pod: &Value, node_name: &str) {
             json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}),
         )
     };
-    let written = cluster.modify(
-        "",
-        "pods",
-        namespace,
-        name,
-        Some(Subresource::Status),
-        "default-scheduler",
+    write_pod(
+        cluster,
+        pod,
+        Subresource::Status,
+        "condition",
         scheduled,
+        |_| true,
     );
-    log_err("scheduler", "condition", written);
 }
 
 /// Sets PodScheduled False (Unschedulable) with why no node fits (`reasons`: how many
@@ -253,7 +269,6 @@ fn mark_unschedulable(
     reasons: &HashMap<&str, usize>,
     node_count: usize,
 ) {
-    let (namespace, name) = (meta::namespace(pod), meta::name(pod));
     let mut parts: Vec<String> = reasons
         .iter()
         .map(|(reason, count)| format!("{count} {reason}"))
@@ -268,25 +283,19 @@ fn mark_unschedulable(
             json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message, "lastProbeTime": null, "lastTransitionTime": now}),
         )
     };
-    let written = cluster.modify(
-        "",
-        "pods",
-        namespace,
-        name,
-        Some(Subresource::Status),
-        "default-scheduler",
+    let changed = |pod: &Value| meta::str_at(pod, "/metadata/resourceVersion") != before;
+    let status = Subresource::Status;
+    if let Some(updated) = write_pod(
+        cluster,
+        pod,
+        status,
+        "unschedulable",
         unschedulable,
-    );
-    let updated = log_err("scheduler", "unschedulable", written);
-    if let Some(Some(pod)) = updated.filter(|written| {
-        written
-            .as_ref()
-            .map(|pod| meta::str_at(pod, "/metadata/resourceVersion") != before)
-            .unwrap_or(false)
-    }) {
+        changed,
+    ) {
         record_event(
             cluster,
-            &pod,
+            &updated,
             "Warning",
             "FailedScheduling",
             &message,
