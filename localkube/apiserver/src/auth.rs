@@ -32,7 +32,7 @@ pub struct UserInfo {
 impl UserInfo {
     /// Whether the user is in `system:masters`.
     pub fn is_master(&self) -> bool {
-        self.groups.iter().any(|g| g == MASTERS)
+        self.groups.iter().any(|group| group == MASTERS)
     }
     /// The user of a ServiceAccount, with the standard groups.
     pub fn service_account(ns: &str, name: &str, uid: &str) -> UserInfo {
@@ -49,14 +49,14 @@ impl UserInfo {
     }
     /// The `UserInfo` JSON of reviews.
     pub fn to_json(&self) -> Value {
-        let mut v = json!({"username": self.name, "groups": self.groups});
+        let mut value = json!({"username": self.name, "groups": self.groups});
         if !self.uid.is_empty() {
-            v["uid"] = json!(self.uid);
+            value["uid"] = json!(self.uid);
         }
         if !self.extra.is_empty() {
-            v["extra"] = json!(self.extra);
+            value["extra"] = json!(self.extra);
         }
-        v
+        value
     }
 }
 
@@ -76,8 +76,8 @@ pub enum ClientCertificate {
 /// subject's CN is the user name, each O a group, plus `system:authenticated`.
 pub fn user_from_certificate(der: &[u8]) -> std::result::Result<UserInfo, String> {
     use x509_parser::prelude::{FromDer, X509Certificate};
-    let (_, cert) =
-        X509Certificate::from_der(der).map_err(|e| format!("parse the client certificate: {e}"))?;
+    let (_, cert) = X509Certificate::from_der(der)
+        .map_err(|error| format!("parse the client certificate: {error}"))?;
     let subject = cert.subject();
     let name = subject
         .iter_common_name()
@@ -90,7 +90,9 @@ pub fn user_from_certificate(der: &[u8]) -> std::result::Result<UserInfo, String
     }
     let mut groups: Vec<String> = subject
         .iter_organization()
-        .filter_map(|o| o.as_str().ok().map(String::from))
+        .filter_map(|attribute_type_and_value| {
+            attribute_type_and_value.as_str().ok().map(String::from)
+        })
         .collect();
     groups.push("system:authenticated".into());
     Ok(UserInfo {
@@ -111,8 +113,9 @@ pub struct Authenticator {
 }
 
 impl std::fmt::Debug for Authenticator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Authenticator")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Authenticator")
             .field("api_audiences", &self.api_audiences)
             .finish()
     }
@@ -121,12 +124,12 @@ impl std::fmt::Debug for Authenticator {
 fn read_or_create(path: &Path, make: impl FnOnce() -> String) -> Result<String> {
     if path.exists() {
         return std::fs::read_to_string(path)
-            .map(|s| s.trim().to_string())
+            .map(|text| text.trim().to_string())
             .map_err(|e| Error::io(path, e));
     }
-    let v = make();
-    std::fs::write(path, &v).map_err(|e| Error::io(path, e))?;
-    Ok(v)
+    let value = make();
+    std::fs::write(path, &value).map_err(|error| Error::io(path, error))?;
+    Ok(value)
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -220,7 +223,7 @@ impl Authenticator {
         validation.leeway = 0;
         let data =
             jsonwebtoken::decode::<Value>(token, &DecodingKey::from_secret(&self.key), &validation)
-                .map_err(|e| format!("invalid bearer token: {e}"))?;
+                .map_err(|error| format!("invalid bearer token: {error}"))?;
         let claims = data.claims;
         if claims.get("iss").and_then(Value::as_str) == Some("kubernetes/serviceaccount") {
             return self.authenticate_legacy(&claims, &wanted, store);
@@ -413,13 +416,13 @@ impl Attributes {
         } else {
             format!("in the namespace \"{}\"", self.namespace)
         };
-        let mut e = ApiError::forbidden(format!(
+        let mut error = ApiError::forbidden(format!(
             "{what} is forbidden: User \"{}\" cannot {} resource \"{res}\" in API group \"{}\" {scope}",
             user.name, self.verb, self.api_group
         ));
-        e.details =
+        error.details =
             Some(json!({"name": self.name, "group": self.api_group, "kind": self.resource}));
-        e
+        error
     }
 }
 
@@ -427,29 +430,30 @@ fn has(list: Option<&Value>, want: &str) -> bool {
     list.and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .any(|v| v.as_str() == Some("*") || v.as_str() == Some(want))
+                .any(|value| value.as_str() == Some("*") || value.as_str() == Some(want))
         })
         .unwrap_or(false)
 }
 
-fn rule_allows(rule: &Value, a: &Attributes) -> bool {
-    if !has(rule.get("verbs"), &a.verb) {
+fn rule_allows(rule: &Value, attributes: &Attributes) -> bool {
+    if !has(rule.get("verbs"), &attributes.verb) {
         return false;
     }
-    if !a.resource_request {
+    if !attributes.resource_request {
         return rule
             .get("nonResourceURLs")
             .and_then(Value::as_array)
             .map(|urls| {
-                urls.iter().filter_map(Value::as_str).any(|u| {
-                    u == "*"
-                        || u == a.path
-                        || (u.ends_with('*') && a.path.starts_with(&u[..u.len() - 1]))
+                urls.iter().filter_map(Value::as_str).any(|url| {
+                    url == "*"
+                        || url == attributes.path
+                        || (url.ends_with('*')
+                            && attributes.path.starts_with(&url[..url.len() - 1]))
                 })
             })
             .unwrap_or(false);
     }
-    if !has(rule.get("apiGroups"), &a.api_group) {
+    if !has(rule.get("apiGroups"), &attributes.api_group) {
         return false;
     }
     let resources = rule
@@ -457,13 +461,13 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let res_ok = resources.iter().filter_map(Value::as_str).any(|r| {
-        if a.subresource.is_empty() {
-            r == "*" || r == a.resource
+    let res_ok = resources.iter().filter_map(Value::as_str).any(|resource| {
+        if attributes.subresource.is_empty() {
+            resource == "*" || resource == attributes.resource
         } else {
-            r == "*"
-                || r == format!("{}/{}", a.resource, a.subresource)
-                || r == format!("*/{}", a.subresource)
+            resource == "*"
+                || resource == format!("{}/{}", attributes.resource, attributes.subresource)
+                || resource == format!("*/{}", attributes.subresource)
         }
     });
     if !res_ok {
@@ -471,7 +475,10 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     }
     match rule.get("resourceNames").and_then(Value::as_array) {
         Some(names) if !names.is_empty() => {
-            !a.name.is_empty() && names.iter().any(|n| n.as_str() == Some(a.name.as_str()))
+            !attributes.name.is_empty()
+                && names
+                    .iter()
+                    .any(|name| name.as_str() == Some(attributes.name.as_str()))
         }
         _ => true,
     }
@@ -481,7 +488,7 @@ fn subject_matches(s: &Value, user: &UserInfo, binding_ns: &str) -> bool {
     let name = meta::str_at(s, "/name");
     match meta::str_at(s, "/kind") {
         "User" => name == user.name,
-        "Group" => user.groups.iter().any(|g| g == name),
+        "Group" => user.groups.iter().any(|group| group == name),
         "ServiceAccount" => {
             let ns = s
                 .get("namespace")
@@ -529,14 +536,18 @@ fn cluster_role_rules(store: &Store, name: &str) -> Vec<Value> {
 pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
     let mut rules = Vec::new();
     let (crbs, _) = store.list("rbac.authorization.k8s.io/clusterrolebindings", None);
-    for b in &crbs {
-        if b.get("subjects")
+    for binding in &crbs {
+        if binding
+            .get("subjects")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .any(|s| subject_matches(s, user, ""))
         {
-            rules.extend(cluster_role_rules(store, meta::str_at(b, "/roleRef/name")));
+            rules.extend(cluster_role_rules(
+                store,
+                meta::str_at(binding, "/roleRef/name"),
+            ));
         }
     }
     if !namespace.is_empty() {
@@ -574,13 +585,13 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> 
 
 /// Whether RBAC allows the request (reads the current roles: changes apply to the next
 /// request). `system:masters` bypasses.
-pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
+pub fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> bool {
     if user.is_master() {
         return true;
     }
-    rules_for(store, user, &a.namespace)
+    rules_for(store, user, &attributes.namespace)
         .iter()
-        .any(|r| rule_allows(r, a))
+        .any(|r| rule_allows(r, attributes))
 }
 
 /// The verbs of the bootstrap read-only roles.

@@ -39,8 +39,9 @@ pub struct Cluster {
 pub(crate) type DeleteInterleave = Mutex<Option<Box<dyn FnOnce(&Cluster) + Send>>>;
 
 impl std::fmt::Debug for Cluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Cluster")
             .field("state_dir", &self.state_dir)
             .finish()
     }
@@ -61,9 +62,9 @@ pub struct WriteOptions {
 
 impl WriteOptions {
     /// Options for an internal controller write.
-    pub fn manager(m: &str) -> WriteOptions {
+    pub fn manager(message: &str) -> WriteOptions {
         WriteOptions {
-            manager: m.into(),
+            manager: message.into(),
             ..Default::default()
         }
     }
@@ -131,11 +132,14 @@ impl Cluster {
     }
 
     /// The list semantics of a resource.
-    pub fn schema(&self, r: &ResourceInfo) -> Schema {
+    pub fn schema(&self, resource: &ResourceInfo) -> Schema {
         Schema {
-            kind: r.kind.clone(),
-            builtin: r.crd.is_none(),
-            openapi: r.crd.as_ref().and_then(|c| c.schema.clone()),
+            kind: resource.kind.clone(),
+            builtin: resource.crd.is_none(),
+            openapi: resource
+                .crd
+                .as_ref()
+                .and_then(|crd_version| crd_version.schema.clone()),
         }
     }
 

@@ -6,21 +6,21 @@ use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
-fn set_default(obj: &mut Value, key: &str, v: Value) {
-    if let Some(m) = obj.as_object_mut() {
-        if m.get(key).map(Value::is_null).unwrap_or(true) {
-            m.insert(key.to_string(), v);
+fn set_default(obj: &mut Value, key: &str, value: Value) {
+    if let Some(map) = obj.as_object_mut() {
+        if map.get(key).map(Value::is_null).unwrap_or(true) {
+            map.insert(key.to_string(), value);
         }
     }
 }
 
 fn object_at<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Value> {
-    let m = obj.as_object_mut()?;
-    let v = m.entry(key.to_string()).or_insert_with(|| json!({}));
-    if !v.is_object() {
-        *v = json!({});
+    let map = obj.as_object_mut()?;
+    let value = map.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !value.is_object() {
+        *value = json!({});
     }
-    Some(v)
+    Some(value)
 }
 
 fn container_defaults(c: &mut Value) {
@@ -39,8 +39,8 @@ fn container_defaults(c: &mut Value) {
     );
     set_default(c, "resources", json!({}));
     if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-        for p in ports {
-            set_default(p, "protocol", json!("TCP"));
+        for port in ports {
+            set_default(port, "protocol", json!("TCP"));
         }
     }
 }
@@ -54,8 +54,8 @@ pub fn pod_spec_defaults(spec: &mut Value) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     for key in ["containers", "initContainers"] {
         if let Some(cs) = spec.get_mut(key).and_then(Value::as_array_mut) {
-            for c in cs {
-                container_defaults(c);
+            for container in cs {
+                container_defaults(container);
             }
         }
     }
@@ -146,13 +146,13 @@ pub fn builtin_defaults(group: &str, kind: &str, obj: &mut Value) {
         (defaults.apply)(obj);
     }
     // MicroTime fields (trap 10).
-    for p in [
+    for path in [
         "/spec/renewTime",
         "/spec/acquireTime",
         "/eventTime",
         "/series/lastObservedTime",
     ] {
-        meta::normalize_micro_time(obj, p);
+        meta::normalize_micro_time(obj, path);
     }
 }
 
@@ -338,8 +338,8 @@ impl IpRange {
         })
     }
     /// The `n`th address of the range.
-    pub fn nth(&self, n: u32) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.base) + n)
+    pub fn nth(&self, count: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.base) + count)
     }
     /// Whether an address is in the range.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
@@ -351,7 +351,7 @@ impl IpRange {
     pub fn allocate(&self, used: &HashSet<Ipv4Addr>) -> Option<Ipv4Addr> {
         let size = 1u32 << (32 - self.prefix);
         (2..size - 1)
-            .map(|n| self.nth(n))
+            .map(|count| self.nth(count))
             .find(|ip| !used.contains(ip))
     }
 }
@@ -373,8 +373,8 @@ pub fn pod_update_defaults(old: &Value, new: &mut Value) {
         "hostname",
         "subdomain",
     ] {
-        if let Some(v) = old.pointer(&format!("/spec/{key}")) {
-            set_default(spec, key, v.clone());
+        if let Some(value) = old.pointer(&format!("/spec/{key}")) {
+            set_default(spec, key, value.clone());
         }
     }
 }

@@ -14,21 +14,24 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 /// Applies a JSON patch. A `test` of a path that does not exist against `null` succeeds,
 /// as in Kubernetes (trap 5; kube-runtime's finalizer helper relies on it).
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|error| {
         ApiError::bad_request(format!(
-            "the server rejected our request due to an error in our request: invalid JSON patch: {e}"
+            "the server rejected our request due to an error in our request: invalid JSON patch: {error}"
         ))
     })?;
     for op in ops.0 {
-        if let json_patch::PatchOperation::Test(t) = &op {
-            if t.value.is_null() && target.pointer(t.path.as_str()).is_none() {
+        if let json_patch::PatchOperation::Test(test_operation) = &op {
+            if test_operation.value.is_null()
+                && target.pointer(test_operation.path.as_str()).is_none()
+            {
                 continue;
             }
         }
-        json_patch::patch(target, &[op]).map_err(|e| {
+        json_patch::patch(target, &[op]).map_err(|patch_error| {
             let mut err = ApiError::invalid("", "", "", "", "");
-            err.message =
-                format!("the server rejected our request due to an error in our request: {e}");
+            err.message = format!(
+                "the server rejected our request due to an error in our request: {patch_error}"
+            );
             err.details = None;
             err
         })?;
@@ -44,10 +47,10 @@ pub fn strategic_merge(target: &Value, patch: &Value, schema: &Schema) -> Result
 
 fn strip_directives(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
+        Value::Object(map) => Value::Object(
+            map.iter()
                 .filter(|(k, _)| !k.starts_with('$'))
-                .map(|(k, v)| (k.clone(), strip_directives(v)))
+                .map(|(key, value)| (key.clone(), strip_directives(value)))
                 .collect(),
         ),
         Value::Array(a) => Value::Array(
@@ -208,8 +211,8 @@ mod tests {
         json_patch(&mut obj, &patch).expect("patch");
         assert_eq!(obj.pointer("/metadata/finalizers/0"), Some(&json!("f")));
         let failing = json!([{"op": "test", "path": "/metadata/name", "value": "y"}]);
-        let e = json_patch(&mut obj, &failing).expect_err("test must fail");
-        assert_eq!(e.reason, Reason::Invalid);
+        let error = json_patch(&mut obj, &failing).expect_err("test must fail");
+        assert_eq!(error.reason, Reason::Invalid);
     }
 
     /// RFC 7386 appendix A, every example, plus a nested merge into a Kubernetes object.

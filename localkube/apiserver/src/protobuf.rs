@@ -331,13 +331,13 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn varint(&mut self) -> Result<u64, String> {
-        let mut v: u64 = 0;
+        let mut number: u64 = 0;
         for shift in (0..64).step_by(7) {
-            let b = *self.buf.get(self.pos).ok_or("truncated varint")?;
+            let byte = *self.buf.get(self.pos).ok_or("truncated varint")?;
             self.pos += 1;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
+            number |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(number);
             }
         }
         Err("varint too long".into())
@@ -359,14 +359,14 @@ impl<'a> Reader<'a> {
             1 => self.advance(8),
             2 => self.bytes().map(|_| ()),
             5 => self.advance(4),
-            w => Err(format!("unsupported wire type {w}")),
+            wire_type => Err(format!("unsupported wire type {wire_type}")),
         }
     }
-    fn advance(&mut self, n: usize) -> Result<(), String> {
-        if self.pos + n > self.buf.len() {
+    fn advance(&mut self, count: usize) -> Result<(), String> {
+        if self.pos + count > self.buf.len() {
             return Err("truncated field".into());
         }
-        self.pos += n;
+        self.pos += count;
         Ok(())
     }
 }
@@ -376,54 +376,56 @@ fn string(b: &[u8]) -> Result<String, String> {
 }
 
 fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), String> {
-    let mut r = Reader { buf: b, pos: 0 };
-    let (mut k, mut v) = (String::new(), Value::String(String::new()));
-    while r.pos < b.len() {
-        let key = r.varint()?;
+    let mut reader = Reader { buf: b, pos: 0 };
+    let (mut k, mut value) = (String::new(), Value::String(String::new()));
+    while reader.pos < b.len() {
+        let key = reader.varint()?;
         let (num, wire) = (key >> 3, key & 7);
         if wire != 2 {
-            r.skip(wire)?;
+            reader.skip(wire)?;
             continue;
         }
-        let data = r.bytes()?;
+        let data = reader.bytes()?;
         match num {
             1 => k = string(data)?,
-            2 if bytes_value => v = json!(base64::engine::general_purpose::STANDARD.encode(data)),
-            2 => v = json!(string(data)?),
+            2 if bytes_value => {
+                value = json!(base64::engine::general_purpose::STANDARD.encode(data))
+            }
+            2 => value = json!(string(data)?),
             _ => {}
         }
     }
-    Ok((k, v))
+    Ok((k, value))
 }
 
 fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
     let spec =
         fields(message).ok_or_else(|| format!("protobuf message {message} is not supported"))?;
     let mut out = Map::new();
-    let mut r = Reader { buf: b, pos: 0 };
-    while r.pos < b.len() {
-        let key = r.varint()?;
+    let mut reader = Reader { buf: b, pos: 0 };
+    while reader.pos < b.len() {
+        let key = reader.varint()?;
         let (num, wire) = (key >> 3, key & 7);
-        let Some((_, name, f)) = spec.iter().find(|(n, _, _)| *n == num) else {
-            r.skip(wire)?;
+        let Some((_, name, field_type)) = spec.iter().find(|(count, _, _)| *count == num) else {
+            reader.skip(wire)?;
             continue;
         };
         let name = name.to_string();
-        match (*f, wire) {
+        match (*field_type, wire) {
             (FieldType::Integer, 0) => {
-                out.insert(name, json!(r.varint()? as i64));
+                out.insert(name, json!(reader.varint()? as i64));
             }
             (FieldType::Boolean, 0) => {
-                out.insert(name, json!(r.varint()? != 0));
+                out.insert(name, json!(reader.varint()? != 0));
             }
             (FieldType::String, 2) => {
-                out.insert(name, json!(string(r.bytes()?)?));
+                out.insert(name, json!(string(reader.bytes()?)?));
             }
             (FieldType::Message(m), 2) => {
-                out.insert(name, decode(m, r.bytes()?)?);
+                out.insert(name, decode(m, reader.bytes()?)?);
             }
             (FieldType::Time, 2) => {
-                let t = decode("Time", r.bytes()?)?;
+                let t = decode("Time", reader.bytes()?)?;
                 let secs = t.get("seconds").and_then(Value::as_i64).unwrap_or(0);
                 if secs != 0 {
                     let when = jiff::Timestamp::from_second(secs)
@@ -433,7 +435,7 @@ fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
                 }
             }
             (FieldType::IntOrString, 2) => {
-                let v = decode("IntOrString", r.bytes()?)?;
+                let v = decode("IntOrString", reader.bytes()?)?;
                 let value = if v.get("type").and_then(Value::as_i64) == Some(1) {
                     json!(v.get("strVal").and_then(Value::as_str).unwrap_or_default())
                 } else {
@@ -442,29 +444,29 @@ fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
                 out.insert(name, value);
             }
             (FieldType::StringMap, 2) | (FieldType::BytesMap, 2) => {
-                let (k, v) = map_entry(r.bytes()?, matches!(f, FieldType::BytesMap))?;
+                let (k, v) = map_entry(reader.bytes()?, matches!(field_type, FieldType::BytesMap))?;
                 out.entry(name).or_insert_with(|| json!({}))[k] = v;
             }
             (FieldType::RepeatedString, 2) => {
-                let s = string(r.bytes()?)?;
+                let s = string(reader.bytes()?)?;
                 if let Some(a) = out.entry(name).or_insert_with(|| json!([])).as_array_mut() {
                     a.push(json!(s));
                 }
             }
             (FieldType::RepeatedMessage(m), 2) => {
-                let v = decode(m, r.bytes()?)?;
+                let v = decode(m, reader.bytes()?)?;
                 if let Some(a) = out.entry(name).or_insert_with(|| json!([])).as_array_mut() {
                     a.push(v);
                 }
             }
-            (_, w) => r.skip(w)?,
+            (_, wire_type) => reader.skip(wire_type)?,
         }
     }
     // Go's JSON encoding omits empty optional fields; do the same.
     out.retain(|k, v| match v {
-        Value::String(s) => !s.is_empty(),
-        Value::Number(n) => n.as_i64() != Some(0) || POINTER_FIELDS.contains(&k.as_str()),
-        Value::Bool(b) => *b || POINTER_FIELDS.contains(&k.as_str()),
+        Value::String(text) => !text.is_empty(),
+        Value::Number(number) => number.as_i64() != Some(0) || POINTER_FIELDS.contains(&k.as_str()),
+        Value::Bool(flag) => *flag || POINTER_FIELDS.contains(&k.as_str()),
         _ => true,
     });
     Ok(Value::Object(out))
@@ -475,15 +477,15 @@ pub fn decode_body(body: &[u8]) -> Result<Value, String> {
     let inner = body
         .strip_prefix(MAGIC)
         .ok_or("the body does not start with the protobuf envelope magic")?;
-    let mut r = Reader { buf: inner, pos: 0 };
+    let mut reader = Reader { buf: inner, pos: 0 };
     let (mut type_meta, mut raw) = (Value::Null, &[][..]);
-    while r.pos < inner.len() {
-        let key = r.varint()?;
+    while reader.pos < inner.len() {
+        let key = reader.varint()?;
         let (num, wire) = (key >> 3, key & 7);
         match (num, wire) {
-            (1, 2) => type_meta = decode("TypeMeta", r.bytes()?)?,
-            (2, 2) => raw = r.bytes()?,
-            (_, w) => r.skip(w)?,
+            (1, 2) => type_meta = decode("TypeMeta", reader.bytes()?)?,
+            (2, 2) => raw = reader.bytes()?,
+            (_, wire_type) => reader.skip(wire_type)?,
         }
     }
     let kind = super::meta::str_at(&type_meta, "/kind").to_string();
@@ -510,9 +512,9 @@ mod tests {
         let tm = [field(1, b"v1"), field(2, b"Namespace")].concat();
         let unknown = [field(1, &tm), field(2, &ns), field(3, b""), field(4, b"")].concat();
         let body = [MAGIC.to_vec(), unknown].concat();
-        let v = decode_body(&body).expect("decode");
+        let value = decode_body(&body).expect("decode");
         assert_eq!(
-            v,
+            value,
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
         );
         let real: &[u8] = b"k8s\x00\x0a\x0f\x0a\x02v1\x12\x09Namespace\x12\x1c\x0a\x14\x0a\x04demo\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x12\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";

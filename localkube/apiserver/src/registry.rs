@@ -308,7 +308,10 @@ impl Registry {
     }
     /// A copy of every served resource.
     pub fn all(&self) -> Vec<ResourceInfo> {
-        self.resources.read().map(|r| r.clone()).unwrap_or_default()
+        self.resources
+            .read()
+            .map(|resources| resources.clone())
+            .unwrap_or_default()
     }
     /// The resource served at group/version/plural.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<ResourceInfo> {
@@ -342,8 +345,9 @@ impl Registry {
     pub fn by_storage_key(&self, key: &str) -> Vec<ResourceInfo> {
         self.resources
             .read()
-            .map(|r| {
-                r.iter()
+            .map(|resources| {
+                resources
+                    .iter()
                     .filter(|r| r.storage_key() == key)
                     .cloned()
                     .collect()
@@ -371,9 +375,9 @@ impl Registry {
                 .unwrap_or_default()
                 .to_string()
         };
-        let list = |k: &str| -> Vec<String> {
+        let list = |key: &str| -> Vec<String> {
             names
-                .get(k)
+                .get(key)
                 .and_then(Value::as_array)
                 .map(|a| {
                     a.iter()
@@ -384,25 +388,25 @@ impl Registry {
         };
         let namespaced = spec.get("scope").and_then(Value::as_str) != Some("Cluster");
         let mut infos = Vec::new();
-        for v in spec
+        for value in spec
             .get("versions")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
         {
-            if v.get("served").and_then(Value::as_bool) == Some(false) {
+            if value.get("served").and_then(Value::as_bool) == Some(false) {
                 continue;
             }
-            let version = v
+            let version = value
                 .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
             let mut subresources = Vec::new();
-            if v.pointer("/subresources/status").is_some() {
+            if value.pointer("/subresources/status").is_some() {
                 subresources.push(Subresource::Status);
             }
-            if v.pointer("/subresources/scale").is_some() {
+            if value.pointer("/subresources/scale").is_some() {
                 subresources.push(Subresource::Scale);
             }
             let singular = if s("singular").is_empty() {
@@ -421,21 +425,28 @@ impl Registry {
                 short_names: list("shortNames"),
                 categories: list("categories"),
                 create_only: false,
-                crd: Some(crd_version(v, &name)),
+                crd: Some(crd_version(value, &name)),
             });
         }
         if let Ok(mut all) = self.resources.write() {
-            all.retain(|r| r.crd.as_ref().map(|c| c.crd_name != name).unwrap_or(true));
+            all.retain(|resource| {
+                resource
+                    .crd
+                    .as_ref()
+                    .map(|c| c.crd_name != name)
+                    .unwrap_or(true)
+            });
             all.extend(infos);
         }
     }
     /// Stops serving a CRD.
     pub fn unregister_crd(&self, crd_name: &str) {
         if let Ok(mut all) = self.resources.write() {
-            all.retain(|r| {
-                r.crd
+            all.retain(|resource| {
+                resource
+                    .crd
                     .as_ref()
-                    .map(|c| c.crd_name != crd_name)
+                    .map(|crd_version| crd_version.crd_name != crd_name)
                     .unwrap_or(true)
             });
         }
@@ -445,7 +456,7 @@ impl Registry {
 /// Splits `group/version` (`v1` is the core group).
 pub fn split_api_version(api_version: &str) -> (&str, &str) {
     match api_version.split_once('/') {
-        Some((g, v)) => (g, v),
+        Some((group, value)) => (group, value),
         None => ("", api_version),
     }
 }

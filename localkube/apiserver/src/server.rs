@@ -64,8 +64,9 @@ pub struct Config {
 }
 
 impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Config")
             .field("state_dir", &self.state_dir)
             .field("port", &self.port)
             .field("nodes", &self.nodes)
@@ -96,8 +97,11 @@ impl Config {
     /// name in both lists, or twice, is an error.
     pub fn all_nodes(&self) -> Result<Vec<(String, bool)>> {
         let mut all: Vec<(String, bool)> = Vec::new();
-        let zoned = self.nodes.iter().map(|n| (n, true));
-        let zoneless = self.zoneless_nodes.iter().map(|n| (n, false));
+        let zoned = self.nodes.iter().map(|node| (node, true));
+        let zoneless = self
+            .zoneless_nodes
+            .iter()
+            .map(|zoneless_node| (zoneless_node, false));
         for (name, has_zone) in zoned.chain(zoneless) {
             if name.is_empty() || all.iter().any(|(n, _)| n == name) {
                 return Err(Error::Config(format!(
@@ -134,36 +138,38 @@ pub struct LocalKube {
 }
 
 impl std::fmt::Debug for LocalKube {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalKube")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("LocalKube")
             .field("address", &self.address)
             .field("state_dir", &self.state_dir)
             .finish()
     }
 }
 
-fn ensure(c: &Cluster, group: &str, plural: &str, obj: Value) -> Result<()> {
-    let Some(r) = c.resource(group, plural) else {
+fn ensure(cluster: &Cluster, group: &str, plural: &str, obj: Value) -> Result<()> {
+    let Some(resource) = cluster.resource(group, plural) else {
         return Ok(());
     };
     let ns = meta::namespace(&obj).to_string();
-    if c.store
+    if cluster
+        .store
         .get(
-            &r.storage_key(),
-            if r.namespaced { &ns } else { "" },
+            &resource.storage_key(),
+            if resource.namespaced { &ns } else { "" },
             meta::name(&obj),
         )
         .is_some()
     {
         return Ok(());
     }
-    match c.create(&r, &ns, obj, &WriteOptions::manager("localkube")) {
+    match cluster.create(&resource, &ns, obj, &WriteOptions::manager("localkube")) {
         Ok(_) => Ok(()),
         Err(ApiError {
             reason: Reason::AlreadyExists,
             ..
         }) => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -185,7 +191,7 @@ pub fn node_object(site: &str, index: usize, zoned: bool) -> Value {
 }
 
 fn bootstrap(
-    c: &Cluster,
+    cluster: &Cluster,
     nodes: &[(String, bool)],
     kubernetes_ip: Ipv4Addr,
     dns_ip: Option<Ipv4Addr>,
@@ -193,7 +199,7 @@ fn bootstrap(
 ) -> Result<()> {
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         ensure(
-            c,
+            cluster,
             "",
             "namespaces",
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -201,13 +207,13 @@ fn bootstrap(
     }
     for (key, obj) in auth::bootstrap_rbac() {
         let plural = key.rsplit('/').next().unwrap_or_default();
-        ensure(c, "rbac.authorization.k8s.io", plural, obj)?;
+        ensure(cluster, "rbac.authorization.k8s.io", plural, obj)?;
     }
-    for (i, (n, zoned)) in nodes.iter().enumerate() {
-        ensure(c, "", "nodes", node_object(n, i + 1, *zoned))?;
+    for (index, (node, zoned)) in nodes.iter().enumerate() {
+        ensure(cluster, "", "nodes", node_object(node, index + 1, *zoned))?;
     }
     ensure(
-        c,
+        cluster,
         "",
         "services",
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default",
@@ -215,16 +221,16 @@ fn bootstrap(
         "spec": {"clusterIP": kubernetes_ip.to_string(), "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
     )?;
     if let Some(dns_ip) = dns_ip {
-        ensure_dns_service(c, dns_ip)?;
+        ensure_dns_service(cluster, dns_ip)?;
     }
     let subsets = json!([{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]);
     ensure(
-        c,
+        cluster,
         "",
         "endpoints",
         json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "kubernetes", "namespace": "default"}, "subsets": subsets}),
     )?;
-    c.modify(
+    cluster.modify(
         "",
         "endpoints",
         "default",
@@ -239,7 +245,7 @@ fn bootstrap(
             true
         },
     )?;
-    c.modify(
+    cluster.modify(
         "",
         "services",
         "default",
@@ -263,7 +269,7 @@ fn bootstrap(
 /// agent serves the address with the cluster DNS itself, not through the proxy. A state
 /// dir whose store already gave the address to another Service keeps that Service and
 /// logs why there is no `kube-dns`.
-fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
+fn ensure_dns_service(cluster: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
     let service = json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kube-dns", "namespace": "kube-system",
             "labels": {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},
@@ -271,7 +277,7 @@ fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
             "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
                 {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
                 {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}});
-    match ensure(c, "", "services", service) {
+    match ensure(cluster, "", "services", service) {
         Err(Error::Api(e)) if matches!(e.reason, Reason::Invalid) => {
             tracing::warn!(%dns_ip, error = %e.message, "the cluster DNS address is held by another Service; no kube-dns Service");
             Ok(())
@@ -283,7 +289,7 @@ fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
 /// The kubeconfig of the admin user, who authenticates with an x509 client certificate
 /// (`cert_pem`, `key_pem`) as on kind and kubeadm clusters.
 pub fn kubeconfig(server: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> String {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
     let (ca, cert, key) = (b64(ca_pem), b64(cert_pem), b64(key_pem));
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: admin\n    namespace: default\ncurrent-context: localkube\n"
@@ -395,7 +401,7 @@ impl LocalKube {
             .map_err(|e| Error::io(format!("127.0.0.1:{}", config.port), e))?;
         let address = listener
             .local_addr()
-            .map_err(|e| Error::io("listener", e))?;
+            .map_err(|error| Error::io("listener", error))?;
         let dns_ip = config.dns_address.filter(|ip| {
             let inside = cluster.service_range.contains(*ip);
             if !inside {
@@ -430,16 +436,16 @@ impl LocalKube {
                 shutdown_rx.clone(),
             )));
         }
-        for p in &config.plugins {
+        for plugin in &config.plugins {
             let ctx = PluginContext {
                 cluster: cluster.clone(),
                 shutdown: shutdown_rx.clone(),
                 address,
-                nodes: nodes.iter().map(|(n, _)| n.clone()).collect(),
+                nodes: nodes.iter().map(|(node, _)| node.clone()).collect(),
                 kubernetes_service_ip: kubernetes_ip,
             };
-            tracing::info!(plugin = p.name(), "starting plugin");
-            tasks.push(tokio::spawn(p.run(ctx)));
+            tracing::info!(plugin = plugin.name(), "starting plugin");
+            tasks.push(tokio::spawn(plugin.run(ctx)));
         }
         let server = write_client_files(&dir, &certs, address, config.dns_address)?;
         tracing::info!(%server, state_dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "localkube is serving");
@@ -481,8 +487,8 @@ impl LocalKube {
     /// state dir keeps the objects for the next start.
     pub async fn shutdown(self) -> Result<()> {
         let _ = self.shutdown_tx.send(true);
-        for t in self.tasks {
-            match tokio::time::timeout(Duration::from_secs(10), t).await {
+        for join_handle in self.tasks {
+            match tokio::time::timeout(Duration::from_secs(10), join_handle).await {
                 Ok(_) => {}
                 Err(_) => tracing::warn!("a task did not stop within 10s"),
             }
@@ -500,9 +506,9 @@ pub type CleanupHook = fn(&Path) -> std::result::Result<(), String>;
 /// Reads the state file of a state dir: (pid, port).
 pub fn read_state(dir: &Path) -> Option<(u32, u16)> {
     let text = std::fs::read_to_string(dir.join(STATE_FILE)).ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
     Some((
-        v.get("pid")?.as_u64()? as u32,
-        v.get("port")?.as_u64()? as u16,
+        value.get("pid")?.as_u64()? as u32,
+        value.get("port")?.as_u64()? as u16,
     ))
 }

@@ -696,26 +696,29 @@ fn json_path(obj: &Value, path: &str) -> Value {
     let mut cur = vec![obj.clone()];
     let mut rest = path.trim_start_matches('.');
     while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('[') {
-            let Some(end) = r.find(']') else {
+        if let Some(reason) = rest.strip_prefix('[') {
+            let Some(end) = reason.find(']') else {
                 return Value::Null;
             };
-            let inner = &r[..end];
-            rest = r[end + 1..].trim_start_matches('.');
+            let inner = &reason[..end];
+            rest = reason[end + 1..].trim_start_matches('.');
             let mut next = Vec::new();
             for c in &cur {
                 let Some(items) = c.as_array() else { continue };
-                if let Some(f) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                if let Some(f) = inner
+                    .strip_prefix("?(@.")
+                    .and_then(|field| field.strip_suffix(')'))
+                {
                     let (k, v) = f.split_once("==").unwrap_or((f, ""));
-                    let v = v.trim_matches(|ch| ch == '"' || ch == '\'');
+                    let value = v.trim_matches(|ch| ch == '"' || ch == '\'');
                     next.extend(
                         items
                             .iter()
-                            .filter(|i| i.get(k).and_then(Value::as_str) == Some(v))
+                            .filter(|i| i.get(k).and_then(Value::as_str) == Some(value))
                             .cloned(),
                     );
-                } else if let Ok(i) = inner.parse::<usize>() {
-                    next.extend(items.get(i).cloned());
+                } else if let Ok(index) = inner.parse::<usize>() {
+                    next.extend(items.get(index).cloned());
                 } else if inner == "*" {
                     next.extend(items.iter().cloned());
                 }
@@ -746,7 +749,7 @@ pub enum IncludeObject {
     Object,
 }
 
-fn row(r: &ResourceInfo, obj: &Value, include: IncludeObject) -> Value {
+fn row(resource: &ResourceInfo, obj: &Value, include: IncludeObject) -> Value {
     let object = match include {
         IncludeObject::None => Value::Null,
         IncludeObject::Metadata => {
@@ -754,12 +757,12 @@ fn row(r: &ResourceInfo, obj: &Value, include: IncludeObject) -> Value {
         }
         IncludeObject::Object => obj.clone(),
     };
-    json!({"cells": cells(r, obj), "object": object})
+    json!({"cells": cells(resource, obj), "object": object})
 }
 
 /// A Table of objects.
 pub fn table(
-    r: &ResourceInfo,
+    resource: &ResourceInfo,
     objs: &[Value],
     rv: &str,
     cont: Option<&str>,
@@ -771,9 +774,9 @@ pub fn table(
         metadata["continue"] = json!(c);
     }
     let mut t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
-        "rows": objs.iter().map(|o| row(r, o, include)).collect::<Vec<_>>()});
+        "rows": objs.iter().map(|object| row(resource, object, include)).collect::<Vec<_>>()});
     if with_columns {
-        t["columnDefinitions"] = json!(columns(r));
+        t["columnDefinitions"] = json!(columns(resource));
     }
     t
 }

@@ -11,13 +11,13 @@ pub trait Controller: Send {
     /// Name for logs.
     fn name(&self) -> &'static str;
     /// One pass over every object it manages.
-    fn reconcile(&mut self, c: &Cluster, now: Timestamp);
+    fn reconcile(&mut self, cluster: &Cluster, now: Timestamp);
 }
 
 /// Logs a failed controller write.
-pub fn log_err<T>(controller: &str, what: &str, r: Result<T, ApiError>) -> Option<T> {
-    match r {
-        Ok(v) => Some(v),
+pub fn log_err<T>(controller: &str, what: &str, result: Result<T, ApiError>) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
         Err(e) => match e.reason {
             // Another writer got there first, or the object went: the next pass sees it.
             Reason::NotFound | Reason::AlreadyExists | Reason::Conflict => None,
@@ -41,7 +41,7 @@ pub fn log_err<T>(controller: &str, what: &str, r: Result<T, ApiError>) -> Optio
 
 /// Records a core/v1 Event about `obj` (as `kubectl describe` shows them).
 pub fn record_event(
-    c: &Cluster,
+    cluster: &Cluster,
     obj: &serde_json::Value,
     type_: &str,
     reason: &str,
@@ -68,6 +68,6 @@ pub fn record_event(
     log_err(
         "events",
         "record event",
-        c.create_internal("", "events", ns, ev, component),
+        cluster.create_internal("", "events", ns, ev, component),
     );
 }

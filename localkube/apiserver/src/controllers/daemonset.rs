@@ -57,13 +57,13 @@ pub fn daemon_pod_spec(ds: &Value) -> Value {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    for t in default_tolerations(host_network) {
-        let same = |o: &Value| {
-            meta::str_at(o, "/key") == meta::str_at(&t, "/key")
-                && meta::str_at(o, "/effect") == meta::str_at(&t, "/effect")
+    for default_toleration in default_tolerations(host_network) {
+        let same = |object: &Value| {
+            meta::str_at(object, "/key") == meta::str_at(&default_toleration, "/key")
+                && meta::str_at(object, "/effect") == meta::str_at(&default_toleration, "/effect")
         };
         if !tolerations.iter().any(same) {
-            tolerations.push(t);
+            tolerations.push(default_toleration);
         }
     }
     spec["tolerations"] = json!(tolerations);
@@ -102,7 +102,11 @@ pub fn placement(spec: &Value, node: &Value) -> Placement {
                 .into_iter()
                 .flatten()
                 .filter(|t| meta::str_at(t, "/effect") == "NoExecute")
-                .all(|t| continues.iter().any(|tol| super::taints::tolerates(tol, t)));
+                .all(|taint| {
+                    continues
+                        .iter()
+                        .any(|tol| super::taints::tolerates(tol, taint))
+                });
             if no_execute_tolerated {
                 Placement::KeepIfRunning
             } else {
@@ -116,15 +120,15 @@ pub fn placement(spec: &Value, node: &Value) -> Placement {
 /// of pods (an int or a percentage rounded up, as the daemon controller); at least 1 when
 /// the strategy would otherwise allow none.
 pub fn max_unavailable(ds: &Value, desired: i64) -> i64 {
-    let n = match ds.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
+    let count = match ds.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
         Some(Value::Number(n)) => n.as_i64().unwrap_or(1),
-        Some(Value::String(s)) => match s.strip_suffix('%').map(str::parse::<i64>) {
-            Some(Ok(p)) => (desired * p + 99) / 100,
-            _ => s.parse().unwrap_or(1),
+        Some(Value::String(text)) => match text.strip_suffix('%').map(str::parse::<i64>) {
+            Some(Ok(percent)) => (desired * percent + 99) / 100,
+            _ => text.parse().unwrap_or(1),
         },
         _ => 1,
     };
-    n.max(1)
+    count.max(1)
 }
 
 /// The node a daemon pod is for: `spec.nodeName` once bound, else its node-name affinity.
@@ -151,8 +155,8 @@ fn pod_for(ds: &Value, node: &str, revision: &str) -> Value {
         .cloned()
         .filter(Value::is_object)
         .unwrap_or(json!({}));
-    if let Some(m) = md.as_object_mut() {
-        m.remove("name");
+    if let Some(map) = md.as_object_mut() {
+        map.remove("name");
     }
     md["generateName"] = json!(format!("{name}-"));
     md["namespace"] = json!(meta::namespace(ds));
@@ -189,15 +193,15 @@ impl Controller for DaemonSetController {
     fn name(&self) -> &'static str {
         "daemonset"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (sets, _) = c.store.list("apps/daemonsets", None);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (sets, _) = cluster.store.list("apps/daemonsets", None);
         if sets.is_empty() {
             return;
         }
-        let (pods, _) = c.store.list("/pods", None);
-        let (nodes, _) = c.store.list("/nodes", None);
-        for ds in sets.iter().filter(|d| !terminating(d)) {
-            reconcile_daemon_set(c, ds, &pods, &nodes);
+        let (pods, _) = cluster.store.list("/pods", None);
+        let (nodes, _) = cluster.store.list("/nodes", None);
+        for ds in sets.iter().filter(|set| !terminating(set)) {
+            reconcile_daemon_set(cluster, ds, &pods, &nodes);
         }
     }
 }

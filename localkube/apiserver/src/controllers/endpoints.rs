@@ -18,21 +18,22 @@ const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 
 fn resolve_port(svc_port: &Value, pod: &Value) -> Option<i64> {
     match svc_port.get("targetPort") {
-        Some(Value::Number(n)) => n.as_i64(),
-        Some(Value::String(s)) => match s.parse::<i64>() {
-            Ok(n) => Some(n),
+        Some(Value::Number(number)) => number.as_i64(),
+        Some(Value::String(text)) => match text.parse::<i64>() {
+            Ok(count) => Some(count),
             Err(_) => pod
                 .pointer("/spec/containers")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .flat_map(|c| {
-                    c.get("ports")
+                .flat_map(|container| {
+                    container
+                        .get("ports")
                         .and_then(Value::as_array)
                         .cloned()
                         .unwrap_or_default()
                 })
-                .find(|p| meta::str_at(p, "/name") == s)
+                .find(|p| meta::str_at(p, "/name") == text)
                 .and_then(|p| p.get("containerPort").and_then(Value::as_i64)),
         },
         _ => svc_port.get("port").and_then(Value::as_i64),

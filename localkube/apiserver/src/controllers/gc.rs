@@ -15,47 +15,49 @@ const EVENT_TTL_SECONDS: i64 = 3600;
 /// The garbage collector.
 pub struct GarbageCollector;
 
-fn owner_uids(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/ownerReferences")
+fn owner_uids(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|r| meta::str_at(r, "/uid").to_string())
+        .map(|owner_reference| meta::str_at(owner_reference, "/uid").to_string())
         .collect()
 }
 
-fn has_finalizer(o: &Value, f: &str) -> bool {
-    o.pointer("/metadata/finalizers")
+fn has_finalizer(object: &Value, finalizer: &str) -> bool {
+    object
+        .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().any(|x| x.as_str() == Some(f)))
+        .map(|held| held.iter().any(|name| name.as_str() == Some(finalizer)))
         .unwrap_or(false)
 }
 
-fn remove_finalizer(c: &Cluster, key: &str, o: &Value, f: &str) {
-    let Some(r) = c.registry.by_storage_key(key).into_iter().next() else {
+fn remove_finalizer(cluster: &Cluster, key: &str, object: &Value, finalizer: &str) {
+    let Some(resource) = cluster.registry.by_storage_key(key).into_iter().next() else {
         return;
     };
-    let fin = f.to_string();
+    let finalizer = finalizer.to_string();
     log_err(
         "garbage-collector",
         "remove finalizer",
-        c.modify(
-            &r.group,
-            &r.plural,
-            meta::namespace(o),
-            meta::name(o),
+        cluster.modify(
+            &resource.group,
+            &resource.plural,
+            meta::namespace(object),
+            meta::name(object),
             None,
             "garbage-collector",
-            |obj| {
-                let Some(a) = obj
+            |written| {
+                let Some(finalizers) = written
                     .pointer_mut("/metadata/finalizers")
                     .and_then(Value::as_array_mut)
                 else {
                     return false;
                 };
-                let before = a.len();
-                a.retain(|x| x.as_str() != Some(fin.as_str()));
-                before != a.len()
+                let before = finalizers.len();
+                finalizers.retain(|name| name.as_str() != Some(finalizer.as_str()));
+                before != finalizers.len()
             },
         ),
     );

@@ -45,17 +45,17 @@ fn term_matches(term: &Value, node: &Value) -> bool {
                 .unwrap_or(false),
             "Lt" => actual
                 .and_then(|a| a.parse::<i64>().ok())
-                .zip(vals.first().and_then(|v| v.parse::<i64>().ok()))
-                .map(|(a, v)| a < v)
+                .zip(vals.first().and_then(|value| value.parse::<i64>().ok()))
+                .map(|(a, number)| a < number)
                 .unwrap_or(false),
             _ => false,
         }
     };
-    exprs.iter().all(|e| {
+    exprs.iter().all(|expression| {
         check(
-            e,
+            expression,
             labels
-                .and_then(|l| l.get(meta::str_at(e, "/key")))
+                .and_then(|l| l.get(meta::str_at(expression, "/key")))
                 .and_then(Value::as_str),
         )
     }) && fields
@@ -94,7 +94,7 @@ pub fn misfit_with(pod: &Value, node: &Value) -> Option<Misfit> {
         let labels = node.pointer("/metadata/labels");
         if !sel
             .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+            .all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
         {
             return Some(Misfit::Selector);
         }
@@ -103,7 +103,7 @@ pub fn misfit_with(pod: &Value, node: &Value) -> Option<Misfit> {
         .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
         .and_then(Value::as_array)
     {
-        if !terms.iter().any(|t| term_matches(t, node)) {
+        if !terms.iter().any(|term| term_matches(term, node)) {
             return Some(Misfit::Selector);
         }
     }
@@ -122,7 +122,7 @@ pub fn misfit_with(pod: &Value, node: &Value) -> Option<Misfit> {
     }
     for t in taints
         .iter()
-        .filter(|t| matches!(meta::str_at(t, "/effect"), "NoSchedule" | "NoExecute"))
+        .filter(|taint| matches!(meta::str_at(taint, "/effect"), "NoSchedule" | "NoExecute"))
     {
         if !tolerations.iter().any(|tol| tolerates(tol, t)) {
             return Some(Misfit::Taint);
@@ -321,18 +321,21 @@ pub fn set_condition(obj: &mut Value, cond: Value) -> bool {
     let Some(conds) = obj["status"]["conditions"].as_array_mut() else {
         return false;
     };
-    match conds.iter_mut().find(|c| meta::str_at(c, "/type") == ty) {
+    match conds
+        .iter_mut()
+        .find(|condition| meta::str_at(condition, "/type") == ty)
+    {
         Some(existing) => {
-            let same = ["status", "reason", "message"].iter().all(|k| {
-                existing.get(*k).unwrap_or(&Value::Null) == cond.get(*k).unwrap_or(&Value::Null)
+            let same = ["status", "reason", "message"].iter().all(|key| {
+                existing.get(*key).unwrap_or(&Value::Null) == cond.get(*key).unwrap_or(&Value::Null)
             });
             if same {
                 return false;
             }
             let mut c = cond;
             if existing.get("status") == c.get("status") {
-                if let Some(t) = existing.get("lastTransitionTime") {
-                    c["lastTransitionTime"] = t.clone();
+                if let Some(last_transition_time) = existing.get("lastTransitionTime") {
+                    c["lastTransitionTime"] = last_transition_time.clone();
                 }
             }
             *existing = c;

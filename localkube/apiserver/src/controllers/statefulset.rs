@@ -23,8 +23,8 @@ fn running_ready(p: &Value) -> bool {
 fn pod_for(sts: &Value, ordinal: i64, revision: &str) -> Value {
     let name = meta::name(sts);
     let pod_name = format!("{name}-{ordinal}");
-    let t = sts.pointer("/spec/template").cloned().unwrap_or(json!({}));
-    let mut md = t
+    let template = sts.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut md = template
         .get("metadata")
         .cloned()
         .filter(Value::is_object)
@@ -38,7 +38,7 @@ fn pod_for(sts: &Value, ordinal: i64, revision: &str) -> Value {
     md["labels"]["apps.kubernetes.io/pod-index"] = json!(ordinal.to_string());
     md["labels"]["controller-revision-hash"] = json!(revision);
     md["ownerReferences"] = json!([controller_ref(sts)]);
-    let mut spec = t.get("spec").cloned().unwrap_or(json!({}));
+    let mut spec = template.get("spec").cloned().unwrap_or(json!({}));
     spec["hostname"] = json!(pod_name);
     let service = meta::str_at(sts, "/spec/serviceName");
     if !service.is_empty() {
@@ -56,7 +56,7 @@ fn pod_for(sts: &Value, ordinal: i64, revision: &str) -> Value {
         .flatten()
     {
         let vname = meta::name(tpl);
-        volumes.retain(|v| meta::str_at(v, "/name") != vname);
+        volumes.retain(|value| meta::str_at(value, "/name") != vname);
         volumes.push(json!({"name": vname, "persistentVolumeClaim": {"claimName": format!("{vname}-{name}-{ordinal}")}}));
     }
     if !volumes.is_empty() {
@@ -65,7 +65,7 @@ fn pod_for(sts: &Value, ordinal: i64, revision: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec})
 }
 
-fn ensure_claims(c: &Cluster, sts: &Value, ordinal: i64) {
+fn ensure_claims(cluster: &Cluster, sts: &Value, ordinal: i64) {
     let (ns, name) = (meta::namespace(sts), meta::name(sts));
     for tpl in sts
         .pointer("/spec/volumeClaimTemplates")
@@ -74,7 +74,11 @@ fn ensure_claims(c: &Cluster, sts: &Value, ordinal: i64) {
         .flatten()
     {
         let claim = format!("{}-{name}-{ordinal}", meta::name(tpl));
-        if c.store.get("/persistentvolumeclaims", ns, &claim).is_some() {
+        if cluster
+            .store
+            .get("/persistentvolumeclaims", ns, &claim)
+            .is_some()
+        {
             continue;
         }
         let mut labels = tpl
@@ -82,12 +86,12 @@ fn ensure_claims(c: &Cluster, sts: &Value, ordinal: i64) {
             .cloned()
             .filter(Value::is_object)
             .unwrap_or(json!({}));
-        if let Some(m) = sts
+        if let Some(map) = sts
             .pointer("/spec/selector/matchLabels")
             .and_then(Value::as_object)
         {
-            for (k, v) in m {
-                labels[k] = v.clone();
+            for (key, value) in map {
+                labels[key] = value.clone();
             }
         }
         let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": ns, "labels": labels},
@@ -95,7 +99,7 @@ fn ensure_claims(c: &Cluster, sts: &Value, ordinal: i64) {
         if let Some(created) = log_err(
             "statefulset",
             "create pvc",
-            c.create_internal(
+            cluster.create_internal(
                 "",
                 "persistentvolumeclaims",
                 ns,
@@ -114,7 +118,7 @@ fn ensure_claims(c: &Cluster, sts: &Value, ordinal: i64) {
             log_err(
                 "statefulset",
                 "bind pvc",
-                c.modify("", "persistentvolumeclaims", ns, &claim, Some(Subresource::Status), "persistentvolume-binder", |p| {
+                cluster.modify("", "persistentvolumeclaims", ns, &claim, Some(Subresource::Status), "persistentvolume-binder", |p| {
                     p["status"] = json!({"phase": "Bound", "accessModes": modes, "capacity": {"storage": storage}});
                     true
                 }),

@@ -14,14 +14,14 @@ const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// A template hash in the style of `pod-template-hash` (FNV-1a, safe-encoded).
 pub fn template_hash(template: &Value) -> String {
-    let mut h: u32 = 0x811c_9dc5;
+    let mut hash: u32 = 0x811c_9dc5;
     for b in template.to_string().bytes() {
-        h ^= b as u32;
-        h = h.wrapping_mul(0x0100_0193);
+        hash ^= b as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
     }
-    h.to_string()
+    hash.to_string()
         .bytes()
-        .map(|b| SAFE[(b as usize) % SAFE.len()] as char)
+        .map(|byte| SAFE[(byte as usize) % SAFE.len()] as char)
         .collect()
 }
 
@@ -32,8 +32,9 @@ pub fn controller_ref(owner: &Value) -> Value {
 }
 
 /// Whether `o` is controlled by the object with `uid`.
-pub fn controlled_by(o: &Value, uid: &str) -> bool {
-    o.pointer("/metadata/ownerReferences")
+pub fn controlled_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter().any(|r| {
@@ -56,17 +57,17 @@ pub fn pod_ready(p: &Value) -> bool {
         .unwrap_or(false)
 }
 
-fn int(o: &Value, p: &str) -> i64 {
-    o.pointer(p).and_then(Value::as_i64).unwrap_or(0)
+fn int(object: &Value, path: &str) -> i64 {
+    object.pointer(path).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// Sets a status count that is `omitempty` in k8s.io/api (an int32 serialised only when
 /// non-zero): present when non-zero, absent when zero, as the real controllers write it.
-pub fn set_count(status: &mut Value, key: &str, n: i64) {
-    if n != 0 {
-        status[key] = json!(n);
-    } else if let Some(m) = status.as_object_mut() {
-        m.remove(key);
+pub fn set_count(status: &mut Value, key: &str, count: i64) {
+    if count != 0 {
+        status[key] = json!(count);
+    } else if let Some(map) = status.as_object_mut() {
+        map.remove(key);
     }
 }
 
@@ -77,101 +78,123 @@ impl Controller for ReplicaSetController {
     fn name(&self) -> &'static str {
         "replicaset"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (sets, _) = c.store.list("apps/replicasets", None);
-        let (pods, _) = c.store.list("/pods", None);
-        for rs in &sets {
-            let (ns, name, uid) = (meta::namespace(rs), meta::name(rs), meta::uid_of(rs));
-            let mut owned: Vec<&Value> = pods
-                .iter()
-                .filter(|p| {
-                    meta::namespace(p) == ns
-                        && controlled_by(p, uid)
-                        && p.pointer("/metadata/deletionTimestamp").is_none()
-                })
-                .filter(|p| !matches!(meta::str_at(p, "/status/phase"), "Succeeded" | "Failed"))
-                .collect();
-            let want = int(rs, "/spec/replicas").max(0) as usize;
-            if rs.pointer("/metadata/deletionTimestamp").is_none() {
-                if owned.len() < want {
-                    for _ in owned.len()..want {
-                        let t = rs.pointer("/spec/template").cloned().unwrap_or(json!({}));
-                        let mut md = t.get("metadata").cloned().unwrap_or(json!({}));
-                        md["generateName"] = json!(format!("{name}-"));
-                        md["namespace"] = json!(ns);
-                        md["ownerReferences"] = json!([controller_ref(rs)]);
-                        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": t.get("spec").cloned().unwrap_or(json!({}))});
-                        if let Some(created) = log_err(
-                            "replicaset",
-                            "create pod",
-                            c.create_internal("", "pods", ns, pod, "replicaset-controller"),
-                        ) {
-                            record_event(
-                                c,
-                                rs,
-                                "Normal",
-                                "SuccessfulCreate",
-                                &format!("Created pod: {}", meta::name(&created)),
-                                "replicaset-controller",
-                            );
-                        }
-                    }
-                } else if owned.len() > want {
-                    owned.sort_by_key(|p| {
-                        let rank = if meta::str_at(p, "/spec/nodeName").is_empty() {
-                            0
-                        } else if meta::str_at(p, "/status/phase") == "Pending" {
-                            1
-                        } else if !pod_ready(p) {
-                            2
-                        } else {
-                            3
-                        };
-                        (
-                            rank,
-                            std::cmp::Reverse(
-                                meta::str_at(p, "/metadata/creationTimestamp").to_string(),
-                            ),
-                        )
-                    });
-                    for p in owned.iter().take(owned.len() - want) {
-                        if log_err(
-                            "replicaset",
-                            "delete pod",
-                            c.delete_internal("", "pods", ns, meta::name(p), None),
-                        )
-                        .is_some()
-                        {
-                            record_event(
-                                c,
-                                rs,
-                                "Normal",
-                                "SuccessfulDelete",
-                                &format!("Deleted pod: {}", meta::name(p)),
-                                "replicaset-controller",
-                            );
-                        }
-                    }
-                }
-            }
-            let labels =
-                LabelSelector::from_object(rs.pointer("/spec/selector").unwrap_or(&Value::Null));
-            let current: Vec<&Value> = pods
-                .iter()
-                .filter(|p| {
-                    meta::namespace(p) == ns
-                        && controlled_by(p, uid)
-                        && p.pointer("/metadata/deletionTimestamp").is_none()
-                })
-                .collect();
-            let ready = current.iter().filter(|p| pod_ready(p)).count();
-            let labeled = current.iter().filter(|p| labels.matches(p)).count();
-            // ReplicaSetStatus: `replicas` always, the other counts omitempty.
-            let mut status = json!({"replicas": current.len(), "observedGeneration": int(rs, "/metadata/generation")});
-            set_count(&mut status, "fullyLabeledReplicas", labeled as i64);
-            set_count(&mut status, "readyReplicas", ready as i64);
-            set_count(&mut status, "availableReplicas", ready as i64);
-            write_counts_status(c, "replicasets", ns, name, "replicaset-controller", &status);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (sets, _) = cluster.store.list("apps/replicasets", None);
+        let (pods, _) = cluster.store.list("/pods", None);
+        for replica_set in &sets {
+            reconcile_replica_set(cluster, replica_set, &pods);
+        }
+    }
+}
+
+/// One pass over a ReplicaSet: as many live pods as `spec.replicas` (unless it is being
+/// deleted), then its status.
+fn reconcile_replica_set(cluster: &Cluster, replica_set: &Value, pods: &[Value]) {
+    let (namespace, name, uid) = (
+        meta::namespace(replica_set),
+        meta::name(replica_set),
+        meta::uid_of(replica_set),
+    );
+    let current: Vec<&Value> = pods
+        .iter()
+        .filter(|pod| {
+            meta::namespace(pod) == namespace
+                && controlled_by(pod, uid)
+                && pod.pointer("/metadata/deletionTimestamp").is_none()
+        })
+        .collect();
+    let owned: Vec<&Value> = current
+        .iter()
+        .copied()
+        .filter(|pod| !matches!(meta::str_at(pod, "/status/phase"), "Succeeded" | "Failed"))
+        .collect();
+    let want = int(replica_set, "/spec/replicas").max(0) as usize;
+    if replica_set.pointer("/metadata/deletionTimestamp").is_none() {
+        if owned.len() < want {
+            create_pods(cluster, replica_set, want - owned.len());
+        } else if owned.len() > want {
+            delete_surplus(cluster, replica_set, owned, want);
+        }
+    }
+    let labels = LabelSelector::from_object(
+        replica_set
+            .pointer("/spec/selector")
+            .unwrap_or(&Value::Null),
+    );
+    let ready = current.iter().filter(|pod| pod_ready(pod)).count();
+    let labeled = current.iter().filter(|pod| labels.matches(pod)).count();
+    // ReplicaSetStatus: `replicas` always, the other counts omitempty.
+    let mut status = json!({"replicas": current.len(), "observedGeneration": int(replica_set, "/metadata/generation")});
+    set_count(&mut status, "fullyLabeledReplicas", labeled as i64);
+    set_count(&mut status, "readyReplicas", ready as i64);
+    set_count(&mut status, "availableReplicas", ready as i64);
+    write_counts_status(
+        cluster,
+        "replicasets",
+        namespace,
+        name,
+        "replicaset-controller",
+        &status,
+    );
+}
+
+/// Creates `count` pods from a ReplicaSet's template.
+fn create_pods(cluster: &Cluster, replica_set: &Value, count: usize) {
+    let (namespace, name) = (meta::namespace(replica_set), meta::name(replica_set));
+    for _ in 0..count {
+        let template = replica_set
+            .pointer("/spec/template")
+            .cloned()
+            .unwrap_or(json!({}));
+        let mut metadata = template.get("metadata").cloned().unwrap_or(json!({}));
+        metadata["generateName"] = json!(format!("{name}-"));
+        metadata["namespace"] = json!(namespace);
+        metadata["ownerReferences"] = json!([controller_ref(replica_set)]);
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template.get("spec").cloned().unwrap_or(json!({}))});
+        let created = cluster.create_internal("", "pods", namespace, pod, "replicaset-controller");
+        if let Some(created) = log_err("replicaset", "create pod", created) {
+            record_event(
+                cluster,
+                replica_set,
+                "Normal",
+                "SuccessfulCreate",
+                &format!("Created pod: {}", meta::name(&created)),
+                "replicaset-controller",
+            );
+        }
+    }
+}
+
+/// Deletes the pods beyond `want`, the least useful first: unscheduled, pending, not
+/// ready, then the newest.
+fn delete_surplus(cluster: &Cluster, replica_set: &Value, mut owned: Vec<&Value>, want: usize) {
+    let namespace = meta::namespace(replica_set);
+    owned.sort_by_key(|pod| {
+        let rank = if meta::str_at(pod, "/spec/nodeName").is_empty() {
+            0
+        } else if meta::str_at(pod, "/status/phase") == "Pending" {
+            1
+        } else if !pod_ready(pod) {
+            2
+        } else {
+            3
+        };
+        (
+            rank,
+            std::cmp::Reverse(meta::str_at(pod, "/metadata/creationTimestamp").to_string()),
+        )
+    });
+    for pod in owned.iter().take(owned.len() - want) {
+        let deleted = cluster.delete_internal("", "pods", namespace, meta::name(pod), None);
+        if log_err("replicaset", "delete pod", deleted).is_some() {
+            record_event(
+                cluster,
+                replica_set,
+                "Normal",
+                "SuccessfulDelete",
+                &format!("Deleted pod: {}", meta::name(pod)),
+                "replicaset-controller",
+            );
         }
     }
 }
@@ -179,16 +202,19 @@ impl Controller for ReplicaSetController {
 /// Rolls Deployments out through ReplicaSets.
 pub struct DeploymentController;
 
-fn resolve_percent(v: Option<&Value>, replicas: i64, round_up: bool, default: &str) -> i64 {
-    let s = match v {
-        Some(Value::Number(n)) => return n.as_i64().unwrap_or(0),
-        Some(Value::String(s)) => s.clone(),
+fn resolve_percent(value: Option<&Value>, replicas: i64, round_up: bool, default: &str) -> i64 {
+    let text = match value {
+        Some(Value::Number(number)) => return number.as_i64().unwrap_or(0),
+        Some(Value::String(text)) => text.clone(),
         _ => default.to_string(),
     };
-    match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
-        Some(p) if round_up => (replicas * p + 99) / 100,
-        Some(p) => replicas * p / 100,
-        None => s.parse().unwrap_or(0),
+    match text
+        .strip_suffix('%')
+        .and_then(|percent| percent.parse::<i64>().ok())
+    {
+        Some(percent) if round_up => (replicas * percent + 99) / 100,
+        Some(percent) => replicas * percent / 100,
+        None => text.parse().unwrap_or(0),
     }
 }
 
@@ -225,13 +251,13 @@ impl Controller for DeploymentController {
     fn name(&self) -> &'static str {
         "deployment"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (deps, _) = c.store.list("apps/deployments", None);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (deps, _) = cluster.store.list("apps/deployments", None);
         for d in deps
             .iter()
-            .filter(|d| d.pointer("/metadata/deletionTimestamp").is_none())
+            .filter(|deployment| deployment.pointer("/metadata/deletionTimestamp").is_none())
         {
-            reconcile_deployment(c, d);
+            reconcile_deployment(cluster, d);
         }
     }
 }
@@ -630,7 +656,7 @@ impl Rollout<'_> {
 /// object `plural/ns/name` as `manager`, keeping the conditions already there; no write when
 /// nothing changed.
 pub fn write_counts_status(
-    c: &Cluster,
+    cluster: &Cluster,
     plural: &str,
     ns: &str,
     name: &str,
@@ -640,22 +666,22 @@ pub fn write_counts_status(
     log_err(
         manager,
         "status",
-        c.modify(
+        cluster.modify(
             "apps",
             plural,
             ns,
             name,
             Some(Subresource::Status),
             manager,
-            |o| {
+            |object| {
                 let mut s = status.clone();
-                if let Some(conds) = o.pointer("/status/conditions") {
+                if let Some(conds) = object.pointer("/status/conditions") {
                     s["conditions"] = conds.clone();
                 }
-                if o.get("status") == Some(&s) {
+                if object.get("status") == Some(&s) {
                     return false;
                 }
-                o["status"] = s;
+                object["status"] = s;
                 true
             },
         ),
@@ -669,9 +695,9 @@ mod tests {
     #[test]
     fn template_hash_is_stable_and_safe() {
         let t = json!({"spec": {"containers": [{"name": "a", "image": "b"}]}});
-        let h = template_hash(&t);
-        assert_eq!(h, template_hash(&t));
-        assert!(h.bytes().all(|b| SAFE.contains(&b)));
-        assert_ne!(h, template_hash(&json!({"spec": {}})));
+        let header = template_hash(&t);
+        assert_eq!(header, template_hash(&t));
+        assert!(header.bytes().all(|byte| SAFE.contains(&byte)));
+        assert_ne!(header, template_hash(&json!({"spec": {}})));
     }
 }
