@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 
 /// TTL of a record without `recordTTL`: the answer TTL of localkube's own external-dns
-/// stand-in (`localkube_node::dns::TTL_SECONDS`), so both stand-ins answer alike.
+/// stand-in (`localkube_runtime::dns::TTL_SECONDS`), so both stand-ins answer alike.
 pub const DEFAULT_TTL_SECONDS: u32 = 5;
 /// The largest TTL a record may carry (RFC 2181 section 8: a TTL is 31 bits).
 pub const TTL_SECONDS_MAX: i64 = 0x7fff_ffff;

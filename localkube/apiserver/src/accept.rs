@@ -57,14 +57,20 @@ fn clause_output(clause: &str, endpoint: Endpoint) -> Option<Output> {
         return None;
     }
     let (mut as_kind, mut group, mut version) = (None, None, None);
-    for param in parts.filter(|p| !p.is_empty()) {
-        let (k, v) = param.split_once('=')?;
-        let v = v.trim().trim_matches('"');
-        match k.trim().to_ascii_lowercase().as_str() {
-            "as" => as_kind = Some(v),
-            "g" => group = Some(v),
-            "v" => version = Some(v),
-            "q" if v.parse::<f32>().map(|q| q <= 0.0).unwrap_or(true) => return None,
+    for param in parts.filter(|part| !part.is_empty()) {
+        let (key, v) = param.split_once('=')?;
+        let value = v.trim().trim_matches('"');
+        match key.trim().to_ascii_lowercase().as_str() {
+            "as" => as_kind = Some(value),
+            "g" => group = Some(value),
+            "v" => version = Some(value),
+            "q" if value
+                .parse::<f32>()
+                .map(|number| number <= 0.0)
+                .unwrap_or(true) =>
+            {
+                return None
+            }
             "q" | "pretty" | "stream" | "charset" => {}
             _ => return None,
         }
@@ -134,18 +140,18 @@ mod tests {
         );
         let e = negotiate(Some("application/yaml"), r).expect_err("406");
         assert_eq!((e.code, e.reason), (406, Reason::NotAcceptable));
-        let e = negotiate(Some("application/json;q=0"), r).expect_err("q=0");
-        assert_eq!(e.code, 406);
-        let d = Endpoint::Discovery;
+        let error = negotiate(Some("application/json;q=0"), r).expect_err("q=0");
+        assert_eq!(error.code, 406);
+        let endpoint = Endpoint::Discovery;
         assert_eq!(
             negotiate(
                 Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"),
-                d
+                endpoint
             ),
             Ok(Output::Aggregated("v2"))
         );
         assert_eq!(
-            negotiate(Some("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json"), d),
+            negotiate(Some("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json"), endpoint),
             Ok(Output::Object)
         );
     }

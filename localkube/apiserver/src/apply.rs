@@ -35,9 +35,10 @@ pub fn parse_managed(obj: &Value) -> Vec<ManagedEntry> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|e| {
-            let s = |k: &str| {
-                e.get(k)
+        .map(|managed_field| {
+            let s = |key: &str| {
+                managed_field
+                    .get(key)
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string()
@@ -48,7 +49,7 @@ pub fn parse_managed(obj: &Value) -> Vec<ManagedEntry> {
                 api_version: s("apiVersion"),
                 time: s("time"),
                 subresource: s("subresource"),
-                set: e
+                set: managed_field
                     .get("fieldsV1")
                     .map(FieldSet::from_json)
                     .unwrap_or_default(),
@@ -61,13 +62,13 @@ fn write_managed(obj: &mut Value, entries: &[ManagedEntry]) {
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.set.is_empty())
-        .map(|e| {
-            let mut v = json!({"manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
-                "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": e.set.to_json()});
-            if !e.subresource.is_empty() {
-                v["subresource"] = json!(e.subresource);
+        .map(|managed_entry| {
+            let mut value = json!({"manager": managed_entry.manager, "operation": managed_entry.operation, "apiVersion": managed_entry.api_version,
+                "time": managed_entry.time, "fieldsType": "FieldsV1", "fieldsV1": managed_entry.set.to_json()});
+            if !managed_entry.subresource.is_empty() {
+                value["subresource"] = json!(managed_entry.subresource);
             }
-            v
+            value
         })
         .collect();
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -107,22 +108,22 @@ fn in_scope(top: &str, scope: Scope) -> bool {
 /// The part of `set` within `scope`.
 fn in_scope_set(set: &FieldSet, scope: Scope) -> FieldSet {
     let mut out = set.clone();
-    out.children.retain(|k, _| in_scope(k, scope));
+    out.children.retain(|key, _| in_scope(key, scope));
     out
 }
 
 /// Records an update (PUT, merge/JSON/strategic patch, create) by `w` in `new`'s
 /// managedFields: the writer owns what it changed; others lose changed and removed fields.
-pub fn track_update(old: Option<&Value>, new: &mut Value, schema: &Schema, w: &Writer<'_>) {
+pub fn track_update(old: Option<&Value>, new: &mut Value, schema: &Schema, writer: &Writer<'_>) {
     let mut entries = old.map(parse_managed).unwrap_or_default();
-    let f_new = FieldSet::from_object(new, schema, w.scope);
+    let f_new = FieldSet::from_object(new, schema, writer.scope);
     let f_old = old
-        .map(|o| FieldSet::from_object(o, schema, w.scope))
+        .map(|o| FieldSet::from_object(o, schema, writer.scope))
         .unwrap_or_default();
     let mut changed = FieldSet::default();
     for (p, leaf) in f_new.paths() {
         let now = value_at(new, &p);
-        let before = old.and_then(|o| value_at(o, &p));
+        let before = old.and_then(|object| value_at(object, &p));
         let differs = if leaf {
             now != before
         } else {
@@ -134,27 +135,28 @@ pub fn track_update(old: Option<&Value>, new: &mut Value, schema: &Schema, w: &W
     }
     let removed = f_old.difference(&f_new);
     let mut found = false;
-    for e in entries.iter_mut() {
-        let mine =
-            e.manager == w.manager && e.operation == "Update" && e.subresource == w.subresource;
-        let mut set = e.set.difference(&removed);
+    for managed_entry in entries.iter_mut() {
+        let mine = managed_entry.manager == writer.manager
+            && managed_entry.operation == "Update"
+            && managed_entry.subresource == writer.subresource;
+        let mut set = managed_entry.set.difference(&removed);
         if mine {
             set = set.union(&changed);
-            e.time = w.now.to_string();
-            e.api_version = w.api_version.to_string();
+            managed_entry.time = writer.now.to_string();
+            managed_entry.api_version = writer.api_version.to_string();
             found = true;
         } else {
             set = set.difference(&changed);
         }
-        e.set = set;
+        managed_entry.set = set;
     }
     if !found && !changed.is_empty() {
         entries.push(ManagedEntry {
-            manager: w.manager.into(),
+            manager: writer.manager.into(),
             operation: "Update".into(),
-            api_version: w.api_version.into(),
-            time: w.now.into(),
-            subresource: w.subresource.into(),
+            api_version: writer.api_version.into(),
+            time: writer.now.into(),
+            subresource: writer.subresource.into(),
             set: changed,
         });
     }
@@ -166,17 +168,17 @@ fn merge_applied(live: &Value, applied: &Value, schema: &Schema, names: &mut Vec
     match (live, applied) {
         (Value::Object(l), Value::Object(a)) => {
             let mut out = l.clone();
-            for (k, av) in a {
+            for (key, av) in a {
                 if av.is_null() {
                     continue;
                 }
-                names.push(k.clone());
-                let merged = match l.get(k) {
+                names.push(key.clone());
+                let merged = match l.get(key) {
                     Some(lv) => merge_applied(lv, av, schema, names),
                     None => av.clone(),
                 };
                 names.pop();
-                out.insert(k.clone(), merged);
+                out.insert(key.clone(), merged);
             }
             Value::Object(out)
         }
@@ -186,9 +188,11 @@ fn merge_applied(live: &Value, applied: &Value, schema: &Schema, names: &mut Vec
                 ListKind::Map(keys) => {
                     let mut out = l.clone();
                     for item in a {
-                        let k = item_key(item, &keys);
-                        match out.iter().position(|x| item_key(x, &keys) == k) {
-                            Some(i) => out[i] = merge_applied(&out[i], item, schema, names),
+                        let map = item_key(item, &keys);
+                        match out.iter().position(|x| item_key(x, &keys) == map) {
+                            Some(index) => {
+                                out[index] = merge_applied(&out[index], item, schema, names)
+                            }
                             None => out.push(item.clone()),
                         }
                     }
@@ -212,19 +216,18 @@ fn merge_applied(live: &Value, applied: &Value, schema: &Schema, names: &mut Vec
 
 fn scoped_applied(applied: &Value, scope: Scope) -> Value {
     let mut a = applied.clone();
-    if let Some(m) = a.as_object_mut() {
+    if let Some(map) = a.as_object_mut() {
         match scope {
             Scope::NoStatus => {
-                m.remove("status");
+                map.remove("status");
             }
-            Scope::StatusOnly => {
-                m.retain(|k, _| matches!(k.as_str(), "status" | "apiVersion" | "kind" | "metadata"))
-            }
+            Scope::StatusOnly => map
+                .retain(|k, _| matches!(k.as_str(), "status" | "apiVersion" | "kind" | "metadata")),
             Scope::All => {}
         }
         if scope == Scope::StatusOnly {
-            if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.retain(|k, _| k == "name" || k == "namespace");
+            if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.retain(|key, _| key == "name" || key == "namespace");
             }
         }
     }
@@ -238,65 +241,19 @@ pub fn apply(
     applied: &Value,
     force: bool,
     schema: &Schema,
-    w: &Writer<'_>,
+    writer: &Writer<'_>,
 ) -> Result<Value, ApiError> {
-    let applied = scoped_applied(applied, w.scope);
+    let applied = scoped_applied(applied, writer.scope);
     let mut entries = live.map(parse_managed).unwrap_or_default();
-    let f_applied = FieldSet::from_object(&applied, schema, w.scope);
+    let f_applied = FieldSet::from_object(&applied, schema, writer.scope);
     let is_mine = |e: &ManagedEntry| {
-        e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource
+        e.manager == writer.manager && e.operation == "Apply" && e.subresource == writer.subresource
     };
 
     // Conflicts: another manager owns a field whose value would change.
-    let mut causes = Vec::new();
-    let mut conflicts: Vec<(usize, FieldPath)> = Vec::new();
-    if let Some(live) = live {
-        for (idx, e) in entries.iter().enumerate() {
-            if is_mine(e) {
-                continue;
-            }
-            for (p, leaf) in f_applied.paths() {
-                if !leaf || !e.set.contains(&p) {
-                    continue;
-                }
-                let lv = value_at(live, &p);
-                if lv.is_some() && lv != value_at(&applied, &p) {
-                    conflicts.push((idx, p.clone()));
-                    causes.push((e.manager.clone(), e.api_version.clone(), display_path(&p)));
-                }
-            }
-        }
-    }
+    let conflicts = conflicts(live, &applied, &entries, &f_applied, &is_mine);
     if !conflicts.is_empty() && !force {
-        let n = causes.len();
-        let lines: Vec<String> = causes
-            .iter()
-            .map(|(m, av, p)| format!("conflict with \"{m}\" using {av}: {p}"))
-            .collect();
-        let message = if n == 1 {
-            format!("Apply failed with 1 conflict: {}", lines[0])
-        } else {
-            format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
-        };
-        let mut e = ApiError::conflict_message(message);
-        let (ns_name, kind) = (
-            applied
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            applied
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        );
-        let causes: Vec<Value> = causes
-            .iter()
-            .map(|(m, av, p)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\" using {av}"), "field": p}))
-            .collect();
-        e.details = Some(json!({"name": ns_name, "kind": kind, "causes": causes}));
-        return Err(e);
+        return Err(conflict_error(&applied, &entries, &conflicts));
     }
     for (idx, p) in &conflicts {
         entries[*idx].set.remove(p);
@@ -312,44 +269,33 @@ pub fn apply(
         None => applied.clone(),
     };
 
-    // Prune what this manager applied last time and no longer applies, as
-    // structured-merge-diff does (its `prune`): remove everything of its last applied set
-    // (an item or field it owned goes whole, keys and defaults in it included); add back
-    // whatever an applier (itself, now, included) owns; then remove, of what is still
-    // missing, only what its last set held (so fields nobody owns inside an item that
-    // stays, such as defaults, are kept). Owners through updates do not keep a field or
-    // item in place, as upstream.
-    let last = in_scope_set(&previous, w.scope);
+    let last = in_scope_set(&previous, writer.scope);
     if !last.is_empty() {
-        let mut applied_sets = f_applied.clone();
-        for e in entries
+        let applied_by_others = entries
             .iter()
-            .filter(|e| e.operation == "Apply" && !is_mine(e))
-        {
-            applied_sets = applied_sets.union(&e.set);
-        }
-        let merged_set = FieldSet::from_object(&merged, schema, w.scope);
-        let pruned = remove_items(&merged, &last, schema);
-        let kept = FieldSet::from_object(&pruned, schema, w.scope).union(&applied_sets);
-        let pruned = remove_items(&merged, &merged_set.difference(&kept), schema);
-        let gone = merged_set
-            .difference(&FieldSet::from_object(&pruned, schema, w.scope))
-            .intersection(&last);
-        merged = remove_items(&merged, &gone, schema);
+            .filter(|entry| entry.operation == "Apply" && !is_mine(entry));
+        merged = prune_last_applied(
+            &merged,
+            &last,
+            &f_applied,
+            applied_by_others,
+            schema,
+            writer.scope,
+        );
     }
 
     match entries.iter_mut().find(|e| is_mine(e)) {
-        Some(e) => {
-            e.set = f_applied;
-            e.time = w.now.into();
-            e.api_version = w.api_version.into();
+        Some(managed_entry) => {
+            managed_entry.set = f_applied;
+            managed_entry.time = writer.now.into();
+            managed_entry.api_version = writer.api_version.into();
         }
         None => entries.push(ManagedEntry {
-            manager: w.manager.into(),
+            manager: writer.manager.into(),
             operation: "Apply".into(),
-            api_version: w.api_version.into(),
-            time: w.now.into(),
-            subresource: w.subresource.into(),
+            api_version: writer.api_version.into(),
+            time: writer.now.into(),
+            subresource: writer.subresource.into(),
             set: f_applied,
         }),
     }
@@ -358,10 +304,116 @@ pub fn apply(
     Ok(merged)
 }
 
+/// The fields of `applied` another manager (an entry `is_mine` rejects) owns on `live`
+/// whose value would change: (index of the entry, path).
+fn conflicts(
+    live: Option<&Value>,
+    applied: &Value,
+    entries: &[ManagedEntry],
+    applied_set: &FieldSet,
+    is_mine: &dyn Fn(&ManagedEntry) -> bool,
+) -> Vec<(usize, FieldPath)> {
+    let Some(live) = live else {
+        return Vec::new();
+    };
+    let mut conflicts = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        if is_mine(entry) {
+            continue;
+        }
+        for (path, leaf) in applied_set.paths() {
+            if !leaf || !entry.set.contains(&path) {
+                continue;
+            }
+            let live_value = value_at(live, &path);
+            if live_value.is_some() && live_value != value_at(applied, &path) {
+                conflicts.push((index, path.clone()));
+            }
+        }
+    }
+    conflicts
+}
+
+/// The 409 of an apply with conflicts: its message lists them, its details carry one
+/// FieldManagerConflict cause each.
+fn conflict_error(
+    applied: &Value,
+    entries: &[ManagedEntry],
+    conflicts: &[(usize, FieldPath)],
+) -> ApiError {
+    let causes: Vec<(String, String, String)> = conflicts
+        .iter()
+        .map(|(index, path)| {
+            let entry = &entries[*index];
+            (
+                entry.manager.clone(),
+                entry.api_version.clone(),
+                display_path(path),
+            )
+        })
+        .collect();
+    let count = causes.len();
+    let lines: Vec<String> = causes
+        .iter()
+        .map(|(manager, api_version, path)| {
+            format!("conflict with \"{manager}\" using {api_version}: {path}")
+        })
+        .collect();
+    let message = if count == 1 {
+        format!("Apply failed with 1 conflict: {}", lines[0])
+    } else {
+        format!("Apply failed with {count} conflicts: {}", lines.join("\n"))
+    };
+    let mut error = ApiError::conflict_message(message);
+    let name = applied
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = applied
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let causes: Vec<Value> = causes
+        .iter()
+        .map(|(manager, api_version, path)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{manager}\" using {api_version}"), "field": path}))
+        .collect();
+    error.details = Some(json!({"name": name, "kind": kind, "causes": causes}));
+    error
+}
+
+/// Prune what this manager applied last time and no longer applies, as
+/// structured-merge-diff does (its `prune`): remove everything of its last applied set
+/// (an item or field it owned goes whole, keys and defaults in it included); add back
+/// whatever an applier (itself, now, included) owns; then remove, of what is still
+/// missing, only what its last set held (so fields nobody owns inside an item that
+/// stays, such as defaults, are kept). Owners through updates do not keep a field or
+/// item in place, as upstream.
+fn prune_last_applied<'a>(
+    merged: &Value,
+    last: &FieldSet,
+    applied_set: &FieldSet,
+    applied_by_others: impl Iterator<Item = &'a ManagedEntry>,
+    schema: &Schema,
+    scope: Scope,
+) -> Value {
+    let mut applied_sets = applied_set.clone();
+    for entry in applied_by_others {
+        applied_sets = applied_sets.union(&entry.set);
+    }
+    let merged_set = FieldSet::from_object(merged, schema, scope);
+    let pruned = remove_items(merged, last, schema);
+    let kept = FieldSet::from_object(&pruned, schema, scope).union(&applied_sets);
+    let pruned = remove_items(merged, &merged_set.difference(&kept), schema);
+    let gone = merged_set
+        .difference(&FieldSet::from_object(&pruned, schema, scope))
+        .intersection(last);
+    remove_items(merged, &gone, schema)
+}
+
 /// Removes empty `managedFields` and keeps an object's metadata a map.
 pub fn ensure_metadata(obj: &mut Value) {
-    if let Some(m) = obj.as_object_mut() {
-        m.entry("metadata")
+    if let Some(map) = obj.as_object_mut() {
+        map.entry("metadata")
             .or_insert_with(|| Value::Object(Map::new()));
     }
 }
@@ -378,9 +430,9 @@ mod tests {
             openapi: None,
         }
     }
-    fn w<'a>(m: &'a str) -> Writer<'a> {
+    fn w<'a>(message: &'a str) -> Writer<'a> {
         Writer {
-            manager: m,
+            manager: message,
             api_version: "v1",
             subresource: "",
             scope: Scope::All,
@@ -402,16 +454,18 @@ mod tests {
             .all(|e| e.set.contains(&["f:data".into(), "f:x".into()])));
         // Different value: conflict naming the other manager.
         let b_diff = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"y": "3"}});
-        let e = apply(Some(&shared), &b_diff, false, &schema(), &w("b")).expect_err("conflict");
-        assert_eq!((e.code, e.reason), (409, Reason::Conflict));
+        let error = apply(Some(&shared), &b_diff, false, &schema(), &w("b")).expect_err("conflict");
+        assert_eq!((error.code, error.reason), (409, Reason::Conflict));
         assert_eq!(
-            e.details
+            error
+                .details
                 .as_ref()
                 .and_then(|d| d.pointer("/causes/0/reason")),
             Some(&json!("FieldManagerConflict"))
         );
         assert_eq!(
-            e.details
+            error
+                .details
                 .as_ref()
                 .and_then(|d| d.pointer("/causes/0/field")),
             Some(&json!(".data.y"))
@@ -421,7 +475,7 @@ mod tests {
         assert_eq!(forced.pointer("/data/y"), Some(&json!("3")));
         let a_entry = parse_managed(&forced)
             .into_iter()
-            .find(|e| e.manager == "a")
+            .find(|managed_entry| managed_entry.manager == "a")
             .expect("a");
         assert!(!a_entry.set.contains(&["f:data".into(), "f:y".into()]));
     }
@@ -446,12 +500,14 @@ mod tests {
         track_update(Some(&live), &mut updated, &schema(), &w("kubectl-edit"));
         let entries = parse_managed(&updated);
         assert!(
-            entries.iter().all(|e| e.manager != "a"),
+            entries
+                .iter()
+                .all(|managed_entry| managed_entry.manager != "a"),
             "a owned nothing else: {entries:?}"
         );
-        let e = apply(Some(&updated), &a, false, &schema(), &w("a"))
+        let error = apply(Some(&updated), &a, false, &schema(), &w("a"))
             .expect_err("conflict with the editor");
-        assert!(e.message.contains("kubectl-edit"));
+        assert!(error.message.contains("kubectl-edit"));
     }
 
     fn deployment_schema() -> Schema {
@@ -461,11 +517,11 @@ mod tests {
             openapi: None,
         }
     }
-    fn w_main<'a>(m: &'a str) -> Writer<'a> {
+    fn w_main<'a>(message: &'a str) -> Writer<'a> {
         Writer {
             api_version: "apps/v1",
             scope: Scope::NoStatus,
-            ..w(m)
+            ..w(message)
         }
     }
     fn deployment(pod_spec: Value) -> Value {
@@ -483,8 +539,8 @@ mod tests {
                 p["protocol"] = json!("TCP");
             }
         }
-        for v in spec["volumes"].as_array_mut().into_iter().flatten() {
-            v["secret"]["defaultMode"] = json!(420);
+        for value in spec["volumes"].as_array_mut().into_iter().flatten() {
+            value["secret"]["defaultMode"] = json!(420);
         }
         d
     }
@@ -506,11 +562,18 @@ mod tests {
 
     #[test]
     fn prune_removes_map_list_items_whole_with_their_keys_and_defaults() {
-        let s = deployment_schema();
+        let schema = deployment_schema();
         let live = with_defaults(
-            apply(None, &repro_first(), false, &s, &w_main("probe")).expect("create"),
+            apply(None, &repro_first(), false, &schema, &w_main("probe")).expect("create"),
         );
-        let out = apply(Some(&live), &repro_second(), false, &s, &w_main("probe")).expect("apply");
+        let out = apply(
+            Some(&live),
+            &repro_second(),
+            false,
+            &schema,
+            &w_main("probe"),
+        )
+        .expect("apply");
         assert_eq!(
             out.pointer("/spec/template/spec"),
             Some(
@@ -522,19 +585,20 @@ mod tests {
         );
         let entry = parse_managed(&out)
             .into_iter()
-            .find(|e| e.manager == "probe")
+            .find(|managed_entry| managed_entry.manager == "probe")
             .expect("probe");
         assert_eq!(
             entry.set,
-            FieldSet::from_object(&repro_second(), &s, Scope::NoStatus)
+            FieldSet::from_object(&repro_second(), &schema, Scope::NoStatus)
         );
     }
 
     #[test]
     fn prune_keeps_what_another_applier_owns_in_a_dropped_item() {
-        let s = deployment_schema();
-        let live =
-            with_defaults(apply(None, &repro_first(), false, &s, &w_main("a")).expect("create"));
+        let schema = deployment_schema();
+        let live = with_defaults(
+            apply(None, &repro_first(), false, &schema, &w_main("a")).expect("create"),
+        );
         // b applies its own value of E (forcing a's ownership of the value away) and the
         // tls volume's name only.
         let b = deployment(
@@ -543,12 +607,13 @@ mod tests {
         );
         let b = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
             "spec": {"template": {"spec": b["spec"]["template"]["spec"].clone()}}});
-        let live = apply(Some(&live), &b, true, &s, &w_main("b")).expect("b");
+        let live = apply(Some(&live), &b, true, &schema, &w_main("b")).expect("b");
         assert_eq!(
             live.pointer("/spec/template/spec/containers/0/env"),
             Some(&json!([{"name": "E", "value": "2"}]))
         );
-        let out = apply(Some(&live), &repro_second(), false, &s, &w_main("a")).expect("a again");
+        let out =
+            apply(Some(&live), &repro_second(), false, &schema, &w_main("a")).expect("a again");
         let spec = out.pointer("/spec/template/spec").expect("pod spec");
         assert_eq!(
             spec.pointer("/containers/0/env"),
@@ -568,7 +633,7 @@ mod tests {
         );
         // b stops applying: nothing of E or the volume is left.
         let b2 = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}});
-        let out = apply(Some(&out), &b2, false, &s, &w_main("b")).expect("b again");
+        let out = apply(Some(&out), &b2, false, &schema, &w_main("b")).expect("b again");
         let spec = out.pointer("/spec/template/spec").expect("pod spec");
         assert_eq!(spec.pointer("/containers/0/env"), None);
         assert_eq!(spec.get("volumes"), None);
@@ -580,18 +645,20 @@ mod tests {
 
     #[test]
     fn ownership_through_an_update_does_not_keep_a_dropped_item() {
-        let s = deployment_schema();
-        let live =
-            with_defaults(apply(None, &repro_first(), false, &s, &w_main("a")).expect("create"));
+        let schema = deployment_schema();
+        let live = with_defaults(
+            apply(None, &repro_first(), false, &schema, &w_main("a")).expect("create"),
+        );
         let mut edited = live.clone();
         edited["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = json!("3");
-        track_update(Some(&live), &mut edited, &s, &w_main("editor"));
-        let out = apply(Some(&edited), &repro_second(), false, &s, &w_main("a")).expect("apply");
+        track_update(Some(&live), &mut edited, &schema, &w_main("editor"));
+        let out =
+            apply(Some(&edited), &repro_second(), false, &schema, &w_main("a")).expect("apply");
         assert_eq!(out.pointer("/spec/template/spec/containers/0/env"), None);
         // The editor's entry still names the field, as upstream's would.
         let editor = parse_managed(&out)
             .into_iter()
-            .find(|e| e.manager == "editor")
+            .find(|managed_entry| managed_entry.manager == "editor")
             .expect("editor");
         assert!(!editor.set.is_empty());
     }
@@ -610,7 +677,7 @@ mod tests {
         let out = apply(Some(&out), &no_args, false, &s, &w_main("a")).expect("apply");
         assert_eq!(out.pointer("/spec/template/spec/containers/0/args"), None);
         // finalizers are a set: the one dropped goes, the other applier's stays.
-        let cm = |f: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": f}});
+        let cm = |field: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": field}});
         let live =
             apply(None, &cm(json!(["x/a", "x/b"])), false, &schema(), &w("a")).expect("create");
         let live = apply(Some(&live), &cm(json!(["x/b"])), false, &schema(), &w("b")).expect("b");
@@ -623,7 +690,7 @@ mod tests {
 
     #[test]
     fn prune_removes_custom_resource_map_list_items_whole() {
-        let s = Schema {
+        let schema = Schema {
             kind: "Fleet".into(),
             builtin: false,
             openapi: Some(
@@ -637,14 +704,14 @@ mod tests {
         let fleet = |ships: Value| json!({"apiVersion": "example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}, "spec": {"ships": ships}});
         let live = apply(None, &fleet(json!([
             {"name": "a", "yard": "n", "size": 1, "crew": [{"role": "cook", "n": 1}, {"role": "pilot", "n": 2}]},
-            {"name": "b", "yard": "n", "size": 2}])), false, &s, &w("alice")).expect("create");
+            {"name": "b", "yard": "n", "size": 2}])), false, &schema, &w("alice")).expect("create");
         let out = apply(
             Some(&live),
             &fleet(
                 json!([{"name": "a", "yard": "n", "size": 1, "crew": [{"role": "pilot", "n": 2}]}]),
             ),
             false,
-            &s,
+            &schema,
             &w("alice"),
         )
         .expect("apply");

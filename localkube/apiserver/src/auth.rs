@@ -32,7 +32,7 @@ pub struct UserInfo {
 impl UserInfo {
     /// Whether the user is in `system:masters`.
     pub fn is_master(&self) -> bool {
-        self.groups.iter().any(|g| g == MASTERS)
+        self.groups.iter().any(|group| group == MASTERS)
     }
     /// The user of a ServiceAccount, with the standard groups.
     pub fn service_account(ns: &str, name: &str, uid: &str) -> UserInfo {
@@ -49,14 +49,14 @@ impl UserInfo {
     }
     /// The `UserInfo` JSON of reviews.
     pub fn to_json(&self) -> Value {
-        let mut v = json!({"username": self.name, "groups": self.groups});
+        let mut value = json!({"username": self.name, "groups": self.groups});
         if !self.uid.is_empty() {
-            v["uid"] = json!(self.uid);
+            value["uid"] = json!(self.uid);
         }
         if !self.extra.is_empty() {
-            v["extra"] = json!(self.extra);
+            value["extra"] = json!(self.extra);
         }
-        v
+        value
     }
 }
 
@@ -76,8 +76,8 @@ pub enum ClientCertificate {
 /// subject's CN is the user name, each O a group, plus `system:authenticated`.
 pub fn user_from_certificate(der: &[u8]) -> std::result::Result<UserInfo, String> {
     use x509_parser::prelude::{FromDer, X509Certificate};
-    let (_, cert) =
-        X509Certificate::from_der(der).map_err(|e| format!("parse the client certificate: {e}"))?;
+    let (_, cert) = X509Certificate::from_der(der)
+        .map_err(|error| format!("parse the client certificate: {error}"))?;
     let subject = cert.subject();
     let name = subject
         .iter_common_name()
@@ -90,7 +90,9 @@ pub fn user_from_certificate(der: &[u8]) -> std::result::Result<UserInfo, String
     }
     let mut groups: Vec<String> = subject
         .iter_organization()
-        .filter_map(|o| o.as_str().ok().map(String::from))
+        .filter_map(|attribute_type_and_value| {
+            attribute_type_and_value.as_str().ok().map(String::from)
+        })
         .collect();
     groups.push("system:authenticated".into());
     Ok(UserInfo {
@@ -111,8 +113,9 @@ pub struct Authenticator {
 }
 
 impl std::fmt::Debug for Authenticator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Authenticator")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Authenticator")
             .field("api_audiences", &self.api_audiences)
             .finish()
     }
@@ -121,12 +124,12 @@ impl std::fmt::Debug for Authenticator {
 fn read_or_create(path: &Path, make: impl FnOnce() -> String) -> Result<String> {
     if path.exists() {
         return std::fs::read_to_string(path)
-            .map(|s| s.trim().to_string())
+            .map(|text| text.trim().to_string())
             .map_err(|e| Error::io(path, e));
     }
-    let v = make();
-    std::fs::write(path, &v).map_err(|e| Error::io(path, e))?;
-    Ok(v)
+    let value = make();
+    std::fs::write(path, &value).map_err(|error| Error::io(path, error))?;
+    Ok(value)
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -220,113 +223,152 @@ impl Authenticator {
         validation.leeway = 0;
         let data =
             jsonwebtoken::decode::<Value>(token, &DecodingKey::from_secret(&self.key), &validation)
-                .map_err(|e| format!("invalid bearer token: {e}"))?;
-        let c = data.claims;
-        if c.get("iss").and_then(Value::as_str) == Some("kubernetes/serviceaccount") {
-            let s = |k: &str| {
-                c.get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let ns = s("kubernetes.io/serviceaccount/namespace");
-            let secret = store
-                .get(
-                    "/secrets",
-                    &ns,
-                    &s("kubernetes.io/serviceaccount/secret.name"),
-                )
-                .ok_or("token has been invalidated")?;
-            if meta::str_at(
-                &secret,
-                "/metadata/annotations/kubernetes.io~1service-account.uid",
-            ) != s("kubernetes.io/serviceaccount/service-account.uid")
-            {
-                return Err("token has been invalidated".into());
-            }
-            let sa_name = s("kubernetes.io/serviceaccount/service-account.name");
-            let sa = store
-                .get("/serviceaccounts", &ns, &sa_name)
-                .ok_or("service account has been deleted")?;
-            let inter: Vec<String> = wanted
-                .iter()
-                .filter(|a| self.api_audiences.contains(a))
-                .cloned()
-                .collect();
-            if inter.is_empty() {
-                return Err("token audiences do not intersect".into());
-            }
-            return Ok((
-                UserInfo::service_account(&ns, &sa_name, meta::uid_of(&sa)),
-                inter,
-            ));
+                .map_err(|error| format!("invalid bearer token: {error}"))?;
+        let claims = data.claims;
+        if claims.get("iss").and_then(Value::as_str) == Some("kubernetes/serviceaccount") {
+            return self.authenticate_legacy(&claims, &wanted, store);
         }
-        let token_aud: Vec<String> = match c.get("aud") {
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a
+        self.authenticate_bound(&claims, &wanted, store)
+    }
+
+    /// A legacy token (of a `kubernetes.io/service-account-token` Secret): valid while its
+    /// Secret and ServiceAccount exist, for the API server's audiences only.
+    fn authenticate_legacy(
+        &self,
+        claims: &Value,
+        wanted: &[String],
+        store: &Store,
+    ) -> std::result::Result<(UserInfo, Vec<String>), String> {
+        let claim = |key: &str| {
+            claims
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let namespace = claim("kubernetes.io/serviceaccount/namespace");
+        let secret = store
+            .get(
+                "/secrets",
+                &namespace,
+                &claim("kubernetes.io/serviceaccount/secret.name"),
+            )
+            .ok_or("token has been invalidated")?;
+        if meta::str_at(
+            &secret,
+            "/metadata/annotations/kubernetes.io~1service-account.uid",
+        ) != claim("kubernetes.io/serviceaccount/service-account.uid")
+        {
+            return Err("token has been invalidated".into());
+        }
+        let account_name = claim("kubernetes.io/serviceaccount/service-account.name");
+        let account = store
+            .get("/serviceaccounts", &namespace, &account_name)
+            .ok_or("service account has been deleted")?;
+        let intersection: Vec<String> = wanted
+            .iter()
+            .filter(|audience| self.api_audiences.contains(audience))
+            .cloned()
+            .collect();
+        if intersection.is_empty() {
+            return Err("token audiences do not intersect".into());
+        }
+        Ok((
+            UserInfo::service_account(&namespace, &account_name, meta::uid_of(&account)),
+            intersection,
+        ))
+    }
+
+    /// A bound token (TokenRequest): valid for its audiences while its ServiceAccount and
+    /// the Pod or Secret it is bound to exist with the same uids.
+    fn authenticate_bound(
+        &self,
+        claims: &Value,
+        wanted: &[String],
+        store: &Store,
+    ) -> std::result::Result<(UserInfo, Vec<String>), String> {
+        let token_audiences: Vec<String> = match claims.get("aud") {
+            Some(Value::String(audience)) => vec![audience.clone()],
+            Some(Value::Array(audiences)) => audiences
                 .iter()
-                .filter_map(|x| x.as_str().map(String::from))
+                .filter_map(|audience| audience.as_str().map(String::from))
                 .collect(),
             _ => vec![],
         };
-        let inter: Vec<String> = wanted
+        let intersection: Vec<String> = wanted
             .iter()
-            .filter(|a| token_aud.contains(a))
+            .filter(|audience| token_audiences.contains(audience))
             .cloned()
             .collect();
-        if inter.is_empty() {
+        if intersection.is_empty() {
             return Err("token audiences is invalid for the target audiences".into());
         }
-        let k = c.get("kubernetes.io").cloned().unwrap_or(Value::Null);
-        let ns = meta::str_at(&k, "/namespace").to_string();
-        let sa_name = meta::str_at(&k, "/serviceaccount/name").to_string();
-        let sa_uid = meta::str_at(&k, "/serviceaccount/uid").to_string();
-        let sa = store
-            .get("/serviceaccounts", &ns, &sa_name)
-            .ok_or_else(|| format!("service account {ns}/{sa_name} has been deleted"))?;
-        if meta::uid_of(&sa) != sa_uid {
+        let kubernetes = claims.get("kubernetes.io").cloned().unwrap_or(Value::Null);
+        let namespace = meta::str_at(&kubernetes, "/namespace").to_string();
+        let account_name = meta::str_at(&kubernetes, "/serviceaccount/name").to_string();
+        let account_uid = meta::str_at(&kubernetes, "/serviceaccount/uid").to_string();
+        let account = store
+            .get("/serviceaccounts", &namespace, &account_name)
+            .ok_or_else(|| {
+                format!("service account {namespace}/{account_name} has been deleted")
+            })?;
+        if meta::uid_of(&account) != account_uid {
             return Err("service account uid does not match".into());
         }
-        let mut user = UserInfo::service_account(&ns, &sa_name, &sa_uid);
+        let mut user = UserInfo::service_account(&namespace, &account_name, &account_uid);
         for (kind, key) in [("pod", "/pods"), ("secret", "/secrets")] {
-            if let Some(b) = k.get(kind) {
-                let name = meta::str_at(b, "/name");
-                let uid = meta::str_at(b, "/uid");
-                let obj = store
-                    .get(key, &ns, name)
-                    .ok_or_else(|| format!("{kind} {ns}/{name} has been deleted"))?;
-                if meta::uid_of(&obj) != uid {
-                    return Err(format!("{kind} {ns}/{name} uid does not match"));
-                }
-                if let Some(t) = obj
-                    .pointer("/metadata/deletionTimestamp")
-                    .and_then(Value::as_str)
-                    .and_then(meta::parse_time)
-                {
-                    if t <= jiff::Timestamp::now() {
-                        return Err(format!("{kind} {ns}/{name} is being deleted"));
-                    }
-                }
-                if kind == "pod" {
-                    user.extra.insert(
-                        "authentication.kubernetes.io/pod-name".into(),
-                        vec![name.into()],
-                    );
-                    user.extra.insert(
-                        "authentication.kubernetes.io/pod-uid".into(),
-                        vec![uid.into()],
-                    );
-                }
+            let Some(bound) = kubernetes.get(kind) else {
+                continue;
+            };
+            let (name, uid) = check_bound_object(store, kind, key, &namespace, bound)?;
+            if kind == "pod" {
+                user.extra.insert(
+                    "authentication.kubernetes.io/pod-name".into(),
+                    vec![name.into()],
+                );
+                user.extra.insert(
+                    "authentication.kubernetes.io/pod-uid".into(),
+                    vec![uid.into()],
+                );
             }
         }
-        if let Some(jti) = c.get("jti").and_then(Value::as_str) {
+        if let Some(jti) = claims.get("jti").and_then(Value::as_str) {
             user.extra.insert(
                 "authentication.kubernetes.io/credential-id".into(),
                 vec![format!("JTI={jti}")],
             );
         }
-        Ok((user, inter))
+        Ok((user, intersection))
     }
+}
+
+/// The object a token is bound to (`bound`: its claim, name and uid) exists in `namespace`
+/// with that uid and is not being deleted; returns its name and uid.
+fn check_bound_object<'a>(
+    store: &Store,
+    kind: &str,
+    key: &str,
+    namespace: &str,
+    bound: &'a Value,
+) -> std::result::Result<(&'a str, &'a str), String> {
+    let name = meta::str_at(bound, "/name");
+    let uid = meta::str_at(bound, "/uid");
+    let object = store
+        .get(key, namespace, name)
+        .ok_or_else(|| format!("{kind} {namespace}/{name} has been deleted"))?;
+    if meta::uid_of(&object) != uid {
+        return Err(format!("{kind} {namespace}/{name} uid does not match"));
+    }
+    if let Some(deletion) = object
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(meta::parse_time)
+    {
+        if deletion <= jiff::Timestamp::now() {
+            return Err(format!("{kind} {namespace}/{name} is being deleted"));
+        }
+    }
+    Ok((name, uid))
 }
 
 /// What a request asks to do.
@@ -374,13 +416,13 @@ impl Attributes {
         } else {
             format!("in the namespace \"{}\"", self.namespace)
         };
-        let mut e = ApiError::forbidden(format!(
+        let mut error = ApiError::forbidden(format!(
             "{what} is forbidden: User \"{}\" cannot {} resource \"{res}\" in API group \"{}\" {scope}",
             user.name, self.verb, self.api_group
         ));
-        e.details =
+        error.details =
             Some(json!({"name": self.name, "group": self.api_group, "kind": self.resource}));
-        e
+        error
     }
 }
 
@@ -388,29 +430,30 @@ fn has(list: Option<&Value>, want: &str) -> bool {
     list.and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .any(|v| v.as_str() == Some("*") || v.as_str() == Some(want))
+                .any(|value| value.as_str() == Some("*") || value.as_str() == Some(want))
         })
         .unwrap_or(false)
 }
 
-fn rule_allows(rule: &Value, a: &Attributes) -> bool {
-    if !has(rule.get("verbs"), &a.verb) {
+fn rule_allows(rule: &Value, attributes: &Attributes) -> bool {
+    if !has(rule.get("verbs"), &attributes.verb) {
         return false;
     }
-    if !a.resource_request {
+    if !attributes.resource_request {
         return rule
             .get("nonResourceURLs")
             .and_then(Value::as_array)
             .map(|urls| {
-                urls.iter().filter_map(Value::as_str).any(|u| {
-                    u == "*"
-                        || u == a.path
-                        || (u.ends_with('*') && a.path.starts_with(&u[..u.len() - 1]))
+                urls.iter().filter_map(Value::as_str).any(|url| {
+                    url == "*"
+                        || url == attributes.path
+                        || (url.ends_with('*')
+                            && attributes.path.starts_with(&url[..url.len() - 1]))
                 })
             })
             .unwrap_or(false);
     }
-    if !has(rule.get("apiGroups"), &a.api_group) {
+    if !has(rule.get("apiGroups"), &attributes.api_group) {
         return false;
     }
     let resources = rule
@@ -418,13 +461,13 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let res_ok = resources.iter().filter_map(Value::as_str).any(|r| {
-        if a.subresource.is_empty() {
-            r == "*" || r == a.resource
+    let res_ok = resources.iter().filter_map(Value::as_str).any(|resource| {
+        if attributes.subresource.is_empty() {
+            resource == "*" || resource == attributes.resource
         } else {
-            r == "*"
-                || r == format!("{}/{}", a.resource, a.subresource)
-                || r == format!("*/{}", a.subresource)
+            resource == "*"
+                || resource == format!("{}/{}", attributes.resource, attributes.subresource)
+                || resource == format!("*/{}", attributes.subresource)
         }
     });
     if !res_ok {
@@ -432,7 +475,10 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     }
     match rule.get("resourceNames").and_then(Value::as_array) {
         Some(names) if !names.is_empty() => {
-            !a.name.is_empty() && names.iter().any(|n| n.as_str() == Some(a.name.as_str()))
+            !attributes.name.is_empty()
+                && names
+                    .iter()
+                    .any(|name| name.as_str() == Some(attributes.name.as_str()))
         }
         _ => true,
     }
@@ -442,7 +488,7 @@ fn subject_matches(s: &Value, user: &UserInfo, binding_ns: &str) -> bool {
     let name = meta::str_at(s, "/name");
     match meta::str_at(s, "/kind") {
         "User" => name == user.name,
-        "Group" => user.groups.iter().any(|g| g == name),
+        "Group" => user.groups.iter().any(|group| group == name),
         "ServiceAccount" => {
             let ns = s
                 .get("namespace")
@@ -490,14 +536,18 @@ fn cluster_role_rules(store: &Store, name: &str) -> Vec<Value> {
 pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
     let mut rules = Vec::new();
     let (crbs, _) = store.list("rbac.authorization.k8s.io/clusterrolebindings", None);
-    for b in &crbs {
-        if b.get("subjects")
+    for binding in &crbs {
+        if binding
+            .get("subjects")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .any(|s| subject_matches(s, user, ""))
         {
-            rules.extend(cluster_role_rules(store, meta::str_at(b, "/roleRef/name")));
+            rules.extend(cluster_role_rules(
+                store,
+                meta::str_at(binding, "/roleRef/name"),
+            ));
         }
     }
     if !namespace.is_empty() {
@@ -535,78 +585,81 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> 
 
 /// Whether RBAC allows the request (reads the current roles: changes apply to the next
 /// request). `system:masters` bypasses.
-pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
+pub fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> bool {
     if user.is_master() {
         return true;
     }
-    rules_for(store, user, &a.namespace)
+    rules_for(store, user, &attributes.namespace)
         .iter()
-        .any(|r| rule_allows(r, a))
+        .any(|r| rule_allows(r, attributes))
 }
 
-/// The bootstrap ClusterRoles and ClusterRoleBindings.
-pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
-    let ro = json!(["get", "list", "watch"]);
-    let rw = json!([
-        "get",
-        "list",
-        "watch",
-        "create",
-        "update",
-        "patch",
-        "delete",
-        "deletecollection"
-    ]);
-    let groups = json!([
-        "",
-        "apps",
-        "batch",
-        "discovery.k8s.io",
-        "coordination.k8s.io",
-        "events.k8s.io",
-        "policy"
-    ]);
-    let res = json!([
-        "pods",
-        "pods/log",
-        "pods/status",
-        "services",
-        "endpoints",
-        "configmaps",
-        "serviceaccounts",
-        "events",
-        "persistentvolumeclaims",
-        "deployments",
-        "deployments/scale",
-        "deployments/status",
-        "replicasets",
-        "replicasets/scale",
-        "statefulsets",
-        "statefulsets/scale",
-        "statefulsets/status",
-        "daemonsets",
-        "daemonsets/status",
-        "endpointslices",
-        "leases",
-        "poddisruptionbudgets",
-        "controllerrevisions",
-        "jobs",
-        "jobs/status"
-    ]);
+/// The verbs of the bootstrap read-only roles.
+const READ_VERBS: &[&str] = &["get", "list", "watch"];
+/// The verbs of the bootstrap read-write roles.
+const WRITE_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+/// The API groups `view`, `edit` and `admin` cover.
+const WORKLOAD_GROUPS: &[&str] = &[
+    "",
+    "apps",
+    "batch",
+    "discovery.k8s.io",
+    "coordination.k8s.io",
+    "events.k8s.io",
+    "policy",
+];
+/// The resources `view`, `edit` and `admin` cover (secrets apart).
+const WORKLOAD_RESOURCES: &[&str] = &[
+    "pods",
+    "pods/log",
+    "pods/status",
+    "services",
+    "endpoints",
+    "configmaps",
+    "serviceaccounts",
+    "events",
+    "persistentvolumeclaims",
+    "deployments",
+    "deployments/scale",
+    "deployments/status",
+    "replicasets",
+    "replicasets/scale",
+    "statefulsets",
+    "statefulsets/scale",
+    "statefulsets/status",
+    "daemonsets",
+    "daemonsets/status",
+    "endpointslices",
+    "leases",
+    "poddisruptionbudgets",
+    "controllerrevisions",
+    "jobs",
+    "jobs/status",
+];
+/// The bootstrap ClusterRoleBindings: each binds the ClusterRole of its own name to a group.
+const BOOTSTRAP_BINDINGS: &[(&str, &str)] = &[
+    ("cluster-admin", MASTERS),
+    ("system:discovery", "system:authenticated"),
+    ("system:basic-user", "system:authenticated"),
+    ("system:public-info-viewer", "system:authenticated"),
+];
+
+/// The bootstrap ClusterRoles.
+fn bootstrap_roles() -> Vec<(&'static str, Value)> {
     let role = |name: &str, rules: Value| {
         (
             "rbac.authorization.k8s.io/clusterroles",
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules}),
-        )
-    };
-    let binding = |name: &str, role: &str, group: &str| {
-        (
-            "rbac.authorization.k8s.io/clusterrolebindings",
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]}),
         )
     };
     vec![
@@ -616,16 +669,16 @@ pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
         ),
         role(
             "view",
-            json!([{"apiGroups": groups, "resources": res, "verbs": ro}]),
+            json!([{"apiGroups": WORKLOAD_GROUPS, "resources": WORKLOAD_RESOURCES, "verbs": READ_VERBS}]),
         ),
         role(
             "edit",
-            json!([{"apiGroups": groups, "resources": res, "verbs": rw}, {"apiGroups": [""], "resources": ["secrets"], "verbs": rw}]),
+            json!([{"apiGroups": WORKLOAD_GROUPS, "resources": WORKLOAD_RESOURCES, "verbs": WRITE_VERBS}, {"apiGroups": [""], "resources": ["secrets"], "verbs": WRITE_VERBS}]),
         ),
         role(
             "admin",
-            json!([{"apiGroups": groups, "resources": res, "verbs": rw}, {"apiGroups": [""], "resources": ["secrets"], "verbs": rw},
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": rw}]),
+            json!([{"apiGroups": WORKLOAD_GROUPS, "resources": WORKLOAD_RESOURCES, "verbs": WRITE_VERBS}, {"apiGroups": [""], "resources": ["secrets"], "verbs": WRITE_VERBS},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": WRITE_VERBS}]),
         ),
         role(
             "system:discovery",
@@ -640,21 +693,25 @@ pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
             "system:public-info-viewer",
             json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
         ),
-        binding("cluster-admin", "cluster-admin", MASTERS),
-        binding(
-            "system:discovery",
-            "system:discovery",
-            "system:authenticated",
-        ),
-        binding(
-            "system:basic-user",
-            "system:basic-user",
-            "system:authenticated",
-        ),
-        binding(
-            "system:public-info-viewer",
-            "system:public-info-viewer",
-            "system:authenticated",
-        ),
     ]
+}
+
+/// The bootstrap ClusterRoles and ClusterRoleBindings.
+pub fn bootstrap_rbac() -> Vec<(&'static str, Value)> {
+    let binding = |name: &str, group: &str| {
+        (
+            "rbac.authorization.k8s.io/clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]}),
+        )
+    };
+    let mut objects = bootstrap_roles();
+    objects.extend(
+        BOOTSTRAP_BINDINGS
+            .iter()
+            .map(|(name, group)| binding(name, group)),
+    );
+    objects
 }

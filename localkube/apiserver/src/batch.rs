@@ -14,10 +14,10 @@ pub const JOB_NAME_LABELS: [&str; 2] = ["batch.kubernetes.io/job-name", "job-nam
 pub const CONTROLLER_UID_LABELS: [&str; 2] =
     ["batch.kubernetes.io/controller-uid", "controller-uid"];
 
-fn set_default(obj: &mut Value, key: &str, v: Value) {
-    if let Some(m) = obj.as_object_mut() {
-        if m.get(key).map(Value::is_null).unwrap_or(true) {
-            m.insert(key.to_string(), v);
+fn set_default(obj: &mut Value, key: &str, value: Value) {
+    if let Some(map) = obj.as_object_mut() {
+        if map.get(key).map(Value::is_null).unwrap_or(true) {
+            map.insert(key.to_string(), value);
         }
     }
 }
@@ -74,7 +74,7 @@ pub fn job_defaults(job: &mut Value) {
     let job_labels_empty = job
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.is_empty())
+        .map(|map| map.is_empty())
         .unwrap_or(true);
     if let (true, Some(labels)) = (job_labels_empty, template_labels) {
         job["metadata"]["labels"] = labels;
@@ -101,7 +101,11 @@ fn generate_selector(job: &mut Value) {
 }
 
 fn non_negative(spec: &Value, key: &str, errors: &mut Vec<FieldError>) {
-    if let Some(n) = spec.get(key).and_then(Value::as_i64).filter(|n| *n < 0) {
+    if let Some(n) = spec
+        .get(key)
+        .and_then(Value::as_i64)
+        .filter(|count| *count < 0)
+    {
         errors.push(FieldError::invalid(
             &format!("spec.{key}"),
             &json!(n),
@@ -244,13 +248,16 @@ mod tests {
             j.pointer("/spec/selector"),
             Some(&json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}}))
         );
-        for (k, v) in [
+        for (key, value) in [
             ("job-name", "pi"),
             ("batch.kubernetes.io/job-name", "pi"),
             ("controller-uid", "u-1"),
         ] {
-            assert_eq!(j["spec"]["template"]["metadata"]["labels"][k], json!(v));
-            assert_eq!(j["metadata"]["labels"][k], json!(v));
+            assert_eq!(
+                j["spec"]["template"]["metadata"]["labels"][key],
+                json!(value)
+            );
+            assert_eq!(j["metadata"]["labels"][key], json!(value));
         }
         assert!(validate_job(None, &j).is_ok());
     }
@@ -268,13 +275,13 @@ mod tests {
         let j = job(
             json!({"backoffLimit": -1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}),
         );
-        let e = validate_job(None, &j).expect_err("invalid");
-        assert_eq!((e.code, e.reason), (422, Reason::Invalid));
+        let error = validate_job(None, &j).expect_err("invalid");
+        assert_eq!((error.code, error.reason), (422, Reason::Invalid));
         assert_eq!(
-            e.message,
+            error.message,
             "Job.batch \"pi\" is invalid: [spec.backoffLimit: Invalid value: -1: must be greater than or equal to 0, spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"]"
         );
-        let causes = e.details.expect("details")["causes"].clone();
+        let causes = error.details.expect("details")["causes"].clone();
         assert_eq!(causes[1]["reason"], json!("FieldValueRequired"));
     }
 
@@ -285,13 +292,17 @@ mod tests {
         );
         let mut new = old.clone();
         new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("j");
-        let e = validate_job(Some(&old), &new).expect_err("immutable");
+        let error = validate_job(Some(&old), &new).expect_err("immutable");
         assert!(
-            e.message.contains("spec.template: Invalid value: "),
+            error.message.contains("spec.template: Invalid value: "),
             "{}",
-            e.message
+            error.message
         );
-        assert!(e.message.ends_with("field is immutable"), "{}", e.message);
+        assert!(
+            error.message.ends_with("field is immutable"),
+            "{}",
+            error.message
+        );
         let mut scaled = old.clone();
         scaled["spec"]["parallelism"] = json!(2);
         assert!(validate_job(Some(&old), &scaled).is_ok());

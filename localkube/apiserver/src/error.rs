@@ -48,8 +48,8 @@ impl Error {
 }
 
 impl From<ApiError> for Error {
-    fn from(e: ApiError) -> Self {
-        Error::Api(Box::new(e))
+    fn from(error: ApiError) -> Self {
+        Error::Api(Box::new(error))
     }
 }
 
@@ -110,8 +110,8 @@ impl Reason {
 }
 
 impl std::fmt::Display for Reason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
     }
 }
 
@@ -135,8 +135,12 @@ pub struct ApiError {
 }
 
 impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.reason, self.code, self.message)
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "{} ({}): {}",
+            self.reason, self.code, self.message
+        )
     }
 }
 
@@ -230,14 +234,14 @@ impl ApiError {
         } else {
             format!("{kind}.{group}")
         };
-        let mut e = Self::new(
+        let mut error = Self::new(
             422,
             Reason::Invalid,
             format!("{gk} \"{name}\" is invalid: {field}: {message}"),
         );
-        e.details = Some(json!({"name": name, "group": group, "kind": kind,
+        error.details = Some(json!({"name": name, "group": group, "kind": kind,
             "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]}));
-        e
+        error
     }
     /// 422 Invalid listing every field error, as the real server aggregates them
     /// (`Kind.group "name" is invalid: [a: ..., b: ...]`).
@@ -259,14 +263,14 @@ impl ApiError {
             [one] => one.clone(),
             many => format!("[{}]", many.join(", ")),
         };
-        let mut e = Self::new(
+        let mut error = Self::new(
             422,
             Reason::Invalid,
             format!("{gk} \"{name}\" is invalid: {list}"),
         );
-        e.details = Some(json!({"name": name, "group": group, "kind": kind,
-            "causes": errors.iter().map(|e| json!({"reason": e.reason, "message": e.message, "field": e.field})).collect::<Vec<_>>()}));
-        e
+        error.details = Some(json!({"name": name, "group": group, "kind": kind,
+            "causes": errors.iter().map(|field_error| json!({"reason": field_error.reason, "message": field_error.message, "field": field_error.field})).collect::<Vec<_>>()}));
+        error
     }
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {

@@ -52,20 +52,20 @@ impl FieldSet {
         let Some(map) = obj.as_object() else {
             return root;
         };
-        for (k, v) in map {
-            if k == "apiVersion" || k == "kind" || v.is_null() {
+        for (key, value) in map {
+            if key == "apiVersion" || key == "kind" || value.is_null() {
                 continue;
             }
             match scope {
-                Scope::StatusOnly if k != "status" => continue,
-                Scope::NoStatus if k == "status" => continue,
+                Scope::StatusOnly if key != "status" => continue,
+                Scope::NoStatus if key == "status" => continue,
                 _ => {}
             }
-            let child = if k == "metadata" {
-                let mut meta = v.clone();
+            let child = if key == "metadata" {
+                let mut meta = value.clone();
                 if let Some(m) = meta.as_object_mut() {
-                    for f in SERVER_METADATA {
-                        m.remove(*f);
+                    for field in SERVER_METADATA {
+                        m.remove(*field);
                     }
                 }
                 if meta.as_object().map(|m| m.is_empty()).unwrap_or(true) {
@@ -73,16 +73,16 @@ impl FieldSet {
                 }
                 build(&meta, schema, &mut vec!["metadata".into()])
             } else {
-                build(v, schema, &mut vec![k.clone()])
+                build(value, schema, &mut vec![key.clone()])
             };
-            root.children.insert(format!("f:{k}"), child);
+            root.children.insert(format!("f:{key}"), child);
         }
         root
     }
 
     /// Whether nothing is owned.
     pub fn is_empty(&self) -> bool {
-        !self.member && self.children.values().all(|c| c.is_empty())
+        !self.member && self.children.values().all(|field_set| field_set.is_empty())
     }
 
     /// Every owned path, with whether it is a leaf (false: a `.` node with children).
@@ -97,7 +97,7 @@ impl FieldSet {
         let mut cur = self;
         for p in path {
             match cur.children.get(p) {
-                Some(c) => cur = c,
+                Some(field_set) => cur = field_set,
                 None => return false,
             }
         }
@@ -119,9 +119,9 @@ impl FieldSet {
             match path.split_first() {
                 None => s.member = false,
                 Some((first, rest)) => {
-                    if let Some(c) = s.children.get_mut(first) {
-                        rec(c, rest);
-                        if c.is_empty() {
+                    if let Some(field_set) = s.children.get_mut(first) {
+                        rec(field_set, rest);
+                        if field_set.is_empty() {
                             s.children.remove(first);
                         }
                     }
@@ -164,35 +164,37 @@ impl FieldSet {
 
     /// The FieldsV1 JSON.
     pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
+        let mut map = Map::new();
         if self.member && !self.children.is_empty() {
-            m.insert(".".into(), Value::Object(Map::new()));
+            map.insert(".".into(), Value::Object(Map::new()));
         }
-        for (k, c) in &self.children {
-            if !c.is_empty() {
-                m.insert(k.clone(), c.to_json());
+        for (key, field_set) in &self.children {
+            if !field_set.is_empty() {
+                map.insert(key.clone(), field_set.to_json());
             }
         }
-        Value::Object(m)
+        Value::Object(map)
     }
 
     /// Parses FieldsV1 JSON.
-    pub fn from_json(v: &Value) -> FieldSet {
-        let mut s = FieldSet::default();
-        match v.as_object() {
-            Some(m) if m.is_empty() => s.member = true,
-            Some(m) => {
-                for (k, c) in m {
-                    if k == "." {
-                        s.member = true;
+    pub fn from_json(value: &Value) -> FieldSet {
+        let mut field_set = FieldSet::default();
+        match value.as_object() {
+            Some(m) if m.is_empty() => field_set.member = true,
+            Some(map) => {
+                for (key, c) in map {
+                    if key == "." {
+                        field_set.member = true;
                     } else {
-                        s.children.insert(k.clone(), FieldSet::from_json(c));
+                        field_set
+                            .children
+                            .insert(key.clone(), FieldSet::from_json(c));
                     }
                 }
             }
             None => {}
         }
-        s
+        field_set
     }
 }
 
@@ -200,27 +202,29 @@ fn walk(s: &FieldSet, prefix: &mut Vec<String>, out: &mut Vec<(FieldPath, bool)>
     if s.member {
         out.push((prefix.clone(), s.children.is_empty()));
     }
-    for (k, c) in &s.children {
-        prefix.push(k.clone());
-        walk(c, prefix, out);
+    for (key, field_set) in &s.children {
+        prefix.push(key.clone());
+        walk(field_set, prefix, out);
         prefix.pop();
     }
 }
 
-fn build(v: &Value, schema: &Schema, names: &mut Vec<String>) -> FieldSet {
-    let mut s = FieldSet::default();
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            for (k, c) in m {
+fn build(value: &Value, schema: &Schema, names: &mut Vec<String>) -> FieldSet {
+    let mut field_set = FieldSet::default();
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, c) in map {
                 if c.is_null() {
                     continue;
                 }
                 names.push(k.clone());
-                s.children.insert(format!("f:{k}"), build(c, schema, names));
+                field_set
+                    .children
+                    .insert(format!("f:{k}"), build(c, schema, names));
                 names.pop();
             }
-            if s.children.is_empty() {
-                s.member = true;
+            if field_set.children.is_empty() {
+                field_set.member = true;
             }
         }
         Value::Array(items) if !items.is_empty() => {
@@ -231,13 +235,14 @@ fn build(v: &Value, schema: &Schema, names: &mut Vec<String>) -> FieldSet {
                         let key = item_key(item, &keys);
                         let mut child = build(item, schema, names);
                         child.member = true;
-                        s.children
+                        field_set
+                            .children
                             .insert(format!("k:{}", Value::Object(key)), child);
                     }
                 }
                 ListKind::Set => {
                     for item in items {
-                        s.children.insert(
+                        field_set.children.insert(
                             format!("v:{item}"),
                             FieldSet {
                                 member: true,
@@ -246,18 +251,18 @@ fn build(v: &Value, schema: &Schema, names: &mut Vec<String>) -> FieldSet {
                         );
                     }
                 }
-                ListKind::Atomic => s.member = true,
+                ListKind::Atomic => field_set.member = true,
             }
         }
-        _ => s.member = true,
+        _ => field_set.member = true,
     }
-    s
+    field_set
 }
 
 fn key_matches(item: &Value, key: &Map<String, Value>) -> bool {
-    key.iter().all(|(k, v)| match item.get(k) {
-        Some(x) => x == v,
-        None => k == "protocol" && v == "TCP",
+    key.iter().all(|(k, value)| match item.get(k) {
+        Some(x) => x == value,
+        None => k == "protocol" && value == "TCP",
     })
 }
 
@@ -270,16 +275,16 @@ pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
     Some(cur)
 }
 
-fn step<'a>(cur: &'a Value, p: &str) -> Option<&'a Value> {
-    if let Some(f) = p.strip_prefix("f:") {
-        cur.get(f)
-    } else if let Some(k) = p.strip_prefix("k:") {
+fn step<'a>(cur: &'a Value, path: &str) -> Option<&'a Value> {
+    if let Some(field) = path.strip_prefix("f:") {
+        cur.get(field)
+    } else if let Some(k) = path.strip_prefix("k:") {
         let key: Map<String, Value> = serde_json::from_str(k).ok()?;
         cur.as_array()?.iter().find(|i| key_matches(i, &key))
-    } else if let Some(v) = p.strip_prefix("v:") {
-        let val: Value = serde_json::from_str(v).ok()?;
+    } else if let Some(value) = path.strip_prefix("v:") {
+        let val: Value = serde_json::from_str(value).ok()?;
         cur.as_array()?.iter().find(|i| **i == val)
-    } else if let Some(i) = p.strip_prefix("i:") {
+    } else if let Some(i) = path.strip_prefix("i:") {
         cur.as_array()?.get(i.parse::<usize>().ok()?)
     } else {
         None
@@ -298,39 +303,39 @@ pub fn remove_items(obj: &Value, set: &FieldSet, schema: &Schema) -> Value {
     out
 }
 
-fn emptied(before_empty: bool, v: &Value) -> bool {
-    !before_empty && is_empty_container(v)
+fn emptied(before_empty: bool, value: &Value) -> bool {
+    !before_empty && is_empty_container(value)
 }
 
-fn is_empty_container(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m.is_empty(),
+fn is_empty_container(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.is_empty(),
         Value::Array(a) => a.is_empty(),
         _ => false,
     }
 }
 
 /// Removes the parts of `v` (at field names `names`) that `set` holds.
-fn remove_below(v: &mut Value, set: &FieldSet, schema: &Schema, names: &mut Vec<String>) {
-    match v {
-        Value::Object(m) => {
+fn remove_below(value: &mut Value, set: &FieldSet, schema: &Schema, names: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
             for (pe, child) in &set.children {
-                let Some(f) = pe.strip_prefix("f:") else {
+                let Some(field) = pe.strip_prefix("f:") else {
                     continue;
                 };
                 if child.member {
-                    m.remove(f);
+                    map.remove(field);
                     continue;
                 }
-                let Some(x) = m.get_mut(f) else {
+                let Some(x) = map.get_mut(field) else {
                     continue;
                 };
                 let was_empty = is_empty_container(x);
-                names.push(f.to_string());
+                names.push(field.to_string());
                 remove_below(x, child, schema, names);
                 names.pop();
                 if emptied(was_empty, x) {
-                    m.remove(f);
+                    map.remove(field);
                 }
             }
         }
@@ -355,7 +360,7 @@ fn remove_below(v: &mut Value, set: &FieldSet, schema: &Schema, names: &mut Vec<
                 ListKind::Set => items.retain(|item| {
                     !set.children
                         .get(&format!("v:{item}"))
-                        .map(|c| c.member)
+                        .map(|field_set| field_set.member)
                         .unwrap_or(false)
                 }),
                 // Only ever removed whole, by its parent.
@@ -369,22 +374,22 @@ fn remove_below(v: &mut Value, set: &FieldSet, schema: &Schema, names: &mut Vec<
 /// Human form of a path for conflict messages (`.spec.replicas`,
 /// `.spec.containers[name="app"].image`).
 pub fn display_path(path: &[String]) -> String {
-    let mut s = String::new();
+    let mut text = String::new();
     for p in path {
-        if let Some(f) = p.strip_prefix("f:") {
-            s.push('.');
-            s.push_str(f);
+        if let Some(field) = p.strip_prefix("f:") {
+            text.push('.');
+            text.push_str(field);
         } else if let Some(k) = p.strip_prefix("k:") {
             let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
             let inner: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            s.push_str(&format!("[{}]", inner.join(",")));
-        } else if let Some(v) = p.strip_prefix("v:") {
-            s.push_str(&format!("[={v}]"));
+            text.push_str(&format!("[{}]", inner.join(",")));
+        } else if let Some(value) = p.strip_prefix("v:") {
+            text.push_str(&format!("[={value}]"));
         } else if let Some(i) = p.strip_prefix("i:") {
-            s.push_str(&format!("[{i}]"));
+            text.push_str(&format!("[{i}]"));
         }
     }
-    s
+    text
 }
 
 #[cfg(test)]
@@ -405,8 +410,8 @@ mod tests {
         let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "x", "labels": {"a": "b"}, "finalizers": ["f"]},
             "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "app", "image": "i", "ports": [{"containerPort": 80}]}]}}}});
-        let s = FieldSet::from_object(&obj, &schema(), Scope::NoStatus);
-        let j = s.to_json();
+        let field_set = FieldSet::from_object(&obj, &schema(), Scope::NoStatus);
+        let j = field_set.to_json();
         assert_eq!(j.pointer("/f:metadata/f:labels/f:a"), Some(&json!({})));
         assert_eq!(
             j.pointer("/f:metadata/f:finalizers/v:\"f\""),
@@ -420,7 +425,7 @@ mod tests {
             .pointer("/f:ports/k:{\"containerPort\":80,\"protocol\":\"TCP\"}/.")
             .is_some());
         assert!(j.pointer("/f:metadata/f:name").is_none());
-        assert_eq!(FieldSet::from_json(&j), s);
+        assert_eq!(FieldSet::from_json(&j), field_set);
     }
 
     #[test]

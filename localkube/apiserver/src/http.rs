@@ -11,9 +11,9 @@ mod response;
 mod verbs;
 mod watch;
 
+use super::cluster::Cluster;
 use super::error::ApiError;
-use super::ops::Cluster;
-use super::server::Plugin;
+use super::plugin::Plugin;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::Method;
@@ -53,10 +53,10 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     match serve(st, req).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::debug!(%method, %path, code = e.code, reason = e.reason.as_str(), message = %e.message, "request failed");
-            error_response(&e)
+        Ok(response) => response,
+        Err(error) => {
+            tracing::debug!(%method, %path, code = error.code, reason = error.reason.as_str(), message = %error.message, "request failed");
+            error_response(&error)
         }
     }
 }

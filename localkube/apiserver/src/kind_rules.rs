@@ -18,10 +18,11 @@
 //! them too.
 
 use super::batch;
+use super::cluster::{Cluster, DeleteOptions};
 use super::defaults;
 use super::error::ApiError;
 use super::meta;
-use super::ops::{strings_at, Cluster, DeleteOptions};
+use super::meta::strings_at;
 use super::registry::{ResourceInfo, Subresource};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -37,10 +38,10 @@ const NODE_PORT_MAX: i64 = 32767;
 /// Kind-specific defaulting and validation of a new object, after the generic steps.
 pub(crate) fn prepare_create(
     cluster: &Cluster,
-    r: &ResourceInfo,
+    resource: &ResourceInfo,
     obj: &mut Value,
 ) -> Result<(), ApiError> {
-    match (r.group.as_str(), r.kind.as_str()) {
+    match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Secret") => defaults::merge_secret_string_data(obj),
         // The caller holds the allocation lock until the Service is stored ([`store_lock`]).
         ("", "Service") => allocate_cluster_ip(cluster, obj)?,
@@ -57,16 +58,16 @@ pub(crate) fn prepare_create(
 /// Kind-specific rules of an update (through `sub`) from `old` to `new`, after the generic
 /// steps.
 pub(crate) fn prepare_update(
-    r: &ResourceInfo,
+    resource: &ResourceInfo,
     old: &Value,
     new: &mut Value,
     sub: Option<Subresource>,
 ) -> Result<(), ApiError> {
-    match (r.group.as_str(), r.kind.as_str()) {
+    match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Service") => keep_cluster_ips(old, new),
         ("", "Namespace") if sub != Some(Subresource::Finalize) => {
-            if let Some(f) = old.pointer("/spec/finalizers") {
-                new["spec"]["finalizers"] = f.clone();
+            if let Some(finalizers) = old.pointer("/spec/finalizers") {
+                new["spec"]["finalizers"] = finalizers.clone();
             }
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") if sub.is_none() => {
@@ -88,42 +89,42 @@ pub(crate) fn prepare_update(
 /// APIServices are named `<version>.<group>` (`v1.` for the core group; the real server asks
 /// only for a valid path segment there) and RBAC roles and bindings (by kind name) may use
 /// any path segment.
-pub(crate) fn valid_name(r: &ResourceInfo, name: &str) -> bool {
-    let api_service = r.kind == "APIService" && !name.contains('/') && name.contains('.');
+pub(crate) fn valid_name(resource: &ResourceInfo, name: &str) -> bool {
+    let api_service = resource.kind == "APIService" && !name.contains('/') && name.contains('.');
     meta::valid_subdomain(name)
         || api_service
-        || r.kind.ends_with("Role")
-        || r.kind.ends_with("RoleBinding")
+        || resource.kind.ends_with("Role")
+        || resource.kind.ends_with("RoleBinding")
 }
 
 /// Whether writes to the main resource keep the stored status, the status subresource
 /// owning it. A Namespace (by kind name) has a status subresource, yet its main resource
 /// writes its status too.
-pub(crate) fn status_subresource_owns_status(r: &ResourceInfo) -> bool {
-    r.has_subresource(Subresource::Status) && r.kind != "Namespace"
+pub(crate) fn status_subresource_owns_status(resource: &ResourceInfo) -> bool {
+    resource.has_subresource(Subresource::Status) && resource.kind != "Namespace"
 }
 
 /// The lock a create of `r` holds from the allocation of its addresses until it is stored:
 /// Services (by kind name), whose cluster IPs are allocated from what is stored.
 pub(crate) fn store_lock<'a>(
     cluster: &'a Cluster,
-    r: &ResourceInfo,
+    resource: &ResourceInfo,
 ) -> Option<LockResult<MutexGuard<'a, ()>>> {
-    (r.kind == "Service").then(|| cluster.lock_allocations())
+    (resource.kind == "Service").then(|| cluster.lock_allocations())
 }
 
 /// After an object of `r` is stored: a CustomResourceDefinition (by kind name) is served
 /// as it now is.
-pub(crate) fn after_store(cluster: &Cluster, r: &ResourceInfo, stored: &Value) {
-    if r.kind == "CustomResourceDefinition" {
+pub(crate) fn after_store(cluster: &Cluster, resource: &ResourceInfo, stored: &Value) {
+    if resource.kind == "CustomResourceDefinition" {
         cluster.registry.register_crd(stored);
     }
 }
 
 /// After an object of `r` is deleted: a CustomResourceDefinition (by kind name) is no
 /// longer served and its objects are deleted.
-pub(crate) fn after_delete(cluster: &Cluster, r: &ResourceInfo, gone: &Value) {
-    if r.kind == "CustomResourceDefinition" {
+pub(crate) fn after_delete(cluster: &Cluster, resource: &ResourceInfo, gone: &Value) {
+    if resource.kind == "CustomResourceDefinition" {
         let crd_name = meta::name(gone);
         let key = format!(
             "{}/{}",
@@ -132,24 +133,24 @@ pub(crate) fn after_delete(cluster: &Cluster, r: &ResourceInfo, gone: &Value) {
         );
         cluster.registry.unregister_crd(crd_name);
         let (items, _) = cluster.store.list(&key, None);
-        for i in items {
+        for item in items {
             let _ = cluster
                 .store
-                .delete(&key, meta::namespace(&i), meta::name(&i), None);
+                .delete(&key, meta::namespace(&item), meta::name(&item), None);
         }
     }
 }
 
 /// Whether an update of a missing object creates it: Endpoints (by kind name) through the
 /// main resource.
-pub(crate) fn update_creates(r: &ResourceInfo, sub: Option<Subresource>) -> bool {
-    r.kind == "Endpoints" && sub.is_none()
+pub(crate) fn update_creates(resource: &ResourceInfo, sub: Option<Subresource>) -> bool {
+    resource.kind == "Endpoints" && sub.is_none()
 }
 
 /// The default propagation when none is given (the kind's strategy default): `batch/v1`
 /// Jobs orphan their pods (kubectl sends Background), everything else is Background.
-pub(crate) fn default_propagation(r: &ResourceInfo) -> &'static str {
-    match (r.group.as_str(), r.kind.as_str()) {
+pub(crate) fn default_propagation(resource: &ResourceInfo) -> &'static str {
+    match (resource.group.as_str(), resource.kind.as_str()) {
         ("batch", "Job") => "Orphan",
         _ => "Background",
     }
@@ -157,8 +158,8 @@ pub(crate) fn default_propagation(r: &ResourceInfo) -> &'static str {
 
 /// Finalizers of the kind's own that hold a deleted object: a Namespace's
 /// `spec.finalizers`.
-pub(crate) fn kind_finalizers<'a>(r: &ResourceInfo, obj: &'a Value) -> Vec<&'a str> {
-    if r.kind == "Namespace" && r.group.is_empty() {
+pub(crate) fn kind_finalizers<'a>(resource: &ResourceInfo, obj: &'a Value) -> Vec<&'a str> {
+    if resource.kind == "Namespace" && resource.group.is_empty() {
         strings_at(obj, "/spec/finalizers")
     } else {
         vec![]
@@ -169,30 +170,30 @@ pub(crate) fn kind_finalizers<'a>(r: &ResourceInfo, obj: &'a Value) -> Vec<&'a s
 /// grace period; the agent stops it and then finishes the delete.
 pub(crate) fn graceful_delete(
     cluster: &Cluster,
-    r: &ResourceInfo,
+    resource: &ResourceInfo,
     old: &Value,
-    d: &DeleteOptions,
+    options: &DeleteOptions,
 ) -> bool {
-    r.kind == "Pod"
-        && r.group.is_empty()
+    resource.kind == "Pod"
+        && resource.group.is_empty()
         && cluster.node_agent_attached.load(Ordering::SeqCst)
         && !meta::str_at(old, "/spec/nodeName").is_empty()
         && !matches!(meta::str_at(old, "/status/phase"), "Succeeded" | "Failed")
-        && d.grace_period_seconds.unwrap_or(1) > 0
+        && options.grace_period_seconds.unwrap_or(1) > 0
 }
 
 /// What a delete that set the deletion timestamp changes besides: a Namespace is
 /// Terminating.
-pub(crate) fn mark_deleting(r: &ResourceInfo, new: &mut Value) {
-    if r.kind == "Namespace" && r.group.is_empty() {
+pub(crate) fn mark_deleting(resource: &ResourceInfo, new: &mut Value) {
+    if resource.kind == "Namespace" && resource.group.is_empty() {
         new["status"]["phase"] = json!("Terminating");
     }
 }
 
 /// Whether a delete that removed the object at once answers with the object (a Pod, by
 /// kind name) rather than a Status.
-pub(crate) fn delete_answers_object(r: &ResourceInfo) -> bool {
-    r.kind == "Pod"
+pub(crate) fn delete_answers_object(resource: &ResourceInfo) -> bool {
+    resource.kind == "Pod"
 }
 
 /// A Service's cluster IP(s) (none for a headless or ExternalName Service) and, for
@@ -260,17 +261,17 @@ fn allocate_node_ports(services: &[Value], obj: &mut Value) -> Result<(), ApiErr
         .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
         .collect();
     if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
-        for p in ports {
-            if p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+        for port in ports {
+            if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
                 continue;
             }
             let free = (NODE_PORT_MIN..=NODE_PORT_MAX)
-                .find(|n| !used_ports.contains(n))
+                .find(|count| !used_ports.contains(count))
                 .ok_or_else(|| {
                     ApiError::internal("failed to allocate a nodePort: range is full")
                 })?;
             used_ports.insert(free);
-            p["nodePort"] = json!(free);
+            port["nodePort"] = json!(free);
         }
     }
     Ok(())
@@ -279,14 +280,14 @@ fn allocate_node_ports(services: &[Value], obj: &mut Value) -> Result<(), ApiErr
 /// An update that leaves a Service's `clusterIP` or `clusterIPs` out (or null) keeps the
 /// stored ones.
 fn keep_cluster_ips(old: &Value, new: &mut Value) {
-    for k in ["clusterIP", "clusterIPs"] {
-        if let Some(v) = old.pointer(&format!("/spec/{k}")) {
+    for key in ["clusterIP", "clusterIPs"] {
+        if let Some(value) = old.pointer(&format!("/spec/{key}")) {
             if new
                 .get("spec")
-                .map(|s| s.get(k).map(Value::is_null).unwrap_or(true))
+                .map(|s| s.get(key).map(Value::is_null).unwrap_or(true))
                 .unwrap_or(false)
             {
-                new["spec"][k] = v.clone();
+                new["spec"][key] = value.clone();
             }
         }
     }
@@ -305,8 +306,8 @@ fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
             }
             for key in ["containers", "initContainers"] {
                 if let Some(cs) = m.get_mut(key).and_then(Value::as_array_mut) {
-                    for c in cs {
-                        if let Some(cm) = c.as_object_mut() {
+                    for container in cs {
+                        if let Some(cm) = container.as_object_mut() {
                             cm.remove("image");
                         }
                     }
@@ -337,10 +338,10 @@ fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
     );
     let mut before_cmp = before.clone();
     let mut after_cmp = after.clone();
-    for v in [&mut before_cmp, &mut after_cmp] {
-        if let Some(m) = v.as_object_mut() {
+    for value in [&mut before_cmp, &mut after_cmp] {
+        if let Some(map) = value.as_object_mut() {
             if additions_only {
-                m.remove("tolerations");
+                map.remove("tolerations");
             }
         }
     }
@@ -359,8 +360,8 @@ fn crd_status(obj: &mut Value) {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .filter_map(|v| v.get("name").cloned())
+        .filter(|value| value.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|version| version.get("name").cloned())
         .collect();
     let now = meta::now();
     obj["status"] = json!({

@@ -5,7 +5,7 @@
 //!
 //! Layout: [`store`] (objects as JSON, one global resourceVersion, watch history, snapshot
 //! plus append log in `DIR/store/`), [`registry`] (built-in kinds and CRDs), [`ops`] (the
-//! verbs), [`apply`]/[`fields`]/[`schema`] (server-side apply, FieldsV1, list types),
+//! verbs; [`cluster`]: what they share), [`apply`]/[`fields`]/[`schema`] (server-side apply, FieldsV1, list types),
 //! [`crd_validation`] (custom resources against their schema, CEL rules),
 //! [`patch`], [`selector`], [`auth`] (client certificates, tokens, RBAC), [`tls`] (CA,
 //! serving and client certificates, their verification), [`batch`] (Job defaults and
@@ -17,7 +17,7 @@
 //!
 //! A node agent plugs in as a [`Plugin`] whose `runs_pods()` is true: pod deletion then
 //! sets `deletionTimestamp` and waits for the agent's
-//! [`Cluster::finish_pod_deletion`](ops::Cluster); without one, pods are bound by the
+//! [`Cluster::finish_pod_deletion`](cluster::Cluster); without one, pods are bound by the
 //! scheduler and stay Pending, and deletes are immediate.
 //!
 //! Documented subset (differences from kube-apiserver a client could notice):
@@ -67,6 +67,7 @@ pub mod accept;
 pub mod apply;
 pub mod auth;
 pub mod batch;
+pub mod cluster;
 pub mod controllers;
 pub mod crd_validation;
 pub mod defaults;
@@ -80,6 +81,7 @@ pub mod node_pods;
 pub mod openapi;
 pub mod ops;
 pub mod patch;
+pub mod plugin;
 pub mod pod_logs;
 pub mod protobuf;
 pub mod registry;
@@ -93,7 +95,8 @@ pub mod tls;
 pub mod validation;
 pub mod wire;
 
+pub use cluster::Cluster;
 pub use error::{ApiError, Error, FieldError, Reason, Result};
-pub use ops::Cluster;
+pub use plugin::{Plugin, PluginContext};
 pub use pod_logs::log_path;
-pub use server::{CleanupHook, ClientConfig, Config, LocalKube, Plugin, PluginContext};
+pub use server::{CleanupHook, ClientConfig, Config, LocalKube};

@@ -5,8 +5,8 @@ use rand::Rng;
 use serde_json::Value;
 
 /// A `metav1.Time` string: RFC 3339 in UTC, whole seconds (truncated), `Z`.
-pub fn time(t: Timestamp) -> String {
-    format!("{t:.0}")
+pub fn time(timestamp: Timestamp) -> String {
+    format!("{timestamp:.0}")
 }
 
 /// The current time as `metav1.Time`.
@@ -15,30 +15,34 @@ pub fn now() -> String {
 }
 
 /// A `metav1.MicroTime` string: exactly 6 fractional digits (truncated), `Z` (trap 10).
-pub fn micro_time(t: Timestamp) -> String {
-    format!("{t:.6}")
+pub fn micro_time(timestamp: Timestamp) -> String {
+    format!("{timestamp:.6}")
 }
 
 /// Parses a Time or MicroTime (RFC 3339, any offset; `t` or a space may separate date and
 /// time). Fractional digits past the ninth are ignored, as Go's and chrono's parsers do.
-pub fn parse_time(s: &str) -> Option<Timestamp> {
-    s.parse()
+pub fn parse_time(text: &str) -> Option<Timestamp> {
+    text.parse()
         .ok()
-        .or_else(|| nanosecond_precision(s)?.parse().ok())
+        .or_else(|| nanosecond_precision(text)?.parse().ok())
 }
 
 /// `s` with its fractional seconds cut to 9 digits, if it has more.
-fn nanosecond_precision(s: &str) -> Option<String> {
-    let dot = s.find('.')?;
-    let digits = s[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
-    (digits > 9).then(|| format!("{}{}", &s[..dot + 10], &s[dot + 1 + digits..]))
+fn nanosecond_precision(text: &str) -> Option<String> {
+    let dot = text.find('.')?;
+    let digits = text[dot + 1..]
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .count();
+    (digits > 9).then(|| format!("{}{}", &text[..dot + 10], &text[dot + 1 + digits..]))
 }
 
 /// `t` moved by `seconds` (negative: earlier), saturating at jiff's range (years -9999 to
 /// 9999) where a Kubernetes duration field is absurdly large.
-pub fn add_seconds(t: Timestamp, seconds: i64) -> Timestamp {
-    t.saturating_add(SignedDuration::from_secs(seconds))
-        .unwrap_or(t)
+pub fn add_seconds(timestamp: Timestamp, seconds: i64) -> Timestamp {
+    timestamp
+        .saturating_add(SignedDuration::from_secs(seconds))
+        .unwrap_or(timestamp)
 }
 
 /// Whole seconds from `earlier` to `later`, truncated towards zero (negative if `later` is
@@ -48,15 +52,15 @@ pub fn seconds_between(earlier: Timestamp, later: Timestamp) -> i64 {
 }
 
 /// Whole seconds from `t` until now (an age).
-pub fn seconds_since(t: Timestamp) -> i64 {
-    seconds_between(t, Timestamp::now())
+pub fn seconds_since(timestamp: Timestamp) -> i64 {
+    seconds_between(timestamp, Timestamp::now())
 }
 
 /// Rewrites the MicroTime field at `pointer` to exactly 6 fractional digits.
 pub fn normalize_micro_time(obj: &mut Value, pointer: &str) {
-    if let Some(v) = obj.pointer_mut(pointer) {
-        if let Some(t) = v.as_str().and_then(parse_time) {
-            *v = Value::String(micro_time(t));
+    if let Some(value) = obj.pointer_mut(pointer) {
+        if let Some(timestamp) = value.as_str().and_then(parse_time) {
+            *value = Value::String(micro_time(timestamp));
         }
     }
 }
@@ -98,18 +102,21 @@ pub fn uid_of(obj: &Value) -> &str {
 }
 
 /// Whether a DNS-1123 subdomain (object names).
-pub fn valid_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
+pub fn valid_subdomain(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 253
+        && text
+            .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && s.chars()
+        && text
+            .chars()
             .next()
             .map(|c| c.is_ascii_alphanumeric())
             .unwrap_or(false)
-        && s.chars()
+        && text
+            .chars()
             .last()
-            .map(|c| c.is_ascii_alphanumeric())
+            .map(|character| character.is_ascii_alphanumeric())
             .unwrap_or(false)
 }
 
@@ -118,45 +125,55 @@ pub fn human_duration(secs: i64) -> String {
     if secs < -1 {
         return "<invalid>".into();
     }
-    let s = secs.max(0);
-    let (m, h, d) = (s / 60, s / 3600, s / 86400);
-    if s < 120 {
-        format!("{s}s")
-    } else if m < 10 {
-        if s % 60 == 0 {
-            format!("{m}m")
+    let seconds = secs.max(0);
+    let (minutes, hours, days) = (seconds / 60, seconds / 3600, seconds / 86400);
+    if seconds < 120 {
+        format!("{seconds}s")
+    } else if minutes < 10 {
+        if seconds % 60 == 0 {
+            format!("{minutes}m")
         } else {
-            format!("{m}m{}s", s % 60)
+            format!("{minutes}m{}s", seconds % 60)
         }
-    } else if m < 180 {
-        format!("{m}m")
-    } else if h < 8 {
-        if m % 60 == 0 {
-            format!("{h}h")
+    } else if minutes < 180 {
+        format!("{minutes}m")
+    } else if hours < 8 {
+        if minutes % 60 == 0 {
+            format!("{hours}h")
         } else {
-            format!("{h}h{}m", m % 60)
+            format!("{hours}h{}m", minutes % 60)
         }
-    } else if h < 48 {
-        format!("{h}h")
-    } else if h < 24 * 8 {
-        if h % 24 == 0 {
-            format!("{d}d")
+    } else if hours < 48 {
+        format!("{hours}h")
+    } else if hours < 24 * 8 {
+        if hours % 24 == 0 {
+            format!("{days}d")
         } else {
-            format!("{d}d{}h", h % 24)
+            format!("{days}d{}h", hours % 24)
         }
-    } else if h < 24 * 365 * 2 {
-        format!("{d}d")
+    } else if hours < 24 * 365 * 2 {
+        format!("{days}d")
     } else {
-        format!("{}y", d / 365)
+        format!("{}y", days / 365)
     }
 }
 
 /// Age of an object from its creationTimestamp.
 pub fn age(obj: &Value) -> String {
     match parse_time(str_at(obj, "/metadata/creationTimestamp")) {
-        Some(t) => human_duration(seconds_since(t)),
+        Some(timestamp) => human_duration(seconds_since(timestamp)),
         None => "<unknown>".into(),
     }
+}
+
+/// The strings of the array at `pointer` (none when it is missing).
+pub fn strings_at<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
+    obj.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 #[cfg(test)]
@@ -165,10 +182,10 @@ mod tests {
 
     #[test]
     fn trap10_micro_time_has_six_fractional_digits() {
-        let mut v = serde_json::json!({"spec": {"renewTime": "2026-01-02T03:04:05.1Z"}});
-        normalize_micro_time(&mut v, "/spec/renewTime");
+        let mut value = serde_json::json!({"spec": {"renewTime": "2026-01-02T03:04:05.1Z"}});
+        normalize_micro_time(&mut value, "/spec/renewTime");
         assert_eq!(
-            v.pointer("/spec/renewTime").and_then(Value::as_str),
+            value.pointer("/spec/renewTime").and_then(Value::as_str),
             Some("2026-01-02T03:04:05.100000Z")
         );
         let mut w = serde_json::json!({"spec": {"acquireTime": "2026-01-02T03:04:05Z"}});
@@ -215,9 +232,9 @@ mod tests {
 
     #[test]
     fn parse_time_takes_what_rfc3339_parsers_take() {
-        let t = at("2026-01-02T03:04:05Z");
-        assert_eq!(at("2026-01-02t03:04:05z"), t);
-        assert_eq!(at("2026-01-02 03:04:05Z"), t);
+        let timestamp = at("2026-01-02T03:04:05Z");
+        assert_eq!(at("2026-01-02t03:04:05z"), timestamp);
+        assert_eq!(at("2026-01-02 03:04:05Z"), timestamp);
         assert_eq!(
             micro_time(at("2026-01-02T03:04:05.1234567891234Z")),
             "2026-01-02T03:04:05.123456Z"
@@ -234,13 +251,13 @@ mod tests {
 
     #[test]
     fn seconds_arithmetic_truncates_and_saturates() {
-        let t = at("2026-01-02T03:04:05Z");
-        assert_eq!(seconds_between(t, at("2026-01-02T03:05:06.9Z")), 61);
-        assert_eq!(seconds_between(t, at("2026-01-02T03:04:03.5Z")), -1);
-        assert_eq!(time(add_seconds(t, 3600)), "2026-01-02T04:04:05Z");
-        assert_eq!(time(add_seconds(t, -5)), "2026-01-02T03:04:00Z");
-        assert_eq!(add_seconds(t, i64::MAX), Timestamp::MAX);
-        assert_eq!(add_seconds(t, i64::MIN), Timestamp::MIN);
+        let timestamp = at("2026-01-02T03:04:05Z");
+        assert_eq!(seconds_between(timestamp, at("2026-01-02T03:05:06.9Z")), 61);
+        assert_eq!(seconds_between(timestamp, at("2026-01-02T03:04:03.5Z")), -1);
+        assert_eq!(time(add_seconds(timestamp, 3600)), "2026-01-02T04:04:05Z");
+        assert_eq!(time(add_seconds(timestamp, -5)), "2026-01-02T03:04:00Z");
+        assert_eq!(add_seconds(timestamp, i64::MAX), Timestamp::MAX);
+        assert_eq!(add_seconds(timestamp, i64::MIN), Timestamp::MIN);
     }
 
     #[test]

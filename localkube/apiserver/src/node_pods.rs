@@ -1,12 +1,12 @@
 //! What a node agent needs from the API server, in-process: the pods bound to a node, pod
 //! status writes (as the kubelet's `pods/status` updates), and completing a graceful pod
-//! deletion once the pod's processes are gone. A node agent is a [`super::server::Plugin`]
+//! deletion once the pod's processes are gone. A node agent is a [`super::plugin::Plugin`]
 //! whose `runs_pods()` is true; it reacts to `cluster.store.subscribe()` events for the
 //! `/pods` storage key ([`PODS`]).
 
+use super::cluster::{Cluster, DeleteOptions};
 use super::error::{ApiError, Reason};
 use super::meta;
-use super::ops::{Cluster, DeleteOptions};
 use super::registry::Subresource;
 use super::store::StoreEvent;
 use serde_json::Value;
@@ -21,7 +21,7 @@ pub fn is_pod_event_for_node(ev: &StoreEvent, node: &str) -> bool {
             || ev
                 .old
                 .as_ref()
-                .map(|o| meta::str_at(o, "/spec/nodeName") == node)
+                .map(|object| meta::str_at(object, "/spec/nodeName") == node)
                 .unwrap_or(false))
 }
 
@@ -30,7 +30,7 @@ impl Cluster {
     pub fn pods_on_node(&self, node: &str) -> Vec<Value> {
         let (pods, _) = self.store.list(PODS, None);
         pods.into_iter()
-            .filter(|p| meta::str_at(p, "/spec/nodeName") == node)
+            .filter(|pod| meta::str_at(pod, "/spec/nodeName") == node)
             .collect()
     }
 
@@ -57,21 +57,21 @@ impl Cluster {
     /// are gone), as the kubelet's final delete with grace period 0. A pod with the same
     /// name but another uid is left alone.
     pub fn finish_pod_deletion(&self, ns: &str, name: &str, uid: &str) -> Result<(), ApiError> {
-        let Some(r) = self.resource("", "pods") else {
+        let Some(resource) = self.resource("", "pods") else {
             return Ok(());
         };
-        let d = DeleteOptions {
+        let options = DeleteOptions {
             grace_period_seconds: Some(0),
             precondition_uid: Some(uid.to_string()),
             ..Default::default()
         };
-        match self.delete(&r, ns, name, &d) {
+        match self.delete(&resource, ns, name, &options) {
             Ok(_) => Ok(()),
             Err(ApiError {
                 reason: Reason::NotFound,
                 ..
             }) => Ok(()),
-            Err(e) => Err(e),
+            Err(error) => Err(error),
         }
     }
 }

@@ -70,12 +70,14 @@ pub fn negotiate(accept: Option<&str>) -> Option<Format> {
     accept.split(',').take(CLAUSES_MAX).find_map(|clause| {
         let mut parts = clause.split(';').map(str::trim);
         let media = parts.next()?.to_ascii_lowercase();
-        if parts.any(|p| p.replace(' ', "") == "q=0") {
+        if parts.any(|path| path.replace(' ', "") == "q=0") {
             return None;
         }
         match media.as_str() {
             "application/json" | "application/*" | "*/*" => Some(Format::Json),
-            m if m == PROTOBUF || m == PROTOBUF_CONTENT_TYPE => Some(Format::Protobuf),
+            message if message == PROTOBUF || message == PROTOBUF_CONTENT_TYPE => {
+                Some(Format::Protobuf)
+            }
             _ => None,
         }
     })
@@ -93,8 +95,8 @@ pub fn document(resources: &[ResourceInfo]) -> Value {
             }
         }
         if let Some(v3_paths) = v3.get("paths").and_then(Value::as_object) {
-            for (p, item) in v3_paths {
-                paths.insert(p.clone(), path_item(item));
+            for (v3_path, item) in v3_paths {
+                paths.insert(v3_path.clone(), path_item(item));
             }
         }
     }
@@ -115,32 +117,34 @@ fn schema(s: &Value, depth: usize) -> Value {
         if let Some(r) = only.get("$ref") {
             let mut out = Map::new();
             out.insert("$ref".into(), reference(r));
-            if let Some(d) = m.get("description") {
-                out.insert("description".into(), d.clone());
+            if let Some(description) = m.get("description") {
+                out.insert("description".into(), description.clone());
             }
             return Value::Object(out);
         }
     }
     let mut out = Map::new();
-    for (k, v) in m {
+    for (k, value) in m {
         let converted = match k.as_str() {
-            "$ref" => reference(v),
+            "$ref" => reference(value),
             "properties" => Value::Object(
-                v.as_object()
-                    .map(|p| {
-                        p.iter()
+                value
+                    .as_object()
+                    .map(|map| {
+                        map.iter()
                             .map(|(name, s)| (name.clone(), schema(s, depth + 1)))
                             .collect()
                     })
                     .unwrap_or_default(),
             ),
-            "items" | "additionalProperties" if v.is_object() => schema(v, depth + 1),
+            "items" | "additionalProperties" if value.is_object() => schema(value, depth + 1),
             "allOf" => Value::Array(
-                v.as_array()
+                value
+                    .as_array()
                     .map(|a| a.iter().map(|s| schema(s, depth + 1)).collect())
                     .unwrap_or_default(),
             ),
-            k if k.starts_with("x-") || KEYWORDS.contains(&k) => v.clone(),
+            key if key.starts_with("x-") || KEYWORDS.contains(&key) => value.clone(),
             _ => continue,
         };
         out.insert(k.clone(), converted);
@@ -149,50 +153,50 @@ fn schema(s: &Value, depth: usize) -> Value {
 }
 
 fn reference(r: &Value) -> Value {
-    let r = r.as_str().unwrap_or_default();
-    json!(r.replace("#/components/schemas/", "#/definitions/"))
+    let reason = r.as_str().unwrap_or_default();
+    json!(reason.replace("#/components/schemas/", "#/definitions/"))
 }
 
 /// A v3 path item's operations as v2 ones: query and path parameters with their type, the
 /// request body as an `in: body` parameter, responses with their schema.
 fn path_item(item: &Value) -> Value {
     let mut out = Map::new();
-    for (k, v) in item.as_object().into_iter().flatten() {
+    for (k, value) in item.as_object().into_iter().flatten() {
         if k == "parameters" {
-            out.insert(k.clone(), parameters(v, None));
+            out.insert(k.clone(), parameters(value, None));
             continue;
         }
-        let mut o = Map::new();
+        let mut map = Map::new();
         for key in ["operationId", "description", "tags"] {
-            if let Some(x) = v.get(key) {
-                o.insert(key.into(), x.clone());
+            if let Some(x) = value.get(key) {
+                map.insert(key.into(), x.clone());
             }
         }
-        for (key, x) in v.as_object().into_iter().flatten() {
+        for (key, x) in value.as_object().into_iter().flatten() {
             if key.starts_with("x-") {
-                o.insert(key.clone(), x.clone());
+                map.insert(key.clone(), x.clone());
             }
         }
-        let body = v.get("requestBody");
+        let body = value.get("requestBody");
         if let Some(content) = body
             .and_then(|b| b.get("content"))
             .and_then(Value::as_object)
         {
-            o.insert(
+            map.insert(
                 "consumes".into(),
                 json!(content.keys().cloned().collect::<Vec<_>>()),
             );
         }
-        o.insert(
+        map.insert(
             "produces".into(),
             json!(["application/json", "application/yaml"]),
         );
-        o.insert(
+        map.insert(
             "parameters".into(),
-            parameters(v.get("parameters").unwrap_or(&Value::Null), body),
+            parameters(value.get("parameters").unwrap_or(&Value::Null), body),
         );
         let mut responses = Map::new();
-        for (code, r) in v
+        for (code, r) in value
             .get("responses")
             .and_then(Value::as_object)
             .into_iter()
@@ -205,8 +209,8 @@ fn path_item(item: &Value) -> Value {
             }
             responses.insert(code.clone(), resp);
         }
-        o.insert("responses".into(), Value::Object(responses));
-        out.insert(k.clone(), Value::Object(o));
+        map.insert("responses".into(), Value::Object(responses));
+        out.insert(k.clone(), Value::Object(map));
     }
     Value::Object(out)
 }
@@ -269,49 +273,89 @@ fn named_schema(name: &str, s: &Value) -> Vec<u8> {
     out
 }
 
+/// How a scalar field of gnostic's `Schema` is written.
+#[derive(Clone, Copy)]
+enum Encoding {
+    Text,
+    Double,
+    Boolean,
+    Integer,
+    /// A gnostic `Any` (the value as YAML).
+    Any,
+}
+
+/// The scalar fields of gnostic's `Schema`: (JSON key, field number, encoding).
+#[rustfmt::skip]
+const SCHEMA_SCALARS: &[(&str, u32, Encoding)] = &[
+    ("$ref", 1, Encoding::Text),
+    ("format", 2, Encoding::Text),
+    ("title", 3, Encoding::Text),
+    ("description", 4, Encoding::Text),
+    ("default", 5, Encoding::Any),
+    ("multipleOf", 6, Encoding::Double),
+    ("maximum", 7, Encoding::Double),
+    ("exclusiveMaximum", 8, Encoding::Boolean),
+    ("minimum", 9, Encoding::Double),
+    ("exclusiveMinimum", 10, Encoding::Boolean),
+    ("maxLength", 11, Encoding::Integer),
+    ("minLength", 12, Encoding::Integer),
+    ("pattern", 13, Encoding::Text),
+    ("maxItems", 14, Encoding::Integer),
+    ("minItems", 15, Encoding::Integer),
+    ("uniqueItems", 16, Encoding::Boolean),
+    ("maxProperties", 17, Encoding::Integer),
+    ("minProperties", 18, Encoding::Integer),
+    ("readOnly", 27, Encoding::Boolean),
+    ("example", 30, Encoding::Any),
+];
+
+fn put_scalar(out: &mut Vec<u8>, number: u32, encoding: Encoding, value: &Value) {
+    match encoding {
+        Encoding::Text => put_str(out, number, value.as_str().unwrap_or_default()),
+        Encoding::Double => put_double(out, number, value),
+        Encoding::Boolean => put_bool(out, number, value),
+        Encoding::Integer => put_int(out, number, value),
+        Encoding::Any => put_msg(out, number, &any(value)),
+    }
+}
+
 /// `Schema`, from a v2 schema made by [`schema`] (its depth is already bounded).
 fn schema_message(s: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    let Some(m) = s.as_object() else {
+    let Some(map) = s.as_object() else {
         return out;
     };
-    for (k, v) in m {
-        match k.as_str() {
-            "$ref" => put_str(&mut out, 1, v.as_str().unwrap_or_default()),
-            "format" => put_str(&mut out, 2, v.as_str().unwrap_or_default()),
-            "title" => put_str(&mut out, 3, v.as_str().unwrap_or_default()),
-            "description" => put_str(&mut out, 4, v.as_str().unwrap_or_default()),
-            "default" => put_msg(&mut out, 5, &any(v)),
-            "multipleOf" => put_double(&mut out, 6, v),
-            "maximum" => put_double(&mut out, 7, v),
-            "exclusiveMaximum" => put_bool(&mut out, 8, v),
-            "minimum" => put_double(&mut out, 9, v),
-            "exclusiveMinimum" => put_bool(&mut out, 10, v),
-            "maxLength" => put_int(&mut out, 11, v),
-            "minLength" => put_int(&mut out, 12, v),
-            "pattern" => put_str(&mut out, 13, v.as_str().unwrap_or_default()),
-            "maxItems" => put_int(&mut out, 14, v),
-            "minItems" => put_int(&mut out, 15, v),
-            "uniqueItems" => put_bool(&mut out, 16, v),
-            "maxProperties" => put_int(&mut out, 17, v),
-            "minProperties" => put_int(&mut out, 18, v),
+    for (key, value) in map {
+        let scalar = SCHEMA_SCALARS
+            .iter()
+            .find(|(scalar_key, _, _)| scalar_key == key);
+        if let Some((_, number, encoding)) = scalar {
+            put_scalar(&mut out, *number, *encoding, value);
+            continue;
+        }
+        match key.as_str() {
             "required" => {
-                for r in v.as_array().into_iter().flatten().filter_map(Value::as_str) {
-                    put_str(&mut out, 19, r);
+                for reason in value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    put_str(&mut out, 19, reason);
                 }
             }
             "enum" => {
-                for e in v.as_array().into_iter().flatten() {
+                for e in value.as_array().into_iter().flatten() {
                     put_msg(&mut out, 20, &any(e));
                 }
             }
             "additionalProperties" => {
                 // AdditionalPropertiesItem: oneof {schema 1, boolean 2}.
                 let mut item = Vec::new();
-                match v {
-                    Value::Bool(b) => {
+                match value {
+                    Value::Bool(flag) => {
                         put_key(&mut item, 2, 0);
-                        put_varint(&mut item, u64::from(*b));
+                        put_varint(&mut item, u64::from(*flag));
                     }
                     other => put_msg(&mut item, 1, &schema_message(other)),
                 }
@@ -319,7 +363,7 @@ fn schema_message(s: &Value) -> Vec<u8> {
             }
             "type" => {
                 let mut item = Vec::new();
-                match v {
+                match value {
                     Value::Array(a) => {
                         for t in a.iter().filter_map(Value::as_str) {
                             put_str(&mut item, 1, t);
@@ -331,7 +375,7 @@ fn schema_message(s: &Value) -> Vec<u8> {
             }
             "items" => {
                 let mut item = Vec::new();
-                match v {
+                match value {
                     Value::Array(a) => {
                         for s in a {
                             put_msg(&mut item, 1, &schema_message(s));
@@ -342,24 +386,22 @@ fn schema_message(s: &Value) -> Vec<u8> {
                 put_msg(&mut out, 23, &item);
             }
             "allOf" => {
-                for s in v.as_array().into_iter().flatten() {
+                for s in value.as_array().into_iter().flatten() {
                     put_msg(&mut out, 24, &schema_message(s));
                 }
             }
             "properties" => {
                 let mut props = Vec::new();
-                for (name, s) in v.as_object().into_iter().flatten() {
+                for (name, s) in value.as_object().into_iter().flatten() {
                     put_msg(&mut props, 1, &named_schema(name, s));
                 }
                 put_msg(&mut out, 25, &props);
             }
-            "readOnly" => put_bool(&mut out, 27, v),
-            "example" => put_msg(&mut out, 30, &any(v)),
-            x if x.starts_with("x-") => {
+            text if text.starts_with("x-") => {
                 // NamedAny {name 1, value 2}.
                 let mut named = Vec::new();
-                put_str(&mut named, 1, x);
-                put_msg(&mut named, 2, &any(v));
+                put_str(&mut named, 1, text);
+                put_msg(&mut named, 2, &any(value));
                 put_msg(&mut out, 31, &named);
             }
             _ => {}
@@ -369,29 +411,33 @@ fn schema_message(s: &Value) -> Vec<u8> {
 }
 
 /// gnostic `Any`: the value as YAML (field 2), as the real server encodes extensions.
-fn any(v: &Value) -> Vec<u8> {
+fn any(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    put_str(&mut out, 2, &serde_yaml::to_string(v).unwrap_or_default());
+    put_str(
+        &mut out,
+        2,
+        &serde_yaml::to_string(value).unwrap_or_default(),
+    );
     out
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
+fn put_varint(out: &mut Vec<u8>, mut count: u64) {
+    while count >= 0x80 {
+        out.push((count as u8) | 0x80);
+        count >>= 7;
     }
-    out.push(n as u8);
+    out.push(count as u8);
 }
 
 fn put_key(out: &mut Vec<u8>, field: u32, wire_type: u8) {
     put_varint(out, (u64::from(field) << 3) | u64::from(wire_type));
 }
 
-fn put_str(out: &mut Vec<u8>, field: u32, s: &str) {
-    if s.is_empty() {
+fn put_str(out: &mut Vec<u8>, field: u32, text: &str) {
+    if text.is_empty() {
         return;
     }
-    put_msg(out, field, s.as_bytes());
+    put_msg(out, field, text.as_bytes());
 }
 
 /// A length-delimited field (a message, present even when empty).
@@ -401,22 +447,22 @@ fn put_msg(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-fn put_bool(out: &mut Vec<u8>, field: u32, v: &Value) {
-    if v.as_bool() == Some(true) {
+fn put_bool(out: &mut Vec<u8>, field: u32, value: &Value) {
+    if value.as_bool() == Some(true) {
         put_key(out, field, 0);
         put_varint(out, 1);
     }
 }
 
-fn put_int(out: &mut Vec<u8>, field: u32, v: &Value) {
-    if let Some(n) = v.as_i64().filter(|n| *n != 0) {
+fn put_int(out: &mut Vec<u8>, field: u32, value: &Value) {
+    if let Some(n) = value.as_i64().filter(|count| *count != 0) {
         put_key(out, field, 0);
         put_varint(out, n as u64);
     }
 }
 
-fn put_double(out: &mut Vec<u8>, field: u32, v: &Value) {
-    if let Some(f) = v.as_f64().filter(|f| *f != 0.0) {
+fn put_double(out: &mut Vec<u8>, field: u32, value: &Value) {
+    if let Some(f) = value.as_f64().filter(|number| *number != 0.0) {
         put_key(out, field, 1);
         out.extend_from_slice(&f.to_le_bytes());
     }

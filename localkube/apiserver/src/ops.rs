@@ -4,128 +4,38 @@
 //! and status subresource rules. Used by the HTTP layer and by the controllers.
 
 use super::apply::{self, Writer};
-use super::auth::Authenticator;
-use super::defaults::{self, IpRange};
+use super::cluster::{Cluster, DeleteOptions, PatchType, WriteOptions};
+use super::defaults;
 use super::error::{status_success, ApiError, Reason};
 use super::fields::Scope;
 use super::kind_rules;
 use super::meta;
 use super::patch;
-use super::registry::{Registry, ResourceInfo, Subresource};
+use super::registry::{ResourceInfo, Subresource};
 use super::schema::{self, Schema};
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::Store;
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, LockResult, Mutex, MutexGuard};
 
 /// Retries of a patch whose base object changed underneath it.
 const PATCH_RETRIES_MAX: usize = 5;
 
-/// Everything the verbs and controllers share.
-pub struct Cluster {
-    /// The object store.
-    pub store: Arc<Store>,
-    /// Served resources.
-    pub registry: Registry,
-    /// Token authority.
-    pub auth: Authenticator,
-    /// ClusterIP range.
-    pub service_range: IpRange,
-    /// The state dir.
-    pub state_dir: PathBuf,
-    /// PEM of the cluster CA (for `kube-root-ca.crt` and tokens' `ca.crt`).
-    pub ca_pem: String,
-    /// When true a node agent runs pods: pod deletion is graceful (deletionTimestamp, the
-    /// agent finishes it). When false pods are removed at once.
-    pub node_agent_attached: AtomicBool,
-    alloc: Mutex<()>,
-    /// Runs once between a delete's read and its write: tests interleave a concurrent
-    /// write there.
-    #[cfg(test)]
-    delete_interleave: DeleteInterleave,
-}
-
-#[cfg(test)]
-type DeleteInterleave = Mutex<Option<Box<dyn FnOnce(&Cluster) + Send>>>;
-
-impl std::fmt::Debug for Cluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster")
-            .field("state_dir", &self.state_dir)
-            .finish()
-    }
-}
-
-/// How a write is made.
-#[derive(Debug, Clone, Default)]
-pub struct WriteOptions {
-    /// Field manager.
-    pub manager: String,
-    /// `dryRun=All`: validate and return, store nothing.
-    pub dry_run: bool,
-    /// `fieldValidation=Strict`.
-    pub strict: bool,
-    /// Server-side apply `force`.
-    pub force: bool,
-}
-
-impl WriteOptions {
-    /// Options for an internal controller write.
-    pub fn manager(m: &str) -> WriteOptions {
-        WriteOptions {
-            manager: m.into(),
-            ..Default::default()
-        }
-    }
-}
-
-/// Patch flavours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchType {
-    /// `application/merge-patch+json`.
-    Merge,
-    /// `application/json-patch+json`.
-    Json,
-    /// `application/strategic-merge-patch+json`.
-    Strategic,
-    /// `application/apply-patch+yaml`.
-    Apply,
-}
-
-/// `DeleteOptions` that matter here.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    /// `gracePeriodSeconds`.
-    pub grace_period_seconds: Option<i64>,
-    /// `propagationPolicy` (Orphan, Background, Foreground).
-    pub propagation: Option<String>,
-    /// `preconditions.uid`.
-    pub precondition_uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub precondition_rv: Option<String>,
-    /// `dryRun`.
-    pub dry_run: bool,
-}
-
-fn uses_generation(r: &ResourceInfo) -> bool {
-    r.crd.is_some()
+fn uses_generation(resource: &ResourceInfo) -> bool {
+    resource.crd.is_some()
         || matches!(
-            r.group.as_str(),
+            resource.group.as_str(),
             "apps" | "batch" | "policy" | "networking.k8s.io" | "apiextensions.k8s.io"
         )
 }
 
-fn spec_of(r: &ResourceInfo, obj: &Value) -> Value {
-    if r.crd.is_some() {
-        let mut v = obj.clone();
-        if let Some(m) = v.as_object_mut() {
-            m.remove("metadata");
-            m.remove("status");
+fn spec_of(resource: &ResourceInfo, obj: &Value) -> Value {
+    if resource.crd.is_some() {
+        let mut value = obj.clone();
+        if let Some(map) = value.as_object_mut() {
+            map.remove("metadata");
+            map.remove("status");
         }
-        v
+        value
     } else {
         obj.get("spec").cloned().unwrap_or(Value::Null)
     }
@@ -151,100 +61,51 @@ enum DeleteAttempt {
     Stale,
 }
 
-fn parse_rv(s: &str) -> Result<u64, ApiError> {
-    s.parse()
-        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+fn parse_rv(text: &str) -> Result<u64, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {text:?}")))
 }
 
 impl Cluster {
-    /// A cluster over a store.
-    pub fn new(
-        store: Arc<Store>,
-        auth: Authenticator,
-        service_range: IpRange,
-        state_dir: PathBuf,
-        ca_pem: String,
-    ) -> Cluster {
-        let registry = Registry::new();
-        let (crds, _) = store.list("apiextensions.k8s.io/customresourcedefinitions", None);
-        for crd in &crds {
-            registry.register_crd(crd);
-        }
-        Cluster {
-            store,
-            registry,
-            auth,
-            service_range,
-            state_dir,
-            ca_pem,
-            node_agent_attached: AtomicBool::new(false),
-            alloc: Mutex::new(()),
-            #[cfg(test)]
-            delete_interleave: Mutex::new(None),
-        }
-    }
-
-    /// The lock held while Service addresses are allocated and Services stored.
-    pub(crate) fn lock_allocations(&self) -> LockResult<MutexGuard<'_, ()>> {
-        self.alloc.lock()
-    }
-
-    /// The list semantics of a resource.
-    pub fn schema(&self, r: &ResourceInfo) -> Schema {
-        Schema {
-            kind: r.kind.clone(),
-            builtin: r.crd.is_none(),
-            openapi: r.crd.as_ref().and_then(|c| c.schema.clone()),
-        }
-    }
-
-    /// Resolves a kind's resource (first served version) by group and plural.
-    pub fn resource(&self, group: &str, plural: &str) -> Option<ResourceInfo> {
-        self.registry
-            .all()
-            .into_iter()
-            .find(|r| r.group == group && r.plural == plural)
-    }
-
     fn resource_or_internal(&self, group: &str, plural: &str) -> Result<ResourceInfo, ApiError> {
         self.resource(group, plural)
             .ok_or_else(|| ApiError::internal(format!("resource {plural}.{group} is not served")))
     }
 
     /// Gets one object.
-    pub fn get(&self, r: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
-        let ns = if r.namespaced { ns } else { "" };
+    pub fn get(&self, resource: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+        let ns = if resource.namespaced { ns } else { "" };
         let mut obj = self
             .store
-            .get(&r.storage_key(), ns, name)
-            .ok_or_else(|| ApiError::not_found(&r.group, &r.plural, name))?;
-        set_gvk(r, &mut obj);
+            .get(&resource.storage_key(), ns, name)
+            .ok_or_else(|| ApiError::not_found(&resource.group, &resource.plural, name))?;
+        set_gvk(resource, &mut obj);
         Ok(obj)
     }
 
     /// Lists objects matching selectors; returns items and the list's resourceVersion.
     pub fn list(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: Option<&str>,
         labels: &LabelSelector,
         fields: &FieldSelector,
     ) -> (Vec<Value>, u64) {
-        let ns = if r.namespaced { ns } else { None };
-        let (items, rv) = self.store.list(&r.storage_key(), ns);
+        let ns = if resource.namespaced { ns } else { None };
+        let (items, rv) = self.store.list(&resource.storage_key(), ns);
         let items = items
             .into_iter()
             .filter(|o| labels.matches(o) && fields.matches(o))
-            .map(|mut o| {
-                set_gvk(r, &mut o);
-                o
+            .map(|mut object| {
+                set_gvk(resource, &mut object);
+                object
             })
             .collect();
         (items, rv)
     }
 
-    fn check_namespace(&self, r: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
-        if !r.namespaced {
+    fn check_namespace(&self, resource: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
+        if !resource.namespaced {
             return Ok(());
         }
         let nso = self
@@ -252,14 +113,14 @@ impl Cluster {
             .get("/namespaces", "", ns)
             .ok_or_else(|| ApiError::not_found("", "namespaces", ns))?;
         if nso.pointer("/metadata/deletionTimestamp").is_some() {
-            let mut e = ApiError::forbidden(format!(
+            let mut error = ApiError::forbidden(format!(
                 "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                r.plural, ""
+                resource.plural, ""
             ));
-            e.details = Some(
-                json!({"group": r.group, "kind": r.plural, "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]}),
+            error.details = Some(
+                json!({"group": resource.group, "kind": resource.plural, "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]}),
             );
-            return Err(e);
+            return Err(error);
         }
         Ok(())
     }
@@ -270,11 +131,11 @@ impl Cluster {
     /// transition rules).
     fn prune_and_validate_custom(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         obj: &mut Value,
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
-        let Some(crd) = r.crd.as_ref() else {
+        let Some(crd) = resource.crd.as_ref() else {
             return Ok(());
         };
         let Some(schema) = crd.schema.as_ref() else {
@@ -297,16 +158,20 @@ impl Cluster {
             return Ok(());
         }
         Err(ApiError::invalid_fields(
-            &r.group,
-            &r.kind,
+            &resource.group,
+            &resource.kind,
             meta::name(obj),
             &errors,
         ))
     }
 
-    fn validate_strict(&self, r: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-        let Some(schema) = r.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
-            return super::validation::strict_builtin(&r.group, &r.kind, obj);
+    fn validate_strict(&self, resource: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+        let Some(schema) = resource
+            .crd
+            .as_ref()
+            .and_then(|crd_version| crd_version.schema.as_ref())
+        else {
+            return super::validation::strict_builtin(&resource.group, &resource.kind, obj);
         };
         let mut unknown = Vec::new();
         schema::unknown_fields(schema, obj, "", &mut unknown);
@@ -315,7 +180,7 @@ impl Cluster {
         } else {
             let list: Vec<String> = unknown
                 .iter()
-                .map(|u| format!("unknown field \"{u}\""))
+                .map(|user| format!("unknown field \"{user}\""))
                 .collect();
             Err(ApiError::bad_request(format!(
                 "strict decoding error: {}",
@@ -324,13 +189,13 @@ impl Cluster {
         }
     }
 
-    fn check_type(&self, r: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+    fn check_type(&self, resource: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
         if !obj.is_object() {
             return Err(ApiError::bad_request(
                 "the object provided is not a JSON object",
             ));
         }
-        let want = r.api_version();
+        let want = resource.api_version();
         match obj.get("apiVersion").and_then(Value::as_str) {
             Some(av) if av != want => {
                 return Err(ApiError::bad_request(format!(
@@ -340,15 +205,15 @@ impl Cluster {
             _ => {}
         }
         match obj.get("kind").and_then(Value::as_str) {
-            Some(k) if k != r.kind => {
+            Some(key) if key != resource.kind => {
                 return Err(ApiError::bad_request(format!(
-                    "the kind in the data ({k}) does not match the expected kind ({})",
-                    r.kind
+                    "the kind in the data ({key}) does not match the expected kind ({})",
+                    resource.kind
                 )))
             }
             _ => {}
         }
-        set_gvk(r, obj);
+        set_gvk(resource, obj);
         apply::ensure_metadata(obj);
         if !obj["metadata"].is_object() {
             return Err(ApiError::bad_request("metadata must be an object"));
@@ -359,103 +224,108 @@ impl Cluster {
     /// Creates an object.
     pub fn create(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: &str,
         mut obj: Value,
-        o: &WriteOptions,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        if r.create_only {
+        if resource.create_only {
             return Err(ApiError::method_not_allowed(
                 "create is served by the review endpoint",
             ));
         }
-        self.check_type(r, &mut obj)?;
-        if o.strict {
-            self.validate_strict(r, &obj)?;
-        } else if r.crd.is_none() {
-            super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
+        self.check_type(resource, &mut obj)?;
+        if options.strict {
+            self.validate_strict(resource, &obj)?;
+        } else if resource.crd.is_none() {
+            super::validation::decode_builtin(&resource.group, &resource.kind, &obj, false)?;
         }
         // A Service's address is allocated and stored under one hold of the allocation lock:
         // taken twice, two creates could both allocate the first free address before either
         // was stored (seen live: the reader's and iad's Services both got 10.96.0.3).
-        let _allocations = kind_rules::store_lock(self, r);
-        self.prepare_create(r, ns, &mut obj)?;
-        if r.crd.is_none() {
-            super::validation::decode_builtin(&r.group, &r.kind, &obj, false)?;
+        let _allocations = kind_rules::store_lock(self, resource);
+        self.prepare_create(resource, ns, &mut obj)?;
+        if resource.crd.is_none() {
+            super::validation::decode_builtin(&resource.group, &resource.kind, &obj, false)?;
         } else {
-            self.prune_and_validate_custom(r, &mut obj, None)?;
+            self.prune_and_validate_custom(resource, &mut obj, None)?;
         }
-        let (api_version, now) = (r.api_version(), meta::now());
-        let w = writer(o, r, None, &api_version, &now);
-        let schema = self.schema(r);
+        let (api_version, now) = (resource.api_version(), meta::now());
+        let w = writer(options, resource, None, &api_version, &now);
+        let schema = self.schema(resource);
         apply::track_update(None, &mut obj, &schema, &w);
-        self.store_create(r, obj, o.dry_run)
+        self.store_create(resource, obj, options.dry_run)
     }
 
-    fn prepare_create(&self, r: &ResourceInfo, ns: &str, obj: &mut Value) -> Result<(), ApiError> {
-        let m = &mut obj["metadata"];
-        if r.namespaced {
-            match m.get("namespace").and_then(Value::as_str) {
+    fn prepare_create(
+        &self,
+        resource: &ResourceInfo,
+        ns: &str,
+        obj: &mut Value,
+    ) -> Result<(), ApiError> {
+        let map = &mut obj["metadata"];
+        if resource.namespaced {
+            match map.get("namespace").and_then(Value::as_str) {
                 Some(n) if !n.is_empty() && n != ns => {
                     return Err(ApiError::bad_request(
                         "the namespace of the provided object does not match the namespace sent on the request",
                     ));
                 }
-                _ => m["namespace"] = json!(ns),
+                _ => map["namespace"] = json!(ns),
             }
-        } else if let Some(mm) = m.as_object_mut() {
+        } else if let Some(mm) = map.as_object_mut() {
             mm.remove("namespace");
         }
-        let mut name = meta::str_at(m, "/name").to_string();
+        let mut name = meta::str_at(map, "/name").to_string();
         if name.is_empty() {
-            let gen = meta::str_at(m, "/generateName").to_string();
+            let gen = meta::str_at(map, "/generateName").to_string();
             if gen.is_empty() {
                 return Err(ApiError::invalid(
-                    &r.group,
-                    &r.kind,
+                    &resource.group,
+                    &resource.kind,
                     "",
                     "metadata.name",
                     "Required value: name or generateName is required",
                 ));
             }
             name = format!("{gen}{}", meta::random_suffix());
-            m["name"] = json!(name);
+            map["name"] = json!(name);
         }
-        if !kind_rules::valid_name(r, &name) {
-            return Err(ApiError::invalid(&r.group, &r.kind, &name, "metadata.name", format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
+        if !kind_rules::valid_name(resource, &name) {
+            return Err(ApiError::invalid(&resource.group, &resource.kind, &name, "metadata.name", format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
         }
-        self.check_namespace(r, ns)?;
-        if let Some(mm) = m.as_object_mut() {
-            for k in [
+        self.check_namespace(resource, ns)?;
+        if let Some(mm) = map.as_object_mut() {
+            for key in [
                 "resourceVersion",
                 "deletionTimestamp",
                 "deletionGracePeriodSeconds",
                 "selfLink",
             ] {
-                mm.remove(k);
+                mm.remove(key);
             }
             mm.insert("uid".into(), json!(meta::uid()));
             mm.insert("creationTimestamp".into(), json!(meta::now()));
-            if uses_generation(r) {
+            if uses_generation(resource) {
                 mm.insert("generation".into(), json!(1));
             } else {
                 mm.remove("generation");
             }
         }
-        match &r.crd {
-            Some(c) => {
-                if r.has_subresource(Subresource::Status) {
+        match &resource.crd {
+            Some(crd_version) => {
+                if resource.has_subresource(Subresource::Status) {
                     if let Some(mm) = obj.as_object_mut() {
                         mm.remove("status");
                     }
                 }
-                if let Some(s) = &c.schema {
+                if let Some(s) = &crd_version.schema {
                     schema::apply_defaults(s, obj);
                 }
             }
-            None => defaults::builtin_defaults(&r.group, &r.kind, obj),
+            None => defaults::builtin_defaults(&resource.group, &resource.kind, obj),
         }
-        kind_rules::prepare_create(self, r, obj)
+        kind_rules::prepare_create(self, resource, obj)
     }
 
     fn store_create(&self, r: &ResourceInfo, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
@@ -473,16 +343,16 @@ impl Cluster {
     /// Replaces an object (PUT), on the main resource or the `status` subresource.
     pub fn update(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: &str,
         name: &str,
         mut obj: Value,
         sub: Option<Subresource>,
-        o: &WriteOptions,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        self.check_type(r, &mut obj)?;
-        if o.strict {
-            self.validate_strict(r, &obj)?;
+        self.check_type(resource, &mut obj)?;
+        if options.strict {
+            self.validate_strict(resource, &obj)?;
         }
         let body_name = meta::name(&obj).to_string();
         if !body_name.is_empty() && body_name != name {
@@ -491,75 +361,78 @@ impl Cluster {
             )));
         }
         obj["metadata"]["name"] = json!(name);
-        let ns = if r.namespaced { ns } else { "" };
-        let Some(old) = self.store.get(&r.storage_key(), ns, name) else {
-            if kind_rules::update_creates(r, sub) {
-                return self.create(r, ns, obj, o);
+        let ns = if resource.namespaced { ns } else { "" };
+        let Some(old) = self.store.get(&resource.storage_key(), ns, name) else {
+            if kind_rules::update_creates(resource, sub) {
+                return self.create(resource, ns, obj, options);
             }
-            return Err(ApiError::not_found(&r.group, &r.plural, name));
+            return Err(ApiError::not_found(&resource.group, &resource.plural, name));
         };
         let expected = match meta::str_at(&obj, "/metadata/resourceVersion") {
             "" => None,
-            s => Some(parse_rv(s)?),
+            text => Some(parse_rv(text)?),
         };
-        self.commit(r, &old, obj, sub, o, expected, None)
+        self.commit(resource, &old, obj, sub, options, expected, None)
     }
 
     /// Turns a requested new state into the stored one and writes it.
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         old: &Value,
         requested: Value,
         sub: Option<Subresource>,
-        o: &WriteOptions,
+        options: &WriteOptions,
         expected_rv: Option<u64>,
         applied: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        if r.crd.is_none() {
-            super::validation::decode_builtin(&r.group, &r.kind, &requested, false)?;
+        if resource.crd.is_none() {
+            super::validation::decode_builtin(&resource.group, &resource.kind, &requested, false)?;
         }
-        let mut new = written_fields(r, old, requested, sub);
-        set_gvk(r, &mut new);
+        let mut new = written_fields(resource, old, requested, sub);
+        set_gvk(resource, &mut new);
         keep_server_metadata(old, &mut new);
-        check_no_new_finalizers(r, old, &new)?;
-        kind_rules::prepare_update(r, old, &mut new, sub)?;
-        for p in [
+        check_no_new_finalizers(resource, old, &new)?;
+        kind_rules::prepare_update(resource, old, &mut new, sub)?;
+        for path in [
             "/spec/renewTime",
             "/spec/acquireTime",
             "/eventTime",
             "/series/lastObservedTime",
         ] {
-            meta::normalize_micro_time(&mut new, p);
+            meta::normalize_micro_time(&mut new, path);
         }
-        if uses_generation(r) && sub.is_none() && spec_of(r, old) != spec_of(r, &new) {
-            let g = old
+        if uses_generation(resource)
+            && sub.is_none()
+            && spec_of(resource, old) != spec_of(resource, &new)
+        {
+            let generation = old
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            new["metadata"]["generation"] = json!(g + 1);
+            new["metadata"]["generation"] = json!(generation + 1);
         }
-        let schema = self.schema(r);
-        let (api_version, now) = (r.api_version(), meta::now());
-        let w = writer(o, r, sub, &api_version, &now);
+        let schema = self.schema(resource);
+        let (api_version, now) = (resource.api_version(), meta::now());
+        let w = writer(options, resource, sub, &api_version, &now);
         if applied.is_none() {
             apply::track_update(Some(old), &mut new, &schema, &w);
         }
-        if r.crd.is_none() {
-            super::validation::decode_builtin(&r.group, &r.kind, &new, false)?;
+        if resource.crd.is_none() {
+            super::validation::decode_builtin(&resource.group, &resource.kind, &new, false)?;
         }
-        if r.crd.is_some() {
-            self.prune_and_validate_custom(r, &mut new, Some(old))?;
+        if resource.crd.is_some() {
+            self.prune_and_validate_custom(resource, &mut new, Some(old))?;
         }
-        self.store_update(r, old, new, o.dry_run, expected_rv)
+        self.store_update(resource, old, new, options.dry_run, expected_rv)
     }
 
     /// Stores the new state of `old` (unless it is the same but for managed-fields times,
     /// or `dry_run`); a deleted object without finalizers left is gone instead.
     fn store_update(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         old: &Value,
         new: Value,
         dry_run: bool,
@@ -567,7 +440,7 @@ impl Cluster {
     ) -> Result<Value, ApiError> {
         if without_managed_time(old) == without_managed_time(&new) {
             let mut same = old.clone();
-            set_gvk(r, &mut same);
+            set_gvk(resource, &mut same);
             return Ok(same);
         }
         if dry_run {
@@ -589,25 +462,27 @@ impl Cluster {
         if deleting
             && !graceful
             && finalizers(&new).is_empty()
-            && kind_rules::kind_finalizers(r, &new).is_empty()
+            && kind_rules::kind_finalizers(resource, &new).is_empty()
         {
             let (ns, name) = (
                 meta::namespace(old).to_string(),
                 meta::name(old).to_string(),
             );
             let mut gone = self.store.delete(
-                &r.storage_key(),
+                &resource.storage_key(),
                 &ns,
                 &name,
                 expected_rv.or_else(|| rv_of(old)),
             )?;
-            kind_rules::after_delete(self, r, &gone);
-            set_gvk(r, &mut gone);
+            kind_rules::after_delete(self, resource, &gone);
+            set_gvk(resource, &mut gone);
             return Ok(gone);
         }
-        let mut stored = self.store.update(&r.storage_key(), new, expected_rv)?;
-        kind_rules::after_store(self, r, &stored);
-        set_gvk(r, &mut stored);
+        let mut stored = self
+            .store
+            .update(&resource.storage_key(), new, expected_rv)?;
+        kind_rules::after_store(self, resource, &stored);
+        set_gvk(resource, &mut stored);
         Ok(stored)
     }
 
@@ -615,46 +490,47 @@ impl Cluster {
     #[allow(clippy::too_many_arguments)]
     pub fn patch(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: &str,
         name: &str,
         pt: PatchType,
         body: &Value,
         sub: Option<Subresource>,
-        o: &WriteOptions,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        let ns = if r.namespaced { ns } else { "" };
-        if pt == PatchType::Strategic && r.crd.is_some() {
+        let ns = if resource.namespaced { ns } else { "" };
+        if pt == PatchType::Strategic && resource.crd.is_some() {
             // as the real server words it for custom resources: their patch types only
-            let mut e = ApiError::unsupported_media_type("application/strategic-merge-patch+json");
-            e.message = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into();
-            return Err(e);
+            let mut error =
+                ApiError::unsupported_media_type("application/strategic-merge-patch+json");
+            error.message = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into();
+            return Err(error);
         }
-        if pt == PatchType::Apply && o.manager.is_empty() {
+        if pt == PatchType::Apply && options.manager.is_empty() {
             return Err(ApiError::bad_request(
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
             ));
         }
         let request = PatchRequest {
-            r,
+            r: resource,
             ns,
             name,
             pt,
             body,
             sub,
-            o,
-            schema: self.schema(r),
+            o: options,
+            schema: self.schema(resource),
         };
         for _ in 0..PATCH_RETRIES_MAX {
-            let old = self.store.get(&r.storage_key(), ns, name);
+            let old = self.store.get(&resource.storage_key(), ns, name);
             let Some(old) = old else {
                 if pt != PatchType::Apply || sub == Some(Subresource::Status) {
-                    return Err(ApiError::not_found(&r.group, &r.plural, name));
+                    return Err(ApiError::not_found(&resource.group, &resource.plural, name));
                 }
                 // Allocated and stored under one hold of the allocation lock (see `create`).
-                let _allocations = kind_rules::store_lock(self, r);
+                let _allocations = kind_rules::store_lock(self, resource);
                 let created = self.apply_create(&request)?;
-                return match self.store_create(r, created, o.dry_run) {
+                return match self.store_create(resource, created, options.dry_run) {
                     Err(ApiError {
                         reason: Reason::AlreadyExists,
                         ..
@@ -663,7 +539,7 @@ impl Cluster {
                 };
             };
             let (new, applied) = self.patch_existing(&request, &old)?;
-            match self.commit(r, &old, new, sub, o, rv_of(&old), applied) {
+            match self.commit(resource, &old, new, sub, options, rv_of(&old), applied) {
                 Err(ApiError {
                     reason: Reason::Conflict,
                     details,
@@ -672,7 +548,7 @@ impl Cluster {
                 other => return other,
             }
         }
-        Err(ApiError::conflict(&r.group, &r.plural, name))
+        Err(ApiError::conflict(&resource.group, &resource.plural, name))
     }
 
     /// The object an apply of a missing object creates.
@@ -725,7 +601,7 @@ impl Cluster {
         }
         let requested_rv = meta::str_at(&new, "/metadata/resourceVersion").to_string();
         let explicit = !requested_rv.is_empty()
-            && Some(requested_rv.as_str()) != old_rv.map(|v| v.to_string()).as_deref();
+            && Some(requested_rv.as_str()) != old_rv.map(|number| number.to_string()).as_deref();
         if explicit {
             return Err(ApiError::conflict(&r.group, &r.plural, name));
         }
@@ -788,47 +664,47 @@ impl Cluster {
     /// graceful pod termination) hold it.
     pub fn delete(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: &str,
         name: &str,
-        d: &DeleteOptions,
+        options: &DeleteOptions,
     ) -> Result<Value, ApiError> {
         // A controller may write the object between this read and the write (a
         // Deployment's status right after `kubectl scale`): read again and decide again, as
         // `modify` and the scale and patch paths do, instead of answering 409 Conflict.
         for _ in 0..PATCH_RETRIES_MAX {
-            match self.delete_attempt(r, ns, name, d)? {
+            match self.delete_attempt(resource, ns, name, options)? {
                 DeleteAttempt::Done(result) => return Ok(result),
                 DeleteAttempt::Stale => continue,
             }
         }
-        Err(ApiError::conflict(&r.group, &r.plural, name))
+        Err(ApiError::conflict(&resource.group, &resource.plural, name))
     }
 
     /// One read-decide-write of [`Cluster::delete`].
     fn delete_attempt(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: &str,
         name: &str,
-        d: &DeleteOptions,
+        options: &DeleteOptions,
     ) -> Result<DeleteAttempt, ApiError> {
-        let ns = if r.namespaced { ns } else { "" };
-        let key = r.storage_key();
+        let ns = if resource.namespaced { ns } else { "" };
+        let key = resource.storage_key();
         let old = self
             .store
             .get(&key, ns, name)
-            .ok_or_else(|| ApiError::not_found(&r.group, &r.plural, name))?;
-        check_preconditions(&old, d)?;
+            .ok_or_else(|| ApiError::not_found(&resource.group, &resource.plural, name))?;
+        check_preconditions(&old, options)?;
         let mut new = old.clone();
-        let fins = self.deletion_finalizers(r, &old, d);
-        let graceful_pod = kind_rules::graceful_delete(self, r, &old, d);
-        let ns_fins = kind_rules::kind_finalizers(r, &old);
+        let fins = self.deletion_finalizers(resource, &old, options);
+        let graceful_pod = kind_rules::graceful_delete(self, resource, &old, options);
+        let ns_fins = kind_rules::kind_finalizers(resource, &old);
         if fins.is_empty() && ns_fins.is_empty() && !graceful_pod {
-            if d.dry_run {
+            if options.dry_run {
                 return Ok(DeleteAttempt::Done(old));
             }
-            return self.delete_now(r, ns, name).map(DeleteAttempt::Done);
+            return self.delete_now(resource, ns, name).map(DeleteAttempt::Done);
         }
         if old.pointer("/metadata/deletionTimestamp").is_some() {
             let graceful = old
@@ -838,16 +714,16 @@ impl Cluster {
             // A delete with grace 0 of an object in a graceful deletion that finalizers still
             // hold (a pod's kubelet done with it) ends the grace period: the last finalizer's
             // removal then removes it.
-            if graceful && d.grace_period_seconds == Some(0) && !d.dry_run {
+            if graceful && options.grace_period_seconds == Some(0) && !options.dry_run {
                 new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                return self.store_deleting(r, &key, new, &old);
+                return self.store_deleting(resource, &key, new, &old);
             }
-            let mut o = old;
-            set_gvk(r, &mut o);
-            return Ok(DeleteAttempt::Done(o));
+            let mut object = old;
+            set_gvk(resource, &mut object);
+            return Ok(DeleteAttempt::Done(object));
         }
         let grace = if graceful_pod {
-            d.grace_period_seconds.unwrap_or_else(|| {
+            options.grace_period_seconds.unwrap_or_else(|| {
                 old.pointer("/spec/terminationGracePeriodSeconds")
                     .and_then(Value::as_i64)
                     .unwrap_or(30)
@@ -861,11 +737,11 @@ impl Cluster {
         if !fins.is_empty() {
             new["metadata"]["finalizers"] = json!(fins);
         }
-        if let Some(g) = old.pointer("/metadata/generation").and_then(Value::as_i64) {
-            new["metadata"]["generation"] = json!(g + 1);
+        if let Some(generation) = old.pointer("/metadata/generation").and_then(Value::as_i64) {
+            new["metadata"]["generation"] = json!(generation + 1);
         }
-        kind_rules::mark_deleting(r, &mut new);
-        if d.dry_run {
+        kind_rules::mark_deleting(resource, &mut new);
+        if options.dry_run {
             return Ok(DeleteAttempt::Done(new));
         }
         #[cfg(test)]
@@ -879,52 +755,57 @@ impl Cluster {
                 write(self);
             }
         }
-        self.store_deleting(r, &key, new, &old)
+        self.store_deleting(resource, &key, new, &old)
     }
 
     /// Stores `new`, the object `old` marked (further) for deletion, if nothing wrote it since
     /// it was read; [`DeleteAttempt::Stale`] if something did (the caller reads again).
     fn store_deleting(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         key: &str,
         new: Value,
         old: &Value,
     ) -> Result<DeleteAttempt, ApiError> {
         match self.store.update(key, new, rv_of(old)) {
             Ok(mut stored) => {
-                set_gvk(r, &mut stored);
+                set_gvk(resource, &mut stored);
                 Ok(DeleteAttempt::Done(stored))
             }
             Err(ApiError {
                 reason: Reason::Conflict,
                 ..
             }) => Ok(DeleteAttempt::Stale),
-            Err(e) => Err(e),
+            Err(error) => Err(error),
         }
     }
 
     /// The finalizers that hold `old` once deleted: its own, plus `orphan` or
     /// `foregroundDeletion` when the propagation asks for it and it has dependents (not
     /// added again to an object already being deleted).
-    fn deletion_finalizers(&self, r: &ResourceInfo, old: &Value, d: &DeleteOptions) -> Vec<String> {
+    fn deletion_finalizers(
+        &self,
+        resource: &ResourceInfo,
+        old: &Value,
+        options: &DeleteOptions,
+    ) -> Vec<String> {
         let mut fins: Vec<String> = finalizers(old).into_iter().map(String::from).collect();
-        let propagation = d
+        let propagation = options
             .propagation
             .clone()
-            .unwrap_or_else(|| kind_rules::default_propagation(r).to_string());
+            .unwrap_or_else(|| kind_rules::default_propagation(resource).to_string());
         let policy_finalizer = match propagation.as_str() {
             "Orphan" => Some("orphan"),
             "Foreground" => Some("foregroundDeletion"),
             _ => None,
         };
         let has_dependents = policy_finalizer.is_some() && self.has_dependents(meta::uid_of(old));
-        if let Some(f) = policy_finalizer {
+        if let Some(field) = policy_finalizer {
             if has_dependents
-                && !fins.iter().any(|x| x == f)
+                && !fins.iter().any(|finalizer| finalizer == field)
                 && old.pointer("/metadata/deletionTimestamp").is_none()
             {
-                fins.push(f.into());
+                fins.push(field.into());
             }
         }
         fins
@@ -950,46 +831,56 @@ impl Cluster {
     }
 
     fn has_dependents(&self, uid: &str) -> bool {
-        self.store.all_objects().iter().any(|(_, o)| {
-            o.pointer("/metadata/ownerReferences")
+        self.store.all_objects().iter().any(|(_, object)| {
+            object
+                .pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .any(|r| meta::str_at(r, "/uid") == uid)
+                .any(|owner_reference| meta::str_at(owner_reference, "/uid") == uid)
         })
     }
 
     /// Deletes every object matching the selectors.
     pub fn delete_collection(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: Option<&str>,
         labels: &LabelSelector,
         fields: &FieldSelector,
-        d: &DeleteOptions,
+        options: &DeleteOptions,
     ) -> Result<Value, ApiError> {
-        let (items, _) = self.list(r, ns, labels, fields);
-        for i in &items {
-            match self.delete(r, meta::namespace(i), meta::name(i), d) {
+        let (items, _) = self.list(resource, ns, labels, fields);
+        for item in &items {
+            match self.delete(resource, meta::namespace(item), meta::name(item), options) {
                 Ok(_) => {}
                 Err(ApiError {
                     reason: Reason::NotFound,
                     ..
                 }) => {}
-                Err(e) => return Err(e),
+                Err(error) => return Err(error),
             }
         }
         Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}))
     }
 
     /// The `autoscaling/v1` Scale of an object.
-    pub fn get_scale(&self, r: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
-        let obj = self.get(r, ns, name)?;
-        Ok(self.scale_of(r, &obj))
+    pub fn get_scale(
+        &self,
+        resource: &ResourceInfo,
+        ns: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let obj = self.get(resource, ns, name)?;
+        Ok(self.scale_of(resource, &obj))
     }
 
-    fn scale_paths(r: &ResourceInfo) -> (String, String, String) {
-        match r.crd.as_ref().and_then(|c| c.scale.as_ref()) {
+    fn scale_paths(resource: &ResourceInfo) -> (String, String, String) {
+        match resource
+            .crd
+            .as_ref()
+            .and_then(|crd_version| crd_version.scale.as_ref())
+        {
             Some(s) => (
                 json_path_to_pointer(meta::str_at(s, "/specReplicasPath")),
                 json_path_to_pointer(meta::str_at(s, "/statusReplicasPath")),
@@ -1003,8 +894,8 @@ impl Cluster {
         }
     }
 
-    fn scale_of(&self, r: &ResourceInfo, obj: &Value) -> Value {
-        let (spec_p, status_p, sel_p) = Self::scale_paths(r);
+    fn scale_of(&self, resource: &ResourceInfo, obj: &Value) -> Value {
+        let (spec_p, status_p, sel_p) = Self::scale_paths(resource);
         let selector = if sel_p.is_empty() {
             obj.pointer("/spec/selector")
                 .map(selector_string)
@@ -1025,16 +916,16 @@ impl Cluster {
     /// Writes a Scale (PUT or patch of the scale subresource): changes the spec's replicas.
     pub fn write_scale(
         &self,
-        r: &ResourceInfo,
+        resource: &ResourceInfo,
         ns: &str,
         name: &str,
         pt: Option<PatchType>,
         body: &Value,
-        o: &WriteOptions,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         for _ in 0..PATCH_RETRIES_MAX {
-            let obj = self.get(r, ns, name)?;
-            let mut scale = self.scale_of(r, &obj);
+            let obj = self.get(resource, ns, name)?;
+            let mut scale = self.scale_of(resource, &obj);
             match pt {
                 None => scale = body.clone(),
                 Some(PatchType::Merge) | Some(PatchType::Strategic) | Some(PatchType::Apply) => {
@@ -1065,21 +956,21 @@ impl Cluster {
             }
             let want_rv = meta::str_at(&scale, "/metadata/resourceVersion").to_string();
             if !want_rv.is_empty() && want_rv != meta::str_at(&obj, "/metadata/resourceVersion") {
-                return Err(ApiError::conflict(&r.group, &r.plural, name));
+                return Err(ApiError::conflict(&resource.group, &resource.plural, name));
             }
-            let (spec_p, _, _) = Self::scale_paths(r);
+            let (spec_p, _, _) = Self::scale_paths(resource);
             let mut new = obj.clone();
             set_pointer(&mut new, &spec_p, json!(replicas));
-            match self.commit(r, &obj, new, None, o, rv_of(&obj), None) {
-                Ok(stored) => return Ok(self.scale_of(r, &stored)),
+            match self.commit(resource, &obj, new, None, options, rv_of(&obj), None) {
+                Ok(stored) => return Ok(self.scale_of(resource, &stored)),
                 Err(ApiError {
                     reason: Reason::Conflict,
                     ..
                 }) if want_rv.is_empty() => continue,
-                Err(e) => return Err(e),
+                Err(error) => return Err(error),
             }
         }
-        Err(ApiError::conflict(&r.group, &r.plural, name))
+        Err(ApiError::conflict(&resource.group, &resource.plural, name))
     }
 
     /// Internal write helper for controllers: gets, mutates, updates with retries.
@@ -1094,12 +985,13 @@ impl Cluster {
         manager: &str,
         f: impl Fn(&mut Value) -> bool,
     ) -> Result<Option<Value>, ApiError> {
-        let r = self.resource_or_internal(group, plural)?;
+        let resource = self.resource_or_internal(group, plural)?;
         for _ in 0..PATCH_RETRIES_MAX {
-            let Some(old) =
-                self.store
-                    .get(&r.storage_key(), if r.namespaced { ns } else { "" }, name)
-            else {
+            let Some(old) = self.store.get(
+                &resource.storage_key(),
+                if resource.namespaced { ns } else { "" },
+                name,
+            ) else {
                 return Ok(None);
             };
             let mut new = old.clone();
@@ -1107,7 +999,7 @@ impl Cluster {
                 return Ok(Some(old));
             }
             match self.commit(
-                &r,
+                &resource,
                 &old,
                 new,
                 sub,
@@ -1115,12 +1007,12 @@ impl Cluster {
                 rv_of(&old),
                 None,
             ) {
-                Ok(v) => return Ok(Some(v)),
+                Ok(value) => return Ok(Some(value)),
                 Err(ApiError {
                     reason: Reason::Conflict,
                     ..
                 }) => continue,
-                Err(e) => return Err(e),
+                Err(error) => return Err(error),
             }
         }
         Err(ApiError::conflict(group, plural, name))
@@ -1135,8 +1027,8 @@ impl Cluster {
         obj: Value,
         manager: &str,
     ) -> Result<Value, ApiError> {
-        let r = self.resource_or_internal(group, plural)?;
-        self.create(&r, ns, obj, &WriteOptions::manager(manager))
+        let resource = self.resource_or_internal(group, plural)?;
+        self.create(&resource, ns, obj, &WriteOptions::manager(manager))
     }
 
     /// Internal delete for controllers.
@@ -1148,9 +1040,9 @@ impl Cluster {
         name: &str,
         propagation: Option<&str>,
     ) -> Result<Value, ApiError> {
-        let r = self.resource_or_internal(group, plural)?;
+        let resource = self.resource_or_internal(group, plural)?;
         self.delete(
-            &r,
+            &resource,
             ns,
             name,
             &DeleteOptions {
@@ -1183,7 +1075,7 @@ fn check_name(obj: &Value, name: &str, ns: &str) -> Result<(), ApiError> {
 /// the requested status (and managed fields); through the main resource, the requested
 /// object with the stored status when the status subresource owns it.
 fn written_fields(
-    r: &ResourceInfo,
+    resource: &ResourceInfo,
     old: &Value,
     requested: Value,
     sub: Option<Subresource>,
@@ -1197,12 +1089,12 @@ fn written_fields(
         return n;
     }
     let mut n = requested;
-    if kind_rules::status_subresource_owns_status(r) {
+    if kind_rules::status_subresource_owns_status(resource) {
         match old.get("status") {
             Some(s) => n["status"] = s.clone(),
             None => {
-                if let Some(m) = n.as_object_mut() {
-                    m.remove("status");
+                if let Some(map) = n.as_object_mut() {
+                    map.remove("status");
                 }
             }
         }
@@ -1212,7 +1104,7 @@ fn written_fields(
 
 /// Server-owned metadata comes from the stored object.
 fn keep_server_metadata(old: &Value, new: &mut Value) {
-    for k in [
+    for key in [
         "uid",
         "creationTimestamp",
         "deletionTimestamp",
@@ -1221,11 +1113,11 @@ fn keep_server_metadata(old: &Value, new: &mut Value) {
         "namespace",
         "name",
     ] {
-        match old["metadata"].get(k) {
-            Some(v) => new["metadata"][k] = v.clone(),
+        match old["metadata"].get(key) {
+            Some(value) => new["metadata"][key] = value.clone(),
             None => {
-                if let Some(m) = new["metadata"].as_object_mut() {
-                    m.remove(k);
+                if let Some(map) = new["metadata"].as_object_mut() {
+                    map.remove(key);
                 }
             }
         }
@@ -1234,15 +1126,22 @@ fn keep_server_metadata(old: &Value, new: &mut Value) {
 }
 
 /// An object being deleted takes no new finalizers (422).
-fn check_no_new_finalizers(r: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
+fn check_no_new_finalizers(
+    resource: &ResourceInfo,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
     if old.pointer("/metadata/deletionTimestamp").is_none() {
         return Ok(());
     }
     let before: HashSet<&str> = finalizers(old).into_iter().collect();
-    if let Some(added) = finalizers(new).into_iter().find(|f| !before.contains(f)) {
+    if let Some(added) = finalizers(new)
+        .into_iter()
+        .find(|field| !before.contains(field))
+    {
         return Err(ApiError::invalid(
-            &r.group,
-            &r.kind,
+            &resource.group,
+            &resource.kind,
             meta::name(old),
             "metadata.finalizers",
             format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{added}\"}}"),
@@ -1252,8 +1151,8 @@ fn check_no_new_finalizers(r: &ResourceInfo, old: &Value, new: &Value) -> Result
 }
 
 /// A delete's preconditions (uid, resourceVersion) hold for `old` (409 otherwise).
-fn check_preconditions(old: &Value, d: &DeleteOptions) -> Result<(), ApiError> {
-    if let Some(uid) = &d.precondition_uid {
+fn check_preconditions(old: &Value, options: &DeleteOptions) -> Result<(), ApiError> {
+    if let Some(uid) = &options.precondition_uid {
         if uid != meta::uid_of(old) {
             return Err(ApiError::conflict_message(format!(
                 "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
@@ -1261,7 +1160,7 @@ fn check_preconditions(old: &Value, d: &DeleteOptions) -> Result<(), ApiError> {
             )));
         }
     }
-    if let Some(rv) = &d.precondition_rv {
+    if let Some(rv) = &options.precondition_rv {
         if Some(rv.as_str())
             != old
                 .pointer("/metadata/resourceVersion")
@@ -1278,30 +1177,30 @@ fn check_preconditions(old: &Value, d: &DeleteOptions) -> Result<(), ApiError> {
 
 /// The field manager's view of a write by `o` through `sub` at `now`.
 fn writer<'a>(
-    o: &'a WriteOptions,
-    r: &ResourceInfo,
+    options: &'a WriteOptions,
+    resource: &ResourceInfo,
     sub: Option<Subresource>,
     api_version: &'a str,
     now: &'a str,
 ) -> Writer<'a> {
     Writer {
-        manager: &o.manager,
+        manager: &options.manager,
         api_version,
         subresource: if sub == Some(Subresource::Status) {
             "status"
         } else {
             ""
         },
-        scope: scope_of(r, sub),
+        scope: scope_of(resource, sub),
         now,
     }
 }
 
 /// Which fields a write through `sub` covers.
-pub fn scope_of(r: &ResourceInfo, sub: Option<Subresource>) -> Scope {
+pub fn scope_of(resource: &ResourceInfo, sub: Option<Subresource>) -> Scope {
     if sub == Some(Subresource::Status) {
         Scope::StatusOnly
-    } else if kind_rules::status_subresource_owns_status(r) {
+    } else if kind_rules::status_subresource_owns_status(resource) {
         Scope::NoStatus
     } else {
         Scope::All
@@ -1311,77 +1210,67 @@ pub fn scope_of(r: &ResourceInfo, sub: Option<Subresource>) -> Scope {
 fn rv_of(obj: &Value) -> Option<u64> {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
+        .and_then(|text| text.parse().ok())
 }
 
 fn finalizers(obj: &Value) -> Vec<&str> {
-    strings_at(obj, "/metadata/finalizers")
-}
-
-/// The strings of the array at `pointer` (none when it is missing).
-pub(crate) fn strings_at<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
-    obj.pointer(pointer)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
+    meta::strings_at(obj, "/metadata/finalizers")
 }
 
 fn without_managed_time(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(mf) = v
+    let mut value = obj.clone();
+    if let Some(mf) = value
         .pointer_mut("/metadata/managedFields")
         .and_then(Value::as_array_mut)
     {
         for e in mf {
-            if let Some(m) = e.as_object_mut() {
-                m.remove("time");
+            if let Some(map) = e.as_object_mut() {
+                map.remove("time");
             }
         }
     }
-    v
+    value
 }
 
 /// Sets `apiVersion` and `kind` of a resource on an object.
-pub fn set_gvk(r: &ResourceInfo, obj: &mut Value) {
-    if let Some(m) = obj.as_object_mut() {
-        m.insert("apiVersion".into(), json!(r.api_version()));
-        m.insert("kind".into(), json!(r.kind));
+pub fn set_gvk(resource: &ResourceInfo, obj: &mut Value) {
+    if let Some(map) = obj.as_object_mut() {
+        map.insert("apiVersion".into(), json!(resource.api_version()));
+        map.insert("kind".into(), json!(resource.kind));
     }
 }
 
 /// `.spec.replicas` -> `/spec/replicas`.
-pub fn json_path_to_pointer(p: &str) -> String {
-    p.trim_start_matches('.')
+pub fn json_path_to_pointer(path: &str) -> String {
+    path.trim_start_matches('.')
         .split('.')
         .filter(|s| !s.is_empty())
-        .fold(String::new(), |acc, s| format!("{acc}/{s}"))
+        .fold(String::new(), |acc, text| format!("{acc}/{text}"))
 }
 
-fn set_pointer(obj: &mut Value, pointer: &str, v: Value) {
+fn set_pointer(obj: &mut Value, pointer: &str, value: Value) {
     let mut cur = obj;
     let parts: Vec<&str> = pointer.split('/').skip(1).collect();
-    for (i, p) in parts.iter().enumerate() {
-        if i + 1 == parts.len() {
-            if let Some(m) = cur.as_object_mut() {
-                m.insert(p.to_string(), v);
+    for (index, part) in parts.iter().enumerate() {
+        if index + 1 == parts.len() {
+            if let Some(map) = cur.as_object_mut() {
+                map.insert(part.to_string(), value);
             }
             return;
         }
-        if !cur.get(*p).map(Value::is_object).unwrap_or(false) {
-            cur[*p] = json!({});
+        if !cur.get(*part).map(Value::is_object).unwrap_or(false) {
+            cur[*part] = json!({});
         }
-        cur = &mut cur[*p];
+        cur = &mut cur[*part];
     }
 }
 
 /// A `metav1.LabelSelector` object as the selector string.
 pub fn selector_string(sel: &Value) -> String {
     let mut parts = Vec::new();
-    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
-        for (k, v) in m {
-            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+    if let Some(map) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, value) in map {
+            parts.push(format!("{k}={}", value.as_str().unwrap_or_default()));
         }
     }
     for e in sel
@@ -1390,7 +1279,7 @@ pub fn selector_string(sel: &Value) -> String {
         .into_iter()
         .flatten()
     {
-        let k = meta::str_at(e, "/key");
+        let key = meta::str_at(e, "/key");
         let vals: Vec<&str> = e
             .get("values")
             .and_then(Value::as_array)
@@ -1399,10 +1288,10 @@ pub fn selector_string(sel: &Value) -> String {
             .filter_map(Value::as_str)
             .collect();
         match meta::str_at(e, "/operator") {
-            "In" => parts.push(format!("{k} in ({})", vals.join(","))),
-            "NotIn" => parts.push(format!("{k} notin ({})", vals.join(","))),
-            "Exists" => parts.push(k.to_string()),
-            "DoesNotExist" => parts.push(format!("!{k}")),
+            "In" => parts.push(format!("{key} in ({})", vals.join(","))),
+            "NotIn" => parts.push(format!("{key} notin ({})", vals.join(","))),
+            "Exists" => parts.push(key.to_string()),
+            "DoesNotExist" => parts.push(format!("!{key}")),
             _ => {}
         }
     }
@@ -1412,6 +1301,10 @@ pub fn selector_string(sel: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::Authenticator;
+    use crate::defaults::IpRange;
+    use crate::store::Store;
+    use std::sync::Arc;
 
     fn cluster(dir: &std::path::Path) -> Cluster {
         let store = Arc::new(Store::open(None, 100).expect("store"));
@@ -1420,10 +1313,11 @@ mod tests {
         Cluster::new(store, auth, range, dir.to_path_buf(), String::new())
     }
 
-    fn create(c: &Cluster, group: &str, plural: &str, object: Value) -> Value {
-        let r = c.resource(group, plural).expect("resource");
-        let ns = if r.namespaced { "default" } else { "" };
-        c.create(&r, ns, object, &WriteOptions::manager("test"))
+    fn create(cluster: &Cluster, group: &str, plural: &str, object: Value) -> Value {
+        let resource = cluster.resource(group, plural).expect("resource");
+        let ns = if resource.namespaced { "default" } else { "" };
+        cluster
+            .create(&resource, ns, object, &WriteOptions::manager("test"))
             .expect("create")
     }
 
@@ -1478,13 +1372,13 @@ mod tests {
             )
             .expect("concurrent status write");
         }));
-        let r = c.resource("apps", "deployments").expect("deployments");
+        let resource = c.resource("apps", "deployments").expect("deployments");
         let options = DeleteOptions {
             propagation: Some("Foreground".into()),
             ..Default::default()
         };
         let deleted = c
-            .delete(&r, "default", "web", &options)
+            .delete(&resource, "default", "web", &options)
             .expect("the delete wins over the concurrent write");
         assert!(
             c.delete_interleave.lock().expect("lock").is_none(),
@@ -1517,17 +1411,17 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
         );
         let threads: Vec<_> = (0..8)
-            .map(|t| {
-                let c = Arc::clone(&c);
+            .map(|thread| {
+                let shared_cluster = Arc::clone(&c);
                 std::thread::spawn(move || {
                     (0..8)
-                        .map(|i| {
+                        .map(|index| {
                             let created = create(
-                                &c,
+                                &shared_cluster,
                                 "",
                                 "services",
                                 json!({"apiVersion": "v1", "kind": "Service",
-                                       "metadata": {"name": format!("s-{t}-{i}")},
+                                       "metadata": {"name": format!("s-{thread}-{index}")},
                                        "spec": {"ports": [{"port": 3306}]}}),
                             );
                             created["spec"]["clusterIP"]

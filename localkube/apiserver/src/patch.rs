@@ -3,7 +3,7 @@
 
 use super::error::ApiError;
 use super::schema::{item_key, Schema};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Applies a JSON merge patch (RFC 7386: `null` deletes a member, an object merges into an
 /// object, anything else replaces the target whole, arrays included).
@@ -14,21 +14,24 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 /// Applies a JSON patch. A `test` of a path that does not exist against `null` succeeds,
 /// as in Kubernetes (trap 5; kube-runtime's finalizer helper relies on it).
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|error| {
         ApiError::bad_request(format!(
-            "the server rejected our request due to an error in our request: invalid JSON patch: {e}"
+            "the server rejected our request due to an error in our request: invalid JSON patch: {error}"
         ))
     })?;
     for op in ops.0 {
-        if let json_patch::PatchOperation::Test(t) = &op {
-            if t.value.is_null() && target.pointer(t.path.as_str()).is_none() {
+        if let json_patch::PatchOperation::Test(test_operation) = &op {
+            if test_operation.value.is_null()
+                && target.pointer(test_operation.path.as_str()).is_none()
+            {
                 continue;
             }
         }
-        json_patch::patch(target, &[op]).map_err(|e| {
+        json_patch::patch(target, &[op]).map_err(|patch_error| {
             let mut err = ApiError::invalid("", "", "", "", "");
-            err.message =
-                format!("the server rejected our request due to an error in our request: {e}");
+            err.message = format!(
+                "the server rejected our request due to an error in our request: {patch_error}"
+            );
             err.details = None;
             err
         })?;
@@ -44,10 +47,10 @@ pub fn strategic_merge(target: &Value, patch: &Value, schema: &Schema) -> Result
 
 fn strip_directives(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
+        Value::Object(map) => Value::Object(
+            map.iter()
                 .filter(|(k, _)| !k.starts_with('$'))
-                .map(|(k, v)| (k.clone(), strip_directives(v)))
+                .map(|(key, value)| (key.clone(), strip_directives(value)))
                 .collect(),
         ),
         Value::Array(a) => Value::Array(
@@ -60,106 +63,138 @@ fn strip_directives(v: &Value) -> Value {
     }
 }
 
+/// Strategic merge of `patch` onto `original` at the field path `names`; `None` when the
+/// patch deletes it (`$patch: delete`).
 fn smp_value(
-    orig: &Value,
+    original: &Value,
     patch: &Value,
     schema: &Schema,
     names: &mut Vec<String>,
 ) -> Option<Value> {
-    match (orig, patch) {
-        (_, Value::Object(p)) => {
-            match p.get("$patch").and_then(Value::as_str) {
-                Some("replace") => return Some(strip_directives(patch)),
-                Some("delete") => return None,
-                _ => {}
-            }
-            let mut out = orig.as_object().cloned().unwrap_or_default();
-            for (k, pv) in p {
-                if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
-                    if let (Some(Value::Array(cur)), Some(del)) =
-                        (out.get_mut(field), pv.as_array())
-                    {
-                        cur.retain(|x| !del.contains(x));
-                    }
-                    continue;
-                }
-                if k.starts_with('$') {
-                    continue;
-                }
-                if pv.is_null() {
-                    out.remove(k);
-                    continue;
-                }
-                names.push(k.clone());
-                let merged = match out.get(k) {
-                    Some(ov) => smp_value(ov, pv, schema, names),
-                    None => Some(strip_directives(pv)),
-                };
-                names.pop();
-                match merged {
-                    Some(v) => {
-                        out.insert(k.clone(), v);
-                    }
-                    None => {
-                        out.remove(k);
-                    }
-                }
-            }
-            if let Some(retain) = p.get("$retainKeys").and_then(Value::as_array) {
-                out.retain(|k, _| retain.iter().any(|r| r.as_str() == Some(k)));
-            }
-            Some(Value::Object(out))
-        }
-        (Value::Array(o), Value::Array(pa)) => {
+    match (original, patch) {
+        (_, Value::Object(patch_map)) => smp_map(original, patch, patch_map, schema, names),
+        (Value::Array(original_items), Value::Array(patch_items)) => {
             let path: Vec<&str> = names.iter().map(String::as_str).collect();
             match schema.merge_key(&path) {
                 None => Some(strip_directives(patch)),
+                // A set of primitives: the patch's values are added.
                 Some(key) if key.is_empty() => {
-                    let mut out = o.clone();
-                    for x in pa {
-                        if !out.contains(x) {
-                            out.push(x.clone());
+                    let mut out = original_items.clone();
+                    for item in patch_items {
+                        if !out.contains(item) {
+                            out.push(item.clone());
                         }
                     }
                     Some(Value::Array(out))
                 }
-                Some(key) => {
-                    if pa
-                        .iter()
-                        .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
-                    {
-                        return Some(strip_directives(&Value::Array(
-                            pa.iter()
-                                .filter(|i| i.get("$patch").is_none())
-                                .cloned()
-                                .collect(),
-                        )));
-                    }
-                    let keys = vec![key.clone()];
-                    let mut out = o.clone();
-                    for item in pa {
-                        let k = item_key(item, &keys);
-                        let pos = out.iter().position(|x| item_key(x, &keys) == k);
-                        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-                        match (pos, delete) {
-                            (Some(i), true) => {
-                                out.remove(i);
-                            }
-                            (None, true) => {}
-                            (Some(i), false) => {
-                                if let Some(m) = smp_value(&out[i], item, schema, names) {
-                                    out[i] = m;
-                                }
-                            }
-                            (None, false) => out.push(strip_directives(item)),
-                        }
-                    }
-                    Some(Value::Array(out))
-                }
+                Some(key) => Some(smp_keyed_list(
+                    original_items,
+                    patch_items,
+                    &key,
+                    schema,
+                    names,
+                )),
             }
         }
         _ => Some(strip_directives(patch)),
     }
+}
+
+/// Strategic merge of a patch map: its `$patch`, `$deleteFromPrimitiveList/`, `null`
+/// (delete) and `$retainKeys` directives, and each field merged.
+fn smp_map(
+    original: &Value,
+    patch: &Value,
+    patch_map: &Map<String, Value>,
+    schema: &Schema,
+    names: &mut Vec<String>,
+) -> Option<Value> {
+    match patch_map.get("$patch").and_then(Value::as_str) {
+        Some("replace") => return Some(strip_directives(patch)),
+        Some("delete") => return None,
+        _ => {}
+    }
+    let mut out = original.as_object().cloned().unwrap_or_default();
+    for (key, patch_value) in patch_map {
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(current)), Some(deleted)) =
+                (out.get_mut(field), patch_value.as_array())
+            {
+                current.retain(|item| !deleted.contains(item));
+            }
+            continue;
+        }
+        if key.starts_with('$') {
+            continue;
+        }
+        if patch_value.is_null() {
+            out.remove(key);
+            continue;
+        }
+        names.push(key.clone());
+        let merged = match out.get(key) {
+            Some(original_value) => smp_value(original_value, patch_value, schema, names),
+            None => Some(strip_directives(patch_value)),
+        };
+        names.pop();
+        match merged {
+            Some(value) => {
+                out.insert(key.clone(), value);
+            }
+            None => {
+                out.remove(key);
+            }
+        }
+    }
+    if let Some(retain) = patch_map.get("$retainKeys").and_then(Value::as_array) {
+        out.retain(|key, _| retain.iter().any(|kept| kept.as_str() == Some(key)));
+    }
+    Some(Value::Object(out))
+}
+
+/// Strategic merge of a list keyed by `key`: items merged by key, `$patch: delete` items
+/// removed, a `$patch: replace` item replaces the whole list.
+fn smp_keyed_list(
+    original_items: &[Value],
+    patch_items: &[Value],
+    key: &str,
+    schema: &Schema,
+    names: &mut Vec<String>,
+) -> Value {
+    if patch_items
+        .iter()
+        .any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
+        return strip_directives(&Value::Array(
+            patch_items
+                .iter()
+                .filter(|item| item.get("$patch").is_none())
+                .cloned()
+                .collect(),
+        ));
+    }
+    let keys = vec![key.to_string()];
+    let mut out = original_items.to_vec();
+    for item in patch_items {
+        let item_value = item_key(item, &keys);
+        let position = out
+            .iter()
+            .position(|existing| item_key(existing, &keys) == item_value);
+        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (position, delete) {
+            (Some(index), true) => {
+                out.remove(index);
+            }
+            (None, true) => {}
+            (Some(index), false) => {
+                if let Some(merged) = smp_value(&out[index], item, schema, names) {
+                    out[index] = merged;
+                }
+            }
+            (None, false) => out.push(strip_directives(item)),
+        }
+    }
+    Value::Array(out)
 }
 
 #[cfg(test)]
@@ -176,8 +211,8 @@ mod tests {
         json_patch(&mut obj, &patch).expect("patch");
         assert_eq!(obj.pointer("/metadata/finalizers/0"), Some(&json!("f")));
         let failing = json!([{"op": "test", "path": "/metadata/name", "value": "y"}]);
-        let e = json_patch(&mut obj, &failing).expect_err("test must fail");
-        assert_eq!(e.reason, Reason::Invalid);
+        let error = json_patch(&mut obj, &failing).expect_err("test must fail");
+        assert_eq!(error.reason, Reason::Invalid);
     }
 
     /// RFC 7386 appendix A, every example, plus a nested merge into a Kubernetes object.

@@ -34,11 +34,11 @@ pub fn select(text: &[u8], tail_lines: Option<usize>, limit_bytes: Option<usize>
         } else {
             out
         };
-        for (i, b) in body.iter().enumerate().rev() {
-            if *b == b'\n' {
+        for (index, byte) in body.iter().enumerate().rev() {
+            if *byte == b'\n' {
                 count += 1;
                 if count == n {
-                    start = i + 1;
+                    start = index + 1;
                     break;
                 }
             }
@@ -49,7 +49,7 @@ pub fn select(text: &[u8], tail_lines: Option<usize>, limit_bytes: Option<usize>
         out = &out[start..];
     }
     match limit_bytes {
-        Some(l) if l < out.len() => out[..l].to_vec(),
+        Some(length) if length < out.len() => out[..length].to_vec(),
         _ => out.to_vec(),
     }
 }

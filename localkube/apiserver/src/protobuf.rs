@@ -32,264 +32,296 @@ const POINTER_FIELDS: &[&str] = &[
     "suspend",
 ];
 
+/// The wire type of a field, and what it becomes in JSON.
 #[derive(Clone, Copy)]
-enum F {
-    Str,
-    Int,
-    Bool,
-    Msg(&'static str),
+enum FieldType {
+    /// A string.
+    String,
+    /// A varint integer.
+    Integer,
+    /// A varint boolean.
+    Boolean,
+    /// An embedded message, by name.
+    Message(&'static str),
+    /// A `Time` (seconds, nanos) as RFC 3339.
     Time,
-    MapStr,
-    MapBytes,
-    RepStr,
-    RepMsg(&'static str),
+    /// A `map<string, string>`.
+    StringMap,
+    /// A `map<string, bytes>`, the bytes in base64 (Secret data).
+    BytesMap,
+    /// `repeated string`.
+    RepeatedString,
+    /// `repeated` of a message, by name.
+    RepeatedMessage(&'static str),
+    /// An `IntOrString`.
     IntOrString,
 }
 
-type Fields = &'static [(u64, &'static str, F)];
+/// A message's fields: (field number, JSON name, type).
+type Fields = &'static [(u64, &'static str, FieldType)];
 
+/// One message this decoder knows: the names it goes by (kinds that share a shape share
+/// a row) and its fields.
+struct Message {
+    names: &'static [&'static str],
+    fields: Fields,
+}
+
+use FieldType::{
+    Boolean, BytesMap, IntOrString, Integer, Message as Msg, RepeatedMessage, RepeatedString,
+    String as Str, StringMap, Time,
+};
+
+/// The messages of the kinds kubectl's typed clients send, with the fields read of each
+/// (the Go types' protobuf tags); a field not listed is skipped.
+#[rustfmt::skip]
+static MESSAGES: &[Message] = &[
+    Message { names: &["TypeMeta"], fields: &[(1, "apiVersion", Str), (2, "kind", Str)]},
+    Message { names: &["ObjectMeta"], fields: &[
+        (1, "name", Str),
+        (2, "generateName", Str),
+        (3, "namespace", Str),
+        (5, "uid", Str),
+        (6, "resourceVersion", Str),
+        (7, "generation", Integer),
+        (8, "creationTimestamp", Time),
+        (9, "deletionTimestamp", Time),
+        (10, "deletionGracePeriodSeconds", Integer),
+        (11, "labels", StringMap),
+        (12, "annotations", StringMap),
+        (13, "ownerReferences", RepeatedMessage("OwnerReference")),
+        (14, "finalizers", RepeatedString),
+    ]},
+    Message { names: &["OwnerReference"], fields: &[
+        (1, "kind", Str),
+        (3, "name", Str),
+        (4, "uid", Str),
+        (5, "apiVersion", Str),
+        (6, "controller", Boolean),
+        (7, "blockOwnerDeletion", Boolean),
+    ]},
+    Message { names: &["Namespace"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("NamespaceSpec")),
+    ]},
+    Message { names: &["NamespaceSpec"], fields: &[(1, "finalizers", RepeatedString)]},
+    Message { names: &["ConfigMap"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "data", StringMap),
+        (3, "binaryData", BytesMap),
+        (4, "immutable", Boolean),
+    ]},
+    Message { names: &["Secret"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "data", BytesMap),
+        (3, "type", Str),
+        (4, "stringData", StringMap),
+        (5, "immutable", Boolean),
+    ]},
+    Message { names: &["ServiceAccount"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "secrets", RepeatedMessage("ObjectReference")),
+        (3, "imagePullSecrets", RepeatedMessage("LocalObjectReference")),
+        (4, "automountServiceAccountToken", Boolean),
+    ]},
+    Message { names: &["ObjectReference"], fields: &[
+        (1, "kind", Str),
+        (2, "namespace", Str),
+        (3, "name", Str),
+        (4, "uid", Str),
+        (5, "apiVersion", Str),
+    ]},
+    Message { names: &["LocalObjectReference"], fields: &[(1, "name", Str)]},
+    Message { names: &["SelfSubjectAccessReview"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("SelfSubjectAccessReviewSpec")),
+    ]},
+    Message { names: &["SelfSubjectAccessReviewSpec"], fields: &[
+        (1, "resourceAttributes", Msg("ResourceAttributes")),
+        (2, "nonResourceAttributes", Msg("NonResourceAttributes")),
+    ]},
+    Message { names: &["ResourceAttributes"], fields: &[
+        (1, "namespace", Str),
+        (2, "verb", Str),
+        (3, "group", Str),
+        (4, "version", Str),
+        (5, "resource", Str),
+        (6, "subresource", Str),
+        (7, "name", Str),
+    ]},
+    Message { names: &["NonResourceAttributes"], fields: &[(1, "path", Str), (2, "verb", Str)]},
+    Message { names: &["SelfSubjectRulesReview"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("SelfSubjectRulesReviewSpec")),
+    ]},
+    Message { names: &["SelfSubjectRulesReviewSpec"], fields: &[(1, "namespace", Str)]},
+    Message { names: &["SelfSubjectReview"], fields: &[(1, "metadata", Msg("ObjectMeta"))]},
+    Message { names: &["TokenRequest"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("TokenRequestSpec")),
+    ]},
+    Message { names: &["TokenRequestSpec"], fields: &[
+        (1, "audiences", RepeatedString),
+        (3, "boundObjectRef", Msg("BoundObjectReference")),
+        (4, "expirationSeconds", Integer),
+    ]},
+    Message { names: &["BoundObjectReference"], fields: &[
+        (1, "kind", Str),
+        (2, "apiVersion", Str),
+        (3, "name", Str),
+        (4, "uid", Str),
+    ]},
+    Message { names: &["Role", "ClusterRole"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "rules", RepeatedMessage("PolicyRule")),
+    ]},
+    Message { names: &["PolicyRule"], fields: &[
+        (1, "verbs", RepeatedString),
+        (2, "apiGroups", RepeatedString),
+        (3, "resources", RepeatedString),
+        (4, "resourceNames", RepeatedString),
+        (5, "nonResourceURLs", RepeatedString),
+    ]},
+    Message { names: &["RoleBinding", "ClusterRoleBinding"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "subjects", RepeatedMessage("Subject")),
+        (3, "roleRef", Msg("RoleRef")),
+    ]},
+    Message { names: &["Subject"], fields: &[
+        (1, "kind", Str),
+        (2, "apiGroup", Str),
+        (3, "name", Str),
+        (4, "namespace", Str),
+    ]},
+    Message { names: &["RoleRef"], fields: &[
+        (1, "apiGroup", Str),
+        (2, "kind", Str),
+        (3, "name", Str),
+    ]},
+    Message { names: &["Eviction"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "deleteOptions", Msg("DeleteOptions")),
+    ]},
+    Message { names: &["DeleteOptions"], fields: &[
+        (1, "gracePeriodSeconds", Integer),
+        (4, "propagationPolicy", Str),
+        (5, "dryRun", RepeatedString),
+    ]},
+    Message { names: &["Time"], fields: &[(1, "seconds", Integer), (2, "nanos", Integer)]},
+    Message { names: &["IntOrString"], fields: &[
+        (1, "type", Integer),
+        (2, "intVal", Integer),
+        (3, "strVal", Str),
+    ]},
+    Message { names: &["Deployment"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("DeploymentSpec")),
+    ]},
+    Message { names: &["DeploymentSpec"], fields: &[
+        (1, "replicas", Integer),
+        (2, "selector", Msg("LabelSelector")),
+        (3, "template", Msg("PodTemplateSpec")),
+        (4, "strategy", Msg("DeploymentStrategy")),
+        (5, "minReadySeconds", Integer),
+        (6, "revisionHistoryLimit", Integer),
+        (7, "paused", Boolean),
+        (9, "progressDeadlineSeconds", Integer),
+    ]},
+    Message { names: &["DeploymentStrategy"], fields: &[
+        (1, "type", Str),
+        (2, "rollingUpdate", Msg("RollingUpdateDeployment")),
+    ]},
+    Message { names: &["RollingUpdateDeployment"], fields: &[
+        (1, "maxUnavailable", IntOrString),
+        (2, "maxSurge", IntOrString),
+    ]},
+    Message { names: &["LabelSelector"], fields: &[
+        (1, "matchLabels", StringMap),
+        (2, "matchExpressions", RepeatedMessage("LabelSelectorRequirement")),
+    ]},
+    Message { names: &["LabelSelectorRequirement"], fields: &[
+        (1, "key", Str),
+        (2, "operator", Str),
+        (3, "values", RepeatedString),
+    ]},
+    Message { names: &["Job"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("JobSpec")),
+    ]},
+    Message { names: &["JobSpec"], fields: &[
+        (1, "parallelism", Integer),
+        (2, "completions", Integer),
+        (3, "activeDeadlineSeconds", Integer),
+        (4, "selector", Msg("LabelSelector")),
+        (5, "manualSelector", Boolean),
+        (6, "template", Msg("PodTemplateSpec")),
+        (7, "backoffLimit", Integer),
+        (8, "ttlSecondsAfterFinished", Integer),
+        (9, "completionMode", Str),
+        (10, "suspend", Boolean),
+    ]},
+    Message { names: &["PodTemplateSpec"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("PodSpec")),
+    ]},
+    Message { names: &["PodSpec"], fields: &[
+        (2, "containers", RepeatedMessage("Container")),
+        (3, "restartPolicy", Str),
+        (4, "terminationGracePeriodSeconds", Integer),
+        (6, "dnsPolicy", Str),
+        (7, "nodeSelector", StringMap),
+        (8, "serviceAccountName", Str),
+        (10, "nodeName", Str),
+        (20, "initContainers", RepeatedMessage("Container")),
+    ]},
+    Message { names: &["Container"], fields: &[
+        (1, "name", Str),
+        (2, "image", Str),
+        (3, "command", RepeatedString),
+        (4, "args", RepeatedString),
+        (5, "workingDir", Str),
+        (6, "ports", RepeatedMessage("ContainerPort")),
+        (7, "env", RepeatedMessage("EnvVar")),
+        (8, "resources", Msg("ResourceRequirements")),
+        (13, "terminationMessagePath", Str),
+        (14, "imagePullPolicy", Str),
+        (20, "terminationMessagePolicy", Str),
+    ]},
+    Message { names: &["ContainerPort"], fields: &[
+        (1, "name", Str),
+        (2, "hostPort", Integer),
+        (3, "containerPort", Integer),
+        (4, "protocol", Str),
+        (5, "hostIP", Str),
+    ]},
+    Message { names: &["EnvVar"], fields: &[(1, "name", Str), (2, "value", Str)]},
+    Message { names: &["ResourceRequirements"], fields: &[]},
+    Message { names: &["Service"], fields: &[
+        (1, "metadata", Msg("ObjectMeta")),
+        (2, "spec", Msg("ServiceSpec")),
+    ]},
+    Message { names: &["ServiceSpec"], fields: &[
+        (1, "ports", RepeatedMessage("ServicePort")),
+        (2, "selector", StringMap),
+        (3, "clusterIP", Str),
+        (4, "type", Str),
+    ]},
+    Message { names: &["ServicePort"], fields: &[
+        (1, "name", Str),
+        (2, "protocol", Str),
+        (3, "port", Integer),
+        (4, "targetPort", IntOrString),
+        (5, "nodePort", Integer),
+        (6, "appProtocol", Str),
+    ]},
+];
+
+/// The fields of `message`, if this decoder knows it.
 fn fields(message: &str) -> Option<Fields> {
-    Some(match message {
-        "TypeMeta" => &[(1, "apiVersion", F::Str), (2, "kind", F::Str)],
-        "ObjectMeta" => &[
-            (1, "name", F::Str),
-            (2, "generateName", F::Str),
-            (3, "namespace", F::Str),
-            (5, "uid", F::Str),
-            (6, "resourceVersion", F::Str),
-            (7, "generation", F::Int),
-            (8, "creationTimestamp", F::Time),
-            (9, "deletionTimestamp", F::Time),
-            (10, "deletionGracePeriodSeconds", F::Int),
-            (11, "labels", F::MapStr),
-            (12, "annotations", F::MapStr),
-            (13, "ownerReferences", F::RepMsg("OwnerReference")),
-            (14, "finalizers", F::RepStr),
-        ],
-        "OwnerReference" => &[
-            (1, "kind", F::Str),
-            (3, "name", F::Str),
-            (4, "uid", F::Str),
-            (5, "apiVersion", F::Str),
-            (6, "controller", F::Bool),
-            (7, "blockOwnerDeletion", F::Bool),
-        ],
-        "Namespace" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("NamespaceSpec")),
-        ],
-        "NamespaceSpec" => &[(1, "finalizers", F::RepStr)],
-        "ConfigMap" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "data", F::MapStr),
-            (3, "binaryData", F::MapBytes),
-            (4, "immutable", F::Bool),
-        ],
-        "Secret" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "data", F::MapBytes),
-            (3, "type", F::Str),
-            (4, "stringData", F::MapStr),
-            (5, "immutable", F::Bool),
-        ],
-        "ServiceAccount" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "secrets", F::RepMsg("ObjectReference")),
-            (3, "imagePullSecrets", F::RepMsg("LocalObjectReference")),
-            (4, "automountServiceAccountToken", F::Bool),
-        ],
-        "ObjectReference" => &[
-            (1, "kind", F::Str),
-            (2, "namespace", F::Str),
-            (3, "name", F::Str),
-            (4, "uid", F::Str),
-            (5, "apiVersion", F::Str),
-        ],
-        "LocalObjectReference" => &[(1, "name", F::Str)],
-        "SelfSubjectAccessReview" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("SelfSubjectAccessReviewSpec")),
-        ],
-        "SelfSubjectAccessReviewSpec" => &[
-            (1, "resourceAttributes", F::Msg("ResourceAttributes")),
-            (2, "nonResourceAttributes", F::Msg("NonResourceAttributes")),
-        ],
-        "ResourceAttributes" => &[
-            (1, "namespace", F::Str),
-            (2, "verb", F::Str),
-            (3, "group", F::Str),
-            (4, "version", F::Str),
-            (5, "resource", F::Str),
-            (6, "subresource", F::Str),
-            (7, "name", F::Str),
-        ],
-        "NonResourceAttributes" => &[(1, "path", F::Str), (2, "verb", F::Str)],
-        "SelfSubjectRulesReview" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("SelfSubjectRulesReviewSpec")),
-        ],
-        "SelfSubjectRulesReviewSpec" => &[(1, "namespace", F::Str)],
-        "SelfSubjectReview" => &[(1, "metadata", F::Msg("ObjectMeta"))],
-        "TokenRequest" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("TokenRequestSpec")),
-        ],
-        "TokenRequestSpec" => &[
-            (1, "audiences", F::RepStr),
-            (3, "boundObjectRef", F::Msg("BoundObjectReference")),
-            (4, "expirationSeconds", F::Int),
-        ],
-        "BoundObjectReference" => &[
-            (1, "kind", F::Str),
-            (2, "apiVersion", F::Str),
-            (3, "name", F::Str),
-            (4, "uid", F::Str),
-        ],
-        "Role" | "ClusterRole" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "rules", F::RepMsg("PolicyRule")),
-        ],
-        "PolicyRule" => &[
-            (1, "verbs", F::RepStr),
-            (2, "apiGroups", F::RepStr),
-            (3, "resources", F::RepStr),
-            (4, "resourceNames", F::RepStr),
-            (5, "nonResourceURLs", F::RepStr),
-        ],
-        "RoleBinding" | "ClusterRoleBinding" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "subjects", F::RepMsg("Subject")),
-            (3, "roleRef", F::Msg("RoleRef")),
-        ],
-        "Subject" => &[
-            (1, "kind", F::Str),
-            (2, "apiGroup", F::Str),
-            (3, "name", F::Str),
-            (4, "namespace", F::Str),
-        ],
-        "RoleRef" => &[
-            (1, "apiGroup", F::Str),
-            (2, "kind", F::Str),
-            (3, "name", F::Str),
-        ],
-        "Eviction" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "deleteOptions", F::Msg("DeleteOptions")),
-        ],
-        "DeleteOptions" => &[
-            (1, "gracePeriodSeconds", F::Int),
-            (4, "propagationPolicy", F::Str),
-            (5, "dryRun", F::RepStr),
-        ],
-        "Time" => &[(1, "seconds", F::Int), (2, "nanos", F::Int)],
-        "IntOrString" => &[
-            (1, "type", F::Int),
-            (2, "intVal", F::Int),
-            (3, "strVal", F::Str),
-        ],
-        "Deployment" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("DeploymentSpec")),
-        ],
-        "DeploymentSpec" => &[
-            (1, "replicas", F::Int),
-            (2, "selector", F::Msg("LabelSelector")),
-            (3, "template", F::Msg("PodTemplateSpec")),
-            (4, "strategy", F::Msg("DeploymentStrategy")),
-            (5, "minReadySeconds", F::Int),
-            (6, "revisionHistoryLimit", F::Int),
-            (7, "paused", F::Bool),
-            (9, "progressDeadlineSeconds", F::Int),
-        ],
-        "DeploymentStrategy" => &[
-            (1, "type", F::Str),
-            (2, "rollingUpdate", F::Msg("RollingUpdateDeployment")),
-        ],
-        "RollingUpdateDeployment" => &[
-            (1, "maxUnavailable", F::IntOrString),
-            (2, "maxSurge", F::IntOrString),
-        ],
-        "LabelSelector" => &[
-            (1, "matchLabels", F::MapStr),
-            (2, "matchExpressions", F::RepMsg("LabelSelectorRequirement")),
-        ],
-        "LabelSelectorRequirement" => &[
-            (1, "key", F::Str),
-            (2, "operator", F::Str),
-            (3, "values", F::RepStr),
-        ],
-        "Job" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("JobSpec")),
-        ],
-        "JobSpec" => &[
-            (1, "parallelism", F::Int),
-            (2, "completions", F::Int),
-            (3, "activeDeadlineSeconds", F::Int),
-            (4, "selector", F::Msg("LabelSelector")),
-            (5, "manualSelector", F::Bool),
-            (6, "template", F::Msg("PodTemplateSpec")),
-            (7, "backoffLimit", F::Int),
-            (8, "ttlSecondsAfterFinished", F::Int),
-            (9, "completionMode", F::Str),
-            (10, "suspend", F::Bool),
-        ],
-        "PodTemplateSpec" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("PodSpec")),
-        ],
-        "PodSpec" => &[
-            (2, "containers", F::RepMsg("Container")),
-            (3, "restartPolicy", F::Str),
-            (4, "terminationGracePeriodSeconds", F::Int),
-            (6, "dnsPolicy", F::Str),
-            (7, "nodeSelector", F::MapStr),
-            (8, "serviceAccountName", F::Str),
-            (10, "nodeName", F::Str),
-            (20, "initContainers", F::RepMsg("Container")),
-        ],
-        "Container" => &[
-            (1, "name", F::Str),
-            (2, "image", F::Str),
-            (3, "command", F::RepStr),
-            (4, "args", F::RepStr),
-            (5, "workingDir", F::Str),
-            (6, "ports", F::RepMsg("ContainerPort")),
-            (7, "env", F::RepMsg("EnvVar")),
-            (8, "resources", F::Msg("ResourceRequirements")),
-            (13, "terminationMessagePath", F::Str),
-            (14, "imagePullPolicy", F::Str),
-            (20, "terminationMessagePolicy", F::Str),
-        ],
-        "ContainerPort" => &[
-            (1, "name", F::Str),
-            (2, "hostPort", F::Int),
-            (3, "containerPort", F::Int),
-            (4, "protocol", F::Str),
-            (5, "hostIP", F::Str),
-        ],
-        "EnvVar" => &[(1, "name", F::Str), (2, "value", F::Str)],
-        "ResourceRequirements" => &[],
-        "Service" => &[
-            (1, "metadata", F::Msg("ObjectMeta")),
-            (2, "spec", F::Msg("ServiceSpec")),
-        ],
-        "ServiceSpec" => &[
-            (1, "ports", F::RepMsg("ServicePort")),
-            (2, "selector", F::MapStr),
-            (3, "clusterIP", F::Str),
-            (4, "type", F::Str),
-        ],
-        "ServicePort" => &[
-            (1, "name", F::Str),
-            (2, "protocol", F::Str),
-            (3, "port", F::Int),
-            (4, "targetPort", F::IntOrString),
-            (5, "nodePort", F::Int),
-            (6, "appProtocol", F::Str),
-        ],
-        _ => return None,
-    })
+    MESSAGES
+        .iter()
+        .find(|known| known.names.contains(&message))
+        .map(|known| known.fields)
 }
 
 struct Reader<'a> {
@@ -299,13 +331,13 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn varint(&mut self) -> Result<u64, String> {
-        let mut v: u64 = 0;
+        let mut number: u64 = 0;
         for shift in (0..64).step_by(7) {
-            let b = *self.buf.get(self.pos).ok_or("truncated varint")?;
+            let byte = *self.buf.get(self.pos).ok_or("truncated varint")?;
             self.pos += 1;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
+            number |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(number);
             }
         }
         Err("varint too long".into())
@@ -327,14 +359,14 @@ impl<'a> Reader<'a> {
             1 => self.advance(8),
             2 => self.bytes().map(|_| ()),
             5 => self.advance(4),
-            w => Err(format!("unsupported wire type {w}")),
+            wire_type => Err(format!("unsupported wire type {wire_type}")),
         }
     }
-    fn advance(&mut self, n: usize) -> Result<(), String> {
-        if self.pos + n > self.buf.len() {
+    fn advance(&mut self, count: usize) -> Result<(), String> {
+        if self.pos + count > self.buf.len() {
             return Err("truncated field".into());
         }
-        self.pos += n;
+        self.pos += count;
         Ok(())
     }
 }
@@ -344,54 +376,56 @@ fn string(b: &[u8]) -> Result<String, String> {
 }
 
 fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), String> {
-    let mut r = Reader { buf: b, pos: 0 };
-    let (mut k, mut v) = (String::new(), Value::String(String::new()));
-    while r.pos < b.len() {
-        let key = r.varint()?;
+    let mut reader = Reader { buf: b, pos: 0 };
+    let (mut k, mut value) = (String::new(), Value::String(String::new()));
+    while reader.pos < b.len() {
+        let key = reader.varint()?;
         let (num, wire) = (key >> 3, key & 7);
         if wire != 2 {
-            r.skip(wire)?;
+            reader.skip(wire)?;
             continue;
         }
-        let data = r.bytes()?;
+        let data = reader.bytes()?;
         match num {
             1 => k = string(data)?,
-            2 if bytes_value => v = json!(base64::engine::general_purpose::STANDARD.encode(data)),
-            2 => v = json!(string(data)?),
+            2 if bytes_value => {
+                value = json!(base64::engine::general_purpose::STANDARD.encode(data))
+            }
+            2 => value = json!(string(data)?),
             _ => {}
         }
     }
-    Ok((k, v))
+    Ok((k, value))
 }
 
 fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
     let spec =
         fields(message).ok_or_else(|| format!("protobuf message {message} is not supported"))?;
     let mut out = Map::new();
-    let mut r = Reader { buf: b, pos: 0 };
-    while r.pos < b.len() {
-        let key = r.varint()?;
+    let mut reader = Reader { buf: b, pos: 0 };
+    while reader.pos < b.len() {
+        let key = reader.varint()?;
         let (num, wire) = (key >> 3, key & 7);
-        let Some((_, name, f)) = spec.iter().find(|(n, _, _)| *n == num) else {
-            r.skip(wire)?;
+        let Some((_, name, field_type)) = spec.iter().find(|(count, _, _)| *count == num) else {
+            reader.skip(wire)?;
             continue;
         };
         let name = name.to_string();
-        match (*f, wire) {
-            (F::Int, 0) => {
-                out.insert(name, json!(r.varint()? as i64));
+        match (*field_type, wire) {
+            (FieldType::Integer, 0) => {
+                out.insert(name, json!(reader.varint()? as i64));
             }
-            (F::Bool, 0) => {
-                out.insert(name, json!(r.varint()? != 0));
+            (FieldType::Boolean, 0) => {
+                out.insert(name, json!(reader.varint()? != 0));
             }
-            (F::Str, 2) => {
-                out.insert(name, json!(string(r.bytes()?)?));
+            (FieldType::String, 2) => {
+                out.insert(name, json!(string(reader.bytes()?)?));
             }
-            (F::Msg(m), 2) => {
-                out.insert(name, decode(m, r.bytes()?)?);
+            (FieldType::Message(m), 2) => {
+                out.insert(name, decode(m, reader.bytes()?)?);
             }
-            (F::Time, 2) => {
-                let t = decode("Time", r.bytes()?)?;
+            (FieldType::Time, 2) => {
+                let t = decode("Time", reader.bytes()?)?;
                 let secs = t.get("seconds").and_then(Value::as_i64).unwrap_or(0);
                 if secs != 0 {
                     let when = jiff::Timestamp::from_second(secs)
@@ -400,8 +434,8 @@ fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
                     out.insert(name, json!(when));
                 }
             }
-            (F::IntOrString, 2) => {
-                let v = decode("IntOrString", r.bytes()?)?;
+            (FieldType::IntOrString, 2) => {
+                let v = decode("IntOrString", reader.bytes()?)?;
                 let value = if v.get("type").and_then(Value::as_i64) == Some(1) {
                     json!(v.get("strVal").and_then(Value::as_str).unwrap_or_default())
                 } else {
@@ -409,30 +443,30 @@ fn decode(message: &str, b: &[u8]) -> Result<Value, String> {
                 };
                 out.insert(name, value);
             }
-            (F::MapStr, 2) | (F::MapBytes, 2) => {
-                let (k, v) = map_entry(r.bytes()?, matches!(f, F::MapBytes))?;
+            (FieldType::StringMap, 2) | (FieldType::BytesMap, 2) => {
+                let (k, v) = map_entry(reader.bytes()?, matches!(field_type, FieldType::BytesMap))?;
                 out.entry(name).or_insert_with(|| json!({}))[k] = v;
             }
-            (F::RepStr, 2) => {
-                let s = string(r.bytes()?)?;
+            (FieldType::RepeatedString, 2) => {
+                let s = string(reader.bytes()?)?;
                 if let Some(a) = out.entry(name).or_insert_with(|| json!([])).as_array_mut() {
                     a.push(json!(s));
                 }
             }
-            (F::RepMsg(m), 2) => {
-                let v = decode(m, r.bytes()?)?;
+            (FieldType::RepeatedMessage(m), 2) => {
+                let v = decode(m, reader.bytes()?)?;
                 if let Some(a) = out.entry(name).or_insert_with(|| json!([])).as_array_mut() {
                     a.push(v);
                 }
             }
-            (_, w) => r.skip(w)?,
+            (_, wire_type) => reader.skip(wire_type)?,
         }
     }
     // Go's JSON encoding omits empty optional fields; do the same.
     out.retain(|k, v| match v {
-        Value::String(s) => !s.is_empty(),
-        Value::Number(n) => n.as_i64() != Some(0) || POINTER_FIELDS.contains(&k.as_str()),
-        Value::Bool(b) => *b || POINTER_FIELDS.contains(&k.as_str()),
+        Value::String(text) => !text.is_empty(),
+        Value::Number(number) => number.as_i64() != Some(0) || POINTER_FIELDS.contains(&k.as_str()),
+        Value::Bool(flag) => *flag || POINTER_FIELDS.contains(&k.as_str()),
         _ => true,
     });
     Ok(Value::Object(out))
@@ -443,15 +477,15 @@ pub fn decode_body(body: &[u8]) -> Result<Value, String> {
     let inner = body
         .strip_prefix(MAGIC)
         .ok_or("the body does not start with the protobuf envelope magic")?;
-    let mut r = Reader { buf: inner, pos: 0 };
+    let mut reader = Reader { buf: inner, pos: 0 };
     let (mut type_meta, mut raw) = (Value::Null, &[][..]);
-    while r.pos < inner.len() {
-        let key = r.varint()?;
+    while reader.pos < inner.len() {
+        let key = reader.varint()?;
         let (num, wire) = (key >> 3, key & 7);
         match (num, wire) {
-            (1, 2) => type_meta = decode("TypeMeta", r.bytes()?)?,
-            (2, 2) => raw = r.bytes()?,
-            (_, w) => r.skip(w)?,
+            (1, 2) => type_meta = decode("TypeMeta", reader.bytes()?)?,
+            (2, 2) => raw = reader.bytes()?,
+            (_, wire_type) => reader.skip(wire_type)?,
         }
     }
     let kind = super::meta::str_at(&type_meta, "/kind").to_string();
@@ -478,9 +512,9 @@ mod tests {
         let tm = [field(1, b"v1"), field(2, b"Namespace")].concat();
         let unknown = [field(1, &tm), field(2, &ns), field(3, b""), field(4, b"")].concat();
         let body = [MAGIC.to_vec(), unknown].concat();
-        let v = decode_body(&body).expect("decode");
+        let value = decode_body(&body).expect("decode");
         assert_eq!(
-            v,
+            value,
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
         );
         let real: &[u8] = b"k8s\x00\x0a\x0f\x0a\x02v1\x12\x09Namespace\x12\x1c\x0a\x14\x0a\x04demo\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x12\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";

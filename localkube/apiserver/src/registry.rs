@@ -5,7 +5,7 @@ use serde_json::Value;
 use std::sync::RwLock;
 
 /// A subresource served by the store's verbs. The streaming pod subresources (`exec`,
-/// `attach`, `portforward`) are [`crate::server::StreamSubresource`], served by a plugin.
+/// `attach`, `portforward`) are [`crate::plugin::StreamSubresource`], served by a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subresource {
     /// `status`: writes cover `.status` only.
@@ -124,310 +124,167 @@ impl ResourceInfo {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    kind: &str,
-    plural: &str,
+/// One built-in resource: a row of [`BUILTIN_RESOURCES`]. Every built-in kind is served at
+/// `v1` of its group, its singular name is its kind in lower case.
+struct Builtin {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
     namespaced: bool,
-    subs: &[Subresource],
-    short: &[&str],
-    all: bool,
-) -> ResourceInfo {
-    let version = match group {
-        "" => "v1",
-        _ => "v1",
-    };
-    ResourceInfo {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-        singular: kind.to_lowercase(),
+    subresources: &'static [Subresource],
+    short_names: &'static [&'static str],
+    /// In kubectl's `all` category.
+    in_all: bool,
+    /// Only `create` is served (the reviews).
+    create_only: bool,
+}
+
+const NAMESPACED: bool = true;
+const CLUSTER: bool = false;
+const ALL: bool = true;
+const CREATE_ONLY: bool = true;
+
+const fn builtin(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    subresources: &'static [Subresource],
+    short_names: &'static [&'static str],
+    in_all: bool,
+) -> Builtin {
+    Builtin {
+        group,
+        kind,
+        plural,
         namespaced,
-        subresources: subs.to_vec(),
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: if all { vec!["all".into()] } else { vec![] },
+        subresources,
+        short_names,
+        in_all,
         create_only: false,
-        crd: None,
+    }
+}
+
+/// A review: cluster-scoped unless `namespaced`, `create` only, no subresources.
+const fn review(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+) -> Builtin {
+    Builtin {
+        create_only: CREATE_ONLY,
+        ..builtin(group, kind, plural, namespaced, &[], &[], false)
+    }
+}
+
+use Subresource::{Binding, Eviction, Finalize, Log, Scale, Status, Token};
+
+/// The built-in resources this server serves.
+#[rustfmt::skip]
+static BUILTIN_RESOURCES: &[Builtin] = &[
+    //      group                        kind                        plural                        scope       subresources                       short names      `all`
+    builtin("",                          "Namespace",                "namespaces",                 CLUSTER,    &[Status, Finalize],               &["ns"],         false),
+    builtin("",                          "Pod",                      "pods",                       NAMESPACED, &[Status, Log, Eviction, Binding], &["po"],         ALL),
+    builtin("",                          "Service",                  "services",                   NAMESPACED, &[Status],                         &["svc"],        ALL),
+    builtin("",                          "Endpoints",                "endpoints",                  NAMESPACED, &[],                               &["ep"],         false),
+    builtin("",                          "ConfigMap",                "configmaps",                 NAMESPACED, &[],                               &["cm"],         false),
+    builtin("",                          "Secret",                   "secrets",                    NAMESPACED, &[],                               &[],             false),
+    builtin("",                          "ServiceAccount",           "serviceaccounts",            NAMESPACED, &[Token],                          &["sa"],         false),
+    builtin("",                          "Event",                    "events",                     NAMESPACED, &[],                               &["ev"],         false),
+    builtin("",                          "Node",                     "nodes",                      CLUSTER,    &[Status],                         &["no"],         false),
+    builtin("",                          "PersistentVolumeClaim",    "persistentvolumeclaims",     NAMESPACED, &[Status],                         &["pvc"],        false),
+    builtin("",                          "PersistentVolume",         "persistentvolumes",          CLUSTER,    &[Status],                         &["pv"],         false),
+    builtin("apps",                      "Deployment",               "deployments",                NAMESPACED, &[Status, Scale],                  &["deploy"],     ALL),
+    builtin("apps",                      "ReplicaSet",               "replicasets",                NAMESPACED, &[Status, Scale],                  &["rs"],         ALL),
+    builtin("apps",                      "StatefulSet",              "statefulsets",               NAMESPACED, &[Status, Scale],                  &["sts"],        ALL),
+    builtin("apps",                      "DaemonSet",                "daemonsets",                 NAMESPACED, &[Status],                         &["ds"],         ALL),
+    builtin("apps",                      "ControllerRevision",       "controllerrevisions",        NAMESPACED, &[],                               &[],             false),
+    builtin("batch",                     "Job",                      "jobs",                       NAMESPACED, &[Status],                         &[],             ALL),
+    builtin("discovery.k8s.io",          "EndpointSlice",            "endpointslices",             NAMESPACED, &[],                               &[],             false),
+    builtin("coordination.k8s.io",       "Lease",                    "leases",                     NAMESPACED, &[],                               &[],             false),
+    builtin("events.k8s.io",             "Event",                    "events",                     NAMESPACED, &[],                               &["ev"],         false),
+    builtin("policy",                    "PodDisruptionBudget",      "poddisruptionbudgets",       NAMESPACED, &[Status],                         &["pdb"],        false),
+    // Stored and served so installs that carry one apply; never enforced: the node agent
+    // has no packet filter (no iptables or nft on these machines), so every pod reaches
+    // every other as before.
+    builtin("networking.k8s.io",         "NetworkPolicy",            "networkpolicies",            NAMESPACED, &[],                               &["netpol"],     false),
+    builtin("rbac.authorization.k8s.io", "Role",                     "roles",                      NAMESPACED, &[],                               &[],             false),
+    builtin("rbac.authorization.k8s.io", "RoleBinding",              "rolebindings",               NAMESPACED, &[],                               &[],             false),
+    builtin("rbac.authorization.k8s.io", "ClusterRole",              "clusterroles",               CLUSTER,    &[],                               &[],             false),
+    builtin("rbac.authorization.k8s.io", "ClusterRoleBinding",       "clusterrolebindings",        CLUSTER,    &[],                               &[],             false),
+    builtin("apiregistration.k8s.io",    "APIService",               "apiservices",                CLUSTER,    &[Status],                         &[],             false),
+    builtin("apiextensions.k8s.io",      "CustomResourceDefinition", "customresourcedefinitions",  CLUSTER,    &[Status],                         &["crd", "crds"], false),
+    review("authentication.k8s.io",      "TokenReview",              "tokenreviews",               CLUSTER),
+    review("authentication.k8s.io",      "SelfSubjectReview",        "selfsubjectreviews",         CLUSTER),
+    review("authorization.k8s.io",       "SubjectAccessReview",      "subjectaccessreviews",       CLUSTER),
+    review("authorization.k8s.io",       "SelfSubjectAccessReview",  "selfsubjectaccessreviews",   CLUSTER),
+    review("authorization.k8s.io",       "LocalSubjectAccessReview", "localsubjectaccessreviews",  NAMESPACED),
+    review("authorization.k8s.io",       "SelfSubjectRulesReview",   "selfsubjectrulesreviews",    CLUSTER),
+];
+
+impl Builtin {
+    fn resource_info(&self) -> ResourceInfo {
+        ResourceInfo {
+            group: self.group.into(),
+            version: "v1".into(),
+            kind: self.kind.into(),
+            plural: self.plural.into(),
+            singular: self.kind.to_lowercase(),
+            namespaced: self.namespaced,
+            subresources: self.subresources.to_vec(),
+            short_names: self
+                .short_names
+                .iter()
+                .map(|short_name| short_name.to_string())
+                .collect(),
+            categories: if self.in_all {
+                vec!["all".into()]
+            } else {
+                vec![]
+            },
+            create_only: self.create_only,
+            crd: None,
+        }
     }
 }
 
 /// The built-in resources this server serves.
 pub fn builtin_resources() -> Vec<ResourceInfo> {
-    let mut v = vec![
-        builtin(
-            "",
-            "Namespace",
-            "namespaces",
-            false,
-            &[Subresource::Status, Subresource::Finalize],
-            &["ns"],
-            false,
-        ),
-        builtin(
-            "",
-            "Pod",
-            "pods",
-            true,
-            &[
-                Subresource::Status,
-                Subresource::Log,
-                Subresource::Eviction,
-                Subresource::Binding,
-            ],
-            &["po"],
-            true,
-        ),
-        builtin(
-            "",
-            "Service",
-            "services",
-            true,
-            &[Subresource::Status],
-            &["svc"],
-            true,
-        ),
-        builtin("", "Endpoints", "endpoints", true, &[], &["ep"], false),
-        builtin("", "ConfigMap", "configmaps", true, &[], &["cm"], false),
-        builtin("", "Secret", "secrets", true, &[], &[], false),
-        builtin(
-            "",
-            "ServiceAccount",
-            "serviceaccounts",
-            true,
-            &[Subresource::Token],
-            &["sa"],
-            false,
-        ),
-        builtin("", "Event", "events", true, &[], &["ev"], false),
-        builtin(
-            "",
-            "Node",
-            "nodes",
-            false,
-            &[Subresource::Status],
-            &["no"],
-            false,
-        ),
-        builtin(
-            "",
-            "PersistentVolumeClaim",
-            "persistentvolumeclaims",
-            true,
-            &[Subresource::Status],
-            &["pvc"],
-            false,
-        ),
-        builtin(
-            "",
-            "PersistentVolume",
-            "persistentvolumes",
-            false,
-            &[Subresource::Status],
-            &["pv"],
-            false,
-        ),
-        builtin(
-            "apps",
-            "Deployment",
-            "deployments",
-            true,
-            &[Subresource::Status, Subresource::Scale],
-            &["deploy"],
-            true,
-        ),
-        builtin(
-            "apps",
-            "ReplicaSet",
-            "replicasets",
-            true,
-            &[Subresource::Status, Subresource::Scale],
-            &["rs"],
-            true,
-        ),
-        builtin(
-            "apps",
-            "StatefulSet",
-            "statefulsets",
-            true,
-            &[Subresource::Status, Subresource::Scale],
-            &["sts"],
-            true,
-        ),
-        builtin(
-            "apps",
-            "DaemonSet",
-            "daemonsets",
-            true,
-            &[Subresource::Status],
-            &["ds"],
-            true,
-        ),
-        builtin(
-            "apps",
-            "ControllerRevision",
-            "controllerrevisions",
-            true,
-            &[],
-            &[],
-            false,
-        ),
-        builtin(
-            "batch",
-            "Job",
-            "jobs",
-            true,
-            &[Subresource::Status],
-            &[],
-            true,
-        ),
-        builtin(
-            "discovery.k8s.io",
-            "EndpointSlice",
-            "endpointslices",
-            true,
-            &[],
-            &[],
-            false,
-        ),
-        builtin(
-            "coordination.k8s.io",
-            "Lease",
-            "leases",
-            true,
-            &[],
-            &[],
-            false,
-        ),
-        builtin(
-            "events.k8s.io",
-            "Event",
-            "events",
-            true,
-            &[],
-            &["ev"],
-            false,
-        ),
-        builtin(
-            "policy",
-            "PodDisruptionBudget",
-            "poddisruptionbudgets",
-            true,
-            &[Subresource::Status],
-            &["pdb"],
-            false,
-        ),
-        // Stored and served so installs that carry one apply; never enforced: the node agent
-        // has no packet filter (no iptables or nft on these machines), so every pod reaches
-        // every other as before.
-        builtin(
-            "networking.k8s.io",
-            "NetworkPolicy",
-            "networkpolicies",
-            true,
-            &[],
-            &["netpol"],
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "Role",
-            "roles",
-            true,
-            &[],
-            &[],
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "RoleBinding",
-            "rolebindings",
-            true,
-            &[],
-            &[],
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "ClusterRole",
-            "clusterroles",
-            false,
-            &[],
-            &[],
-            false,
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "ClusterRoleBinding",
-            "clusterrolebindings",
-            false,
-            &[],
-            &[],
-            false,
-        ),
-        builtin(
-            "apiregistration.k8s.io",
-            "APIService",
-            "apiservices",
-            false,
-            &[Subresource::Status],
-            &[],
-            false,
-        ),
-        builtin(
-            "apiextensions.k8s.io",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-            false,
-            &[Subresource::Status],
-            &["crd", "crds"],
-            false,
-        ),
-    ];
-    for (group, kind, plural, namespaced) in [
-        (
-            "authentication.k8s.io",
-            "TokenReview",
-            "tokenreviews",
-            false,
-        ),
-        (
-            "authentication.k8s.io",
-            "SelfSubjectReview",
-            "selfsubjectreviews",
-            false,
-        ),
-        (
-            "authorization.k8s.io",
-            "SubjectAccessReview",
-            "subjectaccessreviews",
-            false,
-        ),
-        (
-            "authorization.k8s.io",
-            "SelfSubjectAccessReview",
-            "selfsubjectaccessreviews",
-            false,
-        ),
-        (
-            "authorization.k8s.io",
-            "LocalSubjectAccessReview",
-            "localsubjectaccessreviews",
-            true,
-        ),
-        (
-            "authorization.k8s.io",
-            "SelfSubjectRulesReview",
-            "selfsubjectrulesreviews",
-            false,
-        ),
-    ] {
-        let mut r = builtin(group, kind, plural, namespaced, &[], &[], false);
-        r.create_only = true;
-        v.push(r);
+    BUILTIN_RESOURCES
+        .iter()
+        .map(Builtin::resource_info)
+        .collect()
+}
+
+/// What the server keeps of one CRD version (`version`, an entry of `spec.versions`).
+fn crd_version(version: &Value, crd_name: &str) -> CrdVersion {
+    CrdVersion {
+        schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+        printer_columns: version
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        scale: version.pointer("/subresources/scale").cloned(),
+        selectable_fields: version
+            .get("selectableFields")
+            .and_then(Value::as_array)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter_map(|field| {
+                        field
+                            .get("jsonPath")
+                            .and_then(Value::as_str)
+                            .map(|path| path.trim_start_matches('.').to_string())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        crd_name: crd_name.to_string(),
+        validator: Default::default(),
     }
-    v
 }
 
 /// All served resources; CRDs are added and removed at runtime.
@@ -451,7 +308,10 @@ impl Registry {
     }
     /// A copy of every served resource.
     pub fn all(&self) -> Vec<ResourceInfo> {
-        self.resources.read().map(|r| r.clone()).unwrap_or_default()
+        self.resources
+            .read()
+            .map(|resources| resources.clone())
+            .unwrap_or_default()
     }
     /// The resource served at group/version/plural.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<ResourceInfo> {
@@ -485,8 +345,9 @@ impl Registry {
     pub fn by_storage_key(&self, key: &str) -> Vec<ResourceInfo> {
         self.resources
             .read()
-            .map(|r| {
-                r.iter()
+            .map(|resources| {
+                resources
+                    .iter()
                     .filter(|r| r.storage_key() == key)
                     .cloned()
                     .collect()
@@ -514,9 +375,9 @@ impl Registry {
                 .unwrap_or_default()
                 .to_string()
         };
-        let list = |k: &str| -> Vec<String> {
+        let list = |key: &str| -> Vec<String> {
             names
-                .get(k)
+                .get(key)
                 .and_then(Value::as_array)
                 .map(|a| {
                     a.iter()
@@ -527,25 +388,25 @@ impl Registry {
         };
         let namespaced = spec.get("scope").and_then(Value::as_str) != Some("Cluster");
         let mut infos = Vec::new();
-        for v in spec
+        for value in spec
             .get("versions")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
         {
-            if v.get("served").and_then(Value::as_bool) == Some(false) {
+            if value.get("served").and_then(Value::as_bool) == Some(false) {
                 continue;
             }
-            let version = v
+            let version = value
                 .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
             let mut subresources = Vec::new();
-            if v.pointer("/subresources/status").is_some() {
+            if value.pointer("/subresources/status").is_some() {
                 subresources.push(Subresource::Status);
             }
-            if v.pointer("/subresources/scale").is_some() {
+            if value.pointer("/subresources/scale").is_some() {
                 subresources.push(Subresource::Scale);
             }
             let singular = if s("singular").is_empty() {
@@ -564,44 +425,28 @@ impl Registry {
                 short_names: list("shortNames"),
                 categories: list("categories"),
                 create_only: false,
-                crd: Some(CrdVersion {
-                    schema: v.pointer("/schema/openAPIV3Schema").cloned(),
-                    printer_columns: v
-                        .get("additionalPrinterColumns")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default(),
-                    scale: v.pointer("/subresources/scale").cloned(),
-                    selectable_fields: v
-                        .get("selectableFields")
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|f| {
-                                    f.get("jsonPath")
-                                        .and_then(Value::as_str)
-                                        .map(|p| p.trim_start_matches('.').to_string())
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    crd_name: name.clone(),
-                    validator: Default::default(),
-                }),
+                crd: Some(crd_version(value, &name)),
             });
         }
         if let Ok(mut all) = self.resources.write() {
-            all.retain(|r| r.crd.as_ref().map(|c| c.crd_name != name).unwrap_or(true));
+            all.retain(|resource| {
+                resource
+                    .crd
+                    .as_ref()
+                    .map(|c| c.crd_name != name)
+                    .unwrap_or(true)
+            });
             all.extend(infos);
         }
     }
     /// Stops serving a CRD.
     pub fn unregister_crd(&self, crd_name: &str) {
         if let Ok(mut all) = self.resources.write() {
-            all.retain(|r| {
-                r.crd
+            all.retain(|resource| {
+                resource
+                    .crd
                     .as_ref()
-                    .map(|c| c.crd_name != crd_name)
+                    .map(|crd_version| crd_version.crd_name != crd_name)
                     .unwrap_or(true)
             });
         }
@@ -611,7 +456,7 @@ impl Registry {
 /// Splits `group/version` (`v1` is the core group).
 pub fn split_api_version(api_version: &str) -> (&str, &str) {
     match api_version.split_once('/') {
-        Some((g, v)) => (g, v),
+        Some((group, value)) => (group, value),
         None => ("", api_version),
     }
 }

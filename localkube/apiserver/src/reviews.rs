@@ -2,14 +2,15 @@
 //! LocalSubjectAccessReview, SelfSubjectReview, SelfSubjectRulesReview, and TokenRequest.
 
 use super::auth::{self, Attributes, UserInfo};
+use super::cluster::Cluster;
 use super::error::ApiError;
 use super::meta;
-use super::ops::Cluster;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(|x| x.as_str().map(String::from))
@@ -19,12 +20,12 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 }
 
 /// TokenReview (trap 12: audiences must intersect; bound tokens die with their pod).
-pub fn token_review(c: &Cluster, body: &Value) -> Value {
+pub fn token_review(cluster: &Cluster, body: &Value) -> Value {
     let token = meta::str_at(body, "/spec/token");
     let audiences = strings(body.pointer("/spec/audiences"));
-    let status = match c.auth.authenticate(token, &audiences, &c.store) {
+    let status = match cluster.auth.authenticate(token, &audiences, &cluster.store) {
         Ok((user, aud)) => json!({"authenticated": true, "user": user.to_json(), "audiences": aud}),
-        Err(e) => json!({"authenticated": false, "error": e}),
+        Err(error) => json!({"authenticated": false, "error": error}),
     };
     let mut out = body.clone();
     out["apiVersion"] = json!("authentication.k8s.io/v1");
@@ -34,9 +35,10 @@ pub fn token_review(c: &Cluster, body: &Value) -> Value {
 }
 
 fn attributes_of(spec: &Value, namespace_override: Option<&str>) -> Attributes {
-    if let Some(r) = spec.get("resourceAttributes") {
-        let s = |k: &str| {
-            r.get(k)
+    if let Some(resource_attributes) = spec.get("resourceAttributes") {
+        let s = |key: &str| {
+            resource_attributes
+                .get(key)
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string()
@@ -54,21 +56,21 @@ fn attributes_of(spec: &Value, namespace_override: Option<&str>) -> Attributes {
             path: String::new(),
         }
     } else {
-        let r = spec
+        let non_resource_attributes = spec
             .get("nonResourceAttributes")
             .cloned()
             .unwrap_or(Value::Null);
         Attributes {
-            verb: meta::str_at(&r, "/verb").into(),
+            verb: meta::str_at(&non_resource_attributes, "/verb").into(),
             resource_request: false,
-            path: meta::str_at(&r, "/path").into(),
+            path: meta::str_at(&non_resource_attributes, "/path").into(),
             ..Default::default()
         }
     }
 }
 
-fn decide(c: &Cluster, user: &UserInfo, a: &Attributes) -> Value {
-    if auth::authorize(&c.store, user, a) {
+fn decide(cluster: &Cluster, user: &UserInfo, attributes: &Attributes) -> Value {
+    if auth::authorize(&cluster.store, user, attributes) {
         json!({"allowed": true, "reason": if user.is_master() { "system:masters bypasses authorization" } else { "allowed by RBAC" }})
     } else {
         json!({"allowed": false})
@@ -77,7 +79,7 @@ fn decide(c: &Cluster, user: &UserInfo, a: &Attributes) -> Value {
 
 /// SubjectAccessReview (and LocalSubjectAccessReview in `namespace`).
 pub fn subject_access_review(
-    c: &Cluster,
+    cluster: &Cluster,
     body: &Value,
     namespace: Option<&str>,
     kind: &str,
@@ -97,9 +99,9 @@ pub fn subject_access_review(
     let extra: BTreeMap<String, Vec<String>> = spec
         .get("extra")
         .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), strings(Some(v))))
+        .map(|map| {
+            map.iter()
+                .map(|(key, value)| (key.clone(), strings(Some(value))))
                 .collect()
         })
         .unwrap_or_default();
@@ -109,22 +111,22 @@ pub fn subject_access_review(
         groups,
         extra,
     };
-    let a = attributes_of(&spec, namespace);
+    let attributes = attributes_of(&spec, namespace);
     let mut out = body.clone();
     out["apiVersion"] = json!("authorization.k8s.io/v1");
     out["kind"] = json!(kind);
-    out["status"] = decide(c, &user, &a);
+    out["status"] = decide(cluster, &user, &attributes);
     Ok(out)
 }
 
 /// SelfSubjectAccessReview (`kubectl auth can-i`).
-pub fn self_subject_access_review(c: &Cluster, user: &UserInfo, body: &Value) -> Value {
+pub fn self_subject_access_review(cluster: &Cluster, user: &UserInfo, body: &Value) -> Value {
     let spec = body.get("spec").cloned().unwrap_or(Value::Null);
-    let a = attributes_of(&spec, None);
+    let attributes = attributes_of(&spec, None);
     let mut out = body.clone();
     out["apiVersion"] = json!("authorization.k8s.io/v1");
     out["kind"] = json!("SelfSubjectAccessReview");
-    out["status"] = decide(c, user, &a);
+    out["status"] = decide(cluster, user, &attributes);
     out
 }
 
@@ -135,9 +137,9 @@ pub fn self_subject_review(user: &UserInfo) -> Value {
 }
 
 /// SelfSubjectRulesReview (`kubectl auth can-i --list`).
-pub fn self_subject_rules_review(c: &Cluster, user: &UserInfo, body: &Value) -> Value {
+pub fn self_subject_rules_review(cluster: &Cluster, user: &UserInfo, body: &Value) -> Value {
     let ns = meta::str_at(body, "/spec/namespace");
-    let rules = auth::rules_for(&c.store, user, ns);
+    let rules = auth::rules_for(&cluster.store, user, ns);
     let (res, nonres): (Vec<Value>, Vec<Value>) = rules
         .into_iter()
         .partition(|r| r.get("nonResourceURLs").is_none());
@@ -154,18 +156,18 @@ pub fn self_subject_rules_review(c: &Cluster, user: &UserInfo, body: &Value) -> 
 
 /// TokenRequest on `serviceaccounts/<name>/token`.
 pub fn token_request(
-    c: &Cluster,
+    cluster: &Cluster,
     ns: &str,
     sa_name: &str,
     body: &Value,
 ) -> Result<Value, ApiError> {
-    let sa = c
+    let sa = cluster
         .store
         .get("/serviceaccounts", ns, sa_name)
         .ok_or_else(|| ApiError::not_found("", "serviceaccounts", sa_name))?;
     let mut audiences = strings(body.pointer("/spec/audiences"));
     if audiences.is_empty() {
-        audiences = c.auth.api_audiences.clone();
+        audiences = cluster.auth.api_audiences.clone();
     }
     let expiration = body
         .pointer("/spec/expirationSeconds")
@@ -197,7 +199,7 @@ pub fn token_request(
                     )))
                 }
             };
-            let obj = c
+            let obj = cluster
                 .store
                 .get(key, ns, name)
                 .ok_or_else(|| ApiError::not_found("", &key[1..], name))?;
@@ -214,7 +216,7 @@ pub fn token_request(
             ))
         }
     };
-    let (token, exp) = c
+    let (token, exp) = cluster
         .auth
         .issue(
             ns,
@@ -224,9 +226,9 @@ pub fn token_request(
             expiration,
             bound_info
                 .as_ref()
-                .map(|(k, n, u)| (k.as_str(), n.as_str(), u.as_str())),
+                .map(|(k, n, user)| (k.as_str(), n.as_str(), user.as_str())),
         )
-        .map_err(|e| ApiError::internal(format!("failed to sign the token: {e}")))?;
+        .map_err(|error| ApiError::internal(format!("failed to sign the token: {error}")))?;
     let exp_time = jiff::Timestamp::from_second(exp)
         .map(meta::time)
         .unwrap_or_default();

@@ -59,12 +59,12 @@ fn builtin_list_kind(kind: &str, path: &[&str]) -> ListKind {
 
 fn schema_at<'a>(schema: &'a Value, path: &[&str]) -> Option<&'a Value> {
     let mut cur = schema;
-    for seg in path {
+    for segment in path {
         // descend through arrays to their items first
         while cur.get("type").and_then(Value::as_str) == Some("array") {
             cur = cur.get("items")?;
         }
-        cur = match cur.get("properties").and_then(|p| p.get(*seg)) {
+        cur = match cur.get("properties").and_then(|p| p.get(*segment)) {
             Some(s) => s,
             None => cur.get("additionalProperties").filter(|a| a.is_object())?,
         };
@@ -78,7 +78,11 @@ impl Schema {
         if self.builtin || path.first() == Some(&"metadata") {
             return builtin_list_kind(&self.kind, path);
         }
-        let Some(s) = self.openapi.as_ref().and_then(|o| schema_at(o, path)) else {
+        let Some(s) = self
+            .openapi
+            .as_ref()
+            .and_then(|object| schema_at(object, path))
+        else {
             return ListKind::Atomic;
         };
         match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
@@ -87,7 +91,7 @@ impl Schema {
                     .and_then(Value::as_array)
                     .map(|a| {
                         a.iter()
-                            .filter_map(|k| k.as_str().map(String::from))
+                            .filter_map(|key| key.as_str().map(String::from))
                             .collect()
                     })
                     .unwrap_or_default(),
@@ -113,25 +117,25 @@ impl Schema {
 pub fn item_key(item: &Value, keys: &[String]) -> Map<String, Value> {
     let mut sorted: Vec<&String> = keys.iter().collect();
     sorted.sort();
-    let mut m = Map::new();
-    for k in sorted {
-        match item.get(k) {
-            Some(v) => {
-                m.insert(k.clone(), v.clone());
+    let mut map = Map::new();
+    for key in sorted {
+        match item.get(key) {
+            Some(value) => {
+                map.insert(key.clone(), value.clone());
             }
-            None if k == "protocol" => {
-                m.insert(k.clone(), Value::String("TCP".into()));
+            None if key == "protocol" => {
+                map.insert(key.clone(), Value::String("TCP".into()));
             }
             None => {}
         }
     }
-    m
+    map
 }
 
 /// Whether `v` is a `null` that a default of `schema` replaces (the schema is not
 /// `nullable`).
-fn defaultable_null(schema: &Value, v: Option<&Value>) -> bool {
-    v.map(Value::is_null).unwrap_or(false)
+fn defaultable_null(schema: &Value, value: Option<&Value>) -> bool {
+    value.map(Value::is_null).unwrap_or(false)
         && schema.get("nullable").and_then(Value::as_bool) != Some(true)
 }
 
@@ -141,36 +145,36 @@ pub fn apply_defaults(schema: &Value, obj: &mut Value) {
     match obj {
         Value::Object(map) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-                for (k, s) in props {
-                    if !map.contains_key(k) || defaultable_null(s, map.get(k)) {
-                        if let Some(d) = s.get("default") {
-                            map.insert(k.clone(), d.clone());
+                for (key, property) in props {
+                    if !map.contains_key(key) || defaultable_null(property, map.get(key)) {
+                        if let Some(d) = property.get("default") {
+                            map.insert(key.clone(), d.clone());
                         }
                     }
-                    if let Some(v) = map.get_mut(k) {
-                        apply_defaults(s, v);
+                    if let Some(v) = map.get_mut(key) {
+                        apply_defaults(property, v);
                     }
                 }
             } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-                for v in map.values_mut() {
-                    if defaultable_null(ap, Some(v)) {
+                for value in map.values_mut() {
+                    if defaultable_null(ap, Some(value)) {
                         if let Some(d) = ap.get("default") {
-                            *v = d.clone();
+                            *value = d.clone();
                         }
                     }
-                    apply_defaults(ap, v);
+                    apply_defaults(ap, value);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
-                for v in items {
-                    if defaultable_null(s, Some(v)) {
-                        if let Some(d) = s.get("default") {
-                            *v = d.clone();
+                for item in items {
+                    if defaultable_null(s, Some(item)) {
+                        if let Some(default) = s.get("default") {
+                            *item = default.clone();
                         }
                     }
-                    apply_defaults(s, v);
+                    apply_defaults(s, item);
                 }
             }
         }
@@ -198,19 +202,19 @@ pub fn unknown_fields(schema: &Value, obj: &Value, prefix: &str, out: &mut Vec<S
                 // treat it as free-form to stay permissive.
                 return;
             }
-            for (k, v) in map {
+            for (key, value) in map {
                 let path = if prefix.is_empty() {
-                    k.clone()
+                    key.clone()
                 } else {
-                    format!("{prefix}.{k}")
+                    format!("{prefix}.{key}")
                 };
-                if prefix.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                if prefix.is_empty() && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
                     continue;
                 }
-                match props.and_then(|p| p.get(k)) {
-                    Some(s) => unknown_fields(s, v, &path, out),
+                match props.and_then(|p| p.get(key)) {
+                    Some(s) => unknown_fields(s, value, &path, out),
                     None => match additional {
-                        Some(a) if a.is_object() => unknown_fields(a, v, &path, out),
+                        Some(a) if a.is_object() => unknown_fields(a, value, &path, out),
                         Some(_) => {}
                         None => out.push(path),
                     },
@@ -219,8 +223,8 @@ pub fn unknown_fields(schema: &Value, obj: &Value, prefix: &str, out: &mut Vec<S
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
-                for (i, v) in items.iter().enumerate() {
-                    unknown_fields(s, v, &format!("{prefix}[{i}]"), out);
+                for (index, item) in items.iter().enumerate() {
+                    unknown_fields(s, item, &format!("{prefix}[{index}]"), out);
                 }
             }
         }
@@ -230,7 +234,7 @@ pub fn unknown_fields(schema: &Value, obj: &Value, prefix: &str, out: &mut Vec<S
 
 /// Drops fields a structural `openAPIV3Schema` does not declare (the real server prunes
 /// them unless `x-kubernetes-preserve-unknown-fields`).
-pub fn prune(schema: &Value, v: &mut Value, root: bool) {
+pub fn prune(schema: &Value, value: &mut Value, root: bool) {
     if schema
         .get("x-kubernetes-preserve-unknown-fields")
         .and_then(Value::as_bool)
@@ -238,7 +242,7 @@ pub fn prune(schema: &Value, v: &mut Value, root: bool) {
     {
         return;
     }
-    match v {
+    match value {
         Value::Object(m) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties");
@@ -252,11 +256,11 @@ pub fn prune(schema: &Value, v: &mut Value, root: bool) {
                         .map(|a| a.is_object() || a.as_bool() == Some(true))
                         .unwrap_or(false)
             });
-            for (k, child) in m.iter_mut() {
-                if root && k == "metadata" {
+            for (key, child) in m.iter_mut() {
+                if root && key == "metadata" {
                     continue;
                 }
-                match props.and_then(|p| p.get(k)) {
+                match props.and_then(|map| map.get(key)) {
                     Some(s) => prune(s, child, false),
                     None => {
                         if let Some(a) = additional.filter(|a| a.is_object()) {
@@ -268,8 +272,8 @@ pub fn prune(schema: &Value, v: &mut Value, root: bool) {
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
-                for i in items {
-                    prune(s, i, false);
+                for item in items {
+                    prune(s, item, false);
                 }
             }
         }

@@ -28,17 +28,20 @@ pub struct LabelSelector {
     pub requirements: Vec<Requirement>,
 }
 
-fn valid_key(k: &str) -> bool {
-    let (prefix, name) = match k.rsplit_once('/') {
+fn valid_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
-        None => (None, k),
+        None => (None, key),
     };
-    if let Some(p) = prefix {
-        if p.is_empty()
-            || p.len() > 253
-            || !p
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    if let Some(path) = prefix {
+        if path.is_empty()
+            || path.len() > 253
+            || !path.chars().all(|character| {
+                character.is_ascii_lowercase()
+                    || character.is_ascii_digit()
+                    || character == '-'
+                    || character == '.'
+            })
         {
             return false;
         }
@@ -46,36 +49,39 @@ fn valid_key(k: &str) -> bool {
     valid_value(name) && !name.is_empty()
 }
 
-fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
+fn valid_value(value: &str) -> bool {
+    value.len() <= 63
+        && value
+            .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-        && v.chars()
+        && value
+            .chars()
             .next()
             .map(|c| c.is_ascii_alphanumeric())
             .unwrap_or(true)
-        && v.chars()
+        && value
+            .chars()
             .last()
-            .map(|c| c.is_ascii_alphanumeric())
+            .map(|character| character.is_ascii_alphanumeric())
             .unwrap_or(true)
 }
 
-fn split_top(s: &str) -> Vec<String> {
+fn split_top(text: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut depth = 0i32;
     let mut cur = String::new();
-    for c in s.chars() {
-        match c {
+    for character in text.chars() {
+        match character {
             '(' => {
                 depth += 1;
-                cur.push(c)
+                cur.push(character)
             }
             ')' => {
                 depth -= 1;
-                cur.push(c)
+                cur.push(character)
             }
             ',' if depth == 0 => parts.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
+            _ => cur.push(character),
         }
     }
     parts.push(cur);
@@ -86,7 +92,7 @@ fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
     let rest = rest.trim();
     let inner = rest
         .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
+        .and_then(|reason| reason.strip_suffix(')'))
         .ok_or_else(|| {
             ApiError::bad_request(format!(
                 "unable to parse requirement: found '{rest}', expected: '(' in {whole:?}"
@@ -97,10 +103,10 @@ fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
         .collect();
-    for v in &values {
-        if !valid_value(v) {
+    for value in &values {
+        if !valid_value(value) {
             return Err(ApiError::bad_request(format!(
-                "unable to parse requirement: invalid label value: {v:?}"
+                "unable to parse requirement: invalid label value: {value:?}"
             )));
         }
     }
@@ -109,16 +115,16 @@ fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
 
 impl LabelSelector {
     /// Parses the `labelSelector` query syntax; errors are 400 BadRequest.
-    pub fn parse(s: &str) -> Result<LabelSelector, ApiError> {
+    pub fn parse(text: &str) -> Result<LabelSelector, ApiError> {
         let mut requirements = Vec::new();
-        if s.trim().is_empty() {
+        if text.trim().is_empty() {
             return Ok(LabelSelector { requirements });
         }
-        for part in split_top(s) {
-            let p = part.trim();
-            if p.is_empty() {
+        for part in split_top(text) {
+            let path = part.trim();
+            if path.is_empty() {
                 return Err(ApiError::bad_request(format!(
-                    "unable to parse requirement: found '', expected: identifier in {s:?}"
+                    "unable to parse requirement: found '', expected: identifier in {text:?}"
                 )));
             }
             let bad_key = |k: &str| {
@@ -131,13 +137,13 @@ impl LabelSelector {
                     "unable to parse requirement: invalid label value: {v:?}"
                 ))
             };
-            let req = if let Some(k) = p.strip_prefix('!') {
+            let req = if let Some(k) = path.strip_prefix('!') {
                 let k = k.trim();
                 if !valid_key(k) {
                     return Err(bad_key(k));
                 }
                 Requirement::DoesNotExist(k.into())
-            } else if let Some((k, v)) = p.split_once("!=") {
+            } else if let Some((k, v)) = path.split_once("!=") {
                 let (k, v) = (k.trim(), v.trim());
                 if !valid_key(k) {
                     return Err(bad_key(k));
@@ -146,7 +152,7 @@ impl LabelSelector {
                     return Err(bad_val(v));
                 }
                 Requirement::NotIn(k.into(), vec![v.into()])
-            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+            } else if let Some((k, v)) = path.split_once("==").or_else(|| path.split_once('=')) {
                 let (k, v) = (k.trim(), v.trim());
                 if !valid_key(k) {
                     return Err(bad_key(k));
@@ -155,29 +161,29 @@ impl LabelSelector {
                     return Err(bad_val(v));
                 }
                 Requirement::In(k.into(), vec![v.into()])
-            } else if let Some((k, v)) = p.split_once('>') {
+            } else if let Some((k, v)) = path.split_once('>') {
                 let n = v.trim().parse().map_err(|_| bad_val(v))?;
                 Requirement::Gt(k.trim().into(), n)
-            } else if let Some((k, v)) = p.split_once('<') {
-                let n = v.trim().parse().map_err(|_| bad_val(v))?;
-                Requirement::Lt(k.trim().into(), n)
-            } else if let Some(idx) = p.find(" notin ").or_else(|| p.find(" notin(")) {
-                let k = p[..idx].trim();
+            } else if let Some((k, value)) = path.split_once('<') {
+                let count = value.trim().parse().map_err(|_| bad_val(value))?;
+                Requirement::Lt(k.trim().into(), count)
+            } else if let Some(idx) = path.find(" notin ").or_else(|| path.find(" notin(")) {
+                let k = path[..idx].trim();
                 if !valid_key(k) {
                     return Err(bad_key(k));
                 }
-                Requirement::NotIn(k.into(), parse_set(&p[idx + 6..], s)?)
-            } else if let Some(idx) = p.find(" in ").or_else(|| p.find(" in(")) {
-                let k = p[..idx].trim();
-                if !valid_key(k) {
-                    return Err(bad_key(k));
+                Requirement::NotIn(k.into(), parse_set(&path[idx + 6..], text)?)
+            } else if let Some(idx) = path.find(" in ").or_else(|| path.find(" in(")) {
+                let key = path[..idx].trim();
+                if !valid_key(key) {
+                    return Err(bad_key(key));
                 }
-                Requirement::In(k.into(), parse_set(&p[idx + 3..], s)?)
+                Requirement::In(key.into(), parse_set(&path[idx + 3..], text)?)
             } else {
-                if !valid_key(p) {
-                    return Err(bad_key(p));
+                if !valid_key(path) {
+                    return Err(bad_key(path));
                 }
-                Requirement::Exists(p.into())
+                Requirement::Exists(path.into())
             };
             requirements.push(req);
         }
@@ -187,8 +193,8 @@ impl LabelSelector {
     /// Converts a `metav1.LabelSelector` object (matchLabels, matchExpressions).
     pub fn from_object(sel: &Value) -> LabelSelector {
         let mut requirements = Vec::new();
-        if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
-            for (k, v) in m {
+        if let Some(map) = sel.get("matchLabels").and_then(Value::as_object) {
+            for (k, v) in map {
                 requirements.push(Requirement::In(
                     k.clone(),
                     vec![v.as_str().unwrap_or_default().to_string()],
@@ -211,7 +217,7 @@ impl LabelSelector {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter_map(|v| v.as_str().map(String::from))
+                .filter_map(|value| value.as_str().map(String::from))
                 .collect();
             match e
                 .get("operator")
@@ -233,10 +239,13 @@ impl LabelSelector {
     pub fn from_map(m: &Value) -> LabelSelector {
         let requirements = m
             .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| {
-                        Requirement::In(k.clone(), vec![v.as_str().unwrap_or_default().to_string()])
+            .map(|map| {
+                map.iter()
+                    .map(|(key, value)| {
+                        Requirement::In(
+                            key.clone(),
+                            vec![value.as_str().unwrap_or_default().to_string()],
+                        )
                     })
                     .collect()
             })
@@ -253,20 +262,26 @@ impl LabelSelector {
     /// Whether a labels map satisfies every requirement.
     pub fn matches_labels(&self, labels: Option<&Value>) -> bool {
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-        self.requirements.iter().all(|r| match r {
-            Requirement::In(k, vs) => get(k).map(|v| vs.iter().any(|x| x == v)).unwrap_or(false),
-            Requirement::NotIn(k, vs) => get(k).map(|v| !vs.iter().any(|x| x == v)).unwrap_or(true),
-            Requirement::Exists(k) => get(k).is_some(),
-            Requirement::DoesNotExist(k) => get(k).is_none(),
-            Requirement::Gt(k, n) => get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .map(|v| v > *n)
-                .unwrap_or(false),
-            Requirement::Lt(k, n) => get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .map(|v| v < *n)
-                .unwrap_or(false),
-        })
+        self.requirements
+            .iter()
+            .all(|requirement| match requirement {
+                Requirement::In(k, vs) => {
+                    get(k).map(|v| vs.iter().any(|x| x == v)).unwrap_or(false)
+                }
+                Requirement::NotIn(k, vs) => get(k)
+                    .map(|v| !vs.iter().any(|text| text == v))
+                    .unwrap_or(true),
+                Requirement::Exists(k) => get(k).is_some(),
+                Requirement::DoesNotExist(k) => get(k).is_none(),
+                Requirement::Gt(k, n) => get(k)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .map(|v| v > *n)
+                    .unwrap_or(false),
+                Requirement::Lt(key, count) => get(key)
+                    .and_then(|value| value.parse::<i64>().ok())
+                    .map(|number| number < *count)
+                    .unwrap_or(false),
+            })
     }
 
     /// Whether the selector selects nothing in particular (empty).
@@ -346,8 +361,8 @@ pub fn supported_fields(group: &str, kind: &str) -> Option<&'static [&'static st
 }
 
 /// Why a field label is refused, in the real server's words.
-fn unsupported(r: &ResourceInfo, field: &str) -> ApiError {
-    if r.crd.is_none() && supported_fields(&r.group, &r.kind).is_none() {
+fn unsupported(resource: &ResourceInfo, field: &str) -> ApiError {
+    if resource.crd.is_none() && supported_fields(&resource.group, &resource.kind).is_none() {
         return ApiError::bad_request(format!(
             "{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
         ));
@@ -357,13 +372,16 @@ fn unsupported(r: &ResourceInfo, field: &str) -> ApiError {
 
 /// Whether `r` accepts the field label `field` (custom resources: name, namespace when
 /// namespaced, and the CRD's `selectableFields`).
-fn accepts(r: &ResourceInfo, field: &str) -> bool {
-    if let Some(crd) = &r.crd {
+fn accepts(resource: &ResourceInfo, field: &str) -> bool {
+    if let Some(crd) = &resource.crd {
         return field == "metadata.name"
-            || (r.namespaced && field == "metadata.namespace")
-            || crd.selectable_fields.iter().any(|f| f == field);
+            || (resource.namespaced && field == "metadata.namespace")
+            || crd
+                .selectable_fields
+                .iter()
+                .any(|selectable_field| selectable_field == field);
     }
-    match supported_fields(&r.group, &r.kind) {
+    match supported_fields(&resource.group, &resource.kind) {
         Some(labels) => labels.contains(&field),
         None => matches!(field, "metadata.name" | "metadata.namespace"),
     }
@@ -372,12 +390,12 @@ fn accepts(r: &ResourceInfo, field: &str) -> bool {
 impl FieldSelector {
     /// Parses a field selector, rejecting fields the resource does not support (400 with
     /// the real server's message).
-    pub fn parse(s: &str, r: &ResourceInfo) -> Result<FieldSelector, ApiError> {
+    pub fn parse(text: &str, resource: &ResourceInfo) -> Result<FieldSelector, ApiError> {
         let mut terms = Vec::new();
-        if s.trim().is_empty() {
+        if text.trim().is_empty() {
             return Ok(FieldSelector { terms });
         }
-        for part in s.split(',') {
+        for part in text.split(',') {
             let part = part.trim();
             let (field, value, eq) = if let Some((f, v)) = part.split_once("!=") {
                 (f, v, false)
@@ -385,12 +403,12 @@ impl FieldSelector {
                 (f, v, true)
             } else {
                 return Err(ApiError::bad_request(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
+                    "invalid selector: '{text}'; can't understand '{part}'"
                 )));
             };
             let field = field.trim();
-            if !accepts(r, field) {
-                return Err(unsupported(r, field));
+            if !accepts(resource, field) {
+                return Err(unsupported(resource, field));
             }
             // `spec.host` is the old v1 clients' name of `spec.nodeName`.
             let field = if field == "spec.host" {
@@ -405,9 +423,9 @@ impl FieldSelector {
 
     /// Whether the object matches.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.terms.iter().all(|(f, v, eq)| {
-            let actual = field_value(obj, f);
-            (actual == *v) == *eq
+        self.terms.iter().all(|(field, term, eq)| {
+            let actual = field_value(obj, field);
+            (actual == *term) == *eq
         })
     }
 
@@ -415,8 +433,8 @@ impl FieldSelector {
     pub fn pinned_name(&self) -> Option<&str> {
         self.terms
             .iter()
-            .find(|(f, _, eq)| f == "metadata.name" && *eq)
-            .map(|(_, v, _)| v.as_str())
+            .find(|(field, _, eq)| field == "metadata.name" && *eq)
+            .map(|(_, value, _)| value.as_str())
     }
 }
 
@@ -456,16 +474,16 @@ fn field_value(obj: &Value, field: &str) -> String {
 
 fn scalar_at(obj: &Value, field: &str) -> String {
     let mut cur = obj;
-    for seg in field.split('.') {
-        match cur.get(seg) {
-            Some(v) => cur = v,
+    for segment in field.split('.') {
+        match cur.get(segment) {
+            Some(value) => cur = value,
             None => return String::new(),
         }
     }
     match cur {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
+        Value::String(text) => text.clone(),
+        Value::Bool(flag) => flag.to_string(),
+        Value::Number(number) => number.to_string(),
         _ => String::new(),
     }
 }
@@ -499,9 +517,9 @@ mod tests {
 
     #[test]
     fn trap8_invalid_selectors_are_bad_requests() {
-        for s in ["a in b", "=b", "a b", "a=b c", "x in (a b)"] {
-            let e = LabelSelector::parse(s).expect_err(s);
-            assert_eq!(e.reason, Reason::BadRequest, "{s}");
+        for text in ["a in b", "=b", "a b", "a=b c", "x in (a b)"] {
+            let error = LabelSelector::parse(text).expect_err(text);
+            assert_eq!(error.reason, Reason::BadRequest, "{text}");
         }
     }
 
@@ -518,10 +536,14 @@ mod tests {
             e.message,
             "\"spec.nodeName\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
         );
-        let e = FieldSelector::parse("metadata.namespace=x", &find("Node")).expect_err("node ns");
-        assert_eq!(e.message, "field label not supported: metadata.namespace");
-        let f = FieldSelector::parse("metadata.name=x", &find("Deployment")).expect("parse");
-        assert_eq!(f.pinned_name(), Some("x"));
+        let error =
+            FieldSelector::parse("metadata.namespace=x", &find("Node")).expect_err("node ns");
+        assert_eq!(
+            error.message,
+            "field label not supported: metadata.namespace"
+        );
+        let selector = FieldSelector::parse("metadata.name=x", &find("Deployment")).expect("parse");
+        assert_eq!(selector.pinned_name(), Some("x"));
     }
 
     #[test]
@@ -530,15 +552,15 @@ mod tests {
         let node = all.iter().find(|r| r.kind == "Node").expect("node");
         let plain = json!({"metadata": {"name": "n"}, "spec": {}});
         let cordoned = json!({"metadata": {"name": "c"}, "spec": {"unschedulable": true}});
-        for (s, plain_matches) in [
+        for (text, plain_matches) in [
             ("spec.unschedulable==false", true),
             ("spec.unschedulable=false", true),
             ("spec.unschedulable!=true", true),
             ("spec.unschedulable=true", false),
         ] {
-            let f = FieldSelector::parse(s, node).expect(s);
-            assert_eq!(f.matches(&plain), plain_matches, "{s}");
-            assert_eq!(f.matches(&cordoned), !plain_matches, "{s}");
+            let selector = FieldSelector::parse(text, node).expect(text);
+            assert_eq!(selector.matches(&plain), plain_matches, "{text}");
+            assert_eq!(selector.matches(&cordoned), !plain_matches, "{text}");
         }
     }
 }

@@ -3,18 +3,16 @@
 //! binary wraps it.
 
 use super::auth::{self, Authenticator};
+use super::cluster::{Cluster, WriteOptions};
 use super::controllers;
 use super::defaults::IpRange;
 use super::error::{ApiError, Error, Reason, Result};
 use super::http::{self, ServerState};
 use super::meta;
-use super::ops::{Cluster, WriteOptions};
+use super::plugin::{Plugin, PluginContext};
 use super::store::Store;
 use super::tls;
-use axum::http::request::Parts;
-use axum::response::Response;
 use base64::Engine;
-use futures::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -35,105 +33,6 @@ pub const STATE_FILE: &str = "localkube.json";
 pub const CLUSTER_DNS_PORT: u16 = 53;
 /// Name of the kubeconfig in the state dir.
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
-
-/// Something that runs inside the server process next to the controllers, such as the
-/// node agent: it gets the cluster (store, verbs) and runs until `shutdown` turns true.
-pub trait Plugin: Send + Sync + 'static {
-    /// Name for logs.
-    fn name(&self) -> &str;
-    /// Whether this plugin runs pods: pod deletion then waits for it (deletionTimestamp is
-    /// set and the plugin removes the pod with grace 0 once its processes are gone).
-    fn runs_pods(&self) -> bool {
-        false
-    }
-    /// Runs the plugin.
-    fn run(&self, ctx: PluginContext) -> BoxFuture<'static, ()>;
-    /// Why the kubelet of `node` cannot be reached now (exec, attach, port-forward and logs
-    /// of its pods are then refused with it, as kube-apiserver's `error dialing backend`);
-    /// `None` when it can, or when this plugin runs no kubelet.
-    fn node_unreachable(&self, cluster: &Cluster, node: &str) -> Option<String> {
-        let _ = (cluster, node);
-        None
-    }
-    /// Whether this plugin serves the streaming pod subresources ([`serve_stream`](Plugin::serve_stream)).
-    fn serves_streams(&self) -> bool {
-        false
-    }
-    /// Serves an authorized `pods/exec`, `pods/attach` or `pods/portforward` request
-    /// (called only when [`serves_streams`](Plugin::serves_streams) is true).
-    fn serve_stream(
-        &self,
-        request: StreamRequest,
-    ) -> BoxFuture<'static, Result<Response, ApiError>> {
-        let _ = request;
-        Box::pin(async {
-            Err(ApiError::bad_request(
-                "no node agent runs pods in this cluster",
-            ))
-        })
-    }
-}
-
-/// A streaming pod subresource: served by a node agent plugin, not by the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamSubresource {
-    /// `pods/<name>/exec`.
-    Exec,
-    /// `pods/<name>/attach`.
-    Attach,
-    /// `pods/<name>/portforward`.
-    PortForward,
-}
-
-impl StreamSubresource {
-    /// The subresource a path names, if it is a streaming one.
-    pub fn parse(subresource: &str) -> Option<Self> {
-        match subresource {
-            "exec" => Some(StreamSubresource::Exec),
-            "attach" => Some(StreamSubresource::Attach),
-            "portforward" => Some(StreamSubresource::PortForward),
-            _ => None,
-        }
-    }
-
-    /// The name in the path.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StreamSubresource::Exec => "exec",
-            StreamSubresource::Attach => "attach",
-            StreamSubresource::PortForward => "portforward",
-        }
-    }
-}
-
-/// An authorized request for a streaming pod subresource.
-pub struct StreamRequest {
-    /// The cluster.
-    pub cluster: Arc<Cluster>,
-    /// The pod's namespace.
-    pub namespace: String,
-    /// The pod's name.
-    pub name: String,
-    /// Which subresource.
-    pub subresource: StreamSubresource,
-    /// The HTTP request (its query and upgrade headers).
-    pub parts: Parts,
-}
-
-/// What a plugin gets.
-#[derive(Clone)]
-pub struct PluginContext {
-    /// The cluster: store (with `subscribe()` for changes), registry and verbs.
-    pub cluster: Arc<Cluster>,
-    /// Turns true on shutdown.
-    pub shutdown: watch::Receiver<bool>,
-    /// The API server's address.
-    pub address: SocketAddr,
-    /// Node names: the site nodes, then the zoneless ones ([`Config::all_nodes`]).
-    pub nodes: Vec<String>,
-    /// ClusterIP of the `kubernetes` Service.
-    pub kubernetes_service_ip: Ipv4Addr,
-}
 
 /// Server configuration.
 #[derive(Clone)]
@@ -165,8 +64,9 @@ pub struct Config {
 }
 
 impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Config")
             .field("state_dir", &self.state_dir)
             .field("port", &self.port)
             .field("nodes", &self.nodes)
@@ -197,8 +97,11 @@ impl Config {
     /// name in both lists, or twice, is an error.
     pub fn all_nodes(&self) -> Result<Vec<(String, bool)>> {
         let mut all: Vec<(String, bool)> = Vec::new();
-        let zoned = self.nodes.iter().map(|n| (n, true));
-        let zoneless = self.zoneless_nodes.iter().map(|n| (n, false));
+        let zoned = self.nodes.iter().map(|node| (node, true));
+        let zoneless = self
+            .zoneless_nodes
+            .iter()
+            .map(|zoneless_node| (zoneless_node, false));
         for (name, has_zone) in zoned.chain(zoneless) {
             if name.is_empty() || all.iter().any(|(n, _)| n == name) {
                 return Err(Error::Config(format!(
@@ -235,36 +138,38 @@ pub struct LocalKube {
 }
 
 impl std::fmt::Debug for LocalKube {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalKube")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("LocalKube")
             .field("address", &self.address)
             .field("state_dir", &self.state_dir)
             .finish()
     }
 }
 
-fn ensure(c: &Cluster, group: &str, plural: &str, obj: Value) -> Result<()> {
-    let Some(r) = c.resource(group, plural) else {
+fn ensure(cluster: &Cluster, group: &str, plural: &str, obj: Value) -> Result<()> {
+    let Some(resource) = cluster.resource(group, plural) else {
         return Ok(());
     };
     let ns = meta::namespace(&obj).to_string();
-    if c.store
+    if cluster
+        .store
         .get(
-            &r.storage_key(),
-            if r.namespaced { &ns } else { "" },
+            &resource.storage_key(),
+            if resource.namespaced { &ns } else { "" },
             meta::name(&obj),
         )
         .is_some()
     {
         return Ok(());
     }
-    match c.create(&r, &ns, obj, &WriteOptions::manager("localkube")) {
+    match cluster.create(&resource, &ns, obj, &WriteOptions::manager("localkube")) {
         Ok(_) => Ok(()),
         Err(ApiError {
             reason: Reason::AlreadyExists,
             ..
         }) => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -286,7 +191,7 @@ pub fn node_object(site: &str, index: usize, zoned: bool) -> Value {
 }
 
 fn bootstrap(
-    c: &Cluster,
+    cluster: &Cluster,
     nodes: &[(String, bool)],
     kubernetes_ip: Ipv4Addr,
     dns_ip: Option<Ipv4Addr>,
@@ -294,7 +199,7 @@ fn bootstrap(
 ) -> Result<()> {
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         ensure(
-            c,
+            cluster,
             "",
             "namespaces",
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -302,13 +207,13 @@ fn bootstrap(
     }
     for (key, obj) in auth::bootstrap_rbac() {
         let plural = key.rsplit('/').next().unwrap_or_default();
-        ensure(c, "rbac.authorization.k8s.io", plural, obj)?;
+        ensure(cluster, "rbac.authorization.k8s.io", plural, obj)?;
     }
-    for (i, (n, zoned)) in nodes.iter().enumerate() {
-        ensure(c, "", "nodes", node_object(n, i + 1, *zoned))?;
+    for (index, (node, zoned)) in nodes.iter().enumerate() {
+        ensure(cluster, "", "nodes", node_object(node, index + 1, *zoned))?;
     }
     ensure(
-        c,
+        cluster,
         "",
         "services",
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default",
@@ -316,16 +221,16 @@ fn bootstrap(
         "spec": {"clusterIP": kubernetes_ip.to_string(), "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
     )?;
     if let Some(dns_ip) = dns_ip {
-        ensure_dns_service(c, dns_ip)?;
+        ensure_dns_service(cluster, dns_ip)?;
     }
     let subsets = json!([{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]);
     ensure(
-        c,
+        cluster,
         "",
         "endpoints",
         json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "kubernetes", "namespace": "default"}, "subsets": subsets}),
     )?;
-    c.modify(
+    cluster.modify(
         "",
         "endpoints",
         "default",
@@ -340,7 +245,7 @@ fn bootstrap(
             true
         },
     )?;
-    c.modify(
+    cluster.modify(
         "",
         "services",
         "default",
@@ -364,7 +269,7 @@ fn bootstrap(
 /// agent serves the address with the cluster DNS itself, not through the proxy. A state
 /// dir whose store already gave the address to another Service keeps that Service and
 /// logs why there is no `kube-dns`.
-fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
+fn ensure_dns_service(cluster: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
     let service = json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kube-dns", "namespace": "kube-system",
             "labels": {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},
@@ -372,7 +277,7 @@ fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
             "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
                 {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
                 {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}});
-    match ensure(c, "", "services", service) {
+    match ensure(cluster, "", "services", service) {
         Err(Error::Api(e)) if matches!(e.reason, Reason::Invalid) => {
             tracing::warn!(%dns_ip, error = %e.message, "the cluster DNS address is held by another Service; no kube-dns Service");
             Ok(())
@@ -384,11 +289,80 @@ fn ensure_dns_service(c: &Cluster, dns_ip: Ipv4Addr) -> Result<()> {
 /// The kubeconfig of the admin user, who authenticates with an x509 client certificate
 /// (`cert_pem`, `key_pem`) as on kind and kubeadm clusters.
 pub fn kubeconfig(server: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> String {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
     let (ca, cert, key) = (b64(ca_pem), b64(cert_pem), b64(key_pem));
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: admin\n    namespace: default\ncurrent-context: localkube\n"
     )
+}
+
+/// Accepts TLS connections and serves each with `app` until `stop` turns true.
+async fn accept_connections(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    app: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((tcp, _)) = accepted else { continue };
+                let acceptor = acceptor.clone();
+                let app = app.clone();
+                connections.spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    // The handshake's client certificates go with every request of
+                    // the connection; each request verifies them.
+                    let service = match tls::PeerCertificates::of(tls.get_ref().1) {
+                        Some(chain) => TowerToHyperService::new(app.layer(axum::Extension(chain))),
+                        None => TowerToHyperService::new(app),
+                    };
+                    let _ = auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(tls), service).await;
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    connections.abort_all();
+}
+
+/// Writes what clients read in the state dir: the admin kubeconfig (owner only) and the
+/// state file; returns the server's URL.
+fn write_client_files(
+    dir: &Path,
+    certs: &tls::Certs,
+    address: SocketAddr,
+    dns_address: Option<Ipv4Addr>,
+) -> Result<String> {
+    let server = format!("https://{address}");
+    let kubeconfig_path = dir.join(KUBECONFIG_FILE);
+    std::fs::write(
+        &kubeconfig_path,
+        kubeconfig(
+            &server,
+            &certs.ca_pem,
+            &certs.admin_cert_pem,
+            &certs.admin_key_pem,
+        ),
+    )
+    .map_err(|error| Error::io(&kubeconfig_path, error))?;
+    // It holds the admin's private key: owner only, as kind writes it.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&kubeconfig_path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|error| Error::io(&kubeconfig_path, error))?;
+    }
+    let state_file = dir.join(STATE_FILE);
+    let mut state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
+    if let Some(dns) = dns_address {
+        state_json["dnsAddress"] = json!(dns.to_string());
+        state_json["dnsPort"] = json!(CLUSTER_DNS_PORT);
+    }
+    std::fs::write(&state_file, state_json.to_string())
+        .map_err(|error| Error::io(&state_file, error))?;
+    Ok(server)
 }
 
 impl LocalKube {
@@ -427,7 +401,7 @@ impl LocalKube {
             .map_err(|e| Error::io(format!("127.0.0.1:{}", config.port), e))?;
         let address = listener
             .local_addr()
-            .map_err(|e| Error::io("listener", e))?;
+            .map_err(|error| Error::io("listener", error))?;
         let dns_ip = config.dns_address.filter(|ip| {
             let inside = cluster.service_range.contains(*ip);
             if !inside {
@@ -450,74 +424,30 @@ impl LocalKube {
         let acceptor =
             tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&certs, &client_ca)?));
         let mut tasks = Vec::new();
-        let mut stop = shutdown_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((tcp, _)) = accepted else { continue };
-                        let acceptor = acceptor.clone();
-                        let app = app.clone();
-                        conns.spawn(async move {
-                            let Ok(tls) = acceptor.accept(tcp).await else { return };
-                            // The handshake's client certificates go with every request of
-                            // the connection; each request verifies them.
-                            let svc = match tls::PeerCertificates::of(tls.get_ref().1) {
-                                Some(chain) => TowerToHyperService::new(app.layer(axum::Extension(chain))),
-                                None => TowerToHyperService::new(app),
-                            };
-                            let _ = auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(tls), svc).await;
-                        });
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                    _ = stop.changed() => break,
-                }
-            }
-            conns.abort_all();
-        }));
+        tasks.push(tokio::spawn(accept_connections(
+            listener,
+            acceptor,
+            app,
+            shutdown_rx.clone(),
+        )));
         if config.controllers {
             tasks.push(tokio::spawn(controllers::run(
                 cluster.clone(),
                 shutdown_rx.clone(),
             )));
         }
-        for p in &config.plugins {
+        for plugin in &config.plugins {
             let ctx = PluginContext {
                 cluster: cluster.clone(),
                 shutdown: shutdown_rx.clone(),
                 address,
-                nodes: nodes.iter().map(|(n, _)| n.clone()).collect(),
+                nodes: nodes.iter().map(|(node, _)| node.clone()).collect(),
                 kubernetes_service_ip: kubernetes_ip,
             };
-            tracing::info!(plugin = p.name(), "starting plugin");
-            tasks.push(tokio::spawn(p.run(ctx)));
+            tracing::info!(plugin = plugin.name(), "starting plugin");
+            tasks.push(tokio::spawn(plugin.run(ctx)));
         }
-        let server = format!("https://{address}");
-        let kc = dir.join(KUBECONFIG_FILE);
-        std::fs::write(
-            &kc,
-            kubeconfig(
-                &server,
-                &certs.ca_pem,
-                &certs.admin_cert_pem,
-                &certs.admin_key_pem,
-            ),
-        )
-        .map_err(|e| Error::io(&kc, e))?;
-        // It holds the admin's private key: owner only, as kind writes it.
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&kc, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| Error::io(&kc, e))?;
-        }
-        let sf = dir.join(STATE_FILE);
-        let mut state_json = json!({"pid": std::process::id(), "port": address.port(), "server": server, "startedAt": meta::now()});
-        if let Some(dns) = config.dns_address {
-            state_json["dnsAddress"] = json!(dns.to_string());
-            state_json["dnsPort"] = json!(CLUSTER_DNS_PORT);
-        }
-        std::fs::write(&sf, state_json.to_string()).map_err(|e| Error::io(&sf, e))?;
+        let server = write_client_files(&dir, &certs, address, config.dns_address)?;
         tracing::info!(%server, state_dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "localkube is serving");
         Ok(LocalKube {
             cluster,
@@ -557,8 +487,8 @@ impl LocalKube {
     /// state dir keeps the objects for the next start.
     pub async fn shutdown(self) -> Result<()> {
         let _ = self.shutdown_tx.send(true);
-        for t in self.tasks {
-            match tokio::time::timeout(Duration::from_secs(10), t).await {
+        for join_handle in self.tasks {
+            match tokio::time::timeout(Duration::from_secs(10), join_handle).await {
                 Ok(_) => {}
                 Err(_) => tracing::warn!("a task did not stop within 10s"),
             }
@@ -576,9 +506,9 @@ pub type CleanupHook = fn(&Path) -> std::result::Result<(), String>;
 /// Reads the state file of a state dir: (pid, port).
 pub fn read_state(dir: &Path) -> Option<(u32, u16)> {
     let text = std::fs::read_to_string(dir.join(STATE_FILE)).ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
     Some((
-        v.get("pid")?.as_u64()? as u32,
-        v.get("port")?.as_u64()? as u16,
+        value.get("pid")?.as_u64()? as u32,
+        value.get("port")?.as_u64()? as u16,
     ))
 }

@@ -82,8 +82,9 @@ pub struct Store {
 }
 
 impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Store")
             .field("dir", &self.dir)
             .field("history_max", &self.history_max)
             .finish()
@@ -97,7 +98,7 @@ fn names_of(key: &str) -> (&str, &str) {
 fn rv_of(obj: &Value) -> Option<u64> {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
+        .and_then(|text| text.parse().ok())
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {
@@ -123,9 +124,9 @@ impl Store {
             let snap = dir.join("store.snapshot.json");
             if snap.exists() {
                 let text = std::fs::read_to_string(&snap).map_err(|e| Error::io(&snap, e))?;
-                let v: Value = serde_json::from_str(&text)?;
-                inner.rv = v.get("rv").and_then(Value::as_u64).unwrap_or(1);
-                for item in v
+                let value: Value = serde_json::from_str(&text)?;
+                inner.rv = value.get("rv").and_then(Value::as_u64).unwrap_or(1);
+                for item in value
                     .get("objects")
                     .and_then(Value::as_array)
                     .into_iter()
@@ -147,9 +148,9 @@ impl Store {
             }
             let log_path = dir.join("store.log");
             if log_path.exists() {
-                let f = File::open(&log_path).map_err(|e| Error::io(&log_path, e))?;
-                for line in BufReader::new(f).lines() {
-                    let line = line.map_err(|e| Error::io(&log_path, e))?;
+                let file = File::open(&log_path).map_err(|e| Error::io(&log_path, e))?;
+                for line in BufReader::new(file).lines() {
+                    let line = line.map_err(|error| Error::io(&log_path, error))?;
                     // A torn last line after a crash is skipped.
                     let Ok(entry) = serde_json::from_str::<Value>(&line) else {
                         continue;
@@ -173,16 +174,16 @@ impl Store {
                     inner.rv = inner.rv.max(rv);
                     match entry.get("o") {
                         Some(Value::Null) | None => {
-                            if let Some(m) = inner.objects.get_mut(&key) {
-                                m.remove(&(ns, name));
+                            if let Some(by_name) = inner.objects.get_mut(&key) {
+                                by_name.remove(&(ns, name));
                             }
                         }
-                        Some(o) => {
+                        Some(object) => {
                             inner
                                 .objects
                                 .entry(key)
                                 .or_default()
-                                .insert((ns, name), o.clone());
+                                .insert((ns, name), object.clone());
                         }
                     }
                 }
@@ -194,8 +195,8 @@ impl Store {
                 dir: Some(dir.to_path_buf()),
             };
             {
-                let mut g = store.lock();
-                store.compact(&mut g)?;
+                let mut state = store.lock();
+                store.compact(&mut state)?;
             }
             return Ok(store);
         }
@@ -209,61 +210,63 @@ impl Store {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         match self.inner.lock() {
-            Ok(g) => g,
+            Ok(state) => state,
             Err(poisoned) => poisoned.into_inner(),
         }
     }
 
-    fn compact(&self, g: &mut Inner) -> Result<()> {
+    fn compact(&self, inner: &mut Inner) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         let mut objects = Vec::new();
-        for (k, m) in &g.objects {
-            for o in m.values() {
-                objects.push(json!({"k": k, "o": o}));
+        for (key, by_name) in &inner.objects {
+            for object in by_name.values() {
+                objects.push(json!({"k": key, "o": object}));
             }
         }
         let snap = dir.join("store.snapshot.json");
         let tmp = dir.join("store.snapshot.json.tmp");
         std::fs::write(
             &tmp,
-            serde_json::to_vec(&json!({"rv": g.rv, "objects": objects}))?,
+            serde_json::to_vec(&json!({"rv": inner.rv, "objects": objects}))?,
         )
         .map_err(|e| Error::io(&tmp, e))?;
         std::fs::rename(&tmp, &snap).map_err(|e| Error::io(&snap, e))?;
         let log_path = dir.join("store.log");
-        let f = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
             .write(true)
             .truncate(true)
             .open(&log_path)
-            .map_err(|e| Error::io(&log_path, e))?;
-        g.log = Some(BufWriter::new(f));
-        g.log_entries = 0;
+            .map_err(|error| Error::io(&log_path, error))?;
+        inner.log = Some(BufWriter::new(file));
+        inner.log_entries = 0;
         Ok(())
     }
 
-    fn append_log(&self, g: &mut Inner, key: &str, ns: &str, name: &str, obj: Option<&Value>) {
-        let Some(log) = g.log.as_mut() else { return };
-        let entry = json!({"rv": g.rv, "k": key, "ns": ns, "n": name, "o": obj});
+    fn append_log(&self, inner: &mut Inner, key: &str, ns: &str, name: &str, obj: Option<&Value>) {
+        let Some(log) = inner.log.as_mut() else {
+            return;
+        };
+        let entry = json!({"rv": inner.rv, "k": key, "ns": ns, "n": name, "o": obj});
         let ok = serde_json::to_writer(&mut *log, &entry).is_ok()
             && log.write_all(b"\n").is_ok()
             && log.flush().is_ok();
         if !ok {
             tracing::error!(key, ns, name, "failed to append to the store log");
         }
-        g.log_entries += 1;
-        if g.log_entries > LOG_ENTRIES_MAX {
-            if let Err(e) = self.compact(g) {
+        inner.log_entries += 1;
+        if inner.log_entries > LOG_ENTRIES_MAX {
+            if let Err(e) = self.compact(inner) {
                 tracing::error!(error = %e, "failed to compact the store log");
             }
         }
     }
 
-    fn record(&self, g: &mut Inner, ev: StoreEvent) {
+    fn record(&self, inner: &mut Inner, ev: StoreEvent) {
         let ev = Arc::new(ev);
-        g.history.push_back(ev.clone());
-        while g.history.len() > self.history_max {
-            g.history.pop_front();
+        inner.history.push_back(ev.clone());
+        while inner.history.len() > self.history_max {
+            inner.history.pop_front();
         }
         let _ = self.tx.send(ev);
     }
@@ -278,47 +281,52 @@ impl Store {
         self.lock()
             .objects
             .get(key)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .and_then(|by_name| by_name.get(&(ns.to_string(), name.to_string())))
             .cloned()
     }
 
     /// Objects of one resource (optionally in one namespace), sorted by namespace and name,
     /// with the resourceVersion the list is consistent with.
     pub fn list(&self, key: &str, ns: Option<&str>) -> (Vec<Value>, u64) {
-        let g = self.lock();
-        let items = match g.objects.get(key) {
+        let state = self.lock();
+        let items = match state.objects.get(key) {
             None => Vec::new(),
-            Some(m) => match ns {
-                None => m.values().cloned().collect(),
-                Some(ns) => m
+            Some(by_name) => match ns {
+                None => by_name.values().cloned().collect(),
+                Some(ns) => by_name
                     .range((ns.to_string(), String::new())..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, v)| v.clone())
+                    .take_while(|((name, _), _)| name == ns)
+                    .map(|(_, value)| value.clone())
                     .collect(),
             },
         };
-        (items, g.rv)
+        (items, state.rv)
     }
 
     /// Every object of every resource, with its storage key.
     pub fn all_objects(&self) -> Vec<(String, Value)> {
-        let g = self.lock();
-        g.objects
+        let state = self.lock();
+        state
+            .objects
             .iter()
-            .flat_map(|(k, m)| m.values().map(move |v| (k.clone(), v.clone())))
+            .flat_map(|(key, by_name)| {
+                by_name
+                    .values()
+                    .map(move |value| (key.clone(), value.clone()))
+            })
             .collect()
     }
 
     /// Stores a new object, assigning the next resourceVersion.
     pub fn create(&self, key: &str, obj: Value) -> Result<Value, ApiError> {
         let (ns, name) = ns_name(&obj);
-        let mut g = self.lock();
-        let m = g.objects.entry(key.to_string()).or_default();
-        if m.contains_key(&(ns.clone(), name.clone())) {
+        let mut state = self.lock();
+        let by_name = state.objects.entry(key.to_string()).or_default();
+        if by_name.contains_key(&(ns.clone(), name.clone())) {
             let (group, plural) = names_of(key);
             return Err(ApiError::already_exists(group, plural, &name));
         }
-        Ok(self.commit(&mut g, key, &ns, &name, obj, EventType::Added, None))
+        Ok(self.commit(&mut state, key, &ns, &name, obj, EventType::Added, None))
     }
 
     /// Replaces an object; with `expected_rv`, fails with Conflict when it moved on.
@@ -330,11 +338,11 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let (ns, name) = ns_name(&obj);
         let (group, plural) = names_of(key);
-        let mut g = self.lock();
-        let old = g
+        let mut state = self.lock();
+        let old = state
             .objects
             .get(key)
-            .and_then(|m| m.get(&(ns.clone(), name.clone())))
+            .and_then(|by_name| by_name.get(&(ns.clone(), name.clone())))
             .cloned()
             .ok_or_else(|| ApiError::not_found(group, plural, &name))?;
         if let Some(expected) = expected_rv {
@@ -342,7 +350,15 @@ impl Store {
                 return Err(ApiError::conflict(group, plural, &name));
             }
         }
-        Ok(self.commit(&mut g, key, &ns, &name, obj, EventType::Modified, Some(old)))
+        Ok(self.commit(
+            &mut state,
+            key,
+            &ns,
+            &name,
+            obj,
+            EventType::Modified,
+            Some(old),
+        ))
     }
 
     /// Removes an object; the returned object carries the deletion's resourceVersion.
@@ -354,12 +370,12 @@ impl Store {
         expected_rv: Option<u64>,
     ) -> Result<Value, ApiError> {
         let (group, plural) = names_of(key);
-        let mut g = self.lock();
+        let mut state = self.lock();
         let k = (ns.to_string(), name.to_string());
-        let old = g
+        let old = state
             .objects
             .get(key)
-            .and_then(|m| m.get(&k))
+            .and_then(|by_name| by_name.get(&k))
             .cloned()
             .ok_or_else(|| ApiError::not_found(group, plural, name))?;
         if let Some(expected) = expected_rv {
@@ -368,7 +384,15 @@ impl Store {
             }
         }
         let obj = old.clone();
-        Ok(self.commit(&mut g, key, ns, name, obj, EventType::Deleted, Some(old)))
+        Ok(self.commit(
+            &mut state,
+            key,
+            ns,
+            name,
+            obj,
+            EventType::Deleted,
+            Some(old),
+        ))
     }
 
     /// The one write path: the next global resourceVersion stamped on `obj`, the object
@@ -377,7 +401,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
-        g: &mut Inner,
+        inner: &mut Inner,
         key: &str,
         ns: &str,
         name: &str,
@@ -385,21 +409,22 @@ impl Store {
         event_type: EventType,
         old: Option<Value>,
     ) -> Value {
-        g.rv += 1;
-        let rv = g.rv;
+        inner.rv += 1;
+        let rv = inner.rv;
         set_rv(&mut obj, rv);
         let k = (ns.to_string(), name.to_string());
         if event_type == EventType::Deleted {
-            if let Some(m) = g.objects.get_mut(key) {
-                m.remove(&k);
+            if let Some(by_name) = inner.objects.get_mut(key) {
+                by_name.remove(&k);
             }
-            self.append_log(g, key, ns, name, None);
+            self.append_log(inner, key, ns, name, None);
         } else {
-            g.objects
+            inner
+                .objects
                 .entry(key.to_string())
                 .or_default()
                 .insert(k, obj.clone());
-            self.append_log(g, key, ns, name, Some(&obj));
+            self.append_log(inner, key, ns, name, Some(&obj));
         }
         let ev = StoreEvent {
             rv,
@@ -411,7 +436,7 @@ impl Store {
             old: old.map(Arc::new),
             encoded: std::sync::OnceLock::new(),
         };
-        self.record(g, ev);
+        self.record(inner, ev);
         obj
     }
 
@@ -423,14 +448,23 @@ impl Store {
     /// The changes after `rv` still in the history window plus a subscription to later ones,
     /// taken atomically. `Err(oldest)` when `rv` is older than the window (trap 2).
     pub fn watch_from(&self, rv: u64) -> Result<WatchStart, u64> {
-        let g = self.lock();
-        let oldest = g.history.front().map(|e| e.rv).unwrap_or(g.rv + 1);
+        let state = self.lock();
+        let oldest = state
+            .history
+            .front()
+            .map(|event| event.rv)
+            .unwrap_or(state.rv + 1);
         // Every change after `rv` must still be in the window: the first one kept must be at
         // most rv + 1, unless nothing happened since `rv`.
-        if rv < g.rv && oldest > rv + 1 {
+        if rv < state.rv && oldest > rv + 1 {
             return Err(oldest);
         }
-        let backlog = g.history.iter().filter(|e| e.rv > rv).cloned().collect();
+        let backlog = state
+            .history
+            .iter()
+            .filter(|e| e.rv > rv)
+            .cloned()
+            .collect();
         Ok((backlog, self.tx.subscribe()))
     }
 
@@ -440,22 +474,22 @@ impl Store {
         key: &str,
         ns: Option<&str>,
     ) -> (Vec<Value>, u64, broadcast::Receiver<Arc<StoreEvent>>) {
-        let g = self.lock();
-        let items = match g.objects.get(key) {
+        let state = self.lock();
+        let items = match state.objects.get(key) {
             None => Vec::new(),
-            Some(m) => m
+            Some(by_name) => by_name
                 .iter()
-                .filter(|((n, _), _)| ns.map(|ns| ns == n).unwrap_or(true))
-                .map(|(_, v)| v.clone())
+                .filter(|((name, _), _)| ns.map(|ns| ns == name).unwrap_or(true))
+                .map(|(_, value)| value.clone())
                 .collect(),
         };
-        (items, g.rv, self.tx.subscribe())
+        (items, state.rv, self.tx.subscribe())
     }
 
     /// Writes a snapshot and truncates the log (on shutdown).
     pub fn flush(&self) -> Result<()> {
-        let mut g = self.lock();
-        self.compact(&mut g)
+        let mut state = self.lock();
+        self.compact(&mut state)
     }
 }
 
@@ -484,30 +518,31 @@ mod tests {
 
     #[test]
     fn trap1_resource_versions_are_global_and_monotonic() {
-        let s = Store::open(None, 100).expect("store");
-        let a = s.create("/configmaps", obj("a")).expect("create");
-        let b = s.create("/secrets", obj("b")).expect("create");
-        let d = s
+        let store = Store::open(None, 100).expect("store");
+        let a = store.create("/configmaps", obj("a")).expect("create");
+        let secrets = store.create("/secrets", obj("b")).expect("create");
+        let configmaps = store
             .delete("/configmaps", "default", "a", None)
             .expect("delete");
-        let rv = |v: &Value| rv_of(v).expect("rv");
+        let rv = |value: &Value| rv_of(value).expect("rv");
         assert!(
-            rv(&a) < rv(&b) && rv(&b) < rv(&d),
+            rv(&a) < rv(&secrets) && rv(&secrets) < rv(&configmaps),
             "deleted objects carry the deletion's rv"
         );
     }
 
     #[test]
     fn trap2_watch_from_too_old_rv_is_expired() {
-        let s = Store::open(None, 2).expect("store");
-        for i in 0..5 {
-            s.create("/configmaps", obj(&format!("c{i}")))
+        let store = Store::open(None, 2).expect("store");
+        for index in 0..5 {
+            store
+                .create("/configmaps", obj(&format!("c{index}")))
                 .expect("create");
         }
-        assert!(s.watch_from(1).is_err());
-        let now = s.current_rv();
-        assert!(s.watch_from(now).is_ok());
-        assert!(s.watch_from(now - 1).is_ok());
+        assert!(store.watch_from(1).is_err());
+        let now = store.current_rv();
+        assert!(store.watch_from(now).is_ok());
+        assert!(store.watch_from(now - 1).is_ok());
     }
 
     #[test]
@@ -520,9 +555,9 @@ mod tests {
             s.delete("/configmaps", "default", "b", None)
                 .expect("delete");
         }
-        let s = Store::open(Some(dir.path()), 10).expect("store");
-        assert!(s.get("/configmaps", "default", "a").is_some());
-        assert!(s.get("/configmaps", "default", "b").is_none());
-        assert_eq!(s.current_rv(), 4);
+        let store = Store::open(Some(dir.path()), 10).expect("store");
+        assert!(store.get("/configmaps", "default", "a").is_some());
+        assert!(store.get("/configmaps", "default", "b").is_none());
+        assert_eq!(store.current_rv(), 4);
     }
 }

@@ -43,19 +43,20 @@ pub struct Certs {
 }
 
 fn ca_params() -> Result<CertificateParams> {
-    let mut p = CertificateParams::new(Vec::<String>::new())?;
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name
+    let mut certificate_params = CertificateParams::new(Vec::<String>::new())?;
+    certificate_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    certificate_params
+        .distinguished_name
         .push(DnType::CommonName, "localkube-ca");
-    p.key_usages = vec![
+    certificate_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
     // Fixed validity so that re-deriving the CA from its key gives the same issuer.
-    p.not_before = rcgen::date_time_ymd(2024, 1, 1);
-    p.not_after = rcgen::date_time_ymd(2124, 1, 1);
-    Ok(p)
+    certificate_params.not_before = rcgen::date_time_ymd(2024, 1, 1);
+    certificate_params.not_after = rcgen::date_time_ymd(2124, 1, 1);
+    Ok(certificate_params)
 }
 
 /// The cluster CA of `dir` (created on first use): its certificate as rcgen re-derives it
@@ -67,16 +68,16 @@ pub fn load_ca(dir: &Path) -> Result<(rcgen::Certificate, KeyPair, String)> {
         let pem = std::fs::read_to_string(&key_path).map_err(|e| Error::io(&key_path, e))?;
         KeyPair::from_pem(&pem)?
     } else {
-        let k = KeyPair::generate()?;
-        std::fs::write(&key_path, k.serialize_pem()).map_err(|e| Error::io(&key_path, e))?;
-        k
+        let key_pair = KeyPair::generate()?;
+        std::fs::write(&key_path, key_pair.serialize_pem()).map_err(|e| Error::io(&key_path, e))?;
+        key_pair
     };
     let ca_cert = ca_params()?.self_signed(&ca_key)?;
     let ca_pem = if crt_path.exists() {
         std::fs::read_to_string(&crt_path).map_err(|e| Error::io(&crt_path, e))?
     } else {
         let pem = ca_cert.pem();
-        std::fs::write(&crt_path, &pem).map_err(|e| Error::io(&crt_path, e))?;
+        std::fs::write(&crt_path, &pem).map_err(|error| Error::io(&crt_path, error))?;
         pem
     };
     Ok((ca_cert, ca_key, ca_pem))
@@ -99,16 +100,17 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Certs> {
     .map(|s| s.to_string())
     .collect();
     sans.extend(extra_sans.iter().cloned());
-    let mut p = CertificateParams::new(sans)?;
-    p.distinguished_name
+    let mut certificate_params = CertificateParams::new(sans)?;
+    certificate_params
+        .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
-    p.key_usages = vec![
+    certificate_params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    certificate_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let key = KeyPair::generate()?;
-    let cert = p.signed_by(&key, &ca_cert, &ca_key)?;
+    let cert = certificate_params.signed_by(&key, &ca_cert, &ca_key)?;
     let now = Timestamp::now();
     let (admin_cert_pem, admin_key_pem) = issue_client_cert(
         &ca_cert,
@@ -130,7 +132,7 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Certs> {
         admin_key_pem,
     };
     let serving = dir.join("apiserver.crt");
-    std::fs::write(&serving, &certs.cert_pem).map_err(|e| Error::io(&serving, e))?;
+    std::fs::write(&serving, &certs.cert_pem).map_err(|error| Error::io(&serving, error))?;
     Ok(certs)
 }
 
@@ -143,24 +145,29 @@ pub fn issue_client_cert(
     groups: &[&str],
     validity: (Timestamp, Timestamp),
 ) -> Result<(String, String)> {
-    let mut p = CertificateParams::new(Vec::<String>::new())?;
-    p.distinguished_name.push(DnType::CommonName, user);
+    let mut certificate_params = CertificateParams::new(Vec::<String>::new())?;
+    certificate_params
+        .distinguished_name
+        .push(DnType::CommonName, user);
     // rcgen keeps one value per attribute type: one group (O) at most.
     if let Some(group) = groups.first() {
-        p.distinguished_name.push(DnType::OrganizationName, *group);
+        certificate_params
+            .distinguished_name
+            .push(DnType::OrganizationName, *group);
     }
-    p.key_usages = vec![
+    certificate_params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    certificate_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
     // rcgen's times are `time` values: the epoch plus the seconds since.
     let epoch = rcgen::date_time_ymd(1970, 1, 1);
-    let since_epoch = |t: Timestamp| std::time::Duration::from_secs(t.as_second().max(0) as u64);
-    p.not_before = epoch + since_epoch(validity.0);
-    p.not_after = epoch + since_epoch(validity.1);
+    let since_epoch =
+        |timestamp: Timestamp| std::time::Duration::from_secs(timestamp.as_second().max(0) as u64);
+    certificate_params.not_before = epoch + since_epoch(validity.0);
+    certificate_params.not_after = epoch + since_epoch(validity.1);
     let key = KeyPair::generate()?;
-    let cert = p.signed_by(&key, ca_cert, ca_key)?;
+    let cert = certificate_params.signed_by(&key, ca_cert, ca_key)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
@@ -175,7 +182,10 @@ impl PeerCertificates {
     /// The chain of a finished handshake, if the client sent one.
     pub fn of(conn: &rustls::ServerConnection) -> Option<PeerCertificates> {
         let chain = conn.peer_certificates()?;
-        let owned = chain.iter().map(|c| c.clone().into_owned()).collect();
+        let owned = chain
+            .iter()
+            .map(|certificate_der| certificate_der.clone().into_owned())
+            .collect();
         Some(PeerCertificates(Arc::new(owned)))
     }
 }
@@ -191,15 +201,18 @@ impl ClientCa {
     pub fn new(ca_pem: &str) -> Result<ClientCa> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            let cert = cert.map_err(|e| Error::Config(format!("read the cluster CA: {e}")))?;
+            let cert =
+                cert.map_err(|error| Error::Config(format!("read the cluster CA: {error}")))?;
             roots.add(cert)?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier =
             rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
-                .map_err(|e| {
-                    Error::Config(format!("build the client certificate verifier: {e}"))
+                .map_err(|verifier_builder_error| {
+                    Error::Config(format!(
+                        "build the client certificate verifier: {verifier_builder_error}"
+                    ))
                 })?;
         Ok(ClientCa { verifier })
     }
@@ -207,14 +220,16 @@ impl ClientCa {
     /// Who a connection's client certificate chain says the client is: the chain must
     /// lead to the cluster CA and be valid now; CN is the user, O the groups.
     pub fn identify(&self, chain: Option<&PeerCertificates>) -> ClientCertificate {
-        let Some((leaf, intermediates)) = chain.and_then(|c| c.0.split_first()) else {
+        let Some((leaf, intermediates)) =
+            chain.and_then(|peer_certificates| peer_certificates.0.split_first())
+        else {
             return ClientCertificate::None;
         };
         let verified = self
             .verifier
             .verify_client_cert(leaf, intermediates, UnixTime::now());
         match verified
-            .map_err(|e| e.to_string())
+            .map_err(|error| error.to_string())
             .and_then(|_| auth::user_from_certificate(leaf))
         {
             Ok(user) => ClientCertificate::Valid(user),

@@ -9,23 +9,23 @@ use serde_json::Value;
 
 fn diff(given: &Value, known: &Value, prefix: &str, out: &mut Vec<String>) {
     match (given, known) {
-        (Value::Object(g), Value::Object(k)) => {
-            for (key, v) in g {
+        (Value::Object(g), Value::Object(map)) => {
+            for (key, value) in g {
                 let path = if prefix.is_empty() {
                     key.clone()
                 } else {
                     format!("{prefix}.{key}")
                 };
-                match k.get(key) {
-                    Some(kv) => diff(v, kv, &path, out),
-                    None if v.is_null() => {}
+                match map.get(key) {
+                    Some(kv) => diff(value, kv, &path, out),
+                    None if value.is_null() => {}
                     None => out.push(path),
                 }
             }
         }
         (Value::Array(g), Value::Array(k)) => {
-            for (i, (gv, kv)) in g.iter().zip(k.iter()).enumerate() {
-                diff(gv, kv, &format!("{prefix}[{i}]"), out);
+            for (index, (gv, kv)) in g.iter().zip(k.iter()).enumerate() {
+                diff(gv, kv, &format!("{prefix}[{index}]"), out);
             }
         }
         _ => {}
@@ -36,7 +36,7 @@ fn check<T: DeserializeOwned + Serialize>(obj: &Value, strict: bool) -> Result<(
     let typed: T = serde_json::from_value(obj.clone())
         .map_err(|e| ApiError::bad_request(format!("failed to decode the object: {e}")))?;
     let back = serde_json::to_value(typed)
-        .map_err(|e| ApiError::internal(format!("failed to encode the object: {e}")))?;
+        .map_err(|error| ApiError::internal(format!("failed to encode the object: {error}")))?;
     if !strict {
         return Ok(());
     }
@@ -47,7 +47,7 @@ fn check<T: DeserializeOwned + Serialize>(obj: &Value, strict: bool) -> Result<(
     }
     let list: Vec<String> = unknown
         .iter()
-        .map(|u| format!("unknown field \"{u}\""))
+        .map(|user| format!("unknown field \"{user}\""))
         .collect();
     Err(ApiError::bad_request(format!(
         "strict decoding error: {}",
@@ -111,9 +111,9 @@ mod tests {
         assert!(strict_builtin("", "ConfigMap", &ok).is_ok());
         let bad =
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "dta": {}});
-        let e = strict_builtin("", "ConfigMap", &bad).expect_err("unknown field");
-        assert_eq!(e.reason, Reason::BadRequest);
-        assert!(e.message.contains("unknown field \"dta\""));
+        let error = strict_builtin("", "ConfigMap", &bad).expect_err("unknown field");
+        assert_eq!(error.reason, Reason::BadRequest);
+        assert!(error.message.contains("unknown field \"dta\""));
         let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
             "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}], "resources": {"limits": {"cpu": "1"}}}]}}}});

@@ -22,8 +22,8 @@ pub enum Form {
 }
 
 /// `v` encoded as the real server would, for a resource of `form`.
-pub fn to_vec(v: &Value, form: Form) -> Vec<u8> {
-    serde_json::to_vec(&Encoded { v, form }).unwrap_or_default()
+pub fn to_vec(value: &Value, form: Form) -> Vec<u8> {
+    serde_json::to_vec(&Encoded { v: value, form }).unwrap_or_default()
 }
 
 /// One watch event line (`{"type":..,"object":..}` and a newline).
@@ -41,23 +41,23 @@ struct WatchEvent<'a> {
 
 impl Serialize for WatchEvent<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("type", self.ty)?;
-        m.serialize_entry(
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("type", self.ty)?;
+        map.serialize_entry(
             "object",
             &Encoded {
                 v: self.object,
                 form: self.form,
             },
         )?;
-        m.end()
+        map.end()
     }
 }
 
 /// The `kind` a Status or metadata-only object has, whatever the resource: these are
 /// always typed.
-fn effective_form(v: &Value, form: Form) -> Form {
-    match v.get("kind").and_then(Value::as_str) {
+fn effective_form(value: &Value, form: Form) -> Form {
+    match value.get("kind").and_then(Value::as_str) {
         Some("Status" | "Table" | "PartialObjectMetadata" | "PartialObjectMetadataList") => {
             Form::Typed
         }
@@ -72,19 +72,19 @@ struct Encoded<'a> {
 
 impl Serialize for Encoded<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let Value::Object(m) = self.v else {
+        let Value::Object(map) = self.v else {
             return self.v.serialize(s);
         };
         let form = effective_form(self.v, self.form);
         if form == Form::Unstructured {
             return self.v.serialize(s);
         }
-        let kind = m.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let api_version = m
+        let kind = map.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let api_version = map
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        serialize_ordered(m, &top_order(api_version, kind), form, s)
+        serialize_ordered(map, &top_order(api_version, kind), form, s)
     }
 }
 
@@ -151,7 +151,7 @@ fn kind_fields(api_version: &str, kind: &str) -> &'static [&'static str] {
         "Eviction" => &["deleteOptions"],
         "Binding" => &["target"],
         "ControllerRevision" => &["data", "revision"],
-        k if k.ends_with("List") => &["items"],
+        key if key.ends_with("List") => &["items"],
         _ => &["spec", "status"],
     }
 }
@@ -188,31 +188,36 @@ const METADATA_ORDER: &[&str] = &[
 ];
 
 fn serialize_ordered<S: Serializer>(
-    m: &Map<String, Value>,
+    map: &Map<String, Value>,
     order: &[&str],
     form: Form,
     s: S,
 ) -> Result<S::Ok, S::Error> {
-    let mut out = s.serialize_map(Some(m.len()))?;
+    let mut out = s.serialize_map(Some(map.len()))?;
     for key in order {
-        if let Some(v) = m.get(*key) {
+        if let Some(v) = map.get(*key) {
             entry(&mut out, key, v, form)?;
         }
     }
-    for (key, v) in m.iter().filter(|(k, _)| !order.contains(&k.as_str())) {
-        entry(&mut out, key, v, form)?;
+    for (key, value) in map.iter().filter(|(k, _)| !order.contains(&k.as_str())) {
+        entry(&mut out, key, value, form)?;
     }
     out.end()
 }
 
-fn entry<M: SerializeMap>(out: &mut M, key: &str, v: &Value, form: Form) -> Result<(), M::Error> {
-    match (key, v) {
+fn entry<M: SerializeMap>(
+    out: &mut M,
+    key: &str,
+    value: &Value,
+    form: Form,
+) -> Result<(), M::Error> {
+    match (key, value) {
         ("metadata", Value::Object(meta)) => {
             out.serialize_entry(key, &Fields(meta, METADATA_ORDER))
         }
-        ("details", Value::Object(d)) => out.serialize_entry(key, &Fields(d, DETAILS_ORDER)),
+        ("details", Value::Object(map)) => out.serialize_entry(key, &Fields(map, DETAILS_ORDER)),
         ("items", Value::Array(items)) => out.serialize_entry(key, &Items { items, form }),
-        _ => out.serialize_entry(key, v),
+        _ => out.serialize_entry(key, value),
     }
 }
 
@@ -221,15 +226,15 @@ struct Fields<'a>(&'a Map<String, Value>, &'static [&'static str]);
 
 impl Serialize for Fields<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (m, order) = (self.0, self.1);
-        let mut out = s.serialize_map(Some(m.len()))?;
+        let (map, order) = (self.0, self.1);
+        let mut out = s.serialize_map(Some(map.len()))?;
         for key in order {
-            if let Some(v) = m.get(*key) {
+            if let Some(v) = map.get(*key) {
                 out.serialize_entry(key, v)?;
             }
         }
-        for (key, v) in m.iter().filter(|(k, _)| !order.contains(&k.as_str())) {
-            out.serialize_entry(key, v)?;
+        for (key, value) in map.iter().filter(|(k, _)| !order.contains(&k.as_str())) {
+            out.serialize_entry(key, value)?;
         }
         out.end()
     }
@@ -243,8 +248,11 @@ struct Items<'a> {
 impl Serialize for Items<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.items.len()))?;
-        for v in self.items {
-            seq.serialize_element(&Encoded { v, form: self.form })?;
+        for item in self.items {
+            seq.serialize_element(&Encoded {
+                v: item,
+                form: self.form,
+            })?;
         }
         seq.end()
     }
@@ -255,8 +263,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn text(v: &Value, form: Form) -> String {
-        String::from_utf8(to_vec(v, form)).expect("utf8")
+    fn text(value: &Value, form: Form) -> String {
+        String::from_utf8(to_vec(value, form)).expect("utf8")
     }
 
     #[test]

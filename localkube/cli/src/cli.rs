@@ -2,7 +2,8 @@
 
 use crate::error::{Error, Result};
 use clap::{Parser, Subcommand};
-use localkube_apiserver::server::{self, CleanupHook, Config, LocalKube, Plugin};
+use localkube_apiserver::server::{self, CleanupHook, Config, LocalKube};
+use localkube_apiserver::Plugin;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +47,7 @@ pub enum Command {
         service_cidr: String,
         /// Containers (by name, comma separated, e.g. `mysql`) that get libfaketime, so
         /// `localkube fault clock-offset` can step their wall clock; no other container is
-        /// touched (see `node::clock`). Needs Debian's libfaketime.
+        /// touched (see `runtime::clock`). Needs Debian's libfaketime.
         #[arg(long, value_delimiter = ',')]
         clock_faults: Vec<String>,
     },
@@ -258,7 +259,7 @@ pub fn down(state_dir: &Path, purge: bool, cleanup: &[CleanupHook]) -> Result<()
             failures.push(e);
         }
     }
-    if let Err(e) = localkube_node::cleanup(state_dir) {
+    if let Err(e) = localkube_runtime::cleanup(state_dir) {
         failures.push(e.to_string());
     }
     for f in [server::STATE_FILE, server::KUBECONFIG_FILE, "apiserver.crt"] {

@@ -3,8 +3,8 @@
 //!
 //! The crates, along the seams of the system:
 //! - [`apiserver`] (`localkube-apiserver`): the API server, store, verbs, controllers, auth;
-//! - [`node`] (`localkube-node`): pods as processes in their own namespaces, cluster DNS,
-//!   Service proxy, faults;
+//! - [`runtime`] (`localkube-runtime`): pods as processes in their own namespaces, cluster
+//!   DNS, Service proxy, faults;
 //! - [`kubelet`] (`localkube-kubelet`): the agent binding the two;
 //! - this crate: the `localkube` command line ([`cli`]), the helper binaries
 //!   `localkube-pod-exec` and `localkube-mariadb-entrypoint`, and the three crates under
@@ -18,4 +18,7 @@ pub use error::{Error, Result};
 
 pub use localkube_apiserver as apiserver;
 pub use localkube_kubelet as kubelet;
-pub use localkube_node as node;
+pub use localkube_runtime as runtime;
+/// [`runtime`] under the name the crate had before (`localkube-node`), which
+/// `operator/plugin/tests/in_cluster.rs` still uses.
+pub use localkube_runtime as node;

@@ -27,7 +27,7 @@
 use super::error::{Error, Result};
 use super::plugin::Shared;
 use clap::Subcommand;
-use localkube_node::faults::FaultKind;
+use localkube_runtime::faults::FaultKind;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -367,7 +367,7 @@ pub async fn handle(shared: &Shared, req: &Value) -> Result<Value> {
             if offset == "reset" {
                 return end(&|k| matches!(k, FaultKind::ClockOffset { pod: p, .. } if *p == pod));
             }
-            faults.clock_offset(&pod, localkube_node::ClockOffset::parse(offset)?)?
+            faults.clock_offset(&pod, localkube_runtime::ClockOffset::parse(offset)?)?
         }
         "start-external-dns" => return end(&|k| matches!(k, FaultKind::StopExternalDns)),
         "log" => {

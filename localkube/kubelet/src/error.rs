@@ -9,7 +9,7 @@ pub enum Error {
     Config(String),
     /// The node side failed.
     #[error("{0}")]
-    Node(#[from] localkube_node::Error),
+    Node(#[from] localkube_runtime::Error),
     /// The API side failed.
     #[error("{0}")]
     Api(String),

@@ -88,7 +88,7 @@ pub fn judge(
     if !running {
         return KubeletState::Exited;
     }
-    if sched.is_some_and(|state| !localkube_node::state::thread_can_run(state)) {
+    if sched.is_some_and(|state| !localkube_runtime::state::thread_can_run(state)) {
         return KubeletState::Silent;
     }
     match last_beat {
@@ -208,7 +208,7 @@ impl KubeletProcesses {
         let sched = (pid > 0)
             .then(|| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
             .flatten()
-            .and_then(|stat| localkube_node::state::stat_state_and_group(&stat))
+            .and_then(|stat| localkube_runtime::state::stat_state_and_group(&stat))
             .map(|(state, _)| state);
         judge(*lock(&beat.last), pid > 0, sched, Instant::now())
     }

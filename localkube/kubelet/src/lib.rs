@@ -1,5 +1,5 @@
 //! The kubelet: connects the API server ([`localkube_apiserver`]) to the node side
-//! ([`localkube_node`]): pods bound to a node run as processes, their status goes back to the
+//! ([`localkube_runtime`]): pods bound to a node run as processes, their status goes back to the
 //! API, Services and DNSEndpoints feed the cluster DNS and proxy, `pods/exec`,
 //! `pods/portforward` and `pods/attach` are served over websockets, and faults are injected
 //! through a control socket.

@@ -1,12 +1,12 @@
 //! Bridges the node runtime's container log files (kubelet's CRI format, in the pod
 //! directory) to the files `pods/log` serves ([`localkube_apiserver::log_path`]: plain text,
 //! `<container>.log` and `<container>.previous.log`): each file is re-rendered with
-//! [`localkube_node::cri_logs::render`] whenever its source grows, so `kubectl logs` (`-f`,
+//! [`localkube_runtime::cri_logs::render`] whenever its source grows, so `kubectl logs` (`-f`,
 //! `--tail`, `-c`, `--previous`) reads exactly what the containers wrote.
 
 use localkube_apiserver::log_path;
-use localkube_node::cri_logs::{render, LogOptions};
-use localkube_node::PodStatus;
+use localkube_runtime::cri_logs::{render, LogOptions};
+use localkube_runtime::PodStatus;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

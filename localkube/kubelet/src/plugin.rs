@@ -11,11 +11,11 @@ use axum::response::Response;
 use futures::future::BoxFuture;
 use localkube_apiserver::controllers::record_event;
 use localkube_apiserver::node_pods::PODS;
+use localkube_apiserver::plugin::StreamRequest;
 use localkube_apiserver::registry::Subresource;
-use localkube_apiserver::server::StreamRequest;
 use localkube_apiserver::store::{EventType, StoreEvent};
 use localkube_apiserver::{meta, ApiError, Cluster, Config, Plugin, PluginContext};
-use localkube_node::{ClusterNaming, NodeAgent, PodRuntime, PodStatus, RuntimeConfig};
+use localkube_runtime::{ClusterNaming, NodeAgent, PodRuntime, PodStatus, RuntimeConfig};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
@@ -52,14 +52,14 @@ pub struct KubeletConfig {
     /// `<state_dir>/images.yaml` when it exists).
     pub catalog: Option<PathBuf>,
     /// Names of the containers whose wall clock the clock-offset fault may step
-    /// (`localkube_node::clock`; empty: none).
+    /// (`localkube_runtime::clock`; empty: none).
     pub clock_faults: Vec<String>,
 }
 
 impl Default for KubeletConfig {
     fn default() -> Self {
         Self {
-            bin_dir: localkube_node::default_bin_dir(),
+            bin_dir: localkube_runtime::default_bin_dir(),
             catalog: None,
             clock_faults: Vec::new(),
         }
@@ -80,22 +80,23 @@ impl Kubelet {
 }
 
 // The state file records the API server's port for the DNS address the node side serves.
-const _: () =
-    assert!(localkube_apiserver::server::CLUSTER_DNS_PORT == localkube_node::node_agent::DNS_PORT);
+const _: () = assert!(
+    localkube_apiserver::server::CLUSTER_DNS_PORT == localkube_runtime::node_agent::DNS_PORT
+);
 
 /// Prepares a server config to run pods: requires root, creates and canonicalises the
 /// state dir (refused with too little free space on its filesystem), removes leftovers of a crashed run, claims the cluster's address slot, sets
 /// `service_cidr` to the slot's Service range (ClusterIPs must be local addresses the proxy
 /// serves) and `dns_address` to the slot's cluster DNS address, and adds the kubelet plugin.
 pub fn prepare(config: &mut Config, kubelet: Kubelet) -> Result<()> {
-    localkube_node::network::require_root(nix::unistd::geteuid())?;
+    localkube_runtime::network::require_root(nix::unistd::geteuid())?;
     std::fs::create_dir_all(&config.state_dir)
         .map_err(Error::io(format!("create {}", config.state_dir.display())))?;
     let dir = std::fs::canonicalize(&config.state_dir)
         .map_err(Error::io(format!("resolve {}", config.state_dir.display())))?;
-    localkube_node::state::require_free_space(&dir)?;
-    if !localkube_node::state::read_records(&dir)?.is_empty() {
-        localkube_node::cleanup(&dir)?;
+    localkube_runtime::state::require_free_space(&dir)?;
+    if !localkube_runtime::state::read_records(&dir)?.is_empty() {
+        localkube_runtime::cleanup(&dir)?;
     }
     let naming = ClusterNaming::claim(&dir)?;
     config.state_dir = dir;
@@ -180,7 +181,7 @@ impl Plugin for Kubelet {
 async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
     let state_dir = ctx.cluster.state_dir.clone();
     let mut rc = RuntimeConfig::new(&state_dir, &config.bin_dir);
-    rc.clock_faults = localkube_node::ClockFaults::new(&state_dir, config.clock_faults.clone())?;
+    rc.clock_faults = localkube_runtime::ClockFaults::new(&state_dir, config.clock_faults.clone())?;
     if !rc.clock_faults.containers.is_empty() {
         tracing::info!(containers = ?rc.clock_faults.containers, library = ?rc.clock_faults.library, "clock faults: these containers get libfaketime");
     }
@@ -189,7 +190,7 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
         .clone()
         .or_else(|| Some(state_dir.join(CATALOG_FILE)).filter(|p| p.exists()));
     if let Some(path) = catalog {
-        let extra = localkube_node::ImageCatalog::from_file(&path)?;
+        let extra = localkube_runtime::ImageCatalog::from_file(&path)?;
         rc.catalog.extend(extra);
     }
     let nodes: Vec<&str> = ctx.nodes.iter().map(String::as_str).collect();
@@ -216,7 +217,7 @@ async fn run(config: KubeletConfig, ctx: PluginContext) -> Result<()> {
                     let gate = Arc::clone(&kubelets);
                     agent
                         .runtime
-                        .set_kubelet_gate(localkube_node::runtime::KubeletGate(Arc::new(
+                        .set_kubelet_gate(localkube_runtime::runtime::KubeletGate(Arc::new(
                             move |node: &str| gate.state(node).is_up(),
                         )));
                     Some(kubelets)
@@ -566,7 +567,7 @@ impl Shared {
                 let (pods, _) = shared.cluster.store.list(PODS, Some(&namespace));
                 let mounted = pods.iter().any(|pod| users.contains(meta::uid_of(pod)));
                 if !mounted {
-                    let dir = localkube_node::volumes::pvc_dir(
+                    let dir = localkube_runtime::volumes::pvc_dir(
                         &shared.cluster.state_dir,
                         &namespace,
                         &name,
@@ -757,7 +758,7 @@ impl Shared {
         }
     }
 
-    fn translate(&self, pod: &Value) -> Result<localkube_node::PodSpec> {
+    fn translate(&self, pod: &Value) -> Result<localkube_runtime::PodSpec> {
         let ctx = translate::Context {
             cluster: &self.cluster,
             kubernetes_ip: self.kubernetes_ip,
@@ -807,8 +808,8 @@ impl Shared {
                         }
                         break;
                     }
-                    Err(localkube_node::Error::PodExists(_)) => None,
-                    Err(localkube_node::Error::VolumeSetup { volume, message }) => {
+                    Err(localkube_runtime::Error::PodExists(_)) => None,
+                    Err(localkube_runtime::Error::VolumeSetup { volume, message }) => {
                         // As kubelet: the pod waits in ContainerCreating and a FailedMount
                         // event tells why (once per distinct failure, not per retry).
                         let text =
@@ -949,7 +950,7 @@ impl Shared {
             return;
         };
         for v in vols {
-            if let localkube_node::VolumeSource::Files(files) = &v.source {
+            if let localkube_runtime::VolumeSource::Files(files) = &v.source {
                 if let Err(e) = self.runtime.update_volume_files(key, &v.name, files) {
                     tracing::debug!(pod = key, volume = %v.name, error = %e, "could not refresh volume");
                 }

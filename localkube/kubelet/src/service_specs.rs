@@ -2,8 +2,8 @@
 //! [`ExternalRecord`]s (cluster DNS, ClusterIP addresses and the userspace proxy).
 
 use localkube_apiserver::meta;
-use localkube_node::dns::{EndpointRecord, ExternalRecord};
-use localkube_node::service_wiring::{ServicePortSpec, ServiceSpec};
+use localkube_runtime::dns::{EndpointRecord, ExternalRecord};
+use localkube_runtime::service_wiring::{ServicePortSpec, ServiceSpec};
 use serde_json::Value;
 use std::collections::BTreeMap;
 

@@ -3,8 +3,8 @@
 //! lastState, ready, started, restartCount and exit codes.
 
 use localkube_apiserver::meta;
-use localkube_node::cgroups::container_id_uri;
-use localkube_node::{ContainerState, ContainerStatus, PodPhase, PodStatus};
+use localkube_runtime::cgroups::container_id_uri;
+use localkube_runtime::{ContainerState, ContainerStatus, PodPhase, PodStatus};
 use serde_json::{json, Value};
 use std::time::SystemTime;
 

@@ -16,7 +16,7 @@ use axum::http::{header, request::Parts, StatusCode};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
-use localkube_apiserver::server::{StreamRequest, StreamSubresource};
+use localkube_apiserver::plugin::{StreamRequest, StreamSubresource};
 use localkube_apiserver::{meta, ApiError, Cluster};
 use serde_json::{json, Value};
 use std::os::fd::OwnedFd;
@@ -249,7 +249,7 @@ fn attach(cluster: &Cluster, ns: &str, name: &str, mut parts: Parts) -> Result<R
 
 async fn run_attach<S>(
     ws: WebSocketStream<S>,
-    mut attached: localkube_node::Attached,
+    mut attached: localkube_runtime::Attached,
     streams: Streams,
     v5: bool,
 ) where
@@ -298,8 +298,8 @@ async fn run_attach<S>(
             _ = &mut input => { connected = false; break; }
         };
         let (channel, bytes) = match received {
-            Ok((localkube_node::cri_logs::Stream::Stdout, b)) if streams.stdout => (STDOUT, b),
-            Ok((localkube_node::cri_logs::Stream::Stderr, b)) if streams.stderr => (STDERR, b),
+            Ok((localkube_runtime::cri_logs::Stream::Stdout, b)) if streams.stdout => (STDOUT, b),
+            Ok((localkube_runtime::cri_logs::Stream::Stderr, b)) if streams.stderr => (STDERR, b),
             Ok(_) => continue,
             Err(RecvError::Lagged(skipped)) => {
                 tracing::debug!(skipped, "attach session fell behind the container's output");

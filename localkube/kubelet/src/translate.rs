@@ -14,7 +14,7 @@
 use super::error::{Error, Result};
 use base64::Engine;
 use localkube_apiserver::{meta, Cluster};
-use localkube_node::{
+use localkube_runtime::{
     ContainerPort, ContainerSpec, EnvValue, EnvVar, HostPathType, PodSpec, Probe, ProbeHandler,
     ProbePort, RestartPolicy, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };

@@ -4,10 +4,10 @@
 //! (and removed when their last CRD version goes). All are local: no `spec.service`, and
 //! `Available` is always true.
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
 use super::super::registry::ResourceInfo;
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -24,10 +24,17 @@ pub struct ApiServiceController;
 fn wanted(resources: &[ResourceInfo]) -> BTreeMap<String, (String, String, &'static str)> {
     resources
         .iter()
-        .map(|r| {
-            let managed = if r.crd.is_some() { "true" } else { "onstart" };
-            let name = format!("{}.{}", r.version, r.group);
-            (name, (r.group.clone(), r.version.clone(), managed))
+        .map(|resource| {
+            let managed = if resource.crd.is_some() {
+                "true"
+            } else {
+                "onstart"
+            };
+            let name = format!("{}.{}", resource.version, resource.group);
+            (
+                name,
+                (resource.group.clone(), resource.version.clone(), managed),
+            )
         })
         .collect()
 }
@@ -46,10 +53,10 @@ impl Controller for ApiServiceController {
     fn name(&self) -> &'static str {
         "apiservices"
     }
-    fn reconcile(&mut self, c: &Cluster, now: Timestamp) {
-        let want = wanted(&c.registry.all());
+    fn reconcile(&mut self, cluster: &Cluster, now: Timestamp) {
+        let want = wanted(&cluster.registry.all());
         for (name, (group, version, managed)) in &want {
-            if c.store.get(KEY, "", name).is_some() {
+            if cluster.store.get(KEY, "", name).is_some() {
                 continue;
             }
             let obj = api_service(name, group, version, managed, &meta::time(now));
@@ -57,7 +64,7 @@ impl Controller for ApiServiceController {
             log_err(
                 "apiservices",
                 "create APIService",
-                c.create_internal(
+                cluster.create_internal(
                     "apiregistration.k8s.io",
                     "apiservices",
                     "",
@@ -66,7 +73,7 @@ impl Controller for ApiServiceController {
                 ),
             );
         }
-        let (have, _) = c.store.list(KEY, None);
+        let (have, _) = cluster.store.list(KEY, None);
         for gone in have.iter().filter(|a| {
             meta::str_at(
                 a,
@@ -77,7 +84,7 @@ impl Controller for ApiServiceController {
             log_err(
                 "apiservices",
                 "delete APIService",
-                c.delete_internal(
+                cluster.delete_internal(
                     "apiregistration.k8s.io",
                     "apiservices",
                     "",

@@ -6,9 +6,9 @@
 //! that replaces out-of-date pods within `maxUnavailable` (default 1) node by node, OnDelete
 //! honoured, and the status `kubectl rollout status daemonset` reads.
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use super::nodes::{misfit_with, Misfit};
 use super::workloads::{
     controlled_by, controller_ref, pod_ready, set_count, template_hash, write_counts_status,
@@ -57,13 +57,13 @@ pub fn daemon_pod_spec(ds: &Value) -> Value {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    for t in default_tolerations(host_network) {
-        let same = |o: &Value| {
-            meta::str_at(o, "/key") == meta::str_at(&t, "/key")
-                && meta::str_at(o, "/effect") == meta::str_at(&t, "/effect")
+    for default_toleration in default_tolerations(host_network) {
+        let same = |object: &Value| {
+            meta::str_at(object, "/key") == meta::str_at(&default_toleration, "/key")
+                && meta::str_at(object, "/effect") == meta::str_at(&default_toleration, "/effect")
         };
         if !tolerations.iter().any(same) {
-            tolerations.push(t);
+            tolerations.push(default_toleration);
         }
     }
     spec["tolerations"] = json!(tolerations);
@@ -102,7 +102,11 @@ pub fn placement(spec: &Value, node: &Value) -> Placement {
                 .into_iter()
                 .flatten()
                 .filter(|t| meta::str_at(t, "/effect") == "NoExecute")
-                .all(|t| continues.iter().any(|tol| super::taints::tolerates(tol, t)));
+                .all(|taint| {
+                    continues
+                        .iter()
+                        .any(|tol| super::taints::tolerates(tol, taint))
+                });
             if no_execute_tolerated {
                 Placement::KeepIfRunning
             } else {
@@ -116,15 +120,15 @@ pub fn placement(spec: &Value, node: &Value) -> Placement {
 /// of pods (an int or a percentage rounded up, as the daemon controller); at least 1 when
 /// the strategy would otherwise allow none.
 pub fn max_unavailable(ds: &Value, desired: i64) -> i64 {
-    let n = match ds.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
+    let count = match ds.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
         Some(Value::Number(n)) => n.as_i64().unwrap_or(1),
-        Some(Value::String(s)) => match s.strip_suffix('%').map(str::parse::<i64>) {
-            Some(Ok(p)) => (desired * p + 99) / 100,
-            _ => s.parse().unwrap_or(1),
+        Some(Value::String(text)) => match text.strip_suffix('%').map(str::parse::<i64>) {
+            Some(Ok(percent)) => (desired * percent + 99) / 100,
+            _ => text.parse().unwrap_or(1),
         },
         _ => 1,
     };
-    n.max(1)
+    count.max(1)
 }
 
 /// The node a daemon pod is for: `spec.nodeName` once bound, else its node-name affinity.
@@ -151,8 +155,8 @@ fn pod_for(ds: &Value, node: &str, revision: &str) -> Value {
         .cloned()
         .filter(Value::is_object)
         .unwrap_or(json!({}));
-    if let Some(m) = md.as_object_mut() {
-        m.remove("name");
+    if let Some(map) = md.as_object_mut() {
+        map.remove("name");
     }
     md["generateName"] = json!(format!("{name}-"));
     md["namespace"] = json!(meta::namespace(ds));
@@ -189,161 +193,223 @@ impl Controller for DaemonSetController {
     fn name(&self) -> &'static str {
         "daemonset"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (sets, _) = c.store.list("apps/daemonsets", None);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (sets, _) = cluster.store.list("apps/daemonsets", None);
         if sets.is_empty() {
             return;
         }
-        let (pods, _) = c.store.list("/pods", None);
-        let (nodes, _) = c.store.list("/nodes", None);
-        for ds in sets.iter().filter(|d| !terminating(d)) {
-            reconcile_daemon_set(c, ds, &pods, &nodes);
+        let (pods, _) = cluster.store.list("/pods", None);
+        let (nodes, _) = cluster.store.list("/nodes", None);
+        for ds in sets.iter().filter(|set| !terminating(set)) {
+            reconcile_daemon_set(cluster, ds, &pods, &nodes);
         }
     }
 }
 
-fn reconcile_daemon_set(c: &Cluster, ds: &Value, pods: &[Value], nodes: &[Value]) {
-    let (ns, name, uid) = (meta::namespace(ds), meta::name(ds), meta::uid_of(ds));
-    let revision = template_hash(ds.pointer("/spec/template").unwrap_or(&Value::Null));
-    let spec = daemon_pod_spec(ds);
-    let on_delete = meta::str_at(ds, "/spec/updateStrategy/type") == "OnDelete";
+/// One DaemonSet's pass, what its steps share.
+struct DaemonPass<'a> {
+    cluster: &'a Cluster,
+    daemon_set: &'a Value,
+    namespace: &'a str,
+    /// The template hash up-to-date pods carry as `controller-revision-hash`.
+    revision: String,
+}
+
+/// The counts of a pass, for the status; `unavailable` (desired nodes without an available
+/// pod) is the rolling update's budget too.
+#[derive(Default)]
+struct DaemonCounts {
+    desired: i64,
+    current: i64,
+    misscheduled: i64,
+    ready: i64,
+    updated: i64,
+    unavailable: i64,
+}
+
+/// One pass over a DaemonSet: per node, the pod that should run there is created and the
+/// others deleted; pods of missing nodes are deleted; out-of-date pods are rolled; the
+/// status is written.
+fn reconcile_daemon_set(cluster: &Cluster, daemon_set: &Value, pods: &[Value], nodes: &[Value]) {
+    let (namespace, uid) = (meta::namespace(daemon_set), meta::uid_of(daemon_set));
+    let pass = DaemonPass {
+        cluster,
+        daemon_set,
+        namespace,
+        revision: template_hash(daemon_set.pointer("/spec/template").unwrap_or(&Value::Null)),
+    };
+    let spec = daemon_pod_spec(daemon_set);
     let mut by_node: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
-    for p in pods
+    for pod in pods
         .iter()
-        .filter(|p| meta::namespace(p) == ns && controlled_by(p, uid))
+        .filter(|pod| meta::namespace(pod) == namespace && controlled_by(pod, uid))
     {
-        by_node.entry(target_node(p)).or_default().push(p);
+        by_node.entry(target_node(pod)).or_default().push(pod);
     }
-    let delete = |pod: &Value, why: &str| {
+    let mut counts = DaemonCounts::default();
+    // Out-of-date pods that may be replaced, with whether each is available.
+    let mut outdated: Vec<(&Value, bool)> = Vec::new();
+    for node in nodes {
+        let here = by_node.get(meta::name(node)).cloned().unwrap_or_default();
+        pass.place(&spec, node, here, &mut counts, &mut outdated);
+    }
+    // Pods on nodes that are gone (no Node object) are misscheduled and deleted.
+    for (node_name, here) in &by_node {
+        if nodes.iter().any(|node| meta::name(node) == node_name) || node_name.is_empty() {
+            continue;
+        }
+        for pod in here.iter().filter(|pod| !terminating(pod)) {
+            pass.delete(pod, "delete pod of a missing node");
+        }
+    }
+    if meta::str_at(daemon_set, "/spec/updateStrategy/type") != "OnDelete" {
+        pass.roll(outdated, &mut counts);
+    }
+    pass.write_status(&counts);
+}
+
+impl DaemonPass<'_> {
+    /// Deletes one of its pods (`why` names the write in logs).
+    fn delete(&self, pod: &Value, why: &str) {
         let pod_name = meta::name(pod);
-        if log_err(
-            "daemonset",
-            why,
-            c.delete_internal("", "pods", ns, pod_name, None),
-        )
-        .is_some()
-        {
+        let deleted = self
+            .cluster
+            .delete_internal("", "pods", self.namespace, pod_name, None);
+        if log_err("daemonset", why, deleted).is_some() {
             record_event(
-                c,
-                ds,
+                self.cluster,
+                self.daemon_set,
                 "Normal",
                 "SuccessfulDelete",
                 &format!("Deleted pod: {pod_name}"),
                 "daemonset-controller",
             );
         }
-    };
-    let (mut desired, mut current, mut misscheduled, mut ready, mut updated) = (0, 0, 0, 0, 0);
-    // Out-of-date pods that may be replaced, and how many desired nodes lack an available pod.
-    let mut outdated: Vec<(&Value, bool)> = Vec::new();
-    let mut unavailable = 0i64;
-    for node in nodes {
-        let node_name = meta::name(node);
-        let mut here: Vec<&Value> = by_node.get(node_name).cloned().unwrap_or_default();
+    }
+
+    /// The pods of one node (`here`): a failed one is deleted (and replaced); where the
+    /// node fits, the oldest is kept (or one created) and the others deleted; where it does
+    /// not, they are misscheduled and deleted (a new NoSchedule taint keeps a running one).
+    fn place<'pod>(
+        &self,
+        spec: &Value,
+        node: &Value,
+        mut here: Vec<&'pod Value>,
+        counts: &mut DaemonCounts,
+        outdated: &mut Vec<(&'pod Value, bool)>,
+    ) {
         // A failed daemon pod is deleted and replaced (as the daemon controller does).
-        for p in here
+        for pod in here
             .iter()
-            .filter(|p| !terminating(p) && meta::str_at(p, "/status/phase") == "Failed")
+            .filter(|pod| !terminating(pod) && meta::str_at(pod, "/status/phase") == "Failed")
         {
-            delete(p, "delete failed pod");
+            self.delete(pod, "delete failed pod");
         }
-        here.retain(|p| !terminating(p) && meta::str_at(p, "/status/phase") != "Failed");
-        here.sort_by_key(|p| meta::str_at(p, "/metadata/creationTimestamp").to_string());
-        match placement(&spec, node) {
+        here.retain(|pod| !terminating(pod) && meta::str_at(pod, "/status/phase") != "Failed");
+        here.sort_by_key(|pod| meta::str_at(pod, "/metadata/creationTimestamp").to_string());
+        match placement(spec, node) {
             Placement::Run => {}
             // A new NoSchedule taint: the pod there stays, counted as misscheduled (as
             // upstream, whose status counts only nodes that should run a pod as desired).
             Placement::KeepIfRunning => {
                 if let Some((_, extra)) = here.split_first() {
-                    misscheduled += 1;
-                    for p in extra {
-                        delete(p, "delete surplus pod");
+                    counts.misscheduled += 1;
+                    for pod in extra {
+                        self.delete(pod, "delete surplus pod");
                     }
                 }
-                continue;
+                return;
             }
             Placement::None => {
                 if !here.is_empty() {
-                    misscheduled += 1;
+                    counts.misscheduled += 1;
                 }
-                for p in &here {
-                    delete(p, "delete pod on a node that does not fit");
+                for pod in &here {
+                    self.delete(pod, "delete pod on a node that does not fit");
                 }
-                continue;
+                return;
             }
         }
-        desired += 1;
-        match here.split_first() {
-            None => {
-                unavailable += 1;
-                let pod = pod_for(ds, node_name, &revision);
-                if let Some(created) = log_err(
-                    "daemonset",
-                    "create pod",
-                    c.create_internal("", "pods", ns, pod, "daemonset-controller"),
-                ) {
-                    record_event(
-                        c,
-                        ds,
-                        "Normal",
-                        "SuccessfulCreate",
-                        &format!("Created pod: {}", meta::name(&created)),
-                        "daemonset-controller",
-                    );
-                }
+        counts.desired += 1;
+        let Some((keep, extra)) = here.split_first() else {
+            counts.unavailable += 1;
+            let pod = pod_for(self.daemon_set, meta::name(node), &self.revision);
+            let created = self.cluster.create_internal(
+                "",
+                "pods",
+                self.namespace,
+                pod,
+                "daemonset-controller",
+            );
+            if let Some(created) = log_err("daemonset", "create pod", created) {
+                record_event(
+                    self.cluster,
+                    self.daemon_set,
+                    "Normal",
+                    "SuccessfulCreate",
+                    &format!("Created pod: {}", meta::name(&created)),
+                    "daemonset-controller",
+                );
             }
-            Some((keep, extra)) => {
-                current += 1;
-                for p in extra {
-                    delete(p, "delete surplus pod");
-                }
-                let is_ready = pod_ready(keep);
-                if is_ready {
-                    ready += 1;
-                } else {
-                    unavailable += 1;
-                }
-                if meta::str_at(keep, "/metadata/labels/controller-revision-hash") == revision {
-                    updated += 1;
-                } else {
-                    outdated.push((keep, is_ready));
-                }
-            }
+            return;
+        };
+        counts.current += 1;
+        for pod in extra {
+            self.delete(pod, "delete surplus pod");
+        }
+        let is_ready = pod_ready(keep);
+        if is_ready {
+            counts.ready += 1;
+        } else {
+            counts.unavailable += 1;
+        }
+        if meta::str_at(keep, "/metadata/labels/controller-revision-hash") == self.revision {
+            counts.updated += 1;
+        } else {
+            outdated.push((keep, is_ready));
         }
     }
-    // Pods on nodes that are gone (no Node object) are misscheduled and deleted.
-    for (node_name, here) in &by_node {
-        if nodes.iter().any(|n| meta::name(n) == node_name) || node_name.is_empty() {
-            continue;
-        }
-        for p in here.iter().filter(|p| !terminating(p)) {
-            delete(p, "delete pod of a missing node");
-        }
-    }
-    // Rolling update (maxSurge 0): an unavailable out-of-date pod is replaced at once, an
-    // available one only while fewer than maxUnavailable pods are unavailable.
-    if !on_delete {
-        let budget = max_unavailable(ds, desired);
-        for (p, available) in outdated {
+
+    /// Rolling update (maxSurge 0): an unavailable out-of-date pod is replaced at once, an
+    /// available one only while fewer than maxUnavailable pods are unavailable.
+    fn roll(&self, outdated: Vec<(&Value, bool)>, counts: &mut DaemonCounts) {
+        let budget = max_unavailable(self.daemon_set, counts.desired);
+        for (pod, available) in outdated {
             if !available {
-                delete(p, "replace unavailable out-of-date pod");
-            } else if unavailable < budget {
-                unavailable += 1;
-                delete(p, "replace out-of-date pod");
+                self.delete(pod, "replace unavailable out-of-date pod");
+            } else if counts.unavailable < budget {
+                counts.unavailable += 1;
+                self.delete(pod, "replace out-of-date pod");
             }
         }
     }
-    let generation = ds
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    // DaemonSetStatus: the first four counts always, the rest omitempty.
-    let mut status = json!({"currentNumberScheduled": current, "numberMisscheduled": misscheduled,
-        "desiredNumberScheduled": desired, "numberReady": ready, "observedGeneration": generation});
-    set_count(&mut status, "updatedNumberScheduled", updated);
-    set_count(&mut status, "numberAvailable", ready);
-    set_count(&mut status, "numberUnavailable", (desired - ready).max(0));
-    write_counts_status(c, "daemonsets", ns, name, "daemonset-controller", &status);
+
+    fn write_status(&self, counts: &DaemonCounts) {
+        let generation = self
+            .daemon_set
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        // DaemonSetStatus: the first four counts always, the rest omitempty.
+        let mut status = json!({"currentNumberScheduled": counts.current, "numberMisscheduled": counts.misscheduled,
+            "desiredNumberScheduled": counts.desired, "numberReady": counts.ready, "observedGeneration": generation});
+        set_count(&mut status, "updatedNumberScheduled", counts.updated);
+        set_count(&mut status, "numberAvailable", counts.ready);
+        set_count(
+            &mut status,
+            "numberUnavailable",
+            (counts.desired - counts.ready).max(0),
+        );
+        let name = meta::name(self.daemon_set);
+        write_counts_status(
+            self.cluster,
+            "daemonsets",
+            self.namespace,
+            name,
+            "daemonset-controller",
+            &status,
+        );
+    }
 }
 
 #[cfg(test)]

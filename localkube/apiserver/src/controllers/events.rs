@@ -16,9 +16,9 @@ use std::collections::HashMap;
 use jiff::Timestamp;
 use serde_json::{json, Map, Value};
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 
 /// The annotation naming the `events.k8s.io/v1` resourceVersion a `core/v1` mirror shows.
 pub const MIRROR_ANNOTATION: &str = "localkube.io/mirror-of-events-k8s-io";
@@ -38,8 +38,8 @@ impl Controller for EventMirror {
         "event-mirror"
     }
 
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (sources, _) = c.store.list(SOURCE_KEY, None);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (sources, _) = cluster.store.list(SOURCE_KEY, None);
         let mut seen = HashMap::with_capacity(sources.len());
         for source in &sources {
             let key = (
@@ -48,15 +48,15 @@ impl Controller for EventMirror {
             );
             let rv = meta::str_at(source, "/metadata/resourceVersion").to_owned();
             if self.mirrored.get(&key) != Some(&rv) {
-                mirror(c, source, &rv);
+                mirror(cluster, source, &rv);
             }
             seen.insert(key, rv);
         }
         // Sources gone: their mirrors go too (also those of an earlier localkube run).
-        let (mirrors, _) = c.store.list(MIRROR_KEY, None);
-        for mirror in mirrors.iter().filter(|m| {
-            m.pointer("/metadata/annotations")
-                .and_then(|a| a.get(MIRROR_ANNOTATION))
+        let (mirrors, _) = cluster.store.list(MIRROR_KEY, None);
+        for mirror in mirrors.iter().filter(|map| {
+            map.pointer("/metadata/annotations")
+                .and_then(|annotation| annotation.get(MIRROR_ANNOTATION))
                 .is_some()
         }) {
             let key = (
@@ -67,7 +67,7 @@ impl Controller for EventMirror {
                 log_err(
                     "event-mirror",
                     "delete mirror",
-                    c.delete_internal("", "events", &key.0, &key.1, None),
+                    cluster.delete_internal("", "events", &key.0, &key.1, None),
                 );
             }
         }
@@ -75,22 +75,22 @@ impl Controller for EventMirror {
     }
 }
 
-fn mirror(c: &Cluster, source: &Value, rv: &str) {
+fn mirror(cluster: &Cluster, source: &Value, rv: &str) {
     let ns = meta::namespace(source);
     let name = meta::name(source);
     let converted = to_core(source, rv);
-    if c.store.get(MIRROR_KEY, ns, name).is_none() {
+    if cluster.store.get(MIRROR_KEY, ns, name).is_none() {
         log_err(
             "event-mirror",
             "create mirror",
-            c.create_internal("", "events", ns, converted, MANAGER),
+            cluster.create_internal("", "events", ns, converted, MANAGER),
         );
         return;
     }
     log_err(
         "event-mirror",
         "update mirror",
-        c.modify("", "events", ns, name, None, MANAGER, |event| {
+        cluster.modify("", "events", ns, name, None, MANAGER, |event| {
             let Some(current) = event.as_object_mut() else {
                 return false;
             };
@@ -121,7 +121,7 @@ pub fn to_core(source: &Value, rv: &str) -> Value {
         metadata.insert("labels".into(), labels);
     }
     let mut annotations = get("/metadata/annotations")
-        .and_then(|a| a.as_object().cloned())
+        .and_then(|annotation| annotation.as_object().cloned())
         .unwrap_or_default();
     annotations.insert(MIRROR_ANNOTATION.into(), json!(rv));
     metadata.insert("annotations".into(), Value::Object(annotations));
@@ -199,7 +199,7 @@ mod tests {
         assert_eq!(core["metadata"]["annotations"][MIRROR_ANNOTATION], "42");
         // No series: count 1, lastTimestamp = eventTime.
         let mut single = source.clone();
-        single.as_object_mut().map(|o| o.remove("series"));
+        single.as_object_mut().map(|map| map.remove("series"));
         let core = to_core(&single, "7");
         assert_eq!(core["count"], 1);
         assert_eq!(core["lastTimestamp"], "2026-12-01T12:00:00.000000Z");

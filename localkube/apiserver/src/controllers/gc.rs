@@ -2,9 +2,9 @@
 //! (background), owners deleting in the foreground wait for their dependents, orphaning
 //! owners release them.
 
+use super::super::cluster::{Cluster, DeleteOptions};
 use super::super::meta;
-use super::super::ops::{Cluster, DeleteOptions};
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -15,47 +15,49 @@ const EVENT_TTL_SECONDS: i64 = 3600;
 /// The garbage collector.
 pub struct GarbageCollector;
 
-fn owner_uids(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/ownerReferences")
+fn owner_uids(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|r| meta::str_at(r, "/uid").to_string())
+        .map(|owner_reference| meta::str_at(owner_reference, "/uid").to_string())
         .collect()
 }
 
-fn has_finalizer(o: &Value, f: &str) -> bool {
-    o.pointer("/metadata/finalizers")
+fn has_finalizer(object: &Value, finalizer: &str) -> bool {
+    object
+        .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().any(|x| x.as_str() == Some(f)))
+        .map(|held| held.iter().any(|name| name.as_str() == Some(finalizer)))
         .unwrap_or(false)
 }
 
-fn remove_finalizer(c: &Cluster, key: &str, o: &Value, f: &str) {
-    let Some(r) = c.registry.by_storage_key(key).into_iter().next() else {
+fn remove_finalizer(cluster: &Cluster, key: &str, object: &Value, finalizer: &str) {
+    let Some(resource) = cluster.registry.by_storage_key(key).into_iter().next() else {
         return;
     };
-    let fin = f.to_string();
+    let finalizer = finalizer.to_string();
     log_err(
         "garbage-collector",
         "remove finalizer",
-        c.modify(
-            &r.group,
-            &r.plural,
-            meta::namespace(o),
-            meta::name(o),
+        cluster.modify(
+            &resource.group,
+            &resource.plural,
+            meta::namespace(object),
+            meta::name(object),
             None,
             "garbage-collector",
-            |obj| {
-                let Some(a) = obj
+            |written| {
+                let Some(finalizers) = written
                     .pointer_mut("/metadata/finalizers")
                     .and_then(Value::as_array_mut)
                 else {
                     return false;
                 };
-                let before = a.len();
-                a.retain(|x| x.as_str() != Some(fin.as_str()));
-                before != a.len()
+                let before = finalizers.len();
+                finalizers.retain(|name| name.as_str() != Some(finalizer.as_str()));
+                before != finalizers.len()
             },
         ),
     );
@@ -65,156 +67,164 @@ impl Controller for GarbageCollector {
     fn name(&self) -> &'static str {
         "garbage-collector"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let all = c.store.all_objects();
-        let by_uid: HashMap<&str, (&str, &Value)> = all
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let all = cluster.store.all_objects();
+        let by_uid: HashMap<&str, &Value> = all
             .iter()
-            .map(|(k, o)| (meta::uid_of(o), (k.as_str(), o)))
+            .map(|(_, object)| (meta::uid_of(object), object))
             .collect();
         let mut dependents: HashMap<String, usize> = HashMap::new();
-        for (key, o) in &all {
-            let owners = owner_uids(o);
-            if owners.is_empty() {
+        for (key, object) in &all {
+            let owners = owner_uids(object);
+            for owner in &owners {
+                *dependents.entry(owner.clone()).or_default() += 1;
+            }
+            if !owners.is_empty() {
+                collect_dependent(cluster, key, object, &owners, &by_uid);
+            }
+        }
+        expire_events(cluster, &all);
+        // Owners whose dependents are all gone lose their `foregroundDeletion` or `orphan`
+        // finalizer.
+        for (key, object) in &all {
+            if object.pointer("/metadata/deletionTimestamp").is_none() {
                 continue;
             }
-            for u in &owners {
-                *dependents.entry(u.clone()).or_default() += 1;
+            let waiting = dependents.get(meta::uid_of(object)).copied().unwrap_or(0);
+            for finalizer in ["foregroundDeletion", "orphan"] {
+                if has_finalizer(object, finalizer) && waiting == 0 {
+                    remove_finalizer(cluster, key, object, finalizer);
+                }
             }
-            let Some(r) = c.registry.by_storage_key(key).into_iter().next() else {
-                continue;
+        }
+    }
+}
+
+/// Whether `owner` is being deleted and holds `finalizer`.
+fn deleting_with(owner: &Value, finalizer: &str) -> bool {
+    owner.pointer("/metadata/deletionTimestamp").is_some() && has_finalizer(owner, finalizer)
+}
+
+/// One dependent (an object with `owners`): deleted in the background when its owners are
+/// all gone; released by owners that orphan; deleted in the foreground when all its owners
+/// are deleting in the foreground.
+fn collect_dependent(
+    cluster: &Cluster,
+    key: &str,
+    object: &Value,
+    owners: &[String],
+    by_uid: &HashMap<&str, &Value>,
+) {
+    let Some(resource) = cluster.registry.by_storage_key(key).into_iter().next() else {
+        return;
+    };
+    let (namespace, name) = (
+        meta::namespace(object).to_string(),
+        meta::name(object).to_string(),
+    );
+    let live: Vec<&Value> = owners
+        .iter()
+        .filter_map(|owner| by_uid.get(owner.as_str()).copied())
+        .collect();
+    let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+    if live.is_empty() {
+        if !deleting {
+            tracing::debug!(resource = %resource.plural, namespace = %namespace, name = %name, "deleting a dependent whose owners are gone");
+            let options = DeleteOptions {
+                propagation: Some("Background".into()),
+                ..Default::default()
             };
-            let (ns, name) = (meta::namespace(o).to_string(), meta::name(o).to_string());
-            let live: Vec<&Value> = owners
-                .iter()
-                .filter_map(|u| by_uid.get(u.as_str()).map(|(_, ow)| *ow))
-                .collect();
-            if live.is_empty() {
-                if o.pointer("/metadata/deletionTimestamp").is_none() {
-                    tracing::debug!(resource = %r.plural, namespace = %ns, name = %name, "deleting a dependent whose owners are gone");
-                    log_err(
-                        "garbage-collector",
-                        "delete dependent",
-                        c.delete(
-                            &r,
-                            &ns,
-                            &name,
-                            &DeleteOptions {
-                                propagation: Some("Background".into()),
-                                ..Default::default()
-                            },
-                        ),
-                    );
-                }
-                continue;
-            }
-            let orphaning: Vec<String> = live
-                .iter()
-                .filter(|ow| {
-                    ow.pointer("/metadata/deletionTimestamp").is_some()
-                        && has_finalizer(ow, "orphan")
-                })
-                .map(|ow| meta::uid_of(ow).to_string())
-                .collect();
-            if !orphaning.is_empty() {
-                log_err(
-                    "garbage-collector",
-                    "orphan dependent",
-                    c.modify(
-                        &r.group,
-                        &r.plural,
-                        &ns,
-                        &name,
-                        None,
-                        "garbage-collector",
-                        |obj| {
-                            let Some(refs) = obj
-                                .pointer_mut("/metadata/ownerReferences")
-                                .and_then(Value::as_array_mut)
-                            else {
-                                return false;
-                            };
-                            refs.retain(|x| {
-                                !orphaning.iter().any(|u| u == meta::str_at(x, "/uid"))
-                            });
-                            if refs.is_empty() {
-                                if let Some(m) = obj["metadata"].as_object_mut() {
-                                    m.remove("ownerReferences");
-                                }
-                            }
-                            true
-                        },
-                    ),
-                );
-                continue;
-            }
-            let foreground = live.iter().any(|ow| {
-                ow.pointer("/metadata/deletionTimestamp").is_some()
-                    && has_finalizer(ow, "foregroundDeletion")
-            });
-            let all_deleting = live.iter().all(|ow| {
-                ow.pointer("/metadata/deletionTimestamp").is_some()
-                    && has_finalizer(ow, "foregroundDeletion")
-            });
-            if foreground && all_deleting && o.pointer("/metadata/deletionTimestamp").is_none() {
-                log_err(
-                    "garbage-collector",
-                    "delete dependent (foreground)",
-                    c.delete(
-                        &r,
-                        &ns,
-                        &name,
-                        &DeleteOptions {
-                            propagation: Some("Foreground".into()),
-                            ..Default::default()
-                        },
-                    ),
-                );
-            }
+            let deleted = cluster.delete(&resource, &namespace, &name, &options);
+            log_err("garbage-collector", "delete dependent", deleted);
         }
-        // Events expire after an hour, as with the real server's event TTL.
-        let expired = meta::add_seconds(Timestamp::now(), -EVENT_TTL_SECONDS);
-        for (key, o) in all
-            .iter()
-            .filter(|(k, _)| k == "/events" || k == "events.k8s.io/events")
-        {
-            let last = [
-                "/lastTimestamp",
-                "/eventTime",
-                "/series/lastObservedTime",
-                "/metadata/creationTimestamp",
-            ]
-            .iter()
-            .filter_map(|p| {
-                o.pointer(p)
-                    .and_then(Value::as_str)
-                    .and_then(meta::parse_time)
-            })
-            .max();
-            if last.map(|t| t < expired).unwrap_or(false) {
-                if let Some(r) = c.registry.by_storage_key(key).into_iter().next() {
-                    log_err(
-                        "garbage-collector",
-                        "expire event",
-                        c.delete(
-                            &r,
-                            meta::namespace(o),
-                            meta::name(o),
-                            &DeleteOptions::default(),
-                        ),
-                    );
+        return;
+    }
+    let orphaning: Vec<String> = live
+        .iter()
+        .filter(|owner| deleting_with(owner, "orphan"))
+        .map(|owner| meta::uid_of(owner).to_string())
+        .collect();
+    if !orphaning.is_empty() {
+        let release = |dependent: &mut Value| {
+            let Some(references) = dependent
+                .pointer_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+            else {
+                return false;
+            };
+            references.retain(|reference| {
+                !orphaning
+                    .iter()
+                    .any(|uid| uid == meta::str_at(reference, "/uid"))
+            });
+            if references.is_empty() {
+                if let Some(metadata) = dependent["metadata"].as_object_mut() {
+                    metadata.remove("ownerReferences");
                 }
             }
+            true
+        };
+        let released = cluster.modify(
+            &resource.group,
+            &resource.plural,
+            &namespace,
+            &name,
+            None,
+            "garbage-collector",
+            release,
+        );
+        log_err("garbage-collector", "orphan dependent", released);
+        return;
+    }
+    let all_foreground = live
+        .iter()
+        .all(|owner| deleting_with(owner, "foregroundDeletion"));
+    if all_foreground && !deleting {
+        let options = DeleteOptions {
+            propagation: Some("Foreground".into()),
+            ..Default::default()
+        };
+        let deleted = cluster.delete(&resource, &namespace, &name, &options);
+        log_err(
+            "garbage-collector",
+            "delete dependent (foreground)",
+            deleted,
+        );
+    }
+}
+
+/// Events expire after an hour, as with the real server's event TTL.
+fn expire_events(cluster: &Cluster, all: &[(String, Value)]) {
+    let expired = meta::add_seconds(Timestamp::now(), -EVENT_TTL_SECONDS);
+    for (key, event) in all
+        .iter()
+        .filter(|(key, _)| key == "/events" || key == "events.k8s.io/events")
+    {
+        let last = [
+            "/lastTimestamp",
+            "/eventTime",
+            "/series/lastObservedTime",
+            "/metadata/creationTimestamp",
+        ]
+        .iter()
+        .filter_map(|pointer| {
+            event
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .and_then(meta::parse_time)
+        })
+        .max();
+        if !last.map(|time| time < expired).unwrap_or(false) {
+            continue;
         }
-        for (key, o) in &all {
-            if o.pointer("/metadata/deletionTimestamp").is_none() {
-                continue;
-            }
-            let waiting = dependents.get(meta::uid_of(o)).copied().unwrap_or(0);
-            for f in ["foregroundDeletion", "orphan"] {
-                if has_finalizer(o, f) && waiting == 0 {
-                    remove_finalizer(c, key, o, f);
-                }
-            }
+        if let Some(resource) = cluster.registry.by_storage_key(key).into_iter().next() {
+            let deleted = cluster.delete(
+                &resource,
+                meta::namespace(event),
+                meta::name(event),
+                &DeleteOptions::default(),
+            );
+            log_err("garbage-collector", "expire event", deleted);
         }
     }
 }

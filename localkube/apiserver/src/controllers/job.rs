@@ -12,10 +12,10 @@
 //! pods that exist and never go down, so a finished pod deleted by hand before the Job
 //! counted it is not counted.
 
+use super::super::cluster::{Cluster, DeleteOptions};
 use super::super::meta;
-use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use super::workloads::{controlled_by, controller_ref, pod_ready, set_count};
 use jiff::Timestamp;
 use serde_json::{json, Value};
@@ -108,8 +108,9 @@ fn finished_at(p: &Value) -> Option<Timestamp> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|c| {
-            c.pointer("/state/terminated/finishedAt")
+        .filter_map(|container_status| {
+            container_status
+                .pointer("/state/terminated/finishedAt")
                 .and_then(Value::as_str)
                 .and_then(meta::parse_time)
         })
@@ -120,15 +121,15 @@ fn finished_at(p: &Value) -> Option<Timestamp> {
             .into_iter()
             .flatten()
             .find(|c| meta::str_at(c, "/type") == "Ready")
-            .and_then(|c| meta::parse_time(meta::str_at(c, "/lastTransitionTime")))
+            .and_then(|condition| meta::parse_time(meta::str_at(condition, "/lastTransitionTime")))
     })
 }
 
 fn restart_count(p: &Value) -> i64 {
     ["/status/containerStatuses", "/status/initContainerStatuses"]
         .iter()
-        .flat_map(|k| {
-            p.pointer(k)
+        .flat_map(|init_container_status| {
+            p.pointer(init_container_status)
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default()
@@ -144,29 +145,29 @@ fn count<'a>(pods: &[&'a Value]) -> Pods<'a> {
         .filter(|p| meta::str_at(p, "/status/phase") == "Succeeded")
         .filter_map(|p| finished_at(p))
         .max();
-    for p in pods {
-        match meta::str_at(p, "/status/phase") {
+    for pod in pods {
+        match meta::str_at(pod, "/status/phase") {
             "Succeeded" => out.succeeded += 1,
             "Failed" => {
                 out.failed += 1;
-                let at = finished_at(p);
+                let at = finished_at(pod);
                 if last_success.is_none() || at > last_success {
                     out.failures_since_success += 1;
                     out.last_failure = out.last_failure.max(at);
                 }
             }
-            _ if p.pointer("/metadata/deletionTimestamp").is_some() => out.terminating += 1,
+            _ if pod.pointer("/metadata/deletionTimestamp").is_some() => out.terminating += 1,
             _ => {
-                out.restarts += restart_count(p);
-                out.active.push(p);
+                out.restarts += restart_count(pod);
+                out.active.push(pod);
             }
         }
     }
     out
 }
 
-fn int(o: &Value, p: &str) -> Option<i64> {
-    o.pointer(p).and_then(Value::as_i64)
+fn int(object: &Value, path: &str) -> Option<i64> {
+    object.pointer(path).and_then(Value::as_i64)
 }
 
 fn condition<'a>(job: &'a Value, ty: &str) -> Option<&'a Value> {
@@ -181,8 +182,8 @@ fn condition_true(job: &Value, ty: &str) -> bool {
 }
 
 /// The back-off in seconds before replacing the `n`th consecutive failed pod.
-fn backoff_seconds(n: i64) -> i64 {
-    let exponent = (n - 1).clamp(0, 16) as u32;
+fn backoff_seconds(count: i64) -> i64 {
+    let exponent = (count - 1).clamp(0, 16) as u32;
     (BACKOFF_INITIAL_SECONDS << exponent).min(BACKOFF_MAX_SECONDS)
 }
 
@@ -198,13 +199,13 @@ fn ending(
     now: Timestamp,
 ) -> Option<Ending> {
     for ty in ["SuccessCriteriaMet", "FailureTarget"] {
-        if let Some(c) = condition(job, ty).filter(|c| meta::str_at(c, "/status") == "True") {
-            return Ending::from_reason(meta::str_at(c, "/reason"))
+        if let Some(status) = condition(job, ty).filter(|c| meta::str_at(c, "/status") == "True") {
+            return Ending::from_reason(meta::str_at(status, "/reason"))
                 .or(Some(Ending::BackoffLimitExceeded));
         }
     }
     let done = match int(job, "/spec/completions") {
-        Some(c) => succeeded >= c,
+        Some(count) => succeeded >= count,
         None => succeeded > 0 && pods.active.is_empty(),
     };
     if done {
@@ -240,7 +241,7 @@ fn ending(
 fn wanted_active(job: &Value, succeeded: i64) -> i64 {
     let parallelism = int(job, "/spec/parallelism").unwrap_or(1).max(0);
     match int(job, "/spec/completions") {
-        Some(c) => parallelism.min(c - succeeded).max(0),
+        Some(count) => parallelism.min(count - succeeded).max(0),
         None if succeeded > 0 => 0,
         None => parallelism,
     }
@@ -302,26 +303,27 @@ impl Draft {
 
 /// `suspend`: the Suspended condition, and a new startTime on resume (the deadline counts
 /// from there) or on the first run.
-fn suspension(job: &Value, suspended: bool, d: &mut Draft) {
+fn suspension(job: &Value, suspended: bool, draft: &mut Draft) {
     match (suspended, condition_true(job, "Suspended")) {
         (true, false) => {
-            d.condition("Suspended", "True", "JobSuspended", "Job suspended");
-            d.events.push(("Normal", "Suspended", "Job suspended"));
+            draft.condition("Suspended", "True", "JobSuspended", "Job suspended");
+            draft.events.push(("Normal", "Suspended", "Job suspended"));
         }
         (false, true) => {
-            d.condition("Suspended", "False", "JobResumed", "Job resumed");
-            d.events.push(("Normal", "Resumed", "Job resumed"));
-            d.status["startTime"] = json!(d.now);
+            draft.condition("Suspended", "False", "JobResumed", "Job resumed");
+            draft.events.push(("Normal", "Resumed", "Job resumed"));
+            draft.status["startTime"] = json!(draft.now);
         }
         _ => {}
     }
     if !suspended
-        && d.status
+        && draft
+            .status
             .get("startTime")
             .map(Value::is_null)
             .unwrap_or(true)
     {
-        d.status["startTime"] = json!(d.now);
+        draft.status["startTime"] = json!(draft.now);
     }
 }
 
@@ -344,22 +346,24 @@ fn surplus(active: &[&Value], want: i64) -> Vec<String> {
 
 /// Records an ending: the interim condition now, the terminal one (and completionTime)
 /// once `remaining` pods (running or terminating) are gone.
-fn finish(e: Ending, remaining: i64, d: &mut Draft) {
-    let (interim, terminal) = e.conditions();
-    if !d.condition_true(interim) {
-        d.condition(interim, "True", e.reason(), e.message());
+fn finish(ending: Ending, remaining: i64, draft: &mut Draft) {
+    let (interim, terminal) = ending.conditions();
+    if !draft.condition_true(interim) {
+        draft.condition(interim, "True", ending.reason(), ending.message());
     }
     if remaining > 0 {
         return;
     }
-    d.condition(terminal, "True", e.reason(), e.message());
-    match e {
+    draft.condition(terminal, "True", ending.reason(), ending.message());
+    match ending {
         Ending::Succeeded => {
-            d.status["completionTime"] = json!(d.now);
-            d.events.push(("Normal", "Completed", "Job completed"));
+            draft.status["completionTime"] = json!(draft.now);
+            draft.events.push(("Normal", "Completed", "Job completed"));
         }
         Ending::BackoffLimitExceeded | Ending::DeadlineExceeded => {
-            d.events.push(("Warning", e.reason(), e.message()))
+            draft
+                .events
+                .push(("Warning", ending.reason(), ending.message()))
         }
     }
 }
@@ -372,10 +376,10 @@ fn decide(job: &Value, owned: &[&Value], now: Timestamp) -> Plan {
         .max(int(job, "/status/succeeded").unwrap_or(0));
     let failed = pods.failed.max(int(job, "/status/failed").unwrap_or(0));
     let suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-    let mut d = Draft::new(job, now);
-    suspension(job, suspended, &mut d);
+    let mut draft = Draft::new(job, now);
+    suspension(job, suspended, &mut draft);
     let mut view = job.clone();
-    view["status"] = d.status.clone();
+    view["status"] = draft.status.clone();
     let end = ending(&view, &pods, succeeded, failed, suspended, now);
     let want = match end {
         Some(_) => 0,
@@ -387,7 +391,9 @@ fn decide(job: &Value, owned: &[&Value], now: Timestamp) -> Plan {
     let backing_off = pods.failures_since_success > 0
         && pods
             .last_failure
-            .map(|t| now < meta::add_seconds(t, backoff_seconds(pods.failures_since_success)))
+            .map(|timestamp| {
+                now < meta::add_seconds(timestamp, backoff_seconds(pods.failures_since_success))
+            })
             .unwrap_or(false);
     let create = if backing_off {
         0
@@ -395,7 +401,7 @@ fn decide(job: &Value, owned: &[&Value], now: Timestamp) -> Plan {
         (want - active).clamp(0, CREATES_PER_PASS_MAX)
     };
     if let Some(e) = end {
-        finish(e, active + pods.terminating as i64, &mut d);
+        finish(e, active + pods.terminating as i64, &mut draft);
     }
     let deleting: Vec<&&Value> = pods
         .active
@@ -405,27 +411,27 @@ fn decide(job: &Value, owned: &[&Value], now: Timestamp) -> Plan {
     let ready = pods.active.iter().filter(|p| pod_ready(p)).count()
         - deleting.iter().filter(|p| pod_ready(p)).count();
     // JobStatus: active/succeeded/failed omitempty; ready and terminating always (pointers).
-    let status = &mut d.status;
+    let status = &mut draft.status;
     set_count(status, "active", active - delete.len() as i64);
     set_count(status, "succeeded", succeeded);
     set_count(status, "failed", failed);
     status["ready"] = json!(ready);
     status["terminating"] = json!(pods.terminating + delete.len());
     status["uncountedTerminatedPods"] = json!({});
-    if !d.conditions.is_empty() {
-        status["conditions"] = json!(d.conditions);
+    if !draft.conditions.is_empty() {
+        status["conditions"] = json!(draft.conditions);
     }
     Plan {
         create,
         delete,
-        status: d.status,
-        events: d.events,
+        status: draft.status,
+        events: draft.events,
     }
 }
 
 fn pod_for(job: &Value) -> Value {
-    let t = job.pointer("/spec/template").cloned().unwrap_or(json!({}));
-    let mut md = t
+    let template = job.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut md = template
         .get("metadata")
         .cloned()
         .filter(Value::is_object)
@@ -433,16 +439,16 @@ fn pod_for(job: &Value) -> Value {
     md["generateName"] = json!(format!("{}-", meta::name(job)));
     md["namespace"] = json!(meta::namespace(job));
     md["ownerReferences"] = json!([controller_ref(job)]);
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": t.get("spec").cloned().unwrap_or(json!({}))})
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": template.get("spec").cloned().unwrap_or(json!({}))})
 }
 
-fn act(c: &Cluster, job: &Value, plan: &Plan) {
+fn act(cluster: &Cluster, job: &Value, plan: &Plan) {
     let (ns, name) = (meta::namespace(job), meta::name(job));
     for _ in 0..plan.create {
         let Some(created) = log_err(
             COMPONENT,
             "create pod",
-            c.create_internal("", "pods", ns, pod_for(job), COMPONENT),
+            cluster.create_internal("", "pods", ns, pod_for(job), COMPONENT),
         ) else {
             break;
         };
@@ -453,40 +459,40 @@ fn act(c: &Cluster, job: &Value, plan: &Plan) {
             "job pod created"
         );
         let msg = format!("Created pod: {}", meta::name(&created));
-        record_event(c, job, "Normal", "SuccessfulCreate", &msg, COMPONENT);
+        record_event(cluster, job, "Normal", "SuccessfulCreate", &msg, COMPONENT);
     }
     for pod in &plan.delete {
         if log_err(
             COMPONENT,
             "delete pod",
-            c.delete_internal("", "pods", ns, pod, None),
+            cluster.delete_internal("", "pods", ns, pod, None),
         )
         .is_some()
         {
             let msg = format!("Deleted pod: {pod}");
-            record_event(c, job, "Normal", "SuccessfulDelete", &msg, COMPONENT);
+            record_event(cluster, job, "Normal", "SuccessfulDelete", &msg, COMPONENT);
         }
     }
     for (ty, reason, message) in &plan.events {
         tracing::info!(namespace = ns, job = name, reason, "job {message}");
-        record_event(c, job, ty, reason, message, COMPONENT);
+        record_event(cluster, job, ty, reason, message, COMPONENT);
     }
     let status = plan.status.clone();
     log_err(
         COMPONENT,
         "status",
-        c.modify(
+        cluster.modify(
             "batch",
             "jobs",
             ns,
             name,
             Some(Subresource::Status),
             COMPONENT,
-            |o| {
-                if o.get("status") == Some(&status) {
+            |object| {
+                if object.get("status") == Some(&status) {
                     return false;
                 }
-                o["status"] = status.clone();
+                object["status"] = status.clone();
                 true
             },
         ),
@@ -506,7 +512,7 @@ fn finish_time(job: &Value) -> Option<Timestamp> {
 
 /// The TTL-after-finished controller: deletes a finished Job (and its pods) `ttl` seconds
 /// after it finished.
-fn expire(c: &Cluster, job: &Value, now: Timestamp) {
+fn expire(cluster: &Cluster, job: &Value, now: Timestamp) {
     let (Some(ttl), Some(done)) = (int(job, "/spec/ttlSecondsAfterFinished"), finish_time(job))
     else {
         return;
@@ -514,10 +520,10 @@ fn expire(c: &Cluster, job: &Value, now: Timestamp) {
     if now < meta::add_seconds(done, ttl) {
         return;
     }
-    let Some(r) = c.resource("batch", "jobs") else {
+    let Some(resource) = cluster.resource("batch", "jobs") else {
         return;
     };
-    let d = DeleteOptions {
+    let options = DeleteOptions {
         propagation: Some("Background".into()),
         precondition_uid: Some(meta::uid_of(job).to_string()),
         ..Default::default()
@@ -525,7 +531,7 @@ fn expire(c: &Cluster, job: &Value, now: Timestamp) {
     if log_err(
         "ttl-after-finished-controller",
         "delete job",
-        c.delete(&r, meta::namespace(job), meta::name(job), &d),
+        cluster.delete(&resource, meta::namespace(job), meta::name(job), &options),
     )
     .is_some()
     {
@@ -542,18 +548,18 @@ impl Controller for JobController {
     fn name(&self) -> &'static str {
         "job"
     }
-    fn reconcile(&mut self, c: &Cluster, now: Timestamp) {
-        let (jobs, _) = c.store.list("batch/jobs", None);
+    fn reconcile(&mut self, cluster: &Cluster, now: Timestamp) {
+        let (jobs, _) = cluster.store.list("batch/jobs", None);
         if jobs.is_empty() {
             return;
         }
-        let (pods, _) = c.store.list("/pods", None);
+        let (pods, _) = cluster.store.list("/pods", None);
         for job in jobs
             .iter()
             .filter(|j| j.pointer("/metadata/deletionTimestamp").is_none())
         {
             if condition_true(job, "Complete") || condition_true(job, "Failed") {
-                expire(c, job, now);
+                expire(cluster, job, now);
                 continue;
             }
             let (ns, uid) = (meta::namespace(job), meta::uid_of(job));
@@ -562,7 +568,7 @@ impl Controller for JobController {
                 .filter(|p| meta::namespace(p) == ns && controlled_by(p, uid))
                 .collect();
             let plan = decide(job, &owned, now);
-            act(c, job, &plan);
+            act(cluster, job, &plan);
         }
     }
 }
@@ -581,8 +587,8 @@ mod tests {
             "status": {"phase": phase, "containerStatuses": [{"restartCount": 0, "state": {"terminated": {"finishedAt": finished}}}]}})
     }
 
-    fn at(s: &str) -> Timestamp {
-        meta::parse_time(s).expect("time")
+    fn at(text: &str) -> Timestamp {
+        meta::parse_time(text).expect("time")
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //! EndpointSlices, garbage collection, NoExecute taint eviction, the `core/v1` mirror of
 //! `events.k8s.io/v1` Events and the APIServices of served group versions.
 //!
-//! The node agent plugs in as a [`super::server::Plugin`]: it watches pods bound to its
+//! The node agent plugs in as a [`super::plugin::Plugin`]: it watches pods bound to its
 //! nodes with `cluster.store.subscribe()` (or lists `spec.nodeName=<node>`), and writes pod
 //! status through `cluster.modify(.., "status", ..)`.
 
 mod apiservices;
+mod controller;
 mod daemonset;
 mod endpoints;
 mod events;
@@ -21,5 +22,6 @@ mod statefulset;
 mod taints;
 mod workloads;
 
-pub use manager::{record_event, run, Controller};
+pub use controller::{record_event, Controller};
+pub use manager::run;
 pub use taints::tolerates;

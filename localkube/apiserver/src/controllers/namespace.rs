@@ -1,10 +1,10 @@
 //! Namespace deletion: deletes the namespace's contents, then removes the `kubernetes`
 //! finalizer so the namespace goes away.
 
+use super::super::cluster::{Cluster, DeleteOptions};
 use super::super::meta;
-use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
-use super::manager::{log_err, Controller};
+use super::controller::{log_err, Controller};
 use jiff::Timestamp;
 use serde_json::{json, Value};
 
@@ -15,30 +15,30 @@ impl Controller for NamespaceController {
     fn name(&self) -> &'static str {
         "namespace"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (nss, _) = c.store.list("/namespaces", None);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (nss, _) = cluster.store.list("/namespaces", None);
         for ns in nss
             .iter()
             .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
         {
             let name = meta::name(ns).to_string();
             let mut remaining = 0;
-            for r in c
+            for r in cluster
                 .registry
                 .all()
                 .into_iter()
-                .filter(|r| r.namespaced && !r.create_only)
+                .filter(|resource| resource.namespaced && !resource.create_only)
             {
-                let (items, _) = c.store.list(&r.storage_key(), Some(&name));
+                let (items, _) = cluster.store.list(&r.storage_key(), Some(&name));
                 remaining += items.len();
                 for i in items
                     .iter()
-                    .filter(|i| i.pointer("/metadata/deletionTimestamp").is_none())
+                    .filter(|item| item.pointer("/metadata/deletionTimestamp").is_none())
                 {
                     log_err(
                         "namespace",
                         "delete content",
-                        c.delete(
+                        cluster.delete(
                             &r,
                             &name,
                             meta::name(i),
@@ -54,7 +54,7 @@ impl Controller for NamespaceController {
                 log_err(
                     "namespace",
                     "finalize",
-                    c.modify(
+                    cluster.modify(
                         "",
                         "namespaces",
                         "",

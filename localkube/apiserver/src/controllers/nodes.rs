@@ -1,10 +1,10 @@
 //! The scheduler: binds pending pods to nodes honouring nodeName, nodeSelector, required
 //! node affinity and NoSchedule/NoExecute taints; the least loaded fitting node wins.
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
 use super::super::registry::Subresource;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use super::taints::tolerates;
 use jiff::Timestamp;
 use serde_json::{json, Value};
@@ -45,17 +45,17 @@ fn term_matches(term: &Value, node: &Value) -> bool {
                 .unwrap_or(false),
             "Lt" => actual
                 .and_then(|a| a.parse::<i64>().ok())
-                .zip(vals.first().and_then(|v| v.parse::<i64>().ok()))
-                .map(|(a, v)| a < v)
+                .zip(vals.first().and_then(|value| value.parse::<i64>().ok()))
+                .map(|(a, number)| a < number)
                 .unwrap_or(false),
             _ => false,
         }
     };
-    exprs.iter().all(|e| {
+    exprs.iter().all(|expression| {
         check(
-            e,
+            expression,
             labels
-                .and_then(|l| l.get(meta::str_at(e, "/key")))
+                .and_then(|l| l.get(meta::str_at(expression, "/key")))
                 .and_then(Value::as_str),
         )
     }) && fields
@@ -94,7 +94,7 @@ pub fn misfit_with(pod: &Value, node: &Value) -> Option<Misfit> {
         let labels = node.pointer("/metadata/labels");
         if !sel
             .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+            .all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
         {
             return Some(Misfit::Selector);
         }
@@ -103,7 +103,7 @@ pub fn misfit_with(pod: &Value, node: &Value) -> Option<Misfit> {
         .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
         .and_then(Value::as_array)
     {
-        if !terms.iter().any(|t| term_matches(t, node)) {
+        if !terms.iter().any(|term| term_matches(term, node)) {
             return Some(Misfit::Selector);
         }
     }
@@ -122,7 +122,7 @@ pub fn misfit_with(pod: &Value, node: &Value) -> Option<Misfit> {
     }
     for t in taints
         .iter()
-        .filter(|t| matches!(meta::str_at(t, "/effect"), "NoSchedule" | "NoExecute"))
+        .filter(|taint| matches!(meta::str_at(taint, "/effect"), "NoSchedule" | "NoExecute"))
     {
         if !tolerations.iter().any(|tol| tolerates(tol, t)) {
             return Some(Misfit::Taint);
@@ -135,17 +135,17 @@ impl Controller for Scheduler {
     fn name(&self) -> &'static str {
         "scheduler"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (pods, _) = c.store.list("/pods", None);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (pods, _) = cluster.store.list("/pods", None);
         let pending: Vec<&Value> = pods
             .iter()
-            .filter(|p| {
-                meta::str_at(p, "/spec/nodeName").is_empty()
-                    && p.pointer("/metadata/deletionTimestamp").is_none()
+            .filter(|pod| {
+                meta::str_at(pod, "/spec/nodeName").is_empty()
+                    && pod.pointer("/metadata/deletionTimestamp").is_none()
             })
-            .filter(|p| {
+            .filter(|pod| {
                 matches!(
-                    meta::str_at(p, "/spec/schedulerName"),
+                    meta::str_at(pod, "/spec/schedulerName"),
                     "" | "default-scheduler"
                 )
             })
@@ -153,112 +153,154 @@ impl Controller for Scheduler {
         if pending.is_empty() {
             return;
         }
-        let (nodes, _) = c.store.list("/nodes", None);
+        let (nodes, _) = cluster.store.list("/nodes", None);
         let mut load: HashMap<String, usize> = HashMap::new();
-        for p in &pods {
+        for pod in &pods {
             *load
-                .entry(meta::str_at(p, "/spec/nodeName").to_string())
+                .entry(meta::str_at(pod, "/spec/nodeName").to_string())
                 .or_default() += 1;
         }
-        for p in pending {
-            let (ns, name) = (meta::namespace(p).to_string(), meta::name(p).to_string());
+        for pod in pending {
             let mut reasons: HashMap<&str, usize> = HashMap::new();
             let fit: Vec<&Value> = nodes
                 .iter()
-                .filter(|n| match misfit(p, n) {
+                .filter(|node| match misfit(pod, node) {
                     None => true,
-                    Some(r) => {
-                        *reasons.entry(r).or_default() += 1;
+                    Some(reason) => {
+                        *reasons.entry(reason).or_default() += 1;
                         false
                     }
                 })
                 .collect();
-            let best = fit.iter().min_by_key(|n| {
+            // The fitting node with the fewest pods, by name among equals.
+            let best = fit.iter().min_by_key(|node| {
                 (
-                    load.get(meta::name(n)).copied().unwrap_or(0),
-                    meta::name(n).to_string(),
+                    load.get(meta::name(node)).copied().unwrap_or(0),
+                    meta::name(node).to_string(),
                 )
             });
             match best {
-                Some(n) => {
-                    let node = meta::name(n).to_string();
-                    *load.entry(node.clone()).or_default() += 1;
-                    let now = meta::now();
-                    let bound = log_err(
-                        "scheduler",
-                        "bind",
-                        c.modify(
-                            "",
-                            "pods",
-                            &ns,
-                            &name,
-                            Some(Subresource::Binding),
-                            "default-scheduler",
-                            |pod| {
-                                if !meta::str_at(pod, "/spec/nodeName").is_empty() {
-                                    return false;
-                                }
-                                pod["spec"]["nodeName"] = json!(node);
-                                true
-                            },
-                        ),
-                    );
-                    if let Some(Some(pod)) = bound.filter(|b| {
-                        b.as_ref()
-                            .map(|p| meta::str_at(p, "/spec/nodeName") == node)
-                            .unwrap_or(false)
-                    }) {
-                        record_event(
-                            c,
-                            &pod,
-                            "Normal",
-                            "Scheduled",
-                            &format!("Successfully assigned {ns}/{name} to {node}"),
-                            "default-scheduler",
-                        );
-                    }
-                    log_err(
-                        "scheduler",
-                        "condition",
-                        c.modify("", "pods", &ns, &name, Some(Subresource::Status), "default-scheduler", |pod| {
-                            set_condition(
-                                pod,
-                                json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}),
-                            )
-                        }),
-                    );
+                Some(node) => {
+                    let node_name = meta::name(node).to_string();
+                    *load.entry(node_name.clone()).or_default() += 1;
+                    bind(cluster, pod, &node_name);
                 }
-                None => {
-                    let mut parts: Vec<String> =
-                        reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-                    parts.sort();
-                    let msg = format!(
-                        "0/{} nodes are available: {}.",
-                        nodes.len(),
-                        parts.join(", ")
-                    );
-                    let now = meta::now();
-                    let before = meta::str_at(p, "/metadata/resourceVersion").to_string();
-                    let updated = log_err("scheduler", "unschedulable", c.modify("", "pods", &ns, &name, Some(Subresource::Status), "default-scheduler", |pod| {
-                        set_condition(pod, json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg, "lastProbeTime": null, "lastTransitionTime": now}))
-                    }));
-                    if let Some(Some(pod)) = updated.filter(|u| {
-                        u.as_ref()
-                            .map(|p| meta::str_at(p, "/metadata/resourceVersion") != before)
-                            .unwrap_or(false)
-                    }) {
-                        record_event(
-                            c,
-                            &pod,
-                            "Warning",
-                            "FailedScheduling",
-                            &msg,
-                            "default-scheduler",
-                        );
-                    }
-                }
+                None => mark_unschedulable(cluster, pod, &reasons, nodes.len()),
             }
         }
+    }
+}
+
+/// Writes a pod as the scheduler (`what` names the write in logs); the pod as written,
+/// when the write happened and `took_effect` holds of it.
+fn write_pod(
+    cluster: &Cluster,
+    pod: &Value,
+    subresource: Subresource,
+    what: &str,
+    change: impl Fn(&mut Value) -> bool,
+    took_effect: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let (namespace, name) = (meta::namespace(pod), meta::name(pod));
+    let written = cluster.modify(
+        "",
+        "pods",
+        namespace,
+        name,
+        Some(subresource),
+        "default-scheduler",
+        change,
+    );
+    log_err("scheduler", what, written)
+        .flatten()
+        .filter(|written| took_effect(written))
+}
+
+/// Binds a pod to `node_name` and sets its PodScheduled condition.
+fn bind(cluster: &Cluster, pod: &Value, node_name: &str) {
+    let (namespace, name) = (meta::namespace(pod), meta::name(pod));
+    let now = meta::now();
+    let assign = |pod: &mut Value| {
+        if !meta::str_at(pod, "/spec/nodeName").is_empty() {
+            return false;
+        }
+        pod["spec"]["nodeName"] = json!(node_name);
+        true
+    };
+    let bound_here = |pod: &Value| meta::str_at(pod, "/spec/nodeName") == node_name;
+    if let Some(bound) = write_pod(
+        cluster,
+        pod,
+        Subresource::Binding,
+        "bind",
+        assign,
+        bound_here,
+    ) {
+        record_event(
+            cluster,
+            &bound,
+            "Normal",
+            "Scheduled",
+            &format!("Successfully assigned {namespace}/{name} to {node_name}"),
+            "default-scheduler",
+        );
+    }
+    let scheduled = |pod: &mut Value| {
+        set_condition(
+            pod,
+            json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}),
+        )
+    };
+    write_pod(
+        cluster,
+        pod,
+        Subresource::Status,
+        "condition",
+        scheduled,
+        |_| true,
+    );
+}
+
+/// Sets PodScheduled False (Unschedulable) with why no node fits (`reasons`: how many
+/// nodes each misfit ruled out), and a FailedScheduling Event when that changed the pod.
+fn mark_unschedulable(
+    cluster: &Cluster,
+    pod: &Value,
+    reasons: &HashMap<&str, usize>,
+    node_count: usize,
+) {
+    let mut parts: Vec<String> = reasons
+        .iter()
+        .map(|(reason, count)| format!("{count} {reason}"))
+        .collect();
+    parts.sort();
+    let message = format!("0/{node_count} nodes are available: {}.", parts.join(", "));
+    let now = meta::now();
+    let before = meta::str_at(pod, "/metadata/resourceVersion").to_string();
+    let unschedulable = |pod: &mut Value| {
+        set_condition(
+            pod,
+            json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message, "lastProbeTime": null, "lastTransitionTime": now}),
+        )
+    };
+    let changed = |pod: &Value| meta::str_at(pod, "/metadata/resourceVersion") != before;
+    let status = Subresource::Status;
+    if let Some(updated) = write_pod(
+        cluster,
+        pod,
+        status,
+        "unschedulable",
+        unschedulable,
+        changed,
+    ) {
+        record_event(
+            cluster,
+            &updated,
+            "Warning",
+            "FailedScheduling",
+            &message,
+            "default-scheduler",
+        );
     }
 }
 
@@ -279,18 +321,21 @@ pub fn set_condition(obj: &mut Value, cond: Value) -> bool {
     let Some(conds) = obj["status"]["conditions"].as_array_mut() else {
         return false;
     };
-    match conds.iter_mut().find(|c| meta::str_at(c, "/type") == ty) {
+    match conds
+        .iter_mut()
+        .find(|condition| meta::str_at(condition, "/type") == ty)
+    {
         Some(existing) => {
-            let same = ["status", "reason", "message"].iter().all(|k| {
-                existing.get(*k).unwrap_or(&Value::Null) == cond.get(*k).unwrap_or(&Value::Null)
+            let same = ["status", "reason", "message"].iter().all(|key| {
+                existing.get(*key).unwrap_or(&Value::Null) == cond.get(*key).unwrap_or(&Value::Null)
             });
             if same {
                 return false;
             }
             let mut c = cond;
             if existing.get("status") == c.get("status") {
-                if let Some(t) = existing.get("lastTransitionTime") {
-                    c["lastTransitionTime"] = t.clone();
+                if let Some(last_transition_time) = existing.get("lastTransitionTime") {
+                    c["lastTransitionTime"] = last_transition_time.clone();
                 }
             }
             *existing = c;

@@ -3,9 +3,9 @@
 //! `tolerationSeconds` of the tolerations used, counted from when the taint was noticed
 //! (`nil` = forever); removing the taint cancels.
 
+use super::super::cluster::Cluster;
 use super::super::meta;
-use super::super::ops::Cluster;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -35,17 +35,17 @@ pub fn tolerates(toleration: &Value, taint: &Value) -> bool {
 /// `Some(Some(s))`: tolerated for `s` seconds.
 fn toleration_time(taints: &[&Value], tolerations: &[Value]) -> Option<Option<i64>> {
     let mut used = Vec::new();
-    for t in taints {
-        let tol = tolerations.iter().find(|tol| tolerates(tol, t))?;
+    for taint in taints {
+        let tol = tolerations.iter().find(|tol| tolerates(tol, taint))?;
         used.push(tol);
     }
     let mut min: Option<i64> = None;
     for u in used {
-        if let Some(s) = u.get("tolerationSeconds").and_then(Value::as_i64) {
-            if s <= 0 {
+        if let Some(toleration_seconds) = u.get("tolerationSeconds").and_then(Value::as_i64) {
+            if toleration_seconds <= 0 {
                 return Some(Some(0));
             }
-            min = Some(min.map_or(s, |m| m.min(s)));
+            min = Some(min.map_or(toleration_seconds, |number| number.min(toleration_seconds)));
         }
     }
     Some(min)
@@ -64,8 +64,8 @@ impl Controller for TaintEviction {
     fn name(&self) -> &'static str {
         "taint-eviction"
     }
-    fn reconcile(&mut self, c: &Cluster, now: Timestamp) {
-        let (nodes, _) = c.store.list("/nodes", None);
+    fn reconcile(&mut self, cluster: &Cluster, now: Timestamp) {
+        let (nodes, _) = cluster.store.list("/nodes", None);
         let taints: HashMap<String, Vec<Value>> = nodes
             .iter()
             .map(|n| {
@@ -74,13 +74,13 @@ impl Controller for TaintEviction {
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .filter(|t| meta::str_at(t, "/effect") == "NoExecute")
+                    .filter(|taint| meta::str_at(taint, "/effect") == "NoExecute")
                     .cloned()
                     .collect();
                 (meta::name(n).to_string(), t)
             })
             .collect();
-        let (pods, _) = c.store.list("/pods", None);
+        let (pods, _) = cluster.store.list("/pods", None);
         let mut seen = std::collections::HashSet::new();
         for p in pods
             .iter()
@@ -124,7 +124,7 @@ impl Controller for TaintEviction {
                 if at <= now {
                     tracing::info!(namespace = %key.0, pod = %key.1, node, "evicting pod for an untolerated NoExecute taint");
                     record_event(
-                        c,
+                        cluster,
                         p,
                         "Normal",
                         "TaintManagerEviction",
@@ -134,7 +134,7 @@ impl Controller for TaintEviction {
                     log_err(
                         "taint-eviction",
                         "delete pod",
-                        c.delete_internal("", "pods", &key.0, &key.1, None),
+                        cluster.delete_internal("", "pods", &key.0, &key.1, None),
                     );
                     self.scheduled.remove(&key);
                 }

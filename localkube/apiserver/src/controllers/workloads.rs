@@ -1,11 +1,11 @@
 //! Deployments -> ReplicaSets -> Pods, with status, observedGeneration and conditions as
 //! `kubectl rollout status` and `kubectl wait --for=condition=Available` read them.
 
+use super::super::cluster::{Cluster, DeleteOptions};
 use super::super::meta;
-use super::super::ops::{Cluster, DeleteOptions};
 use super::super::registry::Subresource;
 use super::super::selector::LabelSelector;
-use super::manager::{log_err, record_event, Controller};
+use super::controller::{log_err, record_event, Controller};
 use super::nodes::set_condition;
 use jiff::Timestamp;
 use serde_json::{json, Value};
@@ -14,14 +14,14 @@ const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// A template hash in the style of `pod-template-hash` (FNV-1a, safe-encoded).
 pub fn template_hash(template: &Value) -> String {
-    let mut h: u32 = 0x811c_9dc5;
+    let mut hash: u32 = 0x811c_9dc5;
     for b in template.to_string().bytes() {
-        h ^= b as u32;
-        h = h.wrapping_mul(0x0100_0193);
+        hash ^= b as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
     }
-    h.to_string()
+    hash.to_string()
         .bytes()
-        .map(|b| SAFE[(b as usize) % SAFE.len()] as char)
+        .map(|byte| SAFE[(byte as usize) % SAFE.len()] as char)
         .collect()
 }
 
@@ -32,8 +32,9 @@ pub fn controller_ref(owner: &Value) -> Value {
 }
 
 /// Whether `o` is controlled by the object with `uid`.
-pub fn controlled_by(o: &Value, uid: &str) -> bool {
-    o.pointer("/metadata/ownerReferences")
+pub fn controlled_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter().any(|r| {
@@ -56,17 +57,17 @@ pub fn pod_ready(p: &Value) -> bool {
         .unwrap_or(false)
 }
 
-fn int(o: &Value, p: &str) -> i64 {
-    o.pointer(p).and_then(Value::as_i64).unwrap_or(0)
+fn int(object: &Value, path: &str) -> i64 {
+    object.pointer(path).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// Sets a status count that is `omitempty` in k8s.io/api (an int32 serialised only when
 /// non-zero): present when non-zero, absent when zero, as the real controllers write it.
-pub fn set_count(status: &mut Value, key: &str, n: i64) {
-    if n != 0 {
-        status[key] = json!(n);
-    } else if let Some(m) = status.as_object_mut() {
-        m.remove(key);
+pub fn set_count(status: &mut Value, key: &str, count: i64) {
+    if count != 0 {
+        status[key] = json!(count);
+    } else if let Some(map) = status.as_object_mut() {
+        map.remove(key);
     }
 }
 
@@ -77,101 +78,123 @@ impl Controller for ReplicaSetController {
     fn name(&self) -> &'static str {
         "replicaset"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (sets, _) = c.store.list("apps/replicasets", None);
-        let (pods, _) = c.store.list("/pods", None);
-        for rs in &sets {
-            let (ns, name, uid) = (meta::namespace(rs), meta::name(rs), meta::uid_of(rs));
-            let mut owned: Vec<&Value> = pods
-                .iter()
-                .filter(|p| {
-                    meta::namespace(p) == ns
-                        && controlled_by(p, uid)
-                        && p.pointer("/metadata/deletionTimestamp").is_none()
-                })
-                .filter(|p| !matches!(meta::str_at(p, "/status/phase"), "Succeeded" | "Failed"))
-                .collect();
-            let want = int(rs, "/spec/replicas").max(0) as usize;
-            if rs.pointer("/metadata/deletionTimestamp").is_none() {
-                if owned.len() < want {
-                    for _ in owned.len()..want {
-                        let t = rs.pointer("/spec/template").cloned().unwrap_or(json!({}));
-                        let mut md = t.get("metadata").cloned().unwrap_or(json!({}));
-                        md["generateName"] = json!(format!("{name}-"));
-                        md["namespace"] = json!(ns);
-                        md["ownerReferences"] = json!([controller_ref(rs)]);
-                        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": t.get("spec").cloned().unwrap_or(json!({}))});
-                        if let Some(created) = log_err(
-                            "replicaset",
-                            "create pod",
-                            c.create_internal("", "pods", ns, pod, "replicaset-controller"),
-                        ) {
-                            record_event(
-                                c,
-                                rs,
-                                "Normal",
-                                "SuccessfulCreate",
-                                &format!("Created pod: {}", meta::name(&created)),
-                                "replicaset-controller",
-                            );
-                        }
-                    }
-                } else if owned.len() > want {
-                    owned.sort_by_key(|p| {
-                        let rank = if meta::str_at(p, "/spec/nodeName").is_empty() {
-                            0
-                        } else if meta::str_at(p, "/status/phase") == "Pending" {
-                            1
-                        } else if !pod_ready(p) {
-                            2
-                        } else {
-                            3
-                        };
-                        (
-                            rank,
-                            std::cmp::Reverse(
-                                meta::str_at(p, "/metadata/creationTimestamp").to_string(),
-                            ),
-                        )
-                    });
-                    for p in owned.iter().take(owned.len() - want) {
-                        if log_err(
-                            "replicaset",
-                            "delete pod",
-                            c.delete_internal("", "pods", ns, meta::name(p), None),
-                        )
-                        .is_some()
-                        {
-                            record_event(
-                                c,
-                                rs,
-                                "Normal",
-                                "SuccessfulDelete",
-                                &format!("Deleted pod: {}", meta::name(p)),
-                                "replicaset-controller",
-                            );
-                        }
-                    }
-                }
-            }
-            let labels =
-                LabelSelector::from_object(rs.pointer("/spec/selector").unwrap_or(&Value::Null));
-            let current: Vec<&Value> = pods
-                .iter()
-                .filter(|p| {
-                    meta::namespace(p) == ns
-                        && controlled_by(p, uid)
-                        && p.pointer("/metadata/deletionTimestamp").is_none()
-                })
-                .collect();
-            let ready = current.iter().filter(|p| pod_ready(p)).count();
-            let labeled = current.iter().filter(|p| labels.matches(p)).count();
-            // ReplicaSetStatus: `replicas` always, the other counts omitempty.
-            let mut status = json!({"replicas": current.len(), "observedGeneration": int(rs, "/metadata/generation")});
-            set_count(&mut status, "fullyLabeledReplicas", labeled as i64);
-            set_count(&mut status, "readyReplicas", ready as i64);
-            set_count(&mut status, "availableReplicas", ready as i64);
-            write_counts_status(c, "replicasets", ns, name, "replicaset-controller", &status);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (sets, _) = cluster.store.list("apps/replicasets", None);
+        let (pods, _) = cluster.store.list("/pods", None);
+        for replica_set in &sets {
+            reconcile_replica_set(cluster, replica_set, &pods);
+        }
+    }
+}
+
+/// One pass over a ReplicaSet: as many live pods as `spec.replicas` (unless it is being
+/// deleted), then its status.
+fn reconcile_replica_set(cluster: &Cluster, replica_set: &Value, pods: &[Value]) {
+    let (namespace, name, uid) = (
+        meta::namespace(replica_set),
+        meta::name(replica_set),
+        meta::uid_of(replica_set),
+    );
+    let current: Vec<&Value> = pods
+        .iter()
+        .filter(|pod| {
+            meta::namespace(pod) == namespace
+                && controlled_by(pod, uid)
+                && pod.pointer("/metadata/deletionTimestamp").is_none()
+        })
+        .collect();
+    let owned: Vec<&Value> = current
+        .iter()
+        .copied()
+        .filter(|pod| !matches!(meta::str_at(pod, "/status/phase"), "Succeeded" | "Failed"))
+        .collect();
+    let want = int(replica_set, "/spec/replicas").max(0) as usize;
+    if replica_set.pointer("/metadata/deletionTimestamp").is_none() {
+        if owned.len() < want {
+            create_pods(cluster, replica_set, want - owned.len());
+        } else if owned.len() > want {
+            delete_surplus(cluster, replica_set, owned, want);
+        }
+    }
+    let labels = LabelSelector::from_object(
+        replica_set
+            .pointer("/spec/selector")
+            .unwrap_or(&Value::Null),
+    );
+    let ready = current.iter().filter(|pod| pod_ready(pod)).count();
+    let labeled = current.iter().filter(|pod| labels.matches(pod)).count();
+    // ReplicaSetStatus: `replicas` always, the other counts omitempty.
+    let mut status = json!({"replicas": current.len(), "observedGeneration": int(replica_set, "/metadata/generation")});
+    set_count(&mut status, "fullyLabeledReplicas", labeled as i64);
+    set_count(&mut status, "readyReplicas", ready as i64);
+    set_count(&mut status, "availableReplicas", ready as i64);
+    write_counts_status(
+        cluster,
+        "replicasets",
+        namespace,
+        name,
+        "replicaset-controller",
+        &status,
+    );
+}
+
+/// Creates `count` pods from a ReplicaSet's template.
+fn create_pods(cluster: &Cluster, replica_set: &Value, count: usize) {
+    let (namespace, name) = (meta::namespace(replica_set), meta::name(replica_set));
+    for _ in 0..count {
+        let template = replica_set
+            .pointer("/spec/template")
+            .cloned()
+            .unwrap_or(json!({}));
+        let mut metadata = template.get("metadata").cloned().unwrap_or(json!({}));
+        metadata["generateName"] = json!(format!("{name}-"));
+        metadata["namespace"] = json!(namespace);
+        metadata["ownerReferences"] = json!([controller_ref(replica_set)]);
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template.get("spec").cloned().unwrap_or(json!({}))});
+        let created = cluster.create_internal("", "pods", namespace, pod, "replicaset-controller");
+        if let Some(created) = log_err("replicaset", "create pod", created) {
+            record_event(
+                cluster,
+                replica_set,
+                "Normal",
+                "SuccessfulCreate",
+                &format!("Created pod: {}", meta::name(&created)),
+                "replicaset-controller",
+            );
+        }
+    }
+}
+
+/// Deletes the pods beyond `want`, the least useful first: unscheduled, pending, not
+/// ready, then the newest.
+fn delete_surplus(cluster: &Cluster, replica_set: &Value, mut owned: Vec<&Value>, want: usize) {
+    let namespace = meta::namespace(replica_set);
+    owned.sort_by_key(|pod| {
+        let rank = if meta::str_at(pod, "/spec/nodeName").is_empty() {
+            0
+        } else if meta::str_at(pod, "/status/phase") == "Pending" {
+            1
+        } else if !pod_ready(pod) {
+            2
+        } else {
+            3
+        };
+        (
+            rank,
+            std::cmp::Reverse(meta::str_at(pod, "/metadata/creationTimestamp").to_string()),
+        )
+    });
+    for pod in owned.iter().take(owned.len() - want) {
+        let deleted = cluster.delete_internal("", "pods", namespace, meta::name(pod), None);
+        if log_err("replicaset", "delete pod", deleted).is_some() {
+            record_event(
+                cluster,
+                replica_set,
+                "Normal",
+                "SuccessfulDelete",
+                &format!("Deleted pod: {}", meta::name(pod)),
+                "replicaset-controller",
+            );
         }
     }
 }
@@ -179,16 +202,19 @@ impl Controller for ReplicaSetController {
 /// Rolls Deployments out through ReplicaSets.
 pub struct DeploymentController;
 
-fn resolve_percent(v: Option<&Value>, replicas: i64, round_up: bool, default: &str) -> i64 {
-    let s = match v {
-        Some(Value::Number(n)) => return n.as_i64().unwrap_or(0),
-        Some(Value::String(s)) => s.clone(),
+fn resolve_percent(value: Option<&Value>, replicas: i64, round_up: bool, default: &str) -> i64 {
+    let text = match value {
+        Some(Value::Number(number)) => return number.as_i64().unwrap_or(0),
+        Some(Value::String(text)) => text.clone(),
         _ => default.to_string(),
     };
-    match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
-        Some(p) if round_up => (replicas * p + 99) / 100,
-        Some(p) => replicas * p / 100,
-        None => s.parse().unwrap_or(0),
+    match text
+        .strip_suffix('%')
+        .and_then(|percent| percent.parse::<i64>().ok())
+    {
+        Some(percent) if round_up => (replicas * percent + 99) / 100,
+        Some(percent) => replicas * percent / 100,
+        None => text.parse().unwrap_or(0),
     }
 }
 
@@ -225,308 +251,412 @@ impl Controller for DeploymentController {
     fn name(&self) -> &'static str {
         "deployment"
     }
-    fn reconcile(&mut self, c: &Cluster, _now: Timestamp) {
-        let (deps, _) = c.store.list("apps/deployments", None);
+    fn reconcile(&mut self, cluster: &Cluster, _now: Timestamp) {
+        let (deps, _) = cluster.store.list("apps/deployments", None);
         for d in deps
             .iter()
-            .filter(|d| d.pointer("/metadata/deletionTimestamp").is_none())
+            .filter(|deployment| deployment.pointer("/metadata/deletionTimestamp").is_none())
         {
-            reconcile_deployment(c, d);
+            reconcile_deployment(cluster, d);
         }
     }
 }
 
-fn reconcile_deployment(c: &Cluster, d: &Value) {
-    let (ns, name, uid) = (meta::namespace(d), meta::name(d), meta::uid_of(d));
-    let (sets, _) = c.store.list("apps/replicasets", Some(ns));
-    let owned: Vec<&Value> = sets.iter().filter(|rs| controlled_by(rs, uid)).collect();
-    let template = d.pointer("/spec/template").cloned().unwrap_or(json!({}));
-    let hash = template_hash(&template);
-    let desired = d
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let max_rev = owned
-        .iter()
-        .filter_map(|rs| {
-            meta::str_at(
-                rs,
-                "/metadata/annotations/deployment.kubernetes.io~1revision",
-            )
-            .parse::<i64>()
-            .ok()
-        })
-        .max()
-        .unwrap_or(0);
-    let new_rs = owned
-        .iter()
-        .find(|rs| meta::str_at(rs, "/metadata/labels/pod-template-hash") == hash)
-        .map(|v| (*v).clone());
-    let recreate = meta::str_at(d, "/spec/strategy/type") == "Recreate";
-    let old: Vec<&Value> = owned
-        .iter()
-        .filter(|rs| meta::str_at(rs, "/metadata/labels/pod-template-hash") != hash)
-        .copied()
-        .collect();
-    let old_pods: i64 = old.iter().map(|rs| int(rs, "/status/replicas")).sum();
-    let new_rs = match new_rs {
-        Some(rs) => rs,
-        None => {
-            let mut t = template.clone();
-            t["metadata"]["labels"]["pod-template-hash"] = json!(hash);
-            let mut labels = template
-                .pointer("/metadata/labels")
-                .cloned()
-                .unwrap_or(json!({}));
-            labels["pod-template-hash"] = json!(hash);
-            let mut selector = d.pointer("/spec/selector").cloned().unwrap_or(json!({}));
-            selector["matchLabels"]["pod-template-hash"] = json!(hash);
-            let initial = 0;
-            let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": format!("{name}-{hash}"), "namespace": ns, "labels": labels,
-                "annotations": {"deployment.kubernetes.io/revision": (max_rev + 1).to_string(), "deployment.kubernetes.io/desired-replicas": desired.to_string(),
-                    "deployment.kubernetes.io/max-replicas": desired.to_string()},
-                "ownerReferences": [controller_ref(d)]},
-                "spec": {"replicas": initial, "selector": selector, "template": t, "minReadySeconds": int(d, "/spec/minReadySeconds")}});
-            match c.create_internal("apps", "replicasets", ns, rs, "deployment-controller") {
-                Ok(v) => v,
-                Err(e) => {
-                    log_err::<()>("deployment", "create replicaset", Err(e));
-                    return;
-                }
-            }
-        }
-    };
-    let new_name = meta::name(&new_rs).to_string();
-    let new_available = int(&new_rs, "/status/availableReplicas");
-    // Scale the new ReplicaSet up (Recreate: once the old pods are gone) and the old ones down.
-    let (max_surge, max_unavail) = surge_and_unavailable(d, desired);
-    let new_spec = int(&new_rs, "/spec/replicas");
-    let all_spec: i64 = owned
-        .iter()
-        .filter(|rs| meta::name(rs) != meta::name(&new_rs))
-        .map(|rs| int(rs, "/spec/replicas"))
-        .sum::<i64>()
-        + new_spec;
-    let new_target = if recreate {
-        if old_pods > 0 {
-            0
-        } else {
-            desired
-        }
-    } else if new_spec >= desired {
-        desired
-    } else {
-        // Rolling update: grow the new ReplicaSet within desired + maxSurge pods.
-        let max_total = desired + max_surge;
-        if all_spec >= max_total {
-            new_spec
-        } else {
-            (new_spec + max_total - all_spec).min(desired)
-        }
-    };
-    let rev = if meta::str_at(
-        &new_rs,
-        "/metadata/annotations/deployment.kubernetes.io~1revision",
-    )
-    .parse::<i64>()
-    .unwrap_or(0)
-        < max_rev
-    {
-        max_rev + 1
-    } else {
-        0
-    };
-    if new_target != new_spec {
-        let verb = if new_target > new_spec { "up" } else { "down" };
-        record_event(
-            c,
-            d,
-            "Normal",
-            "ScalingReplicaSet",
-            &format!("Scaled {verb} replica set {new_name} from {new_spec} to {new_target}"),
-            "deployment-controller",
-        );
-    }
-    log_err(
-        "deployment",
-        "scale new replicaset",
-        c.modify(
-            "apps",
-            "replicasets",
-            ns,
-            &new_name,
-            None,
-            "deployment-controller",
-            |rs| {
-                let mut changed = false;
-                if int(rs, "/spec/replicas") != new_target {
-                    rs["spec"]["replicas"] = json!(new_target);
-                    rs["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] =
-                        json!(desired.to_string());
-                    changed = true;
-                }
-                if rev > 0 {
-                    rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
-                        json!(rev.to_string());
-                    changed = true;
-                }
-                changed
-            },
-        ),
-    );
-    // Scale old ReplicaSets down as far as keeping desired - maxUnavailable available pods
-    // allows (Recreate: all at once), oldest revision first.
-    let old_spec: i64 = old.iter().map(|rs| int(rs, "/spec/replicas")).sum();
-    let min_available = desired - max_unavail;
-    let new_unavailable = (new_target - new_available).max(0);
-    let mut scale_down = if recreate {
-        old_spec
-    } else {
-        (old_spec + new_target - min_available - new_unavailable).clamp(0, old_spec)
-    };
-    let mut old_sorted = old.clone();
-    old_sorted.sort_by_key(|rs| {
-        meta::str_at(
-            rs,
-            "/metadata/annotations/deployment.kubernetes.io~1revision",
-        )
+const REVISION_ANNOTATION: &str = "/metadata/annotations/deployment.kubernetes.io~1revision";
+const MANAGER: &str = "deployment-controller";
+
+/// The `deployment.kubernetes.io/revision` of a ReplicaSet (0 when absent).
+fn revision(replica_set: &Value) -> i64 {
+    meta::str_at(replica_set, REVISION_ANNOTATION)
         .parse::<i64>()
         .unwrap_or(0)
-    });
-    for rs in &old_sorted {
-        let cur = int(rs, "/spec/replicas");
-        let cut = cur.min(scale_down);
-        scale_down -= cut;
-        let target = cur - cut;
-        if target != cur {
+}
+
+/// One Deployment's rollout pass: what the steps of [`reconcile_deployment`] share.
+struct Rollout<'a> {
+    cluster: &'a Cluster,
+    deployment: &'a Value,
+    namespace: &'a str,
+    /// `spec.replicas` (1 when absent).
+    desired: i64,
+    /// The template hash the new ReplicaSet carries as `pod-template-hash`.
+    hash: String,
+    /// `spec.strategy.type` is Recreate.
+    recreate: bool,
+}
+
+/// One pass over a Deployment: find or create the ReplicaSet of its template, scale it
+/// up and the old ones down, prune idle old ones beyond `revisionHistoryLimit`, and write
+/// the status.
+fn reconcile_deployment(cluster: &Cluster, deployment: &Value) {
+    let template = deployment
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(json!({}));
+    let rollout = Rollout {
+        cluster,
+        deployment,
+        namespace: meta::namespace(deployment),
+        desired: deployment
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1),
+        hash: template_hash(&template),
+        recreate: meta::str_at(deployment, "/spec/strategy/type") == "Recreate",
+    };
+    let sets = rollout.replica_sets();
+    let owned: Vec<&Value> = sets.iter().collect();
+    let revision_max = owned
+        .iter()
+        .map(|replica_set| revision(replica_set))
+        .max()
+        .unwrap_or(0);
+    let existing = owned
+        .iter()
+        .find(|replica_set| rollout.is_new(replica_set))
+        .map(|replica_set| (*replica_set).clone());
+    let old: Vec<&Value> = owned
+        .iter()
+        .filter(|replica_set| !rollout.is_new(replica_set))
+        .copied()
+        .collect();
+    let new_replica_set = match existing {
+        Some(replica_set) => replica_set,
+        None => match rollout.create_replica_set(&template, revision_max) {
+            Some(created) => created,
+            None => return,
+        },
+    };
+    let new_target = rollout.scale_new(&new_replica_set, &owned, &old, revision_max);
+    rollout.scale_old_down(&new_replica_set, &old, new_target);
+    if !rollout.prune_idle(&old) {
+        return;
+    }
+    rollout.write_status(meta::name(&new_replica_set));
+}
+
+impl Rollout<'_> {
+    /// The ReplicaSets this Deployment controls, as they are now.
+    fn replica_sets(&self) -> Vec<Value> {
+        let uid = meta::uid_of(self.deployment);
+        let (sets, _) = self
+            .cluster
+            .store
+            .list("apps/replicasets", Some(self.namespace));
+        sets.into_iter()
+            .filter(|replica_set| controlled_by(replica_set, uid))
+            .collect()
+    }
+
+    /// Whether a ReplicaSet runs the current template.
+    fn is_new(&self, replica_set: &Value) -> bool {
+        meta::str_at(replica_set, "/metadata/labels/pod-template-hash") == self.hash
+    }
+
+    /// Creates the ReplicaSet of the current template, at 0 replicas; `None` when the
+    /// write failed (logged).
+    fn create_replica_set(&self, template: &Value, revision_max: i64) -> Option<Value> {
+        let (hash, desired) = (&self.hash, self.desired);
+        let mut pod_template = template.clone();
+        pod_template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
+        let mut labels = template
+            .pointer("/metadata/labels")
+            .cloned()
+            .unwrap_or(json!({}));
+        labels["pod-template-hash"] = json!(hash);
+        let mut selector = self
+            .deployment
+            .pointer("/spec/selector")
+            .cloned()
+            .unwrap_or(json!({}));
+        selector["matchLabels"]["pod-template-hash"] = json!(hash);
+        let initial = 0;
+        let name = meta::name(self.deployment);
+        let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": format!("{name}-{hash}"), "namespace": self.namespace, "labels": labels,
+            "annotations": {"deployment.kubernetes.io/revision": (revision_max + 1).to_string(), "deployment.kubernetes.io/desired-replicas": desired.to_string(),
+                "deployment.kubernetes.io/max-replicas": desired.to_string()},
+            "ownerReferences": [controller_ref(self.deployment)]},
+            "spec": {"replicas": initial, "selector": selector, "template": pod_template, "minReadySeconds": int(self.deployment, "/spec/minReadySeconds")}});
+        let created = self.cluster.create_internal(
+            "apps",
+            "replicasets",
+            self.namespace,
+            replica_set,
+            MANAGER,
+        );
+        log_err("deployment", "create replicaset", created)
+    }
+
+    /// Scales the new ReplicaSet up (Recreate: once the old pods are gone; RollingUpdate:
+    /// within desired + maxSurge pods) and moves its revision past the old ones; returns
+    /// its target replicas.
+    fn scale_new(
+        &self,
+        new_replica_set: &Value,
+        owned: &[&Value],
+        old: &[&Value],
+        revision_max: i64,
+    ) -> i64 {
+        let desired = self.desired;
+        let new_name = meta::name(new_replica_set).to_string();
+        let old_pods: i64 = old
+            .iter()
+            .map(|replica_set| int(replica_set, "/status/replicas"))
+            .sum();
+        let (max_surge, _) = surge_and_unavailable(self.deployment, desired);
+        let new_spec = int(new_replica_set, "/spec/replicas");
+        let all_spec: i64 = owned
+            .iter()
+            .filter(|replica_set| meta::name(replica_set) != new_name)
+            .map(|replica_set| int(replica_set, "/spec/replicas"))
+            .sum::<i64>()
+            + new_spec;
+        let new_target = if self.recreate {
+            if old_pods > 0 {
+                0
+            } else {
+                desired
+            }
+        } else if new_spec >= desired {
+            desired
+        } else {
+            // Rolling update: grow the new ReplicaSet within desired + maxSurge pods.
+            let max_total = desired + max_surge;
+            if all_spec >= max_total {
+                new_spec
+            } else {
+                (new_spec + max_total - all_spec).min(desired)
+            }
+        };
+        let new_revision = if revision(new_replica_set) < revision_max {
+            revision_max + 1
+        } else {
+            0
+        };
+        if new_target != new_spec {
+            let verb = if new_target > new_spec { "up" } else { "down" };
             record_event(
-                c,
-                d,
+                self.cluster,
+                self.deployment,
+                "Normal",
+                "ScalingReplicaSet",
+                &format!("Scaled {verb} replica set {new_name} from {new_spec} to {new_target}"),
+                MANAGER,
+            );
+        }
+        let scale = |replica_set: &mut Value| {
+            let mut changed = false;
+            if int(replica_set, "/spec/replicas") != new_target {
+                replica_set["spec"]["replicas"] = json!(new_target);
+                replica_set["metadata"]["annotations"]
+                    ["deployment.kubernetes.io/desired-replicas"] = json!(desired.to_string());
+                changed = true;
+            }
+            if new_revision > 0 {
+                replica_set["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+                    json!(new_revision.to_string());
+                changed = true;
+            }
+            changed
+        };
+        let written = self.cluster.modify(
+            "apps",
+            "replicasets",
+            self.namespace,
+            &new_name,
+            None,
+            MANAGER,
+            scale,
+        );
+        log_err("deployment", "scale new replicaset", written);
+        new_target
+    }
+
+    /// Scales old ReplicaSets down as far as keeping desired - maxUnavailable available
+    /// pods allows (Recreate: all at once), oldest revision first.
+    fn scale_old_down(&self, new_replica_set: &Value, old: &[&Value], new_target: i64) {
+        let (_, max_unavailable) = surge_and_unavailable(self.deployment, self.desired);
+        let new_available = int(new_replica_set, "/status/availableReplicas");
+        let old_spec: i64 = old
+            .iter()
+            .map(|replica_set| int(replica_set, "/spec/replicas"))
+            .sum();
+        let min_available = self.desired - max_unavailable;
+        let new_unavailable = (new_target - new_available).max(0);
+        let mut scale_down = if self.recreate {
+            old_spec
+        } else {
+            (old_spec + new_target - min_available - new_unavailable).clamp(0, old_spec)
+        };
+        let mut old_sorted = old.to_vec();
+        old_sorted.sort_by_key(|replica_set| revision(replica_set));
+        for replica_set in &old_sorted {
+            let current = int(replica_set, "/spec/replicas");
+            let cut = current.min(scale_down);
+            scale_down -= cut;
+            let target = current - cut;
+            if target == current {
+                continue;
+            }
+            record_event(
+                self.cluster,
+                self.deployment,
                 "Normal",
                 "ScalingReplicaSet",
                 &format!(
-                    "Scaled down replica set {} from {cur} to {target}",
-                    meta::name(rs)
+                    "Scaled down replica set {} from {current} to {target}",
+                    meta::name(replica_set)
                 ),
-                "deployment-controller",
+                MANAGER,
             );
-            log_err(
-                "deployment",
-                "scale old replicaset",
-                c.modify(
-                    "apps",
-                    "replicasets",
-                    ns,
-                    meta::name(rs),
-                    None,
-                    "deployment-controller",
-                    |o| {
-                        o["spec"]["replicas"] = json!(target);
-                        true
-                    },
-                ),
+            let written = self.cluster.modify(
+                "apps",
+                "replicasets",
+                self.namespace,
+                meta::name(replica_set),
+                None,
+                MANAGER,
+                |object| {
+                    object["spec"]["replicas"] = json!(target);
+                    true
+                },
             );
+            log_err("deployment", "scale old replicaset", written);
         }
     }
-    let limit = d
-        .pointer("/spec/revisionHistoryLimit")
-        .and_then(Value::as_i64)
-        .unwrap_or(10)
-        .max(0) as usize;
-    let mut idle: Vec<&Value> = old
-        .iter()
-        .filter(|rs| int(rs, "/spec/replicas") == 0 && int(rs, "/status/replicas") == 0)
-        .copied()
-        .collect();
-    if idle.len() > limit {
-        idle.sort_by_key(|rs| {
-            meta::str_at(
-                rs,
-                "/metadata/annotations/deployment.kubernetes.io~1revision",
+
+    /// Deletes the oldest idle old ReplicaSets beyond `revisionHistoryLimit` (10); false
+    /// when ReplicaSets are not served (the pass ends there).
+    fn prune_idle(&self, old: &[&Value]) -> bool {
+        let limit = self
+            .deployment
+            .pointer("/spec/revisionHistoryLimit")
+            .and_then(Value::as_i64)
+            .unwrap_or(10)
+            .max(0) as usize;
+        let mut idle: Vec<&Value> = old
+            .iter()
+            .filter(|replica_set| {
+                int(replica_set, "/spec/replicas") == 0 && int(replica_set, "/status/replicas") == 0
+            })
+            .copied()
+            .collect();
+        if idle.len() <= limit {
+            return true;
+        }
+        idle.sort_by_key(|replica_set| revision(replica_set));
+        for replica_set in idle.iter().take(idle.len() - limit) {
+            let Some(resource) = self.cluster.resource("apps", "replicasets") else {
+                return false;
+            };
+            let deleted = self.cluster.delete(
+                &resource,
+                self.namespace,
+                meta::name(replica_set),
+                &DeleteOptions::default(),
+            );
+            log_err("deployment", "prune replicaset", deleted);
+        }
+        true
+    }
+
+    /// Writes the status from the ReplicaSets as they are now: the counts,
+    /// observedGeneration, and the Available and Progressing conditions.
+    fn write_status(&self, new_name: &str) {
+        let desired = self.desired;
+        let sets = self.replica_sets();
+        let sum = |pointer: &str| {
+            sets.iter()
+                .map(|replica_set| int(replica_set, pointer))
+                .sum::<i64>()
+        };
+        let (replicas, ready, available) = (
+            sum("/status/replicas"),
+            sum("/status/readyReplicas"),
+            sum("/status/availableReplicas"),
+        );
+        let updated = sets
+            .iter()
+            .find(|replica_set| meta::name(replica_set) == new_name)
+            .map(|replica_set| int(replica_set, "/status/replicas"))
+            .unwrap_or(0);
+        let min_available = desired - max_unavailable(self.deployment, desired);
+        let now = meta::now();
+        let (available_status, available_reason, available_message) = if available >= min_available
+        {
+            (
+                "True",
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
             )
-            .parse::<i64>()
-            .unwrap_or(0)
-        });
-        for rs in idle.iter().take(idle.len() - limit) {
-            log_err(
-                "deployment",
-                "prune replicaset",
-                c.delete(
-                    &match c.resource("apps", "replicasets") {
-                        Some(r) => r,
-                        None => return,
-                    },
-                    ns,
-                    meta::name(rs),
-                    &DeleteOptions::default(),
-                ),
+        } else {
+            (
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+            )
+        };
+        let complete = updated == desired && replicas == desired && available == desired;
+        let (progress_reason, progress_message) = if complete {
+            (
+                "NewReplicaSetAvailable",
+                format!("ReplicaSet \"{new_name}\" has successfully progressed."),
+            )
+        } else {
+            (
+                "ReplicaSetUpdated",
+                format!("ReplicaSet \"{new_name}\" is progressing."),
+            )
+        };
+        let generation = int(self.deployment, "/metadata/generation");
+        let name = meta::name(self.deployment);
+        let write = |object: &mut Value| {
+            let before = object.get("status").cloned();
+            let mut status = object
+                .get("status")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or(json!({}));
+            status["observedGeneration"] = json!(generation);
+            // DeploymentStatus: every count is omitempty.
+            set_count(&mut status, "replicas", replicas);
+            set_count(&mut status, "updatedReplicas", updated);
+            set_count(&mut status, "readyReplicas", ready);
+            set_count(&mut status, "availableReplicas", available);
+            set_count(
+                &mut status,
+                "unavailableReplicas",
+                (desired - available).max(0),
             );
-        }
+            object["status"] = status;
+            set_condition(
+                object,
+                json!({"type": "Available", "status": available_status, "reason": available_reason, "message": available_message, "lastUpdateTime": now, "lastTransitionTime": now}),
+            );
+            set_condition(
+                object,
+                json!({"type": "Progressing", "status": "True", "reason": progress_reason, "message": progress_message, "lastUpdateTime": now, "lastTransitionTime": now}),
+            );
+            object.get("status").cloned() != before
+        };
+        let written = self.cluster.modify(
+            "apps",
+            "deployments",
+            self.namespace,
+            name,
+            Some(Subresource::Status),
+            MANAGER,
+            write,
+        );
+        log_err("deployment", "status", written);
     }
-    // Status from the ReplicaSets as they are now.
-    let (sets, _) = c.store.list("apps/replicasets", Some(ns));
-    let owned: Vec<&Value> = sets.iter().filter(|rs| controlled_by(rs, uid)).collect();
-    let sum = |p: &str| owned.iter().map(|rs| int(rs, p)).sum::<i64>();
-    let (replicas, ready, available) = (
-        sum("/status/replicas"),
-        sum("/status/readyReplicas"),
-        sum("/status/availableReplicas"),
-    );
-    let updated = owned
-        .iter()
-        .find(|rs| meta::name(rs) == new_name)
-        .map(|rs| int(rs, "/status/replicas"))
-        .unwrap_or(0);
-    let min_available = desired - max_unavailable(d, desired);
-    let now = meta::now();
-    let (avail_status, avail_reason, avail_msg) = if available >= min_available {
-        (
-            "True",
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.",
-        )
-    } else {
-        (
-            "False",
-            "MinimumReplicasUnavailable",
-            "Deployment does not have minimum availability.",
-        )
-    };
-    let complete = updated == desired && replicas == desired && available == desired;
-    let (prog_reason, prog_msg) = if complete {
-        (
-            "NewReplicaSetAvailable",
-            format!("ReplicaSet \"{new_name}\" has successfully progressed."),
-        )
-    } else {
-        (
-            "ReplicaSetUpdated",
-            format!("ReplicaSet \"{new_name}\" is progressing."),
-        )
-    };
-    let generation = int(d, "/metadata/generation");
-    log_err("deployment", "status", c.modify("apps", "deployments", ns, name, Some(Subresource::Status), "deployment-controller", |o| {
-        let before = o.get("status").cloned();
-        let mut s = o.get("status").cloned().filter(Value::is_object).unwrap_or(json!({}));
-        s["observedGeneration"] = json!(generation);
-        // DeploymentStatus: every count is omitempty.
-        set_count(&mut s, "replicas", replicas);
-        set_count(&mut s, "updatedReplicas", updated);
-        set_count(&mut s, "readyReplicas", ready);
-        set_count(&mut s, "availableReplicas", available);
-        set_count(&mut s, "unavailableReplicas", (desired - available).max(0));
-        o["status"] = s;
-        set_condition(o, json!({"type": "Available", "status": avail_status, "reason": avail_reason, "message": avail_msg, "lastUpdateTime": now, "lastTransitionTime": now}));
-        set_condition(o, json!({"type": "Progressing", "status": "True", "reason": prog_reason, "message": prog_msg, "lastUpdateTime": now, "lastTransitionTime": now}));
-        o.get("status").cloned() != before
-    }));
 }
 
 /// Writes a workload controller's `status` (counts and observedGeneration) to the `apps`
 /// object `plural/ns/name` as `manager`, keeping the conditions already there; no write when
 /// nothing changed.
 pub fn write_counts_status(
-    c: &Cluster,
+    cluster: &Cluster,
     plural: &str,
     ns: &str,
     name: &str,
@@ -536,22 +666,22 @@ pub fn write_counts_status(
     log_err(
         manager,
         "status",
-        c.modify(
+        cluster.modify(
             "apps",
             plural,
             ns,
             name,
             Some(Subresource::Status),
             manager,
-            |o| {
+            |object| {
                 let mut s = status.clone();
-                if let Some(conds) = o.pointer("/status/conditions") {
+                if let Some(conds) = object.pointer("/status/conditions") {
                     s["conditions"] = conds.clone();
                 }
-                if o.get("status") == Some(&s) {
+                if object.get("status") == Some(&s) {
                     return false;
                 }
-                o["status"] = s;
+                object["status"] = s;
                 true
             },
         ),
@@ -565,9 +695,9 @@ mod tests {
     #[test]
     fn template_hash_is_stable_and_safe() {
         let t = json!({"spec": {"containers": [{"name": "a", "image": "b"}]}});
-        let h = template_hash(&t);
-        assert_eq!(h, template_hash(&t));
-        assert!(h.bytes().all(|b| SAFE.contains(&b)));
-        assert_ne!(h, template_hash(&json!({"spec": {}})));
+        let header = template_hash(&t);
+        assert_eq!(header, template_hash(&t));
+        assert!(header.bytes().all(|byte| SAFE.contains(&byte)));
+        assert_ne!(header, template_hash(&json!({"spec": {}})));
     }
 }

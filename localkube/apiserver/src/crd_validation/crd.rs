@@ -11,16 +11,16 @@ use serde_json::Value;
 /// The field errors of a CRD object's schemas.
 pub fn errors(crd: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    for (i, v) in crd
+    for (index, version) in crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .enumerate()
     {
-        if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+        if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
             let at = CompileAt {
-                crd_path: format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                crd_path: format!("spec.versions[{index}].schema.openAPIV3Schema"),
                 uncorrelatable: None,
             };
             Node::compile(schema, &at, &mut errors);

@@ -7,10 +7,10 @@ use serde_json::Value;
 use std::fmt::Write;
 
 /// `strconv.Quote`: double-quoted, with Go's escapes.
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
-    for c in s.chars() {
+    for c in text.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -31,7 +31,7 @@ pub fn quote(s: &str) -> String {
                     let _ = write!(out, "\\U{:08x}", c as u32);
                 }
             }
-            c => out.push(c),
+            character => out.push(character),
         }
     }
     out.push('"');
@@ -41,33 +41,33 @@ pub fn quote(s: &str) -> String {
 /// A float64 as Go's `%v` prints it: the shortest representation, in exponent form
 /// (`1e+06`, `1.5e-05`) when the exponent is below -4 or at least 6... as `strconv`'s
 /// `'g'` format with the shortest precision decides.
-pub fn float(f: f64) -> String {
-    if f.is_nan() {
+pub fn float(number: f64) -> String {
+    if number.is_nan() {
         return "NaN".into();
     }
-    if f.is_infinite() {
-        return if f > 0.0 {
+    if number.is_infinite() {
+        return if number > 0.0 {
             "+Inf".into()
         } else {
             "-Inf".into()
         };
     }
-    if f == 0.0 {
-        return if f.is_sign_negative() {
+    if number == 0.0 {
+        return if number.is_sign_negative() {
             "-0".into()
         } else {
             "0".into()
         };
     }
     // Rust's `{:e}` is the shortest round-trip form too: `1.234567e6`, `-1.5e-5`.
-    let sci = format!("{f:e}");
+    let sci = format!("{number:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     if !(-4..6).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
         format!("{mantissa}e{sign}{:02}", exp.abs())
     } else {
-        format!("{f}")
+        format!("{number}")
     }
 }
 
@@ -75,37 +75,37 @@ pub fn float(f: f64) -> String {
 /// anything else as a float64.
 pub fn number(n: &serde_json::Number) -> String {
     match n.as_i64() {
-        Some(i) => i.to_string(),
+        Some(index) => index.to_string(),
         None => float(n.as_f64().unwrap_or(0.0)),
     }
 }
 
 /// The value part of `field.Error.ErrorBody` for a decoded JSON value: `%v` for numbers and
 /// booleans, `%q` for strings (`nil` prints as `"null"`), `%#v` for maps and slices.
-pub fn bad_value(v: &Value) -> String {
-    match v {
+pub fn bad_value(value: &Value) -> String {
+    match value {
         Value::Null => quote("null"),
-        Value::Bool(b) => b.to_string(),
+        Value::Bool(flag) => flag.to_string(),
         Value::Number(n) => number(n),
-        Value::String(s) => quote(s),
-        Value::Array(_) | Value::Object(_) => sharp_v(v),
+        Value::String(text) => quote(text),
+        Value::Array(_) | Value::Object(_) => sharp_v(value),
     }
 }
 
 /// Go's `%#v` of a decoded JSON value (`map[string]interface {}{"a":1}`,
 /// `[]interface {}{"x"}`), map keys sorted as `fmt` sorts them.
-pub fn sharp_v(v: &Value) -> String {
+pub fn sharp_v(value: &Value) -> String {
     let mut out = String::new();
-    write_sharp_v(v, &mut out);
+    write_sharp_v(value, &mut out);
     out
 }
 
-fn write_sharp_v(v: &Value, out: &mut String) {
-    match v {
+fn write_sharp_v(value: &Value, out: &mut String) {
+    match value {
         Value::Null => out.push_str("interface {}(nil)"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&number(n)),
-        Value::String(s) => out.push_str(&quote(s)),
+        Value::String(text) => out.push_str(&quote(text)),
         Value::Array(items) => {
             out.push_str("[]interface {}{");
             for (i, item) in items.iter().enumerate() {
@@ -116,17 +116,17 @@ fn write_sharp_v(v: &Value, out: &mut String) {
             }
             out.push('}');
         }
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
             out.push_str("map[string]interface {}{");
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
+            for (index, key) in keys.into_iter().enumerate() {
+                if index > 0 {
                     out.push_str(", ");
                 }
-                out.push_str(&quote(k));
+                out.push_str(&quote(key));
                 out.push(':');
-                write_sharp_v(&m[k], out);
+                write_sharp_v(&map[key], out);
             }
             out.push('}');
         }
@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn floats_print_as_go_prints_them() {
-        for (f, want) in [
+        for (number, want) in [
             (1.0, "1"),
             (0.0, "0"),
             (2.5, "2.5"),
@@ -152,7 +152,7 @@ mod tests {
             (-1.5e-7, "-1.5e-07"),
             (1e21, "1e+21"),
         ] {
-            assert_eq!(float(f), want, "{f}");
+            assert_eq!(float(number), want, "{number}");
         }
     }
 

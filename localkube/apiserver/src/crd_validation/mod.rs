@@ -62,21 +62,21 @@ impl<'a> Path<'a> {
         seg: None,
     };
 
-    fn child<'b>(&'b self, seg: Seg<'b>) -> Path<'b> {
+    fn child<'b>(&'b self, segment: Seg<'b>) -> Path<'b> {
         Path {
             parent: Some(self),
-            seg: Some(seg),
+            seg: Some(segment),
         }
     }
 
     fn segs(&self) -> Vec<Seg<'a>> {
         let mut v = Vec::new();
         let mut cur = Some(self);
-        while let Some(p) = cur {
-            if let Some(s) = p.seg {
-                v.push(s);
+        while let Some(path) = cur {
+            if let Some(segment) = path.seg {
+                v.push(segment);
             }
-            cur = p.parent;
+            cur = path.parent;
         }
         v.reverse();
         v
@@ -85,15 +85,15 @@ impl<'a> Path<'a> {
     /// As kube-openapi names it: `spec.sites[0].name`, map keys as properties.
     fn openapi(&self) -> String {
         let mut out = String::new();
-        for s in self.segs() {
-            match s {
+        for segment in self.segs() {
+            match segment {
                 Seg::Field(k) | Seg::Key(k) => {
                     if !out.is_empty() {
                         out.push('.');
                     }
                     out.push_str(k);
                 }
-                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+                Seg::Index(index) => out.push_str(&format!("[{index}]")),
             }
         }
         out
@@ -106,16 +106,16 @@ impl<'a> Path<'a> {
             return "<nil>".into();
         }
         let mut out = String::new();
-        for s in segs {
-            match s {
+        for segment in segs {
+            match segment {
                 Seg::Field(k) => {
                     if !out.is_empty() {
                         out.push('.');
                     }
                     out.push_str(k);
                 }
-                Seg::Key(k) => out.push_str(&format!("[{k}]")),
-                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+                Seg::Key(key) => out.push_str(&format!("[{key}]")),
+                Seg::Index(index) => out.push_str(&format!("[{index}]")),
             }
         }
         out
@@ -191,10 +191,14 @@ pub(crate) struct Node {
     lists_below: bool,
 }
 
-fn u64_of(s: &Value, k: &str) -> Option<u64> {
-    s.get(k).and_then(|v| {
-        v.as_u64()
-            .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+fn u64_of(s: &Value, key: &str) -> Option<u64> {
+    s.get(key).and_then(|value| {
+        value.as_u64().or_else(|| {
+            value
+                .as_f64()
+                .filter(|f| *f >= 0.0)
+                .map(|number| number as u64)
+        })
     })
 }
 
@@ -206,12 +210,12 @@ fn go_regex(pattern: &str) -> String {
     let cs: Vec<char> = pattern.chars().collect();
     let mut out = String::with_capacity(pattern.len() + 8);
     let mut in_class = false;
-    let mut i = 0;
-    while i < cs.len() {
-        let c = cs[i];
-        if c == '\\' && i + 1 < cs.len() {
-            let n = cs[i + 1];
-            let class = match n {
+    let mut index = 0;
+    while index < cs.len() {
+        let c = cs[index];
+        if c == '\\' && index + 1 < cs.len() {
+            let character = cs[index + 1];
+            let class = match character {
                 'd' => Some(("[:digit:]", "[[:digit:]]")),
                 'D' => Some(("[:^digit:]", "[[:^digit:]]")),
                 'w' => Some(("[:word:]", "[[:word:]]")),
@@ -224,36 +228,36 @@ fn go_regex(pattern: &str) -> String {
                 Some((inside, outside)) => out.push_str(if in_class { inside } else { outside }),
                 None => {
                     out.push('\\');
-                    out.push(n);
+                    out.push(character);
                 }
             }
-            i += 2;
+            index += 2;
             continue;
         }
         if !in_class {
             out.push(c);
-            i += 1;
+            index += 1;
             if c == '[' {
                 in_class = true;
-                if cs.get(i) == Some(&'^') {
+                if cs.get(index) == Some(&'^') {
                     out.push('^');
-                    i += 1;
+                    index += 1;
                 }
                 // a `]` first in a class is a literal
-                if cs.get(i) == Some(&']') {
+                if cs.get(index) == Some(&']') {
                     out.push_str("\\]");
-                    i += 1;
+                    index += 1;
                 }
             }
             continue;
         }
-        if c == '[' && cs.get(i + 1) == Some(&':') {
+        if c == '[' && cs.get(index + 1) == Some(&':') {
             // `[:alpha:]`, copied through its `:]`
-            if let Some(end) =
-                (i + 2..cs.len().saturating_sub(1)).find(|&j| cs[j] == ':' && cs[j + 1] == ']')
+            if let Some(end) = (index + 2..cs.len().saturating_sub(1))
+                .find(|&position| cs[position] == ':' && cs[position + 1] == ']')
             {
-                out.extend(&cs[i..end + 2]);
-                i = end + 2;
+                out.extend(&cs[index..end + 2]);
+                index = end + 2;
                 continue;
             }
         }
@@ -263,7 +267,7 @@ fn go_regex(pattern: &str) -> String {
             _ => {}
         }
         out.push(c);
-        i += 1;
+        index += 1;
     }
     out
 }
@@ -278,171 +282,191 @@ pub(crate) struct CompileAt {
 
 impl Node {
     /// Compiles a schema node; problems a real server refuses the CRD for go to `errors`.
-    pub(crate) fn compile(s: &Value, at: &CompileAt, errors: &mut Vec<FieldError>) -> Node {
-        let str_of = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default();
-        let bool_of = |k: &str| s.get(k).and_then(Value::as_bool) == Some(true);
-        let f64_of = |k: &str| s.get(k).and_then(Value::as_f64);
-        let sub = |path: String, uncorrelatable: Option<String>| CompileAt {
-            crd_path: path,
-            uncorrelatable,
+    pub(crate) fn compile(schema: &Value, at: &CompileAt, errors: &mut Vec<FieldError>) -> Node {
+        let mut node = Node::compile_value_checks(schema);
+        node.compile_children(schema, at, errors);
+        node.compile_combinators(schema, at, errors);
+        if let Some(list) = schema
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        {
+            node.rules = rules::compile_all(list, at, errors);
+        }
+        node.mark_below();
+        node
+    }
+
+    /// The checks of the node's own value: type, bounds, pattern, enum, list and map type.
+    fn compile_value_checks(schema: &Value) -> Node {
+        let str_of = |key: &str| schema.get(key).and_then(Value::as_str).unwrap_or_default();
+        let bool_of = |key: &str| schema.get(key).and_then(Value::as_bool) == Some(true);
+        let f64_of = |key: &str| schema.get(key).and_then(Value::as_f64);
+        let strings_of = |key: &str| -> Vec<String> {
+            schema
+                .get(key)
+                .and_then(Value::as_array)
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(|item| item.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
         };
         let list_type = match str_of("x-kubernetes-list-type") {
             "set" => Some(ListType::Set),
-            "map" => Some(ListType::Map(
-                s.get("x-kubernetes-list-map-keys")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|k| k.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            )),
+            "map" => Some(ListType::Map(strings_of("x-kubernetes-list-map-keys"))),
             "atomic" => Some(ListType::Atomic),
             _ => None,
         };
-        let map_atomic = str_of("x-kubernetes-map-type") == "atomic";
-        let mut node = Node {
+        Node {
             ty: str_of("type").to_string(),
             nullable: bool_of("nullable"),
             preserve_unknown: bool_of("x-kubernetes-preserve-unknown-fields"),
-            enum_values: s.get("enum").and_then(Value::as_array).cloned(),
+            enum_values: schema.get("enum").and_then(Value::as_array).cloned(),
             minimum: f64_of("minimum"),
             exclusive_minimum: bool_of("exclusiveMinimum"),
             maximum: f64_of("maximum"),
             exclusive_maximum: bool_of("exclusiveMaximum"),
             multiple_of: f64_of("multipleOf"),
-            min_length: u64_of(s, "minLength"),
-            max_length: u64_of(s, "maxLength"),
-            pattern: s.get("pattern").and_then(Value::as_str).map(|p| Pattern {
-                source: p.to_string(),
-                re: Regex::new(&go_regex(p)).ok(),
-            }),
-            min_items: u64_of(s, "minItems"),
-            max_items: u64_of(s, "maxItems"),
-            min_properties: u64_of(s, "minProperties"),
-            max_properties: u64_of(s, "maxProperties"),
-            required: s
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|k| k.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            map_atomic,
+            min_length: u64_of(schema, "minLength"),
+            max_length: u64_of(schema, "maxLength"),
+            pattern: schema
+                .get("pattern")
+                .and_then(Value::as_str)
+                .map(|pattern| Pattern {
+                    source: pattern.to_string(),
+                    re: Regex::new(&go_regex(pattern)).ok(),
+                }),
+            min_items: u64_of(schema, "minItems"),
+            max_items: u64_of(schema, "maxItems"),
+            min_properties: u64_of(schema, "minProperties"),
+            max_properties: u64_of(schema, "maxProperties"),
+            required: strings_of("required"),
+            map_atomic: str_of("x-kubernetes-map-type") == "atomic",
+            list_type,
             ..Node::default()
+        }
+    }
+
+    /// Compiles `properties`, `additionalProperties` and `items`. The fields of an atomic
+    /// map, and the items of a list other than a map list, are not correlated with the old
+    /// object's.
+    fn compile_children(&mut self, schema: &Value, at: &CompileAt, errors: &mut Vec<FieldError>) {
+        let below = |path: String, uncorrelatable: Option<String>| CompileAt {
+            crd_path: path,
+            uncorrelatable,
         };
-        // the fields of an atomic map are not correlated with the old object's
-        let field_uncorr = if map_atomic {
+        let here_uncorrelatable = || {
             at.uncorrelatable
                 .clone()
                 .or_else(|| Some(at.crd_path.clone()))
+        };
+        let field_uncorrelatable = if self.map_atomic {
+            here_uncorrelatable()
         } else {
             at.uncorrelatable.clone()
         };
-        if let Some(props) = s.get("properties").and_then(Value::as_object) {
-            for (k, p) in props {
-                let child = Node::compile(
-                    p,
-                    &sub(
-                        format!("{}.properties[{k}]", at.crd_path),
-                        field_uncorr.clone(),
-                    ),
-                    errors,
-                );
-                node.properties.insert(k.clone(), child);
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            for (key, property) in properties {
+                let path = format!("{}.properties[{key}]", at.crd_path);
+                let child =
+                    Node::compile(property, &below(path, field_uncorrelatable.clone()), errors);
+                self.properties.insert(key.clone(), child);
             }
         }
-        if let Some(a) = s.get("additionalProperties").filter(|a| a.is_object()) {
-            node.additional = Some(Box::new(Node::compile(
-                a,
-                &sub(
-                    format!("{}.additionalProperties", at.crd_path),
-                    field_uncorr.clone(),
-                ),
+        if let Some(additional) = schema
+            .get("additionalProperties")
+            .filter(|additional| additional.is_object())
+        {
+            let path = format!("{}.additionalProperties", at.crd_path);
+            let child = Node::compile(
+                additional,
+                &below(path, field_uncorrelatable.clone()),
                 errors,
-            )));
+            );
+            self.additional = Some(Box::new(child));
         }
-        if let Some(i) = s.get("items").filter(|i| i.is_object()) {
-            let correlatable = matches!(list_type, Some(ListType::Map(_)));
-            let uncorr = if correlatable {
+        if let Some(items) = schema.get("items").filter(|items| items.is_object()) {
+            let uncorrelatable = if matches!(self.list_type, Some(ListType::Map(_))) {
                 at.uncorrelatable.clone()
             } else {
-                at.uncorrelatable
-                    .clone()
-                    .or_else(|| Some(at.crd_path.clone()))
+                here_uncorrelatable()
             };
-            node.items = Some(Box::new(Node::compile(
-                i,
-                &sub(format!("{}.items", at.crd_path), uncorr),
+            let path = format!("{}.items", at.crd_path);
+            self.items = Some(Box::new(Node::compile(
+                items,
+                &below(path, uncorrelatable),
                 errors,
             )));
         }
-        node.list_type = list_type;
+    }
+
+    /// Compiles `allOf`, `anyOf`, `oneOf` and `not`.
+    fn compile_combinators(
+        &mut self,
+        schema: &Value,
+        at: &CompileAt,
+        errors: &mut Vec<FieldError>,
+    ) {
+        let below = |path: String| CompileAt {
+            crd_path: path,
+            uncorrelatable: at.uncorrelatable.clone(),
+        };
         for (key, out) in [
-            ("allOf", &mut node.all_of),
-            ("anyOf", &mut node.any_of),
-            ("oneOf", &mut node.one_of),
+            ("allOf", &mut self.all_of),
+            ("anyOf", &mut self.any_of),
+            ("oneOf", &mut self.one_of),
         ] {
-            for (i, b) in s
+            for (index, branch) in schema
                 .get(key)
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .enumerate()
             {
-                out.push(Node::compile(
-                    b,
-                    &sub(
-                        format!("{}.{key}[{i}]", at.crd_path),
-                        at.uncorrelatable.clone(),
-                    ),
-                    errors,
-                ));
+                let path = format!("{}.{key}[{index}]", at.crd_path);
+                out.push(Node::compile(branch, &below(path), errors));
             }
         }
-        if let Some(n) = s.get("not").filter(|n| n.is_object()) {
-            node.not = Some(Box::new(Node::compile(
-                n,
-                &sub(format!("{}.not", at.crd_path), at.uncorrelatable.clone()),
-                errors,
-            )));
+        if let Some(not) = schema.get("not").filter(|not| not.is_object()) {
+            let path = format!("{}.not", at.crd_path);
+            self.not = Some(Box::new(Node::compile(not, &below(path), errors)));
         }
-        if let Some(list) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
-            node.rules = rules::compile_all(list, at, errors);
-        }
-        let children = node
+    }
+
+    /// Sets what is below this node (rules, rules on `oldSelf`, set or map lists), from its
+    /// own and its children's.
+    fn mark_below(&mut self) {
+        let children = self
             .properties
             .values()
-            .chain(node.additional.as_deref())
-            .chain(node.items.as_deref());
-        let (mut rb, mut ob, mut lb) = (
-            !node.rules.is_empty(),
-            node.rules.iter().any(|r| r.uses_old_self),
-            matches!(node.list_type, Some(ListType::Set | ListType::Map(_))),
+            .chain(self.additional.as_deref())
+            .chain(self.items.as_deref());
+        let (mut rules_below, mut old_self_below, mut lists_below) = (
+            !self.rules.is_empty(),
+            self.rules.iter().any(|rule| rule.uses_old_self),
+            matches!(self.list_type, Some(ListType::Set | ListType::Map(_))),
         );
-        for c in children {
-            rb |= c.rules_below;
-            ob |= c.old_self_below;
-            lb |= c.lists_below;
+        for child in children {
+            rules_below |= child.rules_below;
+            old_self_below |= child.old_self_below;
+            lists_below |= child.lists_below;
         }
-        node.rules_below = rb;
-        node.old_self_below = ob;
-        node.lists_below = lb;
-        node
+        self.rules_below = rules_below;
+        self.old_self_below = old_self_below;
+        self.lists_below = lists_below;
     }
 
     fn each_rule(&self, f: &mut impl FnMut(&rules::Rule)) {
         self.rules.iter().for_each(&mut *f);
-        for c in self
+        for node in self
             .properties
             .values()
             .chain(self.additional.as_deref())
             .chain(self.items.as_deref())
         {
-            c.each_rule(f);
+            node.each_rule(f);
         }
     }
 
@@ -463,8 +487,8 @@ pub struct Validator {
 pub struct LazyValidator(Arc<OnceLock<Validator>>);
 
 impl std::fmt::Debug for LazyValidator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.get().is_some() {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(if self.0.get().is_some() {
             "LazyValidator(compiled)"
         } else {
             "LazyValidator"
@@ -487,11 +511,11 @@ impl LazyValidator {
 }
 
 /// The JSON type name kube-openapi infers for a decoded value.
-fn json_type(v: &Value) -> &'static str {
-    match v {
+fn json_type(value: &Value) -> &'static str {
+    match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() => "integer",
+        Value::Number(number) if number.is_i64() => "integer",
         Value::Number(_) => "number",
         Value::String(_) => "string",
         Value::Array(_) => "array",
@@ -499,18 +523,21 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
-fn type_matches(want: &str, v: &Value) -> bool {
-    let got = json_type(v);
+fn type_matches(want: &str, value: &Value) -> bool {
+    let got = json_type(value);
     got == want
         || (want == "number" && got == "integer")
         || (want == "integer"
             && got == "number"
-            && v.as_f64().map(|f| f.fract() == 0.0).unwrap_or(false))
+            && value
+                .as_f64()
+                .map(|number| number.fract() == 0.0)
+                .unwrap_or(false))
 }
 
 fn values_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Number(x), Value::Number(number)) => x.as_f64() == number.as_f64(),
         _ => a == b,
     }
 }
@@ -543,11 +570,11 @@ fn composite(detail: String) -> FieldError {
 
 impl Node {
     /// kube-openapi's schema validator on `v` at `path`, ratcheting against `old`.
-    fn check(&self, v: &Value, old: Option<&Value>, path: &Path, out: &mut Vec<FieldError>) {
-        if old == Some(v) {
+    fn check(&self, value: &Value, old: Option<&Value>, path: &Path, out: &mut Vec<FieldError>) {
+        if old == Some(value) {
             return;
         }
-        if v.is_null() {
+        if value.is_null() {
             if !self.ty.is_empty() && !self.nullable {
                 let p = path.openapi();
                 out.push(FieldError {
@@ -559,11 +586,11 @@ impl Node {
                     ),
                 });
             }
-            self.check_enum(v, path, out);
+            self.check_enum(value, path, out);
             return;
         }
-        if !self.ty.is_empty() && !type_matches(&self.ty, v) {
-            let (p, got) = (path.openapi(), json_type(v));
+        if !self.ty.is_empty() && !type_matches(&self.ty, value) {
+            let (p, got) = (path.openapi(), json_type(value));
             out.push(FieldError {
                 field: p.clone(),
                 reason: "FieldValueTypeInvalid",
@@ -573,30 +600,30 @@ impl Node {
                 ),
             });
         }
-        self.check_composition(v, path, out);
-        match v {
-            Value::String(s) => self.check_string(v, s, path, out),
-            Value::Number(_) => self.check_number(v, path, out),
+        self.check_composition(value, path, out);
+        match value {
+            Value::String(text) => self.check_string(value, text, path, out),
+            Value::Number(_) => self.check_number(value, path, out),
             Value::Array(items) => self.check_array(items, old, path, out),
             _ => {}
         }
-        self.check_enum(v, path, out);
-        if let Value::Object(m) = v {
-            self.check_object(m, old, path, out);
+        self.check_enum(value, path, out);
+        if let Value::Object(map) = value {
+            self.check_object(map, old, path, out);
         }
     }
 
-    fn check_enum(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
+    fn check_enum(&self, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
         let Some(allowed) = &self.enum_values else {
             return;
         };
-        if allowed.iter().any(|a| values_equal(a, v)) {
+        if allowed.iter().any(|a| values_equal(a, value)) {
             return;
         }
         let list: Vec<String> = allowed
             .iter()
             .map(|a| match a {
-                Value::String(s) => go::quote(s),
+                Value::String(text) => go::quote(text),
                 other => go::quote(&other.to_string()),
             })
             .collect();
@@ -605,16 +632,16 @@ impl Node {
             reason: "FieldValueNotSupported",
             message: format!(
                 "Unsupported value: {}: supported values: {}",
-                go::bad_value(v),
+                go::bad_value(value),
                 list.join(", ")
             ),
         });
     }
 
-    fn check_composition(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
+    fn check_composition(&self, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
         let run = |n: &Node| {
             let mut e = Vec::new();
-            n.check(v, None, path, &mut e);
+            n.check(value, None, path, &mut e);
             e
         };
         if !self.any_of.is_empty() {
@@ -666,8 +693,8 @@ impl Node {
         }
         if !self.all_of.is_empty() {
             let mut valid = 0;
-            for b in &self.all_of {
-                let e = run(b);
+            for node in &self.all_of {
+                let e = run(node);
                 if e.is_empty() {
                     valid += 1;
                 }
@@ -691,11 +718,11 @@ impl Node {
         }
     }
 
-    fn check_string(&self, v: &Value, s: &str, path: &Path, out: &mut Vec<FieldError>) {
+    fn check_string(&self, value: &Value, text: &str, path: &Path, out: &mut Vec<FieldError>) {
         if self.max_length.is_none() && self.min_length.is_none() && self.pattern.is_none() {
             return;
         }
-        let len = s.chars().count() as u64;
+        let len = text.chars().count() as u64;
         if let Some(max) = self.max_length {
             if len > max {
                 out.push(FieldError {
@@ -710,40 +737,40 @@ impl Node {
                 let p = path.openapi();
                 out.push(invalid(
                     p.clone(),
-                    v,
+                    value,
                     format!("{p} in body should be at least {min} chars long"),
                 ));
             }
         }
         if let Some(pat) = &self.pattern {
-            if !pat.re.as_ref().map(|re| re.is_match(s)).unwrap_or(false) {
+            if !pat.re.as_ref().map(|re| re.is_match(text)).unwrap_or(false) {
                 let p = path.openapi();
                 out.push(invalid(
                     p.clone(),
-                    v,
+                    value,
                     format!("{p} in body should match '{}'", pat.source),
                 ));
             }
         }
     }
 
-    fn check_number(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
-        let Some(n) = v.as_f64() else { return };
-        if let Some(m) = self.multiple_of {
-            if m > 0.0 && (n / m).fract() != 0.0 {
+    fn check_number(&self, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
+        let Some(count) = value.as_f64() else { return };
+        if let Some(number) = self.multiple_of {
+            if number > 0.0 && (count / number).fract() != 0.0 {
                 let p = path.openapi();
                 out.push(invalid(
                     p.clone(),
-                    v,
-                    format!("{p} in body should be a multiple of {}", go::float(m)),
+                    value,
+                    format!("{p} in body should be a multiple of {}", go::float(number)),
                 ));
             }
         }
         if let Some(max) = self.maximum {
             let bad = if self.exclusive_maximum {
-                n >= max
+                count >= max
             } else {
-                n > max
+                count > max
             };
             if bad {
                 let p = path.openapi();
@@ -754,16 +781,16 @@ impl Node {
                 };
                 out.push(invalid(
                     p.clone(),
-                    v,
+                    value,
                     format!("{p} in body should be {rel} {}", go::float(max)),
                 ));
             }
         }
         if let Some(min) = self.minimum {
             let bad = if self.exclusive_minimum {
-                n <= min
+                count <= min
             } else {
-                n < min
+                count < min
             };
             if bad {
                 let p = path.openapi();
@@ -774,7 +801,7 @@ impl Node {
                 };
                 out.push(invalid(
                     p.clone(),
-                    v,
+                    value,
                     format!("{p} in body should be {rel} {}", go::float(min)),
                 ));
             }
@@ -811,9 +838,9 @@ impl Node {
             return;
         };
         let olds = old.and_then(Value::as_array);
-        for (i, item) in items.iter().enumerate() {
-            let o = olds.and_then(|o| self.correlate(item, o));
-            item_schema.check(item, o, &path.child(Seg::Index(i)), out);
+        for (index, item) in items.iter().enumerate() {
+            let object = olds.and_then(|o| self.correlate(item, o));
+            item_schema.check(item, object, &path.child(Seg::Index(index)), out);
         }
     }
 
@@ -827,7 +854,7 @@ impl Node {
             return None;
         }
         old.iter()
-            .find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
+            .find(|object| keys.iter().all(|key| object.get(key) == item.get(key)))
     }
 
     fn check_object(
@@ -837,10 +864,10 @@ impl Node {
         path: &Path,
         out: &mut Vec<FieldError>,
     ) {
-        let n = m.len() as u64;
+        let count = m.len() as u64;
         let root = path.seg.is_none();
         if let Some(min) = self.min_properties {
-            if n < min {
+            if count < min {
                 let p = path.openapi();
                 out.push(invalid_count(
                     p.clone(),
@@ -850,7 +877,7 @@ impl Node {
             }
         }
         if let Some(max) = self.max_properties {
-            if n > max {
+            if count > max {
                 out.push(FieldError {
                     field: path.openapi(),
                     reason: "FieldValueTooMany",
@@ -860,21 +887,21 @@ impl Node {
         }
         let old_map = old.and_then(Value::as_object);
         if let Some(add) = &self.additional {
-            for (k, v) in m {
-                if self.properties.contains_key(k) {
+            for (key, v) in m {
+                if self.properties.contains_key(key) {
                     continue;
                 }
-                let o = old_map.and_then(|o| o.get(k));
-                add.check(v, o, &path.child(Seg::Key(k)), out);
+                let o = old_map.and_then(|o| o.get(key));
+                add.check(v, o, &path.child(Seg::Key(key)), out);
             }
         }
-        for (k, s) in &self.properties {
-            if root && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+        for (property, node) in &self.properties {
+            if root && matches!(property.as_str(), "apiVersion" | "kind" | "metadata") {
                 continue;
             }
-            if let Some(v) = m.get(k) {
-                let o = old_map.and_then(|o| o.get(k));
-                s.check(v, o, &path.child(Seg::Field(k)), out);
+            if let Some(value) = m.get(property) {
+                let object = old_map.and_then(|map| map.get(property));
+                node.check(value, object, &path.child(Seg::Field(property)), out);
             }
         }
         for r in &self.required {
@@ -893,11 +920,11 @@ impl Node {
 
     /// `x-kubernetes-list-type` `set` and `map` invariants: the second of two equal items
     /// (or items with equal keys) is a `Duplicate value`.
-    fn check_lists(&self, v: &Value, path: &Path, out: &mut Vec<FieldError>) {
+    fn check_lists(&self, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
         if !self.lists_below {
             return;
         }
-        match v {
+        match value {
             Value::Array(items) => {
                 match &self.list_type {
                     Some(ListType::Set) => {
@@ -909,17 +936,17 @@ impl Node {
                     _ => {}
                 }
                 if let Some(s) = &self.items {
-                    for (i, item) in items.iter().enumerate() {
-                        s.check_lists(item, &path.child(Seg::Index(i)), out);
+                    for (index, item) in items.iter().enumerate() {
+                        s.check_lists(item, &path.child(Seg::Index(index)), out);
                     }
                 }
             }
-            Value::Object(m) => {
-                for (k, child) in m {
-                    if let Some(s) = self.properties.get(k) {
-                        s.check_lists(child, &path.child(Seg::Field(k)), out);
+            Value::Object(map) => {
+                for (key, child) in map {
+                    if let Some(node) = self.properties.get(key) {
+                        node.check_lists(child, &path.child(Seg::Field(key)), out);
                     } else if let Some(a) = &self.additional {
-                        a.check_lists(child, &path.child(Seg::Key(k)), out);
+                        a.check_lists(child, &path.child(Seg::Key(key)), out);
                     }
                 }
             }
@@ -940,26 +967,26 @@ fn duplicate(field: String, value: &Value) -> FieldError {
 fn duplicates<'a>(items: impl Iterator<Item = &'a Value>) -> Vec<usize> {
     let mut seen: Vec<(&Value, usize)> = Vec::new();
     let mut out = Vec::new();
-    for (i, x) in items.enumerate() {
-        match seen.iter_mut().find(|(v, _)| values_equal(v, x)) {
+    for (index, item) in items.enumerate() {
+        match seen.iter_mut().find(|(value, _)| values_equal(value, item)) {
             Some((_, times)) => {
                 *times += 1;
                 if *times == 2 {
-                    out.push(i);
+                    out.push(index);
                 }
             }
-            None => seen.push((x, 1)),
+            None => seen.push((item, 1)),
         }
     }
     out
 }
 
 fn check_map_list(keys: &[String], items: &[Value], path: &Path, out: &mut Vec<FieldError>) {
-    for (i, x) in items.iter().enumerate() {
-        if !x.is_object() && !x.is_null() {
+    for (i, item) in items.iter().enumerate() {
+        if !item.is_object() && !item.is_null() {
             out.push(invalid(
                 path.child(Seg::Index(i)).field(),
-                x,
+                item,
                 "must be an object for an array of list-type map".into(),
             ));
             return;
@@ -971,24 +998,27 @@ fn check_map_list(keys: &[String], items: &[Value], path: &Path, out: &mut Vec<F
     let key_values: Vec<Value> = items
         .iter()
         .map(|x| {
-            let mut k = Map::new();
-            for f in keys {
-                if let Some(v) = x.get(f) {
-                    k.insert(f.clone(), v.clone());
+            let mut map = Map::new();
+            for key in keys {
+                if let Some(value) = x.get(key) {
+                    map.insert(key.clone(), value.clone());
                 }
             }
-            Value::Object(k)
+            Value::Object(map)
         })
         .collect();
-    for i in duplicates(key_values.iter()) {
-        out.push(duplicate(path.child(Seg::Index(i)).field(), &key_values[i]));
+    for index in duplicates(key_values.iter()) {
+        out.push(duplicate(
+            path.child(Seg::Index(index)).field(),
+            &key_values[index],
+        ));
     }
 }
 
 /// The reasons after which the real server does not run CEL rules.
-fn blocking(e: &FieldError) -> bool {
+fn blocking(field_error: &FieldError) -> bool {
     matches!(
-        e.reason,
+        field_error.reason,
         "FieldValueNotSupported"
             | "FieldValueRequired"
             | "FieldValueTooLong"
@@ -1008,8 +1038,8 @@ impl Validator {
         };
         let root = Node::compile(schema, &at, &mut ignored);
         root.each_rule(&mut |r| {
-            if let Some(f) = &r.unsupported {
-                tracing::warn!(rule = r.source(), function = %f, "CEL rule not enforced: localkube's CEL has no such function");
+            if let Some(field) = &r.unsupported {
+                tracing::warn!(rule = r.source(), function = %field, "CEL rule not enforced: localkube's CEL has no such function");
             }
         });
         Validator { root }
@@ -1023,8 +1053,9 @@ impl Validator {
         self.root.check(new, old, &Path::ROOT, &mut errors);
         if self.root.lists_below {
             let mut old_list_errors = Vec::new();
-            if let Some(o) = old {
-                self.root.check_lists(o, &Path::ROOT, &mut old_list_errors);
+            if let Some(object) = old {
+                self.root
+                    .check_lists(object, &Path::ROOT, &mut old_list_errors);
             }
             if old_list_errors.is_empty() {
                 self.root.check_lists(new, &Path::ROOT, &mut errors);
@@ -1048,8 +1079,8 @@ impl Validator {
 /// Removes the `null` values of fields that are not `nullable` and have no `default`, as the
 /// real server does when it decodes a custom resource (a `null` with a default is then
 /// defaulted; `null` list items are kept, and fail the type check).
-pub fn prune_nulls(schema: &Value, v: &mut Value) {
-    match v {
+pub fn prune_nulls(schema: &Value, value: &mut Value) {
+    match value {
         Value::Object(m) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
@@ -1062,16 +1093,16 @@ pub fn prune_nulls(schema: &Value, v: &mut Value) {
                     })
                     .unwrap_or(false))
             });
-            for (k, x) in m.iter_mut() {
-                if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
+            for (key, x) in m.iter_mut() {
+                if let Some(s) = props.and_then(|map| map.get(key)).or(additional) {
                     prune_nulls(s, x);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
-                for x in items {
-                    prune_nulls(s, x);
+                for item in items {
+                    prune_nulls(s, item);
                 }
             }
         }

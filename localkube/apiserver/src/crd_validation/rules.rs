@@ -50,8 +50,11 @@ pub(crate) struct Rule {
 }
 
 impl std::fmt::Debug for Rule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rule").field("rule", &self.rule).finish()
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Rule")
+            .field("rule", &self.rule)
+            .finish()
     }
 }
 
@@ -68,8 +71,8 @@ fn env() -> &'static Arc<Env> {
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
         // the strings extension is part of the Kubernetes CEL environment
-        if let Err(e) = env.add_extension(cel::extensions::strings) {
-            tracing::warn!(error = %e, "the CEL strings extension could not be added");
+        if let Err(declaration_error) = env.add_extension(cel::extensions::strings) {
+            tracing::warn!(error = %declaration_error, "the CEL strings extension could not be added");
         }
         Arc::new(env)
     })
@@ -79,21 +82,22 @@ fn env() -> &'static Arc<Env> {
 /// and macros are not functions here).
 fn unsupported_function(program: &Program) -> Option<String> {
     let refs = program.references();
-    for f in refs.functions() {
-        let plain = f
+    for reference in refs.functions() {
+        let plain = reference
             .chars()
             .next()
             .map(|c| c.is_ascii_alphabetic())
             .unwrap_or(false)
-            && f.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+            && reference.chars().all(|character| {
+                character.is_ascii_alphanumeric() || character == '_' || character == '.'
+            });
         if !plain {
             continue;
         }
         // adding a function the environment already declares is refused
         let mut probe = Context::with_env(env().clone());
-        if probe.add_function(f, |a: i64| a).is_ok() {
-            return Some(f.to_string());
+        if probe.add_function(reference, |number: i64| number).is_ok() {
+            return Some(reference.to_string());
         }
     }
     None
@@ -102,9 +106,9 @@ fn unsupported_function(program: &Program) -> Option<String> {
 /// `apiextensions.ValidationRule` as Go's `%#v` prints it in a CRD's field errors.
 fn go_rule(r: &Value) -> String {
     let s = |k: &str| go::quote(r.get(k).and_then(Value::as_str).unwrap_or_default());
-    let ptr = |k: &str, t: &str| match r.get(k) {
-        None | Some(Value::Null) => format!("(*{t})(nil)"),
-        Some(v) => format!("(*{t})({v})"),
+    let ptr = |key: &str, text: &str| match r.get(key) {
+        None | Some(Value::Null) => format!("(*{text})(nil)"),
+        Some(value) => format!("(*{text})({value})"),
     };
     format!(
         "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{}, FieldPath:{}, OptionalOldSelf:{}}}",
@@ -118,8 +122,8 @@ fn go_rule(r: &Value) -> String {
 }
 
 /// `fieldPath` as the real server normalizes it: no leading dot, `['k']` as `[k]`.
-fn normalize_field_path(p: &str) -> String {
-    p.trim_start_matches('.')
+fn normalize_field_path(path: &str) -> String {
+    path.trim_start_matches('.')
         .replace("['", "[")
         .replace("']", "]")
 }
@@ -131,109 +135,126 @@ pub(crate) fn compile_all(
     at: &CompileAt,
     errors: &mut Vec<FieldError>,
 ) -> Vec<Rule> {
-    let mut out = Vec::new();
-    for (i, r) in list.iter().enumerate() {
-        let base = format!("{}.x-kubernetes-validations[{i}]", at.crd_path);
-        let base = base.trim_start_matches('.').to_string();
-        let str_of = |k: &str| r.get(k).and_then(Value::as_str);
-        let rule = str_of("rule").unwrap_or_default().to_string();
-        let message = str_of("message");
-        if rule.trim().is_empty() {
-            errors.push(FieldError::required(
-                &format!("{base}.rule"),
-                "rule is not specified",
-            ));
-        }
-        if let Some(m) = message {
-            if m.trim().is_empty() {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.message"),
-                    &Value::String(m.into()),
-                    "message must be non-empty if specified",
-                ));
-            } else if m.contains('\n') {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.message"),
-                    &Value::String(m.into()),
-                    "message must not contain line breaks",
-                ));
-            }
-        } else if rule.contains('\n') {
-            errors.push(FieldError::required(
+    list.iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let base = format!("{}.x-kubernetes-validations[{index}]", at.crd_path);
+            let base = base.trim_start_matches('.');
+            check_rule_fields(entry, base, errors);
+            compile_rule(entry, base, at, errors)
+        })
+        .collect()
+}
+
+/// The checks of one `x-kubernetes-validations` entry's fields (at `base`): rule,
+/// message, messageExpression, reason and fieldPath, in the real server's order.
+fn check_rule_fields(entry: &Value, base: &str, errors: &mut Vec<FieldError>) {
+    let str_of = |key: &str| entry.get(key).and_then(Value::as_str);
+    let rule = str_of("rule").unwrap_or_default();
+    if rule.trim().is_empty() {
+        errors.push(FieldError::required(
+            &format!("{base}.rule"),
+            "rule is not specified",
+        ));
+    }
+    if let Some(message) = str_of("message") {
+        if message.trim().is_empty() {
+            errors.push(FieldError::invalid(
                 &format!("{base}.message"),
-                "message must be specified if rule contains line breaks",
+                &Value::String(message.into()),
+                "message must be non-empty if specified",
+            ));
+        } else if message.contains('\n') {
+            errors.push(FieldError::invalid(
+                &format!("{base}.message"),
+                &Value::String(message.into()),
+                "message must not contain line breaks",
             ));
         }
-        let message_expression = str_of("messageExpression");
-        if message_expression.map(|m| m.trim().is_empty()) == Some(true) {
-            errors.push(FieldError::required(
-                &format!("{base}.messageExpression"),
-                "messageExpression must be non-empty if specified",
+    } else if rule.contains('\n') {
+        errors.push(FieldError::required(
+            &format!("{base}.message"),
+            "message must be specified if rule contains line breaks",
+        ));
+    }
+    if str_of("messageExpression").map(|expression| expression.trim().is_empty()) == Some(true) {
+        errors.push(FieldError::required(
+            &format!("{base}.messageExpression"),
+            "messageExpression must be non-empty if specified",
+        ));
+    }
+    if let Some(reason) = str_of("reason") {
+        if !REASONS.contains(&reason) {
+            errors.push(FieldError::not_supported(
+                &format!("{base}.reason"),
+                reason,
+                &REASONS,
             ));
         }
-        let reason = str_of("reason").map(String::from);
-        if let Some(rs) = &reason {
-            if !REASONS.contains(&rs.as_str()) {
-                errors.push(FieldError::not_supported(
-                    &format!("{base}.reason"),
-                    rs,
-                    &REASONS,
-                ));
-            }
+    }
+    if let Some(field_path) = str_of("fieldPath") {
+        let detail = if field_path.trim().is_empty() {
+            Some("fieldPath must be non-empty if specified")
+        } else if field_path.contains('\n') {
+            Some("fieldPath must not contain line breaks")
+        } else {
+            None
+        };
+        if let Some(detail) = detail {
+            errors.push(FieldError::invalid(
+                &format!("{base}.fieldPath"),
+                &Value::String(field_path.into()),
+                detail,
+            ));
         }
-        let field_path = str_of("fieldPath");
-        if let Some(fp) = field_path {
-            let detail = if fp.trim().is_empty() {
-                Some("fieldPath must be non-empty if specified")
-            } else if fp.contains('\n') {
-                Some("fieldPath must not contain line breaks")
-            } else {
-                None
-            };
-            if let Some(d) = detail {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.fieldPath"),
-                    &Value::String(fp.into()),
-                    d,
-                ));
-            }
+    }
+}
+
+/// Compiles one entry's rule and messageExpression (failures go to `errors`, as does
+/// `oldSelf` where the schema is uncorrelatable).
+fn compile_rule(entry: &Value, base: &str, at: &CompileAt, errors: &mut Vec<FieldError>) -> Rule {
+    let str_of = |key: &str| entry.get(key).and_then(Value::as_str);
+    let rule = str_of("rule").unwrap_or_default().to_string();
+    let program = env().compile(&rule).map_err(|error| error.to_string());
+    if let Err(error) = &program {
+        if !rule.trim().is_empty() {
+            errors.push(FieldError {
+                field: format!("{base}.rule"),
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: compilation failed: {error}",
+                    go_rule(entry)
+                ),
+            });
         }
-        let program = env().compile(&rule).map_err(|e| e.to_string());
-        if let Err(e) = &program {
-            if !rule.trim().is_empty() {
-                errors.push(FieldError {
-                    field: format!("{base}.rule"),
-                    reason: "FieldValueInvalid",
-                    message: format!("Invalid value: {}: compilation failed: {e}", go_rule(r)),
-                });
-            }
+    }
+    let uses_old_self = program
+        .as_ref()
+        .map(|program| program.references().has_variable("oldSelf"))
+        .unwrap_or(false);
+    if uses_old_self {
+        if let Some(within) = &at.uncorrelatable {
+            errors.push(FieldError::invalid(
+                &format!("{base}.rule"),
+                &Value::String(rule.clone()),
+                &format!(
+                    "oldSelf cannot be used on the uncorrelatable portion of the schema within {}",
+                    within.trim_start_matches('.')
+                ),
+            ));
         }
-        let uses_old_self = program
-            .as_ref()
-            .map(|p| p.references().has_variable("oldSelf"))
-            .unwrap_or(false);
-        if uses_old_self {
-            if let Some(within) = &at.uncorrelatable {
-                errors.push(FieldError::invalid(
-                    &format!("{base}.rule"),
-                    &Value::String(rule.clone()),
-                    &format!(
-                        "oldSelf cannot be used on the uncorrelatable portion of the schema within {}",
-                        within.trim_start_matches('.')
-                    ),
-                ));
-            }
-        }
-        let message_expression = match message_expression.filter(|m| !m.trim().is_empty()) {
-            Some(m) => match env().compile(m) {
-                Ok(p) => Some(p),
-                Err(e) => {
+    }
+    let message_expression =
+        match str_of("messageExpression").filter(|expression| !expression.trim().is_empty()) {
+            Some(expression) => match env().compile(expression) {
+                Ok(program) => Some(program),
+                Err(error) => {
                     errors.push(FieldError {
                         field: format!("{base}.messageExpression"),
                         reason: "FieldValueInvalid",
                         message: format!(
-                            "Invalid value: {}: messageExpression compilation failed: {e}",
-                            go_rule(r)
+                            "Invalid value: {}: messageExpression compilation failed: {error}",
+                            go_rule(entry)
                         ),
                     });
                     None
@@ -241,44 +262,44 @@ pub(crate) fn compile_all(
             },
             None => None,
         };
-        let unsupported = program.as_ref().ok().and_then(unsupported_function);
-        out.push(Rule {
-            rule,
-            message: message.unwrap_or_default().trim().to_string(),
-            message_expression,
-            reason,
-            field_path: field_path.map(normalize_field_path).unwrap_or_default(),
-            program,
-            uses_old_self,
-            optional_old_self: r.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
-            unsupported,
-        });
+    let unsupported = program.as_ref().ok().and_then(unsupported_function);
+    Rule {
+        rule,
+        message: str_of("message").unwrap_or_default().trim().to_string(),
+        message_expression,
+        reason: str_of("reason").map(String::from),
+        field_path: str_of("fieldPath")
+            .map(normalize_field_path)
+            .unwrap_or_default(),
+        program,
+        uses_old_self,
+        optional_old_self: entry.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
+        unsupported,
     }
-    out
 }
 
 /// A JSON value as CEL sees it under `node` (`None`: no schema, every field kept).
-fn to_cel(v: &Value, node: Option<&Node>) -> Cel {
-    match v {
+fn to_cel(value: &Value, node: Option<&Node>) -> Cel {
+    match value {
         Value::Null => Cel::Null,
-        Value::Bool(b) => Cel::Bool(*b),
-        Value::Number(n) => {
+        Value::Bool(flag) => Cel::Bool(*flag),
+        Value::Number(number) => {
             let double = node.map(|s| s.ty == "number").unwrap_or(false);
-            match n.as_i64() {
-                Some(i) if !double => Cel::Int(i),
-                _ => Cel::Float(n.as_f64().unwrap_or(0.0)),
+            match number.as_i64() {
+                Some(index) if !double => Cel::Int(index),
+                _ => Cel::Float(number.as_f64().unwrap_or(0.0)),
             }
         }
-        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::String(text) => Cel::String(Arc::new(text.clone())),
         Value::Array(items) => {
             let s = node.and_then(|n| n.items.as_deref());
-            Cel::List(Arc::new(items.iter().map(|x| to_cel(x, s)).collect()))
+            Cel::List(Arc::new(items.iter().map(|item| to_cel(item, s)).collect()))
         }
         Value::Object(m) => {
             let mut map: HashMap<Key, Cel> = HashMap::with_capacity(m.len());
-            for (k, x) in m {
+            for (key, x) in m {
                 let s = match node {
-                    Some(n) => match n.child_schema(k) {
+                    Some(n) => match n.child_schema(key) {
                         Some(s) => Some(s),
                         // pruned already, unless unknown fields are kept
                         None if n.preserve_unknown || n.properties.is_empty() => None,
@@ -286,7 +307,7 @@ fn to_cel(v: &Value, node: Option<&Node>) -> Cel {
                     },
                     None => None,
                 };
-                map.insert(Key::from(k.clone()), to_cel(x, s));
+                map.insert(Key::from(key.clone()), to_cel(x, s));
             }
             Cel::Map(CelMap { map: Arc::new(map) })
         }
@@ -295,12 +316,12 @@ fn to_cel(v: &Value, node: Option<&Node>) -> Cel {
 
 /// `self` at the root: the schema's fields, `apiVersion`, `kind`, and of `metadata` only
 /// `name` and `generateName`.
-fn root_to_cel(v: &Value, node: &Node) -> Cel {
-    let mut obj = v.clone();
+fn root_to_cel(value: &Value, node: &Node) -> Cel {
+    let mut obj = value.clone();
     if let Some(m) = obj.as_object_mut() {
         let mut meta = serde_json::Map::new();
         for k in ["name", "generateName"] {
-            if let Some(x) = v.pointer(&format!("/metadata/{k}")) {
+            if let Some(x) = value.pointer(&format!("/metadata/{k}")) {
                 meta.insert(k.into(), x.clone());
             }
         }
@@ -309,9 +330,9 @@ fn root_to_cel(v: &Value, node: &Node) -> Cel {
     match to_cel(&obj, Some(node)) {
         Cel::Map(mut map) => {
             let inner = Arc::make_mut(&mut map.map);
-            for k in ["apiVersion", "kind", "metadata"] {
-                if let Some(x) = obj.get(k) {
-                    inner.insert(Key::from(k.to_string()), to_cel(x, None));
+            for key in ["apiVersion", "kind", "metadata"] {
+                if let Some(x) = obj.get(key) {
+                    inner.insert(Key::from(key.to_string()), to_cel(x, None));
                 }
             }
             Cel::Map(map)
@@ -346,12 +367,12 @@ fn field_error(field: String, ty: &str, detail: String, reason: Option<&str>) ->
 }
 
 /// How cel-go words an evaluation error, as the real server reports it.
-fn eval_error(e: &ExecutionError, rule_text: &str) -> String {
-    match e {
+fn eval_error(execution_error: &ExecutionError, rule_text: &str) -> String {
+    match execution_error {
         ExecutionError::NoSuchOverload(_) => format!(
             "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule_text}"
         ),
-        ExecutionError::NoSuchKey(k) => format!("no such key: {k} evaluating rule: {rule_text}"),
+        ExecutionError::NoSuchKey(text) => format!("no such key: {text} evaluating rule: {rule_text}"),
         other => format!("{other} evaluating rule: {rule_text}"),
     }
 }
@@ -379,47 +400,47 @@ impl Rule {
 /// Runs the rules of `node` and below on `v` (at `path`; `old` the correlated old value).
 pub(crate) fn evaluate(
     node: &Node,
-    v: &Value,
+    value: &Value,
     old: Option<&Value>,
     path: &Path,
     root: bool,
     out: &mut Vec<FieldError>,
 ) {
-    if !node.rules_below || v.is_null() {
+    if !node.rules_below || value.is_null() {
         return;
     }
-    let unchanged = old == Some(v);
+    let unchanged = old == Some(value);
     if unchanged && !node.old_self_below {
         return;
     }
     if !node.rules.is_empty() {
-        run_rules(node, v, old, path, root, unchanged, out);
+        run_rules(node, value, old, path, root, unchanged, out);
     }
-    match v {
+    match value {
         Value::Object(m) => {
             let old_map = if node.map_atomic {
                 None
             } else {
                 old.and_then(Value::as_object)
             };
-            for (k, child) in m {
-                if root && k == "metadata" {
+            for (key, child) in m {
+                if root && key == "metadata" {
                     continue;
                 }
-                let o = old_map.and_then(|o| o.get(k));
-                if let Some(s) = node.properties.get(k) {
-                    evaluate(s, child, o, &path.child(Seg::Field(k)), false, out);
+                let o = old_map.and_then(|map| map.get(key));
+                if let Some(s) = node.properties.get(key) {
+                    evaluate(s, child, o, &path.child(Seg::Field(key)), false, out);
                 } else if let Some(a) = &node.additional {
-                    evaluate(a, child, o, &path.child(Seg::Key(k)), false, out);
+                    evaluate(a, child, o, &path.child(Seg::Key(key)), false, out);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(s) = &node.items {
                 let olds = old.and_then(Value::as_array);
-                for (i, item) in items.iter().enumerate() {
-                    let o = olds.and_then(|o| node.correlate(item, o));
-                    evaluate(s, item, o, &path.child(Seg::Index(i)), false, out);
+                for (index, item) in items.iter().enumerate() {
+                    let object = olds.and_then(|o| node.correlate(item, o));
+                    evaluate(s, item, object, &path.child(Seg::Index(index)), false, out);
                 }
             }
         }
@@ -429,7 +450,7 @@ pub(crate) fn evaluate(
 
 fn run_rules(
     node: &Node,
-    v: &Value,
+    value: &Value,
     old: Option<&Value>,
     path: &Path,
     root: bool,
@@ -471,13 +492,13 @@ fn run_rules(
             continue;
         }
         let mut ctx = Context::with_env(env().clone());
-        let this = self_value.get_or_insert_with(|| convert(v)).clone();
+        let this = self_value.get_or_insert_with(|| convert(value)).clone();
         ctx.add_variable_from_value("self", this);
         if rule.uses_old_self {
             let o = old_value.get_or_insert_with(|| old.map(&convert)).clone();
             let bound = match (o, rule.optional_old_self) {
                 (Some(o), false) => o,
-                (Some(o), true) => Cel::Opaque(Arc::new(OptionalValue::of(o))),
+                (Some(object), true) => Cel::Opaque(Arc::new(OptionalValue::of(object))),
                 (None, _) => Cel::Opaque(Arc::new(OptionalValue::none())),
             };
             ctx.add_variable_from_value("oldSelf", bound);
@@ -498,14 +519,14 @@ fn run_rules(
                 });
                 continue;
             }
-            Err(e) => {
+            Err(error) => {
                 out.push(FieldError {
                     field: path.field(),
                     reason: "FieldValueInvalid",
                     message: format!(
                         "Invalid value: {}: {}",
                         go::quote(&node.ty),
-                        eval_error(&e, rule.error_string())
+                        eval_error(&error, rule.error_string())
                     ),
                 });
                 continue;
@@ -515,7 +536,7 @@ fn run_rules(
             .message_expression
             .as_ref()
             .and_then(|m| match m.execute(&ctx) {
-                Ok(Cel::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
+                Ok(Cel::String(text)) if !text.trim().is_empty() => Some(text.to_string()),
                 _ => None,
             })
             .unwrap_or_else(|| rule.message_or_default());

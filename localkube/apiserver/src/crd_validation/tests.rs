@@ -21,7 +21,7 @@ fn errors_on_update(
     Validator::new(&schema)
         .validate(&obj, old.as_ref())
         .into_iter()
-        .map(|e| (e.field, e.reason, e.message))
+        .map(|field_error| (field_error.field, field_error.reason, field_error.message))
         .collect()
 }
 
@@ -68,12 +68,12 @@ fn go_regular_expressions_are_translated() {
     assert_eq!(go_regex("[[:alpha:]_]"), "[[:alpha:]_]");
     assert_eq!(go_regex("[a[]"), "[a\\[]");
     assert_eq!(go_regex("a\\.b\\\\d"), "a\\.b\\\\d");
-    for p in [
+    for path in [
         "^\\s\\S[\\s\\S]$",
         "[&&~~]",
         "^(0|([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?)$",
     ] {
-        assert!(Regex::new(&go_regex(p)).is_ok(), "{p}");
+        assert!(Regex::new(&go_regex(path)).is_ok(), "{path}");
     }
 }
 
@@ -228,7 +228,7 @@ fn nested_objects_arrays_and_maps_name_the_field() {
         s,
         json!({"spec": {"sites": [{"name": "a"}, {"weight": -1}], "limits": {"cpu": 9}}}),
     );
-    let fields: Vec<&str> = errs.iter().map(|e| e.0.as_str()).collect();
+    let fields: Vec<&str> = errs.iter().map(|error| error.0.as_str()).collect();
     assert_eq!(
         fields,
         [
@@ -311,7 +311,7 @@ fn compositions_report_as_kube_openapi_does() {
     );
     let errs = errors_of(s.clone(), json!({"spec": {"both": "abcd"}}));
     assert!(
-        errs.iter().any(|e| e
+        errs.iter().any(|error| error
             .2
             .ends_with("\"spec.both\" must validate all the schemas (allOf)")),
         "{errs:?}"
@@ -583,7 +583,10 @@ fn crd_writes_are_refused_for_rules_that_do_not_compile() {
             "properties": {"l": {"type": "array", "items": {"type": "string",
                 "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}}}}}}]}});
     let errs = crd::errors(&crd);
-    let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+    let fields: Vec<&str> = errs
+        .iter()
+        .map(|field_error| field_error.field.as_str())
+        .collect();
     assert_eq!(
         fields,
         [
@@ -603,9 +606,9 @@ fn crd_writes_are_refused_for_rules_that_do_not_compile() {
         "{}",
         errs[1].message
     );
-    let e = crd::check(&crd).expect_err("refused");
-    assert_eq!(e.code, 422);
-    assert!(e
+    let error = crd::check(&crd).expect_err("refused");
+    assert_eq!(error.code, 422);
+    assert!(error
         .message
         .starts_with("CustomResourceDefinition.apiextensions.k8s.io \"gs.x.io\" is invalid: ["));
 }

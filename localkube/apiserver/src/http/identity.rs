@@ -15,7 +15,7 @@ pub(super) fn user(st: &ServerState, parts: &Parts, public: bool) -> Result<User
         .client_ca
         .identify(parts.extensions.get::<crate::tls::PeerCertificates>());
     match authenticate(st, &parts.headers, &cert)? {
-        Some(u) => impersonate(st, u, &parts.headers),
+        Some(user_info) => impersonate(st, user_info, &parts.headers),
         None if public => Ok(UserInfo {
             name: "system:anonymous".into(),
             groups: vec!["system:unauthenticated".into()],
@@ -36,21 +36,23 @@ fn authenticate(
     if let ClientCertificate::Valid(user) = cert {
         return Ok(Some(user.clone()));
     }
-    let Some(h) = headers.get(header::AUTHORIZATION) else {
+    let Some(header_value) = headers.get(header::AUTHORIZATION) else {
         if let ClientCertificate::Invalid(why) = cert {
             tracing::debug!(reason = %why, "client certificate authentication failed");
             return Err(ApiError::unauthorized());
         }
         return Ok(None);
     };
-    let v = h.to_str().map_err(|_| ApiError::unauthorized())?;
-    let token = v
+    let value = header_value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized())?;
+    let token = value
         .strip_prefix("Bearer ")
-        .or_else(|| v.strip_prefix("bearer "))
+        .or_else(|| value.strip_prefix("bearer "))
         .ok_or_else(ApiError::unauthorized)?
         .trim();
     match st.cluster.auth.authenticate(token, &[], &st.cluster.store) {
-        Ok((u, _)) => Ok(Some(u)),
+        Ok((user_info, _)) => Ok(Some(user_info)),
         Err(why) => {
             tracing::debug!(reason = %why, "authentication failed");
             Err(ApiError::unauthorized())
@@ -106,14 +108,22 @@ fn impersonate(
     if let Some(uid) = headers.get("impersonate-uid").and_then(|v| v.to_str().ok()) {
         new.uid = uid.into();
     }
-    for (k, v) in headers {
-        if let Some(key) = k.as_str().strip_prefix("impersonate-extra-") {
-            if let Ok(v) = v.to_str() {
-                new.extra.entry(key.to_string()).or_default().push(v.into());
+    for (header_name, header_value) in headers {
+        if let Some(key) = header_name.as_str().strip_prefix("impersonate-extra-") {
+            if let Ok(value) = header_value.to_str() {
+                new.extra
+                    .entry(key.to_string())
+                    .or_default()
+                    .push(value.into());
             }
         }
     }
-    if !new.groups.iter().any(|g| g == "system:authenticated") && name != "system:anonymous" {
+    if !new
+        .groups
+        .iter()
+        .any(|group| group == "system:authenticated")
+        && name != "system:anonymous"
+    {
         new.groups.push("system:authenticated".into());
     }
     Ok(new)
@@ -127,7 +137,7 @@ fn authorize_impersonation(
     namespace: &str,
     name: &str,
 ) -> Result<(), ApiError> {
-    let a = Attributes {
+    let attributes = Attributes {
         verb: "impersonate".into(),
         resource_request: true,
         resource: resource.into(),
@@ -135,9 +145,9 @@ fn authorize_impersonation(
         name: name.into(),
         ..Default::default()
     };
-    if auth::authorize(&st.cluster.store, user, &a) {
+    if auth::authorize(&st.cluster.store, user, &attributes) {
         Ok(())
     } else {
-        Err(a.forbidden(user))
+        Err(attributes.forbidden(user))
     }
 }

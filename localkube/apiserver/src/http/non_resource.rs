@@ -41,22 +41,22 @@ pub(super) fn serve(
             "the server does not allow this method on the requested resource: {method} {path}"
         )));
     }
-    let a = Attributes {
+    let attributes = Attributes {
         verb: "get".into(),
         resource_request: false,
         path: path.to_string(),
         ..Default::default()
     };
-    if !public && !auth::authorize(&st.cluster.store, user, &a) {
-        return Err(a.forbidden(user));
+    if !public && !auth::authorize(&st.cluster.store, user, &attributes) {
+        return Err(attributes.forbidden(user));
     }
     if segs == ["openapi", "v2"] {
         return openapi_v2(&parts.headers, &doc).map(Some);
     }
-    if let Some(v) = aggregated {
+    if let Some(value) = aggregated {
         return Ok(Some(with_content_type(
             json_response(200, &doc),
-            &discovery::aggregated_content_type(v),
+            &discovery::aggregated_content_type(value),
         )));
     }
     Ok(Some(json_response(200, &doc)))
@@ -71,9 +71,11 @@ fn aggregated_discovery(
     if !matches!(segs, ["api"] | ["apis"]) {
         return Ok(None);
     }
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|header_value| header_value.to_str().ok());
     match accept::negotiate(accept, Endpoint::Discovery)? {
-        Output::Aggregated(v) => Ok(Some(v)),
+        Output::Aggregated(value) => Ok(Some(value)),
         Output::Object | Output::Table | Output::Metadata | Output::MetadataList => Ok(None),
     }
 }
@@ -99,16 +101,16 @@ fn document(
             None => discovery::group_list(&all()),
         },
         ["api", v] => resource_list(&all(), "", v)?,
-        ["apis", g, v] => resource_list(&all(), g, v)?,
+        ["apis", g, value] => resource_list(&all(), g, value)?,
         ["apis", g] => discovery::group(&all(), g).ok_or_else(ApiError::path_not_found)?,
         ["openapi", "v2"] => openapi::document(&all()),
         ["openapi", "v3"] => {
             let mut paths = serde_json::Map::new();
-            for (p, rs) in discovery::by_openapi_path(&all()) {
+            for (path, rs) in discovery::by_openapi_path(&all()) {
                 let doc = discovery::openapi_gv(&rs);
                 paths.insert(
-                    p.clone(),
-                    json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", discovery::doc_hash(&doc))}),
+                    path.clone(),
+                    json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", discovery::doc_hash(&doc))}),
                 );
             }
             json!({"paths": paths})
@@ -144,7 +146,9 @@ fn resource_list(all: &[ResourceInfo], group: &str, version: &str) -> Result<Val
 
 /// `/openapi/v2` as JSON or protobuf, as `Accept` asks.
 fn openapi_v2(headers: &HeaderMap, doc: &Value) -> Result<Response, ApiError> {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|header_value| header_value.to_str().ok());
     match openapi::negotiate(accept) {
         Some(openapi::Format::Json) => Ok(json_response(200, doc)),
         Some(openapi::Format::Protobuf) => Ok(Response::builder()

@@ -4,11 +4,11 @@
 use super::ServerState;
 use crate::accept::{self, Endpoint, Output};
 use crate::auth::{self, Attributes, UserInfo};
+use crate::cluster::{Cluster, DeleteOptions, WriteOptions};
 use crate::error::ApiError;
-use crate::ops::{Cluster, DeleteOptions, WriteOptions};
+use crate::plugin::StreamSubresource;
 use crate::registry::{ResourceInfo, Subresource};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::StreamSubresource;
 use crate::table::IncludeObject;
 use axum::body::Body;
 use axum::http::request::Parts;
@@ -31,27 +31,27 @@ pub(super) struct Target {
     pub(super) watch_prefix: bool,
 }
 
-fn parse_query(q: Option<&str>) -> Query {
-    form_urlencoded::parse(q.unwrap_or_default().as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+fn parse_query(query: Option<&str>) -> Query {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .map(|(k, value)| (k.into_owned(), value.into_owned()))
         .collect()
 }
 
-pub(super) fn flag(q: &Query, k: &str) -> bool {
-    matches!(q.get(k).map(String::as_str), Some("true") | Some("1"))
+pub(super) fn flag(query: &Query, key: &str) -> bool {
+    matches!(query.get(key).map(String::as_str), Some("true") | Some("1"))
 }
 
 pub(super) fn parse_target(cluster: &Cluster, segs: &[&str]) -> Option<Target> {
     let (group, version, rest) = match segs {
         ["api", v, rest @ ..] => ("", *v, rest),
-        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        ["apis", g, value, rest @ ..] => (*g, *value, rest),
         _ => return None,
     };
     let (watch_prefix, rest) = match rest {
         ["watch", r @ ..] => (true, r),
         r => (false, r),
     };
-    let lookup = |p: &str| cluster.registry.lookup(group, version, p);
+    let lookup = |path: &str| cluster.registry.lookup(group, version, path);
     if let ["namespaces", ns, plural, tail @ ..] = rest {
         if let Some(r) = lookup(plural).filter(|r| r.namespaced) {
             if tail.len() > 2 {
@@ -67,12 +67,12 @@ pub(super) fn parse_target(cluster: &Cluster, segs: &[&str]) -> Option<Target> {
         }
     }
     let (plural, tail) = rest.split_first()?;
-    let r = lookup(plural)?;
+    let resource = lookup(plural)?;
     if tail.len() > 2 {
         return None;
     }
     Some(Target {
-        r,
+        r: resource,
         namespace: None,
         name: tail.first().map(|s| s.to_string()),
         sub: tail.get(1).map(|s| s.to_string()),
@@ -80,16 +80,16 @@ pub(super) fn parse_target(cluster: &Cluster, segs: &[&str]) -> Option<Target> {
     })
 }
 
-fn verb_of(method: &Method, t: &Target, q: &Query) -> &'static str {
+fn verb_of(method: &Method, target: &Target, query: &Query) -> &'static str {
     match *method {
         Method::GET | Method::HEAD => {
-            if t.name.is_some() {
-                if t.watch_prefix {
+            if target.name.is_some() {
+                if target.watch_prefix {
                     "watch"
                 } else {
                     "get"
                 }
-            } else if t.watch_prefix || flag(q, "watch") {
+            } else if target.watch_prefix || flag(query, "watch") {
                 "watch"
             } else {
                 "list"
@@ -99,7 +99,7 @@ fn verb_of(method: &Method, t: &Target, q: &Query) -> &'static str {
         Method::PUT => "update",
         Method::PATCH => "patch",
         Method::DELETE => {
-            if t.name.is_some() {
+            if target.name.is_some() {
                 "delete"
             } else {
                 "deletecollection"
@@ -118,7 +118,7 @@ pub(super) async fn read_body(body: Body) -> Result<Bytes, ApiError> {
 pub(super) fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+        .and_then(|header_value| header_value.to_str().ok())
         .unwrap_or_default()
         .split(';')
         .next()
@@ -129,7 +129,7 @@ pub(super) fn content_type(headers: &HeaderMap) -> String {
 
 pub(super) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let ct = content_type(headers);
-    let v: Value = match ct.as_str() {
+    let value: Value = match ct.as_str() {
         "" | "application/json" | "*/*" => serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
@@ -143,39 +143,43 @@ pub(super) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, A
             })?
         }
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
-            .map_err(|e| {
-                ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))
+            .map_err(|error| {
+                ApiError::bad_request(format!(
+                    "couldn't get version/kind; yaml parse error: {error}"
+                ))
             })?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
-    if !v.is_object() {
+    if !value.is_object() {
         return Err(ApiError::bad_request(
             "couldn't get version/kind; json parse error: the body is not a JSON object",
         ));
     }
-    Ok(v)
+    Ok(value)
 }
 
 /// The output a resource request negotiated from its `Accept` header.
 pub(super) fn output_of(headers: &HeaderMap) -> Result<Output, ApiError> {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|header_value| header_value.to_str().ok());
     accept::negotiate(accept, Endpoint::Resource)
 }
 
-pub(super) fn include_object(q: &Query) -> IncludeObject {
-    match q.get("includeObject").map(String::as_str) {
+pub(super) fn include_object(query: &Query) -> IncludeObject {
+    match query.get("includeObject").map(String::as_str) {
         Some("None") => IncludeObject::None,
         Some("Object") => IncludeObject::Object,
         _ => IncludeObject::Metadata,
     }
 }
 
-pub(super) fn write_options(q: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
-    let manager = match q.get("fieldManager") {
-        Some(m) => m.clone(),
+pub(super) fn write_options(query: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
+    let manager = match query.get("fieldManager") {
+        Some(message) => message.clone(),
         None => headers
             .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
+            .and_then(|header_value| header_value.to_str().ok())
             .map(|ua| {
                 ua.split('/')
                     .next()
@@ -195,7 +199,7 @@ pub(super) fn write_options(q: &Query, headers: &HeaderMap) -> Result<WriteOptio
             "Too long: may not be more than 128 bytes",
         ));
     }
-    let strict = match q.get("fieldValidation").map(String::as_str) {
+    let strict = match query.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Ignore") | Some("Warn") => false,
         Some("Strict") => true,
         Some(other) => {
@@ -204,7 +208,7 @@ pub(super) fn write_options(q: &Query, headers: &HeaderMap) -> Result<WriteOptio
             )))
         }
     };
-    let dry_run = match q.get("dryRun").map(String::as_str) {
+    let dry_run = match query.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
         Some(other) => {
@@ -213,7 +217,7 @@ pub(super) fn write_options(q: &Query, headers: &HeaderMap) -> Result<WriteOptio
             )))
         }
     };
-    let force = match q.get("force").map(String::as_str) {
+    let force = match query.get("force").map(String::as_str) {
         None | Some("") | Some("false") => false,
         Some("true") => true,
         Some(other) => {
@@ -230,39 +234,44 @@ pub(super) fn write_options(q: &Query, headers: &HeaderMap) -> Result<WriteOptio
     })
 }
 
-fn selectors(t: &Target, q: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+fn selectors(target: &Target, query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(
-        q.get("labelSelector")
+        query
+            .get("labelSelector")
             .map(String::as_str)
             .unwrap_or_default(),
     )?;
     let fields = FieldSelector::parse(
-        q.get("fieldSelector")
+        query
+            .get("fieldSelector")
             .map(String::as_str)
             .unwrap_or_default(),
-        &t.r,
+        &target.r,
     )?;
     Ok((labels, fields))
 }
 
-pub(super) fn delete_options(q: &Query, body: Option<Value>) -> Result<DeleteOptions, ApiError> {
+pub(super) fn delete_options(
+    query: &Query,
+    body: Option<Value>,
+) -> Result<DeleteOptions, ApiError> {
     let b = body.unwrap_or(Value::Null);
-    let grace = match q.get("gracePeriodSeconds") {
-        Some(g) => Some(
-            g.parse::<i64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
-        ),
-        None => b.get("gracePeriodSeconds").and_then(Value::as_i64),
-    };
-    let mut propagation = q.get("propagationPolicy").cloned().or_else(|| {
+    let grace =
+        match query.get("gracePeriodSeconds") {
+            Some(group) => Some(group.parse::<i64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid gracePeriodSeconds {group:?}"))
+            })?),
+            None => b.get("gracePeriodSeconds").and_then(Value::as_i64),
+        };
+    let mut propagation = query.get("propagationPolicy").cloned().or_else(|| {
         b.get("propagationPolicy")
             .and_then(Value::as_str)
             .map(String::from)
     });
     if propagation.is_none() {
-        if let Some(orphan) = q
+        if let Some(orphan) = query
             .get("orphanDependents")
-            .map(|v| v == "true")
+            .map(|value| value == "true")
             .or_else(|| b.get("orphanDependents").and_then(Value::as_bool))
         {
             propagation = Some(if orphan {
@@ -272,18 +281,18 @@ pub(super) fn delete_options(q: &Query, body: Option<Value>) -> Result<DeleteOpt
             });
         }
     }
-    if let Some(p) = &propagation {
-        if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
+    if let Some(path) = &propagation {
+        if !matches!(path.as_str(), "Orphan" | "Background" | "Foreground") {
             return Err(ApiError::invalid(
                 "meta.k8s.io",
                 "DeleteOptions",
                 "",
                 "propagationPolicy",
-                format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""),
+                format!("Unsupported value: {path:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""),
             ));
         }
     }
-    let dry_run = q.get("dryRun").map(|d| d == "All").unwrap_or(false)
+    let dry_run = query.get("dryRun").map(|d| d == "All").unwrap_or(false)
         || b.get("dryRun")
             .and_then(Value::as_array)
             .map(|a| !a.is_empty())

@@ -11,20 +11,20 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 /// The encoding of `r`'s objects (custom resources are unstructured maps on a real server).
-pub(super) fn form_of(r: &ResourceInfo) -> Form {
-    if r.crd.is_some() {
+pub(super) fn form_of(resource: &ResourceInfo) -> Form {
+    if resource.crd.is_some() {
         Form::Unstructured
     } else {
         Form::Typed
     }
 }
 
-pub(super) fn json_response(code: u16, v: &Value) -> Response {
-    object_response(code, v, Form::Typed)
+pub(super) fn json_response(code: u16, value: &Value) -> Response {
+    object_response(code, value, Form::Typed)
 }
 
-fn object_response(code: u16, v: &Value, form: Form) -> Response {
-    let body = wire::to_vec(v, form);
+fn object_response(code: u16, value: &Value, form: Form) -> Response {
+    let body = wire::to_vec(value, form);
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::OK))
         .header(header::CONTENT_TYPE, "application/json")
@@ -34,14 +34,15 @@ fn object_response(code: u16, v: &Value, form: Form) -> Response {
 
 /// `resp` with its `Content-Type` replaced.
 pub(super) fn with_content_type(mut resp: Response, content_type: &str) -> Response {
-    if let Ok(v) = header::HeaderValue::from_str(content_type) {
-        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    if let Ok(header_value) = header::HeaderValue::from_str(content_type) {
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, header_value);
     }
     resp
 }
 
-pub(super) fn error_response(e: &ApiError) -> Response {
-    json_response(e.code, &e.to_status())
+pub(super) fn error_response(error: &ApiError) -> Response {
+    json_response(error.code, &error.to_status())
 }
 
 /// `PartialObjectMetadata` of `obj` (kube-runtime's metadata watcher and `get_metadata`).
@@ -56,15 +57,19 @@ fn is_list(obj: &Value) -> bool {
 
 /// `obj` (an object of `r`, or a list of them) in the negotiated `output`; `Status`
 /// objects pass unchanged, as on the real server.
-fn present(obj: &Value, r: &ResourceInfo, output: Output) -> Result<(Value, Form), ApiError> {
+fn present(
+    obj: &Value,
+    resource: &ResourceInfo,
+    output: Output,
+) -> Result<(Value, Form), ApiError> {
     if obj.get("kind").and_then(Value::as_str) == Some("Status") {
         return Ok((obj.clone(), Form::Typed));
     }
     let go_type = |list: &str| {
-        if r.crd.is_some() {
+        if resource.crd.is_some() {
             format!("*unstructured.Unstructured{list}")
         } else {
-            format!("*{}.{}{list}", r.version, r.kind)
+            format!("*{}.{}{list}", resource.version, resource.kind)
         }
     };
     match output {
@@ -88,7 +93,9 @@ fn present(obj: &Value, r: &ResourceInfo, output: Output) -> Result<(Value, Form
                 "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})), "items": items});
             Ok((list, Form::Typed))
         }
-        Output::Object | Output::Table | Output::Aggregated(_) => Ok((obj.clone(), form_of(r))),
+        Output::Object | Output::Table | Output::Aggregated(_) => {
+            Ok((obj.clone(), form_of(resource)))
+        }
     }
 }
 
@@ -96,9 +103,9 @@ fn present(obj: &Value, r: &ResourceInfo, output: Output) -> Result<(Value, Form
 pub(super) fn respond(
     code: u16,
     obj: &Value,
-    r: &ResourceInfo,
+    resource: &ResourceInfo,
     output: Output,
 ) -> Result<Response, ApiError> {
-    let (v, form) = present(obj, r, output)?;
-    Ok(object_response(code, &v, form))
+    let (value, form) = present(obj, resource, output)?;
+    Ok(object_response(code, &value, form))
 }

@@ -10,13 +10,13 @@ use super::response::{json_response, respond};
 use super::ServerState;
 use crate::accept::Output;
 use crate::auth::{self, Attributes, UserInfo};
+use crate::cluster::{DeleteOptions, PatchType};
 use crate::error::ApiError;
 use crate::meta;
-use crate::ops::{DeleteOptions, PatchType};
+use crate::plugin::{StreamRequest, StreamSubresource};
 use crate::pod_logs;
 use crate::registry::Subresource;
 use crate::reviews;
-use crate::server::{StreamRequest, StreamSubresource};
 use crate::table;
 use axum::body::Body;
 use axum::http::header;
@@ -36,41 +36,45 @@ const LOG_FOLLOW_MAX: Duration = Duration::from_secs(3600);
 /// served by the first plugin that serves streams.
 pub(super) async fn stream(
     st: &ServerState,
-    t: &Target,
+    target: &Target,
     sub: StreamSubresource,
     user: &UserInfo,
     parts: Parts,
 ) -> Result<Response, ApiError> {
-    let name = t.name.clone().unwrap_or_default();
-    let a = Attributes {
+    let name = target.name.clone().unwrap_or_default();
+    let attributes = Attributes {
         verb: "create".into(),
         resource_request: true,
         resource: "pods".into(),
         subresource: sub.as_str().into(),
-        namespace: t.namespace.clone().unwrap_or_default(),
+        namespace: target.namespace.clone().unwrap_or_default(),
         name: name.clone(),
         path: parts.uri.path().to_string(),
         ..Default::default()
     };
     let cluster = &st.cluster;
-    if !auth::authorize(&cluster.store, user, &a) {
-        return Err(a.forbidden(user));
+    if !auth::authorize(&cluster.store, user, &attributes) {
+        return Err(attributes.forbidden(user));
     }
     let Some(plugin) = st.plugins.iter().find(|p| p.serves_streams()) else {
-        if cluster.store.get("/pods", &a.namespace, &name).is_none() {
+        if cluster
+            .store
+            .get("/pods", &attributes.namespace, &name)
+            .is_none()
+        {
             return Err(ApiError::not_found("", "pods", &name));
         }
         return Err(ApiError::bad_request(
             "no node agent runs pods in this cluster",
         ));
     };
-    if let Some(pod) = cluster.store.get("/pods", &a.namespace, &name) {
+    if let Some(pod) = cluster.store.get("/pods", &attributes.namespace, &name) {
         node_reachable(st, &pod)?;
     }
     plugin
         .serve_stream(StreamRequest {
             cluster: cluster.clone(),
-            namespace: a.namespace,
+            namespace: attributes.namespace,
             name,
             subresource: sub,
             parts,
@@ -80,10 +84,10 @@ pub(super) async fn stream(
 
 /// GET of one object: the object (or a Table of it), its scale, or its log.
 pub(super) async fn get(req: &ResourceRequest, name: &str) -> Result<Response, ApiError> {
-    let (cluster, r, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
+    let (cluster, resource, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
     match req.sub {
         Some(Subresource::Log) => pod_log(req.st.clone(), ns, name, &req.query).await,
-        Some(Subresource::Scale) => Ok(json_response(200, &cluster.get_scale(r, ns, name)?)),
+        Some(Subresource::Scale) => Ok(json_response(200, &cluster.get_scale(resource, ns, name)?)),
         None
         | Some(
             Subresource::Status
@@ -93,15 +97,22 @@ pub(super) async fn get(req: &ResourceRequest, name: &str) -> Result<Response, A
             | Subresource::Token,
         ) => {
             let output = output_of(&req.headers)?;
-            let obj = cluster.get(r, ns, name)?;
+            let obj = cluster.get(resource, ns, name)?;
             if output == Output::Table {
                 let rv = meta::str_at(&obj, "/metadata/resourceVersion").to_string();
                 return Ok(json_response(
                     200,
-                    &table::table(r, &[obj], &rv, None, include_object(&req.query), true),
+                    &table::table(
+                        resource,
+                        &[obj],
+                        &rv,
+                        None,
+                        include_object(&req.query),
+                        true,
+                    ),
                 ));
             }
-            respond(200, &obj, r, output)
+            respond(200, &obj, resource, output)
         }
     }
 }
@@ -110,14 +121,17 @@ pub(super) async fn get(req: &ResourceRequest, name: &str) -> Result<Response, A
 pub(super) async fn create(req: &ResourceRequest, body: Body) -> Result<Response, ApiError> {
     let body = read_body(body).await?;
     let obj = decode_object(&req.headers, &body)?;
-    let r = &req.target.r;
-    if r.create_only {
+    let resource = &req.target.r;
+    if resource.create_only {
         return Ok(json_response(201, &review(req, &obj)?));
     }
-    let o = write_options(&req.query, &req.headers)?;
+    let options = write_options(&req.query, &req.headers)?;
     let output = output_of(&req.headers)?;
-    let created = req.st.cluster.create(r, &req.namespace, obj, &o)?;
-    respond(201, &created, r, output)
+    let created = req
+        .st
+        .cluster
+        .create(resource, &req.namespace, obj, &options)?;
+    respond(201, &created, resource, output)
 }
 
 /// The answer to a create of a review kind (TokenReview, the access reviews, the
@@ -161,11 +175,11 @@ pub(super) async fn create_subresource(
             &reviews::token_request(cluster, ns, name, &obj)?,
         )),
         Some(Subresource::Eviction) => {
-            let d = delete_options(
+            let options = delete_options(
                 &req.query,
                 Some(obj.get("deleteOptions").cloned().unwrap_or(Value::Null)),
             )?;
-            cluster.delete(&req.target.r, ns, name, &d)?;
+            cluster.delete(&req.target.r, ns, name, &options)?;
             Ok(json_response(201, &created_status()))
         }
         Some(Subresource::Binding) => bind(req, name, &obj),
@@ -213,19 +227,19 @@ pub(super) async fn update(
     name: &str,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (cluster, r, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
+    let (cluster, resource, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
     let body = read_body(body).await?;
     let obj = decode_object(&req.headers, &body)?;
-    let o = write_options(&req.query, &req.headers)?;
+    let options = write_options(&req.query, &req.headers)?;
     if req.sub == Some(Subresource::Scale) {
         return Ok(json_response(
             200,
-            &cluster.write_scale(r, ns, name, None, &obj, &o)?,
+            &cluster.write_scale(resource, ns, name, None, &obj, &options)?,
         ));
     }
     let output = output_of(&req.headers)?;
-    let out = cluster.update(r, ns, name, obj, req.sub, &o)?;
-    respond(200, &out, r, output)
+    let out = cluster.update(resource, ns, name, obj, req.sub, &options)?;
+    respond(200, &out, resource, output)
 }
 
 /// The patch type its `Content-Type` names.
@@ -249,7 +263,7 @@ fn decode_patch(pt: PatchType, body: &[u8]) -> Result<Value, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
     } else {
         serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+            .map_err(|error| ApiError::bad_request(format!("error decoding patch: {error}")))?
     };
     if pt == PatchType::Apply && !patch.is_object() {
         return Err(ApiError::bad_request(
@@ -266,20 +280,24 @@ pub(super) async fn patch(
     name: &str,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (cluster, r, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
+    let (cluster, resource, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
     let pt = patch_type(&req.headers)?;
     let body = read_body(body).await?;
     let patch = decode_patch(pt, &body)?;
-    let o = write_options(&req.query, &req.headers)?;
+    let options = write_options(&req.query, &req.headers)?;
     if req.sub == Some(Subresource::Scale) {
         return Ok(json_response(
             200,
-            &cluster.write_scale(r, ns, name, Some(pt), &patch, &o)?,
+            &cluster.write_scale(resource, ns, name, Some(pt), &patch, &options)?,
         ));
     }
     let existed = cluster
         .store
-        .get(&r.storage_key(), if r.namespaced { ns } else { "" }, name)
+        .get(
+            &resource.storage_key(),
+            if resource.namespaced { ns } else { "" },
+            name,
+        )
         .is_some();
     if pt == PatchType::Apply && !existed {
         let mut create = req.attrs.clone();
@@ -289,14 +307,14 @@ pub(super) async fn patch(
         }
     }
     let output = output_of(&req.headers)?;
-    let out = cluster.patch(r, ns, name, pt, &patch, req.sub, &o)?;
-    respond(if existed { 200 } else { 201 }, &out, r, output)
+    let out = cluster.patch(resource, ns, name, pt, &patch, req.sub, &options)?;
+    respond(if existed { 200 } else { 201 }, &out, resource, output)
 }
 
 /// The DeleteOptions of a DELETE: its query, and its body when it has one.
 async fn delete_options_of(req: &ResourceRequest, body: Body) -> Result<DeleteOptions, ApiError> {
     let body = read_body(body).await?;
-    let opts = if body.iter().all(|b| b.is_ascii_whitespace()) {
+    let opts = if body.iter().all(|byte| byte.is_ascii_whitespace()) {
         None
     } else {
         Some(decode_object(&req.headers, &body)?)
@@ -310,17 +328,17 @@ pub(super) async fn delete(
     name: &str,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (cluster, r, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
-    let d = delete_options_of(req, body).await?;
+    let (cluster, resource, ns) = (&req.st.cluster, &req.target.r, req.namespace.as_str());
+    let options = delete_options_of(req, body).await?;
     let output = output_of(&req.headers)?;
-    let out = cluster.delete(r, ns, name, &d)?;
+    let out = cluster.delete(resource, ns, name, &options)?;
     let pending = out.get("kind").and_then(Value::as_str) != Some("Status")
         && out.pointer("/metadata/deletionTimestamp").is_some()
         && cluster
             .store
-            .get(&r.storage_key(), meta::namespace(&out), name)
+            .get(&resource.storage_key(), meta::namespace(&out), name)
             .is_some();
-    respond(if pending { 202 } else { 200 }, &out, r, output)
+    respond(if pending { 202 } else { 200 }, &out, resource, output)
 }
 
 /// DELETE of a collection (deletecollection) by its selectors.
@@ -328,59 +346,62 @@ pub(super) async fn delete_collection(
     req: &ResourceRequest,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let d = delete_options_of(req, body).await?;
+    let options = delete_options_of(req, body).await?;
     let output = output_of(&req.headers)?;
-    let t = &req.target;
+    let target = &req.target;
     let deleted = req.st.cluster.delete_collection(
-        &t.r,
-        t.namespace.as_deref(),
+        &target.r,
+        target.namespace.as_deref(),
         &req.labels,
         &req.fields,
-        &d,
+        &options,
     )?;
-    respond(200, &deleted, &t.r, output)
+    respond(200, &deleted, &target.r, output)
 }
 
 /// GET of a collection: one page of the objects the selectors match (`limit`, `continue`),
 /// as a list or a Table.
 pub(super) fn list(req: &ResourceRequest) -> Result<Response, ApiError> {
-    let (cluster, t, q, headers) = (&req.st.cluster, &req.target, &req.query, &req.headers);
+    let (cluster, target, query, headers) =
+        (&req.st.cluster, &req.target, &req.query, &req.headers);
     let (labels, fields) = (&req.labels, &req.fields);
     use base64::Engine;
     let output = output_of(headers)?;
-    let (items, rv) = cluster.list(&t.r, t.namespace.as_deref(), labels, fields);
-    let limit: Option<usize> = match q.get("limit") {
-        Some(l) if !l.is_empty() => Some(
-            l.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+    let (items, rv) = cluster.list(&target.r, target.namespace.as_deref(), labels, fields);
+    let limit: Option<usize> = match query.get("limit") {
+        Some(line) if !line.is_empty() => Some(
+            line.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit {line:?}")))?,
         ),
         _ => None,
     };
-    let start: Option<(String, String)> = match q.get("continue") {
+    let start: Option<(String, String)> = match query.get("continue") {
         Some(c) if !c.is_empty() => {
             let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(c)
                 .map_err(|_| {
                     ApiError::bad_request("continue key is not valid: illegal base64 data")
                 })?;
-            let v: Value = serde_json::from_slice(&raw)
+            let value: Value = serde_json::from_slice(&raw)
                 .map_err(|_| ApiError::bad_request("continue key is not valid: invalid json"))?;
             Some((
-                meta::str_at(&v, "/ns").to_string(),
-                meta::str_at(&v, "/name").to_string(),
+                meta::str_at(&value, "/ns").to_string(),
+                meta::str_at(&value, "/name").to_string(),
             ))
         }
         _ => None,
     };
     let mut page: Vec<Value> = items
         .into_iter()
-        .filter(|o| match &start {
-            Some((ns, name)) => (meta::namespace(o), meta::name(o)) > (ns.as_str(), name.as_str()),
+        .filter(|object| match &start {
+            Some((ns, name)) => {
+                (meta::namespace(object), meta::name(object)) > (ns.as_str(), name.as_str())
+            }
             None => true,
         })
         .collect();
     let mut cont = None;
-    if let Some(l) = limit.filter(|l| *l > 0) {
+    if let Some(l) = limit.filter(|length| *length > 0) {
         if page.len() > l {
             page.truncate(l);
             if let Some(last) = page.last() {
@@ -396,7 +417,14 @@ pub(super) fn list(req: &ResourceRequest) -> Result<Response, ApiError> {
     if output == Output::Table {
         return Ok(json_response(
             200,
-            &table::table(&t.r, &page, &rv, cont.as_deref(), include_object(q), true),
+            &table::table(
+                &target.r,
+                &page,
+                &rv,
+                cont.as_deref(),
+                include_object(query),
+                true,
+            ),
         ));
     }
     let mut metadata = json!({"resourceVersion": rv});
@@ -405,8 +433,8 @@ pub(super) fn list(req: &ResourceRequest) -> Result<Response, ApiError> {
     }
     respond(
         200,
-        &json!({"kind": format!("{}List", t.r.kind), "apiVersion": t.r.api_version(), "metadata": metadata, "items": page}),
-        &t.r,
+        &json!({"kind": format!("{}List", target.r.kind), "apiVersion": target.r.api_version(), "metadata": metadata, "items": page}),
+        &target.r,
         output,
     )
 }
@@ -421,7 +449,7 @@ fn node_reachable(st: &ServerState, pod: &Value) -> Result<(), ApiError> {
     match st
         .plugins
         .iter()
-        .find_map(|p| p.node_unreachable(&st.cluster, node))
+        .find_map(|plugin| plugin.node_unreachable(&st.cluster, node))
     {
         Some(message) => Err(ApiError::internal(message)),
         None => Ok(()),
@@ -432,19 +460,19 @@ async fn pod_log(
     st: Arc<ServerState>,
     ns: &str,
     name: &str,
-    q: &Query,
+    query: &Query,
 ) -> Result<Response, ApiError> {
     let cluster = st.cluster.clone();
-    let r = cluster
+    let resource = cluster
         .resource("", "pods")
         .ok_or_else(ApiError::path_not_found)?;
-    let pod = cluster.get(&r, ns, name)?;
+    let pod = cluster.get(&resource, ns, name)?;
     node_reachable(&st, &pod)?;
-    let container = log_container(&pod, name, q)?;
-    let previous = flag(q, "previous");
+    let container = log_container(&pod, name, query)?;
+    let previous = flag(query, "previous");
     let path = pod_logs::log_path(&cluster.state_dir, ns, name, &container, previous);
-    let tail: Option<usize> = q.get("tailLines").and_then(|s| s.parse().ok());
-    let limit: Option<usize> = q.get("limitBytes").and_then(|s| s.parse().ok());
+    let tail: Option<usize> = query.get("tailLines").and_then(|s| s.parse().ok());
+    let limit: Option<usize> = query.get("limitBytes").and_then(|s| s.parse().ok());
     let data = match tokio::fs::read(&path).await {
         Ok(d) => d,
         Err(_) if previous => {
@@ -460,13 +488,13 @@ async fn pod_log(
         Err(_) => Vec::new(),
     };
     let first = pod_logs::select(&data, tail, limit);
-    let text = |b: Body| {
+    let text = |body: Body| {
         Response::builder()
             .header(header::CONTENT_TYPE, "text/plain")
-            .body(b)
+            .body(body)
             .unwrap_or_default()
     };
-    if !flag(q, "follow") {
+    if !flag(query, "follow") {
         return Ok(text(Body::from(first)));
     }
     let rx = follow_log(&st, &pod, (ns, name), path, first, data.len());
@@ -475,18 +503,18 @@ async fn pod_log(
 
 /// The container `pods/log` reads: the `container` parameter (one of the pod's containers or
 /// init containers), else the pod's only container.
-fn log_container(pod: &Value, name: &str, q: &Query) -> Result<String, ApiError> {
+fn log_container(pod: &Value, name: &str, query: &Query) -> Result<String, ApiError> {
     let names: Vec<String> = ["/spec/containers", "/spec/initContainers"]
         .iter()
-        .flat_map(|p| {
-            pod.pointer(p)
+        .flat_map(|init_container| {
+            pod.pointer(init_container)
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default()
         })
         .map(|c| meta::str_at(&c, "/name").to_string())
         .collect();
-    let container = match q.get("container").filter(|c| !c.is_empty()) {
+    let container = match query.get("container").filter(|c| !c.is_empty()) {
         Some(c) => c.clone(),
         None => {
             let main: Vec<String> = pod

@@ -56,7 +56,11 @@ impl WatchFilter {
             }
         }
         let now = self.matches(&ev.object);
-        let before = ev.old.as_ref().map(|o| self.matches(o)).unwrap_or(false);
+        let before = ev
+            .old
+            .as_ref()
+            .map(|object| self.matches(object))
+            .unwrap_or(false);
         let ty = match (ev.event_type, before, now) {
             (EventType::Added, _, true) => "ADDED",
             (EventType::Modified, true, true) => "MODIFIED",
@@ -92,9 +96,12 @@ impl WatchFilter {
 }
 
 /// One watch line of the event `v` (`{"type", "object"}`), encoded as `form`.
-fn line(v: &Value, form: Form) -> Result<Bytes, Infallible> {
-    let ty = v.get("type").and_then(Value::as_str).unwrap_or_default();
-    let object = v.get("object").unwrap_or(&Value::Null);
+fn line(value: &Value, form: Form) -> Result<Bytes, Infallible> {
+    let ty = value
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let object = value.get("object").unwrap_or(&Value::Null);
     Ok(Bytes::from(wire::watch_line(ty, object, form)))
 }
 
@@ -109,23 +116,25 @@ struct WatchOptions {
 }
 
 impl WatchOptions {
-    fn parse(q: &Query, headers: &HeaderMap) -> Result<Self, ApiError> {
-        let timeout = match q.get("timeoutSeconds") {
-            Some(s) if !s.is_empty() => Duration::from_secs(
-                s.parse::<u64>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {s:?}")))?,
-            ),
+    fn parse(query: &Query, headers: &HeaderMap) -> Result<Self, ApiError> {
+        let timeout = match query.get("timeoutSeconds") {
+            Some(text) if !text.is_empty() => {
+                Duration::from_secs(text.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid timeoutSeconds {text:?}"))
+                })?)
+            }
             _ => WATCH_TIMEOUT_DEFAULT,
         };
-        let bookmarks = flag(q, "allowWatchBookmarks");
-        let send_initial = flag(q, "sendInitialEvents");
+        let bookmarks = flag(query, "allowWatchBookmarks");
+        let send_initial = flag(query, "sendInitialEvents");
         let output = output_of(headers)?;
         if output == Output::MetadataList {
             return Err(ApiError::not_acceptable_message(
                 "you requested PartialObjectMetadataList, but a watch sends one object per event: ask for PartialObjectMetadata",
             ));
         }
-        if send_initial && q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")
+        if send_initial
+            && query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")
         {
             return Err(ApiError::invalid(
                 "meta.k8s.io",
@@ -141,7 +150,7 @@ impl WatchOptions {
             send_initial,
             as_table: output == Output::Table,
             metadata_only: output == Output::Metadata,
-            include: include_object(q),
+            include: include_object(query),
         })
     }
 }
@@ -161,18 +170,18 @@ struct WatchStart {
 fn start(
     st: &ServerState,
     filter: &WatchFilter,
-    q: &Query,
+    query: &Query,
     send_initial: bool,
 ) -> Result<WatchStart, ApiError> {
     let store = &st.cluster.store;
-    let rv_param = q.get("resourceVersion").cloned().unwrap_or_default();
+    let rv_param = query.get("resourceVersion").cloned().unwrap_or_default();
     let mut initial: Vec<(&'static str, Value)> = Vec::new();
     if send_initial || rv_param.is_empty() || rv_param == "0" {
         let namespace = filter.namespace.as_deref();
         let (items, rv, rx) = store.list_and_subscribe(&filter.r.storage_key(), namespace);
-        for mut o in items.into_iter().filter(|o| filter.matches(o)) {
-            set_gvk(&filter.r, &mut o);
-            initial.push(("ADDED", o));
+        for mut object in items.into_iter().filter(|item| filter.matches(item)) {
+            set_gvk(&filter.r, &mut object);
+            initial.push(("ADDED", object));
         }
         return Ok(WatchStart {
             rv,
@@ -186,15 +195,15 @@ fn start(
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param:?}")))?;
     let (expired, rx) = match store.watch_from(rv) {
         Ok((backlog, rx)) => {
-            initial.extend(backlog.iter().filter_map(|e| filter.event(e)));
+            initial.extend(backlog.iter().filter_map(|event| filter.event(event)));
             (None, rx)
         }
         Err(oldest) => {
-            let e = ApiError::expired(format!(
+            let error = ApiError::expired(format!(
                 "too old resource version: {rv} ({})",
                 oldest.saturating_sub(1)
             ));
-            let expired = json!({"type": "ERROR", "object": e.to_status()});
+            let expired = json!({"type": "ERROR", "object": error.to_status()});
             (Some(expired), store.subscribe())
         }
     };
@@ -210,24 +219,24 @@ fn start(
 /// query asks for, until `timeoutSeconds` or shutdown.
 pub(super) async fn watch(
     st: &ServerState,
-    t: &Target,
+    target: &Target,
     labels: LabelSelector,
     fields: FieldSelector,
-    q: &Query,
+    query: &Query,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let options = WatchOptions::parse(q, headers)?;
+    let options = WatchOptions::parse(query, headers)?;
     let filter = WatchFilter {
-        r: t.r.clone(),
-        namespace: t.namespace.clone(),
+        r: target.r.clone(),
+        namespace: target.namespace.clone(),
         labels,
         fields,
     };
-    let start = start(st, &filter, q, options.send_initial)?;
+    let start = start(st, &filter, query, options.send_initial)?;
     let (tx, body_rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(256);
     let stream = WatchStream {
         tx,
-        form: form_of(&t.r),
+        form: form_of(&target.r),
         filter,
         options,
         sent_columns: false,
@@ -261,8 +270,15 @@ impl WatchStream {
         let options = &self.options;
         if options.as_table && ty != "ERROR" {
             let rv = meta::str_at(&obj, "/metadata/resourceVersion").to_string();
-            let r = &self.filter.r;
-            let t = table::table(r, &[obj], &rv, None, options.include, !self.sent_columns);
+            let resource = &self.filter.r;
+            let t = table::table(
+                resource,
+                &[obj],
+                &rv,
+                None,
+                options.include,
+                !self.sent_columns,
+            );
             self.sent_columns = true;
             json!({"type": ty, "object": t})
         } else if options.metadata_only && ty != "ERROR" {
@@ -274,12 +290,13 @@ impl WatchStream {
 
     /// A BOOKMARK at `rv`; `end` marks the end of the initial events.
     fn bookmark(&self, rv: u64, end: bool) -> Value {
-        let r = &self.filter.r;
-        let mut m = json!({"resourceVersion": rv.to_string()});
+        let resource = &self.filter.r;
+        let mut map = json!({"resourceVersion": rv.to_string()});
         if end {
-            m["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            map["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let object = json!({"kind": r.kind, "apiVersion": r.api_version(), "metadata": m});
+        let object =
+            json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": map});
         let object = if self.options.metadata_only {
             partial_metadata(&object)
         } else {
@@ -325,7 +342,7 @@ impl WatchStream {
             if let Some(rv) = obj
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
-                .and_then(|s| s.parse::<u64>().ok())
+                .and_then(|text| text.parse::<u64>().ok())
             {
                 last_rv = last_rv.max(rv);
             }
@@ -369,8 +386,8 @@ impl WatchStream {
                         }
                     }
                     Err(RecvError::Lagged(_)) => {
-                        let e = ApiError::expired(format!("too old resource version: {last_rv}: the watcher fell behind"));
-                        let _ = self.send_event(&json!({"type": "ERROR", "object": e.to_status()})).await;
+                        let error = ApiError::expired(format!("too old resource version: {last_rv}: the watcher fell behind"));
+                        let _ = self.send_event(&json!({"type": "ERROR", "object": error.to_status()})).await;
                         return;
                     }
                     Err(RecvError::Closed) => return,
@@ -396,7 +413,7 @@ impl WatchStream {
         let options = &self.options;
         let plain = !options.as_table && !options.metadata_only;
         let out = match self.filter.shared_line(ev, ty).filter(|_| plain) {
-            Some(b) => Ok(b),
+            Some(bytes) => Ok(bytes),
             None => {
                 let mut obj = (*ev.object).clone();
                 set_gvk(&self.filter.r, &mut obj);

@@ -1,5 +1,5 @@
 //! `localkube-pod-exec SPEC.json`: enters a pod's namespaces and execs a container's program.
-//! Spawned by the localkube node agent; see `localkube::node::exec`.
+//! Spawned by the localkube node agent; see `localkube::runtime::exec`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ fn main() -> ExitCode {
         eprintln!("usage: localkube-pod-exec SPEC.json");
         return ExitCode::from(2);
     };
-    match localkube::node::exec::helper_main(&spec_path) {
+    match localkube::runtime::exec::helper_main(&spec_path) {
         Ok(never) => match never {},
         Err(err) => {
             eprintln!("localkube-pod-exec: failed to {err}");

@@ -8,8 +8,8 @@
 
 use crate::support::{ready, TestCluster};
 use anyhow::{bail, ensure, Context, Result};
-use localkube::node::cgroups;
-use localkube::node::ClusterNaming;
+use localkube::runtime::cgroups;
+use localkube::runtime::ClusterNaming;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -390,7 +390,7 @@ spec:
     let mut orphan = std::process::Command::new("sleep").arg("100000").spawn()?;
     std::fs::write(orphan_dir.join("cgroup.procs"), orphan.id().to_string())?;
     // Stopping the cluster and dropping it runs what `localkube down` runs
-    // (`localkube::node::cleanup` of the state dir).
+    // (`localkube::runtime::cleanup` of the state dir).
     c.stop().await?;
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {

@@ -209,7 +209,7 @@ fn up_runs_pods_fault_reaches_it_down_cleans_up() -> Result<()> {
         .prefix("lk-cli")
         .tempdir_in("/tmp")?;
     let dir = std::fs::canonicalize(tmp.path()).context("state dir")?;
-    let prefix = localkube::node::ClusterNaming::prefix_for(&dir);
+    let prefix = localkube::runtime::ClusterNaming::prefix_for(&dir);
     let started = Instant::now();
     localkube(&["up", "--detach", "--nodes", "iad,pdx,reader"], &dir)?;
     let result = scenario(&dir, started);
@@ -233,7 +233,7 @@ fn up_runs_pods_fault_reaches_it_down_cleans_up() -> Result<()> {
 /// The cluster's cgroup roots (`/sys/fs/cgroup/<hierarchy>/localkube-<prefix>`, or the v2
 /// root's) that exist.
 fn cluster_cgroups(prefix: &str) -> Vec<std::path::PathBuf> {
-    let name = localkube::node::cgroups::root_name(prefix);
+    let name = localkube::runtime::cgroups::root_name(prefix);
     let mut found: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
         .into_iter()
         .flatten()
@@ -381,7 +381,7 @@ fn zoneless_node_runs_pods_and_survives_site_faults() -> Result<()> {
         dir.join("images.yaml"),
         "images:\n  - image: \"python:*\"\n    entrypoint: [\"python3\"]\n",
     )?;
-    let prefix = localkube::node::ClusterNaming::prefix_for(&dir);
+    let prefix = localkube::runtime::ClusterNaming::prefix_for(&dir);
     localkube(
         &[
             "up",

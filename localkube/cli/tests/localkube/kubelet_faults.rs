@@ -79,7 +79,7 @@ async fn connects(c: &TestCluster, from: &str, ip: &str) -> Result<bool> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn taint_evicts_and_faults_partition_heal_kill() -> Result<()> {
     let c = TestCluster::start(&["iad", "pdx"]).await?;
-    let prefix = localkube::node::ClusterNaming::prefix_for(c.dir());
+    let prefix = localkube::runtime::ClusterNaming::prefix_for(c.dir());
     let result = scenario(&c).await;
     c.stop().await?;
     result?;
@@ -233,7 +233,7 @@ fn kept_down(p: &serde_json::Value, cs: &serde_json::Value, restarts: u64) -> bo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_keep_down_holds_the_container_until_healed_or_revived() -> Result<()> {
     let c = TestCluster::start(&["iad"]).await?;
-    let prefix = localkube::node::ClusterNaming::prefix_for(c.dir());
+    let prefix = localkube::runtime::ClusterNaming::prefix_for(c.dir());
     let result = keep_down_scenario(&c).await;
     c.stop().await?;
     result?;

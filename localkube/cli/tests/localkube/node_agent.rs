@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use localkube::node::dns::EndpointRecord;
-use localkube::node::service_wiring::{ServicePortSpec, ServiceSpec};
-use localkube::node::{ContainerState, NodeAgent, PodSpec};
+use localkube::runtime::dns::EndpointRecord;
+use localkube::runtime::service_wiring::{ServicePortSpec, ServiceSpec};
+use localkube::runtime::{ContainerState, NodeAgent, PodSpec};
 
 use crate::support::node::{exec_in, greeting_server, is_root, shell, ClusterGuard};
 
@@ -53,7 +53,7 @@ async fn two_clusters_side_by_side_with_services() {
 
     for (i, agent) in agents.iter().enumerate() {
         let mut server = pod("server", "iad", &greeting_server("os.environ[\"CLUSTER\"]"));
-        server.containers[0].env = vec![localkube::node::EnvVar::literal(
+        server.containers[0].env = vec![localkube::runtime::EnvVar::literal(
             "CLUSTER",
             format!("cluster-{i}"),
         )];

@@ -5,10 +5,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use localkube::node::dns::{ClusterDns, DnsRecords, ServicePortRecord, ServiceRecord};
-use localkube::node::faults::{FaultKind, Faults};
-use localkube::node::proxy::{ServicePortKey, ServiceProxy};
-use localkube::node::{ContainerState, PodRuntime, PodSpec};
+use localkube::runtime::dns::{ClusterDns, DnsRecords, ServicePortRecord, ServiceRecord};
+use localkube::runtime::faults::{FaultKind, Faults};
+use localkube::runtime::proxy::{ServicePortKey, ServiceProxy};
+use localkube::runtime::{ContainerState, PodRuntime, PodSpec};
 
 use crate::support::node::{exec_in, greeting_server, is_root, running, shell, ClusterGuard};
 
@@ -180,7 +180,7 @@ async fn partition_freeze_kill_and_node_stop() {
     let spinner_pid = runtime.container_pid("default/spinner", "main").unwrap();
     for _ in 0..5 {
         let freeze = faults.freeze_container("default/spinner", "main").unwrap();
-        let running = localkube::node::state::running_threads_of_group(spinner_pid);
+        let running = localkube::runtime::state::running_threads_of_group(spinner_pid);
         assert!(
             running.is_empty(),
             "threads {running:?} still run after the freeze returned"

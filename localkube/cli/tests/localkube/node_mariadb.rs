@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use localkube::node::{
+use localkube::runtime::{
     ContainerPort, ContainerSpec, EnvVar, PodRuntime, PodSpec, Probe, ProbeHandler, ProbePort,
     RestartPolicy, RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };
@@ -240,7 +240,7 @@ async fn mariadb_without_root_password_fails() {
     runtime.start_pod(pod).await.unwrap();
     let status = runtime
         .wait_for("db/nopw", Duration::from_secs(30), |s| {
-            s.phase == localkube::node::PodPhase::Failed
+            s.phase == localkube::runtime::PodPhase::Failed
         })
         .await
         .unwrap();
@@ -291,7 +291,7 @@ async fn the_images_programs_run_with_binaries_and_state_under_tmp() {
         .wait_for("db/path", Duration::from_secs(30), |s| {
             matches!(
                 s.phase,
-                localkube::node::PodPhase::Succeeded | localkube::node::PodPhase::Failed
+                localkube::runtime::PodPhase::Succeeded | localkube::runtime::PodPhase::Failed
             )
         })
         .await
@@ -299,7 +299,7 @@ async fn the_images_programs_run_with_binaries_and_state_under_tmp() {
     let log = std::fs::read_to_string(&status.container_statuses[0].log_path).unwrap();
     assert_eq!(
         status.phase,
-        localkube::node::PodPhase::Succeeded,
+        localkube::runtime::PodPhase::Succeeded,
         "the container's log: {log}"
     );
     assert!(

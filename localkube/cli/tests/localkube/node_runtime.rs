@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use localkube::node::{
+use localkube::runtime::{
     cleanup, ContainerSpec, ContainerState, EnvValue, EnvVar, PodPhase, PodRuntime, RestartPolicy,
     RuntimeConfig, VolumeFile, VolumeMount, VolumeSource, VolumeSpec,
 };
@@ -20,7 +20,7 @@ fn config(guard: &ClusterGuard) -> RuntimeConfig {
 
 /// The container log as `kubectl logs` prints it.
 fn kubectl_logs(path: &std::path::Path) -> String {
-    localkube::node::cri_logs::read(path, &localkube::node::cri_logs::LogOptions::default())
+    localkube::runtime::cri_logs::read(path, &localkube::runtime::cri_logs::LogOptions::default())
         .unwrap()
 }
 
@@ -85,10 +85,10 @@ while True:
             source: VolumeSource::EmptyDir,
         },
     ];
-    server.containers[0].readiness_probe = Some(localkube::node::Probe {
+    server.containers[0].readiness_probe = Some(localkube::runtime::Probe {
         period: Duration::from_millis(200),
-        ..localkube::node::Probe::new(localkube::node::ProbeHandler::TcpSocket {
-            port: localkube::node::ProbePort::Number(8080),
+        ..localkube::runtime::Probe::new(localkube::runtime::ProbeHandler::TcpSocket {
+            port: localkube::runtime::ProbePort::Number(8080),
         })
     });
     let server_ip = runtime.start_pod(server).await.unwrap();
@@ -228,7 +228,7 @@ async fn restart_policy_backoff_and_unknown_image() {
 /// Every CrashLoopBackOff wait of `key`'s first container until its restartCount reaches
 /// `restarts`, as (restartCount when it began, the back-off in its message).
 async fn backoffs_until(
-    events: &mut tokio::sync::broadcast::Receiver<localkube::node::PodStatus>,
+    events: &mut tokio::sync::broadcast::Receiver<localkube::runtime::PodStatus>,
     key: &str,
     restarts: u32,
 ) -> Vec<(u32, String)> {
@@ -296,8 +296,8 @@ async fn kubelet_backoff_first_restart_at_once_then_ten_seconds() {
     }
     let guard = ClusterGuard::new("backoff10");
     let mut config = config(&guard);
-    config.backoff_initial = localkube::node::runtime::BACKOFF_INITIAL;
-    config.backoff_max = localkube::node::runtime::BACKOFF_MAX;
+    config.backoff_initial = localkube::runtime::runtime::BACKOFF_INITIAL;
+    config.backoff_max = localkube::runtime::runtime::BACKOFF_MAX;
     let runtime = PodRuntime::new(config).unwrap();
     runtime.register_node("iad").unwrap();
     let crasher = pod("crasher", "iad", vec![shell("main", "exit 1")]);
@@ -529,7 +529,7 @@ async fn cleanup_after_crash_removes_everything() {
     assert!(!names(&["-o", "link", "show"]).contains(&prefix));
     for pid in pids {
         assert!(
-            !localkube::node::state::process_alive(pid, 0),
+            !localkube::runtime::state::process_alive(pid, 0),
             "pid {pid} survived cleanup"
         );
     }
@@ -551,10 +551,10 @@ async fn startup_readiness_and_liveness_probes() {
         name: "state".into(),
         source: VolumeSource::EmptyDir,
     }];
-    let exec = |command: &str| localkube::node::Probe {
+    let exec = |command: &str| localkube::runtime::Probe {
         period: Duration::from_millis(100),
         failure_threshold: 2,
-        ..localkube::node::Probe::new(localkube::node::ProbeHandler::Exec {
+        ..localkube::runtime::Probe::new(localkube::runtime::ProbeHandler::Exec {
             command: vec!["sh".into(), "-c".into(), command.into()],
         })
     };
@@ -564,12 +564,12 @@ async fn startup_readiness_and_liveness_probes() {
         mount_path: "/state".into(),
         ..VolumeMount::default()
     }];
-    container.startup_probe = Some(localkube::node::Probe {
+    container.startup_probe = Some(localkube::runtime::Probe {
         failure_threshold: 100,
         ..exec("test -f /state/started")
     });
     container.readiness_probe = Some(exec("test -f /state/started"));
-    container.liveness_probe = Some(localkube::node::Probe {
+    container.liveness_probe = Some(localkube::runtime::Probe {
         initial_delay: Duration::from_millis(300),
         ..exec("test ! -f /state/die")
     });
@@ -640,7 +640,7 @@ async fn up_after_crash_cleans_leftovers_first() {
     }
     let runtime = PodRuntime::new(config(&guard)).unwrap();
     assert!(
-        !localkube::node::state::process_alive(old_pid, 0),
+        !localkube::runtime::state::process_alive(old_pid, 0),
         "the crashed run's container was killed"
     );
     runtime.register_node("iad").unwrap();
@@ -865,7 +865,7 @@ async fn a_dead_clusters_bridge_on_the_slot_is_removed_when_the_slot_is_taken() 
     }
     let guard = ClusterGuard::new("stalebr");
     let dir = std::fs::canonicalize(&guard.dir).unwrap();
-    let naming = localkube::node::naming::ClusterNaming::claim(&dir).unwrap();
+    let naming = localkube::runtime::naming::ClusterNaming::claim(&dir).unwrap();
     let stale = "lkdead-br";
     let ip = |args: &[&str]| {
         let status = std::process::Command::new("ip")
@@ -890,7 +890,7 @@ async fn a_dead_clusters_bridge_on_the_slot_is_removed_when_the_slot_is_taken() 
     let runtime = PodRuntime::new(config(&guard)).unwrap();
     runtime.register_node("iad").unwrap();
     runtime.register_node("pdx").unwrap();
-    let links = localkube::node::ip::link_list().unwrap();
+    let links = localkube::runtime::ip::link_list().unwrap();
     assert!(
         !links.iter().any(|link| link == stale),
         "the dead cluster's bridge is still there"

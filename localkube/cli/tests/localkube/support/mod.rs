@@ -28,7 +28,7 @@ pub struct TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
-        if let Err(e) = localkube::node::cleanup(&self.dir) {
+        if let Err(e) = localkube::runtime::cleanup(&self.dir) {
             eprintln!("cleanup of {} failed: {e}", self.dir.display());
         }
     }

@@ -1,4 +1,4 @@
-//! The node agent's scaffolding (the `node_*` tests drive `localkube::node` without the API
+//! The node agent's scaffolding (the `node_*` tests drive `localkube::runtime` without the API
 //! server): a state dir per cluster whose guard removes it and everything localkube made for
 //! it when dropped (also when the test panics), the runtime's config with the
 //! `localkube-pod-exec` this build made, and pods of busybox shells.
@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use localkube::node::{
+use localkube::runtime::{
     cleanup, default_bin_dir, ContainerSpec, ContainerState, ExecOutput, PodRuntime, PodSpec,
     PodStatus, RestartPolicy, RuntimeConfig,
 };

@@ -1,4 +1,5 @@
-//! The node agent: pods as real processes in their own namespaces, cluster DNS, Service proxy, faults.
+//! The pod runtime, localkube's node side (crate `localkube-runtime`; `localkube-node` before
+//! issue 37): pods as real processes in their own namespaces, cluster DNS, Service proxy, faults.
 
 pub mod catalog;
 pub mod cgroups;

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use localkube_node::proxy::{ServicePortKey, ServiceProxy};
+use localkube_runtime::proxy::{ServicePortKey, ServiceProxy};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -199,7 +199,7 @@ async fn udp_sessions_keep_their_endpoint_until_idle() {
         "pdx:x",
         "a new client uses the current endpoints"
     );
-    tokio::time::sleep(localkube_node::proxy::UDP_SESSION_IDLE * 3).await;
+    tokio::time::sleep(localkube_runtime::proxy::UDP_SESSION_IDLE * 3).await;
     assert_eq!(
         udp_ask(&client, addr, "three").await.0,
         "pdx:three",

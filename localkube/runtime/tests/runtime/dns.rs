@@ -8,7 +8,7 @@ use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfi
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::Resolver;
-use localkube_node::dns::{
+use localkube_runtime::dns::{
     ClusterDns, DnsRecords, EndpointRecord, ExternalRecord, ServicePortRecord, ServiceRecord,
 };
 
