@@ -139,29 +139,68 @@ fn upgrade(cli: &UpgradeCli) -> Result<Verdict, UpgradeError> {
         .map(Path::to_path_buf)
         .ok_or_else(|| fail("find the build directory", exe.display()))?;
     let smoke = cli.smoke_ids()?;
-    let operators = cli.operators()?;
     let run_id = format!(
         "{}-upgrade",
         jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ")
     );
-    let (from, to, harness_args) = match &operators {
+    let (from, to, harness_args) = match plan(cli, &repo, &bin_dir, &smoke, &run_id)? {
+        Planned::Run { from, to, args } => (from, to, args),
+        Planned::Decided(verdict) => return Ok(verdict),
+    };
+    if let Some(same) = from.same_as(&to) {
+        eprintln!("bloodraven-upgrade: {same}");
+    }
+    run_harness(&bin_dir, &repo, &harness_args, &smoke)?;
+    let report_root = if cli.report_dir.is_absolute() {
+        cli.report_dir.clone()
+    } else {
+        repo.join(&cli.report_dir)
+    };
+    judge_run(&report_root.join(&run_id), &from, &to, &smoke)
+}
+
+/// What the run compares, or a verdict reached without running (the builds alone decide).
+/// One value per program run: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Planned {
+    Run {
+        from: Operator,
+        to: Operator,
+        args: Vec<std::ffi::OsString>,
+    },
+    Decided(Verdict),
+}
+
+/// Operators A and B (built from refs, or by image) and the harness's arguments.
+fn plan(
+    cli: &UpgradeCli,
+    repo: &Path,
+    bin_dir: &Path,
+    smoke: &[u16],
+    run_id: &str,
+) -> Result<Planned, UpgradeError> {
+    match &cli.operators()? {
         Operators::Refs {
             from: from_ref,
             to: to_ref,
         } => {
-            let (from, to, to_is_ref) = match build_refs(cli, &repo, &bin_dir, from_ref, to_ref)? {
+            let (from, to, to_is_ref) = match build_refs(cli, repo, bin_dir, from_ref, to_ref)? {
                 Builds::Run(from, to, to_is_ref) => (from, to, to_is_ref),
-                Builds::Only(verdict) => return Ok(verdict),
+                Builds::Only(verdict) => return Ok(Planned::Decided(verdict)),
             };
             let args = cli.harness_args(
-                &smoke,
-                &run_id,
+                smoke,
+                run_id,
                 HarnessOperators::Binaries {
                     from: &from.binary,
                     to: to_is_ref.then_some(to.binary.as_path()),
                 },
             );
-            (Operator::Build(from), Operator::Build(to), args)
+            Ok(Planned::Run {
+                from: Operator::Build(from),
+                to: Operator::Build(to),
+                args,
+            })
         }
         Operators::Images(images) => {
             eprintln!("bloodraven-upgrade: A = image {}", images.from);
@@ -173,20 +212,25 @@ fn upgrade(cli: &UpgradeCli) -> Result<Verdict, UpgradeError> {
                     |kind| format!("--cluster {}", kind.name())
                 )
             );
-            let args = cli.harness_args(&smoke, &run_id, HarnessOperators::Images(images));
-            (
-                Operator::Image(images.from.clone()),
-                Operator::Image(images.to.clone()),
-                args,
-            )
+            Ok(Planned::Run {
+                from: Operator::Image(images.from.clone()),
+                to: Operator::Image(images.to.clone()),
+                args: cli.harness_args(smoke, run_id, HarnessOperators::Images(images)),
+            })
         }
-    };
-    if let Some(same) = from.same_as(&to) {
-        eprintln!("bloodraven-upgrade: {same}");
     }
+}
 
+/// Runs the harness: the roll A -> B under load, then the smoke set on B. Its exit status
+/// only says whether every trial passed; the verdict reads the results.
+fn run_harness(
+    bin_dir: &Path,
+    repo: &Path,
+    args: &[std::ffi::OsString],
+    smoke: &[u16],
+) -> Result<(), UpgradeError> {
     let mut harness = Command::new(bin_dir.join("bloodraven-harness"));
-    harness.current_dir(&repo).args(&harness_args);
+    harness.current_dir(repo).args(args);
     eprintln!(
         "bloodraven-upgrade: rolling A -> B under load (s{UPGRADE_SCENARIO:03}), then on B: {}",
         smoke
@@ -195,17 +239,20 @@ fn upgrade(cli: &UpgradeCli) -> Result<Verdict, UpgradeError> {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    // Its exit status only says whether every trial passed; the verdict reads the results.
     let _ = harness
         .status()
         .map_err(|e| fail("run bloodraven-harness", e))?;
+    Ok(())
+}
 
-    let report_root = if cli.report_dir.is_absolute() {
-        cli.report_dir.clone()
-    } else {
-        repo.join(&cli.report_dir)
-    };
-    let run_dir = report_root.join(&run_id);
+/// Reads the run's results and histories, judges the upgrade, prints the answer and puts it
+/// into the run's report (upgrade.txt, results.json's notes, a box atop index.html).
+fn judge_run(
+    run_dir: &Path,
+    from: &Operator,
+    to: &Operator,
+    smoke: &[u16],
+) -> Result<Verdict, UpgradeError> {
     let results_path = run_dir.join("results.json");
     let text = std::fs::read_to_string(&results_path)
         .map_err(|e| fail(format!("read {}", results_path.display()), e))?;
@@ -225,11 +272,10 @@ fn upgrade(cli: &UpgradeCli) -> Result<Verdict, UpgradeError> {
         .position(|scenario| scenario.id == UPGRADE_SCENARIO)
         .and_then(|index| histories.get(index))
         .filter(|history| !history.events.is_empty());
-    let judgement = judge_upgrade(&from, &to, &results, upgrade_history, &smoke);
+    let judgement = judge_upgrade(from, to, &results, upgrade_history, smoke);
     let index = run_dir.join("index.html");
-    let answer = judgement.render(&from, &to, &index);
+    let answer = judgement.render(from, to, &index);
     print!("\n{answer}");
-    // The answer goes into the run's report too: upgrade.txt, and a box atop index.html.
     let _ = std::fs::write(run_dir.join("upgrade.txt"), &answer);
     results.notes = answer.lines().map(str::to_owned).collect();
     if let Ok(json) = serde_json::to_string_pretty(&results) {

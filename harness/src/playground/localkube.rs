@@ -254,7 +254,8 @@ mod tests {
             Some(Path::new("/cache/b/bloodraven")),
         );
         let text = catalog_yaml(Path::new("/opt/bin"), &overrides);
-        let catalog: localkube_runtime::ImageCatalog = serde_yaml::from_str(&text).expect("catalog");
+        let catalog: localkube_runtime::ImageCatalog =
+            serde_yaml::from_str(&text).expect("catalog");
         let entrypoint = |image: &str| {
             catalog
                 .resolve(image)
@@ -273,7 +274,8 @@ mod tests {
             Path::new("/opt/bin"),
             &operator_builds(Some(Path::new("/cache/a/bloodraven")), None),
         );
-        let catalog: localkube_runtime::ImageCatalog = serde_yaml::from_str(&text).expect("catalog");
+        let catalog: localkube_runtime::ImageCatalog =
+            serde_yaml::from_str(&text).expect("catalog");
         assert_eq!(
             catalog
                 .resolve(UPGRADE_TO_IMAGE)

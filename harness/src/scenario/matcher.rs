@@ -296,40 +296,7 @@ fn apply_operator(
 ) -> Result<(), String> {
     let present = actual.filter(|value| !value.is_null());
     match operator {
-        "$gt" | "$gte" | "$lt" | "$lte" => {
-            let order = match (operand, present) {
-                (Value::String(limit), Some(Value::String(found))) => {
-                    match (timestamp(limit), timestamp(found)) {
-                        (Some(limit), Some(found)) => Some(found.cmp(&limit)),
-                        _ => None,
-                    }
-                }
-                (_, found) => operand
-                    .as_f64()
-                    .zip(found.and_then(Value::as_f64))
-                    .and_then(|(limit, found)| found.partial_cmp(&limit)),
-            };
-            let Some(order) = order else {
-                return Err(format!(
-                    "expected a number (or an RFC 3339 time, given one) {operator} {operand}, found {}",
-                    describe(actual)
-                ));
-            };
-            let holds = match operator {
-                "$gt" => order.is_gt(),
-                "$gte" => order.is_ge(),
-                "$lt" => order.is_lt(),
-                _ => order.is_le(),
-            };
-            if holds {
-                Ok(())
-            } else {
-                Err(format!(
-                    "expected {operator} {operand}, found {}",
-                    describe(actual)
-                ))
-            }
-        }
+        "$gt" | "$gte" | "$lt" | "$lte" => compare(operator, operand, actual),
         "$ne" => match present {
             Some(found) if scalar_equal(operand, found) => {
                 Err(format!("expected anything but {operand}"))
@@ -347,55 +314,13 @@ fn apply_operator(
         },
         "$unchanged" | "$changed" => {
             let want_same = (operator == "$unchanged") == operand.as_bool().unwrap_or(true);
-            let base = baseline.filter(|value| !value.is_null());
-            match (want_same, base, present) {
-                // Both need a value now: an absent field is neither frozen nor changed.
-                (_, _, None) => Err(format!(
-                    "expected {} from {}, found nothing",
-                    if want_same {
-                        "it unchanged"
-                    } else {
-                        "a change"
-                    },
-                    describe(base)
-                )),
-                (true, None, Some(found)) => Err(format!(
-                    "expected it unchanged, but it had no value at the baseline (now {found})"
-                )),
-                // Nothing to compare with is not a change: `$exists` says "it appeared".
-                (false, None, Some(found)) => Err(format!(
-                    "expected a change, but it had no value at the baseline to change from (now {found})"
-                )),
-                (true, Some(before), Some(found)) if !scalar_equal(before, found) => Err(format!(
-                    "expected it unchanged from {before}, found {found}"
-                )),
-                (false, Some(before), Some(found)) if scalar_equal(before, found) => {
-                    Err(format!("expected a change from {before}"))
-                }
-                _ => Ok(()),
-            }
+            against_baseline(
+                want_same,
+                baseline.filter(|value| !value.is_null()),
+                present,
+            )
         }
-        "$exact" => {
-            let Some(expected_items) = operand.as_array() else {
-                return Err(format!("`$exact` needs a list, found {operand}"));
-            };
-            let Some(Value::Array(actual_items)) = present else {
-                return Err(format!(
-                    "expected exactly the list {operand}, found {}",
-                    describe(actual)
-                ));
-            };
-            if expected_items.len() != actual_items.len() {
-                return Err(format!(
-                    "expected exactly {} elements, found {}: {}",
-                    expected_items.len(),
-                    actual_items.len(),
-                    Value::Array(actual_items.clone())
-                ));
-            }
-            match_list(expected_items, actual_items, baseline, "")
-                .map_err(|why| format!("exact list: {why}"))
-        }
+        "$exact" => exact_list(operand, actual, baseline),
         "$contains" => {
             let needle = operand.as_str().unwrap_or_default();
             match present.and_then(Value::as_str) {
@@ -406,21 +331,122 @@ fn apply_operator(
                 )),
             }
         }
-        "$len" => {
-            let length = match present {
-                Some(Value::Array(items)) => Some(items.len()),
-                Some(Value::Object(map)) => Some(map.len()),
+        "$len" => length(operand, actual),
+        _ => Err(format!("unknown operator `{operator}`")),
+    }
+}
+
+/// `$gt`, `$gte`, `$lt`, `$lte`: numbers, or RFC 3339 times given one.
+fn compare(operator: &str, operand: &Value, actual: Option<&Value>) -> Result<(), String> {
+    let present = actual.filter(|value| !value.is_null());
+    let order = match (operand, present) {
+        (Value::String(limit), Some(Value::String(found))) => {
+            match (timestamp(limit), timestamp(found)) {
+                (Some(limit), Some(found)) => Some(found.cmp(&limit)),
                 _ => None,
-            };
-            match (length, operand.as_u64()) {
-                (Some(found), Some(want)) if u64::try_from(found).ok() == Some(want) => Ok(()),
-                _ => Err(format!(
-                    "expected {operand} entries, found {}",
-                    describe(actual)
-                )),
             }
         }
-        _ => Err(format!("unknown operator `{operator}`")),
+        (_, found) => operand
+            .as_f64()
+            .zip(found.and_then(Value::as_f64))
+            .and_then(|(limit, found)| found.partial_cmp(&limit)),
+    };
+    let Some(order) = order else {
+        return Err(format!(
+            "expected a number (or an RFC 3339 time, given one) {operator} {operand}, found {}",
+            describe(actual)
+        ));
+    };
+    let holds = match operator {
+        "$gt" => order.is_gt(),
+        "$gte" => order.is_ge(),
+        "$lt" => order.is_lt(),
+        _ => order.is_le(),
+    };
+    if holds {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected {operator} {operand}, found {}",
+            describe(actual)
+        ))
+    }
+}
+
+/// `$unchanged` (`want_same`) and `$changed`, against the value at the baseline.
+fn against_baseline(
+    want_same: bool,
+    base: Option<&Value>,
+    present: Option<&Value>,
+) -> Result<(), String> {
+    match (want_same, base, present) {
+        // Both need a value now: an absent field is neither frozen nor changed.
+        (_, _, None) => Err(format!(
+            "expected {} from {}, found nothing",
+            if want_same {
+                "it unchanged"
+            } else {
+                "a change"
+            },
+            describe(base)
+        )),
+        (true, None, Some(found)) => Err(format!(
+            "expected it unchanged, but it had no value at the baseline (now {found})"
+        )),
+        // Nothing to compare with is not a change: `$exists` says "it appeared".
+        (false, None, Some(found)) => Err(format!(
+            "expected a change, but it had no value at the baseline to change from (now {found})"
+        )),
+        (true, Some(before), Some(found)) if !scalar_equal(before, found) => Err(format!(
+            "expected it unchanged from {before}, found {found}"
+        )),
+        (false, Some(before), Some(found)) if scalar_equal(before, found) => {
+            Err(format!("expected a change from {before}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `$exact`: a list of exactly these elements, in order.
+fn exact_list(
+    operand: &Value,
+    actual: Option<&Value>,
+    baseline: Option<&Value>,
+) -> Result<(), String> {
+    let Some(expected_items) = operand.as_array() else {
+        return Err(format!("`$exact` needs a list, found {operand}"));
+    };
+    let Some(Value::Array(actual_items)) = actual.filter(|value| !value.is_null()) else {
+        return Err(format!(
+            "expected exactly the list {operand}, found {}",
+            describe(actual)
+        ));
+    };
+    if expected_items.len() != actual_items.len() {
+        return Err(format!(
+            "expected exactly {} elements, found {}: {}",
+            expected_items.len(),
+            actual_items.len(),
+            Value::Array(actual_items.clone())
+        ));
+    }
+    match_list(expected_items, actual_items, baseline, "")
+        .map_err(|why| format!("exact list: {why}"))
+}
+
+/// `$len`: the number of a list's elements or a map's entries.
+fn length(operand: &Value, actual: Option<&Value>) -> Result<(), String> {
+    let length = match actual.filter(|value| !value.is_null()) {
+        Some(Value::Array(items)) => Some(items.len()),
+        Some(Value::Object(map)) => Some(map.len()),
+        _ => None,
+    };
+    match (length, operand.as_u64()) {
+        (Some(found), Some(want)) if u64::try_from(found).ok() == Some(want) => Ok(()),
+        _ => Err(format!(
+            "expected {operand} entries, found {}",
+            describe(actual)
+        )),
     }
 }
 

@@ -101,107 +101,13 @@ pub fn parse_scenario_with(
     source: &str,
     profile_patch: &Value,
 ) -> Result<LoadedScenario, Vec<ScenarioError>> {
-    let at = |line: Option<usize>, field: &str, message: String| ScenarioError {
-        file: path.to_path_buf(),
-        line,
-        column: None,
-        field: field.to_owned(),
-        message,
-    };
-    let (timing, group_spec) = scenario_timing(source, profile_patch).map_err(|message| {
-        vec![at(
-            top_level_line(source, "install"),
-            "install.groupSpec",
-            message,
-        )]
-    })?;
-    let mut scenario: Scenario = match with_timing(timing, || serde_yaml::from_str(source)) {
-        Ok(scenario) => scenario,
-        Err(error) => return Err(vec![serde_error(path, &error)]),
-    };
-    if scenario
-        .install
-        .group_spec
-        .as_ref()
-        .is_none_or(Value::is_object)
-    {
-        scenario.install.group_spec = group_spec;
-    }
+    let file = ScenarioFile { path, source };
+    let (scenario, timing) = read_scenario(&file, profile_patch)?;
     let mut errors = Vec::new();
-    let slug = match split_file_name(path) {
-        Ok((id, slug)) => {
-            if id != scenario.id {
-                errors.push(at(
-                    top_level_line(source, "id"),
-                    "id",
-                    format!("id {} does not match the file name's {id:03}", scenario.id),
-                ));
-            }
-            slug
-        }
-        Err(message) => {
-            errors.push(at(None, "", message));
-            String::new()
-        }
-    };
-    if scenario.title.trim().is_empty() {
-        errors.push(at(
-            top_level_line(source, "title"),
-            "title",
-            "is empty".to_owned(),
-        ));
-    }
-    if let Err(message) = check_seed(&scenario.seed) {
-        errors.push(at(top_level_line(source, "seed"), "seed", message));
-    }
-    if let Some(spec) = &scenario.install.group_spec {
-        if !spec.is_object() {
-            errors.push(at(
-                top_level_line(source, "install"),
-                "install.groupSpec",
-                "must be a map of spec fields".to_owned(),
-            ));
-        }
-    }
-    if let Some(image) = &scenario.install.operator_image {
-        if image.trim().is_empty() || image.contains(char::is_whitespace) {
-            errors.push(at(
-                top_level_line(source, "install"),
-                "install.operatorImage",
-                format!("`{image}` is not an image reference"),
-            ));
-        }
-    }
-    if scenario.steps.is_empty() {
-        errors.push(at(
-            top_level_line(source, "steps"),
-            "steps",
-            "has no steps".to_owned(),
-        ));
-    }
-    for capability in &scenario.requires {
-        let used = scenario.steps.iter().any(
-            |step| matches!(step, Step::Fault(fault) if fault.capability() == Some(*capability)),
-        );
-        if !used {
-            errors.push(at(
-                top_level_line(source, "requires"),
-                "requires",
-                format!(
-                    "declares `{}`, but no step needs it (a declared capability skips the scenario on backends without it)",
-                    capability.name()
-                ),
-            ));
-        }
-    }
-    let lines = step_lines(source);
-    let mut state = StepState::default();
-    for (index, step) in scenario.steps.iter().enumerate() {
-        let field = format!("steps[{index}].{}", step.kind());
-        if let Err(message) = state.check(step, &scenario) {
-            errors.push(at(lines.get(index).copied(), &field, message));
-        }
-    }
+    let slug = check_file_name(&file, &scenario, &mut errors);
+    check_header(&file, &scenario, &mut errors);
+    check_requires(&file, &scenario, &mut errors);
+    check_steps(&file, &scenario, &mut errors);
     if errors.is_empty() {
         Ok(LoadedScenario {
             path: path.to_path_buf(),
@@ -211,6 +117,139 @@ pub fn parse_scenario_with(
         })
     } else {
         Err(errors)
+    }
+}
+
+/// A scenario file being validated: its path and text, for errors that name a line.
+struct ScenarioFile<'a> {
+    path: &'a Path,
+    source: &'a str,
+}
+
+impl ScenarioFile<'_> {
+    fn error(&self, line: Option<usize>, field: &str, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.path.to_path_buf(),
+            line,
+            column: None,
+            field: field.to_owned(),
+            message,
+        }
+    }
+
+    /// An error at a top-level key's line.
+    fn at_key(&self, key: &str, field: &str, message: String) -> ScenarioError {
+        self.error(top_level_line(self.source, key), field, message)
+    }
+}
+
+/// The typed scenario, its timing expressions resolved against the group it installs under
+/// the profile, and that group's `install.groupSpec` (the profile's fields underneath).
+fn read_scenario(
+    file: &ScenarioFile<'_>,
+    profile_patch: &Value,
+) -> Result<(Scenario, Timing), Vec<ScenarioError>> {
+    let (timing, group_spec) = scenario_timing(file.source, profile_patch)
+        .map_err(|message| vec![file.at_key("install", "install.groupSpec", message)])?;
+    let mut scenario: Scenario = with_timing(timing, || serde_yaml::from_str(file.source))
+        .map_err(|error| vec![serde_error(file.path, &error)])?;
+    if scenario
+        .install
+        .group_spec
+        .as_ref()
+        .is_none_or(Value::is_object)
+    {
+        scenario.install.group_spec = group_spec;
+    }
+    Ok((scenario, timing))
+}
+
+/// The `slug` of `NNN-slug.yaml`; an error when `NNN` is not the scenario's `id`.
+fn check_file_name(
+    file: &ScenarioFile<'_>,
+    scenario: &Scenario,
+    errors: &mut Vec<ScenarioError>,
+) -> String {
+    match split_file_name(file.path) {
+        Ok((id, slug)) => {
+            if id != scenario.id {
+                errors.push(file.at_key(
+                    "id",
+                    "id",
+                    format!("id {} does not match the file name's {id:03}", scenario.id),
+                ));
+            }
+            slug
+        }
+        Err(message) => {
+            errors.push(file.error(None, "", message));
+            String::new()
+        }
+    }
+}
+
+/// `title`, `seed`, `install` and a non-empty `steps`.
+fn check_header(file: &ScenarioFile<'_>, scenario: &Scenario, errors: &mut Vec<ScenarioError>) {
+    if scenario.title.trim().is_empty() {
+        errors.push(file.at_key("title", "title", "is empty".to_owned()));
+    }
+    if let Err(message) = check_seed(&scenario.seed) {
+        errors.push(file.at_key("seed", "seed", message));
+    }
+    if scenario
+        .install
+        .group_spec
+        .as_ref()
+        .is_some_and(|spec| !spec.is_object())
+    {
+        errors.push(file.at_key(
+            "install",
+            "install.groupSpec",
+            "must be a map of spec fields".to_owned(),
+        ));
+    }
+    if let Some(image) = &scenario.install.operator_image {
+        if image.trim().is_empty() || image.contains(char::is_whitespace) {
+            errors.push(file.at_key(
+                "install",
+                "install.operatorImage",
+                format!("`{image}` is not an image reference"),
+            ));
+        }
+    }
+    if scenario.steps.is_empty() {
+        errors.push(file.at_key("steps", "steps", "has no steps".to_owned()));
+    }
+}
+
+/// Every declared capability is needed by a step.
+fn check_requires(file: &ScenarioFile<'_>, scenario: &Scenario, errors: &mut Vec<ScenarioError>) {
+    for capability in &scenario.requires {
+        let used = scenario.steps.iter().any(
+            |step| matches!(step, Step::Fault(fault) if fault.capability() == Some(*capability)),
+        );
+        if !used {
+            errors.push(file.at_key(
+                "requires",
+                "requires",
+                format!(
+                    "declares `{}`, but no step needs it (a declared capability skips the scenario on backends without it)",
+                    capability.name()
+                ),
+            ));
+        }
+    }
+}
+
+/// Each step, in order, with what the steps before it set up.
+fn check_steps(file: &ScenarioFile<'_>, scenario: &Scenario, errors: &mut Vec<ScenarioError>) {
+    let lines = step_lines(file.source);
+    let mut state = StepState::default();
+    for (index, step) in scenario.steps.iter().enumerate() {
+        let field = format!("steps[{index}].{}", step.kind());
+        if let Err(message) = state.check(step, scenario) {
+            errors.push(file.error(lines.get(index).copied(), &field, message));
+        }
     }
 }
 

@@ -724,10 +724,17 @@ fn the_catalogue_resolves_under_the_fast_profile() {
     assert_eq!(s020.timing.detection(), Duration::from_millis(1500));
     assert_eq!(
         measure_bounds(s020, "detection"),
-        (Some(Duration::from_millis(500)), Some(Duration::from_millis(2500)))
+        (
+            Some(Duration::from_millis(500)),
+            Some(Duration::from_millis(2500))
+        )
     );
     assert_eq!(
-        s020.scenario.install.group_spec.as_ref().map(|spec| spec["pollInterval"].clone()),
+        s020.scenario
+            .install
+            .group_spec
+            .as_ref()
+            .map(|spec| spec["pollInterval"].clone()),
         Some(serde_json::json!("500ms"))
     );
     // 016 keeps its own 60 s cooldown, and its bound follows it.
@@ -737,7 +744,10 @@ fn the_catalogue_resolves_under_the_fast_profile() {
     // The playground's own timing resolves the same files to the old literal bounds.
     assert_eq!(
         measure_bounds(&scenario(20), "detection"),
-        (Some(Duration::from_millis(3500)), Some(Duration::from_secs(7)))
+        (
+            Some(Duration::from_millis(3500)),
+            Some(Duration::from_secs(7))
+        )
     );
     assert_eq!(scenario(20).scenario.install.group_spec, None);
 }

@@ -19,6 +19,3 @@ pub use error::{Error, Result};
 pub use localkube_apiserver as apiserver;
 pub use localkube_kubelet as kubelet;
 pub use localkube_runtime as runtime;
-/// [`runtime`] under the name the crate had before (`localkube-node`), which
-/// `operator/plugin/tests/in_cluster.rs` still uses.
-pub use localkube_runtime as node;

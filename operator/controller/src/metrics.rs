@@ -142,10 +142,9 @@ impl Metrics {
             "Duration of one poll of one group",
             poll_duration.clone(),
         );
-        let group_poll_duration =
-            Family::<GroupLabels, Histogram>::new_with_constructor(|| {
-                Histogram::new(GROUP_POLL_BUCKETS)
-            });
+        let group_poll_duration = Family::<GroupLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(GROUP_POLL_BUCKETS)
+        });
         registry.register(
             "group_poll_duration_seconds",
             "Duration of one poll of one group, by group",

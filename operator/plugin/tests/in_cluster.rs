@@ -140,7 +140,7 @@ async fn kube_rs_client_in_a_pod_uses_in_cluster_config() {
     let logs = kubectl(&dir, &["logs", "plugin"]);
     let logs = String::from_utf8_lossy(&logs.stdout).to_string();
     lk.shutdown().await.expect("shutdown");
-    if let Err(error) = localkube::node::cleanup(&dir) {
+    if let Err(error) = localkube::runtime::cleanup(&dir) {
         eprintln!("cleanup of {} failed: {error}", dir.display());
     }
     assert_eq!(phase, "Succeeded", "plugin pod output: {logs}");
