@@ -688,6 +688,7 @@ mod tests {
             verdicts: Vec::new(),
             rpo: RpoSummary::default(),
             timings: Vec::new(),
+            timing: String::new(),
         }
     }
 

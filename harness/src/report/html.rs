@@ -88,7 +88,7 @@ pub fn render_index(results: &RunResults, histories: &[History]) -> String {
                 th { "scenario" } th { "title" } th { "result" }
                 @if repeat { th { "pass rate" } }
                 th title="mean over runs" { "duration" }
-                th title="the longest time without an acknowledged write (worst run)" { "write outage" }
+                th title="the longest time without an acknowledged write (over several runs: the median and the worst run)" { "write outage" }
                 th title="fault to the first write on the new primary (worst failover)" { "RTO" }
                 th title="acknowledged writes lost (worst run)" { "RPO" }
                 th { "failure (first line)" }
@@ -102,7 +102,7 @@ pub fn render_index(results: &RunResults, histories: &[History]) -> String {
                         td class=(summary_class(row)) { (row.verdict()) }
                         @if repeat { td class="num" { (row.pass_rate_text()) } }
                         td class="num" { (seconds_or_dash(Some(row.mean_duration_ms))) }
-                        td class="num" { (seconds_or_dash(row.worst_write_outage_ms)) }
+                        td class="num" { (row.write_outage_text()) }
                         td class="num" { (ms(row.worst_rto_ms)) }
                         td class="num" { (row.rpo_text()) }
                         td { (row.failure_text()) }
@@ -155,6 +155,9 @@ fn scenario_heading(scenario: &ScenarioResult, history: Option<&History>, repeat
             span class=(scenario_class(scenario)) { (scenario.verdict_word()) }
         }
         p class="meta" { "seed: " (scenario.seed) }
+        @if !scenario.timing.is_empty() {
+            p class="meta" { "group timing (its bounds resolved against it): " (scenario.timing) }
+        }
         @if let Some(reason) = &scenario.skipped {
             div class="skipped-reason" { strong { "skipped: " } (reason) }
         }

@@ -47,6 +47,11 @@ pub struct ScenarioResult {
     pub rpo: RpoSummary,
     /// Phase timings per failover.
     pub timings: Vec<FailoverTimings>,
+    /// The timing of the group the scenario installed, which its timing bounds resolved
+    /// against (`pollInterval 2s x failureThreshold 3 = detection 6s, lease 6s, cooldown
+    /// 30s`); empty in results written before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub timing: String,
 }
 
 const fn first_attempt() -> u32 {
@@ -87,6 +92,7 @@ impl ScenarioResult {
             verdicts,
             rpo,
             timings,
+            timing: String::new(),
         }
     }
 

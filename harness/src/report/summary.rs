@@ -22,6 +22,8 @@ pub struct SummaryRow {
     pub mean_duration_ms: u64,
     /// The worst write outage over the runs, in ms.
     pub worst_write_outage_ms: Option<u64>,
+    /// The median write outage over the runs, in ms (the lower middle of an even count).
+    pub median_write_outage_ms: Option<u64>,
     /// The worst RTO (fault to the first write on the new primary) over the runs, in ms.
     pub worst_rto_ms: Option<u64>,
     /// The most acknowledged writes lost in one run.
@@ -124,6 +126,9 @@ pub fn summarize(results: &[ScenarioResult]) -> Vec<SummaryRow> {
                 passes,
                 mean_duration_ms: total_ms / u64::from(count.max(1)),
                 worst_write_outage_ms: runs.iter().filter_map(|run| run.write_outage_ms).max(),
+                median_write_outage_ms: median(
+                    runs.iter().filter_map(|run| run.write_outage_ms).collect(),
+                ),
                 worst_rto_ms: runs.iter().filter_map(|run| run.rto_ms()).max(),
                 worst_lost: runs.iter().map(|run| run.rpo.lost).max().unwrap_or(0),
                 all_exact: runs
@@ -140,6 +145,26 @@ pub fn summarize(results: &[ScenarioResult]) -> Vec<SummaryRow> {
             }
         })
         .collect()
+}
+
+/// The median of some values (the lower of the two middle ones for an even count).
+pub fn median(mut values: Vec<u64>) -> Option<u64> {
+    values.sort_unstable();
+    let middle = values.len().checked_sub(1)? / 2;
+    values.get(middle).copied()
+}
+
+impl SummaryRow {
+    /// The write outage as the summary shows it: the one run's, or over several runs the
+    /// median and the worst (`p50 1.9 s, max 3.0 s`).
+    pub fn write_outage_text(&self) -> String {
+        match (self.runs, self.median_write_outage_ms, self.worst_write_outage_ms) {
+            (2.., Some(median), Some(worst)) => {
+                format!("p50 {}, max {}", seconds(median), seconds(worst))
+            }
+            (_, _, worst) => seconds_or_dash(worst),
+        }
+    }
 }
 
 fn seconds(ms: u64) -> String {
@@ -170,7 +195,7 @@ pub fn render_text(rows: &[SummaryRow], repeat: bool) -> String {
         }
         cells.extend([
             seconds(row.mean_duration_ms),
-            seconds_or_dash(row.worst_write_outage_ms),
+            row.write_outage_text(),
             row.rpo_text(),
             row.failure_text(),
         ]);
@@ -245,7 +270,27 @@ mod tests {
                 ..RpoSummary::default()
             },
             timings: Vec::new(),
+            timing: String::new(),
         }
+    }
+
+    // Issue 36: figures over `--repeat N` runs are a median and a worst, measured by the
+    // harness (not asserted anywhere).
+    #[test]
+    fn several_runs_show_the_median_and_the_worst_write_outage() {
+        let mut runs: Vec<ScenarioResult> = (1..=4).map(|attempt| result(20, attempt, true)).collect();
+        runs[0].write_outage_ms = Some(3_000);
+        runs[1].write_outage_ms = Some(1_000);
+        runs[2].write_outage_ms = Some(2_000);
+        runs[3].write_outage_ms = None;
+        let rows = summarize(&runs);
+        assert_eq!(rows[0].median_write_outage_ms, Some(2_000));
+        assert_eq!(rows[0].worst_write_outage_ms, Some(3_000));
+        assert_eq!(rows[0].write_outage_text(), "p50 2.0 s, max 3.0 s");
+        let one = summarize(&[result(20, 1, true)]);
+        assert_eq!(one[0].write_outage_text(), "0.1 s");
+        assert_eq!(median(vec![4, 1, 3, 2]), Some(2));
+        assert_eq!(median(Vec::new()), None);
     }
 
     #[test]

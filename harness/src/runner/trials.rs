@@ -189,6 +189,7 @@ fn record_unrun(
         0,
     );
     result.attempt = attempt;
+    result.timing = loaded.timing.to_string();
     context
         .results
         .lock()
@@ -284,6 +285,7 @@ fn run_once(
         run.duration_ms,
     );
     result.attempt = attempt;
+    result.timing = loaded.timing.to_string();
     // A run whose steps passed but a checker failed (e.g. rpo) gets its artifacts too, read
     // before the cluster goes.
     if result.failure.is_some() && !artifacts.exists() {
