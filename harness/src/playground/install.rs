@@ -217,7 +217,7 @@ impl Installer {
         for mut object in read_manifests(&self.fixtures.playground("group.yaml"))? {
             if object["kind"] == "MysqlFailoverGroup" {
                 if let Some(patch) = &overrides.group_spec {
-                    merge(&mut object["spec"], patch);
+                    crate::scenario::timing::merge(&mut object["spec"], patch);
                 }
             }
             apply(&self.client, &object).await?;
@@ -675,22 +675,6 @@ impl Installer {
             .data
             .and_then(|d| d.get("ca.crt").cloned())
             .unwrap_or_default())
-    }
-}
-
-/// JSON merge patch (RFC 7386): `patch` merged into `target`, `null` removes.
-pub fn merge(target: &mut Value, patch: &Value) {
-    match (target.as_object_mut(), patch.as_object()) {
-        (Some(target), Some(patch)) => {
-            for (key, value) in patch {
-                if value.is_null() {
-                    target.remove(key);
-                } else {
-                    merge(target.entry(key.clone()).or_insert(Value::Null), value);
-                }
-            }
-        }
-        _ => *target = patch.clone(),
     }
 }
 
