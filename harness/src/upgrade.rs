@@ -724,6 +724,7 @@ mod tests {
             restore: None,
             poll_interval_ms: None,
             failure_threshold: None,
+            lease_ms: None,
         }
     }
 

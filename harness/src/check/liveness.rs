@@ -373,6 +373,7 @@ mod gap_tests {
                     restore: None,
                     poll_interval_ms: None,
                     failure_threshold: None,
+                    lease_ms: None,
                 },
                 ms,
             )

@@ -205,13 +205,15 @@ struct DetectionSpec {
     poll_interval_ms: u64,
     /// `spec.failureThreshold`.
     failure_threshold: u32,
+    /// The write lease: `spec.writeLease.duration`, else pollInterval x failureThreshold.
+    lease_ms: u64,
     /// Whether a status snapshot recorded them (else they are the defaults).
     known: bool,
 }
 
 impl DetectionSpec {
     fn of(history: &History) -> Self {
-        let (poll_interval_ms, failure_threshold, known) = history
+        let (poll_interval_ms, failure_threshold, lease_ms, known) = history
             .events
             .iter()
             .rev()
@@ -219,14 +221,22 @@ impl DetectionSpec {
                 Op::Status {
                     poll_interval_ms: Some(interval),
                     failure_threshold: Some(threshold),
+                    lease_ms,
                     ..
-                } if event.kind == EventType::Ok => Some((*interval, *threshold, true)),
+                } if event.kind == EventType::Ok => Some((*interval, *threshold, *lease_ms, true)),
                 _ => None,
             })
-            .unwrap_or((DEFAULT_POLL_INTERVAL_MS, DEFAULT_FAILURE_THRESHOLD, false));
+            .unwrap_or((
+                DEFAULT_POLL_INTERVAL_MS,
+                DEFAULT_FAILURE_THRESHOLD,
+                None,
+                false,
+            ));
         Self {
             poll_interval_ms,
             failure_threshold,
+            lease_ms: lease_ms
+                .unwrap_or_else(|| poll_interval_ms.saturating_mul(u64::from(failure_threshold))),
             known,
         }
     }
@@ -501,16 +511,17 @@ fn detection_outside_window(
     let DetectionSpec {
         poll_interval_ms,
         failure_threshold,
+        lease_ms,
         known,
     } = observed.spec;
     let interval_ns = poll_interval_ms.saturating_mul(1_000_000);
     let threshold = u64::from(failure_threshold.max(1));
     let earliest = (threshold - 1) * interval_ns;
-    // A fault acting through the lease starts the failure when the lease runs out:
-    // up to the lease later (its default, pollInterval x failureThreshold).
+    // A fault acting through the lease starts the failure when the lease runs out: up to
+    // the lease later (the spec's, by default pollInterval x failureThreshold).
     let latest = threshold * interval_ns
         + if fault.acts_through_the_lease() {
-            threshold * interval_ns
+            lease_ms.saturating_mul(1_000_000)
         } else {
             0
         };

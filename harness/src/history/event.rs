@@ -162,6 +162,10 @@ pub enum Op {
         /// `spec.failureThreshold`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure_threshold: Option<u32>,
+        /// `spec.writeLease.duration` in ms, when the spec sets one (else the lease is
+        /// `pollInterval x failureThreshold`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease_ms: Option<u64>,
     },
     /// A fault's start or end (the nemesis).
     Fault {
@@ -516,6 +520,10 @@ impl Op {
             failure_threshold: spec["failureThreshold"]
                 .as_u64()
                 .and_then(|value| u32::try_from(value).ok()),
+            lease_ms: spec["writeLease"]["duration"]
+                .as_str()
+                .and_then(|text| Span::parse(text).ok())
+                .and_then(|span| u64::try_from(span.duration().as_millis()).ok()),
         }
     }
 }

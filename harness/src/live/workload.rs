@@ -560,6 +560,7 @@ async fn probe_loop(client: Client, recorder: Arc<Recorder>, mut stopped: watch:
                 restore: None,
                 poll_interval_ms: None,
                 failure_threshold: None,
+                lease_ms: None,
             },
         );
         match groups.get(crate::playground::names::GROUP).await {
@@ -578,6 +579,7 @@ async fn probe_loop(client: Client, recorder: Arc<Recorder>, mut stopped: watch:
                     restore: None,
                     poll_interval_ms: None,
                     failure_threshold: None,
+                    lease_ms: None,
                 },
             ),
         }

@@ -158,7 +158,11 @@ impl SummaryRow {
     /// The write outage as the summary shows it: the one run's, or over several runs the
     /// median and the worst (`p50 1.9 s, max 3.0 s`).
     pub fn write_outage_text(&self) -> String {
-        match (self.runs, self.median_write_outage_ms, self.worst_write_outage_ms) {
+        match (
+            self.runs,
+            self.median_write_outage_ms,
+            self.worst_write_outage_ms,
+        ) {
             (2.., Some(median), Some(worst)) => {
                 format!("p50 {}, max {}", seconds(median), seconds(worst))
             }
@@ -278,7 +282,8 @@ mod tests {
     // harness (not asserted anywhere).
     #[test]
     fn several_runs_show_the_median_and_the_worst_write_outage() {
-        let mut runs: Vec<ScenarioResult> = (1..=4).map(|attempt| result(20, attempt, true)).collect();
+        let mut runs: Vec<ScenarioResult> =
+            (1..=4).map(|attempt| result(20, attempt, true)).collect();
         runs[0].write_outage_ms = Some(3_000);
         runs[1].write_outage_ms = Some(1_000);
         runs[2].write_outage_ms = Some(2_000);

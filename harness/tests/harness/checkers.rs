@@ -1361,6 +1361,48 @@ fn timings_detection_window_of_a_peers_partition_adds_the_lease() {
     );
 }
 
+// Issue 36: the lease of the window is the spec's `writeLease.duration` when it sets one (a
+// profile may set it apart from the detection floor), not always pollInterval x
+// failureThreshold.
+#[test]
+fn timings_detection_window_of_a_peers_partition_adds_the_spec_s_lease() {
+    let judge = |detected_ms: u64, lease_ms: Option<u64>| {
+        let record = failover(
+            FailoverKind::Emergency,
+            Site::Iad,
+            Site::Pdx,
+            [13_500, 10_000 + detected_ms, 28_000, 29_000],
+            Some(0),
+            true,
+        );
+        let builder = match lease_ms {
+            Some(ms) => Builder::default().lease(ms),
+            None => Builder::default(),
+        };
+        let history = builder
+            .status_with(0, Site::Iad, 1, None, Some((2_000, 3)))
+            .fault_detailed(
+                "partition",
+                &[Site::Iad],
+                10_000,
+                r#"{"partition":{"peers":["iad"]}}"#,
+            )
+            .status_with(29_500, Site::Pdx, 2, Some(record), Some((2_000, 3)))
+            .ok("writer-0", 1, 29_600, 29_620, Site::Pdx)
+            .build();
+        check_timings(&history).1
+    };
+    // A 10 s lease: detection up to 6 s + 10 s + the slack after the partition.
+    assert!(
+        judge(15_500, Some(10_000)).valid,
+        "{:?}",
+        judge(15_500, Some(10_000))
+    );
+    assert!(!judge(17_500, Some(10_000)).valid);
+    // Without the lease in the snapshots, the detection floor (6 s) stands in for it.
+    assert!(!judge(15_500, None).valid);
+}
+
 // Scenario 011: the primary dies while the operator is scaled to zero; detection cannot
 // start before it returns, so the upper bound counts from the heal, the lower from the fault.
 #[test]

@@ -54,6 +54,8 @@ pub fn gtid_set(site: Site, ids: &[u64], others: u64) -> String {
 #[derive(Default)]
 pub struct Builder {
     events: Vec<Event>,
+    /// `spec.writeLease.duration` in ms, recorded by the status snapshots that follow.
+    lease_ms: Option<u64>,
 }
 
 impl Builder {
@@ -61,7 +63,14 @@ impl Builder {
     pub fn from_history(history: History) -> Self {
         Builder {
             events: history.events,
+            lease_ms: None,
         }
+    }
+
+    /// The status snapshots after this one record `spec.writeLease.duration` = `ms`.
+    pub fn lease(mut self, ms: u64) -> Self {
+        self.lease_ms = Some(ms);
+        self
     }
 
     /// The automatic seal (process `seal`) at `ms` after `active`'s primary was taken away:
@@ -304,6 +313,7 @@ impl Builder {
                 restore: Some(Box::new(restore)),
                 poll_interval_ms: Some(2_000),
                 failure_threshold: Some(3),
+                lease_ms: None,
             },
         )
     }
@@ -317,6 +327,7 @@ impl Builder {
         last_failover: Option<FailoverRecord>,
         detection: Option<(u64, u32)>,
     ) -> Self {
+        let lease_ms = self.lease_ms;
         self.push_status(
             ms,
             Op::Status {
@@ -327,6 +338,7 @@ impl Builder {
                 restore: None,
                 poll_interval_ms: detection.map(|(interval, _)| interval),
                 failure_threshold: detection.map(|(_, threshold)| threshold),
+                lease_ms,
             },
         )
     }
@@ -344,6 +356,7 @@ impl Builder {
                 restore: None,
                 poll_interval_ms: None,
                 failure_threshold: None,
+                lease_ms: None,
             },
             ms,
         );
