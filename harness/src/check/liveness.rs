@@ -361,23 +361,7 @@ mod gap_tests {
 
     #[test]
     fn a_declared_probe_that_stopped_asking_after_the_first_fault_is_a_finding() {
-        let status = |ms: u64| {
-            event(
-                "status",
-                EventType::Invoke,
-                Op::Status {
-                    active_site: None,
-                    topology_generation: 0,
-                    authority: None,
-                    last_failover: None,
-                    restore: None,
-                    poll_interval_ms: None,
-                    failure_threshold: None,
-                    lease_ms: None,
-                },
-                ms,
-            )
-        };
+        let status = |ms: u64| event("status", EventType::Invoke, Op::status_unknown(), ms);
         // Every 200 ms, then a 900 ms hole at 2.0 s, after the fault at 1.0 s.
         let mut events: Vec<Event> = (0..=10).map(|i| status(i * 200)).collect();
         events.extend((0..5).map(|i| status(2_900 + i * 200)));

@@ -502,6 +502,20 @@ impl Op {
         }
     }
 
+    /// A `status` op that says nothing yet: the read's invoke, or a read that failed.
+    pub fn status_unknown() -> Op {
+        Op::Status {
+            active_site: None,
+            topology_generation: 0,
+            authority: None,
+            last_failover: None,
+            restore: None,
+            poll_interval_ms: None,
+            failure_threshold: None,
+            lease_ms: None,
+        }
+    }
+
     /// The `status` op of a MysqlFailoverGroup object (its `status` and the `spec` fields
     /// the checkers need).
     pub fn status_of_group(group: &Value) -> Op {

@@ -550,38 +550,13 @@ async fn probe_loop(client: Client, recorder: Arc<Recorder>, mut stopped: watch:
     let groups = group_api(&client);
     recorder.declare_probes(&["status", "endpoints-primary", "endpoints-replicas"]);
     while !*stopped.borrow() {
-        recorder.invoke(
-            "status",
-            Op::Status {
-                active_site: None,
-                topology_generation: 0,
-                authority: None,
-                last_failover: None,
-                restore: None,
-                poll_interval_ms: None,
-                failure_threshold: None,
-                lease_ms: None,
-            },
-        );
+        recorder.invoke("status", Op::status_unknown());
         match groups.get(crate::playground::names::GROUP).await {
             Ok(group) => {
                 let value = serde_json::to_value(&group).unwrap_or_default();
                 recorder.complete("status", EventType::Ok, Op::status_of_group(&value));
             }
-            Err(_) => recorder.complete(
-                "status",
-                EventType::Fail,
-                Op::Status {
-                    active_site: None,
-                    topology_generation: 0,
-                    authority: None,
-                    last_failover: None,
-                    restore: None,
-                    poll_interval_ms: None,
-                    failure_threshold: None,
-                    lease_ms: None,
-                },
-            ),
+            Err(_) => recorder.complete("status", EventType::Fail, Op::status_unknown()),
         }
         for service in ["primary", "replicas"] {
             let process = format!("endpoints-{service}");

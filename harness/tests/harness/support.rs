@@ -345,21 +345,7 @@ impl Builder {
 
     /// The status reader's invoke, then its completion `read`, at `ms`.
     fn push_status(mut self, ms: u64, read: Op) -> Self {
-        self.push(
-            "status",
-            EventType::Invoke,
-            Op::Status {
-                active_site: None,
-                topology_generation: 0,
-                authority: None,
-                last_failover: None,
-                restore: None,
-                poll_interval_ms: None,
-                failure_threshold: None,
-                lease_ms: None,
-            },
-            ms,
-        );
+        self.push("status", EventType::Invoke, Op::status_unknown(), ms);
         self.push("status", EventType::Ok, read, ms);
         self
     }
