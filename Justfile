@@ -37,6 +37,10 @@ chaos id *flags="": _release-build
 conformance *flags="": _release-build
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" --reuse {{flags}}
 
+# one operator running N groups (the playground and N-1 more, three MariaDB sites each): 020 killed in the playground, the others checked Valid throughout, the operator's CPU, memory, API requests and poll p50/p99 in the report, e.g. `just bench-fleet 30`
+bench-fleet n *flags="": _release-build
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-harness" --ids 20 --fleet {{n}} --run-id "fleet-{{n}}-$(date -u +%Y%m%dT%H%M%SZ)" {{flags}}
+
 # is operator build B safe to roll out over A? `just upgrade --from main~3 [--to REF] [--smoke 20,22]` (B: the working tree), or by image on any cluster: `--from-image IMAGE --to-image IMAGE`
 upgrade *flags="": _release-build
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/bloodraven-upgrade" {{flags}}

@@ -6,6 +6,7 @@ pub mod archive;
 pub mod converged;
 pub mod endpoint_history;
 pub mod expectations;
+pub mod fleet;
 pub mod gtid;
 pub mod liveness;
 pub mod lost_set;

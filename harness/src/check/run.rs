@@ -4,6 +4,7 @@
 
 use super::archive::check_archive;
 use super::expectations::{check_expectations, ExpectationResult, MeasureResult};
+use super::fleet::check_fleet;
 use super::liveness::{check_liveness, write_outage_ms};
 use super::lost_set::check_lost_set;
 use super::rpo::{check_rpo, RpoSummary};
@@ -17,7 +18,7 @@ use crate::history::store::History;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckResults {
     /// Each checker's verdict: expectations, workload liveness, no split brain, rpo, lost-set,
-    /// survivors, archive, timings.
+    /// survivors, archive, timings, and in a fleet run the fleet.
     pub verdicts: Vec<Verdict>,
     /// The RPO table.
     pub rpo: RpoSummary,
@@ -52,7 +53,7 @@ pub fn run_checkers(
     let (rpo, rpo_verdict) = check_rpo(history);
     let (timings, timings_verdict) = check_timings(history);
     let expectation_verdict = check_expectations(expectations, measures);
-    let verdicts = vec![
+    let mut verdicts = vec![
         expectation_verdict,
         check_liveness(history),
         split_brain,
@@ -62,6 +63,8 @@ pub fn run_checkers(
         check_archive(history),
         timings_verdict,
     ];
+    // A fleet run's only (`install.fleet`).
+    verdicts.extend(check_fleet(history));
     CheckResults {
         verdicts,
         rpo,

@@ -167,6 +167,34 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lease_ms: Option<u64>,
     },
+    /// The other groups of a fleet run (`install.fleet`), read together: how many groups the
+    /// namespace holds and those others whose authority is not Valid (`name: state`).
+    Fleet {
+        /// Groups in the playground's namespace, the playground included.
+        groups: u32,
+        /// The other groups whose authority is not Valid.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_valid: Vec<String>,
+    },
+    /// The operator's own cost, from its metrics page (a fleet run): cumulative CPU time,
+    /// resident memory, requests to the API server, and its polls' p50 and p99 over every
+    /// group (the upper bound of their histogram bucket).
+    OperatorCost {
+        /// `process_cpu_seconds_total`, in ms.
+        cpu_ms: u64,
+        /// `process_resident_memory_bytes`.
+        rss_bytes: u64,
+        /// `bloodraven_kube_requests_total`, every method.
+        kube_requests: u64,
+        /// p50 of `bloodraven_group_poll_duration_seconds` over every group, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        poll_p50_ms: Option<u64>,
+        /// p99, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        poll_p99_ms: Option<u64>,
+        /// How many groups the operator has polled.
+        groups_polled: u32,
+    },
     /// A fault's start or end (the nemesis).
     Fault {
         /// The fault kind (`kill`, `deny-rbac`, ...).
@@ -499,6 +527,14 @@ impl Op {
             phase,
             detail: serde_json::to_string(fault).unwrap_or_default(),
             sites: fault_sites(fault),
+        }
+    }
+
+    /// A `fleet` op that says nothing yet: the read's invoke, or a read that failed.
+    pub fn fleet_unknown() -> Op {
+        Op::Fleet {
+            groups: 0,
+            not_valid: Vec::new(),
         }
     }
 

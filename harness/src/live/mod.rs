@@ -9,6 +9,7 @@ pub mod agent;
 pub mod archive;
 pub mod exec;
 pub mod faults;
+pub mod fleet;
 pub mod incluster;
 pub mod observe;
 pub mod seal;
@@ -40,6 +41,10 @@ pub struct LiveCluster {
     workload_password: Mutex<Option<String>>,
     bin_dir: PathBuf,
     recorder: Mutex<Option<Arc<Recorder>>>,
+    /// The groups of the installed fleet, the playground included (1: no fleet).
+    fleet: Mutex<u32>,
+    /// The fleet's watcher while a workload runs ([`fleet::watch_fleet`]).
+    fleet_watch: Mutex<Option<fleet::FleetWatch>>,
 }
 
 impl std::fmt::Debug for LiveCluster {
@@ -108,6 +113,8 @@ impl LiveCluster {
             workload_password: Mutex::new(None),
             bin_dir,
             recorder: Mutex::new(None),
+            fleet: Mutex::new(1),
+            fleet_watch: Mutex::new(None),
         })
     }
 
@@ -160,7 +167,10 @@ impl Cluster for LiveCluster {
 
     fn install(&self, install: &Install) -> Result<()> {
         self.runtime.block_on(async {
-            self.installer.install_with(install).await?;
+            let group = self.installer.install_with(install).await?;
+            let size = install.fleet.unwrap_or(1);
+            fleet::install_fleet(&self.client, &group, size).await?;
+            *self.fleet.lock().unwrap_or_else(PoisonError::into_inner) = size;
             let password = self.install_workload_user().await?;
             *self
                 .workload_password
@@ -171,6 +181,12 @@ impl Cluster for LiveCluster {
     }
 
     fn uninstall(&self) -> Result<()> {
+        drop(
+            self.fleet_watch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let healed = self.heal_all_quietly();
         self.runtime.block_on(self.installer.uninstall())?;
         healed
@@ -208,6 +224,16 @@ impl Cluster for LiveCluster {
             incluster::InClusterWorkload::start(self.client.clone(), pod, spec, recorder.clone())
                 .await
         })?;
+        if *self.fleet.lock().unwrap_or_else(PoisonError::into_inner) > 1 {
+            *self
+                .fleet_watch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(fleet::watch_fleet(
+                self.runtime.handle(),
+                self.client.clone(),
+                recorder.clone(),
+            ));
+        }
         *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorder);
         Ok(Box::new(running))
     }

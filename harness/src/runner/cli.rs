@@ -88,6 +88,11 @@ pub struct Cli {
         value_parser = crate::scenario::timing::Profile::parse
     )]
     pub profile: crate::scenario::timing::Profile,
+    /// Run every scenario beside a fleet: the playground plus N - 1 more groups, one operator
+    /// for all (`install.fleet`; `just bench-fleet N`). The report gives the operator's cost
+    /// and the fleet checker demands that no other group's authority is ever Invalid.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub fleet: Option<u32>,
     /// The scenario catalogue directory (default: `scenarios/` of the workspace root).
     #[arg(long, env = "BLOODRAVEN_SCENARIOS")]
     pub scenarios: Option<PathBuf>,
@@ -201,5 +206,15 @@ mod tests {
             text.contains("--profile") && text.contains("/no/such/profile.yaml"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_fleet_has_1_to_60_groups() {
+        assert_eq!(parse(&["--fleet", "30"]).expect("30").fleet, Some(30));
+        assert_eq!(parse(&[]).expect("none").fleet, None);
+        for bad in ["0", "61", "many"] {
+            let error = parse(&["--fleet", bad]).expect_err(bad);
+            assert_eq!(error.kind(), ErrorKind::ValueValidation, "{bad}: {error}");
+        }
     }
 }

@@ -427,6 +427,11 @@ pub fn run_catalogue(cli: &Cli) -> std::result::Result<Vec<LoadedScenario>, Stri
     let catalogue = crate::scenario::validate::load_catalogue_with(&cli.scenarios_dir(), &profile)
         .map_err(|error| error.to_string())?;
     let mut selected = select_ids(catalogue, &cli.ids)?;
+    if let Some(fleet) = cli.fleet {
+        for loaded in &mut selected {
+            loaded.scenario.install.fleet = Some(fleet);
+        }
+    }
     if let Some(images) = cli.upgrade_images() {
         for loaded in &mut selected {
             images.apply(&mut loaded.scenario);

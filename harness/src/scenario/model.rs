@@ -136,6 +136,13 @@ pub struct Install {
     /// otherwise; with `--upgrade-from-image` the run replaces it with that reference).
     #[serde(default)]
     pub operator_image: Option<String>,
+    /// A fleet: the playground plus `fleet - 1` more groups (`fleet-01` ...) in its namespace,
+    /// copies of its spec without the DNS record, all Valid before the steps start; one
+    /// operator runs them all, and the fleet checker demands that none of the others' authority
+    /// is ever anything but Valid (`--fleet N` sets it for a whole run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 60))]
+    pub fleet: Option<u32>,
 }
 
 /// One step of a scenario (a one-key map in the file, see [`super::single_key`]).

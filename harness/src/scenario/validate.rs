@@ -217,6 +217,18 @@ fn check_header(file: &ScenarioFile<'_>, scenario: &Scenario, errors: &mut Vec<S
             ));
         }
     }
+    if let Some(fleet) = scenario.install.fleet {
+        if !(1..=crate::live::fleet::FLEET_MAX).contains(&fleet) {
+            errors.push(file.at_key(
+                "install",
+                "install.fleet",
+                format!(
+                    "{fleet} groups: a fleet has 1 to {} (the playground included)",
+                    crate::live::fleet::FLEET_MAX
+                ),
+            ));
+        }
+    }
     if scenario.steps.is_empty() {
         errors.push(file.at_key("steps", "steps", "has no steps".to_owned()));
     }

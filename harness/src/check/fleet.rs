@@ -1,0 +1,212 @@
+//! The fleet checker (a fleet run, `install.fleet`): one operator runs many groups, and a fault
+//! in one must leave the others alone. It demands that every read of the other groups found
+//! each one's authority Valid (the fleet was all Valid before the steps started), and that the
+//! fleet was read at all; its summary is the operator's cost over the run, from the first and
+//! the last scrape of its metrics: CPU (share of one core), resident memory, requests to the
+//! API server per second, and its polls' p50 and p99 over every group.
+
+use std::collections::BTreeMap;
+
+use super::observed::seconds;
+use super::verdict::Verdict;
+use crate::history::event::{EventType, Op};
+use crate::history::store::History;
+
+/// The checker's name.
+pub const NAME: &str = "fleet";
+
+/// The fleet checker's verdict, or `None` when the history is not a fleet run's.
+pub fn check_fleet(history: &History) -> Option<Verdict> {
+    let reads: Vec<(u64, u32, &Vec<String>)> = history
+        .events
+        .iter()
+        .filter(|event| event.kind == EventType::Ok)
+        .filter_map(|event| match &event.op {
+            Op::Fleet { groups, not_valid } => Some((event.mono_ns, *groups, not_valid)),
+            _ => None,
+        })
+        .collect();
+    let costs: Vec<(u64, &Op)> = history
+        .events
+        .iter()
+        .filter(|event| matches!(event.op, Op::OperatorCost { .. }))
+        .map(|event| (event.mono_ns, &event.op))
+        .collect();
+    if reads.is_empty() && costs.is_empty() {
+        return None;
+    }
+    let findings = findings(&reads);
+    let groups = reads
+        .iter()
+        .map(|(_, groups, _)| *groups)
+        .max()
+        .unwrap_or(0);
+    let summary = format!(
+        "{groups} groups, {} reads of the others, every one Valid; operator: {}",
+        reads.len(),
+        cost_summary(&costs)
+    );
+    Some(Verdict::from_findings(NAME, summary, findings))
+}
+
+/// One finding per group that was ever read not Valid: when first, and how often.
+fn findings(reads: &[(u64, u32, &Vec<String>)]) -> Vec<String> {
+    if reads.is_empty() {
+        return vec!["the fleet was never read (its watcher recorded nothing)".to_owned()];
+    }
+    let mut seen: BTreeMap<&str, (u64, &str, usize)> = BTreeMap::new();
+    for (at_ns, _, not_valid) in reads {
+        for entry in not_valid.iter() {
+            let (name, state) = entry.split_once(": ").unwrap_or((entry.as_str(), "?"));
+            seen.entry(name)
+                .and_modify(|(_, _, count)| *count += 1)
+                .or_insert((*at_ns, state, 1));
+        }
+    }
+    seen.into_iter()
+        .map(|(name, (first_ns, state, count))| {
+            format!(
+                "{name}'s authority was {state} at {:.3}s ({count} of {} reads not Valid): a fault in one group reached another",
+                seconds(first_ns),
+                reads.len()
+            )
+        })
+        .collect()
+}
+
+/// The operator's cost between its first and last scrape.
+fn cost_summary(costs: &[(u64, &Op)]) -> String {
+    let figures = |op: &Op| match op {
+        Op::OperatorCost {
+            cpu_ms,
+            rss_bytes,
+            kube_requests,
+            poll_p50_ms,
+            poll_p99_ms,
+            groups_polled,
+        } => Some((
+            *cpu_ms,
+            *rss_bytes,
+            *kube_requests,
+            *poll_p50_ms,
+            *poll_p99_ms,
+            *groups_polled,
+        )),
+        _ => None,
+    };
+    let (Some((first_ns, first)), Some((last_ns, last))) = (
+        costs.first().and_then(|(at, op)| Some((*at, figures(op)?))),
+        costs.last().and_then(|(at, op)| Some((*at, figures(op)?))),
+    ) else {
+        return "not scraped".to_owned();
+    };
+    let rss_max = costs
+        .iter()
+        .filter_map(|(_, op)| figures(op))
+        .map(|cost| cost.1)
+        .max()
+        .unwrap_or(0);
+    let ms = |value: Option<u64>| value.map_or_else(|| "?".to_owned(), |ms| format!("<= {ms} ms"));
+    let window_ms = last_ns.saturating_sub(first_ns) / 1_000_000;
+    let rates = if window_ms == 0 {
+        "one scrape".to_owned()
+    } else {
+        #[allow(clippy::cast_precision_loss)]
+        let per_second = |delta: u64| delta as f64 * 1000.0 / window_ms as f64;
+        format!(
+            "CPU {:.1}% of a core, {:.1} API requests/s over {:.0} s",
+            per_second(last.0.saturating_sub(first.0)) / 10.0,
+            per_second(last.2.saturating_sub(first.2)),
+            window_ms as f64 / 1000.0
+        )
+    };
+    format!(
+        "{rates}, RSS max {} MiB, poll p50 {} p99 {} over {} groups",
+        rss_max / (1024 * 1024),
+        ms(last.3),
+        ms(last.4),
+        last.5
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::event::Event;
+
+    fn event(ms: u64, kind: EventType, op: Op) -> Event {
+        Event {
+            process: "fleet".to_owned(),
+            kind,
+            op,
+            wall: jiff::Timestamp::UNIX_EPOCH,
+            mono_ns: ms * 1_000_000,
+        }
+    }
+
+    fn cost(cpu_ms: u64, kube_requests: u64, rss_bytes: u64) -> Op {
+        Op::OperatorCost {
+            cpu_ms,
+            rss_bytes,
+            kube_requests,
+            poll_p50_ms: Some(10),
+            poll_p99_ms: Some(50),
+            groups_polled: 10,
+        }
+    }
+
+    fn read(not_valid: &[&str]) -> Op {
+        Op::Fleet {
+            groups: 10,
+            not_valid: not_valid.iter().map(|name| (*name).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_fleet_all_valid_passes_with_the_operator_s_cost() {
+        let history = History::new(vec![
+            event(0, EventType::Ok, cost(1_000, 100, 50 << 20)),
+            event(1_000, EventType::Ok, read(&[])),
+            event(2_000, EventType::Ok, read(&[])),
+            event(10_000, EventType::Ok, cost(2_000, 600, 60 << 20)),
+        ]);
+        let verdict = check_fleet(&history).expect("a fleet run");
+        assert!(verdict.valid, "{verdict:?}");
+        assert_eq!(
+            verdict.summary,
+            "10 groups, 2 reads of the others, every one Valid; operator: CPU 10.0% of a core, 50.0 API requests/s over 10 s, RSS max 60 MiB, poll p50 <= 10 ms p99 <= 50 ms over 10 groups"
+        );
+    }
+
+    #[test]
+    fn another_group_not_valid_is_a_finding() {
+        let history = History::new(vec![
+            event(1_000, EventType::Ok, read(&[])),
+            event(2_000, EventType::Ok, read(&["fleet-03: Invalid"])),
+            event(
+                3_000,
+                EventType::Ok,
+                read(&["fleet-03: Invalid", "fleet-07: none"]),
+            ),
+            event(4_000, EventType::Fail, read(&["fleet-09: Invalid"])),
+        ]);
+        let verdict = check_fleet(&history).expect("a fleet run");
+        assert!(!verdict.valid);
+        assert_eq!(
+            verdict.findings,
+            [
+                "fleet-03's authority was Invalid at 2.000s (2 of 3 reads not Valid): a fault in one group reached another",
+                "fleet-07's authority was none at 3.000s (1 of 3 reads not Valid): a fault in one group reached another",
+            ]
+        );
+    }
+
+    #[test]
+    fn no_fleet_no_verdict_and_a_silent_watcher_is_a_finding() {
+        assert_eq!(check_fleet(&History::new(Vec::new())), None);
+        let scraped_only = History::new(vec![event(0, EventType::Ok, cost(1, 1, 1))]);
+        let verdict = check_fleet(&scraped_only).expect("a fleet run");
+        assert!(!verdict.valid);
+        assert!(verdict.summary.contains("never read"), "{verdict:?}");
+    }
+}
