@@ -29,6 +29,7 @@ pub fn check_fleet(history: &History) -> Option<Verdict> {
     let costs: Vec<(u64, &Op)> = history
         .events
         .iter()
+        .filter(|event| event.kind == EventType::Ok)
         .filter(|event| matches!(event.op, Op::OperatorCost { .. }))
         .map(|event| (event.mono_ns, &event.op))
         .collect();
@@ -175,6 +176,38 @@ mod tests {
         assert_eq!(
             verdict.summary,
             "10 groups, 2 reads of the others, every one Valid; operator: CPU 10.0% of a core, 50.0 API requests/s over 10 s, RSS max 60 MiB, poll p50 <= 10 ms p99 <= 50 ms over 10 groups"
+        );
+    }
+
+    /// The watcher's events pair up (an invoke, then its completion), so the other checkers
+    /// can read a fleet run's history; a failed scrape counts for nothing.
+    #[test]
+    fn a_fleet_history_is_well_formed_and_failed_scrapes_are_left_out() {
+        let invoke = |ms: u64, op: Op| event(ms, EventType::Invoke, op);
+        let mut events = vec![
+            invoke(0, Op::operator_cost_unknown()),
+            event(5, EventType::Ok, cost(1_000, 100, 50 << 20)),
+            invoke(10, Op::fleet_unknown()),
+            event(20, EventType::Ok, read(&[])),
+            invoke(9_000, Op::operator_cost_unknown()),
+            event(9_500, EventType::Fail, Op::operator_cost_unknown()),
+        ];
+        events[4].process = "operator-cost".to_owned();
+        events[5].process = "operator-cost".to_owned();
+        events[0].process = "operator-cost".to_owned();
+        events[1].process = "operator-cost".to_owned();
+        let history = History::new(events);
+        assert!(
+            history.operations().is_ok(),
+            "{:?}",
+            history.operations().err()
+        );
+        let verdict = check_fleet(&history).expect("a fleet run");
+        assert!(verdict.valid, "{verdict:?}");
+        assert!(
+            verdict.summary.contains("one scrape"),
+            "{}",
+            verdict.summary
         );
     }
 

@@ -530,6 +530,18 @@ impl Op {
         }
     }
 
+    /// An `operator-cost` op that says nothing yet: the scrape's invoke, or one that failed.
+    pub fn operator_cost_unknown() -> Op {
+        Op::OperatorCost {
+            cpu_ms: 0,
+            rss_bytes: 0,
+            kube_requests: 0,
+            poll_p50_ms: None,
+            poll_p99_ms: None,
+            groups_polled: 0,
+        }
+    }
+
     /// A `fleet` op that says nothing yet: the read's invoke, or a read that failed.
     pub fn fleet_unknown() -> Op {
         Op::Fleet {

@@ -193,9 +193,13 @@ pub fn watch_fleet(
     });
     let costs = runtime.spawn(async move {
         loop {
+            recorder.invoke(COST_PROCESS, Op::operator_cost_unknown());
             match operator_metrics(&client).await {
-                Ok(text) => recorder.record(COST_PROCESS, EventType::Ok, operator_cost(&text)),
-                Err(error) => tracing::warn!(%error, "failed to scrape the operator's metrics"),
+                Ok(text) => recorder.complete(COST_PROCESS, EventType::Ok, operator_cost(&text)),
+                Err(error) => {
+                    tracing::warn!(%error, "failed to scrape the operator's metrics");
+                    recorder.complete(COST_PROCESS, EventType::Fail, Op::operator_cost_unknown());
+                }
             }
             tokio::time::sleep(COST_PERIOD).await;
         }

@@ -425,7 +425,7 @@ pub fn statefulset(
                 spec: Some(PodSpec {
                     node_selector: (!site_spec.node_selector.is_empty())
                         .then(|| site_spec.node_selector.clone()),
-                    tolerations: Some(vec![demoted_toleration(group)]),
+                    tolerations: Some(vec![demoted_toleration()]),
                     containers: vec![mysql, sidecar],
                     // The sidecar's watchdog signals mysqld (operator docs, "Fencing").
                     share_process_namespace: Some(true),
@@ -546,13 +546,17 @@ fn run_mount() -> VolumeMount {
     }
 }
 
-/// Tolerates this group's demotion taint: the demoted site's own pod stays (fenced) on its
-/// node instead of being evicted.
-pub fn demoted_toleration(group: &str) -> Toleration {
+/// Tolerates every group's demotion taint (`operator: Exists`, whatever the group in its
+/// value): the demoted site's own pod stays (fenced) on its node instead of being evicted, and
+/// so does every other group's site pod on that node. The taint is for the applications that
+/// follow the writable site; a site pod of another group sharing the node (one operator for a
+/// fleet) is not one, and evicting it failed that group over too (`just bench-fleet 10`: one
+/// failover in the playground took nine other groups' primaries).
+pub fn demoted_toleration() -> Toleration {
     Toleration {
         key: Some(names::TAINT_DEMOTED.to_string()),
-        operator: Some("Equal".to_string()),
-        value: Some(group.to_string()),
+        operator: Some("Exists".to_string()),
+        value: None,
         effect: Some(names::TAINT_EFFECT.to_string()),
         toleration_seconds: None,
     }
@@ -972,9 +976,45 @@ mod tests {
         );
     }
 
+    /// Kubernetes' toleration rule (pure): same key, same effect (or none), and for `Equal`
+    /// the same value.
+    fn tolerates(toleration: &Toleration, taint: &k8s_openapi::api::core::v1::Taint) -> bool {
+        toleration.key.as_deref() == Some(taint.key.as_str())
+            && toleration
+                .effect
+                .as_deref()
+                .is_none_or(|effect| effect == taint.effect)
+            && match toleration.operator.as_deref() {
+                Some("Exists") => true,
+                _ => toleration.value == taint.value,
+            }
+    }
+
+    /// One operator for a fleet whose groups share nodes: group A's demotion taint on a node
+    /// must not evict group B's site pod there (`just bench-fleet 10` caught nine groups failed
+    /// over by the playground's one failover).
+    #[test]
+    fn a_site_pod_tolerates_every_group_s_demotion_taint() {
+        let pod = render("iad")
+            .spec
+            .and_then(|spec| spec.template.spec)
+            .expect("pod");
+        let tolerations = pod.tolerations.unwrap_or_default();
+        for group in ["playground", "fleet-01", "another"] {
+            let taint = crate::render::demotion_taint(group);
+            assert!(
+                tolerations
+                    .iter()
+                    .any(|toleration| tolerates(toleration, &taint)),
+                "{group}'s taint evicts the playground's site pod: {tolerations:?}"
+            );
+        }
+    }
+
     /// docs/design/operator.md#surfaces-moved-on-promotion: the demotion taint
-    /// (demoted=<group>:NoExecute) must not evict the demoted site's own pod; the site's
-    /// nodeSelector is the pod's.
+    /// (demoted=<group>:NoExecute) must not evict the demoted site's own pod, nor any other
+    /// group's site pod on that node (`Exists`: a taint naming another group is tolerated
+    /// too); the site's nodeSelector is the pod's.
     #[test]
     fn tolerates_the_demotion_taint_and_keeps_the_node_selector() {
         let set = render("iad");
@@ -987,8 +1027,8 @@ mod tests {
             pod.tolerations,
             Some(vec![Toleration {
                 key: Some("bloodraven.shipstream.io/demoted".into()),
-                operator: Some("Equal".into()),
-                value: Some("playground".into()),
+                operator: Some("Exists".into()),
+                value: None,
                 effect: Some("NoExecute".into()),
                 toleration_seconds: None,
             }])
