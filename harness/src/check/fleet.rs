@@ -11,6 +11,7 @@ use super::observed::seconds;
 use super::verdict::Verdict;
 use crate::history::event::{EventType, Op};
 use crate::history::store::History;
+use crate::live::fleet::window_quantile_ms;
 
 /// The checker's name.
 pub const NAME: &str = "fleet";
@@ -75,58 +76,68 @@ fn findings(reads: &[(u64, u32, &Vec<String>)]) -> Vec<String> {
         .collect()
 }
 
+/// One scrape of the operator's cost.
+struct Cost<'a> {
+    at_ns: u64,
+    cpu_ms: u64,
+    rss_bytes: u64,
+    kube_requests: u64,
+    poll_buckets: &'a [(u64, u64)],
+    groups_polled: u32,
+}
+
+impl<'a> Cost<'a> {
+    fn of(at_ns: u64, op: &'a Op) -> Option<Self> {
+        match op {
+            Op::OperatorCost {
+                cpu_ms,
+                rss_bytes,
+                kube_requests,
+                poll_buckets,
+                groups_polled,
+            } => Some(Self {
+                at_ns,
+                cpu_ms: *cpu_ms,
+                rss_bytes: *rss_bytes,
+                kube_requests: *kube_requests,
+                poll_buckets,
+                groups_polled: *groups_polled,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The operator's cost between its first and last scrape.
 fn cost_summary(costs: &[(u64, &Op)]) -> String {
-    let figures = |op: &Op| match op {
-        Op::OperatorCost {
-            cpu_ms,
-            rss_bytes,
-            kube_requests,
-            poll_p50_ms,
-            poll_p99_ms,
-            groups_polled,
-        } => Some((
-            *cpu_ms,
-            *rss_bytes,
-            *kube_requests,
-            *poll_p50_ms,
-            *poll_p99_ms,
-            *groups_polled,
-        )),
-        _ => None,
-    };
-    let (Some((first_ns, first)), Some((last_ns, last))) = (
-        costs.first().and_then(|(at, op)| Some((*at, figures(op)?))),
-        costs.last().and_then(|(at, op)| Some((*at, figures(op)?))),
-    ) else {
+    let all: Vec<Cost<'_>> = costs
+        .iter()
+        .filter_map(|(at, op)| Cost::of(*at, op))
+        .collect();
+    let (Some(first), Some(last)) = (all.first(), all.last()) else {
         return "not scraped".to_owned();
     };
-    let rss_max = costs
-        .iter()
-        .filter_map(|(_, op)| figures(op))
-        .map(|cost| cost.1)
-        .max()
-        .unwrap_or(0);
-    let ms = |value: Option<u64>| value.map_or_else(|| "?".to_owned(), |ms| format!("<= {ms} ms"));
-    let window_ms = last_ns.saturating_sub(first_ns) / 1_000_000;
-    let rates = if window_ms == 0 {
-        "one scrape".to_owned()
-    } else {
-        #[allow(clippy::cast_precision_loss)]
-        let per_second = |delta: u64| delta as f64 * 1000.0 / window_ms as f64;
-        format!(
-            "CPU {:.1}% of a core, {:.1} API requests/s over {:.0} s",
-            per_second(last.0.saturating_sub(first.0)) / 10.0,
-            per_second(last.2.saturating_sub(first.2)),
-            window_ms as f64 / 1000.0
-        )
+    let rss_max = all.iter().map(|cost| cost.rss_bytes).max().unwrap_or(0);
+    let window_ms = last.at_ns.saturating_sub(first.at_ns) / 1_000_000;
+    if window_ms == 0 {
+        return format!("one scrape, RSS {} MiB", rss_max / (1024 * 1024));
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let per_second = |delta: u64| delta as f64 * 1000.0 / window_ms as f64;
+    let quantile = |q: f64| {
+        window_quantile_ms(first.poll_buckets, last.poll_buckets, q)
+            .map_or_else(|| "> 10 s or none".to_owned(), |ms| format!("<= {ms} ms"))
     };
+    #[allow(clippy::cast_precision_loss)]
+    let seconds = window_ms as f64 / 1000.0;
     format!(
-        "{rates}, RSS max {} MiB, poll p50 {} p99 {} over {} groups",
+        "CPU {:.1}% of a core, {:.1} API requests/s, RSS max {} MiB, poll p50 {} p99 {} over {} groups, in the {seconds:.0} s between its first and last scrape",
+        per_second(last.cpu_ms.saturating_sub(first.cpu_ms)) / 10.0,
+        per_second(last.kube_requests.saturating_sub(first.kube_requests)),
         rss_max / (1024 * 1024),
-        ms(last.3),
-        ms(last.4),
-        last.5
+        quantile(0.5),
+        quantile(0.99),
+        last.groups_polled,
     )
 }
 
@@ -146,12 +157,18 @@ mod tests {
     }
 
     fn cost(cpu_ms: u64, kube_requests: u64, rss_bytes: u64) -> Op {
+        // Cumulative polls, 100 more per 1,000 ms of CPU: 98 of at most 10 ms, 2 of at most
+        // 50 ms, so a window's p50 is 10 ms and its p99 50 ms.
+        let scale = cpu_ms / 1_000;
         Op::OperatorCost {
             cpu_ms,
             rss_bytes,
             kube_requests,
-            poll_p50_ms: Some(10),
-            poll_p99_ms: Some(50),
+            poll_buckets: vec![
+                (10_000, 98 * scale),
+                (50_000, 100 * scale),
+                (u64::MAX, 100 * scale),
+            ],
             groups_polled: 10,
         }
     }
@@ -175,7 +192,7 @@ mod tests {
         assert!(verdict.valid, "{verdict:?}");
         assert_eq!(
             verdict.summary,
-            "10 groups, 2 reads of the others, every one Valid; operator: CPU 10.0% of a core, 50.0 API requests/s over 10 s, RSS max 60 MiB, poll p50 <= 10 ms p99 <= 50 ms over 10 groups"
+            "10 groups, 2 reads of the others, every one Valid; operator: CPU 10.0% of a core, 50.0 API requests/s, RSS max 60 MiB, poll p50 <= 10 ms p99 <= 50 ms over 10 groups, in the 10 s between its first and last scrape"
         );
     }
 

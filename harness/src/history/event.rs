@@ -177,8 +177,7 @@ pub enum Op {
         not_valid: Vec<String>,
     },
     /// The operator's own cost, from its metrics page (a fleet run): cumulative CPU time,
-    /// resident memory, requests to the API server, and its polls' p50 and p99 over every
-    /// group (the upper bound of their histogram bucket).
+    /// resident memory, requests to the API server, and its polls' histogram over every group.
     OperatorCost {
         /// `process_cpu_seconds_total`, in ms.
         cpu_ms: u64,
@@ -186,12 +185,11 @@ pub enum Op {
         rss_bytes: u64,
         /// `bloodraven_kube_requests_total`, every method.
         kube_requests: u64,
-        /// p50 of `bloodraven_group_poll_duration_seconds` over every group, in ms.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        poll_p50_ms: Option<u64>,
-        /// p99, in ms.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        poll_p99_ms: Option<u64>,
+        /// `bloodraven_group_poll_duration_seconds` over every group: cumulative counts by
+        /// upper bound in µs (`u64::MAX` for `+Inf`), so a window's p50 and p99 come from two
+        /// scrapes' difference.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        poll_buckets: Vec<(u64, u64)>,
         /// How many groups the operator has polled.
         groups_polled: u32,
     },
@@ -536,8 +534,7 @@ impl Op {
             cpu_ms: 0,
             rss_bytes: 0,
             kube_requests: 0,
-            poll_p50_ms: None,
-            poll_p99_ms: None,
+            poll_buckets: Vec::new(),
             groups_polled: 0,
         }
     }

@@ -255,8 +255,7 @@ async fn operator_metrics(client: &Client) -> Result<String> {
 }
 
 /// The operator's cost from its metrics page (pure): CPU time, resident memory, requests to
-/// the API server (all methods), and the per-group poll durations' p50 and p99 over every
-/// group, as the upper bound of the histogram bucket they fall in.
+/// the API server (all methods), and the per-group poll histograms summed over every group.
 pub fn operator_cost(text: &str) -> Op {
     let sample = |name: &str| {
         text.lines()
@@ -268,7 +267,6 @@ pub fn operator_cost(text: &str) -> Op {
         .filter(|line| line.starts_with("bloodraven_kube_requests_total{"))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    let buckets = poll_buckets(text);
     let groups_polled = u32::try_from(
         text.lines()
             .filter(|line| line.starts_with("bloodraven_group_poll_duration_seconds_count{"))
@@ -276,70 +274,72 @@ pub fn operator_cost(text: &str) -> Op {
     )
     .unwrap_or(u32::MAX);
     Op::OperatorCost {
-        cpu_ms: sample("process_cpu_seconds_total").map_or(0, seconds_to_ms),
-        rss_bytes: sample("process_resident_memory_bytes").map_or(0, |bytes| bytes as u64),
-        kube_requests: kube_requests as u64,
-        poll_p50_ms: quantile_ms(&buckets, 0.5),
-        poll_p99_ms: quantile_ms(&buckets, 0.99),
+        cpu_ms: sample("process_cpu_seconds_total").map_or(0, |seconds| whole(seconds * 1e3)),
+        rss_bytes: sample("process_resident_memory_bytes").map_or(0, whole),
+        kube_requests: whole(kube_requests),
+        poll_buckets: poll_buckets(text),
         groups_polled,
     }
 }
 
+/// A non-negative sample as a whole number.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-fn seconds_to_ms(seconds: f64) -> u64 {
-    (seconds * 1000.0).round() as u64
+fn whole(value: f64) -> u64 {
+    value.max(0.0).round() as u64
 }
 
-/// Every group's cumulative bucket counts summed, by upper bound (`+Inf` last).
-fn poll_buckets(text: &str) -> Vec<(f64, f64)> {
-    let mut buckets: Vec<(f64, f64)> = Vec::new();
+/// Every group's cumulative bucket counts summed, by upper bound in µs (`+Inf`: `u64::MAX`).
+fn poll_buckets(text: &str) -> Vec<(u64, u64)> {
+    let mut buckets: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
     for line in text
         .lines()
         .filter(|line| line.starts_with("bloodraven_group_poll_duration_seconds_bucket{"))
     {
-        let Some(bound) = line
+        let bound = line
             .split("le=\"")
             .nth(1)
             .and_then(|rest| rest.split('"').next())
-            .map(|le| {
-                if le == "+Inf" {
-                    f64::INFINITY
-                } else {
-                    le.parse().unwrap_or(f64::NAN)
-                }
-            })
-        else {
-            continue;
-        };
-        let Some(count) = line
+            .and_then(|le| match le {
+                "+Inf" => Some(u64::MAX),
+                seconds => seconds
+                    .parse::<f64>()
+                    .ok()
+                    .map(|seconds| whole(seconds * 1e6)),
+            });
+        let count = line
             .rsplit(' ')
             .next()
-            .and_then(|count| count.parse::<f64>().ok())
-        else {
-            continue;
-        };
-        match buckets.iter_mut().find(|(known, _)| *known == bound) {
-            Some((_, total)) => *total += count,
-            None => buckets.push((bound, count)),
+            .and_then(|count| count.parse::<f64>().ok());
+        if let (Some(bound), Some(count)) = (bound, count) {
+            *buckets.entry(bound).or_default() += whole(count);
         }
     }
-    buckets.retain(|(bound, _)| !bound.is_nan());
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    buckets
+    buckets.into_iter().collect()
 }
 
-/// The upper bound, in ms, of the bucket holding the `quantile` (None without observations,
-/// or when it falls in `+Inf`).
-fn quantile_ms(buckets: &[(f64, f64)], quantile: f64) -> Option<u64> {
-    let total = buckets.last()?.1;
-    if total <= 0.0 {
+/// The upper bound, in ms, of the bucket that holds the `quantile` of the polls between two
+/// scrapes' cumulative buckets (pure; None without polls between them, or when it falls in
+/// `+Inf`).
+pub fn window_quantile_ms(first: &[(u64, u64)], last: &[(u64, u64)], quantile: f64) -> Option<u64> {
+    let before = |bound: u64| {
+        first
+            .iter()
+            .find(|(known, _)| *known == bound)
+            .map_or(0, |(_, count)| *count)
+    };
+    let window: Vec<(u64, u64)> = last
+        .iter()
+        .map(|(bound, count)| (*bound, count.saturating_sub(before(*bound))))
+        .collect();
+    let total = window.last()?.1;
+    if total == 0 {
         return None;
     }
-    let bound = buckets
-        .iter()
-        .find(|(_, count)| *count >= total * quantile)?
-        .0;
-    bound.is_finite().then(|| seconds_to_ms(bound))
+    #[allow(clippy::cast_precision_loss)]
+    let wanted = total as f64 * quantile;
+    #[allow(clippy::cast_precision_loss)]
+    let bound = window.iter().find(|(_, count)| *count as f64 >= wanted)?.0;
+    (bound != u64::MAX).then(|| bound.div_ceil(1000))
 }
 
 #[cfg(test)]
@@ -392,27 +392,27 @@ bloodraven_kube_requests_total{method=\"PATCH\"} 30
 process_cpu_seconds_total 12.5
 process_resident_memory_bytes 41943040
 ";
+        let cost = operator_cost(text);
         assert_eq!(
-            operator_cost(text),
+            cost,
             Op::OperatorCost {
                 cpu_ms: 12_500,
                 rss_bytes: 41_943_040,
                 kube_requests: 150,
-                poll_p50_ms: Some(10),
-                poll_p99_ms: Some(50),
+                poll_buckets: vec![(10_000, 100), (50_000, 198), (u64::MAX, 200)],
                 groups_polled: 2,
             }
         );
-        assert_eq!(
-            operator_cost(""),
-            Op::OperatorCost {
-                cpu_ms: 0,
-                rss_bytes: 0,
-                kube_requests: 0,
-                poll_p50_ms: None,
-                poll_p99_ms: None,
-                groups_polled: 0,
-            }
-        );
+        assert_eq!(operator_cost(""), Op::operator_cost_unknown());
+        let Op::OperatorCost { poll_buckets, .. } = cost else {
+            unreachable!()
+        };
+        assert_eq!(window_quantile_ms(&[], &poll_buckets, 0.5), Some(10));
+        assert_eq!(window_quantile_ms(&[], &poll_buckets, 0.99), Some(50));
+        assert_eq!(window_quantile_ms(&[], &poll_buckets, 1.0), None, "+Inf");
+        // Over a window: only the polls between the two scrapes count.
+        let first = vec![(10_000, 100), (50_000, 100), (u64::MAX, 100)];
+        assert_eq!(window_quantile_ms(&first, &poll_buckets, 0.5), Some(50));
+        assert_eq!(window_quantile_ms(&poll_buckets, &poll_buckets, 0.5), None);
     }
 }
