@@ -43,12 +43,17 @@ pub fn check_fleet(history: &History) -> Option<Verdict> {
         .map(|(_, groups, _)| *groups)
         .max()
         .unwrap_or(0);
+    let cost = cost_summary(&costs);
     let summary = format!(
-        "{groups} groups, {} reads of the others, every one Valid; operator: {}",
+        "{groups} groups, {} reads of the others, every one Valid; operator: {cost}",
         reads.len(),
-        cost_summary(&costs)
     );
-    Some(Verdict::from_findings(NAME, summary, findings))
+    let mut verdict = Verdict::from_findings(NAME, summary, findings);
+    if !verdict.valid {
+        // The operator's cost is the bench's figure, failed or not.
+        verdict.summary = format!("{}; operator: {cost}", verdict.summary);
+    }
+    Some(verdict)
 }
 
 /// One finding per group that was ever read not Valid: when first, and how often.
@@ -242,6 +247,13 @@ mod tests {
         ]);
         let verdict = check_fleet(&history).expect("a fleet run");
         assert!(!verdict.valid);
+        assert!(
+            verdict
+                .summary
+                .ends_with("(and 1 more); operator: not scraped"),
+            "{}",
+            verdict.summary
+        );
         assert_eq!(
             verdict.findings,
             [
