@@ -14,18 +14,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::Client;
 use serde_json::{json, Value};
 
-use super::incluster::{HttpCall, WorkloadPod};
 use crate::error::{Error, Result};
 use crate::history::event::{EventType, Op};
 use crate::history::recorder::Recorder;
 use crate::live::workload::Sink as _;
-use crate::playground::names::{GROUP, NAMESPACE, OPERATOR_NAMESPACE};
+use crate::playground::names::{GROUP, NAMESPACE};
 
 /// The most groups a fleet run may have (the playground included).
 pub const FLEET_MAX: u32 = 60;
@@ -211,47 +208,14 @@ pub fn watch_fleet(
 
 /// The leader's metrics page, fetched from the in-cluster workload pod.
 async fn operator_metrics(client: &Client) -> Result<String> {
-    let fail = |reason: String| Error::Cluster {
-        action: "scrape the operator's metrics".to_owned(),
-        reason,
-    };
-    let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    let holder = leases
-        .get_opt(bloodraven_api::names::LEADER_LEASE)
-        .await
-        .map_err(|error| fail(error.to_string()))?
-        .and_then(|lease| lease.spec.and_then(|spec| spec.holder_identity))
-        .ok_or_else(|| fail("no leader".to_owned()))?;
-    let pod = bloodraven_api::names::leader_pod(&holder).to_owned();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    let ip = pods
-        .get(&pod)
-        .await
-        .map_err(|error| fail(format!("read pod {pod}: {error}")))?
-        .status
-        .and_then(|status| status.pod_ip)
-        .ok_or_else(|| fail(format!("pod {pod} has no IP")))?;
-    let answer = WorkloadPod::find(client.clone(), NAMESPACE)
+    let action = "scrape the operator's metrics";
+    let url = super::observe::operator_metrics_url(client)
         .await?
-        .http(&HttpCall {
-            method: "GET",
-            url: format!(
-                "http://{ip}:{}/metrics",
-                bloodraven_api::names::PORT_OPERATOR_HTTP
-            ),
-            ca_pem: None,
-            bearer: None,
-            headers: Vec::new(),
-            body: None,
-            resolve: Vec::new(),
-            timeout: Duration::from_secs(10),
-        })
-        .await?;
-    if (200..300).contains(&answer.status) {
-        Ok(answer.body)
-    } else {
-        Err(fail(format!("answered {}", answer.status)))
-    }
+        .ok_or_else(|| Error::Cluster {
+            action: action.to_owned(),
+            reason: "no leader".to_owned(),
+        })?;
+    super::observe::scrape_from(client, &url, action).await
 }
 
 /// The operator's cost from its metrics page (pure): CPU time, resident memory, requests to

@@ -24,15 +24,64 @@ pub(crate) fn cluster_error(action: impl Into<String>, reason: impl ToString) ->
     }
 }
 
+/// The leader operator pod's name, from the leader Lease (`None`: no holder).
+pub(crate) async fn leader_pod_of(client: &kube::Client) -> Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    Ok(leases
+        .get_opt(names::LEADER_LEASE)
+        .await
+        .map_err(|e| cluster_error("read the leader Lease", e))?
+        .and_then(|lease| lease.spec.and_then(|spec| spec.holder_identity))
+        .map(|identity| names::leader_pod(&identity).to_owned()))
+}
+
+/// The URL of the leader operator's metrics page, by its pod IP (`None`: no leader yet).
+pub(crate) async fn operator_metrics_url(client: &kube::Client) -> Result<Option<String>> {
+    let Some(pod) = leader_pod_of(client).await? else {
+        return Ok(None);
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let ip = pods
+        .get(&pod)
+        .await
+        .map_err(|e| cluster_error(format!("read pod {pod}"), e))?
+        .status
+        .and_then(|status| status.pod_ip)
+        .unwrap_or_default();
+    Ok(Some(format!(
+        "http://{ip}:{}/metrics",
+        names::PORT_OPERATOR_HTTP
+    )))
+}
+
+/// A metrics page, fetched from the in-cluster workload pod; an error unless 2xx.
+pub(crate) async fn scrape_from(client: &kube::Client, url: &str, action: &str) -> Result<String> {
+    let answer = super::incluster::WorkloadPod::find(client.clone(), NAMESPACE)
+        .await?
+        .http(&super::incluster::HttpCall {
+            method: "GET",
+            url: url.to_owned(),
+            ca_pem: None,
+            bearer: None,
+            headers: Vec::new(),
+            body: None,
+            resolve: Vec::new(),
+            timeout: std::time::Duration::from_secs(10),
+        })
+        .await
+        .map_err(|e| cluster_error(action, e))?;
+    if !(200..300).contains(&answer.status) {
+        return Err(cluster_error(
+            action,
+            format!("{url} answered {}: {:.200}", answer.status, answer.body),
+        ));
+    }
+    Ok(answer.body)
+}
+
 impl LiveCluster {
     pub(crate) async fn leader_pod(&self) -> Result<Option<String>> {
-        let leases: Api<Lease> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
-        Ok(leases
-            .get_opt(names::LEADER_LEASE)
-            .await
-            .map_err(|e| cluster_error("read the leader Lease", e))?
-            .and_then(|lease| lease.spec.and_then(|spec| spec.holder_identity))
-            .map(|identity| names::leader_pod(&identity).to_owned()))
+        leader_pod_of(&self.client).await
     }
 
     /// The operator's pods that are not terminating.
@@ -64,26 +113,7 @@ impl LiveCluster {
 
     /// A metrics page, fetched from the in-cluster workload pod; an error unless 2xx.
     pub(crate) async fn scrape(&self, url: &str, action: &str) -> Result<String> {
-        let answer = self
-            .http_in_cluster(&super::incluster::HttpCall {
-                method: "GET",
-                url: url.to_owned(),
-                ca_pem: None,
-                bearer: None,
-                headers: Vec::new(),
-                body: None,
-                resolve: Vec::new(),
-                timeout: std::time::Duration::from_secs(10),
-            })
-            .await
-            .map_err(|e| cluster_error(action, e))?;
-        if !(200..300).contains(&answer.status) {
-            return Err(cluster_error(
-                action,
-                format!("{url} answered {}: {:.200}", answer.status, answer.body),
-            ));
-        }
-        Ok(answer.body)
+        scrape_from(&self.client, url, action).await
     }
 
     pub(super) async fn converged_now(&self) -> Result<Option<String>> {

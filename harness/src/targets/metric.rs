@@ -4,17 +4,14 @@
 use std::collections::BTreeMap;
 
 use bloodraven_api::names;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::target::{compact, ExpectTarget, Judging, Substitution, Validation};
 use crate::error::Result;
-use crate::live::observe::cluster_error;
+use crate::live::observe::operator_metrics_url;
 use crate::live::{topology, LiveCluster};
-use crate::playground::names::OPERATOR_NAMESPACE;
 use crate::scenario::matcher::{check_operators, matches};
 use crate::scenario::model::Site;
 
@@ -62,21 +59,10 @@ impl MetricExpect {
                 )
             }
             None => {
-                let Some(pod) = live.leader_pod().await? else {
+                let Some(url) = operator_metrics_url(live.client()).await? else {
                     return Ok(None);
                 };
-                let pods: Api<Pod> = Api::namespaced(live.client().clone(), OPERATOR_NAMESPACE);
-                let ip = pods
-                    .get(&pod)
-                    .await
-                    .map_err(|e| cluster_error(format!("read pod {pod}"), e))?
-                    .status
-                    .and_then(|s| s.pod_ip)
-                    .unwrap_or_default();
-                (
-                    format!("http://{ip}:{}/metrics", names::PORT_OPERATOR_HTTP),
-                    "scrape the operator".to_owned(),
-                )
+                (url, "scrape the operator".to_owned())
             }
         };
         live.scrape(&url, &action).await.map(Some)
